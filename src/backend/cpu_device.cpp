@@ -1,0 +1,43 @@
+#include "backend/cpu_device.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "core/error.h"
+
+namespace kvc {
+
+namespace {
+constexpr size_t kAlignment = 256;  // the same alignment cudaMalloc gives
+}
+
+void* CpuDevice::allocate(uint64_t bytes) {
+  const uint64_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = rounded == 0 ? nullptr : std::aligned_alloc(kAlignment, rounded);
+  if (p == nullptr)
+    fail(KVC_ERR_OUT_OF_MEMORY,
+         "could not allocate " + std::to_string(bytes) + " bytes of host memory for the pool");
+  return p;
+}
+
+void CpuDevice::deallocate(void* ptr) noexcept { std::free(ptr); }
+
+void CpuDevice::copy_blocks(void* pool_base, const BlockGeometry& g, const BlockCopy* copies,
+                            size_t count, void* /*stream*/) {
+  auto* base = static_cast<unsigned char*>(pool_base);
+  for (size_t i = 0; i < count; ++i) {
+    const BlockCopy& c = copies[i];
+    unsigned char* dst = base + uint64_t(c.dst) * g.block_bytes;
+    const unsigned char* src = base + uint64_t(c.src) * g.block_bytes;
+    if (c.num_tokens >= g.tokens_per_block) {
+      std::memcpy(dst, src, g.block_bytes);
+      continue;
+    }
+    const uint64_t n = uint64_t(c.num_tokens) * g.row_bytes;
+    for (uint64_t r = 0; r < g.num_runs; ++r)
+      std::memcpy(dst + r * g.run_bytes(), src + r * g.run_bytes(), n);
+  }
+}
+
+}  // namespace kvc

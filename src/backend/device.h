@@ -1,0 +1,60 @@
+// The Device interface: everything the core needs from the memory that holds
+// KV (allocation, copies, kernels). The core reaches CUDA only through here.
+// Work that takes a `stream` is enqueued on it (a cudaStream_t on CUDA, NULL
+// for the default stream); the CPU backend runs it synchronously.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/block_geometry.h"
+#include "kvcache/config.h"
+
+namespace kvc {
+
+// One block copy inside a pool: the first `num_tokens` token rows of every
+// run (num_tokens == tokens_per_block copies the whole block).
+struct BlockCopy {
+  uint32_t src = 0;
+  uint32_t dst = 0;
+  uint32_t num_tokens = 0;
+};
+
+struct DeviceMemoryInfo {
+  uint64_t free_bytes = 0;   // 0 when the device does not report it (CPU)
+  uint64_t total_bytes = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  virtual kvc_device_kind_t kind() const = 0;
+  virtual int32_t ordinal() const = 0;
+  virtual std::string name() const = 0;
+  virtual DeviceMemoryInfo memory_info() const = 0;
+
+  // Pool memory. allocate throws Error(KVC_ERR_OUT_OF_MEMORY) with the size.
+  virtual void* allocate(uint64_t bytes) = 0;
+  virtual void deallocate(void* ptr) noexcept = 0;
+
+  // Copies between blocks of one pool laid out as `geometry`, enqueued on
+  // `stream`. Sources and destinations must not overlap.
+  virtual void copy_blocks(void* pool_base, const BlockGeometry& geometry,
+                           const BlockCopy* copies, size_t count, void* stream) = 0;
+
+  // Waits for the work enqueued on `stream`.
+  virtual void synchronize(void* stream) = 0;
+};
+
+// Creates the device of a config: the CPU backend, or CUDA device `ordinal`.
+// Throws Error(KVC_ERR_DEVICE) saying why a CUDA device cannot be used.
+std::unique_ptr<Device> create_device(kvc_device_kind_t kind, int32_t ordinal);
+
+// True when the library was built with the CUDA backend.
+bool cuda_compiled();
+// Usable CUDA devices now (0 without the backend, a driver or a GPU).
+int cuda_device_count();
+
+}  // namespace kvc

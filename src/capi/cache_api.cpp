@@ -1,0 +1,136 @@
+// Cache lifetime and description shims.
+#include "capi/guard.h"
+#include "capi/handles.h"
+#include "core/dtype.h"
+
+using kvc::capi::guarded;
+using kvc::capi::require;
+using kvc::capi::write_sized;
+
+namespace {
+
+const kvc::Cache& impl_of(const kvc_cache_t* cache) {
+  require(cache, "cache");
+  return *cache->impl;
+}
+
+template <class T>
+void init_sized(T* desc) {
+  if (desc == nullptr) return;
+  *desc = T{};
+  desc->struct_size = sizeof(T);
+}
+
+}  // namespace
+
+extern "C" {
+
+KVC_API kvc_status_t kvc_cache_create(const kvc_config_t* config, kvc_cache_t** out) {
+  return guarded([&] {
+    require(config, "config");
+    require(out, "out");
+    config->cfg.validate();
+    auto handle = std::make_unique<kvc_cache>();
+    handle->impl = std::make_unique<kvc::Cache>(config->cfg);
+    *out = handle.release();
+  });
+}
+
+KVC_API void kvc_cache_destroy(kvc_cache_t* cache) { delete cache; }
+
+KVC_API void kvc_cache_desc_init(kvc_cache_desc_t* desc) { init_sized(desc); }
+KVC_API void kvc_group_desc_init(kvc_group_desc_t* desc) { init_sized(desc); }
+KVC_API void kvc_pool_desc_init(kvc_pool_desc_t* desc) { init_sized(desc); }
+KVC_API void kvc_layer_view_init(kvc_layer_view_t* view) { init_sized(view); }
+
+KVC_API kvc_status_t kvc_cache_describe(const kvc_cache_t* cache, kvc_cache_desc_t* out) {
+  return guarded([&] {
+    const kvc::Cache& c = impl_of(cache);
+    const kvc::CacheConfig& cfg = c.config();
+    kvc_cache_desc_t d{};
+    d.device_kind = cfg.device_kind;
+    d.device_ordinal = cfg.device_ordinal;
+    d.dtype = cfg.dtype;
+    d.layout = cfg.layout;
+    d.num_layers = cfg.num_layers;
+    d.num_groups = uint32_t(c.grouping().groups.size());
+    d.num_pools = uint32_t(c.num_pools());
+    d.tokens_per_block = cfg.tokens_per_block;
+    d.kv_factor = cfg.kv_factor;
+    for (size_t p = 0; p < c.num_pools(); ++p) d.num_blocks += c.pool(uint32_t(p)).num_blocks();
+    d.token_capacity = c.plan().token_capacity;
+    d.primary_bytes = c.plan().total_bytes;
+    d.host_cache_bytes = cfg.host_cache_bytes;
+    d.device_free_bytes = c.device_memory_at_creation().free_bytes;
+    d.device_total_bytes = c.device_memory_at_creation().total_bytes;
+    write_sized(out, d, "out");
+  });
+}
+
+KVC_API kvc_status_t kvc_cache_describe_group(const kvc_cache_t* cache, uint32_t group,
+                                              kvc_group_desc_t* out) {
+  return guarded([&] {
+    const kvc::Cache& c = impl_of(cache);
+    const auto& groups = c.grouping().groups;
+    if (group >= groups.size())
+      kvc::invalid_argument("group must be < num_groups (" + std::to_string(groups.size()) +
+                            "), got " + std::to_string(group));
+    const kvc::LayerGroup& g = groups[group];
+    kvc_group_desc_t d{};
+    d.window = g.window;
+    d.kv_heads = g.kv_heads;
+    d.head_dim = g.head_dim;
+    d.num_layers = uint32_t(g.layers.size());
+    d.pool = g.pool;
+    d.block_bytes = g.geometry.block_bytes;
+    d.bytes_per_token = g.geometry.block_bytes / c.config().tokens_per_block;
+    write_sized(out, d, "out");
+  });
+}
+
+KVC_API kvc_status_t kvc_cache_describe_pool(const kvc_cache_t* cache, uint32_t pool,
+                                             kvc_pool_desc_t* out) {
+  return guarded([&] {
+    const kvc::Cache& c = impl_of(cache);
+    if (pool >= c.num_pools())
+      kvc::invalid_argument("pool must be < num_pools (" + std::to_string(c.num_pools()) +
+                            "), got " + std::to_string(pool));
+    const kvc::PoolMemory& p = c.pool(pool);
+    kvc_pool_desc_t d{};
+    d.num_groups = uint32_t(c.grouping().pools[pool].groups.size());
+    d.block_bytes = p.block_bytes();
+    d.num_blocks = p.num_blocks();
+    d.bytes = p.bytes();
+    d.base = p.base();
+    write_sized(out, d, "out");
+  });
+}
+
+KVC_API kvc_status_t kvc_cache_layer_view(const kvc_cache_t* cache, uint32_t layer,
+                                          kvc_layer_view_t* out) {
+  return guarded([&] {
+    const kvc::Cache& c = impl_of(cache);
+    const kvc::LayerView v = c.layer_view(layer);
+    const kvc::LayerGroup& g = c.grouping().groups[v.group];
+    const kvc::CacheConfig& cfg = c.config();
+    kvc_layer_view_t d{};
+    d.group = v.group;
+    d.pool = v.pool;
+    d.dtype = cfg.dtype;
+    d.layout = cfg.layout;
+    d.kv_heads = g.kv_heads;
+    d.head_dim = g.head_dim;
+    d.tokens_per_block = cfg.tokens_per_block;
+    d.kv_factor = cfg.kv_factor;
+    d.elem_size = uint32_t(kvc::dtype_size(cfg.dtype));
+    d.base = v.base;
+    d.num_blocks = v.num_blocks;
+    d.block_stride = v.block_stride;
+    d.kv_stride = v.kv_stride;
+    d.token_stride = v.token_stride;
+    d.head_stride = v.head_stride;
+    write_sized(out, d, "out");
+  });
+}
+
+}  // extern "C"

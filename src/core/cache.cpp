@@ -1,0 +1,39 @@
+#include "core/cache.h"
+
+#include "core/error.h"
+
+namespace kvc {
+
+Cache::Cache(const CacheConfig& cfg) : config_(cfg) {
+  config_.validate_shape();
+  grouping_ = group_layers(config_);
+  device_ = create_device(config_.device_kind, config_.device_ordinal);
+  device_memory_ = device_->memory_info();
+  plan_ = plan_memory(config_, grouping_, device_memory_.free_bytes);
+  for (size_t p = 0; p < grouping_.pools.size(); ++p)
+    pools_.push_back(std::make_unique<PoolMemory>(*device_, grouping_.pools[p].block_bytes,
+                                                   plan_.pool_blocks[p]));
+}
+
+Cache::~Cache() = default;
+
+LayerView Cache::layer_view(uint32_t layer) const {
+  if (layer >= config_.num_layers)
+    invalid_argument("layer must be < num_layers (" + std::to_string(config_.num_layers) +
+                     "), got " + std::to_string(layer));
+  const LayerPlace& place = grouping_.layers[layer];
+  const LayerGroup& g = grouping_.groups[place.group];
+  const PoolMemory& pool = *pools_[g.pool];
+  LayerView v;
+  v.group = place.group;
+  v.pool = g.pool;
+  v.base = static_cast<unsigned char*>(pool.base()) + place.index * g.layer_stride;
+  v.num_blocks = pool.num_blocks();
+  v.block_stride = g.geometry.block_bytes;
+  v.kv_stride = g.kv_stride;
+  v.token_stride = g.token_stride;
+  v.head_stride = g.head_stride;
+  return v;
+}
+
+}  // namespace kvc

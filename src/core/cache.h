@@ -1,0 +1,59 @@
+// A cache: its settings, layer groups, memory plan, device and pools. The
+// shape is fixed at creation; everything here that is const is safe to read
+// from any thread without the lock.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "backend/device.h"
+#include "core/cache_config.h"
+#include "core/layer_groups.h"
+#include "core/memory_plan.h"
+#include "core/pool_memory.h"
+
+namespace kvc {
+
+// A layer's strided tensor view (see kvc_layer_view_t).
+struct LayerView {
+  uint32_t group = 0;
+  uint32_t pool = 0;
+  void* base = nullptr;
+  uint64_t num_blocks = 0;
+  uint64_t block_stride = 0;
+  uint64_t kv_stride = 0;
+  uint64_t token_stride = 0;
+  uint64_t head_stride = 0;
+};
+
+class Cache {
+ public:
+  // Validates cfg, opens its device, sizes and allocates the pools.
+  explicit Cache(const CacheConfig& cfg);
+  ~Cache();
+
+  const CacheConfig& config() const { return config_; }
+  const LayerGrouping& grouping() const { return grouping_; }
+  const MemoryPlan& plan() const { return plan_; }
+  const DeviceMemoryInfo& device_memory_at_creation() const { return device_memory_; }
+  Device& device() const { return *device_; }
+  const PoolMemory& pool(uint32_t i) const { return *pools_.at(i); }
+  size_t num_pools() const { return pools_.size(); }
+
+  LayerView layer_view(uint32_t layer) const;
+
+  // Serializes the mutating calls on this cache.
+  std::mutex& mutex() const { return mutex_; }
+
+ private:
+  CacheConfig config_;
+  LayerGrouping grouping_;
+  std::unique_ptr<Device> device_;
+  DeviceMemoryInfo device_memory_;
+  MemoryPlan plan_;
+  std::vector<std::unique_ptr<PoolMemory>> pools_;
+  mutable std::mutex mutex_;
+};
+
+}  // namespace kvc

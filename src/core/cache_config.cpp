@@ -1,0 +1,134 @@
+#include "core/cache_config.h"
+
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+#include "core/layer_groups.h"
+#include "core/memory_plan.h"
+
+namespace kvc {
+
+namespace {
+constexpr uint32_t kMaxTokensPerBlock = 1024;
+constexpr uint32_t kMaxLayers = 1u << 16;
+constexpr uint32_t kMaxHeads = 1u << 12;
+constexpr uint32_t kMaxHeadDim = 1u << 12;
+constexpr uint32_t kMaxPriority = 100;
+}  // namespace
+
+void CacheConfig::check_num_layers(uint32_t v) {
+  if (v == 0 || v > kMaxLayers)
+    invalid_argument("num_layers must be in 1.." + std::to_string(kMaxLayers) + ", got " +
+                     std::to_string(v));
+}
+
+void CacheConfig::check_kv_heads(uint32_t v, const char* what) {
+  if (v == 0 || v > kMaxHeads)
+    invalid_argument(std::string(what) + " must be in 1.." + std::to_string(kMaxHeads) +
+                     ", got " + std::to_string(v));
+}
+
+void CacheConfig::check_head_dim(uint32_t v) {
+  if (v == 0 || v > kMaxHeadDim)
+    invalid_argument("head_dim must be in 1.." + std::to_string(kMaxHeadDim) + ", got " +
+                     std::to_string(v));
+}
+
+void CacheConfig::check_dtype(kvc_dtype_t v) {
+  if (v < KVC_DTYPE_F32 || v > KVC_DTYPE_FP8_E4M3)
+    invalid_argument("dtype must be one of KVC_DTYPE_F32 (1), KVC_DTYPE_F16 (2), "
+                     "KVC_DTYPE_BF16 (3), KVC_DTYPE_FP8_E4M3 (4), got " + std::to_string(v));
+}
+
+void CacheConfig::check_kv_factor(uint32_t v) {
+  if (v != 1 && v != 2) invalid_argument("kv_factor must be 1 or 2, got " + std::to_string(v));
+}
+
+void CacheConfig::check_layout(kvc_layout_t v) {
+  if (v != KVC_LAYOUT_NHD && v != KVC_LAYOUT_HND)
+    invalid_argument("layout must be KVC_LAYOUT_NHD (1) or KVC_LAYOUT_HND (2), got " +
+                     std::to_string(v));
+}
+
+void CacheConfig::check_tokens_per_block(uint32_t v) {
+  if (v < 2 || (v & (v - 1)) != 0 || v > kMaxTokensPerBlock)
+    invalid_argument("tokens_per_block must be a power of two > 1 and <= " +
+                     std::to_string(kMaxTokensPerBlock) + ", got " + std::to_string(v));
+}
+
+void CacheConfig::check_window(uint32_t v, size_t index) {
+  // Any value is a valid window; 0 means full attention. The bound keeps
+  // token arithmetic in 32 bits.
+  if (v > (1u << 30))
+    invalid_argument("attention window [" + std::to_string(index) +
+                     "] must be <= 2^30 tokens (0 = full attention), got " + std::to_string(v));
+}
+
+void CacheConfig::check_device(kvc_device_kind_t kind, int32_t ordinal) {
+  if (kind == KVC_DEVICE_CPU) {
+    if (ordinal != 0)
+      invalid_argument("device ordinal must be 0 for KVC_DEVICE_CPU, got " +
+                       std::to_string(ordinal));
+    return;
+  }
+  if (kind == KVC_DEVICE_CUDA) {
+    if (ordinal < 0)
+      invalid_argument("device ordinal must be >= 0 for KVC_DEVICE_CUDA, got " +
+                       std::to_string(ordinal));
+    return;
+  }
+  invalid_argument("device kind must be KVC_DEVICE_CPU (1) or KVC_DEVICE_CUDA (2), got " +
+                   std::to_string(kind));
+}
+
+void CacheConfig::check_fraction(double v) {
+  if (!(v > 0.0 && v <= 1.0))
+    invalid_argument("free_gpu_memory_fraction must be in (0, 1], got " + std::to_string(v));
+}
+
+void CacheConfig::check_priority(uint32_t v, const char* what) {
+  if (v > kMaxPriority)
+    invalid_argument(std::string(what) + " must be in 0..100, got " + std::to_string(v));
+}
+
+void CacheConfig::validate_shape() const {
+  if (num_layers == 0) invalid_argument("num_layers must be set (> 0), got 0");
+  if (kv_heads.empty()) invalid_argument("kv_heads must be set (> 0) before use");
+  if (kv_heads.size() != 1 && kv_heads.size() != num_layers)
+    invalid_argument("kv_heads per layer has " + std::to_string(kv_heads.size()) +
+                     " entries but num_layers is " + std::to_string(num_layers));
+  for (size_t i = 0; i < kv_heads.size(); ++i) check_kv_heads(kv_heads[i], "kv_heads");
+  if (head_dim == 0) invalid_argument("head_dim must be set (> 0), got 0");
+  check_head_dim(head_dim);
+  check_dtype(dtype);
+  check_kv_factor(kv_factor);
+  check_layout(layout);
+  check_tokens_per_block(tokens_per_block);
+  if (windows.size() > num_layers)
+    invalid_argument("attention window list has " + std::to_string(windows.size()) +
+                     " entries but num_layers is " + std::to_string(num_layers) +
+                     " (a shorter list repeats over the layers)");
+  for (size_t i = 0; i < windows.size(); ++i) check_window(windows[i], i);
+  check_device(device_kind, device_ordinal);
+  check_fraction(free_gpu_memory_fraction);
+  check_priority(secondary_offload_min_priority, "secondary_offload_min_priority");
+}
+
+void CacheConfig::validate() const {
+  validate_shape();
+  // A CUDA cache bounded only by the free-memory fraction is checked at
+  // creation, when the free memory is known.
+  if (device_kind == KVC_DEVICE_CUDA && primary_bytes == 0 && max_tokens == 0) return;
+  plan_memory(*this, group_layers(*this), 0);
+}
+
+uint32_t CacheConfig::kv_heads_of(uint32_t layer) const {
+  return kv_heads.size() == 1 ? kv_heads[0] : kv_heads.at(layer);
+}
+
+uint32_t CacheConfig::window_of(uint32_t layer) const {
+  return windows.empty() ? 0 : windows[layer % windows.size()];
+}
+
+}  // namespace kvc

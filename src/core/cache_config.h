@@ -1,0 +1,62 @@
+// The validated settings a cache is built from. The C config object wraps
+// one of these; setters validate single values, validate() the whole.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kvcache/config.h"
+
+namespace kvc {
+
+struct CacheConfig {
+  // Model shape.
+  uint32_t num_layers = 0;
+  std::vector<uint32_t> kv_heads;  // empty: unset; 1 value: every layer; else per layer
+  uint32_t head_dim = 0;
+  kvc_dtype_t dtype = KVC_DTYPE_BF16;
+  uint32_t kv_factor = 2;
+  kvc_layout_t layout = KVC_LAYOUT_NHD;
+  uint32_t tokens_per_block = 16;
+  std::vector<uint32_t> windows;  // repeats over layers; empty: all full
+
+  // Device and memory.
+  kvc_device_kind_t device_kind = KVC_DEVICE_CPU;
+  int32_t device_ordinal = 0;
+  uint64_t primary_bytes = 0;  // 0: no byte bound
+  uint64_t max_tokens = 0;     // 0: no token bound
+  double free_gpu_memory_fraction = 0.9;
+  uint64_t host_cache_bytes = 0;
+  uint32_t secondary_offload_min_priority = 35;
+
+  // Reuse and events.
+  bool block_reuse = true;
+  bool partial_reuse = true;
+  bool copy_on_partial_reuse = true;
+  uint32_t event_buffer_size = 0;
+
+  // Single-value checks, shared by the setters and validate(); each throws
+  // kvc::Error(KVC_ERR_INVALID_ARGUMENT) naming the setting and value.
+  static void check_num_layers(uint32_t v);
+  static void check_kv_heads(uint32_t v, const char* what);
+  static void check_head_dim(uint32_t v);
+  static void check_dtype(kvc_dtype_t v);
+  static void check_kv_factor(uint32_t v);
+  static void check_layout(kvc_layout_t v);
+  static void check_tokens_per_block(uint32_t v);
+  static void check_window(uint32_t v, size_t index);
+  static void check_device(kvc_device_kind_t kind, int32_t ordinal);
+  static void check_fraction(double v);
+  static void check_priority(uint32_t v, const char* what);
+
+  // Whole-config checks, except the memory budget against the pools, which
+  // needs the layer groups (see memory_plan.h).
+  void validate_shape() const;
+  // validate_shape() + the memory checks.
+  void validate() const;
+
+  uint32_t kv_heads_of(uint32_t layer) const;
+  uint32_t window_of(uint32_t layer) const;
+};
+
+}  // namespace kvc

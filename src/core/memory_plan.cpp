@@ -1,0 +1,59 @@
+#include "core/memory_plan.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+
+namespace kvc {
+
+MemoryPlan plan_memory(const CacheConfig& cfg, const LayerGrouping& grouping,
+                       uint64_t device_free_bytes) {
+  uint64_t bytes_per_block_set = 0;  // one block of every group
+  for (const LayerGroup& g : grouping.groups) bytes_per_block_set += g.geometry.block_bytes;
+
+  MemoryPlan plan;
+  plan.budget_bytes = std::numeric_limits<uint64_t>::max();
+  auto bound = [&](uint64_t bytes, const char* what) {
+    if (bytes < plan.budget_bytes) {
+      plan.budget_bytes = bytes;
+      plan.limited_by = what;
+    }
+  };
+  if (cfg.primary_bytes != 0) bound(cfg.primary_bytes, "primary_bytes");
+  if (cfg.max_tokens != 0) {
+    const uint64_t blocks = (cfg.max_tokens + cfg.tokens_per_block - 1) / cfg.tokens_per_block;
+    const uint64_t bytes =
+        blocks > std::numeric_limits<uint64_t>::max() / bytes_per_block_set
+            ? std::numeric_limits<uint64_t>::max()
+            : blocks * bytes_per_block_set;
+    bound(bytes, "max_tokens");
+  }
+  if (device_free_bytes != 0) {
+    bound(uint64_t(std::floor(double(device_free_bytes) * cfg.free_gpu_memory_fraction)),
+          "free_gpu_memory_fraction");
+  }
+  if (plan.limited_by.empty())
+    invalid_argument("a CPU cache needs primary_bytes or max_tokens to bound its pool; "
+                     "both are 0");
+
+  plan.blocks_per_group = plan.budget_bytes / bytes_per_block_set;
+  if (plan.blocks_per_group == 0)
+    invalid_argument("memory budget of " + std::to_string(plan.budget_bytes) +
+                     " bytes (limited by " + plan.limited_by +
+                     ") is too small for one block of every layer group, which needs " +
+                     std::to_string(bytes_per_block_set) + " bytes");
+  // Block ids are int32 in block tables.
+  const uint64_t max_blocks = uint64_t(std::numeric_limits<int32_t>::max()) /
+                              std::max<size_t>(1, grouping.groups.size());
+  if (plan.blocks_per_group > max_blocks) plan.blocks_per_group = max_blocks;
+  plan.token_capacity = plan.blocks_per_group * cfg.tokens_per_block;
+  for (const PoolShape& p : grouping.pools) {
+    const uint64_t blocks = plan.blocks_per_group * p.groups.size();
+    plan.pool_blocks.push_back(blocks);
+    plan.total_bytes += blocks * p.block_bytes;
+  }
+  return plan;
+}
+
+}  // namespace kvc

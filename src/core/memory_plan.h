@@ -1,0 +1,31 @@
+// How many blocks each pool gets. The budget is the least of primary_bytes,
+// the bytes of max_tokens tokens in every group, and (on a device that
+// reports free memory) free_gpu_memory_fraction of it. Every group gets the
+// same number of blocks, so every layer can hold the same number of tokens.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/cache_config.h"
+#include "core/layer_groups.h"
+
+namespace kvc {
+
+struct MemoryPlan {
+  uint64_t budget_bytes = 0;        // the least of the bounds
+  uint64_t blocks_per_group = 0;    // every group gets this many
+  uint64_t token_capacity = 0;      // blocks_per_group * tokens_per_block
+  std::vector<uint64_t> pool_blocks;  // per pool
+  uint64_t total_bytes = 0;         // sum of pool_blocks * block_bytes
+  std::string limited_by;           // "primary_bytes", "max_tokens" or "free_gpu_memory_fraction"
+};
+
+// device_free_bytes == 0 means "the device reports none" (the CPU backend):
+// then primary_bytes or max_tokens must bound the pool.
+// Throws KVC_ERR_INVALID_ARGUMENT if the budget holds no block of every group.
+MemoryPlan plan_memory(const CacheConfig& cfg, const LayerGrouping& grouping,
+                       uint64_t device_free_bytes);
+
+}  // namespace kvc
