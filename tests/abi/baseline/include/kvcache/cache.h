@@ -1,0 +1,209 @@
+/**
+ * @file cache.h
+ * @brief Creating a cache from a config, describing its memory, and the
+ *        per-layer tensor views that external attention kernels read.
+ *
+ * A cache owns its primary pool (host memory on the CPU backend, cudaMalloc
+ * memory on CUDA), allocated once at creation and never grown while
+ * serving.
+ */
+#ifndef KVCACHE_CACHE_H
+#define KVCACHE_CACHE_H
+
+#include "kvcache/common.h"
+#include "kvcache/config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Opaque cache handle. */
+typedef struct kvc_cache kvc_cache_t;
+
+/* ===================================================================== */
+/* Lifetime                                                              */
+/* ===================================================================== */
+
+/**
+ * @brief Validates `config`, sizes and allocates the primary pool, and
+ *        creates a cache.
+ *
+ * Sizing: the pool takes the least of primary_bytes, the bytes of
+ * max_tokens tokens per layer, and (CUDA) free_gpu_memory_fraction of the
+ * free device memory; it is rounded down to whole blocks.
+ * @param config Borrowed for the call; the cache keeps its own copy.
+ * @param[out] out Receives the cache, owned by the caller, freed with
+ *             kvc_cache_destroy(); untouched on failure.
+ * @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (invalid config or NULL);
+ *         KVC_ERR_DEVICE (CUDA asked for but not built, no such device, or
+ *         no usable driver; the message says which);
+ *         KVC_ERR_OUT_OF_MEMORY (the pool could not be allocated).
+ * @since 0.1.0
+ */
+KVC_API kvc_status_t kvc_cache_create(const kvc_config_t *config,
+                                      kvc_cache_t **out);
+
+/**
+ * @brief Frees the cache and its pools. NULL is accepted and ignored.
+ *
+ * Not thread safe against other calls on the same cache: the caller must
+ * make sure no other thread uses it any more.
+ * @since 0.1.0
+ */
+KVC_API void kvc_cache_destroy(kvc_cache_t *cache);
+
+/* ===================================================================== */
+/* Description                                                           */
+/* ===================================================================== */
+
+/**
+ * @brief Summary of a cache. Transparent; begins with struct_size.
+ * @since 0.1.0
+ */
+typedef struct kvc_cache_desc {
+  uint32_t struct_size;        /**< sizeof(kvc_cache_desc_t) of the caller. */
+  kvc_device_kind_t device_kind; /**< KVC_DEVICE_*. */
+  int32_t device_ordinal;      /**< CUDA ordinal; 0 on CPU. */
+  kvc_dtype_t dtype;           /**< Stored element type. */
+  kvc_layout_t layout;         /**< Block layout. */
+  uint32_t num_layers;         /**< Attention layers. */
+  uint32_t num_groups;         /**< Layer groups (window, heads, head_dim). */
+  uint32_t num_pools;          /**< Block pools. */
+  uint32_t tokens_per_block;   /**< Tokens per block. */
+  uint32_t kv_factor;          /**< 2 (K and V) or 1. */
+  uint64_t num_blocks;         /**< Primary blocks over all pools. */
+  uint64_t token_capacity;     /**< Tokens every layer can hold at once. */
+  uint64_t primary_bytes;      /**< Bytes of the primary pools. */
+  uint64_t host_cache_bytes;   /**< Bytes of the secondary tier. */
+  uint64_t device_free_bytes;  /**< Free device memory seen at sizing (CUDA); 0 on CPU. */
+  uint64_t device_total_bytes; /**< Total device memory (CUDA); 0 on CPU. */
+} kvc_cache_desc_t;
+
+/** Static initializer for kvc_cache_desc_t. */
+#define KVC_CACHE_DESC_INIT {sizeof(kvc_cache_desc_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+/** @brief Zeroes `desc` and sets its struct_size. @since 0.1.0 */
+KVC_API void kvc_cache_desc_init(kvc_cache_desc_t *desc);
+
+/**
+ * @brief Fills `out` with a summary of the cache.
+ * @param[in,out] out struct_size must be set (kvc_cache_desc_init); the
+ *        library writes min(struct_size, its own size) bytes.
+ * @return KVC_OK or KVC_ERR_INVALID_ARGUMENT. Reads only.
+ * @since 0.1.0
+ */
+KVC_API kvc_status_t kvc_cache_describe(const kvc_cache_t *cache,
+                                        kvc_cache_desc_t *out);
+
+/**
+ * @brief One layer group: the layers sharing (window, kv heads, head dim).
+ *        Transparent; begins with struct_size.
+ * @since 0.1.0
+ */
+typedef struct kvc_group_desc {
+  uint32_t struct_size;   /**< sizeof(kvc_group_desc_t) of the caller. */
+  uint32_t window;        /**< Attention window in tokens; 0 = full. */
+  uint32_t kv_heads;      /**< KV heads of each layer of the group. */
+  uint32_t head_dim;      /**< Head dimension. */
+  uint32_t num_layers;    /**< Layers in the group. */
+  uint32_t pool;          /**< Index of the pool its blocks come from. */
+  uint64_t block_bytes;   /**< Bytes of one block (all layers of the group). */
+  uint64_t bytes_per_token; /**< block_bytes / tokens_per_block. */
+} kvc_group_desc_t;
+
+/** Static initializer for kvc_group_desc_t. */
+#define KVC_GROUP_DESC_INIT {sizeof(kvc_group_desc_t), 0, 0, 0, 0, 0, 0, 0}
+
+/** @brief Zeroes `desc` and sets its struct_size. @since 0.1.0 */
+KVC_API void kvc_group_desc_init(kvc_group_desc_t *desc);
+
+/**
+ * @brief Describes layer group `group` (0 <= group < num_groups).
+ * @return KVC_OK, KVC_ERR_INVALID_ARGUMENT. Reads only.
+ * @since 0.1.0
+ */
+KVC_API kvc_status_t kvc_cache_describe_group(const kvc_cache_t *cache,
+                                              uint32_t group,
+                                              kvc_group_desc_t *out);
+
+/**
+ * @brief One block pool. Transparent; begins with struct_size.
+ * @since 0.1.0
+ */
+typedef struct kvc_pool_desc {
+  uint32_t struct_size;   /**< sizeof(kvc_pool_desc_t) of the caller. */
+  uint32_t num_groups;    /**< Layer groups drawing from this pool. */
+  uint64_t block_bytes;   /**< Bytes of one block. */
+  uint64_t num_blocks;    /**< Blocks in the pool. */
+  uint64_t bytes;         /**< block_bytes * num_blocks. */
+  void *base;             /**< First byte (device pointer on CUDA). Owned by the cache. */
+} kvc_pool_desc_t;
+
+/** Static initializer for kvc_pool_desc_t. */
+#define KVC_POOL_DESC_INIT {sizeof(kvc_pool_desc_t), 0, 0, 0, 0, NULL}
+
+/** @brief Zeroes `desc` and sets its struct_size. @since 0.1.0 */
+KVC_API void kvc_pool_desc_init(kvc_pool_desc_t *desc);
+
+/**
+ * @brief Describes pool `pool` (0 <= pool < num_pools).
+ * @return KVC_OK, KVC_ERR_INVALID_ARGUMENT. Reads only.
+ * @since 0.1.0
+ */
+KVC_API kvc_status_t kvc_cache_describe_pool(const kvc_cache_t *cache,
+                                             uint32_t pool,
+                                             kvc_pool_desc_t *out);
+
+/* ===================================================================== */
+/* Per-layer tensor views                                                */
+/* ===================================================================== */
+
+/**
+ * @brief Where one layer's K and V live, as a strided tensor that external
+ *        kernels can address. Transparent; begins with struct_size.
+ *
+ * Element (block b, kv k, token t, head h, dim d) of this layer is at
+ * `base + b * block_stride + k * kv_stride + t * token_stride +
+ *  h * head_stride + d * elem_size` bytes. Block ids are those the cache
+ * hands out for the layer's group. All strides are in bytes.
+ * @since 0.1.0
+ */
+typedef struct kvc_layer_view {
+  uint32_t struct_size;   /**< sizeof(kvc_layer_view_t) of the caller. */
+  uint32_t group;         /**< Layer group of the layer. */
+  uint32_t pool;          /**< Pool the blocks come from. */
+  kvc_dtype_t dtype;      /**< Element type. */
+  kvc_layout_t layout;    /**< NHD or HND. */
+  uint32_t kv_heads;      /**< KV heads. */
+  uint32_t head_dim;      /**< Head dimension. */
+  uint32_t tokens_per_block; /**< Tokens per block. */
+  uint32_t kv_factor;     /**< 2 (K at kv 0, V at kv 1) or 1. */
+  uint32_t elem_size;     /**< Bytes per element. */
+  void *base;             /**< Byte 0 of block 0 for this layer (layer offset applied). */
+  uint64_t num_blocks;    /**< Blocks addressable through the view. */
+  uint64_t block_stride;  /**< Bytes between consecutive blocks. */
+  uint64_t kv_stride;     /**< Bytes between K and V. */
+  uint64_t token_stride;  /**< Bytes between consecutive tokens. */
+  uint64_t head_stride;   /**< Bytes between consecutive heads. */
+} kvc_layer_view_t;
+
+/** Static initializer for kvc_layer_view_t. */
+#define KVC_LAYER_VIEW_INIT {sizeof(kvc_layer_view_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0}
+
+/** @brief Zeroes `view` and sets its struct_size. @since 0.1.0 */
+KVC_API void kvc_layer_view_init(kvc_layer_view_t *view);
+
+/**
+ * @brief The tensor view of layer `layer` (0 <= layer < num_layers).
+ * @return KVC_OK, KVC_ERR_INVALID_ARGUMENT. Reads only.
+ * @since 0.1.0
+ */
+KVC_API kvc_status_t kvc_cache_layer_view(const kvc_cache_t *cache,
+                                          uint32_t layer,
+                                          kvc_layer_view_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVCACHE_CACHE_H */

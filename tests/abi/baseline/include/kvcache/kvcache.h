@@ -1,0 +1,24 @@
+/**
+ * @file kvcache.h
+ * @brief Umbrella header: include this one. It pulls in every module.
+ *
+ * kvcache is the KV-cache system of an LLM inference engine behind a C ABI.
+ * Conventions (see each module for details):
+ *  - every fallible call returns kvc_status_t (KVC_OK == 0, errors < 0) and
+ *    on failure changes nothing; kvc_last_error_message() says why;
+ *  - `kvc_x_create(&out, ...)` / `kvc_x_destroy(x)` pairs, destroy accepts
+ *    NULL; memory the library allocates, the library frees;
+ *  - transparent structs begin with `uint32_t struct_size`; initialise them
+ *    with their `kvc_x_init()` or `KVC_X_INIT`;
+ *  - threading: see common.h. Streams are opaque `void *` (a cudaStream_t
+ *    cast); device memory is `void *`.
+ */
+#ifndef KVCACHE_KVCACHE_H
+#define KVCACHE_KVCACHE_H
+
+#include "kvcache/common.h"
+#include "kvcache/version.h"
+#include "kvcache/config.h"
+#include "kvcache/cache.h"
+
+#endif /* KVCACHE_KVCACHE_H */
