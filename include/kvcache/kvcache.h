@@ -20,5 +20,6 @@
 #include "kvcache/version.h"
 #include "kvcache/config.h"
 #include "kvcache/cache.h"
+#include "kvcache/kernels.h"
 
 #endif /* KVCACHE_KVCACHE_H */

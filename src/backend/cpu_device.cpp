@@ -4,6 +4,8 @@
 #include <cstring>
 #include <new>
 
+#include "backend/cpu_kernels.h"
+#include "backend/kernel_checks.h"
 #include "core/error.h"
 
 namespace kvc {
@@ -38,6 +40,16 @@ void CpuDevice::copy_blocks(void* pool_base, const BlockGeometry& g, const Block
     for (uint64_t r = 0; r < g.num_runs; ++r)
       std::memcpy(dst + r * g.run_bytes(), src + r * g.run_bytes(), n);
   }
+}
+
+void CpuDevice::store_kv(const StoreKvWork& work, void* /*stream*/) {
+  check_store_slots(work);
+  cpu_store_kv(work);
+}
+
+void CpuDevice::decode_attention(const DecodeWork& work, void* /*stream*/) {
+  check_decode_tables(work);
+  cpu_decode_attention(work);
 }
 
 }  // namespace kvc

@@ -18,6 +18,14 @@ class CpuDevice final : public Device {
   void copy_blocks(void* pool_base, const BlockGeometry& geometry, const BlockCopy* copies,
                    size_t count, void* stream) override;
   void synchronize(void*) override {}
+
+  // Checks every slot / length / block id, then runs the reference kernel:
+  // a failed call writes nothing.
+  void store_kv(const StoreKvWork& work, void* stream) override;
+  void decode_attention(const DecodeWork& work, void* stream) override;
+  uint64_t decode_workspace_bytes(const DecodeWork&) const override { return 0; }
+  // Work runs in the call, so there is never an error left to report.
+  AsyncError async_error(void*) override { return {}; }
 };
 
 }  // namespace kvc

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "backend/kernel_work.h"
 #include "core/block_geometry.h"
 #include "kvcache/config.h"
 
@@ -46,6 +47,18 @@ class Device {
 
   // Waits for the work enqueued on `stream`.
   virtual void synchronize(void* stream) = 0;
+
+  // Kernels (kvcache/kernels.h). The arguments passed check_*_args()
+  // (kernel_checks.h); values inside the arrays are the backend's to check.
+  // A backend without them (a test double) fails with KVC_ERR_UNSUPPORTED.
+  virtual void store_kv(const StoreKvWork& work, void* stream);
+  virtual void decode_attention(const DecodeWork& work, void* stream);
+  // Workspace bytes decode_attention needs; never decreases as batch or
+  // max_seq_len grows.
+  virtual uint64_t decode_workspace_bytes(const DecodeWork& work) const;
+  // Waits for `stream`, then returns (and clears, unless sticky) the first
+  // error recorded by enqueued kernel work.
+  virtual AsyncError async_error(void* stream);
 };
 
 // Creates the device of a config: the CPU backend, or CUDA device `ordinal`.

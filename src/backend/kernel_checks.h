@@ -1,0 +1,31 @@
+// Host-side argument checks of the kernels, shared by both backends so that
+// a bad call fails the same way on CPU and CUDA. Each throws
+// Error(KVC_ERR_INVALID_ARGUMENT, ...) (or UNSUPPORTED / BUFFER_TOO_SMALL)
+// naming the argument and the value at fault.
+#pragma once
+
+#include <cstddef>
+
+#include "backend/device.h"
+#include "backend/kernel_work.h"
+
+namespace kvc {
+
+// Checks of everything readable without touching the data arrays.
+void check_store_args(const StoreKvWork& w);
+void check_decode_args(const DecodeWork& w);
+
+// Checks of the values inside host arrays (a CPU cache's slots, lengths and
+// tables), done before anything is written so a failed call changes nothing.
+void check_store_slots(const StoreKvWork& w);
+void check_decode_tables(const DecodeWork& w);
+
+// Block ids in [0, num_blocks); no destination written twice or also read.
+void check_block_copies(const BlockCopy* copies, size_t count, uint64_t num_blocks);
+
+// Blocks a sequence of `len` tokens spans.
+inline uint64_t blocks_for(uint64_t len, uint32_t tokens_per_block) {
+  return (len + tokens_per_block - 1) / tokens_per_block;
+}
+
+}  // namespace kvc

@@ -1,0 +1,175 @@
+// Kernel shims: resolve the layer or group to its place in a pool, check the
+// arguments on the host, and hand the work to the cache's Device. Kernels
+// only read the cache's shape, so they do not take the cache lock.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backend/kernel_checks.h"
+#include "capi/guard.h"
+#include "capi/handles.h"
+#include "kvcache/kernels.h"
+
+using kvc::capi::guarded;
+using kvc::capi::read_sized;
+using kvc::capi::require;
+
+namespace {
+
+kvc::Cache& impl_of(const kvc_cache_t* cache) {
+  require(cache, "cache");
+  return *cache->impl;
+}
+
+kvc::LayerSlabs slabs_of(const kvc::Cache& c, uint32_t layer) {
+  const kvc::LayerView v = c.layer_view(layer);  // checks the layer
+  const kvc::LayerGroup& g = c.grouping().groups[v.group];
+  const kvc::CacheConfig& cfg = c.config();
+  kvc::LayerSlabs s;
+  s.base = v.base;
+  s.num_blocks = v.num_blocks;
+  s.block_stride = v.block_stride;
+  s.kv_stride = v.kv_stride;
+  s.token_stride = v.token_stride;
+  s.head_stride = v.head_stride;
+  s.tokens_per_block = cfg.tokens_per_block;
+  s.kv_heads = g.kv_heads;
+  s.head_dim = g.head_dim;
+  s.kv_factor = cfg.kv_factor;
+  s.dtype = cfg.dtype;
+  s.layout = cfg.layout;
+  s.window = g.window;
+  s.layer = layer;
+  return s;
+}
+
+kvc::DecodeWork decode_work_of(const kvc::Cache& c, const kvc_decode_args_t* args) {
+  static const kvc_decode_args_t defaults = KVC_DECODE_ARGS_INIT;
+  const kvc_decode_args_t a = read_sized(args, defaults, "args");
+  kvc::DecodeWork w;
+  w.kv = slabs_of(c, a.layer);
+  w.batch = a.batch;
+  w.q_heads = a.q_heads;
+  w.q_dtype = a.q_dtype;
+  w.table_format = a.table_format;
+  w.query = a.query;
+  w.out = a.out;
+  w.seq_lens = a.seq_lens;
+  w.block_table = a.block_table;
+  w.indptr = a.indptr;
+  w.table_stride = a.table_stride;
+  w.max_seq_len = a.max_seq_len;
+  w.window = a.window != 0 ? a.window : w.kv.window;
+  w.softmax_scale =
+      a.softmax_scale != 0.0f ? a.softmax_scale : 1.0f / std::sqrt(float(w.kv.head_dim));
+  w.k_scale = a.k_scale;
+  w.v_scale = a.v_scale;
+  w.workspace = a.workspace;
+  w.workspace_bytes = a.workspace_bytes;
+  kvc::check_decode_args(w);
+  return w;
+}
+
+}  // namespace
+
+extern "C" {
+
+KVC_API void kvc_store_args_init(kvc_store_args_t* args) {
+  const kvc_store_args_t init = KVC_STORE_ARGS_INIT;
+  if (args != nullptr) *args = init;
+}
+
+KVC_API void kvc_decode_args_init(kvc_decode_args_t* args) {
+  const kvc_decode_args_t init = KVC_DECODE_ARGS_INIT;
+  if (args != nullptr) *args = init;
+}
+
+KVC_API kvc_status_t kvc_store_kv(kvc_cache_t* cache, const kvc_store_args_t* args,
+                                  void* stream) {
+  return guarded([&] {
+    kvc::Cache& c = impl_of(cache);
+    static const kvc_store_args_t defaults = KVC_STORE_ARGS_INIT;
+    const kvc_store_args_t a = read_sized(args, defaults, "args");
+    kvc::StoreKvWork w;
+    w.kv = slabs_of(c, a.layer);
+    w.num_tokens = a.num_tokens;
+    w.src_dtype = a.src_dtype;
+    w.key = a.key;
+    w.value = a.value;
+    w.slot_mapping = a.slot_mapping;
+    w.k_scale = a.k_scale;
+    w.v_scale = a.v_scale;
+    kvc::check_store_args(w);
+    if (w.num_tokens == 0) return;
+    c.device().store_kv(w, stream);
+  });
+}
+
+KVC_API kvc_status_t kvc_copy_blocks(kvc_cache_t* cache, uint32_t group, const int32_t* src,
+                                     const int32_t* dst, const uint32_t* num_tokens,
+                                     uint32_t count, void* stream) {
+  return guarded([&] {
+    kvc::Cache& c = impl_of(cache);
+    const auto& groups = c.grouping().groups;
+    if (group >= groups.size())
+      kvc::invalid_argument("group must be < num_groups (" + std::to_string(groups.size()) +
+                            "), got " + std::to_string(group));
+    if (count == 0) return;
+    require(src, "src");
+    require(dst, "dst");
+    const kvc::LayerGroup& g = groups[group];
+    const kvc::PoolMemory& pool = c.pool(g.pool);
+    std::vector<kvc::BlockCopy> copies(count);
+    for (uint32_t i = 0; i < count; ++i) {
+      copies[i].src = uint32_t(src[i]);
+      copies[i].dst = uint32_t(dst[i]);
+      const uint32_t n = num_tokens != nullptr ? num_tokens[i] : g.geometry.tokens_per_block;
+      copies[i].num_tokens = n < g.geometry.tokens_per_block ? n : g.geometry.tokens_per_block;
+    }
+    kvc::check_block_copies(copies.data(), copies.size(), pool.num_blocks());
+    c.device().copy_blocks(pool.base(), g.geometry, copies.data(), copies.size(), stream);
+  });
+}
+
+KVC_API kvc_status_t kvc_decode_workspace_size(const kvc_cache_t* cache,
+                                               const kvc_decode_args_t* args, uint64_t* bytes) {
+  return guarded([&] {
+    const kvc::Cache& c = impl_of(cache);
+    require(bytes, "bytes");
+    const kvc::DecodeWork w = decode_work_of(c, args);
+    *bytes = c.device().decode_workspace_bytes(w);
+  });
+}
+
+KVC_API kvc_status_t kvc_decode_attention(kvc_cache_t* cache, const kvc_decode_args_t* args,
+                                          void* stream) {
+  return guarded([&] {
+    kvc::Cache& c = impl_of(cache);
+    const kvc::DecodeWork w = decode_work_of(c, args);
+    if (w.batch == 0) return;
+    if (w.workspace == nullptr && w.workspace_bytes != 0)
+      kvc::invalid_argument("workspace is NULL but workspace_bytes is " +
+                            std::to_string(w.workspace_bytes));
+    const uint64_t need = c.device().decode_workspace_bytes(w);
+    if (w.workspace_bytes < need)
+      kvc::fail(KVC_ERR_BUFFER_TOO_SMALL,
+                "workspace_bytes (" + std::to_string(w.workspace_bytes) + ") is less than the " +
+                    std::to_string(need) + " bytes this call needs (batch " +
+                    std::to_string(w.batch) + ", max_seq_len " + std::to_string(w.max_seq_len) +
+                    "); see kvc_decode_workspace_size()");
+    c.device().decode_attention(w, stream);
+  });
+}
+
+KVC_API kvc_status_t kvc_cache_get_async_error(kvc_cache_t* cache, void* stream,
+                                               kvc_status_t* async_error) {
+  return guarded([&] {
+    kvc::Cache& c = impl_of(cache);
+    require(async_error, "async_error");
+    const kvc::AsyncError e = c.device().async_error(stream);
+    *async_error = e.status;
+    if (e.status != KVC_OK) kvc::capi::set_last_error(e.message);
+  });
+}
+
+}  // extern "C"
