@@ -1,0 +1,75 @@
+// The one place where the simulator calls kvcache's sequence, batch and
+// statistics API: the scheduler sees only this small interface, so the rest
+// of the simulator does not change when that API does.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim_config.h"
+
+struct kvc_cache;
+
+namespace sim {
+
+// kvcache's counters, as the report shows them.
+struct CacheCounters {
+  uint64_t capacity = 0;   // primary blocks
+  uint64_t free = 0;
+  uint64_t cached = 0;     // reusable, evictable
+  uint64_t in_use = 0;
+  uint64_t reused = 0;     // blocks found in the cache by adds
+  uint64_t evicted = 0;
+  uint64_t offloaded = 0;  // primary -> host tier
+  uint64_t onboarded = 0;  // host tier -> primary
+};
+
+struct SequenceOptions {
+  const std::string *salt = nullptr;  // nullptr: no salt (absent != empty)
+  uint32_t prompt_priority = 0;       // 0: the library default
+  uint32_t priority_tokens = 0;       // leading tokens prompt_priority applies to
+};
+
+class CacheAdapter {
+ public:
+  // Throws std::runtime_error with kvcache's message on any unexpected error.
+  CacheAdapter(const SimConfig &config, uint64_t unlimited_tokens);
+  ~CacheAdapter();
+  CacheAdapter(const CacheAdapter &) = delete;
+  CacheAdapter &operator=(const CacheAdapter &) = delete;
+
+  kvc_cache *handle() { return cache_; }
+  uint32_t num_groups() const { return num_groups_; }
+  uint64_t bytes_per_token() const { return bytes_per_token_; }
+
+  // Adds sequence `id` with its prompt; returns false when the cache is out
+  // of blocks (nothing changed), else sets `cached` to the reused tokens.
+  bool add(uint64_t id, const std::vector<int32_t> &tokens, const SequenceOptions &options,
+           uint64_t &cached);
+  // Tokens an add of `tokens` would reuse now; changes nothing.
+  uint64_t probe(uint64_t id, const std::vector<int32_t> &tokens, const SequenceOptions &options);
+  // Appends decoded tokens; false when out of blocks (nothing changed).
+  bool extend(uint64_t id, const int32_t *tokens, uint32_t count);
+  // The first `tokens` tokens of `id` have their KV written.
+  void commit(uint64_t id, uint64_t tokens);
+  void remove(uint64_t id);
+
+  // Slot mappings of the tokens added to `ids` since their last batch call,
+  // one array per layer group (`slots[g]`, -1 where nothing is written);
+  // when `tables` is given, also the padded block tables per group (rows of
+  // `*table_stride` entries) and the sequence lengths, for attention.
+  void batch(const std::vector<uint64_t> &ids, std::vector<std::vector<int64_t>> &slots,
+             std::vector<std::vector<int32_t>> *tables, uint32_t *table_stride,
+             std::vector<int32_t> *seq_lens);
+
+  CacheCounters counters() const;
+
+ private:
+  kvc_cache *cache_ = nullptr;
+  uint32_t num_groups_ = 0;
+  uint64_t bytes_per_token_ = 0;
+};
+
+}  // namespace sim

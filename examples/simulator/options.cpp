@@ -1,0 +1,219 @@
+#include "options.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <map>
+
+namespace sim {
+namespace {
+
+bool parse_u64(const std::string &s, uint64_t &out) {
+  if (s.empty() || s[0] == '-') return false;
+  errno = 0;
+  char *end = nullptr;
+  unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  if (errno || *end) return false;
+  out = v;
+  return true;
+}
+
+bool parse_u32(const std::string &s, uint32_t &out) {
+  uint64_t v = 0;
+  if (!parse_u64(s, v) || v > UINT32_MAX) return false;
+  out = static_cast<uint32_t>(v);
+  return true;
+}
+
+bool parse_double(const std::string &s, double &out) {
+  char *end = nullptr;
+  out = std::strtod(s.c_str(), &end);
+  return !s.empty() && !*end && std::isfinite(out);
+}
+
+// "8G", "512M", "64K" or plain bytes (binary units).
+bool parse_bytes(const std::string &s, uint64_t &out) {
+  if (s.empty()) return false;
+  uint64_t mult = 1;
+  std::string digits = s;
+  switch (s.back()) {
+    case 'K': case 'k': mult = 1ull << 10; break;
+    case 'M': case 'm': mult = 1ull << 20; break;
+    case 'G': case 'g': mult = 1ull << 30; break;
+    case 'T': case 't': mult = 1ull << 40; break;
+    default: break;
+  }
+  if (mult != 1) digits.pop_back();
+  double v = 0;
+  if (!parse_double(digits, v) || v < 0 || v * static_cast<double>(mult) > 1.8e19) return false;
+  out = static_cast<uint64_t>(v * static_cast<double>(mult));
+  return true;
+}
+
+bool parse_on_off(const std::string &s, bool &out) {
+  if (s == "on" || s == "1" || s == "true") return out = true, true;
+  if (s == "off" || s == "0" || s == "false") return out = false, true;
+  return false;
+}
+
+std::string policy_name(const Policy &p) {
+  if (!p.reuse) return "reuse off";
+  if (p.system_priority) return "priority " + std::to_string(p.system_priority);
+  return "LRU";
+}
+
+}  // namespace
+
+std::vector<Policy> compare_policies(uint32_t system_priority) {
+  std::vector<Policy> p = {{"", false, 0}, {"", true, 0}, {"", true, system_priority}};
+  for (Policy &x : p) x.name = policy_name(x);
+  return p;
+}
+
+std::string usage() {
+  std::string presets;
+  for (const ModelPreset &m : model_presets())
+    presets += "                          " + m.name + ": " + m.description + "\n";
+  return
+      "usage: kvcache-sim [options]\n"
+      "Replays a workload through a kvcache cache with a continuous-batching scheduler\n"
+      "and prints how much prompt work the cache saved.\n"
+      "\nworkload (the synthetic multi-tenant generator unless --trace is given):\n"
+      "  --trace FILE            Mooncake JSONL trace (timestamp, input_length,\n"
+      "                          output_length, hash_ids of 512-token blocks)\n"
+      "  --speed X               arrival times divided by X (default 1)\n"
+      "  --requests N            only the first N records of the trace\n"
+      "  --system-blocks N       leading 512-token trace blocks counted as system\n"
+      "                          prompt (default 1)\n"
+      "  --tenants N             synthetic: tenants (default 8)\n"
+      "  --salted-tenants N      synthetic: tenants with a cache salt (default 4)\n"
+      "  --chats N               synthetic: chats per tenant (default 24)\n"
+      "  --turns N               synthetic: turns per chat (default 4)\n"
+      "  --preamble-tokens N     synthetic: system preamble shared by all tenants (1024)\n"
+      "  --system-tokens N       synthetic: each tenant's own system prompt (2048)\n"
+      "  --question-tokens N     synthetic: mean question length (384)\n"
+      "  --answer-tokens N       synthetic: mean answer length (192)\n"
+      "  --rate X                synthetic: chats started per second (2)\n"
+      "  --think X               synthetic: mean seconds between turns (30)\n"
+      "  --seed N                synthetic: random seed (1)\n"
+      "\nmodel and cache:\n"
+      "  --model NAME            model shape (default llama-3.1-8b):\n" +
+      presets +
+      "  --device D              cpu (default) or cuda:N\n"
+      "  --memory BYTES          primary pool budget, e.g. 4G (default 4G), or\n"
+      "                          'unlimited': sized so that nothing is evicted\n"
+      "  --tokens-per-block N    (default 16)\n"
+      "  --reuse on|off          prefix reuse across requests (default on)\n"
+      "  --partial-reuse on|off  token-by-token reuse of a partly matching block (off)\n"
+      "  --system-priority P     eviction priority of system-prompt blocks, 1..100\n"
+      "                          (default: none, every block at 35)\n"
+      "  --host-cache BYTES      host (secondary) tier for offloaded blocks (0)\n"
+      "  --attention             read the KV back with paged decode attention\n"
+      "\nscheduler:\n"
+      "  --max-batch-tokens N    tokens per step (default 8192)\n"
+      "  --max-running N         sequences in flight (default 256)\n"
+      "  --max-prefills N        new sequences per step, 0 = no limit (default 0)\n"
+      "  --max-output N          cap each request's output tokens, 0 = none\n"
+      "\noutput:\n"
+      "  --compare               run reuse off, LRU and system-prompt priority side by side\n"
+      "                          (priority from --system-priority, default 90)\n"
+      "  --json                  print JSON instead of the table\n"
+      "  --plot FILE.svg         draw hit rate and cache occupancy over time\n"
+      "  --no-progress           no progress bar (it is drawn only on a terminal)\n"
+      "  --help\n";
+}
+
+bool parse_options(int argc, char **argv, Options &o, std::string &error) {
+  o.config.model = model_presets().front();
+  o.config.memory_bytes = 4ull << 30;
+  o.config.progress = true;
+  bool reuse = true;
+  uint32_t system_priority = 0;
+  using Handler = std::function<bool(const std::string &)>;
+  const std::map<std::string, Handler> with_value = {
+      {"--trace", [&](const std::string &v) { o.trace = v; return !v.empty(); }},
+      {"--speed", [&](const std::string &v) {
+         return parse_double(v, o.trace_options.speed) && o.trace_options.speed > 0; }},
+      {"--requests", [&](const std::string &v) { return parse_u64(v, o.trace_options.max_requests); }},
+      {"--system-blocks", [&](const std::string &v) { return parse_u32(v, o.trace_options.system_blocks); }},
+      {"--tenants", [&](const std::string &v) { return parse_u32(v, o.generator.tenants) && o.generator.tenants > 0; }},
+      {"--salted-tenants", [&](const std::string &v) { return parse_u32(v, o.generator.salted_tenants); }},
+      {"--chats", [&](const std::string &v) { return parse_u32(v, o.generator.chats_per_tenant) && o.generator.chats_per_tenant > 0; }},
+      {"--turns", [&](const std::string &v) { return parse_u32(v, o.generator.turns_per_chat) && o.generator.turns_per_chat > 0; }},
+      {"--preamble-tokens", [&](const std::string &v) { return parse_u32(v, o.generator.preamble_tokens); }},
+      {"--system-tokens", [&](const std::string &v) { return parse_u32(v, o.generator.system_tokens); }},
+      {"--question-tokens", [&](const std::string &v) { return parse_u32(v, o.generator.question_tokens) && o.generator.question_tokens > 0; }},
+      {"--answer-tokens", [&](const std::string &v) { return parse_u32(v, o.generator.answer_tokens) && o.generator.answer_tokens > 0; }},
+      {"--rate", [&](const std::string &v) { return parse_double(v, o.generator.chats_per_second) && o.generator.chats_per_second > 0; }},
+      {"--think", [&](const std::string &v) { return parse_double(v, o.generator.think_seconds) && o.generator.think_seconds >= 0; }},
+      {"--seed", [&](const std::string &v) { return parse_u64(v, o.generator.seed); }},
+      {"--model", [&](const std::string &v) {
+         const ModelPreset *p = find_preset(v);
+         if (p) o.config.model = *p;
+         return p != nullptr; }},
+      {"--device", [&](const std::string &v) {
+         o.config.device = v;
+         uint32_t n = 0;
+         return v == "cpu" || (v.rfind("cuda:", 0) == 0 && parse_u32(v.substr(5), n)); }},
+      {"--memory", [&](const std::string &v) {
+         o.config.unlimited = v == "unlimited";
+         return o.config.unlimited || (parse_bytes(v, o.config.memory_bytes) && o.config.memory_bytes > 0); }},
+      {"--tokens-per-block", [&](const std::string &v) { return parse_u32(v, o.config.tokens_per_block); }},
+      {"--reuse", [&](const std::string &v) { return parse_on_off(v, reuse); }},
+      {"--partial-reuse", [&](const std::string &v) { return parse_on_off(v, o.config.partial_reuse); }},
+      {"--system-priority", [&](const std::string &v) {
+         return parse_u32(v, system_priority) && system_priority >= 1 && system_priority <= 100; }},
+      {"--host-cache", [&](const std::string &v) { return parse_bytes(v, o.config.host_cache_bytes); }},
+      {"--max-batch-tokens", [&](const std::string &v) { return parse_u32(v, o.config.max_batch_tokens) && o.config.max_batch_tokens > 0; }},
+      {"--max-running", [&](const std::string &v) { return parse_u32(v, o.config.max_running) && o.config.max_running > 0; }},
+      {"--max-prefills", [&](const std::string &v) { return parse_u32(v, o.config.max_prefills); }},
+      {"--max-output", [&](const std::string &v) { return parse_u32(v, o.config.max_output); }},
+      {"--plot", [&](const std::string &v) { o.plot = v; return !v.empty(); }},
+  };
+  const std::map<std::string, std::function<void()>> flags = {
+      {"--compare", [&] { o.compare = true; }},
+      {"--json", [&] { o.json = true; }},
+      {"--attention", [&] { o.config.attention = true; }},
+      {"--no-progress", [&] { o.config.progress = false; }},
+      {"--help", [&] { o.help = true; }},
+      {"-h", [&] { o.help = true; }},
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i], value;
+    bool has_value = false;
+    const size_t eq = arg.find('=');
+    if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_value = true;
+    }
+    if (auto f = flags.find(arg); f != flags.end() && !has_value) {
+      f->second();
+      continue;
+    }
+    auto h = with_value.find(arg);
+    if (h == with_value.end()) {
+      error = "unknown option " + arg + " (see --help)";
+      return false;
+    }
+    if (!has_value) {
+      if (i + 1 >= argc) {
+        error = arg + " needs a value";
+        return false;
+      }
+      value = argv[++i];
+    }
+    if (!h->second(value)) {
+      error = "invalid value for " + arg + ": '" + value + "'";
+      return false;
+    }
+  }
+  o.config.policy = {"", reuse, system_priority};
+  o.config.policy.name = policy_name(o.config.policy);
+  if (o.compare && !system_priority) system_priority = 90;
+  if (o.compare) o.config.policy.system_priority = system_priority;
+  return true;
+}
+
+}  // namespace sim

@@ -1,0 +1,39 @@
+#include "presets.h"
+
+namespace sim {
+
+const std::vector<ModelPreset> &model_presets() {
+  static const std::vector<ModelPreset> presets = {
+      {"llama-3.1-8b", "Llama-3.1-8B: 32 layers, GQA 32/8 heads, head dim 128", 32, 32, 8, 128,
+       {0}, 8.0},
+      {"gemma-2-9b",
+       "Gemma-2-9B: 42 layers, GQA 16/8 heads, head dim 256, every other layer a 4096-token "
+       "sliding window",
+       42, 16, 8, 256, {4096, 0}, 9.2},
+      {"qwen2.5-0.5b", "Qwen2.5-0.5B: 24 layers, GQA 14/2 heads, head dim 64", 24, 14, 2, 64,
+       {0}, 0.5},
+      {"tiny", "tiny test shape: 1 layer, 1 KV head, head dim 64 (for tests; step time as 8B)",
+       1, 1, 1, 64, {0}, 8.0},
+  };
+  return presets;
+}
+
+const ModelPreset *find_preset(const std::string &name) {
+  for (const ModelPreset &p : model_presets())
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+double step_seconds(const ModelPreset &model, uint64_t computed_tokens,
+                    uint64_t attended_tokens, uint64_t kv_bytes_per_token) {
+  constexpr double kMemoryBandwidth = 3.0e12;  // bytes/s
+  constexpr double kMatmulRate = 400.0e12;     // FLOP/s
+  const double params = model.params_billions * 1e9;
+  const double weights = params * 2.0 / kMemoryBandwidth;
+  const double compute = 2.0 * params * static_cast<double>(computed_tokens) / kMatmulRate;
+  const double kv = static_cast<double>(attended_tokens) *
+                    static_cast<double>(kv_bytes_per_token) / kMemoryBandwidth;
+  return weights + compute + kv;
+}
+
+}  // namespace sim

@@ -1,0 +1,200 @@
+#include "report.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <string>
+
+namespace sim {
+namespace {
+
+std::string fmt(const char *f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+// 1234567 -> "1.23M": the table stays narrow, the JSON keeps exact counts.
+std::string count(uint64_t n) {
+  const double v = static_cast<double>(n);
+  if (n < 10000) return std::to_string(n);
+  if (n < 10000000) return fmt("%.1fk", v / 1e3);
+  if (n < 10000000000ull) return fmt("%.2fM", v / 1e6);
+  return fmt("%.2fG", v / 1e9);
+}
+
+std::string bytes(uint64_t n) {
+  const double v = static_cast<double>(n);
+  if (n >= (1ull << 30)) return fmt("%.1f GiB", v / static_cast<double>(1ull << 30));
+  if (n >= (1ull << 20)) return fmt("%.1f MiB", v / static_cast<double>(1ull << 20));
+  return fmt("%.1f KiB", v / 1024.0);
+}
+
+std::string percent(uint64_t part, uint64_t whole) {
+  return whole ? fmt("%.1f%%", 100.0 * static_cast<double>(part) / static_cast<double>(whole))
+               : "-";
+}
+
+std::string micros(double us) { return us < 100 ? fmt("%.1f", us) : fmt("%.0f", us); }
+
+struct Row {
+  std::string label;
+  std::vector<std::string> values;
+  std::string meaning;
+};
+
+void json_string(std::FILE *out, const std::string &s) {
+  std::fputc('"', out);
+  for (char c : s) {
+    if (c == '"' || c == '\\') std::fputc('\\', out);
+    if (static_cast<unsigned char>(c) < 0x20) {
+      std::fprintf(out, "\\u%04x", c);
+      continue;
+    }
+    std::fputc(c, out);
+  }
+  std::fputc('"', out);
+}
+
+}  // namespace
+
+void print_table(std::FILE *out, const Workload &workload, const std::vector<RunResult> &runs) {
+  if (runs.empty()) return;
+  const RunResult &first = runs.front();
+  const SimConfig &c = first.config;
+  std::fprintf(out, "workload: %s: %zu requests, %s prompt tokens, %s output tokens\n",
+               workload.name.c_str(), workload.requests.size(),
+               count(workload.prompt_tokens()).c_str(), count(workload.output_tokens()).c_str());
+  std::fprintf(out, "model:    %s\n", c.model.description.c_str());
+  std::fprintf(out,
+               "cache:    %s, %s blocks of %u tokens (%s, %s per token)%s%s%s\n",
+               c.device.c_str(), count(first.capacity_blocks).c_str(), c.tokens_per_block,
+               bytes(first.capacity_blocks * c.tokens_per_block * first.block_bytes_per_token)
+                   .c_str(),
+               bytes(first.block_bytes_per_token).c_str(),
+               c.unlimited ? ", unlimited (sized to never evict)" : "",
+               c.partial_reuse ? ", partial reuse" : "",
+               c.host_cache_bytes ? (", host tier " + bytes(c.host_cache_bytes)).c_str() : "");
+  std::fprintf(out, "\n");
+
+  std::vector<Row> rows;
+  auto add = [&](const std::string &label, const std::string &meaning, auto value) {
+    Row row{label, {}, meaning};
+    for (const RunResult &r : runs) row.values.push_back(value(r));
+    rows.push_back(std::move(row));
+  };
+  add("policy", "reuse off | LRU | system prompts retained at a higher priority",
+      [](const RunResult &r) { return r.policy; });
+  add("prompt tokens reused", "prompt tokens found in the cache instead of computed",
+      [](const RunResult &r) { return count(r.reused_tokens); });
+  add("hit rate", "reused / all prompt tokens",
+      [](const RunResult &r) { return percent(r.reused_tokens, r.prompt_tokens); });
+  add("blocks reused", "cached blocks that new requests used again",
+      [](const RunResult &r) { return count(r.counters.reused); });
+  add("blocks evicted", "cached blocks dropped to make room",
+      [](const RunResult &r) { return count(r.counters.evicted); });
+  add("blocks offloaded", "evicted blocks copied to the host tier",
+      [](const RunResult &r) { return count(r.counters.offloaded); });
+  add("blocks onboarded", "host-tier blocks copied back on a hit",
+      [](const RunResult &r) { return count(r.counters.onboarded); });
+  add("peak blocks in use", "most blocks held by running requests (share of all)",
+      [](const RunResult &r) {
+        return count(r.peak_in_use) + " (" + percent(r.peak_in_use, r.capacity_blocks) + ")";
+      });
+  add("preemptions", "requests stopped for lack of blocks, recomputed later",
+      [](const RunResult &r) { return count(r.preemptions); });
+  add("recomputed tokens", "tokens computed again after preemptions",
+      [](const RunResult &r) { return count(r.recomputed_tokens); });
+  add("completed / rejected", "rejected: prompt larger than the whole cache",
+      [](const RunResult &r) { return count(r.completed) + " / " + count(r.rejected); });
+  add("scheduling steps", "forward passes simulated",
+      [](const RunResult &r) { return count(r.steps); });
+  add("bookkeeping/step p50", "us of kvcache calls per step (add, extend, commit, ...)",
+      [](const RunResult &r) { return micros(r.bookkeeping_p50_us) + " us"; });
+  add("bookkeeping/step p99", "99th percentile of the same",
+      [](const RunResult &r) { return micros(r.bookkeeping_p99_us) + " us"; });
+  add("KV written", "tokens stored through kvc_store_kv, every layer",
+      [](const RunResult &r) { return count(r.stored_tokens); });
+  if (c.attention)
+    add("attention calls", "kvc_decode_attention calls (one per layer per step)",
+        [](const RunResult &r) { return count(r.attention_calls); });
+  add("kernel time", "wall time in the store (and attention) kernels",
+      [](const RunResult &r) { return fmt("%.1f s", r.kv_write_s); });
+  add("simulated time", "serving time on the modelled GPU",
+      [](const RunResult &r) { return fmt("%.0f s", r.simulated_s); });
+  add("wall time", "time this run took here",
+      [](const RunResult &r) { return fmt("%.1f s", r.wall_s); });
+
+  size_t label_w = 0;
+  std::vector<size_t> col_w(runs.size(), 0);
+  for (const Row &row : rows) {
+    label_w = std::max(label_w, row.label.size());
+    for (size_t i = 0; i < runs.size(); ++i) col_w[i] = std::max(col_w[i], row.values[i].size());
+  }
+  for (const Row &row : rows) {
+    std::fprintf(out, "%-*s", static_cast<int>(label_w), row.label.c_str());
+    for (size_t i = 0; i < runs.size(); ++i)
+      std::fprintf(out, "  %*s", static_cast<int>(col_w[i]), row.values[i].c_str());
+    std::fprintf(out, "  %s\n", row.meaning.c_str());
+  }
+}
+
+void print_json(std::FILE *out, const Workload &workload, const std::vector<RunResult> &runs) {
+  std::fprintf(out, "{\"workload\": ");
+  json_string(out, workload.name);
+  std::fprintf(out, ", \"requests\": %zu, \"prompt_tokens\": %" PRIu64 ", \"runs\": [",
+               workload.requests.size(), workload.prompt_tokens());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunResult &r = runs[i];
+    const SimConfig &c = r.config;
+    std::fprintf(out, "%s\n  {\"policy\": ", i ? "," : "");
+    json_string(out, r.policy);
+    std::fprintf(out, ", \"model\": ");
+    json_string(out, c.model.name);
+    std::fprintf(out, ", \"device\": ");
+    json_string(out, c.device);
+    std::fprintf(out,
+                 ", \"tokens_per_block\": %u, \"capacity_blocks\": %" PRIu64
+                 ", \"bytes_per_token\": %" PRIu64
+                 ", \"unlimited\": %s, \"partial_reuse\": %s, \"reuse\": %s"
+                 ", \"system_priority\": %u, \"host_cache_bytes\": %" PRIu64 ",\n   ",
+                 c.tokens_per_block, r.capacity_blocks, r.block_bytes_per_token,
+                 c.unlimited ? "true" : "false", c.partial_reuse ? "true" : "false",
+                 c.policy.reuse ? "true" : "false", c.policy.system_priority,
+                 c.host_cache_bytes);
+    std::fprintf(out,
+                 "\"requests\": %" PRIu64 ", \"completed\": %" PRIu64 ", \"rejected\": %" PRIu64
+                 ", \"prompt_tokens\": %" PRIu64 ", \"reused_tokens\": %" PRIu64
+                 ", \"hit_rate\": %.6f, \"recomputed_tokens\": %" PRIu64
+                 ", \"decoded_tokens\": %" PRIu64 ",\n   ",
+                 r.requests, r.completed, r.rejected, r.prompt_tokens, r.reused_tokens,
+                 r.hit_rate(), r.recomputed_tokens, r.decoded_tokens);
+    std::fprintf(out,
+                 "\"blocks_reused\": %" PRIu64 ", \"blocks_evicted\": %" PRIu64
+                 ", \"blocks_offloaded\": %" PRIu64 ", \"blocks_onboarded\": %" PRIu64
+                 ", \"peak_blocks_in_use\": %" PRIu64 ", \"preemptions\": %" PRIu64
+                 ", \"steps\": %" PRIu64 ",\n   ",
+                 r.counters.reused, r.counters.evicted, r.counters.offloaded,
+                 r.counters.onboarded, r.peak_in_use, r.preemptions, r.steps);
+    std::fprintf(out,
+                 "\"bookkeeping_us_p50\": %.3f, \"bookkeeping_us_p99\": %.3f"
+                 ", \"stored_tokens\": %" PRIu64 ", \"attention_calls\": %" PRIu64
+                 ", \"kernel_s\": %.3f, \"simulated_s\": %.3f, \"wall_s\": %.3f,\n   ",
+                 r.bookkeeping_p50_us, r.bookkeeping_p99_us, r.stored_tokens, r.attention_calls,
+                 r.kv_write_s, r.simulated_s, r.wall_s);
+    std::fprintf(out, "\"timeline\": [");
+    for (size_t k = 0; k < r.timeline.size(); ++k) {
+      const Sample &s = r.timeline[k];
+      std::fprintf(out, "%s[%.3f, ", k ? ", " : "", s.time_s);
+      if (std::isnan(s.hit_rate))
+        std::fprintf(out, "null");
+      else
+        std::fprintf(out, "%.4f", s.hit_rate);
+      std::fprintf(out, ", %.4f, %.4f]", s.in_use, s.cached);
+    }
+    std::fprintf(out, "]}");
+  }
+  std::fprintf(out, "\n]}\n");
+}
+
+}  // namespace sim

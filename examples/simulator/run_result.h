@@ -1,0 +1,54 @@
+// What one simulation run measured: the report, the JSON and the plot read it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cache_adapter.h"
+#include "sim_config.h"
+
+namespace sim {
+
+// One point of the timeline: the hit rate of the prompts admitted since the
+// previous point, and the cache's occupancy at this point.
+struct Sample {
+  double time_s = 0;
+  double hit_rate = 0;     // NaN when no prompt was admitted in the interval
+  double in_use = 0;       // share of primary blocks in use
+  double cached = 0;       // share of primary blocks cached (reusable)
+};
+
+struct RunResult {
+  std::string policy;
+  SimConfig config;
+  std::string workload;
+  uint64_t requests = 0;
+  uint64_t completed = 0;
+  uint64_t rejected = 0;          // prompts larger than the whole cache
+  uint64_t prompt_tokens = 0;     // of first admissions
+  uint64_t reused_tokens = 0;     // of first admissions, returned by add
+  uint64_t recomputed_tokens = 0; // prompt tokens computed again after a preemption
+  uint64_t decoded_tokens = 0;
+  uint64_t preemptions = 0;
+  uint64_t steps = 0;
+  uint64_t peak_in_use = 0;       // blocks
+  uint64_t stored_tokens = 0;     // tokens written through the store kernel
+  uint64_t attention_calls = 0;
+  CacheCounters counters;         // at the end
+  uint64_t capacity_blocks = 0;
+  uint64_t block_bytes_per_token = 0;
+  double bookkeeping_p50_us = 0;  // cache-manager calls per step
+  double bookkeeping_p99_us = 0;
+  double kv_write_s = 0;          // wall time in the store (and attention) kernels
+  double simulated_s = 0;
+  double wall_s = 0;
+  std::vector<Sample> timeline;
+
+  double hit_rate() const {
+    return prompt_tokens ? static_cast<double>(reused_tokens) / static_cast<double>(prompt_tokens)
+                         : 0.0;
+  }
+};
+
+}  // namespace sim

@@ -1,0 +1,255 @@
+#include "scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <memory>
+#include <stdexcept>
+
+#include "timeline.h"
+
+namespace sim {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Accumulates the wall time spent in cache-manager calls during one step;
+// the KV kernels are timed apart, they are not bookkeeping.
+class Stopwatch {
+ public:
+  void start() { t0_ = Clock::now(); }
+  void stop() { total_ += std::chrono::duration<double>(Clock::now() - t0_).count(); }
+  double take() {
+    double t = total_;
+    total_ = 0;
+    return t;
+  }
+
+ private:
+  Clock::time_point t0_;
+  double total_ = 0;
+};
+
+struct Waiting {
+  const Request *request;
+  uint32_t generated;  // tokens decoded before a preemption (0: never ran)
+};
+
+struct Running {
+  const Request *request;
+  uint32_t generated = 0;   // tokens decoded so far (the prefill makes the first)
+  uint64_t length = 0;      // tokens in the cache's sequence
+  uint64_t computed = 0;    // tokens computed in this step
+  uint32_t output_length = 0;
+};
+
+int32_t output_token(const Request &r, uint32_t i) { return token_id(r.output_seed, i); }
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  size_t k = static_cast<size_t>(std::ceil(p * static_cast<double>(v.size()))) ;
+  k = std::min(v.size() - 1, k ? k - 1 : 0);
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+}  // namespace
+
+Scheduler::Scheduler(const Workload &workload, const SimConfig &config, CacheAdapter &cache,
+                     KvWriter &writer, Progress &progress)
+    : workload_(workload), config_(config), cache_(cache), writer_(writer),
+      progress_(progress) {}
+
+RunResult Scheduler::run() {
+  const auto wall0 = Clock::now();
+  const std::vector<Request> &requests = workload_.requests;
+  RunResult r;
+  r.policy = config_.policy.name;
+  r.config = config_;
+  r.workload = workload_.name;
+  r.requests = requests.size();
+  r.block_bytes_per_token = cache_.bytes_per_token();
+  const double last_arrival = requests.empty() ? 0 : requests.back().arrival_s;
+  Timeline timeline(last_arrival * 1.1 + 1.0, config_.samples);
+
+  std::deque<Waiting> waiting;
+  std::vector<Running> running;  // admission order: the newest is last
+  std::vector<double> bookkeeping;
+  std::vector<uint64_t> ids;
+  std::vector<std::vector<int64_t>> slots;
+  std::vector<std::vector<int32_t>> tables;
+  std::vector<int32_t> seq_lens;
+  std::vector<int32_t> tokens;
+  Stopwatch book;
+  size_t next = 0;
+  double now = 0;
+  uint64_t finished = 0;
+
+  auto options_for = [&](const Request &q) {
+    SequenceOptions o;
+    o.salt = q.has_salt ? &q.salt : nullptr;
+    if (config_.policy.system_priority) {
+      o.prompt_priority = config_.policy.system_priority;
+      o.priority_tokens = q.system_length;
+    }
+    return o;
+  };
+  auto output_length = [&](const Request &q) {
+    return config_.max_output ? std::min(q.output_length, config_.max_output) : q.output_length;
+  };
+  // Removes running[i]: its computed blocks stay cached; it waits again at
+  // the head of the queue and will be recomputed.
+  auto preempt = [&](size_t i) {
+    cache_.remove(running[i].request->id);
+    waiting.push_front({running[i].request, running[i].generated});
+    running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
+    ++r.preemptions;
+  };
+
+  while (finished < requests.size()) {
+    while (next < requests.size() && requests[next].arrival_s <= now)
+      waiting.push_back({&requests[next++], 0});
+    if (running.empty() && waiting.empty()) {
+      now = requests[next].arrival_s;
+      continue;
+    }
+    book.start();
+
+    // 1. Decode: every running sequence feeds back its last token.
+    for (size_t i = 0; i < running.size();) {
+      Running &s = running[i];
+      const int32_t t = output_token(*s.request, s.generated - 1);
+      if (cache_.extend(s.request->id, &t, 1)) {
+        s.length += 1;
+        s.computed = 1;
+        ++i;
+        continue;
+      }
+      preempt(running.size() - 1);  // the newest goes, possibly s itself
+    }
+    const size_t decoding = running.size();
+
+    // 2. Admit waiting requests, first come first served.
+    uint64_t budget = config_.max_batch_tokens > decoding ? config_.max_batch_tokens - decoding : 0;
+    uint32_t prefills = 0;
+    while (!waiting.empty() && running.size() < config_.max_running &&
+           (config_.max_prefills == 0 || prefills < config_.max_prefills)) {
+      const Waiting w = waiting.front();
+      const Request &q = *w.request;
+      tokens.clear();
+      append_tokens(q.prompt, tokens);
+      for (uint32_t i = 0; i < w.generated; ++i) tokens.push_back(output_token(q, i));
+      // A prompt larger than the budget still runs, alone (no chunking).
+      if (prefills > 0 && tokens.size() > budget) {
+        const uint64_t hit = cache_.probe(q.id, tokens, options_for(q));
+        if (tokens.size() - hit > budget) break;
+      }
+      uint64_t cached = 0;
+      if (!cache_.add(q.id, tokens, options_for(q), cached)) {
+        if (running.empty()) {
+          // Larger than the whole cache: it can never run.
+          waiting.pop_front();
+          ++r.rejected;
+          ++finished;
+          continue;
+        }
+        break;  // wait until running sequences free their blocks
+      }
+      waiting.pop_front();
+      Running s;
+      s.request = &q;
+      s.generated = w.generated;
+      s.length = tokens.size();
+      s.computed = tokens.size() - cached;
+      s.output_length = output_length(q);
+      if (w.generated == 0) {
+        r.prompt_tokens += tokens.size();
+        r.reused_tokens += cached;
+        timeline.admitted(now, tokens.size(), cached);
+      } else {
+        r.recomputed_tokens += s.computed;
+      }
+      budget -= std::min(budget, s.computed);
+      running.push_back(s);
+      ++prefills;
+    }
+    if (running.empty()) {  // everything waiting was rejected
+      bookkeeping.push_back(book.take());
+      continue;
+    }
+
+    // 3. Slot mappings (and block tables for attention) of this step.
+    ids.clear();
+    for (const Running &s : running) ids.push_back(s.request->id);
+    const bool attend = config_.attention && decoding > 0;
+    uint32_t stride = 0;
+    cache_.batch(ids, slots, attend ? &tables : nullptr, &stride, attend ? &seq_lens : nullptr);
+    book.stop();
+
+    // 4. The forward pass writes the KV of the computed tokens.
+    const auto k0 = Clock::now();
+    writer_.store(slots);
+    if (attend) writer_.attend(tables, stride, seq_lens, static_cast<uint32_t>(decoding));
+    r.kv_write_s += std::chrono::duration<double>(Clock::now() - k0).count();
+
+    // 5. Publish the computed blocks; every sequence emits one token.
+    book.start();
+    uint64_t computed = 0, attended = 0;
+    for (size_t i = 0; i < running.size();) {
+      Running &s = running[i];
+      cache_.commit(s.request->id, s.length);
+      computed += s.computed;
+      attended += s.length;
+      s.computed = 0;
+      ++s.generated;
+      if (s.generated >= s.output_length) {
+        cache_.remove(s.request->id);
+        r.decoded_tokens += s.generated;
+        ++r.completed;
+        ++finished;
+        running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+    book.stop();
+    bookkeeping.push_back(book.take());
+
+    const CacheCounters c = cache_.counters();
+    r.peak_in_use = std::max(r.peak_in_use, c.in_use);
+    const double cap = c.capacity ? static_cast<double>(c.capacity) : 1.0;
+    timeline.occupancy(now, static_cast<double>(c.in_use) / cap, static_cast<double>(c.cached) / cap);
+    now += step_seconds(config_.model, computed, attended, cache_.bytes_per_token());
+    ++r.steps;
+    progress_.update(finished, requests.size(), now, r.hit_rate());
+  }
+  writer_.finish();
+  progress_.finish();
+  r.counters = cache_.counters();
+  r.capacity_blocks = r.counters.capacity;
+  r.stored_tokens = writer_.stored_tokens();
+  r.attention_calls = writer_.attention_calls();
+  r.bookkeeping_p50_us = 1e6 * percentile(bookkeeping, 0.50);
+  r.bookkeeping_p99_us = 1e6 * percentile(bookkeeping, 0.99);
+  r.simulated_s = now;
+  r.timeline = timeline.samples();
+  r.wall_s = std::chrono::duration<double>(Clock::now() - wall0).count();
+  return r;
+}
+
+RunResult simulate(const Workload &workload, const SimConfig &config) {
+  uint64_t all_tokens = 0;  // what "unlimited" must hold: every token, never evicted
+  for (const Request &q : workload.requests) {
+    const uint32_t out = config.max_output ? std::min(q.output_length, config.max_output)
+                                           : q.output_length;
+    all_tokens += q.input_length + out + config.tokens_per_block;
+  }
+  CacheAdapter cache(config, all_tokens);
+  KvWriter writer(cache.handle(), config);
+  Progress progress(config.progress, config.policy.name);
+  Scheduler scheduler(workload, config, cache, writer, progress);
+  return scheduler.run();
+}
+
+}  // namespace sim

@@ -1,0 +1,37 @@
+// Everything one simulation run is configured with.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "presets.h"
+
+namespace sim {
+
+// What --compare varies: whether blocks are reused, and whether system
+// prompt blocks are retained at a higher eviction priority.
+struct Policy {
+  std::string name;
+  bool reuse = true;
+  uint32_t system_priority = 0;  // 0: every block at the default priority (35)
+};
+
+struct SimConfig {
+  ModelPreset model;
+  uint32_t tokens_per_block = 16;
+  uint64_t memory_bytes = 0;       // primary pool budget; ignored when unlimited
+  bool unlimited = false;          // size the pool so that nothing is ever evicted
+  bool partial_reuse = false;
+  uint64_t host_cache_bytes = 0;   // secondary (host) tier
+  std::string device = "cpu";      // "cpu" or "cuda:N"
+  bool attention = false;          // read the KV back with decode attention
+  uint32_t max_batch_tokens = 8192;// tokens per step (prefill + decode)
+  uint32_t max_running = 256;      // sequences in flight
+  uint32_t max_prefills = 0;       // new sequences per step, 0 = no limit
+  uint32_t max_output = 0;         // cap on decoded tokens per request, 0 = none
+  uint32_t samples = 200;          // points of the timeline (plot)
+  bool progress = false;           // draw a progress bar on stderr
+  Policy policy;
+};
+
+}  // namespace sim
