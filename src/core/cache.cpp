@@ -13,6 +13,7 @@ Cache::Cache(const CacheConfig& cfg) : config_(cfg) {
   for (size_t p = 0; p < grouping_.pools.size(); ++p)
     pools_.push_back(std::make_unique<PoolMemory>(*device_, grouping_.pools[p].block_bytes,
                                                    plan_.pool_blocks[p]));
+  manager_ = std::make_unique<BlockManager>(config_, grouping_, pools_, *device_);
 }
 
 Cache::~Cache() = default;

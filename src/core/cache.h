@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/device.h"
+#include "core/block_manager.h"
 #include "core/cache_config.h"
 #include "core/layer_groups.h"
 #include "core/memory_plan.h"
@@ -46,6 +47,10 @@ class Cache {
   // Serializes the mutating calls on this cache.
   std::mutex& mutex() const { return mutex_; }
 
+  // Sequences, blocks, the radix tree and eviction; callers hold mutex().
+  BlockManager& manager() { return *manager_; }
+  const BlockManager& manager() const { return *manager_; }
+
  private:
   CacheConfig config_;
   LayerGrouping grouping_;
@@ -53,6 +58,7 @@ class Cache {
   DeviceMemoryInfo device_memory_;
   MemoryPlan plan_;
   std::vector<std::unique_ptr<PoolMemory>> pools_;
+  std::unique_ptr<BlockManager> manager_;
   mutable std::mutex mutex_;
 };
 

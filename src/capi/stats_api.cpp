@@ -1,0 +1,58 @@
+// Statistics, reset and invariant-check shims.
+#include "capi/cache_access.h"
+#include "kvcache/stats.h"
+
+using kvc::capi::cache_of;
+using kvc::capi::guarded;
+
+extern "C" {
+
+KVC_API void kvc_cache_stats_init(kvc_cache_stats_t* stats) {
+  if (stats == nullptr) return;
+  *stats = kvc_cache_stats_t{};
+  stats->struct_size = sizeof(kvc_cache_stats_t);
+}
+
+KVC_API kvc_status_t kvc_cache_get_stats(const kvc_cache_t* cache, kvc_cache_stats_t* out) {
+  return guarded([&] {
+    const kvc::Cache& c = cache_of(cache);
+    kvc::capi::require(out, "out");
+    kvc::CacheStats s;
+    {
+      std::lock_guard<std::mutex> lock(c.mutex());
+      s = c.manager().stats();
+    }
+    kvc_cache_stats_t d{};
+    d.num_blocks = s.num_blocks;
+    d.free_blocks = s.free_blocks;
+    d.cached_blocks = s.cached_blocks;
+    d.in_use_blocks = s.in_use_blocks;
+    d.reused_blocks = s.reused_blocks;
+    d.missed_blocks = s.missed_blocks;
+    const uint64_t asked = s.reused_blocks + s.missed_blocks;
+    d.hit_rate = asked == 0 ? 0.0 : double(s.reused_blocks) / double(asked);
+    d.evicted_blocks = s.evicted_blocks;
+    d.num_sequences = s.num_sequences;
+    d.num_pinned = s.num_pinned;
+    d.tree_nodes = s.tree_nodes;
+    kvc::capi::write_sized(out, d, "out");
+  });
+}
+
+KVC_API kvc_status_t kvc_cache_reset_reuse(kvc_cache_t* cache) {
+  return guarded([&] {
+    kvc::Cache& c = cache_of(cache);
+    std::lock_guard<std::mutex> lock(c.mutex());
+    c.manager().reset_reuse();
+  });
+}
+
+KVC_API kvc_status_t kvc_cache_check(const kvc_cache_t* cache) {
+  return guarded([&] {
+    const kvc::Cache& c = cache_of(cache);
+    std::lock_guard<std::mutex> lock(c.mutex());
+    c.manager().check_invariants();
+  });
+}
+
+}  // extern "C"

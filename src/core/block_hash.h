@@ -1,0 +1,28 @@
+// Chained bucket hashes of block keys: XXH3-64 keyed with a secret drawn
+// at random once per process, so a tenant cannot precompute colliding
+// prompts. A hash only picks a bucket; a hit still compares the full key.
+// Built with KVCACHE_HASH_BITS=8 every hash is cut to 8 bits, so collisions
+// happen all the time and the full-key comparison is what tests exercise.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kvc {
+
+// Bits kept of every bucket hash (64, or 8 in the collision-forcing build).
+unsigned bucket_hash_bits();
+
+// Digest of an already encoded byte string (a scope, a block's extra keys).
+uint64_t hash_bytes(const void* data, size_t size);
+
+// Hash of one block: chained on the parent's hash, tagged, length prefixed.
+// `extra_digest` is 0 when no extra key overlaps the block.
+uint64_t hash_block(uint64_t parent_hash, uint64_t scope_digest, uint64_t extra_digest,
+                    const int32_t* tokens, uint32_t num_tokens);
+
+// Hash of (parent node, scope, first token): the index of candidates for
+// token-by-token (partial) matching.
+uint64_t hash_first_token(uint32_t parent_node, uint32_t scope, int32_t first_token);
+
+}  // namespace kvc

@@ -1,0 +1,179 @@
+// The cache manager: sequences, their blocks in every layer group, the
+// radix tree of published blocks, eviction, pins and statistics. Not
+// synchronized: kvc::Cache's mutex serializes the calls.
+//
+// Every call is all or nothing: it checks everything that can fail (ids,
+// arguments, free + evictable blocks, host allocations) before the first
+// change, so a failure leaves every count, reference count, queue, tree
+// node and sequence as it was.
+//
+// Block sets: every layer group holds one block per block position, so the
+// manager allocates, shares, publishes and evicts one block of every group
+// at a time. Pools shared by several groups hand out that many per set.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/device.h"
+#include "core/block_key.h"
+#include "core/block_pool.h"
+#include "core/cache_config.h"
+#include "core/eviction_policy.h"
+#include "core/layer_groups.h"
+#include "core/pool_memory.h"
+#include "core/radix_tree.h"
+#include "core/scope_table.h"
+#include "core/sequence.h"
+#include "core/sequence_table.h"
+
+namespace kvc {
+
+// Longest sequence, in tokens: lengths and offsets are int32 in the tables
+// attention kernels take.
+constexpr uint64_t kMaxSequenceTokens = 0x7fffffff;
+
+struct SequenceOptions {
+  uint32_t prompt_priority = kDefaultPriority;
+  uint32_t decode_priority = kDefaultPriority;
+  bool has_salt = false;  // absent differs from empty
+  std::string salt;
+  bool has_lora = false;  // absent differs from LoRA 0
+  uint64_t lora_id = 0;
+  std::vector<ExtraKey> extra_keys;
+};
+
+struct CacheStats {
+  uint64_t num_blocks = 0;  // primary blocks over all pools
+  uint64_t free_blocks = 0;
+  uint64_t cached_blocks = 0;
+  uint64_t in_use_blocks = 0;
+  uint64_t reused_blocks = 0;  // prompt block positions found in the tree
+  uint64_t missed_blocks = 0;  // prompt block positions computed
+  uint64_t evicted_blocks = 0;
+  uint64_t num_sequences = 0;
+  uint64_t num_pinned = 0;     // pin records
+  uint64_t tree_nodes = 0;
+};
+
+class BlockManager {
+ public:
+  BlockManager(const CacheConfig& config, const LayerGrouping& grouping,
+               const std::vector<std::unique_ptr<PoolMemory>>& memory, Device& device);
+
+  // Adds sequence `id` with its prompt; returns the prompt tokens already
+  // cached (never the last one). Copies a partially matched block on `stream`.
+  uint64_t add(uint64_t id, const int32_t* tokens, uint64_t num_tokens,
+               const SequenceOptions& options, void* stream);
+  // Appends tokens, allocating blocks as needed; a shared partial tail is
+  // copied first (on `stream`).
+  void extend(uint64_t id, const int32_t* tokens, uint64_t num_tokens, void* stream);
+  // One decode step: appends tokens[i] to sequence ids[i].
+  void extend_batch(const uint64_t* ids, const int32_t* tokens, size_t count, void* stream);
+  // The first `num_computed` tokens have their KV written: full blocks among
+  // them become reusable.
+  void commit(uint64_t id, uint64_t num_computed);
+  // Drops the last `num_tokens` tokens; blocks left empty are released.
+  void rewind(uint64_t id, uint64_t num_tokens);
+  // `child` shares every block of `parent`.
+  void fork(uint64_t parent, uint64_t child);
+  // Releases the sequence; its published blocks stay cached.
+  void remove(uint64_t id);
+  // Holds the sequence's current blocks until unpin(id), past its removal.
+  void pin(uint64_t id);
+  void unpin(uint64_t id);
+
+  // What add() would reuse, changing nothing (not even ages).
+  uint64_t probe(const int32_t* tokens, uint64_t num_tokens, const SequenceOptions& options) const;
+  // Block sets (one block per group) that `num_tokens` more tokens need.
+  uint64_t blocks_needed(uint64_t id, uint64_t num_tokens) const;
+  // Drops every cached block; refused while any block is in use.
+  void reset_reuse();
+
+  CacheStats stats() const;
+  // Throws Error(KVC_ERR_INTERNAL) describing the first broken invariant.
+  void check_invariants() const;
+
+  // The sequence, or throws Error(KVC_ERR_NOT_FOUND).
+  const Sequence& sequence(uint64_t id) const;
+  Sequence& sequence(uint64_t id);
+  const Sequence* find_sequence(uint64_t id) const { return seqs_.find(id); }
+  // Batch calls: a fresh epoch, then each ids[i] looked up once per epoch
+  // (NOT_FOUND naming the index, INVALID_ARGUMENT for a repeated id).
+  uint64_t next_batch_epoch() { return ++batch_epoch_; }
+  Sequence& sequence_for_batch(const uint64_t* ids, size_t i, uint64_t epoch);
+
+  uint32_t num_groups() const { return uint32_t(group_pool_.size()); }
+  uint32_t tokens_per_block() const { return T_; }
+  const RadixTree& tree() const { return tree_; }
+  const EvictionPolicy& policy() const { return policy_; }
+  const BlockPool& pool(uint32_t p) const { return pools_[p]; }
+  uint32_t pool_of_group(uint32_t g) const { return group_pool_[g]; }
+  size_t num_pools() const { return pools_.size(); }
+
+ private:
+  struct Match {
+    uint32_t partial = kNoNode;  // node matched token by token
+    uint32_t partial_tokens = 0;
+    bool in_place = false;       // use the partial node's blocks (copy off)
+  };
+  struct Pin {
+    std::vector<uint32_t> blocks;  // num_groups per entry
+    std::vector<uint8_t> priority; // per entry
+  };
+
+  // Lookup shared by add and probe; fills match_full_ (mutable scratch).
+  Match match_prefix(const int32_t* tokens, uint64_t n, uint32_t scope,
+                     const std::vector<ExtraKey>& extras) const;
+  uint32_t node_ref(uint32_t node) const;
+  uint64_t free_sets() const;
+  uint64_t cached_sets() const;
+  void require_sets(uint64_t needed, uint64_t taken_from_cached, const std::string& what) const;
+  bool needs_copy_on_write(const Sequence& s) const;
+
+  void hold_node(uint32_t node);
+  void release_node(uint32_t node, uint8_t priority);
+  void release_set(const uint32_t* blocks, size_t stride, uint8_t priority);
+  void release_position(Sequence& s, uint64_t b);
+  void on_cached(uint32_t node, uint8_t priority);
+  void evict_node(uint32_t node);
+  void alloc_set(uint32_t* out);
+  void copy_set(const uint32_t* src, const uint32_t* dst, uint32_t rows, void* stream);
+  void append_new_set(Sequence& s);
+  void copy_on_write(Sequence& s, void* stream);
+  void publish_full(Sequence& s, uint64_t b, const std::string& extra);
+  void publish_tail(Sequence& s);
+  static void grow(std::vector<int32_t>& v, uint64_t n);
+  static void reserve_blocks(Sequence& s, uint64_t n);
+  void debug_check() const;
+
+  const CacheConfig& cfg_;
+  const LayerGrouping& grouping_;
+  const std::vector<std::unique_ptr<PoolMemory>>& memory_;
+  Device& device_;
+  uint32_t T_;
+  std::vector<uint32_t> group_pool_;   // pool of each group
+  std::vector<uint32_t> pool_groups_;  // groups drawing from each pool
+  std::vector<BlockPool> pools_;
+  RadixTree tree_;
+  EvictionPolicy policy_;
+  ScopeTable scopes_;
+  SequenceTable seqs_;
+  std::unordered_map<uint64_t, Pin> pins_;
+  uint64_t clock_ = 0;  // release moments
+  uint64_t batch_epoch_ = 0;
+  CacheStats counters_;
+  // Scratch, reused so hot paths do not allocate.
+  mutable std::vector<uint32_t> match_full_;
+  mutable std::string extra_scratch_;
+  std::vector<uint32_t> set_scratch_;
+  std::vector<uint32_t> set_scratch2_;
+  std::vector<uint32_t> set_scratch3_;
+  std::vector<Sequence*> batch_scratch_;
+  std::vector<std::string> extras_scratch_;
+};
+
+}  // namespace kvc

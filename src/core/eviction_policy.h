@@ -1,0 +1,62 @@
+// Prioritized LRU over evictable tree nodes (cached leaves). One list per
+// priority 0..100, each ordered by age: the moment the node's last owner
+// released it. The victim is the oldest node of the lowest non-empty
+// priority. Releases append at the newest end (O(1)); a parent that becomes
+// a leaf when its last child is evicted is placed by its age, searching from
+// both ends at once (O(1) in the usual case, where it was released right
+// after that child). Removal is O(1).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/block_pool.h"
+
+namespace kvc {
+
+constexpr uint32_t kMaxPriority = 100;
+constexpr uint32_t kDefaultPriority = 35;
+
+class EvictionPolicy {
+ public:
+  explicit EvictionPolicy(uint32_t id_bound);
+
+  // Queues `node` as the newest of `priority`; `age` must be >= every age
+  // already queued there.
+  void push_newest(uint32_t node, uint32_t priority, uint64_t age);
+  // Queues `node` at its place by `age`.
+  void insert_by_age(uint32_t node, uint32_t priority, uint64_t age);
+  void remove(uint32_t node);
+  bool contains(uint32_t node) const { return links_[node].queued; }
+
+  // The next victim (not removed), or kNoNode when nothing is queued.
+  uint32_t victim() const;
+
+  uint64_t size() const { return size_; }
+  uint64_t age(uint32_t node) const { return links_[node].age; }
+  uint32_t priority(uint32_t node) const { return links_[node].priority; }
+
+  // Nodes of one priority from oldest to newest (for checks and tests).
+  template <class F>
+  void for_each(uint32_t priority, F&& f) const {
+    for (uint32_t n = head_[priority]; n != kNoNode; n = links_[n].next) f(n);
+  }
+
+ private:
+  struct Link {
+    uint32_t prev = kNoNode;
+    uint32_t next = kNoNode;
+    uint64_t age = 0;
+    uint8_t priority = 0;
+    bool queued = false;
+  };
+  void link_after(uint32_t node, uint32_t after, uint32_t priority);
+
+  std::vector<Link> links_;
+  uint32_t head_[kMaxPriority + 1];  // oldest
+  uint32_t tail_[kMaxPriority + 1];  // newest
+  uint64_t nonempty_[2] = {0, 0};    // bit p set: list p is not empty
+  uint64_t size_ = 0;
+};
+
+}  // namespace kvc

@@ -1,0 +1,101 @@
+// The radix tree of published blocks, shared by all layer groups: a node is
+// one block position of some prefix and holds one block slot per group.
+// Nodes are found by their full key (parent, scope, tokens, extra keys)
+// through a chained bucket table on the block hash; a second index on
+// (parent, scope, first token) finds the candidates of a token-by-token
+// (partial) match. Storage is preallocated: no allocation after creation
+// except for the (rare) extra-key bytes a node carries.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/block_pool.h"
+
+namespace kvc {
+
+struct TreeNode {
+  uint32_t parent = kNoNode;
+  uint32_t first_child = kNoNode;
+  uint32_t next_sibling = kNoNode;
+  uint32_t prev_sibling = kNoNode;
+  uint32_t num_children = 0;
+  uint32_t bucket_next = kNoNode;
+  uint32_t bucket_prev = kNoNode;
+  uint32_t first_next = kNoNode;
+  uint32_t first_prev = kNoNode;
+  uint32_t scope = 0;
+  uint32_t num_tokens = 0;  // tokens_per_block, or fewer for a partial block
+  uint8_t priority = 35;    // set by the last owner to release it
+  uint64_t age = 0;         // moment the last owner released it
+  bool live = false;
+  uint64_t hash = 0;        // chained bucket hash
+  std::string extra;        // encoded extra keys overlapping the block
+};
+
+class RadixTree {
+ public:
+  static constexpr uint32_t kRoot = 0;
+
+  // Room for `max_nodes` nodes besides the root.
+  RadixTree(uint32_t max_nodes, uint32_t tokens_per_block, uint32_t num_groups);
+
+  // The node with exactly this key, or kNoNode.
+  uint32_t find(uint32_t parent, uint32_t scope, const int32_t* tokens, uint32_t num_tokens,
+                const std::string& extra, uint64_t hash) const;
+
+  // Calls f(node) for every child of `parent` in `scope` whose first token
+  // is `first_token` (and possibly a few others: f must check).
+  template <class F>
+  void for_each_first_token_match(uint32_t parent, uint32_t scope, int32_t first_token,
+                                  F&& f) const;
+
+  // Links a new node; the key must not be present and a node must be free.
+  uint32_t insert(uint32_t parent, uint32_t scope, const int32_t* tokens, uint32_t num_tokens,
+                  std::string&& extra, uint64_t hash, const uint32_t* blocks);
+  // Unlinks a leaf and frees its slot.
+  void erase(uint32_t node);
+
+  const TreeNode& node(uint32_t id) const { return nodes_[id]; }
+  TreeNode& node(uint32_t id) { return nodes_[id]; }
+  const int32_t* tokens(uint32_t id) const { return &tokens_[uint64_t(id) * tokens_per_block_]; }
+  uint32_t block(uint32_t id, uint32_t group) const {
+    return blocks_[uint64_t(id) * num_groups_ + group];
+  }
+  bool is_leaf(uint32_t id) const { return nodes_[id].num_children == 0; }
+
+  uint32_t size() const { return size_; }  // nodes besides the root
+  uint32_t max_nodes() const { return uint32_t(nodes_.size() - 1); }
+  uint32_t id_bound() const { return uint32_t(nodes_.size()); }
+  bool full() const { return free_.empty(); }
+  uint32_t tokens_per_block() const { return tokens_per_block_; }
+  uint32_t num_groups() const { return num_groups_; }
+
+ private:
+  uint32_t bucket_of(uint64_t hash) const { return uint32_t(hash & bucket_mask_); }
+  uint32_t first_bucket_of(uint32_t parent, uint32_t scope, int32_t first_token) const;
+
+  uint32_t tokens_per_block_;
+  uint32_t num_groups_;
+  std::vector<TreeNode> nodes_;
+  std::vector<int32_t> tokens_;   // tokens_per_block per node
+  std::vector<uint32_t> blocks_;  // num_groups per node
+  std::vector<uint32_t> free_;    // free node ids
+  std::vector<uint32_t> buckets_;
+  std::vector<uint32_t> first_buckets_;
+  uint64_t bucket_mask_ = 0;
+  uint32_t size_ = 0;
+};
+
+template <class F>
+void RadixTree::for_each_first_token_match(uint32_t parent, uint32_t scope, int32_t first_token,
+                                           F&& f) const {
+  for (uint32_t n = first_buckets_[first_bucket_of(parent, scope, first_token)]; n != kNoNode;
+       n = nodes_[n].first_next) {
+    const TreeNode& t = nodes_[n];
+    if (t.parent == parent && t.scope == scope && tokens(n)[0] == first_token) f(n);
+  }
+}
+
+}  // namespace kvc

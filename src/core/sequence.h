@@ -1,0 +1,42 @@
+// One sequence (a request, a beam): its tokens, its scope and priorities,
+// and per layer group the blocks it reads and writes.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/block_key.h"
+#include "core/block_pool.h"
+
+namespace kvc {
+
+struct Sequence {
+  uint64_t id = 0;
+  uint32_t scope = 0;  // interned scope id
+  uint8_t prompt_priority = 35;
+  uint8_t decode_priority = 35;
+  uint64_t prompt_len = 0;
+  uint64_t cached = 0;     // tokens reused at add (not to be written)
+  uint64_t committed = 0;  // tokens whose KV the caller has written
+  std::vector<int32_t> tokens;
+  std::vector<ExtraKey> extra_keys;  // sorted
+  // blocks[g][b]: block of group g holding tokens [b*T, (b+1)*T).
+  std::vector<std::vector<uint32_t>> blocks;
+  // nodes[b]: the tree node published (or found) for full block b, kNoNode
+  // if none. When its blocks are not this sequence's own (the key was
+  // already cached when this sequence committed), the sequence also holds
+  // a reference to them, an anchor, so that a node in use always has every
+  // ancestor in use.
+  std::vector<uint32_t> nodes;
+  // Per group: tokens already reported by a slot mapping.
+  std::vector<uint64_t> slot_cursor;
+  uint64_t batch_mark = 0;  // duplicate detection inside one batch call
+
+  uint64_t length() const { return tokens.size(); }
+  size_t num_blocks() const { return nodes.size(); }
+  uint8_t priority_of_block(uint64_t b, uint32_t tokens_per_block) const {
+    return b * tokens_per_block < prompt_len ? prompt_priority : decode_priority;
+  }
+};
+
+}  // namespace kvc
