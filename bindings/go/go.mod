@@ -1,0 +1,3 @@
+module kvcache
+
+go 1.19

@@ -1,0 +1,228 @@
+/* SWIG interface of the low-level Go layer (package kvc).
+ *
+ * regenerate.sh runs SWIG 4.1 on this file:
+ *   swig -go -cgo -intgosize 64 -package kvc -module kvc ...
+ * and writes kvc/kvc.go and kvc/kvc_wrap.c, which are committed: Go users
+ * need no SWIG. The generated layer mirrors the C API one to one (function
+ * Kvc_config_create is kvc_config_create); the package kvcache on top of it
+ * is the one to use.
+ *
+ * Mapping rules (the same for every function, so a new C function needs no
+ * new line here unless its header is new):
+ *  - Fixed-width integers keep their width: int32_t -> int32, uint64_t ->
+ *    uint64, size_t -> uint64; bool -> bool; double -> float64.
+ *  - A pointer to a scalar (an out parameter or an input array) is a Go
+ *    pointer to its first element: uint64_t * -> *uint64. The callee may
+ *    read or write as many elements as the C contract says; callers pass
+ *    &slice[0]. Go memory passed this way is only borrowed for the call
+ *    (cgo's rule), which is what every such C parameter promises.
+ *  - void * (device memory, streams, pool bases) is a uintptr address;
+ *    it never carries Go memory.
+ *  - Opaque handles are typed addresses: kvc_config_t * -> Config,
+ *    kvc_cache_t * -> Cache; kvc_x_t ** (a create's out) -> *Config, *Cache.
+ *  - Transparent structs (descriptors, options, args, stats) are SWIG
+ *    classes in C memory: NewKvc_cache_desc_t() ... DeleteKvc_cache_desc_t().
+ *    Their pointer fields therefore hold C or device memory only; Buffer
+ *    below copies Go bytes into C memory for them.
+ *  - Every function returning kvc_status_t returns a Go error instead: nil
+ *    for KVC_OK, else *Error{Status, Message}. The message is copied out of
+ *    the thread-local kvc_last_error_message() inside the same C call that
+ *    failed (a goroutine may run on another OS thread at its next cgo
+ *    call), so kvc_last_error_message itself is not exposed.
+ */
+%module kvc
+
+%{
+#include <stdlib.h>
+#include <string.h>
+#include <kvcache/kvcache.h>
+
+/* The status of a kvcache call as a Go string: empty for KVC_OK; else a tag
+ * byte ('M': malloc'ed, the Go side frees it; 'S': static, allocation
+ * failed), the status as 4 little-endian bytes, then the message of
+ * kvc_last_error_message() read now, on the thread that failed. */
+static _gostring_ kvcgo_capture(kvc_status_t status) {
+  static char oom[5] = {'S', 0, 0, 0, 0};
+  _gostring_ r;
+  r.p = NULL;
+  r.n = 0;
+  if (status == KVC_OK) return r;
+  const char *msg = kvc_last_error_message();
+  size_t n = strlen(msg);
+  uint32_t u = (uint32_t)status;
+  char *p = (char *)malloc(5 + n);
+  if (p == NULL) {
+    oom[1] = (char)(u & 0xff);
+    oom[2] = (char)((u >> 8) & 0xff);
+    oom[3] = (char)((u >> 16) & 0xff);
+    oom[4] = (char)((u >> 24) & 0xff);
+    r.p = oom;
+    r.n = 5;
+    return r;
+  }
+  p[0] = 'M';
+  p[1] = (char)(u & 0xff);
+  p[2] = (char)((u >> 8) & 0xff);
+  p[3] = (char)((u >> 16) & 0xff);
+  p[4] = (char)((u >> 24) & 0xff);
+  memcpy(p + 5, msg, n);
+  r.p = p;
+  r.n = (intgo)(5 + n);
+  return r;
+}
+%}
+
+/* kvc_status_t results: captured status and message, an error in Go. */
+%typemap(gotype) kvc_status_t "error"
+%typemap(imtype) kvc_status_t "string"
+%typemap(out) kvc_status_t %{ $result = kvcgo_capture($1); %}
+%typemap(goout) kvc_status_t %{ $result = statusError($1) %}
+/* ... but a status passed in (kvc_status_string) is a plain int32. */
+%typemap(gotype) kvc_status_t status "int32"
+%typemap(imtype) kvc_status_t status "int32"
+%typemap(in) kvc_status_t status %{ $1 = (kvc_status_t)$input; %}
+
+%insert(go_wrapper) %{
+// Error is a failed kvcache call: its status (a KVC_ERR_* value) and the
+// message kvc_last_error_message() held inside that same call.
+type Error struct {
+	Status  int32
+	Message string
+}
+
+func (e *Error) Error() string {
+	return Kvc_status_string(e.Status) + ": " + e.Message
+}
+
+type capturedString struct {
+	p uintptr
+	n int
+}
+
+// statusError decodes what kvcgo_capture returned, copying it out of C
+// memory and freeing that.
+func statusError(s string) error {
+	if len(s) == 0 {
+		return nil
+	}
+	b := []byte(s)
+	if b[0] == 'M' {
+		Swig_free((*capturedString)(unsafe.Pointer(&s)).p)
+	}
+	status := int32(uint32(b[1]) | uint32(b[2])<<8 | uint32(b[3])<<16 | uint32(b[4])<<24)
+	return &Error{Status: status, Message: string(b[5:])}
+}
+%}
+
+/* SWIG's parser needs to know the fixed-width types; the C compiler uses
+ * <stdint.h>. */
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef short int16_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+typedef unsigned long long uintptr_t;
+#define KVC_API
+
+%define KVCGO_SCALAR(CTYPE, GOTYPE)
+%typemap(gotype) CTYPE, const CTYPE "GOTYPE"
+%typemap(imtype) CTYPE, const CTYPE "GOTYPE"
+%typemap(in) CTYPE, const CTYPE %{ $1 = ($1_ltype)$input; %}
+%typemap(out) CTYPE, const CTYPE %{ $result = $1; %}
+%typemap(goout) CTYPE, const CTYPE ""
+%typemap(gotype) CTYPE *, const CTYPE * "*GOTYPE"
+%typemap(imtype) CTYPE *, const CTYPE * "*GOTYPE"
+%typemap(in) CTYPE *, const CTYPE * %{ $1 = ($1_ltype)$input; %}
+%typemap(goout) CTYPE *, const CTYPE * ""
+%enddef
+KVCGO_SCALAR(int8_t, int8)
+KVCGO_SCALAR(uint8_t, byte)
+KVCGO_SCALAR(int16_t, int16)
+KVCGO_SCALAR(uint16_t, uint16)
+KVCGO_SCALAR(int32_t, int32)
+KVCGO_SCALAR(uint32_t, uint32)
+KVCGO_SCALAR(int64_t, int64)
+KVCGO_SCALAR(uint64_t, uint64)
+KVCGO_SCALAR(size_t, uint64)
+KVCGO_SCALAR(uintptr_t, uintptr)
+KVCGO_SCALAR(bool, bool)
+KVCGO_SCALAR(float, float32)
+KVCGO_SCALAR(double, float64)
+
+/* Static strings (kvc_status_string, kvc_version_string): copied into Go
+ * memory on return; the C string is owned by the library and not freed. */
+%typemap(gotype) const char * "string"
+%typemap(imtype) const char * "string"
+%typemap(out) const char * %{ $result.p = (char *)$1; $result.n = $1 ? (intgo)strlen($1) : 0; %}
+%typemap(goout) const char * %{ $result = string([]byte($1)) %}
+
+/* Opaque handles: typed C addresses. */
+%define KVCGO_HANDLE(CTYPE, GOTYPE)
+%typemap(gotype) CTYPE *, const CTYPE * "GOTYPE"
+%typemap(imtype) CTYPE *, const CTYPE * "uintptr"
+%typemap(in) CTYPE *, const CTYPE * %{ $1 = ($1_ltype)$input; %}
+%typemap(out) CTYPE * %{ $result = (uintptr_t)$1; %}
+%typemap(goout) CTYPE * ""
+%typemap(gotype) CTYPE ** "*GOTYPE"
+%typemap(imtype) CTYPE ** "*GOTYPE"
+%typemap(in) CTYPE ** %{ $1 = ($1_ltype)$input; %}
+%enddef
+
+%insert(go_wrapper) %{
+// Config is a kvc_config_t * owned by C (kvc_config_create / kvc_config_destroy).
+type Config uintptr
+
+// Cache is a kvc_cache_t * owned by C (kvc_cache_create / kvc_cache_destroy).
+type Cache uintptr
+%}
+KVCGO_HANDLE(kvc_config_t, Config)
+KVCGO_HANDLE(kvc_cache_t, Cache)
+
+/* Thread-local and meaningless from Go: every error carries its message. */
+%ignore kvc_last_error_message;
+
+/* The public headers, in the order kvcache.h includes them. A header added
+ * to kvcache.h is added here too (TestHeadersCovered checks). */
+%include "kvcache/common.h"
+%include "kvcache/version.h"
+%include "kvcache/config.h"
+%include "kvcache/cache.h"
+%include "kvcache/kernels.h"
+
+/* C memory for the pointer fields of the transparent structs (salt bytes,
+ * extra keys, host buffers on a CPU cache): Go memory may not be stored in
+ * C memory. */
+%inline %{
+/* Allocates `size` bytes (at least 1, so an empty buffer is not NULL) and
+ * copies `size` bytes from `src` (may be NULL when size is 0). Returns 0 when
+ * out of memory. Free with kvcgo_buffer_free. */
+static uintptr_t kvcgo_buffer_new(const uint8_t *src, size_t size) {
+  void *p = malloc(size ? size : 1);
+  if (p != NULL && size != 0) memcpy(p, src, size);
+  return (uintptr_t)p;
+}
+/* Frees a buffer of kvcgo_buffer_new; 0 is ignored. */
+static void kvcgo_buffer_free(uintptr_t buffer) { free((void *)buffer); }
+/* Copies `size` bytes from C address `src` to Go memory `dst`. */
+static void kvcgo_buffer_read(uint8_t *dst, uintptr_t src, size_t size) {
+  if (size != 0) memcpy(dst, (const void *)src, size);
+}
+/* Copies `size` bytes from Go memory `src` to C address `dst`. */
+static void kvcgo_buffer_write(uintptr_t dst, const uint8_t *src, size_t size) {
+  if (size != 0) memcpy((void *)dst, src, size);
+}
+/* Stores entry `index` of a kvc_extra_key_t array at C address `keys`. */
+static void kvcgo_extra_key_set(uintptr_t keys, size_t index, uint64_t offset,
+                                uint64_t length, uintptr_t data, size_t size) {
+  kvc_extra_key_t *k = (kvc_extra_key_t *)keys + index;
+  k->offset = offset;
+  k->length = length;
+  k->data = (const void *)data;
+  k->size = size;
+}
+/* sizeof(kvc_extra_key_t). */
+static size_t kvcgo_extra_key_size(void) { return sizeof(kvc_extra_key_t); }
+%}
