@@ -28,8 +28,7 @@ struct CacheCounters {
 
 struct SequenceOptions {
   const std::string *salt = nullptr;  // nullptr: no salt (absent != empty)
-  uint32_t prompt_priority = 0;       // 0: the library default
-  uint32_t priority_tokens = 0;       // leading tokens prompt_priority applies to
+  uint32_t prompt_priority = 0;       // of prompt blocks; 0: the library default
 };
 
 class CacheAdapter {
@@ -50,8 +49,9 @@ class CacheAdapter {
            uint64_t &cached);
   // Tokens an add of `tokens` would reuse now; changes nothing.
   uint64_t probe(uint64_t id, const std::vector<int32_t> &tokens, const SequenceOptions &options);
-  // Appends decoded tokens; false when out of blocks (nothing changed).
-  bool extend(uint64_t id, const int32_t *tokens, uint32_t count);
+  // One decode step: appends tokens[i] to ids[i] for every i; false when
+  // out of blocks (nothing changed).
+  bool extend(const std::vector<uint64_t> &ids, const std::vector<int32_t> &tokens);
   // The first `tokens` tokens of `id` have their KV written.
   void commit(uint64_t id, uint64_t tokens);
   void remove(uint64_t id);

@@ -84,7 +84,7 @@ void KvWriter::store(const std::vector<std::vector<int64_t>> &slots) {
     a.slot_mapping = static_cast<const int64_t *>(slots_[layers_[l].group].data());
     check(kvc_store_kv(cache_, &a, nullptr), "kvc_store_kv");
   }
-  stored_tokens_ += most;
+  for (int64_t slot : slots.front()) stored_tokens_ += slot >= 0;
 }
 
 void KvWriter::attend(const std::vector<std::vector<int32_t>> &tables, uint32_t stride,

@@ -30,6 +30,7 @@ class KvWriter {
   // Waits for the device and reports errors of enqueued work.
   void finish();
 
+  // Tokens written (slots other than -1), counted once for all layers.
   uint64_t stored_tokens() const { return stored_tokens_; }
   uint64_t attention_calls() const { return attention_calls_; }
 

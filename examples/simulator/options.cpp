@@ -59,14 +59,14 @@ bool parse_on_off(const std::string &s, bool &out) {
 
 std::string policy_name(const Policy &p) {
   if (!p.reuse) return "reuse off";
-  if (p.system_priority) return "priority " + std::to_string(p.system_priority);
+  if (p.prompt_priority) return "prompt prio " + std::to_string(p.prompt_priority);
   return "LRU";
 }
 
 }  // namespace
 
-std::vector<Policy> compare_policies(uint32_t system_priority) {
-  std::vector<Policy> p = {{"", false, 0}, {"", true, 0}, {"", true, system_priority}};
+std::vector<Policy> compare_policies(uint32_t prompt_priority) {
+  std::vector<Policy> p = {{"", false, 0}, {"", true, 0}, {"", true, prompt_priority}};
   for (Policy &x : p) x.name = policy_name(x);
   return p;
 }
@@ -106,8 +106,8 @@ std::string usage() {
       "  --tokens-per-block N    (default 16)\n"
       "  --reuse on|off          prefix reuse across requests (default on)\n"
       "  --partial-reuse on|off  token-by-token reuse of a partly matching block (off)\n"
-      "  --system-priority P     eviction priority of system-prompt blocks, 1..100\n"
-      "                          (default: none, every block at 35)\n"
+      "  --prompt-priority P     eviction priority of prompt blocks, 1..100; decoded\n"
+      "                          blocks stay at 35 (default: every block at 35)\n"
       "  --host-cache BYTES      host (secondary) tier for offloaded blocks (0)\n"
       "  --attention             read the KV back with paged decode attention\n"
       "\nscheduler:\n"
@@ -116,8 +116,8 @@ std::string usage() {
       "  --max-prefills N        new sequences per step, 0 = no limit (default 0)\n"
       "  --max-output N          cap each request's output tokens, 0 = none\n"
       "\noutput:\n"
-      "  --compare               run reuse off, LRU and system-prompt priority side by side\n"
-      "                          (priority from --system-priority, default 90)\n"
+      "  --compare               run reuse off, LRU and prompt priority side by side\n"
+      "                          (priority from --prompt-priority, default 90)\n"
       "  --json                  print JSON instead of the table\n"
       "  --plot FILE.svg         draw hit rate and cache occupancy over time\n"
       "  --no-progress           no progress bar (it is drawn only on a terminal)\n"
@@ -129,7 +129,7 @@ bool parse_options(int argc, char **argv, Options &o, std::string &error) {
   o.config.memory_bytes = 4ull << 30;
   o.config.progress = true;
   bool reuse = true;
-  uint32_t system_priority = 0;
+  uint32_t prompt_priority = 0;
   using Handler = std::function<bool(const std::string &)>;
   const std::map<std::string, Handler> with_value = {
       {"--trace", [&](const std::string &v) { o.trace = v; return !v.empty(); }},
@@ -162,8 +162,8 @@ bool parse_options(int argc, char **argv, Options &o, std::string &error) {
       {"--tokens-per-block", [&](const std::string &v) { return parse_u32(v, o.config.tokens_per_block); }},
       {"--reuse", [&](const std::string &v) { return parse_on_off(v, reuse); }},
       {"--partial-reuse", [&](const std::string &v) { return parse_on_off(v, o.config.partial_reuse); }},
-      {"--system-priority", [&](const std::string &v) {
-         return parse_u32(v, system_priority) && system_priority >= 1 && system_priority <= 100; }},
+      {"--prompt-priority", [&](const std::string &v) {
+         return parse_u32(v, prompt_priority) && prompt_priority >= 1 && prompt_priority <= 100; }},
       {"--host-cache", [&](const std::string &v) { return parse_bytes(v, o.config.host_cache_bytes); }},
       {"--max-batch-tokens", [&](const std::string &v) { return parse_u32(v, o.config.max_batch_tokens) && o.config.max_batch_tokens > 0; }},
       {"--max-running", [&](const std::string &v) { return parse_u32(v, o.config.max_running) && o.config.max_running > 0; }},
@@ -209,10 +209,10 @@ bool parse_options(int argc, char **argv, Options &o, std::string &error) {
       return false;
     }
   }
-  o.config.policy = {"", reuse, system_priority};
+  o.config.policy = {"", reuse, prompt_priority};
   o.config.policy.name = policy_name(o.config.policy);
-  if (o.compare && !system_priority) system_priority = 90;
-  if (o.compare) o.config.policy.system_priority = system_priority;
+  if (o.compare && !prompt_priority) prompt_priority = 90;
+  if (o.compare) o.config.policy.prompt_priority = prompt_priority;
   return true;
 }
 

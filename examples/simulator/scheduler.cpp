@@ -89,10 +89,7 @@ RunResult Scheduler::run() {
   auto options_for = [&](const Request &q) {
     SequenceOptions o;
     o.salt = q.has_salt ? &q.salt : nullptr;
-    if (config_.policy.system_priority) {
-      o.prompt_priority = config_.policy.system_priority;
-      o.priority_tokens = q.system_length;
-    }
+    o.prompt_priority = config_.policy.prompt_priority;
     return o;
   };
   auto output_length = [&](const Request &q) {
@@ -116,17 +113,21 @@ RunResult Scheduler::run() {
     }
     book.start();
 
-    // 1. Decode: every running sequence feeds back its last token.
-    for (size_t i = 0; i < running.size();) {
-      Running &s = running[i];
-      const int32_t t = output_token(*s.request, s.generated - 1);
-      if (cache_.extend(s.request->id, &t, 1)) {
-        s.length += 1;
-        s.computed = 1;
-        ++i;
-        continue;
+    // 1. Decode: every running sequence feeds back its last token, in one
+    // all-or-nothing call; out of blocks, the newest sequence is preempted.
+    while (!running.empty()) {
+      ids.clear();
+      tokens.clear();
+      for (const Running &s : running) {
+        ids.push_back(s.request->id);
+        tokens.push_back(output_token(*s.request, s.generated - 1));
       }
-      preempt(running.size() - 1);  // the newest goes, possibly s itself
+      if (cache_.extend(ids, tokens)) break;
+      preempt(running.size() - 1);
+    }
+    for (Running &s : running) {
+      s.length += 1;
+      s.computed = 1;
     }
     const size_t decoding = running.size();
 

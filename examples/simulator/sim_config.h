@@ -8,12 +8,13 @@
 
 namespace sim {
 
-// What --compare varies: whether blocks are reused, and whether system
-// prompt blocks are retained at a higher eviction priority.
+// What --compare varies: whether blocks are reused, and whether prompt
+// blocks (system prompts, resent history) are retained at a higher eviction
+// priority than blocks holding only decoded tokens.
 struct Policy {
   std::string name;
   bool reuse = true;
-  uint32_t system_priority = 0;  // 0: every block at the default priority (35)
+  uint32_t prompt_priority = 0;  // 0: every block at the default priority (35)
 };
 
 struct SimConfig {

@@ -97,9 +97,10 @@ class LineParser {
     for (;;) {
       skip_ws();
       double v = 0;
+      const size_t start = pos_;
       if (!parse_number(v)) return false;
       if (v < 0 || v != std::floor(v) || v >= 72057594037927936.0)  // 2^56: the seed range
-        return fail("hash id must be an integer in [0, 2^56)");
+        return pos_ = start, fail("hash id must be an integer in [0, 2^56)");
       out.push_back(static_cast<uint64_t>(v));
       skip_ws();
       if (eat(']')) return true;

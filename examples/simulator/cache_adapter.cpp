@@ -1,0 +1,166 @@
+// Maps the simulator's cache operations onto kvcache's C API (config,
+// cache, sequence, batch and stats modules). Out of blocks is an expected
+// answer (the scheduler waits or preempts); any other failure is a bug or a
+// bad setting and stops the run with the library's message.
+#include "cache_adapter.h"
+
+#include <kvcache/kvcache.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace sim {
+namespace {
+
+void check(kvc_status_t s, const std::string &what) {
+  if (s != KVC_OK)
+    throw std::runtime_error(what + ": " + kvc_status_string(s) + ": " + kvc_last_error_message());
+}
+
+kvc_sequence_options_t to_options(const SequenceOptions &o) {
+  kvc_sequence_options_t k = KVC_SEQUENCE_OPTIONS_INIT;
+  if (o.salt) {
+    k.salt = o.salt->data();
+    k.salt_size = o.salt->size();
+  }
+  // The C API sets one priority for a sequence's prompt blocks and one for
+  // its generated blocks (token-range retention is not in it yet).
+  if (o.prompt_priority) k.prompt_priority = o.prompt_priority;
+  return k;
+}
+
+// Owns a config until the cache is created from it.
+struct ConfigHandle {
+  kvc_config_t *c = nullptr;
+  ~ConfigHandle() { kvc_config_destroy(c); }
+};
+
+}  // namespace
+
+CacheAdapter::CacheAdapter(const SimConfig &config, uint64_t unlimited_tokens) {
+  ConfigHandle cfg;
+  check(kvc_config_create(&cfg.c), "kvc_config_create");
+  const ModelPreset &m = config.model;
+  check(kvc_config_set_num_layers(cfg.c, m.num_layers), "model: num_layers");
+  check(kvc_config_set_kv_heads(cfg.c, m.kv_heads), "model: kv_heads");
+  check(kvc_config_set_head_dim(cfg.c, m.head_dim), "model: head_dim");
+  check(kvc_config_set_dtype(cfg.c, KVC_DTYPE_BF16), "model: dtype");
+  check(kvc_config_set_attention_windows(cfg.c, m.windows.data(), m.windows.size()),
+        "model: attention windows");
+  check(kvc_config_set_tokens_per_block(cfg.c, config.tokens_per_block), "--tokens-per-block");
+  if (config.device == "cpu") {
+    check(kvc_config_set_device(cfg.c, KVC_DEVICE_CPU, 0), "--device");
+  } else {
+    const int32_t ordinal = static_cast<int32_t>(std::stoi(config.device.substr(5)));
+    check(kvc_config_set_device(cfg.c, KVC_DEVICE_CUDA, ordinal), "--device");
+  }
+  if (config.unlimited)
+    check(kvc_config_set_max_tokens(cfg.c, unlimited_tokens), "--memory unlimited");
+  else
+    check(kvc_config_set_primary_bytes(cfg.c, config.memory_bytes), "--memory");
+  check(kvc_config_set_block_reuse(cfg.c, config.policy.reuse), "--reuse");
+  check(kvc_config_set_partial_reuse(cfg.c, config.partial_reuse), "--partial-reuse");
+  check(kvc_config_set_host_cache_bytes(cfg.c, config.host_cache_bytes), "--host-cache");
+  check(kvc_cache_create(cfg.c, &cache_), "kvc_cache_create");
+
+  kvc_cache_desc_t d = KVC_CACHE_DESC_INIT;
+  check(kvc_cache_describe(cache_, &d), "kvc_cache_describe");
+  num_groups_ = d.num_groups;
+  for (uint32_t g = 0; g < d.num_groups; ++g) {
+    kvc_group_desc_t gd = KVC_GROUP_DESC_INIT;
+    check(kvc_cache_describe_group(cache_, g, &gd), "kvc_cache_describe_group");
+    bytes_per_token_ += gd.bytes_per_token;
+  }
+}
+
+CacheAdapter::~CacheAdapter() { kvc_cache_destroy(cache_); }
+
+bool CacheAdapter::add(uint64_t id, const std::vector<int32_t> &tokens,
+                       const SequenceOptions &options, uint64_t &cached) {
+  const kvc_sequence_options_t o = to_options(options);
+  const kvc_status_t s =
+      kvc_sequence_add(cache_, id, tokens.data(), tokens.size(), &o, nullptr, &cached);
+  if (s == KVC_ERR_OUT_OF_BLOCKS) return false;
+  check(s, "kvc_sequence_add(" + std::to_string(id) + ")");
+  return true;
+}
+
+uint64_t CacheAdapter::probe(uint64_t id, const std::vector<int32_t> &tokens,
+                             const SequenceOptions &options) {
+  const kvc_sequence_options_t o = to_options(options);
+  uint64_t cached = 0;
+  check(kvc_cache_probe(cache_, tokens.data(), tokens.size(), &o, &cached),
+        "kvc_cache_probe(" + std::to_string(id) + ")");
+  return cached;
+}
+
+bool CacheAdapter::extend(const std::vector<uint64_t> &ids, const std::vector<int32_t> &tokens) {
+  const kvc_status_t s = kvc_batch_extend(cache_, ids.data(), tokens.data(), ids.size(), nullptr);
+  if (s == KVC_ERR_OUT_OF_BLOCKS) return false;
+  check(s, "kvc_batch_extend");
+  return true;
+}
+
+void CacheAdapter::commit(uint64_t id, uint64_t tokens) {
+  check(kvc_sequence_commit(cache_, id, tokens), "kvc_sequence_commit(" + std::to_string(id) + ")");
+}
+
+void CacheAdapter::remove(uint64_t id) {
+  check(kvc_sequence_remove(cache_, id), "kvc_sequence_remove(" + std::to_string(id) + ")");
+}
+
+void CacheAdapter::batch(const std::vector<uint64_t> &ids,
+                         std::vector<std::vector<int64_t>> &slots,
+                         std::vector<std::vector<int32_t>> *tables, uint32_t *table_stride,
+                         std::vector<int32_t> *seq_lens) {
+  slots.resize(num_groups_);
+  for (uint32_t g = 0; g < num_groups_; ++g) {
+    std::vector<int64_t> &out = slots[g];
+    size_t n = 0;
+    out.resize(std::max<size_t>(out.capacity(), 1024));
+    kvc_status_t s = kvc_batch_slot_mapping(cache_, g, ids.data(), ids.size(), out.data(),
+                                            out.size(), &n, nullptr);
+    if (s == KVC_ERR_BUFFER_TOO_SMALL) {  // nothing advanced: retry with room
+      out.resize(n);
+      s = kvc_batch_slot_mapping(cache_, g, ids.data(), ids.size(), out.data(), out.size(), &n,
+                                 nullptr);
+    }
+    check(s, "kvc_batch_slot_mapping");
+    out.resize(n);
+  }
+  if (!tables) return;
+  size_t stride = 0;
+  tables->resize(num_groups_);
+  for (uint32_t g = 0; g < num_groups_; ++g) {
+    size_t need = 0;
+    kvc_status_t s = kvc_batch_block_table(cache_, g, ids.data(), ids.size(), nullptr, 0, -1, &need);
+    if (s != KVC_ERR_BUFFER_TOO_SMALL) check(s, "kvc_batch_block_table");
+    stride = std::max(stride, need);
+  }
+  for (uint32_t g = 0; g < num_groups_; ++g) {
+    (*tables)[g].assign(ids.size() * stride, -1);
+    check(kvc_batch_block_table(cache_, g, ids.data(), ids.size(), (*tables)[g].data(), stride,
+                                -1, nullptr),
+          "kvc_batch_block_table");
+  }
+  *table_stride = static_cast<uint32_t>(stride);
+  seq_lens->resize(ids.size());
+  check(kvc_batch_sequence_lengths(cache_, ids.data(), ids.size(), seq_lens->data()),
+        "kvc_batch_sequence_lengths");
+}
+
+CacheCounters CacheAdapter::counters() const {
+  kvc_cache_stats_t s = KVC_CACHE_STATS_INIT;
+  check(kvc_cache_get_stats(cache_, &s), "kvc_cache_get_stats");
+  CacheCounters c;
+  c.capacity = s.num_blocks;
+  c.free = s.free_blocks;
+  c.cached = s.cached_blocks;
+  c.in_use = s.in_use_blocks;
+  c.reused = s.reused_blocks;
+  c.evicted = s.evicted_blocks;
+  return c;
+}
+
+}  // namespace sim
