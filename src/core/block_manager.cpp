@@ -359,6 +359,7 @@ uint64_t BlockManager::add(uint64_t id, const int32_t* tokens, uint64_t n,
   const uint64_t reused = full + (m.partial != kNoNode ? 1 : 0);
   counters_.reused_blocks += reused;
   counters_.missed_blocks += num_blocks - reused;
+  seq->published = full;
   seq->cached = full * T_ + m.partial_tokens;
   seq->committed = seq->cached;
   const uint64_t cached = seq->cached;
@@ -423,7 +424,7 @@ void BlockManager::extend_batch(const uint64_t* ids, const int32_t* tokens, size
   debug_check();
 }
 
-void BlockManager::publish_full(Sequence& s, uint64_t b, const std::string& extra) {
+bool BlockManager::publish_full(Sequence& s, uint64_t b, const std::string& extra) {
   const uint32_t parent = b == 0 ? RadixTree::kRoot : s.nodes[b - 1];
   const int32_t* toks = s.tokens.data() + b * T_;
   const uint64_t extra_digest = extra.empty() ? 0 : hash_bytes(extra.data(), extra.size());
@@ -434,8 +435,12 @@ void BlockManager::publish_full(Sequence& s, uint64_t b, const std::string& extr
     // Already cached: keep our own copy, anchor the cached one.
     if (tree_.block(found, 0) != s.blocks[0][b]) hold_node(found);
     s.nodes[b] = found;
-    return;
+    return true;
   }
+  // A block shared with a fork sibling waits until this sequence holds it
+  // alone: the sibling may not hold the ancestors it would be linked under.
+  const BlockInfo& own = pools_[group_pool_[0]].info(s.blocks[0][b]);
+  if (own.ref != 1 || own.node != kNoNode) return false;
   for (uint32_t g = 0; g < num_groups(); ++g) set_scratch_[g] = s.blocks[g][b];
   std::string key_extra = extra;  // small or empty: no allocation in the common case
   const uint32_t node =
@@ -445,6 +450,7 @@ void BlockManager::publish_full(Sequence& s, uint64_t b, const std::string& extr
   tree_.node(node).priority = s.priority_of_block(b, T_);
   scopes_.ref(s.scope);
   s.nodes[b] = node;
+  return true;
 }
 
 void BlockManager::commit(uint64_t id, uint64_t num_computed) {
@@ -452,24 +458,24 @@ void BlockManager::commit(uint64_t id, uint64_t num_computed) {
   if (num_computed > s.length())
     invalid_argument("num_computed (" + std::to_string(num_computed) + ") exceeds the length (" +
                      std::to_string(s.length()) + " tokens) of " + seq_name(id));
-  if (num_computed <= s.committed) return;
+  const uint64_t committed = std::max(s.committed, num_computed);
   if (cfg_.block_reuse) {
-    const uint64_t first = s.committed / T_;
-    const uint64_t end = num_computed / T_;  // blocks now fully computed
-    // Encode the extra keys of every block first: the only allocation.
-    extras_scratch_.resize(std::max<size_t>(extras_scratch_.size(), end > first ? end - first : 0));
-    for (uint64_t b = first; b < end; ++b) {
-      if (s.extra_keys.empty()) extras_scratch_[b - first].clear();
-      else encode_block_extras(s.extra_keys, b * T_, (b + 1) * T_, extras_scratch_[b - first]);
-    }
-    for (uint64_t b = first; b < end; ++b) {
-      if (s.nodes[b] != kNoNode) continue;
-      if (b > 0 && s.nodes[b - 1] == kNoNode) break;  // the chain is cut
-      if (pools_[group_pool_[0]].info(s.blocks[0][b]).node != kNoNode) break;
-      publish_full(s, b, extras_scratch_[b - first]);
+    // Publish every full computed block not yet published, in order (also
+    // ones an earlier commit had to leave while a fork sibling shared them).
+    const uint64_t first = s.published;
+    const uint64_t end = committed / T_;
+    if (end > first) {
+      // Encode the extra keys of every block first: the only allocation.
+      if (extras_scratch_.size() < end - first) extras_scratch_.resize(end - first);
+      for (uint64_t b = first; b < end; ++b) {
+        if (s.extra_keys.empty()) extras_scratch_[b - first].clear();
+        else encode_block_extras(s.extra_keys, b * T_, (b + 1) * T_, extras_scratch_[b - first]);
+      }
+      while (s.published < end && publish_full(s, s.published, extras_scratch_[s.published - first]))
+        ++s.published;
     }
   }
-  s.committed = num_computed;
+  s.committed = committed;
   debug_check();
 }
 
@@ -497,6 +503,7 @@ void BlockManager::rewind(uint64_t id, uint64_t n) {
       s.nodes[b] = kNoNode;
     }
   }
+  s.published = std::min<uint64_t>(s.published, new_len / T_);
   s.tokens.resize(new_len);
   s.committed = std::min(s.committed, new_len);
   s.cached = std::min(s.cached, new_len);
@@ -529,7 +536,9 @@ void BlockManager::publish_tail(Sequence& s) {
   if (rows == 0 || b >= s.num_blocks()) return;
   const uint32_t parent = b == 0 ? RadixTree::kRoot : s.nodes[b - 1];
   if (parent == kNoNode) return;
-  if (pools_[group_pool_[0]].info(s.blocks[0][b]).node != kNoNode) return;
+  if (b != s.published) return;  // its parent is not published
+  const BlockInfo& own = pools_[group_pool_[0]].info(s.blocks[0][b]);
+  if (own.ref != 1 || own.node != kNoNode) return;  // shared or already in the tree
   if (any_extra_overlaps(s.extra_keys, b * T_, b * T_ + rows)) return;
   const int32_t* toks = s.tokens.data() + b * T_;
   const uint64_t h = hash_block(tree_.node(parent).hash, scopes_.digest(s.scope), 0, toks, rows);
@@ -557,24 +566,19 @@ void BlockManager::remove(uint64_t id) {
 void BlockManager::pin(uint64_t id) {
   Sequence& s = sequence(id);
   if (pins_.count(id) != 0) fail(KVC_ERR_ALREADY_EXISTS, seq_name(id) + " is already pinned");
+  // The published blocks: the ones that outlive the sequence in the tree,
+  // a chain from the root, so a pin never holds a node without its parent.
   Pin pin;
   const uint32_t G = num_groups();
-  pin.blocks.reserve(2 * s.num_blocks() * G);
-  pin.priority.reserve(2 * s.num_blocks());
-  for (uint64_t b = 0; b < s.num_blocks(); ++b) {
-    const uint8_t prio = s.priority_of_block(b, T_);
-    const uint32_t node = s.nodes[b];
-    if (node != kNoNode && tree_.block(node, 0) != s.blocks[0][b]) {
-      for (uint32_t g = 0; g < G; ++g) pin.blocks.push_back(tree_.block(node, g));
-      pin.priority.push_back(prio);
-    }
-    for (uint32_t g = 0; g < G; ++g) pin.blocks.push_back(s.blocks[g][b]);
-    pin.priority.push_back(prio);
+  pin.blocks.reserve(s.published * G);
+  pin.priority.reserve(s.published);
+  for (uint64_t b = 0; b < s.published; ++b) {
+    for (uint32_t g = 0; g < G; ++g) pin.blocks.push_back(tree_.block(s.nodes[b], g));
+    pin.priority.push_back(s.priority_of_block(b, T_));
   }
   auto it = pins_.emplace(id, std::move(pin)).first;
-  const Pin& p = it->second;
-  for (size_t e = 0; e < p.priority.size(); ++e)
-    for (uint32_t g = 0; g < G; ++g) pools_[group_pool_[g]].add_ref(p.blocks[e * G + g]);
+  for (uint64_t b = 0; b < s.published; ++b) hold_node(s.nodes[b]);
+  (void)it;
   debug_check();
 }
 

@@ -82,7 +82,8 @@ class BlockManager {
   void fork(uint64_t parent, uint64_t child);
   // Releases the sequence; its published blocks stay cached.
   void remove(uint64_t id);
-  // Holds the sequence's current blocks until unpin(id), past its removal.
+  // Holds the sequence's published (committed full) blocks until unpin(id),
+  // past its removal.
   void pin(uint64_t id);
   void unpin(uint64_t id);
 
@@ -144,7 +145,7 @@ class BlockManager {
   void copy_set(const uint32_t* src, const uint32_t* dst, uint32_t rows, void* stream);
   void append_new_set(Sequence& s);
   void copy_on_write(Sequence& s, void* stream);
-  void publish_full(Sequence& s, uint64_t b, const std::string& extra);
+  bool publish_full(Sequence& s, uint64_t b, const std::string& extra);
   void publish_tail(Sequence& s);
   static void grow(std::vector<int32_t>& v, uint64_t n);
   static void reserve_blocks(Sequence& s, uint64_t n);

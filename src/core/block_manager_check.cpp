@@ -49,9 +49,13 @@ void BlockManager::check_invariants() const {
       if (c > s.length()) broken(who + " has a slot cursor beyond its length");
     if (!scopes_.live(s.scope)) broken(who + " refers to a dead scope");
     ++scope_refs[s.scope];
+    if (s.published > nb) broken(who + " has more published blocks than blocks");
     for (uint64_t b = 0; b < nb; ++b) {
       for (uint32_t g = 0; g < G; ++g) own(g, s.blocks[g][b], who);
       const uint32_t n = s.nodes[b];
+      if ((n != kNoNode) != (b < s.published))
+        broken(who + " block " + std::to_string(b) + " is " + (n == kNoNode ? "not " : "") +
+               "published against its published count " + std::to_string(s.published));
       if (n == kNoNode) continue;
       if (n >= tree_.id_bound() || !tree_.node(n).live)
         broken(who + " refers to dead tree node " + std::to_string(n));

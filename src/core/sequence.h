@@ -28,6 +28,10 @@ struct Sequence {
   // a reference to them, an anchor, so that a node in use always has every
   // ancestor in use.
   std::vector<uint32_t> nodes;
+  // nodes[b] is set exactly for b < published. A new node is only ever
+  // made from a block this sequence alone holds, so every holder of a
+  // published block also holds its ancestors.
+  uint64_t published = 0;
   // Per group: tokens already reported by a slot mapping.
   std::vector<uint64_t> slot_cursor;
   uint64_t batch_mark = 0;  // duplicate detection inside one batch call

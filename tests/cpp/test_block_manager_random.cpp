@@ -1,0 +1,256 @@
+// Randomized operations on the cache manager with a fixed seed. After every
+// operation the invariant checker runs; after every failed operation the
+// whole state (every block's ref count and tree node, the counts, every
+// sequence) must equal the state before it; a probe must predict the next
+// add exactly and change nothing.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "core/cache.h"
+#include "core/error.h"
+
+namespace kvc {
+namespace {
+
+struct Snapshot {
+  std::vector<BlockInfo> blocks;
+  std::vector<uint64_t> counts;
+  std::vector<std::vector<uint32_t>> seqs;
+
+  static Snapshot of(const BlockManager& m, const std::vector<uint64_t>& ids) {
+    Snapshot s;
+    for (size_t p = 0; p < m.num_pools(); ++p)
+      for (uint32_t b = 0; b < m.pool(uint32_t(p)).capacity(); ++b) s.blocks.push_back(m.pool(uint32_t(p)).info(b));
+    const CacheStats st = m.stats();
+    s.counts = {st.free_blocks, st.cached_blocks, st.in_use_blocks, st.reused_blocks,
+                st.missed_blocks, st.evicted_blocks, st.num_sequences, st.num_pinned,
+                st.tree_nodes, m.policy().size()};
+    for (uint64_t id : ids) {
+      const Sequence* q = m.find_sequence(id);
+      std::vector<uint32_t> v{uint32_t(id), q ? uint32_t(q->length()) : 0u,
+                              q ? uint32_t(q->committed) : 0u};
+      if (q)
+        for (const auto& g : q->blocks) v.insert(v.end(), g.begin(), g.end());
+      if (q) v.insert(v.end(), q->nodes.begin(), q->nodes.end());
+      s.seqs.push_back(std::move(v));
+    }
+    return s;
+  }
+  bool operator==(const Snapshot& o) const {
+    if (blocks.size() != o.blocks.size()) return false;
+    for (size_t i = 0; i < blocks.size(); ++i)
+      if (blocks[i].ref != o.blocks[i].ref || blocks[i].node != o.blocks[i].node) return false;
+    return counts == o.counts && seqs == o.seqs;
+  }
+};
+
+class RandomOps {
+ public:
+  RandomOps(const CacheConfig& cfg, uint32_t seed) : cache_(cfg), rng_(seed) {
+    for (int d = 0; d < 6; ++d) {
+      std::vector<int32_t> doc(64);
+      for (auto& t : doc) t = int32_t(rng_() % 50);
+      docs_.push_back(doc);
+    }
+  }
+
+  void run(int ops) {
+    for (int i = 0; i < ops; ++i) {
+      step();
+      m().check_invariants();
+    }
+    // Drain: everything removed and unpinned leaves no block in use.
+    while (!ids_.empty()) remove_at(0);
+    while (!pins_.empty()) {
+      m().unpin(pins_.back());
+      pins_.pop_back();
+    }
+    m().check_invariants();
+    EXPECT_EQ(m().stats().in_use_blocks, 0u);
+    m().reset_reuse();
+    EXPECT_EQ(m().stats().free_blocks, m().stats().num_blocks);
+  }
+
+  uint64_t successes = 0, failures = 0;
+
+ private:
+  BlockManager& m() { return cache_.manager(); }
+  uint32_t pick(uint32_t n) { return uint32_t(rng_() % n); }
+
+  std::vector<int32_t> prompt() {
+    const auto& doc = docs_[pick(uint32_t(docs_.size()))];
+    std::vector<int32_t> p(doc.begin(), doc.begin() + 1 + pick(40));
+    for (uint32_t k = pick(9); k > 0; --k) p.push_back(int32_t(pick(50)));
+    return p;
+  }
+  SequenceOptions options() {
+    SequenceOptions o;
+    static const uint32_t prios[] = {0, 20, 35, 80, 100};
+    o.prompt_priority = prios[pick(5)];
+    o.decode_priority = prios[pick(5)];
+    switch (pick(4)) {
+      case 0: o.has_salt = true; o.salt = "a"; break;
+      case 1: o.has_salt = true; break;  // empty salt
+      case 2: o.has_lora = true; o.lora_id = pick(2); break;
+      default: break;
+    }
+    if (pick(8) == 0) o.extra_keys.push_back(ExtraKey{pick(20), 1 + pick(6), pick(2) ? "img" : "vid"});
+    return o;
+  }
+
+  // Runs one operation; a failure must leave the snapshot unchanged.
+  template <class F>
+  bool attempt(F&& f) {
+    const Snapshot before = Snapshot::of(m(), ids_);
+    try {
+      f();
+      ++successes;
+      return true;
+    } catch (const Error& e) {
+      ++failures;
+      EXPECT_TRUE(e.status() == KVC_ERR_OUT_OF_BLOCKS || e.status() == KVC_ERR_INVALID_ARGUMENT ||
+                  e.status() == KVC_ERR_NOT_FOUND || e.status() == KVC_ERR_ALREADY_EXISTS ||
+                  e.status() == KVC_ERR_INVALID_STATE)
+          << e.what();
+      const Snapshot after = Snapshot::of(m(), ids_);
+      EXPECT_TRUE(before == after) << "state changed by a failed call: " << e.what();
+      return false;
+    }
+  }
+
+  void remove_at(size_t i) {
+    m().remove(ids_[i]);
+    ids_.erase(ids_.begin() + long(i));
+  }
+
+  void step() {
+    const uint32_t op = pick(100);
+    if (op < 22 || ids_.empty()) {
+      const auto p = prompt();
+      const SequenceOptions o = options();
+      const uint64_t id = next_id_++;
+      const uint64_t predicted = m().probe(p.data(), p.size(), o);
+      const Snapshot before = Snapshot::of(m(), ids_);
+      m().probe(p.data(), p.size(), o);
+      EXPECT_TRUE(before == Snapshot::of(m(), ids_)) << "probe changed the state";
+      uint64_t got = 0;
+      if (attempt([&] { got = m().add(id, p.data(), p.size(), o, nullptr); })) {
+        EXPECT_EQ(got, predicted);
+        EXPECT_LT(got, p.size());
+        ids_.push_back(id);
+      }
+      return;
+    }
+    const size_t i = pick(uint32_t(ids_.size()));
+    const uint64_t id = ids_[i];
+    const Sequence& s = m().sequence(id);
+    if (op < 36) {
+      std::vector<int32_t> t(1 + pick(9));
+      for (auto& x : t) x = int32_t(pick(50));
+      attempt([&] { m().extend(id, t.data(), t.size(), nullptr); });
+    } else if (op < 44) {
+      std::vector<uint64_t> batch = ids_;
+      std::shuffle(batch.begin(), batch.end(), rng_);
+      batch.resize(1 + pick(uint32_t(batch.size())));
+      if (pick(20) == 0) batch.push_back(batch[0]);  // a repeated id
+      std::vector<int32_t> t(batch.size());
+      for (auto& x : t) x = int32_t(pick(50));
+      attempt([&] { m().extend_batch(batch.data(), t.data(), batch.size(), nullptr); });
+    } else if (op < 60) {
+      const uint64_t n = s.length() == 0 ? 0 : s.committed + pick(uint32_t(s.length() - s.committed + 2));
+      attempt([&] { m().commit(id, n); });
+    } else if (op < 67) {
+      const uint64_t n = pick(uint32_t(std::min<uint64_t>(s.length(), 12) + 2));
+      attempt([&] { m().rewind(id, n); });
+    } else if (op < 72) {
+      const uint64_t child = pick(10) == 0 ? id : next_id_++;
+      if (attempt([&] { m().fork(id, child); })) ids_.push_back(child);
+    } else if (op < 88) {
+      remove_at(i);
+    } else if (op < 91) {
+      if (attempt([&] { m().pin(id); })) pins_.push_back(id);
+    } else if (op < 94) {
+      if (!pins_.empty()) {
+        const size_t k = pick(uint32_t(pins_.size()));
+        m().unpin(pins_[k]);
+        pins_.erase(pins_.begin() + long(k));
+      } else {
+        attempt([&] { m().unpin(id); });
+      }
+    } else if (op < 96) {
+      attempt([&] { m().reset_reuse(); });
+    } else {
+      uint64_t need = 0;
+      attempt([&] { need = m().blocks_needed(id, pick(20)); });
+      (void)need;
+    }
+  }
+
+  Cache cache_;
+  std::mt19937 rng_;
+  std::vector<std::vector<int32_t>> docs_;
+  std::vector<uint64_t> ids_;
+  std::vector<uint64_t> pins_;
+  uint64_t next_id_ = 1;
+};
+
+CacheConfig base(uint64_t blocks) {
+  CacheConfig c;
+  c.num_layers = 2;
+  c.kv_heads = {1};
+  c.head_dim = 2;
+  c.dtype = KVC_DTYPE_F32;
+  c.tokens_per_block = 4;
+  c.max_tokens = blocks * 4;
+  return c;
+}
+
+TEST(RandomOps, HundredThousandOperationsKeepEveryInvariant) {
+  RandomOps r(base(48), 20261122);
+  r.run(100000);
+  EXPECT_GT(r.successes, 50000u);
+  EXPECT_GT(r.failures, 1000u);  // out of blocks, bad arguments: exercised
+}
+
+TEST(RandomOps, TwoGroupsSharingOnePool) {
+  CacheConfig c = base(40);
+  c.windows = {0, 64};  // equal block bytes: one pool, two groups
+  RandomOps r(c, 7);
+  r.run(20000);
+}
+
+TEST(RandomOps, TwoGroupsInTwoPools) {
+  CacheConfig c = base(40);
+  c.num_layers = 3;
+  c.kv_heads = {1, 2, 1};
+  RandomOps r(c, 8);
+  r.run(20000);
+}
+
+TEST(RandomOps, CopyOnPartialReuseOff) {
+  CacheConfig c = base(40);
+  c.copy_on_partial_reuse = false;
+  RandomOps r(c, 9);
+  r.run(20000);
+}
+
+TEST(RandomOps, PartialReuseOff) {
+  CacheConfig c = base(40);
+  c.partial_reuse = false;
+  RandomOps r(c, 10);
+  r.run(20000);
+}
+
+TEST(RandomOps, BlockReuseOff) {
+  CacheConfig c = base(40);
+  c.block_reuse = false;
+  RandomOps r(c, 11);
+  r.run(10000);
+}
+
+}  // namespace
+}  // namespace kvc
