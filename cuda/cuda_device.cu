@@ -41,7 +41,13 @@ CudaDevice::CudaDevice(int32_t ordinal) : ordinal_(ordinal) {
   cudaDeviceProp prop{};
   cuda_check(cudaGetDeviceProperties(&prop, ordinal), "cudaGetDeviceProperties");
   name_ = "cuda:" + std::to_string(ordinal) + " (" + prop.name + ")";
+  gpu_.sm_count = prop.multiProcessorCount;
+  activate();
+  errors_ = static_cast<KernelErrorRecord*>(allocate(sizeof(KernelErrorRecord)));
+  cuda_check(cudaMemset(errors_, 0, sizeof(KernelErrorRecord)), "cudaMemset");
 }
+
+CudaDevice::~CudaDevice() { deallocate(errors_); }
 
 void CudaDevice::activate() const { cuda_check(cudaSetDevice(ordinal_), "cudaSetDevice"); }
 
@@ -72,25 +78,52 @@ void CudaDevice::deallocate(void* ptr) noexcept {
 
 void CudaDevice::copy_blocks(void* pool_base, const BlockGeometry& g, const BlockCopy* copies,
                              size_t count, void* stream) {
-  // One 2D copy per block: each run's first n rows. A batched kernel for
-  // many copies belongs to the kernels module.
+  if (count == 0) return;
   activate();
-  auto* base = static_cast<unsigned char*>(pool_base);
+  launch_copy_blocks(pool_base, g, copies, count, static_cast<cudaStream_t>(stream));
+}
+
+void CudaDevice::store_kv(const StoreKvWork& work, void* stream) {
+  activate();
+  launch_store_kv(work, errors_, static_cast<cudaStream_t>(stream));
+}
+
+void CudaDevice::decode_attention(const DecodeWork& work, void* stream) {
+  activate();
+  launch_decode_attention(work, gpu_, errors_, static_cast<cudaStream_t>(stream));
+}
+
+uint64_t CudaDevice::decode_workspace_bytes(const DecodeWork& work) const {
+  activate();
+  return kvc::decode_workspace_bytes(work, gpu_);
+}
+
+AsyncError CudaDevice::async_error(void* stream) {
+  activate();
   auto s = static_cast<cudaStream_t>(stream);
-  for (size_t i = 0; i < count; ++i) {
-    const BlockCopy& c = copies[i];
-    unsigned char* dst = base + uint64_t(c.dst) * g.block_bytes;
-    const unsigned char* src = base + uint64_t(c.src) * g.block_bytes;
-    if (c.num_tokens >= g.tokens_per_block) {
-      cuda_check(cudaMemcpyAsync(dst, src, g.block_bytes, cudaMemcpyDeviceToDevice, s),
-                 "cudaMemcpyAsync");
-    } else {
-      cuda_check(cudaMemcpy2DAsync(dst, g.run_bytes(), src, g.run_bytes(),
-                                   uint64_t(c.num_tokens) * g.row_bytes, g.num_runs,
-                                   cudaMemcpyDeviceToDevice, s),
-                 "cudaMemcpy2DAsync");
-    }
+  AsyncError out;
+  const cudaError_t err = cudaStreamSynchronize(s);
+  if (err != cudaSuccess) {
+    // A fault in enqueued work (an illegal address) is sticky: the context
+    // is unusable and every later call reports it again.
+    out.status = KVC_ERR_DEVICE;
+    out.message = std::string("enqueued work on ") + name_ + " failed: " + cudaGetErrorName(err) +
+                  " (" + cudaGetErrorString(err) + ")";
+    return out;
   }
+  std::lock_guard<std::mutex> lock(errors_mutex_);
+  KernelErrorRecord record{};
+  cuda_check(cudaMemcpyAsync(&record, errors_, sizeof record, cudaMemcpyDeviceToHost, s),
+             "cudaMemcpyAsync");
+  cuda_check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  if (record.code > 0) {
+    out.status = KVC_ERR_INVALID_ARGUMENT;
+    out.message = describe_kernel_error(record);
+    // Reported: clear it so that the next error is recorded.
+    cuda_check(cudaMemsetAsync(errors_, 0, sizeof(KernelErrorRecord), s), "cudaMemsetAsync");
+    cuda_check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  }
+  return out;
 }
 
 void CudaDevice::synchronize(void* stream) {

@@ -1,0 +1,33 @@
+// Host-side launchers of the CUDA kernels, called by CudaDevice. Arguments
+// passed the host checks (backend/kernel_checks.h); values in device memory
+// are checked by the kernels into `err`.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/device.h"
+#include "backend/kernel_work.h"
+#include "cuda/kernel_errors.h"
+
+namespace kvc {
+
+// What decode attention needs to know about the GPU to split its work.
+struct GpuInfo {
+  int sm_count = 0;
+};
+
+void launch_store_kv(const StoreKvWork& w, KernelErrorRecord* err, cudaStream_t stream);
+
+// All copies in one launch per kCopyBatch copies (the list travels in the
+// kernel parameters, so nothing is allocated).
+void launch_copy_blocks(void* pool_base, const BlockGeometry& g, const BlockCopy* copies,
+                        size_t count, cudaStream_t stream);
+
+uint64_t decode_workspace_bytes(const DecodeWork& w, const GpuInfo& gpu);
+void launch_decode_attention(const DecodeWork& w, const GpuInfo& gpu, KernelErrorRecord* err,
+                             cudaStream_t stream);
+
+}  // namespace kvc

@@ -1,0 +1,470 @@
+// Paged decode attention on CUDA cores. Decode reads every cached K/V byte
+// once per query-head chunk and does little arithmetic per byte, so the
+// kernel is built for memory throughput:
+//  - a thread block owns one (sequence, kv head, chunk of GB query heads)
+//    and a range of tokens (split-KV, see decode_split.h);
+//  - a token is read by TPT = head_dim / 16 threads, 16 elements each (one
+//    or two 16-byte loads), so the GB query heads sharing that kv head reuse
+//    every loaded element from registers; dot products are finished with
+//    butterfly shuffles inside the TPT threads;
+//  - each token group keeps an online softmax (running max, sum and output)
+//    over its tokens; the groups of a block are merged through shared
+//    memory, and the splits of a sequence by a second small kernel.
+// Scores use exp2 with log2(e) folded into the query scale.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+#include "cuda/cuda_check.h"
+#include "cuda/cuda_kernels.h"
+#include "cuda/cuda_numeric.cuh"
+#include "cuda/decode_split.h"
+
+namespace kvc {
+
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kVec = 16;             // head-dim elements per thread
+constexpr float kNoScore = -1e30f;   // running max before any token: finite, so no inf - inf
+
+struct DecodeParams {
+  const void* query;
+  void* out;
+  const unsigned char* k_base;
+  const unsigned char* v_base;
+  uint64_t block_stride;
+  uint64_t token_stride;
+  uint64_t head_stride;
+  const int32_t* seq_lens;
+  const int32_t* table;
+  const int32_t* indptr;  // CSR offsets, or NULL for a padded table
+  uint64_t table_stride;
+  uint32_t num_blocks;
+  uint32_t block_shift;
+  uint32_t q_heads;
+  uint32_t group;          // query heads per kv head
+  uint32_t head_chunks;    // group / GB
+  uint32_t max_seq_len;
+  uint32_t window;         // 0 = full
+  uint32_t num_splits;
+  uint32_t split_tokens;
+  float q_scale;           // softmax_scale * k_scale * log2(e)
+  float v_scale;
+  float* ws_out;           // [batch][q_heads][num_splits][head_dim]
+  float2* ws_ml;           // [batch][q_heads][num_splits] (max, sum)
+  KernelErrorRecord* err;
+  uint32_t layer;
+};
+
+template <class KV> struct KvTraits;
+// 16-bit K/V: two 16-byte loads per 16 elements, two tokens per step.
+template <> struct KvTraits<bf16_t> { static constexpr int kLoads = 2; static constexpr int kUnroll = 2; };
+template <> struct KvTraits<f16_t> { static constexpr int kLoads = 2; static constexpr int kUnroll = 2; };
+// fp8 K/V: one 16-byte load per 16 elements, four tokens per step to keep
+// as many bytes in flight.
+template <> struct KvTraits<fp8_t> { static constexpr int kLoads = 1; static constexpr int kUnroll = 4; };
+
+template <class KV>
+__device__ __forceinline__ void unpack16(const uint4* raw, float* out) {
+  if constexpr (std::is_same_v<KV, fp8_t>) {
+    unpack8(make_uint2(raw[0].x, raw[0].y), fp8_t{}, out);
+    unpack8(make_uint2(raw[0].z, raw[0].w), fp8_t{}, out + 8);
+  } else {
+    unpack8(raw[0], KV{}, out);
+    unpack8(raw[1], KV{}, out + 8);
+  }
+}
+
+// The attended tokens [start, len) of sequence b and its table row, after
+// checking what the host could not. Every thread of a block computes the
+// same; `report` says whether this thread records errors.
+struct SeqRange {
+  uint32_t start;
+  uint32_t len;
+  const int32_t* row;
+};
+
+__device__ __forceinline__ SeqRange sequence_range(const DecodeParams& p, uint32_t b, bool report) {
+  SeqRange r;
+  const int32_t raw = p.seq_lens[b];
+  uint32_t len = uint32_t(raw);
+  if (raw < 0 || uint32_t(raw) > p.max_seq_len) {
+    if (report) record_kernel_error(p.err, kSeqLenOutOfRange, p.layer, b, raw, p.max_seq_len);
+    len = 0;
+  }
+  if (p.indptr != nullptr) {
+    const int32_t begin = p.indptr[b];
+    const int64_t have = int64_t(p.indptr[b + 1]) - begin;
+    const int64_t need = (int64_t(len) + (1 << p.block_shift) - 1) >> p.block_shift;
+    if (have < need) {
+      if (report) record_kernel_error(p.err, kTableTooShort, p.layer, b, have, need);
+      len = 0;
+    }
+    r.row = p.table + begin;
+  } else {
+    r.row = p.table + uint64_t(b) * p.table_stride;
+  }
+  r.len = len;
+  r.start = (p.window != 0 && len > p.window) ? len - p.window : 0;
+  return r;
+}
+
+template <class KV, class Q, int D, int GB>
+__global__ void __launch_bounds__(kThreads, 2) decode_kernel(const __grid_constant__ DecodeParams p) {
+  constexpr int TPT = D / kVec;           // threads per token
+  constexpr int TG = kThreads / TPT;      // token groups per block
+  constexpr int U = KvTraits<KV>::kUnroll;
+  constexpr int LOADS = KvTraits<KV>::kLoads;
+  constexpr int TILE = TG * U;            // tokens per step of the block
+  constexpr int kGroupStride = GB * D + TPT;  // padded so that groups hit distinct banks
+
+  __shared__ float sm_out[TG * kGroupStride];
+  __shared__ float sm_m[TG][GB];
+  __shared__ float sm_l[TG][GB];
+
+  const uint32_t b = blockIdx.z;
+  const uint32_t kvh = blockIdx.y / p.head_chunks;
+  const uint32_t chunk = blockIdx.y - kvh * p.head_chunks;
+  const uint32_t split = blockIdx.x;
+  const uint32_t lane = threadIdx.x % TPT;
+  const uint32_t tg = threadIdx.x / TPT;
+  const uint32_t h0 = kvh * p.group + chunk * GB;
+
+  const SeqRange seq = sequence_range(p, b, threadIdx.x == 0 && split == 0 && blockIdx.y == 0);
+  const uint32_t t0 = seq.start + split * p.split_tokens;
+  const uint32_t t1 = min(seq.len, t0 + p.split_tokens);
+  if (t0 >= t1) {
+    // Nothing to attend in this range. With one split this block owns the
+    // output: an empty sequence gives zeros. With several, the merge skips
+    // ranges past the sequence's end.
+    if (p.num_splits == 1) {
+      for (uint32_t i = threadIdx.x; i < GB * D; i += kThreads)
+        static_cast<Q*>(p.out)[(uint64_t(b) * p.q_heads + h0) * D + i] = from_f32<Q>(0.0f);
+    }
+    return;
+  }
+
+  // This thread's 16 dims of each query head, pre-scaled.
+  float q[GB][kVec];
+#pragma unroll
+  for (int j = 0; j < GB; ++j) {
+    const uint4* src = reinterpret_cast<const uint4*>(static_cast<const Q*>(p.query) +
+                                                      (uint64_t(b) * p.q_heads + h0 + j) * D +
+                                                      lane * kVec);
+    const uint4 raw[2] = {src[0], src[1]};
+    unpack8(raw[0], Q{}, q[j]);
+    unpack8(raw[1], Q{}, q[j] + 8);
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) q[j][e] *= p.q_scale;
+  }
+
+  float m[GB], l[GB], acc[GB][kVec];
+#pragma unroll
+  for (int j = 0; j < GB; ++j) {
+    m[j] = kNoScore;
+    l[j] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) acc[j][e] = 0.0f;
+  }
+
+  const uint64_t head_offset = uint64_t(kvh) * p.head_stride + uint64_t(lane) * kVec * sizeof(KV);
+  const uint32_t block_mask = (1u << p.block_shift) - 1;
+
+  // Every thread runs the same number of steps (shuffles need the whole
+  // warp); tokens past t1 are masked.
+  for (uint32_t step = t0; step < t1; step += TILE) {
+    uint4 kraw[U][LOADS], vraw[U][LOADS];
+    bool valid[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint32_t t = step + tg * U + u;
+      valid[u] = t < t1;
+      if (valid[u]) {
+        const int32_t id = seq.row[t >> p.block_shift];
+        if (id < 0 || uint32_t(id) >= p.num_blocks) {
+          if (lane == 0)
+            record_kernel_error(p.err, kBlockOutOfRange, p.layer, b, id, p.num_blocks,
+                                t >> p.block_shift);
+          valid[u] = false;
+        } else {
+          const uint64_t off = uint64_t(id) * p.block_stride +
+                               uint64_t(t & block_mask) * p.token_stride + head_offset;
+          const uint4* kp = reinterpret_cast<const uint4*>(p.k_base + off);
+          const uint4* vp = reinterpret_cast<const uint4*>(p.v_base + off);
+#pragma unroll
+          for (int c = 0; c < LOADS; ++c) {
+            kraw[u][c] = __ldg(kp + c);
+            vraw[u][c] = __ldg(vp + c);
+          }
+        }
+      }
+      if (!valid[u]) {
+#pragma unroll
+        for (int c = 0; c < LOADS; ++c) kraw[u][c] = vraw[u][c] = make_uint4(0, 0, 0, 0);
+      }
+    }
+
+    // Scores: partial dot products, completed across the TPT threads.
+    float s[U][GB];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float k[kVec];
+      unpack16<KV>(kraw[u], k);
+#pragma unroll
+      for (int j = 0; j < GB; ++j) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) dot = fmaf(q[j][e], k[e], dot);
+        s[u][j] = dot;
+      }
+    }
+#pragma unroll
+    for (int off = TPT / 2; off >= 1; off /= 2) {
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int j = 0; j < GB; ++j) s[u][j] += __shfl_xor_sync(0xffffffffu, s[u][j], off);
+    }
+
+    // Online softmax over this step's tokens.
+#pragma unroll
+    for (int j = 0; j < GB; ++j) {
+      float mx = m[j];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (!valid[u]) s[u][j] = -INFINITY;
+        mx = fmaxf(mx, s[u][j]);
+      }
+      const float corr = exp2f(m[j] - mx);
+      m[j] = mx;
+      l[j] *= corr;
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) acc[j][e] *= corr;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        s[u][j] = exp2f(s[u][j] - mx);
+        l[j] += s[u][j];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float v[kVec];
+      unpack16<KV>(vraw[u], v);
+#pragma unroll
+      for (int j = 0; j < GB; ++j)
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) acc[j][e] = fmaf(s[u][j], v[e], acc[j][e]);
+    }
+  }
+
+  // Merge the token groups of this block. Element (j, e) of lane sits at
+  // group * kGroupStride + (j * kVec + e) * TPT + lane: consecutive threads
+  // hit consecutive banks on both the write and the read.
+#pragma unroll
+  for (int j = 0; j < GB; ++j)
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) sm_out[tg * kGroupStride + (j * kVec + e) * TPT + lane] = acc[j][e];
+  if (lane == 0) {
+#pragma unroll
+    for (int j = 0; j < GB; ++j) {
+      sm_m[tg][j] = m[j];
+      sm_l[tg][j] = l[j];
+    }
+  }
+  __syncthreads();
+  for (uint32_t o = threadIdx.x; o < GB * D; o += kThreads) {
+    const uint32_t j = o / D;
+    const uint32_t e = (o % D) / TPT;
+    const uint32_t ln = o % TPT;
+    const uint32_t d = ln * kVec + e;
+    float mx = kNoScore;
+#pragma unroll
+    for (int g = 0; g < TG; ++g) mx = fmaxf(mx, sm_m[g][j]);
+    float sum = 0.0f, val = 0.0f;
+#pragma unroll
+    for (int g = 0; g < TG; ++g) {
+      const float w = exp2f(sm_m[g][j] - mx);
+      sum += sm_l[g][j] * w;
+      val += sm_out[g * kGroupStride + o] * w;
+    }
+    const uint64_t row = uint64_t(b) * p.q_heads + h0 + j;
+    if (p.num_splits == 1) {
+      static_cast<Q*>(p.out)[row * D + d] = from_f32<Q>(sum > 0.0f ? val * p.v_scale / sum : 0.0f);
+    } else {
+      const uint64_t part = row * p.num_splits + split;
+      p.ws_out[part * D + d] = val * p.v_scale;
+      if (o % D == 0) p.ws_ml[part] = make_float2(mx, sum);
+    }
+  }
+}
+
+// Combines the splits of each (sequence, query head): weights exp2(m - M).
+template <class Q, int D>
+__global__ void __launch_bounds__(D) merge_kernel(const __grid_constant__ DecodeParams p) {
+  const uint32_t h = blockIdx.x;
+  const uint32_t b = blockIdx.y;
+  const SeqRange seq = sequence_range(p, b, false);
+  const uint32_t used =
+      seq.len > seq.start ? (seq.len - seq.start + p.split_tokens - 1) / p.split_tokens : 0;
+  const uint64_t row = uint64_t(b) * p.q_heads + h;
+  const float2* ml = p.ws_ml + row * p.num_splits;
+  float mx = kNoScore;
+  for (uint32_t s = 0; s < used; ++s) mx = fmaxf(mx, ml[s].x);
+  float sum = 0.0f, val = 0.0f;
+  for (uint32_t s = 0; s < used; ++s) {
+    const float w = exp2f(ml[s].x - mx);
+    sum += ml[s].y * w;
+    val += p.ws_out[(row * p.num_splits + s) * D + threadIdx.x] * w;
+  }
+  static_cast<Q*>(p.out)[row * D + threadIdx.x] = from_f32<Q>(sum > 0.0f ? val / sum : 0.0f);
+}
+
+// One compiled variant: its kernels and how many of its blocks fit an SM.
+struct Variant {
+  void (*decode)(DecodeParams);
+  void (*merge)(DecodeParams);
+  int heads_per_cta;
+  int tile;
+  int blocks_per_sm;
+};
+
+template <class KV, class Q, int D, int GB>
+const Variant& variant() {
+  static const Variant v = [] {
+    Variant r{};
+    r.decode = decode_kernel<KV, Q, D, GB>;
+    r.merge = merge_kernel<Q, D>;
+    r.heads_per_cta = GB;
+    r.tile = (kThreads / (D / kVec)) * KvTraits<KV>::kUnroll;
+    cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&r.blocks_per_sm, r.decode, kThreads, 0),
+               "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    r.blocks_per_sm = std::max(r.blocks_per_sm, 1);
+    return r;
+  }();
+  return v;
+}
+
+// Query heads per block: the largest of 4, 2, 1 dividing the group (4 keeps
+// the per-thread state in registers).
+int heads_per_cta(uint32_t group) { return group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1; }
+
+template <class KV, class Q, int D>
+const Variant& pick_gb(uint32_t group) {
+  switch (heads_per_cta(group)) {
+    case 4: return variant<KV, Q, D, 4>();
+    case 2: return variant<KV, Q, D, 2>();
+    default: return variant<KV, Q, D, 1>();
+  }
+}
+
+template <class KV, class Q>
+const Variant& pick_dim(uint32_t head_dim, uint32_t group) {
+  switch (head_dim) {
+    case 64: return pick_gb<KV, Q, 64>(group);
+    case 128: return pick_gb<KV, Q, 128>(group);
+    default: return pick_gb<KV, Q, 256>(group);
+  }
+}
+
+const Variant& pick(const DecodeWork& w) {
+  const LayerSlabs& kv = w.kv;
+  const uint32_t group = w.q_heads / kv.kv_heads;
+  switch (kv.dtype) {
+    case KVC_DTYPE_F16: return pick_dim<f16_t, f16_t>(kv.head_dim, group);
+    case KVC_DTYPE_BF16: return pick_dim<bf16_t, bf16_t>(kv.head_dim, group);
+    case KVC_DTYPE_FP8_E4M3:
+      return w.q_dtype == KVC_DTYPE_F16 ? pick_dim<fp8_t, f16_t>(kv.head_dim, group)
+                                        : pick_dim<fp8_t, bf16_t>(kv.head_dim, group);
+    default:
+      fail(KVC_ERR_UNSUPPORTED,
+           "decode attention on a CUDA cache supports f16, bf16 and fp8_e4m3 K/V; this cache "
+           "holds f32 (the CPU backend computes f32)");
+  }
+}
+
+DecodeShape shape_of(const DecodeWork& w, const Variant& v, const GpuInfo& gpu) {
+  DecodeShape s;
+  s.batch = w.batch;
+  s.q_heads = w.q_heads;
+  s.kv_heads = w.kv.kv_heads;
+  s.heads_per_cta = uint32_t(v.heads_per_cta);
+  s.head_chunks = (w.q_heads / w.kv.kv_heads) / s.heads_per_cta;
+  s.head_dim = w.kv.head_dim;
+  s.max_tokens = w.window != 0 ? std::min(w.max_seq_len, w.window) : w.max_seq_len;
+  s.tile = uint32_t(v.tile);
+  s.wave = uint64_t(gpu.sm_count) * uint64_t(v.blocks_per_sm);
+  return s;
+}
+
+uint32_t log2_exact(uint32_t v) {
+  uint32_t s = 0;
+  while ((1u << s) < v) ++s;
+  return s;
+}
+
+}  // namespace
+
+uint64_t decode_workspace_bytes(const DecodeWork& w, const GpuInfo& gpu) {
+  const Variant& v = pick(w);
+  return decode_workspace_bound(shape_of(w, v, gpu));
+}
+
+void launch_decode_attention(const DecodeWork& w, const GpuInfo& gpu, KernelErrorRecord* err,
+                             cudaStream_t stream) {
+  const LayerSlabs& kv = w.kv;
+  const Variant& v = pick(w);
+  const DecodeShape shape = shape_of(w, v, gpu);
+  const DecodeSplit split = plan_decode_split(shape);
+  // Queries are read in 16-byte vectors.
+  if (reinterpret_cast<uintptr_t>(w.query) % 16 != 0)
+    invalid_argument("query must be 16-byte aligned on a CUDA cache");
+  const float kLog2e = 1.4426950408889634f;
+  const bool fp8 = kv.dtype == KVC_DTYPE_FP8_E4M3;
+
+  DecodeParams p{};
+  p.query = w.query;
+  p.out = w.out;
+  p.k_base = static_cast<const unsigned char*>(kv.base);
+  p.v_base = p.k_base + (kv.kv_factor == 2 ? kv.kv_stride : 0);
+  p.block_stride = kv.block_stride;
+  p.token_stride = kv.token_stride;
+  p.head_stride = kv.head_stride;
+  p.seq_lens = w.seq_lens;
+  p.table = w.block_table;
+  p.indptr = w.table_format == KVC_TABLE_CSR ? w.indptr : nullptr;
+  p.table_stride = w.table_stride;
+  p.num_blocks = uint32_t(std::min<uint64_t>(kv.num_blocks, INT32_MAX));
+  p.block_shift = log2_exact(kv.tokens_per_block);
+  p.q_heads = w.q_heads;
+  p.group = w.q_heads / kv.kv_heads;
+  p.head_chunks = shape.head_chunks;
+  p.max_seq_len = w.max_seq_len;
+  p.window = w.window;
+  p.num_splits = split.num_splits;
+  p.split_tokens = split.split_tokens;
+  p.q_scale = w.softmax_scale * (fp8 ? w.k_scale : 1.0f) * kLog2e;
+  p.v_scale = fp8 ? w.v_scale : 1.0f;
+  if (split.num_splits > 1) {
+    const uint64_t rows = uint64_t(w.batch) * w.q_heads * split.num_splits;
+    p.ws_out = static_cast<float*>(w.workspace);
+    p.ws_ml = reinterpret_cast<float2*>(p.ws_out + rows * kv.head_dim);
+  }
+  p.err = err;
+  p.layer = kv.layer;
+
+  if (w.batch > 65535)
+    fail(KVC_ERR_UNSUPPORTED, "decode attention on CUDA takes at most 65535 sequences per call, got " +
+                                  std::to_string(w.batch));
+  const dim3 grid(split.num_splits, kv.kv_heads * shape.head_chunks, w.batch);
+  v.decode<<<grid, kThreads, 0, stream>>>(p);
+  cuda_check(cudaGetLastError(), "decode attention kernel launch");
+  if (split.num_splits > 1) {
+    v.merge<<<dim3(w.q_heads, w.batch), kv.head_dim, 0, stream>>>(p);
+    cuda_check(cudaGetLastError(), "decode attention merge kernel launch");
+  }
+}
+
+}  // namespace kvc

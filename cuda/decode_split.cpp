@@ -1,0 +1,54 @@
+#include "cuda/decode_split.h"
+
+#include <algorithm>
+
+namespace kvc {
+
+namespace {
+
+uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+// Splits a sequence of `tokens` may get for its length alone.
+uint64_t splits_by_length(uint64_t tokens) { return std::max<uint64_t>(1, tokens / kMinSplitTokens); }
+
+uint64_t base_ctas(const DecodeShape& s) { return s.batch * s.kv_heads * s.head_chunks; }
+
+// Cut no further than about four waves of thread blocks in all.
+uint64_t splits_by_occupancy(const DecodeShape& s) {
+  return std::max<uint64_t>(1, ceil_div(4 * s.wave, base_ctas(s)));
+}
+
+}  // namespace
+
+DecodeSplit plan_decode_split(const DecodeShape& s) {
+  DecodeSplit out;
+  const uint64_t tokens = std::max<uint64_t>(s.max_tokens, 1);
+  const uint64_t most = std::min(splits_by_length(tokens), splits_by_occupancy(s));
+  // Estimated time: waves of thread blocks times the tokens each one reads,
+  // plus a fixed cost per block (start-up, writing and merging partials).
+  const uint64_t base = base_ctas(s);
+  constexpr uint64_t kBlockOverheadTokens = 64;
+  uint64_t best = 1, best_cost = UINT64_MAX;
+  for (uint64_t n = 1; n <= most; ++n) {
+    const uint64_t cost = ceil_div(base * n, s.wave) * (ceil_div(tokens, n) + kBlockOverheadTokens);
+    if (cost < best_cost) {
+      best_cost = cost;
+      best = n;
+    }
+  }
+  const uint64_t per = ceil_div(ceil_div(tokens, best), s.tile) * s.tile;
+  out.split_tokens = uint32_t(per);
+  out.num_splits = uint32_t(ceil_div(tokens, per));
+  return out;
+}
+
+uint64_t decode_workspace_bound(const DecodeShape& s) {
+  // A plan with 2+ splits has base < 4 waves and base * splits < 8 waves of
+  // blocks; each block leaves heads_per_cta partial rows.
+  const uint64_t by_length = s.batch * s.q_heads * splits_by_length(std::max<uint64_t>(s.max_tokens, 1));
+  const uint64_t by_occupancy = 8 * s.wave * s.heads_per_cta;
+  const uint64_t rows = std::min(by_length, by_occupancy);
+  return rows * (uint64_t(s.head_dim) * sizeof(float) + 2 * sizeof(float));
+}
+
+}  // namespace kvc

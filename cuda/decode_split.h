@@ -1,0 +1,39 @@
+// How decode attention splits its work (split-KV, "flash decoding"): each
+// thread block takes one (sequence, kv head, query-head chunk) and a range
+// of at most split_tokens tokens; a merge pass combines the ranges. Pure
+// host arithmetic, shared by the launch and the workspace size query.
+#pragma once
+
+#include <cstdint>
+
+namespace kvc {
+
+struct DecodeShape {
+  uint64_t batch = 0;
+  uint32_t q_heads = 0;
+  uint32_t kv_heads = 0;
+  uint32_t head_chunks = 0;   // query-head chunks per kv head
+  uint32_t heads_per_cta = 0; // query heads one thread block computes
+  uint32_t head_dim = 0;
+  uint64_t max_tokens = 0;    // attended tokens of the longest sequence
+  uint32_t tile = 0;          // tokens a thread block handles per step
+  uint64_t wave = 0;          // thread blocks resident on the whole GPU at once
+};
+
+struct DecodeSplit {
+  uint32_t num_splits = 1;
+  uint32_t split_tokens = 0;
+};
+
+// Fewest tokens a split is given when a sequence is cut: below this the
+// merge traffic and block start-up outweigh the parallelism gained.
+constexpr uint64_t kMinSplitTokens = 256;
+
+DecodeSplit plan_decode_split(const DecodeShape& s);
+
+// Bytes of partial results (f32 output row + max and sum) a call of this
+// shape may need; never decreases as batch or max_tokens grow, and bounds
+// every plan_decode_split() of a smaller shape.
+uint64_t decode_workspace_bound(const DecodeShape& s);
+
+}  // namespace kvc

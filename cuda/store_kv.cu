@@ -1,0 +1,196 @@
+// store_kv: scatters the K/V of each token to its slot. One thread moves one
+// item (E elements of one head row, up to 16 bytes) and keeps several items
+// in flight; the fp8 path quantizes x / scale on the way.
+#include <cuda_runtime.h>
+
+#include <initializer_list>
+#include <type_traits>
+
+#include "core/dtype.h"
+#include "cuda/cuda_check.h"
+#include "cuda/cuda_kernels.h"
+#include "cuda/cuda_numeric.cuh"
+#include "cuda/vector_access.cuh"
+
+namespace kvc {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kItemsPerThread = 4;
+
+struct StoreParams {
+  const unsigned char* key;
+  const unsigned char* value;
+  const int64_t* slots;
+  unsigned char* base;
+  uint64_t block_stride;
+  uint64_t kv_stride;
+  uint64_t token_stride;
+  uint64_t head_stride;
+  int64_t num_slots;
+  uint32_t token_begin;      // first token of this launch
+  uint32_t num_items;        // items of this launch (< 2^31)
+  uint32_t items_per_token;  // kv_factor * items_per_kv
+  uint32_t items_per_kv;     // kv_heads * items_per_row
+  uint32_t items_per_row;    // head_dim / E
+  uint32_t src_token_bytes;  // kv_heads * head_dim * src elem size
+  uint32_t block_shift;      // log2(tokens_per_block)
+  float k_scale;
+  float v_scale;
+  KernelErrorRecord* err;
+  uint32_t layer;
+};
+
+template <class In, class Out>
+__device__ __forceinline__ Out convert(In x, float scale);
+template <>
+__device__ __forceinline__ fp8_t convert<float, fp8_t>(float x, float s) {
+  return from_f32<fp8_t>(x / s);
+}
+template <>
+__device__ __forceinline__ fp8_t convert<f16_t, fp8_t>(f16_t x, float s) {
+  return from_f32<fp8_t>(to_f32(x) / s);
+}
+template <>
+__device__ __forceinline__ fp8_t convert<bf16_t, fp8_t>(bf16_t x, float s) {
+  return from_f32<fp8_t>(to_f32(x) / s);
+}
+
+template <class In, class Out, int E>
+__global__ void __launch_bounds__(kThreads) store_kv_kernel(StoreParams p) {
+  constexpr uint32_t kDstItemBytes = sizeof(Out) * E;
+  constexpr uint32_t kSrcItemBytes = sizeof(In) * E;
+  const uint32_t first = blockIdx.x * (kThreads * kItemsPerThread) + threadIdx.x;
+  Pack<In, E> data[kItemsPerThread];
+  unsigned char* dst[kItemsPerThread];
+  float scale[kItemsPerThread];
+  // All loads first, so that kItemsPerThread of them are in flight at once.
+#pragma unroll
+  for (int j = 0; j < kItemsPerThread; ++j) {
+    dst[j] = nullptr;
+    const uint32_t i = first + j * kThreads;
+    if (i >= p.num_items) continue;
+    const uint32_t tok = i / p.items_per_token;
+    const uint32_t r = i - tok * p.items_per_token;
+    const uint32_t kv = r / p.items_per_kv;
+    const uint32_t rr = r - kv * p.items_per_kv;
+    const uint32_t h = rr / p.items_per_row;
+    const uint32_t v = rr - h * p.items_per_row;
+    const uint64_t token = uint64_t(p.token_begin) + tok;
+    const int64_t slot = p.slots[token];
+    if (slot < 0 || slot >= p.num_slots) {
+      if (slot != -1 && r == 0)
+        record_kernel_error(p.err, kSlotOutOfRange, p.layer, int64_t(token), slot, p.num_slots);
+      continue;
+    }
+    const unsigned char* src =
+        (kv == 0 ? p.key : p.value) + token * p.src_token_bytes + uint64_t(rr) * kSrcItemBytes;
+    load_pack(data[j], src);
+    const uint64_t block = uint64_t(slot) >> p.block_shift;
+    const uint64_t offset = uint64_t(slot) & ((uint64_t(1) << p.block_shift) - 1);
+    dst[j] = p.base + block * p.block_stride + kv * p.kv_stride + offset * p.token_stride +
+             h * p.head_stride + uint64_t(v) * kDstItemBytes;
+    scale[j] = kv == 0 ? p.k_scale : p.v_scale;
+  }
+#pragma unroll
+  for (int j = 0; j < kItemsPerThread; ++j) {
+    if (dst[j] == nullptr) continue;
+    if constexpr (std::is_same_v<In, Out>) {
+      store_pack(data[j], dst[j]);  // a plain copy: whole vectors, no per-byte work
+    } else {
+      Pack<Out, E> out;
+#pragma unroll
+      for (int e = 0; e < E; ++e) out.elems[e] = convert<In, Out>(data[j].elems[e], scale[j]);
+      store_pack(out, dst[j]);
+    }
+  }
+}
+
+template <class In, class Out, int E>
+void launch(StoreParams p, uint32_t num_tokens, cudaStream_t stream) {
+  // 32-bit item indices: a launch takes at most 2^31 items.
+  const uint32_t max_tokens = uint32_t((uint64_t(1) << 31) / p.items_per_token);
+  for (uint32_t begin = 0; begin < num_tokens; begin += max_tokens) {
+    const uint32_t n = num_tokens - begin < max_tokens ? num_tokens - begin : max_tokens;
+    p.token_begin = begin;
+    p.num_items = n * p.items_per_token;
+    const uint32_t per_block = kThreads * kItemsPerThread;
+    const uint32_t blocks = (p.num_items + per_block - 1) / per_block;
+    store_kv_kernel<In, Out, E><<<blocks, kThreads, 0, stream>>>(p);
+    cuda_check(cudaGetLastError(), "store_kv kernel launch");
+  }
+}
+
+uint32_t log2_exact(uint32_t v) {
+  uint32_t s = 0;
+  while ((1u << s) < v) ++s;
+  return s;
+}
+
+}  // namespace
+
+void launch_store_kv(const StoreKvWork& w, KernelErrorRecord* err, cudaStream_t stream) {
+  const LayerSlabs& kv = w.kv;
+  const uint64_t src_es = dtype_size(w.src_dtype);
+  StoreParams p{};
+  p.key = static_cast<const unsigned char*>(w.key);
+  p.value = static_cast<const unsigned char*>(w.value != nullptr ? w.value : w.key);
+  p.slots = w.slot_mapping;
+  p.base = static_cast<unsigned char*>(kv.base);
+  p.block_stride = kv.block_stride;
+  p.kv_stride = kv.kv_stride;
+  p.token_stride = kv.token_stride;
+  p.head_stride = kv.head_stride;
+  p.num_slots = int64_t(kv.num_slots());
+  p.src_token_bytes = uint32_t(uint64_t(kv.kv_heads) * kv.head_dim * src_es);
+  p.block_shift = log2_exact(kv.tokens_per_block);
+  p.k_scale = w.k_scale;
+  p.v_scale = w.v_scale;
+  p.err = err;
+  p.layer = kv.layer;
+  auto items = [&](uint32_t e) {
+    p.items_per_row = kv.head_dim / e;
+    p.items_per_kv = kv.kv_heads * p.items_per_row;
+    p.items_per_token = kv.kv_factor * p.items_per_kv;
+  };
+  const uint64_t key_addr = reinterpret_cast<uintptr_t>(w.key);
+  const uint64_t value_addr = reinterpret_cast<uintptr_t>(p.value);
+  const uint64_t base_addr = reinterpret_cast<uintptr_t>(kv.base);
+
+  if (w.src_dtype == kv.dtype) {
+    // A byte copy of each head row, in the widest vectors every address allows.
+    const uint64_t row = uint64_t(kv.head_dim) * src_es;
+    const int width = common_alignment({row, key_addr, value_addr, base_addr, kv.block_stride,
+                                        kv.kv_stride, kv.token_stride, kv.head_stride});
+    p.items_per_row = uint32_t(row / width);
+    p.items_per_kv = kv.kv_heads * p.items_per_row;
+    p.items_per_token = kv.kv_factor * p.items_per_kv;
+    switch (width) {
+      case 16: return launch<uint8_t, uint8_t, 16>(p, w.num_tokens, stream);
+      case 8: return launch<uint8_t, uint8_t, 8>(p, w.num_tokens, stream);
+      case 4: return launch<uint8_t, uint8_t, 4>(p, w.num_tokens, stream);
+      case 2: return launch<uint8_t, uint8_t, 2>(p, w.num_tokens, stream);
+      default: return launch<uint8_t, uint8_t, 1>(p, w.num_tokens, stream);
+    }
+  }
+  // fp8 quantization: 8 elements per item when the rows and addresses allow.
+  const bool by8 = kv.head_dim % 8 == 0 &&
+                   common_alignment({key_addr, value_addr}) >= int(src_es * 8 > 16 ? 16 : src_es * 8) &&
+                   common_alignment({base_addr, kv.block_stride, kv.kv_stride, kv.token_stride,
+                                     kv.head_stride}) >= 8;
+  items(by8 ? 8 : 1);
+  switch (w.src_dtype) {
+    case KVC_DTYPE_F32:
+      return by8 ? launch<float, fp8_t, 8>(p, w.num_tokens, stream)
+                 : launch<float, fp8_t, 1>(p, w.num_tokens, stream);
+    case KVC_DTYPE_F16:
+      return by8 ? launch<f16_t, fp8_t, 8>(p, w.num_tokens, stream)
+                 : launch<f16_t, fp8_t, 1>(p, w.num_tokens, stream);
+    default:
+      return by8 ? launch<bf16_t, fp8_t, 8>(p, w.num_tokens, stream)
+                 : launch<bf16_t, fp8_t, 1>(p, w.num_tokens, stream);
+  }
+}
+
+}  // namespace kvc

@@ -1,0 +1,645 @@
+// CUDA kernels against the CPU reference kernels: two caches of the same
+// shape, one on the CPU and one on cuda:0, fed the same fresh random inputs.
+// Store and block copies must match byte for byte over the whole pool
+// (poisoned first); decode attention within ||gpu - cpu|| / ||cpu|| < 1e-2
+// (f16/bf16 outputs), never NaN, with the output poisoned with NaN first so
+// that every element is checked written. Errors found by the kernels come
+// back through kvc_cache_get_async_error(). Skips with the reason when no
+// CUDA device is usable.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/numeric.h"
+#include "kvcache/kvcache.h"
+
+namespace {
+
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t n) : bytes(n) {
+    if (n != 0 && cudaMalloc(&ptr, n) != cudaSuccess) ptr = nullptr;
+  }
+  DeviceBuffer(const void* host, size_t n) : DeviceBuffer(n) {
+    if (ptr != nullptr) cudaMemcpy(ptr, host, n, cudaMemcpyHostToDevice);
+  }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  template <class T>
+  T* as() const { return static_cast<T*>(ptr); }
+};
+
+size_t elem_size(kvc_dtype_t d) {
+  return d == KVC_DTYPE_F32 ? 4 : d == KVC_DTYPE_FP8_E4M3 ? 1 : 2;
+}
+
+const char* dtype_str(kvc_dtype_t d) {
+  switch (d) {
+    case KVC_DTYPE_F32: return "f32";
+    case KVC_DTYPE_F16: return "f16";
+    case KVC_DTYPE_BF16: return "bf16";
+    default: return "fp8";
+  }
+}
+
+struct Shape {
+  kvc_dtype_t dtype = KVC_DTYPE_BF16;
+  kvc_layout_t layout = KVC_LAYOUT_NHD;
+  uint32_t layers = 2;
+  uint32_t kv_heads = 2;
+  uint32_t head_dim = 128;
+  uint32_t tokens_per_block = 16;
+  uint32_t kv_factor = 2;
+  std::vector<uint32_t> windows;
+  uint64_t max_tokens = 4096;
+
+  std::string str() const {
+    return std::string(dtype_str(dtype)) + (layout == KVC_LAYOUT_NHD ? " NHD" : " HND") +
+           " heads " + std::to_string(kv_heads) + " dim " + std::to_string(head_dim) + " T " +
+           std::to_string(tokens_per_block) + " kvf " + std::to_string(kv_factor);
+  }
+};
+
+// The same cache on both backends; the GPU pool has the CPU pool's geometry.
+struct CachePair {
+  kvc_cache_t* cpu = nullptr;
+  kvc_cache_t* gpu = nullptr;
+  kvc_pool_desc_t cpu_pool = KVC_POOL_DESC_INIT;
+  kvc_pool_desc_t gpu_pool = KVC_POOL_DESC_INIT;
+  cudaStream_t stream = nullptr;
+  ~CachePair() {
+    kvc_cache_destroy(cpu);
+    kvc_cache_destroy(gpu);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+};
+
+kvc_cache_t* make_cache(const Shape& s, kvc_device_kind_t kind) {
+  kvc_config_t* c = nullptr;
+  kvc_config_create(&c);
+  kvc_config_set_num_layers(c, s.layers);
+  kvc_config_set_kv_heads(c, s.kv_heads);
+  kvc_config_set_head_dim(c, s.head_dim);
+  kvc_config_set_dtype(c, s.dtype);
+  kvc_config_set_layout(c, s.layout);
+  kvc_config_set_kv_factor(c, s.kv_factor);
+  kvc_config_set_tokens_per_block(c, s.tokens_per_block);
+  kvc_config_set_max_tokens(c, s.max_tokens);
+  if (!s.windows.empty()) kvc_config_set_attention_windows(c, s.windows.data(), s.windows.size());
+  kvc_config_set_device(c, kind, 0);
+  kvc_cache_t* cache = nullptr;
+  const kvc_status_t st = kvc_cache_create(c, &cache);
+  kvc_config_destroy(c);
+  EXPECT_EQ(st, KVC_OK) << kvc_last_error_message();
+  return cache;
+}
+
+class Kernels : public ::testing::Test {
+ public:
+  void SetUp() override {
+    if ((kvc_features() & KVC_FEATURE_CUDA_DEVICE) == 0)
+      GTEST_SKIP() << "no usable CUDA device (kvc_features() = " << kvc_features() << ")";
+  }
+
+  void make_pair(const Shape& s, CachePair& p) {
+    p.cpu = make_cache(s, KVC_DEVICE_CPU);
+    p.gpu = make_cache(s, KVC_DEVICE_CUDA);
+    ASSERT_NE(p.cpu, nullptr);
+    ASSERT_NE(p.gpu, nullptr);
+    ASSERT_EQ(kvc_cache_describe_pool(p.cpu, 0, &p.cpu_pool), KVC_OK);
+    ASSERT_EQ(kvc_cache_describe_pool(p.gpu, 0, &p.gpu_pool), KVC_OK);
+    ASSERT_EQ(p.cpu_pool.bytes, p.gpu_pool.bytes);
+    CUDA_OK(cudaStreamCreateWithFlags(&p.stream, cudaStreamNonBlocking));
+  }
+
+  // The GPU pool equals the CPU pool byte for byte.
+  void expect_pools_equal(const CachePair& p, const std::string& what) {
+    std::vector<unsigned char> host(p.gpu_pool.bytes);
+    CUDA_OK(cudaStreamSynchronize(p.stream));
+    CUDA_OK(cudaMemcpy(host.data(), p.gpu_pool.base, host.size(), cudaMemcpyDeviceToHost));
+    const auto* cpu = static_cast<const unsigned char*>(p.cpu_pool.base);
+    const auto diff = std::mismatch(host.begin(), host.end(), cpu);
+    ASSERT_TRUE(diff.first == host.end())
+        << what << ": first difference at pool byte " << (diff.first - host.begin()) << " of "
+        << host.size() << ": gpu " << int(*diff.first) << ", cpu " << int(*diff.second);
+  }
+
+  void expect_no_async_error(kvc_cache_t* cache, cudaStream_t stream) {
+    kvc_status_t async = -1;
+    ASSERT_EQ(kvc_cache_get_async_error(cache, stream, &async), KVC_OK) << kvc_last_error_message();
+    EXPECT_EQ(async, KVC_OK) << kvc_last_error_message();
+  }
+
+  std::mt19937_64 rng{std::random_device{}()};
+};
+
+// Random values of `dtype` in [-range, range] (finite; fp8 never NaN).
+std::vector<unsigned char> random_values(std::mt19937_64& rng, kvc_dtype_t dtype, size_t n,
+                                         float range) {
+  std::uniform_real_distribution<float> dist(-range, range);
+  std::vector<unsigned char> out(n * elem_size(dtype));
+  for (size_t i = 0; i < n; ++i) kvc::store_f32(out.data(), dtype, i, dist(rng));
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Store
+
+void run_store(Kernels& t, const Shape& s, kvc_dtype_t src_dtype, uint32_t num_tokens,
+               uint32_t layer) {
+  SCOPED_TRACE(s.str() + " src " + dtype_str(src_dtype) + " tokens " + std::to_string(num_tokens));
+  CachePair p;
+  t.make_pair(s, p);
+  if (::testing::Test::HasFatalFailure()) return;
+  std::memset(p.cpu_pool.base, 0xA5, p.cpu_pool.bytes);
+  CUDA_OK(cudaMemset(p.gpu_pool.base, 0xA5, p.gpu_pool.bytes));
+
+  const uint64_t slots = p.cpu_pool.num_blocks * s.tokens_per_block;
+  ASSERT_LE(num_tokens, slots);
+  std::vector<int64_t> all(slots);
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), t.rng);
+  std::vector<int64_t> slot_mapping(all.begin(), all.begin() + num_tokens);
+  for (uint32_t i = 3; i < num_tokens; i += 7) slot_mapping[i] = -1;  // skipped tokens
+
+  const size_t n = size_t(num_tokens) * s.kv_heads * s.head_dim;
+  // A same-dtype store copies bytes, so any bit pattern must survive; the
+  // fp8 path quantizes values, some beyond +-448 to hit saturation.
+  std::vector<unsigned char> key, value;
+  if (src_dtype == s.dtype) {
+    key.resize(n * elem_size(src_dtype));
+    value.resize(key.size());
+    for (auto& b : key) b = (unsigned char)t.rng();
+    for (auto& b : value) b = (unsigned char)t.rng();
+  } else {
+    key = random_values(t.rng, src_dtype, n, 600.0f);
+    value = random_values(t.rng, src_dtype, n, 3.0f);
+  }
+  DeviceBuffer dkey(key.data(), key.size()), dvalue(value.data(), value.size());
+  DeviceBuffer dslots(slot_mapping.data(), slot_mapping.size() * sizeof(int64_t));
+
+  kvc_store_args_t a = KVC_STORE_ARGS_INIT;
+  a.layer = layer;
+  a.num_tokens = num_tokens;
+  a.src_dtype = src_dtype;
+  a.k_scale = 1.5f;
+  a.v_scale = 0.0625f;
+  a.key = key.data();
+  a.value = s.kv_factor == 2 ? value.data() : nullptr;
+  a.slot_mapping = slot_mapping.data();
+  ASSERT_EQ(kvc_store_kv(p.cpu, &a, nullptr), KVC_OK) << kvc_last_error_message();
+  a.key = dkey.ptr;
+  a.value = s.kv_factor == 2 ? dvalue.ptr : nullptr;
+  a.slot_mapping = dslots.as<int64_t>();
+  ASSERT_EQ(kvc_store_kv(p.gpu, &a, p.stream), KVC_OK) << kvc_last_error_message();
+  t.expect_no_async_error(p.gpu, p.stream);
+  t.expect_pools_equal(p, "store");
+}
+
+TEST_F(Kernels, StoreMatchesReferenceEveryDtypeLayoutHeadDim) {
+  for (kvc_dtype_t d : {KVC_DTYPE_F32, KVC_DTYPE_F16, KVC_DTYPE_BF16, KVC_DTYPE_FP8_E4M3})
+    for (kvc_layout_t l : {KVC_LAYOUT_NHD, KVC_LAYOUT_HND})
+      for (uint32_t dim : {64u, 128u, 256u}) {
+        Shape s;
+        s.dtype = d;
+        s.layout = l;
+        s.head_dim = dim;
+        s.kv_heads = 4;
+        s.max_tokens = 1024;
+        run_store(*this, s, d, 700, 1);
+      }
+}
+
+TEST_F(Kernels, StoreQuantizesToFp8LikeReference) {
+  for (kvc_dtype_t src : {KVC_DTYPE_F32, KVC_DTYPE_F16, KVC_DTYPE_BF16})
+    for (kvc_layout_t l : {KVC_LAYOUT_NHD, KVC_LAYOUT_HND})
+      for (uint32_t dim : {64u, 128u, 256u}) {
+        Shape s;
+        s.dtype = KVC_DTYPE_FP8_E4M3;
+        s.layout = l;
+        s.head_dim = dim;
+        s.kv_heads = 3;
+        s.max_tokens = 512;
+        run_store(*this, s, src, 300, 0);
+      }
+}
+
+TEST_F(Kernels, StoreOddShapesAndKvFactor1) {
+  Shape s;
+  s.dtype = KVC_DTYPE_F16;
+  s.kv_heads = 3;
+  s.head_dim = 40;  // 80-byte rows: 16-byte vectors do not fit
+  s.tokens_per_block = 8;
+  s.max_tokens = 256;
+  run_store(*this, s, KVC_DTYPE_F16, 200, 1);
+  s.head_dim = 36;
+  s.dtype = KVC_DTYPE_FP8_E4M3;  // quantized one element at a time
+  run_store(*this, s, KVC_DTYPE_BF16, 200, 0);
+  s = Shape();
+  s.kv_factor = 1;
+  s.layout = KVC_LAYOUT_HND;
+  run_store(*this, s, KVC_DTYPE_BF16, 1000, 1);
+  s.tokens_per_block = 64;
+  s.layout = KVC_LAYOUT_NHD;
+  run_store(*this, s, KVC_DTYPE_BF16, 4096, 0);  // every slot
+}
+
+TEST_F(Kernels, StoreReportsBadSlotsAsynchronously) {
+  Shape s;
+  CachePair p;
+  make_pair(s, p);
+  if (::testing::Test::HasFatalFailure()) return;
+  const uint64_t slots = p.gpu_pool.num_blocks * s.tokens_per_block;
+  std::vector<int64_t> slot_mapping = {5, int64_t(slots) + 7, 6, -3};
+  std::vector<unsigned char> key = random_values(rng, s.dtype, 4 * s.kv_heads * s.head_dim, 1.0f);
+  DeviceBuffer dkey(key.data(), key.size()), dslots(slot_mapping.data(), 4 * sizeof(int64_t));
+  kvc_store_args_t a = KVC_STORE_ARGS_INIT;
+  a.num_tokens = 4;
+  a.src_dtype = s.dtype;
+  a.key = dkey.ptr;
+  a.value = dkey.ptr;
+  a.slot_mapping = dslots.as<int64_t>();
+  ASSERT_EQ(kvc_store_kv(p.gpu, &a, p.stream), KVC_OK);
+  kvc_status_t async = KVC_OK;
+  ASSERT_EQ(kvc_cache_get_async_error(p.gpu, p.stream, &async), KVC_OK);
+  EXPECT_EQ(async, KVC_ERR_INVALID_ARGUMENT);
+  const std::string msg = kvc_last_error_message();
+  EXPECT_TRUE(msg.find("store_kv (layer 0): slot_mapping[1] = " + std::to_string(slots + 7) +
+                       " is outside [-1, " + std::to_string(slots) + ")") != std::string::npos ||
+              msg.find("slot_mapping[3] = -3 is outside") != std::string::npos)
+      << msg;
+  // Reported once, then cleared; the good tokens were stored.
+  expect_no_async_error(p.gpu, p.stream);
+}
+
+// ---------------------------------------------------------------------------
+// Block copies
+
+TEST_F(Kernels, CopyBlocksMatchesReference) {
+  for (kvc_layout_t l : {KVC_LAYOUT_NHD, KVC_LAYOUT_HND})
+    for (uint32_t dim : {40u, 128u}) {
+      Shape s;
+      s.layout = l;
+      s.head_dim = dim;
+      s.kv_heads = 3;
+      s.layers = 3;
+      s.max_tokens = 16 * 700;
+      SCOPED_TRACE(s.str());
+      CachePair p;
+      make_pair(s, p);
+      if (::testing::Test::HasFatalFailure()) return;
+      std::vector<unsigned char> init(p.cpu_pool.bytes);
+      for (auto& b : init) b = (unsigned char)rng();
+      std::memcpy(p.cpu_pool.base, init.data(), init.size());
+      CUDA_OK(cudaMemcpy(p.gpu_pool.base, init.data(), init.size(), cudaMemcpyHostToDevice));
+      // 300 copies (more than one launch holds): sources from the first
+      // 300 blocks, destinations from the rest, prefixes of every length.
+      std::vector<int32_t> blocks(p.cpu_pool.num_blocks);
+      std::iota(blocks.begin(), blocks.end(), 0);
+      std::shuffle(blocks.begin(), blocks.end(), rng);
+      const uint32_t n = 300;
+      std::vector<int32_t> src(blocks.begin(), blocks.begin() + n),
+          dst(blocks.begin() + n, blocks.begin() + 2 * n);
+      std::vector<uint32_t> rows(n);
+      for (uint32_t i = 0; i < n; ++i) rows[i] = uint32_t(rng() % (s.tokens_per_block + 3));
+      src[1] = src[0];  // one source read twice
+      ASSERT_EQ(kvc_copy_blocks(p.cpu, 0, src.data(), dst.data(), rows.data(), n, nullptr), KVC_OK);
+      ASSERT_EQ(kvc_copy_blocks(p.gpu, 0, src.data(), dst.data(), rows.data(), n, p.stream), KVC_OK)
+          << kvc_last_error_message();
+      expect_pools_equal(p, "partial copies");
+      ASSERT_EQ(kvc_copy_blocks(p.cpu, 0, dst.data(), src.data() + 2, nullptr, 5, nullptr), KVC_OK);
+      ASSERT_EQ(kvc_copy_blocks(p.gpu, 0, dst.data(), src.data() + 2, nullptr, 5, p.stream), KVC_OK);
+      expect_pools_equal(p, "whole copies");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Decode attention
+
+struct DecodeCase {
+  Shape shape;
+  kvc_dtype_t q_dtype = KVC_DTYPE_BF16;
+  uint32_t q_heads = 8;
+  std::vector<int32_t> lens;
+  uint32_t layer = 0;
+  uint32_t window = 0;  // args.window
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
+};
+
+float rel_error(const std::vector<float>& out, const std::vector<float>& ref, bool* nan) {
+  double num = 0, den = 0;
+  *nan = false;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!std::isfinite(out[i])) *nan = true;
+    num += double(out[i] - ref[i]) * (out[i] - ref[i]);
+    den += double(ref[i]) * ref[i];
+  }
+  return float(std::sqrt(num / std::max(den, 1e-30)));
+}
+
+void run_decode(Kernels& t, const DecodeCase& c) {
+  const Shape& s = c.shape;
+  std::string lens;
+  for (int32_t l : c.lens) lens += std::to_string(l) + " ";
+  SCOPED_TRACE(s.str() + " q " + dtype_str(c.q_dtype) + " q_heads " + std::to_string(c.q_heads) +
+               " window " + std::to_string(c.window) + " lens " + lens);
+  CachePair p;
+  t.make_pair(s, p);
+  if (::testing::Test::HasFatalFailure()) return;
+
+  // Fresh random K/V in the whole pool, the same bytes on both sides.
+  const size_t pool_elems = p.cpu_pool.bytes / elem_size(s.dtype);
+  std::vector<unsigned char> kv = random_values(t.rng, s.dtype, pool_elems, 2.0f);
+  std::memcpy(p.cpu_pool.base, kv.data(), kv.size());
+  CUDA_OK(cudaMemcpy(p.gpu_pool.base, kv.data(), kv.size(), cudaMemcpyHostToDevice));
+
+  const uint32_t batch = uint32_t(c.lens.size());
+  const uint32_t T = s.tokens_per_block;
+  const uint32_t max_len = uint32_t(*std::max_element(c.lens.begin(), c.lens.end()));
+  const uint32_t max_seq_len = std::max(max_len, 1u) + 3;  // a loose bound is fine
+  const uint32_t stride = (max_seq_len + T - 1) / T + 1;
+  uint32_t layer_window = 0;
+  if (!s.windows.empty()) layer_window = s.windows[c.layer % s.windows.size()];
+  const uint32_t window = c.window != 0 ? c.window : layer_window;
+
+  // Distinct random blocks per sequence; entries the window leaves out are
+  // -1, so reading one would be reported.
+  std::vector<int32_t> blocks(p.cpu_pool.num_blocks);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  std::shuffle(blocks.begin(), blocks.end(), t.rng);
+  std::vector<int32_t> padded(size_t(batch) * stride, -1), indices, indptr = {0};
+  size_t next = 0;
+  for (uint32_t b = 0; b < batch; ++b) {
+    const uint32_t len = uint32_t(c.lens[b]);
+    const uint32_t need = (len + T - 1) / T;
+    const uint32_t first = (window != 0 && len > window) ? (len - window) / T : 0;
+    for (uint32_t j = 0; j < need; ++j) {
+      ASSERT_LT(next, blocks.size());
+      const int32_t id = j >= first ? blocks[next++] : -1;
+      padded[size_t(b) * stride + j] = id;
+      indices.push_back(id);
+    }
+    if (b % 2 == 1) indices.push_back(-1);  // CSR rows may be longer than needed
+    indptr.push_back(int32_t(indices.size()));
+  }
+
+  const size_t q_elems = size_t(batch) * c.q_heads * s.head_dim;
+  std::vector<unsigned char> query = random_values(t.rng, c.q_dtype, q_elems, 1.0f);
+  DeviceBuffer dq(query.data(), query.size()), dout(query.size());
+  DeviceBuffer dlens(c.lens.data(), c.lens.size() * 4), dpadded(padded.data(), padded.size() * 4);
+  DeviceBuffer dindices(indices.data(), indices.size() * 4), dindptr(indptr.data(), indptr.size() * 4);
+
+  for (kvc_table_format_t format : {KVC_TABLE_PADDED, KVC_TABLE_CSR}) {
+    SCOPED_TRACE(format == KVC_TABLE_PADDED ? "padded table" : "CSR table");
+    kvc_decode_args_t a = KVC_DECODE_ARGS_INIT;
+    a.layer = c.layer;
+    a.batch = batch;
+    a.q_heads = c.q_heads;
+    a.q_dtype = c.q_dtype;
+    a.table_format = format;
+    a.max_seq_len = max_seq_len;
+    a.window = c.window;
+    a.k_scale = c.k_scale;
+    a.v_scale = c.v_scale;
+    a.table_stride = format == KVC_TABLE_PADDED ? stride : 0;
+
+    std::vector<unsigned char> ref(query.size());
+    a.query = query.data();
+    a.out = ref.data();
+    a.seq_lens = c.lens.data();
+    a.block_table = format == KVC_TABLE_PADDED ? padded.data() : indices.data();
+    a.indptr = format == KVC_TABLE_PADDED ? nullptr : indptr.data();
+    ASSERT_EQ(kvc_decode_attention(p.cpu, &a, nullptr), KVC_OK) << kvc_last_error_message();
+
+    a.query = dq.ptr;
+    a.out = dout.ptr;
+    a.seq_lens = dlens.as<int32_t>();
+    a.block_table = format == KVC_TABLE_PADDED ? dpadded.as<int32_t>() : dindices.as<int32_t>();
+    a.indptr = format == KVC_TABLE_PADDED ? nullptr : dindptr.as<int32_t>();
+    uint64_t ws_bytes = 0;
+    ASSERT_EQ(kvc_decode_workspace_size(p.gpu, &a, &ws_bytes), KVC_OK) << kvc_last_error_message();
+    DeviceBuffer ws(ws_bytes);
+    a.workspace = ws.ptr;
+    a.workspace_bytes = ws_bytes;
+    CUDA_OK(cudaMemsetAsync(dout.ptr, 0xFF, dout.bytes, p.stream));  // NaN in f16 and bf16
+    ASSERT_EQ(kvc_decode_attention(p.gpu, &a, p.stream), KVC_OK) << kvc_last_error_message();
+    t.expect_no_async_error(p.gpu, p.stream);
+    std::vector<unsigned char> got(query.size());
+    CUDA_OK(cudaMemcpy(got.data(), dout.ptr, got.size(), cudaMemcpyDeviceToHost));
+
+    std::vector<float> out(q_elems), want(q_elems);
+    for (size_t i = 0; i < q_elems; ++i) {
+      out[i] = kvc::load_f32(got.data(), c.q_dtype, i);
+      want[i] = kvc::load_f32(ref.data(), c.q_dtype, i);
+    }
+    bool nan = false;
+    const float err = rel_error(out, want, &nan);
+    EXPECT_FALSE(nan) << "an output element is NaN or was not written";
+    EXPECT_LT(err, 1e-2f) << "relative error";
+    for (uint32_t b = 0; b < batch; ++b) {
+      if (c.lens[b] != 0) continue;
+      for (size_t i = 0; i < size_t(c.q_heads) * s.head_dim; ++i)
+        ASSERT_EQ(out[size_t(b) * c.q_heads * s.head_dim + i], 0.0f) << "empty sequence " << b;
+    }
+  }
+}
+
+std::vector<int32_t> ragged_lens(uint32_t T) {
+  // 1 token, exactly one and two blocks, one past a block, and longer ones.
+  return {1, int32_t(T), int32_t(T + 1), int32_t(2 * T), 250, 1000, 0, 37};
+}
+
+TEST_F(Kernels, DecodeMatchesReferenceEveryDtypeLayoutHeadDim) {
+  const std::pair<kvc_dtype_t, kvc_dtype_t> types[] = {{KVC_DTYPE_F16, KVC_DTYPE_F16},
+                                                       {KVC_DTYPE_BF16, KVC_DTYPE_BF16},
+                                                       {KVC_DTYPE_FP8_E4M3, KVC_DTYPE_F16},
+                                                       {KVC_DTYPE_FP8_E4M3, KVC_DTYPE_BF16}};
+  for (const auto& [kv, q] : types)
+    for (kvc_layout_t l : {KVC_LAYOUT_NHD, KVC_LAYOUT_HND})
+      for (uint32_t dim : {64u, 128u, 256u}) {
+        DecodeCase c;
+        c.shape.dtype = kv;
+        c.shape.layout = l;
+        c.shape.head_dim = dim;
+        c.shape.kv_heads = 2;
+        c.q_dtype = q;
+        c.q_heads = 8;
+        c.lens = ragged_lens(16);
+        c.layer = 1;
+        if (kv == KVC_DTYPE_FP8_E4M3) {
+          c.k_scale = 0.75f;
+          c.v_scale = 1.25f;
+        }
+        run_decode(*this, c);
+      }
+}
+
+TEST_F(Kernels, DecodeGroupSizesAndBlockSizes) {
+  for (uint32_t group : {1u, 2u, 3u, 6u, 8u})
+    for (uint32_t T : {8u, 32u}) {
+      DecodeCase c;
+      c.shape.kv_heads = 2;
+      c.shape.tokens_per_block = T;
+      c.q_heads = 2 * group;
+      c.lens = ragged_lens(T);
+      run_decode(*this, c);
+    }
+  DecodeCase mqa;  // one kv head for 16 query heads
+  mqa.shape.kv_heads = 1;
+  mqa.q_heads = 16;
+  mqa.lens = {300, 1, 64};
+  run_decode(*this, mqa);
+  DecodeCase k_is_v;  // kv_factor 1: V is K
+  k_is_v.shape.kv_factor = 1;
+  k_is_v.lens = {100, 17};
+  run_decode(*this, k_is_v);
+}
+
+TEST_F(Kernels, DecodeWindows) {
+  DecodeCase c;
+  c.shape.windows = {0, 64};  // layer 1 keeps the last 64 tokens
+  c.layer = 1;
+  c.lens = {1, 63, 64, 65, 100, 500, 1000};
+  run_decode(*this, c);
+  c.window = 100;  // a per-call window overrides the layer's
+  run_decode(*this, c);
+  c.layer = 0;
+  c.window = 17;  // not a multiple of the block size
+  c.shape.layout = KVC_LAYOUT_HND;
+  run_decode(*this, c);
+}
+
+TEST_F(Kernels, DecodeSplitsLongSequences) {
+  // One long sequence must be cut over many blocks (split-KV) and merged.
+  DecodeCase c;
+  c.shape.kv_heads = 8;
+  c.shape.layers = 1;
+  c.shape.max_tokens = 24000;
+  c.q_heads = 32;
+  c.lens = {20000};
+  run_decode(*this, c);
+  c.lens = {20000, 5, 0, 16};
+  run_decode(*this, c);
+  c.window = 4000;
+  run_decode(*this, c);
+}
+
+TEST_F(Kernels, DecodeWorkspaceSizeGrowsWithBatchAndLength) {
+  Shape s;
+  s.kv_heads = 8;
+  s.layers = 1;
+  kvc_cache_t* gpu = make_cache(s, KVC_DEVICE_CUDA);
+  ASSERT_NE(gpu, nullptr);
+  kvc_decode_args_t a = KVC_DECODE_ARGS_INIT;
+  a.q_heads = 32;
+  a.q_dtype = KVC_DTYPE_BF16;
+  uint64_t prev_len = 0;
+  for (uint32_t len : {1u, 100u, 257u, 1000u, 4096u, 32768u, 131072u}) {
+    uint64_t prev_batch = 0;
+    for (uint32_t batch = 1; batch <= 256; batch += (batch < 16 ? 1 : 15)) {
+      a.batch = batch;
+      a.max_seq_len = len;
+      a.table_stride = (len + 15) / 16;
+      uint64_t bytes = 0;
+      ASSERT_EQ(kvc_decode_workspace_size(gpu, &a, &bytes), KVC_OK) << kvc_last_error_message();
+      EXPECT_GE(bytes, prev_batch) << "batch " << batch << " len " << len;
+      prev_batch = bytes;
+      if (batch == 1) {
+        EXPECT_GE(bytes, prev_len) << "len " << len;
+        prev_len = bytes;
+      }
+    }
+  }
+  kvc_cache_destroy(gpu);
+}
+
+TEST_F(Kernels, DecodeReportsErrors) {
+  Shape s;
+  CachePair p;
+  make_pair(s, p);
+  if (::testing::Test::HasFatalFailure()) return;
+  const uint32_t batch = 2, q_heads = 4;
+  std::vector<unsigned char> query = random_values(rng, KVC_DTYPE_BF16, batch * q_heads * 128, 1.0f);
+  DeviceBuffer dq(query.data(), query.size()), dout(query.size());
+  std::vector<int32_t> lens = {40, 20};
+  std::vector<int32_t> table = {0, 1, 2, 3, 4, 5};
+  DeviceBuffer dlens(lens.data(), 8), dtable(table.data(), table.size() * 4);
+  kvc_decode_args_t a = KVC_DECODE_ARGS_INIT;
+  a.batch = batch;
+  a.q_heads = q_heads;
+  a.q_dtype = KVC_DTYPE_BF16;
+  a.query = dq.ptr;
+  a.out = dout.ptr;
+  a.seq_lens = dlens.as<int32_t>();
+  a.block_table = dtable.as<int32_t>();
+  a.table_stride = 3;
+  a.max_seq_len = 48;
+  uint64_t ws_bytes = 0;
+  ASSERT_EQ(kvc_decode_workspace_size(p.gpu, &a, &ws_bytes), KVC_OK);
+  DeviceBuffer ws(ws_bytes + 64);
+  a.workspace = ws.ptr;
+  a.workspace_bytes = ws_bytes;
+  ASSERT_EQ(kvc_decode_attention(p.gpu, &a, p.stream), KVC_OK) << kvc_last_error_message();
+  expect_no_async_error(p.gpu, p.stream);
+
+  if (ws_bytes > 0) {
+    kvc_decode_args_t small = a;
+    small.workspace_bytes = ws_bytes - 1;
+    EXPECT_EQ(kvc_decode_attention(p.gpu, &small, p.stream), KVC_ERR_BUFFER_TOO_SMALL);
+    EXPECT_NE(std::string(kvc_last_error_message()).find("see kvc_decode_workspace_size"),
+              std::string::npos);
+  }
+
+  auto expect_async = [&](const std::string& needle) {
+    ASSERT_EQ(kvc_decode_attention(p.gpu, &a, p.stream), KVC_OK) << kvc_last_error_message();
+    kvc_status_t async = KVC_OK;
+    ASSERT_EQ(kvc_cache_get_async_error(p.gpu, p.stream, &async), KVC_OK);
+    EXPECT_EQ(async, KVC_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(kvc_last_error_message()).find(needle), std::string::npos)
+        << kvc_last_error_message();
+  };
+  // A length over max_seq_len: found on the device.
+  std::vector<int32_t> bad_lens = {49, 20};
+  CUDA_OK(cudaMemcpy(dlens.ptr, bad_lens.data(), 8, cudaMemcpyHostToDevice));
+  expect_async("decode_attention (layer 0): seq_lens[0] = 49 is outside [0, max_seq_len 48]");
+  CUDA_OK(cudaMemcpy(dlens.ptr, lens.data(), 8, cudaMemcpyHostToDevice));
+  // A block id out of range.
+  std::vector<int32_t> bad_table = {0, 1, 2, 3, -5, 5};
+  CUDA_OK(cudaMemcpy(dtable.ptr, bad_table.data(), 24, cudaMemcpyHostToDevice));
+  expect_async("block table entry 1 of sequence 1 is -5, outside [0, ");
+  // A CSR row too short for its length.
+  std::vector<int32_t> indptr = {0, 3, 4};
+  DeviceBuffer dindptr(indptr.data(), 12);
+  CUDA_OK(cudaMemcpy(dtable.ptr, table.data(), 24, cudaMemcpyHostToDevice));
+  a.table_format = KVC_TABLE_CSR;
+  a.indptr = dindptr.as<int32_t>();
+  a.table_stride = 0;
+  expect_async("indptr gives sequence 1 1 blocks, fewer than the 2 its length spans");
+  expect_no_async_error(p.gpu, p.stream);
+
+  // f32 K/V: the CPU backend computes it, CUDA does not.
+  Shape f32 = s;
+  f32.dtype = KVC_DTYPE_F32;
+  kvc_cache_t* gpu32 = make_cache(f32, KVC_DEVICE_CUDA);
+  ASSERT_NE(gpu32, nullptr);
+  a.q_dtype = KVC_DTYPE_F32;
+  EXPECT_EQ(kvc_decode_attention(gpu32, &a, p.stream), KVC_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(kvc_last_error_message()).find("supports f16, bf16 and fp8_e4m3"),
+            std::string::npos);
+  kvc_cache_destroy(gpu32);
+}
+
+}  // namespace
