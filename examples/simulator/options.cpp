@@ -105,7 +105,7 @@ std::string usage() {
       "                          'unlimited': sized so that nothing is evicted\n"
       "  --tokens-per-block N    (default 16)\n"
       "  --reuse on|off          prefix reuse across requests (default on)\n"
-      "  --partial-reuse on|off  token-by-token reuse of a partly matching block (off)\n"
+      "  --partial-reuse on|off  token-by-token reuse of a partly matching block (on)\n"
       "  --prompt-priority P     eviction priority of prompt blocks, 1..100; decoded\n"
       "                          blocks stay at 35 (default: every block at 35)\n"
       "  --host-cache BYTES      host (secondary) tier for offloaded blocks (0)\n"

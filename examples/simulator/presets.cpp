@@ -12,8 +12,10 @@ const std::vector<ModelPreset> &model_presets() {
        42, 16, 8, 256, {4096, 0}, 9.2},
       {"qwen2.5-0.5b", "Qwen2.5-0.5B: 24 layers, GQA 14/2 heads, head dim 64", 24, 14, 2, 64,
        {0}, 0.5},
-      {"tiny", "tiny test shape: 1 layer, 1 KV head, head dim 64 (for tests; step time as 8B)",
-       1, 1, 1, 64, {0}, 8.0},
+      {"tiny",
+       "tiny: 1 layer, 1 KV head, head dim 1 (4 bytes per token: bookkeeping without KV "
+       "traffic, for tests; step time as an 8B model)",
+       1, 1, 1, 1, {0}, 8.0},
   };
   return presets;
 }

@@ -22,7 +22,7 @@ struct SimConfig {
   uint32_t tokens_per_block = 16;
   uint64_t memory_bytes = 0;       // primary pool budget; ignored when unlimited
   bool unlimited = false;          // size the pool so that nothing is ever evicted
-  bool partial_reuse = false;
+  bool partial_reuse = true;       // the library's default
   uint64_t host_cache_bytes = 0;   // secondary (host) tier
   std::string device = "cpu";      // "cpu" or "cuda:N"
   bool attention = false;          // read the KV back with decode attention
