@@ -115,16 +115,17 @@ func statusError(s string) error {
 %}
 
 /* SWIG's parser needs to know the fixed-width types; the C compiler uses
- * <stdint.h>. */
+ * <stdint.h>. SWIG writes the resolved types into casts, so they are the
+ * LP64 ones (64-bit Linux, where <stdint.h> has uint64_t == unsigned long). */
 typedef signed char int8_t;
 typedef unsigned char uint8_t;
 typedef short int16_t;
 typedef unsigned short uint16_t;
 typedef int int32_t;
 typedef unsigned int uint32_t;
-typedef long long int64_t;
-typedef unsigned long long uint64_t;
-typedef unsigned long long uintptr_t;
+typedef long int64_t;
+typedef unsigned long uint64_t;
+typedef unsigned long uintptr_t;
 #define KVC_API
 
 %define KVCGO_SCALAR(CTYPE, GOTYPE)
@@ -151,6 +152,23 @@ KVCGO_SCALAR(uintptr_t, uintptr)
 KVCGO_SCALAR(bool, bool)
 KVCGO_SCALAR(float, float32)
 KVCGO_SCALAR(double, float64)
+
+/* Pointer members of the transparent structs are addresses, never Go
+ * pointers: the structs live in C memory, where cgo forbids storing Go
+ * pointers. TestStructSettersTakeNoGoPointer fails when a header adds a
+ * pointer member that is missing here. (void * members are uintptr
+ * already.) */
+%define KVCGO_ADDRESS_MEMBER(STRUCT, CTYPE, NAME)
+%typemap(gotype) CTYPE STRUCT::NAME, CTYPE NAME "uintptr"
+%typemap(imtype) CTYPE STRUCT::NAME, CTYPE NAME "uintptr"
+%typemap(in) CTYPE STRUCT::NAME, CTYPE NAME %{ $1 = ($1_ltype)$input; %}
+%typemap(out) CTYPE STRUCT::NAME, CTYPE NAME %{ $result = $1; %}
+%typemap(goout) CTYPE STRUCT::NAME, CTYPE NAME ""
+%enddef
+KVCGO_ADDRESS_MEMBER(kvc_store_args, const int64_t *, slot_mapping)
+KVCGO_ADDRESS_MEMBER(kvc_decode_args, const int32_t *, seq_lens)
+KVCGO_ADDRESS_MEMBER(kvc_decode_args, const int32_t *, block_table)
+KVCGO_ADDRESS_MEMBER(kvc_decode_args, const int32_t *, indptr)
 
 /* Static strings (kvc_status_string, kvc_version_string): copied into Go
  * memory on return; the C string is owned by the library and not freed. */
@@ -190,6 +208,9 @@ KVCGO_HANDLE(kvc_cache_t, Cache)
 %include "kvcache/version.h"
 %include "kvcache/config.h"
 %include "kvcache/cache.h"
+%include "kvcache/sequence.h"
+%include "kvcache/batch.h"
+%include "kvcache/stats.h"
 %include "kvcache/kernels.h"
 
 /* C memory for the pointer fields of the transparent structs (salt bytes,
@@ -222,6 +243,17 @@ static void kvcgo_extra_key_set(uintptr_t keys, size_t index, uint64_t offset,
   k->length = length;
   k->data = (const void *)data;
   k->size = size;
+}
+/* kvc_cache_get_async_error with the report as the status, so that the
+ * message describing it is captured in this call: the call's own error if
+ * it failed (*call_failed = true), else the status of the enqueued work
+ * (*call_failed = false). */
+static kvc_status_t kvcgo_cache_async_error(kvc_cache_t *cache, void *stream,
+                                            bool *call_failed) {
+  kvc_status_t async_error = KVC_OK;
+  kvc_status_t status = kvc_cache_get_async_error(cache, stream, &async_error);
+  *call_failed = status != KVC_OK;
+  return status != KVC_OK ? status : async_error;
 }
 /* sizeof(kvc_extra_key_t). */
 static size_t kvcgo_extra_key_size(void) { return sizeof(kvc_extra_key_t); }

@@ -238,6 +238,17 @@ static void kvcgo_extra_key_set(uintptr_t keys, size_t index, uint64_t offset,
   k->data = (const void *)data;
   k->size = size;
 }
+/* kvc_cache_get_async_error with the report as the status, so that the
+ * message describing it is captured in this call: the call's own error if
+ * it failed (*call_failed = true), else the status of the enqueued work
+ * (*call_failed = false). */
+static kvc_status_t kvcgo_cache_async_error(kvc_cache_t *cache, void *stream,
+                                            bool *call_failed) {
+  kvc_status_t async_error = KVC_OK;
+  kvc_status_t status = kvc_cache_get_async_error(cache, stream, &async_error);
+  *call_failed = status != KVC_OK;
+  return status != KVC_OK ? status : async_error;
+}
 /* sizeof(kvc_extra_key_t). */
 static size_t kvcgo_extra_key_size(void) { return sizeof(kvc_extra_key_t); }
 
@@ -245,7 +256,7 @@ static size_t kvcgo_extra_key_size(void) { return sizeof(kvc_extra_key_t); }
 extern "C" {
 #endif
 
-void _wrap_Swig_free_kvc_78c2cb8796fbc445(void *_swig_go_0) {
+void _wrap_Swig_free_kvc_df39fa899b21adb4(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -255,7 +266,7 @@ void _wrap_Swig_free_kvc_78c2cb8796fbc445(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_kvc_78c2cb8796fbc445(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_kvc_df39fa899b21adb4(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -268,7 +279,7 @@ void *_wrap_Swig_malloc_kvc_78c2cb8796fbc445(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_OK_kvc_78c2cb8796fbc445() {
+intgo _wrap_KVC_OK_kvc_df39fa899b21adb4() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -280,7 +291,7 @@ intgo _wrap_KVC_OK_kvc_78c2cb8796fbc445() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_78c2cb8796fbc445() {
+intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_df39fa899b21adb4() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -292,7 +303,7 @@ intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_78c2cb8796fbc445() {
 }
 
 
-intgo _wrap_KVC_ERR_NOT_FOUND_kvc_78c2cb8796fbc445() {
+intgo _wrap_KVC_ERR_NOT_FOUND_kvc_df39fa899b21adb4() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -304,7 +315,7 @@ intgo _wrap_KVC_ERR_NOT_FOUND_kvc_78c2cb8796fbc445() {
 }
 
 
-intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_78c2cb8796fbc445() {
+intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_df39fa899b21adb4() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -316,7 +327,7 @@ intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_78c2cb8796fbc445() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_78c2cb8796fbc445() {
+intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_df39fa899b21adb4() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -328,7 +339,7 @@ intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_78c2cb8796fbc445() {
 }
 
 
-intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_78c2cb8796fbc445() {
+intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_df39fa899b21adb4() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -340,7 +351,7 @@ intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_78c2cb8796fbc445() {
 }
 
 
-intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_78c2cb8796fbc445() {
+intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_df39fa899b21adb4() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -352,7 +363,7 @@ intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_78c2cb8796fbc445() {
 }
 
 
-intgo _wrap_KVC_ERR_DEVICE_kvc_78c2cb8796fbc445() {
+intgo _wrap_KVC_ERR_DEVICE_kvc_df39fa899b21adb4() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -364,7 +375,7 @@ intgo _wrap_KVC_ERR_DEVICE_kvc_78c2cb8796fbc445() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_78c2cb8796fbc445() {
+intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_df39fa899b21adb4() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -376,7 +387,7 @@ intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_78c2cb8796fbc445() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_STATE_kvc_78c2cb8796fbc445() {
+intgo _wrap_KVC_ERR_INVALID_STATE_kvc_df39fa899b21adb4() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -388,7 +399,7 @@ intgo _wrap_KVC_ERR_INVALID_STATE_kvc_78c2cb8796fbc445() {
 }
 
 
-intgo _wrap_KVC_ERR_INTERNAL_kvc_78c2cb8796fbc445() {
+intgo _wrap_KVC_ERR_INTERNAL_kvc_df39fa899b21adb4() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -400,7 +411,7 @@ intgo _wrap_KVC_ERR_INTERNAL_kvc_78c2cb8796fbc445() {
 }
 
 
-_gostring_ _wrap_kvc_status_string_kvc_78c2cb8796fbc445(int _swig_go_0) {
+_gostring_ _wrap_kvc_status_string_kvc_df39fa899b21adb4(int _swig_go_0) {
   kvc_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -413,7 +424,7 @@ _gostring_ _wrap_kvc_status_string_kvc_78c2cb8796fbc445(int _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_VERSION_NUMBER_kvc_78c2cb8796fbc445() {
+intgo _wrap_KVC_VERSION_NUMBER_kvc_df39fa899b21adb4() {
   int result;
   intgo _swig_go_result;
   
@@ -424,7 +435,7 @@ intgo _wrap_KVC_VERSION_NUMBER_kvc_78c2cb8796fbc445() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_78c2cb8796fbc445() {
+intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_df39fa899b21adb4() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -436,7 +447,7 @@ intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_78c2cb8796fbc445() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_78c2cb8796fbc445() {
+intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_df39fa899b21adb4() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -448,7 +459,7 @@ intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_78c2cb8796fbc445() {
 }
 
 
-int _wrap_kvc_version_kvc_78c2cb8796fbc445() {
+int _wrap_kvc_version_kvc_df39fa899b21adb4() {
   uint32_t result;
   int _swig_go_result;
   
@@ -459,7 +470,7 @@ int _wrap_kvc_version_kvc_78c2cb8796fbc445() {
 }
 
 
-_gostring_ _wrap_kvc_version_string_kvc_78c2cb8796fbc445() {
+_gostring_ _wrap_kvc_version_string_kvc_df39fa899b21adb4() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -470,7 +481,7 @@ _gostring_ _wrap_kvc_version_string_kvc_78c2cb8796fbc445() {
 }
 
 
-int _wrap_kvc_abi_version_kvc_78c2cb8796fbc445() {
+int _wrap_kvc_abi_version_kvc_df39fa899b21adb4() {
   uint32_t result;
   int _swig_go_result;
   
@@ -481,7 +492,7 @@ int _wrap_kvc_abi_version_kvc_78c2cb8796fbc445() {
 }
 
 
-long long _wrap_kvc_features_kvc_78c2cb8796fbc445() {
+long long _wrap_kvc_features_kvc_df39fa899b21adb4() {
   uint64_t result;
   long long _swig_go_result;
   
@@ -492,7 +503,7 @@ long long _wrap_kvc_features_kvc_78c2cb8796fbc445() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F32_kvc_78c2cb8796fbc445() {
+intgo _wrap_KVC_DTYPE_F32_kvc_df39fa899b21adb4() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -504,7 +515,7 @@ intgo _wrap_KVC_DTYPE_F32_kvc_78c2cb8796fbc445() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F16_kvc_78c2cb8796fbc445() {
+intgo _wrap_KVC_DTYPE_F16_kvc_df39fa899b21adb4() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -516,7 +527,7 @@ intgo _wrap_KVC_DTYPE_F16_kvc_78c2cb8796fbc445() {
 }
 
 
-intgo _wrap_KVC_DTYPE_BF16_kvc_78c2cb8796fbc445() {
+intgo _wrap_KVC_DTYPE_BF16_kvc_df39fa899b21adb4() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -528,7 +539,7 @@ intgo _wrap_KVC_DTYPE_BF16_kvc_78c2cb8796fbc445() {
 }
 
 
-intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_78c2cb8796fbc445() {
+intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_df39fa899b21adb4() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -540,7 +551,7 @@ intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_78c2cb8796fbc445() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_NHD_kvc_78c2cb8796fbc445() {
+intgo _wrap_KVC_LAYOUT_NHD_kvc_df39fa899b21adb4() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -552,7 +563,7 @@ intgo _wrap_KVC_LAYOUT_NHD_kvc_78c2cb8796fbc445() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_HND_kvc_78c2cb8796fbc445() {
+intgo _wrap_KVC_LAYOUT_HND_kvc_df39fa899b21adb4() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -564,7 +575,7 @@ intgo _wrap_KVC_LAYOUT_HND_kvc_78c2cb8796fbc445() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CPU_kvc_78c2cb8796fbc445() {
+intgo _wrap_KVC_DEVICE_CPU_kvc_df39fa899b21adb4() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -576,7 +587,7 @@ intgo _wrap_KVC_DEVICE_CPU_kvc_78c2cb8796fbc445() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CUDA_kvc_78c2cb8796fbc445() {
+intgo _wrap_KVC_DEVICE_CUDA_kvc_df39fa899b21adb4() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -588,7 +599,7 @@ intgo _wrap_KVC_DEVICE_CUDA_kvc_78c2cb8796fbc445() {
 }
 
 
-_gostring_ _wrap_kvc_config_create_kvc_78c2cb8796fbc445(kvc_config_t **_swig_go_0) {
+_gostring_ _wrap_kvc_config_create_kvc_df39fa899b21adb4(kvc_config_t **_swig_go_0) {
   kvc_config_t **arg1 = (kvc_config_t **) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -601,7 +612,7 @@ _gostring_ _wrap_kvc_config_create_kvc_78c2cb8796fbc445(kvc_config_t **_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_config_clone_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
+_gostring_ _wrap_kvc_config_clone_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_config_t **arg2 = (kvc_config_t **) 0 ;
   kvc_status_t result;
@@ -616,7 +627,7 @@ _gostring_ _wrap_kvc_config_clone_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_config_destroy_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0) {
+void _wrap_kvc_config_destroy_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   
   arg1 = (kvc_config_t *)_swig_go_0; 
@@ -626,7 +637,7 @@ void _wrap_kvc_config_destroy_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_kvc_config_validate_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0) {
+_gostring_ _wrap_kvc_config_validate_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -639,7 +650,7 @@ _gostring_ _wrap_kvc_config_validate_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_config_set_num_layers_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_num_layers_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -654,7 +665,7 @@ _gostring_ _wrap_kvc_config_set_num_layers_kvc_78c2cb8796fbc445(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_num_layers_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_num_layers_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -669,7 +680,7 @@ _gostring_ _wrap_kvc_config_get_num_layers_kvc_78c2cb8796fbc445(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_heads_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -684,7 +695,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_kvc_78c2cb8796fbc445(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -701,7 +712,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_78c2cb8796fbc445(kvc_conf
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_heads_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_kv_heads_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -718,7 +729,7 @@ _gostring_ _wrap_kvc_config_get_kv_heads_kvc_78c2cb8796fbc445(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_head_dim_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_head_dim_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -733,7 +744,7 @@ _gostring_ _wrap_kvc_config_set_head_dim_kvc_78c2cb8796fbc445(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_get_head_dim_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_head_dim_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -748,7 +759,7 @@ _gostring_ _wrap_kvc_config_get_head_dim_kvc_78c2cb8796fbc445(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_dtype_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_dtype_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t arg2 ;
   kvc_status_t result;
@@ -763,7 +774,7 @@ _gostring_ _wrap_kvc_config_set_dtype_kvc_78c2cb8796fbc445(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_get_dtype_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_dtype_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t *arg2 = (kvc_dtype_t *) 0 ;
   kvc_status_t result;
@@ -778,7 +789,7 @@ _gostring_ _wrap_kvc_config_get_dtype_kvc_78c2cb8796fbc445(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_factor_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_factor_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -793,7 +804,7 @@ _gostring_ _wrap_kvc_config_set_kv_factor_kvc_78c2cb8796fbc445(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_factor_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_kv_factor_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -808,7 +819,7 @@ _gostring_ _wrap_kvc_config_get_kv_factor_kvc_78c2cb8796fbc445(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_set_layout_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_layout_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t arg2 ;
   kvc_status_t result;
@@ -823,7 +834,7 @@ _gostring_ _wrap_kvc_config_set_layout_kvc_78c2cb8796fbc445(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_layout_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_layout_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t *arg2 = (kvc_layout_t *) 0 ;
   kvc_status_t result;
@@ -838,7 +849,7 @@ _gostring_ _wrap_kvc_config_get_layout_kvc_78c2cb8796fbc445(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -853,7 +864,7 @@ _gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_78c2cb8796fbc445(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -868,7 +879,7 @@ _gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_78c2cb8796fbc445(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_attention_windows_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_attention_windows_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -885,7 +896,7 @@ _gostring_ _wrap_kvc_config_set_attention_windows_kvc_78c2cb8796fbc445(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_attention_window_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_attention_window_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -902,7 +913,7 @@ _gostring_ _wrap_kvc_config_get_attention_window_kvc_78c2cb8796fbc445(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_device_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_device_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t arg2 ;
   int32_t arg3 ;
@@ -919,7 +930,7 @@ _gostring_ _wrap_kvc_config_set_device_kvc_78c2cb8796fbc445(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_device_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_device_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t *arg2 = (kvc_device_kind_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -936,7 +947,7 @@ _gostring_ _wrap_kvc_config_get_device_kvc_78c2cb8796fbc445(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -951,7 +962,7 @@ _gostring_ _wrap_kvc_config_set_primary_bytes_kvc_78c2cb8796fbc445(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -966,7 +977,7 @@ _gostring_ _wrap_kvc_config_get_primary_bytes_kvc_78c2cb8796fbc445(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_max_tokens_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_max_tokens_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -981,7 +992,7 @@ _gostring_ _wrap_kvc_config_set_max_tokens_kvc_78c2cb8796fbc445(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_max_tokens_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_max_tokens_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -996,7 +1007,7 @@ _gostring_ _wrap_kvc_config_get_max_tokens_kvc_78c2cb8796fbc445(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, double _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, double _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double arg2 ;
   kvc_status_t result;
@@ -1011,7 +1022,7 @@ _gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_78c2cb8796fbc445(kv
 }
 
 
-_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, double *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, double *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double *arg2 = (double *) 0 ;
   kvc_status_t result;
@@ -1026,7 +1037,7 @@ _gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_78c2cb8796fbc445(kv
 }
 
 
-_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1041,7 +1052,7 @@ _gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_78c2cb8796fbc445(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1056,7 +1067,7 @@ _gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_78c2cb8796fbc445(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1071,7 +1082,7 @@ _gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_78c2cb8796fbc
 }
 
 
-_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1086,7 +1097,7 @@ _gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_78c2cb8796fbc
 }
 
 
-_gostring_ _wrap_kvc_config_set_block_reuse_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_block_reuse_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1101,7 +1112,7 @@ _gostring_ _wrap_kvc_config_set_block_reuse_kvc_78c2cb8796fbc445(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_get_block_reuse_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_block_reuse_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1116,7 +1127,7 @@ _gostring_ _wrap_kvc_config_get_block_reuse_kvc_78c2cb8796fbc445(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1131,7 +1142,7 @@ _gostring_ _wrap_kvc_config_set_partial_reuse_kvc_78c2cb8796fbc445(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1146,7 +1157,7 @@ _gostring_ _wrap_kvc_config_get_partial_reuse_kvc_78c2cb8796fbc445(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1161,7 +1172,7 @@ _gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_78c2cb8796fbc445(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1176,7 +1187,7 @@ _gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_78c2cb8796fbc445(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1191,7 +1202,7 @@ _gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_78c2cb8796fbc445(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1206,7 +1217,7 @@ _gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_78c2cb8796fbc445(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_cache_create_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
+_gostring_ _wrap_kvc_cache_create_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_cache_t **arg2 = (kvc_cache_t **) 0 ;
   kvc_status_t result;
@@ -1221,7 +1232,7 @@ _gostring_ _wrap_kvc_cache_create_kvc_78c2cb8796fbc445(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_cache_destroy_kvc_78c2cb8796fbc445(kvc_cache_t *_swig_go_0) {
+void _wrap_kvc_cache_destroy_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   
   arg1 = (kvc_cache_t *)_swig_go_0; 
@@ -1231,7 +1242,7 @@ void _wrap_kvc_cache_destroy_kvc_78c2cb8796fbc445(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_cache_desc_t_struct_size_set_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1243,7 +1254,7 @@ void _wrap_kvc_cache_desc_t_struct_size_set_kvc_78c2cb8796fbc445(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_struct_size_get_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1256,7 +1267,7 @@ int _wrap_kvc_cache_desc_t_struct_size_get_kvc_78c2cb8796fbc445(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_kind_set_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_kind_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t arg2 ;
   
@@ -1268,7 +1279,7 @@ void _wrap_kvc_cache_desc_t_device_kind_set_kvc_78c2cb8796fbc445(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_device_kind_get_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_kind_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t result;
   int _swig_go_result;
@@ -1281,7 +1292,7 @@ int _wrap_kvc_cache_desc_t_device_kind_get_kvc_78c2cb8796fbc445(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t arg2 ;
   
@@ -1293,7 +1304,7 @@ void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_78c2cb8796fbc445(struct kvc_c
 }
 
 
-int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t result;
   int _swig_go_result;
@@ -1306,7 +1317,7 @@ int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_78c2cb8796fbc445(struct kvc_ca
 }
 
 
-void _wrap_kvc_cache_desc_t_dtype_set_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_dtype_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -1318,7 +1329,7 @@ void _wrap_kvc_cache_desc_t_dtype_set_kvc_78c2cb8796fbc445(struct kvc_cache_desc
 }
 
 
-int _wrap_kvc_cache_desc_t_dtype_get_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_dtype_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -1331,7 +1342,7 @@ int _wrap_kvc_cache_desc_t_dtype_get_kvc_78c2cb8796fbc445(struct kvc_cache_desc 
 }
 
 
-void _wrap_kvc_cache_desc_t_layout_set_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_layout_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -1343,7 +1354,7 @@ void _wrap_kvc_cache_desc_t_layout_set_kvc_78c2cb8796fbc445(struct kvc_cache_des
 }
 
 
-int _wrap_kvc_cache_desc_t_layout_get_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_layout_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -1356,7 +1367,7 @@ int _wrap_kvc_cache_desc_t_layout_get_kvc_78c2cb8796fbc445(struct kvc_cache_desc
 }
 
 
-void _wrap_kvc_cache_desc_t_num_layers_set_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_layers_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1368,7 +1379,7 @@ void _wrap_kvc_cache_desc_t_num_layers_set_kvc_78c2cb8796fbc445(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_layers_get_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_layers_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1381,7 +1392,7 @@ int _wrap_kvc_cache_desc_t_num_layers_get_kvc_78c2cb8796fbc445(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_groups_set_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_groups_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1393,7 +1404,7 @@ void _wrap_kvc_cache_desc_t_num_groups_set_kvc_78c2cb8796fbc445(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_groups_get_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_groups_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1406,7 +1417,7 @@ int _wrap_kvc_cache_desc_t_num_groups_get_kvc_78c2cb8796fbc445(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_pools_set_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_pools_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1418,7 +1429,7 @@ void _wrap_kvc_cache_desc_t_num_pools_set_kvc_78c2cb8796fbc445(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_num_pools_get_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_pools_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1431,7 +1442,7 @@ int _wrap_kvc_cache_desc_t_num_pools_get_kvc_78c2cb8796fbc445(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1443,7 +1454,7 @@ void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_78c2cb8796fbc445(struct kvc
 }
 
 
-int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1456,7 +1467,7 @@ int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_78c2cb8796fbc445(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1468,7 +1479,7 @@ void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_78c2cb8796fbc445(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1481,7 +1492,7 @@ int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_78c2cb8796fbc445(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1493,7 +1504,7 @@ void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_78c2cb8796fbc445(struct kvc_cache
 }
 
 
-long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1506,7 +1517,7 @@ long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_78c2cb8796fbc445(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1518,7 +1529,7 @@ void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_78c2cb8796fbc445(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1531,7 +1542,7 @@ long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_78c2cb8796fbc445(struct 
 }
 
 
-void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1543,7 +1554,7 @@ void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_78c2cb8796fbc445(struct kvc_ca
 }
 
 
-long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1556,7 +1567,7 @@ long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_78c2cb8796fbc445(struct k
 }
 
 
-void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1568,7 +1579,7 @@ void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_78c2cb8796fbc445(struct kvc
 }
 
 
-long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1581,7 +1592,7 @@ long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_78c2cb8796fbc445(struc
 }
 
 
-void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1593,7 +1604,7 @@ void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_78c2cb8796fbc445(struct kv
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1606,7 +1617,7 @@ long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_78c2cb8796fbc445(stru
 }
 
 
-void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1618,7 +1629,7 @@ void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_78c2cb8796fbc445(struct k
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1631,7 +1642,7 @@ long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_78c2cb8796fbc445(str
 }
 
 
-struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_78c2cb8796fbc445() {
+struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_df39fa899b21adb4() {
   struct kvc_cache_desc *result = 0 ;
   struct kvc_cache_desc *_swig_go_result;
   
@@ -1642,7 +1653,7 @@ struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_78c2cb8796fbc445() {
 }
 
 
-void _wrap_delete_kvc_cache_desc_t_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_delete_kvc_cache_desc_t_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   
   arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
@@ -1652,7 +1663,7 @@ void _wrap_delete_kvc_cache_desc_t_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_
 }
 
 
-void _wrap_kvc_cache_desc_init_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_kvc_cache_desc_init_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
   kvc_cache_desc_t *arg1 = (kvc_cache_desc_t *) 0 ;
   
   arg1 = *(kvc_cache_desc_t **)&_swig_go_0; 
@@ -1662,7 +1673,7 @@ void _wrap_kvc_cache_desc_init_kvc_78c2cb8796fbc445(struct kvc_cache_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_kvc_78c2cb8796fbc445(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_describe_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_desc_t *arg2 = (kvc_cache_desc_t *) 0 ;
   kvc_status_t result;
@@ -1677,7 +1688,7 @@ _gostring_ _wrap_kvc_cache_describe_kvc_78c2cb8796fbc445(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_group_desc_t_struct_size_set_kvc_78c2cb8796fbc445(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1689,7 +1700,7 @@ void _wrap_kvc_group_desc_t_struct_size_set_kvc_78c2cb8796fbc445(struct kvc_grou
 }
 
 
-int _wrap_kvc_group_desc_t_struct_size_get_kvc_78c2cb8796fbc445(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1702,7 +1713,7 @@ int _wrap_kvc_group_desc_t_struct_size_get_kvc_78c2cb8796fbc445(struct kvc_group
 }
 
 
-void _wrap_kvc_group_desc_t_window_set_kvc_78c2cb8796fbc445(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_window_set_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1714,7 +1725,7 @@ void _wrap_kvc_group_desc_t_window_set_kvc_78c2cb8796fbc445(struct kvc_group_des
 }
 
 
-int _wrap_kvc_group_desc_t_window_get_kvc_78c2cb8796fbc445(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_window_get_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1727,7 +1738,7 @@ int _wrap_kvc_group_desc_t_window_get_kvc_78c2cb8796fbc445(struct kvc_group_desc
 }
 
 
-void _wrap_kvc_group_desc_t_kv_heads_set_kvc_78c2cb8796fbc445(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_kv_heads_set_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1739,7 +1750,7 @@ void _wrap_kvc_group_desc_t_kv_heads_set_kvc_78c2cb8796fbc445(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_kv_heads_get_kvc_78c2cb8796fbc445(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_kv_heads_get_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1752,7 +1763,7 @@ int _wrap_kvc_group_desc_t_kv_heads_get_kvc_78c2cb8796fbc445(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_head_dim_set_kvc_78c2cb8796fbc445(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_head_dim_set_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1764,7 +1775,7 @@ void _wrap_kvc_group_desc_t_head_dim_set_kvc_78c2cb8796fbc445(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_head_dim_get_kvc_78c2cb8796fbc445(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_head_dim_get_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1777,7 +1788,7 @@ int _wrap_kvc_group_desc_t_head_dim_get_kvc_78c2cb8796fbc445(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_num_layers_set_kvc_78c2cb8796fbc445(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_num_layers_set_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1789,7 +1800,7 @@ void _wrap_kvc_group_desc_t_num_layers_set_kvc_78c2cb8796fbc445(struct kvc_group
 }
 
 
-int _wrap_kvc_group_desc_t_num_layers_get_kvc_78c2cb8796fbc445(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_num_layers_get_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1802,7 +1813,7 @@ int _wrap_kvc_group_desc_t_num_layers_get_kvc_78c2cb8796fbc445(struct kvc_group_
 }
 
 
-void _wrap_kvc_group_desc_t_pool_set_kvc_78c2cb8796fbc445(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_pool_set_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1814,7 +1825,7 @@ void _wrap_kvc_group_desc_t_pool_set_kvc_78c2cb8796fbc445(struct kvc_group_desc 
 }
 
 
-int _wrap_kvc_group_desc_t_pool_get_kvc_78c2cb8796fbc445(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_pool_get_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1827,7 +1838,7 @@ int _wrap_kvc_group_desc_t_pool_get_kvc_78c2cb8796fbc445(struct kvc_group_desc *
 }
 
 
-void _wrap_kvc_group_desc_t_block_bytes_set_kvc_78c2cb8796fbc445(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_block_bytes_set_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1839,7 +1850,7 @@ void _wrap_kvc_group_desc_t_block_bytes_set_kvc_78c2cb8796fbc445(struct kvc_grou
 }
 
 
-long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_78c2cb8796fbc445(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1852,7 +1863,7 @@ long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_78c2cb8796fbc445(struct kvc
 }
 
 
-void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_78c2cb8796fbc445(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1864,7 +1875,7 @@ void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_78c2cb8796fbc445(struct kvc_
 }
 
 
-long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_78c2cb8796fbc445(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1877,7 +1888,7 @@ long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_78c2cb8796fbc445(struct
 }
 
 
-struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_78c2cb8796fbc445() {
+struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_df39fa899b21adb4() {
   struct kvc_group_desc *result = 0 ;
   struct kvc_group_desc *_swig_go_result;
   
@@ -1888,7 +1899,7 @@ struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_78c2cb8796fbc445() {
 }
 
 
-void _wrap_delete_kvc_group_desc_t_kvc_78c2cb8796fbc445(struct kvc_group_desc *_swig_go_0) {
+void _wrap_delete_kvc_group_desc_t_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   
   arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
@@ -1898,7 +1909,7 @@ void _wrap_delete_kvc_group_desc_t_kvc_78c2cb8796fbc445(struct kvc_group_desc *_
 }
 
 
-void _wrap_kvc_group_desc_init_kvc_78c2cb8796fbc445(struct kvc_group_desc *_swig_go_0) {
+void _wrap_kvc_group_desc_init_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0) {
   kvc_group_desc_t *arg1 = (kvc_group_desc_t *) 0 ;
   
   arg1 = *(kvc_group_desc_t **)&_swig_go_0; 
@@ -1908,7 +1919,7 @@ void _wrap_kvc_group_desc_init_kvc_78c2cb8796fbc445(struct kvc_group_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_group_kvc_78c2cb8796fbc445(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_group_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_group_desc_t *arg3 = (kvc_group_desc_t *) 0 ;
@@ -1925,7 +1936,7 @@ _gostring_ _wrap_kvc_cache_describe_group_kvc_78c2cb8796fbc445(kvc_cache_t *_swi
 }
 
 
-void _wrap_kvc_pool_desc_t_struct_size_set_kvc_78c2cb8796fbc445(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1937,7 +1948,7 @@ void _wrap_kvc_pool_desc_t_struct_size_set_kvc_78c2cb8796fbc445(struct kvc_pool_
 }
 
 
-int _wrap_kvc_pool_desc_t_struct_size_get_kvc_78c2cb8796fbc445(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1950,7 +1961,7 @@ int _wrap_kvc_pool_desc_t_struct_size_get_kvc_78c2cb8796fbc445(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_num_groups_set_kvc_78c2cb8796fbc445(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_groups_set_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1962,7 +1973,7 @@ void _wrap_kvc_pool_desc_t_num_groups_set_kvc_78c2cb8796fbc445(struct kvc_pool_d
 }
 
 
-int _wrap_kvc_pool_desc_t_num_groups_get_kvc_78c2cb8796fbc445(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_num_groups_get_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1975,7 +1986,7 @@ int _wrap_kvc_pool_desc_t_num_groups_get_kvc_78c2cb8796fbc445(struct kvc_pool_de
 }
 
 
-void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_78c2cb8796fbc445(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1987,7 +1998,7 @@ void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_78c2cb8796fbc445(struct kvc_pool_
 }
 
 
-long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_78c2cb8796fbc445(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2000,7 +2011,7 @@ long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_78c2cb8796fbc445(struct kvc_
 }
 
 
-void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_78c2cb8796fbc445(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2012,7 +2023,7 @@ void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_78c2cb8796fbc445(struct kvc_pool_d
 }
 
 
-long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_78c2cb8796fbc445(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2025,7 +2036,7 @@ long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_78c2cb8796fbc445(struct kvc_p
 }
 
 
-void _wrap_kvc_pool_desc_t_bytes_set_kvc_78c2cb8796fbc445(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_bytes_set_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2037,7 +2048,7 @@ void _wrap_kvc_pool_desc_t_bytes_set_kvc_78c2cb8796fbc445(struct kvc_pool_desc *
 }
 
 
-long long _wrap_kvc_pool_desc_t_bytes_get_kvc_78c2cb8796fbc445(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_bytes_get_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2050,7 +2061,7 @@ long long _wrap_kvc_pool_desc_t_bytes_get_kvc_78c2cb8796fbc445(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_base_set_kvc_78c2cb8796fbc445(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_pool_desc_t_base_set_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2062,7 +2073,7 @@ void _wrap_kvc_pool_desc_t_base_set_kvc_78c2cb8796fbc445(struct kvc_pool_desc *_
 }
 
 
-void *_wrap_kvc_pool_desc_t_base_get_kvc_78c2cb8796fbc445(struct kvc_pool_desc *_swig_go_0) {
+void *_wrap_kvc_pool_desc_t_base_get_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2075,7 +2086,7 @@ void *_wrap_kvc_pool_desc_t_base_get_kvc_78c2cb8796fbc445(struct kvc_pool_desc *
 }
 
 
-struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_78c2cb8796fbc445() {
+struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_df39fa899b21adb4() {
   struct kvc_pool_desc *result = 0 ;
   struct kvc_pool_desc *_swig_go_result;
   
@@ -2086,7 +2097,7 @@ struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_78c2cb8796fbc445() {
 }
 
 
-void _wrap_delete_kvc_pool_desc_t_kvc_78c2cb8796fbc445(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_delete_kvc_pool_desc_t_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   
   arg1 = *(struct kvc_pool_desc **)&_swig_go_0; 
@@ -2096,7 +2107,7 @@ void _wrap_delete_kvc_pool_desc_t_kvc_78c2cb8796fbc445(struct kvc_pool_desc *_sw
 }
 
 
-void _wrap_kvc_pool_desc_init_kvc_78c2cb8796fbc445(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_kvc_pool_desc_init_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0) {
   kvc_pool_desc_t *arg1 = (kvc_pool_desc_t *) 0 ;
   
   arg1 = *(kvc_pool_desc_t **)&_swig_go_0; 
@@ -2106,7 +2117,7 @@ void _wrap_kvc_pool_desc_init_kvc_78c2cb8796fbc445(struct kvc_pool_desc *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_pool_kvc_78c2cb8796fbc445(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_pool_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_pool_desc_t *arg3 = (kvc_pool_desc_t *) 0 ;
@@ -2123,7 +2134,7 @@ _gostring_ _wrap_kvc_cache_describe_pool_kvc_78c2cb8796fbc445(kvc_cache_t *_swig
 }
 
 
-void _wrap_kvc_layer_view_t_struct_size_set_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2135,7 +2146,7 @@ void _wrap_kvc_layer_view_t_struct_size_set_kvc_78c2cb8796fbc445(struct kvc_laye
 }
 
 
-int _wrap_kvc_layer_view_t_struct_size_get_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2148,7 +2159,7 @@ int _wrap_kvc_layer_view_t_struct_size_get_kvc_78c2cb8796fbc445(struct kvc_layer
 }
 
 
-void _wrap_kvc_layer_view_t_group_set_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_group_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2160,7 +2171,7 @@ void _wrap_kvc_layer_view_t_group_set_kvc_78c2cb8796fbc445(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_group_get_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_group_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2173,7 +2184,7 @@ int _wrap_kvc_layer_view_t_group_get_kvc_78c2cb8796fbc445(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_pool_set_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_pool_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2185,7 +2196,7 @@ void _wrap_kvc_layer_view_t_pool_set_kvc_78c2cb8796fbc445(struct kvc_layer_view 
 }
 
 
-int _wrap_kvc_layer_view_t_pool_get_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_pool_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2198,7 +2209,7 @@ int _wrap_kvc_layer_view_t_pool_get_kvc_78c2cb8796fbc445(struct kvc_layer_view *
 }
 
 
-void _wrap_kvc_layer_view_t_dtype_set_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_dtype_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -2210,7 +2221,7 @@ void _wrap_kvc_layer_view_t_dtype_set_kvc_78c2cb8796fbc445(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_dtype_get_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_dtype_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -2223,7 +2234,7 @@ int _wrap_kvc_layer_view_t_dtype_get_kvc_78c2cb8796fbc445(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_layout_set_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_layout_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -2235,7 +2246,7 @@ void _wrap_kvc_layer_view_t_layout_set_kvc_78c2cb8796fbc445(struct kvc_layer_vie
 }
 
 
-int _wrap_kvc_layer_view_t_layout_get_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_layout_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -2248,7 +2259,7 @@ int _wrap_kvc_layer_view_t_layout_get_kvc_78c2cb8796fbc445(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_kv_heads_set_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_heads_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2260,7 +2271,7 @@ void _wrap_kvc_layer_view_t_kv_heads_set_kvc_78c2cb8796fbc445(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_kv_heads_get_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_heads_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2273,7 +2284,7 @@ int _wrap_kvc_layer_view_t_kv_heads_get_kvc_78c2cb8796fbc445(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_head_dim_set_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_dim_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2285,7 +2296,7 @@ void _wrap_kvc_layer_view_t_head_dim_set_kvc_78c2cb8796fbc445(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_head_dim_get_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_head_dim_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2298,7 +2309,7 @@ int _wrap_kvc_layer_view_t_head_dim_get_kvc_78c2cb8796fbc445(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2310,7 +2321,7 @@ void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_78c2cb8796fbc445(struct kvc
 }
 
 
-int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2323,7 +2334,7 @@ int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_78c2cb8796fbc445(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_kv_factor_set_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_factor_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2335,7 +2346,7 @@ void _wrap_kvc_layer_view_t_kv_factor_set_kvc_78c2cb8796fbc445(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_kv_factor_get_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_factor_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2348,7 +2359,7 @@ int _wrap_kvc_layer_view_t_kv_factor_get_kvc_78c2cb8796fbc445(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_elem_size_set_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_elem_size_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2360,7 +2371,7 @@ void _wrap_kvc_layer_view_t_elem_size_set_kvc_78c2cb8796fbc445(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_elem_size_get_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_elem_size_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2373,7 +2384,7 @@ int _wrap_kvc_layer_view_t_elem_size_get_kvc_78c2cb8796fbc445(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_base_set_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_layer_view_t_base_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2385,7 +2396,7 @@ void _wrap_kvc_layer_view_t_base_set_kvc_78c2cb8796fbc445(struct kvc_layer_view 
 }
 
 
-void *_wrap_kvc_layer_view_t_base_get_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0) {
+void *_wrap_kvc_layer_view_t_base_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2398,7 +2409,7 @@ void *_wrap_kvc_layer_view_t_base_get_kvc_78c2cb8796fbc445(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_num_blocks_set_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_num_blocks_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2410,7 +2421,7 @@ void _wrap_kvc_layer_view_t_num_blocks_set_kvc_78c2cb8796fbc445(struct kvc_layer
 }
 
 
-long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2423,7 +2434,7 @@ long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_78c2cb8796fbc445(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_block_stride_set_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_block_stride_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2435,7 +2446,7 @@ void _wrap_kvc_layer_view_t_block_stride_set_kvc_78c2cb8796fbc445(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_block_stride_get_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_block_stride_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2448,7 +2459,7 @@ long long _wrap_kvc_layer_view_t_block_stride_get_kvc_78c2cb8796fbc445(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_kv_stride_set_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_stride_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2460,7 +2471,7 @@ void _wrap_kvc_layer_view_t_kv_stride_set_kvc_78c2cb8796fbc445(struct kvc_layer_
 }
 
 
-long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2473,7 +2484,7 @@ long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_78c2cb8796fbc445(struct kvc_l
 }
 
 
-void _wrap_kvc_layer_view_t_token_stride_set_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_token_stride_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2485,7 +2496,7 @@ void _wrap_kvc_layer_view_t_token_stride_set_kvc_78c2cb8796fbc445(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_token_stride_get_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_token_stride_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2498,7 +2509,7 @@ long long _wrap_kvc_layer_view_t_token_stride_get_kvc_78c2cb8796fbc445(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_head_stride_set_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_stride_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2510,7 +2521,7 @@ void _wrap_kvc_layer_view_t_head_stride_set_kvc_78c2cb8796fbc445(struct kvc_laye
 }
 
 
-long long _wrap_kvc_layer_view_t_head_stride_get_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_head_stride_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2523,7 +2534,7 @@ long long _wrap_kvc_layer_view_t_head_stride_get_kvc_78c2cb8796fbc445(struct kvc
 }
 
 
-struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_78c2cb8796fbc445() {
+struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_df39fa899b21adb4() {
   struct kvc_layer_view *result = 0 ;
   struct kvc_layer_view *_swig_go_result;
   
@@ -2534,7 +2545,7 @@ struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_78c2cb8796fbc445() {
 }
 
 
-void _wrap_delete_kvc_layer_view_t_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0) {
+void _wrap_delete_kvc_layer_view_t_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   
   arg1 = *(struct kvc_layer_view **)&_swig_go_0; 
@@ -2544,7 +2555,7 @@ void _wrap_delete_kvc_layer_view_t_kvc_78c2cb8796fbc445(struct kvc_layer_view *_
 }
 
 
-void _wrap_kvc_layer_view_init_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig_go_0) {
+void _wrap_kvc_layer_view_init_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
   kvc_layer_view_t *arg1 = (kvc_layer_view_t *) 0 ;
   
   arg1 = *(kvc_layer_view_t **)&_swig_go_0; 
@@ -2554,7 +2565,7 @@ void _wrap_kvc_layer_view_init_kvc_78c2cb8796fbc445(struct kvc_layer_view *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_layer_view_kvc_78c2cb8796fbc445(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_layer_view_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_layer_view_t *arg3 = (kvc_layer_view_t *) 0 ;
@@ -2571,7 +2582,1382 @@ _gostring_ _wrap_kvc_cache_layer_view_kvc_78c2cb8796fbc445(kvc_cache_t *_swig_go
 }
 
 
-void _wrap_kvc_store_args_t_struct_size_set_kvc_78c2cb8796fbc445(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_extra_key_t_offset_set_kvc_df39fa899b21adb4(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+  struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_extra_key **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->offset = arg2;
+  
+}
+
+
+long long _wrap_kvc_extra_key_t_offset_get_kvc_df39fa899b21adb4(struct kvc_extra_key *_swig_go_0) {
+  struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_extra_key **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->offset);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_extra_key_t_length_set_kvc_df39fa899b21adb4(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+  struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_extra_key **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->length = arg2;
+  
+}
+
+
+long long _wrap_kvc_extra_key_t_length_get_kvc_df39fa899b21adb4(struct kvc_extra_key *_swig_go_0) {
+  struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_extra_key **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->length);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_extra_key_t_data_set_kvc_df39fa899b21adb4(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
+  struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
+  void *arg2 = (void *) 0 ;
+  
+  arg1 = *(struct kvc_extra_key **)&_swig_go_0; 
+  arg2 = *(void **)&_swig_go_1; 
+  
+  if (arg1) (arg1)->data = (void const *)arg2;
+  
+}
+
+
+void *_wrap_kvc_extra_key_t_data_get_kvc_df39fa899b21adb4(struct kvc_extra_key *_swig_go_0) {
+  struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
+  void *result = 0 ;
+  void *_swig_go_result;
+  
+  arg1 = *(struct kvc_extra_key **)&_swig_go_0; 
+  
+  result = (void *) ((arg1)->data);
+  *(void **)&_swig_go_result = (void *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_extra_key_t_size_set_kvc_df39fa899b21adb4(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+  struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
+  size_t arg2 ;
+  
+  arg1 = *(struct kvc_extra_key **)&_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->size = arg2;
+  
+}
+
+
+long long _wrap_kvc_extra_key_t_size_get_kvc_df39fa899b21adb4(struct kvc_extra_key *_swig_go_0) {
+  struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
+  size_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_extra_key **)&_swig_go_0; 
+  
+  result =  ((arg1)->size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_df39fa899b21adb4() {
+  struct kvc_extra_key *result = 0 ;
+  struct kvc_extra_key *_swig_go_result;
+  
+  
+  result = (struct kvc_extra_key *)calloc(1, sizeof(struct kvc_extra_key));
+  *(struct kvc_extra_key **)&_swig_go_result = (struct kvc_extra_key *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_extra_key_t_kvc_df39fa899b21adb4(struct kvc_extra_key *_swig_go_0) {
+  struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
+  
+  arg1 = *(struct kvc_extra_key **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_sequence_options_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_sequence_options_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->prompt_priority = arg2;
+  
+}
+
+
+int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->prompt_priority);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->decode_priority = arg2;
+  
+}
+
+
+int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->decode_priority);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_sequence_options_t_has_lora_set_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  bool arg2 ;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  arg2 = (bool)_swig_go_1; 
+  
+  if (arg1) (arg1)->has_lora = arg2;
+  
+}
+
+
+bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  bool result;
+  bool _swig_go_result;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  
+  result = (bool) ((arg1)->has_lora);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_sequence_options_t_lora_id_set_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->lora_id = arg2;
+  
+}
+
+
+long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->lora_id);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_sequence_options_t_salt_set_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  void *arg2 = (void *) 0 ;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  arg2 = *(void **)&_swig_go_1; 
+  
+  if (arg1) (arg1)->salt = (void const *)arg2;
+  
+}
+
+
+void *_wrap_kvc_sequence_options_t_salt_get_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  void *result = 0 ;
+  void *_swig_go_result;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  
+  result = (void *) ((arg1)->salt);
+  *(void **)&_swig_go_result = (void *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_sequence_options_t_salt_size_set_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  size_t arg2 ;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->salt_size = arg2;
+  
+}
+
+
+long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  size_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  
+  result =  ((arg1)->salt_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  kvc_extra_key_t *arg2 = (kvc_extra_key_t *) 0 ;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  arg2 = *(kvc_extra_key_t **)&_swig_go_1; 
+  
+  if (arg1) (arg1)->extra_keys = (kvc_extra_key_t const *)arg2;
+  
+}
+
+
+struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  kvc_extra_key_t *result = 0 ;
+  struct kvc_extra_key *_swig_go_result;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  
+  result = (kvc_extra_key_t *) ((arg1)->extra_keys);
+  *(kvc_extra_key_t **)&_swig_go_result = (kvc_extra_key_t *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  size_t arg2 ;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_extra_keys = arg2;
+  
+}
+
+
+long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  size_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  
+  result =  ((arg1)->num_extra_keys);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_df39fa899b21adb4() {
+  struct kvc_sequence_options *result = 0 ;
+  struct kvc_sequence_options *_swig_go_result;
+  
+  
+  result = (struct kvc_sequence_options *)calloc(1, sizeof(struct kvc_sequence_options));
+  *(struct kvc_sequence_options **)&_swig_go_result = (struct kvc_sequence_options *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_sequence_options_t_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_sequence_options_init_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0) {
+  kvc_sequence_options_t *arg1 = (kvc_sequence_options_t *) 0 ;
+  
+  arg1 = *(kvc_sequence_options_t **)&_swig_go_0; 
+  
+  kvc_sequence_options_init(arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_sequence_add_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint64_t arg2 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  size_t arg4 ;
+  kvc_sequence_options_t *arg5 = (kvc_sequence_options_t *) 0 ;
+  void *arg6 = (void *) 0 ;
+  uint64_t *arg7 = (uint64_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (int32_t *)_swig_go_2; 
+  arg4 = (size_t)_swig_go_3; 
+  arg5 = *(kvc_sequence_options_t **)&_swig_go_4; 
+  arg6 = *(void **)&_swig_go_5; 
+  arg7 = (uint64_t *)_swig_go_6; 
+  
+  result = (kvc_status_t)kvc_sequence_add(arg1,arg2,(int const *)arg3,arg4,(struct kvc_sequence_options const *)arg5,arg6,arg7);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_sequence_extend_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint64_t arg2 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  size_t arg4 ;
+  void *arg5 = (void *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (int32_t *)_swig_go_2; 
+  arg4 = (size_t)_swig_go_3; 
+  arg5 = *(void **)&_swig_go_4; 
+  
+  result = (kvc_status_t)kvc_sequence_extend(arg1,arg2,(int const *)arg3,arg4,arg5);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_sequence_commit_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint64_t arg2 ;
+  uint64_t arg3 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (uint64_t)_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_sequence_commit(arg1,arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_sequence_rewind_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint64_t arg2 ;
+  uint64_t arg3 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (uint64_t)_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_sequence_rewind(arg1,arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_sequence_fork_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint64_t arg2 ;
+  uint64_t arg3 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (uint64_t)_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_sequence_fork(arg1,arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_sequence_remove_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint64_t arg2 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_sequence_remove(arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_sequence_pin_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint64_t arg2 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_sequence_pin(arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_sequence_unpin_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint64_t arg2 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_sequence_unpin(arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0) {
+  struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->prompt_priority = arg2;
+  
+}
+
+
+int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0) {
+  struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->prompt_priority);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->decode_priority = arg2;
+  
+}
+
+
+int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0) {
+  struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->decode_priority);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_sequence_desc_t_reserved_set_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->reserved = arg2;
+  
+}
+
+
+int _wrap_kvc_sequence_desc_t_reserved_get_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0) {
+  struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->reserved);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+  struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_tokens = arg2;
+  
+}
+
+
+long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0) {
+  struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->num_tokens);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+  struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->prompt_tokens = arg2;
+  
+}
+
+
+long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0) {
+  struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->prompt_tokens);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+  struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->cached_tokens = arg2;
+  
+}
+
+
+long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0) {
+  struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->cached_tokens);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+  struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->committed_tokens = arg2;
+  
+}
+
+
+long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0) {
+  struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->committed_tokens);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+  struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0) {
+  struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->num_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_df39fa899b21adb4() {
+  struct kvc_sequence_desc *result = 0 ;
+  struct kvc_sequence_desc *_swig_go_result;
+  
+  
+  result = (struct kvc_sequence_desc *)calloc(1, sizeof(struct kvc_sequence_desc));
+  *(struct kvc_sequence_desc **)&_swig_go_result = (struct kvc_sequence_desc *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_sequence_desc_t_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0) {
+  struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
+  
+  arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_sequence_desc_init_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0) {
+  kvc_sequence_desc_t *arg1 = (kvc_sequence_desc_t *) 0 ;
+  
+  arg1 = *(kvc_sequence_desc_t **)&_swig_go_0; 
+  
+  kvc_sequence_desc_init(arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_sequence_describe_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint64_t arg2 ;
+  kvc_sequence_desc_t *arg3 = (kvc_sequence_desc_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = *(kvc_sequence_desc_t **)&_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_sequence_describe((struct kvc_cache const *)arg1,arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_sequence_block_ids_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint64_t arg2 ;
+  uint32_t arg3 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  size_t arg5 ;
+  size_t *arg6 = (size_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (uint32_t)_swig_go_2; 
+  arg4 = (int32_t *)_swig_go_3; 
+  arg5 = (size_t)_swig_go_4; 
+  arg6 = (size_t *)_swig_go_5; 
+  
+  result = (kvc_status_t)kvc_sequence_block_ids((struct kvc_cache const *)arg1,arg2,arg3,arg4,arg5,arg6);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint64_t arg2 ;
+  uint64_t arg3 ;
+  uint64_t *arg4 = (uint64_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (uint64_t)_swig_go_2; 
+  arg4 = (uint64_t *)_swig_go_3; 
+  
+  result = (kvc_status_t)kvc_sequence_blocks_needed((struct kvc_cache const *)arg1,arg2,arg3,arg4);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_cache_probe_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  size_t arg3 ;
+  kvc_sequence_options_t *arg4 = (kvc_sequence_options_t *) 0 ;
+  uint64_t *arg5 = (uint64_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  arg4 = *(kvc_sequence_options_t **)&_swig_go_3; 
+  arg5 = (uint64_t *)_swig_go_4; 
+  
+  result = (kvc_status_t)kvc_cache_probe((struct kvc_cache const *)arg1,(int const *)arg2,arg3,(struct kvc_sequence_options const *)arg4,arg5);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_batch_extend_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint64_t *arg2 = (uint64_t *) 0 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  size_t arg4 ;
+  void *arg5 = (void *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint64_t *)_swig_go_1; 
+  arg3 = (int32_t *)_swig_go_2; 
+  arg4 = (size_t)_swig_go_3; 
+  arg5 = *(void **)&_swig_go_4; 
+  
+  result = (kvc_status_t)kvc_batch_extend(arg1,(unsigned long const *)arg2,(int const *)arg3,arg4,arg5);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_batch_block_table_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint32_t arg2 ;
+  uint64_t *arg3 = (uint64_t *) 0 ;
+  size_t arg4 ;
+  int32_t *arg5 = (int32_t *) 0 ;
+  size_t arg6 ;
+  int32_t arg7 ;
+  size_t *arg8 = (size_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  arg3 = (uint64_t *)_swig_go_2; 
+  arg4 = (size_t)_swig_go_3; 
+  arg5 = (int32_t *)_swig_go_4; 
+  arg6 = (size_t)_swig_go_5; 
+  arg7 = (int32_t)_swig_go_6; 
+  arg8 = (size_t *)_swig_go_7; 
+  
+  result = (kvc_status_t)kvc_batch_block_table((struct kvc_cache const *)arg1,arg2,(unsigned long const *)arg3,arg4,arg5,arg6,arg7,arg8);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_batch_block_table_csr_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint32_t arg2 ;
+  uint64_t *arg3 = (uint64_t *) 0 ;
+  size_t arg4 ;
+  int32_t *arg5 = (int32_t *) 0 ;
+  int32_t *arg6 = (int32_t *) 0 ;
+  size_t arg7 ;
+  int32_t *arg8 = (int32_t *) 0 ;
+  size_t *arg9 = (size_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  arg3 = (uint64_t *)_swig_go_2; 
+  arg4 = (size_t)_swig_go_3; 
+  arg5 = (int32_t *)_swig_go_4; 
+  arg6 = (int32_t *)_swig_go_5; 
+  arg7 = (size_t)_swig_go_6; 
+  arg8 = (int32_t *)_swig_go_7; 
+  arg9 = (size_t *)_swig_go_8; 
+  
+  result = (kvc_status_t)kvc_batch_block_table_csr((struct kvc_cache const *)arg1,arg2,(unsigned long const *)arg3,arg4,arg5,arg6,arg7,arg8,arg9);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint64_t *arg2 = (uint64_t *) 0 ;
+  size_t arg3 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint64_t *)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  arg4 = (int32_t *)_swig_go_3; 
+  
+  result = (kvc_status_t)kvc_batch_sequence_lengths((struct kvc_cache const *)arg1,(unsigned long const *)arg2,arg3,arg4);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_batch_slot_mapping_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint32_t arg2 ;
+  uint64_t *arg3 = (uint64_t *) 0 ;
+  size_t arg4 ;
+  int64_t *arg5 = (int64_t *) 0 ;
+  size_t arg6 ;
+  size_t *arg7 = (size_t *) 0 ;
+  int32_t *arg8 = (int32_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  arg3 = (uint64_t *)_swig_go_2; 
+  arg4 = (size_t)_swig_go_3; 
+  arg5 = (int64_t *)_swig_go_4; 
+  arg6 = (size_t)_swig_go_5; 
+  arg7 = (size_t *)_swig_go_6; 
+  arg8 = (int32_t *)_swig_go_7; 
+  
+  result = (kvc_status_t)kvc_batch_slot_mapping(arg1,arg2,(unsigned long const *)arg3,arg4,arg5,arg6,arg7,arg8);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_cache_stats_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_reserved_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->reserved = arg2;
+  
+}
+
+
+int _wrap_kvc_cache_stats_t_reserved_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->reserved);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->num_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->free_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->free_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->cached_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->cached_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->in_use_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->in_use_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->reused_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->reused_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->missed_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->missed_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->hit_rate = arg2;
+  
+}
+
+
+double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->hit_rate);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->evicted_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->evicted_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_sequences = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->num_sequences);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_pinned = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->num_pinned);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->tree_nodes = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->tree_nodes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_df39fa899b21adb4() {
+  struct kvc_cache_stats *result = 0 ;
+  struct kvc_cache_stats *_swig_go_result;
+  
+  
+  result = (struct kvc_cache_stats *)calloc(1, sizeof(struct kvc_cache_stats));
+  *(struct kvc_cache_stats **)&_swig_go_result = (struct kvc_cache_stats *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_cache_stats_t_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_cache_stats_init_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+  kvc_cache_stats_t *arg1 = (kvc_cache_stats_t *) 0 ;
+  
+  arg1 = *(kvc_cache_stats_t **)&_swig_go_0; 
+  
+  kvc_cache_stats_init(arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_cache_get_stats_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  kvc_cache_stats_t *arg2 = (kvc_cache_stats_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = *(kvc_cache_stats_t **)&_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_cache_get_stats((struct kvc_cache const *)arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_cache_reset_reuse_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  
+  result = (kvc_status_t)kvc_cache_reset_reuse(arg1);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_cache_check_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  
+  result = (kvc_status_t)kvc_cache_check((struct kvc_cache const *)arg1);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_store_args_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -2583,7 +3969,7 @@ void _wrap_kvc_store_args_t_struct_size_set_kvc_78c2cb8796fbc445(struct kvc_stor
 }
 
 
-int _wrap_kvc_store_args_t_struct_size_get_kvc_78c2cb8796fbc445(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2596,7 +3982,7 @@ int _wrap_kvc_store_args_t_struct_size_get_kvc_78c2cb8796fbc445(struct kvc_store
 }
 
 
-void _wrap_kvc_store_args_t_layer_set_kvc_78c2cb8796fbc445(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_layer_set_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -2608,7 +3994,7 @@ void _wrap_kvc_store_args_t_layer_set_kvc_78c2cb8796fbc445(struct kvc_store_args
 }
 
 
-int _wrap_kvc_store_args_t_layer_get_kvc_78c2cb8796fbc445(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_layer_get_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2621,7 +4007,7 @@ int _wrap_kvc_store_args_t_layer_get_kvc_78c2cb8796fbc445(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_num_tokens_set_kvc_78c2cb8796fbc445(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_num_tokens_set_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -2633,7 +4019,7 @@ void _wrap_kvc_store_args_t_num_tokens_set_kvc_78c2cb8796fbc445(struct kvc_store
 }
 
 
-int _wrap_kvc_store_args_t_num_tokens_get_kvc_78c2cb8796fbc445(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_num_tokens_get_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2646,7 +4032,7 @@ int _wrap_kvc_store_args_t_num_tokens_get_kvc_78c2cb8796fbc445(struct kvc_store_
 }
 
 
-void _wrap_kvc_store_args_t_src_dtype_set_kvc_78c2cb8796fbc445(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_src_dtype_set_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -2658,7 +4044,7 @@ void _wrap_kvc_store_args_t_src_dtype_set_kvc_78c2cb8796fbc445(struct kvc_store_
 }
 
 
-int _wrap_kvc_store_args_t_src_dtype_get_kvc_78c2cb8796fbc445(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_src_dtype_get_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -2671,7 +4057,7 @@ int _wrap_kvc_store_args_t_src_dtype_get_kvc_78c2cb8796fbc445(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_key_set_kvc_78c2cb8796fbc445(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_key_set_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2683,7 +4069,7 @@ void _wrap_kvc_store_args_t_key_set_kvc_78c2cb8796fbc445(struct kvc_store_args *
 }
 
 
-void *_wrap_kvc_store_args_t_key_get_kvc_78c2cb8796fbc445(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_key_get_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2696,7 +4082,7 @@ void *_wrap_kvc_store_args_t_key_get_kvc_78c2cb8796fbc445(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_value_set_kvc_78c2cb8796fbc445(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_value_set_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2708,7 +4094,7 @@ void _wrap_kvc_store_args_t_value_set_kvc_78c2cb8796fbc445(struct kvc_store_args
 }
 
 
-void *_wrap_kvc_store_args_t_value_get_kvc_78c2cb8796fbc445(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_value_get_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2721,7 +4107,7 @@ void *_wrap_kvc_store_args_t_value_get_kvc_78c2cb8796fbc445(struct kvc_store_arg
 }
 
 
-void _wrap_kvc_store_args_t_slot_mapping_set_kvc_78c2cb8796fbc445(struct kvc_store_args *_swig_go_0, long long *_swig_go_1) {
+void _wrap_kvc_store_args_t_slot_mapping_set_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   
@@ -2733,20 +4119,20 @@ void _wrap_kvc_store_args_t_slot_mapping_set_kvc_78c2cb8796fbc445(struct kvc_sto
 }
 
 
-long long *_wrap_kvc_store_args_t_slot_mapping_get_kvc_78c2cb8796fbc445(struct kvc_store_args *_swig_go_0) {
+int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *result = 0 ;
-  long long *_swig_go_result;
+  int64_t *_swig_go_result;
   
   arg1 = *(struct kvc_store_args **)&_swig_go_0; 
   
   result = (int64_t *) ((arg1)->slot_mapping);
-  *(int64_t **)&_swig_go_result = (int64_t *)result; 
+  _swig_go_result = result; 
   return _swig_go_result;
 }
 
 
-void _wrap_kvc_store_args_t_k_scale_set_kvc_78c2cb8796fbc445(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_k_scale_set_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -2758,7 +4144,7 @@ void _wrap_kvc_store_args_t_k_scale_set_kvc_78c2cb8796fbc445(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_k_scale_get_kvc_78c2cb8796fbc445(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_k_scale_get_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -2771,7 +4157,7 @@ float _wrap_kvc_store_args_t_k_scale_get_kvc_78c2cb8796fbc445(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_v_scale_set_kvc_78c2cb8796fbc445(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_v_scale_set_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -2783,7 +4169,7 @@ void _wrap_kvc_store_args_t_v_scale_set_kvc_78c2cb8796fbc445(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_v_scale_get_kvc_78c2cb8796fbc445(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_v_scale_get_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -2796,7 +4182,7 @@ float _wrap_kvc_store_args_t_v_scale_get_kvc_78c2cb8796fbc445(struct kvc_store_a
 }
 
 
-struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_78c2cb8796fbc445() {
+struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_df39fa899b21adb4() {
   struct kvc_store_args *result = 0 ;
   struct kvc_store_args *_swig_go_result;
   
@@ -2807,7 +4193,7 @@ struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_78c2cb8796fbc445() {
 }
 
 
-void _wrap_delete_kvc_store_args_t_kvc_78c2cb8796fbc445(struct kvc_store_args *_swig_go_0) {
+void _wrap_delete_kvc_store_args_t_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   
   arg1 = *(struct kvc_store_args **)&_swig_go_0; 
@@ -2817,7 +4203,7 @@ void _wrap_delete_kvc_store_args_t_kvc_78c2cb8796fbc445(struct kvc_store_args *_
 }
 
 
-void _wrap_kvc_store_args_init_kvc_78c2cb8796fbc445(struct kvc_store_args *_swig_go_0) {
+void _wrap_kvc_store_args_init_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0) {
   kvc_store_args_t *arg1 = (kvc_store_args_t *) 0 ;
   
   arg1 = *(kvc_store_args_t **)&_swig_go_0; 
@@ -2827,7 +4213,7 @@ void _wrap_kvc_store_args_init_kvc_78c2cb8796fbc445(struct kvc_store_args *_swig
 }
 
 
-_gostring_ _wrap_kvc_store_kv_kvc_78c2cb8796fbc445(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_store_kv_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_store_args_t *arg2 = (kvc_store_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -2844,7 +4230,7 @@ _gostring_ _wrap_kvc_store_kv_kvc_78c2cb8796fbc445(kvc_cache_t *_swig_go_0, stru
 }
 
 
-_gostring_ _wrap_kvc_copy_blocks_kvc_78c2cb8796fbc445(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
+_gostring_ _wrap_kvc_copy_blocks_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2869,7 +4255,7 @@ _gostring_ _wrap_kvc_copy_blocks_kvc_78c2cb8796fbc445(kvc_cache_t *_swig_go_0, i
 }
 
 
-intgo _wrap_KVC_TABLE_PADDED_kvc_78c2cb8796fbc445() {
+intgo _wrap_KVC_TABLE_PADDED_kvc_df39fa899b21adb4() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -2881,7 +4267,7 @@ intgo _wrap_KVC_TABLE_PADDED_kvc_78c2cb8796fbc445() {
 }
 
 
-intgo _wrap_KVC_TABLE_CSR_kvc_78c2cb8796fbc445() {
+intgo _wrap_KVC_TABLE_CSR_kvc_df39fa899b21adb4() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -2893,7 +4279,7 @@ intgo _wrap_KVC_TABLE_CSR_kvc_78c2cb8796fbc445() {
 }
 
 
-void _wrap_kvc_decode_args_t_struct_size_set_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -2905,7 +4291,7 @@ void _wrap_kvc_decode_args_t_struct_size_set_kvc_78c2cb8796fbc445(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_struct_size_get_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2918,7 +4304,7 @@ int _wrap_kvc_decode_args_t_struct_size_get_kvc_78c2cb8796fbc445(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_layer_set_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_layer_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -2930,7 +4316,7 @@ void _wrap_kvc_decode_args_t_layer_set_kvc_78c2cb8796fbc445(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_layer_get_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_layer_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2943,7 +4329,7 @@ int _wrap_kvc_decode_args_t_layer_get_kvc_78c2cb8796fbc445(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_batch_set_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_batch_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -2955,7 +4341,7 @@ void _wrap_kvc_decode_args_t_batch_set_kvc_78c2cb8796fbc445(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_batch_get_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_batch_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2968,7 +4354,7 @@ int _wrap_kvc_decode_args_t_batch_get_kvc_78c2cb8796fbc445(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_q_heads_set_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_heads_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -2980,7 +4366,7 @@ void _wrap_kvc_decode_args_t_q_heads_set_kvc_78c2cb8796fbc445(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_heads_get_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_heads_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2993,7 +4379,7 @@ int _wrap_kvc_decode_args_t_q_heads_get_kvc_78c2cb8796fbc445(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_q_dtype_set_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_dtype_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -3005,7 +4391,7 @@ void _wrap_kvc_decode_args_t_q_dtype_set_kvc_78c2cb8796fbc445(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_dtype_get_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_dtype_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -3018,7 +4404,7 @@ int _wrap_kvc_decode_args_t_q_dtype_get_kvc_78c2cb8796fbc445(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_table_format_set_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_format_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t arg2 ;
   
@@ -3030,7 +4416,7 @@ void _wrap_kvc_decode_args_t_table_format_set_kvc_78c2cb8796fbc445(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_format_get_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_format_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t result;
   int _swig_go_result;
@@ -3043,7 +4429,7 @@ int _wrap_kvc_decode_args_t_table_format_get_kvc_78c2cb8796fbc445(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_query_set_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_query_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -3055,7 +4441,7 @@ void _wrap_kvc_decode_args_t_query_set_kvc_78c2cb8796fbc445(struct kvc_decode_ar
 }
 
 
-void *_wrap_kvc_decode_args_t_query_get_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_query_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -3068,7 +4454,7 @@ void *_wrap_kvc_decode_args_t_query_get_kvc_78c2cb8796fbc445(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_out_set_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_out_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -3080,7 +4466,7 @@ void _wrap_kvc_decode_args_t_out_set_kvc_78c2cb8796fbc445(struct kvc_decode_args
 }
 
 
-void *_wrap_kvc_decode_args_t_out_get_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_out_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -3093,7 +4479,7 @@ void *_wrap_kvc_decode_args_t_out_get_kvc_78c2cb8796fbc445(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_seq_lens_set_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0, int *_swig_go_1) {
+void _wrap_kvc_decode_args_t_seq_lens_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -3105,20 +4491,20 @@ void _wrap_kvc_decode_args_t_seq_lens_set_kvc_78c2cb8796fbc445(struct kvc_decode
 }
 
 
-int *_wrap_kvc_decode_args_t_seq_lens_get_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
-  int *_swig_go_result;
+  int32_t *_swig_go_result;
   
   arg1 = *(struct kvc_decode_args **)&_swig_go_0; 
   
   result = (int32_t *) ((arg1)->seq_lens);
-  *(int32_t **)&_swig_go_result = (int32_t *)result; 
+  _swig_go_result = result; 
   return _swig_go_result;
 }
 
 
-void _wrap_kvc_decode_args_t_block_table_set_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0, int *_swig_go_1) {
+void _wrap_kvc_decode_args_t_block_table_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -3130,20 +4516,20 @@ void _wrap_kvc_decode_args_t_block_table_set_kvc_78c2cb8796fbc445(struct kvc_dec
 }
 
 
-int *_wrap_kvc_decode_args_t_block_table_get_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
-  int *_swig_go_result;
+  int32_t *_swig_go_result;
   
   arg1 = *(struct kvc_decode_args **)&_swig_go_0; 
   
   result = (int32_t *) ((arg1)->block_table);
-  *(int32_t **)&_swig_go_result = (int32_t *)result; 
+  _swig_go_result = result; 
   return _swig_go_result;
 }
 
 
-void _wrap_kvc_decode_args_t_indptr_set_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0, int *_swig_go_1) {
+void _wrap_kvc_decode_args_t_indptr_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -3155,20 +4541,20 @@ void _wrap_kvc_decode_args_t_indptr_set_kvc_78c2cb8796fbc445(struct kvc_decode_a
 }
 
 
-int *_wrap_kvc_decode_args_t_indptr_get_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
-  int *_swig_go_result;
+  int32_t *_swig_go_result;
   
   arg1 = *(struct kvc_decode_args **)&_swig_go_0; 
   
   result = (int32_t *) ((arg1)->indptr);
-  *(int32_t **)&_swig_go_result = (int32_t *)result; 
+  _swig_go_result = result; 
   return _swig_go_result;
 }
 
 
-void _wrap_kvc_decode_args_t_table_stride_set_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_stride_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -3180,7 +4566,7 @@ void _wrap_kvc_decode_args_t_table_stride_set_kvc_78c2cb8796fbc445(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_stride_get_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_stride_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3193,7 +4579,7 @@ int _wrap_kvc_decode_args_t_table_stride_get_kvc_78c2cb8796fbc445(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -3205,7 +4591,7 @@ void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_78c2cb8796fbc445(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3218,7 +4604,7 @@ int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_78c2cb8796fbc445(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_window_set_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_window_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -3230,7 +4616,7 @@ void _wrap_kvc_decode_args_t_window_set_kvc_78c2cb8796fbc445(struct kvc_decode_a
 }
 
 
-int _wrap_kvc_decode_args_t_window_get_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_window_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3243,7 +4629,7 @@ int _wrap_kvc_decode_args_t_window_get_kvc_78c2cb8796fbc445(struct kvc_decode_ar
 }
 
 
-void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -3255,7 +4641,7 @@ void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_78c2cb8796fbc445(struct kvc_d
 }
 
 
-float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -3268,7 +4654,7 @@ float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_78c2cb8796fbc445(struct kvc_
 }
 
 
-void _wrap_kvc_decode_args_t_k_scale_set_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_k_scale_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -3280,7 +4666,7 @@ void _wrap_kvc_decode_args_t_k_scale_set_kvc_78c2cb8796fbc445(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_k_scale_get_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_k_scale_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -3293,7 +4679,7 @@ float _wrap_kvc_decode_args_t_k_scale_get_kvc_78c2cb8796fbc445(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_v_scale_set_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_v_scale_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -3305,7 +4691,7 @@ void _wrap_kvc_decode_args_t_v_scale_set_kvc_78c2cb8796fbc445(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_v_scale_get_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_v_scale_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -3318,7 +4704,7 @@ float _wrap_kvc_decode_args_t_v_scale_get_kvc_78c2cb8796fbc445(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_set_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -3330,7 +4716,7 @@ void _wrap_kvc_decode_args_t_workspace_set_kvc_78c2cb8796fbc445(struct kvc_decod
 }
 
 
-void *_wrap_kvc_decode_args_t_workspace_get_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_workspace_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -3343,7 +4729,7 @@ void *_wrap_kvc_decode_args_t_workspace_get_kvc_78c2cb8796fbc445(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t arg2 ;
   
@@ -3355,7 +4741,7 @@ void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_78c2cb8796fbc445(struct kvc
 }
 
 
-long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0) {
+long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3368,7 +4754,7 @@ long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_78c2cb8796fbc445(struc
 }
 
 
-struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_78c2cb8796fbc445() {
+struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_df39fa899b21adb4() {
   struct kvc_decode_args *result = 0 ;
   struct kvc_decode_args *_swig_go_result;
   
@@ -3379,7 +4765,7 @@ struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_78c2cb8796fbc445() {
 }
 
 
-void _wrap_delete_kvc_decode_args_t_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0) {
+void _wrap_delete_kvc_decode_args_t_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   
   arg1 = *(struct kvc_decode_args **)&_swig_go_0; 
@@ -3389,7 +4775,7 @@ void _wrap_delete_kvc_decode_args_t_kvc_78c2cb8796fbc445(struct kvc_decode_args 
 }
 
 
-void _wrap_kvc_decode_args_init_kvc_78c2cb8796fbc445(struct kvc_decode_args *_swig_go_0) {
+void _wrap_kvc_decode_args_init_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
   kvc_decode_args_t *arg1 = (kvc_decode_args_t *) 0 ;
   
   arg1 = *(kvc_decode_args_t **)&_swig_go_0; 
@@ -3399,7 +4785,7 @@ void _wrap_kvc_decode_args_init_kvc_78c2cb8796fbc445(struct kvc_decode_args *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_workspace_size_kvc_78c2cb8796fbc445(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_workspace_size_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3416,7 +4802,7 @@ _gostring_ _wrap_kvc_decode_workspace_size_kvc_78c2cb8796fbc445(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_attention_kvc_78c2cb8796fbc445(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_attention_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -3433,7 +4819,7 @@ _gostring_ _wrap_kvc_decode_attention_kvc_78c2cb8796fbc445(kvc_cache_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_cache_get_async_error_kvc_78c2cb8796fbc445(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_get_async_error_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t *arg3 = (kvc_status_t *) 0 ;
@@ -3450,7 +4836,7 @@ _gostring_ _wrap_kvc_cache_get_async_error_kvc_78c2cb8796fbc445(kvc_cache_t *_sw
 }
 
 
-uintptr_t _wrap_kvcgo_buffer_new_kvc_78c2cb8796fbc445(char *_swig_go_0, long long _swig_go_1) {
+uintptr_t _wrap_kvcgo_buffer_new_kvc_df39fa899b21adb4(char *_swig_go_0, long long _swig_go_1) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   uintptr_t result;
@@ -3465,7 +4851,7 @@ uintptr_t _wrap_kvcgo_buffer_new_kvc_78c2cb8796fbc445(char *_swig_go_0, long lon
 }
 
 
-void _wrap_kvcgo_buffer_free_kvc_78c2cb8796fbc445(uintptr_t _swig_go_0) {
+void _wrap_kvcgo_buffer_free_kvc_df39fa899b21adb4(uintptr_t _swig_go_0) {
   uintptr_t arg1 ;
   
   arg1 = (uintptr_t)_swig_go_0; 
@@ -3475,7 +4861,7 @@ void _wrap_kvcgo_buffer_free_kvc_78c2cb8796fbc445(uintptr_t _swig_go_0) {
 }
 
 
-void _wrap_kvcgo_buffer_read_kvc_78c2cb8796fbc445(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_read_kvc_df39fa899b21adb4(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   uintptr_t arg2 ;
   size_t arg3 ;
@@ -3489,7 +4875,7 @@ void _wrap_kvcgo_buffer_read_kvc_78c2cb8796fbc445(char *_swig_go_0, uintptr_t _s
 }
 
 
-void _wrap_kvcgo_buffer_write_kvc_78c2cb8796fbc445(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_write_kvc_df39fa899b21adb4(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
   uintptr_t arg1 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -3503,7 +4889,7 @@ void _wrap_kvcgo_buffer_write_kvc_78c2cb8796fbc445(uintptr_t _swig_go_0, char *_
 }
 
 
-void _wrap_kvcgo_extra_key_set_kvc_78c2cb8796fbc445(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
+void _wrap_kvcgo_extra_key_set_kvc_df39fa899b21adb4(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
   uintptr_t arg1 ;
   size_t arg2 ;
   uint64_t arg3 ;
@@ -3523,7 +4909,24 @@ void _wrap_kvcgo_extra_key_set_kvc_78c2cb8796fbc445(uintptr_t _swig_go_0, long l
 }
 
 
-long long _wrap_kvcgo_extra_key_size_kvc_78c2cb8796fbc445() {
+_gostring_ _wrap_kvcgo_cache_async_error_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  void *arg2 = (void *) 0 ;
+  bool *arg3 = (bool *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = *(void **)&_swig_go_1; 
+  arg3 = (bool *)_swig_go_2; 
+  
+  result = (kvc_status_t)kvcgo_cache_async_error(arg1,arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+long long _wrap_kvcgo_extra_key_size_kvc_df39fa899b21adb4() {
   size_t result;
   long long _swig_go_result;
   

@@ -1,0 +1,193 @@
+package kvcache
+
+import (
+	"kvcache/kvc"
+)
+
+// isTooSmall reports whether err is the low-level KVC_ERR_BUFFER_TOO_SMALL.
+func isTooSmall(err error) bool {
+	e, ok := err.(*kvc.Error)
+	return ok && Status(e.Status) == StatusBufferTooSmall
+}
+
+// BatchExtend is one decode step: it appends tokens[i] to sequence ids[i]
+// for every i, all or nothing (kvc_batch_extend). len(ids) must equal
+// len(tokens).
+func (c *Cache) BatchExtend(ids []uint64, tokens []int32, stream Stream) error {
+	const op = "kvc_batch_extend"
+	if len(ids) != len(tokens) {
+		return invalidArgument(op, "len(ids) and len(tokens) differ")
+	}
+	h := c.acquire()
+	if h == 0 {
+		return closedError(op)
+	}
+	defer c.mu.RUnlock()
+	return wrap(op, kvc.Kvc_batch_extend(h, firstUint64(ids), firstInt32(tokens), uint64(len(ids)), uintptr(stream)))
+}
+
+// BlockTable returns the padded block tables of sequences ids in layer
+// group group (kvc_batch_block_table): a row-major [len(ids)][stride]
+// table whose row i holds the block ids of ids[i], then pad. stride is the
+// longest row.
+func (c *Cache) BlockTable(group uint32, ids []uint64, pad int32) (table []int32, stride int, err error) {
+	return c.BlockTableInto(nil, group, ids, 0, pad)
+}
+
+// BlockTableInto is BlockTable writing into dst's storage when it is large
+// enough, with rows of at least minStride entries (a fixed stride for a
+// kernel). It allocates only when dst is too small.
+func (c *Cache) BlockTableInto(dst []int32, group uint32, ids []uint64, minStride int, pad int32) (table []int32, stride int, err error) {
+	const op = "kvc_batch_block_table"
+	if len(ids) == 0 {
+		return dst[:0], minStride, nil
+	}
+	h := c.acquire()
+	if h == 0 {
+		return nil, 0, closedError(op)
+	}
+	defer c.mu.RUnlock()
+	stride = minStride
+	if stride < 1 {
+		stride = cap(dst) / len(ids)
+	}
+	for {
+		if stride > 0 && cap(dst) < len(ids)*stride {
+			dst = make([]int32, len(ids)*stride)
+		}
+		dst = dst[:len(ids)*stride]
+		var needed uint64
+		err = kvc.Kvc_batch_block_table(h, group, &ids[0], uint64(len(ids)), firstInt32(dst), uint64(stride), pad, &needed)
+		if err == nil {
+			return dst, stride, nil
+		}
+		if !isTooSmall(err) || int(needed) <= stride {
+			return nil, 0, wrap(op, err)
+		}
+		stride = int(needed)
+	}
+}
+
+// CSRTable is a batch's block tables in CSR form, as FlashInfer takes them
+// (paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len): sequence
+// i's blocks are Indices[Indptr[i]:Indptr[i+1]], and its last block holds
+// LastPageLen[i] tokens.
+type CSRTable struct {
+	Indptr      []int32
+	Indices     []int32
+	LastPageLen []int32
+}
+
+// BlockTableCSR returns the block tables of sequences ids in layer group
+// group in CSR form (kvc_batch_block_table_csr).
+func (c *Cache) BlockTableCSR(group uint32, ids []uint64) (CSRTable, error) {
+	var t CSRTable
+	err := c.BlockTableCSRInto(&t, group, ids)
+	return t, err
+}
+
+// BlockTableCSRInto is BlockTableCSR reusing the slices of t when they are
+// large enough.
+func (c *Cache) BlockTableCSRInto(t *CSRTable, group uint32, ids []uint64) error {
+	const op = "kvc_batch_block_table_csr"
+	n := len(ids)
+	t.Indptr = resizeInt32(t.Indptr, n+1)
+	t.LastPageLen = resizeInt32(t.LastPageLen, n)
+	if n == 0 {
+		t.Indptr[0] = 0
+		t.Indices = t.Indices[:0]
+		return nil
+	}
+	h := c.acquire()
+	if h == 0 {
+		return closedError(op)
+	}
+	defer c.mu.RUnlock()
+	indices := t.Indices[:cap(t.Indices)]
+	for {
+		var total uint64
+		err := kvc.Kvc_batch_block_table_csr(h, group, &ids[0], uint64(n), &t.Indptr[0],
+			firstInt32(indices), uint64(len(indices)), &t.LastPageLen[0], &total)
+		if err == nil {
+			t.Indices = indices[:total]
+			return nil
+		}
+		if !isTooSmall(err) || total <= uint64(len(indices)) {
+			return wrap(op, err)
+		}
+		indices = make([]int32, total)
+	}
+}
+
+// SequenceLengths returns the current lengths of sequences ids
+// (kvc_batch_sequence_lengths).
+func (c *Cache) SequenceLengths(ids []uint64) ([]int32, error) {
+	lengths := make([]int32, len(ids))
+	err := c.SequenceLengthsInto(lengths, ids)
+	return lengths, err
+}
+
+// SequenceLengthsInto writes the lengths of sequences ids into lengths,
+// which must hold len(ids) entries.
+func (c *Cache) SequenceLengthsInto(lengths []int32, ids []uint64) error {
+	const op = "kvc_batch_sequence_lengths"
+	if len(lengths) < len(ids) {
+		return invalidArgument(op, "lengths is shorter than ids")
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	h := c.acquire()
+	if h == 0 {
+		return closedError(op)
+	}
+	defer c.mu.RUnlock()
+	return wrap(op, kvc.Kvc_batch_sequence_lengths(h, &ids[0], uint64(len(ids)), &lengths[0]))
+}
+
+// SlotMapping returns the slot mapping of the tokens added to each of the
+// sequences ids since the last call for layer group group
+// (kvc_batch_slot_mapping): one slot per token, block_id*tokens_per_block
+// + offset, or -1 for a token whose KV is already cached; the sequences'
+// tokens follow each other. newTokens[i] is the number of slots of ids[i].
+// It advances each sequence's cursor for group.
+func (c *Cache) SlotMapping(group uint32, ids []uint64) (slots []int64, newTokens []int32, err error) {
+	newTokens = make([]int32, len(ids))
+	slots, err = c.SlotMappingInto(nil, newTokens, group, ids)
+	return slots, newTokens, err
+}
+
+// SlotMappingInto is SlotMapping writing into the storage of slots when it
+// is large enough (it allocates otherwise) and into newTokens, which must
+// hold len(ids) entries (or be nil).
+func (c *Cache) SlotMappingInto(slots []int64, newTokens []int32, group uint32, ids []uint64) ([]int64, error) {
+	const op = "kvc_batch_slot_mapping"
+	if newTokens != nil && len(newTokens) < len(ids) {
+		return nil, invalidArgument(op, "newTokens is shorter than ids")
+	}
+	h := c.acquire()
+	if h == 0 {
+		return nil, closedError(op)
+	}
+	defer c.mu.RUnlock()
+	buf := slots[:cap(slots)]
+	for {
+		var n uint64
+		err := kvc.Kvc_batch_slot_mapping(h, group, firstUint64(ids), uint64(len(ids)),
+			firstInt64(buf), uint64(len(buf)), &n, firstInt32(newTokens))
+		if err == nil {
+			return buf[:n], nil
+		}
+		if !isTooSmall(err) || n <= uint64(len(buf)) {
+			return nil, wrap(op, err)
+		}
+		buf = make([]int64, n)
+	}
+}
+
+func resizeInt32(s []int32, n int) []int32 {
+	if cap(s) < n {
+		return make([]int32, n)
+	}
+	return s[:n]
+}

@@ -1,0 +1,301 @@
+package kvcache
+
+import (
+	"sync"
+
+	"kvcache/kvc"
+)
+
+// Stream is a CUDA stream (a cudaStream_t as an address); 0 is the default
+// stream. On a CPU cache streams are ignored and the work is done before
+// the call returns.
+type Stream uintptr
+
+// Cache is a KV cache (kvc_cache_t). It owns its block pool, allocated once
+// at NewCache: Close it when done; nothing frees it otherwise (there is no
+// finalizer). All methods may be called from any number of goroutines;
+// Close waits for the calls in flight, and every method called after Close
+// returns ErrClosed.
+type Cache struct {
+	mu sync.RWMutex // read-held by calls, write-held by Close
+	h  kvc.Cache
+}
+
+// NewCache validates cfg, sizes and allocates the primary pool and creates
+// a cache. The cache keeps its own copy of cfg.
+func NewCache(cfg *Config) (*Cache, error) {
+	var h kvc.Cache
+	err := cfg.with("kvc_cache_create", func(ch kvc.Config) error { return kvc.Kvc_cache_create(ch, &h) })
+	if err != nil {
+		return nil, err
+	}
+	return &Cache{h: h}, nil
+}
+
+// Close frees the cache and its pools, after the calls in flight on other
+// goroutines return. It is idempotent and always returns nil. Device work
+// the caller enqueued on a stream must be finished first.
+func (c *Cache) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.h != 0 {
+		kvc.Kvc_cache_destroy(c.h)
+		c.h = 0
+	}
+	return nil
+}
+
+// acquire read-locks the cache and returns its handle, or 0 (unlocked)
+// when it is closed. Callers release with c.mu.RUnlock().
+func (c *Cache) acquire() kvc.Cache {
+	c.mu.RLock()
+	if c.h == 0 {
+		c.mu.RUnlock()
+	}
+	return c.h
+}
+
+// CacheDesc summarizes a cache (kvc_cache_desc_t).
+type CacheDesc struct {
+	DeviceKind       DeviceKind
+	DeviceOrdinal    int32
+	DType            DType
+	Layout           Layout
+	NumLayers        uint32
+	NumGroups        uint32 // layer groups (window, kv heads, head dim)
+	NumPools         uint32
+	TokensPerBlock   uint32
+	KVFactor         uint32
+	NumBlocks        uint64 // primary blocks over all pools
+	TokenCapacity    uint64 // tokens every layer can hold at once
+	PrimaryBytes     uint64
+	HostCacheBytes   uint64
+	DeviceFreeBytes  uint64 // free device memory seen at sizing (CUDA)
+	DeviceTotalBytes uint64 // total device memory (CUDA)
+}
+
+// Describe returns the summary of the cache.
+func (c *Cache) Describe() (CacheDesc, error) {
+	const op = "kvc_cache_describe"
+	h := c.acquire()
+	if h == 0 {
+		return CacheDesc{}, closedError(op)
+	}
+	defer c.mu.RUnlock()
+	d := kvc.NewKvc_cache_desc_t()
+	defer kvc.DeleteKvc_cache_desc_t(d)
+	kvc.Kvc_cache_desc_init(d)
+	if err := kvc.Kvc_cache_describe(h, d); err != nil {
+		return CacheDesc{}, wrap(op, err)
+	}
+	return CacheDesc{
+		DeviceKind:       DeviceKind(d.GetDevice_kind()),
+		DeviceOrdinal:    d.GetDevice_ordinal(),
+		DType:            DType(d.GetDtype()),
+		Layout:           Layout(d.GetLayout()),
+		NumLayers:        d.GetNum_layers(),
+		NumGroups:        d.GetNum_groups(),
+		NumPools:         d.GetNum_pools(),
+		TokensPerBlock:   d.GetTokens_per_block(),
+		KVFactor:         d.GetKv_factor(),
+		NumBlocks:        d.GetNum_blocks(),
+		TokenCapacity:    d.GetToken_capacity(),
+		PrimaryBytes:     d.GetPrimary_bytes(),
+		HostCacheBytes:   d.GetHost_cache_bytes(),
+		DeviceFreeBytes:  d.GetDevice_free_bytes(),
+		DeviceTotalBytes: d.GetDevice_total_bytes(),
+	}, nil
+}
+
+// GroupDesc describes a layer group (kvc_group_desc_t).
+type GroupDesc struct {
+	Window        uint32 // attention window in tokens; 0 = full
+	KVHeads       uint32
+	HeadDim       uint32
+	NumLayers     uint32
+	Pool          uint32 // pool its blocks come from
+	BlockBytes    uint64 // one block, all layers of the group
+	BytesPerToken uint64
+}
+
+// DescribeGroup describes layer group group (0 <= group < NumGroups).
+func (c *Cache) DescribeGroup(group uint32) (GroupDesc, error) {
+	const op = "kvc_cache_describe_group"
+	h := c.acquire()
+	if h == 0 {
+		return GroupDesc{}, closedError(op)
+	}
+	defer c.mu.RUnlock()
+	d := kvc.NewKvc_group_desc_t()
+	defer kvc.DeleteKvc_group_desc_t(d)
+	kvc.Kvc_group_desc_init(d)
+	if err := kvc.Kvc_cache_describe_group(h, group, d); err != nil {
+		return GroupDesc{}, wrap(op, err)
+	}
+	return GroupDesc{
+		Window:        d.GetWindow(),
+		KVHeads:       d.GetKv_heads(),
+		HeadDim:       d.GetHead_dim(),
+		NumLayers:     d.GetNum_layers(),
+		Pool:          d.GetPool(),
+		BlockBytes:    d.GetBlock_bytes(),
+		BytesPerToken: d.GetBytes_per_token(),
+	}, nil
+}
+
+// PoolDesc describes a block pool (kvc_pool_desc_t).
+type PoolDesc struct {
+	NumGroups  uint32 // layer groups drawing from the pool
+	BlockBytes uint64
+	NumBlocks  uint64
+	Bytes      uint64
+	Base       uintptr // first byte (a device address on CUDA); owned by the cache
+}
+
+// DescribePool describes pool pool (0 <= pool < NumPools).
+func (c *Cache) DescribePool(pool uint32) (PoolDesc, error) {
+	const op = "kvc_cache_describe_pool"
+	h := c.acquire()
+	if h == 0 {
+		return PoolDesc{}, closedError(op)
+	}
+	defer c.mu.RUnlock()
+	d := kvc.NewKvc_pool_desc_t()
+	defer kvc.DeleteKvc_pool_desc_t(d)
+	kvc.Kvc_pool_desc_init(d)
+	if err := kvc.Kvc_cache_describe_pool(h, pool, d); err != nil {
+		return PoolDesc{}, wrap(op, err)
+	}
+	return PoolDesc{
+		NumGroups:  d.GetNum_groups(),
+		BlockBytes: d.GetBlock_bytes(),
+		NumBlocks:  d.GetNum_blocks(),
+		Bytes:      d.GetBytes(),
+		Base:       d.GetBase(),
+	}, nil
+}
+
+// LayerView says where one layer's K and V live, as a strided tensor that
+// external kernels address (kvc_layer_view_t): element (block b, kv k,
+// token t, head h, dim d) is at Base + b*BlockStride + k*KVStride +
+// t*TokenStride + h*HeadStride + d*ElemSize bytes.
+type LayerView struct {
+	Group          uint32
+	Pool           uint32
+	DType          DType
+	Layout         Layout
+	KVHeads        uint32
+	HeadDim        uint32
+	TokensPerBlock uint32
+	KVFactor       uint32
+	ElemSize       uint32
+	Base           uintptr // byte 0 of block 0 of this layer (device address on CUDA)
+	NumBlocks      uint64
+	BlockStride    uint64
+	KVStride       uint64
+	TokenStride    uint64
+	HeadStride     uint64
+}
+
+// LayerView returns the tensor view of layer layer (0 <= layer < NumLayers).
+// The addresses stay valid until Close.
+func (c *Cache) LayerView(layer uint32) (LayerView, error) {
+	const op = "kvc_cache_layer_view"
+	h := c.acquire()
+	if h == 0 {
+		return LayerView{}, closedError(op)
+	}
+	defer c.mu.RUnlock()
+	v := kvc.NewKvc_layer_view_t()
+	defer kvc.DeleteKvc_layer_view_t(v)
+	kvc.Kvc_layer_view_init(v)
+	if err := kvc.Kvc_cache_layer_view(h, layer, v); err != nil {
+		return LayerView{}, wrap(op, err)
+	}
+	return LayerView{
+		Group:          v.GetGroup(),
+		Pool:           v.GetPool(),
+		DType:          DType(v.GetDtype()),
+		Layout:         Layout(v.GetLayout()),
+		KVHeads:        v.GetKv_heads(),
+		HeadDim:        v.GetHead_dim(),
+		TokensPerBlock: v.GetTokens_per_block(),
+		KVFactor:       v.GetKv_factor(),
+		ElemSize:       v.GetElem_size(),
+		Base:           v.GetBase(),
+		NumBlocks:      v.GetNum_blocks(),
+		BlockStride:    v.GetBlock_stride(),
+		KVStride:       v.GetKv_stride(),
+		TokenStride:    v.GetToken_stride(),
+		HeadStride:     v.GetHead_stride(),
+	}, nil
+}
+
+// Stats are the counts of a cache's primary blocks and of its reuse
+// (kvc_cache_stats_t). FreeBlocks + CachedBlocks + InUseBlocks == NumBlocks.
+type Stats struct {
+	NumBlocks     uint64
+	FreeBlocks    uint64  // on a free list
+	CachedBlocks  uint64  // unused but reusable (evictable)
+	InUseBlocks   uint64  // held by sequences or pins
+	ReusedBlocks  uint64  // prompt block positions found cached by adds
+	MissedBlocks  uint64  // prompt block positions adds had to compute
+	HitRate       float64 // Reused / (Reused + Missed); 0 before any add
+	EvictedBlocks uint64
+	NumSequences  uint64
+	NumPinned     uint64
+	TreeNodes     uint64
+}
+
+// Stats returns the current statistics.
+func (c *Cache) Stats() (Stats, error) {
+	const op = "kvc_cache_get_stats"
+	h := c.acquire()
+	if h == 0 {
+		return Stats{}, closedError(op)
+	}
+	defer c.mu.RUnlock()
+	s := kvc.NewKvc_cache_stats_t()
+	defer kvc.DeleteKvc_cache_stats_t(s)
+	kvc.Kvc_cache_stats_init(s)
+	if err := kvc.Kvc_cache_get_stats(h, s); err != nil {
+		return Stats{}, wrap(op, err)
+	}
+	return Stats{
+		NumBlocks:     s.GetNum_blocks(),
+		FreeBlocks:    s.GetFree_blocks(),
+		CachedBlocks:  s.GetCached_blocks(),
+		InUseBlocks:   s.GetIn_use_blocks(),
+		ReusedBlocks:  s.GetReused_blocks(),
+		MissedBlocks:  s.GetMissed_blocks(),
+		HitRate:       s.GetHit_rate(),
+		EvictedBlocks: s.GetEvicted_blocks(),
+		NumSequences:  s.GetNum_sequences(),
+		NumPinned:     s.GetNum_pinned(),
+		TreeNodes:     s.GetTree_nodes(),
+	}, nil
+}
+
+// ResetReuse evicts every cached block; it fails with StatusInvalidState
+// while any block is in use.
+func (c *Cache) ResetReuse() error {
+	const op = "kvc_cache_reset_reuse"
+	h := c.acquire()
+	if h == 0 {
+		return closedError(op)
+	}
+	defer c.mu.RUnlock()
+	return wrap(op, kvc.Kvc_cache_reset_reuse(h))
+}
+
+// Check runs the library's invariant checker; a broken invariant is a
+// StatusInternal error naming it.
+func (c *Cache) Check() error {
+	const op = "kvc_cache_check"
+	h := c.acquire()
+	if h == 0 {
+		return closedError(op)
+	}
+	defer c.mu.RUnlock()
+	return wrap(op, kvc.Kvc_cache_check(h))
+}
