@@ -218,11 +218,16 @@ KVCGO_HANDLE(kvc_cache_t, Cache)
  * C memory. */
 %inline %{
 /* Allocates `size` bytes (at least 1, so an empty buffer is not NULL) and
- * copies `size` bytes from `src` (may be NULL when size is 0). Returns 0 when
- * out of memory. Free with kvcgo_buffer_free. */
+ * copies `size` bytes from `src`, or zeroes them when `src` is NULL.
+ * Returns 0 when out of memory. Free with kvcgo_buffer_free. */
 static uintptr_t kvcgo_buffer_new(const uint8_t *src, size_t size) {
   void *p = malloc(size ? size : 1);
-  if (p != NULL && size != 0) memcpy(p, src, size);
+  if (p != NULL && size != 0) {
+    if (src != NULL)
+      memcpy(p, src, size);
+    else
+      memset(p, 0, size);
+  }
   return (uintptr_t)p;
 }
 /* Frees a buffer of kvcgo_buffer_new; 0 is ignored. */

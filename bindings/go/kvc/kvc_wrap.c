@@ -212,11 +212,16 @@ static _gostring_ kvcgo_capture(kvc_status_t status) {
 
 
 /* Allocates `size` bytes (at least 1, so an empty buffer is not NULL) and
- * copies `size` bytes from `src` (may be NULL when size is 0). Returns 0 when
- * out of memory. Free with kvcgo_buffer_free. */
+ * copies `size` bytes from `src`, or zeroes them when `src` is NULL.
+ * Returns 0 when out of memory. Free with kvcgo_buffer_free. */
 static uintptr_t kvcgo_buffer_new(const uint8_t *src, size_t size) {
   void *p = malloc(size ? size : 1);
-  if (p != NULL && size != 0) memcpy(p, src, size);
+  if (p != NULL && size != 0) {
+    if (src != NULL)
+      memcpy(p, src, size);
+    else
+      memset(p, 0, size);
+  }
   return (uintptr_t)p;
 }
 /* Frees a buffer of kvcgo_buffer_new; 0 is ignored. */
@@ -256,7 +261,7 @@ static size_t kvcgo_extra_key_size(void) { return sizeof(kvc_extra_key_t); }
 extern "C" {
 #endif
 
-void _wrap_Swig_free_kvc_df39fa899b21adb4(void *_swig_go_0) {
+void _wrap_Swig_free_kvc_064ba7cfd39c4cb1(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -266,7 +271,7 @@ void _wrap_Swig_free_kvc_df39fa899b21adb4(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_kvc_df39fa899b21adb4(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_kvc_064ba7cfd39c4cb1(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -279,7 +284,7 @@ void *_wrap_Swig_malloc_kvc_df39fa899b21adb4(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_OK_kvc_df39fa899b21adb4() {
+intgo _wrap_KVC_OK_kvc_064ba7cfd39c4cb1() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -291,7 +296,7 @@ intgo _wrap_KVC_OK_kvc_df39fa899b21adb4() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_df39fa899b21adb4() {
+intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_064ba7cfd39c4cb1() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -303,7 +308,7 @@ intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_df39fa899b21adb4() {
 }
 
 
-intgo _wrap_KVC_ERR_NOT_FOUND_kvc_df39fa899b21adb4() {
+intgo _wrap_KVC_ERR_NOT_FOUND_kvc_064ba7cfd39c4cb1() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -315,7 +320,7 @@ intgo _wrap_KVC_ERR_NOT_FOUND_kvc_df39fa899b21adb4() {
 }
 
 
-intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_df39fa899b21adb4() {
+intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_064ba7cfd39c4cb1() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -327,7 +332,7 @@ intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_df39fa899b21adb4() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_df39fa899b21adb4() {
+intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_064ba7cfd39c4cb1() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -339,7 +344,7 @@ intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_df39fa899b21adb4() {
 }
 
 
-intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_df39fa899b21adb4() {
+intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_064ba7cfd39c4cb1() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -351,7 +356,7 @@ intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_df39fa899b21adb4() {
 }
 
 
-intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_df39fa899b21adb4() {
+intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_064ba7cfd39c4cb1() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -363,7 +368,7 @@ intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_df39fa899b21adb4() {
 }
 
 
-intgo _wrap_KVC_ERR_DEVICE_kvc_df39fa899b21adb4() {
+intgo _wrap_KVC_ERR_DEVICE_kvc_064ba7cfd39c4cb1() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -375,7 +380,7 @@ intgo _wrap_KVC_ERR_DEVICE_kvc_df39fa899b21adb4() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_df39fa899b21adb4() {
+intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_064ba7cfd39c4cb1() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -387,7 +392,7 @@ intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_df39fa899b21adb4() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_STATE_kvc_df39fa899b21adb4() {
+intgo _wrap_KVC_ERR_INVALID_STATE_kvc_064ba7cfd39c4cb1() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -399,7 +404,7 @@ intgo _wrap_KVC_ERR_INVALID_STATE_kvc_df39fa899b21adb4() {
 }
 
 
-intgo _wrap_KVC_ERR_INTERNAL_kvc_df39fa899b21adb4() {
+intgo _wrap_KVC_ERR_INTERNAL_kvc_064ba7cfd39c4cb1() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -411,7 +416,7 @@ intgo _wrap_KVC_ERR_INTERNAL_kvc_df39fa899b21adb4() {
 }
 
 
-_gostring_ _wrap_kvc_status_string_kvc_df39fa899b21adb4(int _swig_go_0) {
+_gostring_ _wrap_kvc_status_string_kvc_064ba7cfd39c4cb1(int _swig_go_0) {
   kvc_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -424,7 +429,7 @@ _gostring_ _wrap_kvc_status_string_kvc_df39fa899b21adb4(int _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_VERSION_NUMBER_kvc_df39fa899b21adb4() {
+intgo _wrap_KVC_VERSION_NUMBER_kvc_064ba7cfd39c4cb1() {
   int result;
   intgo _swig_go_result;
   
@@ -435,7 +440,7 @@ intgo _wrap_KVC_VERSION_NUMBER_kvc_df39fa899b21adb4() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_df39fa899b21adb4() {
+intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_064ba7cfd39c4cb1() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -447,7 +452,7 @@ intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_df39fa899b21adb4() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_df39fa899b21adb4() {
+intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_064ba7cfd39c4cb1() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -459,7 +464,7 @@ intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_df39fa899b21adb4() {
 }
 
 
-int _wrap_kvc_version_kvc_df39fa899b21adb4() {
+int _wrap_kvc_version_kvc_064ba7cfd39c4cb1() {
   uint32_t result;
   int _swig_go_result;
   
@@ -470,7 +475,7 @@ int _wrap_kvc_version_kvc_df39fa899b21adb4() {
 }
 
 
-_gostring_ _wrap_kvc_version_string_kvc_df39fa899b21adb4() {
+_gostring_ _wrap_kvc_version_string_kvc_064ba7cfd39c4cb1() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -481,7 +486,7 @@ _gostring_ _wrap_kvc_version_string_kvc_df39fa899b21adb4() {
 }
 
 
-int _wrap_kvc_abi_version_kvc_df39fa899b21adb4() {
+int _wrap_kvc_abi_version_kvc_064ba7cfd39c4cb1() {
   uint32_t result;
   int _swig_go_result;
   
@@ -492,7 +497,7 @@ int _wrap_kvc_abi_version_kvc_df39fa899b21adb4() {
 }
 
 
-long long _wrap_kvc_features_kvc_df39fa899b21adb4() {
+long long _wrap_kvc_features_kvc_064ba7cfd39c4cb1() {
   uint64_t result;
   long long _swig_go_result;
   
@@ -503,7 +508,7 @@ long long _wrap_kvc_features_kvc_df39fa899b21adb4() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F32_kvc_df39fa899b21adb4() {
+intgo _wrap_KVC_DTYPE_F32_kvc_064ba7cfd39c4cb1() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -515,7 +520,7 @@ intgo _wrap_KVC_DTYPE_F32_kvc_df39fa899b21adb4() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F16_kvc_df39fa899b21adb4() {
+intgo _wrap_KVC_DTYPE_F16_kvc_064ba7cfd39c4cb1() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -527,7 +532,7 @@ intgo _wrap_KVC_DTYPE_F16_kvc_df39fa899b21adb4() {
 }
 
 
-intgo _wrap_KVC_DTYPE_BF16_kvc_df39fa899b21adb4() {
+intgo _wrap_KVC_DTYPE_BF16_kvc_064ba7cfd39c4cb1() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -539,7 +544,7 @@ intgo _wrap_KVC_DTYPE_BF16_kvc_df39fa899b21adb4() {
 }
 
 
-intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_df39fa899b21adb4() {
+intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_064ba7cfd39c4cb1() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -551,7 +556,7 @@ intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_df39fa899b21adb4() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_NHD_kvc_df39fa899b21adb4() {
+intgo _wrap_KVC_LAYOUT_NHD_kvc_064ba7cfd39c4cb1() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -563,7 +568,7 @@ intgo _wrap_KVC_LAYOUT_NHD_kvc_df39fa899b21adb4() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_HND_kvc_df39fa899b21adb4() {
+intgo _wrap_KVC_LAYOUT_HND_kvc_064ba7cfd39c4cb1() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -575,7 +580,7 @@ intgo _wrap_KVC_LAYOUT_HND_kvc_df39fa899b21adb4() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CPU_kvc_df39fa899b21adb4() {
+intgo _wrap_KVC_DEVICE_CPU_kvc_064ba7cfd39c4cb1() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -587,7 +592,7 @@ intgo _wrap_KVC_DEVICE_CPU_kvc_df39fa899b21adb4() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CUDA_kvc_df39fa899b21adb4() {
+intgo _wrap_KVC_DEVICE_CUDA_kvc_064ba7cfd39c4cb1() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -599,7 +604,7 @@ intgo _wrap_KVC_DEVICE_CUDA_kvc_df39fa899b21adb4() {
 }
 
 
-_gostring_ _wrap_kvc_config_create_kvc_df39fa899b21adb4(kvc_config_t **_swig_go_0) {
+_gostring_ _wrap_kvc_config_create_kvc_064ba7cfd39c4cb1(kvc_config_t **_swig_go_0) {
   kvc_config_t **arg1 = (kvc_config_t **) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -612,7 +617,7 @@ _gostring_ _wrap_kvc_config_create_kvc_df39fa899b21adb4(kvc_config_t **_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_config_clone_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
+_gostring_ _wrap_kvc_config_clone_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_config_t **arg2 = (kvc_config_t **) 0 ;
   kvc_status_t result;
@@ -627,7 +632,7 @@ _gostring_ _wrap_kvc_config_clone_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_config_destroy_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0) {
+void _wrap_kvc_config_destroy_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   
   arg1 = (kvc_config_t *)_swig_go_0; 
@@ -637,7 +642,7 @@ void _wrap_kvc_config_destroy_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_kvc_config_validate_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0) {
+_gostring_ _wrap_kvc_config_validate_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -650,7 +655,7 @@ _gostring_ _wrap_kvc_config_validate_kvc_df39fa899b21adb4(kvc_config_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_config_set_num_layers_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_num_layers_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -665,7 +670,7 @@ _gostring_ _wrap_kvc_config_set_num_layers_kvc_df39fa899b21adb4(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_num_layers_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_num_layers_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -680,7 +685,7 @@ _gostring_ _wrap_kvc_config_get_num_layers_kvc_df39fa899b21adb4(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_heads_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -695,7 +700,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_kvc_df39fa899b21adb4(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -712,7 +717,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_df39fa899b21adb4(kvc_conf
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_heads_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_kv_heads_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -729,7 +734,7 @@ _gostring_ _wrap_kvc_config_get_kv_heads_kvc_df39fa899b21adb4(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_head_dim_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_head_dim_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -744,7 +749,7 @@ _gostring_ _wrap_kvc_config_set_head_dim_kvc_df39fa899b21adb4(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_get_head_dim_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_head_dim_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -759,7 +764,7 @@ _gostring_ _wrap_kvc_config_get_head_dim_kvc_df39fa899b21adb4(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_dtype_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_dtype_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t arg2 ;
   kvc_status_t result;
@@ -774,7 +779,7 @@ _gostring_ _wrap_kvc_config_set_dtype_kvc_df39fa899b21adb4(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_get_dtype_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_dtype_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t *arg2 = (kvc_dtype_t *) 0 ;
   kvc_status_t result;
@@ -789,7 +794,7 @@ _gostring_ _wrap_kvc_config_get_dtype_kvc_df39fa899b21adb4(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_factor_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_factor_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -804,7 +809,7 @@ _gostring_ _wrap_kvc_config_set_kv_factor_kvc_df39fa899b21adb4(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_factor_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_kv_factor_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -819,7 +824,7 @@ _gostring_ _wrap_kvc_config_get_kv_factor_kvc_df39fa899b21adb4(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_set_layout_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_layout_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t arg2 ;
   kvc_status_t result;
@@ -834,7 +839,7 @@ _gostring_ _wrap_kvc_config_set_layout_kvc_df39fa899b21adb4(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_layout_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_layout_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t *arg2 = (kvc_layout_t *) 0 ;
   kvc_status_t result;
@@ -849,7 +854,7 @@ _gostring_ _wrap_kvc_config_get_layout_kvc_df39fa899b21adb4(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -864,7 +869,7 @@ _gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_df39fa899b21adb4(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -879,7 +884,7 @@ _gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_df39fa899b21adb4(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_attention_windows_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_attention_windows_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -896,7 +901,7 @@ _gostring_ _wrap_kvc_config_set_attention_windows_kvc_df39fa899b21adb4(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_attention_window_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_attention_window_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -913,7 +918,7 @@ _gostring_ _wrap_kvc_config_get_attention_window_kvc_df39fa899b21adb4(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_device_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_device_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t arg2 ;
   int32_t arg3 ;
@@ -930,7 +935,7 @@ _gostring_ _wrap_kvc_config_set_device_kvc_df39fa899b21adb4(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_device_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_device_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t *arg2 = (kvc_device_kind_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -947,7 +952,7 @@ _gostring_ _wrap_kvc_config_get_device_kvc_df39fa899b21adb4(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -962,7 +967,7 @@ _gostring_ _wrap_kvc_config_set_primary_bytes_kvc_df39fa899b21adb4(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -977,7 +982,7 @@ _gostring_ _wrap_kvc_config_get_primary_bytes_kvc_df39fa899b21adb4(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_max_tokens_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_max_tokens_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -992,7 +997,7 @@ _gostring_ _wrap_kvc_config_set_max_tokens_kvc_df39fa899b21adb4(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_max_tokens_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_max_tokens_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1007,7 +1012,7 @@ _gostring_ _wrap_kvc_config_get_max_tokens_kvc_df39fa899b21adb4(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, double _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, double _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double arg2 ;
   kvc_status_t result;
@@ -1022,7 +1027,7 @@ _gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_df39fa899b21adb4(kv
 }
 
 
-_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, double *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, double *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double *arg2 = (double *) 0 ;
   kvc_status_t result;
@@ -1037,7 +1042,7 @@ _gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_df39fa899b21adb4(kv
 }
 
 
-_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1052,7 +1057,7 @@ _gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_df39fa899b21adb4(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1067,7 +1072,7 @@ _gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_df39fa899b21adb4(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1082,7 +1087,7 @@ _gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_df39fa899b21a
 }
 
 
-_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1097,7 +1102,7 @@ _gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_df39fa899b21a
 }
 
 
-_gostring_ _wrap_kvc_config_set_block_reuse_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_block_reuse_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1112,7 +1117,7 @@ _gostring_ _wrap_kvc_config_set_block_reuse_kvc_df39fa899b21adb4(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_get_block_reuse_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_block_reuse_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1127,7 +1132,7 @@ _gostring_ _wrap_kvc_config_get_block_reuse_kvc_df39fa899b21adb4(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1142,7 +1147,7 @@ _gostring_ _wrap_kvc_config_set_partial_reuse_kvc_df39fa899b21adb4(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1157,7 +1162,7 @@ _gostring_ _wrap_kvc_config_get_partial_reuse_kvc_df39fa899b21adb4(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1172,7 +1177,7 @@ _gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_df39fa899b21adb4(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1187,7 +1192,7 @@ _gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_df39fa899b21adb4(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1202,7 +1207,7 @@ _gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_df39fa899b21adb4(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1217,7 +1222,7 @@ _gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_df39fa899b21adb4(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_cache_create_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
+_gostring_ _wrap_kvc_cache_create_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_cache_t **arg2 = (kvc_cache_t **) 0 ;
   kvc_status_t result;
@@ -1232,7 +1237,7 @@ _gostring_ _wrap_kvc_cache_create_kvc_df39fa899b21adb4(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_cache_destroy_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0) {
+void _wrap_kvc_cache_destroy_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   
   arg1 = (kvc_cache_t *)_swig_go_0; 
@@ -1242,7 +1247,7 @@ void _wrap_kvc_cache_destroy_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_cache_desc_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1254,7 +1259,7 @@ void _wrap_kvc_cache_desc_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1267,7 +1272,7 @@ int _wrap_kvc_cache_desc_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_kind_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_kind_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t arg2 ;
   
@@ -1279,7 +1284,7 @@ void _wrap_kvc_cache_desc_t_device_kind_set_kvc_df39fa899b21adb4(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_device_kind_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_kind_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t result;
   int _swig_go_result;
@@ -1292,7 +1297,7 @@ int _wrap_kvc_cache_desc_t_device_kind_get_kvc_df39fa899b21adb4(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t arg2 ;
   
@@ -1304,7 +1309,7 @@ void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_df39fa899b21adb4(struct kvc_c
 }
 
 
-int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t result;
   int _swig_go_result;
@@ -1317,7 +1322,7 @@ int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_df39fa899b21adb4(struct kvc_ca
 }
 
 
-void _wrap_kvc_cache_desc_t_dtype_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_dtype_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -1329,7 +1334,7 @@ void _wrap_kvc_cache_desc_t_dtype_set_kvc_df39fa899b21adb4(struct kvc_cache_desc
 }
 
 
-int _wrap_kvc_cache_desc_t_dtype_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_dtype_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -1342,7 +1347,7 @@ int _wrap_kvc_cache_desc_t_dtype_get_kvc_df39fa899b21adb4(struct kvc_cache_desc 
 }
 
 
-void _wrap_kvc_cache_desc_t_layout_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_layout_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -1354,7 +1359,7 @@ void _wrap_kvc_cache_desc_t_layout_set_kvc_df39fa899b21adb4(struct kvc_cache_des
 }
 
 
-int _wrap_kvc_cache_desc_t_layout_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_layout_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -1367,7 +1372,7 @@ int _wrap_kvc_cache_desc_t_layout_get_kvc_df39fa899b21adb4(struct kvc_cache_desc
 }
 
 
-void _wrap_kvc_cache_desc_t_num_layers_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_layers_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1379,7 +1384,7 @@ void _wrap_kvc_cache_desc_t_num_layers_set_kvc_df39fa899b21adb4(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_layers_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_layers_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1392,7 +1397,7 @@ int _wrap_kvc_cache_desc_t_num_layers_get_kvc_df39fa899b21adb4(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_groups_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_groups_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1404,7 +1409,7 @@ void _wrap_kvc_cache_desc_t_num_groups_set_kvc_df39fa899b21adb4(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_groups_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_groups_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1417,7 +1422,7 @@ int _wrap_kvc_cache_desc_t_num_groups_get_kvc_df39fa899b21adb4(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_pools_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_pools_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1429,7 +1434,7 @@ void _wrap_kvc_cache_desc_t_num_pools_set_kvc_df39fa899b21adb4(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_num_pools_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_pools_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1442,7 +1447,7 @@ int _wrap_kvc_cache_desc_t_num_pools_get_kvc_df39fa899b21adb4(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1454,7 +1459,7 @@ void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_df39fa899b21adb4(struct kvc
 }
 
 
-int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1467,7 +1472,7 @@ int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_df39fa899b21adb4(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1479,7 +1484,7 @@ void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_df39fa899b21adb4(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1492,7 +1497,7 @@ int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_df39fa899b21adb4(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1504,7 +1509,7 @@ void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_df39fa899b21adb4(struct kvc_cache
 }
 
 
-long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1517,7 +1522,7 @@ long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_df39fa899b21adb4(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1529,7 +1534,7 @@ void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_df39fa899b21adb4(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1542,7 +1547,7 @@ long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_df39fa899b21adb4(struct 
 }
 
 
-void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1554,7 +1559,7 @@ void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_df39fa899b21adb4(struct kvc_ca
 }
 
 
-long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1567,7 +1572,7 @@ long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_df39fa899b21adb4(struct k
 }
 
 
-void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1579,7 +1584,7 @@ void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_df39fa899b21adb4(struct kvc
 }
 
 
-long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1592,7 +1597,7 @@ long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_df39fa899b21adb4(struc
 }
 
 
-void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1604,7 +1609,7 @@ void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_df39fa899b21adb4(struct kv
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1617,7 +1622,7 @@ long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_df39fa899b21adb4(stru
 }
 
 
-void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1629,7 +1634,7 @@ void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_df39fa899b21adb4(struct k
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1642,7 +1647,7 @@ long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_df39fa899b21adb4(str
 }
 
 
-struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_df39fa899b21adb4() {
+struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_064ba7cfd39c4cb1() {
   struct kvc_cache_desc *result = 0 ;
   struct kvc_cache_desc *_swig_go_result;
   
@@ -1653,7 +1658,7 @@ struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_df39fa899b21adb4() {
 }
 
 
-void _wrap_delete_kvc_cache_desc_t_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_delete_kvc_cache_desc_t_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   
   arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
@@ -1663,7 +1668,7 @@ void _wrap_delete_kvc_cache_desc_t_kvc_df39fa899b21adb4(struct kvc_cache_desc *_
 }
 
 
-void _wrap_kvc_cache_desc_init_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_kvc_cache_desc_init_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
   kvc_cache_desc_t *arg1 = (kvc_cache_desc_t *) 0 ;
   
   arg1 = *(kvc_cache_desc_t **)&_swig_go_0; 
@@ -1673,7 +1678,7 @@ void _wrap_kvc_cache_desc_init_kvc_df39fa899b21adb4(struct kvc_cache_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_describe_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_desc_t *arg2 = (kvc_cache_desc_t *) 0 ;
   kvc_status_t result;
@@ -1688,7 +1693,7 @@ _gostring_ _wrap_kvc_cache_describe_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_group_desc_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1700,7 +1705,7 @@ void _wrap_kvc_group_desc_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_grou
 }
 
 
-int _wrap_kvc_group_desc_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1713,7 +1718,7 @@ int _wrap_kvc_group_desc_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_group
 }
 
 
-void _wrap_kvc_group_desc_t_window_set_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_window_set_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1725,7 +1730,7 @@ void _wrap_kvc_group_desc_t_window_set_kvc_df39fa899b21adb4(struct kvc_group_des
 }
 
 
-int _wrap_kvc_group_desc_t_window_get_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_window_get_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1738,7 +1743,7 @@ int _wrap_kvc_group_desc_t_window_get_kvc_df39fa899b21adb4(struct kvc_group_desc
 }
 
 
-void _wrap_kvc_group_desc_t_kv_heads_set_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_kv_heads_set_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1750,7 +1755,7 @@ void _wrap_kvc_group_desc_t_kv_heads_set_kvc_df39fa899b21adb4(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_kv_heads_get_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_kv_heads_get_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1763,7 +1768,7 @@ int _wrap_kvc_group_desc_t_kv_heads_get_kvc_df39fa899b21adb4(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_head_dim_set_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_head_dim_set_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1775,7 +1780,7 @@ void _wrap_kvc_group_desc_t_head_dim_set_kvc_df39fa899b21adb4(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_head_dim_get_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_head_dim_get_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1788,7 +1793,7 @@ int _wrap_kvc_group_desc_t_head_dim_get_kvc_df39fa899b21adb4(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_num_layers_set_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_num_layers_set_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1800,7 +1805,7 @@ void _wrap_kvc_group_desc_t_num_layers_set_kvc_df39fa899b21adb4(struct kvc_group
 }
 
 
-int _wrap_kvc_group_desc_t_num_layers_get_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_num_layers_get_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1813,7 +1818,7 @@ int _wrap_kvc_group_desc_t_num_layers_get_kvc_df39fa899b21adb4(struct kvc_group_
 }
 
 
-void _wrap_kvc_group_desc_t_pool_set_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_pool_set_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1825,7 +1830,7 @@ void _wrap_kvc_group_desc_t_pool_set_kvc_df39fa899b21adb4(struct kvc_group_desc 
 }
 
 
-int _wrap_kvc_group_desc_t_pool_get_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_pool_get_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1838,7 +1843,7 @@ int _wrap_kvc_group_desc_t_pool_get_kvc_df39fa899b21adb4(struct kvc_group_desc *
 }
 
 
-void _wrap_kvc_group_desc_t_block_bytes_set_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_block_bytes_set_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1850,7 +1855,7 @@ void _wrap_kvc_group_desc_t_block_bytes_set_kvc_df39fa899b21adb4(struct kvc_grou
 }
 
 
-long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1863,7 +1868,7 @@ long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_df39fa899b21adb4(struct kvc
 }
 
 
-void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1875,7 +1880,7 @@ void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_df39fa899b21adb4(struct kvc_
 }
 
 
-long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1888,7 +1893,7 @@ long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_df39fa899b21adb4(struct
 }
 
 
-struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_df39fa899b21adb4() {
+struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_064ba7cfd39c4cb1() {
   struct kvc_group_desc *result = 0 ;
   struct kvc_group_desc *_swig_go_result;
   
@@ -1899,7 +1904,7 @@ struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_df39fa899b21adb4() {
 }
 
 
-void _wrap_delete_kvc_group_desc_t_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0) {
+void _wrap_delete_kvc_group_desc_t_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   
   arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
@@ -1909,7 +1914,7 @@ void _wrap_delete_kvc_group_desc_t_kvc_df39fa899b21adb4(struct kvc_group_desc *_
 }
 
 
-void _wrap_kvc_group_desc_init_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig_go_0) {
+void _wrap_kvc_group_desc_init_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0) {
   kvc_group_desc_t *arg1 = (kvc_group_desc_t *) 0 ;
   
   arg1 = *(kvc_group_desc_t **)&_swig_go_0; 
@@ -1919,7 +1924,7 @@ void _wrap_kvc_group_desc_init_kvc_df39fa899b21adb4(struct kvc_group_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_group_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_group_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_group_desc_t *arg3 = (kvc_group_desc_t *) 0 ;
@@ -1936,7 +1941,7 @@ _gostring_ _wrap_kvc_cache_describe_group_kvc_df39fa899b21adb4(kvc_cache_t *_swi
 }
 
 
-void _wrap_kvc_pool_desc_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1948,7 +1953,7 @@ void _wrap_kvc_pool_desc_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_pool_
 }
 
 
-int _wrap_kvc_pool_desc_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1961,7 +1966,7 @@ int _wrap_kvc_pool_desc_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_num_groups_set_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_groups_set_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1973,7 +1978,7 @@ void _wrap_kvc_pool_desc_t_num_groups_set_kvc_df39fa899b21adb4(struct kvc_pool_d
 }
 
 
-int _wrap_kvc_pool_desc_t_num_groups_get_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_num_groups_get_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1986,7 +1991,7 @@ int _wrap_kvc_pool_desc_t_num_groups_get_kvc_df39fa899b21adb4(struct kvc_pool_de
 }
 
 
-void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1998,7 +2003,7 @@ void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_df39fa899b21adb4(struct kvc_pool_
 }
 
 
-long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2011,7 +2016,7 @@ long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_df39fa899b21adb4(struct kvc_
 }
 
 
-void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2023,7 +2028,7 @@ void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_df39fa899b21adb4(struct kvc_pool_d
 }
 
 
-long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2036,7 +2041,7 @@ long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_df39fa899b21adb4(struct kvc_p
 }
 
 
-void _wrap_kvc_pool_desc_t_bytes_set_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_bytes_set_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2048,7 +2053,7 @@ void _wrap_kvc_pool_desc_t_bytes_set_kvc_df39fa899b21adb4(struct kvc_pool_desc *
 }
 
 
-long long _wrap_kvc_pool_desc_t_bytes_get_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_bytes_get_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2061,7 +2066,7 @@ long long _wrap_kvc_pool_desc_t_bytes_get_kvc_df39fa899b21adb4(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_base_set_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_pool_desc_t_base_set_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2073,7 +2078,7 @@ void _wrap_kvc_pool_desc_t_base_set_kvc_df39fa899b21adb4(struct kvc_pool_desc *_
 }
 
 
-void *_wrap_kvc_pool_desc_t_base_get_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0) {
+void *_wrap_kvc_pool_desc_t_base_get_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2086,7 +2091,7 @@ void *_wrap_kvc_pool_desc_t_base_get_kvc_df39fa899b21adb4(struct kvc_pool_desc *
 }
 
 
-struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_df39fa899b21adb4() {
+struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_064ba7cfd39c4cb1() {
   struct kvc_pool_desc *result = 0 ;
   struct kvc_pool_desc *_swig_go_result;
   
@@ -2097,7 +2102,7 @@ struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_df39fa899b21adb4() {
 }
 
 
-void _wrap_delete_kvc_pool_desc_t_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_delete_kvc_pool_desc_t_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   
   arg1 = *(struct kvc_pool_desc **)&_swig_go_0; 
@@ -2107,7 +2112,7 @@ void _wrap_delete_kvc_pool_desc_t_kvc_df39fa899b21adb4(struct kvc_pool_desc *_sw
 }
 
 
-void _wrap_kvc_pool_desc_init_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_kvc_pool_desc_init_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0) {
   kvc_pool_desc_t *arg1 = (kvc_pool_desc_t *) 0 ;
   
   arg1 = *(kvc_pool_desc_t **)&_swig_go_0; 
@@ -2117,7 +2122,7 @@ void _wrap_kvc_pool_desc_init_kvc_df39fa899b21adb4(struct kvc_pool_desc *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_pool_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_pool_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_pool_desc_t *arg3 = (kvc_pool_desc_t *) 0 ;
@@ -2134,7 +2139,7 @@ _gostring_ _wrap_kvc_cache_describe_pool_kvc_df39fa899b21adb4(kvc_cache_t *_swig
 }
 
 
-void _wrap_kvc_layer_view_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2146,7 +2151,7 @@ void _wrap_kvc_layer_view_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_laye
 }
 
 
-int _wrap_kvc_layer_view_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2159,7 +2164,7 @@ int _wrap_kvc_layer_view_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_layer
 }
 
 
-void _wrap_kvc_layer_view_t_group_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_group_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2171,7 +2176,7 @@ void _wrap_kvc_layer_view_t_group_set_kvc_df39fa899b21adb4(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_group_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_group_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2184,7 +2189,7 @@ int _wrap_kvc_layer_view_t_group_get_kvc_df39fa899b21adb4(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_pool_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_pool_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2196,7 +2201,7 @@ void _wrap_kvc_layer_view_t_pool_set_kvc_df39fa899b21adb4(struct kvc_layer_view 
 }
 
 
-int _wrap_kvc_layer_view_t_pool_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_pool_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2209,7 +2214,7 @@ int _wrap_kvc_layer_view_t_pool_get_kvc_df39fa899b21adb4(struct kvc_layer_view *
 }
 
 
-void _wrap_kvc_layer_view_t_dtype_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_dtype_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -2221,7 +2226,7 @@ void _wrap_kvc_layer_view_t_dtype_set_kvc_df39fa899b21adb4(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_dtype_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_dtype_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -2234,7 +2239,7 @@ int _wrap_kvc_layer_view_t_dtype_get_kvc_df39fa899b21adb4(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_layout_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_layout_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -2246,7 +2251,7 @@ void _wrap_kvc_layer_view_t_layout_set_kvc_df39fa899b21adb4(struct kvc_layer_vie
 }
 
 
-int _wrap_kvc_layer_view_t_layout_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_layout_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -2259,7 +2264,7 @@ int _wrap_kvc_layer_view_t_layout_get_kvc_df39fa899b21adb4(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_kv_heads_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_heads_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2271,7 +2276,7 @@ void _wrap_kvc_layer_view_t_kv_heads_set_kvc_df39fa899b21adb4(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_kv_heads_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_heads_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2284,7 +2289,7 @@ int _wrap_kvc_layer_view_t_kv_heads_get_kvc_df39fa899b21adb4(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_head_dim_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_dim_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2296,7 +2301,7 @@ void _wrap_kvc_layer_view_t_head_dim_set_kvc_df39fa899b21adb4(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_head_dim_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_head_dim_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2309,7 +2314,7 @@ int _wrap_kvc_layer_view_t_head_dim_get_kvc_df39fa899b21adb4(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2321,7 +2326,7 @@ void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_df39fa899b21adb4(struct kvc
 }
 
 
-int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2334,7 +2339,7 @@ int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_df39fa899b21adb4(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_kv_factor_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_factor_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2346,7 +2351,7 @@ void _wrap_kvc_layer_view_t_kv_factor_set_kvc_df39fa899b21adb4(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_kv_factor_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_factor_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2359,7 +2364,7 @@ int _wrap_kvc_layer_view_t_kv_factor_get_kvc_df39fa899b21adb4(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_elem_size_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_elem_size_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2371,7 +2376,7 @@ void _wrap_kvc_layer_view_t_elem_size_set_kvc_df39fa899b21adb4(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_elem_size_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_elem_size_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2384,7 +2389,7 @@ int _wrap_kvc_layer_view_t_elem_size_get_kvc_df39fa899b21adb4(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_base_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_layer_view_t_base_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2396,7 +2401,7 @@ void _wrap_kvc_layer_view_t_base_set_kvc_df39fa899b21adb4(struct kvc_layer_view 
 }
 
 
-void *_wrap_kvc_layer_view_t_base_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
+void *_wrap_kvc_layer_view_t_base_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2409,7 +2414,7 @@ void *_wrap_kvc_layer_view_t_base_get_kvc_df39fa899b21adb4(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_num_blocks_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_num_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2421,7 +2426,7 @@ void _wrap_kvc_layer_view_t_num_blocks_set_kvc_df39fa899b21adb4(struct kvc_layer
 }
 
 
-long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2434,7 +2439,7 @@ long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_df39fa899b21adb4(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_block_stride_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_block_stride_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2446,7 +2451,7 @@ void _wrap_kvc_layer_view_t_block_stride_set_kvc_df39fa899b21adb4(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_block_stride_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_block_stride_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2459,7 +2464,7 @@ long long _wrap_kvc_layer_view_t_block_stride_get_kvc_df39fa899b21adb4(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_kv_stride_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_stride_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2471,7 +2476,7 @@ void _wrap_kvc_layer_view_t_kv_stride_set_kvc_df39fa899b21adb4(struct kvc_layer_
 }
 
 
-long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2484,7 +2489,7 @@ long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_df39fa899b21adb4(struct kvc_l
 }
 
 
-void _wrap_kvc_layer_view_t_token_stride_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_token_stride_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2496,7 +2501,7 @@ void _wrap_kvc_layer_view_t_token_stride_set_kvc_df39fa899b21adb4(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_token_stride_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_token_stride_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2509,7 +2514,7 @@ long long _wrap_kvc_layer_view_t_token_stride_get_kvc_df39fa899b21adb4(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_head_stride_set_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_stride_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2521,7 +2526,7 @@ void _wrap_kvc_layer_view_t_head_stride_set_kvc_df39fa899b21adb4(struct kvc_laye
 }
 
 
-long long _wrap_kvc_layer_view_t_head_stride_get_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_head_stride_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2534,7 +2539,7 @@ long long _wrap_kvc_layer_view_t_head_stride_get_kvc_df39fa899b21adb4(struct kvc
 }
 
 
-struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_df39fa899b21adb4() {
+struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_064ba7cfd39c4cb1() {
   struct kvc_layer_view *result = 0 ;
   struct kvc_layer_view *_swig_go_result;
   
@@ -2545,7 +2550,7 @@ struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_df39fa899b21adb4() {
 }
 
 
-void _wrap_delete_kvc_layer_view_t_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
+void _wrap_delete_kvc_layer_view_t_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   
   arg1 = *(struct kvc_layer_view **)&_swig_go_0; 
@@ -2555,7 +2560,7 @@ void _wrap_delete_kvc_layer_view_t_kvc_df39fa899b21adb4(struct kvc_layer_view *_
 }
 
 
-void _wrap_kvc_layer_view_init_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig_go_0) {
+void _wrap_kvc_layer_view_init_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
   kvc_layer_view_t *arg1 = (kvc_layer_view_t *) 0 ;
   
   arg1 = *(kvc_layer_view_t **)&_swig_go_0; 
@@ -2565,7 +2570,7 @@ void _wrap_kvc_layer_view_init_kvc_df39fa899b21adb4(struct kvc_layer_view *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_layer_view_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_layer_view_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_layer_view_t *arg3 = (kvc_layer_view_t *) 0 ;
@@ -2582,7 +2587,7 @@ _gostring_ _wrap_kvc_cache_layer_view_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go
 }
 
 
-void _wrap_kvc_extra_key_t_offset_set_kvc_df39fa899b21adb4(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_offset_set_kvc_064ba7cfd39c4cb1(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -2594,7 +2599,7 @@ void _wrap_kvc_extra_key_t_offset_set_kvc_df39fa899b21adb4(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_offset_get_kvc_df39fa899b21adb4(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_offset_get_kvc_064ba7cfd39c4cb1(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2607,7 +2612,7 @@ long long _wrap_kvc_extra_key_t_offset_get_kvc_df39fa899b21adb4(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_length_set_kvc_df39fa899b21adb4(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_length_set_kvc_064ba7cfd39c4cb1(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -2619,7 +2624,7 @@ void _wrap_kvc_extra_key_t_length_set_kvc_df39fa899b21adb4(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_length_get_kvc_df39fa899b21adb4(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_length_get_kvc_064ba7cfd39c4cb1(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2632,7 +2637,7 @@ long long _wrap_kvc_extra_key_t_length_get_kvc_df39fa899b21adb4(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_data_set_kvc_df39fa899b21adb4(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_extra_key_t_data_set_kvc_064ba7cfd39c4cb1(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2644,7 +2649,7 @@ void _wrap_kvc_extra_key_t_data_set_kvc_df39fa899b21adb4(struct kvc_extra_key *_
 }
 
 
-void *_wrap_kvc_extra_key_t_data_get_kvc_df39fa899b21adb4(struct kvc_extra_key *_swig_go_0) {
+void *_wrap_kvc_extra_key_t_data_get_kvc_064ba7cfd39c4cb1(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2657,7 +2662,7 @@ void *_wrap_kvc_extra_key_t_data_get_kvc_df39fa899b21adb4(struct kvc_extra_key *
 }
 
 
-void _wrap_kvc_extra_key_t_size_set_kvc_df39fa899b21adb4(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_size_set_kvc_064ba7cfd39c4cb1(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t arg2 ;
   
@@ -2669,7 +2674,7 @@ void _wrap_kvc_extra_key_t_size_set_kvc_df39fa899b21adb4(struct kvc_extra_key *_
 }
 
 
-long long _wrap_kvc_extra_key_t_size_get_kvc_df39fa899b21adb4(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_size_get_kvc_064ba7cfd39c4cb1(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -2682,7 +2687,7 @@ long long _wrap_kvc_extra_key_t_size_get_kvc_df39fa899b21adb4(struct kvc_extra_k
 }
 
 
-struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_df39fa899b21adb4() {
+struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_064ba7cfd39c4cb1() {
   struct kvc_extra_key *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
   
@@ -2693,7 +2698,7 @@ struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_df39fa899b21adb4() {
 }
 
 
-void _wrap_delete_kvc_extra_key_t_kvc_df39fa899b21adb4(struct kvc_extra_key *_swig_go_0) {
+void _wrap_delete_kvc_extra_key_t_kvc_064ba7cfd39c4cb1(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   
   arg1 = *(struct kvc_extra_key **)&_swig_go_0; 
@@ -2703,7 +2708,7 @@ void _wrap_delete_kvc_extra_key_t_kvc_df39fa899b21adb4(struct kvc_extra_key *_sw
 }
 
 
-void _wrap_kvc_sequence_options_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2715,7 +2720,7 @@ void _wrap_kvc_sequence_options_t_struct_size_set_kvc_df39fa899b21adb4(struct kv
 }
 
 
-int _wrap_kvc_sequence_options_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2728,7 +2733,7 @@ int _wrap_kvc_sequence_options_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc
 }
 
 
-void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2740,7 +2745,7 @@ void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_df39fa899b21adb4(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2753,7 +2758,7 @@ int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_df39fa899b21adb4(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2765,7 +2770,7 @@ void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_df39fa899b21adb4(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2778,7 +2783,7 @@ int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_df39fa899b21adb4(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_has_lora_set_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
+void _wrap_kvc_sequence_options_t_has_lora_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool arg2 ;
   
@@ -2790,7 +2795,7 @@ void _wrap_kvc_sequence_options_t_has_lora_set_kvc_df39fa899b21adb4(struct kvc_s
 }
 
 
-bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0) {
+bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -2803,7 +2808,7 @@ bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_df39fa899b21adb4(struct kvc_s
 }
 
 
-void _wrap_kvc_sequence_options_t_lora_id_set_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_lora_id_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t arg2 ;
   
@@ -2815,7 +2820,7 @@ void _wrap_kvc_sequence_options_t_lora_id_set_kvc_df39fa899b21adb4(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2828,7 +2833,7 @@ long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_df39fa899b21adb4(struct k
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_set_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2840,7 +2845,7 @@ void _wrap_kvc_sequence_options_t_salt_set_kvc_df39fa899b21adb4(struct kvc_seque
 }
 
 
-void *_wrap_kvc_sequence_options_t_salt_get_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0) {
+void *_wrap_kvc_sequence_options_t_salt_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2853,7 +2858,7 @@ void *_wrap_kvc_sequence_options_t_salt_get_kvc_df39fa899b21adb4(struct kvc_sequ
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_size_set_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_size_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -2865,7 +2870,7 @@ void _wrap_kvc_sequence_options_t_salt_size_set_kvc_df39fa899b21adb4(struct kvc_
 }
 
 
-long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -2878,7 +2883,7 @@ long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_df39fa899b21adb4(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *arg2 = (kvc_extra_key_t *) 0 ;
   
@@ -2890,7 +2895,7 @@ void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_df39fa899b21adb4(struct kvc
 }
 
 
-struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0) {
+struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
@@ -2903,7 +2908,7 @@ struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_df39fa899b
 }
 
 
-void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -2915,7 +2920,7 @@ void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_df39fa899b21adb4(struct
 }
 
 
-long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -2928,7 +2933,7 @@ long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_df39fa899b21adb4(s
 }
 
 
-struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_df39fa899b21adb4() {
+struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_064ba7cfd39c4cb1() {
   struct kvc_sequence_options *result = 0 ;
   struct kvc_sequence_options *_swig_go_result;
   
@@ -2939,7 +2944,7 @@ struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_df39fa899b21ad
 }
 
 
-void _wrap_delete_kvc_sequence_options_t_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_delete_kvc_sequence_options_t_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   
   arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
@@ -2949,7 +2954,7 @@ void _wrap_delete_kvc_sequence_options_t_kvc_df39fa899b21adb4(struct kvc_sequenc
 }
 
 
-void _wrap_kvc_sequence_options_init_kvc_df39fa899b21adb4(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_kvc_sequence_options_init_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0) {
   kvc_sequence_options_t *arg1 = (kvc_sequence_options_t *) 0 ;
   
   arg1 = *(kvc_sequence_options_t **)&_swig_go_0; 
@@ -2959,7 +2964,7 @@ void _wrap_kvc_sequence_options_init_kvc_df39fa899b21adb4(struct kvc_sequence_op
 }
 
 
-_gostring_ _wrap_kvc_sequence_add_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
+_gostring_ _wrap_kvc_sequence_add_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2984,7 +2989,7 @@ _gostring_ _wrap_kvc_sequence_add_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_extend_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_sequence_extend_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3005,7 +3010,7 @@ _gostring_ _wrap_kvc_sequence_extend_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_commit_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_commit_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3022,7 +3027,7 @@ _gostring_ _wrap_kvc_sequence_commit_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_rewind_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_rewind_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3039,7 +3044,7 @@ _gostring_ _wrap_kvc_sequence_rewind_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_fork_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_fork_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3056,7 +3061,7 @@ _gostring_ _wrap_kvc_sequence_fork_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_kvc_sequence_remove_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_remove_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3071,7 +3076,7 @@ _gostring_ _wrap_kvc_sequence_remove_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_pin_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_pin_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3086,7 +3091,7 @@ _gostring_ _wrap_kvc_sequence_pin_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_unpin_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_unpin_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3101,7 +3106,7 @@ _gostring_ _wrap_kvc_sequence_unpin_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3113,7 +3118,7 @@ void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_s
 }
 
 
-int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3126,7 +3131,7 @@ int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_se
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3138,7 +3143,7 @@ void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_df39fa899b21adb4(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3151,7 +3156,7 @@ int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_df39fa899b21adb4(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3163,7 +3168,7 @@ void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_df39fa899b21adb4(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3176,7 +3181,7 @@ int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_df39fa899b21adb4(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_reserved_set_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_reserved_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3188,7 +3193,7 @@ void _wrap_kvc_sequence_desc_t_reserved_set_kvc_df39fa899b21adb4(struct kvc_sequ
 }
 
 
-int _wrap_kvc_sequence_desc_t_reserved_get_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_reserved_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3201,7 +3206,7 @@ int _wrap_kvc_sequence_desc_t_reserved_get_kvc_df39fa899b21adb4(struct kvc_seque
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3213,7 +3218,7 @@ void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_df39fa899b21adb4(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3226,7 +3231,7 @@ long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_df39fa899b21adb4(struct k
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3238,7 +3243,7 @@ void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_df39fa899b21adb4(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3251,7 +3256,7 @@ long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_df39fa899b21adb4(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3263,7 +3268,7 @@ void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_df39fa899b21adb4(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3276,7 +3281,7 @@ long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_df39fa899b21adb4(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3288,7 +3293,7 @@ void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_df39fa899b21adb4(struct 
 }
 
 
-long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3301,7 +3306,7 @@ long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_df39fa899b21adb4(st
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3313,7 +3318,7 @@ void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_df39fa899b21adb4(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3326,7 +3331,7 @@ long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_df39fa899b21adb4(struct k
 }
 
 
-struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_df39fa899b21adb4() {
+struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_064ba7cfd39c4cb1() {
   struct kvc_sequence_desc *result = 0 ;
   struct kvc_sequence_desc *_swig_go_result;
   
@@ -3337,7 +3342,7 @@ struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_df39fa899b21adb4() {
 }
 
 
-void _wrap_delete_kvc_sequence_desc_t_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_delete_kvc_sequence_desc_t_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   
   arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
@@ -3347,7 +3352,7 @@ void _wrap_delete_kvc_sequence_desc_t_kvc_df39fa899b21adb4(struct kvc_sequence_d
 }
 
 
-void _wrap_kvc_sequence_desc_init_kvc_df39fa899b21adb4(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_kvc_sequence_desc_init_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0) {
   kvc_sequence_desc_t *arg1 = (kvc_sequence_desc_t *) 0 ;
   
   arg1 = *(kvc_sequence_desc_t **)&_swig_go_0; 
@@ -3357,7 +3362,7 @@ void _wrap_kvc_sequence_desc_init_kvc_df39fa899b21adb4(struct kvc_sequence_desc 
 }
 
 
-_gostring_ _wrap_kvc_sequence_describe_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_sequence_describe_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_sequence_desc_t *arg3 = (kvc_sequence_desc_t *) 0 ;
@@ -3374,7 +3379,7 @@ _gostring_ _wrap_kvc_sequence_describe_kvc_df39fa899b21adb4(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_sequence_block_ids_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
+_gostring_ _wrap_kvc_sequence_block_ids_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint32_t arg3 ;
@@ -3397,7 +3402,7 @@ _gostring_ _wrap_kvc_sequence_block_ids_kvc_df39fa899b21adb4(kvc_cache_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
+_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3416,7 +3421,7 @@ _gostring_ _wrap_kvc_sequence_blocks_needed_kvc_df39fa899b21adb4(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_cache_probe_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
+_gostring_ _wrap_kvc_cache_probe_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -3437,7 +3442,7 @@ _gostring_ _wrap_kvc_cache_probe_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, i
 }
 
 
-_gostring_ _wrap_kvc_batch_extend_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_batch_extend_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3458,7 +3463,7 @@ _gostring_ _wrap_kvc_batch_extend_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_block_table_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3485,7 +3490,7 @@ _gostring_ _wrap_kvc_batch_block_table_kvc_df39fa899b21adb4(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_csr_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
+_gostring_ _wrap_kvc_batch_block_table_csr_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3514,7 +3519,7 @@ _gostring_ _wrap_kvc_batch_block_table_csr_kvc_df39fa899b21adb4(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
+_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   size_t arg3 ;
@@ -3533,7 +3538,7 @@ _gostring_ _wrap_kvc_batch_sequence_lengths_kvc_df39fa899b21adb4(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_batch_slot_mapping_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_slot_mapping_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3560,7 +3565,7 @@ _gostring_ _wrap_kvc_batch_slot_mapping_kvc_df39fa899b21adb4(kvc_cache_t *_swig_
 }
 
 
-void _wrap_kvc_cache_stats_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -3572,7 +3577,7 @@ void _wrap_kvc_cache_stats_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_cac
 }
 
 
-int _wrap_kvc_cache_stats_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3585,7 +3590,7 @@ int _wrap_kvc_cache_stats_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_reserved_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reserved_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -3597,7 +3602,7 @@ void _wrap_kvc_cache_stats_t_reserved_set_kvc_df39fa899b21adb4(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_stats_t_reserved_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_reserved_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3610,7 +3615,7 @@ int _wrap_kvc_cache_stats_t_reserved_get_kvc_df39fa899b21adb4(struct kvc_cache_s
 }
 
 
-void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3622,7 +3627,7 @@ void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_df39fa899b21adb4(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3635,7 +3640,7 @@ long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_df39fa899b21adb4(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3647,7 +3652,7 @@ void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_df39fa899b21adb4(struct kvc_cac
 }
 
 
-long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3660,7 +3665,7 @@ long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_df39fa899b21adb4(struct kv
 }
 
 
-void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3672,7 +3677,7 @@ void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_df39fa899b21adb4(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3685,7 +3690,7 @@ long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_df39fa899b21adb4(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3697,7 +3702,7 @@ void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_df39fa899b21adb4(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3710,7 +3715,7 @@ long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_df39fa899b21adb4(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3722,7 +3727,7 @@ void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_df39fa899b21adb4(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3735,7 +3740,7 @@ long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_df39fa899b21adb4(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3747,7 +3752,7 @@ void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_df39fa899b21adb4(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3760,7 +3765,7 @@ long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_df39fa899b21adb4(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double arg2 ;
   
@@ -3772,7 +3777,7 @@ void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_df39fa899b21adb4(struct kvc_cache_
 }
 
 
-double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -3785,7 +3790,7 @@ double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_df39fa899b21adb4(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3797,7 +3802,7 @@ void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_df39fa899b21adb4(struct kvc_
 }
 
 
-long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3810,7 +3815,7 @@ long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_df39fa899b21adb4(struct
 }
 
 
-void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3822,7 +3827,7 @@ void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_df39fa899b21adb4(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3835,7 +3840,7 @@ long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_df39fa899b21adb4(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3847,7 +3852,7 @@ void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_df39fa899b21adb4(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3860,7 +3865,7 @@ long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_df39fa899b21adb4(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3872,7 +3877,7 @@ void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_df39fa899b21adb4(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3885,7 +3890,7 @@ long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_df39fa899b21adb4(struct kvc
 }
 
 
-struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_df39fa899b21adb4() {
+struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_064ba7cfd39c4cb1() {
   struct kvc_cache_stats *result = 0 ;
   struct kvc_cache_stats *_swig_go_result;
   
@@ -3896,7 +3901,7 @@ struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_df39fa899b21adb4() {
 }
 
 
-void _wrap_delete_kvc_cache_stats_t_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_delete_kvc_cache_stats_t_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   
   arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
@@ -3906,7 +3911,7 @@ void _wrap_delete_kvc_cache_stats_t_kvc_df39fa899b21adb4(struct kvc_cache_stats 
 }
 
 
-void _wrap_kvc_cache_stats_init_kvc_df39fa899b21adb4(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_kvc_cache_stats_init_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
   kvc_cache_stats_t *arg1 = (kvc_cache_stats_t *) 0 ;
   
   arg1 = *(kvc_cache_stats_t **)&_swig_go_0; 
@@ -3916,7 +3921,7 @@ void _wrap_kvc_cache_stats_init_kvc_df39fa899b21adb4(struct kvc_cache_stats *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_get_stats_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_get_stats_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_stats_t *arg2 = (kvc_cache_stats_t *) 0 ;
   kvc_status_t result;
@@ -3931,7 +3936,7 @@ _gostring_ _wrap_kvc_cache_get_stats_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_cache_reset_reuse_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_reset_reuse_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -3944,7 +3949,7 @@ _gostring_ _wrap_kvc_cache_reset_reuse_kvc_df39fa899b21adb4(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_check_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_check_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -3957,7 +3962,7 @@ _gostring_ _wrap_kvc_cache_check_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_store_args_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -3969,7 +3974,7 @@ void _wrap_kvc_store_args_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_stor
 }
 
 
-int _wrap_kvc_store_args_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3982,7 +3987,7 @@ int _wrap_kvc_store_args_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_store
 }
 
 
-void _wrap_kvc_store_args_t_layer_set_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_layer_set_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -3994,7 +3999,7 @@ void _wrap_kvc_store_args_t_layer_set_kvc_df39fa899b21adb4(struct kvc_store_args
 }
 
 
-int _wrap_kvc_store_args_t_layer_get_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_layer_get_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4007,7 +4012,7 @@ int _wrap_kvc_store_args_t_layer_get_kvc_df39fa899b21adb4(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_num_tokens_set_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_num_tokens_set_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4019,7 +4024,7 @@ void _wrap_kvc_store_args_t_num_tokens_set_kvc_df39fa899b21adb4(struct kvc_store
 }
 
 
-int _wrap_kvc_store_args_t_num_tokens_get_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_num_tokens_get_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4032,7 +4037,7 @@ int _wrap_kvc_store_args_t_num_tokens_get_kvc_df39fa899b21adb4(struct kvc_store_
 }
 
 
-void _wrap_kvc_store_args_t_src_dtype_set_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_src_dtype_set_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -4044,7 +4049,7 @@ void _wrap_kvc_store_args_t_src_dtype_set_kvc_df39fa899b21adb4(struct kvc_store_
 }
 
 
-int _wrap_kvc_store_args_t_src_dtype_get_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_src_dtype_get_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -4057,7 +4062,7 @@ int _wrap_kvc_store_args_t_src_dtype_get_kvc_df39fa899b21adb4(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_key_set_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_key_set_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4069,7 +4074,7 @@ void _wrap_kvc_store_args_t_key_set_kvc_df39fa899b21adb4(struct kvc_store_args *
 }
 
 
-void *_wrap_kvc_store_args_t_key_get_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_key_get_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4082,7 +4087,7 @@ void *_wrap_kvc_store_args_t_key_get_kvc_df39fa899b21adb4(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_value_set_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_value_set_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4094,7 +4099,7 @@ void _wrap_kvc_store_args_t_value_set_kvc_df39fa899b21adb4(struct kvc_store_args
 }
 
 
-void *_wrap_kvc_store_args_t_value_get_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_value_get_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4107,7 +4112,7 @@ void *_wrap_kvc_store_args_t_value_get_kvc_df39fa899b21adb4(struct kvc_store_arg
 }
 
 
-void _wrap_kvc_store_args_t_slot_mapping_set_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
+void _wrap_kvc_store_args_t_slot_mapping_set_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   
@@ -4119,7 +4124,7 @@ void _wrap_kvc_store_args_t_slot_mapping_set_kvc_df39fa899b21adb4(struct kvc_sto
 }
 
 
-int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0) {
+int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *result = 0 ;
   int64_t *_swig_go_result;
@@ -4132,7 +4137,7 @@ int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_df39fa899b21adb4(struct kvc
 }
 
 
-void _wrap_kvc_store_args_t_k_scale_set_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_k_scale_set_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -4144,7 +4149,7 @@ void _wrap_kvc_store_args_t_k_scale_set_kvc_df39fa899b21adb4(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_k_scale_get_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_k_scale_get_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4157,7 +4162,7 @@ float _wrap_kvc_store_args_t_k_scale_get_kvc_df39fa899b21adb4(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_v_scale_set_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_v_scale_set_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -4169,7 +4174,7 @@ void _wrap_kvc_store_args_t_v_scale_set_kvc_df39fa899b21adb4(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_v_scale_get_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_v_scale_get_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4182,7 +4187,7 @@ float _wrap_kvc_store_args_t_v_scale_get_kvc_df39fa899b21adb4(struct kvc_store_a
 }
 
 
-struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_df39fa899b21adb4() {
+struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_064ba7cfd39c4cb1() {
   struct kvc_store_args *result = 0 ;
   struct kvc_store_args *_swig_go_result;
   
@@ -4193,7 +4198,7 @@ struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_df39fa899b21adb4() {
 }
 
 
-void _wrap_delete_kvc_store_args_t_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0) {
+void _wrap_delete_kvc_store_args_t_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   
   arg1 = *(struct kvc_store_args **)&_swig_go_0; 
@@ -4203,7 +4208,7 @@ void _wrap_delete_kvc_store_args_t_kvc_df39fa899b21adb4(struct kvc_store_args *_
 }
 
 
-void _wrap_kvc_store_args_init_kvc_df39fa899b21adb4(struct kvc_store_args *_swig_go_0) {
+void _wrap_kvc_store_args_init_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0) {
   kvc_store_args_t *arg1 = (kvc_store_args_t *) 0 ;
   
   arg1 = *(kvc_store_args_t **)&_swig_go_0; 
@@ -4213,7 +4218,7 @@ void _wrap_kvc_store_args_init_kvc_df39fa899b21adb4(struct kvc_store_args *_swig
 }
 
 
-_gostring_ _wrap_kvc_store_kv_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_store_kv_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_store_args_t *arg2 = (kvc_store_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -4230,7 +4235,7 @@ _gostring_ _wrap_kvc_store_kv_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, stru
 }
 
 
-_gostring_ _wrap_kvc_copy_blocks_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
+_gostring_ _wrap_kvc_copy_blocks_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4255,7 +4260,7 @@ _gostring_ _wrap_kvc_copy_blocks_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, i
 }
 
 
-intgo _wrap_KVC_TABLE_PADDED_kvc_df39fa899b21adb4() {
+intgo _wrap_KVC_TABLE_PADDED_kvc_064ba7cfd39c4cb1() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -4267,7 +4272,7 @@ intgo _wrap_KVC_TABLE_PADDED_kvc_df39fa899b21adb4() {
 }
 
 
-intgo _wrap_KVC_TABLE_CSR_kvc_df39fa899b21adb4() {
+intgo _wrap_KVC_TABLE_CSR_kvc_064ba7cfd39c4cb1() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -4279,7 +4284,7 @@ intgo _wrap_KVC_TABLE_CSR_kvc_df39fa899b21adb4() {
 }
 
 
-void _wrap_kvc_decode_args_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4291,7 +4296,7 @@ void _wrap_kvc_decode_args_t_struct_size_set_kvc_df39fa899b21adb4(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4304,7 +4309,7 @@ int _wrap_kvc_decode_args_t_struct_size_get_kvc_df39fa899b21adb4(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_layer_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_layer_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4316,7 +4321,7 @@ void _wrap_kvc_decode_args_t_layer_set_kvc_df39fa899b21adb4(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_layer_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_layer_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4329,7 +4334,7 @@ int _wrap_kvc_decode_args_t_layer_get_kvc_df39fa899b21adb4(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_batch_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_batch_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4341,7 +4346,7 @@ void _wrap_kvc_decode_args_t_batch_set_kvc_df39fa899b21adb4(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_batch_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_batch_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4354,7 +4359,7 @@ int _wrap_kvc_decode_args_t_batch_get_kvc_df39fa899b21adb4(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_q_heads_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_heads_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4366,7 +4371,7 @@ void _wrap_kvc_decode_args_t_q_heads_set_kvc_df39fa899b21adb4(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_heads_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_heads_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4379,7 +4384,7 @@ int _wrap_kvc_decode_args_t_q_heads_get_kvc_df39fa899b21adb4(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_q_dtype_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_dtype_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -4391,7 +4396,7 @@ void _wrap_kvc_decode_args_t_q_dtype_set_kvc_df39fa899b21adb4(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_dtype_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_dtype_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -4404,7 +4409,7 @@ int _wrap_kvc_decode_args_t_q_dtype_get_kvc_df39fa899b21adb4(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_table_format_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_format_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t arg2 ;
   
@@ -4416,7 +4421,7 @@ void _wrap_kvc_decode_args_t_table_format_set_kvc_df39fa899b21adb4(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_format_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_format_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t result;
   int _swig_go_result;
@@ -4429,7 +4434,7 @@ int _wrap_kvc_decode_args_t_table_format_get_kvc_df39fa899b21adb4(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_query_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_query_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4441,7 +4446,7 @@ void _wrap_kvc_decode_args_t_query_set_kvc_df39fa899b21adb4(struct kvc_decode_ar
 }
 
 
-void *_wrap_kvc_decode_args_t_query_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_query_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4454,7 +4459,7 @@ void *_wrap_kvc_decode_args_t_query_get_kvc_df39fa899b21adb4(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_out_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_out_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4466,7 +4471,7 @@ void _wrap_kvc_decode_args_t_out_set_kvc_df39fa899b21adb4(struct kvc_decode_args
 }
 
 
-void *_wrap_kvc_decode_args_t_out_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_out_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4479,7 +4484,7 @@ void *_wrap_kvc_decode_args_t_out_get_kvc_df39fa899b21adb4(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_seq_lens_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_seq_lens_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -4491,7 +4496,7 @@ void _wrap_kvc_decode_args_t_seq_lens_set_kvc_df39fa899b21adb4(struct kvc_decode
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -4504,7 +4509,7 @@ int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_df39fa899b21adb4(struct kvc_de
 }
 
 
-void _wrap_kvc_decode_args_t_block_table_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_block_table_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -4516,7 +4521,7 @@ void _wrap_kvc_decode_args_t_block_table_set_kvc_df39fa899b21adb4(struct kvc_dec
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -4529,7 +4534,7 @@ int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_df39fa899b21adb4(struct kvc
 }
 
 
-void _wrap_kvc_decode_args_t_indptr_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_indptr_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -4541,7 +4546,7 @@ void _wrap_kvc_decode_args_t_indptr_set_kvc_df39fa899b21adb4(struct kvc_decode_a
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -4554,7 +4559,7 @@ int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_df39fa899b21adb4(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_table_stride_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_stride_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4566,7 +4571,7 @@ void _wrap_kvc_decode_args_t_table_stride_set_kvc_df39fa899b21adb4(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_stride_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_stride_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4579,7 +4584,7 @@ int _wrap_kvc_decode_args_t_table_stride_get_kvc_df39fa899b21adb4(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4591,7 +4596,7 @@ void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_df39fa899b21adb4(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4604,7 +4609,7 @@ int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_df39fa899b21adb4(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_window_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_window_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4616,7 +4621,7 @@ void _wrap_kvc_decode_args_t_window_set_kvc_df39fa899b21adb4(struct kvc_decode_a
 }
 
 
-int _wrap_kvc_decode_args_t_window_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_window_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4629,7 +4634,7 @@ int _wrap_kvc_decode_args_t_window_get_kvc_df39fa899b21adb4(struct kvc_decode_ar
 }
 
 
-void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -4641,7 +4646,7 @@ void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_df39fa899b21adb4(struct kvc_d
 }
 
 
-float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4654,7 +4659,7 @@ float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_df39fa899b21adb4(struct kvc_
 }
 
 
-void _wrap_kvc_decode_args_t_k_scale_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_k_scale_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -4666,7 +4671,7 @@ void _wrap_kvc_decode_args_t_k_scale_set_kvc_df39fa899b21adb4(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_k_scale_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_k_scale_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4679,7 +4684,7 @@ float _wrap_kvc_decode_args_t_k_scale_get_kvc_df39fa899b21adb4(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_v_scale_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_v_scale_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -4691,7 +4696,7 @@ void _wrap_kvc_decode_args_t_v_scale_set_kvc_df39fa899b21adb4(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_v_scale_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_v_scale_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4704,7 +4709,7 @@ float _wrap_kvc_decode_args_t_v_scale_get_kvc_df39fa899b21adb4(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4716,7 +4721,7 @@ void _wrap_kvc_decode_args_t_workspace_set_kvc_df39fa899b21adb4(struct kvc_decod
 }
 
 
-void *_wrap_kvc_decode_args_t_workspace_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_workspace_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4729,7 +4734,7 @@ void *_wrap_kvc_decode_args_t_workspace_get_kvc_df39fa899b21adb4(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t arg2 ;
   
@@ -4741,7 +4746,7 @@ void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_df39fa899b21adb4(struct kvc
 }
 
 
-long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
+long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4754,7 +4759,7 @@ long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_df39fa899b21adb4(struc
 }
 
 
-struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_df39fa899b21adb4() {
+struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_064ba7cfd39c4cb1() {
   struct kvc_decode_args *result = 0 ;
   struct kvc_decode_args *_swig_go_result;
   
@@ -4765,7 +4770,7 @@ struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_df39fa899b21adb4() {
 }
 
 
-void _wrap_delete_kvc_decode_args_t_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
+void _wrap_delete_kvc_decode_args_t_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   
   arg1 = *(struct kvc_decode_args **)&_swig_go_0; 
@@ -4775,7 +4780,7 @@ void _wrap_delete_kvc_decode_args_t_kvc_df39fa899b21adb4(struct kvc_decode_args 
 }
 
 
-void _wrap_kvc_decode_args_init_kvc_df39fa899b21adb4(struct kvc_decode_args *_swig_go_0) {
+void _wrap_kvc_decode_args_init_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
   kvc_decode_args_t *arg1 = (kvc_decode_args_t *) 0 ;
   
   arg1 = *(kvc_decode_args_t **)&_swig_go_0; 
@@ -4785,7 +4790,7 @@ void _wrap_kvc_decode_args_init_kvc_df39fa899b21adb4(struct kvc_decode_args *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_workspace_size_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_workspace_size_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -4802,7 +4807,7 @@ _gostring_ _wrap_kvc_decode_workspace_size_kvc_df39fa899b21adb4(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_attention_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_attention_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -4819,7 +4824,7 @@ _gostring_ _wrap_kvc_decode_attention_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_cache_get_async_error_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_get_async_error_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t *arg3 = (kvc_status_t *) 0 ;
@@ -4836,7 +4841,7 @@ _gostring_ _wrap_kvc_cache_get_async_error_kvc_df39fa899b21adb4(kvc_cache_t *_sw
 }
 
 
-uintptr_t _wrap_kvcgo_buffer_new_kvc_df39fa899b21adb4(char *_swig_go_0, long long _swig_go_1) {
+uintptr_t _wrap_kvcgo_buffer_new_kvc_064ba7cfd39c4cb1(char *_swig_go_0, long long _swig_go_1) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   uintptr_t result;
@@ -4851,7 +4856,7 @@ uintptr_t _wrap_kvcgo_buffer_new_kvc_df39fa899b21adb4(char *_swig_go_0, long lon
 }
 
 
-void _wrap_kvcgo_buffer_free_kvc_df39fa899b21adb4(uintptr_t _swig_go_0) {
+void _wrap_kvcgo_buffer_free_kvc_064ba7cfd39c4cb1(uintptr_t _swig_go_0) {
   uintptr_t arg1 ;
   
   arg1 = (uintptr_t)_swig_go_0; 
@@ -4861,7 +4866,7 @@ void _wrap_kvcgo_buffer_free_kvc_df39fa899b21adb4(uintptr_t _swig_go_0) {
 }
 
 
-void _wrap_kvcgo_buffer_read_kvc_df39fa899b21adb4(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_read_kvc_064ba7cfd39c4cb1(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   uintptr_t arg2 ;
   size_t arg3 ;
@@ -4875,7 +4880,7 @@ void _wrap_kvcgo_buffer_read_kvc_df39fa899b21adb4(char *_swig_go_0, uintptr_t _s
 }
 
 
-void _wrap_kvcgo_buffer_write_kvc_df39fa899b21adb4(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_write_kvc_064ba7cfd39c4cb1(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
   uintptr_t arg1 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -4889,7 +4894,7 @@ void _wrap_kvcgo_buffer_write_kvc_df39fa899b21adb4(uintptr_t _swig_go_0, char *_
 }
 
 
-void _wrap_kvcgo_extra_key_set_kvc_df39fa899b21adb4(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
+void _wrap_kvcgo_extra_key_set_kvc_064ba7cfd39c4cb1(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
   uintptr_t arg1 ;
   size_t arg2 ;
   uint64_t arg3 ;
@@ -4909,7 +4914,7 @@ void _wrap_kvcgo_extra_key_set_kvc_df39fa899b21adb4(uintptr_t _swig_go_0, long l
 }
 
 
-_gostring_ _wrap_kvcgo_cache_async_error_kvc_df39fa899b21adb4(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
+_gostring_ _wrap_kvcgo_cache_async_error_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   bool *arg3 = (bool *) 0 ;
@@ -4926,7 +4931,7 @@ _gostring_ _wrap_kvcgo_cache_async_error_kvc_df39fa899b21adb4(kvc_cache_t *_swig
 }
 
 
-long long _wrap_kvcgo_extra_key_size_kvc_df39fa899b21adb4() {
+long long _wrap_kvcgo_extra_key_size_kvc_064ba7cfd39c4cb1() {
   size_t result;
   long long _swig_go_result;
   
