@@ -89,7 +89,7 @@ func (c *Config) Clone() (*Config, error) {
 
 // Validate checks the config as a whole, as NewCache will.
 func (c *Config) Validate() error {
-	return c.with("kvc_config_validate", kvc.Kvc_config_validate)
+	return c.with("kvc_config_validate", func(h kvc.Config) error { return kvc.Kvc_config_validate(h) })
 }
 
 // SetNumLayers sets the number of attention layers (> 0).
