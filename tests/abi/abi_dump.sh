@@ -27,7 +27,8 @@ fi
 cmake -S "$work/tree" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_C_FLAGS_DEBUG="-g -Og" \
   -DCMAKE_CXX_FLAGS_DEBUG="-g -Og -DXXH_NO_INLINE_HINTS=1" -DKVCACHE_CUDA=OFF \
-  -DKVCACHE_BUILD_TESTS=OFF -DKVCACHE_BUILD_EXAMPLES=OFF -DKVCACHE_BUILD_BENCH=OFF >/dev/null
+  -DKVCACHE_BUILD_TESTS=OFF -DKVCACHE_BUILD_EXAMPLES=OFF -DKVCACHE_BUILD_BENCH=OFF \
+  -DKVCACHE_BUILD_BINDINGS=OFF >/dev/null
 cmake --build "$work/build" --target kvcache >/dev/null
 
 mkdir -p "$work/headers/kvcache"
