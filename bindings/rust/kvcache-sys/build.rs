@@ -9,8 +9,9 @@
 //!
 //! `PKG_CONFIG` names another pkg-config program. The library folders are
 //! passed on to crates that depend on this one as `DEP_KVCACHE_LIBDIR` and
-//! `DEP_KVCACHE_RPATH` (both `:`-separated), so that their tests can find
-//! the shared library at run time.
+//! `DEP_KVCACHE_RPATH`, and the header folders as `DEP_KVCACHE_INCLUDE` (all
+//! `:`-separated), so that their tests can find the shared library at run
+//! time and their C code the headers.
 
 use std::env;
 use std::ffi::OsString;
@@ -44,31 +45,39 @@ fn main() {
         search.extend(env::split_paths(&paths));
     }
 
-    let mut cmd = Command::new(&program);
-    cmd.args(["--libs", "kvcache"]);
-    if !search.is_empty() {
-        match env::join_paths(&search) {
-            Ok(joined) => {
-                cmd.env("PKG_CONFIG_PATH", joined);
+    let pkg_config = |what: &str| -> String {
+        let mut cmd = Command::new(&program);
+        cmd.args([what, "kvcache"]);
+        if !search.is_empty() {
+            match env::join_paths(&search) {
+                Ok(joined) => {
+                    cmd.env("PKG_CONFIG_PATH", joined);
+                }
+                Err(e) => fail(&format!("cannot build PKG_CONFIG_PATH: {e}")),
             }
-            Err(e) => fail(&format!("cannot build PKG_CONFIG_PATH: {e}")),
         }
-    }
-    let output = match cmd.output() {
-        Ok(o) => o,
-        Err(e) => fail(&format!(
-            "could not run {:?} ({e}); install pkg-config or set PKG_CONFIG",
-            program
-        )),
+        let output = match cmd.output() {
+            Ok(o) => o,
+            Err(e) => fail(&format!(
+                "could not run {:?} ({e}); install pkg-config or set PKG_CONFIG",
+                program
+            )),
+        };
+        if !output.status.success() {
+            fail(&format!(
+                "`{} {what} kvcache` failed: {}\nset KVCACHE_BUILD_DIR to a kvcache build folder, or PKG_CONFIG_PATH to the folder of kvcache.pc",
+                program.to_string_lossy(),
+                String::from_utf8_lossy(&output.stderr).trim()
+            ));
+        }
+        String::from_utf8_lossy(&output.stdout).into_owned()
     };
-    if !output.status.success() {
-        fail(&format!(
-            "`{} --libs kvcache` failed: {}\nset KVCACHE_BUILD_DIR to a kvcache build folder, or PKG_CONFIG_PATH to the folder of kvcache.pc",
-            program.to_string_lossy(),
-            String::from_utf8_lossy(&output.stderr).trim()
-        ));
-    }
-    let flags = String::from_utf8_lossy(&output.stdout).into_owned();
+    let flags = pkg_config("--libs");
+    let cflags = pkg_config("--cflags");
+    let includes: Vec<&str> = cflags
+        .split_whitespace()
+        .filter_map(|f| f.strip_prefix("-I"))
+        .collect();
 
     let mut libdirs: Vec<String> = Vec::new();
     let mut rpaths: Vec<String> = Vec::new();
@@ -101,6 +110,7 @@ fn main() {
     }
     println!("cargo:libdir={}", libdirs.join(":"));
     println!("cargo:rpath={}", rpaths.join(":"));
+    println!("cargo:include={}", includes.join(":"));
 }
 
 fn fail(message: &str) -> ! {

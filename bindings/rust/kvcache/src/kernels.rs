@@ -183,12 +183,13 @@ pub struct RawStoreArgs {
 }
 
 impl Default for RawStoreArgs {
-    /// NULL pointers, no tokens, the cache dtype unset (bf16), scales 1.
+    /// As `KVC_STORE_ARGS_INIT`: NULL pointers, no tokens, src_dtype unset
+    /// (`Dtype::Other(0)`), scales 1.
     fn default() -> Self {
         RawStoreArgs {
             layer: 0,
             num_tokens: 0,
-            src_dtype: Dtype::Bf16,
+            src_dtype: Dtype::Other(0),
             key: ptr::null(),
             value: ptr::null(),
             slot_mapping: ptr::null(),
@@ -199,7 +200,7 @@ impl Default for RawStoreArgs {
 }
 
 impl RawStoreArgs {
-    fn to_c(self) -> sys::kvc_store_args_t {
+    pub(crate) fn to_c(self) -> sys::kvc_store_args_t {
         let mut a = sized!(sys::kvc_store_args_t);
         a.layer = self.layer;
         a.num_tokens = self.num_tokens;
@@ -283,7 +284,7 @@ impl Default for RawDecodeArgs {
 }
 
 impl RawDecodeArgs {
-    fn to_c(self) -> sys::kvc_decode_args_t {
+    pub(crate) fn to_c(self) -> sys::kvc_decode_args_t {
         let mut a = sized!(sys::kvc_decode_args_t);
         a.layer = self.layer;
         a.batch = self.batch;

@@ -14,7 +14,12 @@
 //!
 //! Threading follows the C contract: a [`Cache`] is `Send + Sync` (every
 //! call on a cache is thread safe); a [`Config`] is `Send` only (the C
-//! config is not synchronized).
+//! config is not synchronized), so this does not compile:
+//!
+//! ```compile_fail
+//! fn shared<T: Sync>() {}
+//! shared::<kvcache::Config>();
+//! ```
 //!
 //! ```no_run
 //! use kvcache::{Cache, Config, SequenceOptions};
@@ -40,6 +45,8 @@
 #![deny(missing_docs)]
 
 mod batch;
+#[cfg(test)]
+mod c_init_tests;
 mod cache;
 mod config;
 mod error;

@@ -1,0 +1,69 @@
+//! The structs this crate initializes itself equal what the library's
+//! `kvc_x_init()` functions produce (the crate does not call them, to save
+//! a call per use).
+
+use kvcache_sys as sys;
+
+use crate::cache::sized;
+use crate::kernels::{RawDecodeArgs, RawStoreArgs};
+use crate::sequence::SequenceOptions;
+
+/// Debug output compares every field (padding bytes excluded).
+fn same<T: std::fmt::Debug>(ours: T, theirs: T) {
+    assert_eq!(format!("{ours:?}"), format!("{theirs:?}"));
+}
+
+/// A C-initialized struct: zeroed, then passed to its `_init` function.
+macro_rules! c_init {
+    ($t:ty, $init:ident) => {{
+        // SAFETY: all-zero bytes are a valid value of these plain structs;
+        // the init function writes the struct it is given.
+        let mut value: $t = unsafe { std::mem::zeroed() };
+        unsafe { sys::$init(&mut value) };
+        value
+    }};
+}
+
+#[test]
+fn descriptors_match_their_init_functions() {
+    same(
+        sized!(sys::kvc_cache_desc_t),
+        c_init!(sys::kvc_cache_desc_t, kvc_cache_desc_init),
+    );
+    same(
+        sized!(sys::kvc_group_desc_t),
+        c_init!(sys::kvc_group_desc_t, kvc_group_desc_init),
+    );
+    same(
+        sized!(sys::kvc_pool_desc_t),
+        c_init!(sys::kvc_pool_desc_t, kvc_pool_desc_init),
+    );
+    same(
+        sized!(sys::kvc_layer_view_t),
+        c_init!(sys::kvc_layer_view_t, kvc_layer_view_init),
+    );
+    same(
+        sized!(sys::kvc_cache_stats_t),
+        c_init!(sys::kvc_cache_stats_t, kvc_cache_stats_init),
+    );
+    same(
+        sized!(sys::kvc_sequence_desc_t),
+        c_init!(sys::kvc_sequence_desc_t, kvc_sequence_desc_init),
+    );
+}
+
+#[test]
+fn argument_defaults_match_their_init_functions() {
+    same(
+        *SequenceOptions::default().as_raw(),
+        c_init!(sys::kvc_sequence_options_t, kvc_sequence_options_init),
+    );
+    same(
+        RawStoreArgs::default().to_c(),
+        c_init!(sys::kvc_store_args_t, kvc_store_args_init),
+    );
+    same(
+        RawDecodeArgs::default().to_c(),
+        c_init!(sys::kvc_decode_args_t, kvc_decode_args_init),
+    );
+}

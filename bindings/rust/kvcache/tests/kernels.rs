@@ -1,0 +1,332 @@
+//! Kernels on a CPU cache: store K/V through a slot mapping, decode
+//! attention against a reference, block copies, and the shape checks.
+
+mod common;
+
+use common::{tokens, TPB};
+use kvcache::{
+    BlockTables, Cache, Decode, Dtype, LayerView, RawDecodeArgs, RawStoreArgs, SequenceOptions,
+    Status, StoreKv,
+};
+
+const HEADS: usize = 2;
+const DIM: usize = 64;
+
+fn key_of(t: usize, h: usize, d: usize) -> f32 {
+    ((t * 31 + h * 7 + d) % 17) as f32 * 0.05 - 0.4
+}
+
+fn value_of(t: usize, h: usize, d: usize) -> f32 {
+    ((t * 13 + h * 5 + d * 3) % 23) as f32 * 0.1 - 1.0
+}
+
+fn tensor(n: usize, f: fn(usize, usize, usize) -> f32) -> Vec<f32> {
+    let mut v = Vec::with_capacity(n * HEADS * DIM);
+    for t in 0..n {
+        for h in 0..HEADS {
+            for d in 0..DIM {
+                v.push(f(t, h, d));
+            }
+        }
+    }
+    v
+}
+
+/// Reads element (block, kv, token, head, dim) of a layer through its view.
+fn read(view: &LayerView, block: i64, kv: u64, t: u64, h: u64, d: u64) -> f32 {
+    let offset = block as u64 * view.block_stride
+        + kv * view.kv_stride
+        + t * view.token_stride
+        + h * view.head_stride
+        + d * u64::from(view.elem_size);
+    // SAFETY: the view addresses the live cache's host pool and the indices
+    // are inside it.
+    unsafe {
+        view.base
+            .cast::<u8>()
+            .add(offset as usize)
+            .cast::<f32>()
+            .read_unaligned()
+    }
+}
+
+/// A cache holding sequence 1 with `n` tokens whose K/V of layer 1 is
+/// stored; returns the cache and its slots.
+fn stored(n: usize) -> (Cache, Vec<i64>) {
+    let cache = common::cache(64);
+    cache
+        .add_sequence(1, &tokens(0, n), &SequenceOptions::default())
+        .unwrap();
+    let slots = cache.slot_mapping(0, &[1]).unwrap().slots;
+    let (k, v) = (tensor(n, key_of), tensor(n, value_of));
+    cache
+        .store_kv(&StoreKv::new(1, Dtype::F32, &k, Some(&v), &slots))
+        .unwrap();
+    (cache, slots)
+}
+
+#[test]
+fn store_kv_writes_each_token_into_its_slot() {
+    let (cache, slots) = stored(6);
+    let view = cache.layer_view(1).unwrap();
+    for (t, &slot) in slots.iter().enumerate() {
+        let (block, off) = (slot / i64::from(TPB), (slot % i64::from(TPB)) as u64);
+        for h in 0..HEADS {
+            for d in [0, 1, DIM - 1] {
+                assert_eq!(
+                    read(&view, block, 0, off, h as u64, d as u64),
+                    key_of(t, h, d)
+                );
+                assert_eq!(
+                    read(&view, block, 1, off, h as u64, d as u64),
+                    value_of(t, h, d)
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn slot_minus_one_is_skipped() {
+    let cache = common::cache(64);
+    let k = tensor(2, key_of);
+    let v = tensor(2, value_of);
+    cache
+        .store_kv(&StoreKv::new(0, Dtype::F32, &k, Some(&v), &[-1, 5]))
+        .unwrap();
+    let view = cache.layer_view(0).unwrap();
+    assert_eq!(read(&view, 1, 0, 1, 0, 3), key_of(1, 0, 3));
+}
+
+fn reference(q: &[f32], q_heads: usize, n: usize) -> Vec<f32> {
+    let group = q_heads / HEADS;
+    let scale = 1.0 / (DIM as f32).sqrt();
+    let mut out = vec![0.0f32; q_heads * DIM];
+    for h in 0..q_heads {
+        let kvh = h / group;
+        let scores: Vec<f32> = (0..n)
+            .map(|t| {
+                (0..DIM)
+                    .map(|d| q[h * DIM + d] * key_of(t, kvh, d))
+                    .sum::<f32>()
+                    * scale
+            })
+            .collect();
+        let max = scores.iter().cloned().fold(f32::MIN, f32::max);
+        let w: Vec<f32> = scores.iter().map(|s| (s - max).exp()).collect();
+        let sum: f32 = w.iter().sum();
+        for d in 0..DIM {
+            out[h * DIM + d] = (0..n).map(|t| w[t] * value_of(t, kvh, d)).sum::<f32>() / sum;
+        }
+    }
+    out
+}
+
+fn close(a: &[f32], b: &[f32]) {
+    assert_eq!(a.len(), b.len());
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert!((x - y).abs() <= 1e-4 * (1.0 + y.abs()), "[{i}] {x} != {y}");
+    }
+}
+
+#[test]
+fn decode_attention_matches_a_reference_with_padded_and_csr_tables() {
+    let n = 6;
+    let (cache, _) = stored(n);
+    let q_heads = 4;
+    let query: Vec<f32> = (0..q_heads * DIM)
+        .map(|i| ((i % 11) as f32 - 5.0) * 0.03)
+        .collect();
+    let expected = reference(&query, q_heads, n);
+    let blocks = cache.block_ids(1, 0).unwrap();
+    let seq_lens = [n as i32];
+
+    let mut out = vec![0.0f32; q_heads * DIM];
+    let padded = BlockTables::Padded {
+        table: &blocks,
+        stride: 2,
+    };
+    let args = Decode::new(1, q_heads as u32, Dtype::F32, &query, &seq_lens, padded, 8);
+    cache.decode_attention(&args, &mut out).unwrap();
+    close(&out, &expected);
+
+    let csr = cache.block_table_csr(0, &[1]).unwrap();
+    let tables = BlockTables::Csr {
+        indptr: &csr.indptr,
+        indices: &csr.indices,
+    };
+    let args = Decode::new(1, q_heads as u32, Dtype::F32, &query, &seq_lens, tables, 8);
+    let mut out2 = vec![0.0f32; q_heads * DIM];
+    cache.decode_attention(&args, &mut out2).unwrap();
+    assert_eq!(out, out2);
+
+    assert_eq!(cache.async_error().unwrap(), None);
+}
+
+#[test]
+fn kernel_arguments_are_checked_before_anything_runs() {
+    let (cache, slots) = stored(3);
+    let k = tensor(3, key_of);
+    let v = tensor(3, value_of);
+
+    let e = cache
+        .store_kv(&StoreKv::new(0, Dtype::F32, &k[1..], Some(&v), &slots))
+        .unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument);
+    assert!(e.message.contains("key"), "{}", e.message);
+
+    let e = cache
+        .store_kv(&StoreKv::new(0, Dtype::F32, &k, None, &slots))
+        .unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument);
+    assert!(e.message.contains("value"), "{}", e.message);
+
+    let e = cache
+        .store_kv(&StoreKv::new(0, Dtype::F32, &k, Some(&v), &[0, 1, 64]))
+        .unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument);
+    assert!(e.message.contains("64"), "{}", e.message);
+
+    // bf16 data in an f32 cache is refused by the library (as u16 bits).
+    let bits = vec![0u16; 3 * HEADS * DIM];
+    let e = cache
+        .store_kv(&StoreKv::new(0, Dtype::Bf16, &bits, Some(&bits), &slots))
+        .unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument);
+
+    let e = cache
+        .store_kv(&StoreKv::new(2, Dtype::F32, &k, Some(&v), &slots))
+        .unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument);
+    assert!(e.message.contains("layer"), "{}", e.message);
+
+    let q = vec![0.0f32; 2 * DIM];
+    let mut out = vec![0.0f32; 2 * DIM];
+    let lens = [3];
+    let table = [0, 1];
+    let padded = BlockTables::Padded {
+        table: &table,
+        stride: 2,
+    };
+    let e = cache
+        .decode_attention(
+            &Decode::new(0, 2, Dtype::F32, &q, &lens, padded, 8),
+            &mut out[1..],
+        )
+        .unwrap_err();
+    assert!(e.message.contains("out"), "{}", e.message);
+    let short = BlockTables::Padded {
+        table: &table[..1],
+        stride: 2,
+    };
+    let e = cache
+        .decode_attention(
+            &Decode::new(0, 2, Dtype::F32, &q, &lens, short, 8),
+            &mut out,
+        )
+        .unwrap_err();
+    assert!(e.message.contains("table"), "{}", e.message);
+    let csr = BlockTables::Csr {
+        indptr: &[0, 3],
+        indices: &table,
+    };
+    let e = cache
+        .decode_attention(&Decode::new(0, 2, Dtype::F32, &q, &lens, csr, 8), &mut out)
+        .unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument);
+    assert!(e.message.contains("indptr"), "{}", e.message);
+    // Stride too small for max_seq_len, found by the library.
+    let e = cache
+        .decode_attention(
+            &Decode::new(0, 2, Dtype::F32, &q, &lens, padded, 64),
+            &mut out,
+        )
+        .unwrap_err();
+    assert!(e.message.contains("table_stride"), "{}", e.message);
+    // A length above max_seq_len, found by the library.
+    let e = cache
+        .decode_attention(
+            &Decode::new(0, 2, Dtype::F32, &q, &[9], padded, 8),
+            &mut out,
+        )
+        .unwrap_err();
+    assert!(e.message.contains("seq_lens"), "{}", e.message);
+}
+
+#[test]
+fn copy_blocks_copies_whole_blocks_and_token_rows() {
+    let (cache, _) = stored(8);
+    let blocks = cache.block_ids(1, 0).unwrap();
+    let view = cache.layer_view(1).unwrap();
+    let free: Vec<i32> = (0..16).filter(|b| !blocks.contains(b)).take(2).collect();
+
+    cache
+        .copy_blocks(0, &[blocks[0], blocks[1]], &free, Some(&[4, 2]))
+        .unwrap();
+    for t in 0..4u64 {
+        assert_eq!(
+            read(&view, free[0].into(), 0, t, 1, 9),
+            key_of(t as usize, 1, 9)
+        );
+    }
+    assert_eq!(read(&view, free[1].into(), 1, 1, 0, 2), value_of(5, 0, 2));
+
+    let e = cache
+        .copy_blocks(0, &[blocks[0], blocks[1]], &[free[0], free[0]], None)
+        .unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument);
+    assert!(e.message.contains("destination"), "{}", e.message);
+    let e = cache.copy_blocks(0, &[0], &[1, 2], None).unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument);
+    let e = cache.copy_blocks(0, &[0], &[16], None).unwrap_err();
+    assert!(e.message.contains("16"), "{}", e.message);
+}
+
+#[test]
+fn raw_kernels_take_pointers() {
+    let cache = common::cache(64);
+    let k = tensor(1, key_of);
+    let v = tensor(1, value_of);
+    let slot = [4i64]; // block 1, token 0
+    let args = RawStoreArgs {
+        layer: 0,
+        num_tokens: 1,
+        src_dtype: Dtype::F32,
+        key: k.as_ptr().cast(),
+        value: v.as_ptr().cast(),
+        slot_mapping: slot.as_ptr(),
+        ..RawStoreArgs::default()
+    };
+    // SAFETY: host pointers on a CPU cache, valid for one token.
+    unsafe { cache.store_kv_raw(&args).unwrap() };
+    let view = cache.layer_view(0).unwrap();
+    assert_eq!(read(&view, 1, 1, 0, 1, 4), value_of(0, 1, 4));
+
+    let q = vec![0.0f32; 2 * DIM];
+    let mut out = vec![0.0f32; 2 * DIM];
+    let lens = [1i32];
+    let table = [1i32];
+    let mut d = RawDecodeArgs {
+        layer: 0,
+        batch: 1,
+        q_heads: 2,
+        q_dtype: Dtype::F32,
+        query: q.as_ptr().cast(),
+        out: out.as_mut_ptr().cast(),
+        seq_lens: lens.as_ptr(),
+        block_table: table.as_ptr(),
+        table_stride: 1,
+        max_seq_len: 4,
+        ..RawDecodeArgs::default()
+    };
+    assert_eq!(cache.decode_workspace_size(&d).unwrap(), 0);
+    // SAFETY: host pointers on a CPU cache, valid for the shapes.
+    unsafe { cache.decode_attention_raw(&d).unwrap() };
+    // One token: each query head's output is its kv head's value row.
+    assert_eq!(out[4], value_of(0, 0, 4));
+    assert_eq!(out[DIM + 4], value_of(0, 1, 4));
+    d.q_heads = 3;
+    // SAFETY: as above; the call fails its checks before reading.
+    let e = unsafe { cache.decode_attention_raw(&d).unwrap_err() };
+    assert!(e.message.contains("q_heads"), "{}", e.message);
+}
