@@ -37,6 +37,10 @@
 #include <string.h>
 #include <kvcache/kvcache.h>
 
+/* The casts SWIG writes assume LP64 (see the typedefs below). */
+_Static_assert(sizeof(long) == 8 && sizeof(void *) == 8,
+               "the committed Go wrapper assumes an LP64 platform");
+
 /* The status of a kvcache call as a Go string: empty for KVC_OK; else a tag
  * byte ('M': malloc'ed, the Go side frees it; 'S': static, allocation
  * failed), the status as 4 little-endian bytes, then the message of

@@ -176,6 +176,10 @@ static void* Swig_malloc(int c) {
 #include <string.h>
 #include <kvcache/kvcache.h>
 
+/* The casts SWIG writes assume LP64 (see the typedefs below). */
+_Static_assert(sizeof(long) == 8 && sizeof(void *) == 8,
+               "the committed Go wrapper assumes an LP64 platform");
+
 /* The status of a kvcache call as a Go string: empty for KVC_OK; else a tag
  * byte ('M': malloc'ed, the Go side frees it; 'S': static, allocation
  * failed), the status as 4 little-endian bytes, then the message of
@@ -261,7 +265,7 @@ static size_t kvcgo_extra_key_size(void) { return sizeof(kvc_extra_key_t); }
 extern "C" {
 #endif
 
-void _wrap_Swig_free_kvc_064ba7cfd39c4cb1(void *_swig_go_0) {
+void _wrap_Swig_free_kvc_5a320637832ca7d7(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -271,7 +275,7 @@ void _wrap_Swig_free_kvc_064ba7cfd39c4cb1(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_kvc_064ba7cfd39c4cb1(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_kvc_5a320637832ca7d7(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -284,7 +288,7 @@ void *_wrap_Swig_malloc_kvc_064ba7cfd39c4cb1(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_OK_kvc_064ba7cfd39c4cb1() {
+intgo _wrap_KVC_OK_kvc_5a320637832ca7d7() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -296,7 +300,7 @@ intgo _wrap_KVC_OK_kvc_064ba7cfd39c4cb1() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_064ba7cfd39c4cb1() {
+intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_5a320637832ca7d7() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -308,7 +312,7 @@ intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_064ba7cfd39c4cb1() {
 }
 
 
-intgo _wrap_KVC_ERR_NOT_FOUND_kvc_064ba7cfd39c4cb1() {
+intgo _wrap_KVC_ERR_NOT_FOUND_kvc_5a320637832ca7d7() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -320,7 +324,7 @@ intgo _wrap_KVC_ERR_NOT_FOUND_kvc_064ba7cfd39c4cb1() {
 }
 
 
-intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_064ba7cfd39c4cb1() {
+intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_5a320637832ca7d7() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -332,7 +336,7 @@ intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_064ba7cfd39c4cb1() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_064ba7cfd39c4cb1() {
+intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_5a320637832ca7d7() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -344,7 +348,7 @@ intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_064ba7cfd39c4cb1() {
 }
 
 
-intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_064ba7cfd39c4cb1() {
+intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_5a320637832ca7d7() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -356,7 +360,7 @@ intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_064ba7cfd39c4cb1() {
 }
 
 
-intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_064ba7cfd39c4cb1() {
+intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_5a320637832ca7d7() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -368,7 +372,7 @@ intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_064ba7cfd39c4cb1() {
 }
 
 
-intgo _wrap_KVC_ERR_DEVICE_kvc_064ba7cfd39c4cb1() {
+intgo _wrap_KVC_ERR_DEVICE_kvc_5a320637832ca7d7() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -380,7 +384,7 @@ intgo _wrap_KVC_ERR_DEVICE_kvc_064ba7cfd39c4cb1() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_064ba7cfd39c4cb1() {
+intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_5a320637832ca7d7() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -392,7 +396,7 @@ intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_064ba7cfd39c4cb1() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_STATE_kvc_064ba7cfd39c4cb1() {
+intgo _wrap_KVC_ERR_INVALID_STATE_kvc_5a320637832ca7d7() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -404,7 +408,7 @@ intgo _wrap_KVC_ERR_INVALID_STATE_kvc_064ba7cfd39c4cb1() {
 }
 
 
-intgo _wrap_KVC_ERR_INTERNAL_kvc_064ba7cfd39c4cb1() {
+intgo _wrap_KVC_ERR_INTERNAL_kvc_5a320637832ca7d7() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -416,7 +420,7 @@ intgo _wrap_KVC_ERR_INTERNAL_kvc_064ba7cfd39c4cb1() {
 }
 
 
-_gostring_ _wrap_kvc_status_string_kvc_064ba7cfd39c4cb1(int _swig_go_0) {
+_gostring_ _wrap_kvc_status_string_kvc_5a320637832ca7d7(int _swig_go_0) {
   kvc_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -429,7 +433,7 @@ _gostring_ _wrap_kvc_status_string_kvc_064ba7cfd39c4cb1(int _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_VERSION_NUMBER_kvc_064ba7cfd39c4cb1() {
+intgo _wrap_KVC_VERSION_NUMBER_kvc_5a320637832ca7d7() {
   int result;
   intgo _swig_go_result;
   
@@ -440,7 +444,7 @@ intgo _wrap_KVC_VERSION_NUMBER_kvc_064ba7cfd39c4cb1() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_064ba7cfd39c4cb1() {
+intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_5a320637832ca7d7() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -452,7 +456,7 @@ intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_064ba7cfd39c4cb1() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_064ba7cfd39c4cb1() {
+intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_5a320637832ca7d7() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -464,7 +468,7 @@ intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_064ba7cfd39c4cb1() {
 }
 
 
-int _wrap_kvc_version_kvc_064ba7cfd39c4cb1() {
+int _wrap_kvc_version_kvc_5a320637832ca7d7() {
   uint32_t result;
   int _swig_go_result;
   
@@ -475,7 +479,7 @@ int _wrap_kvc_version_kvc_064ba7cfd39c4cb1() {
 }
 
 
-_gostring_ _wrap_kvc_version_string_kvc_064ba7cfd39c4cb1() {
+_gostring_ _wrap_kvc_version_string_kvc_5a320637832ca7d7() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -486,7 +490,7 @@ _gostring_ _wrap_kvc_version_string_kvc_064ba7cfd39c4cb1() {
 }
 
 
-int _wrap_kvc_abi_version_kvc_064ba7cfd39c4cb1() {
+int _wrap_kvc_abi_version_kvc_5a320637832ca7d7() {
   uint32_t result;
   int _swig_go_result;
   
@@ -497,7 +501,7 @@ int _wrap_kvc_abi_version_kvc_064ba7cfd39c4cb1() {
 }
 
 
-long long _wrap_kvc_features_kvc_064ba7cfd39c4cb1() {
+long long _wrap_kvc_features_kvc_5a320637832ca7d7() {
   uint64_t result;
   long long _swig_go_result;
   
@@ -508,7 +512,7 @@ long long _wrap_kvc_features_kvc_064ba7cfd39c4cb1() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F32_kvc_064ba7cfd39c4cb1() {
+intgo _wrap_KVC_DTYPE_F32_kvc_5a320637832ca7d7() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -520,7 +524,7 @@ intgo _wrap_KVC_DTYPE_F32_kvc_064ba7cfd39c4cb1() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F16_kvc_064ba7cfd39c4cb1() {
+intgo _wrap_KVC_DTYPE_F16_kvc_5a320637832ca7d7() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -532,7 +536,7 @@ intgo _wrap_KVC_DTYPE_F16_kvc_064ba7cfd39c4cb1() {
 }
 
 
-intgo _wrap_KVC_DTYPE_BF16_kvc_064ba7cfd39c4cb1() {
+intgo _wrap_KVC_DTYPE_BF16_kvc_5a320637832ca7d7() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -544,7 +548,7 @@ intgo _wrap_KVC_DTYPE_BF16_kvc_064ba7cfd39c4cb1() {
 }
 
 
-intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_064ba7cfd39c4cb1() {
+intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_5a320637832ca7d7() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -556,7 +560,7 @@ intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_064ba7cfd39c4cb1() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_NHD_kvc_064ba7cfd39c4cb1() {
+intgo _wrap_KVC_LAYOUT_NHD_kvc_5a320637832ca7d7() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -568,7 +572,7 @@ intgo _wrap_KVC_LAYOUT_NHD_kvc_064ba7cfd39c4cb1() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_HND_kvc_064ba7cfd39c4cb1() {
+intgo _wrap_KVC_LAYOUT_HND_kvc_5a320637832ca7d7() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -580,7 +584,7 @@ intgo _wrap_KVC_LAYOUT_HND_kvc_064ba7cfd39c4cb1() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CPU_kvc_064ba7cfd39c4cb1() {
+intgo _wrap_KVC_DEVICE_CPU_kvc_5a320637832ca7d7() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -592,7 +596,7 @@ intgo _wrap_KVC_DEVICE_CPU_kvc_064ba7cfd39c4cb1() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CUDA_kvc_064ba7cfd39c4cb1() {
+intgo _wrap_KVC_DEVICE_CUDA_kvc_5a320637832ca7d7() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -604,7 +608,7 @@ intgo _wrap_KVC_DEVICE_CUDA_kvc_064ba7cfd39c4cb1() {
 }
 
 
-_gostring_ _wrap_kvc_config_create_kvc_064ba7cfd39c4cb1(kvc_config_t **_swig_go_0) {
+_gostring_ _wrap_kvc_config_create_kvc_5a320637832ca7d7(kvc_config_t **_swig_go_0) {
   kvc_config_t **arg1 = (kvc_config_t **) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -617,7 +621,7 @@ _gostring_ _wrap_kvc_config_create_kvc_064ba7cfd39c4cb1(kvc_config_t **_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_config_clone_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
+_gostring_ _wrap_kvc_config_clone_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_config_t **arg2 = (kvc_config_t **) 0 ;
   kvc_status_t result;
@@ -632,7 +636,7 @@ _gostring_ _wrap_kvc_config_clone_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_config_destroy_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0) {
+void _wrap_kvc_config_destroy_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   
   arg1 = (kvc_config_t *)_swig_go_0; 
@@ -642,7 +646,7 @@ void _wrap_kvc_config_destroy_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_kvc_config_validate_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0) {
+_gostring_ _wrap_kvc_config_validate_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -655,7 +659,7 @@ _gostring_ _wrap_kvc_config_validate_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_config_set_num_layers_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_num_layers_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -670,7 +674,7 @@ _gostring_ _wrap_kvc_config_set_num_layers_kvc_064ba7cfd39c4cb1(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_num_layers_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_num_layers_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -685,7 +689,7 @@ _gostring_ _wrap_kvc_config_get_num_layers_kvc_064ba7cfd39c4cb1(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_heads_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -700,7 +704,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_kvc_064ba7cfd39c4cb1(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -717,7 +721,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_064ba7cfd39c4cb1(kvc_conf
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_heads_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_kv_heads_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -734,7 +738,7 @@ _gostring_ _wrap_kvc_config_get_kv_heads_kvc_064ba7cfd39c4cb1(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_head_dim_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_head_dim_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -749,7 +753,7 @@ _gostring_ _wrap_kvc_config_set_head_dim_kvc_064ba7cfd39c4cb1(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_get_head_dim_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_head_dim_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -764,7 +768,7 @@ _gostring_ _wrap_kvc_config_get_head_dim_kvc_064ba7cfd39c4cb1(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_dtype_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_dtype_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t arg2 ;
   kvc_status_t result;
@@ -779,7 +783,7 @@ _gostring_ _wrap_kvc_config_set_dtype_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_get_dtype_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_dtype_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t *arg2 = (kvc_dtype_t *) 0 ;
   kvc_status_t result;
@@ -794,7 +798,7 @@ _gostring_ _wrap_kvc_config_get_dtype_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_factor_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_factor_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -809,7 +813,7 @@ _gostring_ _wrap_kvc_config_set_kv_factor_kvc_064ba7cfd39c4cb1(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_factor_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_kv_factor_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -824,7 +828,7 @@ _gostring_ _wrap_kvc_config_get_kv_factor_kvc_064ba7cfd39c4cb1(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_set_layout_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_layout_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t arg2 ;
   kvc_status_t result;
@@ -839,7 +843,7 @@ _gostring_ _wrap_kvc_config_set_layout_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_layout_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_layout_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t *arg2 = (kvc_layout_t *) 0 ;
   kvc_status_t result;
@@ -854,7 +858,7 @@ _gostring_ _wrap_kvc_config_get_layout_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -869,7 +873,7 @@ _gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_064ba7cfd39c4cb1(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -884,7 +888,7 @@ _gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_064ba7cfd39c4cb1(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_attention_windows_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_attention_windows_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -901,7 +905,7 @@ _gostring_ _wrap_kvc_config_set_attention_windows_kvc_064ba7cfd39c4cb1(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_attention_window_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_attention_window_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -918,7 +922,7 @@ _gostring_ _wrap_kvc_config_get_attention_window_kvc_064ba7cfd39c4cb1(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_device_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_device_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t arg2 ;
   int32_t arg3 ;
@@ -935,7 +939,7 @@ _gostring_ _wrap_kvc_config_set_device_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_device_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_device_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t *arg2 = (kvc_device_kind_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -952,7 +956,7 @@ _gostring_ _wrap_kvc_config_get_device_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -967,7 +971,7 @@ _gostring_ _wrap_kvc_config_set_primary_bytes_kvc_064ba7cfd39c4cb1(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -982,7 +986,7 @@ _gostring_ _wrap_kvc_config_get_primary_bytes_kvc_064ba7cfd39c4cb1(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_max_tokens_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_max_tokens_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -997,7 +1001,7 @@ _gostring_ _wrap_kvc_config_set_max_tokens_kvc_064ba7cfd39c4cb1(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_max_tokens_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_max_tokens_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1012,7 +1016,7 @@ _gostring_ _wrap_kvc_config_get_max_tokens_kvc_064ba7cfd39c4cb1(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, double _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, double _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double arg2 ;
   kvc_status_t result;
@@ -1027,7 +1031,7 @@ _gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_064ba7cfd39c4cb1(kv
 }
 
 
-_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, double *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, double *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double *arg2 = (double *) 0 ;
   kvc_status_t result;
@@ -1042,7 +1046,7 @@ _gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_064ba7cfd39c4cb1(kv
 }
 
 
-_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1057,7 +1061,7 @@ _gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_064ba7cfd39c4cb1(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1072,7 +1076,7 @@ _gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_064ba7cfd39c4cb1(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1087,7 +1091,7 @@ _gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_064ba7cfd39c4
 }
 
 
-_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1102,7 +1106,7 @@ _gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_064ba7cfd39c4
 }
 
 
-_gostring_ _wrap_kvc_config_set_block_reuse_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_block_reuse_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1117,7 +1121,7 @@ _gostring_ _wrap_kvc_config_set_block_reuse_kvc_064ba7cfd39c4cb1(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_get_block_reuse_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_block_reuse_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1132,7 +1136,7 @@ _gostring_ _wrap_kvc_config_get_block_reuse_kvc_064ba7cfd39c4cb1(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1147,7 +1151,7 @@ _gostring_ _wrap_kvc_config_set_partial_reuse_kvc_064ba7cfd39c4cb1(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1162,7 +1166,7 @@ _gostring_ _wrap_kvc_config_get_partial_reuse_kvc_064ba7cfd39c4cb1(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1177,7 +1181,7 @@ _gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_064ba7cfd39c4cb1(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1192,7 +1196,7 @@ _gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_064ba7cfd39c4cb1(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1207,7 +1211,7 @@ _gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_064ba7cfd39c4cb1(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1222,7 +1226,7 @@ _gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_064ba7cfd39c4cb1(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_cache_create_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
+_gostring_ _wrap_kvc_cache_create_kvc_5a320637832ca7d7(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_cache_t **arg2 = (kvc_cache_t **) 0 ;
   kvc_status_t result;
@@ -1237,7 +1241,7 @@ _gostring_ _wrap_kvc_cache_create_kvc_064ba7cfd39c4cb1(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_cache_destroy_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0) {
+void _wrap_kvc_cache_destroy_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   
   arg1 = (kvc_cache_t *)_swig_go_0; 
@@ -1247,7 +1251,7 @@ void _wrap_kvc_cache_destroy_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_cache_desc_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_struct_size_set_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1259,7 +1263,7 @@ void _wrap_kvc_cache_desc_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_struct_size_get_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1272,7 +1276,7 @@ int _wrap_kvc_cache_desc_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_kind_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_kind_set_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t arg2 ;
   
@@ -1284,7 +1288,7 @@ void _wrap_kvc_cache_desc_t_device_kind_set_kvc_064ba7cfd39c4cb1(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_device_kind_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_kind_get_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t result;
   int _swig_go_result;
@@ -1297,7 +1301,7 @@ int _wrap_kvc_cache_desc_t_device_kind_get_kvc_064ba7cfd39c4cb1(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t arg2 ;
   
@@ -1309,7 +1313,7 @@ void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_064ba7cfd39c4cb1(struct kvc_c
 }
 
 
-int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t result;
   int _swig_go_result;
@@ -1322,7 +1326,7 @@ int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_064ba7cfd39c4cb1(struct kvc_ca
 }
 
 
-void _wrap_kvc_cache_desc_t_dtype_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_dtype_set_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -1334,7 +1338,7 @@ void _wrap_kvc_cache_desc_t_dtype_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc
 }
 
 
-int _wrap_kvc_cache_desc_t_dtype_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_dtype_get_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -1347,7 +1351,7 @@ int _wrap_kvc_cache_desc_t_dtype_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc 
 }
 
 
-void _wrap_kvc_cache_desc_t_layout_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_layout_set_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -1359,7 +1363,7 @@ void _wrap_kvc_cache_desc_t_layout_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_des
 }
 
 
-int _wrap_kvc_cache_desc_t_layout_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_layout_get_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -1372,7 +1376,7 @@ int _wrap_kvc_cache_desc_t_layout_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc
 }
 
 
-void _wrap_kvc_cache_desc_t_num_layers_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_layers_set_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1384,7 +1388,7 @@ void _wrap_kvc_cache_desc_t_num_layers_set_kvc_064ba7cfd39c4cb1(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_layers_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_layers_get_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1397,7 +1401,7 @@ int _wrap_kvc_cache_desc_t_num_layers_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_groups_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_groups_set_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1409,7 +1413,7 @@ void _wrap_kvc_cache_desc_t_num_groups_set_kvc_064ba7cfd39c4cb1(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_groups_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_groups_get_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1422,7 +1426,7 @@ int _wrap_kvc_cache_desc_t_num_groups_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_pools_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_pools_set_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1434,7 +1438,7 @@ void _wrap_kvc_cache_desc_t_num_pools_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_num_pools_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_pools_get_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1447,7 +1451,7 @@ int _wrap_kvc_cache_desc_t_num_pools_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1459,7 +1463,7 @@ void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_064ba7cfd39c4cb1(struct kvc
 }
 
 
-int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1472,7 +1476,7 @@ int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_064ba7cfd39c4cb1(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1484,7 +1488,7 @@ void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1497,7 +1501,7 @@ int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1509,7 +1513,7 @@ void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_cache
 }
 
 
-long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1522,7 +1526,7 @@ long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1534,7 +1538,7 @@ void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_064ba7cfd39c4cb1(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1547,7 +1551,7 @@ long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_064ba7cfd39c4cb1(struct 
 }
 
 
-void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1559,7 +1563,7 @@ void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_064ba7cfd39c4cb1(struct kvc_ca
 }
 
 
-long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1572,7 +1576,7 @@ long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_064ba7cfd39c4cb1(struct k
 }
 
 
-void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1584,7 +1588,7 @@ void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_064ba7cfd39c4cb1(struct kvc
 }
 
 
-long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1597,7 +1601,7 @@ long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_064ba7cfd39c4cb1(struc
 }
 
 
-void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1609,7 +1613,7 @@ void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_064ba7cfd39c4cb1(struct kv
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1622,7 +1626,7 @@ long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_064ba7cfd39c4cb1(stru
 }
 
 
-void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1634,7 +1638,7 @@ void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_064ba7cfd39c4cb1(struct k
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1647,7 +1651,7 @@ long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_064ba7cfd39c4cb1(str
 }
 
 
-struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_064ba7cfd39c4cb1() {
+struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_5a320637832ca7d7() {
   struct kvc_cache_desc *result = 0 ;
   struct kvc_cache_desc *_swig_go_result;
   
@@ -1658,7 +1662,7 @@ struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_064ba7cfd39c4cb1() {
 }
 
 
-void _wrap_delete_kvc_cache_desc_t_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_delete_kvc_cache_desc_t_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   
   arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
@@ -1668,7 +1672,7 @@ void _wrap_delete_kvc_cache_desc_t_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_
 }
 
 
-void _wrap_kvc_cache_desc_init_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_kvc_cache_desc_init_kvc_5a320637832ca7d7(struct kvc_cache_desc *_swig_go_0) {
   kvc_cache_desc_t *arg1 = (kvc_cache_desc_t *) 0 ;
   
   arg1 = *(kvc_cache_desc_t **)&_swig_go_0; 
@@ -1678,7 +1682,7 @@ void _wrap_kvc_cache_desc_init_kvc_064ba7cfd39c4cb1(struct kvc_cache_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_describe_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_desc_t *arg2 = (kvc_cache_desc_t *) 0 ;
   kvc_status_t result;
@@ -1693,7 +1697,7 @@ _gostring_ _wrap_kvc_cache_describe_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_group_desc_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_struct_size_set_kvc_5a320637832ca7d7(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1705,7 +1709,7 @@ void _wrap_kvc_group_desc_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_grou
 }
 
 
-int _wrap_kvc_group_desc_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_struct_size_get_kvc_5a320637832ca7d7(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1718,7 +1722,7 @@ int _wrap_kvc_group_desc_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_group
 }
 
 
-void _wrap_kvc_group_desc_t_window_set_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_window_set_kvc_5a320637832ca7d7(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1730,7 +1734,7 @@ void _wrap_kvc_group_desc_t_window_set_kvc_064ba7cfd39c4cb1(struct kvc_group_des
 }
 
 
-int _wrap_kvc_group_desc_t_window_get_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_window_get_kvc_5a320637832ca7d7(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1743,7 +1747,7 @@ int _wrap_kvc_group_desc_t_window_get_kvc_064ba7cfd39c4cb1(struct kvc_group_desc
 }
 
 
-void _wrap_kvc_group_desc_t_kv_heads_set_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_kv_heads_set_kvc_5a320637832ca7d7(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1755,7 +1759,7 @@ void _wrap_kvc_group_desc_t_kv_heads_set_kvc_064ba7cfd39c4cb1(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_kv_heads_get_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_kv_heads_get_kvc_5a320637832ca7d7(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1768,7 +1772,7 @@ int _wrap_kvc_group_desc_t_kv_heads_get_kvc_064ba7cfd39c4cb1(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_head_dim_set_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_head_dim_set_kvc_5a320637832ca7d7(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1780,7 +1784,7 @@ void _wrap_kvc_group_desc_t_head_dim_set_kvc_064ba7cfd39c4cb1(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_head_dim_get_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_head_dim_get_kvc_5a320637832ca7d7(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1793,7 +1797,7 @@ int _wrap_kvc_group_desc_t_head_dim_get_kvc_064ba7cfd39c4cb1(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_num_layers_set_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_num_layers_set_kvc_5a320637832ca7d7(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1805,7 +1809,7 @@ void _wrap_kvc_group_desc_t_num_layers_set_kvc_064ba7cfd39c4cb1(struct kvc_group
 }
 
 
-int _wrap_kvc_group_desc_t_num_layers_get_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_num_layers_get_kvc_5a320637832ca7d7(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1818,7 +1822,7 @@ int _wrap_kvc_group_desc_t_num_layers_get_kvc_064ba7cfd39c4cb1(struct kvc_group_
 }
 
 
-void _wrap_kvc_group_desc_t_pool_set_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_pool_set_kvc_5a320637832ca7d7(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1830,7 +1834,7 @@ void _wrap_kvc_group_desc_t_pool_set_kvc_064ba7cfd39c4cb1(struct kvc_group_desc 
 }
 
 
-int _wrap_kvc_group_desc_t_pool_get_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_pool_get_kvc_5a320637832ca7d7(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1843,7 +1847,7 @@ int _wrap_kvc_group_desc_t_pool_get_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *
 }
 
 
-void _wrap_kvc_group_desc_t_block_bytes_set_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_block_bytes_set_kvc_5a320637832ca7d7(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1855,7 +1859,7 @@ void _wrap_kvc_group_desc_t_block_bytes_set_kvc_064ba7cfd39c4cb1(struct kvc_grou
 }
 
 
-long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_5a320637832ca7d7(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1868,7 +1872,7 @@ long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_064ba7cfd39c4cb1(struct kvc
 }
 
 
-void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_5a320637832ca7d7(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1880,7 +1884,7 @@ void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_064ba7cfd39c4cb1(struct kvc_
 }
 
 
-long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_5a320637832ca7d7(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1893,7 +1897,7 @@ long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_064ba7cfd39c4cb1(struct
 }
 
 
-struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_064ba7cfd39c4cb1() {
+struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_5a320637832ca7d7() {
   struct kvc_group_desc *result = 0 ;
   struct kvc_group_desc *_swig_go_result;
   
@@ -1904,7 +1908,7 @@ struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_064ba7cfd39c4cb1() {
 }
 
 
-void _wrap_delete_kvc_group_desc_t_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0) {
+void _wrap_delete_kvc_group_desc_t_kvc_5a320637832ca7d7(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   
   arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
@@ -1914,7 +1918,7 @@ void _wrap_delete_kvc_group_desc_t_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_
 }
 
 
-void _wrap_kvc_group_desc_init_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig_go_0) {
+void _wrap_kvc_group_desc_init_kvc_5a320637832ca7d7(struct kvc_group_desc *_swig_go_0) {
   kvc_group_desc_t *arg1 = (kvc_group_desc_t *) 0 ;
   
   arg1 = *(kvc_group_desc_t **)&_swig_go_0; 
@@ -1924,7 +1928,7 @@ void _wrap_kvc_group_desc_init_kvc_064ba7cfd39c4cb1(struct kvc_group_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_group_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_group_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_group_desc_t *arg3 = (kvc_group_desc_t *) 0 ;
@@ -1941,7 +1945,7 @@ _gostring_ _wrap_kvc_cache_describe_group_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swi
 }
 
 
-void _wrap_kvc_pool_desc_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_struct_size_set_kvc_5a320637832ca7d7(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1953,7 +1957,7 @@ void _wrap_kvc_pool_desc_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_pool_
 }
 
 
-int _wrap_kvc_pool_desc_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_struct_size_get_kvc_5a320637832ca7d7(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1966,7 +1970,7 @@ int _wrap_kvc_pool_desc_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_num_groups_set_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_groups_set_kvc_5a320637832ca7d7(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1978,7 +1982,7 @@ void _wrap_kvc_pool_desc_t_num_groups_set_kvc_064ba7cfd39c4cb1(struct kvc_pool_d
 }
 
 
-int _wrap_kvc_pool_desc_t_num_groups_get_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_num_groups_get_kvc_5a320637832ca7d7(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1991,7 +1995,7 @@ int _wrap_kvc_pool_desc_t_num_groups_get_kvc_064ba7cfd39c4cb1(struct kvc_pool_de
 }
 
 
-void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_5a320637832ca7d7(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2003,7 +2007,7 @@ void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_064ba7cfd39c4cb1(struct kvc_pool_
 }
 
 
-long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_5a320637832ca7d7(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2016,7 +2020,7 @@ long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_064ba7cfd39c4cb1(struct kvc_
 }
 
 
-void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_5a320637832ca7d7(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2028,7 +2032,7 @@ void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_pool_d
 }
 
 
-long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_5a320637832ca7d7(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2041,7 +2045,7 @@ long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_p
 }
 
 
-void _wrap_kvc_pool_desc_t_bytes_set_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_bytes_set_kvc_5a320637832ca7d7(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2053,7 +2057,7 @@ void _wrap_kvc_pool_desc_t_bytes_set_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *
 }
 
 
-long long _wrap_kvc_pool_desc_t_bytes_get_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_bytes_get_kvc_5a320637832ca7d7(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2066,7 +2070,7 @@ long long _wrap_kvc_pool_desc_t_bytes_get_kvc_064ba7cfd39c4cb1(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_base_set_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_pool_desc_t_base_set_kvc_5a320637832ca7d7(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2078,7 +2082,7 @@ void _wrap_kvc_pool_desc_t_base_set_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_
 }
 
 
-void *_wrap_kvc_pool_desc_t_base_get_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0) {
+void *_wrap_kvc_pool_desc_t_base_get_kvc_5a320637832ca7d7(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2091,7 +2095,7 @@ void *_wrap_kvc_pool_desc_t_base_get_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *
 }
 
 
-struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_064ba7cfd39c4cb1() {
+struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_5a320637832ca7d7() {
   struct kvc_pool_desc *result = 0 ;
   struct kvc_pool_desc *_swig_go_result;
   
@@ -2102,7 +2106,7 @@ struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_064ba7cfd39c4cb1() {
 }
 
 
-void _wrap_delete_kvc_pool_desc_t_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_delete_kvc_pool_desc_t_kvc_5a320637832ca7d7(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   
   arg1 = *(struct kvc_pool_desc **)&_swig_go_0; 
@@ -2112,7 +2116,7 @@ void _wrap_delete_kvc_pool_desc_t_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_sw
 }
 
 
-void _wrap_kvc_pool_desc_init_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_kvc_pool_desc_init_kvc_5a320637832ca7d7(struct kvc_pool_desc *_swig_go_0) {
   kvc_pool_desc_t *arg1 = (kvc_pool_desc_t *) 0 ;
   
   arg1 = *(kvc_pool_desc_t **)&_swig_go_0; 
@@ -2122,7 +2126,7 @@ void _wrap_kvc_pool_desc_init_kvc_064ba7cfd39c4cb1(struct kvc_pool_desc *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_pool_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_pool_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_pool_desc_t *arg3 = (kvc_pool_desc_t *) 0 ;
@@ -2139,7 +2143,7 @@ _gostring_ _wrap_kvc_cache_describe_pool_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig
 }
 
 
-void _wrap_kvc_layer_view_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_struct_size_set_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2151,7 +2155,7 @@ void _wrap_kvc_layer_view_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_laye
 }
 
 
-int _wrap_kvc_layer_view_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_struct_size_get_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2164,7 +2168,7 @@ int _wrap_kvc_layer_view_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_layer
 }
 
 
-void _wrap_kvc_layer_view_t_group_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_group_set_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2176,7 +2180,7 @@ void _wrap_kvc_layer_view_t_group_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_group_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_group_get_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2189,7 +2193,7 @@ int _wrap_kvc_layer_view_t_group_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_pool_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_pool_set_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2201,7 +2205,7 @@ void _wrap_kvc_layer_view_t_pool_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view 
 }
 
 
-int _wrap_kvc_layer_view_t_pool_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_pool_get_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2214,7 +2218,7 @@ int _wrap_kvc_layer_view_t_pool_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *
 }
 
 
-void _wrap_kvc_layer_view_t_dtype_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_dtype_set_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -2226,7 +2230,7 @@ void _wrap_kvc_layer_view_t_dtype_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_dtype_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_dtype_get_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -2239,7 +2243,7 @@ int _wrap_kvc_layer_view_t_dtype_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_layout_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_layout_set_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -2251,7 +2255,7 @@ void _wrap_kvc_layer_view_t_layout_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_vie
 }
 
 
-int _wrap_kvc_layer_view_t_layout_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_layout_get_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -2264,7 +2268,7 @@ int _wrap_kvc_layer_view_t_layout_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_kv_heads_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_heads_set_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2276,7 +2280,7 @@ void _wrap_kvc_layer_view_t_kv_heads_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_kv_heads_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_heads_get_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2289,7 +2293,7 @@ int _wrap_kvc_layer_view_t_kv_heads_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_head_dim_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_dim_set_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2301,7 +2305,7 @@ void _wrap_kvc_layer_view_t_head_dim_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_head_dim_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_head_dim_get_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2314,7 +2318,7 @@ int _wrap_kvc_layer_view_t_head_dim_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2326,7 +2330,7 @@ void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_064ba7cfd39c4cb1(struct kvc
 }
 
 
-int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2339,7 +2343,7 @@ int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_064ba7cfd39c4cb1(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_kv_factor_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_factor_set_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2351,7 +2355,7 @@ void _wrap_kvc_layer_view_t_kv_factor_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_kv_factor_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_factor_get_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2364,7 +2368,7 @@ int _wrap_kvc_layer_view_t_kv_factor_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_elem_size_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_elem_size_set_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2376,7 +2380,7 @@ void _wrap_kvc_layer_view_t_elem_size_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_elem_size_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_elem_size_get_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2389,7 +2393,7 @@ int _wrap_kvc_layer_view_t_elem_size_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_base_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_layer_view_t_base_set_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2401,7 +2405,7 @@ void _wrap_kvc_layer_view_t_base_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view 
 }
 
 
-void *_wrap_kvc_layer_view_t_base_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
+void *_wrap_kvc_layer_view_t_base_get_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2414,7 +2418,7 @@ void *_wrap_kvc_layer_view_t_base_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_num_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_num_blocks_set_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2426,7 +2430,7 @@ void _wrap_kvc_layer_view_t_num_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_layer
 }
 
 
-long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2439,7 +2443,7 @@ long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_block_stride_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_block_stride_set_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2451,7 +2455,7 @@ void _wrap_kvc_layer_view_t_block_stride_set_kvc_064ba7cfd39c4cb1(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_block_stride_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_block_stride_get_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2464,7 +2468,7 @@ long long _wrap_kvc_layer_view_t_block_stride_get_kvc_064ba7cfd39c4cb1(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_kv_stride_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_stride_set_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2476,7 +2480,7 @@ void _wrap_kvc_layer_view_t_kv_stride_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_
 }
 
 
-long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2489,7 +2493,7 @@ long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_064ba7cfd39c4cb1(struct kvc_l
 }
 
 
-void _wrap_kvc_layer_view_t_token_stride_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_token_stride_set_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2501,7 +2505,7 @@ void _wrap_kvc_layer_view_t_token_stride_set_kvc_064ba7cfd39c4cb1(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_token_stride_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_token_stride_get_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2514,7 +2518,7 @@ long long _wrap_kvc_layer_view_t_token_stride_get_kvc_064ba7cfd39c4cb1(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_head_stride_set_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_stride_set_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2526,7 +2530,7 @@ void _wrap_kvc_layer_view_t_head_stride_set_kvc_064ba7cfd39c4cb1(struct kvc_laye
 }
 
 
-long long _wrap_kvc_layer_view_t_head_stride_get_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_head_stride_get_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2539,7 +2543,7 @@ long long _wrap_kvc_layer_view_t_head_stride_get_kvc_064ba7cfd39c4cb1(struct kvc
 }
 
 
-struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_064ba7cfd39c4cb1() {
+struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_5a320637832ca7d7() {
   struct kvc_layer_view *result = 0 ;
   struct kvc_layer_view *_swig_go_result;
   
@@ -2550,7 +2554,7 @@ struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_064ba7cfd39c4cb1() {
 }
 
 
-void _wrap_delete_kvc_layer_view_t_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
+void _wrap_delete_kvc_layer_view_t_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   
   arg1 = *(struct kvc_layer_view **)&_swig_go_0; 
@@ -2560,7 +2564,7 @@ void _wrap_delete_kvc_layer_view_t_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_
 }
 
 
-void _wrap_kvc_layer_view_init_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig_go_0) {
+void _wrap_kvc_layer_view_init_kvc_5a320637832ca7d7(struct kvc_layer_view *_swig_go_0) {
   kvc_layer_view_t *arg1 = (kvc_layer_view_t *) 0 ;
   
   arg1 = *(kvc_layer_view_t **)&_swig_go_0; 
@@ -2570,7 +2574,7 @@ void _wrap_kvc_layer_view_init_kvc_064ba7cfd39c4cb1(struct kvc_layer_view *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_layer_view_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_layer_view_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_layer_view_t *arg3 = (kvc_layer_view_t *) 0 ;
@@ -2587,7 +2591,7 @@ _gostring_ _wrap_kvc_cache_layer_view_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go
 }
 
 
-void _wrap_kvc_extra_key_t_offset_set_kvc_064ba7cfd39c4cb1(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_offset_set_kvc_5a320637832ca7d7(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -2599,7 +2603,7 @@ void _wrap_kvc_extra_key_t_offset_set_kvc_064ba7cfd39c4cb1(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_offset_get_kvc_064ba7cfd39c4cb1(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_offset_get_kvc_5a320637832ca7d7(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2612,7 +2616,7 @@ long long _wrap_kvc_extra_key_t_offset_get_kvc_064ba7cfd39c4cb1(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_length_set_kvc_064ba7cfd39c4cb1(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_length_set_kvc_5a320637832ca7d7(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -2624,7 +2628,7 @@ void _wrap_kvc_extra_key_t_length_set_kvc_064ba7cfd39c4cb1(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_length_get_kvc_064ba7cfd39c4cb1(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_length_get_kvc_5a320637832ca7d7(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2637,7 +2641,7 @@ long long _wrap_kvc_extra_key_t_length_get_kvc_064ba7cfd39c4cb1(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_data_set_kvc_064ba7cfd39c4cb1(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_extra_key_t_data_set_kvc_5a320637832ca7d7(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2649,7 +2653,7 @@ void _wrap_kvc_extra_key_t_data_set_kvc_064ba7cfd39c4cb1(struct kvc_extra_key *_
 }
 
 
-void *_wrap_kvc_extra_key_t_data_get_kvc_064ba7cfd39c4cb1(struct kvc_extra_key *_swig_go_0) {
+void *_wrap_kvc_extra_key_t_data_get_kvc_5a320637832ca7d7(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2662,7 +2666,7 @@ void *_wrap_kvc_extra_key_t_data_get_kvc_064ba7cfd39c4cb1(struct kvc_extra_key *
 }
 
 
-void _wrap_kvc_extra_key_t_size_set_kvc_064ba7cfd39c4cb1(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_size_set_kvc_5a320637832ca7d7(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t arg2 ;
   
@@ -2674,7 +2678,7 @@ void _wrap_kvc_extra_key_t_size_set_kvc_064ba7cfd39c4cb1(struct kvc_extra_key *_
 }
 
 
-long long _wrap_kvc_extra_key_t_size_get_kvc_064ba7cfd39c4cb1(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_size_get_kvc_5a320637832ca7d7(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -2687,7 +2691,7 @@ long long _wrap_kvc_extra_key_t_size_get_kvc_064ba7cfd39c4cb1(struct kvc_extra_k
 }
 
 
-struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_064ba7cfd39c4cb1() {
+struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_5a320637832ca7d7() {
   struct kvc_extra_key *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
   
@@ -2698,7 +2702,7 @@ struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_064ba7cfd39c4cb1() {
 }
 
 
-void _wrap_delete_kvc_extra_key_t_kvc_064ba7cfd39c4cb1(struct kvc_extra_key *_swig_go_0) {
+void _wrap_delete_kvc_extra_key_t_kvc_5a320637832ca7d7(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   
   arg1 = *(struct kvc_extra_key **)&_swig_go_0; 
@@ -2708,7 +2712,7 @@ void _wrap_delete_kvc_extra_key_t_kvc_064ba7cfd39c4cb1(struct kvc_extra_key *_sw
 }
 
 
-void _wrap_kvc_sequence_options_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_struct_size_set_kvc_5a320637832ca7d7(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2720,7 +2724,7 @@ void _wrap_kvc_sequence_options_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kv
 }
 
 
-int _wrap_kvc_sequence_options_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_struct_size_get_kvc_5a320637832ca7d7(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2733,7 +2737,7 @@ int _wrap_kvc_sequence_options_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc
 }
 
 
-void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_5a320637832ca7d7(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2745,7 +2749,7 @@ void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_064ba7cfd39c4cb1(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_5a320637832ca7d7(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2758,7 +2762,7 @@ int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_064ba7cfd39c4cb1(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_5a320637832ca7d7(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2770,7 +2774,7 @@ void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_064ba7cfd39c4cb1(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_5a320637832ca7d7(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2783,7 +2787,7 @@ int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_064ba7cfd39c4cb1(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_has_lora_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
+void _wrap_kvc_sequence_options_t_has_lora_set_kvc_5a320637832ca7d7(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool arg2 ;
   
@@ -2795,7 +2799,7 @@ void _wrap_kvc_sequence_options_t_has_lora_set_kvc_064ba7cfd39c4cb1(struct kvc_s
 }
 
 
-bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0) {
+bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_5a320637832ca7d7(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -2808,7 +2812,7 @@ bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_064ba7cfd39c4cb1(struct kvc_s
 }
 
 
-void _wrap_kvc_sequence_options_t_lora_id_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_lora_id_set_kvc_5a320637832ca7d7(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t arg2 ;
   
@@ -2820,7 +2824,7 @@ void _wrap_kvc_sequence_options_t_lora_id_set_kvc_064ba7cfd39c4cb1(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_5a320637832ca7d7(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2833,7 +2837,7 @@ long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_064ba7cfd39c4cb1(struct k
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_set_kvc_5a320637832ca7d7(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2845,7 +2849,7 @@ void _wrap_kvc_sequence_options_t_salt_set_kvc_064ba7cfd39c4cb1(struct kvc_seque
 }
 
 
-void *_wrap_kvc_sequence_options_t_salt_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0) {
+void *_wrap_kvc_sequence_options_t_salt_get_kvc_5a320637832ca7d7(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2858,7 +2862,7 @@ void *_wrap_kvc_sequence_options_t_salt_get_kvc_064ba7cfd39c4cb1(struct kvc_sequ
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_size_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_size_set_kvc_5a320637832ca7d7(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -2870,7 +2874,7 @@ void _wrap_kvc_sequence_options_t_salt_size_set_kvc_064ba7cfd39c4cb1(struct kvc_
 }
 
 
-long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_5a320637832ca7d7(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -2883,7 +2887,7 @@ long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_064ba7cfd39c4cb1(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_5a320637832ca7d7(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *arg2 = (kvc_extra_key_t *) 0 ;
   
@@ -2895,7 +2899,7 @@ void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_064ba7cfd39c4cb1(struct kvc
 }
 
 
-struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0) {
+struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_5a320637832ca7d7(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
@@ -2908,7 +2912,7 @@ struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_064ba7cfd3
 }
 
 
-void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_5a320637832ca7d7(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -2920,7 +2924,7 @@ void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_064ba7cfd39c4cb1(struct
 }
 
 
-long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_5a320637832ca7d7(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -2933,7 +2937,7 @@ long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_064ba7cfd39c4cb1(s
 }
 
 
-struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_064ba7cfd39c4cb1() {
+struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_5a320637832ca7d7() {
   struct kvc_sequence_options *result = 0 ;
   struct kvc_sequence_options *_swig_go_result;
   
@@ -2944,7 +2948,7 @@ struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_064ba7cfd39c4c
 }
 
 
-void _wrap_delete_kvc_sequence_options_t_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_delete_kvc_sequence_options_t_kvc_5a320637832ca7d7(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   
   arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
@@ -2954,7 +2958,7 @@ void _wrap_delete_kvc_sequence_options_t_kvc_064ba7cfd39c4cb1(struct kvc_sequenc
 }
 
 
-void _wrap_kvc_sequence_options_init_kvc_064ba7cfd39c4cb1(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_kvc_sequence_options_init_kvc_5a320637832ca7d7(struct kvc_sequence_options *_swig_go_0) {
   kvc_sequence_options_t *arg1 = (kvc_sequence_options_t *) 0 ;
   
   arg1 = *(kvc_sequence_options_t **)&_swig_go_0; 
@@ -2964,7 +2968,7 @@ void _wrap_kvc_sequence_options_init_kvc_064ba7cfd39c4cb1(struct kvc_sequence_op
 }
 
 
-_gostring_ _wrap_kvc_sequence_add_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
+_gostring_ _wrap_kvc_sequence_add_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2989,7 +2993,7 @@ _gostring_ _wrap_kvc_sequence_add_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_extend_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_sequence_extend_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3010,7 +3014,7 @@ _gostring_ _wrap_kvc_sequence_extend_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_commit_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_commit_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3027,7 +3031,7 @@ _gostring_ _wrap_kvc_sequence_commit_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_rewind_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_rewind_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3044,7 +3048,7 @@ _gostring_ _wrap_kvc_sequence_rewind_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_fork_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_fork_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3061,7 +3065,7 @@ _gostring_ _wrap_kvc_sequence_fork_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_kvc_sequence_remove_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_remove_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3076,7 +3080,7 @@ _gostring_ _wrap_kvc_sequence_remove_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_pin_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_pin_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3091,7 +3095,7 @@ _gostring_ _wrap_kvc_sequence_pin_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_unpin_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_unpin_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3106,7 +3110,7 @@ _gostring_ _wrap_kvc_sequence_unpin_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_5a320637832ca7d7(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3118,7 +3122,7 @@ void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_s
 }
 
 
-int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_5a320637832ca7d7(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3131,7 +3135,7 @@ int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_se
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_5a320637832ca7d7(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3143,7 +3147,7 @@ void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_064ba7cfd39c4cb1(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_5a320637832ca7d7(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3156,7 +3160,7 @@ int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_064ba7cfd39c4cb1(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_5a320637832ca7d7(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3168,7 +3172,7 @@ void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_064ba7cfd39c4cb1(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_5a320637832ca7d7(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3181,7 +3185,7 @@ int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_064ba7cfd39c4cb1(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_reserved_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_reserved_set_kvc_5a320637832ca7d7(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3193,7 +3197,7 @@ void _wrap_kvc_sequence_desc_t_reserved_set_kvc_064ba7cfd39c4cb1(struct kvc_sequ
 }
 
 
-int _wrap_kvc_sequence_desc_t_reserved_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_reserved_get_kvc_5a320637832ca7d7(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3206,7 +3210,7 @@ int _wrap_kvc_sequence_desc_t_reserved_get_kvc_064ba7cfd39c4cb1(struct kvc_seque
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_5a320637832ca7d7(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3218,7 +3222,7 @@ void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_064ba7cfd39c4cb1(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_5a320637832ca7d7(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3231,7 +3235,7 @@ long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_064ba7cfd39c4cb1(struct k
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_5a320637832ca7d7(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3243,7 +3247,7 @@ void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_064ba7cfd39c4cb1(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_5a320637832ca7d7(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3256,7 +3260,7 @@ long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_064ba7cfd39c4cb1(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_5a320637832ca7d7(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3268,7 +3272,7 @@ void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_064ba7cfd39c4cb1(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_5a320637832ca7d7(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3281,7 +3285,7 @@ long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_064ba7cfd39c4cb1(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_5a320637832ca7d7(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3293,7 +3297,7 @@ void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_064ba7cfd39c4cb1(struct 
 }
 
 
-long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_5a320637832ca7d7(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3306,7 +3310,7 @@ long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_064ba7cfd39c4cb1(st
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_5a320637832ca7d7(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3318,7 +3322,7 @@ void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_5a320637832ca7d7(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3331,7 +3335,7 @@ long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_064ba7cfd39c4cb1(struct k
 }
 
 
-struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_064ba7cfd39c4cb1() {
+struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_5a320637832ca7d7() {
   struct kvc_sequence_desc *result = 0 ;
   struct kvc_sequence_desc *_swig_go_result;
   
@@ -3342,7 +3346,7 @@ struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_064ba7cfd39c4cb1() {
 }
 
 
-void _wrap_delete_kvc_sequence_desc_t_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_delete_kvc_sequence_desc_t_kvc_5a320637832ca7d7(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   
   arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
@@ -3352,7 +3356,7 @@ void _wrap_delete_kvc_sequence_desc_t_kvc_064ba7cfd39c4cb1(struct kvc_sequence_d
 }
 
 
-void _wrap_kvc_sequence_desc_init_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_kvc_sequence_desc_init_kvc_5a320637832ca7d7(struct kvc_sequence_desc *_swig_go_0) {
   kvc_sequence_desc_t *arg1 = (kvc_sequence_desc_t *) 0 ;
   
   arg1 = *(kvc_sequence_desc_t **)&_swig_go_0; 
@@ -3362,7 +3366,7 @@ void _wrap_kvc_sequence_desc_init_kvc_064ba7cfd39c4cb1(struct kvc_sequence_desc 
 }
 
 
-_gostring_ _wrap_kvc_sequence_describe_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_sequence_describe_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_sequence_desc_t *arg3 = (kvc_sequence_desc_t *) 0 ;
@@ -3379,7 +3383,7 @@ _gostring_ _wrap_kvc_sequence_describe_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_sequence_block_ids_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
+_gostring_ _wrap_kvc_sequence_block_ids_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint32_t arg3 ;
@@ -3402,7 +3406,7 @@ _gostring_ _wrap_kvc_sequence_block_ids_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
+_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3421,7 +3425,7 @@ _gostring_ _wrap_kvc_sequence_blocks_needed_kvc_064ba7cfd39c4cb1(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_cache_probe_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
+_gostring_ _wrap_kvc_cache_probe_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -3442,7 +3446,7 @@ _gostring_ _wrap_kvc_cache_probe_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, i
 }
 
 
-_gostring_ _wrap_kvc_batch_extend_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_batch_extend_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3463,7 +3467,7 @@ _gostring_ _wrap_kvc_batch_extend_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_block_table_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3490,7 +3494,7 @@ _gostring_ _wrap_kvc_batch_block_table_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_csr_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
+_gostring_ _wrap_kvc_batch_block_table_csr_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3519,7 +3523,7 @@ _gostring_ _wrap_kvc_batch_block_table_csr_kvc_064ba7cfd39c4cb1(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
+_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   size_t arg3 ;
@@ -3538,7 +3542,7 @@ _gostring_ _wrap_kvc_batch_sequence_lengths_kvc_064ba7cfd39c4cb1(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_batch_slot_mapping_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_slot_mapping_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3565,7 +3569,7 @@ _gostring_ _wrap_kvc_batch_slot_mapping_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_
 }
 
 
-void _wrap_kvc_cache_stats_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_struct_size_set_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -3577,7 +3581,7 @@ void _wrap_kvc_cache_stats_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_cac
 }
 
 
-int _wrap_kvc_cache_stats_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_struct_size_get_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3590,7 +3594,7 @@ int _wrap_kvc_cache_stats_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_reserved_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reserved_set_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -3602,7 +3606,7 @@ void _wrap_kvc_cache_stats_t_reserved_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_stats_t_reserved_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_reserved_get_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3615,7 +3619,7 @@ int _wrap_kvc_cache_stats_t_reserved_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_s
 }
 
 
-void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3627,7 +3631,7 @@ void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3640,7 +3644,7 @@ long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3652,7 +3656,7 @@ void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_cac
 }
 
 
-long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3665,7 +3669,7 @@ long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_064ba7cfd39c4cb1(struct kv
 }
 
 
-void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3677,7 +3681,7 @@ void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3690,7 +3694,7 @@ long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_064ba7cfd39c4cb1(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3702,7 +3706,7 @@ void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3715,7 +3719,7 @@ long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_064ba7cfd39c4cb1(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3727,7 +3731,7 @@ void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3740,7 +3744,7 @@ long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_064ba7cfd39c4cb1(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3752,7 +3756,7 @@ void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3765,7 +3769,7 @@ long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_064ba7cfd39c4cb1(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double arg2 ;
   
@@ -3777,7 +3781,7 @@ void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_
 }
 
 
-double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
+double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -3790,7 +3794,7 @@ double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_064ba7cfd39c4cb1(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3802,7 +3806,7 @@ void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_064ba7cfd39c4cb1(struct kvc_
 }
 
 
-long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3815,7 +3819,7 @@ long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_064ba7cfd39c4cb1(struct
 }
 
 
-void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3827,7 +3831,7 @@ void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_064ba7cfd39c4cb1(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3840,7 +3844,7 @@ long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_064ba7cfd39c4cb1(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3852,7 +3856,7 @@ void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_064ba7cfd39c4cb1(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3865,7 +3869,7 @@ long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_064ba7cfd39c4cb1(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3877,7 +3881,7 @@ void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_064ba7cfd39c4cb1(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3890,7 +3894,7 @@ long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_064ba7cfd39c4cb1(struct kvc
 }
 
 
-struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_064ba7cfd39c4cb1() {
+struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_5a320637832ca7d7() {
   struct kvc_cache_stats *result = 0 ;
   struct kvc_cache_stats *_swig_go_result;
   
@@ -3901,7 +3905,7 @@ struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_064ba7cfd39c4cb1() {
 }
 
 
-void _wrap_delete_kvc_cache_stats_t_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_delete_kvc_cache_stats_t_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   
   arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
@@ -3911,7 +3915,7 @@ void _wrap_delete_kvc_cache_stats_t_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats 
 }
 
 
-void _wrap_kvc_cache_stats_init_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_kvc_cache_stats_init_kvc_5a320637832ca7d7(struct kvc_cache_stats *_swig_go_0) {
   kvc_cache_stats_t *arg1 = (kvc_cache_stats_t *) 0 ;
   
   arg1 = *(kvc_cache_stats_t **)&_swig_go_0; 
@@ -3921,7 +3925,7 @@ void _wrap_kvc_cache_stats_init_kvc_064ba7cfd39c4cb1(struct kvc_cache_stats *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_get_stats_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_get_stats_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_stats_t *arg2 = (kvc_cache_stats_t *) 0 ;
   kvc_status_t result;
@@ -3936,7 +3940,7 @@ _gostring_ _wrap_kvc_cache_get_stats_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_cache_reset_reuse_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_reset_reuse_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -3949,7 +3953,7 @@ _gostring_ _wrap_kvc_cache_reset_reuse_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_check_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_check_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -3962,7 +3966,7 @@ _gostring_ _wrap_kvc_cache_check_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_store_args_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_struct_size_set_kvc_5a320637832ca7d7(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -3974,7 +3978,7 @@ void _wrap_kvc_store_args_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_stor
 }
 
 
-int _wrap_kvc_store_args_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_struct_size_get_kvc_5a320637832ca7d7(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3987,7 +3991,7 @@ int _wrap_kvc_store_args_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_store
 }
 
 
-void _wrap_kvc_store_args_t_layer_set_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_layer_set_kvc_5a320637832ca7d7(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -3999,7 +4003,7 @@ void _wrap_kvc_store_args_t_layer_set_kvc_064ba7cfd39c4cb1(struct kvc_store_args
 }
 
 
-int _wrap_kvc_store_args_t_layer_get_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_layer_get_kvc_5a320637832ca7d7(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4012,7 +4016,7 @@ int _wrap_kvc_store_args_t_layer_get_kvc_064ba7cfd39c4cb1(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_num_tokens_set_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_num_tokens_set_kvc_5a320637832ca7d7(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4024,7 +4028,7 @@ void _wrap_kvc_store_args_t_num_tokens_set_kvc_064ba7cfd39c4cb1(struct kvc_store
 }
 
 
-int _wrap_kvc_store_args_t_num_tokens_get_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_num_tokens_get_kvc_5a320637832ca7d7(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4037,7 +4041,7 @@ int _wrap_kvc_store_args_t_num_tokens_get_kvc_064ba7cfd39c4cb1(struct kvc_store_
 }
 
 
-void _wrap_kvc_store_args_t_src_dtype_set_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_src_dtype_set_kvc_5a320637832ca7d7(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -4049,7 +4053,7 @@ void _wrap_kvc_store_args_t_src_dtype_set_kvc_064ba7cfd39c4cb1(struct kvc_store_
 }
 
 
-int _wrap_kvc_store_args_t_src_dtype_get_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_src_dtype_get_kvc_5a320637832ca7d7(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -4062,7 +4066,7 @@ int _wrap_kvc_store_args_t_src_dtype_get_kvc_064ba7cfd39c4cb1(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_key_set_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_key_set_kvc_5a320637832ca7d7(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4074,7 +4078,7 @@ void _wrap_kvc_store_args_t_key_set_kvc_064ba7cfd39c4cb1(struct kvc_store_args *
 }
 
 
-void *_wrap_kvc_store_args_t_key_get_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_key_get_kvc_5a320637832ca7d7(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4087,7 +4091,7 @@ void *_wrap_kvc_store_args_t_key_get_kvc_064ba7cfd39c4cb1(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_value_set_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_value_set_kvc_5a320637832ca7d7(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4099,7 +4103,7 @@ void _wrap_kvc_store_args_t_value_set_kvc_064ba7cfd39c4cb1(struct kvc_store_args
 }
 
 
-void *_wrap_kvc_store_args_t_value_get_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_value_get_kvc_5a320637832ca7d7(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4112,7 +4116,7 @@ void *_wrap_kvc_store_args_t_value_get_kvc_064ba7cfd39c4cb1(struct kvc_store_arg
 }
 
 
-void _wrap_kvc_store_args_t_slot_mapping_set_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
+void _wrap_kvc_store_args_t_slot_mapping_set_kvc_5a320637832ca7d7(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   
@@ -4124,7 +4128,7 @@ void _wrap_kvc_store_args_t_slot_mapping_set_kvc_064ba7cfd39c4cb1(struct kvc_sto
 }
 
 
-int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0) {
+int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_5a320637832ca7d7(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *result = 0 ;
   int64_t *_swig_go_result;
@@ -4137,7 +4141,7 @@ int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_064ba7cfd39c4cb1(struct kvc
 }
 
 
-void _wrap_kvc_store_args_t_k_scale_set_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_k_scale_set_kvc_5a320637832ca7d7(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -4149,7 +4153,7 @@ void _wrap_kvc_store_args_t_k_scale_set_kvc_064ba7cfd39c4cb1(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_k_scale_get_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_k_scale_get_kvc_5a320637832ca7d7(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4162,7 +4166,7 @@ float _wrap_kvc_store_args_t_k_scale_get_kvc_064ba7cfd39c4cb1(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_v_scale_set_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_v_scale_set_kvc_5a320637832ca7d7(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -4174,7 +4178,7 @@ void _wrap_kvc_store_args_t_v_scale_set_kvc_064ba7cfd39c4cb1(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_v_scale_get_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_v_scale_get_kvc_5a320637832ca7d7(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4187,7 +4191,7 @@ float _wrap_kvc_store_args_t_v_scale_get_kvc_064ba7cfd39c4cb1(struct kvc_store_a
 }
 
 
-struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_064ba7cfd39c4cb1() {
+struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_5a320637832ca7d7() {
   struct kvc_store_args *result = 0 ;
   struct kvc_store_args *_swig_go_result;
   
@@ -4198,7 +4202,7 @@ struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_064ba7cfd39c4cb1() {
 }
 
 
-void _wrap_delete_kvc_store_args_t_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0) {
+void _wrap_delete_kvc_store_args_t_kvc_5a320637832ca7d7(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   
   arg1 = *(struct kvc_store_args **)&_swig_go_0; 
@@ -4208,7 +4212,7 @@ void _wrap_delete_kvc_store_args_t_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_
 }
 
 
-void _wrap_kvc_store_args_init_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig_go_0) {
+void _wrap_kvc_store_args_init_kvc_5a320637832ca7d7(struct kvc_store_args *_swig_go_0) {
   kvc_store_args_t *arg1 = (kvc_store_args_t *) 0 ;
   
   arg1 = *(kvc_store_args_t **)&_swig_go_0; 
@@ -4218,7 +4222,7 @@ void _wrap_kvc_store_args_init_kvc_064ba7cfd39c4cb1(struct kvc_store_args *_swig
 }
 
 
-_gostring_ _wrap_kvc_store_kv_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_store_kv_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_store_args_t *arg2 = (kvc_store_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -4235,7 +4239,7 @@ _gostring_ _wrap_kvc_store_kv_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, stru
 }
 
 
-_gostring_ _wrap_kvc_copy_blocks_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
+_gostring_ _wrap_kvc_copy_blocks_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4260,7 +4264,7 @@ _gostring_ _wrap_kvc_copy_blocks_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, i
 }
 
 
-intgo _wrap_KVC_TABLE_PADDED_kvc_064ba7cfd39c4cb1() {
+intgo _wrap_KVC_TABLE_PADDED_kvc_5a320637832ca7d7() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -4272,7 +4276,7 @@ intgo _wrap_KVC_TABLE_PADDED_kvc_064ba7cfd39c4cb1() {
 }
 
 
-intgo _wrap_KVC_TABLE_CSR_kvc_064ba7cfd39c4cb1() {
+intgo _wrap_KVC_TABLE_CSR_kvc_5a320637832ca7d7() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -4284,7 +4288,7 @@ intgo _wrap_KVC_TABLE_CSR_kvc_064ba7cfd39c4cb1() {
 }
 
 
-void _wrap_kvc_decode_args_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_struct_size_set_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4296,7 +4300,7 @@ void _wrap_kvc_decode_args_t_struct_size_set_kvc_064ba7cfd39c4cb1(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_struct_size_get_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4309,7 +4313,7 @@ int _wrap_kvc_decode_args_t_struct_size_get_kvc_064ba7cfd39c4cb1(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_layer_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_layer_set_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4321,7 +4325,7 @@ void _wrap_kvc_decode_args_t_layer_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_layer_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_layer_get_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4334,7 +4338,7 @@ int _wrap_kvc_decode_args_t_layer_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_batch_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_batch_set_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4346,7 +4350,7 @@ void _wrap_kvc_decode_args_t_batch_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_batch_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_batch_get_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4359,7 +4363,7 @@ int _wrap_kvc_decode_args_t_batch_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_q_heads_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_heads_set_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4371,7 +4375,7 @@ void _wrap_kvc_decode_args_t_q_heads_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_heads_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_heads_get_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4384,7 +4388,7 @@ int _wrap_kvc_decode_args_t_q_heads_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_q_dtype_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_dtype_set_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -4396,7 +4400,7 @@ void _wrap_kvc_decode_args_t_q_dtype_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_dtype_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_dtype_get_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -4409,7 +4413,7 @@ int _wrap_kvc_decode_args_t_q_dtype_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_table_format_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_format_set_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t arg2 ;
   
@@ -4421,7 +4425,7 @@ void _wrap_kvc_decode_args_t_table_format_set_kvc_064ba7cfd39c4cb1(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_format_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_format_get_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t result;
   int _swig_go_result;
@@ -4434,7 +4438,7 @@ int _wrap_kvc_decode_args_t_table_format_get_kvc_064ba7cfd39c4cb1(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_query_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_query_set_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4446,7 +4450,7 @@ void _wrap_kvc_decode_args_t_query_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_ar
 }
 
 
-void *_wrap_kvc_decode_args_t_query_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_query_get_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4459,7 +4463,7 @@ void *_wrap_kvc_decode_args_t_query_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_out_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_out_set_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4471,7 +4475,7 @@ void _wrap_kvc_decode_args_t_out_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args
 }
 
 
-void *_wrap_kvc_decode_args_t_out_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_out_get_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4484,7 +4488,7 @@ void *_wrap_kvc_decode_args_t_out_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_seq_lens_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_seq_lens_set_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -4496,7 +4500,7 @@ void _wrap_kvc_decode_args_t_seq_lens_set_kvc_064ba7cfd39c4cb1(struct kvc_decode
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -4509,7 +4513,7 @@ int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_064ba7cfd39c4cb1(struct kvc_de
 }
 
 
-void _wrap_kvc_decode_args_t_block_table_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_block_table_set_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -4521,7 +4525,7 @@ void _wrap_kvc_decode_args_t_block_table_set_kvc_064ba7cfd39c4cb1(struct kvc_dec
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -4534,7 +4538,7 @@ int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_064ba7cfd39c4cb1(struct kvc
 }
 
 
-void _wrap_kvc_decode_args_t_indptr_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_indptr_set_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -4546,7 +4550,7 @@ void _wrap_kvc_decode_args_t_indptr_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_a
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -4559,7 +4563,7 @@ int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_064ba7cfd39c4cb1(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_table_stride_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_stride_set_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4571,7 +4575,7 @@ void _wrap_kvc_decode_args_t_table_stride_set_kvc_064ba7cfd39c4cb1(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_stride_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_stride_get_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4584,7 +4588,7 @@ int _wrap_kvc_decode_args_t_table_stride_get_kvc_064ba7cfd39c4cb1(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4596,7 +4600,7 @@ void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_064ba7cfd39c4cb1(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4609,7 +4613,7 @@ int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_064ba7cfd39c4cb1(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_window_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_window_set_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4621,7 +4625,7 @@ void _wrap_kvc_decode_args_t_window_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_a
 }
 
 
-int _wrap_kvc_decode_args_t_window_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_window_get_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4634,7 +4638,7 @@ int _wrap_kvc_decode_args_t_window_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_ar
 }
 
 
-void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -4646,7 +4650,7 @@ void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_064ba7cfd39c4cb1(struct kvc_d
 }
 
 
-float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4659,7 +4663,7 @@ float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_064ba7cfd39c4cb1(struct kvc_
 }
 
 
-void _wrap_kvc_decode_args_t_k_scale_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_k_scale_set_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -4671,7 +4675,7 @@ void _wrap_kvc_decode_args_t_k_scale_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_k_scale_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_k_scale_get_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4684,7 +4688,7 @@ float _wrap_kvc_decode_args_t_k_scale_get_kvc_064ba7cfd39c4cb1(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_v_scale_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_v_scale_set_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -4696,7 +4700,7 @@ void _wrap_kvc_decode_args_t_v_scale_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_v_scale_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_v_scale_get_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4709,7 +4713,7 @@ float _wrap_kvc_decode_args_t_v_scale_get_kvc_064ba7cfd39c4cb1(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_set_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4721,7 +4725,7 @@ void _wrap_kvc_decode_args_t_workspace_set_kvc_064ba7cfd39c4cb1(struct kvc_decod
 }
 
 
-void *_wrap_kvc_decode_args_t_workspace_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_workspace_get_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4734,7 +4738,7 @@ void *_wrap_kvc_decode_args_t_workspace_get_kvc_064ba7cfd39c4cb1(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t arg2 ;
   
@@ -4746,7 +4750,7 @@ void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_064ba7cfd39c4cb1(struct kvc
 }
 
 
-long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
+long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4759,7 +4763,7 @@ long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_064ba7cfd39c4cb1(struc
 }
 
 
-struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_064ba7cfd39c4cb1() {
+struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_5a320637832ca7d7() {
   struct kvc_decode_args *result = 0 ;
   struct kvc_decode_args *_swig_go_result;
   
@@ -4770,7 +4774,7 @@ struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_064ba7cfd39c4cb1() {
 }
 
 
-void _wrap_delete_kvc_decode_args_t_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
+void _wrap_delete_kvc_decode_args_t_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   
   arg1 = *(struct kvc_decode_args **)&_swig_go_0; 
@@ -4780,7 +4784,7 @@ void _wrap_delete_kvc_decode_args_t_kvc_064ba7cfd39c4cb1(struct kvc_decode_args 
 }
 
 
-void _wrap_kvc_decode_args_init_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_swig_go_0) {
+void _wrap_kvc_decode_args_init_kvc_5a320637832ca7d7(struct kvc_decode_args *_swig_go_0) {
   kvc_decode_args_t *arg1 = (kvc_decode_args_t *) 0 ;
   
   arg1 = *(kvc_decode_args_t **)&_swig_go_0; 
@@ -4790,7 +4794,7 @@ void _wrap_kvc_decode_args_init_kvc_064ba7cfd39c4cb1(struct kvc_decode_args *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_workspace_size_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_workspace_size_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -4807,7 +4811,7 @@ _gostring_ _wrap_kvc_decode_workspace_size_kvc_064ba7cfd39c4cb1(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_attention_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_attention_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -4824,7 +4828,7 @@ _gostring_ _wrap_kvc_decode_attention_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_cache_get_async_error_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_get_async_error_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t *arg3 = (kvc_status_t *) 0 ;
@@ -4841,7 +4845,7 @@ _gostring_ _wrap_kvc_cache_get_async_error_kvc_064ba7cfd39c4cb1(kvc_cache_t *_sw
 }
 
 
-uintptr_t _wrap_kvcgo_buffer_new_kvc_064ba7cfd39c4cb1(char *_swig_go_0, long long _swig_go_1) {
+uintptr_t _wrap_kvcgo_buffer_new_kvc_5a320637832ca7d7(char *_swig_go_0, long long _swig_go_1) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   uintptr_t result;
@@ -4856,7 +4860,7 @@ uintptr_t _wrap_kvcgo_buffer_new_kvc_064ba7cfd39c4cb1(char *_swig_go_0, long lon
 }
 
 
-void _wrap_kvcgo_buffer_free_kvc_064ba7cfd39c4cb1(uintptr_t _swig_go_0) {
+void _wrap_kvcgo_buffer_free_kvc_5a320637832ca7d7(uintptr_t _swig_go_0) {
   uintptr_t arg1 ;
   
   arg1 = (uintptr_t)_swig_go_0; 
@@ -4866,7 +4870,7 @@ void _wrap_kvcgo_buffer_free_kvc_064ba7cfd39c4cb1(uintptr_t _swig_go_0) {
 }
 
 
-void _wrap_kvcgo_buffer_read_kvc_064ba7cfd39c4cb1(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_read_kvc_5a320637832ca7d7(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   uintptr_t arg2 ;
   size_t arg3 ;
@@ -4880,7 +4884,7 @@ void _wrap_kvcgo_buffer_read_kvc_064ba7cfd39c4cb1(char *_swig_go_0, uintptr_t _s
 }
 
 
-void _wrap_kvcgo_buffer_write_kvc_064ba7cfd39c4cb1(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_write_kvc_5a320637832ca7d7(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
   uintptr_t arg1 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -4894,7 +4898,7 @@ void _wrap_kvcgo_buffer_write_kvc_064ba7cfd39c4cb1(uintptr_t _swig_go_0, char *_
 }
 
 
-void _wrap_kvcgo_extra_key_set_kvc_064ba7cfd39c4cb1(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
+void _wrap_kvcgo_extra_key_set_kvc_5a320637832ca7d7(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
   uintptr_t arg1 ;
   size_t arg2 ;
   uint64_t arg3 ;
@@ -4914,7 +4918,7 @@ void _wrap_kvcgo_extra_key_set_kvc_064ba7cfd39c4cb1(uintptr_t _swig_go_0, long l
 }
 
 
-_gostring_ _wrap_kvcgo_cache_async_error_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
+_gostring_ _wrap_kvcgo_cache_async_error_kvc_5a320637832ca7d7(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   bool *arg3 = (bool *) 0 ;
@@ -4931,7 +4935,7 @@ _gostring_ _wrap_kvcgo_cache_async_error_kvc_064ba7cfd39c4cb1(kvc_cache_t *_swig
 }
 
 
-long long _wrap_kvcgo_extra_key_size_kvc_064ba7cfd39c4cb1() {
+long long _wrap_kvcgo_extra_key_size_kvc_5a320637832ca7d7() {
   size_t result;
   long long _swig_go_result;
   

@@ -1,0 +1,7 @@
+module kvcache-example
+
+go 1.19
+
+require kvcache v0.0.0
+
+replace kvcache => ../../bindings/go
