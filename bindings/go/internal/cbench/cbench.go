@@ -1,0 +1,82 @@
+// Package cbench times kvcache calls in C loops, for the Go binding's
+// overhead benchmark (overhead_test.go): the same call the benchmark makes
+// through Go, with no Go in the loop. Each function runs n calls in one cgo
+// call and returns the elapsed nanoseconds (CLOCK_MONOTONIC).
+package cbench
+
+/*
+#cgo pkg-config: kvcache
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+#include <kvcache/kvcache.h>
+
+static uint64_t cbench_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static volatile uint64_t cbench_sink;
+
+static uint64_t cbench_version(uint64_t n) {
+  uint64_t t0 = cbench_now();
+  for (uint64_t i = 0; i < n; i++) cbench_sink += kvc_version();
+  return cbench_now() - t0;
+}
+
+static uint64_t cbench_config_get_num_layers(uintptr_t config, uint64_t n) {
+  const kvc_config_t *c = (const kvc_config_t *)config;
+  uint64_t t0 = cbench_now();
+  for (uint64_t i = 0; i < n; i++) {
+    uint32_t v = 0;
+    if (kvc_config_get_num_layers(c, &v) != KVC_OK) return 0;
+    cbench_sink += v;
+  }
+  return cbench_now() - t0;
+}
+
+static uint64_t cbench_blocks_needed(uintptr_t cache, uint64_t id, uint64_t n) {
+  const kvc_cache_t *c = (const kvc_cache_t *)cache;
+  uint64_t t0 = cbench_now();
+  for (uint64_t i = 0; i < n; i++) {
+    uint64_t v = 0;
+    if (kvc_sequence_blocks_needed(c, id, 1, &v) != KVC_OK) return 0;
+    cbench_sink += v;
+  }
+  return cbench_now() - t0;
+}
+
+// A failing call and what a C caller does to report it: read the message.
+static uint64_t cbench_blocks_needed_error(uintptr_t cache, uint64_t id, uint64_t n) {
+  const kvc_cache_t *c = (const kvc_cache_t *)cache;
+  uint64_t t0 = cbench_now();
+  for (uint64_t i = 0; i < n; i++) {
+    uint64_t v = 0;
+    kvc_status_t s = kvc_sequence_blocks_needed(c, id, 1, &v);
+    if (s == KVC_OK) return 0;
+    cbench_sink += strlen(kvc_last_error_message()) + (uint64_t)(-s);
+  }
+  return cbench_now() - t0;
+}
+*/
+import "C"
+
+// Version times n calls of kvc_version().
+func Version(n uint64) uint64 { return uint64(C.cbench_version(C.uint64_t(n))) }
+
+// ConfigGetNumLayers times n calls of kvc_config_get_num_layers(config).
+func ConfigGetNumLayers(config uintptr, n uint64) uint64 {
+	return uint64(C.cbench_config_get_num_layers(C.uintptr_t(config), C.uint64_t(n)))
+}
+
+// BlocksNeeded times n calls of kvc_sequence_blocks_needed(cache, id, 1).
+func BlocksNeeded(cache uintptr, id, n uint64) uint64 {
+	return uint64(C.cbench_blocks_needed(C.uintptr_t(cache), C.uint64_t(id), C.uint64_t(n)))
+}
+
+// BlocksNeededError times n failing calls of kvc_sequence_blocks_needed for
+// an unknown id, each followed by reading kvc_last_error_message().
+func BlocksNeededError(cache uintptr, unknownID, n uint64) uint64 {
+	return uint64(C.cbench_blocks_needed_error(C.uintptr_t(cache), C.uint64_t(unknownID), C.uint64_t(n)))
+}
