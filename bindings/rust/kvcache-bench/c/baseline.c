@@ -60,7 +60,8 @@ double kvcb_c_probe(const kvc_cache_t *cache, const int32_t *tokens, size_t n, u
   const double t0 = now_ns();
   for (uint64_t i = 0; i < iters; ++i) {
     uint64_t cached = 0;
-    if (kvc_cache_probe(cache, tokens, n, NULL, &cached) != KVC_OK) return -1;
+    const kvc_sequence_options_t options = KVC_SEQUENCE_OPTIONS_INIT;
+    if (kvc_cache_probe(cache, tokens, n, &options, &cached) != KVC_OK) return -1;
     acc += cached;
   }
   const double t1 = now_ns();

@@ -1,8 +1,9 @@
 //! Per-call overhead of the safe kvcache crate against the same calls made
 //! from C, in one process: for each call, the C loop (c/baseline.c), the
 //! same loop through the raw kvcache-sys bindings, and through the safe
-//! kvcache API run in alternation for several rounds; the table reports the
-//! median nanoseconds per call of each and the safe API's overhead over C.
+//! kvcache API run in alternation (rotating which goes first) for several
+//! rounds; the table reports the median nanoseconds per call of each and
+//! the safe API's overhead over C.
 //!
 //! `KVCB_ROUNDS` and `KVCB_ITERS` override the rounds (default 9) and the
 //! iterations per round of the cheapest call (default 2,000,000).
@@ -60,12 +61,19 @@ fn measure(
     sys(iters / 10 + 1);
     safe(iters / 10 + 1);
     let (mut cs, mut ss, mut rs) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        let t = c(iters);
-        assert!(t >= 0.0, "{call}: the C loop saw an unexpected status");
-        cs.push(t);
-        ss.push(sys(iters));
-        rs.push(safe(iters));
+    for round in 0..rounds {
+        // Rotate the order so that no variant always runs first.
+        for k in 0..3 {
+            match (round + k) % 3 {
+                0 => {
+                    let t = c(iters);
+                    assert!(t >= 0.0, "{call}: the C loop saw an unexpected status");
+                    cs.push(t);
+                }
+                1 => ss.push(sys(iters)),
+                _ => rs.push(safe(iters)),
+            }
+        }
     }
     Row {
         call,
@@ -159,7 +167,7 @@ fn main() -> kvcache::Result<()> {
     rows.push(measure(
         "failing call: unknown sequence (NOT_FOUND + message)",
         rounds,
-        iters / 4,
+        iters / 100,
         // SAFETY: raw is the live cache.
         |n| unsafe { kvcb_c_not_found(raw, 99, n) },
         |n| {
@@ -190,15 +198,13 @@ fn main() -> kvcache::Result<()> {
         |n| {
             time(n, || {
                 let mut cached = 0;
+                let mut o = unsafe { std::mem::zeroed::<sys::kvc_sequence_options_t>() };
+                o.struct_size = std::mem::size_of::<sys::kvc_sequence_options_t>() as u32;
+                o.prompt_priority = sys::KVC_DEFAULT_PRIORITY;
+                o.decode_priority = sys::KVC_DEFAULT_PRIORITY;
                 // SAFETY: live cache; prompt holds its length.
                 let s = unsafe {
-                    sys::kvc_cache_probe(
-                        raw,
-                        prompt.as_ptr(),
-                        prompt.len(),
-                        std::ptr::null(),
-                        &mut cached,
-                    )
+                    sys::kvc_cache_probe(raw, prompt.as_ptr(), prompt.len(), &o, &mut cached)
                 };
                 assert_eq!(s, 0);
                 black_box(cached);

@@ -319,11 +319,19 @@ fn tensor_bytes(what: &str, rows: usize, heads: u32, head_dim: u32, dtype: Dtype
         .ok_or_else(|| Error::invalid(format!("{what}: the tensor size overflows")))
 }
 
-fn check_len<T>(what: &str, name: &str, slice: &[T], bytes: usize) -> Result<()> {
+/// Checks that `slice` holds exactly `bytes` bytes of `dtype` elements,
+/// aligned for them (a `&[u8]` may hold f32 data).
+fn check_len<T>(what: &str, name: &str, slice: &[T], bytes: usize, dtype: Dtype) -> Result<()> {
     if size_of_val(slice) != bytes {
         return Err(Error::invalid(format!(
             "{what}: {name} has {} bytes, the shape needs {bytes}",
             size_of_val(slice)
+        )));
+    }
+    let align = dtype.size().unwrap_or(1);
+    if slice.as_ptr() as usize % align != 0 {
+        return Err(Error::invalid(format!(
+            "{what}: {name} is not aligned to the {align}-byte elements of {dtype:?}"
         )));
     }
     Ok(())
@@ -351,9 +359,9 @@ impl Cache {
             Error::invalid(format!("{WHAT}: {tokens} tokens is more than 2^32 - 1"))
         })?;
         let bytes = tensor_bytes(WHAT, tokens, view.kv_heads, view.head_dim, args.src_dtype)?;
-        check_len(WHAT, "key", args.key, bytes)?;
+        check_len(WHAT, "key", args.key, bytes, args.src_dtype)?;
         if let Some(value) = args.value {
-            check_len(WHAT, "value", value, bytes)?;
+            check_len(WHAT, "value", value, bytes, args.src_dtype)?;
         }
         let raw = RawStoreArgs {
             layer: args.layer,
@@ -386,8 +394,8 @@ impl Cache {
             Error::invalid(format!("{WHAT}: {rows} sequences is more than 2^32 - 1"))
         })?;
         let bytes = tensor_bytes(WHAT, rows, args.q_heads, view.head_dim, args.q_dtype)?;
-        check_len(WHAT, "query", args.query, bytes)?;
-        check_len(WHAT, "out", out, bytes)?;
+        check_len(WHAT, "query", args.query, bytes, args.q_dtype)?;
+        check_len(WHAT, "out", out, bytes, args.q_dtype)?;
         let (format, table, indptr, stride) = match args.tables {
             BlockTables::Padded { table, stride } => {
                 let need = rows

@@ -187,6 +187,19 @@ fn kernel_arguments_are_checked_before_anything_runs() {
     assert_eq!(e.status, Status::InvalidArgument);
     assert!(e.message.contains("64"), "{}", e.message);
 
+    // f32 data in bytes must be aligned for f32.
+    let bytes: Vec<u8> = vec![0; 3 * HEADS * DIM * 4 + 1];
+    let e = cache
+        .store_kv(&StoreKv::new(
+            0,
+            Dtype::F32,
+            &bytes[1..],
+            Some(&bytes[1..]),
+            &slots,
+        ))
+        .unwrap_err();
+    assert!(e.message.contains("aligned"), "{}", e.message);
+
     // bf16 data in an f32 cache is refused by the library (as u16 bits).
     let bits = vec![0u16; 3 * HEADS * DIM];
     let e = cache
