@@ -184,7 +184,7 @@ void run_store(Kernels& t, const Shape& s, kvc_dtype_t src_dtype, uint32_t num_t
     for (auto& b : key) b = (unsigned char)t.rng();
     for (auto& b : value) b = (unsigned char)t.rng();
   } else {
-    key = random_values(t.rng, src_dtype, n, 600.0f);
+    key = random_values(t.rng, src_dtype, n, 900.0f);
     value = random_values(t.rng, src_dtype, n, 3.0f);
   }
   DeviceBuffer dkey(key.data(), key.size()), dvalue(value.data(), value.size());

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build the CUDA backend, run the GPU tests,
+# compute-sanitizer memcheck over them, and the kernel benchmarks with their
+# PyTorch peers. Logs and the report go to $OUT (default ./out).
+#   bench/gpu_check.sh [tests|bench|all]
+# Dependencies the machine lacks (xxhash, cmocka, Google Benchmark) come as
+# .deb packages unpacked into .device-deps/root (see bench/README-gpu.md).
+set -uo pipefail
+MODE=${1:-all}
+ROOT=$(pwd)
+OUT=${OUT:-$ROOT/out}
+mkdir -p "$OUT"
+DEPS=$ROOT/.device-deps/root/usr
+LIBDIR=$DEPS/lib/x86_64-linux-gnu
+# The unpacked .pc files still say prefix=/usr.
+sed -i "s|^prefix=.*|prefix=$DEPS|" "$LIBDIR"/pkgconfig/*.pc
+export PKG_CONFIG_PATH=$LIBDIR/pkgconfig
+export LD_LIBRARY_PATH=$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PATH=/usr/local/cuda/bin:$PATH
+BUILD=$ROOT/build-kern-dev
+STATUS=0
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem \
+  --format=csv | tee "$OUT/machine.txt"
+
+echo "== configure + build"
+t0=$(date +%s)
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVCACHE_CUDA=ON \
+  -DKVCACHE_BUILD_TESTS=ON -DKVCACHE_BUILD_BENCH=ON -DKVCACHE_BUILD_EXAMPLES=OFF \
+  -DKVCACHE_BINDING_RUST=OFF -DKVCACHE_BINDING_GO=OFF -DKVCACHE_BINDING_JAVA=OFF \
+  -DCMAKE_PREFIX_PATH="$DEPS" >"$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
+cmake --build "$BUILD" -j16 --target kvcache_gpu_tests bench_store_kv bench_decode_attention \
+  >"$OUT/build.log" 2>&1 || { grep -B2 -A12 -E "error|Error" "$OUT/build.log" | head -80; exit 1; }
+echo "built in $(( $(date +%s) - t0 )) s"
+
+if [ "$MODE" = tests ] || [ "$MODE" = all ]; then
+  echo "== GPU tests"
+  timeout 300 "$BUILD/tests/gpu/kvcache_gpu_tests" >"$OUT/gpu_tests.log" 2>&1
+  rc=$?; [ $rc -ne 0 ] && STATUS=1
+  grep -E "^\[  (FAILED|PASSED|SKIPPED) |OK \]|Failure|error|Expected|Which is|relative|first difference" \
+    "$OUT/gpu_tests.log" | head -80
+  echo "gpu tests exit code $rc"
+  echo "== compute-sanitizer memcheck"
+  timeout 420 compute-sanitizer --tool memcheck --error-exitcode 99 \
+    "$BUILD/tests/gpu/kvcache_gpu_tests" --gtest_brief=1 >"$OUT/memcheck.log" 2>&1
+  rc=$?; [ $rc -ne 0 ] && STATUS=1
+  tail -6 "$OUT/memcheck.log"
+  echo "memcheck exit code $rc"
+fi
+
+if [ "$MODE" = bench ] || [ "$MODE" = all ]; then
+  echo "== benchmarks"
+  timeout 150 "$BUILD/bench/bench_store_kv" --json "$OUT/store.jsonl" | tee "$OUT/bench_store.log" || STATUS=1
+  timeout 200 "$BUILD/bench/bench_decode_attention" --json "$OUT/decode.jsonl" | tee "$OUT/bench_decode.log" || STATUS=1
+  PYTHONUNBUFFERED=1 timeout 240 python3 bench/torch_kernels.py --store-json "$OUT/store.jsonl" \
+    --decode-json "$OUT/decode.jsonl" --out "$OUT/kernels-h100.md" \
+    --command "bench/gpu_check.sh $MODE" >"$OUT/torch.log" 2>&1 || { tail -20 "$OUT/torch.log"; STATUS=1; }
+  cat "$OUT/kernels-h100.md" 2>/dev/null
+fi
+exit $STATUS
