@@ -1,0 +1,25 @@
+package org.kvcache;
+
+/**
+ * Summary of a cache (kvc_cache_desc_t).
+ *
+ * @param deviceKind where the primary pools live
+ * @param deviceOrdinal CUDA ordinal; 0 on CPU
+ * @param dtype stored element type
+ * @param layout block layout
+ * @param numLayers attention layers
+ * @param numGroups layer groups
+ * @param numPools block pools
+ * @param tokensPerBlock tokens per block
+ * @param kvFactor 2 (K and V) or 1
+ * @param numBlocks primary blocks over all pools
+ * @param tokenCapacity tokens every layer can hold at once
+ * @param primaryBytes bytes of the primary pools
+ * @param hostCacheBytes bytes of the secondary tier
+ * @param deviceFreeBytes free device memory seen at sizing (CUDA); 0 on CPU
+ * @param deviceTotalBytes total device memory (CUDA); 0 on CPU
+ */
+public record CacheDescription(DeviceKind deviceKind, int deviceOrdinal, DType dtype,
+    Layout layout, int numLayers, int numGroups, int numPools, int tokensPerBlock,
+    int kvFactor, long numBlocks, long tokenCapacity, long primaryBytes, long hostCacheBytes,
+    long deviceFreeBytes, long deviceTotalBytes) {}

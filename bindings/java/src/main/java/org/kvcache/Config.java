@@ -1,0 +1,490 @@
+package org.kvcache;
+
+/**
+ * A cache configuration (kvc_config_t): typed setters and getters, validated
+ * as a whole by {@link #validate()} and by {@link Cache#Cache(Config)}.
+ *
+ * <p>Setters return {@code this} and throw {@link KvCacheException}
+ * ({@link Status#INVALID_ARGUMENT}, with the library's message) for a value
+ * out of range; the config is then unchanged. A config is a plain value:
+ * the cache copies it at creation. Close it when done (try-with-resources);
+ * using it after close throws {@link Status#INVALID_STATE}. Like the C
+ * object it is not meant to be changed from two threads at once, but no
+ * use of it from any thread can crash the process.
+ */
+public final class Config implements AutoCloseable {
+  private final NativeHandle handle;
+
+  /** A config holding the library's defaults (see config.h). */
+  public Config() {
+    NativeLibrary.load();
+    Scratch s = Scratch.get();
+    int out = s.alloc(8);
+    KvcNative.kvc_config_create(s.address(out));
+    handle = new NativeHandle(s.getLong(out), "Config");
+  }
+
+  private Config(long address) {
+    handle = new NativeHandle(address, "Config");
+  }
+
+  /** An independent copy (kvc_config_clone). */
+  public Config copy() {
+    long h = handle.acquire();
+    try {
+      Scratch s = Scratch.get();
+      int out = s.alloc(8);
+      KvcNative.kvc_config_clone(h, s.address(out));
+      return new Config(s.getLong(out));
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** Frees the native config. A second close does nothing. */
+  @Override
+  public void close() {
+    long h = handle.close();
+    if (h != 0) {
+      KvcNative.kvc_config_destroy(h);
+    }
+  }
+
+  /** Whether {@link #close()} was called. */
+  public boolean isClosed() {
+    return handle.isClosed();
+  }
+
+  /** Checks the config as a whole, as cache creation will. */
+  public Config validate() {
+    long h = handle.acquire();
+    try {
+      KvcNative.kvc_config_validate(h);
+      return this;
+    } finally {
+      handle.release();
+    }
+  }
+
+  long acquire() {
+    return handle.acquire();
+  }
+
+  void release() {
+    handle.release();
+  }
+
+  // ----- helpers: one out value through the scratch ---------------------
+
+  private interface Getter {
+    void call(long config, long out);
+  }
+
+  private long getU32(Getter g) {
+    long h = handle.acquire();
+    try {
+      Scratch s = Scratch.get();
+      int out = s.alloc(8);
+      g.call(h, s.address(out));
+      return s.getUnsignedInt(out);
+    } finally {
+      handle.release();
+    }
+  }
+
+  private long getU64(Getter g) {
+    long h = handle.acquire();
+    try {
+      Scratch s = Scratch.get();
+      int out = s.alloc(8);
+      g.call(h, s.address(out));
+      return s.getLong(out);
+    } finally {
+      handle.release();
+    }
+  }
+
+  private boolean getBool(Getter g) {
+    long h = handle.acquire();
+    try {
+      Scratch s = Scratch.get();
+      int out = s.alloc(8);
+      g.call(h, s.address(out));
+      return s.getBool(out);
+    } finally {
+      handle.release();
+    }
+  }
+
+  // ----- model shape -----------------------------------------------------
+
+  /** Number of attention layers (> 0). */
+  public Config setNumLayers(int numLayers) {
+    long h = handle.acquire();
+    try {
+      KvcNative.kvc_config_set_num_layers(h, Args.u32("num_layers", numLayers));
+      return this;
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** Number of attention layers; 0 if unset. */
+  public int getNumLayers() {
+    return Args.toInt(getU32(KvcNative::kvc_config_get_num_layers));
+  }
+
+  /** The same number of KV heads (> 0) for every layer. */
+  public Config setKvHeads(int kvHeads) {
+    long h = handle.acquire();
+    try {
+      KvcNative.kvc_config_set_kv_heads(h, Args.u32("kv_heads", kvHeads));
+      return this;
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** KV heads per layer; the array length must equal the number of layers (checked by validate). */
+  public Config setKvHeadsPerLayer(int... kvHeads) {
+    Args.notNull("kv_heads", kvHeads);
+    long h = handle.acquire();
+    try {
+      Scratch s = Scratch.get();
+      int arr = s.alloc(4L * kvHeads.length);
+      s.putInts(arr, kvHeads, 0, kvHeads.length);
+      for (int i = 0; i < kvHeads.length; i++) {
+        Args.u32("kv_heads[" + i + "]", kvHeads[i]);
+      }
+      KvcNative.kvc_config_set_kv_heads_per_layer(h, s.address(arr), kvHeads.length);
+      return this;
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** KV heads of one layer, as the cache will use them. */
+  public int getKvHeads(int layer) {
+    Args.u32("layer", layer);
+    long h = handle.acquire();
+    try {
+      Scratch s = Scratch.get();
+      int out = s.alloc(8);
+      KvcNative.kvc_config_get_kv_heads(h, layer, s.address(out));
+      return Args.toInt(s.getUnsignedInt(out));
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** Head dimension (> 0). */
+  public Config setHeadDim(int headDim) {
+    long h = handle.acquire();
+    try {
+      KvcNative.kvc_config_set_head_dim(h, Args.u32("head_dim", headDim));
+      return this;
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** Head dimension; 0 if unset. */
+  public int getHeadDim() {
+    return Args.toInt(getU32(KvcNative::kvc_config_get_head_dim));
+  }
+
+  /** Element type of the stored K/V. */
+  public Config setDtype(DType dtype) {
+    Args.notNull("dtype", dtype);
+    long h = handle.acquire();
+    try {
+      KvcNative.kvc_config_set_dtype(h, dtype.code());
+      return this;
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** Element type of the stored K/V. */
+  public DType getDtype() {
+    return DType.of(getU32(KvcNative::kvc_config_get_dtype));
+  }
+
+  /** 2 to store K and V, 1 when K and V are one tensor (MLA). */
+  public Config setKvFactor(int kvFactor) {
+    long h = handle.acquire();
+    try {
+      KvcNative.kvc_config_set_kv_factor(h, Args.u32("kv_factor", kvFactor));
+      return this;
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** The kv factor (1 or 2). */
+  public int getKvFactor() {
+    return Args.toInt(getU32(KvcNative::kvc_config_get_kv_factor));
+  }
+
+  /** Block layout. */
+  public Config setLayout(Layout layout) {
+    Args.notNull("layout", layout);
+    long h = handle.acquire();
+    try {
+      KvcNative.kvc_config_set_layout(h, layout.code());
+      return this;
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** Block layout. */
+  public Layout getLayout() {
+    return Layout.of(getU32(KvcNative::kvc_config_get_layout));
+  }
+
+  /** Tokens per block: a power of two > 1 (at most 1024). */
+  public Config setTokensPerBlock(int tokens) {
+    long h = handle.acquire();
+    try {
+      KvcNative.kvc_config_set_tokens_per_block(h, Args.u32("tokens_per_block", tokens));
+      return this;
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** Tokens per block. */
+  public int getTokensPerBlock() {
+    return Args.toInt(getU32(KvcNative::kvc_config_get_tokens_per_block));
+  }
+
+  /**
+   * Attention window per layer in tokens (0 = full), repeated over the
+   * layers; no argument resets every layer to full attention.
+   */
+  public Config setAttentionWindows(int... windows) {
+    Args.notNull("windows", windows);
+    for (int i = 0; i < windows.length; i++) {
+      Args.u32("windows[" + i + "]", windows[i]);
+    }
+    long h = handle.acquire();
+    try {
+      Scratch s = Scratch.get();
+      int arr = s.alloc(4L * windows.length);
+      s.putInts(arr, windows, 0, windows.length);
+      KvcNative.kvc_config_set_attention_windows(h, s.address(arr), windows.length);
+      return this;
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** Attention window of one layer after repetition (0 = full). */
+  public int getAttentionWindow(int layer) {
+    Args.u32("layer", layer);
+    long h = handle.acquire();
+    try {
+      Scratch s = Scratch.get();
+      int out = s.alloc(8);
+      KvcNative.kvc_config_get_attention_window(h, layer, s.address(out));
+      return Args.toInt(s.getUnsignedInt(out));
+    } finally {
+      handle.release();
+    }
+  }
+
+  // ----- device and memory ----------------------------------------------
+
+  /** Device of the primary pool: CPU (ordinal 0) or a CUDA ordinal. */
+  public Config setDevice(DeviceKind kind, int ordinal) {
+    Args.notNull("kind", kind);
+    long h = handle.acquire();
+    try {
+      KvcNative.kvc_config_set_device(h, kind.code(), ordinal);
+      return this;
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** Device kind of the primary pool. */
+  public DeviceKind getDeviceKind() {
+    long h = handle.acquire();
+    try {
+      Scratch s = Scratch.get();
+      int out = s.alloc(8);
+      KvcNative.kvc_config_get_device(h, s.address(out), 0);
+      return DeviceKind.of(s.getUnsignedInt(out));
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** Device ordinal of the primary pool. */
+  public int getDeviceOrdinal() {
+    long h = handle.acquire();
+    try {
+      Scratch s = Scratch.get();
+      int out = s.alloc(8);
+      KvcNative.kvc_config_get_device(h, 0, s.address(out));
+      return s.getInt(out);
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** Upper bound of the primary pool in bytes; 0 = none. */
+  public Config setPrimaryBytes(long bytes) {
+    long h = handle.acquire();
+    try {
+      KvcNative.kvc_config_set_primary_bytes(h, Args.count("primary_bytes", bytes));
+      return this;
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** Byte bound of the primary pool (0 = none). */
+  public long getPrimaryBytes() {
+    return getU64(KvcNative::kvc_config_get_primary_bytes);
+  }
+
+  /** Upper bound of the primary pool in tokens per layer; 0 = none. */
+  public Config setMaxTokens(long maxTokens) {
+    long h = handle.acquire();
+    try {
+      KvcNative.kvc_config_set_max_tokens(h, Args.count("max_tokens", maxTokens));
+      return this;
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** Token bound of the primary pool (0 = none). */
+  public long getMaxTokens() {
+    return getU64(KvcNative::kvc_config_get_max_tokens);
+  }
+
+  /** Share of the free GPU memory the primary pool may take, in (0, 1]. */
+  public Config setFreeGpuMemoryFraction(double fraction) {
+    long h = handle.acquire();
+    try {
+      KvcNative.kvc_config_set_free_gpu_memory_fraction(h, fraction);
+      return this;
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** Share of free GPU memory. */
+  public double getFreeGpuMemoryFraction() {
+    long h = handle.acquire();
+    try {
+      Scratch s = Scratch.get();
+      int out = s.alloc(8);
+      KvcNative.kvc_config_get_free_gpu_memory_fraction(h, s.address(out));
+      return s.getDouble(out);
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** Bytes of host memory for the secondary tier; 0 = none. */
+  public Config setHostCacheBytes(long bytes) {
+    long h = handle.acquire();
+    try {
+      KvcNative.kvc_config_set_host_cache_bytes(h, Args.count("host_cache_bytes", bytes));
+      return this;
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** Bytes of the secondary tier. */
+  public long getHostCacheBytes() {
+    return getU64(KvcNative::kvc_config_get_host_cache_bytes);
+  }
+
+  /** Blocks evicted with a priority below this (0..100) are dropped, not offloaded. */
+  public Config setSecondaryOffloadMinPriority(int priority) {
+    long h = handle.acquire();
+    try {
+      KvcNative.kvc_config_set_secondary_offload_min_priority(h, Args.u32("priority", priority));
+      return this;
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** Offload priority threshold. */
+  public int getSecondaryOffloadMinPriority() {
+    return Args.toInt(getU32(KvcNative::kvc_config_get_secondary_offload_min_priority));
+  }
+
+  // ----- reuse and events -----------------------------------------------
+
+  /** Reuse of blocks across sequences (default on). */
+  public Config setBlockReuse(boolean enable) {
+    long h = handle.acquire();
+    try {
+      KvcNative.kvc_config_set_block_reuse(h, enable);
+      return this;
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** Reuse of blocks across sequences. */
+  public boolean getBlockReuse() {
+    return getBool(KvcNative::kvc_config_get_block_reuse);
+  }
+
+  /** Token-by-token reuse of a partly matching block (default on). */
+  public Config setPartialReuse(boolean enable) {
+    long h = handle.acquire();
+    try {
+      KvcNative.kvc_config_set_partial_reuse(h, enable);
+      return this;
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** Partial reuse. */
+  public boolean getPartialReuse() {
+    return getBool(KvcNative::kvc_config_get_partial_reuse);
+  }
+
+  /** Copy a partly matched block instead of using it in place (default on). */
+  public Config setCopyOnPartialReuse(boolean enable) {
+    long h = handle.acquire();
+    try {
+      KvcNative.kvc_config_set_copy_on_partial_reuse(h, enable);
+      return this;
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** Copy on partial reuse. */
+  public boolean getCopyOnPartialReuse() {
+    return getBool(KvcNative::kvc_config_get_copy_on_partial_reuse);
+  }
+
+  /** Capacity of the event ring in events; 0 turns events off. */
+  public Config setEventBufferSize(int events) {
+    long h = handle.acquire();
+    try {
+      KvcNative.kvc_config_set_event_buffer_size(h, Args.u32("events", events));
+      return this;
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** Capacity of the event ring. */
+  public int getEventBufferSize() {
+    return Args.toInt(getU32(KvcNative::kvc_config_get_event_buffer_size));
+  }
+}
