@@ -57,6 +57,26 @@
 #include <string.h>
 #include "kvcache/kvcache.h"
 
+/* KvCacheException and its (int, byte[]) constructor, looked up once when
+ * the library is loaded (FindClass there uses the loader of the class that
+ * loaded it: org.kvcache's). */
+static jclass kvcj_exception_class;
+static jmethodID kvcj_exception_ctor;
+
+JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved) {
+  JNIEnv *env;
+  jclass cls;
+  (void)reserved;
+  if ((*vm)->GetEnv(vm, (void **)&env, JNI_VERSION_1_8) != JNI_OK) return JNI_ERR;
+  cls = (*env)->FindClass(env, "org/kvcache/KvCacheException");
+  if (!cls) return JNI_ERR;
+  kvcj_exception_ctor = (*env)->GetMethodID(env, cls, "<init>", "(I[B)V");
+  if (!kvcj_exception_ctor) return JNI_ERR;
+  kvcj_exception_class = (jclass)(*env)->NewGlobalRef(env, cls);
+  (*env)->DeleteLocalRef(env, cls);
+  return kvcj_exception_class ? JNI_VERSION_1_8 : JNI_ERR;
+}
+
 /* Throws org.kvcache.KvCacheException(status, message bytes). The message
  * is read here, in the JNI call that failed, before anything else can run
  * on this thread. Bytes, not a modified-UTF-8 string: the Java side decodes
@@ -64,22 +84,16 @@
 static void kvcj_throw_status(JNIEnv *jenv, kvc_status_t status) {
   const char *msg = kvc_last_error_message();
   jsize len = (jsize)strlen(msg);
-  jclass cls;
-  jmethodID ctor;
   jbyteArray bytes;
   jobject ex;
   if ((*jenv)->ExceptionCheck(jenv)) return;
-  cls = (*jenv)->FindClass(jenv, "org/kvcache/KvCacheException");
-  if (!cls) return; /* NoClassDefFoundError is pending */
-  ctor = (*jenv)->GetMethodID(jenv, cls, "<init>", "(I[B)V");
-  if (!ctor) return;
   bytes = (*jenv)->NewByteArray(jenv, len);
   if (!bytes) return; /* OutOfMemoryError is pending */
   (*jenv)->SetByteArrayRegion(jenv, bytes, 0, len, (const jbyte *)msg);
-  ex = (*jenv)->NewObject(jenv, cls, ctor, (jint)status, bytes);
+  ex = (*jenv)->NewObject(jenv, kvcj_exception_class, kvcj_exception_ctor, (jint)status, bytes);
   if (ex) (*jenv)->Throw(jenv, (jthrowable)ex);
   (*jenv)->DeleteLocalRef(jenv, bytes);
-  (*jenv)->DeleteLocalRef(jenv, cls);
+  if (ex) (*jenv)->DeleteLocalRef(jenv, ex);
 }
 %}
 

@@ -14,12 +14,18 @@ import java.io.File;
 final class NativeLibrary {
   static final String LIBRARY_NAME = "kvcache_jni";
 
-  private static boolean loaded;
+  private static volatile boolean loaded;
   private static String failure;
 
   private NativeLibrary() {}
 
-  static synchronized void load() {
+  static void load() {
+    if (!loaded) {
+      loadOnce();
+    }
+  }
+
+  private static synchronized void loadOnce() {
     if (loaded) {
       return;
     }

@@ -51,9 +51,8 @@ final class Scratch {
   }
 
   /**
-   * Reserves {@code size} bytes aligned to 8 (zeroed: callers may rely on
-   * an output being 0 when the library leaves it untouched) and returns
-   * their offset.
+   * Reserves {@code size} bytes aligned to 8 (not zeroed) and returns their
+   * offset.
    */
   int alloc(long size) {
     if (size < 0) {
@@ -73,9 +72,6 @@ final class Scratch {
       reallocate((int) Math.min(capacity, Integer.MAX_VALUE - 16));
     }
     top = (int) end;
-    for (int i = (int) start; i < end; i += 8) {
-      bytes.putLong(i, 0L);
-    }
     return (int) start;
   }
 
