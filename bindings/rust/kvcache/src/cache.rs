@@ -114,6 +114,12 @@ pub struct PoolDesc {
     pub base: *mut c_void,
 }
 
+// SAFETY: the base pointer is an address for external kernels; reading
+// through it takes unsafe code, which must uphold the cache's lifetime.
+unsafe impl Send for PoolDesc {}
+// SAFETY: as above.
+unsafe impl Sync for PoolDesc {}
+
 /// Where one layer's K and V live, as a strided tensor external kernels can
 /// address (`kvc_layer_view_t`). All strides are in bytes: element (block
 /// b, kv k, token t, head h, dim d) is at `base + b * block_stride +
@@ -152,6 +158,11 @@ pub struct LayerView {
     /// Bytes between consecutive heads.
     pub head_stride: u64,
 }
+
+// SAFETY: as for PoolDesc.
+unsafe impl Send for LayerView {}
+// SAFETY: as for PoolDesc.
+unsafe impl Sync for LayerView {}
 
 /// Counts of a cache's primary blocks and of its reuse
 /// (`kvc_cache_stats_t`). `free_blocks + cached_blocks + in_use_blocks ==

@@ -4,7 +4,7 @@
 mod common;
 
 use common::tokens;
-use kvcache::{Cache, Config, Dtype, ExtraKey, SequenceOptions, Status};
+use kvcache::{Cache, Config, Dtype, ExtraKey, SequenceOptions, Status, Stream};
 
 fn defaults() -> SequenceOptions<'static> {
     SequenceOptions::default()
@@ -348,4 +348,24 @@ fn many_threads_share_one_cache() {
     assert_eq!(s.num_sequences, 0);
     assert_eq!(s.in_use_blocks, 0);
     cache.check().unwrap();
+}
+
+#[test]
+fn calls_on_a_stream_behave_as_on_the_default_one_on_a_cpu_cache() {
+    let cache = common::cache(64);
+    // SAFETY: NULL is the default stream.
+    let stream = unsafe { Stream::from_raw(std::ptr::null_mut()) };
+    assert_eq!(stream, Stream::DEFAULT);
+    assert_eq!(Stream::default().as_raw(), std::ptr::null_mut());
+    let on = cache.on(stream);
+    assert_eq!(on.stream(), Stream::DEFAULT);
+    assert_eq!(on.add_sequence(1, &tokens(0, 5), &defaults()).unwrap(), 0);
+    on.extend(1, &[5, 6]).unwrap();
+    on.batch_extend(&[1], &[7]).unwrap();
+    assert_eq!(on.cache().describe_sequence(1).unwrap().num_tokens, 8);
+    let blocks = cache.block_ids(1, 0).unwrap();
+    on.copy_blocks(0, &[blocks[0]], &[10], None).unwrap();
+    assert_eq!(on.async_error().unwrap(), None);
+    let f = kvcache::features();
+    assert_eq!(f.cuda_device(), f.cuda_device() && f.cuda_compiled());
 }
