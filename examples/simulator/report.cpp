@@ -27,7 +27,8 @@ std::string bytes(uint64_t n) {
   const double v = static_cast<double>(n);
   if (n >= (1ull << 30)) return fmt("%.1f GiB", v / static_cast<double>(1ull << 30));
   if (n >= (1ull << 20)) return fmt("%.1f MiB", v / static_cast<double>(1ull << 20));
-  return fmt("%.1f KiB", v / 1024.0);
+  if (n >= 1024) return fmt("%.1f KiB", v / 1024.0);
+  return std::to_string(n) + " B";
 }
 
 std::string percent(uint64_t part, uint64_t whole) {
