@@ -20,15 +20,17 @@ export PATH=/usr/local/cuda/bin:$PATH
 BUILD=$ROOT/build-kern-dev
 STATUS=0
 
+# At most 8 files come back from $OUT: intermediate files live in $WORK.
+WORK=$(mktemp -d)
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem \
-  --format=csv | tee "$OUT/machine.txt"
+  --format=csv
 
 echo "== configure + build"
 t0=$(date +%s)
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVCACHE_CUDA=ON \
   -DKVCACHE_BUILD_TESTS=ON -DKVCACHE_BUILD_BENCH=ON -DKVCACHE_BUILD_EXAMPLES=OFF \
   -DKVCACHE_BINDING_RUST=OFF -DKVCACHE_BINDING_GO=OFF -DKVCACHE_BINDING_JAVA=OFF \
-  -DCMAKE_PREFIX_PATH="$DEPS" >"$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
+  -DCMAKE_PREFIX_PATH="$DEPS" >"$WORK/configure.log" 2>&1 || { tail -40 "$WORK/configure.log"; exit 1; }
 cmake --build "$BUILD" -j16 --target kvcache_gpu_tests bench_store_kv bench_decode_attention \
   >"$OUT/build.log" 2>&1 || { grep -B2 -A12 -E "error|Error" "$OUT/build.log" | head -80; exit 1; }
 echo "built in $(( $(date +%s) - t0 )) s"
@@ -50,11 +52,11 @@ fi
 
 if [ "$MODE" = bench ] || [ "$MODE" = all ]; then
   echo "== benchmarks"
-  timeout 150 "$BUILD/bench/bench_store_kv" --json "$OUT/store.jsonl" | tee "$OUT/bench_store.log" || STATUS=1
-  timeout 200 "$BUILD/bench/bench_decode_attention" --json "$OUT/decode.jsonl" | tee "$OUT/bench_decode.log" || STATUS=1
-  PYTHONUNBUFFERED=1 timeout 240 python3 bench/torch_kernels.py --store-json "$OUT/store.jsonl" \
-    --decode-json "$OUT/decode.jsonl" --out "$OUT/kernels-h100.md" \
-    --command "bench/gpu_check.sh $MODE" >"$OUT/torch.log" 2>&1 || { tail -20 "$OUT/torch.log"; STATUS=1; }
+  timeout 150 "$BUILD/bench/bench_store_kv" --json "$WORK/store.jsonl" | tee "$OUT/bench.log" || STATUS=1
+  timeout 200 "$BUILD/bench/bench_decode_attention" --json "$WORK/decode.jsonl" | tee -a "$OUT/bench.log" || STATUS=1
+  PYTHONUNBUFFERED=1 timeout 240 python3 bench/torch_kernels.py --store-json "$WORK/store.jsonl" \
+    --decode-json "$WORK/decode.jsonl" --out "$OUT/kernels-h100.md" \
+    --command "bench/gpu_check.sh $MODE" >>"$OUT/bench.log" 2>&1 || { tail -20 "$OUT/bench.log"; STATUS=1; }
   cat "$OUT/kernels-h100.md" 2>/dev/null
 fi
 exit $STATUS

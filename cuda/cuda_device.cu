@@ -49,7 +49,12 @@ CudaDevice::CudaDevice(int32_t ordinal) : ordinal_(ordinal) {
 
 CudaDevice::~CudaDevice() { deallocate(errors_); }
 
-void CudaDevice::activate() const { cuda_check(cudaSetDevice(ordinal_), "cudaSetDevice"); }
+void CudaDevice::activate() const {
+  // Kernel calls come per layer and step: skip the switch when it is a no-op.
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current == ordinal_) return;
+  cuda_check(cudaSetDevice(ordinal_), "cudaSetDevice");
+}
 
 DeviceMemoryInfo CudaDevice::memory_info() const {
   activate();

@@ -4,9 +4,13 @@
 //  - a thread block owns one (sequence, kv head, chunk of GB query heads)
 //    and a range of tokens (split-KV, see decode_split.h);
 //  - a token is read by TPT = head_dim / 16 threads, 16 elements each (one
-//    or two 16-byte loads), so the GB query heads sharing that kv head reuse
+//    or two 16-byte chunks), so the GB query heads sharing that kv head reuse
 //    every loaded element from registers; dot products are finished with
 //    butterfly shuffles inside the TPT threads;
+//  - K/V move global -> shared memory with cp.async, kStages steps ahead of
+//    the math, so that enough bytes are in flight to saturate HBM. Each
+//    thread copies exactly the chunks it later reads, so the pipeline needs
+//    no block-wide barrier;
 //  - each token group keeps an online softmax (running max, sum and output)
 //    over its tokens; the groups of a block are merged through shared
 //    memory, and the splits of a sequence by a second small kernel.
@@ -15,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <type_traits>
 
 #include "cuda/cuda_check.h"
@@ -28,6 +33,7 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kVec = 16;             // head-dim elements per thread
+constexpr int kStages = 4;           // cp.async pipeline depth (steps in flight)
 constexpr float kNoScore = -1e30f;   // running max before any token: finite, so no inf - inf
 
 struct DecodeParams {
@@ -112,18 +118,41 @@ __device__ __forceinline__ SeqRange sequence_range(const DecodeParams& p, uint32
   return r;
 }
 
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Per-variant constants. A pipeline stage holds the K and V chunks of one
+// step: [token group][token][K|V][chunk][lane] 16-byte chunks, so the 8
+// threads of a quarter warp touch 128 consecutive bytes.
+template <class KV, int D, int GB>
+struct Tiling {
+  static constexpr int TPT = D / kVec;
+  static constexpr int TG = kThreads / TPT;
+  static constexpr int U = KvTraits<KV>::kUnroll;
+  static constexpr int LOADS = KvTraits<KV>::kLoads;
+  static constexpr int TILE = TG * U;
+  static constexpr int kStageChunks = TG * U * 2 * LOADS * TPT;
+  static constexpr int kGroupStride = GB * D + TPT;  // merge rows, padded against bank conflicts
+  static constexpr size_t kPipeBytes = size_t(kStages) * kStageChunks * 16;
+  static constexpr size_t kMergeBytes = (size_t(TG) * kGroupStride + 2 * TG * GB) * sizeof(float);
+  static constexpr size_t kSmemBytes = kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes;
+  __device__ static constexpr int chunk(int tg, int u, int kv, int c, int lane) {
+    return (((tg * U + u) * 2 + kv) * LOADS + c) * TPT + lane;
+  }
+};
+
 template <class KV, class Q, int D, int GB>
 __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const __grid_constant__ DecodeParams p) {
-  constexpr int TPT = D / kVec;           // threads per token
-  constexpr int TG = kThreads / TPT;      // token groups per block
-  constexpr int U = KvTraits<KV>::kUnroll;
-  constexpr int LOADS = KvTraits<KV>::kLoads;
-  constexpr int TILE = TG * U;            // tokens per step of the block
-  constexpr int kGroupStride = GB * D + TPT;  // padded so that groups hit distinct banks
-
-  __shared__ float sm_out[TG * kGroupStride];
-  __shared__ float sm_m[TG][GB];
-  __shared__ float sm_l[TG][GB];
+  using Tl = Tiling<KV, D, GB>;
+  constexpr int TPT = Tl::TPT, TG = Tl::TG, U = Tl::U, LOADS = Tl::LOADS, TILE = Tl::TILE;
+  extern __shared__ uint4 smem[];
 
   const uint32_t b = blockIdx.z;
   const uint32_t kvh = blockIdx.y / p.head_chunks;
@@ -145,6 +174,48 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const __grid_consta
         static_cast<Q*>(p.out)[(uint64_t(b) * p.q_heads + h0) * D + i] = from_f32<Q>(0.0f);
     }
     return;
+  }
+
+  const uint64_t head_offset = uint64_t(kvh) * p.head_stride + uint64_t(lane) * kVec * sizeof(KV);
+  const uint32_t block_mask = (1u << p.block_shift) - 1;
+  const uint32_t steps = (t1 - t0 + TILE - 1) / TILE;
+  uint32_t valid_bits = 0;  // bit stage * U + u: that token of the stage was loaded
+
+  // Starts the copies of step `i` into pipeline stage `stage`.
+  auto issue = [&](uint32_t i, uint32_t stage) {
+    uint4* dst = smem + stage * Tl::kStageChunks;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint32_t t = t0 + i * TILE + tg * U + u;
+      bool ok = t < t1;
+      if (ok) {
+        const int32_t id = seq.row[t >> p.block_shift];
+        if (id < 0 || uint32_t(id) >= p.num_blocks) {
+          if (lane == 0)
+            record_kernel_error(p.err, kBlockOutOfRange, p.layer, b, id, p.num_blocks,
+                                t >> p.block_shift);
+          ok = false;
+        } else {
+          const uint64_t off = uint64_t(id) * p.block_stride +
+                               uint64_t(t & block_mask) * p.token_stride + head_offset;
+          const uint4* kp = reinterpret_cast<const uint4*>(p.k_base + off);
+          const uint4* vp = reinterpret_cast<const uint4*>(p.v_base + off);
+#pragma unroll
+          for (int c = 0; c < LOADS; ++c) {
+            cp_async16(dst + Tl::chunk(tg, u, 0, c, lane), kp + c);
+            cp_async16(dst + Tl::chunk(tg, u, 1, c, lane), vp + c);
+          }
+        }
+      }
+      const uint32_t bit = 1u << (stage * U + u);
+      valid_bits = ok ? (valid_bits | bit) : (valid_bits & ~bit);
+    }
+  };
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (uint32_t(s) < steps) issue(s, s);
+    cp_async_commit();
   }
 
   // This thread's 16 dims of each query head, pre-scaled.
@@ -170,49 +241,28 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const __grid_consta
     for (int e = 0; e < kVec; ++e) acc[j][e] = 0.0f;
   }
 
-  const uint64_t head_offset = uint64_t(kvh) * p.head_stride + uint64_t(lane) * kVec * sizeof(KV);
-  const uint32_t block_mask = (1u << p.block_shift) - 1;
-
   // Every thread runs the same number of steps (shuffles need the whole
   // warp); tokens past t1 are masked.
-  for (uint32_t step = t0; step < t1; step += TILE) {
-    uint4 kraw[U][LOADS], vraw[U][LOADS];
-    bool valid[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const uint32_t t = step + tg * U + u;
-      valid[u] = t < t1;
-      if (valid[u]) {
-        const int32_t id = seq.row[t >> p.block_shift];
-        if (id < 0 || uint32_t(id) >= p.num_blocks) {
-          if (lane == 0)
-            record_kernel_error(p.err, kBlockOutOfRange, p.layer, b, id, p.num_blocks,
-                                t >> p.block_shift);
-          valid[u] = false;
-        } else {
-          const uint64_t off = uint64_t(id) * p.block_stride +
-                               uint64_t(t & block_mask) * p.token_stride + head_offset;
-          const uint4* kp = reinterpret_cast<const uint4*>(p.k_base + off);
-          const uint4* vp = reinterpret_cast<const uint4*>(p.v_base + off);
-#pragma unroll
-          for (int c = 0; c < LOADS; ++c) {
-            kraw[u][c] = __ldg(kp + c);
-            vraw[u][c] = __ldg(vp + c);
-          }
-        }
-      }
-      if (!valid[u]) {
-#pragma unroll
-        for (int c = 0; c < LOADS; ++c) kraw[u][c] = vraw[u][c] = make_uint4(0, 0, 0, 0);
-      }
-    }
+  for (uint32_t i = 0; i < steps; ++i) {
+    const uint32_t stage = i % kStages;
+    // Refill the stage read one step ago (by this thread only: no barrier).
+    const uint32_t ahead = i + kStages - 1;
+    if (ahead < steps) issue(ahead, ahead % kStages);
+    cp_async_commit();
+    cp_async_wait<kStages - 1>();  // step i's group has landed
+    const uint4* src = smem + stage * Tl::kStageChunks;
 
-    // Scores: partial dot products, completed across the TPT threads.
+    bool valid[U];
     float s[U][GB];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
+      valid[u] = (valid_bits >> (stage * U + u)) & 1u;
+      uint4 raw[LOADS];
+#pragma unroll
+      for (int c = 0; c < LOADS; ++c)
+        raw[c] = valid[u] ? src[Tl::chunk(tg, u, 0, c, lane)] : make_uint4(0, 0, 0, 0);
       float k[kVec];
-      unpack16<KV>(kraw[u], k);
+      unpack16<KV>(raw, k);
 #pragma unroll
       for (int j = 0; j < GB; ++j) {
         float dot = 0.0f;
@@ -221,6 +271,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const __grid_consta
         s[u][j] = dot;
       }
     }
+    // Scores: partial dot products, completed across the TPT threads.
 #pragma unroll
     for (int off = TPT / 2; off >= 1; off /= 2) {
 #pragma unroll
@@ -251,27 +302,38 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const __grid_consta
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
+      // Invalid tokens read zeros, not a stale stage: 0 * NaN would poison acc.
+      uint4 raw[LOADS];
+#pragma unroll
+      for (int c = 0; c < LOADS; ++c)
+        raw[c] = valid[u] ? src[Tl::chunk(tg, u, 1, c, lane)] : make_uint4(0, 0, 0, 0);
       float v[kVec];
-      unpack16<KV>(vraw[u], v);
+      unpack16<KV>(raw, v);
 #pragma unroll
       for (int j = 0; j < GB; ++j)
 #pragma unroll
         for (int e = 0; e < kVec; ++e) acc[j][e] = fmaf(s[u][j], v[e], acc[j][e]);
     }
   }
+  cp_async_wait<0>();
+  __syncthreads();  // the pipeline's shared memory becomes the merge area
 
   // Merge the token groups of this block. Element (j, e) of lane sits at
   // group * kGroupStride + (j * kVec + e) * TPT + lane: consecutive threads
   // hit consecutive banks on both the write and the read.
+  float* sm_out = reinterpret_cast<float*>(smem);
+  float* sm_m = sm_out + TG * Tl::kGroupStride;  // [TG][GB]
+  float* sm_l = sm_m + TG * GB;                   // [TG][GB]
 #pragma unroll
   for (int j = 0; j < GB; ++j)
 #pragma unroll
-    for (int e = 0; e < kVec; ++e) sm_out[tg * kGroupStride + (j * kVec + e) * TPT + lane] = acc[j][e];
+    for (int e = 0; e < kVec; ++e)
+      sm_out[tg * Tl::kGroupStride + (j * kVec + e) * TPT + lane] = acc[j][e];
   if (lane == 0) {
 #pragma unroll
     for (int j = 0; j < GB; ++j) {
-      sm_m[tg][j] = m[j];
-      sm_l[tg][j] = l[j];
+      sm_m[tg * GB + j] = m[j];
+      sm_l[tg * GB + j] = l[j];
     }
   }
   __syncthreads();
@@ -282,13 +344,13 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const __grid_consta
     const uint32_t d = ln * kVec + e;
     float mx = kNoScore;
 #pragma unroll
-    for (int g = 0; g < TG; ++g) mx = fmaxf(mx, sm_m[g][j]);
+    for (int g = 0; g < TG; ++g) mx = fmaxf(mx, sm_m[g * GB + j]);
     float sum = 0.0f, val = 0.0f;
 #pragma unroll
     for (int g = 0; g < TG; ++g) {
-      const float w = exp2f(sm_m[g][j] - mx);
-      sum += sm_l[g][j] * w;
-      val += sm_out[g * kGroupStride + o] * w;
+      const float w = exp2f(sm_m[g * GB + j] - mx);
+      sum += sm_l[g * GB + j] * w;
+      val += sm_out[g * Tl::kGroupStride + o] * w;
     }
     const uint64_t row = uint64_t(b) * p.q_heads + h0 + j;
     if (p.num_splits == 1) {
@@ -322,29 +384,45 @@ __global__ void __launch_bounds__(D) merge_kernel(const __grid_constant__ Decode
   static_cast<Q*>(p.out)[row * D + threadIdx.x] = from_f32<Q>(sum > 0.0f ? val / sum : 0.0f);
 }
 
-// One compiled variant: its kernels and how many of its blocks fit an SM.
+// One compiled variant: its kernels, its shared memory and how many of its
+// blocks fit an SM.
 struct Variant {
   void (*decode)(DecodeParams);
   void (*merge)(DecodeParams);
+  size_t smem_bytes;
   int heads_per_cta;
   int tile;
   int blocks_per_sm;
 };
 
+constexpr int kMaxDevices = 64;
+
+// Per device: the shared-memory opt-in above 48 KiB is a property of the
+// function on the current device.
 template <class KV, class Q, int D, int GB>
 const Variant& variant() {
-  static const Variant v = [] {
-    Variant r{};
+  static Variant per_device[kMaxDevices];
+  static std::once_flag once[kMaxDevices];
+  int device = 0;
+  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+  if (device >= kMaxDevices) fail(KVC_ERR_UNSUPPORTED, "CUDA device ordinal >= 64");
+  std::call_once(once[device], [device] {
+    using Tl = Tiling<KV, D, GB>;
+    Variant& r = per_device[device];
     r.decode = decode_kernel<KV, Q, D, GB>;
     r.merge = merge_kernel<Q, D>;
+    r.smem_bytes = Tl::kSmemBytes;
     r.heads_per_cta = GB;
-    r.tile = (kThreads / (D / kVec)) * KvTraits<KV>::kUnroll;
-    cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&r.blocks_per_sm, r.decode, kThreads, 0),
+    r.tile = Tl::TILE;
+    cuda_check(cudaFuncSetAttribute(r.decode, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(r.smem_bytes)),
+               "cudaFuncSetAttribute");
+    cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&r.blocks_per_sm, r.decode, kThreads,
+                                                             r.smem_bytes),
                "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
     r.blocks_per_sm = std::max(r.blocks_per_sm, 1);
-    return r;
-  }();
-  return v;
+  });
+  return per_device[device];
 }
 
 // Query heads per block: the largest of 4, 2, 1 dividing the group (4 keeps
@@ -459,7 +537,7 @@ void launch_decode_attention(const DecodeWork& w, const GpuInfo& gpu, KernelErro
     fail(KVC_ERR_UNSUPPORTED, "decode attention on CUDA takes at most 65535 sequences per call, got " +
                                   std::to_string(w.batch));
   const dim3 grid(split.num_splits, kv.kv_heads * shape.head_chunks, w.batch);
-  v.decode<<<grid, kThreads, 0, stream>>>(p);
+  v.decode<<<grid, kThreads, v.smem_bytes, stream>>>(p);
   cuda_check(cudaGetLastError(), "decode attention kernel launch");
   if (split.num_splits > 1) {
     v.merge<<<dim3(w.q_heads, w.batch), kv.head_dim, 0, stream>>>(p);

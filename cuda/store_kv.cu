@@ -78,15 +78,17 @@ __global__ void __launch_bounds__(kThreads) store_kv_kernel(StoreParams p) {
     const uint32_t h = rr / p.items_per_row;
     const uint32_t v = rr - h * p.items_per_row;
     const uint64_t token = uint64_t(p.token_begin) + tok;
+    // The source row does not depend on the slot: load both at once rather
+    // than one after the other (two memory latencies per small call).
+    const unsigned char* src =
+        (kv == 0 ? p.key : p.value) + token * p.src_token_bytes + uint64_t(rr) * kSrcItemBytes;
+    load_pack(data[j], src);
     const int64_t slot = p.slots[token];
     if (slot < 0 || slot >= p.num_slots) {
       if (slot != -1 && r == 0)
         record_kernel_error(p.err, kSlotOutOfRange, p.layer, int64_t(token), slot, p.num_slots);
       continue;
     }
-    const unsigned char* src =
-        (kv == 0 ? p.key : p.value) + token * p.src_token_bytes + uint64_t(rr) * kSrcItemBytes;
-    load_pack(data[j], src);
     const uint64_t block = uint64_t(slot) >> p.block_shift;
     const uint64_t offset = uint64_t(slot) & ((uint64_t(1) << p.block_shift) - 1);
     dst[j] = p.base + block * p.block_stride + kv * p.kv_stride + offset * p.token_stride +

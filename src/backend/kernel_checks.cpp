@@ -68,7 +68,7 @@ void check_store_slots(const StoreKvWork& w) {
   }
 }
 
-void check_decode_args(const DecodeWork& w) {
+void check_decode_shape(const DecodeWork& w) {
   const LayerSlabs& kv = w.kv;
   if (kv.head_dim != 64 && kv.head_dim != 128 && kv.head_dim != 256)
     fail(KVC_ERR_UNSUPPORTED, "decode attention supports head_dim 64, 128 or 256; layer " +
@@ -86,6 +86,24 @@ void check_decode_args(const DecodeWork& w) {
   if (w.table_format != KVC_TABLE_PADDED && w.table_format != KVC_TABLE_CSR)
     invalid_argument("table_format must be KVC_TABLE_PADDED (1) or KVC_TABLE_CSR (2), got " +
                      str(w.table_format));
+  if (w.batch == 0) return;
+  if (w.max_seq_len == 0) invalid_argument("max_seq_len must be > 0 when batch > 0");
+  if (w.max_seq_len > (1u << 30))
+    invalid_argument("max_seq_len must be <= 2^30, got " + str(w.max_seq_len));
+  if (w.table_format == KVC_TABLE_PADDED) {
+    const uint64_t need = blocks_for(w.max_seq_len, kv.tokens_per_block);
+    if (w.table_stride < need)
+      invalid_argument("table_stride (" + str(w.table_stride) + ") is less than the " +
+                       str(need) + " blocks that max_seq_len " + str(w.max_seq_len) +
+                       " spans at " + str(kv.tokens_per_block) + " tokens per block");
+  } else if (w.table_stride != 0) {
+    invalid_argument("table_stride must be 0 for KVC_TABLE_CSR, got " + str(w.table_stride));
+  }
+}
+
+void check_decode_args(const DecodeWork& w) {
+  check_decode_shape(w);
+  const LayerSlabs& kv = w.kv;
   if (!std::isfinite(w.softmax_scale))
     invalid_argument("softmax_scale must be finite, got " + str(w.softmax_scale));
   if (is_fp8(kv.dtype)) {
@@ -93,24 +111,14 @@ void check_decode_args(const DecodeWork& w) {
     check_scale(w.v_scale, "v_scale");
   }
   if (w.batch == 0) return;
-  if (w.max_seq_len == 0) invalid_argument("max_seq_len must be > 0 when batch > 0");
-  if (w.max_seq_len > (1u << 30))
-    invalid_argument("max_seq_len must be <= 2^30, got " + str(w.max_seq_len));
   require_ptr(w.query, "query");
   require_ptr(w.out, "out");
   require_ptr(w.seq_lens, "seq_lens");
   require_ptr(w.block_table, "block_table");
   if (w.table_format == KVC_TABLE_PADDED) {
     if (w.indptr != nullptr) invalid_argument("indptr must be NULL for KVC_TABLE_PADDED");
-    const uint64_t need = blocks_for(w.max_seq_len, kv.tokens_per_block);
-    if (w.table_stride < need)
-      invalid_argument("table_stride (" + str(w.table_stride) + ") is less than the " +
-                       str(need) + " blocks that max_seq_len " + str(w.max_seq_len) +
-                       " spans at " + str(kv.tokens_per_block) + " tokens per block");
   } else {
     require_ptr(w.indptr, "indptr");
-    if (w.table_stride != 0)
-      invalid_argument("table_stride must be 0 for KVC_TABLE_CSR, got " + str(w.table_stride));
   }
 }
 

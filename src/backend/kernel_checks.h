@@ -13,6 +13,10 @@ namespace kvc {
 
 // Checks of everything readable without touching the data arrays.
 void check_store_args(const StoreKvWork& w);
+// The shape of a decode call (layer, heads, dtypes, table format and
+// stride, max_seq_len), without its pointers: all the workspace size needs.
+void check_decode_shape(const DecodeWork& w);
+// check_decode_shape() and the pointers.
 void check_decode_args(const DecodeWork& w);
 
 // Checks of the values inside host arrays (a CPU cache's slots, lengths and

@@ -43,7 +43,10 @@ kvc::LayerSlabs slabs_of(const kvc::Cache& c, uint32_t layer) {
   return s;
 }
 
-kvc::DecodeWork decode_work_of(const kvc::Cache& c, const kvc_decode_args_t* args) {
+// Resolves the call; `shape_only` checks what the workspace size needs and
+// no pointers.
+kvc::DecodeWork decode_work_of(const kvc::Cache& c, const kvc_decode_args_t* args,
+                               bool shape_only) {
   static const kvc_decode_args_t defaults = KVC_DECODE_ARGS_INIT;
   const kvc_decode_args_t a = read_sized(args, defaults, "args");
   kvc::DecodeWork w;
@@ -66,7 +69,10 @@ kvc::DecodeWork decode_work_of(const kvc::Cache& c, const kvc_decode_args_t* arg
   w.v_scale = a.v_scale;
   w.workspace = a.workspace;
   w.workspace_bytes = a.workspace_bytes;
-  kvc::check_decode_args(w);
+  if (shape_only)
+    kvc::check_decode_shape(w);
+  else
+    kvc::check_decode_args(w);
   return w;
 }
 
@@ -136,7 +142,7 @@ KVC_API kvc_status_t kvc_decode_workspace_size(const kvc_cache_t* cache,
   return guarded([&] {
     const kvc::Cache& c = impl_of(cache);
     require(bytes, "bytes");
-    const kvc::DecodeWork w = decode_work_of(c, args);
+    const kvc::DecodeWork w = decode_work_of(c, args, true);
     *bytes = c.device().decode_workspace_bytes(w);
   });
 }
@@ -145,7 +151,7 @@ KVC_API kvc_status_t kvc_decode_attention(kvc_cache_t* cache, const kvc_decode_a
                                           void* stream) {
   return guarded([&] {
     kvc::Cache& c = impl_of(cache);
-    const kvc::DecodeWork w = decode_work_of(c, args);
+    const kvc::DecodeWork w = decode_work_of(c, args, false);
     if (w.batch == 0) return;
     if (w.workspace == nullptr && w.workspace_bytes != 0)
       kvc::invalid_argument("workspace is NULL but workspace_bytes is " +
