@@ -16,10 +16,14 @@ unsigned bucket_hash_bits();
 // Digest of an already encoded byte string (a scope, a block's extra keys).
 uint64_t hash_bytes(const void* data, size_t size);
 
-// Hash of one block: chained on the parent's hash, tagged, length prefixed.
-// `extra_digest` is 0 when no extra key overlaps the block.
+// Hash of one block: its tokens' keyed hash (hash_tokens) chained on the
+// parent's hash (chain_hash). Split in two so that the per-block hashes of
+// a prompt, which do not depend on each other, can run ahead of the chain.
 uint64_t hash_block(uint64_t parent_hash, uint64_t scope_digest, uint64_t extra_digest,
                     const int32_t* tokens, uint32_t num_tokens);
+uint64_t hash_tokens(uint64_t scope_digest, uint64_t extra_digest, const int32_t* tokens,
+                     uint32_t num_tokens);
+uint64_t chain_hash(uint64_t parent_hash, uint64_t tokens_hash);
 
 // Hash of (parent node, scope, first token): the index of candidates for
 // token-by-token (partial) matching.

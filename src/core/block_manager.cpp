@@ -204,22 +204,48 @@ BlockManager::Match BlockManager::match_prefix(const int32_t* tokens, uint64_t n
   const uint64_t scope_digest = scopes_.digest(scope);
   uint32_t parent = RadixTree::kRoot;
   uint64_t parent_hash = 0;
-  for (uint64_t b = 0; (b + 1) * T_ <= limit; ++b) {
-    const int32_t* toks = tokens + b * T_;
-    uint64_t extra_digest = 0;
-    if (extras.empty()) {
-      extra_scratch_.clear();
-    } else {
-      encode_block_extras(extras, b * T_, (b + 1) * T_, extra_scratch_);
-      if (!extra_scratch_.empty()) extra_digest = hash_bytes(extra_scratch_.data(), extra_scratch_.size());
+  const uint64_t max_full = limit / T_;
+  if (extras.empty()) {
+    // Hash a chunk of blocks ahead (the per-block hashes are independent),
+    // prefetch their buckets, then walk the chain.
+    constexpr uint64_t kChunk = 32;
+    extra_scratch_.clear();
+    uint64_t hashes[kChunk];
+    for (uint64_t first = 0; first < max_full; first += kChunk) {
+      const uint64_t count = std::min(kChunk, max_full - first);
+      for (uint64_t i = 0; i < count; ++i)
+        hashes[i] = hash_tokens(scope_digest, 0, tokens + (first + i) * T_, T_);
+      uint64_t h = parent_hash;
+      for (uint64_t i = 0; i < count; ++i) {
+        h = chain_hash(h, hashes[i]);
+        hashes[i] = h;
+        tree_.prefetch_bucket(h);
+      }
+      for (uint64_t i = 0; i < count; ++i) {
+        if (i + 4 < count) tree_.prefetch_head(hashes[i + 4]);
+        const uint32_t node =
+            tree_.find(parent, scope, tokens + (first + i) * T_, T_, extra_scratch_, hashes[i]);
+        if (node == kNoNode) goto matched;
+        match_full_.push_back(node);
+        parent = node;
+        parent_hash = hashes[i];
+      }
     }
-    const uint64_t h = hash_block(parent_hash, scope_digest, extra_digest, toks, T_);
-    const uint32_t node = tree_.find(parent, scope, toks, T_, extra_scratch_, h);
-    if (node == kNoNode) break;
-    match_full_.push_back(node);
-    parent = node;
-    parent_hash = h;
+  } else {
+    for (uint64_t b = 0; b < max_full; ++b) {
+      const int32_t* toks = tokens + b * T_;
+      encode_block_extras(extras, b * T_, (b + 1) * T_, extra_scratch_);
+      const uint64_t extra_digest =
+          extra_scratch_.empty() ? 0 : hash_bytes(extra_scratch_.data(), extra_scratch_.size());
+      const uint64_t h = hash_block(parent_hash, scope_digest, extra_digest, toks, T_);
+      const uint32_t node = tree_.find(parent, scope, toks, T_, extra_scratch_, h);
+      if (node == kNoNode) break;
+      match_full_.push_back(node);
+      parent = node;
+      parent_hash = h;
+    }
   }
+matched:
   if (!cfg_.partial_reuse) return m;
   const uint64_t begin = uint64_t(match_full_.size()) * T_;
   if (begin >= limit) return m;
@@ -316,7 +342,8 @@ uint64_t BlockManager::add(uint64_t id, const int32_t* tokens, uint64_t n,
   seq->prompt_priority = uint8_t(options.prompt_priority);
   seq->decode_priority = uint8_t(options.decode_priority);
   seq->prompt_len = n;
-  seq->tokens.assign(tokens, tokens + n);
+  seq->token_base = full * T_;
+  seq->tokens.assign(tokens + full * T_, tokens + n);
   seq->extra_keys = std::move(extras);
   seq->blocks.resize(num_groups());
   seq->slot_cursor.assign(num_groups(), 0);
@@ -376,7 +403,7 @@ void BlockManager::extend(uint64_t id, const int32_t* tokens, uint64_t n, void* 
   const bool cow = needs_copy_on_write(s);
   const uint64_t new_blocks = blocks_for(len + n, T_) - s.num_blocks();
   require_sets(new_blocks + (cow ? 1 : 0), 0, "extending " + seq_name(id));
-  grow(s.tokens, len + n);
+  grow(s.tokens, s.tokens.size() + n);
   reserve_blocks(s, s.num_blocks() + new_blocks);
 
   if (cow) copy_on_write(s, stream);
@@ -402,21 +429,24 @@ void BlockManager::extend_batch(const uint64_t* ids, const int32_t* tokens, size
   const uint64_t epoch = next_batch_epoch();
   batch_scratch_.clear();
   batch_scratch_.reserve(count);
+  batch_cow_.resize(std::max(batch_cow_.size(), count));
   uint64_t needed = 0;
   for (size_t i = 0; i < count; ++i) {
     Sequence* s = &sequence_for_batch(ids, i, epoch);
-    check_length(s->length() + 1, ("ids[" + std::to_string(i) + "]").c_str());
-    needed += (s->length() % T_ == 0 ? 1 : 0) + (needs_copy_on_write(*s) ? 1 : 0);
+    if (s->length() >= kMaxSequenceTokens)  // the message is only built on failure
+      check_length(s->length() + 1, ("ids[" + std::to_string(i) + "]").c_str());
+    const bool cow = needs_copy_on_write(*s);
+    batch_cow_[i] = cow;
+    needed += (s->length() % T_ == 0 ? 1 : 0) + (cow ? 1 : 0);
+    // Capacity only (no visible change), so it may happen before the checks end.
+    grow(s->tokens, s->tokens.size() + 1);
+    reserve_blocks(*s, s->num_blocks() + 1);
     batch_scratch_.push_back(s);
   }
   require_sets(needed, 0, "this decode step");
-  for (Sequence* s : batch_scratch_) {
-    grow(s->tokens, s->length() + 1);
-    reserve_blocks(*s, s->num_blocks() + 1);
-  }
   for (size_t i = 0; i < count; ++i) {
     Sequence& s = *batch_scratch_[i];
-    if (needs_copy_on_write(s)) copy_on_write(s, stream);
+    if (batch_cow_[i] && needs_copy_on_write(s)) copy_on_write(s, stream);  // a sibling may have copied first
     const bool new_block = s.length() % T_ == 0;
     s.tokens.push_back(tokens[i]);
     if (new_block) append_new_set(s);
@@ -426,7 +456,7 @@ void BlockManager::extend_batch(const uint64_t* ids, const int32_t* tokens, size
 
 bool BlockManager::publish_full(Sequence& s, uint64_t b, const std::string& extra) {
   const uint32_t parent = b == 0 ? RadixTree::kRoot : s.nodes[b - 1];
-  const int32_t* toks = s.tokens.data() + b * T_;
+  const int32_t* toks = s.token_at(b * T_);
   const uint64_t extra_digest = extra.empty() ? 0 : hash_bytes(extra.data(), extra.size());
   const uint64_t h =
       hash_block(tree_.node(parent).hash, scopes_.digest(s.scope), extra_digest, toks, T_);
@@ -487,6 +517,16 @@ void BlockManager::rewind(uint64_t id, uint64_t n) {
   if (n == 0) return;
   const uint64_t new_len = s.length() - n;
   const uint64_t keep = blocks_for(new_len, T_);
+  // Rewinding into the published blocks whose tokens only the tree keeps:
+  // take the kept rows of the new tail back from its node. Reserve first.
+  const bool rebase = new_len < s.token_base;
+  const uint64_t base = new_len / T_ * T_;
+  if (rebase) s.tokens.reserve(new_len - base);
+  if (rebase) {
+    const int32_t* kept = new_len > base ? tree_.tokens(s.nodes[new_len / T_]) : nullptr;
+    s.tokens.assign(kept, kept + (new_len - base));
+    s.token_base = base;
+  }
   while (s.num_blocks() > keep) {
     const uint64_t b = s.num_blocks() - 1;
     release_position(s, b);
@@ -504,7 +544,7 @@ void BlockManager::rewind(uint64_t id, uint64_t n) {
     }
   }
   s.published = std::min<uint64_t>(s.published, new_len / T_);
-  s.tokens.resize(new_len);
+  if (!rebase) s.tokens.resize(new_len - s.token_base);
   s.committed = std::min(s.committed, new_len);
   s.cached = std::min(s.cached, new_len);
   for (uint64_t& c : s.slot_cursor) c = std::min(c, new_len);
@@ -540,7 +580,7 @@ void BlockManager::publish_tail(Sequence& s) {
   const BlockInfo& own = pools_[group_pool_[0]].info(s.blocks[0][b]);
   if (own.ref != 1 || own.node != kNoNode) return;  // shared or already in the tree
   if (any_extra_overlaps(s.extra_keys, b * T_, b * T_ + rows)) return;
-  const int32_t* toks = s.tokens.data() + b * T_;
+  const int32_t* toks = s.token_at(b * T_);
   const uint64_t h = hash_block(tree_.node(parent).hash, scopes_.digest(s.scope), 0, toks, rows);
   extra_scratch_.clear();
   if (tree_.find(parent, s.scope, toks, rows, extra_scratch_, h) != kNoNode) return;

@@ -174,6 +174,7 @@ class BlockManager {
   std::vector<uint32_t> set_scratch2_;
   std::vector<uint32_t> set_scratch3_;
   std::vector<Sequence*> batch_scratch_;
+  std::vector<uint8_t> batch_cow_;
   std::vector<std::string> extras_scratch_;
 };
 

@@ -50,6 +50,8 @@ void BlockManager::check_invariants() const {
     if (!scopes_.live(s.scope)) broken(who + " refers to a dead scope");
     ++scope_refs[s.scope];
     if (s.published > nb) broken(who + " has more published blocks than blocks");
+    if (s.token_base % T_ != 0 || s.token_base > s.published * T_)
+      broken(who + " dropped tokens of blocks the tree does not keep");
     for (uint64_t b = 0; b < nb; ++b) {
       for (uint32_t g = 0; g < G; ++g) own(g, s.blocks[g][b], who);
       const uint32_t n = s.nodes[b];

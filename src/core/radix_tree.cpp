@@ -78,7 +78,8 @@ uint32_t RadixTree::insert(uint32_t parent, uint32_t scope, const int32_t* token
   if (head != kNoNode) nodes_[head].bucket_prev = id;
   head = id;
 
-  uint32_t& first = first_buckets_[first_bucket_of(parent, scope, tokens[0])];
+  t.first_bucket = first_bucket_of(parent, scope, tokens[0]);
+  uint32_t& first = first_buckets_[t.first_bucket];
   t.first_next = first;
   if (first != kNoNode) nodes_[first].first_prev = id;
   first = id;
@@ -98,7 +99,7 @@ void RadixTree::erase(uint32_t id) {
   if (t.bucket_next != kNoNode) nodes_[t.bucket_next].bucket_prev = t.bucket_prev;
 
   if (t.first_prev != kNoNode) nodes_[t.first_prev].first_next = t.first_next;
-  else first_buckets_[first_bucket_of(t.parent, t.scope, tokens(id)[0])] = t.first_next;
+  else first_buckets_[t.first_bucket] = t.first_next;
   if (t.first_next != kNoNode) nodes_[t.first_next].first_prev = t.first_prev;
 
   for (uint32_t g = 0; g < num_groups_; ++g) blocks_[uint64_t(id) * num_groups_ + g] = kNoBlock;

@@ -16,22 +16,25 @@
 namespace kvc {
 
 struct TreeNode {
+  // What a lookup compares first, together.
+  uint64_t hash = 0;        // chained bucket hash
   uint32_t parent = kNoNode;
+  uint32_t scope = 0;
+  uint32_t num_tokens = 0;  // tokens_per_block, or fewer for a partial block
+  uint32_t bucket_next = kNoNode;
+  std::string extra;        // encoded extra keys overlapping the block
+  // Links.
+  uint32_t bucket_prev = kNoNode;
+  uint32_t first_next = kNoNode;
+  uint32_t first_prev = kNoNode;
+  uint32_t first_bucket = 0;  // its slot in the first-token index
   uint32_t first_child = kNoNode;
   uint32_t next_sibling = kNoNode;
   uint32_t prev_sibling = kNoNode;
   uint32_t num_children = 0;
-  uint32_t bucket_next = kNoNode;
-  uint32_t bucket_prev = kNoNode;
-  uint32_t first_next = kNoNode;
-  uint32_t first_prev = kNoNode;
-  uint32_t scope = 0;
-  uint32_t num_tokens = 0;  // tokens_per_block, or fewer for a partial block
   uint8_t priority = 35;    // set by the last owner to release it
-  uint64_t age = 0;         // moment the last owner released it
   bool live = false;
-  uint64_t hash = 0;        // chained bucket hash
-  std::string extra;        // encoded extra keys overlapping the block
+  uint64_t age = 0;         // moment the last owner released it
 };
 
 class RadixTree {
@@ -64,6 +67,15 @@ class RadixTree {
     return blocks_[uint64_t(id) * num_groups_ + group];
   }
   bool is_leaf(uint32_t id) const { return nodes_[id].num_children == 0; }
+  // Warms the cache for a coming find(hash): the bucket, then its first node.
+  void prefetch_bucket(uint64_t hash) const { __builtin_prefetch(&buckets_[bucket_of(hash)]); }
+  void prefetch_head(uint64_t hash) const {
+    const uint32_t n = buckets_[bucket_of(hash)];
+    if (n != kNoNode) {
+      __builtin_prefetch(&nodes_[n]);
+      __builtin_prefetch(tokens(n));
+    }
+  }
 
   uint32_t size() const { return size_; }  // nodes besides the root
   uint32_t max_nodes() const { return uint32_t(nodes_.size() - 1); }

@@ -18,6 +18,9 @@ struct Sequence {
   uint64_t prompt_len = 0;
   uint64_t cached = 0;     // tokens reused at add (not to be written)
   uint64_t committed = 0;  // tokens whose KV the caller has written
+  // Tokens from token_base on; the ones before it are those of published
+  // blocks, kept by the tree (so adding a long cached prompt copies little).
+  uint64_t token_base = 0;
   std::vector<int32_t> tokens;
   std::vector<ExtraKey> extra_keys;  // sorted
   // blocks[g][b]: block of group g holding tokens [b*T, (b+1)*T).
@@ -36,7 +39,8 @@ struct Sequence {
   std::vector<uint64_t> slot_cursor;
   uint64_t batch_mark = 0;  // duplicate detection inside one batch call
 
-  uint64_t length() const { return tokens.size(); }
+  uint64_t length() const { return token_base + tokens.size(); }
+  const int32_t* token_at(uint64_t pos) const { return tokens.data() + (pos - token_base); }
   size_t num_blocks() const { return nodes.size(); }
   uint8_t priority_of_block(uint64_t b, uint32_t tokens_per_block) const {
     return b * tokens_per_block < prompt_len ? prompt_priority : decode_priority;

@@ -561,7 +561,9 @@ TEST(BlockHash, ChainsAndTagsInputs) {
     EXPECT_NE(hash_block(0, 0, 0, t, 4), hash_block(0, 0, 0, t, 3));
   }
   EXPECT_EQ(hash_block(5, 6, 7, t, 4), hash_block(5, 6, 7, t, 4));
-  if (bucket_hash_bits() == 8) EXPECT_LT(hash_block(5, 6, 7, t, 4), 256u);
+  if (bucket_hash_bits() == 8) {
+    EXPECT_LT(hash_block(5, 6, 7, t, 4), 256u);
+  }
 }
 
 }  // namespace
