@@ -343,3 +343,52 @@ fn raw_kernels_take_pointers() {
     let e = unsafe { cache.decode_attention_raw(&d).unwrap_err() };
     assert!(e.message.contains("q_heads"), "{}", e.message);
 }
+
+#[test]
+fn a_reused_prefix_is_read_back_by_decode_attention() {
+    // Sequence 1 computes 8 tokens (two full blocks) and commits them.
+    let (cache, _) = stored(8);
+    cache.commit(1, 8).unwrap();
+    cache.remove(1).unwrap();
+
+    // Sequence 2 reuses them and computes only its 9th token.
+    let prompt = tokens(0, 9);
+    let cached = cache
+        .add_sequence(2, &prompt, &SequenceOptions::default())
+        .unwrap();
+    assert_eq!(cached, 8);
+    let slots = cache.slot_mapping(0, &[2]).unwrap().slots;
+    assert!(slots[..8].iter().all(|&s| s == -1));
+    let all_k = tensor(9, key_of);
+    let all_v = tensor(9, value_of);
+    let row = HEADS * DIM;
+    cache
+        .store_kv(&StoreKv::new(
+            1,
+            Dtype::F32,
+            &all_k[8 * row..],
+            Some(&all_v[8 * row..]),
+            &slots[8..],
+        ))
+        .unwrap();
+
+    let q_heads = 2;
+    let query: Vec<f32> = (0..q_heads * DIM)
+        .map(|i| ((i % 13) as f32 - 6.0) * 0.02)
+        .collect();
+    let lens = cache.sequence_lengths(&[2]).unwrap();
+    assert_eq!(lens, [9]);
+    let t = cache.block_table(0, &[2], -1).unwrap();
+    let tables = BlockTables::Padded {
+        table: &t.table,
+        stride: t.max_blocks as u32,
+    };
+    let mut out = vec![0.0f32; q_heads * DIM];
+    cache
+        .decode_attention(
+            &Decode::new(1, q_heads as u32, Dtype::F32, &query, &lens, tables, 12),
+            &mut out,
+        )
+        .unwrap();
+    close(&out, &reference(&query, q_heads, 9));
+}
