@@ -329,7 +329,7 @@ fn check_len<T>(what: &str, name: &str, slice: &[T], bytes: usize, dtype: Dtype)
         )));
     }
     let align = dtype.size().unwrap_or(1);
-    if slice.as_ptr() as usize % align != 0 {
+    if !(slice.as_ptr() as usize).is_multiple_of(align) {
         return Err(Error::invalid(format!(
             "{what}: {name} is not aligned to the {align}-byte elements of {dtype:?}"
         )));
