@@ -892,3 +892,99 @@ func TestKernelsOnHostMemory(t *testing.T) {
 	must(t, c.AsyncError(0))
 	must(t, c.Check())
 }
+
+// A second request reuses the first one's prefix: it stores K/V only where
+// its slot mapping is not -1, and decode attention reads the reused blocks
+// written for the first request.
+func TestReusedPrefixIsReadBack(t *testing.T) {
+	c := newCache(t, 64, func(cfg *kvcache.Config) { must(t, cfg.SetPartialReuse(false)) })
+	const heads, dim = 2, 64
+	// K is zero, so attention averages V; V of token position p is p+1.
+	kv := func(positions []int) (key, value []byte) {
+		k := make([]float32, len(positions)*heads*dim)
+		v := make([]float32, len(positions)*heads*dim)
+		for i, p := range positions {
+			for j := 0; j < heads*dim; j++ {
+				v[i*heads*dim+j] = float32(p + 1)
+			}
+		}
+		return f32Bytes(k), f32Bytes(v)
+	}
+	store := func(id uint64) int {
+		t.Helper()
+		slots, _, err := c.SlotMapping(0, []uint64{id})
+		must(t, err)
+		var positions []int
+		var written []int64
+		d, err := c.DescribeSequence(id)
+		must(t, err)
+		first := int(d.NumTokens) - len(slots)
+		for i, s := range slots {
+			if s >= 0 {
+				positions = append(positions, first+i)
+				written = append(written, s)
+			}
+		}
+		if len(written) > 0 {
+			k, v := kv(positions)
+			for layer := uint32(0); layer < 2; layer++ {
+				must(t, c.StoreKVHost(&kvcache.HostStoreArgs{Layer: layer, SrcDType: kvcache.DTypeF32, Key: k, Value: v, SlotMapping: written}))
+			}
+		}
+		return len(written)
+	}
+	prompt := tokens(40, 10)
+	_, err := c.AddSequence(1, prompt, nil, 0)
+	must(t, err)
+	if n := store(1); n != 10 {
+		t.Fatalf("request 1 wrote %d tokens, want 10", n)
+	}
+	must(t, c.CommitSequence(1, 10))
+	must(t, c.RemoveSequence(1))
+
+	cached := mustU64(t)(c.AddSequence(2, prompt, nil, 0))
+	if cached != 8 {
+		t.Fatalf("request 2: %d cached, want 8", cached)
+	}
+	if n := store(2); n != 2 {
+		t.Fatalf("request 2 wrote %d tokens, want 2 (the rest is reused)", n)
+	}
+	table, stride, err := c.BlockTable(0, []uint64{2}, -1)
+	must(t, err)
+	out := make([]byte, heads*dim*4)
+	must(t, c.DecodeAttentionHost(&kvcache.HostDecodeArgs{
+		Layer: 1, QHeads: heads, QDType: kvcache.DTypeF32, Query: make([]byte, len(out)), Out: out,
+		SeqLens: []int32{10}, BlockTable: table, TableStride: uint32(stride), MaxSeqLen: 10,
+	}))
+	const want = float32(5.5) // mean of 1..10
+	for i := 0; i < heads*dim; i++ {
+		if got := math.Float32frombits(binary.LittleEndian.Uint32(out[4*i:])); math.Abs(float64(got-want)) > 1e-4 {
+			t.Fatalf("out[%d] = %g, want %g: reused blocks do not hold request 1's V", i, got, want)
+		}
+	}
+}
+
+func TestBatchExtendOutOfBlocks(t *testing.T) {
+	c := newCache(t, 16, nil) // 4 blocks
+	_, err := c.AddSequence(1, tokens(0, 4), nil, 0)
+	must(t, err)
+	_, err = c.AddSequence(2, tokens(10, 4), nil, 0)
+	must(t, err)
+	_, err = c.AddSequence(3, tokens(20, 7), nil, 0) // 2 blocks, 1 free slot left in its tail
+	must(t, err)
+	before := stats(t, c)
+	lengths, err := c.SequenceLengths([]uint64{1, 2, 3})
+	must(t, err)
+	// 1 and 2 need a new block each; none is free.
+	err = c.BatchExtend([]uint64{3, 1, 2}, []int32{1, 2, 3}, 0)
+	if !errors.Is(err, kvcache.ErrOutOfBlocks) {
+		t.Fatalf("BatchExtend = %v, want ErrOutOfBlocks", err)
+	}
+	after, err := c.SequenceLengths([]uint64{1, 2, 3})
+	must(t, err)
+	if !reflect.DeepEqual(lengths, after) || !reflect.DeepEqual(before, stats(t, c)) {
+		t.Errorf("failed BatchExtend changed the cache: lengths %v -> %v, stats %+v -> %+v", lengths, after, before, stats(t, c))
+	}
+	must(t, c.BatchExtend([]uint64{3}, []int32{1}, 0)) // fits in 3's tail
+	must(t, c.Check())
+}
