@@ -51,7 +51,7 @@ public final class JavaOverhead {
     long iters = argv.length > 0 ? Long.parseLong(argv[0]) : 1_000_000L;
     int reps = argv.length > 1 ? Integer.parseInt(argv[1]) : 7;
     NativeLibrary.load();
-    System.load(System.getProperty("kvcache.bench.native"));
+    System.load(new java.io.File(System.getProperty("kvcache.bench.native")).getAbsolutePath());
 
     // Scratch for the low-level calls: out values and id/length arrays.
     final int batch = 64;
