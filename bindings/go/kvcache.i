@@ -8,7 +8,8 @@
  * is the one to use.
  *
  * Mapping rules (the same for every function, so a new C function needs no
- * new line here unless its header is new):
+ * new line here unless its header is new or a struct gains a typed pointer
+ * member, see KVCGO_ADDRESS_MEMBER):
  *  - Fixed-width integers keep their width: int32_t -> int32, uint64_t ->
  *    uint64, size_t -> uint64; bool -> bool; double -> float64.
  *  - A pointer to a scalar (an out parameter or an input array) is a Go
@@ -22,8 +23,8 @@
  *    kvc_cache_t * -> Cache; kvc_x_t ** (a create's out) -> *Config, *Cache.
  *  - Transparent structs (descriptors, options, args, stats) are SWIG
  *    classes in C memory: NewKvc_cache_desc_t() ... DeleteKvc_cache_desc_t().
- *    Their pointer fields therefore hold C or device memory only; Buffer
- *    below copies Go bytes into C memory for them.
+ *    Their pointer fields therefore hold C or device memory only;
+ *    kvcgo_buffer_new below copies Go bytes into C memory for them.
  *  - Every function returning kvc_status_t returns a Go error instead: nil
  *    for KVC_OK, else *Error{Status, Message}. The message is copied out of
  *    the thread-local kvc_last_error_message() inside the same C call that
@@ -160,19 +161,22 @@ KVCGO_SCALAR(double, float64)
 /* Pointer members of the transparent structs are addresses, never Go
  * pointers: the structs live in C memory, where cgo forbids storing Go
  * pointers. TestStructSettersTakeNoGoPointer fails when a header adds a
- * pointer member that is missing here. (void * members are uintptr
- * already.) */
-%define KVCGO_ADDRESS_MEMBER(STRUCT, CTYPE, NAME)
-%typemap(gotype) CTYPE STRUCT::NAME, CTYPE NAME "uintptr"
-%typemap(imtype) CTYPE STRUCT::NAME, CTYPE NAME "uintptr"
-%typemap(in) CTYPE STRUCT::NAME, CTYPE NAME %{ $1 = ($1_ltype)$input; %}
-%typemap(out) CTYPE STRUCT::NAME, CTYPE NAME %{ $result = $1; %}
-%typemap(goout) CTYPE STRUCT::NAME, CTYPE NAME ""
+ * pointer member that is missing here (void * members are uintptr
+ * already). SWIG matches these typemaps by type and name (a STRUCT::NAME
+ * qualifier is not honoured for members), so a function parameter of the
+ * same type and name would become a uintptr too; none exists, and package
+ * kvcache would not compile against one. */
+%define KVCGO_ADDRESS_MEMBER(CTYPE, NAME)
+%typemap(gotype) CTYPE NAME "uintptr"
+%typemap(imtype) CTYPE NAME "uintptr"
+%typemap(in) CTYPE NAME %{ $1 = ($1_ltype)$input; %}
+%typemap(out) CTYPE NAME %{ $result = $1; %}
+%typemap(goout) CTYPE NAME ""
 %enddef
-KVCGO_ADDRESS_MEMBER(kvc_store_args, const int64_t *, slot_mapping)
-KVCGO_ADDRESS_MEMBER(kvc_decode_args, const int32_t *, seq_lens)
-KVCGO_ADDRESS_MEMBER(kvc_decode_args, const int32_t *, block_table)
-KVCGO_ADDRESS_MEMBER(kvc_decode_args, const int32_t *, indptr)
+KVCGO_ADDRESS_MEMBER(const int64_t *, slot_mapping)   /* kvc_store_args_t */
+KVCGO_ADDRESS_MEMBER(const int32_t *, seq_lens)       /* kvc_decode_args_t */
+KVCGO_ADDRESS_MEMBER(const int32_t *, block_table)    /* kvc_decode_args_t */
+KVCGO_ADDRESS_MEMBER(const int32_t *, indptr)         /* kvc_decode_args_t */
 
 /* Static strings (kvc_status_string, kvc_version_string): copied into Go
  * memory on return; the C string is owned by the library and not freed. */
