@@ -4,6 +4,12 @@ import (
 	"kvcache/kvc"
 )
 
+// initialBlocksPerSequence sizes the buffers the methods allocate
+// themselves: a buffer that turns out too small costs a failed call
+// (KVC_ERR_BUFFER_TOO_SMALL, which says the size needed) and a retry, so
+// the first guess is generous. The ...Into variants reuse the caller's.
+const initialBlocksPerSequence = 64
+
 // isTooSmall reports whether err is the low-level KVC_ERR_BUFFER_TOO_SMALL.
 func isTooSmall(err error) bool {
 	e, ok := err.(*kvc.Error)
@@ -31,12 +37,12 @@ func (c *Cache) BatchExtend(ids []uint64, tokens []int32, stream Stream) error {
 // table whose row i holds the block ids of ids[i], then pad. stride is the
 // longest row.
 func (c *Cache) BlockTable(group uint32, ids []uint64, pad int32) (table []int32, stride int, err error) {
-	return c.BlockTableInto(nil, group, ids, 0, pad)
+	return c.BlockTableInto(make([]int32, 0, len(ids)*initialBlocksPerSequence), group, ids, 0, pad)
 }
 
 // BlockTableInto is BlockTable writing into dst's storage when it is large
-// enough, with rows of at least minStride entries (a fixed stride for a
-// kernel). It allocates only when dst is too small.
+// enough, with rows of max(minStride, longest row) entries (minStride > 0
+// gives a kernel a fixed stride). It allocates only when dst is too small.
 func (c *Cache) BlockTableInto(dst []int32, group uint32, ids []uint64, minStride int, pad int32) (table []int32, stride int, err error) {
 	const op = "kvc_batch_block_table"
 	if len(ids) == 0 {
@@ -59,7 +65,7 @@ func (c *Cache) BlockTableInto(dst []int32, group uint32, ids []uint64, minStrid
 		var needed uint64
 		err = kvc.Kvc_batch_block_table(h, group, &ids[0], uint64(len(ids)), firstInt32(dst), uint64(stride), pad, &needed)
 		if err == nil {
-			return dst, stride, nil
+			return compactRows(dst, len(ids), stride, max(minStride, int(needed))), max(minStride, int(needed)), nil
 		}
 		if !isTooSmall(err) || int(needed) <= stride {
 			return nil, 0, wrap(op, err)
@@ -104,6 +110,9 @@ func (c *Cache) BlockTableCSRInto(t *CSRTable, group uint32, ids []uint64) error
 	}
 	defer c.mu.RUnlock()
 	indices := t.Indices[:cap(t.Indices)]
+	if len(indices) == 0 {
+		indices = make([]int32, n*initialBlocksPerSequence)
+	}
 	for {
 		var total uint64
 		err := kvc.Kvc_batch_block_table_csr(h, group, &ids[0], uint64(n), &t.Indptr[0],
@@ -171,6 +180,9 @@ func (c *Cache) SlotMappingInto(slots []int64, newTokens []int32, group uint32, 
 	}
 	defer c.mu.RUnlock()
 	buf := slots[:cap(slots)]
+	if len(buf) == 0 {
+		buf = make([]int64, len(ids)*initialBlocksPerSequence)
+	}
 	for {
 		var n uint64
 		err := kvc.Kvc_batch_slot_mapping(h, group, firstUint64(ids), uint64(len(ids)),
@@ -183,6 +195,25 @@ func (c *Cache) SlotMappingInto(slots []int64, newTokens []int32, group uint32, 
 		}
 		buf = make([]int64, n)
 	}
+}
+
+// compactRows moves the rows of a [rows][from] table to a [rows][to]
+// layout (to <= from) in place, dropping the padding past column to.
+func compactRows(t []int32, rows, from, to int) []int32 {
+	if to >= from {
+		return t
+	}
+	for r := 1; r < rows; r++ {
+		copy(t[r*to:(r+1)*to], t[r*from:r*from+to])
+	}
+	return t[:rows*to]
+}
+
+func max(a, b int) int {
+	if a > b {
+		return a
+	}
+	return b
 }
 
 func resizeInt32(s []int32, n int) []int32 {

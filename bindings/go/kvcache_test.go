@@ -988,3 +988,54 @@ func TestBatchExtendOutOfBlocks(t *testing.T) {
 	must(t, c.BatchExtend([]uint64{3}, []int32{1}, 0)) // fits in 3's tail
 	must(t, c.Check())
 }
+
+// Buffers too small for the tables are grown from the size the library
+// reports, and the result is the same as with a large buffer.
+func TestTablesGrowWhenTooSmall(t *testing.T) {
+	c := newCache(t, 4096, nil)
+	_, err := c.AddSequence(1, tokens(0, 400), nil, 0) // 100 blocks: more than the first guess
+	must(t, err)
+	_, err = c.AddSequence(2, tokens(5000, 9), nil, 0)
+	must(t, err)
+	ids := []uint64{1, 2}
+
+	all, err := c.SequenceBlockIDs(1, 0)
+	must(t, err)
+	grown, err := c.AppendSequenceBlockIDs(make([]int32, 0, 1), 1, 0)
+	must(t, err)
+	if len(all) != 100 || !reflect.DeepEqual(all, grown) {
+		t.Errorf("block ids: %d, grown from capacity 1: %d", len(all), len(grown))
+	}
+
+	table, stride, err := c.BlockTable(0, ids, -1)
+	must(t, err)
+	small, smallStride, err := c.BlockTableInto(make([]int32, 0, 2), 0, ids, 0, -1)
+	must(t, err)
+	if stride != 100 || len(table) != 200 || smallStride != stride || !reflect.DeepEqual(table, small) {
+		t.Errorf("block table stride %d (len %d), from a small buffer stride %d", stride, len(table), smallStride)
+	}
+	if !reflect.DeepEqual(table[:100], all) || table[103] != -1 {
+		t.Errorf("block table rows wrong")
+	}
+
+	csr, err := c.BlockTableCSR(0, ids)
+	must(t, err)
+	tiny := kvcache.CSRTable{Indices: make([]int32, 0, 1)}
+	must(t, c.BlockTableCSRInto(&tiny, 0, ids))
+	if len(csr.Indices) != 103 || !reflect.DeepEqual(csr, tiny) {
+		t.Errorf("CSR: %d indices; from a small buffer %+v", len(csr.Indices), tiny.Indptr)
+	}
+
+	newTokens := make([]int32, 2)
+	slots, err := c.SlotMappingInto(make([]int64, 0, 3), newTokens, 0, ids)
+	must(t, err)
+	if len(slots) != 409 || !reflect.DeepEqual(newTokens, []int32{400, 9}) || slots[0] != int64(all[0])*4 || slots[399] != int64(all[99])*4+3 {
+		t.Errorf("slot mapping from a small buffer: %d slots, per sequence %v", len(slots), newTokens)
+	}
+	if _, err := c.SequenceLengths(nil); err != nil {
+		t.Errorf("SequenceLengths(nil) = %v", err)
+	}
+	if tb, st, err := c.BlockTable(0, nil, -1); err != nil || len(tb) != 0 || st != 0 {
+		t.Errorf("BlockTable(no ids) = %v, %d, %v", tb, st, err)
+	}
+}

@@ -310,6 +310,13 @@ func (c *Cache) AppendSequenceBlockIDs(dst []int32, id uint64, group uint32) ([]
 		return dst, closedError(op)
 	}
 	defer c.mu.RUnlock()
+	if cap(dst)-len(dst) == 0 {
+		// A guess that fits most sequences: a buffer that is too small costs
+		// a failed call (KVC_ERR_BUFFER_TOO_SMALL) and a retry.
+		grown := make([]int32, len(dst), len(dst)+initialBlocksPerSequence)
+		copy(grown, dst)
+		dst = grown
+	}
 	for {
 		spare := dst[len(dst):cap(dst)]
 		var count uint64
