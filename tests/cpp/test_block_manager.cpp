@@ -481,6 +481,24 @@ TEST_F(ManagerTest, ForkSharesEverythingAndCopiesTheTailOnWrite) {
   EXPECT_EQ(status_of([&] { m().fork(3, 4); }), KVC_ERR_NOT_FOUND);
 }
 
+TEST_F(ManagerTest, BlocksSharedWithAForkArePublishedOnceHeldAlone) {
+  make(small_config(16));
+  add(1, seq(0, 9));
+  m().fork(1, 2);  // before anything is committed: every block is shared
+  commit(1, 9);
+  EXPECT_EQ(stats().tree_nodes, 0u);  // a sibling holds them: not yet
+  EXPECT_EQ(m().sequence(1).published, 0u);
+  remove(2);
+  commit(1, 9);  // the same count again: now held alone, published
+  EXPECT_EQ(stats().tree_nodes, 2u);
+  EXPECT_EQ(probe(seq(0, 9)), 8u);
+  m().pin(1);
+  remove(1);
+  EXPECT_EQ(stats().in_use_blocks, 2u);  // the pinned published blocks
+  m().unpin(1);
+  m().check_invariants();
+}
+
 TEST_F(ManagerTest, DuplicateBlockIsNotCachedTwice) {
   make(small_config(16));
   const auto p = seq(0, 9);
