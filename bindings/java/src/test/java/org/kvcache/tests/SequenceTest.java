@@ -57,9 +57,9 @@ class SequenceTest {
       assertTrue(b1[2] != b2[2]);
 
       // A prompt that is exactly the two cached blocks: the last token is
-      // always recomputed, so at most 7 tokens are reported cached.
-      long probe = cache.probe(Fixtures.tokens(100, 8), null);
-      assertTrue(probe <= 7 && probe >= 4, "probe " + probe);
+      // always recomputed and, without partial reuse, only whole blocks
+      // before it count.
+      assertEquals(4, cache.probe(Fixtures.tokens(100, 8), null));
 
       // A different prompt shares nothing.
       assertEquals(0, cache.addSequence(3, Fixtures.tokens(500, 9)));
@@ -76,6 +76,22 @@ class SequenceTest {
       cache.resetReuse();
       assertEquals(0, cache.probe(prompt, null));
       assertEquals(0, cache.stats().cachedBlocks());
+    }
+  }
+
+  @Test
+  void partialReuseStopsBeforeTheLastToken() {
+    try (Cache cache = Fixtures.cache(16)) { // partial reuse and copy on it: on
+      cache.addSequence(1, Fixtures.tokens(100, 10));
+      cache.commit(1, 10);
+      // Block 1 matches token by token up to the last prompt token.
+      assertEquals(7, cache.probe(Fixtures.tokens(100, 8), null));
+      assertEquals(7, cache.addSequence(2, Fixtures.tokens(100, 8)));
+      // 6 matching tokens then a different one: 4 + 2 reused.
+      int[] diverging = Fixtures.tokens(100, 9);
+      diverging[6] = -5;
+      assertEquals(6, cache.probe(diverging, null));
+      cache.check();
     }
   }
 
