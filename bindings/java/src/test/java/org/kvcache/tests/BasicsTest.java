@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import org.junit.jupiter.api.Test;
 import org.kvcache.Cache;
@@ -138,6 +139,17 @@ class BasicsTest {
       KvCacheException j = assertThrows(KvCacheException.class, () -> c.setNumLayers(-1));
       assertEquals(Status.INVALID_ARGUMENT, j.status());
       assertTrue(j.nativeMessage().contains("num_layers"), j.nativeMessage());
+    }
+  }
+
+  @Test
+  void cudaCacheWithoutAUsableDeviceFailsWithDevice() {
+    assumeTrue((KvCache.features() & KvCache.FEATURE_CUDA_DEVICE) == 0,
+        "a CUDA device is usable here: creating the cache would succeed");
+    try (Config c = Fixtures.config(8).setDevice(DeviceKind.CUDA, 0)) {
+      KvCacheException e = assertThrows(KvCacheException.class, () -> new Cache(c));
+      assertEquals(Status.DEVICE, e.status());
+      assertFalse(e.nativeMessage().isEmpty());
     }
   }
 
