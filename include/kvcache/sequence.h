@@ -11,8 +11,12 @@
  *
  * Reuse: a block becomes reusable by other sequences only once the caller
  * commits it (kvc_sequence_commit()): its KV is written. Blocks of a removed
- * sequence stay cached until evicted. Eviction is prioritized LRU: the
- * oldest cached leaf of the lowest priority goes first.
+ * sequence stay cached until evicted. Eviction is prioritized LRU over the
+ * leaves of the radix tree: the cached leaf of the lowest priority whose
+ * last user released it longest ago goes first. A cached block has the
+ * priority the last sequence to release it gave it (prompt_priority for a
+ * block holding prompt tokens, decode_priority otherwise); a probe is not a
+ * use.
  *
  * Streams: calls that may copy blocks (copy on partial reuse in add, copy on
  * write of a shared tail in extend) take an opaque `stream` (a cudaStream_t
@@ -127,7 +131,9 @@ KVC_API kvc_status_t kvc_sequence_extend(kvc_cache_t *cache, uint64_t id, const 
  *        sequence `id` is written: full blocks among them become reusable
  *        by other sequences. A block whose key is already cached is not
  *        cached twice: the sequence keeps its own copy, freed on release.
- *        Committing fewer tokens than already committed is a no-op.
+ *        A block still shared with a fork sibling is published once this
+ *        sequence holds it alone (at a later commit, any count). Committing
+ *        fewer tokens than already committed keeps the committed count.
  * @return KVC_OK, KVC_ERR_NOT_FOUND, KVC_ERR_INVALID_ARGUMENT (beyond the
  *         sequence's length).
  * @since 0.1.0
@@ -164,8 +170,10 @@ KVC_API kvc_status_t kvc_sequence_fork(kvc_cache_t *cache, uint64_t parent, uint
 KVC_API kvc_status_t kvc_sequence_remove(kvc_cache_t *cache, uint64_t id);
 
 /**
- * @brief Pins the current blocks of sequence `id`: they are never evicted,
- *        even after the sequence is removed, until kvc_sequence_unpin(id).
+ * @brief Pins the published blocks of sequence `id` (its committed full
+ *        blocks, the ones that outlive it in the tree): they are never
+ *        evicted, even after the sequence is removed, until
+ *        kvc_sequence_unpin(id).
  * @return KVC_OK, KVC_ERR_NOT_FOUND, KVC_ERR_ALREADY_EXISTS (already pinned).
  * @since 0.1.0
  */
