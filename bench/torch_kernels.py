@@ -123,8 +123,11 @@ def main():
     emit()
     emit("## store K/V (8 kv heads, dim 128, bf16, 16-token blocks)")
     emit()
-    emit("| layout | tokens | kvcache us | same-bytes copy us | % of copy | torch index_copy_ us | speedup | targets |")
-    emit("|---|---:|---:|---:|---:|---:|---:|---|")
+    emit("kvcache us: one call at a time on a stream (host launch included); graph us: per call when "
+         "50 calls replay as a CUDA graph (GPU time).")
+    emit()
+    emit("| layout | tokens | kvcache us | graph us | same-bytes copy us | % of copy | torch index_copy_ us | speedup | targets |")
+    emit("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in store:
         pct = 100.0 * r["copy_us"] / r["store_us"]
         torch_us = store_peer(r["tokens"], 1 << 17, gen) if r["layout"] == "NHD" else None
@@ -132,10 +135,12 @@ def main():
         if r["tokens"] >= 4096:
             targets.append(f">=85% of copy: {'met' if pct >= 85 else 'MISSED'}")
         if r["tokens"] == 256:
-            targets.append(f"<=4 us: {'met' if r['store_us'] <= 4 else 'MISSED'}")
+            targets.append(f"<=4 us: {'met' if r['store_us'] <= 4 else 'MISSED'} per call, "
+                           f"{'met' if 0 < r['graph_us'] <= 4 else 'MISSED'} in a graph")
         if r["tokens"] == 16384 and torch_us:
             targets.append(f">=2.2x torch: {'met' if torch_us / r['store_us'] >= 2.2 else 'MISSED'}")
-        emit(f"| {r['layout']} | {r['tokens']} | {r['store_us']:.2f} | {r['copy_us']:.2f} | {pct:.0f}% | "
+        graph = f"{r['graph_us']:.2f}" if r["graph_us"] > 0 else "-"
+        emit(f"| {r['layout']} | {r['tokens']} | {r['store_us']:.2f} | {graph} | {r['copy_us']:.2f} | {pct:.0f}% | "
              + (f"{torch_us:.2f} | {torch_us / r['store_us']:.2f}x" if torch_us else "- | -")
              + f" | {'; '.join(targets) or '-'} |")
     emit()

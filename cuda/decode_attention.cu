@@ -6,7 +6,10 @@
 //  - a token is read by TPT = head_dim / 16 threads, 16 elements each (one
 //    or two 16-byte chunks), so the GB query heads sharing that kv head reuse
 //    every loaded element from registers; dot products are finished with
-//    butterfly shuffles inside the TPT threads;
+//    butterfly shuffles inside the TPT threads. Chunk c of lane l is chunk
+//    c * TPT + l of the row, so each copy instruction reads whole 128-byte
+//    lines (a thread's two chunks side by side would use half of every
+//    sector twice);
 //  - K/V move global -> shared memory with cp.async, kStages steps ahead of
 //    the math, so that enough bytes are in flight to saturate HBM. Each
 //    thread copies exactly the chunks it later reads, so the pipeline needs
@@ -146,6 +149,12 @@ struct Tiling {
   __device__ static constexpr int chunk(int tg, int u, int kv, int c, int lane) {
     return (((tg * U + u) * 2 + kv) * LOADS + c) * TPT + lane;
   }
+  // Head-dim index of this thread's element e: chunk e / EPC is chunk
+  // (e / EPC) * TPT + lane of the row.
+  static constexpr int EPC = 16 / int(sizeof(KV));  // elements per 16-byte chunk
+  __device__ static constexpr int dim(int lane, int e) {
+    return (e / EPC) * (TPT * EPC) + lane * EPC + e % EPC;
+  }
 };
 
 template <class KV, class Q, int D, int GB>
@@ -176,7 +185,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const __grid_consta
     return;
   }
 
-  const uint64_t head_offset = uint64_t(kvh) * p.head_stride + uint64_t(lane) * kVec * sizeof(KV);
+  const uint64_t head_offset = uint64_t(kvh) * p.head_stride + uint64_t(lane) * 16;
   const uint32_t block_mask = (1u << p.block_shift) - 1;
   const uint32_t steps = (t1 - t0 + TILE - 1) / TILE;
   uint32_t valid_bits = 0;  // bit stage * U + u: that token of the stage was loaded
@@ -202,8 +211,8 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const __grid_consta
           const uint4* vp = reinterpret_cast<const uint4*>(p.v_base + off);
 #pragma unroll
           for (int c = 0; c < LOADS; ++c) {
-            cp_async16(dst + Tl::chunk(tg, u, 0, c, lane), kp + c);
-            cp_async16(dst + Tl::chunk(tg, u, 1, c, lane), vp + c);
+            cp_async16(dst + Tl::chunk(tg, u, 0, c, lane), kp + c * TPT);
+            cp_async16(dst + Tl::chunk(tg, u, 1, c, lane), vp + c * TPT);
           }
         }
       }
@@ -218,14 +227,14 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const __grid_consta
     cp_async_commit();
   }
 
-  // This thread's 16 dims of each query head, pre-scaled.
+  // This thread's 16 dims of each query head (the K/V element order: each
+  // run of 8 is contiguous), pre-scaled.
   float q[GB][kVec];
 #pragma unroll
   for (int j = 0; j < GB; ++j) {
-    const uint4* src = reinterpret_cast<const uint4*>(static_cast<const Q*>(p.query) +
-                                                      (uint64_t(b) * p.q_heads + h0 + j) * D +
-                                                      lane * kVec);
-    const uint4 raw[2] = {src[0], src[1]};
+    const Q* row = static_cast<const Q*>(p.query) + (uint64_t(b) * p.q_heads + h0 + j) * D;
+    const uint4 raw[2] = {*reinterpret_cast<const uint4*>(row + Tl::dim(lane, 0)),
+                          *reinterpret_cast<const uint4*>(row + Tl::dim(lane, 8))};
     unpack8(raw[0], Q{}, q[j]);
     unpack8(raw[1], Q{}, q[j] + 8);
 #pragma unroll
@@ -341,7 +350,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const __grid_consta
     const uint32_t j = o / D;
     const uint32_t e = (o % D) / TPT;
     const uint32_t ln = o % TPT;
-    const uint32_t d = ln * kVec + e;
+    const uint32_t d = Tl::dim(ln, e);
     float mx = kNoScore;
 #pragma unroll
     for (int g = 0; g < TG; ++g) mx = fmaxf(mx, sm_m[g * GB + j]);

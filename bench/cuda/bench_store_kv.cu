@@ -19,8 +19,8 @@ int main(int argc, char** argv) {
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const double ceiling = copy_bandwidth_gbs(stream, size_t(1) << 30);
   std::printf("device: %s; 1 GiB device-to-device copy: %.0f GB/s (read + write)\n", device_name(), ceiling);
-  std::printf("%-6s %8s %10s %10s %10s %10s %8s %s\n", "layout", "tokens", "store us", "copy us",
-              "store GB/s", "copy GB/s", "ratio", "target");
+  std::printf("%-6s %8s %10s %10s %10s %10s %10s %8s %s\n", "layout", "tokens", "store us",
+              "graph us", "copy us", "store GB/s", "copy GB/s", "ratio", "target");
 
   const uint64_t max_tokens = 1u << 17;
   const uint32_t H = 8, D = 128, T = 16;
@@ -55,6 +55,21 @@ int main(int argc, char** argv) {
       a.slot_mapping = static_cast<const int64_t*>(dslots);
       const int reps = tokens <= 4096 ? 200 : 20;
       const double store_us = time_us(stream, reps, 15, [&] { BENCH_KVC(kvc_store_kv(cache, &a, stream)); });
+      // Small calls are bound by the host's launch rate when issued one by
+      // one; 50 of them captured in a CUDA graph show the GPU time per call.
+      double graph_us = 0;
+      if (tokens <= 4096) {
+        constexpr int kCalls = 50;
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        for (int i = 0; i < kCalls; ++i) BENCH_KVC(kvc_store_kv(cache, &a, stream));
+        BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
+        BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+        graph_us = time_us(stream, 4, 15, [&] { BENCH_CUDA(cudaGraphLaunch(exec, stream)); }) / kCalls;
+        BENCH_CUDA(cudaGraphExecDestroy(exec));
+        BENCH_CUDA(cudaGraphDestroy(graph));
+      }
       // The same bytes as one contiguous copy: K and V read, both written.
       const double copy_us = time_us(stream, reps, 15, [&] {
         BENCH_CUDA(cudaMemcpyAsync(copy_dst, key, bytes, cudaMemcpyDeviceToDevice, stream));
@@ -71,15 +86,17 @@ int main(int argc, char** argv) {
       const double store_gbs = moved / store_us / 1e3, copy_gbs = moved / copy_us / 1e3;
       std::string target = "-";
       if (tokens >= 4096) target = store_gbs >= 0.85 * copy_gbs ? ">=85% of copy: met" : ">=85% of copy: MISSED";
-      if (tokens == 256) target = store_us <= 4.0 ? "<=4 us: met" : "<=4 us: MISSED";
+      if (tokens == 256)
+        target = std::string("<=4 us: ") + (store_us <= 4.0 ? "met" : "MISSED") + " per call, " +
+                 (graph_us <= 4.0 ? "met" : "MISSED") + " in a graph";
       const char* lname = layout == KVC_LAYOUT_NHD ? "NHD" : "HND";
-      std::printf("%-6s %8u %10.2f %10.2f %10.0f %10.0f %7.0f%% %s\n", lname, tokens, store_us, copy_us,
-                  store_gbs, copy_gbs, 100.0 * store_gbs / copy_gbs, target.c_str());
+      std::printf("%-6s %8u %10.2f %10.2f %10.2f %10.0f %10.0f %7.0f%% %s\n", lname, tokens, store_us,
+                  graph_us, copy_us, store_gbs, copy_gbs, 100.0 * store_gbs / copy_gbs, target.c_str());
       if (json)
         std::fprintf(json,
                      "{\"bench\":\"store\",\"layout\":\"%s\",\"tokens\":%u,\"store_us\":%.3f,"
-                     "\"copy_us\":%.3f,\"bytes\":%.0f,\"ceiling_gbs\":%.1f}\n",
-                     lname, tokens, store_us, copy_us, moved, ceiling);
+                     "\"graph_us\":%.3f,\"copy_us\":%.3f,\"bytes\":%.0f,\"ceiling_gbs\":%.1f}\n",
+                     lname, tokens, store_us, graph_us, copy_us, moved, ceiling);
       BENCH_CUDA(cudaFree(key));
       BENCH_CUDA(cudaFree(value));
       BENCH_CUDA(cudaFree(copy_dst));
