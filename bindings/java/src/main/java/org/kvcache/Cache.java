@@ -284,7 +284,12 @@ public final class Cache implements AutoCloseable {
     }
   }
 
-  /** Pins the current blocks of sequence {@code id} until {@link #unpin} (kvc_sequence_pin). */
+  /**
+   * Pins the published blocks of sequence {@code id} (its committed full
+   * blocks): they are never evicted, even after the sequence is removed,
+   * until {@link #unpin} (kvc_sequence_pin).
+   * @throws KvCacheException NOT_FOUND, ALREADY_EXISTS (already pinned)
+   */
   public void pin(long id) {
     long h = handle.acquire();
     try {
