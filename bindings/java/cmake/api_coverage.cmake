@@ -4,6 +4,8 @@
 # tests hold the library to) must be (1) a native method of the generated
 # KvcNativeJNI class and (2) called by the idiomatic layer
 # (src/main/java/org/kvcache), except the few listed below with the reason.
+# Also: no generated or idiomatic class has a finalizer or a Cleaner, and no
+# value is a BigInteger (uint64_t is a Java long).
 # Inputs: MAP, JNI_CLASS, IDIOMATIC_DIR.
 cmake_minimum_required(VERSION 3.24)
 set(exempt
@@ -43,6 +45,19 @@ foreach(sym ${symbols})
     list(APPEND not_used ${sym})
   endif()
 endforeach()
+
+get_filename_component(generated_dir ${JNI_CLASS} DIRECTORY)
+file(GLOB generated_files ${generated_dir}/*.java)
+set(forbidden "")
+foreach(f ${generated_files} ${idiomatic_files})
+  file(READ ${f} text)
+  if(text MATCHES "void finalize\\(|java\\.lang\\.ref\\.Cleaner|BigInteger")
+    list(APPEND forbidden ${f})
+  endif()
+endforeach()
+if(forbidden)
+  message(FATAL_ERROR "finalize(), Cleaner or BigInteger in: ${forbidden}")
+endif()
 
 if(not_generated OR not_used)
   message(FATAL_ERROR
