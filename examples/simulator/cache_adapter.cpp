@@ -67,6 +67,7 @@ CacheAdapter::CacheAdapter(const SimConfig &config, uint64_t unlimited_tokens) {
   kvc_cache_desc_t d = KVC_CACHE_DESC_INIT;
   check(kvc_cache_describe(cache_, &d), "kvc_cache_describe");
   num_groups_ = d.num_groups;
+  primary_bytes_ = d.primary_bytes;
   for (uint32_t g = 0; g < d.num_groups; ++g) {
     kvc_group_desc_t gd = KVC_GROUP_DESC_INIT;
     check(kvc_cache_describe_group(cache_, g, &gd), "kvc_cache_describe_group");

@@ -41,7 +41,9 @@ class CacheAdapter {
 
   kvc_cache *handle() { return cache_; }
   uint32_t num_groups() const { return num_groups_; }
+  // KV bytes of one token in every layer (all layer groups together).
   uint64_t bytes_per_token() const { return bytes_per_token_; }
+  uint64_t primary_bytes() const { return primary_bytes_; }
 
   // Adds sequence `id` with its prompt; returns false when the cache is out
   // of blocks (nothing changed), else sets `cached` to the reused tokens.
@@ -70,6 +72,7 @@ class CacheAdapter {
   kvc_cache *cache_ = nullptr;
   uint32_t num_groups_ = 0;
   uint64_t bytes_per_token_ = 0;
+  uint64_t primary_bytes_ = 0;
 };
 
 }  // namespace sim

@@ -18,7 +18,7 @@ namespace sim {
 struct GeneratorOptions {
   uint32_t tenants = 8;
   uint32_t salted_tenants = 4;     // the first N tenants carry a cache salt
-  uint32_t chats_per_tenant = 24;
+  uint32_t chats_per_tenant = 10;  // the demo's default finishes in about a minute
   uint32_t turns_per_chat = 4;
   uint32_t preamble_tokens = 1024; // shared by every tenant's system prompt
   uint32_t system_tokens = 2048;   // each tenant's own instructions

@@ -88,7 +88,7 @@ std::string usage() {
       "                          prompt (default 1)\n"
       "  --tenants N             synthetic: tenants (default 8)\n"
       "  --salted-tenants N      synthetic: tenants with a cache salt (default 4)\n"
-      "  --chats N               synthetic: chats per tenant (default 24)\n"
+      "  --chats N               synthetic: chats per tenant (default 10)\n"
       "  --turns N               synthetic: turns per chat (default 4)\n"
       "  --preamble-tokens N     synthetic: system preamble shared by all tenants (1024)\n"
       "  --system-tokens N       synthetic: each tenant's own system prompt (2048)\n"

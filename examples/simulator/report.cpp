@@ -70,8 +70,7 @@ void print_table(std::FILE *out, const Workload &workload, const std::vector<Run
   std::fprintf(out,
                "cache:    %s, %s blocks of %u tokens (%s, %s per token)%s%s%s\n",
                c.device.c_str(), count(first.capacity_blocks).c_str(), c.tokens_per_block,
-               bytes(first.capacity_blocks * c.tokens_per_block * first.block_bytes_per_token)
-                   .c_str(),
+               bytes(first.primary_bytes).c_str(),
                bytes(first.block_bytes_per_token).c_str(),
                c.unlimited ? ", unlimited (sized to never evict)" : "",
                c.partial_reuse ? ", partial reuse" : "",
@@ -156,10 +155,10 @@ void print_json(std::FILE *out, const Workload &workload, const std::vector<RunR
     json_string(out, c.device);
     std::fprintf(out,
                  ", \"tokens_per_block\": %u, \"capacity_blocks\": %" PRIu64
-                 ", \"bytes_per_token\": %" PRIu64
+                 ", \"primary_bytes\": %" PRIu64 ", \"bytes_per_token\": %" PRIu64
                  ", \"unlimited\": %s, \"partial_reuse\": %s, \"reuse\": %s"
                  ", \"prompt_priority\": %u, \"host_cache_bytes\": %" PRIu64 ",\n   ",
-                 c.tokens_per_block, r.capacity_blocks, r.block_bytes_per_token,
+                 c.tokens_per_block, r.capacity_blocks, r.primary_bytes, r.block_bytes_per_token,
                  c.unlimited ? "true" : "false", c.partial_reuse ? "true" : "false",
                  c.policy.reuse ? "true" : "false", c.policy.prompt_priority,
                  c.host_cache_bytes);
@@ -183,6 +182,7 @@ void print_json(std::FILE *out, const Workload &workload, const std::vector<RunR
                  ", \"kernel_s\": %.3f, \"simulated_s\": %.3f, \"wall_s\": %.3f,\n   ",
                  r.bookkeeping_p50_us, r.bookkeeping_p99_us, r.stored_tokens, r.attention_calls,
                  r.kv_write_s, r.simulated_s, r.wall_s);
+    std::fprintf(out, "\"timeline_columns\": [\"time_s\", \"hit_rate\", \"in_use\", \"cached\"],\n   ");
     std::fprintf(out, "\"timeline\": [");
     for (size_t k = 0; k < r.timeline.size(); ++k) {
       const Sample &s = r.timeline[k];

@@ -38,6 +38,7 @@ struct RunResult {
   CacheCounters counters;         // at the end
   uint64_t capacity_blocks = 0;
   uint64_t block_bytes_per_token = 0;
+  uint64_t primary_bytes = 0;
   double bookkeeping_p50_us = 0;  // cache-manager calls per step
   double bookkeeping_p99_us = 0;
   double kv_write_s = 0;          // wall time in the store (and attention) kernels

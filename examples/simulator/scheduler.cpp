@@ -70,6 +70,7 @@ RunResult Scheduler::run() {
   r.workload = workload_.name;
   r.requests = requests.size();
   r.block_bytes_per_token = cache_.bytes_per_token();
+  r.primary_bytes = cache_.primary_bytes();
   const double last_arrival = requests.empty() ? 0 : requests.back().arrival_s;
   Timeline timeline(last_arrival * 1.1 + 1.0, config_.samples);
 

@@ -30,7 +30,7 @@ struct SimConfig {
   uint32_t max_running = 256;      // sequences in flight
   uint32_t max_prefills = 0;       // new sequences per step, 0 = no limit
   uint32_t max_output = 0;         // cap on decoded tokens per request, 0 = none
-  uint32_t samples = 200;          // points of the timeline (plot)
+  uint32_t samples = 60;           // points of the timeline (plot), at least
   bool progress = false;           // draw a progress bar on stderr
   Policy policy;
 };
