@@ -43,11 +43,13 @@ _Static_assert(sizeof(long) == 8 && sizeof(void *) == 8,
                "the committed Go wrapper assumes an LP64 platform");
 
 /* The status of a kvcache call as a Go string: empty for KVC_OK; else a tag
- * byte ('M': malloc'ed, the Go side frees it; 'S': static, allocation
- * failed), the status as 4 little-endian bytes, then the message of
- * kvc_last_error_message() read now, on the thread that failed. */
+ * byte 'M', the status as 4 little-endian bytes and the message of
+ * kvc_last_error_message() read now, on the thread that failed, in memory
+ * the Go side frees. If that allocation fails: the tag 'O' and -status
+ * zero bytes of a read-only buffer (no message; statuses below -255 become
+ * KVC_ERR_INTERNAL), so nothing is shared between threads. */
 static _gostring_ kvcgo_capture(kvc_status_t status) {
-  static char oom[5] = {'S', 0, 0, 0, 0};
+  static const char no_memory[256] = {'O'};
   _gostring_ r;
   r.p = NULL;
   r.n = 0;
@@ -57,12 +59,9 @@ static _gostring_ kvcgo_capture(kvc_status_t status) {
   uint32_t u = (uint32_t)status;
   char *p = (char *)malloc(5 + n);
   if (p == NULL) {
-    oom[1] = (char)(u & 0xff);
-    oom[2] = (char)((u >> 8) & 0xff);
-    oom[3] = (char)((u >> 16) & 0xff);
-    oom[4] = (char)((u >> 24) & 0xff);
-    r.p = oom;
-    r.n = 5;
+    int32_t minus = status < 0 && status >= -255 ? -status : -KVC_ERR_INTERNAL;
+    r.p = (char *)no_memory;
+    r.n = (intgo)(1 + minus);
     return r;
   }
   p[0] = 'M';
@@ -111,9 +110,10 @@ func statusError(s string) error {
 		return nil
 	}
 	b := []byte(s)
-	if b[0] == 'M' {
-		Swig_free((*capturedString)(unsafe.Pointer(&s)).p)
+	if b[0] != 'M' { // 'O': the message could not be copied
+		return &Error{Status: -int32(len(b) - 1), Message: "(out of memory copying the error message)"}
 	}
+	Swig_free((*capturedString)(unsafe.Pointer(&s)).p)
 	status := int32(uint32(b[1]) | uint32(b[2])<<8 | uint32(b[3])<<16 | uint32(b[4])<<24)
 	return &Error{Status: status, Message: string(b[5:])}
 }

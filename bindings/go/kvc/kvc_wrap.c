@@ -181,11 +181,13 @@ _Static_assert(sizeof(long) == 8 && sizeof(void *) == 8,
                "the committed Go wrapper assumes an LP64 platform");
 
 /* The status of a kvcache call as a Go string: empty for KVC_OK; else a tag
- * byte ('M': malloc'ed, the Go side frees it; 'S': static, allocation
- * failed), the status as 4 little-endian bytes, then the message of
- * kvc_last_error_message() read now, on the thread that failed. */
+ * byte 'M', the status as 4 little-endian bytes and the message of
+ * kvc_last_error_message() read now, on the thread that failed, in memory
+ * the Go side frees. If that allocation fails: the tag 'O' and -status
+ * zero bytes of a read-only buffer (no message; statuses below -255 become
+ * KVC_ERR_INTERNAL), so nothing is shared between threads. */
 static _gostring_ kvcgo_capture(kvc_status_t status) {
-  static char oom[5] = {'S', 0, 0, 0, 0};
+  static const char no_memory[256] = {'O'};
   _gostring_ r;
   r.p = NULL;
   r.n = 0;
@@ -195,12 +197,9 @@ static _gostring_ kvcgo_capture(kvc_status_t status) {
   uint32_t u = (uint32_t)status;
   char *p = (char *)malloc(5 + n);
   if (p == NULL) {
-    oom[1] = (char)(u & 0xff);
-    oom[2] = (char)((u >> 8) & 0xff);
-    oom[3] = (char)((u >> 16) & 0xff);
-    oom[4] = (char)((u >> 24) & 0xff);
-    r.p = oom;
-    r.n = 5;
+    int32_t minus = status < 0 && status >= -255 ? -status : -KVC_ERR_INTERNAL;
+    r.p = (char *)no_memory;
+    r.n = (intgo)(1 + minus);
     return r;
   }
   p[0] = 'M';
@@ -265,7 +264,7 @@ static size_t kvcgo_extra_key_size(void) { return sizeof(kvc_extra_key_t); }
 extern "C" {
 #endif
 
-void _wrap_Swig_free_kvc_8853c18befa64313(void *_swig_go_0) {
+void _wrap_Swig_free_kvc_b4ebdb3bb1aee221(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -275,7 +274,7 @@ void _wrap_Swig_free_kvc_8853c18befa64313(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_kvc_8853c18befa64313(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_kvc_b4ebdb3bb1aee221(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -288,7 +287,7 @@ void *_wrap_Swig_malloc_kvc_8853c18befa64313(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_OK_kvc_8853c18befa64313() {
+intgo _wrap_KVC_OK_kvc_b4ebdb3bb1aee221() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -300,7 +299,7 @@ intgo _wrap_KVC_OK_kvc_8853c18befa64313() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_8853c18befa64313() {
+intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_b4ebdb3bb1aee221() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -312,7 +311,7 @@ intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_8853c18befa64313() {
 }
 
 
-intgo _wrap_KVC_ERR_NOT_FOUND_kvc_8853c18befa64313() {
+intgo _wrap_KVC_ERR_NOT_FOUND_kvc_b4ebdb3bb1aee221() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -324,7 +323,7 @@ intgo _wrap_KVC_ERR_NOT_FOUND_kvc_8853c18befa64313() {
 }
 
 
-intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_8853c18befa64313() {
+intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_b4ebdb3bb1aee221() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -336,7 +335,7 @@ intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_8853c18befa64313() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_8853c18befa64313() {
+intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_b4ebdb3bb1aee221() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -348,7 +347,7 @@ intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_8853c18befa64313() {
 }
 
 
-intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_8853c18befa64313() {
+intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_b4ebdb3bb1aee221() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -360,7 +359,7 @@ intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_8853c18befa64313() {
 }
 
 
-intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_8853c18befa64313() {
+intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_b4ebdb3bb1aee221() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -372,7 +371,7 @@ intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_8853c18befa64313() {
 }
 
 
-intgo _wrap_KVC_ERR_DEVICE_kvc_8853c18befa64313() {
+intgo _wrap_KVC_ERR_DEVICE_kvc_b4ebdb3bb1aee221() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -384,7 +383,7 @@ intgo _wrap_KVC_ERR_DEVICE_kvc_8853c18befa64313() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_8853c18befa64313() {
+intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_b4ebdb3bb1aee221() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -396,7 +395,7 @@ intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_8853c18befa64313() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_STATE_kvc_8853c18befa64313() {
+intgo _wrap_KVC_ERR_INVALID_STATE_kvc_b4ebdb3bb1aee221() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -408,7 +407,7 @@ intgo _wrap_KVC_ERR_INVALID_STATE_kvc_8853c18befa64313() {
 }
 
 
-intgo _wrap_KVC_ERR_INTERNAL_kvc_8853c18befa64313() {
+intgo _wrap_KVC_ERR_INTERNAL_kvc_b4ebdb3bb1aee221() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -420,7 +419,7 @@ intgo _wrap_KVC_ERR_INTERNAL_kvc_8853c18befa64313() {
 }
 
 
-_gostring_ _wrap_kvc_status_string_kvc_8853c18befa64313(int _swig_go_0) {
+_gostring_ _wrap_kvc_status_string_kvc_b4ebdb3bb1aee221(int _swig_go_0) {
   kvc_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -433,7 +432,7 @@ _gostring_ _wrap_kvc_status_string_kvc_8853c18befa64313(int _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_VERSION_NUMBER_kvc_8853c18befa64313() {
+intgo _wrap_KVC_VERSION_NUMBER_kvc_b4ebdb3bb1aee221() {
   int result;
   intgo _swig_go_result;
   
@@ -444,7 +443,7 @@ intgo _wrap_KVC_VERSION_NUMBER_kvc_8853c18befa64313() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_8853c18befa64313() {
+intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_b4ebdb3bb1aee221() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -456,7 +455,7 @@ intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_8853c18befa64313() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_8853c18befa64313() {
+intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_b4ebdb3bb1aee221() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -468,7 +467,7 @@ intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_8853c18befa64313() {
 }
 
 
-int _wrap_kvc_version_kvc_8853c18befa64313() {
+int _wrap_kvc_version_kvc_b4ebdb3bb1aee221() {
   uint32_t result;
   int _swig_go_result;
   
@@ -479,7 +478,7 @@ int _wrap_kvc_version_kvc_8853c18befa64313() {
 }
 
 
-_gostring_ _wrap_kvc_version_string_kvc_8853c18befa64313() {
+_gostring_ _wrap_kvc_version_string_kvc_b4ebdb3bb1aee221() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -490,7 +489,7 @@ _gostring_ _wrap_kvc_version_string_kvc_8853c18befa64313() {
 }
 
 
-int _wrap_kvc_abi_version_kvc_8853c18befa64313() {
+int _wrap_kvc_abi_version_kvc_b4ebdb3bb1aee221() {
   uint32_t result;
   int _swig_go_result;
   
@@ -501,7 +500,7 @@ int _wrap_kvc_abi_version_kvc_8853c18befa64313() {
 }
 
 
-long long _wrap_kvc_features_kvc_8853c18befa64313() {
+long long _wrap_kvc_features_kvc_b4ebdb3bb1aee221() {
   uint64_t result;
   long long _swig_go_result;
   
@@ -512,7 +511,7 @@ long long _wrap_kvc_features_kvc_8853c18befa64313() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F32_kvc_8853c18befa64313() {
+intgo _wrap_KVC_DTYPE_F32_kvc_b4ebdb3bb1aee221() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -524,7 +523,7 @@ intgo _wrap_KVC_DTYPE_F32_kvc_8853c18befa64313() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F16_kvc_8853c18befa64313() {
+intgo _wrap_KVC_DTYPE_F16_kvc_b4ebdb3bb1aee221() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -536,7 +535,7 @@ intgo _wrap_KVC_DTYPE_F16_kvc_8853c18befa64313() {
 }
 
 
-intgo _wrap_KVC_DTYPE_BF16_kvc_8853c18befa64313() {
+intgo _wrap_KVC_DTYPE_BF16_kvc_b4ebdb3bb1aee221() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -548,7 +547,7 @@ intgo _wrap_KVC_DTYPE_BF16_kvc_8853c18befa64313() {
 }
 
 
-intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_8853c18befa64313() {
+intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_b4ebdb3bb1aee221() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -560,7 +559,7 @@ intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_8853c18befa64313() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_NHD_kvc_8853c18befa64313() {
+intgo _wrap_KVC_LAYOUT_NHD_kvc_b4ebdb3bb1aee221() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -572,7 +571,7 @@ intgo _wrap_KVC_LAYOUT_NHD_kvc_8853c18befa64313() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_HND_kvc_8853c18befa64313() {
+intgo _wrap_KVC_LAYOUT_HND_kvc_b4ebdb3bb1aee221() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -584,7 +583,7 @@ intgo _wrap_KVC_LAYOUT_HND_kvc_8853c18befa64313() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CPU_kvc_8853c18befa64313() {
+intgo _wrap_KVC_DEVICE_CPU_kvc_b4ebdb3bb1aee221() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -596,7 +595,7 @@ intgo _wrap_KVC_DEVICE_CPU_kvc_8853c18befa64313() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CUDA_kvc_8853c18befa64313() {
+intgo _wrap_KVC_DEVICE_CUDA_kvc_b4ebdb3bb1aee221() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -608,7 +607,7 @@ intgo _wrap_KVC_DEVICE_CUDA_kvc_8853c18befa64313() {
 }
 
 
-_gostring_ _wrap_kvc_config_create_kvc_8853c18befa64313(kvc_config_t **_swig_go_0) {
+_gostring_ _wrap_kvc_config_create_kvc_b4ebdb3bb1aee221(kvc_config_t **_swig_go_0) {
   kvc_config_t **arg1 = (kvc_config_t **) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -621,7 +620,7 @@ _gostring_ _wrap_kvc_config_create_kvc_8853c18befa64313(kvc_config_t **_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_config_clone_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
+_gostring_ _wrap_kvc_config_clone_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_config_t **arg2 = (kvc_config_t **) 0 ;
   kvc_status_t result;
@@ -636,7 +635,7 @@ _gostring_ _wrap_kvc_config_clone_kvc_8853c18befa64313(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_config_destroy_kvc_8853c18befa64313(kvc_config_t *_swig_go_0) {
+void _wrap_kvc_config_destroy_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   
   arg1 = (kvc_config_t *)_swig_go_0; 
@@ -646,7 +645,7 @@ void _wrap_kvc_config_destroy_kvc_8853c18befa64313(kvc_config_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_kvc_config_validate_kvc_8853c18befa64313(kvc_config_t *_swig_go_0) {
+_gostring_ _wrap_kvc_config_validate_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -659,7 +658,7 @@ _gostring_ _wrap_kvc_config_validate_kvc_8853c18befa64313(kvc_config_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_config_set_num_layers_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_num_layers_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -674,7 +673,7 @@ _gostring_ _wrap_kvc_config_set_num_layers_kvc_8853c18befa64313(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_num_layers_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_num_layers_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -689,7 +688,7 @@ _gostring_ _wrap_kvc_config_get_num_layers_kvc_8853c18befa64313(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_heads_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -704,7 +703,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_kvc_8853c18befa64313(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -721,7 +720,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_8853c18befa64313(kvc_conf
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_heads_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_kv_heads_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -738,7 +737,7 @@ _gostring_ _wrap_kvc_config_get_kv_heads_kvc_8853c18befa64313(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_head_dim_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_head_dim_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -753,7 +752,7 @@ _gostring_ _wrap_kvc_config_set_head_dim_kvc_8853c18befa64313(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_get_head_dim_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_head_dim_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -768,7 +767,7 @@ _gostring_ _wrap_kvc_config_get_head_dim_kvc_8853c18befa64313(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_dtype_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_dtype_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t arg2 ;
   kvc_status_t result;
@@ -783,7 +782,7 @@ _gostring_ _wrap_kvc_config_set_dtype_kvc_8853c18befa64313(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_get_dtype_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_dtype_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t *arg2 = (kvc_dtype_t *) 0 ;
   kvc_status_t result;
@@ -798,7 +797,7 @@ _gostring_ _wrap_kvc_config_get_dtype_kvc_8853c18befa64313(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_factor_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_factor_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -813,7 +812,7 @@ _gostring_ _wrap_kvc_config_set_kv_factor_kvc_8853c18befa64313(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_factor_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_kv_factor_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -828,7 +827,7 @@ _gostring_ _wrap_kvc_config_get_kv_factor_kvc_8853c18befa64313(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_set_layout_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_layout_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t arg2 ;
   kvc_status_t result;
@@ -843,7 +842,7 @@ _gostring_ _wrap_kvc_config_set_layout_kvc_8853c18befa64313(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_layout_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_layout_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t *arg2 = (kvc_layout_t *) 0 ;
   kvc_status_t result;
@@ -858,7 +857,7 @@ _gostring_ _wrap_kvc_config_get_layout_kvc_8853c18befa64313(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -873,7 +872,7 @@ _gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_8853c18befa64313(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -888,7 +887,7 @@ _gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_8853c18befa64313(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_attention_windows_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_attention_windows_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -905,7 +904,7 @@ _gostring_ _wrap_kvc_config_set_attention_windows_kvc_8853c18befa64313(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_attention_window_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_attention_window_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -922,7 +921,7 @@ _gostring_ _wrap_kvc_config_get_attention_window_kvc_8853c18befa64313(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_device_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_device_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t arg2 ;
   int32_t arg3 ;
@@ -939,7 +938,7 @@ _gostring_ _wrap_kvc_config_set_device_kvc_8853c18befa64313(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_device_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_device_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t *arg2 = (kvc_device_kind_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -956,7 +955,7 @@ _gostring_ _wrap_kvc_config_get_device_kvc_8853c18befa64313(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -971,7 +970,7 @@ _gostring_ _wrap_kvc_config_set_primary_bytes_kvc_8853c18befa64313(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -986,7 +985,7 @@ _gostring_ _wrap_kvc_config_get_primary_bytes_kvc_8853c18befa64313(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_max_tokens_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_max_tokens_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1001,7 +1000,7 @@ _gostring_ _wrap_kvc_config_set_max_tokens_kvc_8853c18befa64313(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_max_tokens_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_max_tokens_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1016,7 +1015,7 @@ _gostring_ _wrap_kvc_config_get_max_tokens_kvc_8853c18befa64313(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, double _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, double _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double arg2 ;
   kvc_status_t result;
@@ -1031,7 +1030,7 @@ _gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_8853c18befa64313(kv
 }
 
 
-_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, double *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, double *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double *arg2 = (double *) 0 ;
   kvc_status_t result;
@@ -1046,7 +1045,7 @@ _gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_8853c18befa64313(kv
 }
 
 
-_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1061,7 +1060,7 @@ _gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_8853c18befa64313(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1076,7 +1075,7 @@ _gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_8853c18befa64313(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1091,7 +1090,7 @@ _gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_8853c18befa64
 }
 
 
-_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1106,7 +1105,7 @@ _gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_8853c18befa64
 }
 
 
-_gostring_ _wrap_kvc_config_set_block_reuse_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_block_reuse_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1121,7 +1120,7 @@ _gostring_ _wrap_kvc_config_set_block_reuse_kvc_8853c18befa64313(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_get_block_reuse_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_block_reuse_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1136,7 +1135,7 @@ _gostring_ _wrap_kvc_config_get_block_reuse_kvc_8853c18befa64313(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1151,7 +1150,7 @@ _gostring_ _wrap_kvc_config_set_partial_reuse_kvc_8853c18befa64313(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1166,7 +1165,7 @@ _gostring_ _wrap_kvc_config_get_partial_reuse_kvc_8853c18befa64313(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1181,7 +1180,7 @@ _gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_8853c18befa64313(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1196,7 +1195,7 @@ _gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_8853c18befa64313(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1211,7 +1210,7 @@ _gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_8853c18befa64313(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1226,7 +1225,7 @@ _gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_8853c18befa64313(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_cache_create_kvc_8853c18befa64313(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
+_gostring_ _wrap_kvc_cache_create_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_cache_t **arg2 = (kvc_cache_t **) 0 ;
   kvc_status_t result;
@@ -1241,7 +1240,7 @@ _gostring_ _wrap_kvc_cache_create_kvc_8853c18befa64313(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_cache_destroy_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0) {
+void _wrap_kvc_cache_destroy_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   
   arg1 = (kvc_cache_t *)_swig_go_0; 
@@ -1251,7 +1250,7 @@ void _wrap_kvc_cache_destroy_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_cache_desc_t_struct_size_set_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1263,7 +1262,7 @@ void _wrap_kvc_cache_desc_t_struct_size_set_kvc_8853c18befa64313(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_struct_size_get_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1276,7 +1275,7 @@ int _wrap_kvc_cache_desc_t_struct_size_get_kvc_8853c18befa64313(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_kind_set_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_kind_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t arg2 ;
   
@@ -1288,7 +1287,7 @@ void _wrap_kvc_cache_desc_t_device_kind_set_kvc_8853c18befa64313(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_device_kind_get_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_kind_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t result;
   int _swig_go_result;
@@ -1301,7 +1300,7 @@ int _wrap_kvc_cache_desc_t_device_kind_get_kvc_8853c18befa64313(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t arg2 ;
   
@@ -1313,7 +1312,7 @@ void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_8853c18befa64313(struct kvc_c
 }
 
 
-int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t result;
   int _swig_go_result;
@@ -1326,7 +1325,7 @@ int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_8853c18befa64313(struct kvc_ca
 }
 
 
-void _wrap_kvc_cache_desc_t_dtype_set_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_dtype_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -1338,7 +1337,7 @@ void _wrap_kvc_cache_desc_t_dtype_set_kvc_8853c18befa64313(struct kvc_cache_desc
 }
 
 
-int _wrap_kvc_cache_desc_t_dtype_get_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_dtype_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -1351,7 +1350,7 @@ int _wrap_kvc_cache_desc_t_dtype_get_kvc_8853c18befa64313(struct kvc_cache_desc 
 }
 
 
-void _wrap_kvc_cache_desc_t_layout_set_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_layout_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -1363,7 +1362,7 @@ void _wrap_kvc_cache_desc_t_layout_set_kvc_8853c18befa64313(struct kvc_cache_des
 }
 
 
-int _wrap_kvc_cache_desc_t_layout_get_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_layout_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -1376,7 +1375,7 @@ int _wrap_kvc_cache_desc_t_layout_get_kvc_8853c18befa64313(struct kvc_cache_desc
 }
 
 
-void _wrap_kvc_cache_desc_t_num_layers_set_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_layers_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1388,7 +1387,7 @@ void _wrap_kvc_cache_desc_t_num_layers_set_kvc_8853c18befa64313(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_layers_get_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_layers_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1401,7 +1400,7 @@ int _wrap_kvc_cache_desc_t_num_layers_get_kvc_8853c18befa64313(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_groups_set_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_groups_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1413,7 +1412,7 @@ void _wrap_kvc_cache_desc_t_num_groups_set_kvc_8853c18befa64313(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_groups_get_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_groups_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1426,7 +1425,7 @@ int _wrap_kvc_cache_desc_t_num_groups_get_kvc_8853c18befa64313(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_pools_set_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_pools_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1438,7 +1437,7 @@ void _wrap_kvc_cache_desc_t_num_pools_set_kvc_8853c18befa64313(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_num_pools_get_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_pools_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1451,7 +1450,7 @@ int _wrap_kvc_cache_desc_t_num_pools_get_kvc_8853c18befa64313(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1463,7 +1462,7 @@ void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_8853c18befa64313(struct kvc
 }
 
 
-int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1476,7 +1475,7 @@ int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_8853c18befa64313(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1488,7 +1487,7 @@ void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_8853c18befa64313(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1501,7 +1500,7 @@ int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_8853c18befa64313(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1513,7 +1512,7 @@ void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_8853c18befa64313(struct kvc_cache
 }
 
 
-long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1526,7 +1525,7 @@ long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_8853c18befa64313(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1538,7 +1537,7 @@ void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_8853c18befa64313(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1551,7 +1550,7 @@ long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_8853c18befa64313(struct 
 }
 
 
-void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1563,7 +1562,7 @@ void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_8853c18befa64313(struct kvc_ca
 }
 
 
-long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1576,7 +1575,7 @@ long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_8853c18befa64313(struct k
 }
 
 
-void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1588,7 +1587,7 @@ void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_8853c18befa64313(struct kvc
 }
 
 
-long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1601,7 +1600,7 @@ long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_8853c18befa64313(struc
 }
 
 
-void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1613,7 +1612,7 @@ void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_8853c18befa64313(struct kv
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1626,7 +1625,7 @@ long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_8853c18befa64313(stru
 }
 
 
-void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1638,7 +1637,7 @@ void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_8853c18befa64313(struct k
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1651,7 +1650,7 @@ long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_8853c18befa64313(str
 }
 
 
-struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_8853c18befa64313() {
+struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_b4ebdb3bb1aee221() {
   struct kvc_cache_desc *result = 0 ;
   struct kvc_cache_desc *_swig_go_result;
   
@@ -1662,7 +1661,7 @@ struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_8853c18befa64313() {
 }
 
 
-void _wrap_delete_kvc_cache_desc_t_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_delete_kvc_cache_desc_t_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   
   arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
@@ -1672,7 +1671,7 @@ void _wrap_delete_kvc_cache_desc_t_kvc_8853c18befa64313(struct kvc_cache_desc *_
 }
 
 
-void _wrap_kvc_cache_desc_init_kvc_8853c18befa64313(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_kvc_cache_desc_init_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
   kvc_cache_desc_t *arg1 = (kvc_cache_desc_t *) 0 ;
   
   arg1 = *(kvc_cache_desc_t **)&_swig_go_0; 
@@ -1682,7 +1681,7 @@ void _wrap_kvc_cache_desc_init_kvc_8853c18befa64313(struct kvc_cache_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_describe_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_desc_t *arg2 = (kvc_cache_desc_t *) 0 ;
   kvc_status_t result;
@@ -1697,7 +1696,7 @@ _gostring_ _wrap_kvc_cache_describe_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_group_desc_t_struct_size_set_kvc_8853c18befa64313(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1709,7 +1708,7 @@ void _wrap_kvc_group_desc_t_struct_size_set_kvc_8853c18befa64313(struct kvc_grou
 }
 
 
-int _wrap_kvc_group_desc_t_struct_size_get_kvc_8853c18befa64313(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1722,7 +1721,7 @@ int _wrap_kvc_group_desc_t_struct_size_get_kvc_8853c18befa64313(struct kvc_group
 }
 
 
-void _wrap_kvc_group_desc_t_window_set_kvc_8853c18befa64313(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_window_set_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1734,7 +1733,7 @@ void _wrap_kvc_group_desc_t_window_set_kvc_8853c18befa64313(struct kvc_group_des
 }
 
 
-int _wrap_kvc_group_desc_t_window_get_kvc_8853c18befa64313(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_window_get_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1747,7 +1746,7 @@ int _wrap_kvc_group_desc_t_window_get_kvc_8853c18befa64313(struct kvc_group_desc
 }
 
 
-void _wrap_kvc_group_desc_t_kv_heads_set_kvc_8853c18befa64313(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_kv_heads_set_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1759,7 +1758,7 @@ void _wrap_kvc_group_desc_t_kv_heads_set_kvc_8853c18befa64313(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_kv_heads_get_kvc_8853c18befa64313(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_kv_heads_get_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1772,7 +1771,7 @@ int _wrap_kvc_group_desc_t_kv_heads_get_kvc_8853c18befa64313(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_head_dim_set_kvc_8853c18befa64313(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_head_dim_set_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1784,7 +1783,7 @@ void _wrap_kvc_group_desc_t_head_dim_set_kvc_8853c18befa64313(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_head_dim_get_kvc_8853c18befa64313(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_head_dim_get_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1797,7 +1796,7 @@ int _wrap_kvc_group_desc_t_head_dim_get_kvc_8853c18befa64313(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_num_layers_set_kvc_8853c18befa64313(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_num_layers_set_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1809,7 +1808,7 @@ void _wrap_kvc_group_desc_t_num_layers_set_kvc_8853c18befa64313(struct kvc_group
 }
 
 
-int _wrap_kvc_group_desc_t_num_layers_get_kvc_8853c18befa64313(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_num_layers_get_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1822,7 +1821,7 @@ int _wrap_kvc_group_desc_t_num_layers_get_kvc_8853c18befa64313(struct kvc_group_
 }
 
 
-void _wrap_kvc_group_desc_t_pool_set_kvc_8853c18befa64313(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_pool_set_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1834,7 +1833,7 @@ void _wrap_kvc_group_desc_t_pool_set_kvc_8853c18befa64313(struct kvc_group_desc 
 }
 
 
-int _wrap_kvc_group_desc_t_pool_get_kvc_8853c18befa64313(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_pool_get_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1847,7 +1846,7 @@ int _wrap_kvc_group_desc_t_pool_get_kvc_8853c18befa64313(struct kvc_group_desc *
 }
 
 
-void _wrap_kvc_group_desc_t_block_bytes_set_kvc_8853c18befa64313(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_block_bytes_set_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1859,7 +1858,7 @@ void _wrap_kvc_group_desc_t_block_bytes_set_kvc_8853c18befa64313(struct kvc_grou
 }
 
 
-long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_8853c18befa64313(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1872,7 +1871,7 @@ long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_8853c18befa64313(struct kvc
 }
 
 
-void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_8853c18befa64313(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1884,7 +1883,7 @@ void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_8853c18befa64313(struct kvc_
 }
 
 
-long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_8853c18befa64313(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1897,7 +1896,7 @@ long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_8853c18befa64313(struct
 }
 
 
-struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_8853c18befa64313() {
+struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_b4ebdb3bb1aee221() {
   struct kvc_group_desc *result = 0 ;
   struct kvc_group_desc *_swig_go_result;
   
@@ -1908,7 +1907,7 @@ struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_8853c18befa64313() {
 }
 
 
-void _wrap_delete_kvc_group_desc_t_kvc_8853c18befa64313(struct kvc_group_desc *_swig_go_0) {
+void _wrap_delete_kvc_group_desc_t_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   
   arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
@@ -1918,7 +1917,7 @@ void _wrap_delete_kvc_group_desc_t_kvc_8853c18befa64313(struct kvc_group_desc *_
 }
 
 
-void _wrap_kvc_group_desc_init_kvc_8853c18befa64313(struct kvc_group_desc *_swig_go_0) {
+void _wrap_kvc_group_desc_init_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0) {
   kvc_group_desc_t *arg1 = (kvc_group_desc_t *) 0 ;
   
   arg1 = *(kvc_group_desc_t **)&_swig_go_0; 
@@ -1928,7 +1927,7 @@ void _wrap_kvc_group_desc_init_kvc_8853c18befa64313(struct kvc_group_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_group_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_group_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_group_desc_t *arg3 = (kvc_group_desc_t *) 0 ;
@@ -1945,7 +1944,7 @@ _gostring_ _wrap_kvc_cache_describe_group_kvc_8853c18befa64313(kvc_cache_t *_swi
 }
 
 
-void _wrap_kvc_pool_desc_t_struct_size_set_kvc_8853c18befa64313(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1957,7 +1956,7 @@ void _wrap_kvc_pool_desc_t_struct_size_set_kvc_8853c18befa64313(struct kvc_pool_
 }
 
 
-int _wrap_kvc_pool_desc_t_struct_size_get_kvc_8853c18befa64313(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1970,7 +1969,7 @@ int _wrap_kvc_pool_desc_t_struct_size_get_kvc_8853c18befa64313(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_num_groups_set_kvc_8853c18befa64313(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_groups_set_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1982,7 +1981,7 @@ void _wrap_kvc_pool_desc_t_num_groups_set_kvc_8853c18befa64313(struct kvc_pool_d
 }
 
 
-int _wrap_kvc_pool_desc_t_num_groups_get_kvc_8853c18befa64313(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_num_groups_get_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1995,7 +1994,7 @@ int _wrap_kvc_pool_desc_t_num_groups_get_kvc_8853c18befa64313(struct kvc_pool_de
 }
 
 
-void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_8853c18befa64313(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2007,7 +2006,7 @@ void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_8853c18befa64313(struct kvc_pool_
 }
 
 
-long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_8853c18befa64313(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2020,7 +2019,7 @@ long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_8853c18befa64313(struct kvc_
 }
 
 
-void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_8853c18befa64313(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2032,7 +2031,7 @@ void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_8853c18befa64313(struct kvc_pool_d
 }
 
 
-long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_8853c18befa64313(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2045,7 +2044,7 @@ long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_8853c18befa64313(struct kvc_p
 }
 
 
-void _wrap_kvc_pool_desc_t_bytes_set_kvc_8853c18befa64313(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_bytes_set_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2057,7 +2056,7 @@ void _wrap_kvc_pool_desc_t_bytes_set_kvc_8853c18befa64313(struct kvc_pool_desc *
 }
 
 
-long long _wrap_kvc_pool_desc_t_bytes_get_kvc_8853c18befa64313(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_bytes_get_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2070,7 +2069,7 @@ long long _wrap_kvc_pool_desc_t_bytes_get_kvc_8853c18befa64313(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_base_set_kvc_8853c18befa64313(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_pool_desc_t_base_set_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2082,7 +2081,7 @@ void _wrap_kvc_pool_desc_t_base_set_kvc_8853c18befa64313(struct kvc_pool_desc *_
 }
 
 
-void *_wrap_kvc_pool_desc_t_base_get_kvc_8853c18befa64313(struct kvc_pool_desc *_swig_go_0) {
+void *_wrap_kvc_pool_desc_t_base_get_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2095,7 +2094,7 @@ void *_wrap_kvc_pool_desc_t_base_get_kvc_8853c18befa64313(struct kvc_pool_desc *
 }
 
 
-struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_8853c18befa64313() {
+struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_b4ebdb3bb1aee221() {
   struct kvc_pool_desc *result = 0 ;
   struct kvc_pool_desc *_swig_go_result;
   
@@ -2106,7 +2105,7 @@ struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_8853c18befa64313() {
 }
 
 
-void _wrap_delete_kvc_pool_desc_t_kvc_8853c18befa64313(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_delete_kvc_pool_desc_t_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   
   arg1 = *(struct kvc_pool_desc **)&_swig_go_0; 
@@ -2116,7 +2115,7 @@ void _wrap_delete_kvc_pool_desc_t_kvc_8853c18befa64313(struct kvc_pool_desc *_sw
 }
 
 
-void _wrap_kvc_pool_desc_init_kvc_8853c18befa64313(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_kvc_pool_desc_init_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0) {
   kvc_pool_desc_t *arg1 = (kvc_pool_desc_t *) 0 ;
   
   arg1 = *(kvc_pool_desc_t **)&_swig_go_0; 
@@ -2126,7 +2125,7 @@ void _wrap_kvc_pool_desc_init_kvc_8853c18befa64313(struct kvc_pool_desc *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_pool_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_pool_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_pool_desc_t *arg3 = (kvc_pool_desc_t *) 0 ;
@@ -2143,7 +2142,7 @@ _gostring_ _wrap_kvc_cache_describe_pool_kvc_8853c18befa64313(kvc_cache_t *_swig
 }
 
 
-void _wrap_kvc_layer_view_t_struct_size_set_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2155,7 +2154,7 @@ void _wrap_kvc_layer_view_t_struct_size_set_kvc_8853c18befa64313(struct kvc_laye
 }
 
 
-int _wrap_kvc_layer_view_t_struct_size_get_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2168,7 +2167,7 @@ int _wrap_kvc_layer_view_t_struct_size_get_kvc_8853c18befa64313(struct kvc_layer
 }
 
 
-void _wrap_kvc_layer_view_t_group_set_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_group_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2180,7 +2179,7 @@ void _wrap_kvc_layer_view_t_group_set_kvc_8853c18befa64313(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_group_get_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_group_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2193,7 +2192,7 @@ int _wrap_kvc_layer_view_t_group_get_kvc_8853c18befa64313(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_pool_set_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_pool_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2205,7 +2204,7 @@ void _wrap_kvc_layer_view_t_pool_set_kvc_8853c18befa64313(struct kvc_layer_view 
 }
 
 
-int _wrap_kvc_layer_view_t_pool_get_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_pool_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2218,7 +2217,7 @@ int _wrap_kvc_layer_view_t_pool_get_kvc_8853c18befa64313(struct kvc_layer_view *
 }
 
 
-void _wrap_kvc_layer_view_t_dtype_set_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_dtype_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -2230,7 +2229,7 @@ void _wrap_kvc_layer_view_t_dtype_set_kvc_8853c18befa64313(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_dtype_get_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_dtype_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -2243,7 +2242,7 @@ int _wrap_kvc_layer_view_t_dtype_get_kvc_8853c18befa64313(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_layout_set_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_layout_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -2255,7 +2254,7 @@ void _wrap_kvc_layer_view_t_layout_set_kvc_8853c18befa64313(struct kvc_layer_vie
 }
 
 
-int _wrap_kvc_layer_view_t_layout_get_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_layout_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -2268,7 +2267,7 @@ int _wrap_kvc_layer_view_t_layout_get_kvc_8853c18befa64313(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_kv_heads_set_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_heads_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2280,7 +2279,7 @@ void _wrap_kvc_layer_view_t_kv_heads_set_kvc_8853c18befa64313(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_kv_heads_get_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_heads_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2293,7 +2292,7 @@ int _wrap_kvc_layer_view_t_kv_heads_get_kvc_8853c18befa64313(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_head_dim_set_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_dim_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2305,7 +2304,7 @@ void _wrap_kvc_layer_view_t_head_dim_set_kvc_8853c18befa64313(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_head_dim_get_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_head_dim_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2318,7 +2317,7 @@ int _wrap_kvc_layer_view_t_head_dim_get_kvc_8853c18befa64313(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2330,7 +2329,7 @@ void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_8853c18befa64313(struct kvc
 }
 
 
-int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2343,7 +2342,7 @@ int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_8853c18befa64313(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_kv_factor_set_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_factor_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2355,7 +2354,7 @@ void _wrap_kvc_layer_view_t_kv_factor_set_kvc_8853c18befa64313(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_kv_factor_get_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_factor_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2368,7 +2367,7 @@ int _wrap_kvc_layer_view_t_kv_factor_get_kvc_8853c18befa64313(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_elem_size_set_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_elem_size_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2380,7 +2379,7 @@ void _wrap_kvc_layer_view_t_elem_size_set_kvc_8853c18befa64313(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_elem_size_get_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_elem_size_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2393,7 +2392,7 @@ int _wrap_kvc_layer_view_t_elem_size_get_kvc_8853c18befa64313(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_base_set_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_layer_view_t_base_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2405,7 +2404,7 @@ void _wrap_kvc_layer_view_t_base_set_kvc_8853c18befa64313(struct kvc_layer_view 
 }
 
 
-void *_wrap_kvc_layer_view_t_base_get_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0) {
+void *_wrap_kvc_layer_view_t_base_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2418,7 +2417,7 @@ void *_wrap_kvc_layer_view_t_base_get_kvc_8853c18befa64313(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_num_blocks_set_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_num_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2430,7 +2429,7 @@ void _wrap_kvc_layer_view_t_num_blocks_set_kvc_8853c18befa64313(struct kvc_layer
 }
 
 
-long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2443,7 +2442,7 @@ long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_8853c18befa64313(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_block_stride_set_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_block_stride_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2455,7 +2454,7 @@ void _wrap_kvc_layer_view_t_block_stride_set_kvc_8853c18befa64313(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_block_stride_get_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_block_stride_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2468,7 +2467,7 @@ long long _wrap_kvc_layer_view_t_block_stride_get_kvc_8853c18befa64313(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_kv_stride_set_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_stride_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2480,7 +2479,7 @@ void _wrap_kvc_layer_view_t_kv_stride_set_kvc_8853c18befa64313(struct kvc_layer_
 }
 
 
-long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2493,7 +2492,7 @@ long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_8853c18befa64313(struct kvc_l
 }
 
 
-void _wrap_kvc_layer_view_t_token_stride_set_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_token_stride_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2505,7 +2504,7 @@ void _wrap_kvc_layer_view_t_token_stride_set_kvc_8853c18befa64313(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_token_stride_get_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_token_stride_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2518,7 +2517,7 @@ long long _wrap_kvc_layer_view_t_token_stride_get_kvc_8853c18befa64313(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_head_stride_set_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_stride_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2530,7 +2529,7 @@ void _wrap_kvc_layer_view_t_head_stride_set_kvc_8853c18befa64313(struct kvc_laye
 }
 
 
-long long _wrap_kvc_layer_view_t_head_stride_get_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_head_stride_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2543,7 +2542,7 @@ long long _wrap_kvc_layer_view_t_head_stride_get_kvc_8853c18befa64313(struct kvc
 }
 
 
-struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_8853c18befa64313() {
+struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_b4ebdb3bb1aee221() {
   struct kvc_layer_view *result = 0 ;
   struct kvc_layer_view *_swig_go_result;
   
@@ -2554,7 +2553,7 @@ struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_8853c18befa64313() {
 }
 
 
-void _wrap_delete_kvc_layer_view_t_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0) {
+void _wrap_delete_kvc_layer_view_t_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   
   arg1 = *(struct kvc_layer_view **)&_swig_go_0; 
@@ -2564,7 +2563,7 @@ void _wrap_delete_kvc_layer_view_t_kvc_8853c18befa64313(struct kvc_layer_view *_
 }
 
 
-void _wrap_kvc_layer_view_init_kvc_8853c18befa64313(struct kvc_layer_view *_swig_go_0) {
+void _wrap_kvc_layer_view_init_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
   kvc_layer_view_t *arg1 = (kvc_layer_view_t *) 0 ;
   
   arg1 = *(kvc_layer_view_t **)&_swig_go_0; 
@@ -2574,7 +2573,7 @@ void _wrap_kvc_layer_view_init_kvc_8853c18befa64313(struct kvc_layer_view *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_layer_view_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_layer_view_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_layer_view_t *arg3 = (kvc_layer_view_t *) 0 ;
@@ -2591,7 +2590,7 @@ _gostring_ _wrap_kvc_cache_layer_view_kvc_8853c18befa64313(kvc_cache_t *_swig_go
 }
 
 
-void _wrap_kvc_extra_key_t_offset_set_kvc_8853c18befa64313(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_offset_set_kvc_b4ebdb3bb1aee221(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -2603,7 +2602,7 @@ void _wrap_kvc_extra_key_t_offset_set_kvc_8853c18befa64313(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_offset_get_kvc_8853c18befa64313(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_offset_get_kvc_b4ebdb3bb1aee221(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2616,7 +2615,7 @@ long long _wrap_kvc_extra_key_t_offset_get_kvc_8853c18befa64313(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_length_set_kvc_8853c18befa64313(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_length_set_kvc_b4ebdb3bb1aee221(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -2628,7 +2627,7 @@ void _wrap_kvc_extra_key_t_length_set_kvc_8853c18befa64313(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_length_get_kvc_8853c18befa64313(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_length_get_kvc_b4ebdb3bb1aee221(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2641,7 +2640,7 @@ long long _wrap_kvc_extra_key_t_length_get_kvc_8853c18befa64313(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_data_set_kvc_8853c18befa64313(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_extra_key_t_data_set_kvc_b4ebdb3bb1aee221(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2653,7 +2652,7 @@ void _wrap_kvc_extra_key_t_data_set_kvc_8853c18befa64313(struct kvc_extra_key *_
 }
 
 
-void *_wrap_kvc_extra_key_t_data_get_kvc_8853c18befa64313(struct kvc_extra_key *_swig_go_0) {
+void *_wrap_kvc_extra_key_t_data_get_kvc_b4ebdb3bb1aee221(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2666,7 +2665,7 @@ void *_wrap_kvc_extra_key_t_data_get_kvc_8853c18befa64313(struct kvc_extra_key *
 }
 
 
-void _wrap_kvc_extra_key_t_size_set_kvc_8853c18befa64313(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_size_set_kvc_b4ebdb3bb1aee221(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t arg2 ;
   
@@ -2678,7 +2677,7 @@ void _wrap_kvc_extra_key_t_size_set_kvc_8853c18befa64313(struct kvc_extra_key *_
 }
 
 
-long long _wrap_kvc_extra_key_t_size_get_kvc_8853c18befa64313(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_size_get_kvc_b4ebdb3bb1aee221(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -2691,7 +2690,7 @@ long long _wrap_kvc_extra_key_t_size_get_kvc_8853c18befa64313(struct kvc_extra_k
 }
 
 
-struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_8853c18befa64313() {
+struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_b4ebdb3bb1aee221() {
   struct kvc_extra_key *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
   
@@ -2702,7 +2701,7 @@ struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_8853c18befa64313() {
 }
 
 
-void _wrap_delete_kvc_extra_key_t_kvc_8853c18befa64313(struct kvc_extra_key *_swig_go_0) {
+void _wrap_delete_kvc_extra_key_t_kvc_b4ebdb3bb1aee221(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   
   arg1 = *(struct kvc_extra_key **)&_swig_go_0; 
@@ -2712,7 +2711,7 @@ void _wrap_delete_kvc_extra_key_t_kvc_8853c18befa64313(struct kvc_extra_key *_sw
 }
 
 
-void _wrap_kvc_sequence_options_t_struct_size_set_kvc_8853c18befa64313(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2724,7 +2723,7 @@ void _wrap_kvc_sequence_options_t_struct_size_set_kvc_8853c18befa64313(struct kv
 }
 
 
-int _wrap_kvc_sequence_options_t_struct_size_get_kvc_8853c18befa64313(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2737,7 +2736,7 @@ int _wrap_kvc_sequence_options_t_struct_size_get_kvc_8853c18befa64313(struct kvc
 }
 
 
-void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_8853c18befa64313(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2749,7 +2748,7 @@ void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_8853c18befa64313(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_8853c18befa64313(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2762,7 +2761,7 @@ int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_8853c18befa64313(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_8853c18befa64313(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2774,7 +2773,7 @@ void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_8853c18befa64313(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_8853c18befa64313(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2787,7 +2786,7 @@ int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_8853c18befa64313(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_has_lora_set_kvc_8853c18befa64313(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
+void _wrap_kvc_sequence_options_t_has_lora_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool arg2 ;
   
@@ -2799,7 +2798,7 @@ void _wrap_kvc_sequence_options_t_has_lora_set_kvc_8853c18befa64313(struct kvc_s
 }
 
 
-bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_8853c18befa64313(struct kvc_sequence_options *_swig_go_0) {
+bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -2812,7 +2811,7 @@ bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_8853c18befa64313(struct kvc_s
 }
 
 
-void _wrap_kvc_sequence_options_t_lora_id_set_kvc_8853c18befa64313(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_lora_id_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t arg2 ;
   
@@ -2824,7 +2823,7 @@ void _wrap_kvc_sequence_options_t_lora_id_set_kvc_8853c18befa64313(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_8853c18befa64313(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2837,7 +2836,7 @@ long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_8853c18befa64313(struct k
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_set_kvc_8853c18befa64313(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2849,7 +2848,7 @@ void _wrap_kvc_sequence_options_t_salt_set_kvc_8853c18befa64313(struct kvc_seque
 }
 
 
-void *_wrap_kvc_sequence_options_t_salt_get_kvc_8853c18befa64313(struct kvc_sequence_options *_swig_go_0) {
+void *_wrap_kvc_sequence_options_t_salt_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2862,7 +2861,7 @@ void *_wrap_kvc_sequence_options_t_salt_get_kvc_8853c18befa64313(struct kvc_sequ
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_size_set_kvc_8853c18befa64313(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_size_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -2874,7 +2873,7 @@ void _wrap_kvc_sequence_options_t_salt_size_set_kvc_8853c18befa64313(struct kvc_
 }
 
 
-long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_8853c18befa64313(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -2887,7 +2886,7 @@ long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_8853c18befa64313(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_8853c18befa64313(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *arg2 = (kvc_extra_key_t *) 0 ;
   
@@ -2899,7 +2898,7 @@ void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_8853c18befa64313(struct kvc
 }
 
 
-struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_8853c18befa64313(struct kvc_sequence_options *_swig_go_0) {
+struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
@@ -2912,7 +2911,7 @@ struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_8853c18bef
 }
 
 
-void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_8853c18befa64313(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -2924,7 +2923,7 @@ void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_8853c18befa64313(struct
 }
 
 
-long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_8853c18befa64313(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -2937,7 +2936,7 @@ long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_8853c18befa64313(s
 }
 
 
-struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_8853c18befa64313() {
+struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_b4ebdb3bb1aee221() {
   struct kvc_sequence_options *result = 0 ;
   struct kvc_sequence_options *_swig_go_result;
   
@@ -2948,7 +2947,7 @@ struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_8853c18befa643
 }
 
 
-void _wrap_delete_kvc_sequence_options_t_kvc_8853c18befa64313(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_delete_kvc_sequence_options_t_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   
   arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
@@ -2958,7 +2957,7 @@ void _wrap_delete_kvc_sequence_options_t_kvc_8853c18befa64313(struct kvc_sequenc
 }
 
 
-void _wrap_kvc_sequence_options_init_kvc_8853c18befa64313(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_kvc_sequence_options_init_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0) {
   kvc_sequence_options_t *arg1 = (kvc_sequence_options_t *) 0 ;
   
   arg1 = *(kvc_sequence_options_t **)&_swig_go_0; 
@@ -2968,7 +2967,7 @@ void _wrap_kvc_sequence_options_init_kvc_8853c18befa64313(struct kvc_sequence_op
 }
 
 
-_gostring_ _wrap_kvc_sequence_add_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
+_gostring_ _wrap_kvc_sequence_add_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2993,7 +2992,7 @@ _gostring_ _wrap_kvc_sequence_add_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_extend_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_sequence_extend_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3014,7 +3013,7 @@ _gostring_ _wrap_kvc_sequence_extend_kvc_8853c18befa64313(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_commit_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_commit_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3031,7 +3030,7 @@ _gostring_ _wrap_kvc_sequence_commit_kvc_8853c18befa64313(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_rewind_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_rewind_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3048,7 +3047,7 @@ _gostring_ _wrap_kvc_sequence_rewind_kvc_8853c18befa64313(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_fork_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_fork_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3065,7 +3064,7 @@ _gostring_ _wrap_kvc_sequence_fork_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_kvc_sequence_remove_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_remove_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3080,7 +3079,7 @@ _gostring_ _wrap_kvc_sequence_remove_kvc_8853c18befa64313(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_pin_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_pin_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3095,7 +3094,7 @@ _gostring_ _wrap_kvc_sequence_pin_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_unpin_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_unpin_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3110,7 +3109,7 @@ _gostring_ _wrap_kvc_sequence_unpin_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_8853c18befa64313(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3122,7 +3121,7 @@ void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_8853c18befa64313(struct kvc_s
 }
 
 
-int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_8853c18befa64313(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3135,7 +3134,7 @@ int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_8853c18befa64313(struct kvc_se
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_8853c18befa64313(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3147,7 +3146,7 @@ void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_8853c18befa64313(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_8853c18befa64313(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3160,7 +3159,7 @@ int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_8853c18befa64313(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_8853c18befa64313(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3172,7 +3171,7 @@ void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_8853c18befa64313(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_8853c18befa64313(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3185,7 +3184,7 @@ int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_8853c18befa64313(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_reserved_set_kvc_8853c18befa64313(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_reserved_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3197,7 +3196,7 @@ void _wrap_kvc_sequence_desc_t_reserved_set_kvc_8853c18befa64313(struct kvc_sequ
 }
 
 
-int _wrap_kvc_sequence_desc_t_reserved_get_kvc_8853c18befa64313(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_reserved_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3210,7 +3209,7 @@ int _wrap_kvc_sequence_desc_t_reserved_get_kvc_8853c18befa64313(struct kvc_seque
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_8853c18befa64313(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3222,7 +3221,7 @@ void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_8853c18befa64313(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_8853c18befa64313(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3235,7 +3234,7 @@ long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_8853c18befa64313(struct k
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_8853c18befa64313(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3247,7 +3246,7 @@ void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_8853c18befa64313(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_8853c18befa64313(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3260,7 +3259,7 @@ long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_8853c18befa64313(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_8853c18befa64313(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3272,7 +3271,7 @@ void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_8853c18befa64313(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_8853c18befa64313(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3285,7 +3284,7 @@ long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_8853c18befa64313(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_8853c18befa64313(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3297,7 +3296,7 @@ void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_8853c18befa64313(struct 
 }
 
 
-long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_8853c18befa64313(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3310,7 +3309,7 @@ long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_8853c18befa64313(st
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_8853c18befa64313(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3322,7 +3321,7 @@ void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_8853c18befa64313(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_8853c18befa64313(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3335,7 +3334,7 @@ long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_8853c18befa64313(struct k
 }
 
 
-struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_8853c18befa64313() {
+struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_b4ebdb3bb1aee221() {
   struct kvc_sequence_desc *result = 0 ;
   struct kvc_sequence_desc *_swig_go_result;
   
@@ -3346,7 +3345,7 @@ struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_8853c18befa64313() {
 }
 
 
-void _wrap_delete_kvc_sequence_desc_t_kvc_8853c18befa64313(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_delete_kvc_sequence_desc_t_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   
   arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
@@ -3356,7 +3355,7 @@ void _wrap_delete_kvc_sequence_desc_t_kvc_8853c18befa64313(struct kvc_sequence_d
 }
 
 
-void _wrap_kvc_sequence_desc_init_kvc_8853c18befa64313(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_kvc_sequence_desc_init_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0) {
   kvc_sequence_desc_t *arg1 = (kvc_sequence_desc_t *) 0 ;
   
   arg1 = *(kvc_sequence_desc_t **)&_swig_go_0; 
@@ -3366,7 +3365,7 @@ void _wrap_kvc_sequence_desc_init_kvc_8853c18befa64313(struct kvc_sequence_desc 
 }
 
 
-_gostring_ _wrap_kvc_sequence_describe_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_sequence_describe_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_sequence_desc_t *arg3 = (kvc_sequence_desc_t *) 0 ;
@@ -3383,7 +3382,7 @@ _gostring_ _wrap_kvc_sequence_describe_kvc_8853c18befa64313(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_sequence_block_ids_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
+_gostring_ _wrap_kvc_sequence_block_ids_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint32_t arg3 ;
@@ -3406,7 +3405,7 @@ _gostring_ _wrap_kvc_sequence_block_ids_kvc_8853c18befa64313(kvc_cache_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
+_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3425,7 +3424,7 @@ _gostring_ _wrap_kvc_sequence_blocks_needed_kvc_8853c18befa64313(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_cache_probe_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
+_gostring_ _wrap_kvc_cache_probe_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -3446,7 +3445,7 @@ _gostring_ _wrap_kvc_cache_probe_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, i
 }
 
 
-_gostring_ _wrap_kvc_batch_extend_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_batch_extend_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3467,7 +3466,7 @@ _gostring_ _wrap_kvc_batch_extend_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_block_table_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3494,7 +3493,7 @@ _gostring_ _wrap_kvc_batch_block_table_kvc_8853c18befa64313(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_csr_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
+_gostring_ _wrap_kvc_batch_block_table_csr_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3523,7 +3522,7 @@ _gostring_ _wrap_kvc_batch_block_table_csr_kvc_8853c18befa64313(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
+_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   size_t arg3 ;
@@ -3542,7 +3541,7 @@ _gostring_ _wrap_kvc_batch_sequence_lengths_kvc_8853c18befa64313(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_batch_slot_mapping_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_slot_mapping_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3569,7 +3568,7 @@ _gostring_ _wrap_kvc_batch_slot_mapping_kvc_8853c18befa64313(kvc_cache_t *_swig_
 }
 
 
-void _wrap_kvc_cache_stats_t_struct_size_set_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -3581,7 +3580,7 @@ void _wrap_kvc_cache_stats_t_struct_size_set_kvc_8853c18befa64313(struct kvc_cac
 }
 
 
-int _wrap_kvc_cache_stats_t_struct_size_get_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3594,7 +3593,7 @@ int _wrap_kvc_cache_stats_t_struct_size_get_kvc_8853c18befa64313(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_reserved_set_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reserved_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -3606,7 +3605,7 @@ void _wrap_kvc_cache_stats_t_reserved_set_kvc_8853c18befa64313(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_stats_t_reserved_get_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_reserved_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3619,7 +3618,7 @@ int _wrap_kvc_cache_stats_t_reserved_get_kvc_8853c18befa64313(struct kvc_cache_s
 }
 
 
-void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3631,7 +3630,7 @@ void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_8853c18befa64313(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3644,7 +3643,7 @@ long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_8853c18befa64313(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3656,7 +3655,7 @@ void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_8853c18befa64313(struct kvc_cac
 }
 
 
-long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3669,7 +3668,7 @@ long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_8853c18befa64313(struct kv
 }
 
 
-void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3681,7 +3680,7 @@ void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_8853c18befa64313(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3694,7 +3693,7 @@ long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_8853c18befa64313(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3706,7 +3705,7 @@ void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_8853c18befa64313(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3719,7 +3718,7 @@ long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_8853c18befa64313(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3731,7 +3730,7 @@ void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_8853c18befa64313(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3744,7 +3743,7 @@ long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_8853c18befa64313(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3756,7 +3755,7 @@ void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_8853c18befa64313(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3769,7 +3768,7 @@ long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_8853c18befa64313(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double arg2 ;
   
@@ -3781,7 +3780,7 @@ void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_8853c18befa64313(struct kvc_cache_
 }
 
 
-double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0) {
+double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -3794,7 +3793,7 @@ double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_8853c18befa64313(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3806,7 +3805,7 @@ void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_8853c18befa64313(struct kvc_
 }
 
 
-long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3819,7 +3818,7 @@ long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_8853c18befa64313(struct
 }
 
 
-void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3831,7 +3830,7 @@ void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_8853c18befa64313(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3844,7 +3843,7 @@ long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_8853c18befa64313(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3856,7 +3855,7 @@ void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_8853c18befa64313(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3869,7 +3868,7 @@ long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_8853c18befa64313(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3881,7 +3880,7 @@ void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_8853c18befa64313(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3894,7 +3893,7 @@ long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_8853c18befa64313(struct kvc
 }
 
 
-struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_8853c18befa64313() {
+struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_b4ebdb3bb1aee221() {
   struct kvc_cache_stats *result = 0 ;
   struct kvc_cache_stats *_swig_go_result;
   
@@ -3905,7 +3904,7 @@ struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_8853c18befa64313() {
 }
 
 
-void _wrap_delete_kvc_cache_stats_t_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_delete_kvc_cache_stats_t_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   
   arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
@@ -3915,7 +3914,7 @@ void _wrap_delete_kvc_cache_stats_t_kvc_8853c18befa64313(struct kvc_cache_stats 
 }
 
 
-void _wrap_kvc_cache_stats_init_kvc_8853c18befa64313(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_kvc_cache_stats_init_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
   kvc_cache_stats_t *arg1 = (kvc_cache_stats_t *) 0 ;
   
   arg1 = *(kvc_cache_stats_t **)&_swig_go_0; 
@@ -3925,7 +3924,7 @@ void _wrap_kvc_cache_stats_init_kvc_8853c18befa64313(struct kvc_cache_stats *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_get_stats_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_get_stats_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_stats_t *arg2 = (kvc_cache_stats_t *) 0 ;
   kvc_status_t result;
@@ -3940,7 +3939,7 @@ _gostring_ _wrap_kvc_cache_get_stats_kvc_8853c18befa64313(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_cache_reset_reuse_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_reset_reuse_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -3953,7 +3952,7 @@ _gostring_ _wrap_kvc_cache_reset_reuse_kvc_8853c18befa64313(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_check_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_check_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -3966,7 +3965,7 @@ _gostring_ _wrap_kvc_cache_check_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_store_args_t_struct_size_set_kvc_8853c18befa64313(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -3978,7 +3977,7 @@ void _wrap_kvc_store_args_t_struct_size_set_kvc_8853c18befa64313(struct kvc_stor
 }
 
 
-int _wrap_kvc_store_args_t_struct_size_get_kvc_8853c18befa64313(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3991,7 +3990,7 @@ int _wrap_kvc_store_args_t_struct_size_get_kvc_8853c18befa64313(struct kvc_store
 }
 
 
-void _wrap_kvc_store_args_t_layer_set_kvc_8853c18befa64313(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_layer_set_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4003,7 +4002,7 @@ void _wrap_kvc_store_args_t_layer_set_kvc_8853c18befa64313(struct kvc_store_args
 }
 
 
-int _wrap_kvc_store_args_t_layer_get_kvc_8853c18befa64313(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_layer_get_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4016,7 +4015,7 @@ int _wrap_kvc_store_args_t_layer_get_kvc_8853c18befa64313(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_num_tokens_set_kvc_8853c18befa64313(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_num_tokens_set_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4028,7 +4027,7 @@ void _wrap_kvc_store_args_t_num_tokens_set_kvc_8853c18befa64313(struct kvc_store
 }
 
 
-int _wrap_kvc_store_args_t_num_tokens_get_kvc_8853c18befa64313(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_num_tokens_get_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4041,7 +4040,7 @@ int _wrap_kvc_store_args_t_num_tokens_get_kvc_8853c18befa64313(struct kvc_store_
 }
 
 
-void _wrap_kvc_store_args_t_src_dtype_set_kvc_8853c18befa64313(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_src_dtype_set_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -4053,7 +4052,7 @@ void _wrap_kvc_store_args_t_src_dtype_set_kvc_8853c18befa64313(struct kvc_store_
 }
 
 
-int _wrap_kvc_store_args_t_src_dtype_get_kvc_8853c18befa64313(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_src_dtype_get_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -4066,7 +4065,7 @@ int _wrap_kvc_store_args_t_src_dtype_get_kvc_8853c18befa64313(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_key_set_kvc_8853c18befa64313(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_key_set_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4078,7 +4077,7 @@ void _wrap_kvc_store_args_t_key_set_kvc_8853c18befa64313(struct kvc_store_args *
 }
 
 
-void *_wrap_kvc_store_args_t_key_get_kvc_8853c18befa64313(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_key_get_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4091,7 +4090,7 @@ void *_wrap_kvc_store_args_t_key_get_kvc_8853c18befa64313(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_value_set_kvc_8853c18befa64313(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_value_set_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4103,7 +4102,7 @@ void _wrap_kvc_store_args_t_value_set_kvc_8853c18befa64313(struct kvc_store_args
 }
 
 
-void *_wrap_kvc_store_args_t_value_get_kvc_8853c18befa64313(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_value_get_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4116,7 +4115,7 @@ void *_wrap_kvc_store_args_t_value_get_kvc_8853c18befa64313(struct kvc_store_arg
 }
 
 
-void _wrap_kvc_store_args_t_slot_mapping_set_kvc_8853c18befa64313(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
+void _wrap_kvc_store_args_t_slot_mapping_set_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   
@@ -4128,7 +4127,7 @@ void _wrap_kvc_store_args_t_slot_mapping_set_kvc_8853c18befa64313(struct kvc_sto
 }
 
 
-int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_8853c18befa64313(struct kvc_store_args *_swig_go_0) {
+int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *result = 0 ;
   int64_t *_swig_go_result;
@@ -4141,7 +4140,7 @@ int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_8853c18befa64313(struct kvc
 }
 
 
-void _wrap_kvc_store_args_t_k_scale_set_kvc_8853c18befa64313(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_k_scale_set_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -4153,7 +4152,7 @@ void _wrap_kvc_store_args_t_k_scale_set_kvc_8853c18befa64313(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_k_scale_get_kvc_8853c18befa64313(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_k_scale_get_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4166,7 +4165,7 @@ float _wrap_kvc_store_args_t_k_scale_get_kvc_8853c18befa64313(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_v_scale_set_kvc_8853c18befa64313(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_v_scale_set_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -4178,7 +4177,7 @@ void _wrap_kvc_store_args_t_v_scale_set_kvc_8853c18befa64313(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_v_scale_get_kvc_8853c18befa64313(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_v_scale_get_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4191,7 +4190,7 @@ float _wrap_kvc_store_args_t_v_scale_get_kvc_8853c18befa64313(struct kvc_store_a
 }
 
 
-struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_8853c18befa64313() {
+struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_b4ebdb3bb1aee221() {
   struct kvc_store_args *result = 0 ;
   struct kvc_store_args *_swig_go_result;
   
@@ -4202,7 +4201,7 @@ struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_8853c18befa64313() {
 }
 
 
-void _wrap_delete_kvc_store_args_t_kvc_8853c18befa64313(struct kvc_store_args *_swig_go_0) {
+void _wrap_delete_kvc_store_args_t_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   
   arg1 = *(struct kvc_store_args **)&_swig_go_0; 
@@ -4212,7 +4211,7 @@ void _wrap_delete_kvc_store_args_t_kvc_8853c18befa64313(struct kvc_store_args *_
 }
 
 
-void _wrap_kvc_store_args_init_kvc_8853c18befa64313(struct kvc_store_args *_swig_go_0) {
+void _wrap_kvc_store_args_init_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0) {
   kvc_store_args_t *arg1 = (kvc_store_args_t *) 0 ;
   
   arg1 = *(kvc_store_args_t **)&_swig_go_0; 
@@ -4222,7 +4221,7 @@ void _wrap_kvc_store_args_init_kvc_8853c18befa64313(struct kvc_store_args *_swig
 }
 
 
-_gostring_ _wrap_kvc_store_kv_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_store_kv_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_store_args_t *arg2 = (kvc_store_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -4239,7 +4238,7 @@ _gostring_ _wrap_kvc_store_kv_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, stru
 }
 
 
-_gostring_ _wrap_kvc_copy_blocks_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
+_gostring_ _wrap_kvc_copy_blocks_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4264,7 +4263,7 @@ _gostring_ _wrap_kvc_copy_blocks_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, i
 }
 
 
-intgo _wrap_KVC_TABLE_PADDED_kvc_8853c18befa64313() {
+intgo _wrap_KVC_TABLE_PADDED_kvc_b4ebdb3bb1aee221() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -4276,7 +4275,7 @@ intgo _wrap_KVC_TABLE_PADDED_kvc_8853c18befa64313() {
 }
 
 
-intgo _wrap_KVC_TABLE_CSR_kvc_8853c18befa64313() {
+intgo _wrap_KVC_TABLE_CSR_kvc_b4ebdb3bb1aee221() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -4288,7 +4287,7 @@ intgo _wrap_KVC_TABLE_CSR_kvc_8853c18befa64313() {
 }
 
 
-void _wrap_kvc_decode_args_t_struct_size_set_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4300,7 +4299,7 @@ void _wrap_kvc_decode_args_t_struct_size_set_kvc_8853c18befa64313(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_struct_size_get_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4313,7 +4312,7 @@ int _wrap_kvc_decode_args_t_struct_size_get_kvc_8853c18befa64313(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_layer_set_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_layer_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4325,7 +4324,7 @@ void _wrap_kvc_decode_args_t_layer_set_kvc_8853c18befa64313(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_layer_get_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_layer_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4338,7 +4337,7 @@ int _wrap_kvc_decode_args_t_layer_get_kvc_8853c18befa64313(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_batch_set_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_batch_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4350,7 +4349,7 @@ void _wrap_kvc_decode_args_t_batch_set_kvc_8853c18befa64313(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_batch_get_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_batch_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4363,7 +4362,7 @@ int _wrap_kvc_decode_args_t_batch_get_kvc_8853c18befa64313(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_q_heads_set_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_heads_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4375,7 +4374,7 @@ void _wrap_kvc_decode_args_t_q_heads_set_kvc_8853c18befa64313(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_heads_get_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_heads_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4388,7 +4387,7 @@ int _wrap_kvc_decode_args_t_q_heads_get_kvc_8853c18befa64313(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_q_dtype_set_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_dtype_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -4400,7 +4399,7 @@ void _wrap_kvc_decode_args_t_q_dtype_set_kvc_8853c18befa64313(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_dtype_get_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_dtype_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -4413,7 +4412,7 @@ int _wrap_kvc_decode_args_t_q_dtype_get_kvc_8853c18befa64313(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_table_format_set_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_format_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t arg2 ;
   
@@ -4425,7 +4424,7 @@ void _wrap_kvc_decode_args_t_table_format_set_kvc_8853c18befa64313(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_format_get_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_format_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t result;
   int _swig_go_result;
@@ -4438,7 +4437,7 @@ int _wrap_kvc_decode_args_t_table_format_get_kvc_8853c18befa64313(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_query_set_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_query_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4450,7 +4449,7 @@ void _wrap_kvc_decode_args_t_query_set_kvc_8853c18befa64313(struct kvc_decode_ar
 }
 
 
-void *_wrap_kvc_decode_args_t_query_get_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_query_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4463,7 +4462,7 @@ void *_wrap_kvc_decode_args_t_query_get_kvc_8853c18befa64313(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_out_set_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_out_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4475,7 +4474,7 @@ void _wrap_kvc_decode_args_t_out_set_kvc_8853c18befa64313(struct kvc_decode_args
 }
 
 
-void *_wrap_kvc_decode_args_t_out_get_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_out_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4488,7 +4487,7 @@ void *_wrap_kvc_decode_args_t_out_get_kvc_8853c18befa64313(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_seq_lens_set_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_seq_lens_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -4500,7 +4499,7 @@ void _wrap_kvc_decode_args_t_seq_lens_set_kvc_8853c18befa64313(struct kvc_decode
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -4513,7 +4512,7 @@ int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_8853c18befa64313(struct kvc_de
 }
 
 
-void _wrap_kvc_decode_args_t_block_table_set_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_block_table_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -4525,7 +4524,7 @@ void _wrap_kvc_decode_args_t_block_table_set_kvc_8853c18befa64313(struct kvc_dec
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -4538,7 +4537,7 @@ int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_8853c18befa64313(struct kvc
 }
 
 
-void _wrap_kvc_decode_args_t_indptr_set_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_indptr_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -4550,7 +4549,7 @@ void _wrap_kvc_decode_args_t_indptr_set_kvc_8853c18befa64313(struct kvc_decode_a
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -4563,7 +4562,7 @@ int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_8853c18befa64313(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_table_stride_set_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_stride_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4575,7 +4574,7 @@ void _wrap_kvc_decode_args_t_table_stride_set_kvc_8853c18befa64313(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_stride_get_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_stride_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4588,7 +4587,7 @@ int _wrap_kvc_decode_args_t_table_stride_get_kvc_8853c18befa64313(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4600,7 +4599,7 @@ void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_8853c18befa64313(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4613,7 +4612,7 @@ int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_8853c18befa64313(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_window_set_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_window_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4625,7 +4624,7 @@ void _wrap_kvc_decode_args_t_window_set_kvc_8853c18befa64313(struct kvc_decode_a
 }
 
 
-int _wrap_kvc_decode_args_t_window_get_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_window_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4638,7 +4637,7 @@ int _wrap_kvc_decode_args_t_window_get_kvc_8853c18befa64313(struct kvc_decode_ar
 }
 
 
-void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -4650,7 +4649,7 @@ void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_8853c18befa64313(struct kvc_d
 }
 
 
-float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4663,7 +4662,7 @@ float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_8853c18befa64313(struct kvc_
 }
 
 
-void _wrap_kvc_decode_args_t_k_scale_set_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_k_scale_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -4675,7 +4674,7 @@ void _wrap_kvc_decode_args_t_k_scale_set_kvc_8853c18befa64313(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_k_scale_get_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_k_scale_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4688,7 +4687,7 @@ float _wrap_kvc_decode_args_t_k_scale_get_kvc_8853c18befa64313(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_v_scale_set_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_v_scale_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -4700,7 +4699,7 @@ void _wrap_kvc_decode_args_t_v_scale_set_kvc_8853c18befa64313(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_v_scale_get_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_v_scale_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4713,7 +4712,7 @@ float _wrap_kvc_decode_args_t_v_scale_get_kvc_8853c18befa64313(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_set_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4725,7 +4724,7 @@ void _wrap_kvc_decode_args_t_workspace_set_kvc_8853c18befa64313(struct kvc_decod
 }
 
 
-void *_wrap_kvc_decode_args_t_workspace_get_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_workspace_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4738,7 +4737,7 @@ void *_wrap_kvc_decode_args_t_workspace_get_kvc_8853c18befa64313(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t arg2 ;
   
@@ -4750,7 +4749,7 @@ void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_8853c18befa64313(struct kvc
 }
 
 
-long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0) {
+long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4763,7 +4762,7 @@ long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_8853c18befa64313(struc
 }
 
 
-struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_8853c18befa64313() {
+struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_b4ebdb3bb1aee221() {
   struct kvc_decode_args *result = 0 ;
   struct kvc_decode_args *_swig_go_result;
   
@@ -4774,7 +4773,7 @@ struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_8853c18befa64313() {
 }
 
 
-void _wrap_delete_kvc_decode_args_t_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0) {
+void _wrap_delete_kvc_decode_args_t_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   
   arg1 = *(struct kvc_decode_args **)&_swig_go_0; 
@@ -4784,7 +4783,7 @@ void _wrap_delete_kvc_decode_args_t_kvc_8853c18befa64313(struct kvc_decode_args 
 }
 
 
-void _wrap_kvc_decode_args_init_kvc_8853c18befa64313(struct kvc_decode_args *_swig_go_0) {
+void _wrap_kvc_decode_args_init_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
   kvc_decode_args_t *arg1 = (kvc_decode_args_t *) 0 ;
   
   arg1 = *(kvc_decode_args_t **)&_swig_go_0; 
@@ -4794,7 +4793,7 @@ void _wrap_kvc_decode_args_init_kvc_8853c18befa64313(struct kvc_decode_args *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_workspace_size_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_workspace_size_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -4811,7 +4810,7 @@ _gostring_ _wrap_kvc_decode_workspace_size_kvc_8853c18befa64313(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_attention_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_attention_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -4828,7 +4827,7 @@ _gostring_ _wrap_kvc_decode_attention_kvc_8853c18befa64313(kvc_cache_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_cache_get_async_error_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_get_async_error_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t *arg3 = (kvc_status_t *) 0 ;
@@ -4845,7 +4844,7 @@ _gostring_ _wrap_kvc_cache_get_async_error_kvc_8853c18befa64313(kvc_cache_t *_sw
 }
 
 
-uintptr_t _wrap_kvcgo_buffer_new_kvc_8853c18befa64313(char *_swig_go_0, long long _swig_go_1) {
+uintptr_t _wrap_kvcgo_buffer_new_kvc_b4ebdb3bb1aee221(char *_swig_go_0, long long _swig_go_1) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   uintptr_t result;
@@ -4860,7 +4859,7 @@ uintptr_t _wrap_kvcgo_buffer_new_kvc_8853c18befa64313(char *_swig_go_0, long lon
 }
 
 
-void _wrap_kvcgo_buffer_free_kvc_8853c18befa64313(uintptr_t _swig_go_0) {
+void _wrap_kvcgo_buffer_free_kvc_b4ebdb3bb1aee221(uintptr_t _swig_go_0) {
   uintptr_t arg1 ;
   
   arg1 = (uintptr_t)_swig_go_0; 
@@ -4870,7 +4869,7 @@ void _wrap_kvcgo_buffer_free_kvc_8853c18befa64313(uintptr_t _swig_go_0) {
 }
 
 
-void _wrap_kvcgo_buffer_read_kvc_8853c18befa64313(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_read_kvc_b4ebdb3bb1aee221(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   uintptr_t arg2 ;
   size_t arg3 ;
@@ -4884,7 +4883,7 @@ void _wrap_kvcgo_buffer_read_kvc_8853c18befa64313(char *_swig_go_0, uintptr_t _s
 }
 
 
-void _wrap_kvcgo_buffer_write_kvc_8853c18befa64313(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_write_kvc_b4ebdb3bb1aee221(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
   uintptr_t arg1 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -4898,7 +4897,7 @@ void _wrap_kvcgo_buffer_write_kvc_8853c18befa64313(uintptr_t _swig_go_0, char *_
 }
 
 
-void _wrap_kvcgo_extra_key_set_kvc_8853c18befa64313(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
+void _wrap_kvcgo_extra_key_set_kvc_b4ebdb3bb1aee221(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
   uintptr_t arg1 ;
   size_t arg2 ;
   uint64_t arg3 ;
@@ -4918,7 +4917,7 @@ void _wrap_kvcgo_extra_key_set_kvc_8853c18befa64313(uintptr_t _swig_go_0, long l
 }
 
 
-_gostring_ _wrap_kvcgo_cache_async_error_kvc_8853c18befa64313(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
+_gostring_ _wrap_kvcgo_cache_async_error_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   bool *arg3 = (bool *) 0 ;
@@ -4935,7 +4934,7 @@ _gostring_ _wrap_kvcgo_cache_async_error_kvc_8853c18befa64313(kvc_cache_t *_swig
 }
 
 
-long long _wrap_kvcgo_extra_key_size_kvc_8853c18befa64313() {
+long long _wrap_kvcgo_extra_key_size_kvc_b4ebdb3bb1aee221() {
   size_t result;
   long long _swig_go_result;
   
