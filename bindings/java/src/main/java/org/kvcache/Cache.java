@@ -174,12 +174,12 @@ public final class Cache implements AutoCloseable {
 
   /** {@link #addSequence(long, int[], int, int, SequenceOptions, long)} of the whole array, default options. */
   public long addSequence(long id, int[] tokens) {
-    return addSequence(id, tokens, 0, tokens.length, null, 0);
+    return addSequence(id, tokens, 0, Args.notNull("tokens", tokens).length, null, 0);
   }
 
   /** {@link #addSequence(long, int[], int, int, SequenceOptions, long)} of the whole array. */
   public long addSequence(long id, int[] tokens, SequenceOptions options) {
-    return addSequence(id, tokens, 0, tokens.length, options, 0);
+    return addSequence(id, tokens, 0, Args.notNull("tokens", tokens).length, options, 0);
   }
 
   /**
@@ -217,7 +217,7 @@ public final class Cache implements AutoCloseable {
 
   /** Appends tokens to sequence {@code id} (kvc_sequence_extend). */
   public void extendSequence(long id, int... tokens) {
-    extendSequence(id, tokens, 0, tokens.length, 0);
+    extendSequence(id, tokens, 0, Args.notNull("tokens", tokens).length, 0);
   }
 
   /**
@@ -396,7 +396,7 @@ public final class Cache implements AutoCloseable {
 
   /** {@link #probe(int[], int, int, SequenceOptions)} of the whole array. */
   public long probe(int[] tokens, SequenceOptions options) {
-    return probe(tokens, 0, tokens.length, options);
+    return probe(tokens, 0, Args.notNull("tokens", tokens).length, options);
   }
 
   /**

@@ -66,7 +66,7 @@ public final class SequenceOptions {
 
   /** Adds an extra key covering tokens [offset, offset + length). */
   public SequenceOptions extraKey(long offset, long length, byte[] data) {
-    extraKeys.add(new ExtraKey(offset, length, data.clone()));
+    extraKeys.add(new ExtraKey(offset, length, Args.notNull("extra key data", data).clone()));
     return this;
   }
 

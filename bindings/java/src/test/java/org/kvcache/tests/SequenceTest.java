@@ -196,6 +196,14 @@ class SequenceTest {
           () -> cache.addSequence(3, Fixtures.tokens(0, 5),
               new SequenceOptions().promptPriority(101)));
       assertEquals(Status.INVALID_ARGUMENT, priority.status());
+      KvCacheException nullTokens = assertThrows(KvCacheException.class,
+          () -> cache.addSequence(4, null));
+      assertEquals(Status.INVALID_ARGUMENT, nullTokens.status());
+      assertThrows(KvCacheException.class, () -> cache.extendSequence(1, (int[]) null));
+      assertThrows(KvCacheException.class, () -> cache.probe(null, null));
+      assertThrows(KvCacheException.class,
+          () -> cache.addSequence(4, Fixtures.tokens(0, 5), 3, 5, null, 0));
+      assertThrows(KvCacheException.class, () -> new SequenceOptions().extraKey(0, 1, null));
       // Ids are full 64-bit values.
       cache.addSequence(-1L, Fixtures.tokens(0, 3));
       cache.addSequence(Long.MIN_VALUE, Fixtures.tokens(0, 3));
