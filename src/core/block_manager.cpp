@@ -157,6 +157,9 @@ void BlockManager::evict_node(uint32_t node) {
     const TreeNode& p = tree_.node(parent);
     policy_.insert_by_age(parent, p.priority, p.age);
   }
+  // The next victim is most often this parent or the next oldest leaf.
+  const uint32_t next = policy_.victim();
+  if (next != kNoNode) tree_.prefetch_erase(next);
 }
 
 void BlockManager::alloc_set(uint32_t* out) {
