@@ -1838,7 +1838,9 @@ extern "C" {
     #[doc = "        sequence `id` is written: full blocks among them become reusable"]
     #[doc = "        by other sequences. A block whose key is already cached is not"]
     #[doc = "        cached twice: the sequence keeps its own copy, freed on release."]
-    #[doc = "        Committing fewer tokens than already committed is a no-op."]
+    #[doc = "        A block still shared with a fork sibling is published once this"]
+    #[doc = "        sequence holds it alone (at a later commit, any count). Committing"]
+    #[doc = "        fewer tokens than already committed keeps the committed count."]
     #[doc = " @return KVC_OK, KVC_ERR_NOT_FOUND, KVC_ERR_INVALID_ARGUMENT (beyond the"]
     #[doc = "         sequence's length)."]
     #[doc = " @since 0.1.0"]
@@ -1872,8 +1874,10 @@ extern "C" {
     pub fn kvc_sequence_remove(cache: *mut kvc_cache_t, id: u64) -> kvc_status_t;
 }
 extern "C" {
-    #[doc = " @brief Pins the current blocks of sequence `id`: they are never evicted,"]
-    #[doc = "        even after the sequence is removed, until kvc_sequence_unpin(id)."]
+    #[doc = " @brief Pins the published blocks of sequence `id` (its committed full"]
+    #[doc = "        blocks, the ones that outlive it in the tree): they are never"]
+    #[doc = "        evicted, even after the sequence is removed, until"]
+    #[doc = "        kvc_sequence_unpin(id)."]
     #[doc = " @return KVC_OK, KVC_ERR_NOT_FOUND, KVC_ERR_ALREADY_EXISTS (already pinned)."]
     #[doc = " @since 0.1.0"]
     pub fn kvc_sequence_pin(cache: *mut kvc_cache_t, id: u64) -> kvc_status_t;

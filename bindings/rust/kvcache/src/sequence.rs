@@ -223,7 +223,9 @@ impl Cache {
     }
 
     /// Declares the KV of the first `num_computed` tokens of sequence `id`
-    /// written: full blocks among them become reusable
+    /// written: full blocks among them become reusable (a block shared with
+    /// a fork sibling once this sequence holds it alone); committing fewer
+    /// tokens than before keeps the committed count
     /// (`kvc_sequence_commit`).
     pub fn commit(&self, id: u64, num_computed: u64) -> Result<()> {
         // SAFETY: live cache.
@@ -251,8 +253,9 @@ impl Cache {
         check(unsafe { sys::kvc_sequence_remove(self.as_ptr(), id) })
     }
 
-    /// Pins the current blocks of sequence `id` against eviction, also
-    /// after it is removed (`kvc_sequence_pin`).
+    /// Pins the published blocks of sequence `id` (its committed full
+    /// blocks, which outlive it in the tree) against eviction, also after
+    /// it is removed, until [`Cache::unpin`] (`kvc_sequence_pin`).
     pub fn pin(&self, id: u64) -> Result<()> {
         // SAFETY: live cache.
         check(unsafe { sys::kvc_sequence_pin(self.as_ptr(), id) })
