@@ -161,6 +161,8 @@ CacheCounters CacheAdapter::counters() const {
   c.in_use = s.in_use_blocks;
   c.reused = s.reused_blocks;
   c.evicted = s.evicted_blocks;
+  // kvc_cache_stats_t has no offload or onboard counts yet (the host tier
+  // is not in this version of the library): has_tiers stays false.
   return c;
 }
 

@@ -93,10 +93,10 @@ void print_table(std::FILE *out, const Workload &workload, const std::vector<Run
       [](const RunResult &r) { return count(r.counters.reused); });
   add("blocks evicted", "cached blocks dropped to make room",
       [](const RunResult &r) { return count(r.counters.evicted); });
-  add("blocks offloaded", "evicted blocks copied to the host tier",
-      [](const RunResult &r) { return count(r.counters.offloaded); });
+  add("blocks offloaded", "evicted blocks copied to the host tier (n/a: no host tier yet)",
+      [](const RunResult &r) { return r.counters.has_tiers ? count(r.counters.offloaded) : "n/a"; });
   add("blocks onboarded", "host-tier blocks copied back on a hit",
-      [](const RunResult &r) { return count(r.counters.onboarded); });
+      [](const RunResult &r) { return r.counters.has_tiers ? count(r.counters.onboarded) : "n/a"; });
   add("peak blocks in use", "most blocks held by running requests (share of all)",
       [](const RunResult &r) {
         return count(r.peak_in_use) + " (" + percent(r.peak_in_use, r.capacity_blocks) + ")";
@@ -171,11 +171,12 @@ void print_json(std::FILE *out, const Workload &workload, const std::vector<RunR
                  r.hit_rate(), r.recomputed_tokens, r.decoded_tokens);
     std::fprintf(out,
                  "\"blocks_reused\": %" PRIu64 ", \"blocks_evicted\": %" PRIu64
-                 ", \"blocks_offloaded\": %" PRIu64 ", \"blocks_onboarded\": %" PRIu64
+                 ", \"blocks_offloaded\": %s, \"blocks_onboarded\": %s"
                  ", \"peak_blocks_in_use\": %" PRIu64 ", \"preemptions\": %" PRIu64
                  ", \"steps\": %" PRIu64 ",\n   ",
-                 r.counters.reused, r.counters.evicted, r.counters.offloaded,
-                 r.counters.onboarded, r.peak_in_use, r.preemptions, r.steps);
+                 r.counters.reused, r.counters.evicted,
+                 r.counters.has_tiers ? std::to_string(r.counters.offloaded).c_str() : "null",
+                 r.counters.has_tiers ? std::to_string(r.counters.onboarded).c_str() : "null", r.peak_in_use, r.preemptions, r.steps);
     std::fprintf(out,
                  "\"bookkeeping_us_p50\": %.3f, \"bookkeeping_us_p99\": %.3f"
                  ", \"stored_tokens\": %" PRIu64 ", \"attention_calls\": %" PRIu64
