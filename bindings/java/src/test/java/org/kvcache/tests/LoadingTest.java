@@ -28,6 +28,9 @@ class LoadingTest {
         .toURI()).getPath();
     List<String> cmd = new java.util.ArrayList<>();
     cmd.add(java);
+    if (Runtime.version().feature() >= 22) {
+      cmd.add("--enable-native-access=ALL-UNNAMED"); // JNI is a restricted method there
+    }
     cmd.addAll(List.of(properties));
     cmd.addAll(List.of("-cp", jar + File.pathSeparator + tests, LoadingTest.class.getName()));
     Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
