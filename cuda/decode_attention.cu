@@ -370,26 +370,61 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const __grid_consta
       if (o % D == 0) p.ws_ml[part] = make_float2(mx, sum);
     }
   }
+  // The merge kernel may start launching now (programmatic dependent
+  // launch); it waits for this grid's writes before reading them.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+// Block-wide reduction over the D threads of a merge block.
+template <int D, class Op>
+__device__ __forceinline__ float block_reduce(float v, float* scratch, Op op) {
+#pragma unroll
+  for (int off = 16; off >= 1; off /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+  constexpr int kWarps = D / 32;
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+  __syncthreads();
+  float r = scratch[0];
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) r = op(r, scratch[w]);
+  __syncthreads();  // scratch is reused by the next reduction
+  return r;
 }
 
 // Combines the splits of each (sequence, query head): weights exp2(m - M).
+// The per-split maxima and sums are read by all threads at once and the
+// partial rows with several loads in flight: a loop of one dependent load
+// per split would cost an L2 round trip per split.
 template <class Q, int D>
 __global__ void __launch_bounds__(D) merge_kernel(const __grid_constant__ DecodeParams p) {
+  extern __shared__ float weights[];  // [used] split weights, then [32] scratch
   const uint32_t h = blockIdx.x;
   const uint32_t b = blockIdx.y;
   const SeqRange seq = sequence_range(p, b, false);
   const uint32_t used =
       seq.len > seq.start ? (seq.len - seq.start + p.split_tokens - 1) / p.split_tokens : 0;
+  float* scratch = weights + p.num_splits;
   const uint64_t row = uint64_t(b) * p.q_heads + h;
+  // Launched as a programmatic dependent of the decode grid: wait until
+  // its partial results are complete and visible.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
   const float2* ml = p.ws_ml + row * p.num_splits;
+
   float mx = kNoScore;
-  for (uint32_t s = 0; s < used; ++s) mx = fmaxf(mx, ml[s].x);
-  float sum = 0.0f, val = 0.0f;
-  for (uint32_t s = 0; s < used; ++s) {
-    const float w = exp2f(ml[s].x - mx);
-    sum += ml[s].y * w;
-    val += p.ws_out[(row * p.num_splits + s) * D + threadIdx.x] * w;
+  for (uint32_t s = threadIdx.x; s < used; s += D) mx = fmaxf(mx, ml[s].x);
+  mx = block_reduce<D>(mx, scratch, [](float a, float c) { return fmaxf(a, c); });
+  float sum = 0.0f;
+  for (uint32_t s = threadIdx.x; s < used; s += D) {
+    const float2 v = ml[s];
+    const float w = exp2f(v.x - mx);
+    weights[s] = w;
+    sum += v.y * w;
   }
+  sum = block_reduce<D>(sum, scratch, [](float a, float c) { return a + c; });
+
+  const float* part = p.ws_out + row * p.num_splits * D + threadIdx.x;
+  float val = 0.0f;
+#pragma unroll 8
+  for (uint32_t s = 0; s < used; ++s) val += weights[s] * part[uint64_t(s) * D];
   static_cast<Q*>(p.out)[row * D + threadIdx.x] = from_f32<Q>(sum > 0.0f ? val / sum : 0.0f);
 }
 
@@ -549,7 +584,19 @@ void launch_decode_attention(const DecodeWork& w, const GpuInfo& gpu, KernelErro
   v.decode<<<grid, kThreads, v.smem_bytes, stream>>>(p);
   cuda_check(cudaGetLastError(), "decode attention kernel launch");
   if (split.num_splits > 1) {
-    v.merge<<<dim3(w.q_heads, w.batch), kv.head_dim, 0, stream>>>(p);
+    // Programmatic dependent launch: the merge grid is set up while the
+    // decode grid drains, hiding most of the second launch's latency.
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(w.q_heads, w.batch);
+    cfg.blockDim = dim3(kv.head_dim);
+    cfg.dynamicSmemBytes = (size_t(split.num_splits) + 32) * sizeof(float);
+    cfg.stream = stream;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    cuda_check(cudaLaunchKernelEx(&cfg, v.merge, p), "decode attention merge kernel launch");
     cuda_check(cudaGetLastError(), "decode attention merge kernel launch");
   }
 }

@@ -1,6 +1,7 @@
 #include "cuda/decode_split.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace kvc {
 
@@ -10,6 +11,8 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 // Splits a sequence of `tokens` may get for its length alone.
 uint64_t splits_by_length(uint64_t tokens) { return std::max<uint64_t>(1, tokens / kMinSplitTokens); }
+
+std::atomic<uint32_t> g_split_override{0};
 
 uint64_t base_ctas(const DecodeShape& s) { return s.batch * s.kv_heads * s.head_chunks; }
 
@@ -29,7 +32,11 @@ DecodeSplit plan_decode_split(const DecodeShape& s) {
   const uint64_t base = base_ctas(s);
   constexpr uint64_t kBlockOverheadTokens = 64;
   uint64_t best = 1, best_cost = UINT64_MAX;
-  for (uint64_t n = 1; n <= most; ++n) {
+  if (const uint32_t forced = g_split_override.load(std::memory_order_relaxed); forced != 0) {
+    best = std::min<uint64_t>(forced, most);
+    best_cost = 0;
+  }
+  for (uint64_t n = 1; n <= most && best_cost != 0; ++n) {
     const uint64_t cost = ceil_div(base * n, s.wave) * (ceil_div(tokens, n) + kBlockOverheadTokens);
     if (cost < best_cost) {
       best_cost = cost;
@@ -40,6 +47,10 @@ DecodeSplit plan_decode_split(const DecodeShape& s) {
   out.split_tokens = uint32_t(per);
   out.num_splits = uint32_t(ceil_div(tokens, per));
   return out;
+}
+
+void set_decode_split_override(uint32_t splits) {
+  g_split_override.store(splits, std::memory_order_relaxed);
 }
 
 uint64_t decode_workspace_bound(const DecodeShape& s) {

@@ -31,6 +31,11 @@ constexpr uint64_t kMinSplitTokens = 256;
 
 DecodeSplit plan_decode_split(const DecodeShape& s);
 
+// Benchmarks only: forces the number of splits (0 restores the planner).
+// It is clamped to what decode_workspace_bound() covers, so a workspace of
+// the queried size stays large enough. Not thread safe; not in the C API.
+void set_decode_split_override(uint32_t splits);
+
 // Bytes of partial results (f32 output row + max and sum) a call of this
 // shape may need; never decreases as batch or max_tokens grow, and bounds
 // every plan_decode_split() of a smaller shape.

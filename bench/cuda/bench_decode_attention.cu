@@ -9,6 +9,7 @@
 #include <string>
 
 #include "bench_common.cuh"
+#include "cuda/decode_split.h"
 
 int main(int argc, char** argv) {
   const char* json_path = nullptr;
@@ -88,6 +89,44 @@ int main(int argc, char** argv) {
         BENCH_CUDA(cudaFree(dtable));
         BENCH_CUDA(cudaFree(dlens));
         if (ws) BENCH_CUDA(cudaFree(ws));
+      }
+    }
+    if (layout == KVC_LAYOUT_NHD) {
+      // How the split count moves batch-1 long-context time (the planner's
+      // choice is the row above with the same shape).
+      std::printf("split sweep, NHD batch 1:\n%8s %8s %10s\n", "context", "splits", "us");
+      for (uint32_t ctx : {8192u, 32768u}) {
+        std::vector<int32_t> table(ctx / T), lens(1, int32_t(ctx));
+        std::copy(blocks.begin(), blocks.begin() + table.size(), table.begin());
+        void *dtable, *dlens, *ws = nullptr;
+        BENCH_CUDA(cudaMalloc(&dtable, table.size() * 4));
+        BENCH_CUDA(cudaMalloc(&dlens, 4));
+        BENCH_CUDA(cudaMemcpy(dtable, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+        BENCH_CUDA(cudaMemcpy(dlens, lens.data(), 4, cudaMemcpyHostToDevice));
+        kvc_decode_args_t a = KVC_DECODE_ARGS_INIT;
+        a.batch = 1;
+        a.q_heads = Hq;
+        a.q_dtype = KVC_DTYPE_BF16;
+        a.query = query;
+        a.out = out;
+        a.seq_lens = static_cast<const int32_t*>(dlens);
+        a.block_table = static_cast<const int32_t*>(dtable);
+        a.table_stride = ctx / T;
+        a.max_seq_len = ctx;
+        uint64_t ws_bytes = 0;
+        BENCH_KVC(kvc_decode_workspace_size(cache, &a, &ws_bytes));
+        BENCH_CUDA(cudaMalloc(&ws, ws_bytes));
+        a.workspace = ws;
+        a.workspace_bytes = ws_bytes;
+        for (uint32_t splits : {8u, 16u, 24u, 32u, 48u, 64u, 96u, 128u}) {
+          kvc::set_decode_split_override(splits);
+          const double us = time_us(stream, 50, 9, [&] { BENCH_KVC(kvc_decode_attention(cache, &a, stream)); });
+          std::printf("%8u %8u %10.1f\n", ctx, splits, us);
+        }
+        kvc::set_decode_split_override(0);
+        BENCH_CUDA(cudaFree(dtable));
+        BENCH_CUDA(cudaFree(dlens));
+        BENCH_CUDA(cudaFree(ws));
       }
     }
     BENCH_CUDA(cudaFree(query));
