@@ -82,7 +82,7 @@ void BlockManager::require_sets(uint64_t needed, uint64_t taken_from_cached,
 }
 
 bool BlockManager::needs_copy_on_write(const Sequence& s) const {
-  if (s.length() % T_ == 0 || s.num_blocks() == 0) return false;
+  if (s.tail_private || s.length() % T_ == 0 || s.num_blocks() == 0) return false;
   const BlockInfo& tail = pools_[group_pool_[0]].info(s.blocks[0].back());
   return tail.ref > 1 || tail.node != kNoNode;
 }
@@ -183,6 +183,7 @@ void BlockManager::append_new_set(Sequence& s) {
   alloc_set(set_scratch_.data());
   for (uint32_t g = 0; g < num_groups(); ++g) s.blocks[g].push_back(set_scratch_[g]);
   s.nodes.push_back(kNoNode);
+  s.tail_private = true;
 }
 
 void BlockManager::copy_on_write(Sequence& s, void* stream) {
@@ -192,6 +193,7 @@ void BlockManager::copy_on_write(Sequence& s, void* stream) {
   copy_set(set_scratch3_.data(), set_scratch_.data(), uint32_t(s.length() % T_), stream);
   release_position(s, b);
   for (uint32_t g = 0; g < num_groups(); ++g) s.blocks[g][b] = set_scratch_[g];
+  s.tail_private = true;
 }
 
 // ---------------------------------------------------------------------------
@@ -390,6 +392,7 @@ uint64_t BlockManager::add(uint64_t id, const int32_t* tokens, uint64_t n,
   counters_.reused_blocks += reused;
   counters_.missed_blocks += num_blocks - reused;
   seq->published = full;
+  seq->tail_private = true;  // new, copied or taken over: never shared
   seq->cached = full * T_ + m.partial_tokens;
   seq->committed = seq->cached;
   const uint64_t cached = seq->cached;
@@ -548,6 +551,7 @@ void BlockManager::rewind(uint64_t id, uint64_t n) {
   }
   s.published = std::min<uint64_t>(s.published, new_len / T_);
   if (!rebase) s.tokens.resize(new_len - s.token_base);
+  s.tail_private = false;  // the new tail may be a shared or published block
   s.committed = std::min(s.committed, new_len);
   s.cached = std::min(s.cached, new_len);
   for (uint64_t& c : s.slot_cursor) c = std::min(c, new_len);
@@ -555,13 +559,15 @@ void BlockManager::rewind(uint64_t id, uint64_t n) {
 }
 
 void BlockManager::fork(uint64_t parent, uint64_t child) {
-  const Sequence& p = sequence(parent);
+  Sequence& p = sequence(parent);
   if (seqs_.find(child) != nullptr)
     fail(KVC_ERR_ALREADY_EXISTS, seq_name(child) + " already exists");
   auto c = std::make_unique<Sequence>(p);
   c->id = child;
   c->batch_mark = 0;
+  c->tail_private = false;
   seqs_.reserve_one();
+  p.tail_private = false;
 
   scopes_.ref(c->scope);
   for (uint64_t b = 0; b < c->num_blocks(); ++b) {

@@ -49,6 +49,11 @@ void BlockManager::check_invariants() const {
       if (c > s.length()) broken(who + " has a slot cursor beyond its length");
     if (!scopes_.live(s.scope)) broken(who + " refers to a dead scope");
     ++scope_refs[s.scope];
+    if (s.tail_private && s.length() % T_ != 0 && nb > 0) {
+      const BlockInfo& tail = pools_[group_pool_[0]].info(s.blocks[0][nb - 1]);
+      if (tail.ref != 1 || tail.node != kNoNode)
+        broken(who + " marks a shared or published tail as private");
+    }
     if (s.published > nb) broken(who + " has more published blocks than blocks");
     if (s.token_base % T_ != 0 || s.token_base > s.published * T_)
       broken(who + " dropped tokens of blocks the tree does not keep");

@@ -38,6 +38,10 @@ struct Sequence {
   // Per group: tokens already reported by a slot mapping.
   std::vector<uint64_t> slot_cursor;
   uint64_t batch_mark = 0;  // duplicate detection inside one batch call
+  // True when the tail block is known to be this sequence's alone and out
+  // of the tree, so a write needs no copy and no look at the pool. Only
+  // fork and rewind can make it shared or published; they clear it.
+  bool tail_private = false;
 
   uint64_t length() const { return token_base + tokens.size(); }
   const int32_t* token_at(uint64_t pos) const { return tokens.data() + (pos - token_base); }
