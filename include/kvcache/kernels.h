@@ -149,7 +149,9 @@ enum kvc_table_format {
  * dtype for f16 and bf16 caches (and f32 caches), and be f16 or bf16 for an
  * fp8-e4m3 cache, whose K and V are read as `x * k_scale` and `x * v_scale`.
  * Head dims 64, 128 and 256 are supported. q_heads must be a multiple of the
- * layer's kv_heads (GQA; MQA when kv_heads is 1).
+ * layer's kv_heads (GQA; MQA when kv_heads is 1). f32 K/V is computed by the
+ * CPU backend only; on a CUDA cache the query must be 16-byte aligned and a
+ * call takes at most 65535 sequences.
  * @since 0.1.0
  */
 typedef struct kvc_decode_args {
@@ -217,11 +219,13 @@ KVC_API kvc_status_t kvc_decode_workspace_size(const kvc_cache_t *cache,
  *         table format or stride wrong for max_seq_len, and on a CPU cache
  *         a sequence length above max_seq_len, a negative one or a block id
  *         out of range); KVC_ERR_UNSUPPORTED (head dim other than 64, 128,
- *         256); KVC_ERR_BUFFER_TOO_SMALL (workspace smaller than
+ *         256; f32 K/V or more than 65535 sequences on a CUDA cache);
+ *         KVC_ERR_BUFFER_TOO_SMALL (workspace smaller than
  *         kvc_decode_workspace_size(); the message gives the size);
- *         KVC_ERR_DEVICE. On a CUDA cache, bad lengths or block ids found
- *         while running are reported by kvc_cache_get_async_error() and
- *         the affected outputs are zero.
+ *         KVC_ERR_DEVICE. On a CUDA cache, values found wrong while running
+ *         are reported by kvc_cache_get_async_error(): a sequence whose
+ *         length or CSR row is out of range gets zeros; a block id out of
+ *         range is not read and its tokens are left out.
  * @since 0.1.0
  */
 KVC_API kvc_status_t kvc_decode_attention(kvc_cache_t *cache,
