@@ -105,3 +105,46 @@ func TestStructSettersTakeNoGoPointer(t *testing.T) {
 		t.Errorf("struct setter %s takes a Go pointer", m[1])
 	}
 }
+
+// Every member of every transparent struct reaches package kvcache: an
+// output struct's members are read (GetX), an input struct's are written
+// (SetX). struct_size is set by the kvc_x_init functions; reserved members
+// carry nothing.
+func TestEveryStructMemberUsed(t *testing.T) {
+	generated := readHere(t, filepath.Join("kvc", "kvc.go"))
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idiomatic strings.Builder
+	for _, f := range files {
+		if !strings.HasSuffix(f, "_test.go") {
+			idiomatic.WriteString(readHere(t, f))
+		}
+	}
+	members := regexp.MustCompile(`func \(arg1 Swigcptr(Kvc_\w+)\) Get(\w+)\(\)`).FindAllStringSubmatch(generated, -1)
+	if len(members) == 0 {
+		t.Fatal("no struct member in kvc/kvc.go")
+	}
+	for _, m := range members {
+		structName, member := m[1], m[2]
+		if member == "Struct_size" || member == "Reserved" {
+			continue
+		}
+		if structName == "Kvc_extra_key_t" {
+			// An array element: written whole by kvcgo_extra_key_set
+			// (kvcache.i), checked below.
+			continue
+		}
+		if !strings.Contains(idiomatic.String(), ".Get"+member+"()") && !strings.Contains(idiomatic.String(), ".Set"+member+"(") {
+			t.Errorf("%s member %s is neither read nor written by package kvcache", structName, strings.ToLower(member))
+		}
+	}
+	// kvc_extra_key_t: kvcgo_extra_key_set takes the array, the index and
+	// one argument per member.
+	keyMembers := len(regexp.MustCompile(`func \(arg1 SwigcptrKvc_extra_key_t\) Get`).FindAllString(generated, -1))
+	set := regexp.MustCompile(`func Kvcgo_extra_key_set\(([^)]*)\)`).FindStringSubmatch(generated)
+	if set == nil || strings.Count(set[1], ",")+1 != 2+keyMembers {
+		t.Errorf("kvcgo_extra_key_set does not take every member of kvc_extra_key_t (%d members): %v", keyMembers, set)
+	}
+}
