@@ -3,8 +3,11 @@
 # compute-sanitizer memcheck over them, and the kernel benchmarks with their
 # PyTorch peers. Logs and the report go to $OUT (default ./out).
 #   bench/gpu_check.sh [tests|bench|all]
-# Dependencies the machine lacks (xxhash, cmocka, Google Benchmark) come as
-# .deb packages unpacked into .device-deps/root (see bench/README-gpu.md).
+# Dependencies the machine lacks come as .deb packages unpacked here first
+# (.device-deps/ is git-ignored; pass it to the device call as carried):
+#   mkdir -p .device-deps/debs && cd .device-deps/debs && apt-get download \
+#     libxxhash-dev libxxhash0 libcmocka-dev libcmocka0 libbenchmark-dev \
+#     libbenchmark1debian libgtest-dev && cd .. && for f in debs/*.deb; do dpkg -x $f root; done
 set -uo pipefail
 MODE=${1:-all}
 ROOT=$(pwd)

@@ -19,6 +19,14 @@ struct GpuInfo {
   int sm_count = 0;
 };
 
+// log2 of tokens_per_block (a power of two): slots split into block and row
+// with a shift and a mask.
+inline uint32_t block_shift_of(uint32_t tokens_per_block) {
+  uint32_t s = 0;
+  while ((1u << s) < tokens_per_block) ++s;
+  return s;
+}
+
 void launch_store_kv(const StoreKvWork& w, KernelErrorRecord* err, cudaStream_t stream);
 
 // All copies in one launch per kCopyBatch copies (the list travels in the

@@ -521,12 +521,6 @@ DecodeShape shape_of(const DecodeWork& w, const Variant& v, const GpuInfo& gpu) 
   return s;
 }
 
-uint32_t log2_exact(uint32_t v) {
-  uint32_t s = 0;
-  while ((1u << s) < v) ++s;
-  return s;
-}
-
 }  // namespace
 
 uint64_t decode_workspace_bytes(const DecodeWork& w, const GpuInfo& gpu) {
@@ -559,7 +553,7 @@ void launch_decode_attention(const DecodeWork& w, const GpuInfo& gpu, KernelErro
   p.indptr = w.table_format == KVC_TABLE_CSR ? w.indptr : nullptr;
   p.table_stride = w.table_stride;
   p.num_blocks = uint32_t(std::min<uint64_t>(kv.num_blocks, INT32_MAX));
-  p.block_shift = log2_exact(kv.tokens_per_block);
+  p.block_shift = block_shift_of(kv.tokens_per_block);
   p.q_heads = w.q_heads;
   p.group = w.q_heads / kv.kv_heads;
   p.head_chunks = shape.head_chunks;

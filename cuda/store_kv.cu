@@ -124,12 +124,6 @@ void launch(StoreParams p, uint32_t num_tokens, cudaStream_t stream) {
   }
 }
 
-uint32_t log2_exact(uint32_t v) {
-  uint32_t s = 0;
-  while ((1u << s) < v) ++s;
-  return s;
-}
-
 }  // namespace
 
 void launch_store_kv(const StoreKvWork& w, KernelErrorRecord* err, cudaStream_t stream) {
@@ -146,7 +140,7 @@ void launch_store_kv(const StoreKvWork& w, KernelErrorRecord* err, cudaStream_t 
   p.head_stride = kv.head_stride;
   p.num_slots = int64_t(kv.num_slots());
   p.src_token_bytes = uint32_t(uint64_t(kv.kv_heads) * kv.head_dim * src_es);
-  p.block_shift = log2_exact(kv.tokens_per_block);
+  p.block_shift = block_shift_of(kv.tokens_per_block);
   p.k_scale = w.k_scale;
   p.v_scale = w.v_scale;
   p.err = err;
