@@ -84,8 +84,6 @@ std::string usage() {
       "                          output_length, hash_ids of 512-token blocks)\n"
       "  --speed X               arrival times divided by X (default 1)\n"
       "  --requests N            only the first N records of the trace\n"
-      "  --system-blocks N       leading 512-token trace blocks counted as system\n"
-      "                          prompt (default 1)\n"
       "  --tenants N             synthetic: tenants (default 8)\n"
       "  --salted-tenants N      synthetic: tenants with a cache salt (default 4)\n"
       "  --chats N               synthetic: chats per tenant (default 10)\n"
@@ -136,7 +134,6 @@ bool parse_options(int argc, char **argv, Options &o, std::string &error) {
       {"--speed", [&](const std::string &v) {
          return parse_double(v, o.trace_options.speed) && o.trace_options.speed > 0; }},
       {"--requests", [&](const std::string &v) { return parse_u64(v, o.trace_options.max_requests); }},
-      {"--system-blocks", [&](const std::string &v) { return parse_u32(v, o.trace_options.system_blocks); }},
       {"--tenants", [&](const std::string &v) { return parse_u32(v, o.generator.tenants) && o.generator.tenants > 0; }},
       {"--salted-tenants", [&](const std::string &v) { return parse_u32(v, o.generator.salted_tenants); }},
       {"--chats", [&](const std::string &v) { return parse_u32(v, o.generator.chats_per_tenant) && o.generator.chats_per_tenant > 0; }},

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
-#include <memory>
 #include <stdexcept>
 
 #include "timeline.h"

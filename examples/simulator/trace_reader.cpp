@@ -188,8 +188,6 @@ bool parse_trace(const std::string &text, const std::string &name, const TraceOp
           std::min<uint64_t>(kTraceBlockTokens, n_in - i * uint64_t{kTraceBlockTokens}));
       r.prompt.push_back({make_seed(kSeedTraceBlock, ids[i]), len});
     }
-    r.system_length = static_cast<uint32_t>(
-        std::min<uint64_t>(n_in, uint64_t{options.system_blocks} * kTraceBlockTokens));
     w.requests.push_back(std::move(r));
   }
   if (w.requests.empty()) {

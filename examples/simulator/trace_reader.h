@@ -13,7 +13,6 @@ namespace sim {
 struct TraceOptions {
   double speed = 1.0;            // arrival time = timestamp / speed
   uint64_t max_requests = 0;     // 0 = every record
-  uint32_t system_blocks = 1;    // leading hash blocks counted as system prompt
 };
 
 constexpr uint32_t kTraceBlockTokens = 512;
