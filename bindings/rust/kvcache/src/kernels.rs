@@ -570,7 +570,9 @@ impl OnStream<'_> {
     }
 
     /// Paged decode attention with raw pointers (`kvc_decode_attention`),
-    /// enqueued on this stream on a CUDA cache.
+    /// enqueued on this stream on a CUDA cache. There the query must be
+    /// 16-byte aligned, a call takes at most 65535 sequences, and f32 K/V
+    /// is `Status::Unsupported` (the CPU backend computes it).
     ///
     /// # Safety
     /// Every pointer must be valid for the shapes in `args` on the cache's
