@@ -20,5 +20,9 @@
 #include "kvcache/version.h"
 #include "kvcache/config.h"
 #include "kvcache/cache.h"
+#include "kvcache/sequence.h"
+#include "kvcache/batch.h"
+#include "kvcache/stats.h"
+#include "kvcache/kernels.h"
 
 #endif /* KVCACHE_KVCACHE_H */

@@ -1,0 +1,75 @@
+/**
+ * @file stats.h
+ * @brief Statistics of a cache, its invariant checker and resetting its
+ *        reuse state.
+ */
+#ifndef KVCACHE_STATS_H
+#define KVCACHE_STATS_H
+
+#include "kvcache/cache.h"
+#include "kvcache/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * @brief Counts of a cache's primary blocks and of its reuse. Transparent;
+ *        begins with struct_size. Block counts add up over all pools:
+ *        free + cached + in_use == num_blocks.
+ * @since 0.1.0
+ */
+typedef struct kvc_cache_stats {
+  uint32_t struct_size;     /**< sizeof(kvc_cache_stats_t) of the caller. */
+  uint32_t reserved;        /**< Zero. */
+  uint64_t num_blocks;      /**< Primary blocks over all pools. */
+  uint64_t free_blocks;     /**< On a free list. */
+  uint64_t cached_blocks;   /**< Unused but reusable (evictable). */
+  uint64_t in_use_blocks;   /**< Held by sequences or pins. */
+  uint64_t reused_blocks;   /**< Prompt block positions found cached by adds. */
+  uint64_t missed_blocks;   /**< Prompt block positions adds had to compute. */
+  double hit_rate;          /**< reused / (reused + missed); 0 before any add. */
+  uint64_t evicted_blocks;  /**< Block positions evicted (one per layer group each). */
+  uint64_t num_sequences;   /**< Live sequences. */
+  uint64_t num_pinned;      /**< Pins not yet released. */
+  uint64_t tree_nodes;      /**< Block positions in the radix tree. */
+} kvc_cache_stats_t;
+
+/** Static initializer for kvc_cache_stats_t. */
+#define KVC_CACHE_STATS_INIT {sizeof(kvc_cache_stats_t), 0, 0, 0, 0, 0, 0, 0, 0.0, 0, 0, 0, 0}
+
+/** @brief Zeroes `stats` and sets its struct_size. @since 0.1.0 */
+KVC_API void kvc_cache_stats_init(kvc_cache_stats_t *stats);
+
+/**
+ * @brief Fills `out` with the current statistics.
+ * @return KVC_OK or KVC_ERR_INVALID_ARGUMENT. Reads only.
+ * @since 0.1.0
+ */
+KVC_API kvc_status_t kvc_cache_get_stats(const kvc_cache_t *cache, kvc_cache_stats_t *out);
+
+/**
+ * @brief Evicts every cached block: nothing is reusable afterwards.
+ * @return KVC_OK; KVC_ERR_INVALID_STATE while any block is in use (live
+ *         sequences holding blocks, pins).
+ * @since 0.1.0
+ */
+KVC_API kvc_status_t kvc_cache_reset_reuse(kvc_cache_t *cache);
+
+/**
+ * @brief Runs the invariant checker: block states add up per pool, free
+ *        lists hold only free blocks once each, every reference count equals
+ *        its owners, every cached block is in the tree and found by its key,
+ *        the eviction queue holds exactly the cached leaves in age order.
+ *        Debug builds of the library run it after every mutation.
+ * @return KVC_OK, or KVC_ERR_INTERNAL naming the first broken invariant.
+ *         Reads only.
+ * @since 0.1.0
+ */
+KVC_API kvc_status_t kvc_cache_check(const kvc_cache_t *cache);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVCACHE_STATS_H */
