@@ -5,21 +5,10 @@
 #   bench/gpu_check.sh [tests|bench|all]
 # Dependencies the machine lacks come as .deb packages unpacked here first
 # (.device-deps/ is git-ignored; pass it to the device call as carried):
-#   mkdir -p .device-deps/debs && cd .device-deps/debs && apt-get download \
-#     libxxhash-dev libxxhash0 libcmocka-dev libcmocka0 libbenchmark-dev \
-#     libbenchmark1debian libgtest-dev && cd .. && for f in debs/*.deb; do dpkg -x $f root; done
+#   (prepared as tests/gpu/device_env.sh says)
 set -uo pipefail
 MODE=${1:-all}
-ROOT=$(pwd)
-OUT=${OUT:-$ROOT/out}
-mkdir -p "$OUT"
-DEPS=$ROOT/.device-deps/root/usr
-LIBDIR=$DEPS/lib/x86_64-linux-gnu
-# The unpacked .pc files still say prefix=/usr.
-sed -i "s|^prefix=.*|prefix=$DEPS|" "$LIBDIR"/pkgconfig/*.pc
-export PKG_CONFIG_PATH=$LIBDIR/pkgconfig
-export LD_LIBRARY_PATH=$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export PATH=/usr/local/cuda/bin:$PATH
+source "$(dirname "$0")/../tests/gpu/device_env.sh"
 BUILD=$ROOT/build-kern-dev
 STATUS=0
 

@@ -4,19 +4,10 @@
 # demo on cuda:0, and the core benchmarks on that machine's idle CPU. Logs
 # go to $OUT (default ./out). Dependencies the machine lacks (xxhash,
 # cmocka, Google Benchmark) come as .deb packages unpacked into
-# .device-deps/root, as bench/gpu_check.sh describes.
+# .device-deps/root, as tests/gpu/device_env.sh describes.
 #   tests/gpu/device_ctest.sh
 set -uo pipefail
-ROOT=$(pwd)
-OUT=${OUT:-$ROOT/out}
-mkdir -p "$OUT"
-DEPS=$ROOT/.device-deps/root/usr
-LIBDIR=$DEPS/lib/x86_64-linux-gnu
-sed -i "s|^prefix=.*|prefix=$DEPS|" "$LIBDIR"/pkgconfig/*.pc
-export PKG_CONFIG_PATH=$LIBDIR/pkgconfig
-export LD_LIBRARY_PATH=$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export CPATH=$DEPS/include LIBRARY_PATH=$LIBDIR
-export PATH=/usr/local/cuda/bin:$PATH
+source "$(dirname "$0")/device_env.sh"
 BUILD=$ROOT/build-device
 STATUS=0
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/machine.txt"
