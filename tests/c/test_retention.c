@@ -201,10 +201,62 @@ static void test_decode_duration(void **state) {
   assert_int_equal(b_kept[1], 4);
 }
 
+/* The issue's example, seen from outside: ranges {[0,64) -> 80,
+ * [64,128) -> 50} over a 256-token prompt in 64-token blocks give the
+ * blocks priorities [80, 50, 35, 35]. Beside it, a one-block prompt X at 60.
+ * Each new one-block sequence evicts the lowest-priority cached leaf, so
+ * the order of evictions reads the priorities back. */
+static void test_ranges_map_to_blocks(void **state) {
+  (void)state;
+  kvc_config_t *c = NULL;
+  ok(kvc_config_create(&c));
+  ok(kvc_config_set_num_layers(c, 1));
+  ok(kvc_config_set_kv_heads(c, 1));
+  ok(kvc_config_set_head_dim(c, 4));
+  ok(kvc_config_set_dtype(c, KVC_DTYPE_F32));
+  ok(kvc_config_set_tokens_per_block(c, 64));
+  ok(kvc_config_set_max_tokens(c, 5 * 64));
+  ok(kvc_config_set_partial_reuse(c, false));
+  kvc_cache_t *cache = NULL;
+  ok(kvc_cache_create(c, &cache));
+  kvc_config_destroy(c);
+
+  int32_t p[257], x[65];
+  for (int i = 0; i < 257; ++i) p[i] = i;
+  for (int i = 0; i < 65; ++i) x[i] = 5000 + i;
+  kvc_retention_range_t r[2] = {range_of(0, 64, 80, 0), range_of(64, 128, 50, 0)};
+  kvc_sequence_options_t o = KVC_SEQUENCE_OPTIONS_INIT;
+  o.retention_ranges = r;
+  o.num_retention_ranges = 2;
+  ok(kvc_sequence_add(cache, 1, p, 256, &o, NULL, NULL));
+  ok(kvc_sequence_commit(cache, 1, 256));
+  ok(kvc_sequence_remove(cache, 1));
+  kvc_sequence_options_t ox = KVC_SEQUENCE_OPTIONS_INIT;
+  ox.prompt_priority = 60;
+  ok(kvc_sequence_add(cache, 2, x, 64, &ox, NULL, NULL));
+  ok(kvc_sequence_commit(cache, 2, 64));
+  ok(kvc_sequence_remove(cache, 2));
+
+  /* Prompt tokens (of p) and X tokens still cached after each eviction. */
+  const uint64_t want_p[5] = {192, 128, 64, 64, 0};
+  const uint64_t want_x[5] = {64, 64, 64, 0, 0};
+  for (int k = 0; k < 5; ++k) {
+    const int32_t t = 9000 + k;
+    ok(kvc_sequence_add(cache, 10 + (uint64_t)k, &t, 1, NULL, NULL, NULL));
+    uint64_t cached_p = 0, cached_x = 0;
+    ok(kvc_cache_probe(cache, p, 257, NULL, &cached_p));
+    ok(kvc_cache_probe(cache, x, 65, NULL, &cached_x));
+    assert_int_equal(cached_p, want_p[k]);
+    assert_int_equal(cached_x, want_x[k]);
+  }
+  kvc_cache_destroy(cache);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_manual_clock_setting),
       cmocka_unit_test(test_invalid_policies),
+      cmocka_unit_test(test_ranges_map_to_blocks),
       cmocka_unit_test(test_expiry_changes_victim),
       cmocka_unit_test(test_decode_duration),
   };
