@@ -181,11 +181,11 @@ void BlockManager::release_node(uint32_t node, BlockRetention r) {
 }
 
 void BlockManager::release_position(Sequence& s, uint64_t b) {
-  const BlockRetention prio = s.retention_of_block(b, T_);
+  const BlockRetention retention = s.retention_of_block(b, T_);
   for (uint32_t g = 0; g < num_groups(); ++g) set_scratch2_[g] = s.blocks[g][b];
-  release_set(set_scratch2_.data(), 1, prio);
+  release_set(set_scratch2_.data(), 1, retention);
   const uint32_t n = s.nodes[b];
-  if (n != kNoNode && tree_.block(n, 0) != s.blocks[0][b]) release_node(n, prio);  // anchor
+  if (n != kNoNode && tree_.block(n, 0) != s.blocks[0][b]) release_node(n, retention);  // anchor
 }
 
 void BlockManager::evict_node(uint32_t node) {
