@@ -276,6 +276,20 @@ func (c *Cache) Stats() (Stats, error) {
 	}, nil
 }
 
+// AdvanceClock moves the manual retention clock forward by milliseconds;
+// expired retention priorities revert to the default at once. It fails with
+// ErrInvalidState on a cache reading the monotonic clock (see
+// Config.SetManualClock).
+func (c *Cache) AdvanceClock(milliseconds uint64) error {
+	const op = "kvc_cache_advance_clock"
+	h := c.acquire()
+	if h == 0 {
+		return closedError(op)
+	}
+	defer c.mu.RUnlock()
+	return wrap(op, kvc.Kvc_cache_advance_clock(h, milliseconds))
+}
+
 // ResetReuse evicts every cached block; it fails with StatusInvalidState
 // while any block is in use.
 func (c *Cache) ResetReuse() error {

@@ -265,6 +265,19 @@ func (c *Config) SecondaryOffloadMinPriority() (p uint32, err error) {
 	return p, err
 }
 
+// SetManualClock makes retention durations run on a manual clock that only
+// Cache.AdvanceClock moves, instead of the monotonic clock (off; for tests
+// and simulators).
+func (c *Config) SetManualClock(on bool) error {
+	return c.with("kvc_config_set_manual_clock", func(h kvc.Config) error { return kvc.Kvc_config_set_manual_clock(h, on) })
+}
+
+// ManualClock reports whether the cache will use a manual retention clock.
+func (c *Config) ManualClock() (on bool, err error) {
+	err = c.with("kvc_config_get_manual_clock", func(h kvc.Config) error { return kvc.Kvc_config_get_manual_clock(h, &on) })
+	return
+}
+
 // SetBlockReuse turns reuse of blocks across sequences on or off (on).
 func (c *Config) SetBlockReuse(on bool) error {
 	return c.with("kvc_config_set_block_reuse", func(h kvc.Config) error { return kvc.Kvc_config_set_block_reuse(h, on) })

@@ -131,7 +131,7 @@ func TestEveryStructMemberUsed(t *testing.T) {
 		if member == "Struct_size" || member == "Reserved" {
 			continue
 		}
-		if structName == "Kvc_extra_key_t" {
+		if structName == "Kvc_extra_key_t" || structName == "Kvc_retention_range_t" {
 			// An array element: written whole by kvcgo_extra_key_set
 			// (kvcache.i), checked below.
 			continue
@@ -146,5 +146,11 @@ func TestEveryStructMemberUsed(t *testing.T) {
 	set := regexp.MustCompile(`func Kvcgo_extra_key_set\(([^)]*)\)`).FindStringSubmatch(generated)
 	if set == nil || strings.Count(set[1], ",")+1 != 2+keyMembers {
 		t.Errorf("kvcgo_extra_key_set does not take every member of kvc_extra_key_t (%d members): %v", keyMembers, set)
+	}
+	// kvc_retention_range_t: the same, less its reserved member.
+	rangeMembers := len(regexp.MustCompile(`func \(arg1 SwigcptrKvc_retention_range_t\) Get`).FindAllString(generated, -1))
+	rset := regexp.MustCompile(`func Kvcgo_retention_range_set\(([^)]*)\)`).FindStringSubmatch(generated)
+	if rset == nil || strings.Count(rset[1], ",")+1 != 2+rangeMembers-1 {
+		t.Errorf("kvcgo_retention_range_set does not take every member of kvc_retention_range_t (%d members): %v", rangeMembers, rset)
 	}
 }

@@ -270,4 +270,17 @@ static kvc_status_t kvcgo_cache_async_error(kvc_cache_t *cache, void *stream,
 }
 /* sizeof(kvc_extra_key_t). */
 static size_t kvcgo_extra_key_size(void) { return sizeof(kvc_extra_key_t); }
+/* Stores entry `index` of a kvc_retention_range_t array at C address
+ * `ranges` (reserved is zeroed). */
+static void kvcgo_retention_range_set(uintptr_t ranges, size_t index, uint64_t start,
+                                      uint64_t end, uint32_t priority, uint64_t duration_ms) {
+  kvc_retention_range_t *r = (kvc_retention_range_t *)ranges + index;
+  r->start = start;
+  r->end = end;
+  r->priority = priority;
+  r->reserved = 0;
+  r->duration_ms = duration_ms;
+}
+/* sizeof(kvc_retention_range_t). */
+static size_t kvcgo_retention_range_size(void) { return sizeof(kvc_retention_range_t); }
 %}

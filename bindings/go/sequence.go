@@ -17,6 +17,22 @@ type ExtraKey struct {
 	Data   []byte
 }
 
+// RetentionOpenEnd is the End of a RetentionRange reaching to the end of
+// the sequence (KVC_RETENTION_OPEN_END).
+const RetentionOpenEnd = ^uint64(0)
+
+// RetentionRange gives prompt tokens [Start, End) the eviction Priority
+// (0..100) for DurationMs milliseconds (0: for ever) after their block
+// becomes reusable; a block takes the range holding its first token
+// (kvc_retention_range_t). Ranges must not overlap; only the last may end
+// at RetentionOpenEnd.
+type RetentionRange struct {
+	Start      uint64
+	End        uint64
+	Priority   uint32
+	DurationMs uint64
+}
+
 // SequenceOptions are the options of AddSequence and Probe
 // (kvc_sequence_options_t). The zero value, like a nil *SequenceOptions,
 // means the defaults: priority 35, no salt, no LoRA, no extra keys.
@@ -35,6 +51,12 @@ type SequenceOptions struct {
 	// non-nil salt ([]byte{}).
 	Salt      []byte
 	ExtraKeys []ExtraKey
+	// RetentionRanges over the prompt, in token order; prompt blocks
+	// outside every range take PromptPriority for ever.
+	RetentionRanges []RetentionRange
+	// DecodeDurationMs bounds how long DecodePriority lasts after a
+	// generated block becomes reusable; 0 means for ever.
+	DecodeDurationMs uint64
 }
 
 // Priority returns a pointer to p, for SequenceOptions.
@@ -54,7 +76,8 @@ type cOptions struct {
 // the C API takes as NULL.
 func newCOptions(o *SequenceOptions) (*cOptions, error) {
 	if o == nil || (o.PromptPriority == nil && o.DecodePriority == nil && o.LoRA == nil &&
-		o.Salt == nil && len(o.ExtraKeys) == 0) {
+		o.Salt == nil && len(o.ExtraKeys) == 0 && len(o.RetentionRanges) == 0 &&
+		o.DecodeDurationMs == 0) {
 		return nil, nil
 	}
 	c := &cOptions{opts: kvc.NewKvc_sequence_options_t()}
@@ -94,6 +117,18 @@ func newCOptions(o *SequenceOptions) (*cOptions, error) {
 		c.opts.SetExtra_keys(kvc.SwigcptrKvc_extra_key_t(keys))
 		c.opts.SetNum_extra_keys(uint64(n))
 	}
+	if n := len(o.RetentionRanges); n > 0 {
+		ranges, err := c.buffer(make([]byte, uint64(n)*kvc.Kvcgo_retention_range_size()))
+		if err != nil {
+			return nil, err
+		}
+		for i, r := range o.RetentionRanges {
+			kvc.Kvcgo_retention_range_set(ranges, uint64(i), r.Start, r.End, r.Priority, r.DurationMs)
+		}
+		c.opts.SetRetention_ranges(kvc.SwigcptrKvc_retention_range_t(ranges))
+		c.opts.SetNum_retention_ranges(uint64(n))
+	}
+	c.opts.SetDecode_duration_ms(o.DecodeDurationMs)
 	return c, nil
 }
 

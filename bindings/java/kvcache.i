@@ -144,6 +144,7 @@ KVC_ADDRESS(float *, const float *, double *, const double *)
 KVC_ADDRESS(kvc_config_t *, const kvc_config_t *, kvc_config_t **)
 KVC_ADDRESS(kvc_cache_t *, const kvc_cache_t *, kvc_cache_t **)
 KVC_ADDRESS(kvc_extra_key_t *, const kvc_extra_key_t *)
+KVC_ADDRESS(kvc_retention_range_t *, const kvc_retention_range_t *)
 
 /* ---------------------------------------------------------------------- */
 /* Helpers of the binding itself (not part of the C API).                  */
@@ -172,6 +173,20 @@ static int64_t kvcj_extra_key_layout(int32_t what) {
     case 3: return (int64_t)offsetof(kvc_extra_key_t, data);
     case 4: return (int64_t)offsetof(kvc_extra_key_t, size);
     case 5: return (int64_t)offsetof(struct { char c; kvc_extra_key_t k; }, k);
+    default: return -1;
+  }
+}
+
+/* Layout of kvc_retention_range_t, written by Java into arrays of ranges:
+ * 0 size, 1 start, 2 end, 3 priority, 4 reserved, 5 duration_ms. */
+static int64_t kvcj_retention_range_layout(int32_t what) {
+  switch (what) {
+    case 0: return (int64_t)sizeof(kvc_retention_range_t);
+    case 1: return (int64_t)offsetof(kvc_retention_range_t, start);
+    case 2: return (int64_t)offsetof(kvc_retention_range_t, end);
+    case 3: return (int64_t)offsetof(kvc_retention_range_t, priority);
+    case 4: return (int64_t)offsetof(kvc_retention_range_t, reserved);
+    case 5: return (int64_t)offsetof(kvc_retention_range_t, duration_ms);
     default: return -1;
   }
 }

@@ -35,6 +35,18 @@ kvc::SequenceOptions options_of(const kvc_sequence_options_t* in) {
     if (k.size > 0) e.data.assign(static_cast<const char*>(k.data), k.size);
     o.extra_keys.push_back(std::move(e));
   }
+  require_array(v.retention_ranges, v.num_retention_ranges, "options->retention_ranges",
+                "options->num_retention_ranges");
+  for (size_t i = 0; i < v.num_retention_ranges; ++i) {
+    const kvc_retention_range_t& r = v.retention_ranges[i];
+    kvc::RetentionRange e;
+    e.start = r.start;
+    e.end = r.end;
+    e.priority = r.priority;
+    e.duration_ms = r.duration_ms;
+    o.retention_ranges.push_back(e);
+  }
+  o.decode_duration_ms = v.decode_duration_ms;
   return o;
 }
 
@@ -181,6 +193,14 @@ KVC_API kvc_status_t kvc_sequence_blocks_needed(const kvc_cache_t* cache, uint64
     require(out, "out");
     std::lock_guard<std::mutex> lock(c.mutex());
     *out = c.manager().blocks_needed(id, num_tokens);
+  });
+}
+
+KVC_API kvc_status_t kvc_cache_advance_clock(kvc_cache_t* cache, uint64_t milliseconds) {
+  return guarded([&] {
+    kvc::Cache& c = cache_of(cache);
+    std::lock_guard<std::mutex> lock(c.mutex());
+    c.manager().advance_clock(milliseconds);
   });
 }
 

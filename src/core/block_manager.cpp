@@ -37,7 +37,9 @@ BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& group
                                     : memory[grouping.groups[0].pool]->num_blocks() /
                                           grouping.pools[grouping.groups[0].pool].groups.size()),
             config.tokens_per_block, uint32_t(grouping.groups.size())),
-      policy_(tree_.id_bound()) {
+      policy_(tree_.id_bound()),
+      time_(config.manual_clock),
+      expiry_(tree_.id_bound()) {
   for (const LayerGroup& g : grouping.groups) group_pool_.push_back(g.pool);
   for (size_t p = 0; p < grouping.pools.size(); ++p) {
     pool_groups_.push_back(uint32_t(grouping.pools[p].groups.size()));
@@ -110,42 +112,85 @@ void BlockManager::debug_check() const {
 
 void BlockManager::hold_node(uint32_t node) {
   if (policy_.contains(node)) policy_.remove(node);
+  expiry_.cancel(node);  // in use: its priority is set again on release
   for (uint32_t g = 0; g < num_groups(); ++g)
     pools_[group_pool_[g]].add_ref(tree_.block(node, g));
 }
 
-void BlockManager::on_cached(uint32_t node, uint8_t priority) {
+void BlockManager::on_cached(uint32_t node, BlockRetention r) {
   TreeNode& t = tree_.node(node);
-  t.priority = priority;
+  t.priority = r.priority;
+  t.duration_ms = r.duration_ms;
   t.age = ++clock_;
-  if (tree_.is_leaf(node)) policy_.push_newest(node, priority, t.age);
+  if (r.duration_ms != kNoDuration && r.priority != kDefaultPriority) {
+    // The duration counts from when the block became reusable.
+    const uint64_t at = revert_moment(t.reusable_at, r.duration_ms);
+    if (at <= time_.now_ms()) t.priority = kDefaultPriority;
+    else expiry_.schedule(node, at);
+  }
+  if (tree_.is_leaf(node)) policy_.push_newest(node, t.priority, t.age);
 }
 
-void BlockManager::release_set(const uint32_t* blocks, size_t stride, uint8_t priority) {
+void BlockManager::expire_due() {
+  if (expiry_.empty()) return;
+  const uint64_t now = time_.now_ms();
+  while (!expiry_.empty() && expiry_.next_moment() <= now) {
+    const uint32_t node = expiry_.next_node();
+    expiry_.cancel(node);
+    TreeNode& t = tree_.node(node);
+    t.priority = kDefaultPriority;
+    if (policy_.contains(node)) {
+      policy_.remove(node);
+      policy_.insert_by_age(node, kDefaultPriority, t.age);
+    }
+  }
+}
+
+void BlockManager::mark_published(uint32_t node, const Sequence& s, uint64_t b) {
+  TreeNode& t = tree_.node(node);
+  t.priority = s.priority_of_block(b, T_);
+  t.reusable_at = time_.now_ms();
+}
+
+void BlockManager::advance_clock(uint64_t ms) {
+  if (!time_.manual())
+    fail(KVC_ERR_INVALID_STATE,
+         "this cache reads the monotonic clock; kvc_cache_advance_clock needs a cache created "
+         "with kvc_config_set_manual_clock(config, true)");
+  if (ms > UINT64_MAX - time_.now_ms())
+    invalid_argument("milliseconds (" + std::to_string(ms) + ") would overflow the clock, now at " +
+                     std::to_string(time_.now_ms()) + " ms");
+  time_.advance(ms);
+  expire_due();
+  debug_check();
+}
+
+void BlockManager::release_set(const uint32_t* blocks, size_t stride, BlockRetention r) {
   uint32_t cached = kNoNode;
   for (uint32_t g = 0; g < num_groups(); ++g) {
     BlockPool& pool = pools_[group_pool_[g]];
     const uint32_t b = blocks[g * stride];
     if (pool.release(b)) cached = pool.info(b).node;
   }
-  if (cached != kNoNode) on_cached(cached, priority);
+  if (cached != kNoNode) on_cached(cached, r);
 }
 
-void BlockManager::release_node(uint32_t node, uint8_t priority) {
+void BlockManager::release_node(uint32_t node, BlockRetention r) {
   for (uint32_t g = 0; g < num_groups(); ++g) set_scratch2_[g] = tree_.block(node, g);
-  release_set(set_scratch2_.data(), 1, priority);
+  release_set(set_scratch2_.data(), 1, r);
 }
 
 void BlockManager::release_position(Sequence& s, uint64_t b) {
-  const uint8_t prio = s.priority_of_block(b, T_);
+  const BlockRetention retention = s.retention_of_block(b, T_);
   for (uint32_t g = 0; g < num_groups(); ++g) set_scratch2_[g] = s.blocks[g][b];
-  release_set(set_scratch2_.data(), 1, prio);
+  release_set(set_scratch2_.data(), 1, retention);
   const uint32_t n = s.nodes[b];
-  if (n != kNoNode && tree_.block(n, 0) != s.blocks[0][b]) release_node(n, prio);  // anchor
+  if (n != kNoNode && tree_.block(n, 0) != s.blocks[0][b]) release_node(n, retention);  // anchor
 }
 
 void BlockManager::evict_node(uint32_t node) {
   policy_.remove(node);
+  expiry_.cancel(node);
   const TreeNode& t = tree_.node(node);
   const uint32_t parent = t.parent;
   for (uint32_t g = 0; g < num_groups(); ++g) pools_[group_pool_[g]].evict(tree_.block(node, g));
@@ -165,6 +210,7 @@ void BlockManager::evict_node(uint32_t node) {
 void BlockManager::alloc_set(uint32_t* out) {
   for (uint32_t g = 0; g < num_groups(); ++g) {
     BlockPool& pool = pools_[group_pool_[g]];
+    if (pool.num_free() == 0) expire_due();  // the victim order must be current
     while (pool.num_free() == 0) evict_node(policy_.victim());
     out[g] = pool.acquire_free();
   }
@@ -296,6 +342,7 @@ namespace {
 void check_options(const SequenceOptions& o) {
   check_priority(o.prompt_priority, "options->prompt_priority");
   check_priority(o.decode_priority, "options->decode_priority");
+  check_retention_ranges(o.retention_ranges);
   for (size_t i = 0; i < o.extra_keys.size(); ++i) {
     const ExtraKey& k = o.extra_keys[i];
     if (k.length == 0)
@@ -346,6 +393,8 @@ uint64_t BlockManager::add(uint64_t id, const int32_t* tokens, uint64_t n,
   seq->id = id;
   seq->prompt_priority = uint8_t(options.prompt_priority);
   seq->decode_priority = uint8_t(options.decode_priority);
+  seq->decode_duration_ms = options.decode_duration_ms;
+  seq->retention = options.retention_ranges;
   seq->prompt_len = n;
   seq->token_base = full * T_;
   seq->tokens.assign(tokens + full * T_, tokens + n);
@@ -383,7 +432,8 @@ uint64_t BlockManager::add(uint64_t id, const int32_t* tokens, uint64_t n,
         set_scratch_[g] = seq->blocks[g].back();
       }
       copy_set(set_scratch3_.data(), set_scratch_.data(), m.partial_tokens, stream);
-      release_node(m.partial, tree_.node(m.partial).priority);
+      const TreeNode& t = tree_.node(m.partial);
+      release_node(m.partial, {t.priority, t.duration_ms});
     }
   }
   while (seq->num_blocks() < num_blocks) append_new_set(*seq);
@@ -483,7 +533,7 @@ bool BlockManager::publish_full(Sequence& s, uint64_t b, const std::string& extr
       tree_.insert(parent, s.scope, toks, T_, std::move(key_extra), h, set_scratch_.data());
   for (uint32_t g = 0; g < num_groups(); ++g)
     pools_[group_pool_[g]].set_node(set_scratch_[g], node);
-  tree_.node(node).priority = s.priority_of_block(b, T_);
+  mark_published(node, s, b);
   scopes_.ref(s.scope);
   s.nodes[b] = node;
   return true;
@@ -545,7 +595,7 @@ void BlockManager::rewind(uint64_t id, uint64_t n) {
     const uint64_t b = keep - 1;
     const uint32_t node = s.nodes[b];
     if (node != kNoNode) {
-      if (tree_.block(node, 0) != s.blocks[0][b]) release_node(node, s.priority_of_block(b, T_));
+      if (tree_.block(node, 0) != s.blocks[0][b]) release_node(node, s.retention_of_block(b, T_));
       s.nodes[b] = kNoNode;
     }
   }
@@ -598,7 +648,7 @@ void BlockManager::publish_tail(Sequence& s) {
       tree_.insert(parent, s.scope, toks, rows, std::string(), h, set_scratch_.data());
   for (uint32_t g = 0; g < num_groups(); ++g)
     pools_[group_pool_[g]].set_node(set_scratch_[g], node);
-  tree_.node(node).priority = s.priority_of_block(b, T_);
+  mark_published(node, s, b);
   scopes_.ref(s.scope);
 }
 
@@ -620,10 +670,10 @@ void BlockManager::pin(uint64_t id) {
   Pin pin;
   const uint32_t G = num_groups();
   pin.blocks.reserve(s.published * G);
-  pin.priority.reserve(s.published);
+  pin.retention.reserve(s.published);
   for (uint64_t b = 0; b < s.published; ++b) {
     for (uint32_t g = 0; g < G; ++g) pin.blocks.push_back(tree_.block(s.nodes[b], g));
-    pin.priority.push_back(s.priority_of_block(b, T_));
+    pin.retention.push_back(s.retention_of_block(b, T_));
   }
   auto it = pins_.emplace(id, std::move(pin)).first;
   for (uint64_t b = 0; b < s.published; ++b) hold_node(s.nodes[b]);
@@ -636,8 +686,8 @@ void BlockManager::unpin(uint64_t id) {
   if (it == pins_.end()) fail(KVC_ERR_NOT_FOUND, seq_name(id) + " is not pinned");
   const Pin& p = it->second;
   const uint32_t G = num_groups();
-  for (size_t e = p.priority.size(); e > 0; --e)
-    release_set(&p.blocks[(e - 1) * G], 1, p.priority[e - 1]);
+  for (size_t e = p.retention.size(); e > 0; --e)
+    release_set(&p.blocks[(e - 1) * G], 1, p.retention[e - 1]);
   pins_.erase(it);
   debug_check();
 }

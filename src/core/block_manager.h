@@ -23,9 +23,12 @@
 #include "core/block_pool.h"
 #include "core/cache_config.h"
 #include "core/eviction_policy.h"
+#include "core/expiry_heap.h"
 #include "core/layer_groups.h"
 #include "core/pool_memory.h"
 #include "core/radix_tree.h"
+#include "core/retention.h"
+#include "core/retention_clock.h"
 #include "core/scope_table.h"
 #include "core/sequence.h"
 #include "core/sequence_table.h"
@@ -39,6 +42,8 @@ constexpr uint64_t kMaxSequenceTokens = 0x7fffffff;
 struct SequenceOptions {
   uint32_t prompt_priority = kDefaultPriority;
   uint32_t decode_priority = kDefaultPriority;
+  uint64_t decode_duration_ms = kNoDuration;
+  std::vector<RetentionRange> retention_ranges;  // prompt token ranges, in order
   bool has_salt = false;  // absent differs from empty
   std::string salt;
   bool has_lora = false;  // absent differs from LoRA 0
@@ -93,6 +98,11 @@ class BlockManager {
   uint64_t blocks_needed(uint64_t id, uint64_t num_tokens) const;
   // Drops every cached block; refused while any block is in use.
   void reset_reuse();
+  // Moves the manual retention clock forward; priorities whose duration ran
+  // out revert to the default. Refused on the monotonic clock.
+  void advance_clock(uint64_t ms);
+  const RetentionClock& retention_clock() const { return time_; }
+  const ExpiryHeap& expiries() const { return expiry_; }
 
   CacheStats stats() const;
   // Throws Error(KVC_ERR_INTERNAL) describing the first broken invariant.
@@ -123,7 +133,7 @@ class BlockManager {
   };
   struct Pin {
     std::vector<uint32_t> blocks;  // num_groups per entry
-    std::vector<uint8_t> priority; // per entry
+    std::vector<BlockRetention> retention; // per entry
   };
 
   // Lookup shared by add and probe; fills match_full_ (mutable scratch).
@@ -136,10 +146,13 @@ class BlockManager {
   bool needs_copy_on_write(const Sequence& s) const;
 
   void hold_node(uint32_t node);
-  void release_node(uint32_t node, uint8_t priority);
-  void release_set(const uint32_t* blocks, size_t stride, uint8_t priority);
+  void release_node(uint32_t node, BlockRetention r);
+  void release_set(const uint32_t* blocks, size_t stride, BlockRetention r);
   void release_position(Sequence& s, uint64_t b);
-  void on_cached(uint32_t node, uint8_t priority);
+  void on_cached(uint32_t node, BlockRetention r);
+  // Reverts the priority of every cached node whose duration has run out.
+  void expire_due();
+  void mark_published(uint32_t node, const Sequence& s, uint64_t b);
   void evict_node(uint32_t node);
   void alloc_set(uint32_t* out);
   void copy_set(const uint32_t* src, const uint32_t* dst, uint32_t rows, void* stream);
@@ -161,6 +174,8 @@ class BlockManager {
   std::vector<BlockPool> pools_;
   RadixTree tree_;
   EvictionPolicy policy_;
+  RetentionClock time_;
+  ExpiryHeap expiry_;
   ScopeTable scopes_;
   SequenceTable seqs_;
   std::unordered_map<uint64_t, Pin> pins_;

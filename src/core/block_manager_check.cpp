@@ -76,7 +76,7 @@ void BlockManager::check_invariants() const {
   });
   for (const auto& kv : pins_) {
     const Pin& pin = kv.second;
-    for (size_t e = 0; e < pin.priority.size(); ++e)
+    for (size_t e = 0; e < pin.retention.size(); ++e)
       for (uint32_t g = 0; g < G; ++g)
         own(g, pin.blocks[e * G + g], "pin of sequence " + std::to_string(kv.first));
   }
@@ -168,6 +168,18 @@ void BlockManager::check_invariants() const {
     if (tree_.node(n).live && children[n] != tree_.node(n).num_children)
       broken("tree node " + std::to_string(n) + " has a wrong child count");
   if (queued != policy_.size()) broken("eviction queue size differs from the cached leaves");
+  // Retention expiries: only cached nodes wait for one, at the moment their
+  // duration ends; on the manual clock none is due (advancing expires them).
+  for (uint32_t n = 1; n < tree_.id_bound(); ++n) {
+    if (!expiry_.contains(n)) continue;
+    const TreeNode& t = tree_.node(n);
+    const std::string who = "tree node " + std::to_string(n);
+    if (!t.live || node_ref(n) != 0) broken(who + " awaits a priority expiry but is not cached");
+    if (t.duration_ms == kNoDuration || expiry_.moment(n) != revert_moment(t.reusable_at, t.duration_ms))
+      broken(who + " awaits a priority expiry at the wrong moment");
+    if (time_.manual() && expiry_.moment(n) <= time_.now_ms())
+      broken(who + " has an expired priority that was not reverted");
+  }
   for (uint32_t p = 0; p <= kMaxPriority; ++p) {
     uint64_t last = 0;
     policy_.for_each(p, [&](uint32_t n) {

@@ -35,6 +35,10 @@ struct CacheConfig {
   bool copy_on_partial_reuse = true;
   uint32_t event_buffer_size = 0;
 
+  // Retention durations run on a manual clock that only
+  // kvc_cache_advance_clock() moves (tests), instead of the monotonic clock.
+  bool manual_clock = false;
+
   // Single-value checks, shared by the setters and validate(); each throws
   // kvc::Error(KVC_ERR_INVALID_ARGUMENT) naming the setting and value.
   static void check_num_layers(uint32_t v);

@@ -35,6 +35,11 @@ struct TreeNode {
   uint8_t priority = 35;    // set by the last owner to release it
   bool live = false;
   uint64_t age = 0;         // moment the last owner released it
+  // Retention: when the node was published (ms on the retention clock) and
+  // how long after that its priority stays before reverting to 35
+  // (0: for ever), as the last owner to release it set them.
+  uint64_t reusable_at = 0;
+  uint64_t duration_ms = 0;
 };
 
 class RadixTree {

@@ -7,6 +7,7 @@
 
 #include "core/block_key.h"
 #include "core/block_pool.h"
+#include "core/retention.h"
 
 namespace kvc {
 
@@ -15,6 +16,8 @@ struct Sequence {
   uint32_t scope = 0;  // interned scope id
   uint8_t prompt_priority = 35;
   uint8_t decode_priority = 35;
+  uint64_t decode_duration_ms = kNoDuration;
+  std::vector<RetentionRange> retention;  // prompt token ranges, checked
   uint64_t prompt_len = 0;
   uint64_t cached = 0;     // tokens reused at add (not to be written)
   uint64_t committed = 0;  // tokens whose KV the caller has written
@@ -46,8 +49,17 @@ struct Sequence {
   uint64_t length() const { return token_base + tokens.size(); }
   const int32_t* token_at(uint64_t pos) const { return tokens.data() + (pos - token_base); }
   size_t num_blocks() const { return nodes.size(); }
+  // A prompt block takes the range holding its first token, else the
+  // prompt priority; a block starting past the prompt, the decode setting.
+  BlockRetention retention_of_block(uint64_t b, uint32_t tokens_per_block) const {
+    const uint64_t first = b * tokens_per_block;
+    if (first >= prompt_len) return {decode_priority, decode_duration_ms};
+    const RetentionRange* r = range_holding(retention, first);
+    if (r == nullptr) return {prompt_priority, kNoDuration};
+    return {uint8_t(r->priority), r->duration_ms};
+  }
   uint8_t priority_of_block(uint64_t b, uint32_t tokens_per_block) const {
-    return b * tokens_per_block < prompt_len ? prompt_priority : decode_priority;
+    return retention_of_block(b, tokens_per_block).priority;
   }
 };
 

@@ -50,7 +50,8 @@ struct Snapshot {
 
 class RandomOps {
  public:
-  RandomOps(const CacheConfig& cfg, uint32_t seed) : cache_(cfg), rng_(seed) {
+  RandomOps(const CacheConfig& cfg, uint32_t seed)
+      : cache_(cfg), rng_(seed), retention_(cfg.manual_clock) {
     for (int d = 0; d < 6; ++d) {
       std::vector<int32_t> doc(64);
       for (auto& t : doc) t = int32_t(rng_() % 50);
@@ -62,6 +63,7 @@ class RandomOps {
     for (int i = 0; i < ops; ++i) {
       step();
       m().check_invariants();
+      max_expiries = std::max<uint64_t>(max_expiries, m().expiries().size());
     }
     // Drain: everything removed and unpinned leaves no block in use.
     while (!ids_.empty()) remove_at(0);
@@ -76,6 +78,7 @@ class RandomOps {
   }
 
   uint64_t successes = 0, failures = 0;
+  uint64_t max_expiries = 0;  // most cached blocks waiting for a priority expiry
 
  private:
   BlockManager& m() { return cache_.manager(); }
@@ -99,6 +102,21 @@ class RandomOps {
       default: break;
     }
     if (pick(8) == 0) o.extra_keys.push_back(ExtraKey{pick(20), 1 + pick(6), pick(2) ? "img" : "vid"});
+    if (retention_) {
+      // Up to three ranges from random cut points (sometimes overlapping or
+      // open before the last: rejected), durations of 0..40 ms.
+      uint64_t at = pick(6);
+      for (uint32_t k = pick(4); k > 0; --k) {
+        RetentionRange r;
+        r.start = pick(8) == 0 ? at + pick(8) : at;
+        r.end = pick(6) == 0 ? kOpenEnd : r.start + 1 + pick(20);
+        r.priority = prios[pick(5)] + (pick(50) == 0 ? 101 : 0);
+        r.duration_ms = pick(2) ? 0 : pick(41);
+        o.retention_ranges.push_back(r);
+        at = r.end == kOpenEnd ? r.start : r.end - (pick(10) == 0 ? 2 : 0);
+      }
+      o.decode_duration_ms = pick(2) ? 0 : pick(41);
+    }
     return o;
   }
 
@@ -128,12 +146,23 @@ class RandomOps {
   }
 
   void step() {
+    if (retention_ && pick(15) == 0) {
+      attempt([&] { m().advance_clock(pick(25)); });
+      return;
+    }
     const uint32_t op = pick(100);
     if (op < 22 || ids_.empty()) {
       const auto p = prompt();
       const SequenceOptions o = options();
       const uint64_t id = next_id_++;
-      const uint64_t predicted = m().probe(p.data(), p.size(), o);
+      uint64_t predicted = 0;
+      try {
+        predicted = m().probe(p.data(), p.size(), o);
+      } catch (const Error& e) {  // invalid options: the add must refuse them too
+        EXPECT_EQ(e.status(), KVC_ERR_INVALID_ARGUMENT) << e.what();
+        EXPECT_FALSE(attempt([&] { m().add(id, p.data(), p.size(), o, nullptr); }));
+        return;
+      }
       const Snapshot before = Snapshot::of(m(), ids_);
       m().probe(p.data(), p.size(), o);
       EXPECT_TRUE(before == Snapshot::of(m(), ids_)) << "probe changed the state";
@@ -196,6 +225,7 @@ class RandomOps {
   std::vector<uint64_t> ids_;
   std::vector<uint64_t> pins_;
   uint64_t next_id_ = 1;
+  bool retention_;  // retention ranges, durations and clock advances
 };
 
 CacheConfig base(uint64_t blocks) {
@@ -243,6 +273,24 @@ TEST(RandomOps, PartialReuseOff) {
   c.partial_reuse = false;
   RandomOps r(c, 10);
   r.run(20000);
+}
+
+TEST(RandomOps, RetentionOnTheManualClock) {
+  CacheConfig c = base(40);
+  c.manual_clock = true;
+  RandomOps r(c, 12);
+  r.run(30000);
+  EXPECT_GT(r.successes, 15000u);
+  EXPECT_GT(r.max_expiries, 3u);
+}
+
+TEST(RandomOps, RetentionWithTwoGroupsInTwoPools) {
+  CacheConfig c = base(40);
+  c.num_layers = 3;
+  c.kv_heads = {1, 2, 1};
+  c.manual_clock = true;
+  RandomOps r(c, 13);
+  r.run(10000);
 }
 
 TEST(RandomOps, BlockReuseOff) {

@@ -76,8 +76,8 @@ typedef _gostring_ swig_type_46;
 typedef _gostring_ swig_type_47;
 typedef _gostring_ swig_type_48;
 typedef _gostring_ swig_type_49;
-typedef long long swig_type_50;
-typedef long long swig_type_51;
+typedef _gostring_ swig_type_50;
+typedef _gostring_ swig_type_51;
 typedef long long swig_type_52;
 typedef long long swig_type_53;
 typedef long long swig_type_54;
@@ -88,21 +88,21 @@ typedef long long swig_type_58;
 typedef long long swig_type_59;
 typedef long long swig_type_60;
 typedef long long swig_type_61;
-typedef _gostring_ swig_type_62;
+typedef long long swig_type_62;
 typedef long long swig_type_63;
-typedef long long swig_type_64;
+typedef _gostring_ swig_type_64;
 typedef long long swig_type_65;
 typedef long long swig_type_66;
-typedef _gostring_ swig_type_67;
+typedef long long swig_type_67;
 typedef long long swig_type_68;
-typedef long long swig_type_69;
+typedef _gostring_ swig_type_69;
 typedef long long swig_type_70;
 typedef long long swig_type_71;
 typedef long long swig_type_72;
 typedef long long swig_type_73;
-typedef _gostring_ swig_type_74;
+typedef long long swig_type_74;
 typedef long long swig_type_75;
-typedef long long swig_type_76;
+typedef _gostring_ swig_type_76;
 typedef long long swig_type_77;
 typedef long long swig_type_78;
 typedef long long swig_type_79;
@@ -111,9 +111,9 @@ typedef long long swig_type_81;
 typedef long long swig_type_82;
 typedef long long swig_type_83;
 typedef long long swig_type_84;
-typedef _gostring_ swig_type_85;
+typedef long long swig_type_85;
 typedef long long swig_type_86;
-typedef long long swig_type_87;
+typedef _gostring_ swig_type_87;
 typedef long long swig_type_88;
 typedef long long swig_type_89;
 typedef long long swig_type_90;
@@ -124,16 +124,16 @@ typedef long long swig_type_94;
 typedef long long swig_type_95;
 typedef long long swig_type_96;
 typedef long long swig_type_97;
-typedef _gostring_ swig_type_98;
+typedef long long swig_type_98;
 typedef long long swig_type_99;
 typedef long long swig_type_100;
-typedef _gostring_ swig_type_101;
+typedef long long swig_type_101;
 typedef long long swig_type_102;
 typedef long long swig_type_103;
-typedef _gostring_ swig_type_104;
+typedef long long swig_type_104;
 typedef long long swig_type_105;
 typedef long long swig_type_106;
-typedef _gostring_ swig_type_107;
+typedef long long swig_type_107;
 typedef long long swig_type_108;
 typedef long long swig_type_109;
 typedef _gostring_ swig_type_110;
@@ -141,55 +141,55 @@ typedef long long swig_type_111;
 typedef long long swig_type_112;
 typedef _gostring_ swig_type_113;
 typedef long long swig_type_114;
-typedef _gostring_ swig_type_115;
-typedef long long swig_type_116;
-typedef _gostring_ swig_type_117;
+typedef long long swig_type_115;
+typedef _gostring_ swig_type_116;
+typedef long long swig_type_117;
 typedef long long swig_type_118;
-typedef long long swig_type_119;
+typedef _gostring_ swig_type_119;
 typedef long long swig_type_120;
 typedef long long swig_type_121;
-typedef long long swig_type_122;
+typedef _gostring_ swig_type_122;
 typedef long long swig_type_123;
 typedef long long swig_type_124;
-typedef long long swig_type_125;
+typedef _gostring_ swig_type_125;
 typedef long long swig_type_126;
-typedef long long swig_type_127;
+typedef _gostring_ swig_type_127;
 typedef long long swig_type_128;
 typedef _gostring_ swig_type_129;
 typedef long long swig_type_130;
-typedef _gostring_ swig_type_131;
+typedef long long swig_type_131;
 typedef long long swig_type_132;
 typedef long long swig_type_133;
-typedef _gostring_ swig_type_134;
+typedef long long swig_type_134;
 typedef long long swig_type_135;
 typedef long long swig_type_136;
-typedef _gostring_ swig_type_137;
+typedef long long swig_type_137;
 typedef long long swig_type_138;
-typedef _gostring_ swig_type_139;
+typedef long long swig_type_139;
 typedef long long swig_type_140;
 typedef _gostring_ swig_type_141;
 typedef long long swig_type_142;
-typedef long long swig_type_143;
-typedef _gostring_ swig_type_144;
+typedef _gostring_ swig_type_143;
+typedef long long swig_type_144;
 typedef long long swig_type_145;
-typedef long long swig_type_146;
-typedef _gostring_ swig_type_147;
+typedef _gostring_ swig_type_146;
+typedef long long swig_type_147;
 typedef long long swig_type_148;
 typedef _gostring_ swig_type_149;
 typedef long long swig_type_150;
-typedef long long swig_type_151;
+typedef _gostring_ swig_type_151;
 typedef long long swig_type_152;
-typedef long long swig_type_153;
+typedef _gostring_ swig_type_153;
 typedef long long swig_type_154;
-typedef long long swig_type_155;
+typedef _gostring_ swig_type_155;
 typedef long long swig_type_156;
 typedef long long swig_type_157;
-typedef long long swig_type_158;
+typedef _gostring_ swig_type_158;
 typedef long long swig_type_159;
 typedef long long swig_type_160;
-typedef long long swig_type_161;
+typedef _gostring_ swig_type_161;
 typedef long long swig_type_162;
-typedef long long swig_type_163;
+typedef _gostring_ swig_type_163;
 typedef long long swig_type_164;
 typedef long long swig_type_165;
 typedef long long swig_type_166;
@@ -198,382 +198,424 @@ typedef long long swig_type_168;
 typedef long long swig_type_169;
 typedef long long swig_type_170;
 typedef long long swig_type_171;
-typedef _gostring_ swig_type_172;
-typedef _gostring_ swig_type_173;
-typedef _gostring_ swig_type_174;
-typedef _gostring_ swig_type_175;
-typedef _gostring_ swig_type_176;
+typedef long long swig_type_172;
+typedef long long swig_type_173;
+typedef long long swig_type_174;
+typedef long long swig_type_175;
+typedef long long swig_type_176;
 typedef long long swig_type_177;
 typedef long long swig_type_178;
-typedef _gostring_ swig_type_179;
-typedef _gostring_ swig_type_180;
-typedef _gostring_ swig_type_181;
+typedef long long swig_type_179;
+typedef long long swig_type_180;
+typedef long long swig_type_181;
 typedef long long swig_type_182;
 typedef long long swig_type_183;
 typedef long long swig_type_184;
 typedef long long swig_type_185;
-typedef long long swig_type_186;
-typedef long long swig_type_187;
-typedef long long swig_type_188;
+typedef _gostring_ swig_type_186;
+typedef _gostring_ swig_type_187;
+typedef _gostring_ swig_type_188;
 typedef _gostring_ swig_type_189;
-typedef long long swig_type_190;
-extern void _wrap_Swig_free_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern uintptr_t _wrap_Swig_malloc_kvc_b4ebdb3bb1aee221(swig_intgo arg1);
-extern swig_intgo _wrap_KVC_OK_kvc_b4ebdb3bb1aee221(void);
-extern swig_intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_b4ebdb3bb1aee221(void);
-extern swig_intgo _wrap_KVC_ERR_NOT_FOUND_kvc_b4ebdb3bb1aee221(void);
-extern swig_intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_b4ebdb3bb1aee221(void);
-extern swig_intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_b4ebdb3bb1aee221(void);
-extern swig_intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_b4ebdb3bb1aee221(void);
-extern swig_intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_b4ebdb3bb1aee221(void);
-extern swig_intgo _wrap_KVC_ERR_DEVICE_kvc_b4ebdb3bb1aee221(void);
-extern swig_intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_b4ebdb3bb1aee221(void);
-extern swig_intgo _wrap_KVC_ERR_INVALID_STATE_kvc_b4ebdb3bb1aee221(void);
-extern swig_intgo _wrap_KVC_ERR_INTERNAL_kvc_b4ebdb3bb1aee221(void);
-extern swig_type_1 _wrap_kvc_status_string_kvc_b4ebdb3bb1aee221(int arg1);
-extern swig_intgo _wrap_KVC_VERSION_NUMBER_kvc_b4ebdb3bb1aee221(void);
-extern swig_intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_b4ebdb3bb1aee221(void);
-extern swig_intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_b4ebdb3bb1aee221(void);
-extern int _wrap_kvc_version_kvc_b4ebdb3bb1aee221(void);
-extern swig_type_2 _wrap_kvc_version_string_kvc_b4ebdb3bb1aee221(void);
-extern int _wrap_kvc_abi_version_kvc_b4ebdb3bb1aee221(void);
-extern swig_type_3 _wrap_kvc_features_kvc_b4ebdb3bb1aee221(void);
-extern swig_intgo _wrap_KVC_DTYPE_F32_kvc_b4ebdb3bb1aee221(void);
-extern swig_intgo _wrap_KVC_DTYPE_F16_kvc_b4ebdb3bb1aee221(void);
-extern swig_intgo _wrap_KVC_DTYPE_BF16_kvc_b4ebdb3bb1aee221(void);
-extern swig_intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_b4ebdb3bb1aee221(void);
-extern swig_intgo _wrap_KVC_LAYOUT_NHD_kvc_b4ebdb3bb1aee221(void);
-extern swig_intgo _wrap_KVC_LAYOUT_HND_kvc_b4ebdb3bb1aee221(void);
-extern swig_intgo _wrap_KVC_DEVICE_CPU_kvc_b4ebdb3bb1aee221(void);
-extern swig_intgo _wrap_KVC_DEVICE_CUDA_kvc_b4ebdb3bb1aee221(void);
-extern swig_type_4 _wrap_kvc_config_create_kvc_b4ebdb3bb1aee221(swig_voidp arg1);
-extern swig_type_5 _wrap_kvc_config_clone_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_kvc_config_destroy_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern swig_type_6 _wrap_kvc_config_validate_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern swig_type_7 _wrap_kvc_config_set_num_layers_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern swig_type_8 _wrap_kvc_config_get_num_layers_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_9 _wrap_kvc_config_set_kv_heads_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern swig_type_10 _wrap_kvc_config_set_kv_heads_per_layer_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_voidp arg2, swig_type_11 arg3);
-extern swig_type_12 _wrap_kvc_config_get_kv_heads_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2, swig_voidp arg3);
-extern swig_type_13 _wrap_kvc_config_set_head_dim_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern swig_type_14 _wrap_kvc_config_get_head_dim_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_15 _wrap_kvc_config_set_dtype_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern swig_type_16 _wrap_kvc_config_get_dtype_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_17 _wrap_kvc_config_set_kv_factor_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern swig_type_18 _wrap_kvc_config_get_kv_factor_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_19 _wrap_kvc_config_set_layout_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern swig_type_20 _wrap_kvc_config_get_layout_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_21 _wrap_kvc_config_set_tokens_per_block_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern swig_type_22 _wrap_kvc_config_get_tokens_per_block_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_23 _wrap_kvc_config_set_attention_windows_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_voidp arg2, swig_type_24 arg3);
-extern swig_type_25 _wrap_kvc_config_get_attention_window_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2, swig_voidp arg3);
-extern swig_type_26 _wrap_kvc_config_set_device_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2, int arg3);
-extern swig_type_27 _wrap_kvc_config_get_device_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
-extern swig_type_28 _wrap_kvc_config_set_primary_bytes_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_29 arg2);
-extern swig_type_30 _wrap_kvc_config_get_primary_bytes_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_31 _wrap_kvc_config_set_max_tokens_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_32 arg2);
-extern swig_type_33 _wrap_kvc_config_get_max_tokens_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_34 _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_b4ebdb3bb1aee221(uintptr_t arg1, double arg2);
-extern swig_type_35 _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_36 _wrap_kvc_config_set_host_cache_bytes_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_37 arg2);
-extern swig_type_38 _wrap_kvc_config_get_host_cache_bytes_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_39 _wrap_kvc_config_set_secondary_offload_min_priority_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern swig_type_40 _wrap_kvc_config_get_secondary_offload_min_priority_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_41 _wrap_kvc_config_set_block_reuse_kvc_b4ebdb3bb1aee221(uintptr_t arg1, _Bool arg2);
-extern swig_type_42 _wrap_kvc_config_get_block_reuse_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_43 _wrap_kvc_config_set_partial_reuse_kvc_b4ebdb3bb1aee221(uintptr_t arg1, _Bool arg2);
-extern swig_type_44 _wrap_kvc_config_get_partial_reuse_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_45 _wrap_kvc_config_set_copy_on_partial_reuse_kvc_b4ebdb3bb1aee221(uintptr_t arg1, _Bool arg2);
-extern swig_type_46 _wrap_kvc_config_get_copy_on_partial_reuse_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_47 _wrap_kvc_config_set_event_buffer_size_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern swig_type_48 _wrap_kvc_config_get_event_buffer_size_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_49 _wrap_kvc_cache_create_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_kvc_cache_destroy_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_struct_size_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_struct_size_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_device_kind_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_device_kind_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_dtype_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_dtype_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_layout_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_layout_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_num_layers_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_num_layers_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_num_groups_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_num_groups_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_num_pools_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_num_pools_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_50 arg2);
-extern swig_type_51 _wrap_kvc_cache_desc_t_num_blocks_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_52 arg2);
-extern swig_type_53 _wrap_kvc_cache_desc_t_token_capacity_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_54 arg2);
-extern swig_type_55 _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_56 arg2);
-extern swig_type_57 _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_58 arg2);
-extern swig_type_59 _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_60 arg2);
-extern swig_type_61 _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_cache_desc_t_kvc_b4ebdb3bb1aee221(void);
-extern void _wrap_delete_kvc_cache_desc_t_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_init_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern swig_type_62 _wrap_kvc_cache_describe_kvc_b4ebdb3bb1aee221(uintptr_t arg1, uintptr_t arg2);
-extern void _wrap_kvc_group_desc_t_struct_size_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_struct_size_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_window_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_window_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_kv_heads_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_kv_heads_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_head_dim_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_head_dim_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_num_layers_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_num_layers_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_pool_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_pool_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_block_bytes_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_63 arg2);
-extern swig_type_64 _wrap_kvc_group_desc_t_block_bytes_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_65 arg2);
-extern swig_type_66 _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_group_desc_t_kvc_b4ebdb3bb1aee221(void);
-extern void _wrap_delete_kvc_group_desc_t_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_init_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern swig_type_67 _wrap_kvc_cache_describe_group_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern void _wrap_kvc_pool_desc_t_struct_size_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_pool_desc_t_struct_size_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_num_groups_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_pool_desc_t_num_groups_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_68 arg2);
-extern swig_type_69 _wrap_kvc_pool_desc_t_block_bytes_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_70 arg2);
-extern swig_type_71 _wrap_kvc_pool_desc_t_num_blocks_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_bytes_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_72 arg2);
-extern swig_type_73 _wrap_kvc_pool_desc_t_bytes_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_base_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_pool_desc_t_base_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_pool_desc_t_kvc_b4ebdb3bb1aee221(void);
-extern void _wrap_delete_kvc_pool_desc_t_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_init_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern swig_type_74 _wrap_kvc_cache_describe_pool_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern void _wrap_kvc_layer_view_t_struct_size_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_struct_size_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_group_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_group_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_pool_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_pool_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_dtype_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_dtype_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_layout_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_layout_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_kv_heads_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_kv_heads_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_head_dim_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_head_dim_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_kv_factor_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_kv_factor_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_elem_size_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_elem_size_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_base_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_layer_view_t_base_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_num_blocks_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_75 arg2);
-extern swig_type_76 _wrap_kvc_layer_view_t_num_blocks_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_block_stride_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_77 arg2);
-extern swig_type_78 _wrap_kvc_layer_view_t_block_stride_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_kv_stride_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_79 arg2);
-extern swig_type_80 _wrap_kvc_layer_view_t_kv_stride_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_token_stride_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_81 arg2);
-extern swig_type_82 _wrap_kvc_layer_view_t_token_stride_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_head_stride_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_83 arg2);
-extern swig_type_84 _wrap_kvc_layer_view_t_head_stride_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_layer_view_t_kvc_b4ebdb3bb1aee221(void);
-extern void _wrap_delete_kvc_layer_view_t_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_init_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern swig_type_85 _wrap_kvc_cache_layer_view_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern void _wrap_kvc_extra_key_t_offset_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_86 arg2);
-extern swig_type_87 _wrap_kvc_extra_key_t_offset_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_extra_key_t_length_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_88 arg2);
-extern swig_type_89 _wrap_kvc_extra_key_t_length_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_extra_key_t_data_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_extra_key_t_data_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_extra_key_t_size_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_90 arg2);
-extern swig_type_91 _wrap_kvc_extra_key_t_size_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_extra_key_t_kvc_b4ebdb3bb1aee221(void);
-extern void _wrap_delete_kvc_extra_key_t_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_struct_size_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_options_t_struct_size_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_has_lora_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, _Bool arg2);
-extern _Bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_lora_id_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_92 arg2);
-extern swig_type_93 _wrap_kvc_sequence_options_t_lora_id_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_salt_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_sequence_options_t_salt_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_salt_size_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_94 arg2);
-extern swig_type_95 _wrap_kvc_sequence_options_t_salt_size_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_sequence_options_t_extra_keys_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_96 arg2);
-extern swig_type_97 _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_sequence_options_t_kvc_b4ebdb3bb1aee221(void);
-extern void _wrap_delete_kvc_sequence_options_t_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_init_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern swig_type_98 _wrap_kvc_sequence_add_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_99 arg2, swig_voidp arg3, swig_type_100 arg4, uintptr_t arg5, uintptr_t arg6, swig_voidp arg7);
-extern swig_type_101 _wrap_kvc_sequence_extend_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_102 arg2, swig_voidp arg3, swig_type_103 arg4, uintptr_t arg5);
-extern swig_type_104 _wrap_kvc_sequence_commit_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_105 arg2, swig_type_106 arg3);
-extern swig_type_107 _wrap_kvc_sequence_rewind_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_108 arg2, swig_type_109 arg3);
-extern swig_type_110 _wrap_kvc_sequence_fork_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_111 arg2, swig_type_112 arg3);
-extern swig_type_113 _wrap_kvc_sequence_remove_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_114 arg2);
-extern swig_type_115 _wrap_kvc_sequence_pin_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_116 arg2);
-extern swig_type_117 _wrap_kvc_sequence_unpin_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_118 arg2);
-extern void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_reserved_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_desc_t_reserved_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_119 arg2);
-extern swig_type_120 _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_121 arg2);
-extern swig_type_122 _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_123 arg2);
-extern swig_type_124 _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_125 arg2);
-extern swig_type_126 _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_127 arg2);
-extern swig_type_128 _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_sequence_desc_t_kvc_b4ebdb3bb1aee221(void);
-extern void _wrap_delete_kvc_sequence_desc_t_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_init_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern swig_type_129 _wrap_kvc_sequence_describe_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_130 arg2, uintptr_t arg3);
-extern swig_type_131 _wrap_kvc_sequence_block_ids_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_132 arg2, int arg3, swig_voidp arg4, swig_type_133 arg5, swig_voidp arg6);
-extern swig_type_134 _wrap_kvc_sequence_blocks_needed_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_135 arg2, swig_type_136 arg3, swig_voidp arg4);
-extern swig_type_137 _wrap_kvc_cache_probe_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_voidp arg2, swig_type_138 arg3, uintptr_t arg4, swig_voidp arg5);
-extern swig_type_139 _wrap_kvc_batch_extend_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_type_140 arg4, uintptr_t arg5);
-extern swig_type_141 _wrap_kvc_batch_block_table_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_142 arg4, swig_voidp arg5, swig_type_143 arg6, int arg7, swig_voidp arg8);
-extern swig_type_144 _wrap_kvc_batch_block_table_csr_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_145 arg4, swig_voidp arg5, swig_voidp arg6, swig_type_146 arg7, swig_voidp arg8, swig_voidp arg9);
-extern swig_type_147 _wrap_kvc_batch_sequence_lengths_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_voidp arg2, swig_type_148 arg3, swig_voidp arg4);
-extern swig_type_149 _wrap_kvc_batch_slot_mapping_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_150 arg4, swig_voidp arg5, swig_type_151 arg6, swig_voidp arg7, swig_voidp arg8);
-extern void _wrap_kvc_cache_stats_t_struct_size_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_stats_t_struct_size_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_reserved_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_stats_t_reserved_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_152 arg2);
-extern swig_type_153 _wrap_kvc_cache_stats_t_num_blocks_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_154 arg2);
-extern swig_type_155 _wrap_kvc_cache_stats_t_free_blocks_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_156 arg2);
-extern swig_type_157 _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_158 arg2);
-extern swig_type_159 _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_160 arg2);
-extern swig_type_161 _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_162 arg2);
-extern swig_type_163 _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, double arg2);
-extern double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_164 arg2);
-extern swig_type_165 _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_166 arg2);
-extern swig_type_167 _wrap_kvc_cache_stats_t_num_sequences_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_168 arg2);
-extern swig_type_169 _wrap_kvc_cache_stats_t_num_pinned_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_170 arg2);
-extern swig_type_171 _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_cache_stats_t_kvc_b4ebdb3bb1aee221(void);
-extern void _wrap_delete_kvc_cache_stats_t_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_init_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern swig_type_172 _wrap_kvc_cache_get_stats_kvc_b4ebdb3bb1aee221(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_173 _wrap_kvc_cache_reset_reuse_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern swig_type_174 _wrap_kvc_cache_check_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_struct_size_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_store_args_t_struct_size_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_layer_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_store_args_t_layer_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_num_tokens_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_store_args_t_num_tokens_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_src_dtype_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_store_args_t_src_dtype_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_key_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_store_args_t_key_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_value_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_store_args_t_value_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_slot_mapping_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_store_args_t_slot_mapping_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_k_scale_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_store_args_t_k_scale_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_v_scale_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_store_args_t_v_scale_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_store_args_t_kvc_b4ebdb3bb1aee221(void);
-extern void _wrap_delete_kvc_store_args_t_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_store_args_init_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern swig_type_175 _wrap_kvc_store_kv_kvc_b4ebdb3bb1aee221(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_176 _wrap_kvc_copy_blocks_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, int arg6, uintptr_t arg7);
-extern swig_intgo _wrap_KVC_TABLE_PADDED_kvc_b4ebdb3bb1aee221(void);
-extern swig_intgo _wrap_KVC_TABLE_CSR_kvc_b4ebdb3bb1aee221(void);
-extern void _wrap_kvc_decode_args_t_struct_size_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_struct_size_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_layer_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_layer_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_batch_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_batch_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_q_heads_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_q_heads_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_q_dtype_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_q_dtype_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_table_format_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_table_format_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_query_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_decode_args_t_query_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_out_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_decode_args_t_out_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_seq_lens_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_decode_args_t_seq_lens_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_block_table_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_decode_args_t_block_table_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_indptr_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_decode_args_t_indptr_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_table_stride_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_table_stride_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_window_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_window_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_k_scale_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_decode_args_t_k_scale_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_v_scale_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_decode_args_t_v_scale_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_workspace_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_decode_args_t_workspace_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_177 arg2);
-extern swig_type_178 _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_decode_args_t_kvc_b4ebdb3bb1aee221(void);
-extern void _wrap_delete_kvc_decode_args_t_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_init_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern swig_type_179 _wrap_kvc_decode_workspace_size_kvc_b4ebdb3bb1aee221(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_180 _wrap_kvc_decode_attention_kvc_b4ebdb3bb1aee221(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_181 _wrap_kvc_cache_get_async_error_kvc_b4ebdb3bb1aee221(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_kvcgo_buffer_new_kvc_b4ebdb3bb1aee221(swig_voidp arg1, swig_type_182 arg2);
-extern void _wrap_kvcgo_buffer_free_kvc_b4ebdb3bb1aee221(uintptr_t arg1);
-extern void _wrap_kvcgo_buffer_read_kvc_b4ebdb3bb1aee221(swig_voidp arg1, uintptr_t arg2, swig_type_183 arg3);
-extern void _wrap_kvcgo_buffer_write_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_voidp arg2, swig_type_184 arg3);
-extern void _wrap_kvcgo_extra_key_set_kvc_b4ebdb3bb1aee221(uintptr_t arg1, swig_type_185 arg2, swig_type_186 arg3, swig_type_187 arg4, uintptr_t arg5, swig_type_188 arg6);
-extern swig_type_189 _wrap_kvcgo_cache_async_error_kvc_b4ebdb3bb1aee221(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_190 _wrap_kvcgo_extra_key_size_kvc_b4ebdb3bb1aee221(void);
+typedef _gostring_ swig_type_190;
+typedef long long swig_type_191;
+typedef long long swig_type_192;
+typedef _gostring_ swig_type_193;
+typedef _gostring_ swig_type_194;
+typedef _gostring_ swig_type_195;
+typedef long long swig_type_196;
+typedef long long swig_type_197;
+typedef long long swig_type_198;
+typedef long long swig_type_199;
+typedef long long swig_type_200;
+typedef long long swig_type_201;
+typedef long long swig_type_202;
+typedef _gostring_ swig_type_203;
+typedef long long swig_type_204;
+typedef long long swig_type_205;
+typedef long long swig_type_206;
+typedef long long swig_type_207;
+typedef long long swig_type_208;
+typedef long long swig_type_209;
+extern void _wrap_Swig_free_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern uintptr_t _wrap_Swig_malloc_kvc_fcbb5e12893c1662(swig_intgo arg1);
+extern swig_intgo _wrap_KVC_OK_kvc_fcbb5e12893c1662(void);
+extern swig_intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_fcbb5e12893c1662(void);
+extern swig_intgo _wrap_KVC_ERR_NOT_FOUND_kvc_fcbb5e12893c1662(void);
+extern swig_intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_fcbb5e12893c1662(void);
+extern swig_intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_fcbb5e12893c1662(void);
+extern swig_intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_fcbb5e12893c1662(void);
+extern swig_intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_fcbb5e12893c1662(void);
+extern swig_intgo _wrap_KVC_ERR_DEVICE_kvc_fcbb5e12893c1662(void);
+extern swig_intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_fcbb5e12893c1662(void);
+extern swig_intgo _wrap_KVC_ERR_INVALID_STATE_kvc_fcbb5e12893c1662(void);
+extern swig_intgo _wrap_KVC_ERR_INTERNAL_kvc_fcbb5e12893c1662(void);
+extern swig_type_1 _wrap_kvc_status_string_kvc_fcbb5e12893c1662(int arg1);
+extern swig_intgo _wrap_KVC_VERSION_NUMBER_kvc_fcbb5e12893c1662(void);
+extern swig_intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_fcbb5e12893c1662(void);
+extern swig_intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_fcbb5e12893c1662(void);
+extern int _wrap_kvc_version_kvc_fcbb5e12893c1662(void);
+extern swig_type_2 _wrap_kvc_version_string_kvc_fcbb5e12893c1662(void);
+extern int _wrap_kvc_abi_version_kvc_fcbb5e12893c1662(void);
+extern swig_type_3 _wrap_kvc_features_kvc_fcbb5e12893c1662(void);
+extern swig_intgo _wrap_KVC_DTYPE_F32_kvc_fcbb5e12893c1662(void);
+extern swig_intgo _wrap_KVC_DTYPE_F16_kvc_fcbb5e12893c1662(void);
+extern swig_intgo _wrap_KVC_DTYPE_BF16_kvc_fcbb5e12893c1662(void);
+extern swig_intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_fcbb5e12893c1662(void);
+extern swig_intgo _wrap_KVC_LAYOUT_NHD_kvc_fcbb5e12893c1662(void);
+extern swig_intgo _wrap_KVC_LAYOUT_HND_kvc_fcbb5e12893c1662(void);
+extern swig_intgo _wrap_KVC_DEVICE_CPU_kvc_fcbb5e12893c1662(void);
+extern swig_intgo _wrap_KVC_DEVICE_CUDA_kvc_fcbb5e12893c1662(void);
+extern swig_type_4 _wrap_kvc_config_create_kvc_fcbb5e12893c1662(swig_voidp arg1);
+extern swig_type_5 _wrap_kvc_config_clone_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_kvc_config_destroy_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern swig_type_6 _wrap_kvc_config_validate_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern swig_type_7 _wrap_kvc_config_set_num_layers_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern swig_type_8 _wrap_kvc_config_get_num_layers_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_9 _wrap_kvc_config_set_kv_heads_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern swig_type_10 _wrap_kvc_config_set_kv_heads_per_layer_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2, swig_type_11 arg3);
+extern swig_type_12 _wrap_kvc_config_get_kv_heads_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, swig_voidp arg3);
+extern swig_type_13 _wrap_kvc_config_set_head_dim_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern swig_type_14 _wrap_kvc_config_get_head_dim_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_15 _wrap_kvc_config_set_dtype_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern swig_type_16 _wrap_kvc_config_get_dtype_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_17 _wrap_kvc_config_set_kv_factor_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern swig_type_18 _wrap_kvc_config_get_kv_factor_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_19 _wrap_kvc_config_set_layout_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern swig_type_20 _wrap_kvc_config_get_layout_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_21 _wrap_kvc_config_set_tokens_per_block_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern swig_type_22 _wrap_kvc_config_get_tokens_per_block_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_23 _wrap_kvc_config_set_attention_windows_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2, swig_type_24 arg3);
+extern swig_type_25 _wrap_kvc_config_get_attention_window_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, swig_voidp arg3);
+extern swig_type_26 _wrap_kvc_config_set_device_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, int arg3);
+extern swig_type_27 _wrap_kvc_config_get_device_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_28 _wrap_kvc_config_set_primary_bytes_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_29 arg2);
+extern swig_type_30 _wrap_kvc_config_get_primary_bytes_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_31 _wrap_kvc_config_set_max_tokens_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_32 arg2);
+extern swig_type_33 _wrap_kvc_config_get_max_tokens_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_34 _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_fcbb5e12893c1662(uintptr_t arg1, double arg2);
+extern swig_type_35 _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_36 _wrap_kvc_config_set_host_cache_bytes_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_37 arg2);
+extern swig_type_38 _wrap_kvc_config_get_host_cache_bytes_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_39 _wrap_kvc_config_set_secondary_offload_min_priority_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern swig_type_40 _wrap_kvc_config_get_secondary_offload_min_priority_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_41 _wrap_kvc_config_set_block_reuse_kvc_fcbb5e12893c1662(uintptr_t arg1, _Bool arg2);
+extern swig_type_42 _wrap_kvc_config_get_block_reuse_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_43 _wrap_kvc_config_set_partial_reuse_kvc_fcbb5e12893c1662(uintptr_t arg1, _Bool arg2);
+extern swig_type_44 _wrap_kvc_config_get_partial_reuse_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_45 _wrap_kvc_config_set_copy_on_partial_reuse_kvc_fcbb5e12893c1662(uintptr_t arg1, _Bool arg2);
+extern swig_type_46 _wrap_kvc_config_get_copy_on_partial_reuse_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_47 _wrap_kvc_config_set_event_buffer_size_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern swig_type_48 _wrap_kvc_config_get_event_buffer_size_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_49 _wrap_kvc_config_set_manual_clock_kvc_fcbb5e12893c1662(uintptr_t arg1, _Bool arg2);
+extern swig_type_50 _wrap_kvc_config_get_manual_clock_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_51 _wrap_kvc_cache_create_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_kvc_cache_destroy_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_struct_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_struct_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_device_kind_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_device_kind_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_dtype_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_dtype_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_layout_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_layout_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_num_layers_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_num_layers_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_num_groups_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_num_groups_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_num_pools_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_num_pools_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_52 arg2);
+extern swig_type_53 _wrap_kvc_cache_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_54 arg2);
+extern swig_type_55 _wrap_kvc_cache_desc_t_token_capacity_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_56 arg2);
+extern swig_type_57 _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_58 arg2);
+extern swig_type_59 _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_60 arg2);
+extern swig_type_61 _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_62 arg2);
+extern swig_type_63 _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_cache_desc_t_kvc_fcbb5e12893c1662(void);
+extern void _wrap_delete_kvc_cache_desc_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern swig_type_64 _wrap_kvc_cache_describe_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
+extern void _wrap_kvc_group_desc_t_struct_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_struct_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_window_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_window_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_kv_heads_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_kv_heads_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_head_dim_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_head_dim_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_num_layers_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_num_layers_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_pool_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_pool_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_block_bytes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_65 arg2);
+extern swig_type_66 _wrap_kvc_group_desc_t_block_bytes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_67 arg2);
+extern swig_type_68 _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_group_desc_t_kvc_fcbb5e12893c1662(void);
+extern void _wrap_delete_kvc_group_desc_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern swig_type_69 _wrap_kvc_cache_describe_group_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern void _wrap_kvc_pool_desc_t_struct_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_pool_desc_t_struct_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_num_groups_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_pool_desc_t_num_groups_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_70 arg2);
+extern swig_type_71 _wrap_kvc_pool_desc_t_block_bytes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_72 arg2);
+extern swig_type_73 _wrap_kvc_pool_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_bytes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_74 arg2);
+extern swig_type_75 _wrap_kvc_pool_desc_t_bytes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_base_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_pool_desc_t_base_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_pool_desc_t_kvc_fcbb5e12893c1662(void);
+extern void _wrap_delete_kvc_pool_desc_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern swig_type_76 _wrap_kvc_cache_describe_pool_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern void _wrap_kvc_layer_view_t_struct_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_struct_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_group_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_group_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_pool_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_pool_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_dtype_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_dtype_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_layout_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_layout_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_kv_heads_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_kv_heads_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_head_dim_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_head_dim_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_kv_factor_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_kv_factor_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_elem_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_elem_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_base_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_layer_view_t_base_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_num_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_77 arg2);
+extern swig_type_78 _wrap_kvc_layer_view_t_num_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_block_stride_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_79 arg2);
+extern swig_type_80 _wrap_kvc_layer_view_t_block_stride_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_kv_stride_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_81 arg2);
+extern swig_type_82 _wrap_kvc_layer_view_t_kv_stride_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_token_stride_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_83 arg2);
+extern swig_type_84 _wrap_kvc_layer_view_t_token_stride_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_head_stride_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_85 arg2);
+extern swig_type_86 _wrap_kvc_layer_view_t_head_stride_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_layer_view_t_kvc_fcbb5e12893c1662(void);
+extern void _wrap_delete_kvc_layer_view_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern swig_type_87 _wrap_kvc_cache_layer_view_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern void _wrap_kvc_extra_key_t_offset_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_88 arg2);
+extern swig_type_89 _wrap_kvc_extra_key_t_offset_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_extra_key_t_length_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_90 arg2);
+extern swig_type_91 _wrap_kvc_extra_key_t_length_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_extra_key_t_data_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_extra_key_t_data_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_extra_key_t_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_92 arg2);
+extern swig_type_93 _wrap_kvc_extra_key_t_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_extra_key_t_kvc_fcbb5e12893c1662(void);
+extern void _wrap_delete_kvc_extra_key_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_start_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_94 arg2);
+extern swig_type_95 _wrap_kvc_retention_range_t_start_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_end_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_96 arg2);
+extern swig_type_97 _wrap_kvc_retention_range_t_end_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_priority_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_retention_range_t_priority_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_reserved_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_retention_range_t_reserved_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_duration_ms_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_98 arg2);
+extern swig_type_99 _wrap_kvc_retention_range_t_duration_ms_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_retention_range_t_kvc_fcbb5e12893c1662(void);
+extern void _wrap_delete_kvc_retention_range_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_struct_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_options_t_struct_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_has_lora_set_kvc_fcbb5e12893c1662(uintptr_t arg1, _Bool arg2);
+extern _Bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_lora_id_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_100 arg2);
+extern swig_type_101 _wrap_kvc_sequence_options_t_lora_id_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_salt_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_sequence_options_t_salt_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_salt_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_102 arg2);
+extern swig_type_103 _wrap_kvc_sequence_options_t_salt_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_sequence_options_t_extra_keys_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_104 arg2);
+extern swig_type_105 _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_sequence_options_t_retention_ranges_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_106 arg2);
+extern swig_type_107 _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_108 arg2);
+extern swig_type_109 _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_sequence_options_t_kvc_fcbb5e12893c1662(void);
+extern void _wrap_delete_kvc_sequence_options_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern swig_type_110 _wrap_kvc_sequence_add_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_111 arg2, swig_voidp arg3, swig_type_112 arg4, uintptr_t arg5, uintptr_t arg6, swig_voidp arg7);
+extern swig_type_113 _wrap_kvc_sequence_extend_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_114 arg2, swig_voidp arg3, swig_type_115 arg4, uintptr_t arg5);
+extern swig_type_116 _wrap_kvc_sequence_commit_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_117 arg2, swig_type_118 arg3);
+extern swig_type_119 _wrap_kvc_sequence_rewind_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_120 arg2, swig_type_121 arg3);
+extern swig_type_122 _wrap_kvc_sequence_fork_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_123 arg2, swig_type_124 arg3);
+extern swig_type_125 _wrap_kvc_sequence_remove_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_126 arg2);
+extern swig_type_127 _wrap_kvc_sequence_pin_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_128 arg2);
+extern swig_type_129 _wrap_kvc_sequence_unpin_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_130 arg2);
+extern void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_reserved_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_desc_t_reserved_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_131 arg2);
+extern swig_type_132 _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_133 arg2);
+extern swig_type_134 _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_135 arg2);
+extern swig_type_136 _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_137 arg2);
+extern swig_type_138 _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_139 arg2);
+extern swig_type_140 _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_sequence_desc_t_kvc_fcbb5e12893c1662(void);
+extern void _wrap_delete_kvc_sequence_desc_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern swig_type_141 _wrap_kvc_sequence_describe_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_142 arg2, uintptr_t arg3);
+extern swig_type_143 _wrap_kvc_sequence_block_ids_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_144 arg2, int arg3, swig_voidp arg4, swig_type_145 arg5, swig_voidp arg6);
+extern swig_type_146 _wrap_kvc_sequence_blocks_needed_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_147 arg2, swig_type_148 arg3, swig_voidp arg4);
+extern swig_type_149 _wrap_kvc_cache_probe_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2, swig_type_150 arg3, uintptr_t arg4, swig_voidp arg5);
+extern swig_type_151 _wrap_kvc_cache_advance_clock_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_152 arg2);
+extern swig_type_153 _wrap_kvc_batch_extend_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_type_154 arg4, uintptr_t arg5);
+extern swig_type_155 _wrap_kvc_batch_block_table_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_156 arg4, swig_voidp arg5, swig_type_157 arg6, int arg7, swig_voidp arg8);
+extern swig_type_158 _wrap_kvc_batch_block_table_csr_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_159 arg4, swig_voidp arg5, swig_voidp arg6, swig_type_160 arg7, swig_voidp arg8, swig_voidp arg9);
+extern swig_type_161 _wrap_kvc_batch_sequence_lengths_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2, swig_type_162 arg3, swig_voidp arg4);
+extern swig_type_163 _wrap_kvc_batch_slot_mapping_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_164 arg4, swig_voidp arg5, swig_type_165 arg6, swig_voidp arg7, swig_voidp arg8);
+extern void _wrap_kvc_cache_stats_t_struct_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_stats_t_struct_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_reserved_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_stats_t_reserved_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_166 arg2);
+extern swig_type_167 _wrap_kvc_cache_stats_t_num_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_168 arg2);
+extern swig_type_169 _wrap_kvc_cache_stats_t_free_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_170 arg2);
+extern swig_type_171 _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_172 arg2);
+extern swig_type_173 _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_174 arg2);
+extern swig_type_175 _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_176 arg2);
+extern swig_type_177 _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_fcbb5e12893c1662(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_178 arg2);
+extern swig_type_179 _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_180 arg2);
+extern swig_type_181 _wrap_kvc_cache_stats_t_num_sequences_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_182 arg2);
+extern swig_type_183 _wrap_kvc_cache_stats_t_num_pinned_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_184 arg2);
+extern swig_type_185 _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_cache_stats_t_kvc_fcbb5e12893c1662(void);
+extern void _wrap_delete_kvc_cache_stats_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern swig_type_186 _wrap_kvc_cache_get_stats_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_187 _wrap_kvc_cache_reset_reuse_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern swig_type_188 _wrap_kvc_cache_check_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_struct_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_store_args_t_struct_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_layer_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_store_args_t_layer_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_num_tokens_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_store_args_t_num_tokens_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_src_dtype_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_store_args_t_src_dtype_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_key_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_store_args_t_key_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_value_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_store_args_t_value_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_slot_mapping_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_store_args_t_slot_mapping_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_k_scale_set_kvc_fcbb5e12893c1662(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_store_args_t_k_scale_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_v_scale_set_kvc_fcbb5e12893c1662(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_store_args_t_v_scale_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_store_args_t_kvc_fcbb5e12893c1662(void);
+extern void _wrap_delete_kvc_store_args_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_store_args_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern swig_type_189 _wrap_kvc_store_kv_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_190 _wrap_kvc_copy_blocks_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, int arg6, uintptr_t arg7);
+extern swig_intgo _wrap_KVC_TABLE_PADDED_kvc_fcbb5e12893c1662(void);
+extern swig_intgo _wrap_KVC_TABLE_CSR_kvc_fcbb5e12893c1662(void);
+extern void _wrap_kvc_decode_args_t_struct_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_struct_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_layer_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_layer_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_batch_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_batch_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_q_heads_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_q_heads_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_q_dtype_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_q_dtype_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_table_format_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_table_format_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_query_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_decode_args_t_query_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_out_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_decode_args_t_out_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_seq_lens_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_decode_args_t_seq_lens_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_block_table_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_decode_args_t_block_table_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_indptr_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_decode_args_t_indptr_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_table_stride_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_table_stride_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_window_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_window_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_fcbb5e12893c1662(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_k_scale_set_kvc_fcbb5e12893c1662(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_decode_args_t_k_scale_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_v_scale_set_kvc_fcbb5e12893c1662(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_decode_args_t_v_scale_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_workspace_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_decode_args_t_workspace_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_191 arg2);
+extern swig_type_192 _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_decode_args_t_kvc_fcbb5e12893c1662(void);
+extern void _wrap_delete_kvc_decode_args_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern swig_type_193 _wrap_kvc_decode_workspace_size_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_194 _wrap_kvc_decode_attention_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_195 _wrap_kvc_cache_get_async_error_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_kvcgo_buffer_new_kvc_fcbb5e12893c1662(swig_voidp arg1, swig_type_196 arg2);
+extern void _wrap_kvcgo_buffer_free_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvcgo_buffer_read_kvc_fcbb5e12893c1662(swig_voidp arg1, uintptr_t arg2, swig_type_197 arg3);
+extern void _wrap_kvcgo_buffer_write_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2, swig_type_198 arg3);
+extern void _wrap_kvcgo_extra_key_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_199 arg2, swig_type_200 arg3, swig_type_201 arg4, uintptr_t arg5, swig_type_202 arg6);
+extern swig_type_203 _wrap_kvcgo_cache_async_error_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_204 _wrap_kvcgo_extra_key_size_kvc_fcbb5e12893c1662(void);
+extern void _wrap_kvcgo_retention_range_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_205 arg2, swig_type_206 arg3, swig_type_207 arg4, int arg5, swig_type_208 arg6);
+extern swig_type_209 _wrap_kvcgo_retention_range_size_kvc_fcbb5e12893c1662(void);
 #undef intgo
 */
 import "C"
@@ -601,13 +643,13 @@ type _ sync.Mutex
 
 func Swig_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_Swig_free_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	C._wrap_Swig_free_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 }
 
 func Swig_malloc(arg1 int) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_Swig_malloc_kvc_b4ebdb3bb1aee221(C.swig_intgo(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_Swig_malloc_kvc_fcbb5e12893c1662(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
@@ -652,7 +694,7 @@ type Enum_SS_kvc_status_code int
 
 func _swig_getKVC_OK() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_OK_kvc_b4ebdb3bb1aee221())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_OK_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -660,7 +702,7 @@ var KVC_OK Enum_SS_kvc_status_code = _swig_getKVC_OK()
 
 func _swig_getKVC_ERR_INVALID_ARGUMENT() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_INVALID_ARGUMENT_kvc_b4ebdb3bb1aee221())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_INVALID_ARGUMENT_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -668,7 +710,7 @@ var KVC_ERR_INVALID_ARGUMENT Enum_SS_kvc_status_code = _swig_getKVC_ERR_INVALID_
 
 func _swig_getKVC_ERR_NOT_FOUND() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_NOT_FOUND_kvc_b4ebdb3bb1aee221())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_NOT_FOUND_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -676,7 +718,7 @@ var KVC_ERR_NOT_FOUND Enum_SS_kvc_status_code = _swig_getKVC_ERR_NOT_FOUND()
 
 func _swig_getKVC_ERR_ALREADY_EXISTS() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_ALREADY_EXISTS_kvc_b4ebdb3bb1aee221())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_ALREADY_EXISTS_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -684,7 +726,7 @@ var KVC_ERR_ALREADY_EXISTS Enum_SS_kvc_status_code = _swig_getKVC_ERR_ALREADY_EX
 
 func _swig_getKVC_ERR_OUT_OF_BLOCKS() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_b4ebdb3bb1aee221())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -692,7 +734,7 @@ var KVC_ERR_OUT_OF_BLOCKS Enum_SS_kvc_status_code = _swig_getKVC_ERR_OUT_OF_BLOC
 
 func _swig_getKVC_ERR_BUFFER_TOO_SMALL() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_b4ebdb3bb1aee221())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -700,7 +742,7 @@ var KVC_ERR_BUFFER_TOO_SMALL Enum_SS_kvc_status_code = _swig_getKVC_ERR_BUFFER_T
 
 func _swig_getKVC_ERR_UNSUPPORTED() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_UNSUPPORTED_kvc_b4ebdb3bb1aee221())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_UNSUPPORTED_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -708,7 +750,7 @@ var KVC_ERR_UNSUPPORTED Enum_SS_kvc_status_code = _swig_getKVC_ERR_UNSUPPORTED()
 
 func _swig_getKVC_ERR_DEVICE() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_DEVICE_kvc_b4ebdb3bb1aee221())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_DEVICE_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -716,7 +758,7 @@ var KVC_ERR_DEVICE Enum_SS_kvc_status_code = _swig_getKVC_ERR_DEVICE()
 
 func _swig_getKVC_ERR_OUT_OF_MEMORY() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_OUT_OF_MEMORY_kvc_b4ebdb3bb1aee221())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_OUT_OF_MEMORY_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -724,7 +766,7 @@ var KVC_ERR_OUT_OF_MEMORY Enum_SS_kvc_status_code = _swig_getKVC_ERR_OUT_OF_MEMO
 
 func _swig_getKVC_ERR_INVALID_STATE() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_INVALID_STATE_kvc_b4ebdb3bb1aee221())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_INVALID_STATE_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -732,7 +774,7 @@ var KVC_ERR_INVALID_STATE Enum_SS_kvc_status_code = _swig_getKVC_ERR_INVALID_STA
 
 func _swig_getKVC_ERR_INTERNAL() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_INTERNAL_kvc_b4ebdb3bb1aee221())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_INTERNAL_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -741,7 +783,7 @@ var KVC_ERR_INTERNAL Enum_SS_kvc_status_code = _swig_getKVC_ERR_INTERNAL()
 func Kvc_status_string(arg1 int32) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_status_string_kvc_b4ebdb3bb1aee221(C.int(_swig_i_0))
+	swig_r_p := C._wrap_kvc_status_string_kvc_fcbb5e12893c1662(C.int(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
 	swig_r_1 = string([]byte(swig_r))
@@ -755,7 +797,7 @@ const KVC_VERSION_STRING string = "0.1.0"
 
 func _swig_getKVC_VERSION_NUMBER() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_VERSION_NUMBER_kvc_b4ebdb3bb1aee221())
+	swig_r = (int)(C._wrap_KVC_VERSION_NUMBER_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -767,7 +809,7 @@ type Enum_SS_kvc_feature_bits int
 
 func _swig_getKVC_FEATURE_CUDA_COMPILED() (_swig_ret Enum_SS_kvc_feature_bits) {
 	var swig_r Enum_SS_kvc_feature_bits
-	swig_r = (Enum_SS_kvc_feature_bits)(C._wrap_KVC_FEATURE_CUDA_COMPILED_kvc_b4ebdb3bb1aee221())
+	swig_r = (Enum_SS_kvc_feature_bits)(C._wrap_KVC_FEATURE_CUDA_COMPILED_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -775,7 +817,7 @@ var KVC_FEATURE_CUDA_COMPILED Enum_SS_kvc_feature_bits = _swig_getKVC_FEATURE_CU
 
 func _swig_getKVC_FEATURE_CUDA_DEVICE() (_swig_ret Enum_SS_kvc_feature_bits) {
 	var swig_r Enum_SS_kvc_feature_bits
-	swig_r = (Enum_SS_kvc_feature_bits)(C._wrap_KVC_FEATURE_CUDA_DEVICE_kvc_b4ebdb3bb1aee221())
+	swig_r = (Enum_SS_kvc_feature_bits)(C._wrap_KVC_FEATURE_CUDA_DEVICE_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -783,13 +825,13 @@ var KVC_FEATURE_CUDA_DEVICE Enum_SS_kvc_feature_bits = _swig_getKVC_FEATURE_CUDA
 
 func Kvc_version() (_swig_ret uint32) {
 	var swig_r uint32
-	swig_r = (uint32)(C._wrap_kvc_version_kvc_b4ebdb3bb1aee221())
+	swig_r = (uint32)(C._wrap_kvc_version_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
 func Kvc_version_string() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_kvc_version_string_kvc_b4ebdb3bb1aee221()
+	swig_r_p := C._wrap_kvc_version_string_kvc_fcbb5e12893c1662()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
 	swig_r_1 = string([]byte(swig_r))
@@ -798,13 +840,13 @@ func Kvc_version_string() (_swig_ret string) {
 
 func Kvc_abi_version() (_swig_ret uint32) {
 	var swig_r uint32
-	swig_r = (uint32)(C._wrap_kvc_abi_version_kvc_b4ebdb3bb1aee221())
+	swig_r = (uint32)(C._wrap_kvc_abi_version_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
 func Kvc_features() (_swig_ret uint64) {
 	var swig_r uint64
-	swig_r = (uint64)(C._wrap_kvc_features_kvc_b4ebdb3bb1aee221())
+	swig_r = (uint64)(C._wrap_kvc_features_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -812,7 +854,7 @@ type Enum_SS_kvc_dtype int
 
 func _swig_getKVC_DTYPE_F32() (_swig_ret Enum_SS_kvc_dtype) {
 	var swig_r Enum_SS_kvc_dtype
-	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_F32_kvc_b4ebdb3bb1aee221())
+	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_F32_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -820,7 +862,7 @@ var KVC_DTYPE_F32 Enum_SS_kvc_dtype = _swig_getKVC_DTYPE_F32()
 
 func _swig_getKVC_DTYPE_F16() (_swig_ret Enum_SS_kvc_dtype) {
 	var swig_r Enum_SS_kvc_dtype
-	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_F16_kvc_b4ebdb3bb1aee221())
+	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_F16_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -828,7 +870,7 @@ var KVC_DTYPE_F16 Enum_SS_kvc_dtype = _swig_getKVC_DTYPE_F16()
 
 func _swig_getKVC_DTYPE_BF16() (_swig_ret Enum_SS_kvc_dtype) {
 	var swig_r Enum_SS_kvc_dtype
-	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_BF16_kvc_b4ebdb3bb1aee221())
+	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_BF16_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -836,7 +878,7 @@ var KVC_DTYPE_BF16 Enum_SS_kvc_dtype = _swig_getKVC_DTYPE_BF16()
 
 func _swig_getKVC_DTYPE_FP8_E4M3() (_swig_ret Enum_SS_kvc_dtype) {
 	var swig_r Enum_SS_kvc_dtype
-	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_FP8_E4M3_kvc_b4ebdb3bb1aee221())
+	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_FP8_E4M3_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -846,7 +888,7 @@ type Enum_SS_kvc_layout int
 
 func _swig_getKVC_LAYOUT_NHD() (_swig_ret Enum_SS_kvc_layout) {
 	var swig_r Enum_SS_kvc_layout
-	swig_r = (Enum_SS_kvc_layout)(C._wrap_KVC_LAYOUT_NHD_kvc_b4ebdb3bb1aee221())
+	swig_r = (Enum_SS_kvc_layout)(C._wrap_KVC_LAYOUT_NHD_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -854,7 +896,7 @@ var KVC_LAYOUT_NHD Enum_SS_kvc_layout = _swig_getKVC_LAYOUT_NHD()
 
 func _swig_getKVC_LAYOUT_HND() (_swig_ret Enum_SS_kvc_layout) {
 	var swig_r Enum_SS_kvc_layout
-	swig_r = (Enum_SS_kvc_layout)(C._wrap_KVC_LAYOUT_HND_kvc_b4ebdb3bb1aee221())
+	swig_r = (Enum_SS_kvc_layout)(C._wrap_KVC_LAYOUT_HND_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -864,7 +906,7 @@ type Enum_SS_kvc_device_kind int
 
 func _swig_getKVC_DEVICE_CPU() (_swig_ret Enum_SS_kvc_device_kind) {
 	var swig_r Enum_SS_kvc_device_kind
-	swig_r = (Enum_SS_kvc_device_kind)(C._wrap_KVC_DEVICE_CPU_kvc_b4ebdb3bb1aee221())
+	swig_r = (Enum_SS_kvc_device_kind)(C._wrap_KVC_DEVICE_CPU_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -872,7 +914,7 @@ var KVC_DEVICE_CPU Enum_SS_kvc_device_kind = _swig_getKVC_DEVICE_CPU()
 
 func _swig_getKVC_DEVICE_CUDA() (_swig_ret Enum_SS_kvc_device_kind) {
 	var swig_r Enum_SS_kvc_device_kind
-	swig_r = (Enum_SS_kvc_device_kind)(C._wrap_KVC_DEVICE_CUDA_kvc_b4ebdb3bb1aee221())
+	swig_r = (Enum_SS_kvc_device_kind)(C._wrap_KVC_DEVICE_CUDA_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -881,7 +923,7 @@ var KVC_DEVICE_CUDA Enum_SS_kvc_device_kind = _swig_getKVC_DEVICE_CUDA()
 func Kvc_config_create(arg1 *Config) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_config_create_kvc_b4ebdb3bb1aee221(C.swig_voidp(_swig_i_0))
+	swig_r_p := C._wrap_kvc_config_create_kvc_fcbb5e12893c1662(C.swig_voidp(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -892,7 +934,7 @@ func Kvc_config_clone(arg1 Config, arg2 *Config) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_clone_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_clone_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -901,13 +943,13 @@ func Kvc_config_clone(arg1 Config, arg2 *Config) (_swig_ret error) {
 
 func Kvc_config_destroy(arg1 Config) {
 	_swig_i_0 := arg1
-	C._wrap_kvc_config_destroy_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_config_destroy_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_config_validate(arg1 Config) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_config_validate_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvc_config_validate_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -918,7 +960,7 @@ func Kvc_config_set_num_layers(arg1 Config, arg2 uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_num_layers_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_num_layers_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -929,7 +971,7 @@ func Kvc_config_get_num_layers(arg1 Config, arg2 *uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_num_layers_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_num_layers_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -940,7 +982,7 @@ func Kvc_config_set_kv_heads(arg1 Config, arg2 uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_kv_heads_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_kv_heads_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -952,7 +994,7 @@ func Kvc_config_set_kv_heads_per_layer(arg1 Config, arg2 *uint32, arg3 uint64) (
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_set_kv_heads_per_layer_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_11(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_set_kv_heads_per_layer_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_11(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -964,7 +1006,7 @@ func Kvc_config_get_kv_heads(arg1 Config, arg2 uint32, arg3 *uint32) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_get_kv_heads_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_get_kv_heads_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -975,7 +1017,7 @@ func Kvc_config_set_head_dim(arg1 Config, arg2 uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_head_dim_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_head_dim_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -986,7 +1028,7 @@ func Kvc_config_get_head_dim(arg1 Config, arg2 *uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_head_dim_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_head_dim_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -997,7 +1039,7 @@ func Kvc_config_set_dtype(arg1 Config, arg2 uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_dtype_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_dtype_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1008,7 +1050,7 @@ func Kvc_config_get_dtype(arg1 Config, arg2 *uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_dtype_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_dtype_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1019,7 +1061,7 @@ func Kvc_config_set_kv_factor(arg1 Config, arg2 uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_kv_factor_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_kv_factor_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1030,7 +1072,7 @@ func Kvc_config_get_kv_factor(arg1 Config, arg2 *uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_kv_factor_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_kv_factor_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1041,7 +1083,7 @@ func Kvc_config_set_layout(arg1 Config, arg2 uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_layout_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_layout_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1052,7 +1094,7 @@ func Kvc_config_get_layout(arg1 Config, arg2 *uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_layout_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_layout_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1063,7 +1105,7 @@ func Kvc_config_set_tokens_per_block(arg1 Config, arg2 uint32) (_swig_ret error)
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_tokens_per_block_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_tokens_per_block_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1074,7 +1116,7 @@ func Kvc_config_get_tokens_per_block(arg1 Config, arg2 *uint32) (_swig_ret error
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_tokens_per_block_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_tokens_per_block_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1086,7 +1128,7 @@ func Kvc_config_set_attention_windows(arg1 Config, arg2 *uint32, arg3 uint64) (_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_set_attention_windows_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_24(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_set_attention_windows_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_24(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1098,7 +1140,7 @@ func Kvc_config_get_attention_window(arg1 Config, arg2 uint32, arg3 *uint32) (_s
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_get_attention_window_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_get_attention_window_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1110,7 +1152,7 @@ func Kvc_config_set_device(arg1 Config, arg2 uint32, arg3 int32) (_swig_ret erro
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_set_device_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_set_device_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1122,7 +1164,7 @@ func Kvc_config_get_device(arg1 Config, arg2 *uint32, arg3 *int32) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_get_device_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_get_device_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1133,7 +1175,7 @@ func Kvc_config_set_primary_bytes(arg1 Config, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_primary_bytes_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_29(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_primary_bytes_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_29(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1144,7 +1186,7 @@ func Kvc_config_get_primary_bytes(arg1 Config, arg2 *uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_primary_bytes_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_primary_bytes_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1155,7 +1197,7 @@ func Kvc_config_set_max_tokens(arg1 Config, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_max_tokens_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_32(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_max_tokens_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_32(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1166,7 +1208,7 @@ func Kvc_config_get_max_tokens(arg1 Config, arg2 *uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_max_tokens_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_max_tokens_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1177,7 +1219,7 @@ func Kvc_config_set_free_gpu_memory_fraction(arg1 Config, arg2 float64) (_swig_r
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_free_gpu_memory_fraction_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_free_gpu_memory_fraction_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1188,7 +1230,7 @@ func Kvc_config_get_free_gpu_memory_fraction(arg1 Config, arg2 *float64) (_swig_
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_free_gpu_memory_fraction_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_free_gpu_memory_fraction_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1199,7 +1241,7 @@ func Kvc_config_set_host_cache_bytes(arg1 Config, arg2 uint64) (_swig_ret error)
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_host_cache_bytes_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_37(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_host_cache_bytes_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_37(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1210,7 +1252,7 @@ func Kvc_config_get_host_cache_bytes(arg1 Config, arg2 *uint64) (_swig_ret error
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_host_cache_bytes_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_host_cache_bytes_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1221,7 +1263,7 @@ func Kvc_config_set_secondary_offload_min_priority(arg1 Config, arg2 uint32) (_s
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_secondary_offload_min_priority_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_secondary_offload_min_priority_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1232,7 +1274,7 @@ func Kvc_config_get_secondary_offload_min_priority(arg1 Config, arg2 *uint32) (_
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_secondary_offload_min_priority_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_secondary_offload_min_priority_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1243,7 +1285,7 @@ func Kvc_config_set_block_reuse(arg1 Config, arg2 bool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_block_reuse_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_block_reuse_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1254,7 +1296,7 @@ func Kvc_config_get_block_reuse(arg1 Config, arg2 *bool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_block_reuse_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_block_reuse_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1265,7 +1307,7 @@ func Kvc_config_set_partial_reuse(arg1 Config, arg2 bool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_partial_reuse_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_partial_reuse_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1276,7 +1318,7 @@ func Kvc_config_get_partial_reuse(arg1 Config, arg2 *bool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_partial_reuse_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_partial_reuse_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1287,7 +1329,7 @@ func Kvc_config_set_copy_on_partial_reuse(arg1 Config, arg2 bool) (_swig_ret err
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_copy_on_partial_reuse_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_copy_on_partial_reuse_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1298,7 +1340,7 @@ func Kvc_config_get_copy_on_partial_reuse(arg1 Config, arg2 *bool) (_swig_ret er
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_copy_on_partial_reuse_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_copy_on_partial_reuse_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1309,7 +1351,7 @@ func Kvc_config_set_event_buffer_size(arg1 Config, arg2 uint32) (_swig_ret error
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_event_buffer_size_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_event_buffer_size_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1320,7 +1362,29 @@ func Kvc_config_get_event_buffer_size(arg1 Config, arg2 *uint32) (_swig_ret erro
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_event_buffer_size_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_event_buffer_size_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+func Kvc_config_set_manual_clock(arg1 Config, arg2 bool) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_kvc_config_set_manual_clock_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+func Kvc_config_get_manual_clock(arg1 Config, arg2 *bool) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_kvc_config_get_manual_clock_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1331,7 +1395,7 @@ func Kvc_cache_create(arg1 Config, arg2 *Cache) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_cache_create_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_cache_create_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1340,7 +1404,7 @@ func Kvc_cache_create(arg1 Config, arg2 *Cache) (_swig_ret error) {
 
 func Kvc_cache_destroy(arg1 Cache) {
 	_swig_i_0 := arg1
-	C._wrap_kvc_cache_destroy_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_cache_destroy_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 }
 
 type SwigcptrKvc_cache_desc_t uintptr
@@ -1355,220 +1419,220 @@ func (p SwigcptrKvc_cache_desc_t) SwigIsKvc_cache_desc_t() {
 func (arg1 SwigcptrKvc_cache_desc_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_struct_size_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_struct_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_struct_size_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_struct_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetDevice_kind(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_device_kind_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_device_kind_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetDevice_kind() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_device_kind_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_device_kind_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetDevice_ordinal(arg2 int32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_device_ordinal_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_device_ordinal_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetDevice_ordinal() (_swig_ret int32) {
 	var swig_r int32
 	_swig_i_0 := arg1
-	swig_r = (int32)(C._wrap_kvc_cache_desc_t_device_ordinal_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (int32)(C._wrap_kvc_cache_desc_t_device_ordinal_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetDtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_dtype_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_dtype_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetDtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_dtype_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_dtype_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetLayout(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_layout_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_layout_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetLayout() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_layout_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_layout_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetNum_layers(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_num_layers_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_num_layers_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetNum_layers() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_layers_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_layers_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetNum_groups(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_num_groups_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_num_groups_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetNum_groups() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_groups_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_groups_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetNum_pools(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_num_pools_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_num_pools_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetNum_pools() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_pools_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_pools_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetTokens_per_block(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetTokens_per_block() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetKv_factor(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_kv_factor_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_kv_factor_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetKv_factor() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_kv_factor_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_kv_factor_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_num_blocks_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_50(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_52(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetNum_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_num_blocks_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetToken_capacity(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_token_capacity_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_52(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_token_capacity_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_54(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetToken_capacity() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_token_capacity_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_token_capacity_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetPrimary_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_primary_bytes_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_54(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_primary_bytes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_56(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetPrimary_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_primary_bytes_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_primary_bytes_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetHost_cache_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_56(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_58(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetHost_cache_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetDevice_free_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_58(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_60(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetDevice_free_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetDevice_total_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_60(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_62(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetDevice_total_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_cache_desc_t() (_swig_ret Kvc_cache_desc_t) {
 	var swig_r Kvc_cache_desc_t
-	swig_r = (Kvc_cache_desc_t)(SwigcptrKvc_cache_desc_t(C._wrap_new_kvc_cache_desc_t_kvc_b4ebdb3bb1aee221()))
+	swig_r = (Kvc_cache_desc_t)(SwigcptrKvc_cache_desc_t(C._wrap_new_kvc_cache_desc_t_kvc_fcbb5e12893c1662()))
 	return swig_r
 }
 
 func DeleteKvc_cache_desc_t(arg1 Kvc_cache_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_cache_desc_t_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_cache_desc_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_cache_desc_t interface {
@@ -1610,14 +1674,14 @@ type Kvc_cache_desc_t interface {
 
 func Kvc_cache_desc_init(arg1 Kvc_cache_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_cache_desc_init_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_cache_desc_init_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_describe(arg1 Cache, arg2 Kvc_cache_desc_t) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_kvc_cache_describe_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_kvc_cache_describe_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1636,116 +1700,116 @@ func (p SwigcptrKvc_group_desc_t) SwigIsKvc_group_desc_t() {
 func (arg1 SwigcptrKvc_group_desc_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_struct_size_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_struct_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_struct_size_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_struct_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetWindow(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_window_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_window_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetWindow() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_window_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_window_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetKv_heads(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_kv_heads_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_kv_heads_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetKv_heads() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_kv_heads_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_kv_heads_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetHead_dim(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_head_dim_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_head_dim_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetHead_dim() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_head_dim_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_head_dim_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetNum_layers(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_num_layers_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_num_layers_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetNum_layers() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_num_layers_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_num_layers_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetPool(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_pool_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_pool_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetPool() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_pool_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_pool_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetBlock_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_block_bytes_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_63(_swig_i_1))
+	C._wrap_kvc_group_desc_t_block_bytes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_65(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetBlock_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_desc_t_block_bytes_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_desc_t_block_bytes_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetBytes_per_token(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_bytes_per_token_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_65(_swig_i_1))
+	C._wrap_kvc_group_desc_t_bytes_per_token_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_67(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetBytes_per_token() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_desc_t_bytes_per_token_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_desc_t_bytes_per_token_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_group_desc_t() (_swig_ret Kvc_group_desc_t) {
 	var swig_r Kvc_group_desc_t
-	swig_r = (Kvc_group_desc_t)(SwigcptrKvc_group_desc_t(C._wrap_new_kvc_group_desc_t_kvc_b4ebdb3bb1aee221()))
+	swig_r = (Kvc_group_desc_t)(SwigcptrKvc_group_desc_t(C._wrap_new_kvc_group_desc_t_kvc_fcbb5e12893c1662()))
 	return swig_r
 }
 
 func DeleteKvc_group_desc_t(arg1 Kvc_group_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_group_desc_t_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_group_desc_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_group_desc_t interface {
@@ -1771,7 +1835,7 @@ type Kvc_group_desc_t interface {
 
 func Kvc_group_desc_init(arg1 Kvc_group_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_group_desc_init_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_group_desc_init_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_describe_group(arg1 Cache, arg2 uint32, arg3 Kvc_group_desc_t) (_swig_ret error) {
@@ -1779,7 +1843,7 @@ func Kvc_cache_describe_group(arg1 Cache, arg2 uint32, arg3 Kvc_group_desc_t) (_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_cache_describe_group_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_cache_describe_group_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1798,90 +1862,90 @@ func (p SwigcptrKvc_pool_desc_t) SwigIsKvc_pool_desc_t() {
 func (arg1 SwigcptrKvc_pool_desc_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_struct_size_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_struct_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_pool_desc_t_struct_size_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_pool_desc_t_struct_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) SetNum_groups(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_num_groups_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_num_groups_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetNum_groups() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_pool_desc_t_num_groups_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_pool_desc_t_num_groups_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) SetBlock_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_block_bytes_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_68(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_block_bytes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetBlock_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_pool_desc_t_block_bytes_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_pool_desc_t_block_bytes_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_num_blocks_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_72(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetNum_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_pool_desc_t_num_blocks_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_pool_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) SetBytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_bytes_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_72(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_bytes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_74(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetBytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_pool_desc_t_bytes_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_pool_desc_t_bytes_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) SetBase(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_base_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_base_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetBase() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_pool_desc_t_base_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_pool_desc_t_base_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_pool_desc_t() (_swig_ret Kvc_pool_desc_t) {
 	var swig_r Kvc_pool_desc_t
-	swig_r = (Kvc_pool_desc_t)(SwigcptrKvc_pool_desc_t(C._wrap_new_kvc_pool_desc_t_kvc_b4ebdb3bb1aee221()))
+	swig_r = (Kvc_pool_desc_t)(SwigcptrKvc_pool_desc_t(C._wrap_new_kvc_pool_desc_t_kvc_fcbb5e12893c1662()))
 	return swig_r
 }
 
 func DeleteKvc_pool_desc_t(arg1 Kvc_pool_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_pool_desc_t_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_pool_desc_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_pool_desc_t interface {
@@ -1903,7 +1967,7 @@ type Kvc_pool_desc_t interface {
 
 func Kvc_pool_desc_init(arg1 Kvc_pool_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_pool_desc_init_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_pool_desc_init_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_describe_pool(arg1 Cache, arg2 uint32, arg3 Kvc_pool_desc_t) (_swig_ret error) {
@@ -1911,7 +1975,7 @@ func Kvc_cache_describe_pool(arg1 Cache, arg2 uint32, arg3 Kvc_pool_desc_t) (_sw
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_cache_describe_pool_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_cache_describe_pool_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1930,220 +1994,220 @@ func (p SwigcptrKvc_layer_view_t) SwigIsKvc_layer_view_t() {
 func (arg1 SwigcptrKvc_layer_view_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_struct_size_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_struct_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_struct_size_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_struct_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetGroup(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_group_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_group_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetGroup() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_group_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_group_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetPool(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_pool_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_pool_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetPool() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_pool_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_pool_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetDtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_dtype_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_dtype_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetDtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_dtype_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_dtype_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetLayout(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_layout_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_layout_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetLayout() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_layout_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_layout_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetKv_heads(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_kv_heads_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_kv_heads_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetKv_heads() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_kv_heads_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_kv_heads_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetHead_dim(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_head_dim_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_head_dim_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetHead_dim() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_head_dim_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_head_dim_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetTokens_per_block(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_tokens_per_block_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_tokens_per_block_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetTokens_per_block() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_tokens_per_block_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_tokens_per_block_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetKv_factor(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_kv_factor_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_kv_factor_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetKv_factor() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_kv_factor_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_kv_factor_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetElem_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_elem_size_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_elem_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetElem_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_elem_size_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_elem_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetBase(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_base_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_layer_view_t_base_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetBase() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_layer_view_t_base_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_layer_view_t_base_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_num_blocks_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1))
+	C._wrap_kvc_layer_view_t_num_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetNum_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_layer_view_t_num_blocks_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_layer_view_t_num_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetBlock_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_block_stride_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1))
+	C._wrap_kvc_layer_view_t_block_stride_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_79(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetBlock_stride() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_layer_view_t_block_stride_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_layer_view_t_block_stride_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetKv_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_kv_stride_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_79(_swig_i_1))
+	C._wrap_kvc_layer_view_t_kv_stride_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_81(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetKv_stride() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_layer_view_t_kv_stride_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_layer_view_t_kv_stride_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetToken_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_token_stride_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_81(_swig_i_1))
+	C._wrap_kvc_layer_view_t_token_stride_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_83(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetToken_stride() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_layer_view_t_token_stride_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_layer_view_t_token_stride_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetHead_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_head_stride_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_83(_swig_i_1))
+	C._wrap_kvc_layer_view_t_head_stride_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_85(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetHead_stride() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_layer_view_t_head_stride_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_layer_view_t_head_stride_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_layer_view_t() (_swig_ret Kvc_layer_view_t) {
 	var swig_r Kvc_layer_view_t
-	swig_r = (Kvc_layer_view_t)(SwigcptrKvc_layer_view_t(C._wrap_new_kvc_layer_view_t_kvc_b4ebdb3bb1aee221()))
+	swig_r = (Kvc_layer_view_t)(SwigcptrKvc_layer_view_t(C._wrap_new_kvc_layer_view_t_kvc_fcbb5e12893c1662()))
 	return swig_r
 }
 
 func DeleteKvc_layer_view_t(arg1 Kvc_layer_view_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_layer_view_t_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_layer_view_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_layer_view_t interface {
@@ -2185,7 +2249,7 @@ type Kvc_layer_view_t interface {
 
 func Kvc_layer_view_init(arg1 Kvc_layer_view_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_layer_view_init_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_layer_view_init_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_layer_view(arg1 Cache, arg2 uint32, arg3 Kvc_layer_view_t) (_swig_ret error) {
@@ -2193,7 +2257,7 @@ func Kvc_cache_layer_view(arg1 Cache, arg2 uint32, arg3 Kvc_layer_view_t) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_cache_layer_view_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_cache_layer_view_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2214,64 +2278,64 @@ func (p SwigcptrKvc_extra_key_t) SwigIsKvc_extra_key_t() {
 func (arg1 SwigcptrKvc_extra_key_t) SetOffset(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_extra_key_t_offset_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_86(_swig_i_1))
+	C._wrap_kvc_extra_key_t_offset_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_88(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) GetOffset() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_extra_key_t_offset_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_extra_key_t_offset_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) SetLength(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_extra_key_t_length_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_88(_swig_i_1))
+	C._wrap_kvc_extra_key_t_length_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_90(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) GetLength() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_extra_key_t_length_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_extra_key_t_length_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) SetData(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_extra_key_t_data_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_extra_key_t_data_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) GetData() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_extra_key_t_data_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_extra_key_t_data_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) SetSize(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_extra_key_t_size_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_90(_swig_i_1))
+	C._wrap_kvc_extra_key_t_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_92(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) GetSize() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_extra_key_t_size_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_extra_key_t_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_extra_key_t() (_swig_ret Kvc_extra_key_t) {
 	var swig_r Kvc_extra_key_t
-	swig_r = (Kvc_extra_key_t)(SwigcptrKvc_extra_key_t(C._wrap_new_kvc_extra_key_t_kvc_b4ebdb3bb1aee221()))
+	swig_r = (Kvc_extra_key_t)(SwigcptrKvc_extra_key_t(C._wrap_new_kvc_extra_key_t_kvc_fcbb5e12893c1662()))
 	return swig_r
 }
 
 func DeleteKvc_extra_key_t(arg1 Kvc_extra_key_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_extra_key_t_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_extra_key_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_extra_key_t interface {
@@ -2287,6 +2351,106 @@ type Kvc_extra_key_t interface {
 	GetSize() (_swig_ret uint64)
 }
 
+type SwigcptrKvc_retention_range_t uintptr
+
+func (p SwigcptrKvc_retention_range_t) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrKvc_retention_range_t) SwigIsKvc_retention_range_t() {
+}
+
+func (arg1 SwigcptrKvc_retention_range_t) SetStart(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_retention_range_t_start_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_94(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_retention_range_t) GetStart() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_retention_range_t_start_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_retention_range_t) SetEnd(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_retention_range_t_end_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_96(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_retention_range_t) GetEnd() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_retention_range_t_end_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_retention_range_t) SetPriority(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_retention_range_t_priority_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_retention_range_t) GetPriority() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_retention_range_t_priority_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_retention_range_t) SetReserved(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_retention_range_t_reserved_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_retention_range_t) GetReserved() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_retention_range_t_reserved_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_retention_range_t) SetDuration_ms(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_retention_range_t_duration_ms_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_98(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_retention_range_t) GetDuration_ms() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_retention_range_t_duration_ms_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewKvc_retention_range_t() (_swig_ret Kvc_retention_range_t) {
+	var swig_r Kvc_retention_range_t
+	swig_r = (Kvc_retention_range_t)(SwigcptrKvc_retention_range_t(C._wrap_new_kvc_retention_range_t_kvc_fcbb5e12893c1662()))
+	return swig_r
+}
+
+func DeleteKvc_retention_range_t(arg1 Kvc_retention_range_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_kvc_retention_range_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+}
+
+type Kvc_retention_range_t interface {
+	Swigcptr() uintptr
+	SwigIsKvc_retention_range_t()
+	SetStart(arg2 uint64)
+	GetStart() (_swig_ret uint64)
+	SetEnd(arg2 uint64)
+	GetEnd() (_swig_ret uint64)
+	SetPriority(arg2 uint32)
+	GetPriority() (_swig_ret uint32)
+	SetReserved(arg2 uint32)
+	GetReserved() (_swig_ret uint32)
+	SetDuration_ms(arg2 uint64)
+	GetDuration_ms() (_swig_ret uint64)
+}
+
 type SwigcptrKvc_sequence_options_t uintptr
 
 func (p SwigcptrKvc_sequence_options_t) Swigcptr() uintptr {
@@ -2299,129 +2463,168 @@ func (p SwigcptrKvc_sequence_options_t) SwigIsKvc_sequence_options_t() {
 func (arg1 SwigcptrKvc_sequence_options_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_struct_size_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_struct_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_options_t_struct_size_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_options_t_struct_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetPrompt_priority(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_prompt_priority_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_prompt_priority_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetPrompt_priority() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_options_t_prompt_priority_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_options_t_prompt_priority_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetDecode_priority(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_decode_priority_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_decode_priority_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetDecode_priority() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_options_t_decode_priority_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_options_t_decode_priority_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetHas_lora(arg2 bool) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_has_lora_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_has_lora_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetHas_lora() (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
-	swig_r = (bool)(C._wrap_kvc_sequence_options_t_has_lora_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (bool)(C._wrap_kvc_sequence_options_t_has_lora_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetLora_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_lora_id_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_92(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_lora_id_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_100(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetLora_id() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_lora_id_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_lora_id_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetSalt(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_salt_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_salt_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetSalt() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_sequence_options_t_salt_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_sequence_options_t_salt_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetSalt_size(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_salt_size_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_94(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_salt_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_102(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetSalt_size() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_salt_size_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_salt_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetExtra_keys(arg2 Kvc_extra_key_t) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	C._wrap_kvc_sequence_options_t_extra_keys_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_extra_keys_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetExtra_keys() (_swig_ret Kvc_extra_key_t) {
 	var swig_r Kvc_extra_key_t
 	_swig_i_0 := arg1
-	swig_r = (Kvc_extra_key_t)(SwigcptrKvc_extra_key_t(C._wrap_kvc_sequence_options_t_extra_keys_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))))
+	swig_r = (Kvc_extra_key_t)(SwigcptrKvc_extra_key_t(C._wrap_kvc_sequence_options_t_extra_keys_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetNum_extra_keys(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_96(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_104(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetNum_extra_keys() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_sequence_options_t) SetRetention_ranges(arg2 Kvc_retention_range_t) {
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	C._wrap_kvc_sequence_options_t_retention_ranges_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_sequence_options_t) GetRetention_ranges() (_swig_ret Kvc_retention_range_t) {
+	var swig_r Kvc_retention_range_t
+	_swig_i_0 := arg1
+	swig_r = (Kvc_retention_range_t)(SwigcptrKvc_retention_range_t(C._wrap_kvc_sequence_options_t_retention_ranges_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_sequence_options_t) SetNum_retention_ranges(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_106(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_sequence_options_t) GetNum_retention_ranges() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_sequence_options_t) SetDecode_duration_ms(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_108(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_sequence_options_t) GetDecode_duration_ms() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_sequence_options_t() (_swig_ret Kvc_sequence_options_t) {
 	var swig_r Kvc_sequence_options_t
-	swig_r = (Kvc_sequence_options_t)(SwigcptrKvc_sequence_options_t(C._wrap_new_kvc_sequence_options_t_kvc_b4ebdb3bb1aee221()))
+	swig_r = (Kvc_sequence_options_t)(SwigcptrKvc_sequence_options_t(C._wrap_new_kvc_sequence_options_t_kvc_fcbb5e12893c1662()))
 	return swig_r
 }
 
 func DeleteKvc_sequence_options_t(arg1 Kvc_sequence_options_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_sequence_options_t_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_sequence_options_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_sequence_options_t interface {
@@ -2445,11 +2648,17 @@ type Kvc_sequence_options_t interface {
 	GetExtra_keys() (_swig_ret Kvc_extra_key_t)
 	SetNum_extra_keys(arg2 uint64)
 	GetNum_extra_keys() (_swig_ret uint64)
+	SetRetention_ranges(arg2 Kvc_retention_range_t)
+	GetRetention_ranges() (_swig_ret Kvc_retention_range_t)
+	SetNum_retention_ranges(arg2 uint64)
+	GetNum_retention_ranges() (_swig_ret uint64)
+	SetDecode_duration_ms(arg2 uint64)
+	GetDecode_duration_ms() (_swig_ret uint64)
 }
 
 func Kvc_sequence_options_init(arg1 Kvc_sequence_options_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_sequence_options_init_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_sequence_options_init_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_sequence_add(arg1 Cache, arg2 uint64, arg3 *int32, arg4 uint64, arg5 Kvc_sequence_options_t, arg6 uintptr, arg7 *uint64) (_swig_ret error) {
@@ -2461,7 +2670,7 @@ func Kvc_sequence_add(arg1 Cache, arg2 uint64, arg3 *int32, arg4 uint64, arg5 Kv
 	_swig_i_4 := getSwigcptr(arg5)
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_kvc_sequence_add_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_99(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_100(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_voidp(_swig_i_6))
+	swig_r_p := C._wrap_kvc_sequence_add_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_111(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_112(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_voidp(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2475,7 +2684,7 @@ func Kvc_sequence_extend(arg1 Cache, arg2 uint64, arg3 *int32, arg4 uint64, arg5
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_sequence_extend_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_102(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_103(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_kvc_sequence_extend_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_114(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_115(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2487,7 +2696,7 @@ func Kvc_sequence_commit(arg1 Cache, arg2 uint64, arg3 uint64) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_sequence_commit_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_105(_swig_i_1), C.swig_type_106(_swig_i_2))
+	swig_r_p := C._wrap_kvc_sequence_commit_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_117(_swig_i_1), C.swig_type_118(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2499,7 +2708,7 @@ func Kvc_sequence_rewind(arg1 Cache, arg2 uint64, arg3 uint64) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_sequence_rewind_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_108(_swig_i_1), C.swig_type_109(_swig_i_2))
+	swig_r_p := C._wrap_kvc_sequence_rewind_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_120(_swig_i_1), C.swig_type_121(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2511,7 +2720,7 @@ func Kvc_sequence_fork(arg1 Cache, arg2 uint64, arg3 uint64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_sequence_fork_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_111(_swig_i_1), C.swig_type_112(_swig_i_2))
+	swig_r_p := C._wrap_kvc_sequence_fork_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_123(_swig_i_1), C.swig_type_124(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2522,7 +2731,7 @@ func Kvc_sequence_remove(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_sequence_remove_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_114(_swig_i_1))
+	swig_r_p := C._wrap_kvc_sequence_remove_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_126(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2533,7 +2742,7 @@ func Kvc_sequence_pin(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_sequence_pin_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_116(_swig_i_1))
+	swig_r_p := C._wrap_kvc_sequence_pin_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_128(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2544,7 +2753,7 @@ func Kvc_sequence_unpin(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_sequence_unpin_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_118(_swig_i_1))
+	swig_r_p := C._wrap_kvc_sequence_unpin_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_130(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2563,129 +2772,129 @@ func (p SwigcptrKvc_sequence_desc_t) SwigIsKvc_sequence_desc_t() {
 func (arg1 SwigcptrKvc_sequence_desc_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_struct_size_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_struct_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_struct_size_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_struct_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetPrompt_priority(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetPrompt_priority() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetDecode_priority(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_decode_priority_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_decode_priority_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetDecode_priority() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_decode_priority_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_decode_priority_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetReserved(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_reserved_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_reserved_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetReserved() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_reserved_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_reserved_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetNum_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_num_tokens_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_119(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_num_tokens_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_131(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetNum_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_num_tokens_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_num_tokens_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetPrompt_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_121(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_133(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetPrompt_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetCached_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_123(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_135(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetCached_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetCommitted_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_125(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetCommitted_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_num_blocks_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_127(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_139(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetNum_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_num_blocks_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_sequence_desc_t() (_swig_ret Kvc_sequence_desc_t) {
 	var swig_r Kvc_sequence_desc_t
-	swig_r = (Kvc_sequence_desc_t)(SwigcptrKvc_sequence_desc_t(C._wrap_new_kvc_sequence_desc_t_kvc_b4ebdb3bb1aee221()))
+	swig_r = (Kvc_sequence_desc_t)(SwigcptrKvc_sequence_desc_t(C._wrap_new_kvc_sequence_desc_t_kvc_fcbb5e12893c1662()))
 	return swig_r
 }
 
 func DeleteKvc_sequence_desc_t(arg1 Kvc_sequence_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_sequence_desc_t_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_sequence_desc_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_sequence_desc_t interface {
@@ -2713,7 +2922,7 @@ type Kvc_sequence_desc_t interface {
 
 func Kvc_sequence_desc_init(arg1 Kvc_sequence_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_sequence_desc_init_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_sequence_desc_init_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_sequence_describe(arg1 Cache, arg2 uint64, arg3 Kvc_sequence_desc_t) (_swig_ret error) {
@@ -2721,7 +2930,7 @@ func Kvc_sequence_describe(arg1 Cache, arg2 uint64, arg3 Kvc_sequence_desc_t) (_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_sequence_describe_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_130(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_sequence_describe_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_142(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2736,7 +2945,7 @@ func Kvc_sequence_block_ids(arg1 Cache, arg2 uint64, arg3 uint32, arg4 *int32, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_kvc_sequence_block_ids_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_132(_swig_i_1), C.int(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_133(_swig_i_4), C.swig_voidp(_swig_i_5))
+	swig_r_p := C._wrap_kvc_sequence_block_ids_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_144(_swig_i_1), C.int(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_145(_swig_i_4), C.swig_voidp(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2749,7 +2958,7 @@ func Kvc_sequence_blocks_needed(arg1 Cache, arg2 uint64, arg3 uint64, arg4 *uint
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_sequence_blocks_needed_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_135(_swig_i_1), C.swig_type_136(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_sequence_blocks_needed_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_147(_swig_i_1), C.swig_type_148(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2763,7 +2972,18 @@ func Kvc_cache_probe(arg1 Cache, arg2 *int32, arg3 uint64, arg4 Kvc_sequence_opt
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_cache_probe_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_138(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvc_cache_probe_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_150(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+func Kvc_cache_advance_clock(arg1 Cache, arg2 uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_kvc_cache_advance_clock_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_152(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2777,7 +2997,7 @@ func Kvc_batch_extend(arg1 Cache, arg2 *uint64, arg3 *int32, arg4 uint64, arg5 u
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_batch_extend_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_140(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_kvc_batch_extend_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_154(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2794,7 +3014,7 @@ func Kvc_batch_block_table(arg1 Cache, arg2 uint32, arg3 *uint64, arg4 uint64, a
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_kvc_batch_block_table_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_142(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_143(_swig_i_5), C.int(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_kvc_batch_block_table_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_156(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_157(_swig_i_5), C.int(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2812,7 +3032,7 @@ func Kvc_batch_block_table_csr(arg1 Cache, arg2 uint32, arg3 *uint64, arg4 uint6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_kvc_batch_block_table_csr_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_145(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_146(_swig_i_6), C.swig_voidp(_swig_i_7), C.swig_voidp(_swig_i_8))
+	swig_r_p := C._wrap_kvc_batch_block_table_csr_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_159(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_160(_swig_i_6), C.swig_voidp(_swig_i_7), C.swig_voidp(_swig_i_8))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2825,7 +3045,7 @@ func Kvc_batch_sequence_lengths(arg1 Cache, arg2 *uint64, arg3 uint64, arg4 *int
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_batch_sequence_lengths_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_148(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_batch_sequence_lengths_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_162(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2842,7 +3062,7 @@ func Kvc_batch_slot_mapping(arg1 Cache, arg2 uint32, arg3 *uint64, arg4 uint64, 
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_kvc_batch_slot_mapping_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_150(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_151(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_kvc_batch_slot_mapping_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_164(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_165(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2861,181 +3081,181 @@ func (p SwigcptrKvc_cache_stats_t) SwigIsKvc_cache_stats_t() {
 func (arg1 SwigcptrKvc_cache_stats_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_struct_size_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_struct_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_stats_t_struct_size_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_stats_t_struct_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetReserved(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_reserved_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_reserved_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetReserved() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_stats_t_reserved_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_stats_t_reserved_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_num_blocks_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_152(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_num_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_166(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetNum_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_num_blocks_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_num_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetFree_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_free_blocks_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_154(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_free_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_168(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetFree_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_free_blocks_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_free_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetCached_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_cached_blocks_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_156(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_cached_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_170(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetCached_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_cached_blocks_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_cached_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetIn_use_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_158(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_172(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetIn_use_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetReused_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_reused_blocks_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_160(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_reused_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_174(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetReused_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_reused_blocks_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_reused_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetMissed_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_missed_blocks_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_162(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_missed_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_176(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetMissed_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_missed_blocks_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_missed_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetHit_rate(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_hit_rate_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_hit_rate_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetHit_rate() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_kvc_cache_stats_t_hit_rate_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_kvc_cache_stats_t_hit_rate_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetEvicted_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_164(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_178(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetNum_sequences(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_num_sequences_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_166(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_num_sequences_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_180(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetNum_sequences() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_num_sequences_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_num_sequences_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetNum_pinned(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_num_pinned_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_168(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_num_pinned_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_182(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetNum_pinned() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_num_pinned_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_num_pinned_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetTree_nodes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_tree_nodes_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_170(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_tree_nodes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_184(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetTree_nodes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_tree_nodes_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_tree_nodes_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_cache_stats_t() (_swig_ret Kvc_cache_stats_t) {
 	var swig_r Kvc_cache_stats_t
-	swig_r = (Kvc_cache_stats_t)(SwigcptrKvc_cache_stats_t(C._wrap_new_kvc_cache_stats_t_kvc_b4ebdb3bb1aee221()))
+	swig_r = (Kvc_cache_stats_t)(SwigcptrKvc_cache_stats_t(C._wrap_new_kvc_cache_stats_t_kvc_fcbb5e12893c1662()))
 	return swig_r
 }
 
 func DeleteKvc_cache_stats_t(arg1 Kvc_cache_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_cache_stats_t_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_cache_stats_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_cache_stats_t interface {
@@ -3071,14 +3291,14 @@ type Kvc_cache_stats_t interface {
 
 func Kvc_cache_stats_init(arg1 Kvc_cache_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_cache_stats_init_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_cache_stats_init_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_get_stats(arg1 Cache, arg2 Kvc_cache_stats_t) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_kvc_cache_get_stats_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_kvc_cache_get_stats_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3088,7 +3308,7 @@ func Kvc_cache_get_stats(arg1 Cache, arg2 Kvc_cache_stats_t) (_swig_ret error) {
 func Kvc_cache_reset_reuse(arg1 Cache) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_cache_reset_reuse_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvc_cache_reset_reuse_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3098,7 +3318,7 @@ func Kvc_cache_reset_reuse(arg1 Cache) (_swig_ret error) {
 func Kvc_cache_check(arg1 Cache) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_cache_check_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvc_cache_check_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3117,129 +3337,129 @@ func (p SwigcptrKvc_store_args_t) SwigIsKvc_store_args_t() {
 func (arg1 SwigcptrKvc_store_args_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_struct_size_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_store_args_t_struct_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_store_args_t_struct_size_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_store_args_t_struct_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetLayer(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_layer_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_store_args_t_layer_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetLayer() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_store_args_t_layer_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_store_args_t_layer_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetNum_tokens(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_num_tokens_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_store_args_t_num_tokens_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetNum_tokens() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_store_args_t_num_tokens_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_store_args_t_num_tokens_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetSrc_dtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_src_dtype_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_store_args_t_src_dtype_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetSrc_dtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_store_args_t_src_dtype_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_store_args_t_src_dtype_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetKey(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_key_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_store_args_t_key_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetKey() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_store_args_t_key_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_store_args_t_key_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetValue(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_value_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_store_args_t_value_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetValue() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_store_args_t_value_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_store_args_t_value_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetSlot_mapping(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_slot_mapping_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_store_args_t_slot_mapping_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetSlot_mapping() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_store_args_t_slot_mapping_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_store_args_t_slot_mapping_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetK_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_k_scale_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_store_args_t_k_scale_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetK_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_store_args_t_k_scale_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_store_args_t_k_scale_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetV_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_v_scale_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_store_args_t_v_scale_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetV_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_store_args_t_v_scale_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_store_args_t_v_scale_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_store_args_t() (_swig_ret Kvc_store_args_t) {
 	var swig_r Kvc_store_args_t
-	swig_r = (Kvc_store_args_t)(SwigcptrKvc_store_args_t(C._wrap_new_kvc_store_args_t_kvc_b4ebdb3bb1aee221()))
+	swig_r = (Kvc_store_args_t)(SwigcptrKvc_store_args_t(C._wrap_new_kvc_store_args_t_kvc_fcbb5e12893c1662()))
 	return swig_r
 }
 
 func DeleteKvc_store_args_t(arg1 Kvc_store_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_store_args_t_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_store_args_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_store_args_t interface {
@@ -3267,7 +3487,7 @@ type Kvc_store_args_t interface {
 
 func Kvc_store_args_init(arg1 Kvc_store_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_store_args_init_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_store_args_init_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_store_kv(arg1 Cache, arg2 Kvc_store_args_t, arg3 uintptr) (_swig_ret error) {
@@ -3275,7 +3495,7 @@ func Kvc_store_kv(arg1 Cache, arg2 Kvc_store_args_t, arg3 uintptr) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_store_kv_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_store_kv_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3291,7 +3511,7 @@ func Kvc_copy_blocks(arg1 Cache, arg2 uint32, arg3 *int32, arg4 *int32, arg5 *ui
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_kvc_copy_blocks_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.int(_swig_i_5), C.uintptr_t(_swig_i_6))
+	swig_r_p := C._wrap_kvc_copy_blocks_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.int(_swig_i_5), C.uintptr_t(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3302,7 +3522,7 @@ type Enum_SS_kvc_table_format int
 
 func _swig_getKVC_TABLE_PADDED() (_swig_ret Enum_SS_kvc_table_format) {
 	var swig_r Enum_SS_kvc_table_format
-	swig_r = (Enum_SS_kvc_table_format)(C._wrap_KVC_TABLE_PADDED_kvc_b4ebdb3bb1aee221())
+	swig_r = (Enum_SS_kvc_table_format)(C._wrap_KVC_TABLE_PADDED_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -3310,7 +3530,7 @@ var KVC_TABLE_PADDED Enum_SS_kvc_table_format = _swig_getKVC_TABLE_PADDED()
 
 func _swig_getKVC_TABLE_CSR() (_swig_ret Enum_SS_kvc_table_format) {
 	var swig_r Enum_SS_kvc_table_format
-	swig_r = (Enum_SS_kvc_table_format)(C._wrap_KVC_TABLE_CSR_kvc_b4ebdb3bb1aee221())
+	swig_r = (Enum_SS_kvc_table_format)(C._wrap_KVC_TABLE_CSR_kvc_fcbb5e12893c1662())
 	return swig_r
 }
 
@@ -3328,259 +3548,259 @@ func (p SwigcptrKvc_decode_args_t) SwigIsKvc_decode_args_t() {
 func (arg1 SwigcptrKvc_decode_args_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_struct_size_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_struct_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_struct_size_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_struct_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetLayer(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_layer_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_layer_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetLayer() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_layer_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_layer_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetBatch(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_batch_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_batch_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetBatch() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_batch_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_batch_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetQ_heads(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_q_heads_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_q_heads_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetQ_heads() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_q_heads_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_q_heads_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetQ_dtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_q_dtype_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_q_dtype_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetQ_dtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_q_dtype_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_q_dtype_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetTable_format(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_table_format_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_table_format_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetTable_format() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_table_format_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_table_format_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetQuery(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_query_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_decode_args_t_query_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetQuery() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_query_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_query_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetOut(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_out_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_decode_args_t_out_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetOut() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_out_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_out_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetSeq_lens(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_seq_lens_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_decode_args_t_seq_lens_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetSeq_lens() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_seq_lens_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_seq_lens_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetBlock_table(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_block_table_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_decode_args_t_block_table_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetBlock_table() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_block_table_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_block_table_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetIndptr(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_indptr_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_decode_args_t_indptr_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetIndptr() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_indptr_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_indptr_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetTable_stride(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_table_stride_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_table_stride_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetTable_stride() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_table_stride_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_table_stride_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetMax_seq_len(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_max_seq_len_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_max_seq_len_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetMax_seq_len() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_max_seq_len_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_max_seq_len_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetWindow(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_window_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_window_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetWindow() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_window_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_window_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetSoftmax_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_softmax_scale_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_decode_args_t_softmax_scale_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetSoftmax_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_decode_args_t_softmax_scale_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_decode_args_t_softmax_scale_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetK_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_k_scale_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_decode_args_t_k_scale_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetK_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_decode_args_t_k_scale_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_decode_args_t_k_scale_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetV_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_v_scale_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_decode_args_t_v_scale_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetV_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_decode_args_t_v_scale_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_decode_args_t_v_scale_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetWorkspace(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_workspace_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_decode_args_t_workspace_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetWorkspace() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_workspace_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_workspace_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetWorkspace_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_workspace_bytes_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_177(_swig_i_1))
+	C._wrap_kvc_decode_args_t_workspace_bytes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetWorkspace_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_decode_args_t_workspace_bytes_get_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_decode_args_t_workspace_bytes_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_decode_args_t() (_swig_ret Kvc_decode_args_t) {
 	var swig_r Kvc_decode_args_t
-	swig_r = (Kvc_decode_args_t)(SwigcptrKvc_decode_args_t(C._wrap_new_kvc_decode_args_t_kvc_b4ebdb3bb1aee221()))
+	swig_r = (Kvc_decode_args_t)(SwigcptrKvc_decode_args_t(C._wrap_new_kvc_decode_args_t_kvc_fcbb5e12893c1662()))
 	return swig_r
 }
 
 func DeleteKvc_decode_args_t(arg1 Kvc_decode_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_decode_args_t_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_decode_args_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_decode_args_t interface {
@@ -3628,7 +3848,7 @@ type Kvc_decode_args_t interface {
 
 func Kvc_decode_args_init(arg1 Kvc_decode_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_decode_args_init_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_decode_args_init_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_decode_workspace_size(arg1 Cache, arg2 Kvc_decode_args_t, arg3 *uint64) (_swig_ret error) {
@@ -3636,7 +3856,7 @@ func Kvc_decode_workspace_size(arg1 Cache, arg2 Kvc_decode_args_t, arg3 *uint64)
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_decode_workspace_size_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_decode_workspace_size_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3648,7 +3868,7 @@ func Kvc_decode_attention(arg1 Cache, arg2 Kvc_decode_args_t, arg3 uintptr) (_sw
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_decode_attention_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_decode_attention_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3660,7 +3880,7 @@ func Kvc_cache_get_async_error(arg1 Cache, arg2 uintptr, arg3 *int32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_cache_get_async_error_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_cache_get_async_error_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3671,27 +3891,27 @@ func Kvcgo_buffer_new(arg1 *byte, arg2 uint64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (uintptr)(C._wrap_kvcgo_buffer_new_kvc_b4ebdb3bb1aee221(C.swig_voidp(_swig_i_0), C.swig_type_182(_swig_i_1)))
+	swig_r = (uintptr)(C._wrap_kvcgo_buffer_new_kvc_fcbb5e12893c1662(C.swig_voidp(_swig_i_0), C.swig_type_196(_swig_i_1)))
 	return swig_r
 }
 
 func Kvcgo_buffer_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_kvcgo_buffer_free_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0))
+	C._wrap_kvcgo_buffer_free_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
 }
 
 func Kvcgo_buffer_read(arg1 *byte, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_buffer_read_kvc_b4ebdb3bb1aee221(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_183(_swig_i_2))
+	C._wrap_kvcgo_buffer_read_kvc_fcbb5e12893c1662(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_197(_swig_i_2))
 }
 
 func Kvcgo_buffer_write(arg1 uintptr, arg2 *byte, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_buffer_write_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_184(_swig_i_2))
+	C._wrap_kvcgo_buffer_write_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_198(_swig_i_2))
 }
 
 func Kvcgo_extra_key_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, arg5 uintptr, arg6 uint64) {
@@ -3701,7 +3921,7 @@ func Kvcgo_extra_key_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_kvcgo_extra_key_set_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1), C.swig_type_186(_swig_i_2), C.swig_type_187(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_188(_swig_i_5))
+	C._wrap_kvcgo_extra_key_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_199(_swig_i_1), C.swig_type_200(_swig_i_2), C.swig_type_201(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_202(_swig_i_5))
 }
 
 func Kvcgo_cache_async_error(arg1 Cache, arg2 uintptr, arg3 *bool) (_swig_ret error) {
@@ -3709,7 +3929,7 @@ func Kvcgo_cache_async_error(arg1 Cache, arg2 uintptr, arg3 *bool) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvcgo_cache_async_error_kvc_b4ebdb3bb1aee221(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvcgo_cache_async_error_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3718,6 +3938,22 @@ func Kvcgo_cache_async_error(arg1 Cache, arg2 uintptr, arg3 *bool) (_swig_ret er
 
 func Kvcgo_extra_key_size() (_swig_ret uint64) {
 	var swig_r uint64
-	swig_r = (uint64)(C._wrap_kvcgo_extra_key_size_kvc_b4ebdb3bb1aee221())
+	swig_r = (uint64)(C._wrap_kvcgo_extra_key_size_kvc_fcbb5e12893c1662())
+	return swig_r
+}
+
+func Kvcgo_retention_range_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, arg5 uint32, arg6 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	C._wrap_kvcgo_retention_range_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_205(_swig_i_1), C.swig_type_206(_swig_i_2), C.swig_type_207(_swig_i_3), C.int(_swig_i_4), C.swig_type_208(_swig_i_5))
+}
+
+func Kvcgo_retention_range_size() (_swig_ret uint64) {
+	var swig_r uint64
+	swig_r = (uint64)(C._wrap_kvcgo_retention_range_size_kvc_fcbb5e12893c1662())
 	return swig_r
 }

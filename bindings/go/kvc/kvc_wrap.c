@@ -259,12 +259,25 @@ static kvc_status_t kvcgo_cache_async_error(kvc_cache_t *cache, void *stream,
 }
 /* sizeof(kvc_extra_key_t). */
 static size_t kvcgo_extra_key_size(void) { return sizeof(kvc_extra_key_t); }
+/* Stores entry `index` of a kvc_retention_range_t array at C address
+ * `ranges` (reserved is zeroed). */
+static void kvcgo_retention_range_set(uintptr_t ranges, size_t index, uint64_t start,
+                                      uint64_t end, uint32_t priority, uint64_t duration_ms) {
+  kvc_retention_range_t *r = (kvc_retention_range_t *)ranges + index;
+  r->start = start;
+  r->end = end;
+  r->priority = priority;
+  r->reserved = 0;
+  r->duration_ms = duration_ms;
+}
+/* sizeof(kvc_retention_range_t). */
+static size_t kvcgo_retention_range_size(void) { return sizeof(kvc_retention_range_t); }
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-void _wrap_Swig_free_kvc_b4ebdb3bb1aee221(void *_swig_go_0) {
+void _wrap_Swig_free_kvc_fcbb5e12893c1662(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -274,7 +287,7 @@ void _wrap_Swig_free_kvc_b4ebdb3bb1aee221(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_kvc_b4ebdb3bb1aee221(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_kvc_fcbb5e12893c1662(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -287,7 +300,7 @@ void *_wrap_Swig_malloc_kvc_b4ebdb3bb1aee221(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_OK_kvc_b4ebdb3bb1aee221() {
+intgo _wrap_KVC_OK_kvc_fcbb5e12893c1662() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -299,7 +312,7 @@ intgo _wrap_KVC_OK_kvc_b4ebdb3bb1aee221() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_b4ebdb3bb1aee221() {
+intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_fcbb5e12893c1662() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -311,7 +324,7 @@ intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_b4ebdb3bb1aee221() {
 }
 
 
-intgo _wrap_KVC_ERR_NOT_FOUND_kvc_b4ebdb3bb1aee221() {
+intgo _wrap_KVC_ERR_NOT_FOUND_kvc_fcbb5e12893c1662() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -323,7 +336,7 @@ intgo _wrap_KVC_ERR_NOT_FOUND_kvc_b4ebdb3bb1aee221() {
 }
 
 
-intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_b4ebdb3bb1aee221() {
+intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_fcbb5e12893c1662() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -335,7 +348,7 @@ intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_b4ebdb3bb1aee221() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_b4ebdb3bb1aee221() {
+intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_fcbb5e12893c1662() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -347,7 +360,7 @@ intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_b4ebdb3bb1aee221() {
 }
 
 
-intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_b4ebdb3bb1aee221() {
+intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_fcbb5e12893c1662() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -359,7 +372,7 @@ intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_b4ebdb3bb1aee221() {
 }
 
 
-intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_b4ebdb3bb1aee221() {
+intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_fcbb5e12893c1662() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -371,7 +384,7 @@ intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_b4ebdb3bb1aee221() {
 }
 
 
-intgo _wrap_KVC_ERR_DEVICE_kvc_b4ebdb3bb1aee221() {
+intgo _wrap_KVC_ERR_DEVICE_kvc_fcbb5e12893c1662() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -383,7 +396,7 @@ intgo _wrap_KVC_ERR_DEVICE_kvc_b4ebdb3bb1aee221() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_b4ebdb3bb1aee221() {
+intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_fcbb5e12893c1662() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -395,7 +408,7 @@ intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_b4ebdb3bb1aee221() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_STATE_kvc_b4ebdb3bb1aee221() {
+intgo _wrap_KVC_ERR_INVALID_STATE_kvc_fcbb5e12893c1662() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -407,7 +420,7 @@ intgo _wrap_KVC_ERR_INVALID_STATE_kvc_b4ebdb3bb1aee221() {
 }
 
 
-intgo _wrap_KVC_ERR_INTERNAL_kvc_b4ebdb3bb1aee221() {
+intgo _wrap_KVC_ERR_INTERNAL_kvc_fcbb5e12893c1662() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -419,7 +432,7 @@ intgo _wrap_KVC_ERR_INTERNAL_kvc_b4ebdb3bb1aee221() {
 }
 
 
-_gostring_ _wrap_kvc_status_string_kvc_b4ebdb3bb1aee221(int _swig_go_0) {
+_gostring_ _wrap_kvc_status_string_kvc_fcbb5e12893c1662(int _swig_go_0) {
   kvc_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -432,7 +445,7 @@ _gostring_ _wrap_kvc_status_string_kvc_b4ebdb3bb1aee221(int _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_VERSION_NUMBER_kvc_b4ebdb3bb1aee221() {
+intgo _wrap_KVC_VERSION_NUMBER_kvc_fcbb5e12893c1662() {
   int result;
   intgo _swig_go_result;
   
@@ -443,7 +456,7 @@ intgo _wrap_KVC_VERSION_NUMBER_kvc_b4ebdb3bb1aee221() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_b4ebdb3bb1aee221() {
+intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_fcbb5e12893c1662() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -455,7 +468,7 @@ intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_b4ebdb3bb1aee221() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_b4ebdb3bb1aee221() {
+intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_fcbb5e12893c1662() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -467,7 +480,7 @@ intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_b4ebdb3bb1aee221() {
 }
 
 
-int _wrap_kvc_version_kvc_b4ebdb3bb1aee221() {
+int _wrap_kvc_version_kvc_fcbb5e12893c1662() {
   uint32_t result;
   int _swig_go_result;
   
@@ -478,7 +491,7 @@ int _wrap_kvc_version_kvc_b4ebdb3bb1aee221() {
 }
 
 
-_gostring_ _wrap_kvc_version_string_kvc_b4ebdb3bb1aee221() {
+_gostring_ _wrap_kvc_version_string_kvc_fcbb5e12893c1662() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -489,7 +502,7 @@ _gostring_ _wrap_kvc_version_string_kvc_b4ebdb3bb1aee221() {
 }
 
 
-int _wrap_kvc_abi_version_kvc_b4ebdb3bb1aee221() {
+int _wrap_kvc_abi_version_kvc_fcbb5e12893c1662() {
   uint32_t result;
   int _swig_go_result;
   
@@ -500,7 +513,7 @@ int _wrap_kvc_abi_version_kvc_b4ebdb3bb1aee221() {
 }
 
 
-long long _wrap_kvc_features_kvc_b4ebdb3bb1aee221() {
+long long _wrap_kvc_features_kvc_fcbb5e12893c1662() {
   uint64_t result;
   long long _swig_go_result;
   
@@ -511,7 +524,7 @@ long long _wrap_kvc_features_kvc_b4ebdb3bb1aee221() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F32_kvc_b4ebdb3bb1aee221() {
+intgo _wrap_KVC_DTYPE_F32_kvc_fcbb5e12893c1662() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -523,7 +536,7 @@ intgo _wrap_KVC_DTYPE_F32_kvc_b4ebdb3bb1aee221() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F16_kvc_b4ebdb3bb1aee221() {
+intgo _wrap_KVC_DTYPE_F16_kvc_fcbb5e12893c1662() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -535,7 +548,7 @@ intgo _wrap_KVC_DTYPE_F16_kvc_b4ebdb3bb1aee221() {
 }
 
 
-intgo _wrap_KVC_DTYPE_BF16_kvc_b4ebdb3bb1aee221() {
+intgo _wrap_KVC_DTYPE_BF16_kvc_fcbb5e12893c1662() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -547,7 +560,7 @@ intgo _wrap_KVC_DTYPE_BF16_kvc_b4ebdb3bb1aee221() {
 }
 
 
-intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_b4ebdb3bb1aee221() {
+intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_fcbb5e12893c1662() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -559,7 +572,7 @@ intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_b4ebdb3bb1aee221() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_NHD_kvc_b4ebdb3bb1aee221() {
+intgo _wrap_KVC_LAYOUT_NHD_kvc_fcbb5e12893c1662() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -571,7 +584,7 @@ intgo _wrap_KVC_LAYOUT_NHD_kvc_b4ebdb3bb1aee221() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_HND_kvc_b4ebdb3bb1aee221() {
+intgo _wrap_KVC_LAYOUT_HND_kvc_fcbb5e12893c1662() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -583,7 +596,7 @@ intgo _wrap_KVC_LAYOUT_HND_kvc_b4ebdb3bb1aee221() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CPU_kvc_b4ebdb3bb1aee221() {
+intgo _wrap_KVC_DEVICE_CPU_kvc_fcbb5e12893c1662() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -595,7 +608,7 @@ intgo _wrap_KVC_DEVICE_CPU_kvc_b4ebdb3bb1aee221() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CUDA_kvc_b4ebdb3bb1aee221() {
+intgo _wrap_KVC_DEVICE_CUDA_kvc_fcbb5e12893c1662() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -607,7 +620,7 @@ intgo _wrap_KVC_DEVICE_CUDA_kvc_b4ebdb3bb1aee221() {
 }
 
 
-_gostring_ _wrap_kvc_config_create_kvc_b4ebdb3bb1aee221(kvc_config_t **_swig_go_0) {
+_gostring_ _wrap_kvc_config_create_kvc_fcbb5e12893c1662(kvc_config_t **_swig_go_0) {
   kvc_config_t **arg1 = (kvc_config_t **) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -620,7 +633,7 @@ _gostring_ _wrap_kvc_config_create_kvc_b4ebdb3bb1aee221(kvc_config_t **_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_config_clone_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
+_gostring_ _wrap_kvc_config_clone_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_config_t **arg2 = (kvc_config_t **) 0 ;
   kvc_status_t result;
@@ -635,7 +648,7 @@ _gostring_ _wrap_kvc_config_clone_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_config_destroy_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0) {
+void _wrap_kvc_config_destroy_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   
   arg1 = (kvc_config_t *)_swig_go_0; 
@@ -645,7 +658,7 @@ void _wrap_kvc_config_destroy_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_kvc_config_validate_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0) {
+_gostring_ _wrap_kvc_config_validate_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -658,7 +671,7 @@ _gostring_ _wrap_kvc_config_validate_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_config_set_num_layers_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_num_layers_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -673,7 +686,7 @@ _gostring_ _wrap_kvc_config_set_num_layers_kvc_b4ebdb3bb1aee221(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_num_layers_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_num_layers_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -688,7 +701,7 @@ _gostring_ _wrap_kvc_config_get_num_layers_kvc_b4ebdb3bb1aee221(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_heads_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -703,7 +716,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_kvc_b4ebdb3bb1aee221(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -720,7 +733,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_b4ebdb3bb1aee221(kvc_conf
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_heads_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_kv_heads_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -737,7 +750,7 @@ _gostring_ _wrap_kvc_config_get_kv_heads_kvc_b4ebdb3bb1aee221(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_head_dim_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_head_dim_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -752,7 +765,7 @@ _gostring_ _wrap_kvc_config_set_head_dim_kvc_b4ebdb3bb1aee221(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_get_head_dim_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_head_dim_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -767,7 +780,7 @@ _gostring_ _wrap_kvc_config_get_head_dim_kvc_b4ebdb3bb1aee221(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_dtype_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_dtype_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t arg2 ;
   kvc_status_t result;
@@ -782,7 +795,7 @@ _gostring_ _wrap_kvc_config_set_dtype_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_get_dtype_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_dtype_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t *arg2 = (kvc_dtype_t *) 0 ;
   kvc_status_t result;
@@ -797,7 +810,7 @@ _gostring_ _wrap_kvc_config_get_dtype_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_factor_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_factor_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -812,7 +825,7 @@ _gostring_ _wrap_kvc_config_set_kv_factor_kvc_b4ebdb3bb1aee221(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_factor_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_kv_factor_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -827,7 +840,7 @@ _gostring_ _wrap_kvc_config_get_kv_factor_kvc_b4ebdb3bb1aee221(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_set_layout_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_layout_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t arg2 ;
   kvc_status_t result;
@@ -842,7 +855,7 @@ _gostring_ _wrap_kvc_config_set_layout_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_layout_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_layout_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t *arg2 = (kvc_layout_t *) 0 ;
   kvc_status_t result;
@@ -857,7 +870,7 @@ _gostring_ _wrap_kvc_config_get_layout_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -872,7 +885,7 @@ _gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_b4ebdb3bb1aee221(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -887,7 +900,7 @@ _gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_b4ebdb3bb1aee221(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_attention_windows_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_attention_windows_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -904,7 +917,7 @@ _gostring_ _wrap_kvc_config_set_attention_windows_kvc_b4ebdb3bb1aee221(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_attention_window_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_attention_window_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -921,7 +934,7 @@ _gostring_ _wrap_kvc_config_get_attention_window_kvc_b4ebdb3bb1aee221(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_device_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_device_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t arg2 ;
   int32_t arg3 ;
@@ -938,7 +951,7 @@ _gostring_ _wrap_kvc_config_set_device_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_device_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_device_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t *arg2 = (kvc_device_kind_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -955,7 +968,7 @@ _gostring_ _wrap_kvc_config_get_device_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -970,7 +983,7 @@ _gostring_ _wrap_kvc_config_set_primary_bytes_kvc_b4ebdb3bb1aee221(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -985,7 +998,7 @@ _gostring_ _wrap_kvc_config_get_primary_bytes_kvc_b4ebdb3bb1aee221(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_max_tokens_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_max_tokens_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1000,7 +1013,7 @@ _gostring_ _wrap_kvc_config_set_max_tokens_kvc_b4ebdb3bb1aee221(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_max_tokens_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_max_tokens_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1015,7 +1028,7 @@ _gostring_ _wrap_kvc_config_get_max_tokens_kvc_b4ebdb3bb1aee221(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, double _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, double _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double arg2 ;
   kvc_status_t result;
@@ -1030,7 +1043,7 @@ _gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_b4ebdb3bb1aee221(kv
 }
 
 
-_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, double *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, double *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double *arg2 = (double *) 0 ;
   kvc_status_t result;
@@ -1045,7 +1058,7 @@ _gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_b4ebdb3bb1aee221(kv
 }
 
 
-_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1060,7 +1073,7 @@ _gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_b4ebdb3bb1aee221(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1075,7 +1088,7 @@ _gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_b4ebdb3bb1aee221(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1090,7 +1103,7 @@ _gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_b4ebdb3bb1aee
 }
 
 
-_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1105,7 +1118,7 @@ _gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_b4ebdb3bb1aee
 }
 
 
-_gostring_ _wrap_kvc_config_set_block_reuse_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_block_reuse_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1120,7 +1133,7 @@ _gostring_ _wrap_kvc_config_set_block_reuse_kvc_b4ebdb3bb1aee221(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_get_block_reuse_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_block_reuse_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1135,7 +1148,7 @@ _gostring_ _wrap_kvc_config_get_block_reuse_kvc_b4ebdb3bb1aee221(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1150,7 +1163,7 @@ _gostring_ _wrap_kvc_config_set_partial_reuse_kvc_b4ebdb3bb1aee221(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1165,7 +1178,7 @@ _gostring_ _wrap_kvc_config_get_partial_reuse_kvc_b4ebdb3bb1aee221(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1180,7 +1193,7 @@ _gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_b4ebdb3bb1aee221(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1195,7 +1208,7 @@ _gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_b4ebdb3bb1aee221(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1210,7 +1223,7 @@ _gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_b4ebdb3bb1aee221(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1225,7 +1238,37 @@ _gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_b4ebdb3bb1aee221(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_cache_create_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
+_gostring_ _wrap_kvc_config_set_manual_clock_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  bool arg2 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (bool)_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_config_set_manual_clock(arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_get_manual_clock_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  bool *arg2 = (bool *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (bool *)_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_config_get_manual_clock((struct kvc_config const *)arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_cache_create_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_cache_t **arg2 = (kvc_cache_t **) 0 ;
   kvc_status_t result;
@@ -1240,7 +1283,7 @@ _gostring_ _wrap_kvc_cache_create_kvc_b4ebdb3bb1aee221(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_cache_destroy_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0) {
+void _wrap_kvc_cache_destroy_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   
   arg1 = (kvc_cache_t *)_swig_go_0; 
@@ -1250,7 +1293,7 @@ void _wrap_kvc_cache_destroy_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_cache_desc_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1262,7 +1305,7 @@ void _wrap_kvc_cache_desc_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1275,7 +1318,7 @@ int _wrap_kvc_cache_desc_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_kind_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_kind_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t arg2 ;
   
@@ -1287,7 +1330,7 @@ void _wrap_kvc_cache_desc_t_device_kind_set_kvc_b4ebdb3bb1aee221(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_device_kind_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_kind_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t result;
   int _swig_go_result;
@@ -1300,7 +1343,7 @@ int _wrap_kvc_cache_desc_t_device_kind_get_kvc_b4ebdb3bb1aee221(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t arg2 ;
   
@@ -1312,7 +1355,7 @@ void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_b4ebdb3bb1aee221(struct kvc_c
 }
 
 
-int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t result;
   int _swig_go_result;
@@ -1325,7 +1368,7 @@ int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_b4ebdb3bb1aee221(struct kvc_ca
 }
 
 
-void _wrap_kvc_cache_desc_t_dtype_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_dtype_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -1337,7 +1380,7 @@ void _wrap_kvc_cache_desc_t_dtype_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc
 }
 
 
-int _wrap_kvc_cache_desc_t_dtype_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_dtype_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -1350,7 +1393,7 @@ int _wrap_kvc_cache_desc_t_dtype_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc 
 }
 
 
-void _wrap_kvc_cache_desc_t_layout_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_layout_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -1362,7 +1405,7 @@ void _wrap_kvc_cache_desc_t_layout_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_des
 }
 
 
-int _wrap_kvc_cache_desc_t_layout_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_layout_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -1375,7 +1418,7 @@ int _wrap_kvc_cache_desc_t_layout_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc
 }
 
 
-void _wrap_kvc_cache_desc_t_num_layers_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_layers_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1387,7 +1430,7 @@ void _wrap_kvc_cache_desc_t_num_layers_set_kvc_b4ebdb3bb1aee221(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_layers_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_layers_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1400,7 +1443,7 @@ int _wrap_kvc_cache_desc_t_num_layers_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_groups_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_groups_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1412,7 +1455,7 @@ void _wrap_kvc_cache_desc_t_num_groups_set_kvc_b4ebdb3bb1aee221(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_groups_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_groups_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1425,7 +1468,7 @@ int _wrap_kvc_cache_desc_t_num_groups_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_pools_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_pools_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1437,7 +1480,7 @@ void _wrap_kvc_cache_desc_t_num_pools_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_num_pools_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_pools_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1450,7 +1493,7 @@ int _wrap_kvc_cache_desc_t_num_pools_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1462,7 +1505,7 @@ void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_b4ebdb3bb1aee221(struct kvc
 }
 
 
-int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1475,7 +1518,7 @@ int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_b4ebdb3bb1aee221(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1487,7 +1530,7 @@ void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1500,7 +1543,7 @@ int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1512,7 +1555,7 @@ void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_cache
 }
 
 
-long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1525,7 +1568,7 @@ long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1537,7 +1580,7 @@ void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_b4ebdb3bb1aee221(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1550,7 +1593,7 @@ long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_b4ebdb3bb1aee221(struct 
 }
 
 
-void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1562,7 +1605,7 @@ void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_b4ebdb3bb1aee221(struct kvc_ca
 }
 
 
-long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1575,7 +1618,7 @@ long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_b4ebdb3bb1aee221(struct k
 }
 
 
-void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1587,7 +1630,7 @@ void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_b4ebdb3bb1aee221(struct kvc
 }
 
 
-long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1600,7 +1643,7 @@ long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_b4ebdb3bb1aee221(struc
 }
 
 
-void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1612,7 +1655,7 @@ void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_b4ebdb3bb1aee221(struct kv
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1625,7 +1668,7 @@ long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_b4ebdb3bb1aee221(stru
 }
 
 
-void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1637,7 +1680,7 @@ void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_b4ebdb3bb1aee221(struct k
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1650,7 +1693,7 @@ long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_b4ebdb3bb1aee221(str
 }
 
 
-struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_b4ebdb3bb1aee221() {
+struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_fcbb5e12893c1662() {
   struct kvc_cache_desc *result = 0 ;
   struct kvc_cache_desc *_swig_go_result;
   
@@ -1661,7 +1704,7 @@ struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_b4ebdb3bb1aee221() {
 }
 
 
-void _wrap_delete_kvc_cache_desc_t_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_delete_kvc_cache_desc_t_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   
   arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
@@ -1671,7 +1714,7 @@ void _wrap_delete_kvc_cache_desc_t_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_
 }
 
 
-void _wrap_kvc_cache_desc_init_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_kvc_cache_desc_init_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
   kvc_cache_desc_t *arg1 = (kvc_cache_desc_t *) 0 ;
   
   arg1 = *(kvc_cache_desc_t **)&_swig_go_0; 
@@ -1681,7 +1724,7 @@ void _wrap_kvc_cache_desc_init_kvc_b4ebdb3bb1aee221(struct kvc_cache_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_describe_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_desc_t *arg2 = (kvc_cache_desc_t *) 0 ;
   kvc_status_t result;
@@ -1696,7 +1739,7 @@ _gostring_ _wrap_kvc_cache_describe_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_group_desc_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1708,7 +1751,7 @@ void _wrap_kvc_group_desc_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_grou
 }
 
 
-int _wrap_kvc_group_desc_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1721,7 +1764,7 @@ int _wrap_kvc_group_desc_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_group
 }
 
 
-void _wrap_kvc_group_desc_t_window_set_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_window_set_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1733,7 +1776,7 @@ void _wrap_kvc_group_desc_t_window_set_kvc_b4ebdb3bb1aee221(struct kvc_group_des
 }
 
 
-int _wrap_kvc_group_desc_t_window_get_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_window_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1746,7 +1789,7 @@ int _wrap_kvc_group_desc_t_window_get_kvc_b4ebdb3bb1aee221(struct kvc_group_desc
 }
 
 
-void _wrap_kvc_group_desc_t_kv_heads_set_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_kv_heads_set_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1758,7 +1801,7 @@ void _wrap_kvc_group_desc_t_kv_heads_set_kvc_b4ebdb3bb1aee221(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_kv_heads_get_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_kv_heads_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1771,7 +1814,7 @@ int _wrap_kvc_group_desc_t_kv_heads_get_kvc_b4ebdb3bb1aee221(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_head_dim_set_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_head_dim_set_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1783,7 +1826,7 @@ void _wrap_kvc_group_desc_t_head_dim_set_kvc_b4ebdb3bb1aee221(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_head_dim_get_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_head_dim_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1796,7 +1839,7 @@ int _wrap_kvc_group_desc_t_head_dim_get_kvc_b4ebdb3bb1aee221(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_num_layers_set_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_num_layers_set_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1808,7 +1851,7 @@ void _wrap_kvc_group_desc_t_num_layers_set_kvc_b4ebdb3bb1aee221(struct kvc_group
 }
 
 
-int _wrap_kvc_group_desc_t_num_layers_get_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_num_layers_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1821,7 +1864,7 @@ int _wrap_kvc_group_desc_t_num_layers_get_kvc_b4ebdb3bb1aee221(struct kvc_group_
 }
 
 
-void _wrap_kvc_group_desc_t_pool_set_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_pool_set_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1833,7 +1876,7 @@ void _wrap_kvc_group_desc_t_pool_set_kvc_b4ebdb3bb1aee221(struct kvc_group_desc 
 }
 
 
-int _wrap_kvc_group_desc_t_pool_get_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_pool_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1846,7 +1889,7 @@ int _wrap_kvc_group_desc_t_pool_get_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *
 }
 
 
-void _wrap_kvc_group_desc_t_block_bytes_set_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_block_bytes_set_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1858,7 +1901,7 @@ void _wrap_kvc_group_desc_t_block_bytes_set_kvc_b4ebdb3bb1aee221(struct kvc_grou
 }
 
 
-long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1871,7 +1914,7 @@ long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_b4ebdb3bb1aee221(struct kvc
 }
 
 
-void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1883,7 +1926,7 @@ void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_b4ebdb3bb1aee221(struct kvc_
 }
 
 
-long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1896,7 +1939,7 @@ long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_b4ebdb3bb1aee221(struct
 }
 
 
-struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_b4ebdb3bb1aee221() {
+struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_fcbb5e12893c1662() {
   struct kvc_group_desc *result = 0 ;
   struct kvc_group_desc *_swig_go_result;
   
@@ -1907,7 +1950,7 @@ struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_b4ebdb3bb1aee221() {
 }
 
 
-void _wrap_delete_kvc_group_desc_t_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0) {
+void _wrap_delete_kvc_group_desc_t_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   
   arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
@@ -1917,7 +1960,7 @@ void _wrap_delete_kvc_group_desc_t_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_
 }
 
 
-void _wrap_kvc_group_desc_init_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig_go_0) {
+void _wrap_kvc_group_desc_init_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
   kvc_group_desc_t *arg1 = (kvc_group_desc_t *) 0 ;
   
   arg1 = *(kvc_group_desc_t **)&_swig_go_0; 
@@ -1927,7 +1970,7 @@ void _wrap_kvc_group_desc_init_kvc_b4ebdb3bb1aee221(struct kvc_group_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_group_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_group_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_group_desc_t *arg3 = (kvc_group_desc_t *) 0 ;
@@ -1944,7 +1987,7 @@ _gostring_ _wrap_kvc_cache_describe_group_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swi
 }
 
 
-void _wrap_kvc_pool_desc_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1956,7 +1999,7 @@ void _wrap_kvc_pool_desc_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_pool_
 }
 
 
-int _wrap_kvc_pool_desc_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1969,7 +2012,7 @@ int _wrap_kvc_pool_desc_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_num_groups_set_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_groups_set_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1981,7 +2024,7 @@ void _wrap_kvc_pool_desc_t_num_groups_set_kvc_b4ebdb3bb1aee221(struct kvc_pool_d
 }
 
 
-int _wrap_kvc_pool_desc_t_num_groups_get_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_num_groups_get_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1994,7 +2037,7 @@ int _wrap_kvc_pool_desc_t_num_groups_get_kvc_b4ebdb3bb1aee221(struct kvc_pool_de
 }
 
 
-void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2006,7 +2049,7 @@ void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_b4ebdb3bb1aee221(struct kvc_pool_
 }
 
 
-long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2019,7 +2062,7 @@ long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_b4ebdb3bb1aee221(struct kvc_
 }
 
 
-void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2031,7 +2074,7 @@ void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_pool_d
 }
 
 
-long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2044,7 +2087,7 @@ long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_p
 }
 
 
-void _wrap_kvc_pool_desc_t_bytes_set_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_bytes_set_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2056,7 +2099,7 @@ void _wrap_kvc_pool_desc_t_bytes_set_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *
 }
 
 
-long long _wrap_kvc_pool_desc_t_bytes_get_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_bytes_get_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2069,7 +2112,7 @@ long long _wrap_kvc_pool_desc_t_bytes_get_kvc_b4ebdb3bb1aee221(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_base_set_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_pool_desc_t_base_set_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2081,7 +2124,7 @@ void _wrap_kvc_pool_desc_t_base_set_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_
 }
 
 
-void *_wrap_kvc_pool_desc_t_base_get_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0) {
+void *_wrap_kvc_pool_desc_t_base_get_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2094,7 +2137,7 @@ void *_wrap_kvc_pool_desc_t_base_get_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *
 }
 
 
-struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_b4ebdb3bb1aee221() {
+struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_fcbb5e12893c1662() {
   struct kvc_pool_desc *result = 0 ;
   struct kvc_pool_desc *_swig_go_result;
   
@@ -2105,7 +2148,7 @@ struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_b4ebdb3bb1aee221() {
 }
 
 
-void _wrap_delete_kvc_pool_desc_t_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_delete_kvc_pool_desc_t_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   
   arg1 = *(struct kvc_pool_desc **)&_swig_go_0; 
@@ -2115,7 +2158,7 @@ void _wrap_delete_kvc_pool_desc_t_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_sw
 }
 
 
-void _wrap_kvc_pool_desc_init_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_kvc_pool_desc_init_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0) {
   kvc_pool_desc_t *arg1 = (kvc_pool_desc_t *) 0 ;
   
   arg1 = *(kvc_pool_desc_t **)&_swig_go_0; 
@@ -2125,7 +2168,7 @@ void _wrap_kvc_pool_desc_init_kvc_b4ebdb3bb1aee221(struct kvc_pool_desc *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_pool_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_pool_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_pool_desc_t *arg3 = (kvc_pool_desc_t *) 0 ;
@@ -2142,7 +2185,7 @@ _gostring_ _wrap_kvc_cache_describe_pool_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig
 }
 
 
-void _wrap_kvc_layer_view_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2154,7 +2197,7 @@ void _wrap_kvc_layer_view_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_laye
 }
 
 
-int _wrap_kvc_layer_view_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2167,7 +2210,7 @@ int _wrap_kvc_layer_view_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_layer
 }
 
 
-void _wrap_kvc_layer_view_t_group_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_group_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2179,7 +2222,7 @@ void _wrap_kvc_layer_view_t_group_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_group_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_group_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2192,7 +2235,7 @@ int _wrap_kvc_layer_view_t_group_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_pool_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_pool_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2204,7 +2247,7 @@ void _wrap_kvc_layer_view_t_pool_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view 
 }
 
 
-int _wrap_kvc_layer_view_t_pool_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_pool_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2217,7 +2260,7 @@ int _wrap_kvc_layer_view_t_pool_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *
 }
 
 
-void _wrap_kvc_layer_view_t_dtype_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_dtype_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -2229,7 +2272,7 @@ void _wrap_kvc_layer_view_t_dtype_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_dtype_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_dtype_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -2242,7 +2285,7 @@ int _wrap_kvc_layer_view_t_dtype_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_layout_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_layout_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -2254,7 +2297,7 @@ void _wrap_kvc_layer_view_t_layout_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_vie
 }
 
 
-int _wrap_kvc_layer_view_t_layout_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_layout_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -2267,7 +2310,7 @@ int _wrap_kvc_layer_view_t_layout_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_kv_heads_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_heads_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2279,7 +2322,7 @@ void _wrap_kvc_layer_view_t_kv_heads_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_kv_heads_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_heads_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2292,7 +2335,7 @@ int _wrap_kvc_layer_view_t_kv_heads_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_head_dim_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_dim_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2304,7 +2347,7 @@ void _wrap_kvc_layer_view_t_head_dim_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_head_dim_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_head_dim_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2317,7 +2360,7 @@ int _wrap_kvc_layer_view_t_head_dim_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2329,7 +2372,7 @@ void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_b4ebdb3bb1aee221(struct kvc
 }
 
 
-int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2342,7 +2385,7 @@ int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_b4ebdb3bb1aee221(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_kv_factor_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_factor_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2354,7 +2397,7 @@ void _wrap_kvc_layer_view_t_kv_factor_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_kv_factor_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_factor_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2367,7 +2410,7 @@ int _wrap_kvc_layer_view_t_kv_factor_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_elem_size_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_elem_size_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2379,7 +2422,7 @@ void _wrap_kvc_layer_view_t_elem_size_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_elem_size_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_elem_size_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2392,7 +2435,7 @@ int _wrap_kvc_layer_view_t_elem_size_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_base_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_layer_view_t_base_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2404,7 +2447,7 @@ void _wrap_kvc_layer_view_t_base_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view 
 }
 
 
-void *_wrap_kvc_layer_view_t_base_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
+void *_wrap_kvc_layer_view_t_base_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2417,7 +2460,7 @@ void *_wrap_kvc_layer_view_t_base_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_num_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2429,7 +2472,7 @@ void _wrap_kvc_layer_view_t_num_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_layer
 }
 
 
-long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2442,7 +2485,7 @@ long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_block_stride_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_block_stride_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2454,7 +2497,7 @@ void _wrap_kvc_layer_view_t_block_stride_set_kvc_b4ebdb3bb1aee221(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_block_stride_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_block_stride_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2467,7 +2510,7 @@ long long _wrap_kvc_layer_view_t_block_stride_get_kvc_b4ebdb3bb1aee221(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_kv_stride_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_stride_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2479,7 +2522,7 @@ void _wrap_kvc_layer_view_t_kv_stride_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_
 }
 
 
-long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2492,7 +2535,7 @@ long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_b4ebdb3bb1aee221(struct kvc_l
 }
 
 
-void _wrap_kvc_layer_view_t_token_stride_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_token_stride_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2504,7 +2547,7 @@ void _wrap_kvc_layer_view_t_token_stride_set_kvc_b4ebdb3bb1aee221(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_token_stride_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_token_stride_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2517,7 +2560,7 @@ long long _wrap_kvc_layer_view_t_token_stride_get_kvc_b4ebdb3bb1aee221(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_head_stride_set_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_stride_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2529,7 +2572,7 @@ void _wrap_kvc_layer_view_t_head_stride_set_kvc_b4ebdb3bb1aee221(struct kvc_laye
 }
 
 
-long long _wrap_kvc_layer_view_t_head_stride_get_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_head_stride_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2542,7 +2585,7 @@ long long _wrap_kvc_layer_view_t_head_stride_get_kvc_b4ebdb3bb1aee221(struct kvc
 }
 
 
-struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_b4ebdb3bb1aee221() {
+struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_fcbb5e12893c1662() {
   struct kvc_layer_view *result = 0 ;
   struct kvc_layer_view *_swig_go_result;
   
@@ -2553,7 +2596,7 @@ struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_b4ebdb3bb1aee221() {
 }
 
 
-void _wrap_delete_kvc_layer_view_t_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
+void _wrap_delete_kvc_layer_view_t_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   
   arg1 = *(struct kvc_layer_view **)&_swig_go_0; 
@@ -2563,7 +2606,7 @@ void _wrap_delete_kvc_layer_view_t_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_
 }
 
 
-void _wrap_kvc_layer_view_init_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig_go_0) {
+void _wrap_kvc_layer_view_init_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
   kvc_layer_view_t *arg1 = (kvc_layer_view_t *) 0 ;
   
   arg1 = *(kvc_layer_view_t **)&_swig_go_0; 
@@ -2573,7 +2616,7 @@ void _wrap_kvc_layer_view_init_kvc_b4ebdb3bb1aee221(struct kvc_layer_view *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_layer_view_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_layer_view_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_layer_view_t *arg3 = (kvc_layer_view_t *) 0 ;
@@ -2590,7 +2633,7 @@ _gostring_ _wrap_kvc_cache_layer_view_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go
 }
 
 
-void _wrap_kvc_extra_key_t_offset_set_kvc_b4ebdb3bb1aee221(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_offset_set_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -2602,7 +2645,7 @@ void _wrap_kvc_extra_key_t_offset_set_kvc_b4ebdb3bb1aee221(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_offset_get_kvc_b4ebdb3bb1aee221(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_offset_get_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2615,7 +2658,7 @@ long long _wrap_kvc_extra_key_t_offset_get_kvc_b4ebdb3bb1aee221(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_length_set_kvc_b4ebdb3bb1aee221(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_length_set_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -2627,7 +2670,7 @@ void _wrap_kvc_extra_key_t_length_set_kvc_b4ebdb3bb1aee221(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_length_get_kvc_b4ebdb3bb1aee221(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_length_get_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2640,7 +2683,7 @@ long long _wrap_kvc_extra_key_t_length_get_kvc_b4ebdb3bb1aee221(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_data_set_kvc_b4ebdb3bb1aee221(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_extra_key_t_data_set_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2652,7 +2695,7 @@ void _wrap_kvc_extra_key_t_data_set_kvc_b4ebdb3bb1aee221(struct kvc_extra_key *_
 }
 
 
-void *_wrap_kvc_extra_key_t_data_get_kvc_b4ebdb3bb1aee221(struct kvc_extra_key *_swig_go_0) {
+void *_wrap_kvc_extra_key_t_data_get_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2665,7 +2708,7 @@ void *_wrap_kvc_extra_key_t_data_get_kvc_b4ebdb3bb1aee221(struct kvc_extra_key *
 }
 
 
-void _wrap_kvc_extra_key_t_size_set_kvc_b4ebdb3bb1aee221(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_size_set_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t arg2 ;
   
@@ -2677,7 +2720,7 @@ void _wrap_kvc_extra_key_t_size_set_kvc_b4ebdb3bb1aee221(struct kvc_extra_key *_
 }
 
 
-long long _wrap_kvc_extra_key_t_size_get_kvc_b4ebdb3bb1aee221(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_size_get_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -2690,7 +2733,7 @@ long long _wrap_kvc_extra_key_t_size_get_kvc_b4ebdb3bb1aee221(struct kvc_extra_k
 }
 
 
-struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_b4ebdb3bb1aee221() {
+struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_fcbb5e12893c1662() {
   struct kvc_extra_key *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
   
@@ -2701,7 +2744,7 @@ struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_b4ebdb3bb1aee221() {
 }
 
 
-void _wrap_delete_kvc_extra_key_t_kvc_b4ebdb3bb1aee221(struct kvc_extra_key *_swig_go_0) {
+void _wrap_delete_kvc_extra_key_t_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   
   arg1 = *(struct kvc_extra_key **)&_swig_go_0; 
@@ -2711,7 +2754,153 @@ void _wrap_delete_kvc_extra_key_t_kvc_b4ebdb3bb1aee221(struct kvc_extra_key *_sw
 }
 
 
-void _wrap_kvc_sequence_options_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_retention_range_t_start_set_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+  struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_retention_range **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->start = arg2;
+  
+}
+
+
+long long _wrap_kvc_retention_range_t_start_get_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0) {
+  struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_retention_range **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->start);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_retention_range_t_end_set_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+  struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_retention_range **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->end = arg2;
+  
+}
+
+
+long long _wrap_kvc_retention_range_t_end_get_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0) {
+  struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_retention_range **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->end);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_retention_range_t_priority_set_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
+  struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_retention_range **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->priority = arg2;
+  
+}
+
+
+int _wrap_kvc_retention_range_t_priority_get_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0) {
+  struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_retention_range **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->priority);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_retention_range_t_reserved_set_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
+  struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_retention_range **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->reserved = arg2;
+  
+}
+
+
+int _wrap_kvc_retention_range_t_reserved_get_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0) {
+  struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_retention_range **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->reserved);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_retention_range_t_duration_ms_set_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+  struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_retention_range **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->duration_ms = arg2;
+  
+}
+
+
+long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0) {
+  struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_retention_range **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->duration_ms);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_fcbb5e12893c1662() {
+  struct kvc_retention_range *result = 0 ;
+  struct kvc_retention_range *_swig_go_result;
+  
+  
+  result = (struct kvc_retention_range *)calloc(1, sizeof(struct kvc_retention_range));
+  *(struct kvc_retention_range **)&_swig_go_result = (struct kvc_retention_range *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_retention_range_t_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0) {
+  struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
+  
+  arg1 = *(struct kvc_retention_range **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_sequence_options_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2723,7 +2912,7 @@ void _wrap_kvc_sequence_options_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kv
 }
 
 
-int _wrap_kvc_sequence_options_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2736,7 +2925,7 @@ int _wrap_kvc_sequence_options_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc
 }
 
 
-void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2748,7 +2937,7 @@ void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_b4ebdb3bb1aee221(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2761,7 +2950,7 @@ int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_b4ebdb3bb1aee221(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2773,7 +2962,7 @@ void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_b4ebdb3bb1aee221(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2786,7 +2975,7 @@ int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_b4ebdb3bb1aee221(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_has_lora_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
+void _wrap_kvc_sequence_options_t_has_lora_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool arg2 ;
   
@@ -2798,7 +2987,7 @@ void _wrap_kvc_sequence_options_t_has_lora_set_kvc_b4ebdb3bb1aee221(struct kvc_s
 }
 
 
-bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0) {
+bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -2811,7 +3000,7 @@ bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_b4ebdb3bb1aee221(struct kvc_s
 }
 
 
-void _wrap_kvc_sequence_options_t_lora_id_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_lora_id_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t arg2 ;
   
@@ -2823,7 +3012,7 @@ void _wrap_kvc_sequence_options_t_lora_id_set_kvc_b4ebdb3bb1aee221(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2836,7 +3025,7 @@ long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_b4ebdb3bb1aee221(struct k
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2848,7 +3037,7 @@ void _wrap_kvc_sequence_options_t_salt_set_kvc_b4ebdb3bb1aee221(struct kvc_seque
 }
 
 
-void *_wrap_kvc_sequence_options_t_salt_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0) {
+void *_wrap_kvc_sequence_options_t_salt_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2861,7 +3050,7 @@ void *_wrap_kvc_sequence_options_t_salt_get_kvc_b4ebdb3bb1aee221(struct kvc_sequ
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_size_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_size_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -2873,7 +3062,7 @@ void _wrap_kvc_sequence_options_t_salt_size_set_kvc_b4ebdb3bb1aee221(struct kvc_
 }
 
 
-long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -2886,7 +3075,7 @@ long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_b4ebdb3bb1aee221(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *arg2 = (kvc_extra_key_t *) 0 ;
   
@@ -2898,7 +3087,7 @@ void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_b4ebdb3bb1aee221(struct kvc
 }
 
 
-struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0) {
+struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
@@ -2911,7 +3100,7 @@ struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_b4ebdb3bb1
 }
 
 
-void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -2923,7 +3112,7 @@ void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_b4ebdb3bb1aee221(struct
 }
 
 
-long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -2936,7 +3125,82 @@ long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_b4ebdb3bb1aee221(s
 }
 
 
-struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_b4ebdb3bb1aee221() {
+void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, struct kvc_retention_range *_swig_go_1) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  kvc_retention_range_t *arg2 = (kvc_retention_range_t *) 0 ;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  arg2 = *(kvc_retention_range_t **)&_swig_go_1; 
+  
+  if (arg1) (arg1)->retention_ranges = (kvc_retention_range_t const *)arg2;
+  
+}
+
+
+struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  kvc_retention_range_t *result = 0 ;
+  struct kvc_retention_range *_swig_go_result;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  
+  result = (kvc_retention_range_t *) ((arg1)->retention_ranges);
+  *(kvc_retention_range_t **)&_swig_go_result = (kvc_retention_range_t *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  size_t arg2 ;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_retention_ranges = arg2;
+  
+}
+
+
+long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  size_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  
+  result =  ((arg1)->num_retention_ranges);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->decode_duration_ms = arg2;
+  
+}
+
+
+long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+  struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->decode_duration_ms);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_fcbb5e12893c1662() {
   struct kvc_sequence_options *result = 0 ;
   struct kvc_sequence_options *_swig_go_result;
   
@@ -2947,7 +3211,7 @@ struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_b4ebdb3bb1aee2
 }
 
 
-void _wrap_delete_kvc_sequence_options_t_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_delete_kvc_sequence_options_t_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   
   arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
@@ -2957,7 +3221,7 @@ void _wrap_delete_kvc_sequence_options_t_kvc_b4ebdb3bb1aee221(struct kvc_sequenc
 }
 
 
-void _wrap_kvc_sequence_options_init_kvc_b4ebdb3bb1aee221(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_kvc_sequence_options_init_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
   kvc_sequence_options_t *arg1 = (kvc_sequence_options_t *) 0 ;
   
   arg1 = *(kvc_sequence_options_t **)&_swig_go_0; 
@@ -2967,7 +3231,7 @@ void _wrap_kvc_sequence_options_init_kvc_b4ebdb3bb1aee221(struct kvc_sequence_op
 }
 
 
-_gostring_ _wrap_kvc_sequence_add_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
+_gostring_ _wrap_kvc_sequence_add_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2992,7 +3256,7 @@ _gostring_ _wrap_kvc_sequence_add_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_extend_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_sequence_extend_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3013,7 +3277,7 @@ _gostring_ _wrap_kvc_sequence_extend_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_commit_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_commit_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3030,7 +3294,7 @@ _gostring_ _wrap_kvc_sequence_commit_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_rewind_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_rewind_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3047,7 +3311,7 @@ _gostring_ _wrap_kvc_sequence_rewind_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_fork_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_fork_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3064,7 +3328,7 @@ _gostring_ _wrap_kvc_sequence_fork_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_kvc_sequence_remove_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_remove_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3079,7 +3343,7 @@ _gostring_ _wrap_kvc_sequence_remove_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_pin_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_pin_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3094,7 +3358,7 @@ _gostring_ _wrap_kvc_sequence_pin_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_unpin_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_unpin_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3109,7 +3373,7 @@ _gostring_ _wrap_kvc_sequence_unpin_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3121,7 +3385,7 @@ void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_s
 }
 
 
-int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3134,7 +3398,7 @@ int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_se
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3146,7 +3410,7 @@ void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_b4ebdb3bb1aee221(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3159,7 +3423,7 @@ int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_b4ebdb3bb1aee221(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3171,7 +3435,7 @@ void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_b4ebdb3bb1aee221(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3184,7 +3448,7 @@ int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_b4ebdb3bb1aee221(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_reserved_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_reserved_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3196,7 +3460,7 @@ void _wrap_kvc_sequence_desc_t_reserved_set_kvc_b4ebdb3bb1aee221(struct kvc_sequ
 }
 
 
-int _wrap_kvc_sequence_desc_t_reserved_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_reserved_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3209,7 +3473,7 @@ int _wrap_kvc_sequence_desc_t_reserved_get_kvc_b4ebdb3bb1aee221(struct kvc_seque
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3221,7 +3485,7 @@ void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_b4ebdb3bb1aee221(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3234,7 +3498,7 @@ long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_b4ebdb3bb1aee221(struct k
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3246,7 +3510,7 @@ void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_b4ebdb3bb1aee221(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3259,7 +3523,7 @@ long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_b4ebdb3bb1aee221(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3271,7 +3535,7 @@ void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_b4ebdb3bb1aee221(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3284,7 +3548,7 @@ long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_b4ebdb3bb1aee221(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3296,7 +3560,7 @@ void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_b4ebdb3bb1aee221(struct 
 }
 
 
-long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3309,7 +3573,7 @@ long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_b4ebdb3bb1aee221(st
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3321,7 +3585,7 @@ void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3334,7 +3598,7 @@ long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_b4ebdb3bb1aee221(struct k
 }
 
 
-struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_b4ebdb3bb1aee221() {
+struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_fcbb5e12893c1662() {
   struct kvc_sequence_desc *result = 0 ;
   struct kvc_sequence_desc *_swig_go_result;
   
@@ -3345,7 +3609,7 @@ struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_b4ebdb3bb1aee221() {
 }
 
 
-void _wrap_delete_kvc_sequence_desc_t_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_delete_kvc_sequence_desc_t_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   
   arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
@@ -3355,7 +3619,7 @@ void _wrap_delete_kvc_sequence_desc_t_kvc_b4ebdb3bb1aee221(struct kvc_sequence_d
 }
 
 
-void _wrap_kvc_sequence_desc_init_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_kvc_sequence_desc_init_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
   kvc_sequence_desc_t *arg1 = (kvc_sequence_desc_t *) 0 ;
   
   arg1 = *(kvc_sequence_desc_t **)&_swig_go_0; 
@@ -3365,7 +3629,7 @@ void _wrap_kvc_sequence_desc_init_kvc_b4ebdb3bb1aee221(struct kvc_sequence_desc 
 }
 
 
-_gostring_ _wrap_kvc_sequence_describe_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_sequence_describe_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_sequence_desc_t *arg3 = (kvc_sequence_desc_t *) 0 ;
@@ -3382,7 +3646,7 @@ _gostring_ _wrap_kvc_sequence_describe_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_sequence_block_ids_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
+_gostring_ _wrap_kvc_sequence_block_ids_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint32_t arg3 ;
@@ -3405,7 +3669,7 @@ _gostring_ _wrap_kvc_sequence_block_ids_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
+_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3424,7 +3688,7 @@ _gostring_ _wrap_kvc_sequence_blocks_needed_kvc_b4ebdb3bb1aee221(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_cache_probe_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
+_gostring_ _wrap_kvc_cache_probe_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -3445,7 +3709,22 @@ _gostring_ _wrap_kvc_cache_probe_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, i
 }
 
 
-_gostring_ _wrap_kvc_batch_extend_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_cache_advance_clock_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint64_t arg2 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_cache_advance_clock(arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_batch_extend_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3466,7 +3745,7 @@ _gostring_ _wrap_kvc_batch_extend_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_block_table_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3493,7 +3772,7 @@ _gostring_ _wrap_kvc_batch_block_table_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_csr_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
+_gostring_ _wrap_kvc_batch_block_table_csr_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3522,7 +3801,7 @@ _gostring_ _wrap_kvc_batch_block_table_csr_kvc_b4ebdb3bb1aee221(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
+_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   size_t arg3 ;
@@ -3541,7 +3820,7 @@ _gostring_ _wrap_kvc_batch_sequence_lengths_kvc_b4ebdb3bb1aee221(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_batch_slot_mapping_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_slot_mapping_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3568,7 +3847,7 @@ _gostring_ _wrap_kvc_batch_slot_mapping_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_
 }
 
 
-void _wrap_kvc_cache_stats_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -3580,7 +3859,7 @@ void _wrap_kvc_cache_stats_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_cac
 }
 
 
-int _wrap_kvc_cache_stats_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3593,7 +3872,7 @@ int _wrap_kvc_cache_stats_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_reserved_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reserved_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -3605,7 +3884,7 @@ void _wrap_kvc_cache_stats_t_reserved_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_stats_t_reserved_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_reserved_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3618,7 +3897,7 @@ int _wrap_kvc_cache_stats_t_reserved_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_s
 }
 
 
-void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3630,7 +3909,7 @@ void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3643,7 +3922,7 @@ long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3655,7 +3934,7 @@ void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_cac
 }
 
 
-long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3668,7 +3947,7 @@ long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_b4ebdb3bb1aee221(struct kv
 }
 
 
-void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3680,7 +3959,7 @@ void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3693,7 +3972,7 @@ long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_b4ebdb3bb1aee221(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3705,7 +3984,7 @@ void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3718,7 +3997,7 @@ long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_b4ebdb3bb1aee221(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3730,7 +4009,7 @@ void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3743,7 +4022,7 @@ long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_b4ebdb3bb1aee221(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3755,7 +4034,7 @@ void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3768,7 +4047,7 @@ long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_b4ebdb3bb1aee221(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double arg2 ;
   
@@ -3780,7 +4059,7 @@ void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_
 }
 
 
-double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
+double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -3793,7 +4072,7 @@ double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_b4ebdb3bb1aee221(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3805,7 +4084,7 @@ void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_b4ebdb3bb1aee221(struct kvc_
 }
 
 
-long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3818,7 +4097,7 @@ long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_b4ebdb3bb1aee221(struct
 }
 
 
-void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3830,7 +4109,7 @@ void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_b4ebdb3bb1aee221(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3843,7 +4122,7 @@ long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_b4ebdb3bb1aee221(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3855,7 +4134,7 @@ void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_b4ebdb3bb1aee221(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3868,7 +4147,7 @@ long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_b4ebdb3bb1aee221(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3880,7 +4159,7 @@ void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_b4ebdb3bb1aee221(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3893,7 +4172,7 @@ long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_b4ebdb3bb1aee221(struct kvc
 }
 
 
-struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_b4ebdb3bb1aee221() {
+struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_fcbb5e12893c1662() {
   struct kvc_cache_stats *result = 0 ;
   struct kvc_cache_stats *_swig_go_result;
   
@@ -3904,7 +4183,7 @@ struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_b4ebdb3bb1aee221() {
 }
 
 
-void _wrap_delete_kvc_cache_stats_t_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_delete_kvc_cache_stats_t_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   
   arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
@@ -3914,7 +4193,7 @@ void _wrap_delete_kvc_cache_stats_t_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats 
 }
 
 
-void _wrap_kvc_cache_stats_init_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_kvc_cache_stats_init_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
   kvc_cache_stats_t *arg1 = (kvc_cache_stats_t *) 0 ;
   
   arg1 = *(kvc_cache_stats_t **)&_swig_go_0; 
@@ -3924,7 +4203,7 @@ void _wrap_kvc_cache_stats_init_kvc_b4ebdb3bb1aee221(struct kvc_cache_stats *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_get_stats_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_get_stats_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_stats_t *arg2 = (kvc_cache_stats_t *) 0 ;
   kvc_status_t result;
@@ -3939,7 +4218,7 @@ _gostring_ _wrap_kvc_cache_get_stats_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_cache_reset_reuse_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_reset_reuse_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -3952,7 +4231,7 @@ _gostring_ _wrap_kvc_cache_reset_reuse_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_check_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_check_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -3965,7 +4244,7 @@ _gostring_ _wrap_kvc_cache_check_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_store_args_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -3977,7 +4256,7 @@ void _wrap_kvc_store_args_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_stor
 }
 
 
-int _wrap_kvc_store_args_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3990,7 +4269,7 @@ int _wrap_kvc_store_args_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_store
 }
 
 
-void _wrap_kvc_store_args_t_layer_set_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_layer_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4002,7 +4281,7 @@ void _wrap_kvc_store_args_t_layer_set_kvc_b4ebdb3bb1aee221(struct kvc_store_args
 }
 
 
-int _wrap_kvc_store_args_t_layer_get_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_layer_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4015,7 +4294,7 @@ int _wrap_kvc_store_args_t_layer_get_kvc_b4ebdb3bb1aee221(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_num_tokens_set_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_num_tokens_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4027,7 +4306,7 @@ void _wrap_kvc_store_args_t_num_tokens_set_kvc_b4ebdb3bb1aee221(struct kvc_store
 }
 
 
-int _wrap_kvc_store_args_t_num_tokens_get_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_num_tokens_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4040,7 +4319,7 @@ int _wrap_kvc_store_args_t_num_tokens_get_kvc_b4ebdb3bb1aee221(struct kvc_store_
 }
 
 
-void _wrap_kvc_store_args_t_src_dtype_set_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_src_dtype_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -4052,7 +4331,7 @@ void _wrap_kvc_store_args_t_src_dtype_set_kvc_b4ebdb3bb1aee221(struct kvc_store_
 }
 
 
-int _wrap_kvc_store_args_t_src_dtype_get_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_src_dtype_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -4065,7 +4344,7 @@ int _wrap_kvc_store_args_t_src_dtype_get_kvc_b4ebdb3bb1aee221(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_key_set_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_key_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4077,7 +4356,7 @@ void _wrap_kvc_store_args_t_key_set_kvc_b4ebdb3bb1aee221(struct kvc_store_args *
 }
 
 
-void *_wrap_kvc_store_args_t_key_get_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_key_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4090,7 +4369,7 @@ void *_wrap_kvc_store_args_t_key_get_kvc_b4ebdb3bb1aee221(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_value_set_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_value_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4102,7 +4381,7 @@ void _wrap_kvc_store_args_t_value_set_kvc_b4ebdb3bb1aee221(struct kvc_store_args
 }
 
 
-void *_wrap_kvc_store_args_t_value_get_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_value_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4115,7 +4394,7 @@ void *_wrap_kvc_store_args_t_value_get_kvc_b4ebdb3bb1aee221(struct kvc_store_arg
 }
 
 
-void _wrap_kvc_store_args_t_slot_mapping_set_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
+void _wrap_kvc_store_args_t_slot_mapping_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   
@@ -4127,7 +4406,7 @@ void _wrap_kvc_store_args_t_slot_mapping_set_kvc_b4ebdb3bb1aee221(struct kvc_sto
 }
 
 
-int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0) {
+int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *result = 0 ;
   int64_t *_swig_go_result;
@@ -4140,7 +4419,7 @@ int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_b4ebdb3bb1aee221(struct kvc
 }
 
 
-void _wrap_kvc_store_args_t_k_scale_set_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_k_scale_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -4152,7 +4431,7 @@ void _wrap_kvc_store_args_t_k_scale_set_kvc_b4ebdb3bb1aee221(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_k_scale_get_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_k_scale_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4165,7 +4444,7 @@ float _wrap_kvc_store_args_t_k_scale_get_kvc_b4ebdb3bb1aee221(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_v_scale_set_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_v_scale_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -4177,7 +4456,7 @@ void _wrap_kvc_store_args_t_v_scale_set_kvc_b4ebdb3bb1aee221(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_v_scale_get_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_v_scale_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4190,7 +4469,7 @@ float _wrap_kvc_store_args_t_v_scale_get_kvc_b4ebdb3bb1aee221(struct kvc_store_a
 }
 
 
-struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_b4ebdb3bb1aee221() {
+struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_fcbb5e12893c1662() {
   struct kvc_store_args *result = 0 ;
   struct kvc_store_args *_swig_go_result;
   
@@ -4201,7 +4480,7 @@ struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_b4ebdb3bb1aee221() {
 }
 
 
-void _wrap_delete_kvc_store_args_t_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0) {
+void _wrap_delete_kvc_store_args_t_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   
   arg1 = *(struct kvc_store_args **)&_swig_go_0; 
@@ -4211,7 +4490,7 @@ void _wrap_delete_kvc_store_args_t_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_
 }
 
 
-void _wrap_kvc_store_args_init_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig_go_0) {
+void _wrap_kvc_store_args_init_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
   kvc_store_args_t *arg1 = (kvc_store_args_t *) 0 ;
   
   arg1 = *(kvc_store_args_t **)&_swig_go_0; 
@@ -4221,7 +4500,7 @@ void _wrap_kvc_store_args_init_kvc_b4ebdb3bb1aee221(struct kvc_store_args *_swig
 }
 
 
-_gostring_ _wrap_kvc_store_kv_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_store_kv_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_store_args_t *arg2 = (kvc_store_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -4238,7 +4517,7 @@ _gostring_ _wrap_kvc_store_kv_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, stru
 }
 
 
-_gostring_ _wrap_kvc_copy_blocks_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
+_gostring_ _wrap_kvc_copy_blocks_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4263,7 +4542,7 @@ _gostring_ _wrap_kvc_copy_blocks_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, i
 }
 
 
-intgo _wrap_KVC_TABLE_PADDED_kvc_b4ebdb3bb1aee221() {
+intgo _wrap_KVC_TABLE_PADDED_kvc_fcbb5e12893c1662() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -4275,7 +4554,7 @@ intgo _wrap_KVC_TABLE_PADDED_kvc_b4ebdb3bb1aee221() {
 }
 
 
-intgo _wrap_KVC_TABLE_CSR_kvc_b4ebdb3bb1aee221() {
+intgo _wrap_KVC_TABLE_CSR_kvc_fcbb5e12893c1662() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -4287,7 +4566,7 @@ intgo _wrap_KVC_TABLE_CSR_kvc_b4ebdb3bb1aee221() {
 }
 
 
-void _wrap_kvc_decode_args_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4299,7 +4578,7 @@ void _wrap_kvc_decode_args_t_struct_size_set_kvc_b4ebdb3bb1aee221(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4312,7 +4591,7 @@ int _wrap_kvc_decode_args_t_struct_size_get_kvc_b4ebdb3bb1aee221(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_layer_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_layer_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4324,7 +4603,7 @@ void _wrap_kvc_decode_args_t_layer_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_layer_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_layer_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4337,7 +4616,7 @@ int _wrap_kvc_decode_args_t_layer_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_batch_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_batch_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4349,7 +4628,7 @@ void _wrap_kvc_decode_args_t_batch_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_batch_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_batch_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4362,7 +4641,7 @@ int _wrap_kvc_decode_args_t_batch_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_q_heads_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_heads_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4374,7 +4653,7 @@ void _wrap_kvc_decode_args_t_q_heads_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_heads_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_heads_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4387,7 +4666,7 @@ int _wrap_kvc_decode_args_t_q_heads_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_q_dtype_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_dtype_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -4399,7 +4678,7 @@ void _wrap_kvc_decode_args_t_q_dtype_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_dtype_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_dtype_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -4412,7 +4691,7 @@ int _wrap_kvc_decode_args_t_q_dtype_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_table_format_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_format_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t arg2 ;
   
@@ -4424,7 +4703,7 @@ void _wrap_kvc_decode_args_t_table_format_set_kvc_b4ebdb3bb1aee221(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_format_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_format_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t result;
   int _swig_go_result;
@@ -4437,7 +4716,7 @@ int _wrap_kvc_decode_args_t_table_format_get_kvc_b4ebdb3bb1aee221(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_query_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_query_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4449,7 +4728,7 @@ void _wrap_kvc_decode_args_t_query_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_ar
 }
 
 
-void *_wrap_kvc_decode_args_t_query_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_query_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4462,7 +4741,7 @@ void *_wrap_kvc_decode_args_t_query_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_out_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_out_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4474,7 +4753,7 @@ void _wrap_kvc_decode_args_t_out_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args
 }
 
 
-void *_wrap_kvc_decode_args_t_out_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_out_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4487,7 +4766,7 @@ void *_wrap_kvc_decode_args_t_out_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_seq_lens_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_seq_lens_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -4499,7 +4778,7 @@ void _wrap_kvc_decode_args_t_seq_lens_set_kvc_b4ebdb3bb1aee221(struct kvc_decode
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -4512,7 +4791,7 @@ int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_b4ebdb3bb1aee221(struct kvc_de
 }
 
 
-void _wrap_kvc_decode_args_t_block_table_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_block_table_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -4524,7 +4803,7 @@ void _wrap_kvc_decode_args_t_block_table_set_kvc_b4ebdb3bb1aee221(struct kvc_dec
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -4537,7 +4816,7 @@ int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_b4ebdb3bb1aee221(struct kvc
 }
 
 
-void _wrap_kvc_decode_args_t_indptr_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_indptr_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -4549,7 +4828,7 @@ void _wrap_kvc_decode_args_t_indptr_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_a
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -4562,7 +4841,7 @@ int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_b4ebdb3bb1aee221(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_table_stride_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_stride_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4574,7 +4853,7 @@ void _wrap_kvc_decode_args_t_table_stride_set_kvc_b4ebdb3bb1aee221(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_stride_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_stride_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4587,7 +4866,7 @@ int _wrap_kvc_decode_args_t_table_stride_get_kvc_b4ebdb3bb1aee221(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4599,7 +4878,7 @@ void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_b4ebdb3bb1aee221(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4612,7 +4891,7 @@ int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_b4ebdb3bb1aee221(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_window_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_window_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4624,7 +4903,7 @@ void _wrap_kvc_decode_args_t_window_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_a
 }
 
 
-int _wrap_kvc_decode_args_t_window_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_window_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4637,7 +4916,7 @@ int _wrap_kvc_decode_args_t_window_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_ar
 }
 
 
-void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -4649,7 +4928,7 @@ void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_b4ebdb3bb1aee221(struct kvc_d
 }
 
 
-float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4662,7 +4941,7 @@ float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_b4ebdb3bb1aee221(struct kvc_
 }
 
 
-void _wrap_kvc_decode_args_t_k_scale_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_k_scale_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -4674,7 +4953,7 @@ void _wrap_kvc_decode_args_t_k_scale_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_k_scale_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_k_scale_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4687,7 +4966,7 @@ float _wrap_kvc_decode_args_t_k_scale_get_kvc_b4ebdb3bb1aee221(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_v_scale_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_v_scale_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -4699,7 +4978,7 @@ void _wrap_kvc_decode_args_t_v_scale_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_v_scale_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_v_scale_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4712,7 +4991,7 @@ float _wrap_kvc_decode_args_t_v_scale_get_kvc_b4ebdb3bb1aee221(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4724,7 +5003,7 @@ void _wrap_kvc_decode_args_t_workspace_set_kvc_b4ebdb3bb1aee221(struct kvc_decod
 }
 
 
-void *_wrap_kvc_decode_args_t_workspace_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_workspace_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4737,7 +5016,7 @@ void *_wrap_kvc_decode_args_t_workspace_get_kvc_b4ebdb3bb1aee221(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t arg2 ;
   
@@ -4749,7 +5028,7 @@ void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_b4ebdb3bb1aee221(struct kvc
 }
 
 
-long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
+long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4762,7 +5041,7 @@ long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_b4ebdb3bb1aee221(struc
 }
 
 
-struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_b4ebdb3bb1aee221() {
+struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_fcbb5e12893c1662() {
   struct kvc_decode_args *result = 0 ;
   struct kvc_decode_args *_swig_go_result;
   
@@ -4773,7 +5052,7 @@ struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_b4ebdb3bb1aee221() {
 }
 
 
-void _wrap_delete_kvc_decode_args_t_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
+void _wrap_delete_kvc_decode_args_t_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   
   arg1 = *(struct kvc_decode_args **)&_swig_go_0; 
@@ -4783,7 +5062,7 @@ void _wrap_delete_kvc_decode_args_t_kvc_b4ebdb3bb1aee221(struct kvc_decode_args 
 }
 
 
-void _wrap_kvc_decode_args_init_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_swig_go_0) {
+void _wrap_kvc_decode_args_init_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
   kvc_decode_args_t *arg1 = (kvc_decode_args_t *) 0 ;
   
   arg1 = *(kvc_decode_args_t **)&_swig_go_0; 
@@ -4793,7 +5072,7 @@ void _wrap_kvc_decode_args_init_kvc_b4ebdb3bb1aee221(struct kvc_decode_args *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_workspace_size_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_workspace_size_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -4810,7 +5089,7 @@ _gostring_ _wrap_kvc_decode_workspace_size_kvc_b4ebdb3bb1aee221(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_attention_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_attention_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -4827,7 +5106,7 @@ _gostring_ _wrap_kvc_decode_attention_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_cache_get_async_error_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_get_async_error_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t *arg3 = (kvc_status_t *) 0 ;
@@ -4844,7 +5123,7 @@ _gostring_ _wrap_kvc_cache_get_async_error_kvc_b4ebdb3bb1aee221(kvc_cache_t *_sw
 }
 
 
-uintptr_t _wrap_kvcgo_buffer_new_kvc_b4ebdb3bb1aee221(char *_swig_go_0, long long _swig_go_1) {
+uintptr_t _wrap_kvcgo_buffer_new_kvc_fcbb5e12893c1662(char *_swig_go_0, long long _swig_go_1) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   uintptr_t result;
@@ -4859,7 +5138,7 @@ uintptr_t _wrap_kvcgo_buffer_new_kvc_b4ebdb3bb1aee221(char *_swig_go_0, long lon
 }
 
 
-void _wrap_kvcgo_buffer_free_kvc_b4ebdb3bb1aee221(uintptr_t _swig_go_0) {
+void _wrap_kvcgo_buffer_free_kvc_fcbb5e12893c1662(uintptr_t _swig_go_0) {
   uintptr_t arg1 ;
   
   arg1 = (uintptr_t)_swig_go_0; 
@@ -4869,7 +5148,7 @@ void _wrap_kvcgo_buffer_free_kvc_b4ebdb3bb1aee221(uintptr_t _swig_go_0) {
 }
 
 
-void _wrap_kvcgo_buffer_read_kvc_b4ebdb3bb1aee221(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_read_kvc_fcbb5e12893c1662(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   uintptr_t arg2 ;
   size_t arg3 ;
@@ -4883,7 +5162,7 @@ void _wrap_kvcgo_buffer_read_kvc_b4ebdb3bb1aee221(char *_swig_go_0, uintptr_t _s
 }
 
 
-void _wrap_kvcgo_buffer_write_kvc_b4ebdb3bb1aee221(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_write_kvc_fcbb5e12893c1662(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
   uintptr_t arg1 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -4897,7 +5176,7 @@ void _wrap_kvcgo_buffer_write_kvc_b4ebdb3bb1aee221(uintptr_t _swig_go_0, char *_
 }
 
 
-void _wrap_kvcgo_extra_key_set_kvc_b4ebdb3bb1aee221(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
+void _wrap_kvcgo_extra_key_set_kvc_fcbb5e12893c1662(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
   uintptr_t arg1 ;
   size_t arg2 ;
   uint64_t arg3 ;
@@ -4917,7 +5196,7 @@ void _wrap_kvcgo_extra_key_set_kvc_b4ebdb3bb1aee221(uintptr_t _swig_go_0, long l
 }
 
 
-_gostring_ _wrap_kvcgo_cache_async_error_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
+_gostring_ _wrap_kvcgo_cache_async_error_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   bool *arg3 = (bool *) 0 ;
@@ -4934,12 +5213,43 @@ _gostring_ _wrap_kvcgo_cache_async_error_kvc_b4ebdb3bb1aee221(kvc_cache_t *_swig
 }
 
 
-long long _wrap_kvcgo_extra_key_size_kvc_b4ebdb3bb1aee221() {
+long long _wrap_kvcgo_extra_key_size_kvc_fcbb5e12893c1662() {
   size_t result;
   long long _swig_go_result;
   
   
   result = kvcgo_extra_key_size();
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvcgo_retention_range_set_kvc_fcbb5e12893c1662(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, int _swig_go_4, long long _swig_go_5) {
+  uintptr_t arg1 ;
+  size_t arg2 ;
+  uint64_t arg3 ;
+  uint64_t arg4 ;
+  uint32_t arg5 ;
+  uint64_t arg6 ;
+  
+  arg1 = (uintptr_t)_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = (uint64_t)_swig_go_2; 
+  arg4 = (uint64_t)_swig_go_3; 
+  arg5 = (uint32_t)_swig_go_4; 
+  arg6 = (uint64_t)_swig_go_5; 
+  
+  kvcgo_retention_range_set(arg1,arg2,arg3,arg4,arg5,arg6);
+  
+}
+
+
+long long _wrap_kvcgo_retention_range_size_kvc_fcbb5e12893c1662() {
+  size_t result;
+  long long _swig_go_result;
+  
+  
+  result = kvcgo_retention_range_size();
   _swig_go_result = result; 
   return _swig_go_result;
 }

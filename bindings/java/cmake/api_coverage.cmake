@@ -6,8 +6,9 @@
 # (src/main/java/org/kvcache), except the few listed below with the reason.
 # Every member of every transparent struct is read or written by the
 # idiomatic layer (a field appended to a struct must reach the Java records
-# or arguments), except struct_size and reserved, and kvc_extra_key_t, which
-# SequenceOptions writes by offset (kvcj_extra_key_layout) into arrays.
+# or arguments), except struct_size and reserved, and kvc_extra_key_t and
+# kvc_retention_range_t, which SequenceOptions writes by offset
+# (kvcj_extra_key_layout, kvcj_retention_range_layout) into arrays.
 # Also: no generated or idiomatic class has a finalizer or a Cleaner, and no
 # value is a BigInteger (uint64_t is a Java long).
 # Inputs: MAP, JNI_CLASS, IDIOMATIC_DIR.
@@ -67,7 +68,7 @@ set(members_not_used "")
 file(GLOB proxy_files ${generated_dir}/kvc_*_t.java)
 foreach(f ${proxy_files})
   get_filename_component(cls ${f} NAME_WE)
-  if(cls STREQUAL "kvc_extra_key_t")
+  if(cls STREQUAL "kvc_extra_key_t" OR cls STREQUAL "kvc_retention_range_t")
     continue()
   endif()
   file(STRINGS ${f} setters REGEX "public void set[A-Za-z0-9_]+\\(")

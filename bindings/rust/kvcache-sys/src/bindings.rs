@@ -406,6 +406,19 @@ extern "C" {
         out: *mut u32,
     ) -> kvc_status_t;
 }
+extern "C" {
+    #[doc = " @brief Measure retention durations (kvc_retention_range_t::duration_ms,"]
+    #[doc = "        kvc_sequence_options_t::decode_duration_ms) on a manual clock that"]
+    #[doc = "        starts at 0 and moves only by kvc_cache_advance_clock(), instead"]
+    #[doc = "        of the monotonic clock (default off). For tests and simulators."]
+    #[doc = " @since 0.1.0"]
+    pub fn kvc_config_set_manual_clock(config: *mut kvc_config_t, enable: bool) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Whether the cache will use a manual retention clock. @since 0.1.0"]
+    pub fn kvc_config_get_manual_clock(config: *const kvc_config_t, out: *mut bool)
+        -> kvc_status_t;
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct kvc_cache {
@@ -1580,6 +1593,131 @@ fn bindgen_test_layout_kvc_extra_key() {
 #[doc = "        arrays)."]
 #[doc = " @since 0.1.0"]
 pub type kvc_extra_key_t = kvc_extra_key;
+#[doc = " @brief A retention range: prompt tokens [start, end) get `priority` for"]
+#[doc = "        `duration_ms` milliseconds (0: for ever) after their block becomes"]
+#[doc = "        reusable. A block takes the range holding its first token. Ranges"]
+#[doc = "        must not overlap; only the last may be open-ended"]
+#[doc = "        (end = KVC_RETENTION_OPEN_END). Fixed layout (used in arrays)."]
+#[doc = " @since 0.1.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_retention_range {
+    #[doc = "< First token position."]
+    pub start: u64,
+    #[doc = "< One past the last token (> start), or KVC_RETENTION_OPEN_END."]
+    pub end: u64,
+    #[doc = "< Eviction priority, 0..100."]
+    pub priority: u32,
+    #[doc = "< Zero."]
+    pub reserved: u32,
+    #[doc = "< How long the priority lasts; 0: for ever."]
+    pub duration_ms: u64,
+}
+#[test]
+fn bindgen_test_layout_kvc_retention_range() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_retention_range>(),
+        32usize,
+        concat!("Size of: ", stringify!(kvc_retention_range))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_retention_range>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_retention_range))
+    );
+    fn test_field_start() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_retention_range>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).start) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_retention_range),
+                "::",
+                stringify!(start)
+            )
+        );
+    }
+    test_field_start();
+    fn test_field_end() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_retention_range>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).end) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_retention_range),
+                "::",
+                stringify!(end)
+            )
+        );
+    }
+    test_field_end();
+    fn test_field_priority() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_retention_range>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).priority) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_retention_range),
+                "::",
+                stringify!(priority)
+            )
+        );
+    }
+    test_field_priority();
+    fn test_field_reserved() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_retention_range>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize
+            },
+            20usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_retention_range),
+                "::",
+                stringify!(reserved)
+            )
+        );
+    }
+    test_field_reserved();
+    fn test_field_duration_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_retention_range>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).duration_ms) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_retention_range),
+                "::",
+                stringify!(duration_ms)
+            )
+        );
+    }
+    test_field_duration_ms();
+}
+#[doc = " @brief A retention range: prompt tokens [start, end) get `priority` for"]
+#[doc = "        `duration_ms` milliseconds (0: for ever) after their block becomes"]
+#[doc = "        reusable. A block takes the range holding its first token. Ranges"]
+#[doc = "        must not overlap; only the last may be open-ended"]
+#[doc = "        (end = KVC_RETENTION_OPEN_END). Fixed layout (used in arrays)."]
+#[doc = " @since 0.1.0"]
+pub type kvc_retention_range_t = kvc_retention_range;
 #[doc = " @brief Options of kvc_sequence_add() and kvc_cache_probe(). Transparent;"]
 #[doc = "        begins with struct_size."]
 #[doc = ""]
@@ -1608,12 +1746,20 @@ pub struct kvc_sequence_options {
     pub extra_keys: *const kvc_extra_key_t,
     #[doc = "< Entries in extra_keys."]
     pub num_extra_keys: usize,
+    #[doc = " Retention ranges over the prompt, in token order, borrowed; may be"]
+    #[doc = "  NULL if num_retention_ranges is 0. Prompt blocks outside every range"]
+    #[doc = "  take prompt_priority (for ever)."]
+    pub retention_ranges: *const kvc_retention_range_t,
+    #[doc = "< Entries in retention_ranges."]
+    pub num_retention_ranges: usize,
+    #[doc = "< How long decode_priority lasts; 0: for ever."]
+    pub decode_duration_ms: u64,
 }
 #[test]
 fn bindgen_test_layout_kvc_sequence_options() {
     assert_eq!(
         ::std::mem::size_of::<kvc_sequence_options>(),
-        56usize,
+        80usize,
         concat!("Size of: ", stringify!(kvc_sequence_options))
     );
     assert_eq!(
@@ -1774,6 +1920,57 @@ fn bindgen_test_layout_kvc_sequence_options() {
         );
     }
     test_field_num_extra_keys();
+    fn test_field_retention_ranges() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_sequence_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).retention_ranges) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_sequence_options),
+                "::",
+                stringify!(retention_ranges)
+            )
+        );
+    }
+    test_field_retention_ranges();
+    fn test_field_num_retention_ranges() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_sequence_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_retention_ranges) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_sequence_options),
+                "::",
+                stringify!(num_retention_ranges)
+            )
+        );
+    }
+    test_field_num_retention_ranges();
+    fn test_field_decode_duration_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_sequence_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).decode_duration_ms) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_sequence_options),
+                "::",
+                stringify!(decode_duration_ms)
+            )
+        );
+    }
+    test_field_decode_duration_ms();
 }
 #[doc = " @brief Options of kvc_sequence_add() and kvc_cache_probe(). Transparent;"]
 #[doc = "        begins with struct_size."]
@@ -1805,7 +2002,9 @@ extern "C" {
     #[doc = " @return KVC_OK; KVC_ERR_ALREADY_EXISTS (id in use);"]
     #[doc = "         KVC_ERR_OUT_OF_BLOCKS (free + evictable blocks do not suffice:"]
     #[doc = "         nothing is evicted); KVC_ERR_INVALID_ARGUMENT (NULL tokens, empty"]
-    #[doc = "         prompt, priority > 100, bad extra key, overlong sequence)."]
+    #[doc = "         prompt, priority > 100, bad extra key, bad retention range:"]
+    #[doc = "         priority > 100, end <= start, overlapping ranges, an open range"]
+    #[doc = "         that is not last; overlong sequence)."]
     #[doc = " @since 0.1.0"]
     pub fn kvc_sequence_add(
         cache: *mut kvc_cache_t,
@@ -2141,6 +2340,16 @@ extern "C" {
         options: *const kvc_sequence_options_t,
         cached_tokens: *mut u64,
     ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Moves the manual retention clock of `cache` forward by"]
+    #[doc = "        `milliseconds`; cached blocks whose retention duration has run out"]
+    #[doc = "        revert to KVC_DEFAULT_PRIORITY at once."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_STATE (the cache reads the monotonic"]
+    #[doc = "         clock: see kvc_config_set_manual_clock); KVC_ERR_INVALID_ARGUMENT"]
+    #[doc = "         (NULL cache, or the clock would overflow)."]
+    #[doc = " @since 0.1.0"]
+    pub fn kvc_cache_advance_clock(cache: *mut kvc_cache_t, milliseconds: u64) -> kvc_status_t;
 }
 extern "C" {
     #[doc = " @brief One decode step: appends tokens[i] to sequence ids[i] for every i,"]

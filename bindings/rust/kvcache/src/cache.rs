@@ -352,6 +352,15 @@ impl Cache {
         check(unsafe { sys::kvc_cache_reset_reuse(self.raw.as_ptr()) })
     }
 
+    /// Moves the manual retention clock forward by `milliseconds`; expired
+    /// retention priorities revert to the default at once. Refused with
+    /// `Status::InvalidState` on a cache reading the monotonic clock
+    /// (`kvc_cache_advance_clock`).
+    pub fn advance_clock(&self, milliseconds: u64) -> Result<()> {
+        // SAFETY: live cache.
+        check(unsafe { sys::kvc_cache_advance_clock(self.raw.as_ptr(), milliseconds) })
+    }
+
     /// Runs the library's invariant checker; `Status::Internal` names the
     /// first broken invariant (`kvc_cache_check`).
     pub fn check(&self) -> Result<()> {

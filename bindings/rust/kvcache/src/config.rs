@@ -266,6 +266,11 @@ plain_settings! {
     /// Capacity of the event ring in events; 0 (default) turns events off.
     event_buffer_size: u32 = set_event_buffer_size / event_buffer_size,
         kvc_config_set_event_buffer_size / kvc_config_get_event_buffer_size;
+    /// Retention durations run on a manual clock that only
+    /// `Cache::advance_clock` moves, instead of the monotonic clock
+    /// (default off; for tests and simulators).
+    manual_clock: bool = set_manual_clock / manual_clock,
+        kvc_config_set_manual_clock / kvc_config_get_manual_clock;
 }
 
 /// Builds a [`Config`] by chaining settings; the first failing setting is

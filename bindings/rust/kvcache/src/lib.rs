@@ -62,7 +62,9 @@ pub use cache::{Cache, CacheDesc, GroupDesc, LayerView, OnStream, PoolDesc, Stat
 pub use config::{Config, ConfigBuilder};
 pub use error::{Error, Result, Status};
 pub use kernels::{BlockTables, Decode, RawDecodeArgs, RawStoreArgs, StoreKv, TableFormat};
-pub use sequence::{ExtraKey, SequenceDesc, SequenceOptions, DEFAULT_PRIORITY};
+pub use sequence::{
+    ExtraKey, RetentionRange, SequenceDesc, SequenceOptions, DEFAULT_PRIORITY, RETENTION_OPEN_END,
+};
 pub use types::{Device, Dtype, Element, Features, Layout, Stream};
 pub use version::{
     abi_version, features, version, version_string, HEADER_ABI_VERSION, HEADER_VERSION,

@@ -63,6 +63,56 @@ impl<'a> ExtraKey<'a> {
     }
 }
 
+/// `RetentionRange::new` end of a range reaching to the end of the sequence
+/// (`KVC_RETENTION_OPEN_END`).
+pub const RETENTION_OPEN_END: u64 = u64::MAX;
+
+/// A retention range (`kvc_retention_range_t`): prompt tokens `[start,
+/// end)` get `priority` for `duration_ms` milliseconds (0: for ever) after
+/// their block becomes reusable. A block takes the range holding its first
+/// token. It has the C layout, so a slice of them is handed to C as it is.
+#[derive(Clone, Copy, Debug)]
+#[repr(transparent)]
+pub struct RetentionRange {
+    raw: sys::kvc_retention_range_t,
+}
+
+impl RetentionRange {
+    /// Tokens `[start, end)` (`end` may be `RETENTION_OPEN_END`) at
+    /// `priority` (0..=100) for `duration_ms` (0: for ever).
+    pub fn new(start: u64, end: u64, priority: u32, duration_ms: u64) -> RetentionRange {
+        RetentionRange {
+            raw: sys::kvc_retention_range_t {
+                start,
+                end,
+                priority,
+                reserved: 0,
+                duration_ms,
+            },
+        }
+    }
+
+    /// First token position.
+    pub fn start(&self) -> u64 {
+        self.raw.start
+    }
+
+    /// One past the last token, or `RETENTION_OPEN_END`.
+    pub fn end(&self) -> u64 {
+        self.raw.end
+    }
+
+    /// Eviction priority.
+    pub fn priority(&self) -> u32 {
+        self.raw.priority
+    }
+
+    /// How long the priority lasts; 0 for ever.
+    pub fn duration_ms(&self) -> u64 {
+        self.raw.duration_ms
+    }
+}
+
 /// Options of adding or probing a sequence (`kvc_sequence_options_t`): its
 /// scope (salt, LoRA id, extra keys; only sequences with equal scopes share
 /// blocks) and the eviction priorities of its blocks. `Default` gives the
@@ -131,6 +181,21 @@ impl<'a> SequenceOptions<'a> {
     /// Eviction priority of blocks holding only generated tokens, 0..=100.
     pub fn decode_priority(mut self, priority: u32) -> Self {
         self.raw.decode_priority = priority;
+        self
+    }
+
+    /// Retention ranges over the prompt, in token order; prompt blocks
+    /// outside every range take the prompt priority.
+    pub fn retention_ranges(mut self, ranges: &'a [RetentionRange]) -> Self {
+        self.raw.retention_ranges = ranges.as_ptr().cast();
+        self.raw.num_retention_ranges = ranges.len();
+        self
+    }
+
+    /// How long the decode priority lasts after a generated block becomes
+    /// reusable; 0 (default) for ever.
+    pub fn decode_duration_ms(mut self, duration_ms: u64) -> Self {
+        self.raw.decode_duration_ms = duration_ms;
         self
     }
 

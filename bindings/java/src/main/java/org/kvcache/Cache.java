@@ -835,6 +835,20 @@ public final class Cache implements AutoCloseable {
   }
 
   /**
+   * Moves the manual retention clock forward; expired retention priorities
+   * revert to the default at once (kvc_cache_advance_clock).
+   * @throws KvCacheException INVALID_STATE on a cache reading the monotonic clock
+   */
+  public void advanceClock(long milliseconds) {
+    long h = handle.acquire();
+    try {
+      KvcNative.kvc_cache_advance_clock(h, milliseconds);
+    } finally {
+      handle.release();
+    }
+  }
+
+  /**
    * Evicts every cached block (kvc_cache_reset_reuse).
    * @throws KvCacheException INVALID_STATE while any block is in use
    */

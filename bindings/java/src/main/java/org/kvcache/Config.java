@@ -424,6 +424,26 @@ public final class Config implements AutoCloseable {
 
   // ----- reuse and events -----------------------------------------------
 
+  /**
+   * Retention durations run on a manual clock that only
+   * {@link Cache#advanceClock} moves, instead of the monotonic clock (default
+   * off; for tests and simulators).
+   */
+  public Config setManualClock(boolean enable) {
+    long h = handle.acquire();
+    try {
+      KvcNative.kvc_config_set_manual_clock(h, enable);
+      return this;
+    } finally {
+      handle.release();
+    }
+  }
+
+  /** Whether the cache will use a manual retention clock. */
+  public boolean getManualClock() {
+    return getBool(KvcNative::kvc_config_get_manual_clock);
+  }
+
   /** Reuse of blocks across sequences (default on). */
   public Config setBlockReuse(boolean enable) {
     long h = handle.acquire();

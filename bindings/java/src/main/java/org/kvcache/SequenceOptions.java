@@ -7,7 +7,8 @@ import java.util.List;
 
 /**
  * Options of {@link Cache#addSequence} and {@link Cache#probe}
- * (kvc_sequence_options_t): eviction priorities and the scope (salt, LoRA
+ * (kvc_sequence_options_t): eviction priorities, retention ranges and
+ * durations, and the scope (salt, LoRA
  * id, extra keys). Only sequences with equal scopes share blocks; no salt
  * differs from an empty salt, and no LoRA differs from LoRA id 0. A plain
  * mutable Java object: the native struct is built for each call.
@@ -22,6 +23,8 @@ public final class SequenceOptions {
   private long loraId;
   private byte[] salt;
   private final List<ExtraKey> extraKeys = new ArrayList<>();
+  private final List<RetentionRange> retentionRanges = new ArrayList<>();
+  private long decodeDurationMs;
 
   /** The defaults: priorities 35, no salt, no LoRA, no extra keys. */
   public SequenceOptions() {}
@@ -70,6 +73,31 @@ public final class SequenceOptions {
     return this;
   }
 
+  /**
+   * Adds a retention range over the prompt (in token order); prompt blocks
+   * outside every range take the prompt priority for ever.
+   */
+  public SequenceOptions retentionRange(long start, long end, int priority, long durationMs) {
+    retentionRanges.add(new RetentionRange(start, end, priority, durationMs));
+    return this;
+  }
+
+  /** How long the decode priority lasts after a generated block becomes reusable; 0 for ever. */
+  public SequenceOptions decodeDurationMs(long durationMs) {
+    this.decodeDurationMs = durationMs;
+    return this;
+  }
+
+  /** The retention ranges, in order. */
+  public List<RetentionRange> retentionRanges() {
+    return Collections.unmodifiableList(retentionRanges);
+  }
+
+  /** How long the decode priority lasts; 0 for ever. */
+  public long decodeDurationMs() {
+    return decodeDurationMs;
+  }
+
   /** Eviction priority of prompt blocks. */
   public int promptPriority() {
     return promptPriority;
@@ -115,11 +143,25 @@ public final class SequenceOptions {
     return extraKeyLayout;
   }
 
-  /** Scratch regions of the salt and extra keys; see {@link #toNative}. */
+  private static long[] retentionRangeLayout;
+
+  private static synchronized long[] retentionRangeLayout() {
+    if (retentionRangeLayout == null) {
+      long[] l = new long[6];
+      for (int i = 0; i < l.length; i++) {
+        l[i] = KvcNative.kvcj_retention_range_layout(i);
+      }
+      retentionRangeLayout = l;
+    }
+    return retentionRangeLayout;
+  }
+
+  /** Scratch regions of the salt, extra keys and ranges; see {@link #toNative}. */
   static final class Regions {
     int salt = -1;
     int keys = -1;
     int[] data;
+    int ranges = -1;
   }
 
   /** Reserves the scratch this options needs (before any address is taken). */
@@ -138,6 +180,9 @@ public final class SequenceOptions {
         l.data[i] = s.alloc(d.length);
         s.putBytes(l.data[i], d);
       }
+    }
+    if (!retentionRanges.isEmpty()) {
+      l.ranges = s.alloc(retentionRangeLayout()[0] * retentionRanges.size());
     }
     return l;
   }
@@ -165,5 +210,20 @@ public final class SequenceOptions {
       o.setExtra_keys(s.address(l.keys));
       o.setNum_extra_keys(extraKeys.size());
     }
+    if (!retentionRanges.isEmpty()) {
+      long[] k = retentionRangeLayout();
+      for (int i = 0; i < retentionRanges.size(); i++) {
+        RetentionRange r = retentionRanges.get(i);
+        int at = l.ranges + (int) (k[0] * i);
+        s.putLong(at + (int) k[1], r.start());
+        s.putLong(at + (int) k[2], r.end());
+        s.putInts(at + (int) k[3], new int[] {r.priority()}, 0, 1);
+        s.putInts(at + (int) k[4], new int[] {0}, 0, 1);
+        s.putLong(at + (int) k[5], r.durationMs());
+      }
+      o.setRetention_ranges(s.address(l.ranges));
+      o.setNum_retention_ranges(retentionRanges.size());
+    }
+    o.setDecode_duration_ms(decodeDurationMs);
   }
 }
