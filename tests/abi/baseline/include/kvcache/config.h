@@ -312,6 +312,23 @@ KVC_API kvc_status_t kvc_config_set_event_buffer_size(kvc_config_t *config,
 KVC_API kvc_status_t kvc_config_get_event_buffer_size(
     const kvc_config_t *config, uint32_t *out);
 
+/* ===================================================================== */
+/* Retention clock                                                       */
+/* ===================================================================== */
+
+/**
+ * @brief Measure retention durations (kvc_retention_range_t::duration_ms,
+ *        kvc_sequence_options_t::decode_duration_ms) on a manual clock that
+ *        starts at 0 and moves only by kvc_cache_advance_clock(), instead
+ *        of the monotonic clock (default off). For tests and simulators.
+ * @since 0.1.0
+ */
+KVC_API kvc_status_t kvc_config_set_manual_clock(kvc_config_t *config,
+                                                 bool enable);
+/** @brief Whether the cache will use a manual retention clock. @since 0.1.0 */
+KVC_API kvc_status_t kvc_config_get_manual_clock(const kvc_config_t *config,
+                                                 bool *out);
+
 #ifdef __cplusplus
 }
 #endif

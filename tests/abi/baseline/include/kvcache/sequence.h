@@ -14,9 +14,17 @@
  * sequence stay cached until evicted. Eviction is prioritized LRU over the
  * leaves of the radix tree: the cached leaf of the lowest priority whose
  * last user released it longest ago goes first. A cached block has the
- * priority the last sequence to release it gave it (prompt_priority for a
- * block holding prompt tokens, decode_priority otherwise); a probe is not a
- * use.
+ * priority the last sequence to release it gave it (see retention below);
+ * a probe is not a use.
+ *
+ * Retention (TensorRT-LLM's KvCacheRetentionConfig): a block whose first
+ * token is a prompt token takes the priority of the retention range holding
+ * that token, or prompt_priority if none does; a block starting after the
+ * prompt takes decode_priority. A range's duration_ms (decode_duration_ms
+ * for generated blocks) bounds how long that priority lasts, counted from
+ * when the block became reusable (its commit): then it reverts to
+ * KVC_DEFAULT_PRIORITY. Durations run on the monotonic clock, or on a
+ * manual clock (kvc_config_set_manual_clock, kvc_cache_advance_clock).
  *
  * Streams: calls that may copy blocks (copy on partial reuse in add, copy on
  * write of a shared tail in extend) take an opaque `stream` (a cudaStream_t
@@ -57,6 +65,25 @@ typedef struct kvc_extra_key {
   size_t size;         /**< Bytes at data. */
 } kvc_extra_key_t;
 
+/** kvc_retention_range_t::end of a range reaching to the end of the sequence. */
+#define KVC_RETENTION_OPEN_END UINT64_MAX
+
+/**
+ * @brief A retention range: prompt tokens [start, end) get `priority` for
+ *        `duration_ms` milliseconds (0: for ever) after their block becomes
+ *        reusable. A block takes the range holding its first token. Ranges
+ *        must not overlap; only the last may be open-ended
+ *        (end = KVC_RETENTION_OPEN_END). Fixed layout (used in arrays).
+ * @since 0.1.0
+ */
+typedef struct kvc_retention_range {
+  uint64_t start;        /**< First token position. */
+  uint64_t end;          /**< One past the last token (> start), or KVC_RETENTION_OPEN_END. */
+  uint32_t priority;     /**< Eviction priority, 0..100. */
+  uint32_t reserved;     /**< Zero. */
+  uint64_t duration_ms;  /**< How long the priority lasts; 0: for ever. */
+} kvc_retention_range_t;
+
 /**
  * @brief Options of kvc_sequence_add() and kvc_cache_probe(). Transparent;
  *        begins with struct_size.
@@ -76,11 +103,18 @@ typedef struct kvc_sequence_options {
   size_t salt_size;           /**< Bytes at salt. */
   const kvc_extra_key_t *extra_keys; /**< Array of num_extra_keys, borrowed; may be NULL if 0. */
   size_t num_extra_keys;      /**< Entries in extra_keys. */
+  /** Retention ranges over the prompt, in token order, borrowed; may be
+   *  NULL if num_retention_ranges is 0. Prompt blocks outside every range
+   *  take prompt_priority (for ever). */
+  const kvc_retention_range_t *retention_ranges;
+  size_t num_retention_ranges;  /**< Entries in retention_ranges. */
+  uint64_t decode_duration_ms;  /**< How long decode_priority lasts; 0: for ever. */
 } kvc_sequence_options_t;
 
 /** Static initializer for kvc_sequence_options_t (the defaults). */
 #define KVC_SEQUENCE_OPTIONS_INIT \
-  {sizeof(kvc_sequence_options_t), KVC_DEFAULT_PRIORITY, KVC_DEFAULT_PRIORITY, false, 0, NULL, 0, NULL, 0}
+  {sizeof(kvc_sequence_options_t), KVC_DEFAULT_PRIORITY, KVC_DEFAULT_PRIORITY, false, 0, NULL, 0, \
+   NULL, 0, NULL, 0, 0}
 
 /** @brief Sets `options` to the defaults (KVC_SEQUENCE_OPTIONS_INIT). @since 0.1.0 */
 KVC_API void kvc_sequence_options_init(kvc_sequence_options_t *options);
@@ -107,7 +141,9 @@ KVC_API void kvc_sequence_options_init(kvc_sequence_options_t *options);
  * @return KVC_OK; KVC_ERR_ALREADY_EXISTS (id in use);
  *         KVC_ERR_OUT_OF_BLOCKS (free + evictable blocks do not suffice:
  *         nothing is evicted); KVC_ERR_INVALID_ARGUMENT (NULL tokens, empty
- *         prompt, priority > 100, bad extra key, overlong sequence).
+ *         prompt, priority > 100, bad extra key, bad retention range:
+ *         priority > 100, end <= start, overlapping ranges, an open range
+ *         that is not last; overlong sequence).
  * @since 0.1.0
  */
 KVC_API kvc_status_t kvc_sequence_add(kvc_cache_t *cache, uint64_t id, const int32_t *tokens,
@@ -256,6 +292,21 @@ KVC_API kvc_status_t kvc_sequence_blocks_needed(const kvc_cache_t *cache, uint64
 KVC_API kvc_status_t kvc_cache_probe(const kvc_cache_t *cache, const int32_t *tokens,
                                      size_t num_tokens, const kvc_sequence_options_t *options,
                                      uint64_t *cached_tokens);
+
+/* ===================================================================== */
+/* Retention clock                                                       */
+/* ===================================================================== */
+
+/**
+ * @brief Moves the manual retention clock of `cache` forward by
+ *        `milliseconds`; cached blocks whose retention duration has run out
+ *        revert to KVC_DEFAULT_PRIORITY at once.
+ * @return KVC_OK; KVC_ERR_INVALID_STATE (the cache reads the monotonic
+ *         clock: see kvc_config_set_manual_clock); KVC_ERR_INVALID_ARGUMENT
+ *         (NULL cache, or the clock would overflow).
+ * @since 0.1.0
+ */
+KVC_API kvc_status_t kvc_cache_advance_clock(kvc_cache_t *cache, uint64_t milliseconds);
 
 #ifdef __cplusplus
 }
