@@ -18,17 +18,30 @@ void check(kvc_status_t s, const std::string &what) {
     throw std::runtime_error(what + ": " + kvc_status_string(s) + ": " + kvc_last_error_message());
 }
 
-kvc_sequence_options_t to_options(const SequenceOptions &o) {
+// kvcache's options for a sequence, with the retention range they point to.
+struct KvcOptions {
   kvc_sequence_options_t k = KVC_SEQUENCE_OPTIONS_INIT;
-  if (o.salt) {
-    k.salt = o.salt->data();
-    k.salt_size = o.salt->size();
+  kvc_retention_range_t system{};
+  explicit KvcOptions(const SequenceOptions &o) {
+    if (o.salt) {
+      k.salt = o.salt->data();
+      k.salt_size = o.salt->size();
+    }
+    if (o.prompt_priority) k.prompt_priority = o.prompt_priority;
+    // The system prompt as one retention range; the rest of the prompt
+    // takes prompt_priority and generated blocks decode_priority.
+    if (o.system_priority && o.system_length) {
+      system.start = 0;
+      system.end = o.system_length;
+      system.priority = o.system_priority;
+      system.duration_ms = 0;  // for ever
+      k.retention_ranges = &system;
+      k.num_retention_ranges = 1;
+    }
   }
-  // The C API sets one priority for a sequence's prompt blocks and one for
-  // its generated blocks (token-range retention is not in it yet).
-  if (o.prompt_priority) k.prompt_priority = o.prompt_priority;
-  return k;
-}
+  KvcOptions(const KvcOptions &) = delete;
+  KvcOptions &operator=(const KvcOptions &) = delete;
+};
 
 // Owns a config until the cache is created from it.
 struct ConfigHandle {
@@ -79,9 +92,9 @@ CacheAdapter::~CacheAdapter() { kvc_cache_destroy(cache_); }
 
 bool CacheAdapter::add(uint64_t id, const std::vector<int32_t> &tokens,
                        const SequenceOptions &options, uint64_t &cached) {
-  const kvc_sequence_options_t o = to_options(options);
+  const KvcOptions o(options);
   const kvc_status_t s =
-      kvc_sequence_add(cache_, id, tokens.data(), tokens.size(), &o, nullptr, &cached);
+      kvc_sequence_add(cache_, id, tokens.data(), tokens.size(), &o.k, nullptr, &cached);
   if (s == KVC_ERR_OUT_OF_BLOCKS) return false;
   check(s, "kvc_sequence_add(" + std::to_string(id) + ")");
   return true;
@@ -89,9 +102,9 @@ bool CacheAdapter::add(uint64_t id, const std::vector<int32_t> &tokens,
 
 uint64_t CacheAdapter::probe(uint64_t id, const std::vector<int32_t> &tokens,
                              const SequenceOptions &options) {
-  const kvc_sequence_options_t o = to_options(options);
+  const KvcOptions o(options);
   uint64_t cached = 0;
-  check(kvc_cache_probe(cache_, tokens.data(), tokens.size(), &o, &cached),
+  check(kvc_cache_probe(cache_, tokens.data(), tokens.size(), &o.k, &cached),
         "kvc_cache_probe(" + std::to_string(id) + ")");
   return cached;
 }

@@ -30,6 +30,11 @@ struct CacheCounters {
 struct SequenceOptions {
   const std::string *salt = nullptr;  // nullptr: no salt (absent != empty)
   uint32_t prompt_priority = 0;       // of prompt blocks; 0: the library default
+  // When both are set, prompt tokens [0, system_length) are retained at
+  // system_priority (a retention range, for ever); blocks take the priority
+  // of their first token.
+  uint32_t system_length = 0;
+  uint32_t system_priority = 0;
 };
 
 class CacheAdapter {

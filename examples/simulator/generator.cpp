@@ -43,6 +43,7 @@ Workload generate_workload(const GeneratorOptions &o) {
     std::vector<Segment> history;
     if (o.preamble_tokens) history.push_back({make_seed(kSeedSystem, 0), o.preamble_tokens});
     if (o.system_tokens) history.push_back({make_seed(kSeedSystem, 1 + tenant), o.system_tokens});
+    const uint32_t system_length = o.preamble_tokens + o.system_tokens;
     double t = start;
     for (uint32_t turn = 0; turn < o.turns_per_chat; ++turn) {
       if (turn) t += rng.exponential(o.think_seconds);
@@ -53,6 +54,7 @@ Workload generate_workload(const GeneratorOptions &o) {
       r.input_length = static_cast<uint32_t>(segments_length(history));
       r.output_length = rng.around(o.answer_tokens);
       r.output_seed = make_seed(kSeedText, text_id++);
+      r.system_length = system_length;
       r.tenant = tenant;
       r.has_salt = tenant < o.salted_tenants;
       if (r.has_salt) r.salt = "tenant-" + std::to_string(tenant);

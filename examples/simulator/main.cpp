@@ -32,7 +32,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   std::vector<sim::Policy> policies = {o.config.policy};
-  if (o.compare) policies = sim::compare_policies(o.config.policy.prompt_priority);
+  if (o.compare) policies = sim::compare_policies(o.config.policy.system_priority);
 
   std::vector<sim::RunResult> runs;
   try {

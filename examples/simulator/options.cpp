@@ -59,14 +59,18 @@ bool parse_on_off(const std::string &s, bool &out) {
 
 std::string policy_name(const Policy &p) {
   if (!p.reuse) return "reuse off";
-  if (p.prompt_priority) return "prompt prio " + std::to_string(p.prompt_priority);
-  return "LRU";
+  std::string name;
+  if (p.system_priority) name = "system prio " + std::to_string(p.system_priority);
+  if (p.prompt_priority)
+    name += (name.empty() ? "" : ", ") + std::string("prompt prio ") +
+            std::to_string(p.prompt_priority);
+  return name.empty() ? "LRU" : name;
 }
 
 }  // namespace
 
-std::vector<Policy> compare_policies(uint32_t prompt_priority) {
-  std::vector<Policy> p = {{"", false, 0}, {"", true, 0}, {"", true, prompt_priority}};
+std::vector<Policy> compare_policies(uint32_t system_priority) {
+  std::vector<Policy> p = {{"", false, 0, 0}, {"", true, 0, 0}, {"", true, 0, system_priority}};
   for (Policy &x : p) x.name = policy_name(x);
   return p;
 }
@@ -81,7 +85,9 @@ std::string usage() {
       "and prints how much prompt work the cache saved.\n"
       "\nworkload (the synthetic multi-tenant generator unless --trace is given):\n"
       "  --trace FILE            Mooncake JSONL trace (timestamp, input_length,\n"
-      "                          output_length, hash_ids of 512-token blocks)\n"
+      "                          output_length, hash_ids of 512-token blocks); a\n"
+      "                          trace names no system prompt, so --system-priority\n"
+      "                          (and --compare's third policy) retains nothing there\n"
       "  --speed X               arrival times divided by X (default 1)\n"
       "  --requests N            only the first N records of the trace\n"
       "  --tenants N             synthetic: tenants (default 8)\n"
@@ -106,6 +112,10 @@ std::string usage() {
       "  --partial-reuse on|off  token-by-token reuse of a partly matching block (on)\n"
       "  --prompt-priority P     eviction priority of prompt blocks, 1..100; decoded\n"
       "                          blocks stay at 35 (default: every block at 35)\n"
+      "  --system-priority P     eviction priority of each request's system prompt\n"
+      "                          (synthetic: preamble + tenant prompt), 1..100, as a\n"
+      "                          retention range over its first tokens; blocks after\n"
+      "                          it take --prompt-priority (default: no range)\n"
       "  --host-cache BYTES      host (secondary) tier for offloaded blocks (0)\n"
       "  --attention             read the KV back with paged decode attention\n"
       "\nscheduler:\n"
@@ -114,8 +124,9 @@ std::string usage() {
       "  --max-prefills N        new sequences per step, 0 = no limit (default 0)\n"
       "  --max-output N          cap each request's output tokens, 0 = none\n"
       "\noutput:\n"
-      "  --compare               run reuse off, LRU and prompt priority side by side\n"
-      "                          (priority from --prompt-priority, default 90)\n"
+      "  --compare               run reuse off, LRU and system-prompt retention side\n"
+      "                          by side (priority from --system-priority, default\n"
+      "                          90; --prompt-priority does not apply)\n"
       "  --json                  print JSON instead of the table\n"
       "  --plot FILE.svg         draw hit rate and cache occupancy over time\n"
       "  --no-progress           no progress bar (it is drawn only on a terminal)\n"
@@ -128,6 +139,7 @@ bool parse_options(int argc, char **argv, Options &o, std::string &error) {
   o.config.progress = true;
   bool reuse = true;
   uint32_t prompt_priority = 0;
+  uint32_t system_priority = 0;
   using Handler = std::function<bool(const std::string &)>;
   const std::map<std::string, Handler> with_value = {
       {"--trace", [&](const std::string &v) { o.trace = v; return !v.empty(); }},
@@ -161,6 +173,8 @@ bool parse_options(int argc, char **argv, Options &o, std::string &error) {
       {"--partial-reuse", [&](const std::string &v) { return parse_on_off(v, o.config.partial_reuse); }},
       {"--prompt-priority", [&](const std::string &v) {
          return parse_u32(v, prompt_priority) && prompt_priority >= 1 && prompt_priority <= 100; }},
+      {"--system-priority", [&](const std::string &v) {
+         return parse_u32(v, system_priority) && system_priority >= 1 && system_priority <= 100; }},
       {"--host-cache", [&](const std::string &v) { return parse_bytes(v, o.config.host_cache_bytes); }},
       {"--max-batch-tokens", [&](const std::string &v) { return parse_u32(v, o.config.max_batch_tokens) && o.config.max_batch_tokens > 0; }},
       {"--max-running", [&](const std::string &v) { return parse_u32(v, o.config.max_running) && o.config.max_running > 0; }},
@@ -206,10 +220,14 @@ bool parse_options(int argc, char **argv, Options &o, std::string &error) {
       return false;
     }
   }
-  o.config.policy = {"", reuse, prompt_priority};
+  if (o.compare && prompt_priority) {
+    error = "--prompt-priority applies to a single run; --compare retains system prompts "
+            "(set their priority with --system-priority)";
+    return false;
+  }
+  o.config.policy = {"", reuse, prompt_priority, system_priority};
   o.config.policy.name = policy_name(o.config.policy);
-  if (o.compare && !prompt_priority) prompt_priority = 90;
-  if (o.compare) o.config.policy.prompt_priority = prompt_priority;
+  if (o.compare && !system_priority) o.config.policy.system_priority = 90;
   return true;
 }
 

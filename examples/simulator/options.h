@@ -14,7 +14,8 @@ struct Options {
   std::string trace;             // empty: the synthetic generator
   TraceOptions trace_options;
   GeneratorOptions generator;
-  SimConfig config;              // the single run (its policy from --reuse/--prompt-priority)
+  SimConfig config;              // the single run (its policy from --reuse,
+                                 // --prompt-priority and --system-priority)
   bool compare = false;          // run compare_policies() side by side instead
   bool json = false;
   std::string plot;              // --plot FILE.svg
@@ -22,7 +23,8 @@ struct Options {
 };
 
 // The policies --compare runs: reuse off, LRU, system prompts retained.
-std::vector<Policy> compare_policies(uint32_t prompt_priority);
+// The third retains each request's system prompt at `system_priority`.
+std::vector<Policy> compare_policies(uint32_t system_priority);
 
 // Parses argv; on failure returns false and sets `error`.
 bool parse_options(int argc, char **argv, Options &out, std::string &error);

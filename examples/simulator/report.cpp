@@ -83,7 +83,7 @@ void print_table(std::FILE *out, const Workload &workload, const std::vector<Run
     for (const RunResult &r : runs) row.values.push_back(value(r));
     rows.push_back(std::move(row));
   };
-  add("policy", "reuse off | LRU | prompt blocks kept over decoded ones",
+  add("policy", "reuse off | LRU | system-prompt blocks kept over the rest",
       [](const RunResult &r) { return r.policy; });
   add("prompt tokens reused", "prompt tokens found in the cache instead of computed",
       [](const RunResult &r) { return count(r.reused_tokens); });
@@ -157,11 +157,12 @@ void print_json(std::FILE *out, const Workload &workload, const std::vector<RunR
                  ", \"tokens_per_block\": %u, \"capacity_blocks\": %" PRIu64
                  ", \"primary_bytes\": %" PRIu64 ", \"bytes_per_token\": %" PRIu64
                  ", \"unlimited\": %s, \"partial_reuse\": %s, \"reuse\": %s"
-                 ", \"prompt_priority\": %u, \"host_cache_bytes\": %" PRIu64 ",\n   ",
+                 ", \"prompt_priority\": %u, \"system_priority\": %u"
+                 ", \"host_cache_bytes\": %" PRIu64 ",\n   ",
                  c.tokens_per_block, r.capacity_blocks, r.primary_bytes, r.block_bytes_per_token,
                  c.unlimited ? "true" : "false", c.partial_reuse ? "true" : "false",
                  c.policy.reuse ? "true" : "false", c.policy.prompt_priority,
-                 c.host_cache_bytes);
+                 c.policy.system_priority, c.host_cache_bytes);
     std::fprintf(out,
                  "\"requests\": %" PRIu64 ", \"completed\": %" PRIu64 ", \"rejected\": %" PRIu64
                  ", \"prompt_tokens\": %" PRIu64 ", \"reused_tokens\": %" PRIu64

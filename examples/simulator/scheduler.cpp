@@ -90,6 +90,8 @@ RunResult Scheduler::run() {
     SequenceOptions o;
     o.salt = q.has_salt ? &q.salt : nullptr;
     o.prompt_priority = config_.policy.prompt_priority;
+    o.system_priority = config_.policy.system_priority;
+    o.system_length = q.system_length;
     return o;
   };
   auto output_length = [&](const Request &q) {

@@ -8,13 +8,15 @@
 
 namespace sim {
 
-// What --compare varies: whether blocks are reused, and whether prompt
-// blocks (system prompts, resent history) are retained at a higher eviction
-// priority than blocks holding only decoded tokens.
+// What --compare varies: whether blocks are reused, and whether the blocks
+// of each request's system prompt (a retention range over its first
+// system_length tokens) are retained at a higher eviction priority than the
+// rest of the prompt and the decoded tokens.
 struct Policy {
   std::string name;
   bool reuse = true;
-  uint32_t prompt_priority = 0;  // 0: every block at the default priority (35)
+  uint32_t prompt_priority = 0;  // of prompt blocks; 0: the default priority (35)
+  uint32_t system_priority = 0;  // of system-prompt blocks; 0: no retention range
 };
 
 struct SimConfig {

@@ -16,6 +16,8 @@ struct Request {
   uint32_t input_length = 0;
   uint32_t output_length = 0;    // tokens to decode (>= 1)
   uint64_t output_seed = 0;      // seed of the decoded tokens
+  uint32_t system_length = 0;    // leading prompt tokens that are a system prompt
+                                 // (synthetic: preamble + tenant prompt; traces: 0)
   uint32_t tenant = 0;
   bool has_salt = false;         // cache salt: isolates the tenant's blocks
   std::string salt;

@@ -29,6 +29,7 @@ static void reads_records() {
   SIM_CHECK_EQ(a.prompt.size(), size_t{2});
   SIM_CHECK_EQ(a.prompt[0].length, 512u);
   SIM_CHECK_EQ(a.prompt[1].length, 88u);  // the last block is partial
+  SIM_CHECK_EQ(a.system_length, 0u);       // a trace names no system prompt
   SIM_CHECK_EQ(b.arrival_s, 1.25);         // 2500 ms at speed 2
   SIM_CHECK_EQ(b.output_length, 1u);       // the prefill always yields a token
   SIM_CHECK_EQ(b.prompt[2].length, 1u);
@@ -99,6 +100,7 @@ static void generator_shapes_chats() {
     SIM_CHECK_EQ(r.arrival_s, s.arrival_s);  // same seed, same workload
     SIM_CHECK_EQ(r.input_length, s.input_length);
     if (i) SIM_CHECK(w.requests[i - 1].arrival_s <= r.arrival_s);
+    SIM_CHECK_EQ(r.system_length, o.preamble_tokens + o.system_tokens);
     SIM_CHECK_EQ(r.has_salt, r.tenant < 1);
     // Every prompt starts with the shared preamble, then the tenant's prompt.
     SIM_CHECK_EQ(r.prompt[0].seed, make_seed(kSeedSystem, 0));
