@@ -83,7 +83,7 @@ void print_table(std::FILE *out, const Workload &workload, const std::vector<Run
     for (const RunResult &r : runs) row.values.push_back(value(r));
     rows.push_back(std::move(row));
   };
-  add("policy", "reuse off | LRU | system-prompt blocks kept over the rest",
+  add("policy", "reuse off | LRU | blocks kept at a higher eviction priority",
       [](const RunResult &r) { return r.policy; });
   add("prompt tokens reused", "prompt tokens found in the cache instead of computed",
       [](const RunResult &r) { return count(r.reused_tokens); });
