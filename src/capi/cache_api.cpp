@@ -1,4 +1,5 @@
 // Cache lifetime and description shims.
+#include "capi/cache_access.h"
 #include "capi/guard.h"
 #include "capi/handles.h"
 #include "core/dtype.h"
@@ -7,21 +8,8 @@ using kvc::capi::guarded;
 using kvc::capi::require;
 using kvc::capi::write_sized;
 
-namespace {
-
-const kvc::Cache& impl_of(const kvc_cache_t* cache) {
-  require(cache, "cache");
-  return *cache->impl;
-}
-
-template <class T>
-void init_sized(T* desc) {
-  if (desc == nullptr) return;
-  *desc = T{};
-  desc->struct_size = sizeof(T);
-}
-
-}  // namespace
+using kvc::capi::cache_of;
+using kvc::capi::init_sized;
 
 extern "C" {
 
@@ -45,7 +33,7 @@ KVC_API void kvc_layer_view_init(kvc_layer_view_t* view) { init_sized(view); }
 
 KVC_API kvc_status_t kvc_cache_describe(const kvc_cache_t* cache, kvc_cache_desc_t* out) {
   return guarded([&] {
-    const kvc::Cache& c = impl_of(cache);
+    const kvc::Cache& c = cache_of(cache);
     const kvc::CacheConfig& cfg = c.config();
     kvc_cache_desc_t d{};
     d.device_kind = cfg.device_kind;
@@ -70,7 +58,7 @@ KVC_API kvc_status_t kvc_cache_describe(const kvc_cache_t* cache, kvc_cache_desc
 KVC_API kvc_status_t kvc_cache_describe_group(const kvc_cache_t* cache, uint32_t group,
                                               kvc_group_desc_t* out) {
   return guarded([&] {
-    const kvc::Cache& c = impl_of(cache);
+    const kvc::Cache& c = cache_of(cache);
     const auto& groups = c.grouping().groups;
     if (group >= groups.size())
       kvc::invalid_argument("group must be < num_groups (" + std::to_string(groups.size()) +
@@ -91,7 +79,7 @@ KVC_API kvc_status_t kvc_cache_describe_group(const kvc_cache_t* cache, uint32_t
 KVC_API kvc_status_t kvc_cache_describe_pool(const kvc_cache_t* cache, uint32_t pool,
                                              kvc_pool_desc_t* out) {
   return guarded([&] {
-    const kvc::Cache& c = impl_of(cache);
+    const kvc::Cache& c = cache_of(cache);
     if (pool >= c.num_pools())
       kvc::invalid_argument("pool must be < num_pools (" + std::to_string(c.num_pools()) +
                             "), got " + std::to_string(pool));
@@ -109,7 +97,7 @@ KVC_API kvc_status_t kvc_cache_describe_pool(const kvc_cache_t* cache, uint32_t 
 KVC_API kvc_status_t kvc_cache_layer_view(const kvc_cache_t* cache, uint32_t layer,
                                           kvc_layer_view_t* out) {
   return guarded([&] {
-    const kvc::Cache& c = impl_of(cache);
+    const kvc::Cache& c = cache_of(cache);
     const kvc::LayerView v = c.layer_view(layer);
     const kvc::LayerGroup& g = c.grouping().groups[v.group];
     const kvc::CacheConfig& cfg = c.config();

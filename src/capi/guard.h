@@ -40,6 +40,15 @@ void require(const T* ptr, const char* name) {
   if (ptr == nullptr) invalid_argument(std::string(name) + " must not be NULL");
 }
 
+// What every kvc_x_init() of a zero-defaulted struct does: zeroes it and
+// sets struct_size. NULL is ignored.
+template <class T>
+void init_sized(T* desc) noexcept {
+  if (desc == nullptr) return;
+  *desc = T{};
+  desc->struct_size = sizeof(T);
+}
+
 // Writes `value` to the caller's struct: min(struct_size, sizeof(T)) bytes,
 // zeroing any tail a newer caller knows about (0 means "not provided").
 template <class T>

@@ -7,6 +7,7 @@
 
 #include "backend/kernel_checks.h"
 #include "capi/guard.h"
+#include "capi/cache_access.h"
 #include "capi/handles.h"
 #include "kvcache/kernels.h"
 
@@ -15,11 +16,6 @@ using kvc::capi::read_sized;
 using kvc::capi::require;
 
 namespace {
-
-kvc::Cache& impl_of(const kvc_cache_t* cache) {
-  require(cache, "cache");
-  return *cache->impl;
-}
 
 kvc::LayerSlabs slabs_of(const kvc::Cache& c, uint32_t layer) {
   const kvc::LayerView v = c.layer_view(layer);  // checks the layer
@@ -93,7 +89,7 @@ KVC_API void kvc_decode_args_init(kvc_decode_args_t* args) {
 KVC_API kvc_status_t kvc_store_kv(kvc_cache_t* cache, const kvc_store_args_t* args,
                                   void* stream) {
   return guarded([&] {
-    kvc::Cache& c = impl_of(cache);
+    kvc::Cache& c = kvc::capi::cache_of(cache);
     static const kvc_store_args_t defaults = KVC_STORE_ARGS_INIT;
     const kvc_store_args_t a = read_sized(args, defaults, "args");
     kvc::StoreKvWork w;
@@ -115,7 +111,7 @@ KVC_API kvc_status_t kvc_copy_blocks(kvc_cache_t* cache, uint32_t group, const i
                                      const int32_t* dst, const uint32_t* num_tokens,
                                      uint32_t count, void* stream) {
   return guarded([&] {
-    kvc::Cache& c = impl_of(cache);
+    kvc::Cache& c = kvc::capi::cache_of(cache);
     const auto& groups = c.grouping().groups;
     if (group >= groups.size())
       kvc::invalid_argument("group must be < num_groups (" + std::to_string(groups.size()) +
@@ -140,7 +136,7 @@ KVC_API kvc_status_t kvc_copy_blocks(kvc_cache_t* cache, uint32_t group, const i
 KVC_API kvc_status_t kvc_decode_workspace_size(const kvc_cache_t* cache,
                                                const kvc_decode_args_t* args, uint64_t* bytes) {
   return guarded([&] {
-    const kvc::Cache& c = impl_of(cache);
+    const kvc::Cache& c = kvc::capi::cache_of(cache);
     require(bytes, "bytes");
     const kvc::DecodeWork w = decode_work_of(c, args, true);
     *bytes = c.device().decode_workspace_bytes(w);
@@ -150,7 +146,7 @@ KVC_API kvc_status_t kvc_decode_workspace_size(const kvc_cache_t* cache,
 KVC_API kvc_status_t kvc_decode_attention(kvc_cache_t* cache, const kvc_decode_args_t* args,
                                           void* stream) {
   return guarded([&] {
-    kvc::Cache& c = impl_of(cache);
+    kvc::Cache& c = kvc::capi::cache_of(cache);
     const kvc::DecodeWork w = decode_work_of(c, args, false);
     if (w.batch == 0) return;
     if (w.workspace == nullptr && w.workspace_bytes != 0)
@@ -170,7 +166,7 @@ KVC_API kvc_status_t kvc_decode_attention(kvc_cache_t* cache, const kvc_decode_a
 KVC_API kvc_status_t kvc_cache_get_async_error(kvc_cache_t* cache, void* stream,
                                                kvc_status_t* async_error) {
   return guarded([&] {
-    kvc::Cache& c = impl_of(cache);
+    kvc::Cache& c = kvc::capi::cache_of(cache);
     require(async_error, "async_error");
     const kvc::AsyncError e = c.device().async_error(stream);
     *async_error = e.status;

@@ -63,11 +63,7 @@ KVC_API void kvc_sequence_options_init(kvc_sequence_options_t* options) {
   *options = kvc_sequence_options_t KVC_SEQUENCE_OPTIONS_INIT;
 }
 
-KVC_API void kvc_sequence_desc_init(kvc_sequence_desc_t* desc) {
-  if (desc == nullptr) return;
-  *desc = kvc_sequence_desc_t{};
-  desc->struct_size = sizeof(kvc_sequence_desc_t);
-}
+KVC_API void kvc_sequence_desc_init(kvc_sequence_desc_t* desc) { kvc::capi::init_sized(desc); }
 
 KVC_API kvc_status_t kvc_sequence_add(kvc_cache_t* cache, uint64_t id, const int32_t* tokens,
                                       size_t num_tokens, const kvc_sequence_options_t* options,

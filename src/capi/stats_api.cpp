@@ -7,11 +7,7 @@ using kvc::capi::guarded;
 
 extern "C" {
 
-KVC_API void kvc_cache_stats_init(kvc_cache_stats_t* stats) {
-  if (stats == nullptr) return;
-  *stats = kvc_cache_stats_t{};
-  stats->struct_size = sizeof(kvc_cache_stats_t);
-}
+KVC_API void kvc_cache_stats_init(kvc_cache_stats_t* stats) { kvc::capi::init_sized(stats); }
 
 KVC_API kvc_status_t kvc_cache_get_stats(const kvc_cache_t* cache, kvc_cache_stats_t* out) {
   return guarded([&] {

@@ -10,13 +10,8 @@
 
 #include <kvcache/kvcache.h>
 
-/* Asserts a failure with `status` whose message contains `needle`. */
-#define assert_fails(call, status, needle)                                    \
-  do {                                                                        \
-    assert_int_equal((call), (status));                                       \
-    if (strstr(kvc_last_error_message(), (needle)) == NULL)                   \
-      fail_msg("message \"%s\" lacks \"%s\"", kvc_last_error_message(), (needle)); \
-  } while (0)
+#include "kvc_test_assert.h"
+
 
 static kvc_config_t *llama8b(void) {
   kvc_config_t *c = NULL;

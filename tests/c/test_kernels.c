@@ -15,12 +15,7 @@
 
 #include <kvcache/kvcache.h>
 
-#define assert_fails(call, status, needle)                                    \
-  do {                                                                        \
-    assert_int_equal((call), (status));                                       \
-    if (strstr(kvc_last_error_message(), (needle)) == NULL)                   \
-      fail_msg("message \"%s\" lacks \"%s\"", kvc_last_error_message(), (needle)); \
-  } while (0)
+#include "kvc_test_assert.h"
 
 #define OK(call) assert_int_equal((call), KVC_OK)
 

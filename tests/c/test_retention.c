@@ -11,14 +11,10 @@
 
 #include <kvcache/kvcache.h>
 
+#include "kvc_test_assert.h"
+
 #define ok(call) assert_int_equal((call), KVC_OK)
 
-#define assert_fails(call, status, needle)                                         \
-  do {                                                                             \
-    assert_int_equal((call), (status));                                            \
-    if (strstr(kvc_last_error_message(), (needle)) == NULL)                        \
-      fail_msg("message \"%s\" lacks \"%s\"", kvc_last_error_message(), (needle)); \
-  } while (0)
 
 /* `blocks` blocks of 4 tokens, 2 layers, f32, no partial reuse. */
 static kvc_cache_t *cache_with(uint32_t blocks, bool manual_clock) {
