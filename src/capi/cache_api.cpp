@@ -98,19 +98,17 @@ KVC_API kvc_status_t kvc_cache_layer_view(const kvc_cache_t* cache, uint32_t lay
                                           kvc_layer_view_t* out) {
   return guarded([&] {
     const kvc::Cache& c = cache_of(cache);
-    const kvc::LayerView v = c.layer_view(layer);
-    const kvc::LayerGroup& g = c.grouping().groups[v.group];
-    const kvc::CacheConfig& cfg = c.config();
+    const kvc::LayerSlabs v = c.layer_view(layer);
     kvc_layer_view_t d{};
-    d.group = v.group;
-    d.pool = v.pool;
-    d.dtype = cfg.dtype;
-    d.layout = cfg.layout;
-    d.kv_heads = g.kv_heads;
-    d.head_dim = g.head_dim;
-    d.tokens_per_block = cfg.tokens_per_block;
-    d.kv_factor = cfg.kv_factor;
-    d.elem_size = uint32_t(kvc::dtype_size(cfg.dtype));
+    d.group = c.grouping().layers[layer].group;
+    d.pool = c.grouping().groups[d.group].pool;
+    d.dtype = v.dtype;
+    d.layout = v.layout;
+    d.kv_heads = v.kv_heads;
+    d.head_dim = v.head_dim;
+    d.tokens_per_block = v.tokens_per_block;
+    d.kv_factor = v.kv_factor;
+    d.elem_size = uint32_t(kvc::dtype_size(v.dtype));
     d.base = v.base;
     d.num_blocks = v.num_blocks;
     d.block_stride = v.block_stride;

@@ -17,28 +17,6 @@ using kvc::capi::require;
 
 namespace {
 
-kvc::LayerSlabs slabs_of(const kvc::Cache& c, uint32_t layer) {
-  const kvc::LayerView v = c.layer_view(layer);  // checks the layer
-  const kvc::LayerGroup& g = c.grouping().groups[v.group];
-  const kvc::CacheConfig& cfg = c.config();
-  kvc::LayerSlabs s;
-  s.base = v.base;
-  s.num_blocks = v.num_blocks;
-  s.block_stride = v.block_stride;
-  s.kv_stride = v.kv_stride;
-  s.token_stride = v.token_stride;
-  s.head_stride = v.head_stride;
-  s.tokens_per_block = cfg.tokens_per_block;
-  s.kv_heads = g.kv_heads;
-  s.head_dim = g.head_dim;
-  s.kv_factor = cfg.kv_factor;
-  s.dtype = cfg.dtype;
-  s.layout = cfg.layout;
-  s.window = g.window;
-  s.layer = layer;
-  return s;
-}
-
 // Resolves the call; `shape_only` checks what the workspace size needs and
 // no pointers.
 kvc::DecodeWork decode_work_of(const kvc::Cache& c, const kvc_decode_args_t* args,
@@ -46,7 +24,7 @@ kvc::DecodeWork decode_work_of(const kvc::Cache& c, const kvc_decode_args_t* arg
   static const kvc_decode_args_t defaults = KVC_DECODE_ARGS_INIT;
   const kvc_decode_args_t a = read_sized(args, defaults, "args");
   kvc::DecodeWork w;
-  w.kv = slabs_of(c, a.layer);
+  w.kv = c.layer_view(a.layer);
   w.batch = a.batch;
   w.q_heads = a.q_heads;
   w.q_dtype = a.q_dtype;
@@ -93,7 +71,7 @@ KVC_API kvc_status_t kvc_store_kv(kvc_cache_t* cache, const kvc_store_args_t* ar
     static const kvc_store_args_t defaults = KVC_STORE_ARGS_INIT;
     const kvc_store_args_t a = read_sized(args, defaults, "args");
     kvc::StoreKvWork w;
-    w.kv = slabs_of(c, a.layer);
+    w.kv = c.layer_view(a.layer);
     w.num_tokens = a.num_tokens;
     w.src_dtype = a.src_dtype;
     w.key = a.key;

@@ -18,22 +18,28 @@ Cache::Cache(const CacheConfig& cfg) : config_(cfg) {
 
 Cache::~Cache() = default;
 
-LayerView Cache::layer_view(uint32_t layer) const {
+LayerSlabs Cache::layer_view(uint32_t layer) const {
   if (layer >= config_.num_layers)
     invalid_argument("layer must be < num_layers (" + std::to_string(config_.num_layers) +
                      "), got " + std::to_string(layer));
   const LayerPlace& place = grouping_.layers[layer];
   const LayerGroup& g = grouping_.groups[place.group];
   const PoolMemory& pool = *pools_[g.pool];
-  LayerView v;
-  v.group = place.group;
-  v.pool = g.pool;
+  LayerSlabs v;
   v.base = static_cast<unsigned char*>(pool.base()) + place.index * g.layer_stride;
   v.num_blocks = pool.num_blocks();
   v.block_stride = g.geometry.block_bytes;
   v.kv_stride = g.kv_stride;
   v.token_stride = g.token_stride;
   v.head_stride = g.head_stride;
+  v.tokens_per_block = config_.tokens_per_block;
+  v.kv_heads = g.kv_heads;
+  v.head_dim = g.head_dim;
+  v.kv_factor = config_.kv_factor;
+  v.dtype = config_.dtype;
+  v.layout = config_.layout;
+  v.window = g.window;
+  v.layer = layer;
   return v;
 }
 

@@ -16,18 +16,6 @@
 
 namespace kvc {
 
-// A layer's strided tensor view (see kvc_layer_view_t).
-struct LayerView {
-  uint32_t group = 0;
-  uint32_t pool = 0;
-  void* base = nullptr;
-  uint64_t num_blocks = 0;
-  uint64_t block_stride = 0;
-  uint64_t kv_stride = 0;
-  uint64_t token_stride = 0;
-  uint64_t head_stride = 0;
-};
-
 class Cache {
  public:
   // Validates cfg, opens its device, sizes and allocates the pools.
@@ -42,7 +30,9 @@ class Cache {
   const PoolMemory& pool(uint32_t i) const { return *pools_.at(i); }
   size_t num_pools() const { return pools_.size(); }
 
-  LayerView layer_view(uint32_t layer) const;
+  // Where layer `layer` lives and its shape (kvc_layer_view_t; what the
+  // kernels take). Throws KVC_ERR_INVALID_ARGUMENT for a layer out of range.
+  LayerSlabs layer_view(uint32_t layer) const;
 
   // Serializes the mutating calls on this cache.
   std::mutex& mutex() const { return mutex_; }
