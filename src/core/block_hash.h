@@ -25,6 +25,15 @@ uint64_t hash_tokens(uint64_t scope_digest, uint64_t extra_digest, const int32_t
                      uint32_t num_tokens);
 uint64_t chain_hash(uint64_t parent_hash, uint64_t tokens_hash);
 
+// The chained hashes of `count` consecutive full blocks of `tokens_per_block`
+// tokens with no extra keys, the first chained on `parent_hash`:
+//   out[i] = chain_hash(i ? out[i-1] : parent_hash,
+//                       hash_tokens(scope_digest, 0, tokens + i * tokens_per_block, tokens_per_block))
+// in one call, the way a lookup walks a prompt (the seed is set up once and
+// the per-block hashes overlap the chain).
+void hash_chain(uint64_t parent_hash, uint64_t scope_digest, const int32_t* tokens,
+                uint32_t tokens_per_block, size_t count, uint64_t* out);
+
 // Hash of (parent node, scope, first token): the index of candidates for
 // token-by-token (partial) matching.
 uint64_t hash_first_token(uint32_t parent_node, uint32_t scope, int32_t first_token);
