@@ -112,7 +112,7 @@ void BlockManager::debug_check() const {
 
 void BlockManager::hold_node(uint32_t node) {
   if (policy_.contains(node)) policy_.remove(node);
-  expiry_.cancel(node);  // in use: its priority is set again on release
+  if (!expiry_.empty()) expiry_.cancel(node);  // in use: its priority is set again on release
   for (uint32_t g = 0; g < num_groups(); ++g)
     pools_[group_pool_[g]].add_ref(tree_.block(node, g));
 }
@@ -190,7 +190,7 @@ void BlockManager::release_position(Sequence& s, uint64_t b) {
 
 void BlockManager::evict_node(uint32_t node) {
   policy_.remove(node);
-  expiry_.cancel(node);
+  if (!expiry_.empty()) expiry_.cancel(node);
   const TreeNode& t = tree_.node(node);
   const uint32_t parent = t.parent;
   for (uint32_t g = 0; g < num_groups(); ++g) pools_[group_pool_[g]].evict(tree_.block(node, g));
@@ -202,9 +202,10 @@ void BlockManager::evict_node(uint32_t node) {
     const TreeNode& p = tree_.node(parent);
     policy_.insert_by_age(parent, p.priority, p.age);
   }
-  // The next victim is most often this parent or the next oldest leaf.
+  // The next victims are most often this parent and its ancestors, or the
+  // next oldest leaf.
   const uint32_t next = policy_.victim();
-  if (next != kNoNode) tree_.prefetch_erase(next);
+  if (next != kNoNode) tree_.prefetch_erase_path(next, 3);
 }
 
 void BlockManager::alloc_set(uint32_t* out) {
@@ -257,31 +258,10 @@ BlockManager::Match BlockManager::match_prefix(const int32_t* tokens, uint64_t n
   uint64_t parent_hash = 0;
   const uint64_t max_full = limit / T_;
   if (extras.empty()) {
-    // Hash a chunk of blocks ahead (the per-block hashes are independent),
-    // prefetch their buckets, then walk the chain.
-    constexpr uint64_t kChunk = 32;
-    extra_scratch_.clear();
-    uint64_t hashes[kChunk];
-    for (uint64_t first = 0; first < max_full; first += kChunk) {
-      const uint64_t count = std::min(kChunk, max_full - first);
-      for (uint64_t i = 0; i < count; ++i)
-        hashes[i] = hash_tokens(scope_digest, 0, tokens + (first + i) * T_, T_);
-      uint64_t h = parent_hash;
-      for (uint64_t i = 0; i < count; ++i) {
-        h = chain_hash(h, hashes[i]);
-        hashes[i] = h;
-        tree_.prefetch_bucket(h);
-      }
-      for (uint64_t i = 0; i < count; ++i) {
-        if (i + 4 < count) tree_.prefetch_head(hashes[i + 4]);
-        const uint32_t node =
-            tree_.find(parent, scope, tokens + (first + i) * T_, T_, extra_scratch_, hashes[i]);
-        if (node == kNoNode) goto matched;
-        match_full_.push_back(node);
-        parent = node;
-        parent_hash = hashes[i];
-      }
-    }
+    // Hashing, table slots and nodes pipelined over the blocks.
+    tree_.match_full_blocks(parent, parent_hash, scope, scope_digest, tokens, max_full,
+                            match_full_);
+    if (!match_full_.empty()) parent = match_full_.back();
   } else {
     for (uint64_t b = 0; b < max_full; ++b) {
       const int32_t* toks = tokens + b * T_;
@@ -296,7 +276,6 @@ BlockManager::Match BlockManager::match_prefix(const int32_t* tokens, uint64_t n
       parent_hash = h;
     }
   }
-matched:
   if (!cfg_.partial_reuse) return m;
   const uint64_t begin = uint64_t(match_full_.size()) * T_;
   if (begin >= limit) return m;
@@ -383,8 +362,16 @@ uint64_t BlockManager::add(uint64_t id, const int32_t* tokens, uint64_t n,
   const Match m = match_prefix(tokens, n, scopes_.find(scope_bytes), extras);
   const uint64_t num_blocks = blocks_for(n, T_);
   const uint64_t full = match_full_.size();
+  // Reused nodes are visited twice (count, then hold): their block ids and
+  // states are fetched ahead, as the lookup fetched their keys.
+  constexpr uint64_t kAhead = 16;
+  const BlockPool& pool0 = pools_[group_pool_[0]];
   uint64_t taken = 0;
-  for (uint32_t node : match_full_) taken += node_ref(node) == 0 ? 1 : 0;
+  for (uint64_t i = 0; i < full; ++i) {
+    if (i + kAhead < full) tree_.prefetch_blocks(match_full_[i + kAhead]);
+    if (i + kAhead / 2 < full) pool0.prefetch(tree_.block(match_full_[i + kAhead / 2], 0));
+    taken += node_ref(match_full_[i]) == 0 ? 1 : 0;
+  }
   if (m.partial != kNoNode && node_ref(m.partial) == 0) ++taken;
   require_sets(num_blocks - full - (m.in_place ? 1 : 0), taken, "adding the prompt");
 
@@ -406,7 +393,9 @@ uint64_t BlockManager::add(uint64_t id, const int32_t* tokens, uint64_t n,
   seq->scope = scopes_.intern(scope_bytes);
 
   // From here on nothing can fail.
-  for (uint32_t node : match_full_) {
+  for (uint64_t i = 0; i < full; ++i) {
+    if (i + kAhead < full) policy_.prefetch(match_full_[i + kAhead]);
+    const uint32_t node = match_full_[i];
     hold_node(node);
     for (uint32_t g = 0; g < num_groups(); ++g) seq->blocks[g].push_back(tree_.block(node, g));
     seq->nodes.push_back(node);

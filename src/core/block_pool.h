@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/big_array.h"
+
 namespace kvc {
 
 constexpr uint32_t kNoNode = UINT32_MAX;
@@ -29,22 +31,51 @@ class BlockPool {
   const BlockInfo& info(uint32_t id) const { return blocks_[id]; }
 
   // Takes a free block (one must exist) with ref count 1.
-  uint32_t acquire_free();
+  uint32_t acquire_free() {
+    const uint32_t id = free_.back();
+    free_.pop_back();
+    blocks_[id].ref = 1;
+    ++in_use_;
+    return id;
+  }
   // One more owner; a cached block becomes in use.
-  void add_ref(uint32_t id);
+  void add_ref(uint32_t id) {
+    BlockInfo& b = blocks_[id];
+    if (b.ref++ == 0) {
+      --cached_;  // only a cached block can have ref 0 and an owner-to-be
+      ++in_use_;
+    }
+  }
   // One owner fewer. Returns true when the block became cached (ref 0 and
   // in the tree); a block with neither goes back to the free list.
-  bool release(uint32_t id);
+  bool release(uint32_t id) {
+    BlockInfo& b = blocks_[id];
+    if (--b.ref > 0) return false;
+    --in_use_;
+    if (b.node != kNoNode) {
+      ++cached_;
+      return true;
+    }
+    free_.push_back(id);  // never reallocates: capacity is every block
+    return false;
+  }
   // The tree takes (node) or lets go of (kNoNode) an in-use block.
   void set_node(uint32_t id, uint32_t node) { blocks_[id].node = node; }
   // Eviction: a cached block leaves the tree and becomes free.
-  void evict(uint32_t id);
+  void evict(uint32_t id) {
+    BlockInfo& b = blocks_[id];
+    b.node = kNoNode;
+    --cached_;
+    free_.push_back(id);
+  }
+  // Warms the state of a block about to be read or changed.
+  void prefetch(uint32_t id) const { __builtin_prefetch(&blocks_[id], 1); }
 
   // For the invariant checker.
   const std::vector<uint32_t>& free_list() const { return free_; }
 
  private:
-  std::vector<BlockInfo> blocks_;
+  BigArray<BlockInfo> blocks_;
   std::vector<uint32_t> free_;  // stack; capacity reserved for every block
   uint64_t cached_ = 0;
   uint64_t in_use_ = 0;

@@ -2,7 +2,8 @@
 
 namespace kvc {
 
-EvictionPolicy::EvictionPolicy(uint32_t id_bound) : links_(id_bound) {
+EvictionPolicy::EvictionPolicy(uint32_t id_bound)
+    : links_(id_bound), priority_(id_bound, kNotQueued) {
   for (uint32_t p = 0; p <= kMaxPriority; ++p) head_[p] = tail_[p] = kNoNode;
 }
 
@@ -14,8 +15,7 @@ void EvictionPolicy::link_after(uint32_t node, uint32_t after, uint32_t priority
   else head_[priority] = node;
   if (l.next != kNoNode) links_[l.next].prev = node;
   else tail_[priority] = node;
-  l.priority = uint8_t(priority);
-  l.queued = true;
+  priority_[node] = uint8_t(priority);
   nonempty_[priority >> 6] |= uint64_t(1) << (priority & 63);
   ++size_;
 }
@@ -28,15 +28,21 @@ void EvictionPolicy::push_newest(uint32_t node, uint32_t priority, uint64_t age)
 void EvictionPolicy::insert_by_age(uint32_t node, uint32_t priority, uint64_t age) {
   links_[node].age = age;
   // Walk from both ends; stop at the first node on the right side of `age`.
+  // The oldest end is looked at first: a parent evictable once its last
+  // child is evicted is most often older than every queued node.
   uint32_t from_old = head_[priority];
   uint32_t from_new = tail_[priority];
   while (true) {
-    if (from_new == kNoNode || links_[from_new].age <= age) {
-      link_after(node, from_new, priority);
+    if (from_old == kNoNode) {  // empty list
+      link_after(node, kNoNode, priority);
       return;
     }
     if (links_[from_old].age > age) {
       link_after(node, links_[from_old].prev, priority);
+      return;
+    }
+    if (links_[from_new].age <= age) {
+      link_after(node, from_new, priority);
       return;
     }
     from_old = links_[from_old].next;
@@ -46,14 +52,14 @@ void EvictionPolicy::insert_by_age(uint32_t node, uint32_t priority, uint64_t ag
 
 void EvictionPolicy::remove(uint32_t node) {
   Link& l = links_[node];
-  const uint32_t p = l.priority;
+  const uint32_t p = priority_[node];
   if (l.prev != kNoNode) links_[l.prev].next = l.next;
   else head_[p] = l.next;
   if (l.next != kNoNode) links_[l.next].prev = l.prev;
   else tail_[p] = l.prev;
   if (head_[p] == kNoNode) nonempty_[p >> 6] &= ~(uint64_t(1) << (p & 63));
   l.prev = l.next = kNoNode;
-  l.queued = false;
+  priority_[node] = kNotQueued;
   --size_;
 }
 

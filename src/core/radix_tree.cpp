@@ -1,5 +1,6 @@
 #include "core/radix_tree.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/block_hash.h"
@@ -8,50 +9,183 @@ namespace kvc {
 
 namespace {
 
-uint64_t bucket_count_for(uint32_t max_nodes) {
-  uint64_t n = 256;
-  while (n < 2ull * max_nodes) n <<= 1;
-  return n;
+// Table slots: a power of two, at least twice the nodes (linear probing at
+// a load of at most 1/2), and at most 2^32 (a tag's top bits pick the home).
+uint32_t table_bits_for(uint32_t max_nodes) {
+  uint32_t bits = 8;
+  while (bits < 32 && (uint64_t(1) << bits) < 2ull * max_nodes) ++bits;
+  return bits;
 }
 
+uint32_t round_up(uint32_t n, uint32_t to) { return (n + to - 1) / to * to; }
+
 }  // namespace
+
+const std::string& NodeExtra::none() {
+  static const std::string empty;
+  return empty;
+}
 
 RadixTree::RadixTree(uint32_t max_nodes, uint32_t tokens_per_block, uint32_t num_groups)
     : tokens_per_block_(tokens_per_block),
       num_groups_(num_groups),
+      head_at_(tokens_per_block),
+      blocks_at_(tokens_per_block + kHeadWords),
+      stride_(round_up(tokens_per_block + kHeadWords + num_groups, 16)),
       nodes_(uint64_t(max_nodes) + 1),
-      tokens_((uint64_t(max_nodes) + 1) * tokens_per_block),
-      blocks_((uint64_t(max_nodes) + 1) * num_groups, kNoBlock) {
-  const uint64_t buckets = bucket_count_for(max_nodes);
-  buckets_.assign(buckets, kNoNode);
-  first_buckets_.assign(buckets, kNoNode);
-  bucket_mask_ = buckets - 1;
+      records_((uint64_t(max_nodes) + 1) * stride_) {
+  for (uint64_t id = 0; id <= max_nodes; ++id) {
+    uint32_t* r = record(uint32_t(id));
+    r[head_at_ + kParent] = kNoNode;
+    std::fill(r + blocks_at_, r + blocks_at_ + num_groups_, kNoBlock);
+  }
+  const uint32_t bits = table_bits_for(max_nodes);
+  buckets_ = BigArray<uint64_t>(uint64_t(1) << bits, kEmpty);
+  first_buckets_ = BigArray<uint64_t>(uint64_t(1) << bits, kEmpty);
+  table_mask_ = (uint64_t(1) << bits) - 1;
+  table_shift_ = 32 - bits;
   free_.reserve(max_nodes);
   for (uint32_t i = max_nodes; i > 0; --i) free_.push_back(i);
   nodes_[kRoot].live = true;
 }
 
-uint32_t RadixTree::first_bucket_of(uint32_t parent, uint32_t scope, int32_t first_token) const {
-  return uint32_t(hash_first_token(parent, scope, first_token) & bucket_mask_);
+uint32_t RadixTree::first_tag_of(uint32_t parent, uint32_t scope, int32_t first_token) {
+  return tag_of(hash_first_token(parent, scope, first_token));
+}
+
+void RadixTree::table_insert(BigArray<uint64_t>& table, uint64_t start, uint64_t mask,
+                             uint64_t entry) {
+  uint64_t i = start;
+  while (table[i] != kEmpty) i = (i + 1) & mask;
+  table[i] = entry;
+}
+
+void RadixTree::table_erase(BigArray<uint64_t>& table, uint32_t tag, uint32_t node) {
+  uint64_t i = home(tag);
+  while (uint32_t(table[i]) != node) i = next_slot(i);
+  // Backward shift: move up every later entry of the run that may sit
+  // closer to its home, so no lookup ever stops early at the hole.
+  for (uint64_t j = next_slot(i);; j = next_slot(j)) {
+    const uint64_t e = table[j];
+    if (e == kEmpty) break;
+    const uint64_t k = home(uint32_t(e >> 32));
+    const bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+    if (!stays) {
+      table[i] = e;
+      i = j;
+    }
+  }
+  table[i] = kEmpty;
+}
+
+bool RadixTree::same_tokens(const int32_t* a, const int32_t* b) const {
+  // Full blocks: tokens_per_block is a power of two > 1, so whole 8-byte
+  // words; OR of XORs, which the compiler turns into vector compares.
+  const unsigned char* x = reinterpret_cast<const unsigned char*>(a);
+  const unsigned char* y = reinterpret_cast<const unsigned char*>(b);
+  if (tokens_per_block_ == 16) {
+    uint64_t diff = 0;
+    for (int k = 0; k < 8; ++k) {
+      uint64_t u, v;
+      std::memcpy(&u, x + 8 * k, 8);
+      std::memcpy(&v, y + 8 * k, 8);
+      diff |= u ^ v;
+    }
+    return diff == 0;
+  }
+  return std::memcmp(a, b, size_t(tokens_per_block_) * sizeof(int32_t)) == 0;
 }
 
 uint32_t RadixTree::find(uint32_t parent, uint32_t scope, const int32_t* tokens,
                          uint32_t num_tokens, const std::string& extra, uint64_t hash) const {
-  for (uint32_t n = buckets_[bucket_of(hash)]; n != kNoNode; n = nodes_[n].bucket_next) {
-    const TreeNode& t = nodes_[n];
-    // The hash picks the bucket; the full key decides.
-    if (t.hash == hash && t.parent == parent && t.scope == scope &&
-        t.num_tokens == num_tokens &&
+  const uint32_t tag = tag_of(hash);
+  for (uint64_t i = home(tag);; i = next_slot(i)) {
+    const uint64_t e = buckets_[i];
+    if (e == kEmpty) return kNoNode;
+    if (uint32_t(e >> 32) != tag) continue;
+    // The hash picks the slot; the full key decides.
+    const uint32_t n = uint32_t(e);
+    const uint32_t* r = record(n);
+    if (r[head_at_ + kParent] == parent && r[head_at_ + kScope] == scope &&
+        r[head_at_ + kNumTokens] == num_tokens &&
         std::memcmp(this->tokens(n), tokens, size_t(num_tokens) * sizeof(int32_t)) == 0 &&
-        t.extra == extra)
+        (r[head_at_ + kHasExtra] != 0 ? nodes_[n].extra == extra : extra.empty()))
       return n;
   }
-  return kNoNode;
+}
+
+uint32_t RadixTree::find_full(uint32_t parent, uint32_t scope, const int32_t* tokens,
+                              uint32_t tag) const {
+  for (uint64_t i = home(tag);; i = next_slot(i)) {
+    const uint64_t e = buckets_[i];
+    if (e == kEmpty) return kNoNode;
+    if (uint32_t(e >> 32) != tag) continue;
+    const uint32_t n = uint32_t(e);
+    const uint32_t* r = record(n);
+    if (r[head_at_ + kParent] == parent && r[head_at_ + kScope] == scope &&
+        r[head_at_ + kNumTokens] == tokens_per_block_ && r[head_at_ + kHasExtra] == 0 &&
+        same_tokens(this->tokens(n), tokens))
+      return n;
+  }
+}
+
+void RadixTree::prefetch_candidate(uint32_t tag) const {
+  // The first node of the slot's run with this tag (almost always the one
+  // the walk will compare); a few slots at most.
+  uint64_t i = home(tag);
+  for (int k = 0; k < 4; ++k, i = next_slot(i)) {
+    const uint64_t e = buckets_[i];
+    if (e == kEmpty) return;
+    if (uint32_t(e >> 32) == tag) {
+      prefetch_record(uint32_t(e));
+      return;
+    }
+  }
+}
+
+void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, uint32_t scope,
+                                  uint64_t scope_digest, const int32_t* tokens,
+                                  uint64_t num_blocks, std::vector<uint32_t>& out) const {
+  // A pipeline over the blocks: hashed (and their table slots fetched)
+  // 16 to 48 blocks ahead, their candidate node fetched 8 ahead, compared.
+  // The chained hashes depend on the prompt only, not on the nodes found.
+  constexpr uint64_t kGroup = 16;     // blocks hashed per call
+  constexpr uint64_t kSlotLead = 16;  // least lead of the hashes
+  constexpr uint64_t kNodeLead = 8;
+  constexpr uint64_t kRing = 64;      // > kSlotLead + 2 * kGroup
+  const uint32_t T = tokens_per_block_;
+  uint32_t tags[kRing];
+  uint64_t hashes[kGroup];
+  uint64_t hashed = 0;
+  uint64_t last = parent_hash;
+  auto hash_group = [&] {
+    const uint64_t count = std::min(kGroup, num_blocks - hashed);
+    hash_chain(last, scope_digest, tokens + hashed * T, T, size_t(count), hashes);
+    last = hashes[count - 1];
+    for (uint64_t k = 0; k < count; ++k) {
+      const uint32_t tag = tag_of(hashes[k]);
+      tags[(hashed + k) % kRing] = tag;
+      __builtin_prefetch(&buckets_[home(tag)]);
+    }
+    hashed += count;
+  };
+  while (hashed < num_blocks && hashed < kSlotLead + kGroup) hash_group();
+  for (uint64_t b = 0; b < kNodeLead && b < hashed; ++b) prefetch_candidate(tags[b]);
+  for (uint64_t b = 0; b < num_blocks; ++b) {
+    if (b % kGroup == 0 && hashed < num_blocks && hashed < b + kSlotLead + kGroup) hash_group();
+    if (b + kNodeLead < hashed) prefetch_candidate(tags[(b + kNodeLead) % kRing]);
+    const uint32_t node = find_full(parent, scope, tokens + b * T, tags[b % kRing]);
+    if (node == kNoNode) return;
+    out.push_back(node);
+    parent = node;
+  }
 }
 
 uint32_t RadixTree::insert(uint32_t parent, uint32_t scope, const int32_t* tokens,
                            uint32_t num_tokens, std::string&& extra, uint64_t hash,
                            const uint32_t* blocks) {
+  NodeExtra key_extra;
+  key_extra.assign(std::move(extra));  // the only allocation, before any change
   const uint32_t id = free_.back();
   free_.pop_back();
   ++size_;
@@ -62,51 +196,49 @@ uint32_t RadixTree::insert(uint32_t parent, uint32_t scope, const int32_t* token
   t.scope = scope;
   t.num_tokens = num_tokens;
   t.hash = hash;
-  t.extra = std::move(extra);
-  std::memcpy(&tokens_[uint64_t(id) * tokens_per_block_], tokens,
-              size_t(num_tokens) * sizeof(int32_t));
-  std::memcpy(&blocks_[uint64_t(id) * num_groups_], blocks, size_t(num_groups_) * sizeof(uint32_t));
+  t.extra = std::move(key_extra);
+  t.first_tag = first_tag_of(parent, scope, tokens[0]);
 
-  TreeNode& p = nodes_[parent];
-  t.next_sibling = p.first_child;
-  if (p.first_child != kNoNode) nodes_[p.first_child].prev_sibling = id;
-  p.first_child = id;
-  ++p.num_children;
+  uint32_t* r = record(id);
+  std::memcpy(r, tokens, size_t(num_tokens) * sizeof(int32_t));
+  r[head_at_ + kParent] = parent;
+  r[head_at_ + kScope] = scope;
+  r[head_at_ + kNumTokens] = num_tokens;
+  r[head_at_ + kHasExtra] = t.extra.empty() ? 0 : 1;
+  std::memcpy(r + blocks_at_, blocks, size_t(num_groups_) * sizeof(uint32_t));
+  ++nodes_[parent].num_children;
 
-  uint32_t& head = buckets_[bucket_of(hash)];
-  t.bucket_next = head;
-  if (head != kNoNode) nodes_[head].bucket_prev = id;
-  head = id;
-
-  t.first_bucket = first_bucket_of(parent, scope, tokens[0]);
-  uint32_t& first = first_buckets_[t.first_bucket];
-  t.first_next = first;
-  if (first != kNoNode) nodes_[first].first_prev = id;
-  first = id;
+  const uint32_t tag = tag_of(hash);
+  table_insert(buckets_, home(tag), table_mask_, (uint64_t(tag) << 32) | id);
+  table_insert(first_buckets_, home(t.first_tag), table_mask_,
+               (uint64_t(t.first_tag) << 32) | id);
   return id;
 }
 
 void RadixTree::erase(uint32_t id) {
   TreeNode& t = nodes_[id];
-  TreeNode& p = nodes_[t.parent];
-  if (t.prev_sibling != kNoNode) nodes_[t.prev_sibling].next_sibling = t.next_sibling;
-  else p.first_child = t.next_sibling;
-  if (t.next_sibling != kNoNode) nodes_[t.next_sibling].prev_sibling = t.prev_sibling;
-  --p.num_children;
-
-  if (t.bucket_prev != kNoNode) nodes_[t.bucket_prev].bucket_next = t.bucket_next;
-  else buckets_[bucket_of(t.hash)] = t.bucket_next;
-  if (t.bucket_next != kNoNode) nodes_[t.bucket_next].bucket_prev = t.bucket_prev;
-
-  if (t.first_prev != kNoNode) nodes_[t.first_prev].first_next = t.first_next;
-  else first_buckets_[t.first_bucket] = t.first_next;
-  if (t.first_next != kNoNode) nodes_[t.first_next].first_prev = t.first_prev;
-
-  for (uint32_t g = 0; g < num_groups_; ++g) blocks_[uint64_t(id) * num_groups_ + g] = kNoBlock;
+  --nodes_[t.parent].num_children;
+  table_erase(buckets_, tag_of(t.hash), id);
+  table_erase(first_buckets_, t.first_tag, id);
+  uint32_t* r = record(id);
+  std::fill(r + blocks_at_, r + blocks_at_ + num_groups_, kNoBlock);
   t.extra.clear();
   t.live = false;
   free_.push_back(id);  // capacity reserved for every node
   --size_;
+}
+
+void RadixTree::prefetch_erase(uint32_t id) const {
+  const TreeNode& t = nodes_[id];
+  // Each slot's line and the next one, where the backward shift may go on.
+  const uint64_t b = home(tag_of(t.hash));
+  const uint64_t f = home(t.first_tag);
+  __builtin_prefetch(&buckets_[b], 1);
+  __builtin_prefetch(&buckets_[((b | 7) + 1) & table_mask_], 1);
+  __builtin_prefetch(&first_buckets_[f], 1);
+  __builtin_prefetch(&first_buckets_[((f | 7) + 1) & table_mask_], 1);
+  __builtin_prefetch(&nodes_[t.parent], 1);
+  __builtin_prefetch(blocks_line(id), 1);
 }
 
 }  // namespace kvc

@@ -1,37 +1,63 @@
 // The radix tree of published blocks, shared by all layer groups: a node is
 // one block position of some prefix and holds one block slot per group.
 // Nodes are found by their full key (parent, scope, tokens, extra keys)
-// through a chained bucket table on the block hash; a second index on
+// through an open-addressing table on the block hash; a second table on
 // (parent, scope, first token) finds the candidates of a token-by-token
 // (partial) match. Storage is preallocated: no allocation after creation
 // except for the (rare) extra-key bytes a node carries.
+//
+// Layout, for speed (a lookup of a long cached prompt touches every node on
+// its path, in a structure of hundreds of MB):
+// - each table entry holds a node id and 32 bits of its hash, so a probe
+//   reads no node whose hash differs, and removal (backward shift) needs no
+//   node at all;
+// - what a lookup compares (tokens, parent, scope, length) and the node's
+//   block ids sit together in one 64-byte aligned record (two cache lines
+//   for 16-token blocks), apart from the rest (TreeNode: hash, child count,
+//   retention and eviction state) that a lookup never reads.
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/big_array.h"
 #include "core/block_pool.h"
 
 namespace kvc {
 
-struct TreeNode {
-  // What a lookup compares first, together.
+// A node's encoded extra keys: empty for almost every node, so it takes one
+// pointer in the node and a heap string only when there are some.
+class NodeExtra {
+ public:
+  bool empty() const { return !bytes_; }
+  const char* data() const { return bytes_ ? bytes_->data() : ""; }
+  size_t size() const { return bytes_ ? bytes_->size() : 0; }
+  operator const std::string&() const { return bytes_ ? *bytes_ : none(); }
+  bool operator==(const std::string& s) const { return bytes_ ? *bytes_ == s : s.empty(); }
+  void clear() { bytes_.reset(); }
+  // Takes `s` (allocates when `s` is not empty).
+  void assign(std::string&& s) {
+    if (s.empty()) bytes_.reset();
+    else bytes_ = std::make_unique<std::string>(std::move(s));
+  }
+
+ private:
+  static const std::string& none();
+  std::unique_ptr<std::string> bytes_;
+};
+
+// What a node holds besides its lookup record: read by eviction, retention
+// and checks, never by a lookup. One cache line.
+struct alignas(64) TreeNode {
   uint64_t hash = 0;        // chained bucket hash
   uint32_t parent = kNoNode;
   uint32_t scope = 0;
   uint32_t num_tokens = 0;  // tokens_per_block, or fewer for a partial block
-  uint32_t bucket_next = kNoNode;
-  std::string extra;        // encoded extra keys overlapping the block
-  // Links.
-  uint32_t bucket_prev = kNoNode;
-  uint32_t first_next = kNoNode;
-  uint32_t first_prev = kNoNode;
-  uint32_t first_bucket = 0;  // its slot in the first-token index
-  uint32_t first_child = kNoNode;
-  uint32_t next_sibling = kNoNode;
-  uint32_t prev_sibling = kNoNode;
   uint32_t num_children = 0;
+  uint32_t first_tag = 0;   // its key in the first-token table
   uint8_t priority = 35;    // set by the last owner to release it
   bool live = false;
   uint64_t age = 0;         // moment the last owner released it
@@ -40,7 +66,9 @@ struct TreeNode {
   // (0: for ever), as the last owner to release it set them.
   uint64_t reusable_at = 0;
   uint64_t duration_ms = 0;
+  NodeExtra extra;          // encoded extra keys overlapping the block
 };
+static_assert(sizeof(TreeNode) == 64, "a tree node is one cache line");
 
 class RadixTree {
  public:
@@ -53,8 +81,17 @@ class RadixTree {
   uint32_t find(uint32_t parent, uint32_t scope, const int32_t* tokens, uint32_t num_tokens,
                 const std::string& extra, uint64_t hash) const;
 
+  // Walks a prompt's full blocks without extra keys from `parent` (whose
+  // hash is `parent_hash`): appends to `out` the node of each block of
+  // `tokens` that is in the tree, up to `num_blocks` blocks, and stops at
+  // the first that is not. Hashes and compares as find() does, with the
+  // hashes, table slots and nodes of the blocks ahead fetched early.
+  void match_full_blocks(uint32_t parent, uint64_t parent_hash, uint32_t scope,
+                         uint64_t scope_digest, const int32_t* tokens, uint64_t num_blocks,
+                         std::vector<uint32_t>& out) const;
+
   // Calls f(node) for every child of `parent` in `scope` whose first token
-  // is `first_token` (and possibly a few others: f must check).
+  // is `first_token`.
   template <class F>
   void for_each_first_token_match(uint32_t parent, uint32_t scope, int32_t first_token,
                                   F&& f) const;
@@ -67,24 +104,30 @@ class RadixTree {
 
   const TreeNode& node(uint32_t id) const { return nodes_[id]; }
   TreeNode& node(uint32_t id) { return nodes_[id]; }
-  const int32_t* tokens(uint32_t id) const { return &tokens_[uint64_t(id) * tokens_per_block_]; }
-  uint32_t block(uint32_t id, uint32_t group) const {
-    return blocks_[uint64_t(id) * num_groups_ + group];
+  const int32_t* tokens(uint32_t id) const {
+    return reinterpret_cast<const int32_t*>(record(id));
   }
+  uint32_t block(uint32_t id, uint32_t group) const { return record(id)[blocks_at_ + group]; }
+  const uint32_t* blocks(uint32_t id) const { return record(id) + blocks_at_; }
   bool is_leaf(uint32_t id) const { return nodes_[id].num_children == 0; }
-  // Warms the cache for a coming find(hash): the bucket, then its first node.
-  void prefetch_bucket(uint64_t hash) const { __builtin_prefetch(&buckets_[bucket_of(hash)]); }
-  // Warms what erase(id) will touch besides the node: its two bucket slots.
-  void prefetch_erase(uint32_t id) const {
-    __builtin_prefetch(&buckets_[bucket_of(nodes_[id].hash)], 1);
-    __builtin_prefetch(&first_buckets_[nodes_[id].first_bucket], 1);
+
+  // Warms what erase(id) will touch: the node, its record and table slots.
+  // Reads the node (its hash), so it is best called once the node is near.
+  void prefetch_erase(uint32_t id) const;
+  // prefetch_erase of `id` and of its next `depth` ancestors, the usual
+  // next victims once `id` is evicted: a chain evicted from its leaf up
+  // finds its table slots fetched a few evictions ahead.
+  void prefetch_erase_path(uint32_t id, int depth) const {
+    for (int d = 0; d <= depth && id != kRoot; ++d, id = nodes_[id].parent) prefetch_erase(id);
+    // The next ancestor is read by the next call: fetch it now.
+    if (id != kRoot) __builtin_prefetch(&nodes_[id], 1);
   }
-  void prefetch_head(uint64_t hash) const {
-    const uint32_t n = buckets_[bucket_of(hash)];
-    if (n != kNoNode) {
-      __builtin_prefetch(&nodes_[n]);
-      __builtin_prefetch(tokens(n));
-    }
+  // Warms what block(id, g) reads (no read).
+  void prefetch_blocks(uint32_t id) const { __builtin_prefetch(blocks_line(id)); }
+  // Warms a node and its record (no read).
+  void prefetch_node(uint32_t id) const {
+    __builtin_prefetch(&nodes_[id], 1);
+    prefetch_record(id);
   }
 
   uint32_t size() const { return size_; }  // nodes besides the root
@@ -95,28 +138,64 @@ class RadixTree {
   uint32_t num_groups() const { return num_groups_; }
 
  private:
-  uint32_t bucket_of(uint64_t hash) const { return uint32_t(hash & bucket_mask_); }
-  uint32_t first_bucket_of(uint32_t parent, uint32_t scope, int32_t first_token) const;
+  // A node's lookup record, in 32-bit words: tokens_per_block tokens, then
+  // parent, scope, num_tokens, has_extra, then one block id per group.
+  enum : uint32_t { kParent = 0, kScope = 1, kNumTokens = 2, kHasExtra = 3, kHeadWords = 4 };
+  const void* blocks_line(uint32_t id) const { return record(id) + blocks_at_; }
+  const uint32_t* record(uint32_t id) const { return records_.data() + uint64_t(id) * stride_; }
+  uint32_t* record(uint32_t id) { return records_.data() + uint64_t(id) * stride_; }
+  void prefetch_record(uint32_t id) const {
+    const char* r = reinterpret_cast<const char*>(record(id));
+    for (uint32_t b = 0; b < stride_ * 4 && b < 256; b += 64) __builtin_prefetch(r + b);
+  }
+
+  // Table entries: node id (low half) and tag (high half); the tag is the
+  // top 32 bits of the hash times an odd constant, its top bits the home
+  // slot, so homes spread over the table even when hashes have 8 bits.
+  static constexpr uint64_t kEmpty = ~uint64_t(0);
+  static uint32_t tag_of(uint64_t hash) {
+    return uint32_t((hash * 0x9e3779b97f4a7c15ull) >> 32);
+  }
+  uint64_t home(uint32_t tag) const { return tag >> table_shift_; }
+  uint64_t next_slot(uint64_t i) const { return (i + 1) & table_mask_; }
+  static uint32_t first_tag_of(uint32_t parent, uint32_t scope, int32_t first_token);
+  static void table_insert(BigArray<uint64_t>& table, uint64_t start, uint64_t mask,
+                           uint64_t entry);
+  void table_erase(BigArray<uint64_t>& table, uint32_t tag, uint32_t node);
+
+  // The node of a block for the walk: checks every candidate of `tag`.
+  uint32_t find_full(uint32_t parent, uint32_t scope, const int32_t* tokens, uint32_t tag) const;
+  bool same_tokens(const int32_t* a, const int32_t* b) const;
+  void prefetch_candidate(uint32_t tag) const;
 
   uint32_t tokens_per_block_;
   uint32_t num_groups_;
-  std::vector<TreeNode> nodes_;
-  std::vector<int32_t> tokens_;   // tokens_per_block per node
-  std::vector<uint32_t> blocks_;  // num_groups per node
-  std::vector<uint32_t> free_;    // free node ids
-  std::vector<uint32_t> buckets_;
-  std::vector<uint32_t> first_buckets_;
-  uint64_t bucket_mask_ = 0;
+  uint32_t head_at_;    // word offset of the record head
+  uint32_t blocks_at_;  // word offset of the block ids
+  uint32_t stride_;     // words per record (a multiple of 16)
+  BigArray<TreeNode> nodes_;
+  BigArray<uint32_t> records_;  // stride_ words per node, 64-byte aligned
+  std::vector<uint32_t> free_;  // free node ids
+  BigArray<uint64_t> buckets_;        // by block hash
+  BigArray<uint64_t> first_buckets_;  // by (parent, scope, first token)
+  uint64_t table_mask_ = 0;
+  uint32_t table_shift_ = 0;  // 32 - log2(table size)
   uint32_t size_ = 0;
 };
 
 template <class F>
 void RadixTree::for_each_first_token_match(uint32_t parent, uint32_t scope, int32_t first_token,
                                            F&& f) const {
-  for (uint32_t n = first_buckets_[first_bucket_of(parent, scope, first_token)]; n != kNoNode;
-       n = nodes_[n].first_next) {
-    const TreeNode& t = nodes_[n];
-    if (t.parent == parent && t.scope == scope && tokens(n)[0] == first_token) f(n);
+  const uint32_t tag = first_tag_of(parent, scope, first_token);
+  for (uint64_t i = home(tag);; i = next_slot(i)) {
+    const uint64_t e = first_buckets_[i];
+    if (e == kEmpty) return;
+    if (uint32_t(e >> 32) != tag) continue;
+    const uint32_t n = uint32_t(e);
+    const uint32_t* r = record(n);
+    if (r[head_at_ + kParent] == parent && r[head_at_ + kScope] == scope &&
+        tokens(n)[0] == first_token)
+      f(n);
   }
 }
 
