@@ -3,7 +3,12 @@
 #include <algorithm>
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "core/block_hash.h"
+#include "core/block_hash_inline.h"
 
 namespace kvc {
 
@@ -79,19 +84,19 @@ void RadixTree::table_erase(BigArray<uint64_t>& table, uint32_t tag, uint32_t no
 }
 
 bool RadixTree::same_tokens(const int32_t* a, const int32_t* b) const {
-  // Full blocks: tokens_per_block is a power of two > 1, so whole 8-byte
-  // words; OR of XORs, which the compiler turns into vector compares.
-  const unsigned char* x = reinterpret_cast<const unsigned char*>(a);
-  const unsigned char* y = reinterpret_cast<const unsigned char*>(b);
   if (tokens_per_block_ == 16) {
-    uint64_t diff = 0;
-    for (int k = 0; k < 8; ++k) {
-      uint64_t u, v;
-      std::memcpy(&u, x + 8 * k, 8);
-      std::memcpy(&v, y + 8 * k, 8);
-      diff |= u ^ v;
-    }
-    return diff == 0;
+#if defined(__SSE2__)
+    // Four 16-byte compares, one mask.
+    const __m128i* x = reinterpret_cast<const __m128i*>(a);
+    const __m128i* y = reinterpret_cast<const __m128i*>(b);
+    const __m128i e0 = _mm_cmpeq_epi32(_mm_loadu_si128(x), _mm_loadu_si128(y));
+    const __m128i e1 = _mm_cmpeq_epi32(_mm_loadu_si128(x + 1), _mm_loadu_si128(y + 1));
+    const __m128i e2 = _mm_cmpeq_epi32(_mm_loadu_si128(x + 2), _mm_loadu_si128(y + 2));
+    const __m128i e3 = _mm_cmpeq_epi32(_mm_loadu_si128(x + 3), _mm_loadu_si128(y + 3));
+    return _mm_movemask_epi8(_mm_and_si128(_mm_and_si128(e0, e1), _mm_and_si128(e2, e3))) == 0xffff;
+#else
+    return std::memcmp(a, b, 64) == 0;
+#endif
   }
   return std::memcmp(a, b, size_t(tokens_per_block_) * sizeof(int32_t)) == 0;
 }
@@ -114,21 +119,6 @@ uint32_t RadixTree::find(uint32_t parent, uint32_t scope, const int32_t* tokens,
   }
 }
 
-uint32_t RadixTree::find_full(uint32_t parent, uint32_t scope, const int32_t* tokens,
-                              uint32_t tag) const {
-  for (uint64_t i = home(tag);; i = next_slot(i)) {
-    const uint64_t e = buckets_[i];
-    if (e == kEmpty) return kNoNode;
-    if (uint32_t(e >> 32) != tag) continue;
-    const uint32_t n = uint32_t(e);
-    const uint32_t* r = record(n);
-    if (r[head_at_ + kParent] == parent && r[head_at_ + kScope] == scope &&
-        r[head_at_ + kNumTokens] == tokens_per_block_ && r[head_at_ + kHasExtra] == 0 &&
-        same_tokens(this->tokens(n), tokens))
-      return n;
-  }
-}
-
 void RadixTree::prefetch_candidate(uint32_t tag) const {
   // The first node of the slot's run with this tag (almost always the one
   // the walk will compare); a few slots at most.
@@ -146,38 +136,60 @@ void RadixTree::prefetch_candidate(uint32_t tag) const {
 void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, uint32_t scope,
                                   uint64_t scope_digest, const int32_t* tokens,
                                   uint64_t num_blocks, std::vector<uint32_t>& out) const {
-  // A pipeline over the blocks: hashed (and their table slots fetched)
-  // 16 to 48 blocks ahead, their candidate node fetched 8 ahead, compared.
-  // The chained hashes depend on the prompt only, not on the nodes found.
-  constexpr uint64_t kGroup = 16;     // blocks hashed per call
-  constexpr uint64_t kSlotLead = 16;  // least lead of the hashes
+  // A pipeline over the blocks: each one is hashed (and its table slot
+  // fetched) 16 blocks ahead of its comparison, and its candidate node
+  // fetched 8 ahead. The chained hashes depend on the prompt only, not on
+  // the nodes found, and hashing one block per step hides the chain's
+  // latency behind the comparisons.
+  constexpr uint64_t kSlotLead = 16;
   constexpr uint64_t kNodeLead = 8;
-  constexpr uint64_t kRing = 64;      // > kSlotLead + 2 * kGroup
+  constexpr uint64_t kRing = 32;  // > kSlotLead, a power of two
   const uint32_t T = tokens_per_block_;
+  BlockChain chain(parent_hash, scope_digest, T);
   uint32_t tags[kRing];
-  uint64_t hashes[kGroup];
   uint64_t hashed = 0;
-  uint64_t last = parent_hash;
-  auto hash_group = [&] {
-    const uint64_t count = std::min(kGroup, num_blocks - hashed);
-    hash_chain(last, scope_digest, tokens + hashed * T, T, size_t(count), hashes);
-    last = hashes[count - 1];
-    for (uint64_t k = 0; k < count; ++k) {
-      const uint32_t tag = tag_of(hashes[k]);
-      tags[(hashed + k) % kRing] = tag;
-      __builtin_prefetch(&buckets_[home(tag)]);
-    }
-    hashed += count;
+  auto hash_next = [&] {
+    const uint32_t tag = tag_of(chain.next(tokens + hashed * T));
+    tags[hashed % kRing] = tag;
+    __builtin_prefetch(&buckets_[home(tag)]);
+    ++hashed;
   };
-  while (hashed < num_blocks && hashed < kSlotLead + kGroup) hash_group();
+  while (hashed < num_blocks && hashed < kSlotLead) hash_next();
   for (uint64_t b = 0; b < kNodeLead && b < hashed; ++b) prefetch_candidate(tags[b]);
+  // What a full block's record head must hold, compared as two 8-byte
+  // words: (parent, scope), then (tokens_per_block tokens, no extra keys).
+  auto pair = [](uint32_t lo, uint32_t hi) {
+    const uint32_t w[2] = {lo, hi};
+    uint64_t v;
+    std::memcpy(&v, w, sizeof(v));
+    return v;
+  };
+  uint64_t key = pair(parent, scope);
+  const uint64_t want_len = pair(T, 0);
+  static_assert(kScope == kParent + 1 && kNumTokens == kParent + 2 && kHasExtra == kParent + 3,
+                "head word order");
   for (uint64_t b = 0; b < num_blocks; ++b) {
-    if (b % kGroup == 0 && hashed < num_blocks && hashed < b + kSlotLead + kGroup) hash_group();
+    if (hashed < num_blocks) hash_next();
     if (b + kNodeLead < hashed) prefetch_candidate(tags[(b + kNodeLead) % kRing]);
-    const uint32_t node = find_full(parent, scope, tokens + b * T, tags[b % kRing]);
-    if (node == kNoNode) return;
-    out.push_back(node);
-    parent = node;
+    const uint32_t tag = tags[b % kRing];
+    const int32_t* want = tokens + b * T;
+    uint32_t found = kNoNode;
+    for (uint64_t i = home(tag);; i = next_slot(i)) {
+      const uint64_t e = buckets_[i];
+      if (e == kEmpty) break;
+      if (uint32_t(e >> 32) != tag) continue;
+      const uint32_t n = uint32_t(e);
+      const uint32_t* r = record(n);
+      uint64_t head[2];
+      std::memcpy(head, r + head_at_ + kParent, sizeof(head));
+      if (head[0] == key && head[1] == want_len && same_tokens(this->tokens(n), want)) {
+        found = n;
+        break;
+      }
+    }
+    if (found == kNoNode) return;
+    out.push_back(found);
+    key = pair(found, scope);
   }
 }
 

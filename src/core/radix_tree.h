@@ -163,8 +163,6 @@ class RadixTree {
                            uint64_t entry);
   void table_erase(BigArray<uint64_t>& table, uint32_t tag, uint32_t node);
 
-  // The node of a block for the walk: checks every candidate of `tag`.
-  uint32_t find_full(uint32_t parent, uint32_t scope, const int32_t* tokens, uint32_t tag) const;
   bool same_tokens(const int32_t* a, const int32_t* b) const;
   void prefetch_candidate(uint32_t tag) const;
 
