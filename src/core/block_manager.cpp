@@ -362,18 +362,15 @@ uint64_t BlockManager::add(uint64_t id, const int32_t* tokens, uint64_t n,
   const Match m = match_prefix(tokens, n, scopes_.find(scope_bytes), extras);
   const uint64_t num_blocks = blocks_for(n, T_);
   const uint64_t full = match_full_.size();
-  // Reused nodes are visited twice (count, then hold): their block ids and
-  // states are fetched ahead, as the lookup fetched their keys.
-  constexpr uint64_t kAhead = 16;
-  const BlockPool& pool0 = pools_[group_pool_[0]];
+  const uint64_t needed = num_blocks - full - (m.in_place ? 1 : 0);
+  // Reused nodes nobody holds stop being evictable; that can only matter
+  // when the free blocks alone fall short.
   uint64_t taken = 0;
-  for (uint64_t i = 0; i < full; ++i) {
-    if (i + kAhead < full) tree_.prefetch_blocks(match_full_[i + kAhead]);
-    if (i + kAhead / 2 < full) pool0.prefetch(tree_.block(match_full_[i + kAhead / 2], 0));
-    taken += node_ref(match_full_[i]) == 0 ? 1 : 0;
+  if (needed > free_sets()) {
+    for (uint32_t node : match_full_) taken += node_ref(node) == 0 ? 1 : 0;
+    if (m.partial != kNoNode && node_ref(m.partial) == 0) ++taken;
   }
-  if (m.partial != kNoNode && node_ref(m.partial) == 0) ++taken;
-  require_sets(num_blocks - full - (m.in_place ? 1 : 0), taken, "adding the prompt");
+  require_sets(needed, taken, "adding the prompt");
 
   // Everything that allocates on the host, before the first change.
   auto seq = std::make_unique<Sequence>();
@@ -392,14 +389,29 @@ uint64_t BlockManager::add(uint64_t id, const int32_t* tokens, uint64_t n,
   seqs_.reserve_one();
   seq->scope = scopes_.intern(scope_bytes);
 
-  // From here on nothing can fail.
+  // From here on nothing can fail (the vectors have their capacity).
+  // Holding the reused nodes (hold_node, in bulk): most are interior nodes,
+  // neither queued for eviction nor awaiting an expiry, so the common case
+  // reads one byte of the policy and the record's block ids.
+  seq->nodes.assign(match_full_.begin(), match_full_.end());
+  for (auto& v : seq->blocks) v.resize(full);
+  constexpr uint64_t kAhead = 16;
+  const uint32_t G = num_groups();
+  const bool expiring = !expiry_.empty();
+  uint32_t* blocks0 = seq->blocks[0].data();
   for (uint64_t i = 0; i < full; ++i) {
-    if (i + kAhead < full) policy_.prefetch(match_full_[i + kAhead]);
+    if (i + kAhead < full) {
+      policy_.prefetch(match_full_[i + kAhead]);
+      tree_.prefetch_blocks(match_full_[i + kAhead]);
+    }
     const uint32_t node = match_full_[i];
-    hold_node(node);
-    for (uint32_t g = 0; g < num_groups(); ++g) seq->blocks[g].push_back(tree_.block(node, g));
-    seq->nodes.push_back(node);
+    if (policy_.contains(node)) policy_.remove(node);
+    if (expiring) expiry_.cancel(node);
+    const uint32_t* blocks = tree_.blocks(node);
+    blocks0[i] = blocks[0];
+    for (uint32_t g = 1; g < G; ++g) seq->blocks[g][i] = blocks[g];
   }
+  for (uint32_t g = 0; g < G; ++g) pools_[group_pool_[g]].add_refs(seq->blocks[g].data(), full);
   if (m.partial != kNoNode) {
     hold_node(m.partial);
     if (m.in_place) {

@@ -4,6 +4,7 @@
 // Only bookkeeping lives here; the bytes are in PoolMemory.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -45,6 +46,13 @@ class BlockPool {
       --cached_;  // only a cached block can have ref 0 and an owner-to-be
       ++in_use_;
     }
+  }
+  // add_ref of each of `n` distinct blocks.
+  void add_refs(const uint32_t* ids, size_t n) {
+    uint64_t became_used = 0;  // counted apart: no store-to-load chain through the counters
+    for (size_t i = 0; i < n; ++i) became_used += blocks_[ids[i]].ref++ == 0 ? 1 : 0;
+    cached_ -= became_used;
+    in_use_ += became_used;
   }
   // One owner fewer. Returns true when the block became cached (ref 0 and
   // in the tree); a block with neither goes back to the free list.
