@@ -119,20 +119,6 @@ uint32_t RadixTree::find(uint32_t parent, uint32_t scope, const int32_t* tokens,
   }
 }
 
-void RadixTree::prefetch_candidate(uint32_t tag) const {
-  // The first node of the slot's run with this tag (almost always the one
-  // the walk will compare); a few slots at most.
-  uint64_t i = home(tag);
-  for (int k = 0; k < 4; ++k, i = next_slot(i)) {
-    const uint64_t e = buckets_[i];
-    if (e == kEmpty) return;
-    if (uint32_t(e >> 32) == tag) {
-      prefetch_record(uint32_t(e));
-      return;
-    }
-  }
-}
-
 void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, uint32_t scope,
                                   uint64_t scope_digest, const int32_t* tokens,
                                   uint64_t num_blocks, std::vector<uint32_t>& out) const {
@@ -238,19 +224,6 @@ void RadixTree::erase(uint32_t id) {
   t.live = false;
   free_.push_back(id);  // capacity reserved for every node
   --size_;
-}
-
-void RadixTree::prefetch_erase(uint32_t id) const {
-  const TreeNode& t = nodes_[id];
-  // Each slot's line and the next one, where the backward shift may go on.
-  const uint64_t b = home(tag_of(t.hash));
-  const uint64_t f = home(t.first_tag);
-  __builtin_prefetch(&buckets_[b], 1);
-  __builtin_prefetch(&buckets_[((b | 7) + 1) & table_mask_], 1);
-  __builtin_prefetch(&first_buckets_[f], 1);
-  __builtin_prefetch(&first_buckets_[((f | 7) + 1) & table_mask_], 1);
-  __builtin_prefetch(&nodes_[t.parent], 1);
-  __builtin_prefetch(blocks_line(id), 1);
 }
 
 }  // namespace kvc

@@ -26,6 +26,15 @@
 #include "core/big_array.h"
 #include "core/block_pool.h"
 
+// The prefetch helpers below only read and prefetch: out of line, the
+// compiler may find them free of side effects and drop the calls, so they
+// are always inlined.
+#if defined(__GNUC__)
+#define KVC_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define KVC_ALWAYS_INLINE inline
+#endif
+
 namespace kvc {
 
 // A node's encoded extra keys: empty for almost every node, so it takes one
@@ -113,11 +122,22 @@ class RadixTree {
 
   // Warms what erase(id) will touch: the node, its record and table slots.
   // Reads the node (its hash), so it is best called once the node is near.
-  void prefetch_erase(uint32_t id) const;
+  KVC_ALWAYS_INLINE void prefetch_erase(uint32_t id) const {
+    const TreeNode& t = nodes_[id];
+    // Each slot's line and the next one, where the backward shift may go on.
+    const uint64_t b = home(tag_of(t.hash));
+    const uint64_t f = home(t.first_tag);
+    __builtin_prefetch(&buckets_[b], 1);
+    __builtin_prefetch(&buckets_[((b | 7) + 1) & table_mask_], 1);
+    __builtin_prefetch(&first_buckets_[f], 1);
+    __builtin_prefetch(&first_buckets_[((f | 7) + 1) & table_mask_], 1);
+    __builtin_prefetch(&nodes_[t.parent], 1);
+    __builtin_prefetch(blocks_line(id), 1);
+  }
   // prefetch_erase of `id` and of its next `depth` ancestors, the usual
   // next victims once `id` is evicted: a chain evicted from its leaf up
   // finds its table slots fetched a few evictions ahead.
-  void prefetch_erase_path(uint32_t id, int depth) const {
+  KVC_ALWAYS_INLINE void prefetch_erase_path(uint32_t id, int depth) const {
     for (int d = 0; d <= depth && id != kRoot; ++d, id = nodes_[id].parent) prefetch_erase(id);
     // The next ancestor is read by the next call: fetch it now.
     if (id != kRoot) __builtin_prefetch(&nodes_[id], 1);
@@ -144,7 +164,7 @@ class RadixTree {
   const void* blocks_line(uint32_t id) const { return record(id) + blocks_at_; }
   const uint32_t* record(uint32_t id) const { return records_.data() + uint64_t(id) * stride_; }
   uint32_t* record(uint32_t id) { return records_.data() + uint64_t(id) * stride_; }
-  void prefetch_record(uint32_t id) const {
+  KVC_ALWAYS_INLINE void prefetch_record(uint32_t id) const {
     const char* r = reinterpret_cast<const char*>(record(id));
     for (uint32_t b = 0; b < stride_ * 4 && b < 256; b += 64) __builtin_prefetch(r + b);
   }
@@ -164,7 +184,19 @@ class RadixTree {
   void table_erase(BigArray<uint64_t>& table, uint32_t tag, uint32_t node);
 
   bool same_tokens(const int32_t* a, const int32_t* b) const;
-  void prefetch_candidate(uint32_t tag) const;
+  // The first node of the slot's run with this tag (almost always the one
+  // the walk will compare); a few slots at most.
+  KVC_ALWAYS_INLINE void prefetch_candidate(uint32_t tag) const {
+    uint64_t i = home(tag);
+    for (int k = 0; k < 4; ++k, i = next_slot(i)) {
+      const uint64_t e = buckets_[i];
+      if (e == kEmpty) return;
+      if (uint32_t(e >> 32) == tag) {
+        prefetch_record(uint32_t(e));
+        return;
+      }
+    }
+  }
 
   uint32_t tokens_per_block_;
   uint32_t num_groups_;
