@@ -7,9 +7,19 @@
 // change, so a failure leaves every count, reference count, queue, tree
 // node and sequence as it was.
 //
-// Block sets: every layer group holds one block per block position, so the
-// manager allocates, shares, publishes and evicts one block of every group
-// at a time. Pools shared by several groups hand out that many per set.
+// Full and windowed groups. A tree node holds one block slot per layer
+// group. The full-attention groups ("anchor" groups) move together: a
+// sequence holds their blocks at every position, their reference counts
+// are equal, and a node lives exactly as long as its anchor blocks; they
+// are evicted leaves first, one node at a time (`policy_`). A windowed
+// group releases a sequence's blocks once no token from `committed` on can
+// attend to them, so a sequence holds at most ceil(W/T) + 1 of them; a
+// node's windowed slot is evicted on its own, interior nodes included
+// (`window_policies_`, one per windowed group), and empties. In a model
+// whose groups are all windowed there is no anchor: a node lives while it
+// has a block, a child, or a sequence naming it (TreeNode::holders).
+// Groups with equal block bytes draw from one pool, so blocks a windowed
+// group releases serve the full groups and the other way round.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +59,16 @@ struct SequenceOptions {
   bool has_lora = false;  // absent differs from LoRA 0
   uint64_t lora_id = 0;
   std::vector<ExtraKey> extra_keys;
+};
+
+// Per layer group (kvc_group_stats_t).
+struct GroupStats {
+  uint64_t in_use_blocks = 0;   // blocks of this group held by sequences or pins
+  uint64_t cached_blocks = 0;   // blocks of this group cached in the tree
+  uint64_t reused_blocks = 0;   // prompt block positions reused from the tree
+  uint64_t missed_blocks = 0;   // prompt block positions computed
+  uint64_t evicted_blocks = 0;  // blocks of this group evicted
+  uint64_t released_blocks = 0; // blocks a windowed group let go (out of window)
 };
 
 struct CacheStats {
@@ -105,6 +125,7 @@ class BlockManager {
   const ExpiryHeap& expiries() const { return expiry_; }
 
   CacheStats stats() const;
+  GroupStats group_stats(uint32_t group) const;
   // Throws Error(KVC_ERR_INTERNAL) describing the first broken invariant.
   void check_invariants() const;
 
@@ -118,6 +139,15 @@ class BlockManager {
   Sequence& sequence_for_batch(const uint64_t* ids, size_t i, uint64_t epoch);
 
   uint32_t num_groups() const { return uint32_t(group_pool_.size()); }
+  bool windowed(uint32_t g) const { return window_slot_[g] >= 0; }
+  uint32_t window(uint32_t g) const { return window_[g]; }
+  // The first block position a windowed group needs when the first token
+  // still to be computed is at `frontier` (it attends to the W tokens
+  // ending at itself); 0 in a full group.
+  uint64_t first_needed(uint32_t g, uint64_t frontier) const {
+    const uint64_t w = window_[g];
+    return w == 0 || frontier + 1 <= w ? 0 : (frontier + 1 - w) / T_;
+  }
   uint32_t tokens_per_block() const { return T_; }
   const RadixTree& tree() const { return tree_; }
   const EvictionPolicy& policy() const { return policy_; }
@@ -139,21 +169,51 @@ class BlockManager {
   // Lookup shared by add and probe; fills match_full_ (mutable scratch).
   Match match_prefix(const int32_t* tokens, uint64_t n, uint32_t scope,
                      const std::vector<ExtraKey>& extras) const;
+  // Shortens match_full_ to the longest prefix every windowed group can
+  // reuse (the blocks covering the window before the reuse point present).
+  void trim_to_windows() const;
+  // Anchor reference count of a node (0: cached); in a model without full
+  // groups, whether anything holds one of its slots or names it.
   uint32_t node_ref(uint32_t node) const;
+  bool node_has_block(uint32_t node) const;
+  // Blocks a pool has free, or cached and so evictable.
   uint64_t free_sets() const;
   uint64_t cached_sets() const;
-  void require_sets(uint64_t needed, uint64_t taken_from_cached, const std::string& what) const;
+  // needed[p] / taken[p]: blocks of pool p to allocate / cached blocks of
+  // pool p this call takes into use (no longer evictable).
+  void require_blocks(const uint64_t* needed, const uint64_t* taken, const std::string& what) const;
+  void require_sets(uint64_t needed_sets, const std::string& what) const;
   bool needs_copy_on_write(const Sequence& s) const;
+  // Whether sequence s holds node s.nodes[b] apart from its own blocks.
+  bool holds_anchor(const Sequence& s, uint64_t b) const;
+  // The expiry heap key of a node's anchor (k = 0) or windowed slot k + 1.
+  uint32_t expiry_key(uint32_t node, uint32_t k) const { return node * expiry_stride_ + k; }
 
-  void hold_node(uint32_t node);
-  void release_node(uint32_t node, BlockRetention r);
+  void hold_slot(uint32_t node, uint32_t g);
+  void hold_node(uint32_t node);    // every slot present
+  void hold_anchor(uint32_t node);  // the anchor groups' slots (or a holder)
+  void release_anchor(uint32_t node, BlockRetention r);
+  // One owner fewer for a block of group g; true when it became cached.
+  bool release_block(uint32_t g, uint32_t blk);
   void release_set(const uint32_t* blocks, size_t stride, BlockRetention r);
+  void release_node(uint32_t node, BlockRetention r);
   void release_position(Sequence& s, uint64_t b);
+  // Releases a windowed group's blocks that left the window.
+  void release_out_of_window(Sequence& s);
   void on_cached(uint32_t node, BlockRetention r);
+  void on_window_cached(uint32_t node, uint32_t g, BlockRetention r);
   // Reverts the priority of every cached node whose duration has run out.
   void expire_due();
   void mark_published(uint32_t node, const Sequence& s, uint64_t b);
   void evict_node(uint32_t node);
+  void evict_window_slot(uint32_t node, uint32_t g);
+  // Without anchor groups: erases a node left with nothing, then its
+  // ancestors likewise.
+  void erase_if_unused(uint32_t node);
+  void link_new_node(uint32_t node, uint32_t scope);
+  // Evicts the lowest (priority, age) victim that frees a block of pool p.
+  void evict_one(uint32_t pool);
+  uint32_t alloc_block(uint32_t g);
   void alloc_set(uint32_t* out);
   void copy_set(const uint32_t* src, const uint32_t* dst, uint32_t rows, void* stream);
   void append_new_set(Sequence& s);
@@ -163,6 +223,7 @@ class BlockManager {
   static void grow(std::vector<int32_t>& v, uint64_t n);
   static void reserve_blocks(Sequence& s, uint64_t n);
   void debug_check() const;
+  void check_windows() const;
 
   const CacheConfig& cfg_;
   const LayerGrouping& grouping_;
@@ -171,9 +232,19 @@ class BlockManager {
   uint32_t T_;
   std::vector<uint32_t> group_pool_;   // pool of each group
   std::vector<uint32_t> pool_groups_;  // groups drawing from each pool
+  std::vector<uint32_t> window_;       // per group, 0: full attention
+  std::vector<int32_t> window_slot_;   // per group: index in window_policies_, -1 if full
+  std::vector<uint32_t> windowed_;     // the windowed groups
+  std::vector<uint32_t> anchors_;      // the full groups
+  std::vector<uint8_t> pool_has_anchor_;
+  std::vector<std::vector<uint32_t>> pool_windowed_;  // windowed groups per pool
+  uint32_t ref_group_ = 0;             // first full group (0 if none)
+  uint32_t expiry_stride_ = 1;         // 1 + windowed groups
   std::vector<BlockPool> pools_;
   RadixTree tree_;
-  EvictionPolicy policy_;
+  EvictionPolicy policy_;              // cached anchor leaves
+  std::vector<EvictionPolicy> window_policies_;  // cached windowed slots, per windowed group
+  std::vector<GroupStats> group_counters_;
   RetentionClock time_;
   ExpiryHeap expiry_;
   ScopeTable scopes_;
@@ -188,6 +259,9 @@ class BlockManager {
   std::vector<uint32_t> set_scratch_;
   std::vector<uint32_t> set_scratch2_;
   std::vector<uint32_t> set_scratch3_;
+  mutable std::vector<int64_t> window_scratch_;
+  mutable std::vector<uint64_t> pool_scratch_;
+  mutable std::vector<uint64_t> pool_scratch2_;
   std::vector<Sequence*> batch_scratch_;
   std::vector<uint8_t> batch_cow_;
   std::vector<std::string> extras_scratch_;

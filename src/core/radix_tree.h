@@ -40,6 +40,9 @@ struct TreeNode {
   // (0: for ever), as the last owner to release it set them.
   uint64_t reusable_at = 0;
   uint64_t duration_ms = 0;
+  // Sequences whose published block list names this node, in a model whose
+  // groups are all windowed (no full group anchors nodes by its blocks).
+  uint32_t holders = 0;
 };
 
 class RadixTree {
@@ -70,6 +73,10 @@ class RadixTree {
   const int32_t* tokens(uint32_t id) const { return &tokens_[uint64_t(id) * tokens_per_block_]; }
   uint32_t block(uint32_t id, uint32_t group) const {
     return blocks_[uint64_t(id) * num_groups_ + group];
+  }
+  // A windowed group's slot empties (kNoBlock) when its block is evicted.
+  void set_block(uint32_t id, uint32_t group, uint32_t block) {
+    blocks_[uint64_t(id) * num_groups_ + group] = block;
   }
   bool is_leaf(uint32_t id) const { return nodes_[id].num_children == 0; }
   // Warms the cache for a coming find(hash): the bucket, then its first node.
