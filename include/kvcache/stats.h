@@ -49,6 +49,58 @@ KVC_API void kvc_cache_stats_init(kvc_cache_stats_t *stats);
 KVC_API kvc_status_t kvc_cache_get_stats(const kvc_cache_t *cache, kvc_cache_stats_t *out);
 
 /**
+ * @brief Counts of one layer group's blocks and of its reuse. Transparent;
+ *        begins with struct_size.
+ *
+ * A full-attention group holds a block for every block position of every
+ * sequence. A windowed group (kvc_config_set_attention_windows, window W)
+ * holds only the blocks covering the W tokens its next token attends to,
+ * and releases the others as commits move the sequence forward: they are
+ * counted in released_blocks and, being committed, stay cached in the tree
+ * (cached_blocks) until evicted. Its reuse counts only the positions the
+ * group needs: when an add reuses a prefix, the positions before the
+ * window that ends at the reuse point are counted neither as reused nor as
+ * missed, so reused_blocks + missed_blocks may differ between the groups of
+ * one cache. Every computed prompt position is missed in every group.
+ *
+ * Pools are shared between groups whose blocks have the same size, so free
+ * blocks belong to the pool, not to a group: pool_free_blocks is the same
+ * for every group of one pool and is counted once per pool in
+ * kvc_cache_stats_t.free_blocks.
+ * @since 0.2.0
+ */
+typedef struct kvc_group_stats {
+  uint32_t struct_size;      /**< sizeof(kvc_group_stats_t) of the caller. */
+  uint32_t pool;             /**< Pool the group draws from (kvc_cache_describe_pool). */
+  uint64_t in_use_blocks;    /**< Blocks of this group held by sequences or pins. */
+  uint64_t cached_blocks;    /**< Blocks of this group cached in the tree (evictable). */
+  uint64_t pool_free_blocks; /**< Free blocks of that pool, shared with the pool's other groups. */
+  uint64_t reused_blocks;    /**< Prompt block positions reused from the tree. */
+  uint64_t missed_blocks;    /**< Prompt block positions computed. */
+  uint64_t evicted_blocks;   /**< Blocks of this group evicted. */
+  uint64_t released_blocks;  /**< Blocks a windowed group let go because they left the window. */
+} kvc_group_stats_t;
+
+/** Static initializer for kvc_group_stats_t. */
+#define KVC_GROUP_STATS_INIT {sizeof(kvc_group_stats_t), 0, 0, 0, 0, 0, 0, 0, 0}
+
+/** @brief Zeroes `stats` and sets its struct_size. NULL is ignored. @since 0.2.0 */
+KVC_API void kvc_group_stats_init(kvc_group_stats_t *stats);
+
+/**
+ * @brief Fills `out` with the current statistics of layer group `group`
+ *        (0 <= group < kvc_cache_desc_t.num_groups).
+ * @param[in,out] out struct_size must be set (kvc_group_stats_init); the
+ *        library writes min(struct_size, its own size) bytes. Borrowed for
+ *        the call.
+ * @return KVC_OK; KVC_ERR_INVALID_ARGUMENT for a NULL cache or out, an
+ *         unset struct_size, or a group out of range. Reads only.
+ * @since 0.2.0
+ */
+KVC_API kvc_status_t kvc_cache_get_group_stats(const kvc_cache_t *cache, uint32_t group,
+                                               kvc_group_stats_t *out);
+
+/**
  * @brief Evicts every cached block: nothing is reusable afterwards.
  * @return KVC_OK; KVC_ERR_INVALID_STATE while any block is in use (live
  *         sequences holding blocks, pins).

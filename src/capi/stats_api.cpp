@@ -35,6 +35,32 @@ KVC_API kvc_status_t kvc_cache_get_stats(const kvc_cache_t* cache, kvc_cache_sta
   });
 }
 
+KVC_API void kvc_group_stats_init(kvc_group_stats_t* stats) { kvc::capi::init_sized(stats); }
+
+KVC_API kvc_status_t kvc_cache_get_group_stats(const kvc_cache_t* cache, uint32_t group,
+                                               kvc_group_stats_t* out) {
+  return guarded([&] {
+    const kvc::Cache& c = cache_of(cache);
+    kvc::capi::require(out, "out");
+    kvc_group_stats_t d{};
+    {
+      std::lock_guard<std::mutex> lock(c.mutex());
+      const kvc::BlockManager& m = c.manager();
+      const kvc::GroupStats s = m.group_stats(group);  // checks the range
+      const uint32_t pool = m.pool_of_group(group);
+      d.pool = pool;
+      d.in_use_blocks = s.in_use_blocks;
+      d.cached_blocks = s.cached_blocks;
+      d.pool_free_blocks = m.pool(pool).num_free();
+      d.reused_blocks = s.reused_blocks;
+      d.missed_blocks = s.missed_blocks;
+      d.evicted_blocks = s.evicted_blocks;
+      d.released_blocks = s.released_blocks;
+    }
+    kvc::capi::write_sized(out, d, "out");
+  });
+}
+
 KVC_API kvc_status_t kvc_cache_reset_reuse(kvc_cache_t* cache) {
   return guarded([&] {
     kvc::Cache& c = cache_of(cache);
