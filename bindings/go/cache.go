@@ -276,6 +276,60 @@ func (c *Cache) Stats() (Stats, error) {
 	}, nil
 }
 
+// GroupStats are the counts of one layer group's blocks and of its reuse
+// (kvc_group_stats_t).
+//
+// A full-attention group holds a block for every block position of every
+// sequence. A windowed group (window W, see Config.SetAttentionWindows)
+// holds only the blocks covering the W tokens its next token attends to and
+// lets the others go as commits move a sequence forward (ReleasedBlocks;
+// committed ones stay cached until evicted). Its reuse counts only the
+// positions it needs: when an add reuses a prefix, the positions before the
+// window that ends at the reuse point count neither as reused nor as
+// missed, so ReusedBlocks + MissedBlocks may differ between the groups of
+// one cache.
+//
+// Groups whose blocks have the same size share a pool, so free blocks
+// belong to the pool: PoolFreeBlocks is the same for every group of a pool.
+type GroupStats struct {
+	Pool           uint32 // index of the pool the group draws from (DescribePool)
+	InUseBlocks    uint64 // blocks of this group held by sequences or pins
+	CachedBlocks   uint64 // blocks of this group cached in the tree (evictable)
+	PoolFreeBlocks uint64 // free blocks of that pool, shared with the pool's other groups
+	ReusedBlocks   uint64 // prompt block positions reused from the tree
+	MissedBlocks   uint64 // prompt block positions computed
+	EvictedBlocks  uint64 // blocks of this group evicted
+	ReleasedBlocks uint64 // blocks a windowed group let go because they left the window
+}
+
+// GroupStats returns the current statistics of layer group group
+// (0 <= group < NumGroups). A group out of range is an ErrInvalidArgument
+// error.
+func (c *Cache) GroupStats(group uint32) (GroupStats, error) {
+	const op = "kvc_cache_get_group_stats"
+	h := c.acquire()
+	if h == 0 {
+		return GroupStats{}, closedError(op)
+	}
+	defer c.mu.RUnlock()
+	s := kvc.NewKvc_group_stats_t()
+	defer kvc.DeleteKvc_group_stats_t(s)
+	kvc.Kvc_group_stats_init(s)
+	if err := kvc.Kvc_cache_get_group_stats(h, group, s); err != nil {
+		return GroupStats{}, wrap(op, err)
+	}
+	return GroupStats{
+		Pool:           s.GetPool(),
+		InUseBlocks:    s.GetIn_use_blocks(),
+		CachedBlocks:   s.GetCached_blocks(),
+		PoolFreeBlocks: s.GetPool_free_blocks(),
+		ReusedBlocks:   s.GetReused_blocks(),
+		MissedBlocks:   s.GetMissed_blocks(),
+		EvictedBlocks:  s.GetEvicted_blocks(),
+		ReleasedBlocks: s.GetReleased_blocks(),
+	}, nil
+}
+
 // AdvanceClock moves the manual retention clock forward by milliseconds;
 // expired retention priorities revert to the default at once. It fails with
 // ErrInvalidState on a cache reading the monotonic clock (see

@@ -2740,6 +2740,252 @@ extern "C" {
         out: *mut kvc_cache_stats_t,
     ) -> kvc_status_t;
 }
+#[doc = " @brief Counts of one layer group's blocks and of its reuse. Transparent;"]
+#[doc = "        begins with struct_size."]
+#[doc = ""]
+#[doc = " A full-attention group holds a block for every block position of every"]
+#[doc = " sequence. A windowed group (kvc_config_set_attention_windows, window W)"]
+#[doc = " holds only the blocks covering the W tokens its next token attends to,"]
+#[doc = " and releases the others as commits move the sequence forward: they are"]
+#[doc = " counted in released_blocks and, being committed, stay cached in the tree"]
+#[doc = " (cached_blocks) until evicted. Its reuse counts only the positions the"]
+#[doc = " group needs: when an add reuses a prefix, the positions before the"]
+#[doc = " window that ends at the reuse point are counted neither as reused nor as"]
+#[doc = " missed, so reused_blocks + missed_blocks may differ between the groups of"]
+#[doc = " one cache. Every computed prompt position is missed in every group."]
+#[doc = ""]
+#[doc = " Pools are shared between groups whose blocks have the same size, so free"]
+#[doc = " blocks belong to the pool, not to a group: pool_free_blocks is the same"]
+#[doc = " for every group of one pool and is counted once per pool in"]
+#[doc = " kvc_cache_stats_t.free_blocks."]
+#[doc = " @since 0.2.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_group_stats {
+    #[doc = "< sizeof(kvc_group_stats_t) of the caller."]
+    pub struct_size: u32,
+    #[doc = "< Pool the group draws from (kvc_cache_describe_pool)."]
+    pub pool: u32,
+    #[doc = "< Blocks of this group held by sequences or pins."]
+    pub in_use_blocks: u64,
+    #[doc = "< Blocks of this group cached in the tree (evictable)."]
+    pub cached_blocks: u64,
+    #[doc = "< Free blocks of that pool, shared with the pool's other groups."]
+    pub pool_free_blocks: u64,
+    #[doc = "< Prompt block positions reused from the tree."]
+    pub reused_blocks: u64,
+    #[doc = "< Prompt block positions computed."]
+    pub missed_blocks: u64,
+    #[doc = "< Blocks of this group evicted."]
+    pub evicted_blocks: u64,
+    #[doc = "< Blocks a windowed group let go because they left the window."]
+    pub released_blocks: u64,
+}
+#[test]
+fn bindgen_test_layout_kvc_group_stats() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_group_stats>(),
+        64usize,
+        concat!("Size of: ", stringify!(kvc_group_stats))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_group_stats>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_group_stats))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_stats),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_pool() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_stats),
+                "::",
+                stringify!(pool)
+            )
+        );
+    }
+    test_field_pool();
+    fn test_field_in_use_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).in_use_blocks) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_stats),
+                "::",
+                stringify!(in_use_blocks)
+            )
+        );
+    }
+    test_field_in_use_blocks();
+    fn test_field_cached_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).cached_blocks) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_stats),
+                "::",
+                stringify!(cached_blocks)
+            )
+        );
+    }
+    test_field_cached_blocks();
+    fn test_field_pool_free_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_free_blocks) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_stats),
+                "::",
+                stringify!(pool_free_blocks)
+            )
+        );
+    }
+    test_field_pool_free_blocks();
+    fn test_field_reused_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reused_blocks) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_stats),
+                "::",
+                stringify!(reused_blocks)
+            )
+        );
+    }
+    test_field_reused_blocks();
+    fn test_field_missed_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).missed_blocks) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_stats),
+                "::",
+                stringify!(missed_blocks)
+            )
+        );
+    }
+    test_field_missed_blocks();
+    fn test_field_evicted_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).evicted_blocks) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_stats),
+                "::",
+                stringify!(evicted_blocks)
+            )
+        );
+    }
+    test_field_evicted_blocks();
+    fn test_field_released_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).released_blocks) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_stats),
+                "::",
+                stringify!(released_blocks)
+            )
+        );
+    }
+    test_field_released_blocks();
+}
+#[doc = " @brief Counts of one layer group's blocks and of its reuse. Transparent;"]
+#[doc = "        begins with struct_size."]
+#[doc = ""]
+#[doc = " A full-attention group holds a block for every block position of every"]
+#[doc = " sequence. A windowed group (kvc_config_set_attention_windows, window W)"]
+#[doc = " holds only the blocks covering the W tokens its next token attends to,"]
+#[doc = " and releases the others as commits move the sequence forward: they are"]
+#[doc = " counted in released_blocks and, being committed, stay cached in the tree"]
+#[doc = " (cached_blocks) until evicted. Its reuse counts only the positions the"]
+#[doc = " group needs: when an add reuses a prefix, the positions before the"]
+#[doc = " window that ends at the reuse point are counted neither as reused nor as"]
+#[doc = " missed, so reused_blocks + missed_blocks may differ between the groups of"]
+#[doc = " one cache. Every computed prompt position is missed in every group."]
+#[doc = ""]
+#[doc = " Pools are shared between groups whose blocks have the same size, so free"]
+#[doc = " blocks belong to the pool, not to a group: pool_free_blocks is the same"]
+#[doc = " for every group of one pool and is counted once per pool in"]
+#[doc = " kvc_cache_stats_t.free_blocks."]
+#[doc = " @since 0.2.0"]
+pub type kvc_group_stats_t = kvc_group_stats;
+extern "C" {
+    #[doc = " @brief Zeroes `stats` and sets its struct_size. NULL is ignored. @since 0.2.0"]
+    pub fn kvc_group_stats_init(stats: *mut kvc_group_stats_t);
+}
+extern "C" {
+    #[doc = " @brief Fills `out` with the current statistics of layer group `group`"]
+    #[doc = "        (0 <= group < kvc_cache_desc_t.num_groups)."]
+    #[doc = " @param[in,out] out struct_size must be set (kvc_group_stats_init); the"]
+    #[doc = "        library writes min(struct_size, its own size) bytes. Borrowed for"]
+    #[doc = "        the call."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT for a NULL cache or out, an"]
+    #[doc = "         unset struct_size, or a group out of range. Reads only."]
+    #[doc = " @since 0.2.0"]
+    pub fn kvc_cache_get_group_stats(
+        cache: *const kvc_cache_t,
+        group: u32,
+        out: *mut kvc_group_stats_t,
+    ) -> kvc_status_t;
+}
 extern "C" {
     #[doc = " @brief Evicts every cached block: nothing is reusable afterwards."]
     #[doc = " @return KVC_OK; KVC_ERR_INVALID_STATE while any block is in use (live"]

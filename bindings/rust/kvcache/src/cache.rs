@@ -193,6 +193,42 @@ pub struct Stats {
     pub tree_nodes: u64,
 }
 
+/// Counts of one layer group's blocks and of its reuse
+/// (`kvc_group_stats_t`), from [`Cache::group_stats`].
+///
+/// A full-attention group holds a block for every block position of every
+/// sequence. A windowed group (window `W`, see
+/// [`Config::set_attention_windows`]) holds only the blocks covering the
+/// `W` tokens its next token attends to and lets the others go as commits
+/// move a sequence forward (`released_blocks`; committed ones stay cached
+/// until evicted). Its reuse counts only the positions it needs: when an
+/// add reuses a prefix, the positions before the window that ends at the
+/// reuse point count neither as reused nor as missed, so `reused_blocks +
+/// missed_blocks` may differ between the groups of one cache.
+///
+/// Groups whose blocks have the same size share a pool, so free blocks
+/// belong to the pool: `pool_free_blocks` is the same for every group of a
+/// pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupStats {
+    /// Index of the pool the group draws from (see [`Cache::pool`]).
+    pub pool: u32,
+    /// Blocks of this group held by sequences or pins.
+    pub in_use_blocks: u64,
+    /// Blocks of this group cached in the tree (evictable).
+    pub cached_blocks: u64,
+    /// Free blocks of that pool, shared with the pool's other groups.
+    pub pool_free_blocks: u64,
+    /// Prompt block positions reused from the tree.
+    pub reused_blocks: u64,
+    /// Prompt block positions computed.
+    pub missed_blocks: u64,
+    /// Blocks of this group evicted.
+    pub evicted_blocks: u64,
+    /// Blocks a windowed group let go because they left the window.
+    pub released_blocks: u64,
+}
+
 /// A KV cache (`kvc_cache_t`): its pools, sequences, prefix tree and
 /// kernels. Dropping it destroys it (`kvc_cache_destroy`).
 ///
@@ -342,6 +378,25 @@ impl Cache {
             num_sequences: s.num_sequences,
             num_pinned: s.num_pinned,
             tree_nodes: s.tree_nodes,
+        })
+    }
+
+    /// Current statistics of layer group `group` (`0 <= group <
+    /// num_groups`; `kvc_cache_get_group_stats`). A group out of range is
+    /// `Status::InvalidArgument`.
+    pub fn group_stats(&self, group: u32) -> Result<GroupStats> {
+        let mut s = sized!(sys::kvc_group_stats_t);
+        // SAFETY: live cache, valid out struct with struct_size set.
+        check(unsafe { sys::kvc_cache_get_group_stats(self.raw.as_ptr(), group, &mut s) })?;
+        Ok(GroupStats {
+            pool: s.pool,
+            in_use_blocks: s.in_use_blocks,
+            cached_blocks: s.cached_blocks,
+            pool_free_blocks: s.pool_free_blocks,
+            reused_blocks: s.reused_blocks,
+            missed_blocks: s.missed_blocks,
+            evicted_blocks: s.evicted_blocks,
+            released_blocks: s.released_blocks,
         })
     }
 

@@ -835,6 +835,28 @@ public final class Cache implements AutoCloseable {
   }
 
   /**
+   * Current statistics of layer group {@code group}, 0 &lt;= group &lt;
+   * numGroups (kvc_cache_get_group_stats). See {@link GroupStats} for what a
+   * windowed group counts.
+   * @throws KvCacheException INVALID_ARGUMENT for a group out of range
+   */
+  public GroupStats groupStats(int group) {
+    Args.u32("group", group);
+    long h = handle.acquire();
+    kvc_group_stats_t st = new kvc_group_stats_t();
+    try {
+      KvcNative.kvc_group_stats_init(st);
+      KvcNative.kvc_cache_get_group_stats(h, group, st);
+      return new GroupStats(Args.toInt(st.getPool()), st.getIn_use_blocks(),
+          st.getCached_blocks(), st.getPool_free_blocks(), st.getReused_blocks(),
+          st.getMissed_blocks(), st.getEvicted_blocks(), st.getReleased_blocks());
+    } finally {
+      st.delete();
+      handle.release();
+    }
+  }
+
+  /**
    * Moves the manual retention clock forward; expired retention priorities
    * revert to the default at once (kvc_cache_advance_clock).
    * @throws KvCacheException INVALID_STATE on a cache reading the monotonic clock
