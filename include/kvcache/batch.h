@@ -35,7 +35,9 @@ KVC_API kvc_status_t kvc_batch_extend(kvc_cache_t *cache, const uint64_t *ids,
 /**
  * @brief Padded block tables: row i of `table` ([count][max_blocks], int32)
  *        holds the block ids of sequence ids[i] in group `group`, then
- *        `pad` up to max_blocks.
+ *        `pad` up to max_blocks. In a windowed group, the entries of blocks
+ *        wholly before the window (released) hold `pad` too; windowed
+ *        attention kernels do not read them.
  * @param[out] blocks_needed Receives the longest row over the batch (the
  *        max_blocks that suffices); may be NULL.
  * @return KVC_OK; KVC_ERR_BUFFER_TOO_SMALL (a sequence has more than
@@ -50,7 +52,9 @@ KVC_API kvc_status_t kvc_batch_block_table(const kvc_cache_t *cache, uint32_t gr
 
 /**
  * @brief Block tables in CSR form (FlashInfer's paged_kv_indptr,
- *        paged_kv_indices, paged_kv_last_page_len).
+ *        paged_kv_indices, paged_kv_last_page_len). In a windowed group,
+ *        the indices of blocks wholly before the window (released) are 0,
+ *        a valid id that windowed kernels do not read.
  * @param[out] indptr `count + 1` entries: sequence i's blocks are
  *        indices[indptr[i] .. indptr[i+1]).
  * @param[out] indices Capacity `indices_capacity`.

@@ -260,6 +260,8 @@ KVC_API kvc_status_t kvc_sequence_describe(const kvc_cache_t *cache, uint64_t id
 /**
  * @brief Block ids of sequence `id` in layer group `group`, in token order.
  *        Ids index the blocks of the group's pool (see kvc_layer_view_t).
+ *        In a windowed group, -1 for blocks wholly before the window: the
+ *        sequence released them when its commits passed them.
  * @param[out] ids Caller buffer of `capacity` entries; may be NULL if
  *        capacity is 0.
  * @param[out] count Receives the number of blocks, also when the buffer is

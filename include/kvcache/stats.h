@@ -29,7 +29,8 @@ typedef struct kvc_cache_stats {
   uint64_t reused_blocks;   /**< Prompt block positions found cached by adds. */
   uint64_t missed_blocks;   /**< Prompt block positions adds had to compute. */
   double hit_rate;          /**< reused / (reused + missed); 0 before any add. */
-  uint64_t evicted_blocks;  /**< Block positions evicted (one per layer group each). */
+  uint64_t evicted_blocks;  /**< Tree positions evicted (a position's blocks of every
+                                 group count once; per group: kvc_group_stats_t). */
   uint64_t num_sequences;   /**< Live sequences. */
   uint64_t num_pinned;      /**< Pins not yet released. */
   uint64_t tree_nodes;      /**< Block positions in the radix tree. */

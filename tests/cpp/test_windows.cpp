@@ -10,6 +10,7 @@
 #include <numeric>
 #include <vector>
 
+#include "core/batch_tables.h"
 #include "core/cache.h"
 #include "core/error.h"
 
@@ -256,6 +257,30 @@ TEST_F(WindowTest, ReusedWindowedBlocksHoldTheBytesWritten) {
             << "layer " << layer << " block " << b << " byte " << i;
     }
   }
+}
+
+TEST_F(WindowTest, TablesFillReleasedBlocks) {
+  make(hybrid(64));
+  add(1, tokens(0, 100));
+  const uint64_t id = 1;
+  std::vector<int64_t> slots(100);
+  ASSERT_TRUE(write_slot_mapping(m(), 1, &id, 1, slots.data(), slots.size(), nullptr).fits);
+  commit_all(1);  // group 1 releases blocks 0..3
+  std::vector<int32_t> row(8);
+  ASSERT_TRUE(write_block_table(m(), 1, &id, 1, row.data(), row.size(), -7).fits);
+  const auto& b = m().sequence(1).blocks[1];
+  EXPECT_EQ(row, (std::vector<int32_t>{-7, -7, -7, -7, int32_t(b[4]), int32_t(b[5]), int32_t(b[6]), -7}));
+  int32_t indptr[2], indices[7], last[1];
+  ASSERT_TRUE(write_block_table_csr(m(), 1, &id, 1, indptr, indices, 7, last).fits);
+  EXPECT_EQ(std::vector<int32_t>(indices, indices + 7),
+            (std::vector<int32_t>{0, 0, 0, 0, int32_t(b[4]), int32_t(b[5]), int32_t(b[6])}));
+  EXPECT_EQ(last[0], 4);
+  // A rewind that keeps the window, then a slot mapping of the re-added
+  // tokens: every slot lies in a held block.
+  m().rewind(1, 4);
+  extend(1, 96);
+  ASSERT_TRUE(write_slot_mapping(m(), 1, &id, 1, slots.data(), slots.size(), nullptr).fits);
+  EXPECT_EQ(slots[0], int64_t(b[6]) * kT + 0);  // token 96
 }
 
 }  // namespace

@@ -2298,6 +2298,8 @@ extern "C" {
 extern "C" {
     #[doc = " @brief Block ids of sequence `id` in layer group `group`, in token order."]
     #[doc = "        Ids index the blocks of the group's pool (see kvc_layer_view_t)."]
+    #[doc = "        In a windowed group, -1 for blocks wholly before the window: the"]
+    #[doc = "        sequence released them when its commits passed them."]
     #[doc = " @param[out] ids Caller buffer of `capacity` entries; may be NULL if"]
     #[doc = "        capacity is 0."]
     #[doc = " @param[out] count Receives the number of blocks, also when the buffer is"]
@@ -2372,7 +2374,9 @@ extern "C" {
 extern "C" {
     #[doc = " @brief Padded block tables: row i of `table` ([count][max_blocks], int32)"]
     #[doc = "        holds the block ids of sequence ids[i] in group `group`, then"]
-    #[doc = "        `pad` up to max_blocks."]
+    #[doc = "        `pad` up to max_blocks. In a windowed group, the entries of blocks"]
+    #[doc = "        wholly before the window (released) hold `pad` too; windowed"]
+    #[doc = "        attention kernels do not read them."]
     #[doc = " @param[out] blocks_needed Receives the longest row over the batch (the"]
     #[doc = "        max_blocks that suffices); may be NULL."]
     #[doc = " @return KVC_OK; KVC_ERR_BUFFER_TOO_SMALL (a sequence has more than"]
@@ -2392,7 +2396,9 @@ extern "C" {
 }
 extern "C" {
     #[doc = " @brief Block tables in CSR form (FlashInfer's paged_kv_indptr,"]
-    #[doc = "        paged_kv_indices, paged_kv_last_page_len)."]
+    #[doc = "        paged_kv_indices, paged_kv_last_page_len). In a windowed group,"]
+    #[doc = "        the indices of blocks wholly before the window (released) are 0,"]
+    #[doc = "        a valid id that windowed kernels do not read."]
     #[doc = " @param[out] indptr `count + 1` entries: sequence i's blocks are"]
     #[doc = "        indices[indptr[i] .. indptr[i+1])."]
     #[doc = " @param[out] indices Capacity `indices_capacity`."]
@@ -2479,7 +2485,8 @@ pub struct kvc_cache_stats {
     pub missed_blocks: u64,
     #[doc = "< reused / (reused + missed); 0 before any add."]
     pub hit_rate: f64,
-    #[doc = "< Block positions evicted (one per layer group each)."]
+    #[doc = "< Tree positions evicted (a position's blocks of every"]
+    #[doc = "group count once; per group: kvc_group_stats_t)."]
     pub evicted_blocks: u64,
     #[doc = "< Live sequences."]
     pub num_sequences: u64,
