@@ -833,6 +833,16 @@ bool BlockManager::publish_full(Sequence& s, uint64_t b, const std::string& extr
     // Already cached: keep our own copy, anchor the cached one.
     s.nodes[b] = found;
     if (holds_anchor(s, b)) hold_anchor(found);
+    // A windowed slot the node lost to eviction takes this sequence's block,
+    // so the prefix is reusable again in that group.
+    for (uint32_t g : windowed_) {
+      const uint32_t own = s.blocks[g][b];
+      if (own == kNoBlock || tree_.block(found, g) != kNoBlock ||
+          pools_[group_pool_[g]].info(own).node != kNoNode)
+        continue;
+      tree_.set_block(found, g, own);
+      pools_[group_pool_[g]].set_node(own, found);
+    }
     return true;
   }
   // A block shared with a fork sibling waits until this sequence holds it

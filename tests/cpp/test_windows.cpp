@@ -189,6 +189,28 @@ TEST_F(HybridReuseTest, EvictingTheFullGroupsFirstBlockLeavesNothing) {
   EXPECT_EQ(probe(longer_), 0u);
 }
 
+// A node whose windowed slot was evicted takes the windowed block of the
+// next sequence that computes and commits the same prefix.
+TEST_F(WindowTest, AnEvictedWindowedSlotIsFilledByTheNextCommit) {
+  make(hybrid(16));  // 32 blocks
+  add(1, tokens(0, 128));
+  commit_all(1);  // kept live: the windowed group released blocks 0..5
+  EXPECT_EQ(group(1).cached_blocks, 6u);
+  add(10, tokens(5000, 176));  // 11 positions: 16 free + the 6 cached slots
+  remove(10);
+  EXPECT_EQ(group(1).evicted_blocks, 6u);
+  EXPECT_EQ(group(0).evicted_blocks, 0u);
+  auto prefix = tokens(0, 80);
+  prefix.push_back(9999);
+  EXPECT_EQ(probe(prefix), 0u);  // the window before any reuse point lacks blocks
+  EXPECT_EQ(add(2, prefix), 0u);
+  commit_all(2);
+  remove(2);
+  // Sequence 2 found the 5 nodes cached and gave their windowed slots its
+  // blocks: the prefix is reusable again.
+  EXPECT_EQ(probe(prefix), 80u);
+}
+
 TEST_F(WindowTest, RewindPastAReleasedBlockIsRefused) {
   make(hybrid(64));
   add(1, tokens(0, 100));
