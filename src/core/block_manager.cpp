@@ -173,9 +173,13 @@ void BlockManager::require_sets(uint64_t needed_sets, const std::string& what) c
 
 bool BlockManager::needs_copy_on_write(const Sequence& s) const {
   if (s.tail_private || s.length() % T_ == 0 || s.num_blocks() == 0) return false;
-  // The tail is inside every window, so every group holds it.
-  const BlockInfo& tail = pools_[group_pool_[0]].info(s.blocks[0].back());
-  return tail.ref > 1 || tail.node != kNoNode;
+  // The tail is inside every window, so every group holds it; a windowed
+  // block may sit in a node whose other blocks are not the sequence's.
+  for (uint32_t g = 0; g < num_groups(); ++g) {
+    const BlockInfo& tail = pools_[group_pool_[g]].info(s.blocks[g].back());
+    if (tail.ref > 1 || tail.node != kNoNode) return true;
+  }
+  return false;
 }
 
 bool BlockManager::holds_anchor(const Sequence& s, uint64_t b) const {
@@ -834,12 +838,13 @@ bool BlockManager::publish_full(Sequence& s, uint64_t b, const std::string& extr
     s.nodes[b] = found;
     if (holds_anchor(s, b)) hold_anchor(found);
     // A windowed slot the node lost to eviction takes this sequence's block,
-    // so the prefix is reusable again in that group.
+    // so the prefix is reusable again in that group; only a block this
+    // sequence holds alone (a fork sibling may not hold the node's anchor).
     for (uint32_t g : windowed_) {
       const uint32_t own = s.blocks[g][b];
-      if (own == kNoBlock || tree_.block(found, g) != kNoBlock ||
-          pools_[group_pool_[g]].info(own).node != kNoNode)
-        continue;
+      if (own == kNoBlock || tree_.block(found, g) != kNoBlock) continue;
+      const BlockInfo& info = pools_[group_pool_[g]].info(own);
+      if (info.ref != 1 || info.node != kNoNode) continue;
       tree_.set_block(found, g, own);
       pools_[group_pool_[g]].set_node(own, found);
     }
@@ -936,7 +941,17 @@ void BlockManager::rewind(uint64_t id, uint64_t n) {
     const uint64_t b = keep - 1;
     const uint32_t node = s.nodes[b];
     if (node != kNoNode) {
-      if (holds_anchor(s, b)) release_anchor(node, s.retention_of_block(b, T_));
+      if (holds_anchor(s, b)) {
+        // Windowed blocks this sequence gave the node go back to it alone:
+        // it no longer holds the node's anchor blocks.
+        for (uint32_t g : windowed_) {
+          const uint32_t own = s.blocks[g][b];
+          if (own == kNoBlock || tree_.block(node, g) != own) continue;
+          tree_.set_block(node, g, kNoBlock);
+          pools_[group_pool_[g]].set_node(own, kNoNode);
+        }
+        release_anchor(node, s.retention_of_block(b, T_));
+      }
       s.nodes[b] = kNoNode;
     }
   }
