@@ -134,8 +134,12 @@ typedef struct kvc_pool_desc {
   uint32_t struct_size;   /**< sizeof(kvc_pool_desc_t) of the caller. */
   uint32_t num_groups;    /**< Layer groups drawing from this pool. */
   uint64_t block_bytes;   /**< Bytes of one block. */
-  uint64_t num_blocks;    /**< Blocks in the pool. */
-  uint64_t bytes;         /**< block_bytes * num_blocks. */
+  uint64_t num_blocks;    /**< Blocks in the pool. With several pools (block
+                               bytes differ) they share pages of the budget:
+                               the blocks this pool can address, holding as
+                               many as the pages it takes. @since 0.1.0 */
+  uint64_t bytes;         /**< block_bytes * num_blocks (with shared pages,
+                               the shared budget). */
   void *base;             /**< First byte (device pointer on CUDA). Owned by the cache. */
 } kvc_pool_desc_t;
 

@@ -53,7 +53,7 @@ uint32_t tree_capacity(const LayerGrouping& grouping,
 
 BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& grouping,
                            const std::vector<std::unique_ptr<PoolMemory>>& memory,
-                           Device& device)
+                           Device& device, uint64_t arena_pages)
     : cfg_(config),
       grouping_(grouping),
       memory_(memory),
@@ -85,10 +85,14 @@ BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& group
   }
   expiry_stride_ = 1 + uint32_t(windowed_.size());
   expiry_ = ExpiryHeap(uint32_t(uint64_t(tree_.id_bound()) * expiry_stride_));
+  if (arena_pages != 0) arena_ = std::make_unique<PageArena>(uint32_t(arena_pages));
   for (size_t p = 0; p < grouping.pools.size(); ++p) {
     pool_groups_.push_back(uint32_t(grouping.pools[p].groups.size()));
-    pools_.emplace_back(memory[p]->num_blocks());
+    if (arena_) pools_.emplace_back(*arena_, uint32_t(memory[p]->num_blocks() / arena_pages));
+    else pools_.emplace_back(memory[p]->num_blocks());
   }
+  page_deficit_.assign(pools_.size(), 0);
+  page_budget_.assign(pools_.size(), 0);
   group_counters_.resize(G);
   set_scratch_.resize(G);
   set_scratch2_.resize(G);
@@ -138,6 +142,10 @@ uint64_t BlockManager::cached_sets() const {
 // exactly what a pool can still give.
 void BlockManager::require_blocks(const uint64_t* needed, const uint64_t* taken,
                                   const std::string& what) const {
+  if (arena_) {
+    plan_pages(needed, taken, what);
+    return;
+  }
   for (size_t p = 0; p < pools_.size(); ++p) {
     const uint64_t free = pools_[p].num_free();
     const uint64_t evictable = pools_[p].num_cached() - taken[p];
@@ -160,6 +168,91 @@ void BlockManager::require_blocks(const uint64_t* needed, const uint64_t* taken,
              " (" + std::to_string(pool_groups_[p]) + " layer groups) but only " +
              std::to_string(free + evictable) + " are free (" + std::to_string(free) +
              ") or evictable (" + std::to_string(evictable) + ")");
+  }
+}
+
+void BlockManager::plan_pages(const uint64_t* needed, const uint64_t* taken,
+                              const std::string& what) const {
+  pages_pending_ = false;
+  uint64_t short_pages = 0;
+  for (size_t p = 0; p < pools_.size(); ++p) {
+    const BlockPool& pool = pools_[p];
+    const uint64_t have = pool.num_free() + pool.num_cached() - taken[p];
+    const uint64_t bpp = pool.blocks_per_page();
+    page_deficit_[p] = needed[p] > have ? (needed[p] - have + bpp - 1) / bpp : 0;
+    short_pages += page_deficit_[p];
+  }
+  if (short_pages == 0) return;
+  // Spare pages: the arena's, then idle pages (no block in use) of pools
+  // that keep enough for this call. A taken block may sit in an idle page:
+  // count one page fewer per taken block.
+  uint64_t supply = arena_->num_free();
+  for (size_t q = 0; q < pools_.size(); ++q) {
+    page_budget_[q] = 0;
+    if (page_deficit_[q] != 0) continue;
+    const BlockPool& pool = pools_[q];
+    uint64_t idle = 0;
+    for (uint32_t page = 0; page < arena_->num_pages(); ++page)
+      idle += pool.owns_page(page) && pool.page_in_use(page) == 0 ? 1 : 0;
+    idle = idle > taken[q] ? idle - taken[q] : 0;
+    const uint64_t spare = pool.num_free() + pool.num_cached() - taken[q] - needed[q];
+    page_budget_[q] = std::min<uint64_t>(idle, spare / pool.blocks_per_page());
+    supply += page_budget_[q];
+  }
+  if (short_pages > supply) {
+    size_t p = 0;
+    while (page_deficit_[p] == 0) ++p;
+    fail(KVC_ERR_OUT_OF_BLOCKS,
+         what + " needs " + std::to_string(needed[p]) + " blocks of pool " + std::to_string(p) +
+             " but only " + std::to_string(pools_[p].num_free() + pools_[p].num_cached() - taken[p]) +
+             " are free or evictable in it, and the pools need " + std::to_string(short_pages) +
+             " more pages than the " + std::to_string(supply) +
+             " free or idle pages others can give");
+  }
+  pages_pending_ = true;
+}
+
+void BlockManager::evict_subtree(uint32_t node) {
+  // Every descendant of a cached anchor node is cached: leaves first.
+  while (!tree_.is_leaf(node)) {
+    uint32_t leaf = node;
+    while (!tree_.is_leaf(leaf)) leaf = tree_.node(leaf).first_child;
+    evict_node(leaf);
+  }
+  evict_node(node);
+}
+
+void BlockManager::empty_page(uint32_t pool, uint32_t page) {
+  BlockPool& bp = pools_[pool];
+  const uint32_t bpp = bp.blocks_per_page();
+  for (uint32_t id = page * bpp; id < (page + 1) * bpp; ++id) {
+    const uint32_t node = bp.info(id).node;
+    if (node == kNoNode) continue;  // free (an evicted subtree may have freed it)
+    uint32_t group = UINT32_MAX;
+    for (uint32_t g = 0; g < num_groups() && group == UINT32_MAX; ++g)
+      if (group_pool_[g] == pool && tree_.block(node, g) == id) group = g;
+    if (windowed(group)) evict_window_slot(node, group);
+    else evict_subtree(node);
+  }
+  bp.give_page(page);
+}
+
+void BlockManager::move_pages() {
+  if (!pages_pending_) return;
+  pages_pending_ = false;
+  for (size_t p = 0; p < pools_.size(); ++p) {
+    for (; page_deficit_[p] > 0; --page_deficit_[p]) {
+      if (arena_->num_free() == 0) {
+        // Empty an idle page of a pool with spare pages.
+        size_t q = 0;
+        while (page_budget_[q] == 0) ++q;
+        --page_budget_[q];
+        uint32_t page = 0;
+        while (!pools_[q].owns_page(page) || pools_[q].page_in_use(page) != 0) ++page;
+        empty_page(uint32_t(q), page);
+      }
+      pools_[p].take_page();
+    }
   }
 }
 
@@ -455,7 +548,10 @@ uint32_t BlockManager::alloc_block(uint32_t g) {
   const uint32_t p = group_pool_[g];
   BlockPool& pool = pools_[p];
   if (pool.num_free() == 0) expire_due();  // the victim order must be current
-  while (pool.num_free() == 0) evict_one(p);
+  while (pool.num_free() == 0) {
+    if (arena_ && arena_->num_free() > 0) pool.take_page();  // free memory first
+    else evict_one(p);
+  }
   ++group_counters_[g].in_use_blocks;
   return pool.acquire_free();
 }
@@ -719,8 +815,9 @@ uint64_t BlockManager::add(uint64_t id, const int32_t* tokens, uint64_t n,
     c.reused_blocks += full - uint64_t(window_scratch_[g]) + (m.partial != kNoNode ? 1 : 0);
     c.missed_blocks += num_blocks - full - (m.partial != kNoNode ? 1 : 0);
   }
+  if (m.partial != kNoNode) hold_node(m.partial);
+  move_pages();  // after the holds: idle pages are exact now
   if (m.partial != kNoNode) {
-    hold_node(m.partial);
     if (m.in_place) {
       // Copy on partial reuse is off and nothing else uses the block: the
       // sequence takes it over, and it leaves the tree.
@@ -771,6 +868,7 @@ void BlockManager::extend(uint64_t id, const int32_t* tokens, uint64_t n, void* 
   require_sets(new_blocks + (cow ? 1 : 0), "extending " + seq_name(id));
   grow(s.tokens, s.tokens.size() + n);
   reserve_blocks(s, s.num_blocks() + new_blocks);
+  move_pages();
 
   if (cow) copy_on_write(s, stream);
   s.tokens.insert(s.tokens.end(), tokens, tokens + n);
@@ -810,6 +908,7 @@ void BlockManager::extend_batch(const uint64_t* ids, const int32_t* tokens, size
     batch_scratch_.push_back(s);
   }
   require_sets(needed, "this decode step");
+  move_pages();
   for (size_t i = 0; i < count; ++i) {
     Sequence& s = *batch_scratch_[i];
     if (batch_cow_[i] && needs_copy_on_write(s)) copy_on_write(s, stream);  // a sibling may have copied first
@@ -1098,6 +1197,13 @@ CacheStats BlockManager::stats() const {
     s.free_blocks += p.num_free();
     s.cached_blocks += p.num_cached();
     s.in_use_blocks += p.num_in_use();
+  }
+  if (arena_) {
+    // Pages no pool owns count as blocks of the pool with the largest blocks.
+    uint64_t per_page = UINT64_MAX;
+    for (const BlockPool& p : pools_) per_page = std::min<uint64_t>(per_page, p.blocks_per_page());
+    s.num_blocks += arena_->num_free() * per_page;
+    s.free_blocks += arena_->num_free() * per_page;
   }
   s.num_sequences = seqs_.size();
   s.num_pinned = pins_.size();

@@ -35,6 +35,7 @@
 #include "core/eviction_policy.h"
 #include "core/expiry_heap.h"
 #include "core/layer_groups.h"
+#include "core/page_arena.h"
 #include "core/pool_memory.h"
 #include "core/radix_tree.h"
 #include "core/retention.h"
@@ -86,8 +87,10 @@ struct CacheStats {
 
 class BlockManager {
  public:
+  // arena_pages != 0: the pools carve pages of one arena (MemoryPlan).
   BlockManager(const CacheConfig& config, const LayerGrouping& grouping,
-               const std::vector<std::unique_ptr<PoolMemory>>& memory, Device& device);
+               const std::vector<std::unique_ptr<PoolMemory>>& memory, Device& device,
+               uint64_t arena_pages = 0);
 
   // Adds sequence `id` with its prompt; returns the prompt tokens already
   // cached (never the last one). Copies a partially matched block on `stream`.
@@ -154,6 +157,7 @@ class BlockManager {
   const BlockPool& pool(uint32_t p) const { return pools_[p]; }
   uint32_t pool_of_group(uint32_t g) const { return group_pool_[g]; }
   size_t num_pools() const { return pools_.size(); }
+  const PageArena* arena() const { return arena_.get(); }
 
  private:
   struct Match {
@@ -213,6 +217,13 @@ class BlockManager {
   void link_new_node(uint32_t node, uint32_t scope);
   // Evicts the lowest (priority, age) victim that frees a block of pool p.
   void evict_one(uint32_t pool);
+  // Paged pools: pages a call must move to pools short of blocks, decided
+  // by require_blocks() (page_deficit_, page_budget_), carried out by
+  // move_pages() before the call allocates.
+  void plan_pages(const uint64_t* needed, const uint64_t* taken, const std::string& what) const;
+  void move_pages();
+  void empty_page(uint32_t pool, uint32_t page);
+  void evict_subtree(uint32_t node);
   uint32_t alloc_block(uint32_t g);
   void alloc_set(uint32_t* out);
   void copy_set(const uint32_t* src, const uint32_t* dst, uint32_t rows, void* stream);
@@ -240,7 +251,11 @@ class BlockManager {
   std::vector<std::vector<uint32_t>> pool_windowed_;  // windowed groups per pool
   uint32_t ref_group_ = 0;             // first full group (0 if none)
   uint32_t expiry_stride_ = 1;         // 1 + windowed groups
+  std::unique_ptr<PageArena> arena_;  // pools of different block bytes
   std::vector<BlockPool> pools_;
+  mutable std::vector<uint64_t> page_deficit_;  // per pool, pages to receive
+  mutable std::vector<uint64_t> page_budget_;   // per pool, pages it can give
+  mutable bool pages_pending_ = false;
   RadixTree tree_;
   EvictionPolicy policy_;              // cached anchor leaves
   std::vector<EvictionPolicy> window_policies_;  // cached windowed slots, per windowed group

@@ -31,12 +31,13 @@ void BlockManager::check_invariants() const {
   std::vector<std::vector<uint32_t>> expected(P);
   std::vector<std::vector<uint32_t>> group_of(P);  // the group each block serves
   for (size_t p = 0; p < P; ++p) {
-    expected[p].assign(pools_[p].capacity(), 0);
-    group_of[p].assign(pools_[p].capacity(), UINT32_MAX);
+    expected[p].assign(pools_[p].id_bound(), 0);
+    group_of[p].assign(pools_[p].id_bound(), UINT32_MAX);
   }
   auto own = [&](uint32_t g, uint32_t id, const std::string& owner) {
     const uint32_t p = group_pool_[g];
-    if (id >= pools_[p].capacity()) broken(owner + " holds out-of-range " + blk(p, id));
+    if (id >= pools_[p].id_bound() || !pools_[p].owns(id))
+      broken(owner + " holds out-of-range " + blk(p, id));
     if (group_of[p][id] != UINT32_MAX && group_of[p][id] != g)
       broken(blk(p, id) + " serves layer groups " + std::to_string(group_of[p][id]) + " and " +
              std::to_string(g));
@@ -115,7 +116,7 @@ void BlockManager::check_invariants() const {
     for (uint32_t g = 0; g < G; ++g) {
       const uint32_t id = tree_.block(n, g);
       const uint32_t p = group_pool_[g];
-      if (id == kNoBlock || id >= pools_[p].capacity()) continue;  // checked below
+      if (id == kNoBlock || id >= pools_[p].id_bound()) continue;  // checked below
       if (group_of[p][id] != UINT32_MAX && group_of[p][id] != g)
         broken(blk(p, id) + " sits in a tree slot of group " + std::to_string(g) +
                " but serves group " + std::to_string(group_of[p][id]));
@@ -128,8 +129,15 @@ void BlockManager::check_invariants() const {
   for (size_t p = 0; p < P; ++p) {
     const BlockPool& pool = pools_[p];
     uint64_t n_free = 0, n_cached = 0, n_in_use = 0;
-    for (uint32_t id = 0; id < pool.capacity(); ++id) {
+    std::vector<uint32_t> page_in_use(pool.paged() ? arena_->num_pages() : 0, 0);
+    for (uint32_t id = 0; id < pool.id_bound(); ++id) {
       const BlockInfo& b = pool.info(id);
+      if (!pool.owns(id)) {
+        if (b.ref != 0 || b.node != kNoNode || expected[p][id] != 0)
+          broken(blk(p, id) + " is used but its page belongs to no pool " + std::to_string(p));
+        continue;
+      }
+      if (pool.paged() && b.ref > 0) ++page_in_use[id / pool.blocks_per_page()];
       if (b.ref != expected[p][id])
         broken(blk(p, id) + " has ref count " + std::to_string(b.ref) + " but " +
                std::to_string(expected[p][id]) + " owners");
@@ -158,9 +166,13 @@ void BlockManager::check_invariants() const {
              std::to_string(pool.num_in_use()) + ") differ from its blocks (" +
              std::to_string(n_free) + ", " + std::to_string(n_cached) + ", " +
              std::to_string(n_in_use) + ")");
-    std::vector<char> seen(pool.capacity(), 0);
+    for (size_t page = 0; page < page_in_use.size(); ++page)
+      if (pool.owns_page(uint32_t(page)) && pool.page_in_use(uint32_t(page)) != page_in_use[page])
+        broken("pool " + std::to_string(p) + " page " + std::to_string(page) +
+               " counts a wrong number of blocks in use");
+    std::vector<char> seen(pool.id_bound(), 0);
     for (uint32_t id : pool.free_list()) {
-      if (id >= pool.capacity()) broken("pool free list holds out-of-range id");
+      if (id >= pool.id_bound() || !pool.owns(id)) broken("pool free list holds out-of-range id");
       if (seen[id]++) broken(blk(p, id) + " is on the free list twice");
       const BlockInfo& b = pool.info(id);
       if (b.ref != 0 || b.node != kNoNode) broken(blk(p, id) + " is on the free list but not free");
@@ -174,6 +186,19 @@ void BlockManager::check_invariants() const {
              std::to_string(group_counters_[g].in_use_blocks) + ", cached " +
              std::to_string(group_counters_[g].cached_blocks) + ") differ from its blocks (" +
              std::to_string(group_in_use[g]) + ", " + std::to_string(group_cached[g]) + ")");
+
+  if (arena_) {
+    // Every page is free in the arena or owned by exactly one pool.
+    std::vector<uint32_t> owners(arena_->num_pages(), 0);
+    for (uint32_t page : arena_->free_pages()) ++owners[page];
+    for (size_t p = 0; p < P; ++p)
+      for (uint32_t page = 0; page < arena_->num_pages(); ++page)
+        owners[page] += pools_[p].owns_page(page) ? 1 : 0;
+    for (uint32_t page = 0; page < arena_->num_pages(); ++page)
+      if (owners[page] != 1)
+        broken("page " + std::to_string(page) + " has " + std::to_string(owners[page]) +
+               " owners (arena and pools)");
+  }
 
   // 3. The tree: every node findable by its key, holding its blocks, with
   // consistent links; cached leaves exactly the queued nodes.
@@ -209,7 +234,8 @@ void BlockManager::check_invariants() const {
         continue;
       }
       any_block = true;
-      if (id >= pool.capacity() || pool.info(id).node != n) broken(who + " holds a block not marked as its own");
+      if (id >= pool.id_bound() || !pool.owns(id) || pool.info(id).node != n)
+        broken(who + " holds a block not marked as its own");
       if (windowed(g)) {
         const EvictionPolicy& wp = window_policies_[uint32_t(window_slot_[g])];
         if ((pool.info(id).ref == 0) != wp.contains(n))

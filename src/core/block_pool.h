@@ -2,10 +2,16 @@
 // free list), in use (ref count > 0) or cached (ref count 0, held by a radix
 // tree node, evictable). free + cached + in use == capacity at all times.
 // Only bookkeeping lives here; the bytes are in PoolMemory.
+//
+// A paged pool (one of several whose block bytes differ) owns whole pages
+// of a PageArena: its ids span every page, and its capacity is the blocks
+// of the pages it owns (page_arena.h).
 #pragma once
 
 #include <cstdint>
 #include <vector>
+
+#include "core/page_arena.h"
 
 namespace kvc {
 
@@ -20,8 +26,21 @@ struct BlockInfo {
 class BlockPool {
  public:
   explicit BlockPool(uint64_t num_blocks);
+  // A paged pool: ids [0, arena pages * blocks_per_page), no page owned yet.
+  BlockPool(PageArena& arena, uint32_t blocks_per_page);
 
-  uint64_t capacity() const { return blocks_.size(); }
+  uint64_t capacity() const { return paged() ? owned_blocks_ : blocks_.size(); }
+  uint64_t id_bound() const { return blocks_.size(); }
+  bool paged() const { return arena_ != nullptr; }
+  uint32_t blocks_per_page() const { return bpp_; }
+  bool owns_page(uint32_t page) const { return page_owned_[page] != 0; }
+  uint32_t page_in_use(uint32_t page) const { return page_in_use_[page]; }
+  bool owns(uint32_t id) const { return !paged() || page_owned_[id / bpp_] != 0; }
+  // Takes a page from the arena (one must be free): its blocks become free.
+  void take_page();
+  // Gives an owned page whose blocks are all free back to the arena.
+  void give_page(uint32_t page);
+  uint32_t page_free(uint32_t page) const { return page_free_[page]; }
   uint64_t num_free() const { return free_.size(); }
   uint64_t num_cached() const { return cached_; }
   uint64_t num_in_use() const { return in_use_; }
@@ -44,10 +63,24 @@ class BlockPool {
   const std::vector<uint32_t>& free_list() const { return free_; }
 
  private:
+  void push_free(uint32_t id);
+  void remove_free(uint32_t id);
+  void count_in_use(uint32_t id, int32_t d) {
+    if (paged()) page_in_use_[id / bpp_] += uint32_t(d);
+  }
+
   std::vector<BlockInfo> blocks_;
   std::vector<uint32_t> free_;  // stack; capacity reserved for every block
   uint64_t cached_ = 0;
   uint64_t in_use_ = 0;
+  // Paged pools only.
+  PageArena* arena_ = nullptr;
+  uint32_t bpp_ = 1;
+  uint64_t owned_blocks_ = 0;
+  std::vector<uint32_t> free_pos_;     // index of each free block in free_
+  std::vector<uint32_t> page_free_;    // free blocks per page
+  std::vector<uint32_t> page_in_use_;  // in-use blocks per page
+  std::vector<uint8_t> page_owned_;
 };
 
 }  // namespace kvc

@@ -10,10 +10,18 @@ Cache::Cache(const CacheConfig& cfg) : config_(cfg) {
   device_ = create_device(config_.device_kind, config_.device_ordinal);
   device_memory_ = device_->memory_info();
   plan_ = plan_memory(config_, grouping_, device_memory_.free_bytes);
-  for (size_t p = 0; p < grouping_.pools.size(); ++p)
-    pools_.push_back(std::make_unique<PoolMemory>(*device_, grouping_.pools[p].block_bytes,
-                                                   plan_.pool_blocks[p]));
-  manager_ = std::make_unique<BlockManager>(config_, grouping_, pools_, *device_);
+  if (plan_.num_pages != 0) {
+    // One allocation; every pool views it with its own block stride.
+    arena_memory_ = std::make_unique<PoolMemory>(*device_, plan_.page_bytes, plan_.num_pages);
+    for (size_t p = 0; p < grouping_.pools.size(); ++p)
+      pools_.push_back(std::make_unique<PoolMemory>(
+          arena_memory_->base(), grouping_.pools[p].block_bytes, plan_.pool_blocks[p]));
+  } else {
+    for (size_t p = 0; p < grouping_.pools.size(); ++p)
+      pools_.push_back(std::make_unique<PoolMemory>(*device_, grouping_.pools[p].block_bytes,
+                                                     plan_.pool_blocks[p]));
+  }
+  manager_ = std::make_unique<BlockManager>(config_, grouping_, pools_, *device_, plan_.num_pages);
 }
 
 Cache::~Cache() = default;

@@ -47,6 +47,7 @@ class Cache {
   std::unique_ptr<Device> device_;
   DeviceMemoryInfo device_memory_;
   MemoryPlan plan_;
+  std::unique_ptr<PoolMemory> arena_memory_;  // pools of different block bytes share it
   std::vector<std::unique_ptr<PoolMemory>> pools_;
   std::unique_ptr<BlockManager> manager_;
   mutable std::mutex mutex_;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "core/error.h"
 
@@ -48,6 +49,25 @@ MemoryPlan plan_memory(const CacheConfig& cfg, const LayerGrouping& grouping,
                               std::max<size_t>(1, grouping.groups.size());
   if (plan.blocks_per_group > max_blocks) plan.blocks_per_group = max_blocks;
   plan.token_capacity = plan.blocks_per_group * cfg.tokens_per_block;
+  if (grouping.pools.size() > 1) {
+    uint64_t lcm = 1, largest = 0;
+    for (const PoolShape& p : grouping.pools) {
+      largest = std::max(largest, p.block_bytes);
+      lcm = std::lcm(lcm, p.block_bytes);
+      if (lcm > kMaxPageBlocks * largest) break;
+    }
+    const uint64_t pages = plan.budget_bytes / lcm;
+    uint64_t ids = 0;
+    for (const PoolShape& p : grouping.pools) ids = std::max(ids, pages * (lcm / p.block_bytes));
+    if (lcm <= kMaxPageBlocks * largest && pages >= grouping.pools.size() &&
+        ids <= uint64_t(std::numeric_limits<int32_t>::max())) {
+      plan.page_bytes = lcm;
+      plan.num_pages = pages;
+      plan.total_bytes = pages * lcm;
+      for (const PoolShape& p : grouping.pools) plan.pool_blocks.push_back(pages * (lcm / p.block_bytes));
+      return plan;
+    }
+  }
   for (const PoolShape& p : grouping.pools) {
     const uint64_t blocks = plan.blocks_per_group * p.groups.size();
     plan.pool_blocks.push_back(blocks);

@@ -20,7 +20,19 @@ struct MemoryPlan {
   std::vector<uint64_t> pool_blocks;  // per pool
   uint64_t total_bytes = 0;         // sum of pool_blocks * block_bytes
   std::string limited_by;           // "primary_bytes", "max_tokens" or "free_gpu_memory_fraction"
+  // Pools of different block bytes share pages of page_bytes (page_arena.h):
+  // then pool_blocks are id bounds (every page carved for that pool), and
+  // one allocation of num_pages * page_bytes holds them all. 0: one
+  // allocation per pool, split as above.
+  uint64_t page_bytes = 0;
+  uint64_t num_pages = 0;
 };
+
+// Pages: with several pools, page_bytes is the least common multiple of
+// their block bytes when that is at most kMaxPageBlocks times the largest
+// (else the static split stays), and the budget holds at least one page per
+// pool.
+constexpr uint64_t kMaxPageBlocks = 64;
 
 // device_free_bytes == 0 means "the device reports none" (the CPU backend):
 // then primary_bytes or max_tokens must bound the pool.

@@ -15,7 +15,12 @@ class PoolMemory {
         base_(device.allocate(block_bytes * num_blocks)),
         block_bytes_(block_bytes),
         num_blocks_(num_blocks) {}
-  ~PoolMemory() { device_->deallocate(base_); }
+  // A view of memory owned elsewhere (a pool carved from a page arena).
+  PoolMemory(void* base, uint64_t block_bytes, uint64_t num_blocks)
+      : device_(nullptr), base_(base), block_bytes_(block_bytes), num_blocks_(num_blocks) {}
+  ~PoolMemory() {
+    if (device_ != nullptr) device_->deallocate(base_);
+  }
   PoolMemory(const PoolMemory&) = delete;
   PoolMemory& operator=(const PoolMemory&) = delete;
 
@@ -28,7 +33,7 @@ class PoolMemory {
   }
 
  private:
-  Device* device_;
+  Device* device_;  // null: a view
   void* base_;
   uint64_t block_bytes_;
   uint64_t num_blocks_;

@@ -211,6 +211,38 @@ TEST_F(WindowTest, AnEvictedWindowedSlotIsFilledByTheNextCommit) {
   EXPECT_EQ(probe(prefix), 80u);
 }
 
+// Block bytes differ (2 kv heads full, 1 kv head windowed): the pools share
+// pages, and pages the windowed group no longer needs move to the full one.
+TEST_F(WindowTest, PagesMoveBetweenPoolsOfDifferentBlockBytes) {
+  CacheConfig c = hybrid(8);  // a budget of 8 blocks of each group
+  c.kv_heads = {2, 1};
+  make(c);
+  ASSERT_EQ(m().num_pools(), 2u);
+  ASSERT_NE(m().arena(), nullptr);
+  EXPECT_EQ(m().arena()->num_pages(), 12u);  // 8 * (2 + 1) half-pages
+  EXPECT_EQ(m().pool(0).blocks_per_page(), 1u);
+  EXPECT_EQ(m().pool(1).blocks_per_page(), 2u);
+  // A static split would give the full group 8 blocks: 128 tokens. Chunked
+  // prefill of 160 tokens fits, because the window releases its blocks.
+  add(1, tokens(0, 32));
+  commit_all(1);
+  for (int32_t at = 32; at < 160; at += 16) {
+    const auto chunk = tokens(at, 16);
+    m().extend(1, chunk.data(), chunk.size(), nullptr);
+    m().check_invariants();
+    commit_all(1);
+  }
+  EXPECT_EQ(group(0).in_use_blocks, 10u);
+  EXPECT_EQ(group(1).in_use_blocks, 2u);
+  EXPECT_EQ(m().pool(0).capacity(), 10u);  // pages moved to the full group
+  EXPECT_GT(group(1).evicted_blocks, 0u);  // cached windowed blocks made room
+  remove(1);
+  // The whole prefix stays reusable: every full block and the window's two.
+  auto again = tokens(0, 160);
+  again.push_back(7);
+  EXPECT_EQ(probe(again), 160u);
+}
+
 TEST_F(WindowTest, RewindPastAReleasedBlockIsRefused) {
   make(hybrid(64));
   add(1, tokens(0, 100));
