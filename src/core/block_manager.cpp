@@ -25,19 +25,38 @@ void check_priority(uint32_t v, const char* what) {
 
 }  // namespace
 
+namespace {
+
+// Block sets of a tier: every node holds one.
+uint64_t sets_in(const std::vector<std::unique_ptr<PoolMemory>>& memory,
+                 const LayerGrouping& grouping) {
+  if (memory.empty()) return 0;
+  const uint32_t p = grouping.groups[0].pool;
+  return memory[p]->num_blocks() / grouping.pools[p].groups.size();
+}
+
+std::vector<uint64_t> blocks_of(const std::vector<std::unique_ptr<PoolMemory>>& memory) {
+  std::vector<uint64_t> v;
+  for (const auto& m : memory) v.push_back(m->num_blocks());
+  return v;
+}
+
+}  // namespace
+
 BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& grouping,
                            const std::vector<std::unique_ptr<PoolMemory>>& memory,
+                           const std::vector<std::unique_ptr<PoolMemory>>& host_memory,
                            Device& device)
     : cfg_(config),
       grouping_(grouping),
       memory_(memory),
+      host_memory_(host_memory),
       device_(device),
       T_(config.tokens_per_block),
-      tree_(uint32_t(memory.empty() ? 0
-                                    : memory[grouping.groups[0].pool]->num_blocks() /
-                                          grouping.pools[grouping.groups[0].pool].groups.size()),
+      tree_(uint32_t(sets_in(memory, grouping) + sets_in(host_memory, grouping)),
             config.tokens_per_block, uint32_t(grouping.groups.size())),
       policy_(tree_.id_bound()),
+      host_(blocks_of(host_memory), tree_.id_bound(), config.secondary_offload_min_priority),
       time_(config.manual_clock),
       expiry_(tree_.id_bound()) {
   for (const LayerGroup& g : grouping.groups) group_pool_.push_back(g.pool);
@@ -55,6 +74,7 @@ BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& group
 // ---------------------------------------------------------------------------
 
 uint32_t BlockManager::node_ref(uint32_t node) const {
+  if (tree_.node(node).tier != kPrimaryTier) return 0;  // host nodes are never in use
   return pools_[group_pool_[0]].info(tree_.block(node, 0)).ref;
 }
 
@@ -128,7 +148,7 @@ void BlockManager::on_cached(uint32_t node, BlockRetention r) {
     if (at <= time_.now_ms()) t.priority = kDefaultPriority;
     else expiry_.schedule(node, at);
   }
-  if (tree_.is_leaf(node)) policy_.push_newest(node, t.priority, t.age);
+  if (primary_leaf(node)) policy_.push_newest(node, t.priority, t.age);
 }
 
 void BlockManager::expire_due() {
@@ -142,6 +162,9 @@ void BlockManager::expire_due() {
     if (policy_.contains(node)) {
       policy_.remove(node);
       policy_.insert_by_age(node, kDefaultPriority, t.age);
+    } else if (host_.policy.contains(node)) {
+      host_.policy.remove(node);
+      host_.policy.insert_by_age(node, kDefaultPriority, t.age);
     }
   }
 }
@@ -191,14 +214,15 @@ void BlockManager::release_position(Sequence& s, uint64_t b) {
 void BlockManager::evict_node(uint32_t node) {
   policy_.remove(node);
   expiry_.cancel(node);
+  if (host_.host_children[node] != 0) drop_host_children(node);  // useless without it
   const TreeNode& t = tree_.node(node);
   const uint32_t parent = t.parent;
   for (uint32_t g = 0; g < num_groups(); ++g) pools_[group_pool_[g]].evict(tree_.block(node, g));
   scopes_.unref(t.scope);
   tree_.erase(node);
   ++counters_.evicted_blocks;
-  // A cached parent left without children becomes evictable at its age.
-  if (parent != RadixTree::kRoot && tree_.is_leaf(parent) && node_ref(parent) == 0) {
+  // A cached parent left without primary children becomes evictable at its age.
+  if (parent != RadixTree::kRoot && primary_leaf(parent) && node_ref(parent) == 0) {
     const TreeNode& p = tree_.node(parent);
     policy_.insert_by_age(parent, p.priority, p.age);
   }
@@ -383,10 +407,15 @@ uint64_t BlockManager::add(uint64_t id, const int32_t* tokens, uint64_t n,
   const Match m = match_prefix(tokens, n, scopes_.find(scope_bytes), extras);
   const uint64_t num_blocks = blocks_for(n, T_);
   const uint64_t full = match_full_.size();
+  // Cached primary blocks the sequence takes; host-tier ones need a fresh
+  // set each to be copied back into.
+  const uint64_t onboards = count_in_host(match_full_, m.partial);
   uint64_t taken = 0;
   for (uint32_t node : match_full_) taken += node_ref(node) == 0 ? 1 : 0;
   if (m.partial != kNoNode && node_ref(m.partial) == 0) ++taken;
-  require_sets(num_blocks - full - (m.in_place ? 1 : 0), taken, "adding the prompt");
+  taken -= onboards;  // node_ref() is 0 for them too
+  const uint64_t sets = num_blocks - full - (m.in_place ? 1 : 0) + onboards;
+  require_sets(sets, taken, "adding the prompt");
 
   // Everything that allocates on the host, before the first change.
   auto seq = std::make_unique<Sequence>();
@@ -404,6 +433,12 @@ uint64_t BlockManager::add(uint64_t id, const int32_t* tokens, uint64_t n,
   reserve_blocks(*seq, num_blocks + 1);
   seqs_.reserve_one();
   seq->scope = scopes_.intern(scope_bytes);
+  try {
+    prepare_sets(sets, match_full_, m.partial, stream);  // host tier: onboard, offload
+  } catch (...) {
+    scopes_.unref(seq->scope);
+    throw;
+  }
 
   // From here on nothing can fail.
   for (uint32_t node : match_full_) {
@@ -461,6 +496,7 @@ void BlockManager::extend(uint64_t id, const int32_t* tokens, uint64_t n, void* 
   require_sets(new_blocks + (cow ? 1 : 0), 0, "extending " + seq_name(id));
   grow(s.tokens, s.tokens.size() + n);
   reserve_blocks(s, s.num_blocks() + new_blocks);
+  prepare_sets(new_blocks + (cow ? 1 : 0), no_nodes_, kNoNode, stream);
 
   if (cow) copy_on_write(s, stream);
   s.tokens.insert(s.tokens.end(), tokens, tokens + n);
@@ -500,6 +536,7 @@ void BlockManager::extend_batch(const uint64_t* ids, const int32_t* tokens, size
     batch_scratch_.push_back(s);
   }
   require_sets(needed, 0, "this decode step");
+  prepare_sets(needed, no_nodes_, kNoNode, stream);
   for (size_t i = 0; i < count; ++i) {
     Sequence& s = *batch_scratch_[i];
     if (batch_cow_[i] && needs_copy_on_write(s)) copy_on_write(s, stream);  // a sibling may have copied first
@@ -517,6 +554,7 @@ bool BlockManager::publish_full(Sequence& s, uint64_t b, const std::string& extr
   const uint64_t h =
       hash_block(tree_.node(parent).hash, scopes_.digest(s.scope), extra_digest, toks, T_);
   const uint32_t found = tree_.find(parent, s.scope, toks, T_, extra, h);
+  if (found != kNoNode && in_host_tier(found)) return adopt_host_node(s, b, found);
   if (found != kNoNode) {
     // Already cached: keep our own copy, anchor the cached one.
     if (tree_.block(found, 0) != s.blocks[0][b]) hold_node(found);
@@ -722,6 +760,8 @@ void BlockManager::reset_reuse() {
                                     " blocks are in use (by sequences or pins)");
   const uint64_t evicted = counters_.evicted_blocks;
   for (uint32_t v = policy_.victim(); v != kNoNode; v = policy_.victim()) evict_node(v);
+  for (uint32_t v = host_.policy.victim(); v != kNoNode; v = host_.policy.victim())
+    evict_host_node(v);
   counters_.evicted_blocks = evicted;  // a reset is not an eviction
   debug_check();
 }
@@ -734,6 +774,12 @@ CacheStats BlockManager::stats() const {
     s.free_blocks += p.num_free();
     s.cached_blocks += p.num_cached();
     s.in_use_blocks += p.num_in_use();
+  }
+  s.host = host_.counters;
+  for (const BlockPool& p : host_.pools) {
+    s.host_blocks += p.capacity();
+    s.host_free_blocks += p.num_free();
+    s.host_cached_blocks += p.num_cached();
   }
   s.num_sequences = seqs_.size();
   s.num_pinned = pins_.size();

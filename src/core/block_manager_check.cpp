@@ -96,6 +96,9 @@ void BlockManager::check_invariants() const {
       if (b.node != kNoNode) {
         if (b.node >= tree_.id_bound() || !tree_.node(b.node).live)
           broken(blk(p, id) + " points to dead tree node " + std::to_string(b.node));
+        if (tree_.node(b.node).tier != kPrimaryTier)
+          broken(blk(p, id) + " points to tree node " + std::to_string(b.node) +
+                 ", which lives in the host tier");
         bool held = false;
         for (uint32_t g = 0; g < G; ++g)
           held = held || (group_pool_[g] == p && tree_.block(b.node, g) == id);
@@ -138,6 +141,16 @@ void BlockManager::check_invariants() const {
     ++children[t.parent];
     if (!scopes_.live(t.scope)) broken(who + " refers to a dead scope");
     ++scope_refs[t.scope];
+    const uint64_t extra_digest = t.extra.empty() ? 0 : hash_bytes(t.extra.data(), t.extra.size());
+    const uint64_t h = hash_block(tree_.node(t.parent).hash, scopes_.digest(t.scope), extra_digest,
+                                  tree_.tokens(n), t.num_tokens);
+    if (h != t.hash) broken(who + " has a stale hash");
+    if (tree_.find(t.parent, t.scope, tree_.tokens(n), t.num_tokens, t.extra, t.hash) != n)
+      broken(who + " is not found by its own key");
+    if (t.tier != kPrimaryTier) {  // check_host_tier() checks its blocks and queue
+      if (policy_.contains(n)) broken(who + " lives in the host tier but is queued for primary eviction");
+      continue;
+    }
     uint32_t ref0 = 0;
     for (uint32_t g = 0; g < G; ++g) {
       const uint32_t id = tree_.block(n, g);
@@ -146,15 +159,10 @@ void BlockManager::check_invariants() const {
       if (g == 0) ref0 = pool.info(id).ref;
       else if (pool.info(id).ref != ref0) broken(who + " has unequal ref counts across groups");
     }
-    const uint64_t extra_digest = t.extra.empty() ? 0 : hash_bytes(t.extra.data(), t.extra.size());
-    const uint64_t h = hash_block(tree_.node(t.parent).hash, scopes_.digest(t.scope), extra_digest,
-                                  tree_.tokens(n), t.num_tokens);
-    if (h != t.hash) broken(who + " has a stale hash");
-    if (tree_.find(t.parent, t.scope, tree_.tokens(n), t.num_tokens, t.extra, t.hash) != n)
-      broken(who + " is not found by its own key");
     if (ref0 > 0 && t.parent != RadixTree::kRoot && node_ref(t.parent) == 0)
       broken(who + " is in use but its parent is not");
-    const bool evictable = ref0 == 0 && t.num_children == 0;
+    // A leaf for primary eviction: no primary child (offloaded ones do not count).
+    const bool evictable = ref0 == 0 && primary_leaf(n);
     if (evictable != policy_.contains(n))
       broken(who + (evictable ? " is a cached leaf but not queued" : " is queued but not evictable"));
     if (evictable) {
@@ -187,6 +195,8 @@ void BlockManager::check_invariants() const {
       last = policy_.age(n);
     });
   }
+
+  check_host_tier();
 
   // 4. Scopes: references are exactly sequences plus tree nodes.
   for (uint32_t id = 0; id < scopes_.id_bound(); ++id) {
