@@ -162,7 +162,7 @@ void BlockManager::expire_due() {
     if (policy_.contains(node)) {
       policy_.remove(node);
       policy_.insert_by_age(node, kDefaultPriority, t.age);
-    } else if (host_.policy.contains(node)) {
+    } else if (host_.enabled() && host_.policy.contains(node)) {
       host_.policy.remove(node);
       host_.policy.insert_by_age(node, kDefaultPriority, t.age);
     }

@@ -11,7 +11,9 @@ namespace kvc {
 
 HostTier::HostTier(const std::vector<uint64_t>& pool_blocks, uint32_t id_bound,
                    uint32_t min_priority_)
-    : policy(id_bound), host_children(id_bound, 0), min_priority(min_priority_) {
+    : policy(pool_blocks.empty() ? 0 : id_bound),  // no queue links without a tier
+      host_children(id_bound, 0),
+      min_priority(min_priority_) {
   for (uint64_t n : pool_blocks) pools.emplace_back(n);
   if (enabled()) {
     excluded.assign(id_bound, 0);

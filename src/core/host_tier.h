@@ -51,7 +51,7 @@ struct HostTier {
   bool enabled() const { return !pools.empty(); }
 
   std::vector<BlockPool> pools;  // one per primary pool (same groups); empty: no tier
-  EvictionPolicy policy;         // host nodes without children
+  EvictionPolicy policy;         // host nodes without children (sized 0 without a tier)
   // Per tree node: children living in the host tier. A primary node is a
   // leaf for primary eviction when all its children are counted here.
   std::vector<uint32_t> host_children;
