@@ -231,8 +231,10 @@ func (c *Cache) LayerView(layer uint32) (LayerView, error) {
 	}, nil
 }
 
-// Stats are the counts of a cache's primary blocks and of its reuse
-// (kvc_cache_stats_t). FreeBlocks + CachedBlocks + InUseBlocks == NumBlocks.
+// Stats are the counts of a cache's blocks and of its reuse
+// (kvc_cache_stats_t). FreeBlocks + CachedBlocks + InUseBlocks == NumBlocks
+// (primary pools); HostFreeBlocks + HostCachedBlocks == HostBlocks (the host
+// tier, whose blocks are never in use).
 type Stats struct {
 	NumBlocks     uint64
 	FreeBlocks    uint64  // on a free list
@@ -241,10 +243,18 @@ type Stats struct {
 	ReusedBlocks  uint64  // prompt block positions found cached by adds
 	MissedBlocks  uint64  // prompt block positions adds had to compute
 	HitRate       float64 // Reused / (Reused + Missed); 0 before any add
-	EvictedBlocks uint64
+	EvictedBlocks uint64  // left the tree to make room (offloads apart)
 	NumSequences  uint64
 	NumPinned     uint64
-	TreeNodes     uint64
+	TreeNodes     uint64 // both tiers
+
+	OffloadedBlocks  uint64 // copied to the host tier on eviction
+	OnboardedBlocks  uint64 // copied back from the host tier on a hit
+	OffloadedBytes   uint64
+	OnboardedBytes   uint64
+	HostBlocks       uint64 // host-tier blocks over all pools; 0 without a host tier
+	HostFreeBlocks   uint64 // host-tier blocks holding nothing
+	HostCachedBlocks uint64 // host-tier blocks holding offloaded, reusable KV
 }
 
 // Stats returns the current statistics.
@@ -273,6 +283,14 @@ func (c *Cache) Stats() (Stats, error) {
 		NumSequences:  s.GetNum_sequences(),
 		NumPinned:     s.GetNum_pinned(),
 		TreeNodes:     s.GetTree_nodes(),
+
+		OffloadedBlocks:  s.GetOffloaded_blocks(),
+		OnboardedBlocks:  s.GetOnboarded_blocks(),
+		OffloadedBytes:   s.GetOffloaded_bytes(),
+		OnboardedBytes:   s.GetOnboarded_bytes(),
+		HostBlocks:       s.GetHost_blocks(),
+		HostFreeBlocks:   s.GetHost_free_blocks(),
+		HostCachedBlocks: s.GetHost_cached_blocks(),
 	}, nil
 }
 

@@ -23,10 +23,12 @@ extern "C" {
  *        all or nothing (blocks for the whole batch are checked first).
  * @param ids `count` distinct sequence ids, borrowed.
  * @param tokens `count` token ids, borrowed.
- * @param stream Stream for copies of shared tails (NULL: default).
+ * @param stream Stream for copies of shared tails and host-tier offloads
+ *        (NULL: default).
  * @return KVC_OK, KVC_ERR_NOT_FOUND (the message names the index),
  *         KVC_ERR_OUT_OF_BLOCKS, KVC_ERR_INVALID_ARGUMENT (NULL arrays with
- *         count > 0, a repeated id).
+ *         count > 0, a repeated id), KVC_ERR_DEVICE (a host-tier copy, as
+ *         for kvc_sequence_extend).
  * @since 0.1.0
  */
 KVC_API kvc_status_t kvc_batch_extend(kvc_cache_t *cache, const uint64_t *ids,

@@ -14,10 +14,11 @@ extern "C" {
 #endif
 
 /**
- * @brief Counts of a cache's primary blocks and of its reuse. Transparent;
- *        begins with struct_size. Block counts add up over all pools:
- *        free + cached + in_use == num_blocks.
- * @since 0.1.0
+ * @brief Counts of a cache's blocks and of its reuse. Transparent; begins
+ *        with struct_size. Primary block counts add up over all pools:
+ *        free + cached + in_use == num_blocks; host-tier blocks are never in
+ *        use: host_free + host_cached == host_blocks.
+ * @since 0.1.0 (host-tier fields since 0.2.0)
  */
 typedef struct kvc_cache_stats {
   uint32_t struct_size;     /**< sizeof(kvc_cache_stats_t) of the caller. */
@@ -29,15 +30,30 @@ typedef struct kvc_cache_stats {
   uint64_t reused_blocks;   /**< Prompt block positions found cached by adds. */
   uint64_t missed_blocks;   /**< Prompt block positions adds had to compute. */
   double hit_rate;          /**< reused / (reused + missed); 0 before any add. */
-  uint64_t evicted_blocks;  /**< Tree positions evicted (a position's blocks of every
-                                 group count once; per group: kvc_group_stats_t). */
+  uint64_t evicted_blocks;  /**< Tree positions that left the radix tree to make room
+                                 (dropped from the primary pools, or evicted from
+                                 the host tier; a position's blocks of every group
+                                 count once, per group see kvc_group_stats_t);
+                                 offloads are counted apart. */
   uint64_t num_sequences;   /**< Live sequences. */
   uint64_t num_pinned;      /**< Pins not yet released. */
-  uint64_t tree_nodes;      /**< Block positions in the radix tree. */
+  uint64_t tree_nodes;      /**< Block positions in the radix tree (both tiers). */
+  uint64_t offloaded_blocks; /**< Block positions copied from the primary pools to
+                                  the host tier on eviction. @since 0.2.0 */
+  uint64_t onboarded_blocks; /**< Block positions copied back from the host tier
+                                  on a hit. @since 0.2.0 */
+  uint64_t offloaded_bytes;  /**< Bytes copied to the host tier. @since 0.2.0 */
+  uint64_t onboarded_bytes;  /**< Bytes copied back from it. @since 0.2.0 */
+  uint64_t host_blocks;      /**< Host-tier blocks over all pools; 0 without a
+                                  host tier. @since 0.2.0 */
+  uint64_t host_free_blocks;   /**< Host-tier blocks holding nothing. @since 0.2.0 */
+  uint64_t host_cached_blocks; /**< Host-tier blocks holding offloaded, reusable
+                                    KV. @since 0.2.0 */
 } kvc_cache_stats_t;
 
 /** Static initializer for kvc_cache_stats_t. */
-#define KVC_CACHE_STATS_INIT {sizeof(kvc_cache_stats_t), 0, 0, 0, 0, 0, 0, 0, 0.0, 0, 0, 0, 0}
+#define KVC_CACHE_STATS_INIT \
+  {sizeof(kvc_cache_stats_t), 0, 0, 0, 0, 0, 0, 0, 0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /** @brief Zeroes `stats` and sets its struct_size. @since 0.1.0 */
 KVC_API void kvc_cache_stats_init(kvc_cache_stats_t *stats);

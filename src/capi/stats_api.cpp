@@ -31,6 +31,13 @@ KVC_API kvc_status_t kvc_cache_get_stats(const kvc_cache_t* cache, kvc_cache_sta
     d.num_sequences = s.num_sequences;
     d.num_pinned = s.num_pinned;
     d.tree_nodes = s.tree_nodes;
+    d.offloaded_blocks = s.host.offloaded_blocks;
+    d.onboarded_blocks = s.host.onboarded_blocks;
+    d.offloaded_bytes = s.host.offloaded_bytes;
+    d.onboarded_bytes = s.host.onboarded_bytes;
+    d.host_blocks = s.host_blocks;
+    d.host_free_blocks = s.host_free_blocks;
+    d.host_cached_blocks = s.host_cached_blocks;
     kvc::capi::write_sized(out, d, "out");
   });
 }

@@ -49,19 +49,36 @@ uint32_t tree_capacity(const LayerGrouping& grouping,
   return uint32_t(std::min<uint64_t>(2 * total, UINT32_MAX - 2));
 }
 
+// Block sets of the host tier: every host node holds one.
+uint64_t sets_in(const std::vector<std::unique_ptr<PoolMemory>>& memory,
+                 const LayerGrouping& grouping) {
+  if (memory.empty()) return 0;
+  const uint32_t p = grouping.groups[0].pool;
+  return memory[p]->num_blocks() / grouping.pools[p].groups.size();
+}
+
+std::vector<uint64_t> blocks_of(const std::vector<std::unique_ptr<PoolMemory>>& memory) {
+  std::vector<uint64_t> v;
+  for (const auto& m : memory) v.push_back(m->num_blocks());
+  return v;
+}
+
 }  // namespace
 
 BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& grouping,
                            const std::vector<std::unique_ptr<PoolMemory>>& memory,
+                           const std::vector<std::unique_ptr<PoolMemory>>& host_memory,
                            Device& device, uint64_t arena_pages)
     : cfg_(config),
       grouping_(grouping),
       memory_(memory),
+      host_memory_(host_memory),
       device_(device),
       T_(config.tokens_per_block),
-      tree_(tree_capacity(grouping, memory), config.tokens_per_block,
-            uint32_t(grouping.groups.size())),
+      tree_(uint32_t(tree_capacity(grouping, memory) + sets_in(host_memory, grouping)),
+            config.tokens_per_block, uint32_t(grouping.groups.size())),
       policy_(tree_.id_bound()),
+      host_(blocks_of(host_memory), tree_.id_bound(), config.secondary_offload_min_priority),
       time_(config.manual_clock),
       expiry_(0) {
   const uint32_t G = uint32_t(grouping.groups.size());
@@ -107,6 +124,7 @@ BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& group
 // ---------------------------------------------------------------------------
 
 uint32_t BlockManager::node_ref(uint32_t node) const {
+  if (tree_.node(node).tier != kPrimaryTier) return 0;  // host nodes are never in use
   if (!anchors_.empty()) return pools_[group_pool_[ref_group_]].info(tree_.block(node, ref_group_)).ref;
   uint32_t ref = tree_.node(node).holders;
   for (uint32_t g = 0; g < num_groups(); ++g) {
@@ -213,13 +231,19 @@ void BlockManager::plan_pages(const uint64_t* needed, const uint64_t* taken,
 }
 
 void BlockManager::evict_subtree(uint32_t node) {
-  // Every descendant of a cached anchor node is cached: leaves first.
-  while (!tree_.is_leaf(node)) {
+  // Every descendant of a cached anchor node is cached: leaves first
+  // (leaves for primary eviction: host-tier children go with their parent).
+  auto primary_child = [&](uint32_t n) {
+    for (uint32_t c = tree_.node(n).first_child; c != kNoNode; c = tree_.node(c).next_sibling)
+      if (!in_host_tier(c)) return c;
+    return kNoNode;
+  };
+  for (;;) {
     uint32_t leaf = node;
-    while (!tree_.is_leaf(leaf)) leaf = tree_.node(leaf).first_child;
+    for (uint32_t c = primary_child(leaf); c != kNoNode; c = primary_child(leaf)) leaf = c;
     evict_node(leaf);
+    if (leaf == node) return;
   }
-  evict_node(node);
 }
 
 void BlockManager::empty_page(uint32_t pool, uint32_t page) {
@@ -273,6 +297,12 @@ bool BlockManager::needs_copy_on_write(const Sequence& s) const {
     if (tail.ref > 1 || tail.node != kNoNode) return true;
   }
   return false;
+}
+
+uint32_t BlockManager::lead_group(const Sequence& s, uint64_t b) const {
+  for (uint32_t g = 0; g < num_groups(); ++g)
+    if (s.blocks[g][b] != kNoBlock) return g;
+  return UINT32_MAX;
 }
 
 bool BlockManager::holds_anchor(const Sequence& s, uint64_t b) const {
@@ -357,7 +387,7 @@ void BlockManager::on_cached(uint32_t node, BlockRetention r) {
     if (at <= time_.now_ms()) t.priority = kDefaultPriority;
     else expiry_.schedule(expiry_key(node, 0), at);
   }
-  if (tree_.is_leaf(node)) policy_.push_newest(node, t.priority, t.age);
+  if (primary_leaf(node)) policy_.push_newest(node, t.priority, t.age);
 }
 
 void BlockManager::on_window_cached(uint32_t node, uint32_t g, BlockRetention r) {
@@ -385,6 +415,9 @@ void BlockManager::expire_due() {
       if (policy_.contains(node)) {
         policy_.remove(node);
         policy_.insert_by_age(node, kDefaultPriority, t.age);
+      } else if (host_.enabled() && host_.policy.contains(node)) {
+        host_.policy.remove(node);
+        host_.policy.insert_by_age(node, kDefaultPriority, t.age);
       }
     } else {
       EvictionPolicy& wp = window_policies_[k - 1];
@@ -468,6 +501,7 @@ void BlockManager::release_out_of_window(Sequence& s) {
 void BlockManager::evict_node(uint32_t node) {
   policy_.remove(node);
   expiry_.cancel(expiry_key(node, 0));
+  if (host_.host_children[node] != 0) drop_host_children(node);  // useless without it
   const TreeNode& t = tree_.node(node);
   const uint32_t parent = t.parent;
   for (uint32_t g = 0; g < num_groups(); ++g) {
@@ -486,8 +520,8 @@ void BlockManager::evict_node(uint32_t node) {
   scopes_.unref(t.scope);
   tree_.erase(node);
   ++counters_.evicted_blocks;
-  // A cached parent left without children becomes evictable at its age.
-  if (parent != RadixTree::kRoot && tree_.is_leaf(parent) && node_ref(parent) == 0) {
+  // A cached parent left without primary children becomes evictable at its age.
+  if (parent != RadixTree::kRoot && primary_leaf(parent) && node_ref(parent) == 0) {
     const TreeNode& p = tree_.node(parent);
     policy_.insert_by_age(parent, p.priority, p.age);
   }
@@ -757,19 +791,24 @@ uint64_t BlockManager::add(uint64_t id, const int32_t* tokens, uint64_t n,
   // only the blocks the first computed token can attend to).
   for (uint32_t g = 0; g < num_groups(); ++g)
     window_scratch_[g] = int64_t(std::min<uint64_t>(first_needed(g, cached_tokens), full));
-  // Cached blocks this add takes into use are no longer evictable.
+  // Host-tier nodes are copied back (onboarded) into a fresh set each.
+  const uint64_t onboards = count_in_host(match_full_, m.partial);
+  // Cached primary blocks this add takes into use are no longer evictable.
   uint64_t* taken = pool_scratch2_.data();
   uint64_t* needed = pool_scratch_.data();
-  const uint64_t new_sets = num_blocks - full - (m.in_place ? 1 : 0);
+  const uint64_t sets = num_blocks - full - (m.in_place ? 1 : 0) + onboards;
   for (size_t p = 0; p < pools_.size(); ++p) {
     taken[p] = 0;
-    needed[p] = new_sets * pool_groups_[p];
+    needed[p] = sets * pool_groups_[p];
   }
   for (uint32_t g = 0; g < num_groups(); ++g) {
     const BlockPool& pool = pools_[group_pool_[g]];
-    for (uint64_t b = uint64_t(window_scratch_[g]); b < full; ++b)
-      taken[group_pool_[g]] += pool.info(tree_.block(match_full_[b], g)).ref == 0 ? 1 : 0;
-    if (m.partial != kNoNode)
+    for (uint64_t b = uint64_t(window_scratch_[g]); b < full; ++b) {
+      const uint32_t node = match_full_[b];
+      if (!in_host_tier(node))
+        taken[group_pool_[g]] += pool.info(tree_.block(node, g)).ref == 0 ? 1 : 0;
+    }
+    if (m.partial != kNoNode && !in_host_tier(m.partial))
       taken[group_pool_[g]] += pool.info(tree_.block(m.partial, g)).ref == 0 ? 1 : 0;
   }
   require_blocks(needed, taken, "adding the prompt");
@@ -791,6 +830,12 @@ uint64_t BlockManager::add(uint64_t id, const int32_t* tokens, uint64_t n,
   reserve_blocks(*seq, num_blocks + 1);
   seqs_.reserve_one();
   seq->scope = scopes_.intern(scope_bytes);
+  try {
+    prepare_sets(sets, match_full_, m.partial, stream);  // host tier: onboard, offload
+  } catch (...) {
+    scopes_.unref(seq->scope);
+    throw;
+  }
 
   // From here on nothing can fail.
   for (uint64_t b = 0; b < full; ++b) {
@@ -868,6 +913,7 @@ void BlockManager::extend(uint64_t id, const int32_t* tokens, uint64_t n, void* 
   require_sets(new_blocks + (cow ? 1 : 0), "extending " + seq_name(id));
   grow(s.tokens, s.tokens.size() + n);
   reserve_blocks(s, s.num_blocks() + new_blocks);
+  prepare_sets(new_blocks + (cow ? 1 : 0), no_nodes_, kNoNode, stream);
   move_pages();
 
   if (cow) copy_on_write(s, stream);
@@ -908,6 +954,7 @@ void BlockManager::extend_batch(const uint64_t* ids, const int32_t* tokens, size
     batch_scratch_.push_back(s);
   }
   require_sets(needed, "this decode step");
+  prepare_sets(needed, no_nodes_, kNoNode, stream);
   move_pages();
   for (size_t i = 0; i < count; ++i) {
     Sequence& s = *batch_scratch_[i];
@@ -932,6 +979,7 @@ bool BlockManager::publish_full(Sequence& s, uint64_t b, const std::string& extr
   const uint64_t h =
       hash_block(tree_.node(parent).hash, scopes_.digest(s.scope), extra_digest, toks, T_);
   const uint32_t found = tree_.find(parent, s.scope, toks, T_, extra, h);
+  if (found != kNoNode && in_host_tier(found)) return adopt_host_node(s, b, found);
   if (found != kNoNode) {
     // Already cached: keep our own copy, anchor the cached one.
     s.nodes[b] = found;
@@ -952,9 +1000,7 @@ bool BlockManager::publish_full(Sequence& s, uint64_t b, const std::string& extr
   // A block shared with a fork sibling waits until this sequence holds it
   // alone: the sibling may not hold the ancestors it would be linked under.
   // Judged on a group that still holds the position.
-  uint32_t lead = UINT32_MAX;
-  for (uint32_t g = 0; g < num_groups() && lead == UINT32_MAX; ++g)
-    if (s.blocks[g][b] != kNoBlock) lead = g;
+  const uint32_t lead = lead_group(s, b);
   if (lead == UINT32_MAX || tree_.full()) return false;  // nothing left to publish / no room
   const BlockInfo& own = pools_[group_pool_[lead]].info(s.blocks[lead][b]);
   if (own.ref != 1 || own.node != kNoNode) return false;
@@ -1183,6 +1229,8 @@ void BlockManager::reset_reuse() {
     const EvictionPolicy& wp = window_policies_[uint32_t(window_slot_[g])];
     for (uint32_t v = wp.victim(); v != kNoNode; v = wp.victim()) evict_window_slot(v, g);
   }
+  for (uint32_t v = host_.policy.victim(); v != kNoNode; v = host_.policy.victim())
+    evict_host_node(v);
   // A reset is not an eviction.
   counters_.evicted_blocks = evicted;
   for (uint32_t g = 0; g < num_groups(); ++g) group_counters_[g].evicted_blocks = group_evicted[g];
@@ -1204,6 +1252,12 @@ CacheStats BlockManager::stats() const {
     for (const BlockPool& p : pools_) per_page = std::min<uint64_t>(per_page, p.blocks_per_page());
     s.num_blocks += arena_->num_free() * per_page;
     s.free_blocks += arena_->num_free() * per_page;
+  }
+  s.host = host_.counters;
+  for (const BlockPool& p : host_.pools) {
+    s.host_blocks += p.capacity();
+    s.host_free_blocks += p.num_free();
+    s.host_cached_blocks += p.num_cached();
   }
   s.num_sequences = seqs_.size();
   s.num_pinned = pins_.size();

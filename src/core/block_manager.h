@@ -34,6 +34,7 @@
 #include "core/cache_config.h"
 #include "core/eviction_policy.h"
 #include "core/expiry_heap.h"
+#include "core/host_tier.h"
 #include "core/layer_groups.h"
 #include "core/page_arena.h"
 #include "core/pool_memory.h"
@@ -79,17 +80,25 @@ struct CacheStats {
   uint64_t in_use_blocks = 0;
   uint64_t reused_blocks = 0;  // prompt block positions found in the tree
   uint64_t missed_blocks = 0;  // prompt block positions computed
-  uint64_t evicted_blocks = 0;
+  uint64_t evicted_blocks = 0;  // block positions that left the tree to make room
   uint64_t num_sequences = 0;
   uint64_t num_pinned = 0;     // pin records
   uint64_t tree_nodes = 0;
+  // Secondary (host) tier.
+  HostTierCounters host;
+  uint64_t host_blocks = 0;    // host blocks over all pools
+  uint64_t host_free_blocks = 0;
+  uint64_t host_cached_blocks = 0;
 };
 
 class BlockManager {
  public:
-  // arena_pages != 0: the pools carve pages of one arena (MemoryPlan).
+  // `host_memory`: the secondary tier's pools, mirroring `memory` (empty:
+  // no host tier); arena_pages != 0: the pools carve pages of one arena
+  // (MemoryPlan).
   BlockManager(const CacheConfig& config, const LayerGrouping& grouping,
-               const std::vector<std::unique_ptr<PoolMemory>>& memory, Device& device,
+               const std::vector<std::unique_ptr<PoolMemory>>& memory,
+               const std::vector<std::unique_ptr<PoolMemory>>& host_memory, Device& device,
                uint64_t arena_pages = 0);
 
   // Adds sequence `id` with its prompt; returns the prompt tokens already
@@ -158,6 +167,9 @@ class BlockManager {
   uint32_t pool_of_group(uint32_t g) const { return group_pool_[g]; }
   size_t num_pools() const { return pools_.size(); }
   const PageArena* arena() const { return arena_.get(); }
+  // The secondary tier (host_tier.h): its pools, queue and counters.
+  const HostTier& host_tier() const { return host_; }
+  bool in_host_tier(uint32_t node) const { return tree_.node(node).tier == kHostTier; }
 
  private:
   struct Match {
@@ -188,6 +200,8 @@ class BlockManager {
   void require_blocks(const uint64_t* needed, const uint64_t* taken, const std::string& what) const;
   void require_sets(uint64_t needed_sets, const std::string& what) const;
   bool needs_copy_on_write(const Sequence& s) const;
+  // The first group still holding position b of s (UINT32_MAX: none).
+  uint32_t lead_group(const Sequence& s, uint64_t b) const;
   // Whether sequence s holds node s.nodes[b] apart from its own blocks.
   bool holds_anchor(const Sequence& s, uint64_t b) const;
   // The expiry heap key of a node's anchor (k = 0) or windowed slot k + 1.
@@ -236,9 +250,45 @@ class BlockManager {
   void debug_check() const;
   void check_windows() const;
 
+  // --- Secondary (host) tier hooks, defined in host_tier.cpp -------------
+  // A primary node with no primary child (all its children offloaded).
+  bool primary_leaf(uint32_t node) const {
+    return tree_.node(node).num_children == host_.host_children[node];
+  }
+  // Called by every call that takes new primary blocks, after its checks
+  // and host allocations (the last step that can fail): copies back the
+  // host-tier nodes among `held` and `partial` (the nodes the call will
+  // hold) and evicts, offloading what qualifies, until `sets` block sets
+  // are free, so that alloc_set evicts nothing. A failed copy throws
+  // Error(KVC_ERR_DEVICE): the nodes whose copy failed stay where they were,
+  // the copies' destinations are freed. Without a host tier: nothing.
+  void prepare_sets(uint64_t sets, const std::vector<uint32_t>& held, uint32_t partial,
+                    void* stream);
+  // Host-tier nodes among the matched ones (each needs a fresh block set).
+  uint64_t count_in_host(const std::vector<uint32_t>& nodes, uint32_t partial) const;
+  // commit found `node`, a host-tier node, under the key of the sequence's
+  // block b: the node takes the sequence's (equal) blocks and comes back to
+  // the primary tier without a copy. False when the sequence's block is
+  // shared (as for a new node: publish waits).
+  bool adopt_host_node(Sequence& s, uint64_t b, uint32_t node);
+  // Evicts a host-tier node (and its host subtree) from the tree.
+  void evict_host_node(uint32_t node);
+  // Drops the offloaded children (host subtrees) of a primary node leaving the tree.
+  void drop_host_children(uint32_t node);
+  void check_host_tier() const;
+  // prepare_sets' parts.
+  void plan_victims(uint64_t count, const std::vector<uint32_t>& held, uint32_t partial);
+  void offload_node(uint32_t node, const uint32_t* host_blocks);
+  void onboard_node(uint32_t node, const uint32_t* blocks);
+  void release_host_blocks(const uint32_t* blocks);
+  void release_primary_blocks(const uint32_t* blocks);
+  uint64_t host_free_sets() const;
+  uint64_t set_bytes() const;
+
   const CacheConfig& cfg_;
   const LayerGrouping& grouping_;
   const std::vector<std::unique_ptr<PoolMemory>>& memory_;
+  const std::vector<std::unique_ptr<PoolMemory>>& host_memory_;
   Device& device_;
   uint32_t T_;
   std::vector<uint32_t> group_pool_;   // pool of each group
@@ -260,6 +310,7 @@ class BlockManager {
   EvictionPolicy policy_;              // cached anchor leaves
   std::vector<EvictionPolicy> window_policies_;  // cached windowed slots, per windowed group
   std::vector<GroupStats> group_counters_;
+  HostTier host_;
   RetentionClock time_;
   ExpiryHeap expiry_;
   ScopeTable scopes_;
@@ -270,6 +321,7 @@ class BlockManager {
   CacheStats counters_;
   // Scratch, reused so hot paths do not allocate.
   mutable std::vector<uint32_t> match_full_;
+  const std::vector<uint32_t> no_nodes_;  // no held nodes (extend)
   mutable std::string extra_scratch_;
   std::vector<uint32_t> set_scratch_;
   std::vector<uint32_t> set_scratch2_;

@@ -112,7 +112,7 @@ void BlockManager::check_invariants() const {
 
   // Cached blocks serve the group of their tree slot.
   for (uint32_t n = 1; n < tree_.id_bound(); ++n) {
-    if (!tree_.node(n).live) continue;
+    if (!tree_.node(n).live || tree_.node(n).tier != kPrimaryTier) continue;
     for (uint32_t g = 0; g < G; ++g) {
       const uint32_t id = tree_.block(n, g);
       const uint32_t p = group_pool_[g];
@@ -152,6 +152,9 @@ void BlockManager::check_invariants() const {
       if (b.node != kNoNode) {
         if (b.node >= tree_.id_bound() || !tree_.node(b.node).live)
           broken(blk(p, id) + " points to dead tree node " + std::to_string(b.node));
+        if (tree_.node(b.node).tier != kPrimaryTier)
+          broken(blk(p, id) + " points to tree node " + std::to_string(b.node) +
+                 ", which lives in the host tier");
         bool held = false;
         for (uint32_t g = 0; g < G; ++g)
           held = held || (group_pool_[g] == p && tree_.block(b.node, g) == id);
@@ -224,6 +227,18 @@ void BlockManager::check_invariants() const {
     if (t.holders != holders[n])
       broken(who + " has " + std::to_string(t.holders) + " holders but " +
              std::to_string(holders[n]) + " sequences name it");
+    const uint64_t extra_digest = t.extra.empty() ? 0 : hash_bytes(t.extra.data(), t.extra.size());
+    const uint64_t h = hash_block(tree_.node(t.parent).hash, scopes_.digest(t.scope), extra_digest,
+                                  tree_.tokens(n), t.num_tokens);
+    if (h != t.hash) broken(who + " has a stale hash");
+    if (tree_.find(t.parent, t.scope, tree_.tokens(n), t.num_tokens, t.extra, t.hash) != n)
+      broken(who + " is not found by its own key");
+    if (t.tier != kPrimaryTier) {  // check_host_tier() checks its blocks and queue
+      if (policy_.contains(n)) broken(who + " lives in the host tier but is queued for primary eviction");
+      for (const EvictionPolicy& wp : window_policies_)
+        if (wp.contains(n)) broken(who + " lives in the host tier but has a queued windowed slot");
+      continue;
+    }
     uint32_t ref0 = 0;
     bool first_anchor = true, any_block = false;
     for (uint32_t g = 0; g < G; ++g) {
@@ -246,12 +261,6 @@ void BlockManager::check_invariants() const {
       if (first_anchor) ref0 = pool.info(id).ref, first_anchor = false;
       else if (pool.info(id).ref != ref0) broken(who + " has unequal ref counts across groups");
     }
-    const uint64_t extra_digest = t.extra.empty() ? 0 : hash_bytes(t.extra.data(), t.extra.size());
-    const uint64_t h = hash_block(tree_.node(t.parent).hash, scopes_.digest(t.scope), extra_digest,
-                                  tree_.tokens(n), t.num_tokens);
-    if (h != t.hash) broken(who + " has a stale hash");
-    if (tree_.find(t.parent, t.scope, tree_.tokens(n), t.num_tokens, t.extra, t.hash) != n)
-      broken(who + " is not found by its own key");
     if (anchors_.empty()) {
       if (!any_block && t.num_children == 0 && t.holders == 0) broken(who + " is unused but kept");
       if (policy_.contains(n)) broken(who + " is queued without full groups");
@@ -264,7 +273,8 @@ void BlockManager::check_invariants() const {
           broken(who + " has a windowed slot in use while its anchor blocks are cached");
     if (ref0 > 0 && t.parent != RadixTree::kRoot && node_ref(t.parent) == 0)
       broken(who + " is in use but its parent is not");
-    const bool evictable = ref0 == 0 && t.num_children == 0;
+    // A leaf for primary eviction: no primary child (offloaded ones do not count).
+    const bool evictable = ref0 == 0 && primary_leaf(n);
     if (evictable != policy_.contains(n))
       broken(who + (evictable ? " is a cached leaf but not queued" : " is queued but not evictable"));
     if (evictable) {
@@ -314,13 +324,16 @@ void BlockManager::check_invariants() const {
     check_order(window_policies_[k], "window eviction queue of group " + std::to_string(windowed_[k]));
     uint64_t cached_slots = 0;
     for (uint32_t n = 1; n < tree_.id_bound(); ++n) {
-      const uint32_t id = tree_.node(n).live ? tree_.block(n, windowed_[k]) : kNoBlock;
+      const TreeNode& t = tree_.node(n);
+      const uint32_t id = t.live && t.tier == kPrimaryTier ? tree_.block(n, windowed_[k]) : kNoBlock;
       if (id != kNoBlock && pools_[group_pool_[windowed_[k]]].info(id).ref == 0) ++cached_slots;
     }
     if (cached_slots != window_policies_[k].size())
       broken("window eviction queue of group " + std::to_string(windowed_[k]) +
              " size differs from its cached slots");
   }
+
+  check_host_tier();
 
   // 4. Scopes: references are exactly sequences plus tree nodes.
   for (uint32_t id = 0; id < scopes_.id_bound(); ++id) {

@@ -31,13 +31,24 @@ struct MemoryPlan {
 // Pages: with several pools, page_bytes is the least common multiple of
 // their block bytes when that is at most kMaxPageBlocks times the largest
 // (else the static split stays), and the budget holds at least one page per
-// pool.
+// pool. Not with a host tier (host_cache_bytes > 0): then the split stays.
 constexpr uint64_t kMaxPageBlocks = 64;
+
+// The secondary (host) tier mirrors the primary pools: host_cache_bytes
+// buys the same number of blocks of every group, pool by pool as above. It
+// holds nothing (blocks_per_group 0) when the bytes buy no block of every
+// group.
+struct HostPlan {
+  uint64_t blocks_per_group = 0;
+  std::vector<uint64_t> pool_blocks;  // per pool
+  uint64_t total_bytes = 0;           // sum of pool_blocks * block_bytes
+};
 
 // device_free_bytes == 0 means "the device reports none" (the CPU backend):
 // then primary_bytes or max_tokens must bound the pool.
 // Throws KVC_ERR_INVALID_ARGUMENT if the budget holds no block of every group.
 MemoryPlan plan_memory(const CacheConfig& cfg, const LayerGrouping& grouping,
                        uint64_t device_free_bytes);
+HostPlan plan_host_memory(const CacheConfig& cfg, const LayerGrouping& grouping);
 
 }  // namespace kvc

@@ -34,6 +34,7 @@ struct TreeNode {
   uint32_t num_children = 0;
   uint8_t priority = 35;    // set by the last owner to release it
   bool live = false;
+  uint8_t tier = 0;         // where its blocks are: kPrimaryTier or kHostTier (host_tier.h)
   uint64_t age = 0;         // moment the last owner released it
   // Retention: when the node was published (ms on the retention clock) and
   // how long after that its priority stays before reverting to 35
@@ -74,7 +75,8 @@ class RadixTree {
   uint32_t block(uint32_t id, uint32_t group) const {
     return blocks_[uint64_t(id) * num_groups_ + group];
   }
-  // A windowed group's slot empties (kNoBlock) when its block is evicted.
+  // A windowed group's slot empties (kNoBlock) when its block is evicted; a
+  // node moving between tiers takes blocks of the other tier's pools.
   void set_block(uint32_t id, uint32_t group, uint32_t block) {
     blocks_[uint64_t(id) * num_groups_ + group] = block;
   }

@@ -88,9 +88,9 @@ class RandomOps {
   uint64_t successes = 0, failures = 0;
   uint64_t max_expiries = 0;  // most cached blocks waiting for a priority expiry
   std::vector<GroupStats> groups;  // per group, before the drain
+  BlockManager& m() { return cache_.manager(); }
 
  private:
-  BlockManager& m() { return cache_.manager(); }
   uint32_t pick(uint32_t n) { return uint32_t(rng_() % n); }
 
   std::vector<int32_t> prompt() {
@@ -350,6 +350,29 @@ TEST(RandomOps, WindowedGroupsOnlyCopyOnPartialReuseOff) {
   c.manual_clock = true;
   RandomOps r(c, 24);
   r.run(20000);
+}
+
+// The host tier under every operation (pins, forks, rewinds, resets,
+// retention expiries in both tiers); bytes are checked in test_host_tier_random.
+TEST(RandomOps, HostTierWithRetention) {
+  CacheConfig c = base(40);
+  c.host_cache_bytes = 12 * 128;  // 12 block sets of 128 bytes
+  c.manual_clock = true;
+  RandomOps r(c, 14);
+  r.run(20000);
+  EXPECT_GT(r.m().stats().host.offloaded_blocks, 1000u);
+  EXPECT_GT(r.m().stats().host.onboarded_blocks, 100u);
+}
+
+TEST(RandomOps, HostTierTwoGroupsMinPriority80) {
+  CacheConfig c = base(40);
+  c.num_layers = 3;
+  c.kv_heads = {1, 2, 1};
+  c.host_cache_bytes = 8 * 256;  // 8 sets of two 128-byte blocks
+  c.secondary_offload_min_priority = 80;
+  RandomOps r(c, 15);
+  r.run(10000);
+  EXPECT_GT(r.m().stats().host.offloaded_blocks, 100u);
 }
 
 TEST(RandomOps, BlockReuseOff) {

@@ -4172,6 +4172,181 @@ long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
+void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->offloaded_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->offloaded_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->onboarded_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->onboarded_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->offloaded_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->offloaded_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->onboarded_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->onboarded_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->host_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->host_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->host_free_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->host_free_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->host_cached_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->host_cached_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
 struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_fcbb5e12893c1662() {
   struct kvc_cache_stats *result = 0 ;
   struct kvc_cache_stats *_swig_go_result;

@@ -49,7 +49,8 @@ pub struct CacheDesc {
     pub token_capacity: u64,
     /// Bytes of the primary pools.
     pub primary_bytes: u64,
-    /// Bytes of the secondary tier.
+    /// Bytes of the secondary (host) tier's pools: `host_cache_bytes`
+    /// rounded down to whole block sets; 0 without a host tier.
     pub host_cache_bytes: u64,
     /// Free device memory seen at sizing (CUDA); 0 on CPU.
     pub device_free_bytes: u64,
@@ -164,9 +165,10 @@ unsafe impl Send for LayerView {}
 // SAFETY: as for PoolDesc.
 unsafe impl Sync for LayerView {}
 
-/// Counts of a cache's primary blocks and of its reuse
-/// (`kvc_cache_stats_t`). `free_blocks + cached_blocks + in_use_blocks ==
-/// num_blocks`.
+/// Counts of a cache's blocks and of its reuse (`kvc_cache_stats_t`).
+/// `free_blocks + cached_blocks + in_use_blocks == num_blocks` (primary
+/// pools); `host_free_blocks + host_cached_blocks == host_blocks` (the host
+/// tier, whose blocks are never in use).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Stats {
     /// Primary blocks over all pools.
@@ -183,14 +185,29 @@ pub struct Stats {
     pub missed_blocks: u64,
     /// `reused / (reused + missed)`; 0 before any add.
     pub hit_rate: f64,
-    /// Block positions evicted (one per layer group each).
+    /// Block positions that left the radix tree to make room (dropped from
+    /// the primary pools or evicted from the host tier; offloads apart).
     pub evicted_blocks: u64,
     /// Live sequences.
     pub num_sequences: u64,
     /// Pins not yet released.
     pub num_pinned: u64,
-    /// Block positions in the radix tree.
+    /// Block positions in the radix tree (both tiers).
     pub tree_nodes: u64,
+    /// Block positions copied to the host tier on eviction.
+    pub offloaded_blocks: u64,
+    /// Block positions copied back from the host tier on a hit.
+    pub onboarded_blocks: u64,
+    /// Bytes copied to the host tier.
+    pub offloaded_bytes: u64,
+    /// Bytes copied back from it.
+    pub onboarded_bytes: u64,
+    /// Host-tier blocks over all pools (0 without a host tier).
+    pub host_blocks: u64,
+    /// Host-tier blocks holding nothing.
+    pub host_free_blocks: u64,
+    /// Host-tier blocks holding offloaded, reusable KV.
+    pub host_cached_blocks: u64,
 }
 
 /// Counts of one layer group's blocks and of its reuse
@@ -378,6 +395,13 @@ impl Cache {
             num_sequences: s.num_sequences,
             num_pinned: s.num_pinned,
             tree_nodes: s.tree_nodes,
+            offloaded_blocks: s.offloaded_blocks,
+            onboarded_blocks: s.onboarded_blocks,
+            offloaded_bytes: s.offloaded_bytes,
+            onboarded_bytes: s.onboarded_bytes,
+            host_blocks: s.host_blocks,
+            host_free_blocks: s.host_free_blocks,
+            host_cached_blocks: s.host_cached_blocks,
         })
     }
 

@@ -827,7 +827,10 @@ public final class Cache implements AutoCloseable {
       KvcNative.kvc_cache_get_stats(h, st);
       return new CacheStats(st.getNum_blocks(), st.getFree_blocks(), st.getCached_blocks(),
           st.getIn_use_blocks(), st.getReused_blocks(), st.getMissed_blocks(), st.getHit_rate(),
-          st.getEvicted_blocks(), st.getNum_sequences(), st.getNum_pinned(), st.getTree_nodes());
+          st.getEvicted_blocks(), st.getNum_sequences(), st.getNum_pinned(), st.getTree_nodes(),
+          st.getOffloaded_blocks(), st.getOnboarded_blocks(), st.getOffloaded_bytes(),
+          st.getOnboarded_bytes(), st.getHost_blocks(), st.getHost_free_blocks(),
+          st.getHost_cached_blocks());
     } finally {
       st.delete();
       handle.release();
