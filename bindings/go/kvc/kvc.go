@@ -856,9 +856,9 @@ func Kvc_status_string(arg1 int32) (_swig_ret string) {
 }
 
 const KVC_VERSION_MAJOR int = 0
-const KVC_VERSION_MINOR int = 1
+const KVC_VERSION_MINOR int = 2
 const KVC_VERSION_PATCH int = 0
-const KVC_VERSION_STRING string = "0.1.0"
+const KVC_VERSION_STRING string = "0.2.0"
 
 func _swig_getKVC_VERSION_NUMBER() (_swig_ret int) {
 	var swig_r int

@@ -450,7 +450,7 @@ intgo _wrap_KVC_VERSION_NUMBER_kvc_fcbb5e12893c1662() {
   intgo _swig_go_result;
   
   
-  result = (int)((0*10000+1*100+0));
+  result = (int)((0*10000+2*100+0));
   _swig_go_result = result; 
   return _swig_go_result;
 }

@@ -4,10 +4,10 @@
 // with bindgen 0.60.1. Do not edit: change the headers and run the script.
 
 pub const KVC_VERSION_MAJOR: u32 = 0;
-pub const KVC_VERSION_MINOR: u32 = 1;
+pub const KVC_VERSION_MINOR: u32 = 2;
 pub const KVC_VERSION_PATCH: u32 = 0;
-pub const KVC_VERSION_STRING: &[u8; 6usize] = b"0.1.0\0";
-pub const KVC_VERSION_NUMBER: u32 = 100;
+pub const KVC_VERSION_STRING: &[u8; 6usize] = b"0.2.0\0";
+pub const KVC_VERSION_NUMBER: u32 = 200;
 pub const KVC_ABI_VERSION: u32 = 0;
 pub const KVC_DEFAULT_PRIORITY: u32 = 35;
 pub type __int32_t = ::std::os::raw::c_int;
