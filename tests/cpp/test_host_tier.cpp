@@ -12,6 +12,7 @@
 #include "core/cache.h"
 #include "core/error.h"
 #include "kv_content.h"
+#include "manager_fixture.h"
 
 namespace kvc {
 namespace {
@@ -36,20 +37,8 @@ CacheConfig tier_config(uint64_t primary_blocks, uint64_t host_blocks) {
   return c;
 }
 
-std::vector<int32_t> seq(int32_t from, int32_t n) {
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), from);
-  return v;
-}
-
-kvc_status_t status_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.status();
-  }
-  return KVC_OK;
-}
+using test::seq;
+using test::status_of;
 
 class HostTierTest : public ::testing::Test {
  protected:

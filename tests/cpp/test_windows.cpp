@@ -7,12 +7,12 @@
 
 #include <cstring>
 #include <memory>
-#include <numeric>
 #include <vector>
 
 #include "core/batch_tables.h"
 #include "core/cache.h"
 #include "core/error.h"
+#include "manager_fixture.h"
 
 namespace kvc {
 namespace {
@@ -20,11 +20,7 @@ namespace {
 constexpr uint32_t kT = 16;  // tokens per block
 constexpr uint32_t kW = 32;  // the windowed layer's window: 2 blocks
 
-std::vector<int32_t> tokens(int32_t from, int32_t n) {
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), from);
-  return v;
-}
+std::vector<int32_t> tokens(int32_t from, int32_t n) { return test::seq(from, n); }
 
 // Layer 0 full attention, layer 1 a 32-token window: equal block bytes, so
 // two groups drawing from one pool of 2 * blocks_per_group blocks.
@@ -40,28 +36,10 @@ CacheConfig hybrid(uint64_t blocks_per_group) {
   return c;
 }
 
-class WindowTest : public ::testing::Test {
+class WindowTest : public test::ManagerFixture {
  protected:
-  void make(const CacheConfig& c) { cache_ = std::make_unique<Cache>(c); }
-  BlockManager& m() { return cache_->manager(); }
-  uint64_t add(uint64_t id, const std::vector<int32_t>& t, SequenceOptions o = {}) {
-    const uint64_t r = m().add(id, t.data(), t.size(), o, nullptr);
-    m().check_invariants();
-    return r;
-  }
-  uint64_t probe(const std::vector<int32_t>& t) { return m().probe(t.data(), t.size(), {}); }
-  void extend(uint64_t id, int32_t token) {
-    m().extend(id, &token, 1, nullptr);
-    m().check_invariants();
-  }
-  void commit_all(uint64_t id) {
-    m().commit(id, m().sequence(id).length());
-    m().check_invariants();
-  }
-  void remove(uint64_t id) {
-    m().remove(id);
-    m().check_invariants();
-  }
+  uint64_t probe(const std::vector<int32_t>& t) { return ManagerFixture::probe(t); }
+  void extend(uint64_t id, int32_t token) { ManagerFixture::extend(id, {token}); }
   // Blocks group g of sequence id holds (positions before its window are
   // kNoBlock).
   uint64_t held(uint64_t id, uint32_t g) {
@@ -70,8 +48,6 @@ class WindowTest : public ::testing::Test {
     return n;
   }
   GroupStats group(uint32_t g) { return m().group_stats(g); }
-
-  std::unique_ptr<Cache> cache_;
 };
 
 TEST_F(WindowTest, GroupsAndPools) {
