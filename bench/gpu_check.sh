@@ -2,7 +2,9 @@
 # One call on the GPU machine: build the CUDA backend, run the GPU tests,
 # compute-sanitizer memcheck over them, and the kernel benchmarks with their
 # PyTorch peers. Logs and the report go to $OUT (default ./out).
-#   bench/gpu_check.sh [tests|bench|all]
+#   bench/gpu_check.sh [tests|bench|all|tier]
+# tier: the GPU tests, memcheck over the host-tier tests, and the host-tier
+# copy benchmark (bench/cuda/bench_tier_copy.cu) alone.
 # Dependencies the machine lacks come as .deb packages unpacked here first
 # (.device-deps/ is git-ignored; pass it to the device call as carried):
 #   (prepared as tests/gpu/device_env.sh says)
@@ -23,7 +25,7 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVCACHE_CUDA=ON \
   -DKVCACHE_BUILD_TESTS=ON -DKVCACHE_BUILD_BENCH=ON -DKVCACHE_BUILD_EXAMPLES=OFF \
   -DKVCACHE_BINDING_RUST=OFF -DKVCACHE_BINDING_GO=OFF -DKVCACHE_BINDING_JAVA=OFF \
   -DCMAKE_PREFIX_PATH="$DEPS" >"$WORK/configure.log" 2>&1 || { tail -40 "$WORK/configure.log"; exit 1; }
-cmake --build "$BUILD" -j16 --target kvcache_gpu_tests bench_store_kv bench_decode_attention \
+cmake --build "$BUILD" -j16 --target kvcache_gpu_tests bench_store_kv bench_decode_attention bench_tier_copy \
   >"$OUT/build.log" 2>&1 || { grep -B2 -A12 -E "error|Error" "$OUT/build.log" | head -80; exit 1; }
 echo "built in $(( $(date +%s) - t0 )) s"
 
@@ -40,6 +42,26 @@ if [ "$MODE" = tests ] || [ "$MODE" = all ]; then
   rc=$?; [ $rc -ne 0 ] && STATUS=1
   tail -6 "$OUT/memcheck.log"
   echo "memcheck exit code $rc"
+fi
+
+if [ "$MODE" = tier ]; then
+  echo "== GPU tests"
+  timeout 300 "$BUILD/tests/gpu/kvcache_gpu_tests" >"$OUT/gpu_tests.log" 2>&1
+  rc=$?; [ $rc -ne 0 ] && STATUS=1
+  grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|Expected|Which is" "$OUT/gpu_tests.log" | head -40
+  echo "gpu tests exit code $rc"
+  echo "== compute-sanitizer memcheck (host tier)"
+  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 \
+    "$BUILD/tests/gpu/kvcache_gpu_tests" --gtest_filter='*HostTier*' --gtest_brief=1 \
+    >"$OUT/memcheck_tier.log" 2>&1
+  rc=$?; [ $rc -ne 0 ] && STATUS=1
+  tail -6 "$OUT/memcheck_tier.log"
+  echo "memcheck exit code $rc"
+fi
+
+if [ "$MODE" = tier ] || [ "$MODE" = all ]; then
+  echo "== host-tier copy benchmark"
+  timeout 240 "$BUILD/bench/bench_tier_copy" --json "$WORK/tier.jsonl" | tee "$OUT/tier-h100.md" || STATUS=1
 fi
 
 if [ "$MODE" = bench ] || [ "$MODE" = all ]; then

@@ -45,9 +45,13 @@ CudaDevice::CudaDevice(int32_t ordinal) : ordinal_(ordinal) {
   activate();
   errors_ = static_cast<KernelErrorRecord*>(allocate(sizeof(KernelErrorRecord)));
   cuda_check(cudaMemset(errors_, 0, sizeof(KernelErrorRecord)), "cudaMemset");
+  cuda_check(cudaEventCreateWithFlags(&tier_event_, cudaEventDisableTiming), "cudaEventCreate");
 }
 
-CudaDevice::~CudaDevice() { deallocate(errors_); }
+CudaDevice::~CudaDevice() {
+  deallocate(errors_);
+  if (tier_event_ != nullptr) cudaEventDestroy(tier_event_);
+}
 
 void CudaDevice::activate() const {
   // Kernel calls come per layer and step: skip the switch when it is a no-op.
@@ -86,6 +90,64 @@ void CudaDevice::copy_blocks(void* pool_base, const BlockGeometry& g, const Bloc
   if (count == 0) return;
   activate();
   launch_copy_blocks(pool_base, g, copies, count, static_cast<cudaStream_t>(stream));
+}
+
+void* CudaDevice::allocate_host(uint64_t bytes) {
+  activate();
+  void* p = nullptr;
+  const cudaError_t err =
+      cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocMapped | cudaHostAllocPortable);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    fail(KVC_ERR_OUT_OF_MEMORY, "cudaHostAlloc of " + std::to_string(bytes) +
+                                    " bytes of pinned host memory for the host tier failed: " +
+                                    cudaGetErrorName(err));
+  }
+  void* dev = nullptr;
+  const cudaError_t map_err = cudaHostGetDevicePointer(&dev, p, 0);
+  if (map_err != cudaSuccess) {
+    cudaGetLastError();
+    cudaFreeHost(p);
+    fail(KVC_ERR_DEVICE, std::string("cudaHostGetDevicePointer for the host tier on ") + name_ +
+                             " failed: " + cudaGetErrorName(map_err));
+  }
+  host_maps_.emplace_back(p, dev);
+  return p;
+}
+
+void CudaDevice::deallocate_host(void* ptr) noexcept {
+  if (ptr == nullptr) return;
+  for (size_t i = 0; i < host_maps_.size(); ++i)
+    if (host_maps_[i].first == ptr) {
+      host_maps_.erase(host_maps_.begin() + long(i));
+      break;
+    }
+  cudaFreeHost(ptr);
+}
+
+void CudaDevice::copy_tier(TierDirection direction, void* device_pool, void* host_pool,
+                           uint64_t block_bytes, const TierCopy* copies, size_t count,
+                           void* stream) {
+  if (count == 0) return;
+  activate();
+  void* host_dev = nullptr;
+  for (const auto& m : host_maps_)
+    if (m.first == host_pool) host_dev = m.second;
+  if (host_dev == nullptr)
+    fail(KVC_ERR_INTERNAL, "tier copy from a host pool this device did not allocate");
+  auto s = static_cast<cudaStream_t>(stream);
+  launch_tier_copy(direction == TierDirection::kOffload, device_pool, host_dev, block_bytes,
+                   copies, count, s);
+  cuda_check(cudaEventRecord(tier_event_, s), "cudaEventRecord");
+  tier_recorded_ = true;
+  tier_stream_ = stream;
+}
+
+void CudaDevice::order_after_tier_copies(void* stream) {
+  if (!tier_recorded_ || stream == tier_stream_) return;
+  activate();
+  cuda_check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), tier_event_, 0),
+             "cudaStreamWaitEvent");
 }
 
 void CudaDevice::store_kv(const StoreKvWork& work, void* stream) {

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "backend/device.h"
 #include "cuda/cuda_kernels.h"
@@ -26,6 +28,15 @@ class CudaDevice final : public Device {
   void deallocate(void* ptr) noexcept override;
   void copy_blocks(void* pool_base, const BlockGeometry& geometry, const BlockCopy* copies,
                    size_t count, void* stream) override;
+  // Pinned, mapped host memory (cudaHostAlloc), reachable from kernels.
+  void* allocate_host(uint64_t bytes) override;
+  void deallocate_host(void* ptr) noexcept override;
+  // One kernel launch per call (launch_tier_copy), then records the tier
+  // event on `stream`.
+  void copy_tier(TierDirection direction, void* device_pool, void* host_pool,
+                 uint64_t block_bytes, const TierCopy* copies, size_t count,
+                 void* stream) override;
+  void order_after_tier_copies(void* stream) override;
   void synchronize(void* stream) override;
 
   void store_kv(const StoreKvWork& work, void* stream) override;
@@ -44,6 +55,13 @@ class CudaDevice final : public Device {
   // the device, so serving allocates nothing.
   KernelErrorRecord* errors_ = nullptr;
   std::mutex errors_mutex_;  // one reader/clearer of the record at a time
+  // Host pools: host address -> device address (the same under UVA).
+  std::vector<std::pair<void*, void*>> host_maps_;
+  // Recorded after every tier copy; a later call on another stream waits
+  // for it. The cache's lock serializes its users.
+  cudaEvent_t tier_event_ = nullptr;
+  bool tier_recorded_ = false;
+  void* tier_stream_ = nullptr;
 };
 
 }  // namespace kvc

@@ -34,6 +34,16 @@ void launch_store_kv(const StoreKvWork& w, KernelErrorRecord* err, cudaStream_t 
 void launch_copy_blocks(void* pool_base, const BlockGeometry& g, const BlockCopy* copies,
                         size_t count, cudaStream_t stream);
 
+// Host-tier copies: at most this many thread blocks, so the copy leaves
+// the GPU to the model.
+constexpr uint32_t kMaxTierThreadBlocks = 16;
+
+// Whole blocks between a device pool and a mapped host pool (its device
+// address), all copies of a call in one launch per 1024.
+void launch_tier_copy(bool to_host, void* device_pool, void* host_pool_device_ptr,
+                      uint64_t block_bytes, const TierCopy* copies, size_t count,
+                      cudaStream_t stream);
+
 uint64_t decode_workspace_bytes(const DecodeWork& w, const GpuInfo& gpu);
 void launch_decode_attention(const DecodeWork& w, const GpuInfo& gpu, KernelErrorRecord* err,
                              cudaStream_t stream);

@@ -231,8 +231,10 @@ func (c *Cache) LayerView(layer uint32) (LayerView, error) {
 	}, nil
 }
 
-// Stats are the counts of a cache's primary blocks and of its reuse
-// (kvc_cache_stats_t). FreeBlocks + CachedBlocks + InUseBlocks == NumBlocks.
+// Stats are the counts of a cache's blocks and of its reuse
+// (kvc_cache_stats_t). FreeBlocks + CachedBlocks + InUseBlocks == NumBlocks
+// (primary pools); HostFreeBlocks + HostCachedBlocks == HostBlocks (the host
+// tier, whose blocks are never in use).
 type Stats struct {
 	NumBlocks     uint64
 	FreeBlocks    uint64  // on a free list
@@ -241,10 +243,18 @@ type Stats struct {
 	ReusedBlocks  uint64  // prompt block positions found cached by adds
 	MissedBlocks  uint64  // prompt block positions adds had to compute
 	HitRate       float64 // Reused / (Reused + Missed); 0 before any add
-	EvictedBlocks uint64
+	EvictedBlocks uint64  // left the tree to make room (offloads apart)
 	NumSequences  uint64
 	NumPinned     uint64
-	TreeNodes     uint64
+	TreeNodes     uint64 // both tiers
+
+	OffloadedBlocks  uint64 // copied to the host tier on eviction
+	OnboardedBlocks  uint64 // copied back from the host tier on a hit
+	OffloadedBytes   uint64
+	OnboardedBytes   uint64
+	HostBlocks       uint64 // host-tier blocks over all pools; 0 without a host tier
+	HostFreeBlocks   uint64 // host-tier blocks holding nothing
+	HostCachedBlocks uint64 // host-tier blocks holding offloaded, reusable KV
 }
 
 // Stats returns the current statistics.
@@ -273,6 +283,68 @@ func (c *Cache) Stats() (Stats, error) {
 		NumSequences:  s.GetNum_sequences(),
 		NumPinned:     s.GetNum_pinned(),
 		TreeNodes:     s.GetTree_nodes(),
+
+		OffloadedBlocks:  s.GetOffloaded_blocks(),
+		OnboardedBlocks:  s.GetOnboarded_blocks(),
+		OffloadedBytes:   s.GetOffloaded_bytes(),
+		OnboardedBytes:   s.GetOnboarded_bytes(),
+		HostBlocks:       s.GetHost_blocks(),
+		HostFreeBlocks:   s.GetHost_free_blocks(),
+		HostCachedBlocks: s.GetHost_cached_blocks(),
+	}, nil
+}
+
+// GroupStats are the counts of one layer group's blocks and of its reuse
+// (kvc_group_stats_t).
+//
+// A full-attention group holds a block for every block position of every
+// sequence. A windowed group (window W, see Config.SetAttentionWindows)
+// holds only the blocks covering the W tokens its next token attends to and
+// lets the others go as commits move a sequence forward (ReleasedBlocks;
+// committed ones stay cached until evicted). Its reuse counts only the
+// positions it needs: when an add reuses a prefix, the positions before the
+// window that ends at the reuse point count neither as reused nor as
+// missed, so ReusedBlocks + MissedBlocks may differ between the groups of
+// one cache.
+//
+// Groups whose blocks have the same size share a pool, so free blocks
+// belong to the pool: PoolFreeBlocks is the same for every group of a pool.
+type GroupStats struct {
+	Pool           uint32 // index of the pool the group draws from (DescribePool)
+	InUseBlocks    uint64 // blocks of this group held by sequences or pins
+	CachedBlocks   uint64 // blocks of this group cached in the tree (evictable)
+	PoolFreeBlocks uint64 // free blocks of that pool, shared with the pool's other groups
+	ReusedBlocks   uint64 // prompt block positions reused from the tree
+	MissedBlocks   uint64 // prompt block positions computed
+	EvictedBlocks  uint64 // blocks of this group evicted
+	ReleasedBlocks uint64 // blocks a windowed group let go because they left the window
+}
+
+// GroupStats returns the current statistics of layer group group
+// (0 <= group < NumGroups). A group out of range is an ErrInvalidArgument
+// error.
+func (c *Cache) GroupStats(group uint32) (GroupStats, error) {
+	const op = "kvc_cache_get_group_stats"
+	h := c.acquire()
+	if h == 0 {
+		return GroupStats{}, closedError(op)
+	}
+	defer c.mu.RUnlock()
+	s := kvc.NewKvc_group_stats_t()
+	defer kvc.DeleteKvc_group_stats_t(s)
+	kvc.Kvc_group_stats_init(s)
+	if err := kvc.Kvc_cache_get_group_stats(h, group, s); err != nil {
+		return GroupStats{}, wrap(op, err)
+	}
+	return GroupStats{
+		Pool:           s.GetPool(),
+		InUseBlocks:    s.GetIn_use_blocks(),
+		CachedBlocks:   s.GetCached_blocks(),
+		PoolFreeBlocks: s.GetPool_free_blocks(),
+		ReusedBlocks:   s.GetReused_blocks(),
+		MissedBlocks:   s.GetMissed_blocks(),
+		EvictedBlocks:  s.GetEvicted_blocks(),
+		ReleasedBlocks: s.GetReleased_blocks(),
 	}, nil
 }
 

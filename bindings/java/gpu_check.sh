@@ -51,7 +51,7 @@ if [ "$mode" = bench ]; then
   pin=""; [ "$(nproc)" -ge 8 ] && pin="taskset -c 2-5"
   $pin "$D/jre/bin/java" -Dorg.kvcache.library.path="$D/libkvcache_jni.so" \
     -Dkvcache.bench.native="$D/libkvcache_java_bench_native.so" \
-    -cp "$D/kvcache-${KVC_VERSION:-0.1.0}.jar:$D/kvcache-java-bench.jar" org.kvcache.JavaOverhead \
+    -cp "$D/kvcache-${KVC_VERSION:-0.2.0}.jar:$D/kvcache-java-bench.jar" org.kvcache.JavaOverhead \
     "${2:-2000000}" "${3:-9}" | tee "$OUT/java-overhead.txt"
   exit
 fi

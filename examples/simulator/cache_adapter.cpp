@@ -174,8 +174,9 @@ CacheCounters CacheAdapter::counters() const {
   c.in_use = s.in_use_blocks;
   c.reused = s.reused_blocks;
   c.evicted = s.evicted_blocks;
-  // kvc_cache_stats_t has no offload or onboard counts yet (the host tier
-  // is not in this version of the library): has_tiers stays false.
+  c.has_tiers = s.host_blocks > 0;  // a host tier was configured (--host-cache)
+  c.offloaded = s.offloaded_blocks;
+  c.onboarded = s.onboarded_blocks;
   return c;
 }
 

@@ -22,7 +22,7 @@ struct CacheCounters {
   uint64_t in_use = 0;
   uint64_t reused = 0;     // blocks found in the cache by adds
   uint64_t evicted = 0;
-  bool has_tiers = false;  // whether the library reports the two below
+  bool has_tiers = false;  // whether the cache has a host tier (the two below)
   uint64_t offloaded = 0;  // primary -> host tier
   uint64_t onboarded = 0;  // host tier -> primary
 };

@@ -93,7 +93,7 @@ void print_table(std::FILE *out, const Workload &workload, const std::vector<Run
       [](const RunResult &r) { return count(r.counters.reused); });
   add("blocks evicted", "cached blocks dropped to make room",
       [](const RunResult &r) { return count(r.counters.evicted); });
-  add("blocks offloaded", "evicted blocks copied to the host tier (n/a: no host tier yet)",
+  add("blocks offloaded", "evicted blocks copied to the host tier (n/a: no --host-cache)",
       [](const RunResult &r) { return r.counters.has_tiers ? count(r.counters.offloaded) : "n/a"; });
   add("blocks onboarded", "host-tier blocks copied back on a hit",
       [](const RunResult &r) { return r.counters.has_tiers ? count(r.counters.onboarded) : "n/a"; });

@@ -23,10 +23,12 @@ extern "C" {
  *        all or nothing (blocks for the whole batch are checked first).
  * @param ids `count` distinct sequence ids, borrowed.
  * @param tokens `count` token ids, borrowed.
- * @param stream Stream for copies of shared tails (NULL: default).
+ * @param stream Stream for copies of shared tails and host-tier offloads
+ *        (NULL: default).
  * @return KVC_OK, KVC_ERR_NOT_FOUND (the message names the index),
  *         KVC_ERR_OUT_OF_BLOCKS, KVC_ERR_INVALID_ARGUMENT (NULL arrays with
- *         count > 0, a repeated id).
+ *         count > 0, a repeated id), KVC_ERR_DEVICE (a host-tier copy, as
+ *         for kvc_sequence_extend).
  * @since 0.1.0
  */
 KVC_API kvc_status_t kvc_batch_extend(kvc_cache_t *cache, const uint64_t *ids,
@@ -35,7 +37,9 @@ KVC_API kvc_status_t kvc_batch_extend(kvc_cache_t *cache, const uint64_t *ids,
 /**
  * @brief Padded block tables: row i of `table` ([count][max_blocks], int32)
  *        holds the block ids of sequence ids[i] in group `group`, then
- *        `pad` up to max_blocks.
+ *        `pad` up to max_blocks. In a windowed group, the entries of blocks
+ *        wholly before the window (released) hold `pad` too; windowed
+ *        attention kernels do not read them.
  * @param[out] blocks_needed Receives the longest row over the batch (the
  *        max_blocks that suffices); may be NULL.
  * @return KVC_OK; KVC_ERR_BUFFER_TOO_SMALL (a sequence has more than
@@ -50,7 +54,9 @@ KVC_API kvc_status_t kvc_batch_block_table(const kvc_cache_t *cache, uint32_t gr
 
 /**
  * @brief Block tables in CSR form (FlashInfer's paged_kv_indptr,
- *        paged_kv_indices, paged_kv_last_page_len).
+ *        paged_kv_indices, paged_kv_last_page_len). In a windowed group,
+ *        the indices of blocks wholly before the window (released) are 0,
+ *        a valid id that windowed kernels do not read.
  * @param[out] indptr `count + 1` entries: sequence i's blocks are
  *        indices[indptr[i] .. indptr[i+1]).
  * @param[out] indices Capacity `indices_capacity`.

@@ -74,7 +74,10 @@ typedef struct kvc_cache_desc {
   uint64_t num_blocks;         /**< Primary blocks over all pools. */
   uint64_t token_capacity;     /**< Tokens every layer can hold at once. */
   uint64_t primary_bytes;      /**< Bytes of the primary pools. */
-  uint64_t host_cache_bytes;   /**< Bytes of the secondary tier. */
+  uint64_t host_cache_bytes;   /**< Bytes of the secondary (host) tier's pools: the
+                                    configured host_cache_bytes rounded down to
+                                    whole block sets (one block per layer group);
+                                    0 without a host tier. */
   uint64_t device_free_bytes;  /**< Free device memory seen at sizing (CUDA); 0 on CPU. */
   uint64_t device_total_bytes; /**< Total device memory (CUDA); 0 on CPU. */
 } kvc_cache_desc_t;
@@ -134,8 +137,12 @@ typedef struct kvc_pool_desc {
   uint32_t struct_size;   /**< sizeof(kvc_pool_desc_t) of the caller. */
   uint32_t num_groups;    /**< Layer groups drawing from this pool. */
   uint64_t block_bytes;   /**< Bytes of one block. */
-  uint64_t num_blocks;    /**< Blocks in the pool. */
-  uint64_t bytes;         /**< block_bytes * num_blocks. */
+  uint64_t num_blocks;    /**< Blocks in the pool. With several pools (block
+                               bytes differ) they share pages of the budget:
+                               the blocks this pool can address, holding as
+                               many as the pages it takes. @since 0.1.0 */
+  uint64_t bytes;         /**< block_bytes * num_blocks (with shared pages,
+                               the shared budget). */
   void *base;             /**< First byte (device pointer on CUDA). Owned by the cache. */
 } kvc_pool_desc_t;
 

@@ -252,7 +252,16 @@ KVC_API kvc_status_t kvc_config_get_free_gpu_memory_fraction(
     const kvc_config_t *config, double *out);
 
 /**
- * @brief Bytes of (pinned) host memory for the secondary tier; 0 = none.
+ * @brief Bytes of host memory for the secondary tier; 0 = none (default).
+ *
+ * The cache allocates them at creation (pinned and mapped on CUDA, plain
+ * host memory on the CPU backend) as pools mirroring the primary pools,
+ * the same number of blocks for every layer group (rounded down to whole
+ * block sets; less than one set means no tier). A cached block evicted
+ * from the primary pools with a priority >= the offload min priority is
+ * copied there and stays reusable; a later hit copies it back (onboards
+ * it) on the stream of the call that reuses it, before that call returns.
+ * Since 0.2.0 the tier works; 0.1.0 accepted the setting and ignored it.
  * @since 0.1.0
  */
 KVC_API kvc_status_t kvc_config_set_host_cache_bytes(kvc_config_t *config,

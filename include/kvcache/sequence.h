@@ -27,11 +27,19 @@
  * manual clock (kvc_config_set_manual_clock, kvc_cache_advance_clock).
  *
  * Streams: calls that may copy blocks (copy on partial reuse in add, copy on
- * write of a shared tail in extend) take an opaque `stream` (a cudaStream_t
- * cast, or NULL); on a CPU cache the copy is done before the call returns.
+ * write of a shared tail in extend, and with a host tier the offloads of
+ * evicted blocks and the onboards of reused ones) take an opaque `stream`
+ * (a cudaStream_t cast, or NULL); the copies are enqueued on it, batched
+ * (one copy per pool and direction per call), so the caller's kernels on
+ * that stream see the data. A call on another stream first waits for every
+ * earlier host-tier copy. On a CPU cache the copies are done before the
+ * call returns.
  *
  * All or nothing: a failing call changes nothing (counts, reference counts,
- * the tree, the eviction queue, the sequences).
+ * the tree, the eviction queue, the sequences). One exception: a host-tier
+ * copy that cannot be enqueued (KVC_ERR_DEVICE) fails the call after the
+ * evictions that made room; every block whose copy failed stays valid where
+ * it was and the copy's destination is freed.
  */
 #ifndef KVCACHE_SEQUENCE_H
 #define KVCACHE_SEQUENCE_H
@@ -132,18 +140,23 @@ KVC_API void kvc_sequence_options_init(kvc_sequence_options_t *options);
  * over in place otherwise when nothing else uses it). The last prompt token
  * is never reported cached, so the model always computes at least one.
  * Blocks for the rest of the prompt are allocated, evicting cached blocks
- * if needed.
+ * if needed (offloading them to the host tier when it is configured and
+ * their priority is at least the offload min priority). Cached blocks found
+ * in the host tier are copied back (onboarded) into fresh blocks on
+ * `stream` first; they count as cached tokens.
  * @param tokens `num_tokens` (> 0) token ids, borrowed for the call.
  * @param options NULL for the defaults; borrowed for the call.
  * @param[out] cached_tokens Receives the prompt tokens already cached (the
  *        caller skips computing them); may be NULL. Untouched on failure.
- * @param stream Stream for the partial-block copy (NULL: default stream).
+ * @param stream Stream for the partial-block copy and the host-tier copies
+ *        (NULL: default stream).
  * @return KVC_OK; KVC_ERR_ALREADY_EXISTS (id in use);
  *         KVC_ERR_OUT_OF_BLOCKS (free + evictable blocks do not suffice:
  *         nothing is evicted); KVC_ERR_INVALID_ARGUMENT (NULL tokens, empty
  *         prompt, priority > 100, bad extra key, bad retention range:
  *         priority > 100, end <= start, overlapping ranges, an open range
- *         that is not last; overlong sequence).
+ *         that is not last; overlong sequence); KVC_ERR_DEVICE (a host-tier
+ *         copy could not be enqueued, see above).
  * @since 0.1.0
  */
 KVC_API kvc_status_t kvc_sequence_add(kvc_cache_t *cache, uint64_t id, const int32_t *tokens,
@@ -153,10 +166,11 @@ KVC_API kvc_status_t kvc_sequence_add(kvc_cache_t *cache, uint64_t id, const int
 /**
  * @brief Appends `num_tokens` tokens to sequence `id`, allocating blocks as
  *        needed. A partial tail block shared with another sequence or
- *        published in the tree is copied (on `stream`) before it is written.
+ *        published in the tree is copied (on `stream`) before it is written;
+ *        evicted blocks may be offloaded to the host tier (on `stream`).
  * @param tokens Borrowed; may be NULL only if num_tokens is 0 (a no-op).
  * @return KVC_OK, KVC_ERR_NOT_FOUND, KVC_ERR_OUT_OF_BLOCKS,
- *         KVC_ERR_INVALID_ARGUMENT.
+ *         KVC_ERR_INVALID_ARGUMENT, KVC_ERR_DEVICE (a host-tier copy).
  * @since 0.1.0
  */
 KVC_API kvc_status_t kvc_sequence_extend(kvc_cache_t *cache, uint64_t id, const int32_t *tokens,
@@ -166,7 +180,9 @@ KVC_API kvc_status_t kvc_sequence_extend(kvc_cache_t *cache, uint64_t id, const 
  * @brief Declares that the KV of the first `num_computed` tokens of
  *        sequence `id` is written: full blocks among them become reusable
  *        by other sequences. A block whose key is already cached is not
- *        cached twice: the sequence keeps its own copy, freed on release.
+ *        cached twice: the sequence keeps its own copy, freed on release
+ *        (if the cached one was offloaded to the host tier, the sequence's
+ *        block replaces it in the tree instead, with no copy).
  *        A block still shared with a fork sibling is published once this
  *        sequence holds it alone (at a later commit, any count). Committing
  *        fewer tokens than already committed keeps the committed count.
@@ -260,6 +276,8 @@ KVC_API kvc_status_t kvc_sequence_describe(const kvc_cache_t *cache, uint64_t id
 /**
  * @brief Block ids of sequence `id` in layer group `group`, in token order.
  *        Ids index the blocks of the group's pool (see kvc_layer_view_t).
+ *        In a windowed group, -1 for blocks wholly before the window: the
+ *        sequence released them when its commits passed them.
  * @param[out] ids Caller buffer of `capacity` entries; may be NULL if
  *        capacity is 0.
  * @param[out] count Receives the number of blocks, also when the buffer is

@@ -42,6 +42,19 @@ void CpuDevice::copy_blocks(void* pool_base, const BlockGeometry& g, const Block
   }
 }
 
+void CpuDevice::copy_tier(TierDirection direction, void* device_pool, void* host_pool,
+                          uint64_t block_bytes, const TierCopy* copies, size_t count,
+                          void* /*stream*/) {
+  auto* dev = static_cast<unsigned char*>(device_pool);
+  auto* host = static_cast<unsigned char*>(host_pool);
+  for (size_t i = 0; i < count; ++i) {
+    unsigned char* d = dev + uint64_t(copies[i].device_block) * block_bytes;
+    unsigned char* h = host + uint64_t(copies[i].host_block) * block_bytes;
+    if (direction == TierDirection::kOffload) std::memcpy(h, d, block_bytes);
+    else std::memcpy(d, h, block_bytes);
+  }
+}
+
 void CpuDevice::store_kv(const StoreKvWork& work, void* /*stream*/) {
   check_store_slots(work);
   cpu_store_kv(work);

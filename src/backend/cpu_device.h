@@ -17,6 +17,12 @@ class CpuDevice final : public Device {
   void deallocate(void* ptr) noexcept override;
   void copy_blocks(void* pool_base, const BlockGeometry& geometry, const BlockCopy* copies,
                    size_t count, void* stream) override;
+  void* allocate_host(uint64_t bytes) override { return allocate(bytes); }
+  void deallocate_host(void* ptr) noexcept override { deallocate(ptr); }
+  // Host to host: memcpy, in the call.
+  void copy_tier(TierDirection direction, void* device_pool, void* host_pool,
+                 uint64_t block_bytes, const TierCopy* copies, size_t count,
+                 void* stream) override;
   void synchronize(void*) override {}
 
   // Checks every slot / length / block id, then runs the reference kernel:

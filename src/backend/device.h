@@ -22,6 +22,16 @@ struct BlockCopy {
   uint32_t num_tokens = 0;
 };
 
+// The two directions of a tier copy: a whole block from a device pool to
+// the matching host (secondary tier) pool, or back.
+enum class TierDirection : uint8_t { kOffload, kOnboard };
+
+// One whole-block copy between a device pool and its host pool.
+struct TierCopy {
+  uint32_t device_block = 0;
+  uint32_t host_block = 0;
+};
+
 struct DeviceMemoryInfo {
   uint64_t free_bytes = 0;   // 0 when the device does not report it (CPU)
   uint64_t total_bytes = 0;
@@ -44,6 +54,25 @@ class Device {
   // `stream`. Sources and destinations must not overlap.
   virtual void copy_blocks(void* pool_base, const BlockGeometry& geometry,
                            const BlockCopy* copies, size_t count, void* stream) = 0;
+
+  // Host memory of the secondary tier: pinned and mapped into the device's
+  // address space on CUDA (copies and kernels reach it), plain host memory
+  // on the CPU backend. allocate_host throws Error(KVC_ERR_OUT_OF_MEMORY).
+  virtual void* allocate_host(uint64_t bytes) = 0;
+  virtual void deallocate_host(void* ptr) noexcept = 0;
+
+  // Copies whole blocks of `block_bytes` between the device pool at
+  // `device_pool` and the host pool at `host_pool` (offload: device to
+  // host; onboard: host to device), all enqueued on `stream` at once. Throws
+  // Error(KVC_ERR_DEVICE) when the copies cannot be enqueued; the
+  // destinations' bytes are then undefined, the sources untouched.
+  virtual void copy_tier(TierDirection direction, void* device_pool, void* host_pool,
+                         uint64_t block_bytes, const TierCopy* copies, size_t count,
+                         void* stream) = 0;
+  // Makes the work enqueued on `stream` from now on wait for every tier
+  // copy enqueued so far, on any stream: a block a copy reads or writes is
+  // not handed out on another stream before the copy is done.
+  virtual void order_after_tier_copies(void* /*stream*/) {}
 
   // Waits for the work enqueued on `stream`.
   virtual void synchronize(void* stream) = 0;

@@ -48,7 +48,7 @@ KVC_API kvc_status_t kvc_cache_describe(const kvc_cache_t* cache, kvc_cache_desc
     for (size_t p = 0; p < c.num_pools(); ++p) d.num_blocks += c.pool(uint32_t(p)).num_blocks();
     d.token_capacity = c.plan().token_capacity;
     d.primary_bytes = c.plan().total_bytes;
-    d.host_cache_bytes = cfg.host_cache_bytes;
+    d.host_cache_bytes = c.host_plan().total_bytes;
     d.device_free_bytes = c.device_memory_at_creation().free_bytes;
     d.device_total_bytes = c.device_memory_at_creation().total_bytes;
     write_sized(out, d, "out");

@@ -31,6 +31,39 @@ KVC_API kvc_status_t kvc_cache_get_stats(const kvc_cache_t* cache, kvc_cache_sta
     d.num_sequences = s.num_sequences;
     d.num_pinned = s.num_pinned;
     d.tree_nodes = s.tree_nodes;
+    d.offloaded_blocks = s.host.offloaded_blocks;
+    d.onboarded_blocks = s.host.onboarded_blocks;
+    d.offloaded_bytes = s.host.offloaded_bytes;
+    d.onboarded_bytes = s.host.onboarded_bytes;
+    d.host_blocks = s.host_blocks;
+    d.host_free_blocks = s.host_free_blocks;
+    d.host_cached_blocks = s.host_cached_blocks;
+    kvc::capi::write_sized(out, d, "out");
+  });
+}
+
+KVC_API void kvc_group_stats_init(kvc_group_stats_t* stats) { kvc::capi::init_sized(stats); }
+
+KVC_API kvc_status_t kvc_cache_get_group_stats(const kvc_cache_t* cache, uint32_t group,
+                                               kvc_group_stats_t* out) {
+  return guarded([&] {
+    const kvc::Cache& c = cache_of(cache);
+    kvc::capi::require(out, "out");
+    kvc_group_stats_t d{};
+    {
+      std::lock_guard<std::mutex> lock(c.mutex());
+      const kvc::BlockManager& m = c.manager();
+      const kvc::GroupStats s = m.group_stats(group);  // checks the range
+      const uint32_t pool = m.pool_of_group(group);
+      d.pool = pool;
+      d.in_use_blocks = s.in_use_blocks;
+      d.cached_blocks = s.cached_blocks;
+      d.pool_free_blocks = m.pool(pool).num_free();
+      d.reused_blocks = s.reused_blocks;
+      d.missed_blocks = s.missed_blocks;
+      d.evicted_blocks = s.evicted_blocks;
+      d.released_blocks = s.released_blocks;
+    }
     kvc::capi::write_sized(out, d, "out");
   });
 }

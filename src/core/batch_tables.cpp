@@ -41,7 +41,7 @@ TableSize write_block_table(const BlockManager& m, uint32_t group, const uint64_
     int32_t* row = table + i * max_blocks;
     const auto& blocks = s.blocks[group];
     size_t b = 0;
-    for (; b < blocks.size(); ++b) row[b] = int32_t(blocks[b]);
+    for (; b < blocks.size(); ++b) row[b] = blocks[b] == kNoBlock ? pad : int32_t(blocks[b]);
     for (; b < max_blocks; ++b) row[b] = pad;
   }
   return size;
@@ -65,7 +65,7 @@ TableSize write_block_table_csr(const BlockManager& m, uint32_t group, const uin
   indptr[0] = 0;
   for (size_t i = 0; i < count; ++i) {
     const Sequence& s = *m.find_sequence(ids[i]);
-    for (uint32_t b : s.blocks[group]) indices[at++] = int32_t(b);
+    for (uint32_t b : s.blocks[group]) indices[at++] = b == kNoBlock ? 0 : int32_t(b);
     indptr[i + 1] = at;
     last_page_len[i] = s.length() == 0 ? 0 : int32_t((s.length() - 1) % T + 1);
   }
@@ -97,8 +97,12 @@ TableSize write_slot_mapping(BlockManager& m, uint32_t group, const uint64_t* id
     Sequence& s = m.sequence(ids[i]);
     const auto& blocks = s.blocks[group];
     const uint64_t from = s.slot_cursor[group];
-    for (uint64_t pos = from; pos < s.length(); ++pos)
-      slots[at++] = pos < s.cached ? -1 : int64_t(blocks[pos / T]) * int64_t(T) + int64_t(pos % T);
+    for (uint64_t pos = from; pos < s.length(); ++pos) {
+      const uint32_t blk = blocks[pos / T];  // kNoBlock: a windowed group released it
+      slots[at++] = pos < s.cached || blk == kNoBlock
+                        ? -1
+                        : int64_t(blk) * int64_t(T) + int64_t(pos % T);
+    }
     if (new_tokens != nullptr) new_tokens[i] = int32_t(s.length() - from);
     s.slot_cursor[group] = s.length();
   }

@@ -25,29 +25,99 @@ void check_priority(uint32_t v, const char* what) {
 
 }  // namespace
 
+namespace {
+
+// Tree capacity. Without windows a node holds one block of each group, so
+// a pool's share of one group bounds it (as before). With windows the
+// anchor group may take a whole shared pool; without any anchor, nodes
+// outlive their blocks while sequences name them, so allow twice the
+// blocks (publishing stops, never fails, when the tree is full).
+uint32_t tree_capacity(const LayerGrouping& grouping,
+                       const std::vector<std::unique_ptr<PoolMemory>>& memory) {
+  if (memory.empty()) return 0;
+  uint32_t ref = 0;
+  bool any_window = false, any_full = false;
+  for (uint32_t g = 0; g < grouping.groups.size(); ++g) {
+    if (grouping.groups[g].window != 0) any_window = true;
+    else if (!any_full) any_full = true, ref = g;
+  }
+  const uint32_t pool = grouping.groups[ref].pool;
+  if (!any_window) return uint32_t(memory[pool]->num_blocks() / grouping.pools[pool].groups.size());
+  if (any_full) return uint32_t(memory[pool]->num_blocks());
+  uint64_t total = 0;
+  for (const auto& m : memory) total += m->num_blocks();
+  return uint32_t(std::min<uint64_t>(2 * total, UINT32_MAX - 2));
+}
+
+// Block sets of the host tier: every host node holds one.
+uint64_t sets_in(const std::vector<std::unique_ptr<PoolMemory>>& memory,
+                 const LayerGrouping& grouping) {
+  if (memory.empty()) return 0;
+  const uint32_t p = grouping.groups[0].pool;
+  return memory[p]->num_blocks() / grouping.pools[p].groups.size();
+}
+
+std::vector<uint64_t> blocks_of(const std::vector<std::unique_ptr<PoolMemory>>& memory) {
+  std::vector<uint64_t> v;
+  for (const auto& m : memory) v.push_back(m->num_blocks());
+  return v;
+}
+
+}  // namespace
+
 BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& grouping,
                            const std::vector<std::unique_ptr<PoolMemory>>& memory,
-                           Device& device)
+                           const std::vector<std::unique_ptr<PoolMemory>>& host_memory,
+                           Device& device, uint64_t arena_pages)
     : cfg_(config),
       grouping_(grouping),
       memory_(memory),
+      host_memory_(host_memory),
       device_(device),
       T_(config.tokens_per_block),
-      tree_(uint32_t(memory.empty() ? 0
-                                    : memory[grouping.groups[0].pool]->num_blocks() /
-                                          grouping.pools[grouping.groups[0].pool].groups.size()),
-            config.tokens_per_block, uint32_t(grouping.groups.size())),
+      tree_(uint32_t(tree_capacity(grouping, memory) + sets_in(host_memory, grouping)),
+            config.tokens_per_block, uint32_t(grouping.groups.size()),
+            /*track_children=*/!host_memory.empty() || arena_pages != 0),
       policy_(tree_.id_bound()),
+      host_(blocks_of(host_memory), tree_.id_bound(), config.secondary_offload_min_priority),
       time_(config.manual_clock),
-      expiry_(tree_.id_bound()) {
-  for (const LayerGroup& g : grouping.groups) group_pool_.push_back(g.pool);
+      expiry_(0) {
+  const uint32_t G = uint32_t(grouping.groups.size());
+  pool_has_anchor_.assign(grouping.pools.size(), 0);
+  pool_windowed_.resize(grouping.pools.size());
+  for (uint32_t g = 0; g < G; ++g) {
+    const LayerGroup& lg = grouping.groups[g];
+    group_pool_.push_back(lg.pool);
+    window_.push_back(lg.window);
+    if (lg.window == 0) {
+      if (anchors_.empty()) ref_group_ = g;
+      anchors_.push_back(g);
+      window_slot_.push_back(-1);
+      pool_has_anchor_[lg.pool] = 1;
+    } else {
+      window_slot_.push_back(int32_t(windowed_.size()));
+      windowed_.push_back(g);
+      pool_windowed_[lg.pool].push_back(g);
+      window_policies_.emplace_back(tree_.id_bound());
+    }
+  }
+  expiry_stride_ = 1 + uint32_t(windowed_.size());
+  expiry_ = ExpiryHeap(uint32_t(uint64_t(tree_.id_bound()) * expiry_stride_));
+  if (arena_pages != 0) arena_ = std::make_unique<PageArena>(uint32_t(arena_pages));
   for (size_t p = 0; p < grouping.pools.size(); ++p) {
     pool_groups_.push_back(uint32_t(grouping.pools[p].groups.size()));
-    pools_.emplace_back(memory[p]->num_blocks());
+    if (arena_) pools_.emplace_back(*arena_, uint32_t(memory[p]->num_blocks() / arena_pages));
+    else pools_.emplace_back(memory[p]->num_blocks());
   }
-  set_scratch_.resize(group_pool_.size());
-  set_scratch2_.resize(group_pool_.size());
-  set_scratch3_.resize(group_pool_.size());
+  page_deficit_.assign(pools_.size(), 0);
+  page_budget_.assign(pools_.size(), 0);
+  group_counters_.resize(G);
+  set_scratch_.resize(G);
+  set_scratch2_.resize(G);
+  set_scratch3_.resize(G);
+  window_scratch_.resize(G);
+  pool_scratch_.resize(pools_.size());
+  pool_scratch2_.resize(pools_.size());
 }
 
 // ---------------------------------------------------------------------------
@@ -55,7 +125,20 @@ BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& group
 // ---------------------------------------------------------------------------
 
 uint32_t BlockManager::node_ref(uint32_t node) const {
-  return pools_[group_pool_[0]].info(tree_.block(node, 0)).ref;
+  if (tree_.node(node).tier != kPrimaryTier) return 0;  // host nodes are never in use
+  if (!anchors_.empty()) return pools_[group_pool_[ref_group_]].info(tree_.block(node, ref_group_)).ref;
+  uint32_t ref = tree_.holders(node);
+  for (uint32_t g = 0; g < num_groups(); ++g) {
+    const uint32_t b = tree_.block(node, g);
+    if (b != kNoBlock) ref += pools_[group_pool_[g]].info(b).ref;
+  }
+  return ref;
+}
+
+bool BlockManager::node_has_block(uint32_t node) const {
+  for (uint32_t g = 0; g < num_groups(); ++g)
+    if (tree_.block(node, g) != kNoBlock) return true;
+  return false;
 }
 
 uint64_t BlockManager::free_sets() const {
@@ -72,21 +155,162 @@ uint64_t BlockManager::cached_sets() const {
   return n;
 }
 
-void BlockManager::require_sets(uint64_t needed, uint64_t taken_from_cached,
-                                const std::string& what) const {
-  const uint64_t available = free_sets() + cached_sets() - taken_from_cached;
-  if (needed > available)
+// Every cached block can be evicted: a cached anchor node's subtree holds
+// only cached anchors (holders hold ancestors), so leaves-first reaches it,
+// and every cached windowed slot is queued. So free + cached - taken is
+// exactly what a pool can still give.
+void BlockManager::require_blocks(const uint64_t* needed, const uint64_t* taken,
+                                  const std::string& what) const {
+  if (arena_) {
+    plan_pages(needed, taken, what);
+    return;
+  }
+  for (size_t p = 0; p < pools_.size(); ++p) {
+    const uint64_t free = pools_[p].num_free();
+    const uint64_t evictable = pools_[p].num_cached() - taken[p];
+    if (needed[p] <= free + evictable) continue;
+    if (windowed_.empty()) {
+      // Every group needs the same count: say it per group, as a user thinks.
+      const uint64_t per = needed[p] / pool_groups_[p];
+      const uint64_t f = free_sets();
+      uint64_t e = UINT64_MAX;
+      for (size_t q = 0; q < pools_.size(); ++q)
+        e = std::min<uint64_t>(e, (pools_[q].num_cached() - taken[q]) / pool_groups_[q]);
+      fail(KVC_ERR_OUT_OF_BLOCKS, what + " needs " + std::to_string(per) +
+                                      " blocks per layer group but only " +
+                                      std::to_string(std::min(f + e, (free + evictable) / pool_groups_[p])) +
+                                      " are free (" + std::to_string(f) + ") or evictable (" +
+                                      std::to_string(e) + ")");
+    }
     fail(KVC_ERR_OUT_OF_BLOCKS,
-         what + " needs " + std::to_string(needed) +
-             " blocks per layer group but only " + std::to_string(available) + " are free (" +
-             std::to_string(free_sets()) + ") or evictable (" +
-             std::to_string(cached_sets() - taken_from_cached) + ")");
+         what + " needs " + std::to_string(needed[p]) + " blocks of pool " + std::to_string(p) +
+             " (" + std::to_string(pool_groups_[p]) + " layer groups) but only " +
+             std::to_string(free + evictable) + " are free (" + std::to_string(free) +
+             ") or evictable (" + std::to_string(evictable) + ")");
+  }
+}
+
+void BlockManager::plan_pages(const uint64_t* needed, const uint64_t* taken,
+                              const std::string& what) const {
+  pages_pending_ = false;
+  uint64_t short_pages = 0;
+  for (size_t p = 0; p < pools_.size(); ++p) {
+    const BlockPool& pool = pools_[p];
+    const uint64_t have = pool.num_free() + pool.num_cached() - taken[p];
+    const uint64_t bpp = pool.blocks_per_page();
+    page_deficit_[p] = needed[p] > have ? (needed[p] - have + bpp - 1) / bpp : 0;
+    short_pages += page_deficit_[p];
+  }
+  if (short_pages == 0) return;
+  // Spare pages: the arena's, then idle pages (no block in use) of pools
+  // that keep enough for this call. A taken block may sit in an idle page:
+  // count one page fewer per taken block.
+  uint64_t supply = arena_->num_free();
+  for (size_t q = 0; q < pools_.size(); ++q) {
+    page_budget_[q] = 0;
+    if (page_deficit_[q] != 0) continue;
+    const BlockPool& pool = pools_[q];
+    uint64_t idle = 0;
+    for (uint32_t page = 0; page < arena_->num_pages(); ++page)
+      idle += pool.owns_page(page) && pool.page_in_use(page) == 0 ? 1 : 0;
+    idle = idle > taken[q] ? idle - taken[q] : 0;
+    const uint64_t spare = pool.num_free() + pool.num_cached() - taken[q] - needed[q];
+    page_budget_[q] = std::min<uint64_t>(idle, spare / pool.blocks_per_page());
+    supply += page_budget_[q];
+  }
+  if (short_pages > supply) {
+    size_t p = 0;
+    while (page_deficit_[p] == 0) ++p;
+    fail(KVC_ERR_OUT_OF_BLOCKS,
+         what + " needs " + std::to_string(needed[p]) + " blocks of pool " + std::to_string(p) +
+             " but only " + std::to_string(pools_[p].num_free() + pools_[p].num_cached() - taken[p]) +
+             " are free or evictable in it, and the pools need " + std::to_string(short_pages) +
+             " more pages than the " + std::to_string(supply) +
+             " free or idle pages others can give");
+  }
+  pages_pending_ = true;
+}
+
+void BlockManager::evict_subtree(uint32_t node) {
+  // Every descendant of a cached anchor node is cached: leaves first
+  // (leaves for primary eviction: host-tier children go with their parent).
+  auto primary_child = [&](uint32_t n) {
+    for (uint32_t c = tree_.first_child(n); c != kNoNode; c = tree_.next_sibling(c))
+      if (!in_host_tier(c)) return c;
+    return kNoNode;
+  };
+  for (;;) {
+    uint32_t leaf = node;
+    for (uint32_t c = primary_child(leaf); c != kNoNode; c = primary_child(leaf)) leaf = c;
+    evict_node(leaf);
+    if (leaf == node) return;
+  }
+}
+
+void BlockManager::empty_page(uint32_t pool, uint32_t page) {
+  BlockPool& bp = pools_[pool];
+  const uint32_t bpp = bp.blocks_per_page();
+  for (uint32_t id = page * bpp; id < (page + 1) * bpp; ++id) {
+    const uint32_t node = bp.info(id).node;
+    if (node == kNoNode) continue;  // free (an evicted subtree may have freed it)
+    uint32_t group = UINT32_MAX;
+    for (uint32_t g = 0; g < num_groups() && group == UINT32_MAX; ++g)
+      if (group_pool_[g] == pool && tree_.block(node, g) == id) group = g;
+    if (windowed(group)) evict_window_slot(node, group);
+    else evict_subtree(node);
+  }
+  bp.give_page(page);
+}
+
+void BlockManager::move_pages() {
+  if (!pages_pending_) return;
+  pages_pending_ = false;
+  for (size_t p = 0; p < pools_.size(); ++p) {
+    for (; page_deficit_[p] > 0; --page_deficit_[p]) {
+      if (arena_->num_free() == 0) {
+        // Empty an idle page of a pool with spare pages.
+        size_t q = 0;
+        while (page_budget_[q] == 0) ++q;
+        --page_budget_[q];
+        uint32_t page = 0;
+        while (!pools_[q].owns_page(page) || pools_[q].page_in_use(page) != 0) ++page;
+        empty_page(uint32_t(q), page);
+      }
+      pools_[p].take_page();
+    }
+  }
+}
+
+void BlockManager::require_sets(uint64_t needed_sets, const std::string& what) const {
+  for (size_t p = 0; p < pools_.size(); ++p) {
+    pool_scratch_[p] = needed_sets * pool_groups_[p];
+    pool_scratch2_[p] = 0;
+  }
+  require_blocks(pool_scratch_.data(), pool_scratch2_.data(), what);
 }
 
 bool BlockManager::needs_copy_on_write(const Sequence& s) const {
   if (s.tail_private || s.length() % T_ == 0 || s.num_blocks() == 0) return false;
-  const BlockInfo& tail = pools_[group_pool_[0]].info(s.blocks[0].back());
-  return tail.ref > 1 || tail.node != kNoNode;
+  // The tail is inside every window, so every group holds it; a windowed
+  // block may sit in a node whose other blocks are not the sequence's.
+  for (uint32_t g = 0; g < num_groups(); ++g) {
+    const BlockInfo& tail = pools_[group_pool_[g]].info(s.blocks[g].back());
+    if (tail.ref > 1 || tail.node != kNoNode) return true;
+  }
+  return false;
+}
+
+uint32_t BlockManager::lead_group(const Sequence& s, uint64_t b) const {
+  for (uint32_t g = 0; g < num_groups(); ++g)
+    if (s.blocks[g][b] != kNoBlock) return g;
+  return UINT32_MAX;
+}
+
+bool BlockManager::holds_anchor(const Sequence& s, uint64_t b) const {
+  const uint32_t n = s.nodes[b];
+  if (n == kNoNode) return false;
+  if (anchors_.empty()) return true;  // names the node: a holder
+  return tree_.block(n, ref_group_) != s.blocks[ref_group_][b];
 }
 
 void BlockManager::grow(std::vector<int32_t>& v, uint64_t n) {
@@ -110,11 +334,47 @@ void BlockManager::debug_check() const {
 // Reference counting, eviction, allocation
 // ---------------------------------------------------------------------------
 
+void BlockManager::hold_slot(uint32_t node, uint32_t g) {
+  const uint32_t blk = tree_.block(node, g);
+  BlockPool& pool = pools_[group_pool_[g]];
+  if (pool.info(blk).ref == 0) {
+    --group_counters_[g].cached_blocks;
+    ++group_counters_[g].in_use_blocks;
+    // Cached: it leaves its queue; its priority is set again on release.
+    const int32_t k = window_slot_[g];
+    if (k < 0) {
+      if (policy_.contains(node)) policy_.remove(node);
+      if (!expiry_.empty()) expiry_.cancel(expiry_key(node, 0));
+    } else {
+      window_policies_[k].remove(node);
+      if (!expiry_.empty()) expiry_.cancel(expiry_key(node, uint32_t(k) + 1));
+    }
+  }
+  pool.add_ref(blk);
+}
+
 void BlockManager::hold_node(uint32_t node) {
-  if (policy_.contains(node)) policy_.remove(node);
-  if (!expiry_.empty()) expiry_.cancel(node);  // in use: its priority is set again on release
   for (uint32_t g = 0; g < num_groups(); ++g)
-    pools_[group_pool_[g]].add_ref(tree_.block(node, g));
+    if (tree_.block(node, g) != kNoBlock) hold_slot(node, g);
+}
+
+void BlockManager::hold_anchor(uint32_t node) {
+  if (anchors_.empty()) {
+    ++tree_.holders(node);
+    return;
+  }
+  for (uint32_t g : anchors_) hold_slot(node, g);
+}
+
+void BlockManager::release_anchor(uint32_t node, BlockRetention r) {
+  if (anchors_.empty()) {
+    --tree_.holders(node);
+    erase_if_unused(node);
+    return;
+  }
+  for (uint32_t g = 0; g < num_groups(); ++g)
+    set_scratch2_[g] = windowed(g) ? kNoBlock : tree_.block(node, g);
+  release_set(set_scratch2_.data(), 1, r);
 }
 
 void BlockManager::on_cached(uint32_t node, BlockRetention r) {
@@ -126,22 +386,45 @@ void BlockManager::on_cached(uint32_t node, BlockRetention r) {
     // The duration counts from when the block became reusable.
     const uint64_t at = revert_moment(t.reusable_at, r.duration_ms);
     if (at <= time_.now_ms()) t.priority = kDefaultPriority;
-    else expiry_.schedule(node, at);
+    else expiry_.schedule(expiry_key(node, 0), at);
   }
-  if (tree_.is_leaf(node)) policy_.push_newest(node, t.priority, t.age);
+  if (primary_leaf(node)) policy_.push_newest(node, t.priority, t.age);
+}
+
+void BlockManager::on_window_cached(uint32_t node, uint32_t g, BlockRetention r) {
+  const uint32_t k = uint32_t(window_slot_[g]);
+  uint32_t priority = r.priority;
+  if (r.duration_ms != kNoDuration && r.priority != kDefaultPriority) {
+    const uint64_t at = revert_moment(tree_.node(node).reusable_at, r.duration_ms);
+    if (at <= time_.now_ms()) priority = kDefaultPriority;
+    else expiry_.schedule(expiry_key(node, k + 1), at);
+  }
+  window_policies_[k].push_newest(node, priority, ++clock_);
 }
 
 void BlockManager::expire_due() {
   if (expiry_.empty()) return;
   const uint64_t now = time_.now_ms();
   while (!expiry_.empty() && expiry_.next_moment() <= now) {
-    const uint32_t node = expiry_.next_node();
-    expiry_.cancel(node);
-    TreeNode& t = tree_.node(node);
-    t.priority = kDefaultPriority;
-    if (policy_.contains(node)) {
-      policy_.remove(node);
-      policy_.insert_by_age(node, kDefaultPriority, t.age);
+    const uint32_t key = expiry_.next_node();
+    expiry_.cancel(key);
+    const uint32_t node = key / expiry_stride_;
+    const uint32_t k = key % expiry_stride_;
+    if (k == 0) {
+      TreeNode& t = tree_.node(node);
+      t.priority = kDefaultPriority;
+      if (policy_.contains(node)) {
+        policy_.remove(node);
+        policy_.insert_by_age(node, kDefaultPriority, t.age);
+      } else if (host_.enabled() && host_.policy.contains(node)) {
+        host_.policy.remove(node);
+        host_.policy.insert_by_age(node, kDefaultPriority, t.age);
+      }
+    } else {
+      EvictionPolicy& wp = window_policies_[k - 1];
+      const uint64_t age = wp.age(node);
+      wp.remove(node);
+      wp.insert_by_age(node, kDefaultPriority, age);
     }
   }
 }
@@ -165,12 +448,25 @@ void BlockManager::advance_clock(uint64_t ms) {
   debug_check();
 }
 
+bool BlockManager::release_block(uint32_t g, uint32_t blk) {
+  BlockPool& pool = pools_[group_pool_[g]];
+  const bool cached = pool.release(blk);
+  if (pool.info(blk).ref == 0) {
+    GroupStats& c = group_counters_[g];
+    --c.in_use_blocks;
+    if (cached) ++c.cached_blocks;
+  }
+  return cached;
+}
+
 void BlockManager::release_set(const uint32_t* blocks, size_t stride, BlockRetention r) {
   uint32_t cached = kNoNode;
   for (uint32_t g = 0; g < num_groups(); ++g) {
-    BlockPool& pool = pools_[group_pool_[g]];
     const uint32_t b = blocks[g * stride];
-    if (pool.release(b)) cached = pool.info(b).node;
+    if (b == kNoBlock || !release_block(g, b)) continue;
+    const uint32_t node = pools_[group_pool_[g]].info(b).node;
+    if (windowed(g)) on_window_cached(node, g, r);
+    else cached = node;
   }
   if (cached != kNoNode) on_cached(cached, r);
 }
@@ -182,23 +478,51 @@ void BlockManager::release_node(uint32_t node, BlockRetention r) {
 
 void BlockManager::release_position(Sequence& s, uint64_t b) {
   const BlockRetention retention = s.retention_of_block(b, T_);
+  const bool anchor = holds_anchor(s, b);
   for (uint32_t g = 0; g < num_groups(); ++g) set_scratch2_[g] = s.blocks[g][b];
   release_set(set_scratch2_.data(), 1, retention);
-  const uint32_t n = s.nodes[b];
-  if (n != kNoNode && tree_.block(n, 0) != s.blocks[0][b]) release_node(n, retention);  // anchor
+  if (anchor) release_anchor(s.nodes[b], retention);
+}
+
+void BlockManager::release_out_of_window(Sequence& s) {
+  for (uint32_t g : windowed_) {
+    const uint64_t end = std::min<uint64_t>(first_needed(g, s.committed), s.num_blocks());
+    for (uint64_t b = s.window_begin[g]; b < end; ++b) {
+      const uint32_t blk = s.blocks[g][b];
+      s.blocks[g][b] = kNoBlock;
+      if (blk == kNoBlock) continue;
+      ++group_counters_[g].released_blocks;
+      if (release_block(g, blk))
+        on_window_cached(pools_[group_pool_[g]].info(blk).node, g, s.retention_of_block(b, T_));
+    }
+    if (end > s.window_begin[g]) s.window_begin[g] = end;
+  }
 }
 
 void BlockManager::evict_node(uint32_t node) {
   policy_.remove(node);
-  if (!expiry_.empty()) expiry_.cancel(node);
+  if (!expiry_.empty()) expiry_.cancel(expiry_key(node, 0));
+  if (host_.host_children[node] != 0) drop_host_children(node);  // useless without it
   const TreeNode& t = tree_.node(node);
   const uint32_t parent = t.parent;
-  for (uint32_t g = 0; g < num_groups(); ++g) pools_[group_pool_[g]].evict(tree_.block(node, g));
+  for (uint32_t g = 0; g < num_groups(); ++g) {
+    const uint32_t blk = tree_.block(node, g);
+    if (blk == kNoBlock) continue;
+    if (windowed(g)) {
+      // A node without its anchor blocks is useless: its windowed slots go too.
+      const uint32_t k = uint32_t(window_slot_[g]);
+      window_policies_[k].remove(node);
+      expiry_.cancel(expiry_key(node, k + 1));
+    }
+    pools_[group_pool_[g]].evict(blk);
+    --group_counters_[g].cached_blocks;
+    ++group_counters_[g].evicted_blocks;
+  }
   scopes_.unref(t.scope);
   tree_.erase(node);
   ++counters_.evicted_blocks;
-  // A cached parent left without children becomes evictable at its age.
-  if (parent != RadixTree::kRoot && tree_.is_leaf(parent) && node_ref(parent) == 0) {
+  // A cached parent left without primary children becomes evictable at its age.
+  if (parent != RadixTree::kRoot && primary_leaf(parent) && node_ref(parent) == 0) {
     const TreeNode& p = tree_.node(parent);
     policy_.insert_by_age(parent, p.priority, p.age);
   }
@@ -208,13 +532,68 @@ void BlockManager::evict_node(uint32_t node) {
   if (next != kNoNode) tree_.prefetch_erase_path(next, 3);
 }
 
-void BlockManager::alloc_set(uint32_t* out) {
-  for (uint32_t g = 0; g < num_groups(); ++g) {
-    BlockPool& pool = pools_[group_pool_[g]];
-    if (pool.num_free() == 0) expire_due();  // the victim order must be current
-    while (pool.num_free() == 0) evict_node(policy_.victim());
-    out[g] = pool.acquire_free();
+void BlockManager::evict_window_slot(uint32_t node, uint32_t g) {
+  const uint32_t k = uint32_t(window_slot_[g]);
+  window_policies_[k].remove(node);
+  expiry_.cancel(expiry_key(node, k + 1));
+  pools_[group_pool_[g]].evict(tree_.block(node, g));
+  tree_.set_block(node, g, kNoBlock);
+  --group_counters_[g].cached_blocks;
+  ++group_counters_[g].evicted_blocks;
+  if (anchors_.empty()) erase_if_unused(node);
+}
+
+void BlockManager::erase_if_unused(uint32_t node) {
+  while (node != RadixTree::kRoot) {
+    const TreeNode& t = tree_.node(node);
+    if (tree_.holders(node) != 0 || !tree_.is_leaf(node) || node_has_block(node)) return;
+    const uint32_t parent = t.parent;
+    scopes_.unref(t.scope);
+    tree_.erase(node);
+    ++counters_.evicted_blocks;
+    node = parent;
   }
+}
+
+void BlockManager::evict_one(uint32_t pool) {
+  uint32_t best = kNoNode, best_group = UINT32_MAX;
+  uint32_t best_priority = UINT32_MAX;
+  uint64_t best_age = 0;
+  auto consider = [&](uint32_t node, uint32_t priority, uint64_t age, uint32_t group) {
+    if (node == kNoNode) return;
+    if (priority < best_priority || (priority == best_priority && age < best_age)) {
+      best = node, best_group = group, best_priority = priority, best_age = age;
+    }
+  };
+  if (pool_has_anchor_[pool]) {
+    const uint32_t v = policy_.victim();
+    if (v != kNoNode) consider(v, policy_.priority(v), policy_.age(v), UINT32_MAX);
+  }
+  for (uint32_t g : pool_windowed_[pool]) {
+    const EvictionPolicy& wp = window_policies_[uint32_t(window_slot_[g])];
+    const uint32_t v = wp.victim();
+    if (v != kNoNode) consider(v, wp.priority(v), wp.age(v), g);
+  }
+  if (best == kNoNode)  // require_blocks() rules this out
+    fail(KVC_ERR_INTERNAL, "pool " + std::to_string(pool) + " has no block to evict");
+  if (best_group == UINT32_MAX) evict_node(best);
+  else evict_window_slot(best, best_group);
+}
+
+uint32_t BlockManager::alloc_block(uint32_t g) {
+  const uint32_t p = group_pool_[g];
+  BlockPool& pool = pools_[p];
+  if (pool.num_free() == 0) expire_due();  // the victim order must be current
+  while (pool.num_free() == 0) {
+    if (arena_ && arena_->num_free() > 0) pool.take_page();  // free memory first
+    else evict_one(p);
+  }
+  ++group_counters_[g].in_use_blocks;
+  return pool.acquire_free();
+}
+
+void BlockManager::alloc_set(uint32_t* out) {
+  for (uint32_t g = 0; g < num_groups(); ++g) out[g] = alloc_block(g);
 }
 
 void BlockManager::copy_set(const uint32_t* src, const uint32_t* dst, uint32_t rows,
@@ -276,6 +655,11 @@ BlockManager::Match BlockManager::match_prefix(const int32_t* tokens, uint64_t n
       parent_hash = h;
     }
   }
+  if (!windowed_.empty()) {
+    const size_t full = match_full_.size();
+    trim_to_windows();
+    if (match_full_.size() != full) return m;  // the partial block would follow a gap
+  }
   if (!cfg_.partial_reuse) return m;
   const uint64_t begin = uint64_t(match_full_.size()) * T_;
   if (begin >= limit) return m;
@@ -285,6 +669,8 @@ BlockManager::Match BlockManager::match_prefix(const int32_t* tokens, uint64_t n
   tree_.for_each_first_token_match(parent, scope, want[0], [&](uint32_t node) {
     const TreeNode& t = tree_.node(node);
     if (!t.extra.empty()) return;
+    for (uint32_t g : windowed_)  // the block is copied or taken whole
+      if (tree_.block(node, g) == kNoBlock) return;
     const bool usable = cfg_.copy_on_partial_reuse || (node_ref(node) == 0 && tree_.is_leaf(node));
     if (!usable) return;
     const int32_t* have = tree_.tokens(node);
@@ -298,6 +684,24 @@ BlockManager::Match BlockManager::match_prefix(const int32_t* tokens, uint64_t n
   });
   m.in_place = m.partial != kNoNode && !cfg_.copy_on_partial_reuse;
   return m;
+}
+
+void BlockManager::trim_to_windows() const {
+  // last_missing[w]: the last position before k whose slot windowed group
+  // w lacks. Reusing k blocks needs none missing from first_needed(k*T) on.
+  std::vector<int64_t>& last_missing = window_scratch_;
+  for (size_t w = 0; w < windowed_.size(); ++w) last_missing[w] = -1;
+  size_t best = 0;
+  for (size_t k = 1; k <= match_full_.size(); ++k) {
+    bool ok = true;
+    for (size_t w = 0; w < windowed_.size(); ++w) {
+      const uint32_t g = windowed_[w];
+      if (tree_.block(match_full_[k - 1], g) == kNoBlock) last_missing[w] = int64_t(k - 1);
+      ok = ok && last_missing[w] < int64_t(first_needed(g, k * T_));
+    }
+    if (ok) best = k;
+  }
+  match_full_.resize(best);
 }
 
 // ---------------------------------------------------------------------------
@@ -362,15 +766,36 @@ uint64_t BlockManager::add(uint64_t id, const int32_t* tokens, uint64_t n,
   const Match m = match_prefix(tokens, n, scopes_.find(scope_bytes), extras);
   const uint64_t num_blocks = blocks_for(n, T_);
   const uint64_t full = match_full_.size();
-  const uint64_t needed = num_blocks - full - (m.in_place ? 1 : 0);
-  // Reused nodes nobody holds stop being evictable; that can only matter
-  // when the free blocks alone fall short.
-  uint64_t taken = 0;
-  if (needed > free_sets()) {
-    for (uint32_t node : match_full_) taken += node_ref(node) == 0 ? 1 : 0;
-    if (m.partial != kNoNode && node_ref(m.partial) == 0) ++taken;
+  const uint64_t cached_tokens = full * T_ + m.partial_tokens;
+  // Per group, the first reused position it holds (a windowed group needs
+  // only the blocks the first computed token can attend to).
+  for (uint32_t g = 0; g < num_groups(); ++g)
+    window_scratch_[g] = int64_t(std::min<uint64_t>(first_needed(g, cached_tokens), full));
+  // Host-tier nodes are copied back (onboarded) into a fresh set each.
+  const uint64_t onboards = count_in_host(match_full_, m.partial);
+  // Cached primary blocks this add takes into use are no longer evictable.
+  uint64_t* taken = pool_scratch2_.data();
+  uint64_t* needed = pool_scratch_.data();
+  const uint64_t sets = num_blocks - full - (m.in_place ? 1 : 0) + onboards;
+  for (size_t p = 0; p < pools_.size(); ++p) {
+    taken[p] = 0;
+    needed[p] = sets * pool_groups_[p];
   }
-  require_sets(needed, taken, "adding the prompt");
+  // Reused nodes nobody holds stop being evictable; that can only matter
+  // when the free blocks alone fall short (or pages may have to move).
+  bool short_of_free = arena_ != nullptr;
+  for (size_t p = 0; p < pools_.size(); ++p) short_of_free |= needed[p] > pools_[p].num_free();
+  for (uint32_t g = 0; g < num_groups() && short_of_free; ++g) {
+    const BlockPool& pool = pools_[group_pool_[g]];
+    for (uint64_t b = uint64_t(window_scratch_[g]); b < full; ++b) {
+      const uint32_t node = match_full_[b];
+      if (!in_host_tier(node))
+        taken[group_pool_[g]] += pool.info(tree_.block(node, g)).ref == 0 ? 1 : 0;
+    }
+    if (m.partial != kNoNode && !in_host_tier(m.partial))
+      taken[group_pool_[g]] += pool.info(tree_.block(m.partial, g)).ref == 0 ? 1 : 0;
+  }
+  require_blocks(needed, taken, "adding the prompt");
 
   // Everything that allocates on the host, before the first change.
   auto seq = std::make_unique<Sequence>();
@@ -384,39 +809,78 @@ uint64_t BlockManager::add(uint64_t id, const int32_t* tokens, uint64_t n,
   seq->tokens.assign(tokens + full * T_, tokens + n);
   seq->extra_keys = std::move(extras);
   seq->blocks.resize(num_groups());
+  seq->window_begin.assign(num_groups(), 0);
   seq->slot_cursor.assign(num_groups(), 0);
   reserve_blocks(*seq, num_blocks + 1);
   seqs_.reserve_one();
   seq->scope = scopes_.intern(scope_bytes);
+  try {
+    prepare_sets(sets, match_full_, m.partial, stream);  // host tier: onboard, offload
+  } catch (...) {
+    scopes_.unref(seq->scope);
+    throw;
+  }
 
   // From here on nothing can fail (the vectors have their capacity).
-  // Holding the reused nodes (hold_node, in bulk): most are interior nodes,
-  // neither queued for eviction nor awaiting an expiry, so the common case
-  // reads one byte of the policy and the record's block ids.
-  seq->nodes.assign(match_full_.begin(), match_full_.end());
-  for (auto& v : seq->blocks) v.resize(full);
-  constexpr uint64_t kAhead = 16;
   const uint32_t G = num_groups();
-  const bool expiring = !expiry_.empty();
-  uint32_t* blocks0 = seq->blocks[0].data();
-  for (uint64_t i = 0; i < full; ++i) {
-    if (i + kAhead < full) {
-      policy_.prefetch(match_full_[i + kAhead]);
-      tree_.prefetch_blocks(match_full_[i + kAhead]);
+  if (windowed_.empty()) {
+    // Holding the reused nodes in bulk (hold_anchor of every group): most
+    // are interior nodes, neither queued for eviction nor awaiting an
+    // expiry, so the common case reads one byte of the policy and the
+    // record's block ids.
+    seq->nodes.assign(match_full_.begin(), match_full_.end());
+    for (auto& v : seq->blocks) v.resize(full);
+    constexpr uint64_t kAhead = 16;
+    const bool expiring = !expiry_.empty();
+    uint32_t* blocks0 = seq->blocks[0].data();
+    for (uint64_t i = 0; i < full; ++i) {
+      if (i + kAhead < full) {
+        policy_.prefetch(match_full_[i + kAhead]);
+        tree_.prefetch_blocks(match_full_[i + kAhead]);
+      }
+      const uint32_t node = match_full_[i];
+      if (policy_.contains(node)) policy_.remove(node);
+      if (expiring) expiry_.cancel(expiry_key(node, 0));
+      const uint32_t* blocks = tree_.blocks(node);
+      blocks0[i] = blocks[0];
+      for (uint32_t g = 1; g < G; ++g) seq->blocks[g][i] = blocks[g];
     }
-    const uint32_t node = match_full_[i];
-    if (policy_.contains(node)) policy_.remove(node);
-    if (expiring) expiry_.cancel(node);
-    const uint32_t* blocks = tree_.blocks(node);
-    blocks0[i] = blocks[0];
-    for (uint32_t g = 1; g < G; ++g) seq->blocks[g][i] = blocks[g];
+    for (uint32_t g = 0; g < G; ++g) {
+      const uint64_t was_cached = pools_[group_pool_[g]].add_refs(seq->blocks[g].data(), full);
+      group_counters_[g].cached_blocks -= was_cached;
+      group_counters_[g].in_use_blocks += was_cached;
+    }
+  } else {
+    for (uint64_t b = 0; b < full; ++b) {
+      const uint32_t node = match_full_[b];
+      hold_anchor(node);  // with full groups: the sequence's own anchor blocks
+      for (uint32_t g = 0; g < G; ++g) {
+        if (!windowed(g)) {
+          seq->blocks[g].push_back(tree_.block(node, g));
+        } else if (b >= uint64_t(window_scratch_[g])) {
+          hold_slot(node, g);
+          seq->blocks[g].push_back(tree_.block(node, g));
+        } else {
+          seq->blocks[g].push_back(kNoBlock);
+        }
+      }
+      seq->nodes.push_back(node);
+    }
+    for (uint32_t g = 0; g < G; ++g)
+      seq->window_begin[g] = windowed(g) ? uint64_t(window_scratch_[g]) : 0;
   }
-  for (uint32_t g = 0; g < G; ++g) pools_[group_pool_[g]].add_refs(seq->blocks[g].data(), full);
+  for (uint32_t g = 0; g < G; ++g) {
+    GroupStats& c = group_counters_[g];
+    c.reused_blocks += full - uint64_t(window_scratch_[g]) + (m.partial != kNoNode ? 1 : 0);
+    c.missed_blocks += num_blocks - full - (m.partial != kNoNode ? 1 : 0);
+  }
+  if (m.partial != kNoNode) hold_node(m.partial);
+  move_pages();  // after the holds: idle pages are exact now
   if (m.partial != kNoNode) {
-    hold_node(m.partial);
     if (m.in_place) {
       // Copy on partial reuse is off and nothing else uses the block: the
       // sequence takes it over, and it leaves the tree.
+      const uint32_t parent = tree_.node(m.partial).parent;
       for (uint32_t g = 0; g < num_groups(); ++g) {
         const uint32_t blk = tree_.block(m.partial, g);
         pools_[group_pool_[g]].set_node(blk, kNoNode);
@@ -425,6 +889,7 @@ uint64_t BlockManager::add(uint64_t id, const int32_t* tokens, uint64_t n,
       seq->nodes.push_back(kNoNode);
       scopes_.unref(tree_.node(m.partial).scope);
       tree_.erase(m.partial);
+      if (anchors_.empty()) erase_if_unused(parent);
     } else {
       // Copy on partial reuse: a new block gets the matched rows.
       append_new_set(*seq);
@@ -444,7 +909,7 @@ uint64_t BlockManager::add(uint64_t id, const int32_t* tokens, uint64_t n,
   counters_.missed_blocks += num_blocks - reused;
   seq->published = full;
   seq->tail_private = true;  // new, copied or taken over: never shared
-  seq->cached = full * T_ + m.partial_tokens;
+  seq->cached = cached_tokens;
   seq->committed = seq->cached;
   const uint64_t cached = seq->cached;
   seqs_.insert(std::move(seq));
@@ -459,9 +924,11 @@ void BlockManager::extend(uint64_t id, const int32_t* tokens, uint64_t n, void* 
   const uint64_t len = s.length();
   const bool cow = needs_copy_on_write(s);
   const uint64_t new_blocks = blocks_for(len + n, T_) - s.num_blocks();
-  require_sets(new_blocks + (cow ? 1 : 0), 0, "extending " + seq_name(id));
+  require_sets(new_blocks + (cow ? 1 : 0), "extending " + seq_name(id));
   grow(s.tokens, s.tokens.size() + n);
   reserve_blocks(s, s.num_blocks() + new_blocks);
+  prepare_sets(new_blocks + (cow ? 1 : 0), no_nodes_, kNoNode, stream);
+  move_pages();
 
   if (cow) copy_on_write(s, stream);
   s.tokens.insert(s.tokens.end(), tokens, tokens + n);
@@ -500,7 +967,9 @@ void BlockManager::extend_batch(const uint64_t* ids, const int32_t* tokens, size
     reserve_blocks(*s, s->num_blocks() + 1);
     batch_scratch_.push_back(s);
   }
-  require_sets(needed, 0, "this decode step");
+  require_sets(needed, "this decode step");
+  prepare_sets(needed, no_nodes_, kNoNode, stream);
+  move_pages();
   for (size_t i = 0; i < count; ++i) {
     Sequence& s = *batch_scratch_[i];
     if (batch_cow_[i] && needs_copy_on_write(s)) copy_on_write(s, stream);  // a sibling may have copied first
@@ -511,6 +980,12 @@ void BlockManager::extend_batch(const uint64_t* ids, const int32_t* tokens, size
   debug_check();
 }
 
+void BlockManager::link_new_node(uint32_t node, uint32_t scope) {
+  for (uint32_t g = 0; g < num_groups(); ++g)
+    if (set_scratch_[g] != kNoBlock) pools_[group_pool_[g]].set_node(set_scratch_[g], node);
+  scopes_.ref(scope);
+}
+
 bool BlockManager::publish_full(Sequence& s, uint64_t b, const std::string& extra) {
   const uint32_t parent = b == 0 ? RadixTree::kRoot : s.nodes[b - 1];
   const int32_t* toks = s.token_at(b * T_);
@@ -518,25 +993,39 @@ bool BlockManager::publish_full(Sequence& s, uint64_t b, const std::string& extr
   const uint64_t h =
       hash_block(tree_.node(parent).hash, scopes_.digest(s.scope), extra_digest, toks, T_);
   const uint32_t found = tree_.find(parent, s.scope, toks, T_, extra, h);
+  if (found != kNoNode && in_host_tier(found)) return adopt_host_node(s, b, found);
   if (found != kNoNode) {
     // Already cached: keep our own copy, anchor the cached one.
-    if (tree_.block(found, 0) != s.blocks[0][b]) hold_node(found);
     s.nodes[b] = found;
+    if (holds_anchor(s, b)) hold_anchor(found);
+    // A windowed slot the node lost to eviction takes this sequence's block,
+    // so the prefix is reusable again in that group; only a block this
+    // sequence holds alone (a fork sibling may not hold the node's anchor).
+    for (uint32_t g : windowed_) {
+      const uint32_t own = s.blocks[g][b];
+      if (own == kNoBlock || tree_.block(found, g) != kNoBlock) continue;
+      const BlockInfo& info = pools_[group_pool_[g]].info(own);
+      if (info.ref != 1 || info.node != kNoNode) continue;
+      tree_.set_block(found, g, own);
+      pools_[group_pool_[g]].set_node(own, found);
+    }
     return true;
   }
   // A block shared with a fork sibling waits until this sequence holds it
   // alone: the sibling may not hold the ancestors it would be linked under.
-  const BlockInfo& own = pools_[group_pool_[0]].info(s.blocks[0][b]);
+  // Judged on a group that still holds the position.
+  const uint32_t lead = lead_group(s, b);
+  if (lead == UINT32_MAX || tree_.full()) return false;  // nothing left to publish / no room
+  const BlockInfo& own = pools_[group_pool_[lead]].info(s.blocks[lead][b]);
   if (own.ref != 1 || own.node != kNoNode) return false;
   for (uint32_t g = 0; g < num_groups(); ++g) set_scratch_[g] = s.blocks[g][b];
   std::string key_extra = extra;  // small or empty: no allocation in the common case
   const uint32_t node =
       tree_.insert(parent, s.scope, toks, T_, std::move(key_extra), h, set_scratch_.data());
-  for (uint32_t g = 0; g < num_groups(); ++g)
-    pools_[group_pool_[g]].set_node(set_scratch_[g], node);
+  link_new_node(node, s.scope);
   mark_published(node, s, b);
-  scopes_.ref(s.scope);
   s.nodes[b] = node;
+  if (anchors_.empty()) ++tree_.holders(node);
   return true;
 }
 
@@ -563,6 +1052,7 @@ void BlockManager::commit(uint64_t id, uint64_t num_computed) {
     }
   }
   s.committed = committed;
+  if (!windowed_.empty()) release_out_of_window(s);
   debug_check();
 }
 
@@ -573,6 +1063,20 @@ void BlockManager::rewind(uint64_t id, uint64_t n) {
                      " has only " + std::to_string(s.length()));
   if (n == 0) return;
   const uint64_t new_len = s.length() - n;
+  for (uint32_t g : windowed_) {
+    // The blocks a windowed group released are gone: the new last token
+    // must still see its whole window.
+    const uint64_t begin = s.window_begin[g];
+    if (begin == 0) continue;
+    const uint64_t shortest = begin * T_ + window_[g] - 1;
+    if (new_len < shortest)
+      invalid_argument("cannot rewind " + std::to_string(n) + " tokens: " + seq_name(id) +
+                       " would be " + std::to_string(new_len) + " tokens long, but layer group " +
+                       std::to_string(g) + " (window " + std::to_string(window_[g]) +
+                       ") has released the blocks before token " + std::to_string(begin * T_) +
+                       ", so it can rewind at most " + std::to_string(s.length() - shortest) +
+                       " tokens (rewind before committing rejected tokens)");
+  }
   const uint64_t keep = blocks_for(new_len, T_);
   // Rewinding into the published blocks whose tokens only the tree keeps:
   // take the kept rows of the new tail back from its node. Reserve first.
@@ -596,7 +1100,17 @@ void BlockManager::rewind(uint64_t id, uint64_t n) {
     const uint64_t b = keep - 1;
     const uint32_t node = s.nodes[b];
     if (node != kNoNode) {
-      if (tree_.block(node, 0) != s.blocks[0][b]) release_node(node, s.retention_of_block(b, T_));
+      if (holds_anchor(s, b)) {
+        // Windowed blocks this sequence gave the node go back to it alone:
+        // it no longer holds the node's anchor blocks.
+        for (uint32_t g : windowed_) {
+          const uint32_t own = s.blocks[g][b];
+          if (own == kNoBlock || tree_.block(node, g) != own) continue;
+          tree_.set_block(node, g, kNoBlock);
+          pools_[group_pool_[g]].set_node(own, kNoNode);
+        }
+        release_anchor(node, s.retention_of_block(b, T_));
+      }
       s.nodes[b] = kNoNode;
     }
   }
@@ -622,9 +1136,9 @@ void BlockManager::fork(uint64_t parent, uint64_t child) {
 
   scopes_.ref(c->scope);
   for (uint64_t b = 0; b < c->num_blocks(); ++b) {
-    for (uint32_t g = 0; g < num_groups(); ++g) pools_[group_pool_[g]].add_ref(c->blocks[g][b]);
-    const uint32_t node = c->nodes[b];
-    if (node != kNoNode && tree_.block(node, 0) != c->blocks[0][b]) hold_node(node);
+    for (uint32_t g = 0; g < num_groups(); ++g)
+      if (c->blocks[g][b] != kNoBlock) pools_[group_pool_[g]].add_ref(c->blocks[g][b]);
+    if (holds_anchor(*c, b)) hold_anchor(c->nodes[b]);
   }
   seqs_.insert(std::move(c));
   debug_check();
@@ -637,6 +1151,8 @@ void BlockManager::publish_tail(Sequence& s) {
   const uint32_t parent = b == 0 ? RadixTree::kRoot : s.nodes[b - 1];
   if (parent == kNoNode) return;
   if (b != s.published) return;  // its parent is not published
+  if (tree_.full()) return;
+  // The tail is inside every window: every group holds it.
   const BlockInfo& own = pools_[group_pool_[0]].info(s.blocks[0][b]);
   if (own.ref != 1 || own.node != kNoNode) return;  // shared or already in the tree
   if (any_extra_overlaps(s.extra_keys, b * T_, b * T_ + rows)) return;
@@ -647,10 +1163,8 @@ void BlockManager::publish_tail(Sequence& s) {
   for (uint32_t g = 0; g < num_groups(); ++g) set_scratch_[g] = s.blocks[g][b];
   const uint32_t node =
       tree_.insert(parent, s.scope, toks, rows, std::string(), h, set_scratch_.data());
-  for (uint32_t g = 0; g < num_groups(); ++g)
-    pools_[group_pool_[g]].set_node(set_scratch_[g], node);
+  link_new_node(node, s.scope);
   mark_published(node, s, b);
-  scopes_.ref(s.scope);
 }
 
 void BlockManager::remove(uint64_t id) {
@@ -722,8 +1236,18 @@ void BlockManager::reset_reuse() {
     fail(KVC_ERR_INVALID_STATE, "cannot reset the reuse state while " + std::to_string(in_use) +
                                     " blocks are in use (by sequences or pins)");
   const uint64_t evicted = counters_.evicted_blocks;
+  std::vector<uint64_t> group_evicted;
+  for (const GroupStats& c : group_counters_) group_evicted.push_back(c.evicted_blocks);
   for (uint32_t v = policy_.victim(); v != kNoNode; v = policy_.victim()) evict_node(v);
-  counters_.evicted_blocks = evicted;  // a reset is not an eviction
+  for (uint32_t g : windowed_) {
+    const EvictionPolicy& wp = window_policies_[uint32_t(window_slot_[g])];
+    for (uint32_t v = wp.victim(); v != kNoNode; v = wp.victim()) evict_window_slot(v, g);
+  }
+  for (uint32_t v = host_.policy.victim(); v != kNoNode; v = host_.policy.victim())
+    evict_host_node(v);
+  // A reset is not an eviction.
+  counters_.evicted_blocks = evicted;
+  for (uint32_t g = 0; g < num_groups(); ++g) group_counters_[g].evicted_blocks = group_evicted[g];
   debug_check();
 }
 
@@ -736,10 +1260,30 @@ CacheStats BlockManager::stats() const {
     s.cached_blocks += p.num_cached();
     s.in_use_blocks += p.num_in_use();
   }
+  if (arena_) {
+    // Pages no pool owns count as blocks of the pool with the largest blocks.
+    uint64_t per_page = UINT64_MAX;
+    for (const BlockPool& p : pools_) per_page = std::min<uint64_t>(per_page, p.blocks_per_page());
+    s.num_blocks += arena_->num_free() * per_page;
+    s.free_blocks += arena_->num_free() * per_page;
+  }
+  s.host = host_.counters;
+  for (const BlockPool& p : host_.pools) {
+    s.host_blocks += p.capacity();
+    s.host_free_blocks += p.num_free();
+    s.host_cached_blocks += p.num_cached();
+  }
   s.num_sequences = seqs_.size();
   s.num_pinned = pins_.size();
   s.tree_nodes = tree_.size();
   return s;
+}
+
+GroupStats BlockManager::group_stats(uint32_t group) const {
+  if (group >= num_groups())
+    invalid_argument("group must be < num_groups (" + std::to_string(num_groups()) + "), got " +
+                     std::to_string(group));
+  return group_counters_[group];
 }
 
 }  // namespace kvc

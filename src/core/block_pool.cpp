@@ -8,4 +8,43 @@ BlockPool::BlockPool(uint64_t num_blocks) : blocks_(num_blocks) {
   for (uint64_t i = num_blocks; i > 0; --i) free_.push_back(uint32_t(i - 1));
 }
 
+BlockPool::BlockPool(PageArena& arena, uint32_t blocks_per_page)
+    : blocks_(uint64_t(arena.num_pages()) * blocks_per_page),
+      arena_(&arena),
+      bpp_(blocks_per_page),
+      free_pos_(blocks_.size(), UINT32_MAX),
+      page_free_(arena.num_pages(), 0),
+      page_in_use_(arena.num_pages(), 0),
+      page_owned_(arena.num_pages(), 0) {
+  free_.reserve(blocks_.size());
+}
+
+void BlockPool::give_page(uint32_t page) {
+  for (uint32_t b = page * bpp_; b < (page + 1) * bpp_; ++b) remove_free(b);
+  page_free_[page] = 0;
+  page_owned_[page] = 0;
+  owned_blocks_ -= bpp_;
+  arena_->give_back(page);
+}
+
+void BlockPool::remove_free(uint32_t id) {
+  const uint32_t at = free_pos_[id];
+  const uint32_t last = free_.back();
+  free_[at] = last;
+  free_pos_[last] = at;
+  free_.pop_back();
+  free_pos_[id] = UINT32_MAX;
+}
+
+void BlockPool::take_page() {
+  const uint32_t page = arena_->take();
+  page_owned_[page] = 1;
+  owned_blocks_ += bpp_;
+  page_free_[page] = bpp_;
+  for (uint32_t b = (page + 1) * bpp_; b > page * bpp_; --b) {  // lowest id on top
+    free_pos_[b - 1] = uint32_t(free_.size());
+    free_.push_back(b - 1);
+  }
+}
+
 }  // namespace kvc

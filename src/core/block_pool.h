@@ -2,6 +2,10 @@
 // free list), in use (ref count > 0) or cached (ref count 0, held by a radix
 // tree node, evictable). free + cached + in use == capacity at all times.
 // Only bookkeeping lives here; the bytes are in PoolMemory.
+//
+// A paged pool (one of several whose block bytes differ) owns whole pages
+// of a PageArena: its ids span every page, and its capacity is the blocks
+// of the pages it owns (page_arena.h). The hot calls test paged() once.
 #pragma once
 
 #include <cstddef>
@@ -9,6 +13,7 @@
 #include <vector>
 
 #include "core/big_array.h"
+#include "core/page_arena.h"
 
 namespace kvc {
 
@@ -23,11 +28,24 @@ struct BlockInfo {
 class BlockPool {
  public:
   explicit BlockPool(uint64_t num_blocks);
+  // A paged pool: ids [0, arena pages * blocks_per_page), no page owned yet.
+  BlockPool(PageArena& arena, uint32_t blocks_per_page);
 
-  uint64_t capacity() const { return blocks_.size(); }
+  uint64_t capacity() const { return paged() ? owned_blocks_ : blocks_.size(); }
+  uint64_t id_bound() const { return blocks_.size(); }
   uint64_t num_free() const { return free_.size(); }
   uint64_t num_cached() const { return cached_; }
   uint64_t num_in_use() const { return in_use_; }
+  bool paged() const { return arena_ != nullptr; }
+  uint32_t blocks_per_page() const { return bpp_; }
+  bool owns_page(uint32_t page) const { return page_owned_[page] != 0; }
+  uint32_t page_in_use(uint32_t page) const { return page_in_use_[page]; }
+  uint32_t page_free(uint32_t page) const { return page_free_[page]; }
+  bool owns(uint32_t id) const { return !paged() || page_owned_[id / bpp_] != 0; }
+  // Takes a page from the arena (one must be free): its blocks become free.
+  void take_page();
+  // Gives an owned page whose blocks are all free back to the arena.
+  void give_page(uint32_t page);
 
   const BlockInfo& info(uint32_t id) const { return blocks_[id]; }
 
@@ -35,6 +53,11 @@ class BlockPool {
   uint32_t acquire_free() {
     const uint32_t id = free_.back();
     free_.pop_back();
+    if (paged()) {
+      free_pos_[id] = UINT32_MAX;
+      --page_free_[id / bpp_];
+      ++page_in_use_[id / bpp_];
+    }
     blocks_[id].ref = 1;
     ++in_use_;
     return id;
@@ -45,14 +68,21 @@ class BlockPool {
     if (b.ref++ == 0) {
       --cached_;  // only a cached block can have ref 0 and an owner-to-be
       ++in_use_;
+      if (paged()) ++page_in_use_[id / bpp_];
     }
   }
-  // add_ref of each of `n` distinct blocks.
-  void add_refs(const uint32_t* ids, size_t n) {
+  // add_ref of each of `n` distinct blocks; returns how many were cached.
+  uint64_t add_refs(const uint32_t* ids, size_t n) {
+    if (paged()) {
+      uint64_t before = in_use_;
+      for (size_t i = 0; i < n; ++i) add_ref(ids[i]);
+      return in_use_ - before;
+    }
     uint64_t became_used = 0;  // counted apart: no store-to-load chain through the counters
     for (size_t i = 0; i < n; ++i) became_used += blocks_[ids[i]].ref++ == 0 ? 1 : 0;
     cached_ -= became_used;
     in_use_ += became_used;
+    return became_used;
   }
   // One owner fewer. Returns true when the block became cached (ref 0 and
   // in the tree); a block with neither goes back to the free list.
@@ -60,11 +90,12 @@ class BlockPool {
     BlockInfo& b = blocks_[id];
     if (--b.ref > 0) return false;
     --in_use_;
+    if (paged()) --page_in_use_[id / bpp_];
     if (b.node != kNoNode) {
       ++cached_;
       return true;
     }
-    free_.push_back(id);  // never reallocates: capacity is every block
+    push_free(id);
     return false;
   }
   // The tree takes (node) or lets go of (kNoNode) an in-use block.
@@ -74,7 +105,7 @@ class BlockPool {
     BlockInfo& b = blocks_[id];
     b.node = kNoNode;
     --cached_;
-    free_.push_back(id);
+    push_free(id);
   }
   // Warms the state of a block about to be read or changed.
   void prefetch(uint32_t id) const { __builtin_prefetch(&blocks_[id], 1); }
@@ -83,10 +114,27 @@ class BlockPool {
   const std::vector<uint32_t>& free_list() const { return free_; }
 
  private:
+  void push_free(uint32_t id) {
+    if (paged()) {
+      free_pos_[id] = uint32_t(free_.size());
+      ++page_free_[id / bpp_];
+    }
+    free_.push_back(id);  // never reallocates: capacity is every block
+  }
+  void remove_free(uint32_t id);
+
   BigArray<BlockInfo> blocks_;
   std::vector<uint32_t> free_;  // stack; capacity reserved for every block
   uint64_t cached_ = 0;
   uint64_t in_use_ = 0;
+  // Paged pools only.
+  PageArena* arena_ = nullptr;
+  uint32_t bpp_ = 1;
+  uint64_t owned_blocks_ = 0;
+  std::vector<uint32_t> free_pos_;     // index of each free block in free_
+  std::vector<uint32_t> page_free_;    // free blocks per page
+  std::vector<uint32_t> page_in_use_;  // in-use blocks per page
+  std::vector<uint8_t> page_owned_;
 };
 
 }  // namespace kvc

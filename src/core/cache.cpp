@@ -4,16 +4,43 @@
 
 namespace kvc {
 
-Cache::Cache(const CacheConfig& cfg) : config_(cfg) {
+namespace {
+
+CacheConfig validated_shape(const CacheConfig& cfg) {
+  cfg.validate_shape();
+  return cfg;
+}
+
+}  // namespace
+
+Cache::Cache(const CacheConfig& cfg)
+    : Cache(validated_shape(cfg), create_device(cfg.device_kind, cfg.device_ordinal)) {}
+
+Cache::Cache(const CacheConfig& cfg, std::unique_ptr<Device> device) : config_(cfg) {
   config_.validate_shape();
   grouping_ = group_layers(config_);
-  device_ = create_device(config_.device_kind, config_.device_ordinal);
+  device_ = std::move(device);
   device_memory_ = device_->memory_info();
   plan_ = plan_memory(config_, grouping_, device_memory_.free_bytes);
-  for (size_t p = 0; p < grouping_.pools.size(); ++p)
-    pools_.push_back(std::make_unique<PoolMemory>(*device_, grouping_.pools[p].block_bytes,
-                                                   plan_.pool_blocks[p]));
-  manager_ = std::make_unique<BlockManager>(config_, grouping_, pools_, *device_);
+  host_plan_ = plan_host_memory(config_, grouping_);
+  if (plan_.num_pages != 0) {
+    // One allocation; every pool views it with its own block stride.
+    arena_memory_ = std::make_unique<PoolMemory>(*device_, plan_.page_bytes, plan_.num_pages);
+    for (size_t p = 0; p < grouping_.pools.size(); ++p)
+      pools_.push_back(std::make_unique<PoolMemory>(
+          arena_memory_->base(), grouping_.pools[p].block_bytes, plan_.pool_blocks[p]));
+  } else {
+    for (size_t p = 0; p < grouping_.pools.size(); ++p)
+      pools_.push_back(std::make_unique<PoolMemory>(*device_, grouping_.pools[p].block_bytes,
+                                                     plan_.pool_blocks[p]));
+  }
+  if (host_plan_.blocks_per_group > 0)
+    for (size_t p = 0; p < grouping_.pools.size(); ++p)
+      host_pools_.push_back(std::make_unique<PoolMemory>(*device_, grouping_.pools[p].block_bytes,
+                                                         host_plan_.pool_blocks[p],
+                                                         PoolMemory::Kind::kHost));
+  manager_ = std::make_unique<BlockManager>(config_, grouping_, pools_, host_pools_, *device_,
+                                            plan_.num_pages);
 }
 
 Cache::~Cache() = default;

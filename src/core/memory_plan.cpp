@@ -1,16 +1,45 @@
 #include "core/memory_plan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "core/error.h"
 
 namespace kvc {
 
+namespace {
+
+uint64_t block_set_bytes(const LayerGrouping& grouping) {
+  uint64_t bytes = 0;  // one block of every group
+  for (const LayerGroup& g : grouping.groups) bytes += g.geometry.block_bytes;
+  return bytes;
+}
+
+// Block ids are int32 in block tables.
+uint64_t max_blocks_per_group(const LayerGrouping& grouping) {
+  return uint64_t(std::numeric_limits<int32_t>::max()) /
+         std::max<size_t>(1, grouping.groups.size());
+}
+
+}  // namespace
+
+HostPlan plan_host_memory(const CacheConfig& cfg, const LayerGrouping& grouping) {
+  HostPlan plan;
+  plan.blocks_per_group =
+      std::min(cfg.host_cache_bytes / block_set_bytes(grouping), max_blocks_per_group(grouping));
+  for (const PoolShape& p : grouping.pools) {
+    const uint64_t blocks = plan.blocks_per_group * p.groups.size();
+    plan.pool_blocks.push_back(blocks);
+    plan.total_bytes += blocks * p.block_bytes;
+  }
+  return plan;
+}
+
 MemoryPlan plan_memory(const CacheConfig& cfg, const LayerGrouping& grouping,
                        uint64_t device_free_bytes) {
-  uint64_t bytes_per_block_set = 0;  // one block of every group
-  for (const LayerGroup& g : grouping.groups) bytes_per_block_set += g.geometry.block_bytes;
+  const uint64_t bytes_per_block_set = block_set_bytes(grouping);
 
   MemoryPlan plan;
   plan.budget_bytes = std::numeric_limits<uint64_t>::max();
@@ -43,11 +72,30 @@ MemoryPlan plan_memory(const CacheConfig& cfg, const LayerGrouping& grouping,
                      " bytes (limited by " + plan.limited_by +
                      ") is too small for one block of every layer group, which needs " +
                      std::to_string(bytes_per_block_set) + " bytes");
-  // Block ids are int32 in block tables.
-  const uint64_t max_blocks = uint64_t(std::numeric_limits<int32_t>::max()) /
-                              std::max<size_t>(1, grouping.groups.size());
+  const uint64_t max_blocks = max_blocks_per_group(grouping);
   if (plan.blocks_per_group > max_blocks) plan.blocks_per_group = max_blocks;
   plan.token_capacity = plan.blocks_per_group * cfg.tokens_per_block;
+  // With a host tier the pools keep the static split: moving pages between
+  // pools is not combined with moving blocks between tiers (yet).
+  if (grouping.pools.size() > 1 && cfg.host_cache_bytes == 0) {
+    uint64_t lcm = 1, largest = 0;
+    for (const PoolShape& p : grouping.pools) {
+      largest = std::max(largest, p.block_bytes);
+      lcm = std::lcm(lcm, p.block_bytes);
+      if (lcm > kMaxPageBlocks * largest) break;
+    }
+    const uint64_t pages = plan.budget_bytes / lcm;
+    uint64_t ids = 0;
+    for (const PoolShape& p : grouping.pools) ids = std::max(ids, pages * (lcm / p.block_bytes));
+    if (lcm <= kMaxPageBlocks * largest && pages >= grouping.pools.size() &&
+        ids <= uint64_t(std::numeric_limits<int32_t>::max())) {
+      plan.page_bytes = lcm;
+      plan.num_pages = pages;
+      plan.total_bytes = pages * lcm;
+      for (const PoolShape& p : grouping.pools) plan.pool_blocks.push_back(pages * (lcm / p.block_bytes));
+      return plan;
+    }
+  }
   for (const PoolShape& p : grouping.pools) {
     const uint64_t blocks = plan.blocks_per_group * p.groups.size();
     plan.pool_blocks.push_back(blocks);

@@ -20,6 +20,28 @@ struct MemoryPlan {
   std::vector<uint64_t> pool_blocks;  // per pool
   uint64_t total_bytes = 0;         // sum of pool_blocks * block_bytes
   std::string limited_by;           // "primary_bytes", "max_tokens" or "free_gpu_memory_fraction"
+  // Pools of different block bytes share pages of page_bytes (page_arena.h):
+  // then pool_blocks are id bounds (every page carved for that pool), and
+  // one allocation of num_pages * page_bytes holds them all. 0: one
+  // allocation per pool, split as above.
+  uint64_t page_bytes = 0;
+  uint64_t num_pages = 0;
+};
+
+// Pages: with several pools, page_bytes is the least common multiple of
+// their block bytes when that is at most kMaxPageBlocks times the largest
+// (else the static split stays), and the budget holds at least one page per
+// pool. Not with a host tier (host_cache_bytes > 0): then the split stays.
+constexpr uint64_t kMaxPageBlocks = 64;
+
+// The secondary (host) tier mirrors the primary pools: host_cache_bytes
+// buys the same number of blocks of every group, pool by pool as above. It
+// holds nothing (blocks_per_group 0) when the bytes buy no block of every
+// group.
+struct HostPlan {
+  uint64_t blocks_per_group = 0;
+  std::vector<uint64_t> pool_blocks;  // per pool
+  uint64_t total_bytes = 0;           // sum of pool_blocks * block_bytes
 };
 
 // device_free_bytes == 0 means "the device reports none" (the CPU backend):
@@ -27,5 +49,6 @@ struct MemoryPlan {
 // Throws KVC_ERR_INVALID_ARGUMENT if the budget holds no block of every group.
 MemoryPlan plan_memory(const CacheConfig& cfg, const LayerGrouping& grouping,
                        uint64_t device_free_bytes);
+HostPlan plan_host_memory(const CacheConfig& cfg, const LayerGrouping& grouping);
 
 }  // namespace kvc

@@ -1,5 +1,6 @@
 // The memory of one block pool, allocated once from a Device at cache
-// creation and returned to it at destruction.
+// creation and returned to it at destruction: device memory for a primary
+// pool, the device's host memory (pinned on CUDA) for a secondary-tier pool.
 #pragma once
 
 #include <cstdint>
@@ -10,12 +11,25 @@ namespace kvc {
 
 class PoolMemory {
  public:
-  PoolMemory(Device& device, uint64_t block_bytes, uint64_t num_blocks)
+  enum class Kind { kDevice, kHost };
+
+  PoolMemory(Device& device, uint64_t block_bytes, uint64_t num_blocks,
+             Kind kind = Kind::kDevice)
       : device_(&device),
-        base_(device.allocate(block_bytes * num_blocks)),
+        kind_(kind),
+        base_(kind == Kind::kHost ? device.allocate_host(block_bytes * num_blocks)
+                                  : device.allocate(block_bytes * num_blocks)),
         block_bytes_(block_bytes),
         num_blocks_(num_blocks) {}
-  ~PoolMemory() { device_->deallocate(base_); }
+  // A view of memory owned elsewhere (a pool carved from a page arena).
+  PoolMemory(void* base, uint64_t block_bytes, uint64_t num_blocks)
+      : device_(nullptr), kind_(Kind::kDevice), base_(base), block_bytes_(block_bytes),
+        num_blocks_(num_blocks) {}
+  ~PoolMemory() {
+    if (device_ == nullptr) return;  // a view
+    if (kind_ == Kind::kHost) device_->deallocate_host(base_);
+    else device_->deallocate(base_);
+  }
   PoolMemory(const PoolMemory&) = delete;
   PoolMemory& operator=(const PoolMemory&) = delete;
 
@@ -28,7 +42,8 @@ class PoolMemory {
   }
 
  private:
-  Device* device_;
+  Device* device_;  // null: a view
+  Kind kind_;
   void* base_;
   uint64_t block_bytes_;
   uint64_t num_blocks_;

@@ -31,14 +31,17 @@ const std::string& NodeExtra::none() {
   return empty;
 }
 
-RadixTree::RadixTree(uint32_t max_nodes, uint32_t tokens_per_block, uint32_t num_groups)
+RadixTree::RadixTree(uint32_t max_nodes, uint32_t tokens_per_block, uint32_t num_groups,
+                     bool track_children)
     : tokens_per_block_(tokens_per_block),
       num_groups_(num_groups),
       head_at_(tokens_per_block),
       blocks_at_(tokens_per_block + kHeadWords),
       stride_(round_up(tokens_per_block + kHeadWords + num_groups, 16)),
       nodes_(uint64_t(max_nodes) + 1),
-      records_((uint64_t(max_nodes) + 1) * stride_) {
+      records_((uint64_t(max_nodes) + 1) * stride_),
+      holders_(uint64_t(max_nodes) + 1, 0),
+      links_(track_children ? uint64_t(max_nodes) + 1 : 0) {
   for (uint64_t id = 0; id <= max_nodes; ++id) {
     uint32_t* r = record(uint32_t(id));
     r[head_at_ + kParent] = kNoNode;
@@ -205,6 +208,13 @@ uint32_t RadixTree::insert(uint32_t parent, uint32_t scope, const int32_t* token
   r[head_at_ + kHasExtra] = t.extra.empty() ? 0 : 1;
   std::memcpy(r + blocks_at_, blocks, size_t(num_groups_) * sizeof(uint32_t));
   ++nodes_[parent].num_children;
+  if (!links_.empty()) {
+    ChildLinks& l = links_[id];
+    l = ChildLinks{};
+    l.next_sibling = links_[parent].first_child;
+    if (l.next_sibling != kNoNode) links_[l.next_sibling].prev_sibling = id;
+    links_[parent].first_child = id;
+  }
 
   const uint32_t tag = tag_of(hash);
   table_insert(buckets_, home(tag), table_mask_, (uint64_t(tag) << 32) | id);
@@ -216,6 +226,12 @@ uint32_t RadixTree::insert(uint32_t parent, uint32_t scope, const int32_t* token
 void RadixTree::erase(uint32_t id) {
   TreeNode& t = nodes_[id];
   --nodes_[t.parent].num_children;
+  if (!links_.empty()) {
+    const ChildLinks& l = links_[id];
+    if (l.prev_sibling != kNoNode) links_[l.prev_sibling].next_sibling = l.next_sibling;
+    else links_[t.parent].first_child = l.next_sibling;
+    if (l.next_sibling != kNoNode) links_[l.next_sibling].prev_sibling = l.prev_sibling;
+  }
   table_erase(buckets_, tag_of(t.hash), id);
   table_erase(first_buckets_, t.first_tag, id);
   uint32_t* r = record(id);

@@ -69,6 +69,7 @@ struct alignas(64) TreeNode {
   uint32_t first_tag = 0;   // its key in the first-token table
   uint8_t priority = 35;    // set by the last owner to release it
   bool live = false;
+  uint8_t tier = 0;         // where its blocks are: kPrimaryTier or kHostTier (host_tier.h)
   uint64_t age = 0;         // moment the last owner released it
   // Retention: when the node was published (ms on the retention clock) and
   // how long after that its priority stays before reverting to 35
@@ -83,8 +84,12 @@ class RadixTree {
  public:
   static constexpr uint32_t kRoot = 0;
 
-  // Room for `max_nodes` nodes besides the root.
-  RadixTree(uint32_t max_nodes, uint32_t tokens_per_block, uint32_t num_groups);
+  // Room for `max_nodes` nodes besides the root. With track_children the
+  // tree also links each node's children (first_child, next_sibling), which
+  // the host tier and page moves walk; lookups and evictions without them
+  // touch no sibling.
+  RadixTree(uint32_t max_nodes, uint32_t tokens_per_block, uint32_t num_groups,
+            bool track_children = false);
 
   // The node with exactly this key, or kNoNode.
   uint32_t find(uint32_t parent, uint32_t scope, const int32_t* tokens, uint32_t num_tokens,
@@ -118,6 +123,16 @@ class RadixTree {
   }
   uint32_t block(uint32_t id, uint32_t group) const { return record(id)[blocks_at_ + group]; }
   const uint32_t* blocks(uint32_t id) const { return record(id) + blocks_at_; }
+  // A windowed group's slot empties (kNoBlock) when its block is evicted; a
+  // node moving between tiers takes blocks of the other tier's pools.
+  void set_block(uint32_t id, uint32_t group, uint32_t block) { record(id)[blocks_at_ + group] = block; }
+  // Sequences whose published block list names this node, in a model whose
+  // groups are all windowed (no full group anchors nodes by its blocks).
+  uint32_t& holders(uint32_t id) { return holders_[id]; }
+  // Children of a node (track_children only).
+  uint32_t first_child(uint32_t id) const { return links_[id].first_child; }
+  uint32_t next_sibling(uint32_t id) const { return links_[id].next_sibling; }
+  uint32_t holders(uint32_t id) const { return holders_[id]; }
   bool is_leaf(uint32_t id) const { return nodes_[id].num_children == 0; }
 
   // Warms what erase(id) will touch: the node, its record and table slots.
@@ -205,6 +220,13 @@ class RadixTree {
   uint32_t stride_;     // words per record (a multiple of 16)
   BigArray<TreeNode> nodes_;
   BigArray<uint32_t> records_;  // stride_ words per node, 64-byte aligned
+  std::vector<uint32_t> holders_;  // per node (windowed-only models)
+  struct ChildLinks {
+    uint32_t first_child = kNoNode;
+    uint32_t next_sibling = kNoNode;
+    uint32_t prev_sibling = kNoNode;
+  };
+  std::vector<ChildLinks> links_;  // per node, with track_children
   std::vector<uint32_t> free_;  // free node ids
   BigArray<uint64_t> buckets_;        // by block hash
   BigArray<uint64_t> first_buckets_;  // by (parent, scope, first token)

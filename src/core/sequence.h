@@ -26,8 +26,13 @@ struct Sequence {
   uint64_t token_base = 0;
   std::vector<int32_t> tokens;
   std::vector<ExtraKey> extra_keys;  // sorted
-  // blocks[g][b]: block of group g holding tokens [b*T, (b+1)*T).
+  // blocks[g][b]: block of group g holding tokens [b*T, (b+1)*T); kNoBlock
+  // for b < window_begin[g], blocks a windowed group released.
   std::vector<std::vector<uint32_t>> blocks;
+  // Per group: the first block position still held (0 in a full group).
+  // A windowed group releases the blocks no token from `committed` on
+  // can attend to.
+  std::vector<uint64_t> window_begin;
   // nodes[b]: the tree node published (or found) for full block b, kNoNode
   // if none. When its blocks are not this sequence's own (the key was
   // already cached when this sequence committed), the sequence also holds

@@ -54,7 +54,8 @@ typedef struct oracle {
   kvc_layer_view_t views[LAYERS];
 } oracle_t;
 
-static void oracle_open(oracle_t *o, kvc_dtype_t dtype, bool copy_on_partial) {
+static void oracle_open_sized(oracle_t *o, kvc_dtype_t dtype, bool copy_on_partial,
+                              uint64_t max_tokens, uint64_t host_cache_bytes) {
   kvc_config_t *c = NULL;
   ok(kvc_config_create(&c));
   ok(kvc_config_set_num_layers(c, LAYERS));
@@ -62,7 +63,8 @@ static void oracle_open(oracle_t *o, kvc_dtype_t dtype, bool copy_on_partial) {
   ok(kvc_config_set_head_dim(c, DIM));
   ok(kvc_config_set_dtype(c, dtype));
   ok(kvc_config_set_tokens_per_block(c, T));
-  ok(kvc_config_set_max_tokens(c, 32 * T));
+  ok(kvc_config_set_max_tokens(c, max_tokens));
+  ok(kvc_config_set_host_cache_bytes(c, host_cache_bytes));
   ok(kvc_config_set_copy_on_partial_reuse(c, copy_on_partial));
   o->dtype = dtype;
   ok(kvc_cache_create(c, &o->cache));
@@ -75,6 +77,10 @@ static void oracle_open(oracle_t *o, kvc_dtype_t dtype, bool copy_on_partial) {
   kvc_pool_desc_t pool = KVC_POOL_DESC_INIT;
   ok(kvc_cache_describe_pool(o->cache, 0, &pool));
   memset(pool.base, 0xA5, (size_t)pool.bytes);
+}
+
+static void oracle_open(oracle_t *o, kvc_dtype_t dtype, bool copy_on_partial) {
+  oracle_open_sized(o, dtype, copy_on_partial, 32 * T, 0);
 }
 
 static unsigned char *elem_at(const oracle_t *o, uint32_t layer, int64_t block, uint32_t kv,
@@ -273,6 +279,62 @@ static void test_partial_in_place(void **state) {
   kvc_cache_destroy(o.cache);
 }
 
+static kvc_cache_stats_t stats_of(const kvc_cache_t *cache) {
+  kvc_cache_stats_t s = KVC_CACHE_STATS_INIT;
+  ok(kvc_cache_get_stats(cache, &s));
+  return s;
+}
+
+/* A 4-block cache with a host tier of 4 block sets: a prompt's cached
+ * blocks are offloaded when another prompt needs the room, and onboarded
+ * with every byte intact when the prompt comes back. */
+static void test_host_tier_round_trip(void **state) {
+  (void)state;
+  const uint64_t set_bytes = LAYERS * 2 * T * HEADS * DIM * 2; /* f16 */
+  oracle_t o;
+  oracle_open_sized(&o, KVC_DTYPE_F16, true, 4 * T, 4 * set_bytes + 100);
+  kvc_cache_desc_t d = KVC_CACHE_DESC_INIT;
+  ok(kvc_cache_describe(o.cache, &d));
+  assert_int_equal(d.host_cache_bytes, 4 * set_bytes); /* whole block sets */
+  kvc_cache_stats_t s = stats_of(o.cache);
+  assert_int_equal(s.host_blocks, 4);
+  assert_int_equal(s.host_free_blocks, 4);
+
+  int32_t p1[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  uint64_t cached = 99;
+  ok(kvc_sequence_add(o.cache, 1, p1, 9, NULL, NULL, &cached));
+  write_new_tokens(&o, 1, p1);
+  ok(kvc_sequence_commit(o.cache, 1, 9));
+  ok(kvc_sequence_remove(o.cache, 1)); /* two full blocks and the 1-token tail cached */
+
+  int32_t p2[13];
+  for (int i = 0; i < 13; ++i) p2[i] = 500 + i;
+  ok(kvc_sequence_add(o.cache, 2, p2, 13, NULL, NULL, &cached)); /* takes all 4 blocks */
+  assert_int_equal(cached, 0);
+  write_new_tokens(&o, 2, p2);
+  check_sequence(&o, 2, p2);
+  s = stats_of(o.cache);
+  assert_int_equal(s.offloaded_blocks, 3);
+  assert_int_equal(s.offloaded_bytes, 3 * set_bytes);
+  assert_int_equal(s.host_cached_blocks, 3);
+  assert_int_equal(s.host_free_blocks, 1);
+  assert_int_equal(s.evicted_blocks, 0);
+  assert_int_equal(s.tree_nodes, 3);
+  ok(kvc_sequence_remove(o.cache, 2));
+
+  ok(kvc_sequence_add(o.cache, 3, p1, 9, NULL, NULL, &cached));
+  assert_int_equal(cached, 8);
+  write_new_tokens(&o, 3, p1);
+  check_sequence(&o, 3, p1); /* the onboarded rows, bit for bit */
+  s = stats_of(o.cache);
+  assert_int_equal(s.onboarded_blocks, 2);
+  assert_int_equal(s.onboarded_bytes, 2 * set_bytes);
+  assert_int_equal(s.host_cached_blocks, 1); /* the tail: the prompt's last token is recomputed */
+  assert_int_equal(s.reused_blocks, 2);
+  ok(kvc_cache_check(o.cache));
+  kvc_cache_destroy(o.cache);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_oracle_f32),
@@ -280,6 +342,7 @@ int main(void) {
       cmocka_unit_test(test_oracle_bf16),
       cmocka_unit_test(test_rewind_keeps_published_bytes),
       cmocka_unit_test(test_partial_in_place),
+      cmocka_unit_test(test_host_tier_round_trip),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,6 +29,11 @@ struct Snapshot {
     s.counts = {st.free_blocks, st.cached_blocks, st.in_use_blocks, st.reused_blocks,
                 st.missed_blocks, st.evicted_blocks, st.num_sequences, st.num_pinned,
                 st.tree_nodes, m.policy().size()};
+    for (uint32_t g = 0; g < m.num_groups(); ++g) {
+      const GroupStats gs = m.group_stats(g);
+      s.counts.insert(s.counts.end(), {gs.in_use_blocks, gs.cached_blocks, gs.reused_blocks,
+                                       gs.missed_blocks, gs.evicted_blocks, gs.released_blocks});
+    }
     for (uint64_t id : ids) {
       const Sequence* q = m.find_sequence(id);
       std::vector<uint32_t> v{uint32_t(id), q ? uint32_t(q->length()) : 0u,
@@ -36,6 +41,8 @@ struct Snapshot {
       if (q)
         for (const auto& g : q->blocks) v.insert(v.end(), g.begin(), g.end());
       if (q) v.insert(v.end(), q->nodes.begin(), q->nodes.end());
+      if (q)
+        for (uint64_t w : q->window_begin) v.push_back(uint32_t(w));
       s.seqs.push_back(std::move(v));
     }
     return s;
@@ -65,6 +72,7 @@ class RandomOps {
       m().check_invariants();
       max_expiries = std::max<uint64_t>(max_expiries, m().expiries().size());
     }
+    for (uint32_t g = 0; g < m().num_groups(); ++g) groups.push_back(m().group_stats(g));
     // Drain: everything removed and unpinned leaves no block in use.
     while (!ids_.empty()) remove_at(0);
     while (!pins_.empty()) {
@@ -79,9 +87,10 @@ class RandomOps {
 
   uint64_t successes = 0, failures = 0;
   uint64_t max_expiries = 0;  // most cached blocks waiting for a priority expiry
+  std::vector<GroupStats> groups;  // per group, before the drain
+  BlockManager& m() { return cache_.manager(); }
 
  private:
-  BlockManager& m() { return cache_.manager(); }
   uint32_t pick(uint32_t n) { return uint32_t(rng_() % n); }
 
   std::vector<int32_t> prompt() {
@@ -291,6 +300,79 @@ TEST(RandomOps, RetentionWithTwoGroupsInTwoPools) {
   c.manual_clock = true;
   RandomOps r(c, 13);
   r.run(10000);
+}
+
+// Windows of 2 and 3 blocks (4-token blocks) against prompts of up to 49
+// tokens: blocks leave the window, windowed slots are evicted from
+// interior nodes, reuse stops where a window lacks a block, rewinds past a
+// released block are refused.
+TEST(RandomOps, FullAndWindowedGroupsSharingOnePool) {
+  CacheConfig c = base(40);
+  c.num_layers = 3;
+  c.windows = {0, 8, 12};
+  RandomOps r(c, 21);
+  r.run(30000);
+  EXPECT_GT(r.successes, 15000u);
+  for (uint32_t g : {1u, 2u}) {
+    EXPECT_GT(r.groups[g].released_blocks, 1000u) << g;
+    EXPECT_GT(r.groups[g].evicted_blocks, 1000u) << g;
+    EXPECT_LT(r.groups[g].reused_blocks, r.groups[0].reused_blocks) << g;
+  }
+  EXPECT_EQ(r.groups[0].released_blocks, 0u);
+}
+
+TEST(RandomOps, FullAndWindowedGroupsInTwoPools) {
+  CacheConfig c = base(40);
+  c.windows = {0, 8};
+  c.kv_heads = {1, 2};
+  c.manual_clock = true;
+  RandomOps r(c, 22);
+  r.run(20000);
+}
+
+TEST(RandomOps, WindowedGroupsOnly) {
+  CacheConfig c = base(40);
+  c.windows = {8, 12};
+  RandomOps r(c, 23);
+  r.run(30000);
+  EXPECT_GT(r.successes, 15000u);
+  for (uint32_t g : {0u, 1u}) {
+    EXPECT_GT(r.groups[g].released_blocks, 1000u) << g;
+    EXPECT_GT(r.groups[g].reused_blocks, 300u) << g;
+    EXPECT_GT(r.groups[g].evicted_blocks, 1000u) << g;
+  }
+}
+
+TEST(RandomOps, WindowedGroupsOnlyCopyOnPartialReuseOff) {
+  CacheConfig c = base(40);
+  c.windows = {8};
+  c.copy_on_partial_reuse = false;
+  c.manual_clock = true;
+  RandomOps r(c, 24);
+  r.run(20000);
+}
+
+// The host tier under every operation (pins, forks, rewinds, resets,
+// retention expiries in both tiers); bytes are checked in test_host_tier_random.
+TEST(RandomOps, HostTierWithRetention) {
+  CacheConfig c = base(40);
+  c.host_cache_bytes = 12 * 128;  // 12 block sets of 128 bytes
+  c.manual_clock = true;
+  RandomOps r(c, 14);
+  r.run(20000);
+  EXPECT_GT(r.m().stats().host.offloaded_blocks, 1000u);
+  EXPECT_GT(r.m().stats().host.onboarded_blocks, 100u);
+}
+
+TEST(RandomOps, HostTierTwoGroupsMinPriority80) {
+  CacheConfig c = base(40);
+  c.num_layers = 3;
+  c.kv_heads = {1, 2, 1};
+  c.host_cache_bytes = 8 * 256;  // 8 sets of two 128-byte blocks
+  c.secondary_offload_min_priority = 80;
+  RandomOps r(c, 15);
+  r.run(10000);
+  EXPECT_GT(r.m().stats().host.offloaded_blocks, 100u);
 }
 
 TEST(RandomOps, BlockReuseOff) {

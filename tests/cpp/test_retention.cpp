@@ -10,15 +10,12 @@
 
 #include "core/cache.h"
 #include "core/error.h"
+#include "manager_fixture.h"
 
 namespace kvc {
 namespace {
 
-std::vector<int32_t> seq(int32_t from, int32_t n) {
-  std::vector<int32_t> v(n);
-  std::iota(v.begin(), v.end(), from);
-  return v;
-}
+using test::seq;
 
 std::vector<int32_t> plus_one(std::vector<int32_t> v) {
   v.push_back(-7);  // a last token, always recomputed, so probe sees full blocks
@@ -34,7 +31,7 @@ RetentionRange range(uint64_t start, uint64_t end, uint32_t priority, uint64_t d
   return r;
 }
 
-class RetentionTest : public ::testing::Test {
+class RetentionTest : public test::ManagerFixture {
  protected:
   void make(uint64_t blocks, uint32_t T) {
     CacheConfig c;
@@ -46,26 +43,12 @@ class RetentionTest : public ::testing::Test {
     c.max_tokens = blocks * T;
     c.partial_reuse = false;
     c.manual_clock = true;
-    cache_ = std::make_unique<Cache>(c);
-  }
-  BlockManager& m() { return cache_->manager(); }
-  void add(uint64_t id, const std::vector<int32_t>& t, const SequenceOptions& o = {}) {
-    m().add(id, t.data(), t.size(), o, nullptr);
-    m().check_invariants();
-  }
-  void commit_all(uint64_t id) {
-    m().commit(id, m().sequence(id).length());
-    m().check_invariants();
-  }
-  void remove(uint64_t id) {
-    m().remove(id);
-    m().check_invariants();
+    ManagerFixture::make(c);
   }
   void advance(uint64_t ms) {
     m().advance_clock(ms);
     m().check_invariants();
   }
-  uint64_t probe(const std::vector<int32_t>& t) { return m().probe(t.data(), t.size(), {}); }
   // Priority of every published block of a sequence, in order.
   std::vector<uint32_t> node_priorities(uint64_t id) {
     std::vector<uint32_t> p;
@@ -74,8 +57,6 @@ class RetentionTest : public ::testing::Test {
   }
   std::vector<uint32_t> nodes(uint64_t id) { return m().sequence(id).nodes; }
   uint32_t priority(uint32_t node) { return m().tree().node(node).priority; }
-
-  std::unique_ptr<Cache> cache_;
 };
 
 TEST_F(RetentionTest, RangesMapToBlocksByFirstToken) {

@@ -212,30 +212,59 @@ typedef long long swig_type_182;
 typedef long long swig_type_183;
 typedef long long swig_type_184;
 typedef long long swig_type_185;
-typedef _gostring_ swig_type_186;
-typedef _gostring_ swig_type_187;
-typedef _gostring_ swig_type_188;
-typedef _gostring_ swig_type_189;
-typedef _gostring_ swig_type_190;
+typedef long long swig_type_186;
+typedef long long swig_type_187;
+typedef long long swig_type_188;
+typedef long long swig_type_189;
+typedef long long swig_type_190;
 typedef long long swig_type_191;
 typedef long long swig_type_192;
-typedef _gostring_ swig_type_193;
-typedef _gostring_ swig_type_194;
-typedef _gostring_ swig_type_195;
+typedef long long swig_type_193;
+typedef long long swig_type_194;
+typedef long long swig_type_195;
 typedef long long swig_type_196;
 typedef long long swig_type_197;
 typedef long long swig_type_198;
 typedef long long swig_type_199;
-typedef long long swig_type_200;
+typedef _gostring_ swig_type_200;
 typedef long long swig_type_201;
 typedef long long swig_type_202;
-typedef _gostring_ swig_type_203;
+typedef long long swig_type_203;
 typedef long long swig_type_204;
 typedef long long swig_type_205;
 typedef long long swig_type_206;
 typedef long long swig_type_207;
 typedef long long swig_type_208;
 typedef long long swig_type_209;
+typedef long long swig_type_210;
+typedef long long swig_type_211;
+typedef long long swig_type_212;
+typedef long long swig_type_213;
+typedef long long swig_type_214;
+typedef _gostring_ swig_type_215;
+typedef _gostring_ swig_type_216;
+typedef _gostring_ swig_type_217;
+typedef _gostring_ swig_type_218;
+typedef _gostring_ swig_type_219;
+typedef long long swig_type_220;
+typedef long long swig_type_221;
+typedef _gostring_ swig_type_222;
+typedef _gostring_ swig_type_223;
+typedef _gostring_ swig_type_224;
+typedef long long swig_type_225;
+typedef long long swig_type_226;
+typedef long long swig_type_227;
+typedef long long swig_type_228;
+typedef long long swig_type_229;
+typedef long long swig_type_230;
+typedef long long swig_type_231;
+typedef _gostring_ swig_type_232;
+typedef long long swig_type_233;
+typedef long long swig_type_234;
+typedef long long swig_type_235;
+typedef long long swig_type_236;
+typedef long long swig_type_237;
+typedef long long swig_type_238;
 extern void _wrap_Swig_free_kvc_fcbb5e12893c1662(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_kvc_fcbb5e12893c1662(swig_intgo arg1);
 extern swig_intgo _wrap_KVC_OK_kvc_fcbb5e12893c1662(void);
@@ -532,12 +561,48 @@ extern void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_fcbb5e12893c1662(uintptr_
 extern swig_type_183 _wrap_kvc_cache_stats_t_num_pinned_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
 extern void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_184 arg2);
 extern swig_type_185 _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_186 arg2);
+extern swig_type_187 _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_188 arg2);
+extern swig_type_189 _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_190 arg2);
+extern swig_type_191 _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_192 arg2);
+extern swig_type_193 _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_194 arg2);
+extern swig_type_195 _wrap_kvc_cache_stats_t_host_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_196 arg2);
+extern swig_type_197 _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_198 arg2);
+extern swig_type_199 _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_cache_stats_t_kvc_fcbb5e12893c1662(void);
 extern void _wrap_delete_kvc_cache_stats_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
 extern void _wrap_kvc_cache_stats_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern swig_type_186 _wrap_kvc_cache_get_stats_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_187 _wrap_kvc_cache_reset_reuse_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern swig_type_188 _wrap_kvc_cache_check_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern swig_type_200 _wrap_kvc_cache_get_stats_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
+extern void _wrap_kvc_group_stats_t_struct_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_stats_t_struct_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_pool_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_stats_t_pool_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_201 arg2);
+extern swig_type_202 _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_203 arg2);
+extern swig_type_204 _wrap_kvc_group_stats_t_cached_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_205 arg2);
+extern swig_type_206 _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_207 arg2);
+extern swig_type_208 _wrap_kvc_group_stats_t_reused_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_209 arg2);
+extern swig_type_210 _wrap_kvc_group_stats_t_missed_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_211 arg2);
+extern swig_type_212 _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_released_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_213 arg2);
+extern swig_type_214 _wrap_kvc_group_stats_t_released_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_group_stats_t_kvc_fcbb5e12893c1662(void);
+extern void _wrap_delete_kvc_group_stats_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern swig_type_215 _wrap_kvc_cache_get_group_stats_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_216 _wrap_kvc_cache_reset_reuse_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern swig_type_217 _wrap_kvc_cache_check_kvc_fcbb5e12893c1662(uintptr_t arg1);
 extern void _wrap_kvc_store_args_t_struct_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_store_args_t_struct_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
 extern void _wrap_kvc_store_args_t_layer_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
@@ -559,8 +624,8 @@ extern float _wrap_kvc_store_args_t_v_scale_get_kvc_fcbb5e12893c1662(uintptr_t a
 extern uintptr_t _wrap_new_kvc_store_args_t_kvc_fcbb5e12893c1662(void);
 extern void _wrap_delete_kvc_store_args_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
 extern void _wrap_kvc_store_args_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern swig_type_189 _wrap_kvc_store_kv_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_190 _wrap_kvc_copy_blocks_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, int arg6, uintptr_t arg7);
+extern swig_type_218 _wrap_kvc_store_kv_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_219 _wrap_kvc_copy_blocks_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, int arg6, uintptr_t arg7);
 extern swig_intgo _wrap_KVC_TABLE_PADDED_kvc_fcbb5e12893c1662(void);
 extern swig_intgo _wrap_KVC_TABLE_CSR_kvc_fcbb5e12893c1662(void);
 extern void _wrap_kvc_decode_args_t_struct_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
@@ -599,23 +664,23 @@ extern void _wrap_kvc_decode_args_t_v_scale_set_kvc_fcbb5e12893c1662(uintptr_t a
 extern float _wrap_kvc_decode_args_t_v_scale_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
 extern void _wrap_kvc_decode_args_t_workspace_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_decode_args_t_workspace_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_191 arg2);
-extern swig_type_192 _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_220 arg2);
+extern swig_type_221 _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_decode_args_t_kvc_fcbb5e12893c1662(void);
 extern void _wrap_delete_kvc_decode_args_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
 extern void _wrap_kvc_decode_args_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern swig_type_193 _wrap_kvc_decode_workspace_size_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_194 _wrap_kvc_decode_attention_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_195 _wrap_kvc_cache_get_async_error_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_kvcgo_buffer_new_kvc_fcbb5e12893c1662(swig_voidp arg1, swig_type_196 arg2);
+extern swig_type_222 _wrap_kvc_decode_workspace_size_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_223 _wrap_kvc_decode_attention_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_224 _wrap_kvc_cache_get_async_error_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_kvcgo_buffer_new_kvc_fcbb5e12893c1662(swig_voidp arg1, swig_type_225 arg2);
 extern void _wrap_kvcgo_buffer_free_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvcgo_buffer_read_kvc_fcbb5e12893c1662(swig_voidp arg1, uintptr_t arg2, swig_type_197 arg3);
-extern void _wrap_kvcgo_buffer_write_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2, swig_type_198 arg3);
-extern void _wrap_kvcgo_extra_key_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_199 arg2, swig_type_200 arg3, swig_type_201 arg4, uintptr_t arg5, swig_type_202 arg6);
-extern swig_type_203 _wrap_kvcgo_cache_async_error_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_204 _wrap_kvcgo_extra_key_size_kvc_fcbb5e12893c1662(void);
-extern void _wrap_kvcgo_retention_range_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_205 arg2, swig_type_206 arg3, swig_type_207 arg4, int arg5, swig_type_208 arg6);
-extern swig_type_209 _wrap_kvcgo_retention_range_size_kvc_fcbb5e12893c1662(void);
+extern void _wrap_kvcgo_buffer_read_kvc_fcbb5e12893c1662(swig_voidp arg1, uintptr_t arg2, swig_type_226 arg3);
+extern void _wrap_kvcgo_buffer_write_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2, swig_type_227 arg3);
+extern void _wrap_kvcgo_extra_key_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_228 arg2, swig_type_229 arg3, swig_type_230 arg4, uintptr_t arg5, swig_type_231 arg6);
+extern swig_type_232 _wrap_kvcgo_cache_async_error_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_233 _wrap_kvcgo_extra_key_size_kvc_fcbb5e12893c1662(void);
+extern void _wrap_kvcgo_retention_range_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_234 arg2, swig_type_235 arg3, swig_type_236 arg4, int arg5, swig_type_237 arg6);
+extern swig_type_238 _wrap_kvcgo_retention_range_size_kvc_fcbb5e12893c1662(void);
 #undef intgo
 */
 import "C"
@@ -791,9 +856,9 @@ func Kvc_status_string(arg1 int32) (_swig_ret string) {
 }
 
 const KVC_VERSION_MAJOR int = 0
-const KVC_VERSION_MINOR int = 1
+const KVC_VERSION_MINOR int = 2
 const KVC_VERSION_PATCH int = 0
-const KVC_VERSION_STRING string = "0.1.0"
+const KVC_VERSION_STRING string = "0.2.0"
 
 func _swig_getKVC_VERSION_NUMBER() (_swig_ret int) {
 	var swig_r int
@@ -3247,6 +3312,97 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetTree_nodes() (_swig_ret uint64) {
 	return swig_r
 }
 
+func (arg1 SwigcptrKvc_cache_stats_t) SetOffloaded_blocks(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_186(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_cache_stats_t) GetOffloaded_blocks() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_cache_stats_t) SetOnboarded_blocks(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_188(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_cache_stats_t) GetOnboarded_blocks() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_cache_stats_t) SetOffloaded_bytes(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_190(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_cache_stats_t) GetOffloaded_bytes() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_cache_stats_t) SetOnboarded_bytes(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_192(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_cache_stats_t) GetOnboarded_bytes() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_cache_stats_t) SetHost_blocks(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_cache_stats_t_host_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_194(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_cache_stats_t) GetHost_blocks() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_host_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_cache_stats_t) SetHost_free_blocks(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_196(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_cache_stats_t) GetHost_free_blocks() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_cache_stats_t) SetHost_cached_blocks(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_198(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_cache_stats_t) GetHost_cached_blocks() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
 func NewKvc_cache_stats_t() (_swig_ret Kvc_cache_stats_t) {
 	var swig_r Kvc_cache_stats_t
 	swig_r = (Kvc_cache_stats_t)(SwigcptrKvc_cache_stats_t(C._wrap_new_kvc_cache_stats_t_kvc_fcbb5e12893c1662()))
@@ -3287,6 +3443,20 @@ type Kvc_cache_stats_t interface {
 	GetNum_pinned() (_swig_ret uint64)
 	SetTree_nodes(arg2 uint64)
 	GetTree_nodes() (_swig_ret uint64)
+	SetOffloaded_blocks(arg2 uint64)
+	GetOffloaded_blocks() (_swig_ret uint64)
+	SetOnboarded_blocks(arg2 uint64)
+	GetOnboarded_blocks() (_swig_ret uint64)
+	SetOffloaded_bytes(arg2 uint64)
+	GetOffloaded_bytes() (_swig_ret uint64)
+	SetOnboarded_bytes(arg2 uint64)
+	GetOnboarded_bytes() (_swig_ret uint64)
+	SetHost_blocks(arg2 uint64)
+	GetHost_blocks() (_swig_ret uint64)
+	SetHost_free_blocks(arg2 uint64)
+	GetHost_free_blocks() (_swig_ret uint64)
+	SetHost_cached_blocks(arg2 uint64)
+	GetHost_cached_blocks() (_swig_ret uint64)
 }
 
 func Kvc_cache_stats_init(arg1 Kvc_cache_stats_t) {
@@ -3299,6 +3469,183 @@ func Kvc_cache_get_stats(arg1 Cache, arg2 Kvc_cache_stats_t) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	swig_r_p := C._wrap_kvc_cache_get_stats_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+type SwigcptrKvc_group_stats_t uintptr
+
+func (p SwigcptrKvc_group_stats_t) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrKvc_group_stats_t) SwigIsKvc_group_stats_t() {
+}
+
+func (arg1 SwigcptrKvc_group_stats_t) SetStruct_size(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_group_stats_t_struct_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_group_stats_t) GetStruct_size() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_group_stats_t_struct_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_group_stats_t) SetPool(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_group_stats_t_pool_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_group_stats_t) GetPool() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_group_stats_t_pool_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_group_stats_t) SetIn_use_blocks(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_group_stats_t_in_use_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_201(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_group_stats_t) GetIn_use_blocks() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_in_use_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_group_stats_t) SetCached_blocks(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_group_stats_t_cached_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_203(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_group_stats_t) GetCached_blocks() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_cached_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_group_stats_t) SetPool_free_blocks(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_205(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_group_stats_t) GetPool_free_blocks() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_group_stats_t) SetReused_blocks(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_group_stats_t_reused_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_group_stats_t) GetReused_blocks() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_reused_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_group_stats_t) SetMissed_blocks(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_group_stats_t_missed_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_209(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_group_stats_t) GetMissed_blocks() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_missed_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_group_stats_t) SetEvicted_blocks(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_group_stats_t_evicted_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_211(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_group_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_evicted_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_group_stats_t) SetReleased_blocks(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_group_stats_t_released_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_213(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_group_stats_t) GetReleased_blocks() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_released_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewKvc_group_stats_t() (_swig_ret Kvc_group_stats_t) {
+	var swig_r Kvc_group_stats_t
+	swig_r = (Kvc_group_stats_t)(SwigcptrKvc_group_stats_t(C._wrap_new_kvc_group_stats_t_kvc_fcbb5e12893c1662()))
+	return swig_r
+}
+
+func DeleteKvc_group_stats_t(arg1 Kvc_group_stats_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_kvc_group_stats_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+}
+
+type Kvc_group_stats_t interface {
+	Swigcptr() uintptr
+	SwigIsKvc_group_stats_t()
+	SetStruct_size(arg2 uint32)
+	GetStruct_size() (_swig_ret uint32)
+	SetPool(arg2 uint32)
+	GetPool() (_swig_ret uint32)
+	SetIn_use_blocks(arg2 uint64)
+	GetIn_use_blocks() (_swig_ret uint64)
+	SetCached_blocks(arg2 uint64)
+	GetCached_blocks() (_swig_ret uint64)
+	SetPool_free_blocks(arg2 uint64)
+	GetPool_free_blocks() (_swig_ret uint64)
+	SetReused_blocks(arg2 uint64)
+	GetReused_blocks() (_swig_ret uint64)
+	SetMissed_blocks(arg2 uint64)
+	GetMissed_blocks() (_swig_ret uint64)
+	SetEvicted_blocks(arg2 uint64)
+	GetEvicted_blocks() (_swig_ret uint64)
+	SetReleased_blocks(arg2 uint64)
+	GetReleased_blocks() (_swig_ret uint64)
+}
+
+func Kvc_group_stats_init(arg1 Kvc_group_stats_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_kvc_group_stats_init_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+}
+
+func Kvc_cache_get_group_stats(arg1 Cache, arg2 uint32, arg3 Kvc_group_stats_t) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := getSwigcptr(arg3)
+	swig_r_p := C._wrap_kvc_cache_get_group_stats_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3782,7 +4129,7 @@ func (arg1 SwigcptrKvc_decode_args_t) GetWorkspace() (_swig_ret uintptr) {
 func (arg1 SwigcptrKvc_decode_args_t) SetWorkspace_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_workspace_bytes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1))
+	C._wrap_kvc_decode_args_t_workspace_bytes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_220(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetWorkspace_bytes() (_swig_ret uint64) {
@@ -3891,7 +4238,7 @@ func Kvcgo_buffer_new(arg1 *byte, arg2 uint64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (uintptr)(C._wrap_kvcgo_buffer_new_kvc_fcbb5e12893c1662(C.swig_voidp(_swig_i_0), C.swig_type_196(_swig_i_1)))
+	swig_r = (uintptr)(C._wrap_kvcgo_buffer_new_kvc_fcbb5e12893c1662(C.swig_voidp(_swig_i_0), C.swig_type_225(_swig_i_1)))
 	return swig_r
 }
 
@@ -3904,14 +4251,14 @@ func Kvcgo_buffer_read(arg1 *byte, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_buffer_read_kvc_fcbb5e12893c1662(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_197(_swig_i_2))
+	C._wrap_kvcgo_buffer_read_kvc_fcbb5e12893c1662(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_226(_swig_i_2))
 }
 
 func Kvcgo_buffer_write(arg1 uintptr, arg2 *byte, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_buffer_write_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_198(_swig_i_2))
+	C._wrap_kvcgo_buffer_write_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_227(_swig_i_2))
 }
 
 func Kvcgo_extra_key_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, arg5 uintptr, arg6 uint64) {
@@ -3921,7 +4268,7 @@ func Kvcgo_extra_key_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_kvcgo_extra_key_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_199(_swig_i_1), C.swig_type_200(_swig_i_2), C.swig_type_201(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_202(_swig_i_5))
+	C._wrap_kvcgo_extra_key_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_228(_swig_i_1), C.swig_type_229(_swig_i_2), C.swig_type_230(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_231(_swig_i_5))
 }
 
 func Kvcgo_cache_async_error(arg1 Cache, arg2 uintptr, arg3 *bool) (_swig_ret error) {
@@ -3949,7 +4296,7 @@ func Kvcgo_retention_range_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_kvcgo_retention_range_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_205(_swig_i_1), C.swig_type_206(_swig_i_2), C.swig_type_207(_swig_i_3), C.int(_swig_i_4), C.swig_type_208(_swig_i_5))
+	C._wrap_kvcgo_retention_range_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_234(_swig_i_1), C.swig_type_235(_swig_i_2), C.swig_type_236(_swig_i_3), C.int(_swig_i_4), C.swig_type_237(_swig_i_5))
 }
 
 func Kvcgo_retention_range_size() (_swig_ret uint64) {

@@ -450,7 +450,7 @@ intgo _wrap_KVC_VERSION_NUMBER_kvc_fcbb5e12893c1662() {
   intgo _swig_go_result;
   
   
-  result = (int)((0*10000+1*100+0));
+  result = (int)((0*10000+2*100+0));
   _swig_go_result = result; 
   return _swig_go_result;
 }
@@ -4172,6 +4172,181 @@ long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
+void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->offloaded_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->offloaded_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->onboarded_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->onboarded_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->offloaded_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->offloaded_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->onboarded_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->onboarded_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->host_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->host_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->host_free_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->host_free_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->host_cached_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+  struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->host_cached_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
 struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_fcbb5e12893c1662() {
   struct kvc_cache_stats *result = 0 ;
   struct kvc_cache_stats *_swig_go_result;
@@ -4213,6 +4388,279 @@ _gostring_ _wrap_kvc_cache_get_stats_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_
   arg2 = *(kvc_cache_stats_t **)&_swig_go_1; 
   
   result = (kvc_status_t)kvc_cache_get_stats((struct kvc_cache const *)arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_stats_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
+  struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_group_stats_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+  struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_stats_t_pool_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
+  struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->pool = arg2;
+  
+}
+
+
+int _wrap_kvc_group_stats_t_pool_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+  struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->pool);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->in_use_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+  struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->in_use_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->cached_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+  struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->cached_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->pool_free_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+  struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->pool_free_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->reused_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+  struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->reused_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->missed_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+  struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->missed_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->evicted_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+  struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->evicted_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_stats_t_released_blocks_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->released_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+  struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->released_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_fcbb5e12893c1662() {
+  struct kvc_group_stats *result = 0 ;
+  struct kvc_group_stats *_swig_go_result;
+  
+  
+  result = (struct kvc_group_stats *)calloc(1, sizeof(struct kvc_group_stats));
+  *(struct kvc_group_stats **)&_swig_go_result = (struct kvc_group_stats *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_group_stats_t_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+  struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
+  
+  arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_group_stats_init_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+  kvc_group_stats_t *arg1 = (kvc_group_stats_t *) 0 ;
+  
+  arg1 = *(kvc_group_stats_t **)&_swig_go_0; 
+  
+  kvc_group_stats_init(arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_cache_get_group_stats_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_stats *_swig_go_2) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint32_t arg2 ;
+  kvc_group_stats_t *arg3 = (kvc_group_stats_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  arg3 = *(kvc_group_stats_t **)&_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_cache_get_group_stats((struct kvc_cache const *)arg1,arg2,arg3);
   _swig_go_result = kvcgo_capture(result); 
   return _swig_go_result;
 }

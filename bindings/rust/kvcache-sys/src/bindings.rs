@@ -4,10 +4,10 @@
 // with bindgen 0.60.1. Do not edit: change the headers and run the script.
 
 pub const KVC_VERSION_MAJOR: u32 = 0;
-pub const KVC_VERSION_MINOR: u32 = 1;
+pub const KVC_VERSION_MINOR: u32 = 2;
 pub const KVC_VERSION_PATCH: u32 = 0;
-pub const KVC_VERSION_STRING: &[u8; 6usize] = b"0.1.0\0";
-pub const KVC_VERSION_NUMBER: u32 = 100;
+pub const KVC_VERSION_STRING: &[u8; 6usize] = b"0.2.0\0";
+pub const KVC_VERSION_NUMBER: u32 = 200;
 pub const KVC_ABI_VERSION: u32 = 0;
 pub const KVC_DEFAULT_PRIORITY: u32 = 35;
 pub type __int32_t = ::std::os::raw::c_int;
@@ -330,7 +330,16 @@ extern "C" {
     ) -> kvc_status_t;
 }
 extern "C" {
-    #[doc = " @brief Bytes of (pinned) host memory for the secondary tier; 0 = none."]
+    #[doc = " @brief Bytes of host memory for the secondary tier; 0 = none (default)."]
+    #[doc = ""]
+    #[doc = " The cache allocates them at creation (pinned and mapped on CUDA, plain"]
+    #[doc = " host memory on the CPU backend) as pools mirroring the primary pools,"]
+    #[doc = " the same number of blocks for every layer group (rounded down to whole"]
+    #[doc = " block sets; less than one set means no tier). A cached block evicted"]
+    #[doc = " from the primary pools with a priority >= the offload min priority is"]
+    #[doc = " copied there and stays reusable; a later hit copies it back (onboards"]
+    #[doc = " it) on the stream of the call that reuses it, before that call returns."]
+    #[doc = " Since 0.2.0 the tier works; 0.1.0 accepted the setting and ignored it."]
     #[doc = " @since 0.1.0"]
     pub fn kvc_config_set_host_cache_bytes(config: *mut kvc_config_t, bytes: u64) -> kvc_status_t;
 }
@@ -485,7 +494,10 @@ pub struct kvc_cache_desc {
     pub token_capacity: u64,
     #[doc = "< Bytes of the primary pools."]
     pub primary_bytes: u64,
-    #[doc = "< Bytes of the secondary tier."]
+    #[doc = "< Bytes of the secondary (host) tier's pools: the"]
+    #[doc = "configured host_cache_bytes rounded down to"]
+    #[doc = "whole block sets (one block per layer group);"]
+    #[doc = "0 without a host tier."]
     pub host_cache_bytes: u64,
     #[doc = "< Free device memory seen at sizing (CUDA); 0 on CPU."]
     pub device_free_bytes: u64,
@@ -996,9 +1008,13 @@ pub struct kvc_pool_desc {
     pub num_groups: u32,
     #[doc = "< Bytes of one block."]
     pub block_bytes: u64,
-    #[doc = "< Blocks in the pool."]
+    #[doc = "< Blocks in the pool. With several pools (block"]
+    #[doc = "bytes differ) they share pages of the budget:"]
+    #[doc = "the blocks this pool can address, holding as"]
+    #[doc = "many as the pages it takes. @since 0.1.0"]
     pub num_blocks: u64,
-    #[doc = "< block_bytes * num_blocks."]
+    #[doc = "< block_bytes * num_blocks (with shared pages,"]
+    #[doc = "the shared budget)."]
     pub bytes: u64,
     #[doc = "< First byte (device pointer on CUDA). Owned by the cache."]
     pub base: *mut ::std::os::raw::c_void,
@@ -1993,18 +2009,23 @@ extern "C" {
     #[doc = " over in place otherwise when nothing else uses it). The last prompt token"]
     #[doc = " is never reported cached, so the model always computes at least one."]
     #[doc = " Blocks for the rest of the prompt are allocated, evicting cached blocks"]
-    #[doc = " if needed."]
+    #[doc = " if needed (offloading them to the host tier when it is configured and"]
+    #[doc = " their priority is at least the offload min priority). Cached blocks found"]
+    #[doc = " in the host tier are copied back (onboarded) into fresh blocks on"]
+    #[doc = " `stream` first; they count as cached tokens."]
     #[doc = " @param tokens `num_tokens` (> 0) token ids, borrowed for the call."]
     #[doc = " @param options NULL for the defaults; borrowed for the call."]
     #[doc = " @param[out] cached_tokens Receives the prompt tokens already cached (the"]
     #[doc = "        caller skips computing them); may be NULL. Untouched on failure."]
-    #[doc = " @param stream Stream for the partial-block copy (NULL: default stream)."]
+    #[doc = " @param stream Stream for the partial-block copy and the host-tier copies"]
+    #[doc = "        (NULL: default stream)."]
     #[doc = " @return KVC_OK; KVC_ERR_ALREADY_EXISTS (id in use);"]
     #[doc = "         KVC_ERR_OUT_OF_BLOCKS (free + evictable blocks do not suffice:"]
     #[doc = "         nothing is evicted); KVC_ERR_INVALID_ARGUMENT (NULL tokens, empty"]
     #[doc = "         prompt, priority > 100, bad extra key, bad retention range:"]
     #[doc = "         priority > 100, end <= start, overlapping ranges, an open range"]
-    #[doc = "         that is not last; overlong sequence)."]
+    #[doc = "         that is not last; overlong sequence); KVC_ERR_DEVICE (a host-tier"]
+    #[doc = "         copy could not be enqueued, see above)."]
     #[doc = " @since 0.1.0"]
     pub fn kvc_sequence_add(
         cache: *mut kvc_cache_t,
@@ -2019,10 +2040,11 @@ extern "C" {
 extern "C" {
     #[doc = " @brief Appends `num_tokens` tokens to sequence `id`, allocating blocks as"]
     #[doc = "        needed. A partial tail block shared with another sequence or"]
-    #[doc = "        published in the tree is copied (on `stream`) before it is written."]
+    #[doc = "        published in the tree is copied (on `stream`) before it is written;"]
+    #[doc = "        evicted blocks may be offloaded to the host tier (on `stream`)."]
     #[doc = " @param tokens Borrowed; may be NULL only if num_tokens is 0 (a no-op)."]
     #[doc = " @return KVC_OK, KVC_ERR_NOT_FOUND, KVC_ERR_OUT_OF_BLOCKS,"]
-    #[doc = "         KVC_ERR_INVALID_ARGUMENT."]
+    #[doc = "         KVC_ERR_INVALID_ARGUMENT, KVC_ERR_DEVICE (a host-tier copy)."]
     #[doc = " @since 0.1.0"]
     pub fn kvc_sequence_extend(
         cache: *mut kvc_cache_t,
@@ -2036,7 +2058,9 @@ extern "C" {
     #[doc = " @brief Declares that the KV of the first `num_computed` tokens of"]
     #[doc = "        sequence `id` is written: full blocks among them become reusable"]
     #[doc = "        by other sequences. A block whose key is already cached is not"]
-    #[doc = "        cached twice: the sequence keeps its own copy, freed on release."]
+    #[doc = "        cached twice: the sequence keeps its own copy, freed on release"]
+    #[doc = "        (if the cached one was offloaded to the host tier, the sequence's"]
+    #[doc = "        block replaces it in the tree instead, with no copy)."]
     #[doc = "        A block still shared with a fork sibling is published once this"]
     #[doc = "        sequence holds it alone (at a later commit, any count). Committing"]
     #[doc = "        fewer tokens than already committed keeps the committed count."]
@@ -2298,6 +2322,8 @@ extern "C" {
 extern "C" {
     #[doc = " @brief Block ids of sequence `id` in layer group `group`, in token order."]
     #[doc = "        Ids index the blocks of the group's pool (see kvc_layer_view_t)."]
+    #[doc = "        In a windowed group, -1 for blocks wholly before the window: the"]
+    #[doc = "        sequence released them when its commits passed them."]
     #[doc = " @param[out] ids Caller buffer of `capacity` entries; may be NULL if"]
     #[doc = "        capacity is 0."]
     #[doc = " @param[out] count Receives the number of blocks, also when the buffer is"]
@@ -2356,10 +2382,12 @@ extern "C" {
     #[doc = "        all or nothing (blocks for the whole batch are checked first)."]
     #[doc = " @param ids `count` distinct sequence ids, borrowed."]
     #[doc = " @param tokens `count` token ids, borrowed."]
-    #[doc = " @param stream Stream for copies of shared tails (NULL: default)."]
+    #[doc = " @param stream Stream for copies of shared tails and host-tier offloads"]
+    #[doc = "        (NULL: default)."]
     #[doc = " @return KVC_OK, KVC_ERR_NOT_FOUND (the message names the index),"]
     #[doc = "         KVC_ERR_OUT_OF_BLOCKS, KVC_ERR_INVALID_ARGUMENT (NULL arrays with"]
-    #[doc = "         count > 0, a repeated id)."]
+    #[doc = "         count > 0, a repeated id), KVC_ERR_DEVICE (a host-tier copy, as"]
+    #[doc = "         for kvc_sequence_extend)."]
     #[doc = " @since 0.1.0"]
     pub fn kvc_batch_extend(
         cache: *mut kvc_cache_t,
@@ -2372,7 +2400,9 @@ extern "C" {
 extern "C" {
     #[doc = " @brief Padded block tables: row i of `table` ([count][max_blocks], int32)"]
     #[doc = "        holds the block ids of sequence ids[i] in group `group`, then"]
-    #[doc = "        `pad` up to max_blocks."]
+    #[doc = "        `pad` up to max_blocks. In a windowed group, the entries of blocks"]
+    #[doc = "        wholly before the window (released) hold `pad` too; windowed"]
+    #[doc = "        attention kernels do not read them."]
     #[doc = " @param[out] blocks_needed Receives the longest row over the batch (the"]
     #[doc = "        max_blocks that suffices); may be NULL."]
     #[doc = " @return KVC_OK; KVC_ERR_BUFFER_TOO_SMALL (a sequence has more than"]
@@ -2392,7 +2422,9 @@ extern "C" {
 }
 extern "C" {
     #[doc = " @brief Block tables in CSR form (FlashInfer's paged_kv_indptr,"]
-    #[doc = "        paged_kv_indices, paged_kv_last_page_len)."]
+    #[doc = "        paged_kv_indices, paged_kv_last_page_len). In a windowed group,"]
+    #[doc = "        the indices of blocks wholly before the window (released) are 0,"]
+    #[doc = "        a valid id that windowed kernels do not read."]
     #[doc = " @param[out] indptr `count + 1` entries: sequence i's blocks are"]
     #[doc = "        indices[indptr[i] .. indptr[i+1])."]
     #[doc = " @param[out] indices Capacity `indices_capacity`."]
@@ -2454,10 +2486,11 @@ extern "C" {
         new_tokens: *mut i32,
     ) -> kvc_status_t;
 }
-#[doc = " @brief Counts of a cache's primary blocks and of its reuse. Transparent;"]
-#[doc = "        begins with struct_size. Block counts add up over all pools:"]
-#[doc = "        free + cached + in_use == num_blocks."]
-#[doc = " @since 0.1.0"]
+#[doc = " @brief Counts of a cache's blocks and of its reuse. Transparent; begins"]
+#[doc = "        with struct_size. Primary block counts add up over all pools:"]
+#[doc = "        free + cached + in_use == num_blocks; host-tier blocks are never in"]
+#[doc = "        use: host_free + host_cached == host_blocks."]
+#[doc = " @since 0.1.0 (host-tier fields since 0.2.0)"]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct kvc_cache_stats {
@@ -2479,20 +2512,42 @@ pub struct kvc_cache_stats {
     pub missed_blocks: u64,
     #[doc = "< reused / (reused + missed); 0 before any add."]
     pub hit_rate: f64,
-    #[doc = "< Block positions evicted (one per layer group each)."]
+    #[doc = "< Tree positions that left the radix tree to make room"]
+    #[doc = "(dropped from the primary pools, or evicted from"]
+    #[doc = "the host tier; a position's blocks of every group"]
+    #[doc = "count once, per group see kvc_group_stats_t);"]
+    #[doc = "offloads are counted apart."]
     pub evicted_blocks: u64,
     #[doc = "< Live sequences."]
     pub num_sequences: u64,
     #[doc = "< Pins not yet released."]
     pub num_pinned: u64,
-    #[doc = "< Block positions in the radix tree."]
+    #[doc = "< Block positions in the radix tree (both tiers)."]
     pub tree_nodes: u64,
+    #[doc = "< Block positions copied from the primary pools to"]
+    #[doc = "the host tier on eviction. @since 0.2.0"]
+    pub offloaded_blocks: u64,
+    #[doc = "< Block positions copied back from the host tier"]
+    #[doc = "on a hit. @since 0.2.0"]
+    pub onboarded_blocks: u64,
+    #[doc = "< Bytes copied to the host tier. @since 0.2.0"]
+    pub offloaded_bytes: u64,
+    #[doc = "< Bytes copied back from it. @since 0.2.0"]
+    pub onboarded_bytes: u64,
+    #[doc = "< Host-tier blocks over all pools; 0 without a"]
+    #[doc = "host tier. @since 0.2.0"]
+    pub host_blocks: u64,
+    #[doc = "< Host-tier blocks holding nothing. @since 0.2.0"]
+    pub host_free_blocks: u64,
+    #[doc = "< Host-tier blocks holding offloaded, reusable"]
+    #[doc = "KV. @since 0.2.0"]
+    pub host_cached_blocks: u64,
 }
 #[test]
 fn bindgen_test_layout_kvc_cache_stats() {
     assert_eq!(
         ::std::mem::size_of::<kvc_cache_stats>(),
-        96usize,
+        152usize,
         concat!("Size of: ", stringify!(kvc_cache_stats))
     );
     assert_eq!(
@@ -2721,11 +2776,131 @@ fn bindgen_test_layout_kvc_cache_stats() {
         );
     }
     test_field_tree_nodes();
+    fn test_field_offloaded_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_cache_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).offloaded_blocks) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_cache_stats),
+                "::",
+                stringify!(offloaded_blocks)
+            )
+        );
+    }
+    test_field_offloaded_blocks();
+    fn test_field_onboarded_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_cache_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).onboarded_blocks) as usize - ptr as usize
+            },
+            104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_cache_stats),
+                "::",
+                stringify!(onboarded_blocks)
+            )
+        );
+    }
+    test_field_onboarded_blocks();
+    fn test_field_offloaded_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_cache_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).offloaded_bytes) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_cache_stats),
+                "::",
+                stringify!(offloaded_bytes)
+            )
+        );
+    }
+    test_field_offloaded_bytes();
+    fn test_field_onboarded_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_cache_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).onboarded_bytes) as usize - ptr as usize
+            },
+            120usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_cache_stats),
+                "::",
+                stringify!(onboarded_bytes)
+            )
+        );
+    }
+    test_field_onboarded_bytes();
+    fn test_field_host_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_cache_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).host_blocks) as usize - ptr as usize
+            },
+            128usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_cache_stats),
+                "::",
+                stringify!(host_blocks)
+            )
+        );
+    }
+    test_field_host_blocks();
+    fn test_field_host_free_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_cache_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).host_free_blocks) as usize - ptr as usize
+            },
+            136usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_cache_stats),
+                "::",
+                stringify!(host_free_blocks)
+            )
+        );
+    }
+    test_field_host_free_blocks();
+    fn test_field_host_cached_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_cache_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).host_cached_blocks) as usize - ptr as usize
+            },
+            144usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_cache_stats),
+                "::",
+                stringify!(host_cached_blocks)
+            )
+        );
+    }
+    test_field_host_cached_blocks();
 }
-#[doc = " @brief Counts of a cache's primary blocks and of its reuse. Transparent;"]
-#[doc = "        begins with struct_size. Block counts add up over all pools:"]
-#[doc = "        free + cached + in_use == num_blocks."]
-#[doc = " @since 0.1.0"]
+#[doc = " @brief Counts of a cache's blocks and of its reuse. Transparent; begins"]
+#[doc = "        with struct_size. Primary block counts add up over all pools:"]
+#[doc = "        free + cached + in_use == num_blocks; host-tier blocks are never in"]
+#[doc = "        use: host_free + host_cached == host_blocks."]
+#[doc = " @since 0.1.0 (host-tier fields since 0.2.0)"]
 pub type kvc_cache_stats_t = kvc_cache_stats;
 extern "C" {
     #[doc = " @brief Zeroes `stats` and sets its struct_size. @since 0.1.0"]
@@ -2738,6 +2913,252 @@ extern "C" {
     pub fn kvc_cache_get_stats(
         cache: *const kvc_cache_t,
         out: *mut kvc_cache_stats_t,
+    ) -> kvc_status_t;
+}
+#[doc = " @brief Counts of one layer group's blocks and of its reuse. Transparent;"]
+#[doc = "        begins with struct_size."]
+#[doc = ""]
+#[doc = " A full-attention group holds a block for every block position of every"]
+#[doc = " sequence. A windowed group (kvc_config_set_attention_windows, window W)"]
+#[doc = " holds only the blocks covering the W tokens its next token attends to,"]
+#[doc = " and releases the others as commits move the sequence forward: they are"]
+#[doc = " counted in released_blocks and, being committed, stay cached in the tree"]
+#[doc = " (cached_blocks) until evicted. Its reuse counts only the positions the"]
+#[doc = " group needs: when an add reuses a prefix, the positions before the"]
+#[doc = " window that ends at the reuse point are counted neither as reused nor as"]
+#[doc = " missed, so reused_blocks + missed_blocks may differ between the groups of"]
+#[doc = " one cache. Every computed prompt position is missed in every group."]
+#[doc = ""]
+#[doc = " Pools are shared between groups whose blocks have the same size, so free"]
+#[doc = " blocks belong to the pool, not to a group: pool_free_blocks is the same"]
+#[doc = " for every group of one pool and is counted once per pool in"]
+#[doc = " kvc_cache_stats_t.free_blocks."]
+#[doc = " @since 0.2.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_group_stats {
+    #[doc = "< sizeof(kvc_group_stats_t) of the caller."]
+    pub struct_size: u32,
+    #[doc = "< Pool the group draws from (kvc_cache_describe_pool)."]
+    pub pool: u32,
+    #[doc = "< Blocks of this group held by sequences or pins."]
+    pub in_use_blocks: u64,
+    #[doc = "< Blocks of this group cached in the tree (evictable)."]
+    pub cached_blocks: u64,
+    #[doc = "< Free blocks of that pool, shared with the pool's other groups."]
+    pub pool_free_blocks: u64,
+    #[doc = "< Prompt block positions reused from the tree."]
+    pub reused_blocks: u64,
+    #[doc = "< Prompt block positions computed."]
+    pub missed_blocks: u64,
+    #[doc = "< Blocks of this group evicted."]
+    pub evicted_blocks: u64,
+    #[doc = "< Blocks a windowed group let go because they left the window."]
+    pub released_blocks: u64,
+}
+#[test]
+fn bindgen_test_layout_kvc_group_stats() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_group_stats>(),
+        64usize,
+        concat!("Size of: ", stringify!(kvc_group_stats))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_group_stats>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_group_stats))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_stats),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_pool() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_stats),
+                "::",
+                stringify!(pool)
+            )
+        );
+    }
+    test_field_pool();
+    fn test_field_in_use_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).in_use_blocks) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_stats),
+                "::",
+                stringify!(in_use_blocks)
+            )
+        );
+    }
+    test_field_in_use_blocks();
+    fn test_field_cached_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).cached_blocks) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_stats),
+                "::",
+                stringify!(cached_blocks)
+            )
+        );
+    }
+    test_field_cached_blocks();
+    fn test_field_pool_free_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_free_blocks) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_stats),
+                "::",
+                stringify!(pool_free_blocks)
+            )
+        );
+    }
+    test_field_pool_free_blocks();
+    fn test_field_reused_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reused_blocks) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_stats),
+                "::",
+                stringify!(reused_blocks)
+            )
+        );
+    }
+    test_field_reused_blocks();
+    fn test_field_missed_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).missed_blocks) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_stats),
+                "::",
+                stringify!(missed_blocks)
+            )
+        );
+    }
+    test_field_missed_blocks();
+    fn test_field_evicted_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).evicted_blocks) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_stats),
+                "::",
+                stringify!(evicted_blocks)
+            )
+        );
+    }
+    test_field_evicted_blocks();
+    fn test_field_released_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).released_blocks) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_stats),
+                "::",
+                stringify!(released_blocks)
+            )
+        );
+    }
+    test_field_released_blocks();
+}
+#[doc = " @brief Counts of one layer group's blocks and of its reuse. Transparent;"]
+#[doc = "        begins with struct_size."]
+#[doc = ""]
+#[doc = " A full-attention group holds a block for every block position of every"]
+#[doc = " sequence. A windowed group (kvc_config_set_attention_windows, window W)"]
+#[doc = " holds only the blocks covering the W tokens its next token attends to,"]
+#[doc = " and releases the others as commits move the sequence forward: they are"]
+#[doc = " counted in released_blocks and, being committed, stay cached in the tree"]
+#[doc = " (cached_blocks) until evicted. Its reuse counts only the positions the"]
+#[doc = " group needs: when an add reuses a prefix, the positions before the"]
+#[doc = " window that ends at the reuse point are counted neither as reused nor as"]
+#[doc = " missed, so reused_blocks + missed_blocks may differ between the groups of"]
+#[doc = " one cache. Every computed prompt position is missed in every group."]
+#[doc = ""]
+#[doc = " Pools are shared between groups whose blocks have the same size, so free"]
+#[doc = " blocks belong to the pool, not to a group: pool_free_blocks is the same"]
+#[doc = " for every group of one pool and is counted once per pool in"]
+#[doc = " kvc_cache_stats_t.free_blocks."]
+#[doc = " @since 0.2.0"]
+pub type kvc_group_stats_t = kvc_group_stats;
+extern "C" {
+    #[doc = " @brief Zeroes `stats` and sets its struct_size. NULL is ignored. @since 0.2.0"]
+    pub fn kvc_group_stats_init(stats: *mut kvc_group_stats_t);
+}
+extern "C" {
+    #[doc = " @brief Fills `out` with the current statistics of layer group `group`"]
+    #[doc = "        (0 <= group < kvc_cache_desc_t.num_groups)."]
+    #[doc = " @param[in,out] out struct_size must be set (kvc_group_stats_init); the"]
+    #[doc = "        library writes min(struct_size, its own size) bytes. Borrowed for"]
+    #[doc = "        the call."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT for a NULL cache or out, an"]
+    #[doc = "         unset struct_size, or a group out of range. Reads only."]
+    #[doc = " @since 0.2.0"]
+    pub fn kvc_cache_get_group_stats(
+        cache: *const kvc_cache_t,
+        group: u32,
+        out: *mut kvc_group_stats_t,
     ) -> kvc_status_t;
 }
 extern "C" {

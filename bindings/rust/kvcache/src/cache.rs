@@ -49,7 +49,8 @@ pub struct CacheDesc {
     pub token_capacity: u64,
     /// Bytes of the primary pools.
     pub primary_bytes: u64,
-    /// Bytes of the secondary tier.
+    /// Bytes of the secondary (host) tier's pools: `host_cache_bytes`
+    /// rounded down to whole block sets; 0 without a host tier.
     pub host_cache_bytes: u64,
     /// Free device memory seen at sizing (CUDA); 0 on CPU.
     pub device_free_bytes: u64,
@@ -164,9 +165,10 @@ unsafe impl Send for LayerView {}
 // SAFETY: as for PoolDesc.
 unsafe impl Sync for LayerView {}
 
-/// Counts of a cache's primary blocks and of its reuse
-/// (`kvc_cache_stats_t`). `free_blocks + cached_blocks + in_use_blocks ==
-/// num_blocks`.
+/// Counts of a cache's blocks and of its reuse (`kvc_cache_stats_t`).
+/// `free_blocks + cached_blocks + in_use_blocks == num_blocks` (primary
+/// pools); `host_free_blocks + host_cached_blocks == host_blocks` (the host
+/// tier, whose blocks are never in use).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Stats {
     /// Primary blocks over all pools.
@@ -183,14 +185,65 @@ pub struct Stats {
     pub missed_blocks: u64,
     /// `reused / (reused + missed)`; 0 before any add.
     pub hit_rate: f64,
-    /// Block positions evicted (one per layer group each).
+    /// Block positions that left the radix tree to make room (dropped from
+    /// the primary pools or evicted from the host tier; offloads apart).
     pub evicted_blocks: u64,
     /// Live sequences.
     pub num_sequences: u64,
     /// Pins not yet released.
     pub num_pinned: u64,
-    /// Block positions in the radix tree.
+    /// Block positions in the radix tree (both tiers).
     pub tree_nodes: u64,
+    /// Block positions copied to the host tier on eviction.
+    pub offloaded_blocks: u64,
+    /// Block positions copied back from the host tier on a hit.
+    pub onboarded_blocks: u64,
+    /// Bytes copied to the host tier.
+    pub offloaded_bytes: u64,
+    /// Bytes copied back from it.
+    pub onboarded_bytes: u64,
+    /// Host-tier blocks over all pools (0 without a host tier).
+    pub host_blocks: u64,
+    /// Host-tier blocks holding nothing.
+    pub host_free_blocks: u64,
+    /// Host-tier blocks holding offloaded, reusable KV.
+    pub host_cached_blocks: u64,
+}
+
+/// Counts of one layer group's blocks and of its reuse
+/// (`kvc_group_stats_t`), from [`Cache::group_stats`].
+///
+/// A full-attention group holds a block for every block position of every
+/// sequence. A windowed group (window `W`, see
+/// [`Config::set_attention_windows`]) holds only the blocks covering the
+/// `W` tokens its next token attends to and lets the others go as commits
+/// move a sequence forward (`released_blocks`; committed ones stay cached
+/// until evicted). Its reuse counts only the positions it needs: when an
+/// add reuses a prefix, the positions before the window that ends at the
+/// reuse point count neither as reused nor as missed, so `reused_blocks +
+/// missed_blocks` may differ between the groups of one cache.
+///
+/// Groups whose blocks have the same size share a pool, so free blocks
+/// belong to the pool: `pool_free_blocks` is the same for every group of a
+/// pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupStats {
+    /// Index of the pool the group draws from (see [`Cache::pool`]).
+    pub pool: u32,
+    /// Blocks of this group held by sequences or pins.
+    pub in_use_blocks: u64,
+    /// Blocks of this group cached in the tree (evictable).
+    pub cached_blocks: u64,
+    /// Free blocks of that pool, shared with the pool's other groups.
+    pub pool_free_blocks: u64,
+    /// Prompt block positions reused from the tree.
+    pub reused_blocks: u64,
+    /// Prompt block positions computed.
+    pub missed_blocks: u64,
+    /// Blocks of this group evicted.
+    pub evicted_blocks: u64,
+    /// Blocks a windowed group let go because they left the window.
+    pub released_blocks: u64,
 }
 
 /// A KV cache (`kvc_cache_t`): its pools, sequences, prefix tree and
@@ -342,6 +395,32 @@ impl Cache {
             num_sequences: s.num_sequences,
             num_pinned: s.num_pinned,
             tree_nodes: s.tree_nodes,
+            offloaded_blocks: s.offloaded_blocks,
+            onboarded_blocks: s.onboarded_blocks,
+            offloaded_bytes: s.offloaded_bytes,
+            onboarded_bytes: s.onboarded_bytes,
+            host_blocks: s.host_blocks,
+            host_free_blocks: s.host_free_blocks,
+            host_cached_blocks: s.host_cached_blocks,
+        })
+    }
+
+    /// Current statistics of layer group `group` (`0 <= group <
+    /// num_groups`; `kvc_cache_get_group_stats`). A group out of range is
+    /// `Status::InvalidArgument`.
+    pub fn group_stats(&self, group: u32) -> Result<GroupStats> {
+        let mut s = sized!(sys::kvc_group_stats_t);
+        // SAFETY: live cache, valid out struct with struct_size set.
+        check(unsafe { sys::kvc_cache_get_group_stats(self.raw.as_ptr(), group, &mut s) })?;
+        Ok(GroupStats {
+            pool: s.pool,
+            in_use_blocks: s.in_use_blocks,
+            cached_blocks: s.cached_blocks,
+            pool_free_blocks: s.pool_free_blocks,
+            reused_blocks: s.reused_blocks,
+            missed_blocks: s.missed_blocks,
+            evicted_blocks: s.evicted_blocks,
+            released_blocks: s.released_blocks,
         })
     }
 

@@ -7,7 +7,8 @@
 //!   groups, pools and per-layer tensor views; holds sequences
 //!   ([`Cache::add_sequence`] returns the prompt tokens already cached),
 //!   writes batch tables into slices ([`Cache::block_table`],
-//!   [`Cache::slot_mapping`], ...), reports [`Stats`], and runs kernels
+//!   [`Cache::slot_mapping`], ...), reports [`Stats`] (and per layer
+//!   group, [`GroupStats`]), and runs kernels
 //!   (safe on CPU caches, `unsafe` with device pointers).
 //! - Every failure is an [`Error`] carrying the C status and the library's
 //!   message, read inside the failing call.
@@ -58,7 +59,7 @@ mod version;
 pub use kvcache_sys as sys;
 
 pub use batch::{BlockTable, CsrTable, SlotMapping};
-pub use cache::{Cache, CacheDesc, GroupDesc, LayerView, OnStream, PoolDesc, Stats};
+pub use cache::{Cache, CacheDesc, GroupDesc, GroupStats, LayerView, OnStream, PoolDesc, Stats};
 pub use config::{Config, ConfigBuilder};
 pub use error::{Error, Result, Status};
 pub use kernels::{BlockTables, Decode, RawDecodeArgs, RawStoreArgs, StoreKv, TableFormat};

@@ -827,7 +827,32 @@ public final class Cache implements AutoCloseable {
       KvcNative.kvc_cache_get_stats(h, st);
       return new CacheStats(st.getNum_blocks(), st.getFree_blocks(), st.getCached_blocks(),
           st.getIn_use_blocks(), st.getReused_blocks(), st.getMissed_blocks(), st.getHit_rate(),
-          st.getEvicted_blocks(), st.getNum_sequences(), st.getNum_pinned(), st.getTree_nodes());
+          st.getEvicted_blocks(), st.getNum_sequences(), st.getNum_pinned(), st.getTree_nodes(),
+          st.getOffloaded_blocks(), st.getOnboarded_blocks(), st.getOffloaded_bytes(),
+          st.getOnboarded_bytes(), st.getHost_blocks(), st.getHost_free_blocks(),
+          st.getHost_cached_blocks());
+    } finally {
+      st.delete();
+      handle.release();
+    }
+  }
+
+  /**
+   * Current statistics of layer group {@code group}, 0 &lt;= group &lt;
+   * numGroups (kvc_cache_get_group_stats). See {@link GroupStats} for what a
+   * windowed group counts.
+   * @throws KvCacheException INVALID_ARGUMENT for a group out of range
+   */
+  public GroupStats groupStats(int group) {
+    Args.u32("group", group);
+    long h = handle.acquire();
+    kvc_group_stats_t st = new kvc_group_stats_t();
+    try {
+      KvcNative.kvc_group_stats_init(st);
+      KvcNative.kvc_cache_get_group_stats(h, group, st);
+      return new GroupStats(Args.toInt(st.getPool()), st.getIn_use_blocks(),
+          st.getCached_blocks(), st.getPool_free_blocks(), st.getReused_blocks(),
+          st.getMissed_blocks(), st.getEvicted_blocks(), st.getReleased_blocks());
     } finally {
       st.delete();
       handle.release();

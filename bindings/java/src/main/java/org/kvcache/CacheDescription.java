@@ -15,7 +15,8 @@ package org.kvcache;
  * @param numBlocks primary blocks over all pools
  * @param tokenCapacity tokens every layer can hold at once
  * @param primaryBytes bytes of the primary pools
- * @param hostCacheBytes bytes of the secondary tier
+ * @param hostCacheBytes bytes of the secondary (host) tier's pools: the configured bytes
+ *     rounded down to whole block sets; 0 without a host tier
  * @param deviceFreeBytes free device memory seen at sizing (CUDA); 0 on CPU
  * @param deviceTotalBytes total device memory (CUDA); 0 on CPU
  */
