@@ -148,13 +148,6 @@ uint64_t BlockManager::free_sets() const {
   return n;
 }
 
-uint64_t BlockManager::cached_sets() const {
-  uint64_t n = UINT64_MAX;
-  for (size_t p = 0; p < pools_.size(); ++p)
-    n = std::min<uint64_t>(n, pools_[p].num_cached() / pool_groups_[p]);
-  return n;
-}
-
 // Every cached block can be evicted: a cached anchor node's subtree holds
 // only cached anchors (holders hold ancestors), so leaves-first reaches it,
 // and every cached windowed slot is queued. So free + cached - taken is

@@ -194,7 +194,6 @@ class BlockManager {
   bool node_has_block(uint32_t node) const;
   // Blocks a pool has free, or cached and so evictable.
   uint64_t free_sets() const;
-  uint64_t cached_sets() const;
   // needed[p] / taken[p]: blocks of pool p to allocate / cached blocks of
   // pool p this call takes into use (no longer evictable).
   void require_blocks(const uint64_t* needed, const uint64_t* taken, const std::string& what) const;

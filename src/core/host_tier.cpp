@@ -78,13 +78,11 @@ void BlockManager::plan_victims(uint64_t count, const std::vector<uint32_t>& hel
   if (partial != kNoNode) exclude(partial);
 
   uint64_t host_room = host_free_sets();
-  bool short_of_victims = false;
   for (uint64_t i = 0; i < count; ++i) {
+    // Cached windowed slots of nodes in use are no anchor victims: what the
+    // plan cannot cover, alloc_block() evicts (drops) on its own.
     const uint32_t v = policy_.victim();
-    if (v == kNoNode) {
-      short_of_victims = true;
-      break;
-    }
+    if (v == kNoNode) break;
     policy_.remove(v);
     host_.undo.push_back({v, false, false});
     const TreeNode& t = tree_.node(v);
@@ -134,9 +132,6 @@ void BlockManager::plan_victims(uint64_t count, const std::vector<uint32_t>& hel
     host_.gone_host[n] = 0;
   }
   host_.touched.clear();
-  // Cached windowed slots of nodes in use are no anchor victims: what the
-  // plan cannot cover, alloc_block() evicts (drops) on its own.
-  (void)short_of_victims;
 }
 
 // ---------------------------------------------------------------------------
