@@ -930,7 +930,11 @@ void BlockManager::extend(uint64_t id, const int32_t* tokens, uint64_t n, void* 
 }
 
 Sequence& BlockManager::sequence_for_batch(const uint64_t* ids, size_t i, uint64_t epoch) {
-  Sequence* s = seqs_.find(ids[i]);
+  return claim_for_batch(seqs_.find(ids[i]), ids, i, epoch);
+}
+
+Sequence& BlockManager::claim_for_batch(Sequence* s, const uint64_t* ids, size_t i,
+                                        uint64_t epoch) {
   if (s == nullptr)
     fail(KVC_ERR_NOT_FOUND, "ids[" + std::to_string(i) + "]: no " + seq_name(ids[i]) +
                                 " in this cache");
@@ -941,15 +945,41 @@ Sequence& BlockManager::sequence_for_batch(const uint64_t* ids, size_t i, uint64
   return *s;
 }
 
+namespace {
+
+// The two lines of a sequence a decode step touches (sequence.h).
+inline void prefetch_sequence(const Sequence* s) {
+  __builtin_prefetch(s, 1);
+  __builtin_prefetch(reinterpret_cast<const char*>(s) + 64, 1);
+}
+
+}  // namespace
+
 void BlockManager::extend_batch(const uint64_t* ids, const int32_t* tokens, size_t count,
                                 void* stream) {
   const uint64_t epoch = next_batch_epoch();
-  batch_scratch_.clear();
-  batch_scratch_.reserve(count);
+  // The lookups run ahead of the checks: table slots kSlotAhead ids ahead,
+  // sequences (found, not yet claimed) kSeqAhead ahead, so that the chain
+  // slot -> sequence -> token array costs no wait per sequence. Errors are
+  // still raised in index order by claim_for_batch.
+  constexpr size_t kSlotAhead = 16, kSeqAhead = 8;
+  batch_scratch_.resize(count);
+  Sequence** seqs = batch_scratch_.data();
   batch_cow_.resize(std::max(batch_cow_.size(), count));
+  for (size_t j = 0; j < std::min(count, kSlotAhead); ++j) seqs_.prefetch(ids[j]);
+  for (size_t j = 0; j < std::min(count, kSeqAhead); ++j) {
+    seqs[j] = seqs_.find(ids[j]);
+    if (seqs[j] != nullptr) prefetch_sequence(seqs[j]);
+  }
   uint64_t needed = 0;
   for (size_t i = 0; i < count; ++i) {
-    Sequence* s = &sequence_for_batch(ids, i, epoch);
+    if (i + kSlotAhead < count) seqs_.prefetch(ids[i + kSlotAhead]);
+    if (i + kSeqAhead < count) {
+      Sequence* ahead = seqs_.find(ids[i + kSeqAhead]);
+      seqs[i + kSeqAhead] = ahead;
+      if (ahead != nullptr) prefetch_sequence(ahead);
+    }
+    Sequence* s = &claim_for_batch(seqs[i], ids, i, epoch);
     if (s->length() >= kMaxSequenceTokens)  // the message is only built on failure
       check_length(s->length() + 1, ("ids[" + std::to_string(i) + "]").c_str());
     const bool cow = needs_copy_on_write(*s);
@@ -958,13 +988,18 @@ void BlockManager::extend_batch(const uint64_t* ids, const int32_t* tokens, size
     // Capacity only (no visible change), so it may happen before the checks end.
     grow(s->tokens, s->tokens.size() + 1);
     reserve_blocks(*s, s->num_blocks() + 1);
-    batch_scratch_.push_back(s);
+    // The line the token goes to, for the loop below.
+    __builtin_prefetch(s->tokens.data() + s->tokens.size(), 1);
   }
   require_sets(needed, "this decode step");
   prepare_sets(needed, no_nodes_, kNoNode, stream);
   move_pages();
   for (size_t i = 0; i < count; ++i) {
-    Sequence& s = *batch_scratch_[i];
+    if (i + kSeqAhead < count) {
+      const Sequence* ahead = seqs[i + kSeqAhead];
+      __builtin_prefetch(ahead->tokens.data() + ahead->tokens.size(), 1);
+    }
+    Sequence& s = *seqs[i];
     if (batch_cow_[i] && needs_copy_on_write(s)) copy_on_write(s, stream);  // a sibling may have copied first
     const bool new_block = s.length() % T_ == 0;
     s.tokens.push_back(tokens[i]);

@@ -149,6 +149,8 @@ class BlockManager {
   // (NOT_FOUND naming the index, INVALID_ARGUMENT for a repeated id).
   uint64_t next_batch_epoch() { return ++batch_epoch_; }
   Sequence& sequence_for_batch(const uint64_t* ids, size_t i, uint64_t epoch);
+  // sequence_for_batch's checks on s, the lookup of ids[i] (nullptr: none).
+  Sequence& claim_for_batch(Sequence* s, const uint64_t* ids, size_t i, uint64_t epoch);
 
   uint32_t num_groups() const { return uint32_t(group_pool_.size()); }
   bool windowed(uint32_t g) const { return window_slot_[g] >= 0; }

@@ -11,7 +11,27 @@
 
 namespace kvc {
 
-struct Sequence {
+// The fields a decode step reads and writes (extend_batch) come first, on
+// the first two cache lines of the (line-aligned) object.
+struct alignas(64) Sequence {
+  uint64_t batch_mark = 0;  // duplicate detection inside one batch call
+  // Tokens from token_base on; the ones before it are those of published
+  // blocks, kept by the tree (so adding a long cached prompt copies little).
+  uint64_t token_base = 0;
+  std::vector<int32_t> tokens;
+  // nodes[b]: the tree node published (or found) for full block b, kNoNode
+  // if none. When its blocks are not this sequence's own (the key was
+  // already cached when this sequence committed), the sequence also holds
+  // a reference to them, an anchor, so that a node in use always has every
+  // ancestor in use.
+  std::vector<uint32_t> nodes;
+  // True when the tail block is known to be this sequence's alone and out
+  // of the tree, so a write needs no copy and no look at the pool. Only
+  // fork and rewind can make it shared or published; they clear it.
+  bool tail_private = false;
+  // blocks[g][b]: block of group g holding tokens [b*T, (b+1)*T); kNoBlock
+  // for b < window_begin[g], blocks a windowed group released.
+  std::vector<std::vector<uint32_t>> blocks;
   uint64_t id = 0;
   uint32_t scope = 0;  // interned scope id
   uint8_t prompt_priority = 35;
@@ -21,35 +41,17 @@ struct Sequence {
   uint64_t prompt_len = 0;
   uint64_t cached = 0;     // tokens reused at add (not to be written)
   uint64_t committed = 0;  // tokens whose KV the caller has written
-  // Tokens from token_base on; the ones before it are those of published
-  // blocks, kept by the tree (so adding a long cached prompt copies little).
-  uint64_t token_base = 0;
-  std::vector<int32_t> tokens;
   std::vector<ExtraKey> extra_keys;  // sorted
-  // blocks[g][b]: block of group g holding tokens [b*T, (b+1)*T); kNoBlock
-  // for b < window_begin[g], blocks a windowed group released.
-  std::vector<std::vector<uint32_t>> blocks;
   // Per group: the first block position still held (0 in a full group).
   // A windowed group releases the blocks no token from `committed` on
   // can attend to.
   std::vector<uint64_t> window_begin;
-  // nodes[b]: the tree node published (or found) for full block b, kNoNode
-  // if none. When its blocks are not this sequence's own (the key was
-  // already cached when this sequence committed), the sequence also holds
-  // a reference to them, an anchor, so that a node in use always has every
-  // ancestor in use.
-  std::vector<uint32_t> nodes;
   // nodes[b] is set exactly for b < published. A new node is only ever
   // made from a block this sequence alone holds, so every holder of a
   // published block also holds its ancestors.
   uint64_t published = 0;
   // Per group: tokens already reported by a slot mapping.
   std::vector<uint64_t> slot_cursor;
-  uint64_t batch_mark = 0;  // duplicate detection inside one batch call
-  // True when the tail block is known to be this sequence's alone and out
-  // of the tree, so a write needs no copy and no look at the pool. Only
-  // fork and rewind can make it shared or published; they clear it.
-  bool tail_private = false;
 
   uint64_t length() const { return token_base + tokens.size(); }
   const int32_t* token_at(uint64_t pos) const { return tokens.data() + (pos - token_base); }
