@@ -817,26 +817,18 @@ uint64_t BlockManager::add(uint64_t id, const int32_t* tokens, uint64_t n,
   // From here on nothing can fail (the vectors have their capacity).
   const uint32_t G = num_groups();
   if (windowed_.empty()) {
-    // Holding the reused nodes in bulk (hold_anchor of every group): most
-    // are interior nodes, neither queued for eviction nor awaiting an
-    // expiry, so the common case reads one byte of the policy and the
-    // record's block ids.
+    // Holding the reused nodes in bulk (hold_anchor of every group). Only
+    // cached leaves are queued for eviction, and every reused node but the
+    // last has its successor for a primary child (prepare_sets brought
+    // back any from the host tier): only the last can be queued.
     seq->nodes.assign(match_full_.begin(), match_full_.end());
     for (auto& v : seq->blocks) v.resize(full);
-    constexpr uint64_t kAhead = 16;
-    const bool expiring = !expiry_.empty();
-    uint32_t* blocks0 = seq->blocks[0].data();
-    for (uint64_t i = 0; i < full; ++i) {
-      if (i + kAhead < full) {
-        policy_.prefetch(match_full_[i + kAhead]);
-        tree_.prefetch_blocks(match_full_[i + kAhead]);
-      }
-      const uint32_t node = match_full_[i];
-      if (policy_.contains(node)) policy_.remove(node);
-      if (expiring) expiry_.cancel(expiry_key(node, 0));
-      const uint32_t* blocks = tree_.blocks(node);
-      blocks0[i] = blocks[0];
-      for (uint32_t g = 1; g < G; ++g) seq->blocks[g][i] = blocks[g];
+    if (full > 0 && policy_.contains(match_full_[full - 1])) policy_.remove(match_full_[full - 1]);
+    if (!expiry_.empty())
+      for (uint64_t i = 0; i < full; ++i) expiry_.cancel(expiry_key(match_full_[i], 0));
+    for (uint32_t g = 0; g < G; ++g) {
+      uint32_t* out = seq->blocks[g].data();
+      for (uint64_t i = 0; i < full; ++i) out[i] = tree_.block(match_full_[i], g);
     }
     for (uint32_t g = 0; g < G; ++g) {
       const uint64_t was_cached = pools_[group_pool_[g]].add_refs(seq->blocks[g].data(), full);

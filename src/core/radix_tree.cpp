@@ -125,26 +125,39 @@ uint32_t RadixTree::find(uint32_t parent, uint32_t scope, const int32_t* tokens,
 void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, uint32_t scope,
                                   uint64_t scope_digest, const int32_t* tokens,
                                   uint64_t num_blocks, std::vector<uint32_t>& out) const {
-  // A pipeline over the blocks: each one is hashed (and its table slot
-  // fetched) 16 blocks ahead of its comparison, and its candidate node
-  // fetched 8 ahead. The chained hashes depend on the prompt only, not on
-  // the nodes found, and hashing one block per step hides the chain's
-  // latency behind the comparisons.
-  constexpr uint64_t kSlotLead = 16;
-  constexpr uint64_t kNodeLead = 8;
-  constexpr uint64_t kRing = 32;  // > kSlotLead, a power of two
+  // In chunks of blocks, three tight loops a chunk apart: hash each block
+  // of the next chunk (fetching its table slot); read each slot of this
+  // one (the first entry with the block's tag is its candidate, whose
+  // record is fetched); compare this chunk's candidates in order. The
+  // chained hashes depend on the prompt only, so a chunk's loads are all
+  // in flight at once, a chunk's hashing ahead of its comparison; a prompt
+  // that misses early hashes at most two chunks past its cached prefix.
+  // The candidate is almost always the node (32-bit tags); when it is not,
+  // the slot's run is probed in full.
+  constexpr uint32_t kChunk = 32;
   const uint32_t T = tokens_per_block_;
   BlockChain chain(parent_hash, scope_digest, T);
-  uint32_t tags[kRing];
-  uint64_t hashed = 0;
-  auto hash_next = [&] {
-    const uint32_t tag = tag_of(chain.next(tokens + hashed * T));
-    tags[hashed % kRing] = tag;
-    __builtin_prefetch(&buckets_[home(tag)]);
-    ++hashed;
+  uint32_t tags[2][kChunk];
+  uint32_t candidates[kChunk];
+  const uint64_t* const buckets = buckets_.data();
+  const uint32_t* const records = records_.data();
+  const uint64_t stride = stride_;
+  const uint32_t head = head_at_;
+  // Lines of a record to fetch: its first, the next (tokens of 32-token
+  // blocks) and the head's (with the block ids).
+  const uint32_t second_line = std::min<uint32_t>(64, head * 4);
+  const uint32_t head_line = head * 4;
+  auto chunk_size = [&](uint64_t base) {
+    return base < num_blocks ? uint32_t(std::min<uint64_t>(kChunk, num_blocks - base)) : 0;
   };
-  while (hashed < num_blocks && hashed < kSlotLead) hash_next();
-  for (uint64_t b = 0; b < kNodeLead && b < hashed; ++b) prefetch_candidate(tags[b]);
+  auto hash_chunk = [&](uint64_t base, uint32_t* out_tags) {
+    const uint32_t n = chunk_size(base);
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint32_t tag = tag_of(chain.next(tokens + (base + i) * T));
+      out_tags[i] = tag;
+      __builtin_prefetch(&buckets[home(tag)]);
+    }
+  };
   // What a full block's record head must hold, compared as two 8-byte
   // words: (parent, scope), then (tokens_per_block tokens, no extra keys).
   auto pair = [](uint32_t lo, uint32_t hi) {
@@ -157,28 +170,60 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, uint32_
   const uint64_t want_len = pair(T, 0);
   static_assert(kScope == kParent + 1 && kNumTokens == kParent + 2 && kHasExtra == kParent + 3,
                 "head word order");
-  for (uint64_t b = 0; b < num_blocks; ++b) {
-    if (hashed < num_blocks) hash_next();
-    if (b + kNodeLead < hashed) prefetch_candidate(tags[(b + kNodeLead) % kRing]);
-    const uint32_t tag = tags[b % kRing];
-    const int32_t* want = tokens + b * T;
-    uint32_t found = kNoNode;
-    for (uint64_t i = home(tag);; i = next_slot(i)) {
-      const uint64_t e = buckets_[i];
-      if (e == kEmpty) break;
-      if (uint32_t(e >> 32) != tag) continue;
-      const uint32_t n = uint32_t(e);
-      const uint32_t* r = record(n);
-      uint64_t head[2];
-      std::memcpy(head, r + head_at_ + kParent, sizeof(head));
-      if (head[0] == key && head[1] == want_len && same_tokens(this->tokens(n), want)) {
-        found = n;
-        break;
+  auto is_block = [&](uint32_t n, const int32_t* want) {
+    const uint32_t* r = records + n * stride;
+    uint64_t h[2];
+    std::memcpy(h, r + head + kParent, sizeof(h));
+    return h[0] == key && h[1] == want_len && same_tokens(reinterpret_cast<const int32_t*>(r), want);
+  };
+
+  const uint64_t first = out.size();
+  out.resize(first + num_blocks);
+  uint32_t* const found_at = out.data() + first;
+  hash_chunk(0, tags[0]);
+  for (uint64_t base = 0, k = 0; base < num_blocks; base += kChunk, k ^= 1) {
+    const uint32_t n = chunk_size(base);
+    const uint32_t* const chunk_tags = tags[k];
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint32_t tag = chunk_tags[i];
+      uint32_t c = kNoNode;
+      for (uint64_t s = home(tag);; s = next_slot(s)) {
+        const uint64_t e = buckets[s];
+        if (e == kEmpty) break;
+        if (uint32_t(e >> 32) == tag) {
+          c = uint32_t(e);
+          const char* r = reinterpret_cast<const char*>(records + c * stride);
+          __builtin_prefetch(r);
+          __builtin_prefetch(r + second_line);
+          __builtin_prefetch(r + head_line);
+          break;
+        }
       }
+      candidates[i] = c;
     }
-    if (found == kNoNode) return;
-    out.push_back(found);
-    key = pair(found, scope);
+    hash_chunk(base + kChunk, tags[k ^ 1]);  // while the records arrive
+    const int32_t* const chunk = tokens + base * T;
+    for (uint32_t i = 0; i < n; ++i) {
+      const int32_t* want = chunk + i * T;
+      uint32_t found = candidates[i];
+      if (found != kNoNode && !is_block(found, want)) {
+        found = kNoNode;
+        for (uint64_t s = home(chunk_tags[i]);; s = next_slot(s)) {
+          const uint64_t e = buckets[s];
+          if (e == kEmpty) break;
+          if (uint32_t(e >> 32) == chunk_tags[i] && is_block(uint32_t(e), want)) {
+            found = uint32_t(e);
+            break;
+          }
+        }
+      }
+      if (found == kNoNode) {
+        out.resize(first + base + i);
+        return;
+      }
+      found_at[base + i] = found;
+      key = pair(found, scope);
+    }
   }
 }
 

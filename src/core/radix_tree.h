@@ -199,20 +199,6 @@ class RadixTree {
   void table_erase(BigArray<uint64_t>& table, uint32_t tag, uint32_t node);
 
   bool same_tokens(const int32_t* a, const int32_t* b) const;
-  // The first node of the slot's run with this tag (almost always the one
-  // the walk will compare); a few slots at most.
-  KVC_ALWAYS_INLINE void prefetch_candidate(uint32_t tag) const {
-    uint64_t i = home(tag);
-    for (int k = 0; k < 4; ++k, i = next_slot(i)) {
-      const uint64_t e = buckets_[i];
-      if (e == kEmpty) return;
-      if (uint32_t(e >> 32) == tag) {
-        prefetch_record(uint32_t(e));
-        return;
-      }
-    }
-  }
-
   uint32_t tokens_per_block_;
   uint32_t num_groups_;
   uint32_t head_at_;    // word offset of the record head
