@@ -822,16 +822,14 @@ uint64_t BlockManager::add(uint64_t id, const int32_t* tokens, uint64_t n,
     // last has its successor for a primary child (prepare_sets brought
     // back any from the host tier): only the last can be queued.
     seq->nodes.assign(match_full_.begin(), match_full_.end());
-    for (auto& v : seq->blocks) v.resize(full);
     if (full > 0 && policy_.contains(match_full_[full - 1])) policy_.remove(match_full_[full - 1]);
     if (!expiry_.empty())
       for (uint64_t i = 0; i < full; ++i) expiry_.cancel(expiry_key(match_full_[i], 0));
     for (uint32_t g = 0; g < G; ++g) {
-      uint32_t* out = seq->blocks[g].data();
-      for (uint64_t i = 0; i < full; ++i) out[i] = tree_.block(match_full_[i], g);
-    }
-    for (uint32_t g = 0; g < G; ++g) {
-      const uint64_t was_cached = pools_[group_pool_[g]].add_refs(seq->blocks[g].data(), full);
+      std::vector<uint32_t>& out = seq->blocks[g];
+      out.resize(full);
+      tree_.gather_blocks(match_full_.data(), full, g, out.data());
+      const uint64_t was_cached = pools_[group_pool_[g]].add_refs(out.data(), full);
       group_counters_[g].cached_blocks -= was_cached;
       group_counters_[g].in_use_blocks += was_cached;
     }

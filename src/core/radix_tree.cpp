@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -24,6 +25,23 @@ uint32_t table_bits_for(uint32_t max_nodes) {
 
 uint32_t round_up(uint32_t n, uint32_t to) { return (n + to - 1) / to * to; }
 
+// Whether a record's 16 tokens (16-byte aligned: records are 32-byte
+// aligned) equal a prompt's.
+inline bool same_16_tokens(const int32_t* record, const int32_t* want) {
+#if defined(__SSE2__)
+  // Four 16-byte compares, one mask.
+  const __m128i* x = reinterpret_cast<const __m128i*>(record);
+  const __m128i* y = reinterpret_cast<const __m128i*>(want);
+  const __m128i e0 = _mm_cmpeq_epi32(_mm_load_si128(x), _mm_loadu_si128(y));
+  const __m128i e1 = _mm_cmpeq_epi32(_mm_load_si128(x + 1), _mm_loadu_si128(y + 1));
+  const __m128i e2 = _mm_cmpeq_epi32(_mm_load_si128(x + 2), _mm_loadu_si128(y + 2));
+  const __m128i e3 = _mm_cmpeq_epi32(_mm_load_si128(x + 3), _mm_loadu_si128(y + 3));
+  return _mm_movemask_epi8(_mm_and_si128(_mm_and_si128(e0, e1), _mm_and_si128(e2, e3))) == 0xffff;
+#else
+  return std::memcmp(record, want, 64) == 0;
+#endif
+}
+
 }  // namespace
 
 const std::string& NodeExtra::none() {
@@ -37,7 +55,7 @@ RadixTree::RadixTree(uint32_t max_nodes, uint32_t tokens_per_block, uint32_t num
       num_groups_(num_groups),
       head_at_(tokens_per_block),
       blocks_at_(tokens_per_block + kHeadWords),
-      stride_(round_up(tokens_per_block + kHeadWords + num_groups, 16)),
+      stride_(round_up(tokens_per_block + kHeadWords + num_groups, 8)),
       nodes_(uint64_t(max_nodes) + 1),
       records_((uint64_t(max_nodes) + 1) * stride_),
       holders_(uint64_t(max_nodes) + 1, 0),
@@ -86,24 +104,6 @@ void RadixTree::table_erase(BigArray<uint64_t>& table, uint32_t tag, uint32_t no
   table[i] = kEmpty;
 }
 
-bool RadixTree::same_tokens(const int32_t* a, const int32_t* b) const {
-  if (tokens_per_block_ == 16) {
-#if defined(__SSE2__)
-    // Four 16-byte compares, one mask.
-    const __m128i* x = reinterpret_cast<const __m128i*>(a);
-    const __m128i* y = reinterpret_cast<const __m128i*>(b);
-    const __m128i e0 = _mm_cmpeq_epi32(_mm_loadu_si128(x), _mm_loadu_si128(y));
-    const __m128i e1 = _mm_cmpeq_epi32(_mm_loadu_si128(x + 1), _mm_loadu_si128(y + 1));
-    const __m128i e2 = _mm_cmpeq_epi32(_mm_loadu_si128(x + 2), _mm_loadu_si128(y + 2));
-    const __m128i e3 = _mm_cmpeq_epi32(_mm_loadu_si128(x + 3), _mm_loadu_si128(y + 3));
-    return _mm_movemask_epi8(_mm_and_si128(_mm_and_si128(e0, e1), _mm_and_si128(e2, e3))) == 0xffff;
-#else
-    return std::memcmp(a, b, 64) == 0;
-#endif
-  }
-  return std::memcmp(a, b, size_t(tokens_per_block_) * sizeof(int32_t)) == 0;
-}
-
 uint32_t RadixTree::find(uint32_t parent, uint32_t scope, const int32_t* tokens,
                          uint32_t num_tokens, const std::string& extra, uint64_t hash) const {
   const uint32_t tag = tag_of(hash);
@@ -143,10 +143,9 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, uint32_
   const uint32_t* const records = records_.data();
   const uint64_t stride = stride_;
   const uint32_t head = head_at_;
-  // Lines of a record to fetch: its first, the next (tokens of 32-token
-  // blocks) and the head's (with the block ids).
-  const uint32_t second_line = std::min<uint32_t>(64, head * 4);
-  const uint32_t head_line = head * 4;
+  // The lines a record spans: its first and its last (which has the head
+  // and the block ids), and any between for blocks of 32 tokens or more.
+  const uint32_t last_byte = (head + kHeadWords + num_groups_) * 4 - 1;
   auto chunk_size = [&](uint64_t base) {
     return base < num_blocks ? uint32_t(std::min<uint64_t>(kChunk, num_blocks - base)) : 0;
   };
@@ -170,11 +169,40 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, uint32_
   const uint64_t want_len = pair(T, 0);
   static_assert(kScope == kParent + 1 && kNumTokens == kParent + 2 && kHasExtra == kParent + 3,
                 "head word order");
-  auto is_block = [&](uint32_t n, const int32_t* want) {
+  // `sixteen`: std::true_type when blocks have 16 tokens (one compare
+  // sequence, compiled apart), std::false_type for any other size.
+  auto is_block = [&](auto sixteen, uint32_t n, const int32_t* want) {
     const uint32_t* r = records + n * stride;
     uint64_t h[2];
     std::memcpy(h, r + head + kParent, sizeof(h));
-    return h[0] == key && h[1] == want_len && same_tokens(reinterpret_cast<const int32_t*>(r), want);
+    if (h[0] != key || h[1] != want_len) return false;
+    const int32_t* have = reinterpret_cast<const int32_t*>(r);
+    if constexpr (decltype(sixteen)::value) return same_16_tokens(have, want);
+    else return std::memcmp(have, want, size_t(T) * sizeof(int32_t)) == 0;
+  };
+  // Compares a chunk's candidates in order; returns how many are its blocks.
+  auto compare_chunk = [&](auto sixteen, uint64_t base, uint32_t n, const uint32_t* chunk_tags,
+                           uint32_t* found_at) {
+    const int32_t* const chunk = tokens + base * T;
+    for (uint32_t i = 0; i < n; ++i) {
+      const int32_t* want = chunk + i * T;
+      uint32_t found = candidates[i];
+      if (found != kNoNode && !is_block(sixteen, found, want)) {
+        found = kNoNode;
+        for (uint64_t s = home(chunk_tags[i]);; s = next_slot(s)) {
+          const uint64_t e = buckets[s];
+          if (e == kEmpty) break;
+          if (uint32_t(e >> 32) == chunk_tags[i] && is_block(sixteen, uint32_t(e), want)) {
+            found = uint32_t(e);
+            break;
+          }
+        }
+      }
+      if (found == kNoNode) return i;
+      found_at[i] = found;
+      key = pair(found, scope);
+    }
+    return n;
   };
 
   const uint64_t first = out.size();
@@ -194,35 +222,19 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, uint32_
           c = uint32_t(e);
           const char* r = reinterpret_cast<const char*>(records + c * stride);
           __builtin_prefetch(r);
-          __builtin_prefetch(r + second_line);
-          __builtin_prefetch(r + head_line);
+          __builtin_prefetch(r + last_byte);
+          for (uint32_t at = 64; at + 64 <= last_byte; at += 64) __builtin_prefetch(r + at);
           break;
         }
       }
       candidates[i] = c;
     }
     hash_chunk(base + kChunk, tags[k ^ 1]);  // while the records arrive
-    const int32_t* const chunk = tokens + base * T;
-    for (uint32_t i = 0; i < n; ++i) {
-      const int32_t* want = chunk + i * T;
-      uint32_t found = candidates[i];
-      if (found != kNoNode && !is_block(found, want)) {
-        found = kNoNode;
-        for (uint64_t s = home(chunk_tags[i]);; s = next_slot(s)) {
-          const uint64_t e = buckets[s];
-          if (e == kEmpty) break;
-          if (uint32_t(e >> 32) == chunk_tags[i] && is_block(uint32_t(e), want)) {
-            found = uint32_t(e);
-            break;
-          }
-        }
-      }
-      if (found == kNoNode) {
-        out.resize(first + base + i);
-        return;
-      }
-      found_at[base + i] = found;
-      key = pair(found, scope);
+    const uint32_t got = T == 16 ? compare_chunk(std::true_type{}, base, n, chunk_tags, found_at + base)
+                                 : compare_chunk(std::false_type{}, base, n, chunk_tags, found_at + base);
+    if (got < n) {
+      out.resize(first + base + got);
+      return;
     }
   }
 }

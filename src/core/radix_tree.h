@@ -12,9 +12,9 @@
 //   reads no node whose hash differs, and removal (backward shift) needs no
 //   node at all;
 // - what a lookup compares (tokens, parent, scope, length) and the node's
-//   block ids sit together in one 64-byte aligned record (two cache lines
-//   for 16-token blocks), apart from the rest (TreeNode: hash, child count,
-//   retention and eviction state) that a lookup never reads.
+//   block ids sit together in one 32-byte aligned record (96 bytes on two
+//   cache lines for 16-token blocks), apart from the rest (TreeNode: hash,
+//   child count, retention and eviction state) that a lookup never reads.
 #pragma once
 
 #include <cstdint>
@@ -123,6 +123,12 @@ class RadixTree {
   }
   uint32_t block(uint32_t id, uint32_t group) const { return record(id)[blocks_at_ + group]; }
   const uint32_t* blocks(uint32_t id) const { return record(id) + blocks_at_; }
+  // out[i] = block(nodes[i], group) for i < n.
+  void gather_blocks(const uint32_t* nodes, uint64_t n, uint32_t group, uint32_t* out) const {
+    const uint32_t* const at = records_.data() + blocks_at_ + group;
+    const uint64_t stride = stride_;
+    for (uint64_t i = 0; i < n; ++i) out[i] = at[nodes[i] * stride];
+  }
   // A windowed group's slot empties (kNoBlock) when its block is evicted; a
   // node moving between tiers takes blocks of the other tier's pools.
   void set_block(uint32_t id, uint32_t group, uint32_t block) { record(id)[blocks_at_ + group] = block; }
@@ -198,14 +204,13 @@ class RadixTree {
                            uint64_t entry);
   void table_erase(BigArray<uint64_t>& table, uint32_t tag, uint32_t node);
 
-  bool same_tokens(const int32_t* a, const int32_t* b) const;
   uint32_t tokens_per_block_;
   uint32_t num_groups_;
   uint32_t head_at_;    // word offset of the record head
   uint32_t blocks_at_;  // word offset of the block ids
-  uint32_t stride_;     // words per record (a multiple of 16)
+  uint32_t stride_;     // words per record (a multiple of 8)
   BigArray<TreeNode> nodes_;
-  BigArray<uint32_t> records_;  // stride_ words per node, 64-byte aligned
+  BigArray<uint32_t> records_;  // stride_ words per node, 32-byte aligned
   std::vector<uint32_t> holders_;  // per node (windowed-only models)
   struct ChildLinks {
     uint32_t first_child = kNoNode;
