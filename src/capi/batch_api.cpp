@@ -5,6 +5,7 @@
 
 using kvc::capi::cache_of;
 using kvc::capi::guarded;
+using kvc::capi::refused;
 using kvc::capi::require;
 using kvc::capi::require_array;
 
@@ -22,12 +23,14 @@ extern "C" {
 
 KVC_API kvc_status_t kvc_batch_extend(kvc_cache_t* cache, const uint64_t* ids,
                                       const int32_t* tokens, size_t count, void* stream) {
-  return guarded([&] {
+  return guarded([&]() -> kvc_status_t {
     kvc::Cache& c = cache_of(cache);
     require_array(ids, count, "ids", "count");
     require_array(tokens, count, "tokens", "count");
     std::lock_guard<std::mutex> lock(c.mutex());
-    c.manager().extend_batch(ids, tokens, count, stream);
+    if (!c.manager().try_extend_batch(ids, tokens, count, stream))
+      return refused(c.manager().refusal());
+    return KVC_OK;
   });
 }
 

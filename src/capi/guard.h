@@ -7,6 +7,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <type_traits>
 
 #include "capi/last_error.h"
 #include "core/error.h"
@@ -14,12 +15,17 @@
 namespace kvc::capi {
 
 // Runs body(); no exception escapes. Every exported function with a status
-// goes through here.
+// goes through here. A body may return its status itself (a refusal told
+// without an exception, see refused()); one returning nothing succeeded.
 template <class Body>
 kvc_status_t guarded(Body&& body) noexcept {
   try {
-    body();
-    return KVC_OK;
+    if constexpr (std::is_void_v<decltype(body())>) {
+      body();
+      return KVC_OK;
+    } else {
+      return body();
+    }
   } catch (const Error& e) {
     set_last_error(e.what());
     return e.status();
@@ -33,6 +39,12 @@ kvc_status_t guarded(Body&& body) noexcept {
     set_last_error("internal error: unknown exception");
     return KVC_ERR_INTERNAL;
   }
+}
+
+// The status and message of a refusal (BlockManager's try_ calls).
+inline kvc_status_t refused(const Refusal& r) noexcept {
+  set_last_error(r.message);
+  return r.status;
 }
 
 template <class T>

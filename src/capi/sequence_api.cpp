@@ -4,6 +4,7 @@
 
 using kvc::capi::cache_of;
 using kvc::capi::guarded;
+using kvc::capi::refused;
 using kvc::capi::require;
 using kvc::capi::require_array;
 
@@ -68,23 +69,27 @@ KVC_API void kvc_sequence_desc_init(kvc_sequence_desc_t* desc) { kvc::capi::init
 KVC_API kvc_status_t kvc_sequence_add(kvc_cache_t* cache, uint64_t id, const int32_t* tokens,
                                       size_t num_tokens, const kvc_sequence_options_t* options,
                                       void* stream, uint64_t* cached_tokens) {
-  return guarded([&] {
+  return guarded([&]() -> kvc_status_t {
     kvc::Cache& c = cache_of(cache);
     require_tokens(tokens, num_tokens);
     const kvc::SequenceOptions o = options_of(options);
     std::lock_guard<std::mutex> lock(c.mutex());
-    const uint64_t cached = c.manager().add(id, tokens, num_tokens, o, stream);
+    uint64_t cached = 0;
+    if (!c.manager().try_add(id, tokens, num_tokens, o, stream, &cached))
+      return refused(c.manager().refusal());
     if (cached_tokens != nullptr) *cached_tokens = cached;
+    return KVC_OK;
   });
 }
 
 KVC_API kvc_status_t kvc_sequence_extend(kvc_cache_t* cache, uint64_t id, const int32_t* tokens,
                                          size_t num_tokens, void* stream) {
-  return guarded([&] {
+  return guarded([&]() -> kvc_status_t {
     kvc::Cache& c = cache_of(cache);
     require_tokens(tokens, num_tokens);
     std::lock_guard<std::mutex> lock(c.mutex());
-    c.manager().extend(id, tokens, num_tokens, stream);
+    if (!c.manager().try_extend(id, tokens, num_tokens, stream)) return refused(c.manager().refusal());
+    return KVC_OK;
   });
 }
 

@@ -152,12 +152,19 @@ uint64_t BlockManager::free_sets() const {
 // only cached anchors (holders hold ancestors), so leaves-first reaches it,
 // and every cached windowed slot is queued. So free + cached - taken is
 // exactly what a pool can still give.
-void BlockManager::require_blocks(const uint64_t* needed, const uint64_t* taken,
-                                  const std::string& what) const {
-  if (arena_) {
-    plan_pages(needed, taken, what);
-    return;
-  }
+bool BlockManager::refuse(std::string message) const {
+  refusal_.status = KVC_ERR_OUT_OF_BLOCKS;
+  refusal_.message = std::move(message);
+  return false;
+}
+
+std::string BlockManager::call_name(const char* what, uint64_t id) {
+  return id == kNoId ? std::string(what) : std::string(what) + " " + seq_name(id);
+}
+
+bool BlockManager::have_blocks(const uint64_t* needed, const uint64_t* taken, const char* what,
+                               uint64_t id) const {
+  if (arena_) return plan_pages(needed, taken, what, id);
   for (size_t p = 0; p < pools_.size(); ++p) {
     const uint64_t free = pools_[p].num_free();
     const uint64_t evictable = pools_[p].num_cached() - taken[p];
@@ -169,22 +176,22 @@ void BlockManager::require_blocks(const uint64_t* needed, const uint64_t* taken,
       uint64_t e = UINT64_MAX;
       for (size_t q = 0; q < pools_.size(); ++q)
         e = std::min<uint64_t>(e, (pools_[q].num_cached() - taken[q]) / pool_groups_[q]);
-      fail(KVC_ERR_OUT_OF_BLOCKS, what + " needs " + std::to_string(per) +
-                                      " blocks per layer group but only " +
-                                      std::to_string(std::min(f + e, (free + evictable) / pool_groups_[p])) +
-                                      " are free (" + std::to_string(f) + ") or evictable (" +
-                                      std::to_string(e) + ")");
+      return refuse(call_name(what, id) + " needs " + std::to_string(per) +
+                    " blocks per layer group but only " +
+                    std::to_string(std::min(f + e, (free + evictable) / pool_groups_[p])) +
+                    " are free (" + std::to_string(f) + ") or evictable (" + std::to_string(e) +
+                    ")");
     }
-    fail(KVC_ERR_OUT_OF_BLOCKS,
-         what + " needs " + std::to_string(needed[p]) + " blocks of pool " + std::to_string(p) +
-             " (" + std::to_string(pool_groups_[p]) + " layer groups) but only " +
-             std::to_string(free + evictable) + " are free (" + std::to_string(free) +
-             ") or evictable (" + std::to_string(evictable) + ")");
+    return refuse(call_name(what, id) + " needs " + std::to_string(needed[p]) + " blocks of pool " +
+                  std::to_string(p) + " (" + std::to_string(pool_groups_[p]) +
+                  " layer groups) but only " + std::to_string(free + evictable) + " are free (" +
+                  std::to_string(free) + ") or evictable (" + std::to_string(evictable) + ")");
   }
+  return true;
 }
 
-void BlockManager::plan_pages(const uint64_t* needed, const uint64_t* taken,
-                              const std::string& what) const {
+bool BlockManager::plan_pages(const uint64_t* needed, const uint64_t* taken, const char* what,
+                              uint64_t id) const {
   pages_pending_ = false;
   uint64_t short_pages = 0;
   for (size_t p = 0; p < pools_.size(); ++p) {
@@ -194,7 +201,7 @@ void BlockManager::plan_pages(const uint64_t* needed, const uint64_t* taken,
     page_deficit_[p] = needed[p] > have ? (needed[p] - have + bpp - 1) / bpp : 0;
     short_pages += page_deficit_[p];
   }
-  if (short_pages == 0) return;
+  if (short_pages == 0) return true;
   // Spare pages: the arena's, then idle pages (no block in use) of pools
   // that keep enough for this call. A taken block may sit in an idle page:
   // count one page fewer per taken block.
@@ -214,14 +221,15 @@ void BlockManager::plan_pages(const uint64_t* needed, const uint64_t* taken,
   if (short_pages > supply) {
     size_t p = 0;
     while (page_deficit_[p] == 0) ++p;
-    fail(KVC_ERR_OUT_OF_BLOCKS,
-         what + " needs " + std::to_string(needed[p]) + " blocks of pool " + std::to_string(p) +
-             " but only " + std::to_string(pools_[p].num_free() + pools_[p].num_cached() - taken[p]) +
-             " are free or evictable in it, and the pools need " + std::to_string(short_pages) +
-             " more pages than the " + std::to_string(supply) +
-             " free or idle pages others can give");
+    return refuse(call_name(what, id) + " needs " + std::to_string(needed[p]) + " blocks of pool " +
+                  std::to_string(p) + " but only " +
+                  std::to_string(pools_[p].num_free() + pools_[p].num_cached() - taken[p]) +
+                  " are free or evictable in it, and the pools need " +
+                  std::to_string(short_pages) + " more pages than the " +
+                  std::to_string(supply) + " free or idle pages others can give");
   }
   pages_pending_ = true;
+  return true;
 }
 
 void BlockManager::evict_subtree(uint32_t node) {
@@ -274,12 +282,12 @@ void BlockManager::move_pages() {
   }
 }
 
-void BlockManager::require_sets(uint64_t needed_sets, const std::string& what) const {
+bool BlockManager::have_sets(uint64_t needed_sets, const char* what, uint64_t id) const {
   for (size_t p = 0; p < pools_.size(); ++p) {
     pool_scratch_[p] = needed_sets * pool_groups_[p];
     pool_scratch2_[p] = 0;
   }
-  require_blocks(pool_scratch_.data(), pool_scratch2_.data(), what);
+  return have_blocks(pool_scratch_.data(), pool_scratch2_.data(), what, id);
 }
 
 bool BlockManager::needs_copy_on_write(const Sequence& s) const {
@@ -567,7 +575,7 @@ void BlockManager::evict_one(uint32_t pool) {
     const uint32_t v = wp.victim();
     if (v != kNoNode) consider(v, wp.priority(v), wp.age(v), g);
   }
-  if (best == kNoNode)  // require_blocks() rules this out
+  if (best == kNoNode)  // have_blocks() rules this out
     fail(KVC_ERR_INTERNAL, "pool " + std::to_string(pool) + " has no block to evict");
   if (best_group == UINT32_MAX) evict_node(best);
   else evict_window_slot(best, best_group);
@@ -747,6 +755,23 @@ std::vector<ExtraKey> sorted_extras(const SequenceOptions& o) {
 
 uint64_t BlockManager::add(uint64_t id, const int32_t* tokens, uint64_t n,
                            const SequenceOptions& options, void* stream) {
+  uint64_t cached = 0;
+  if (!try_add(id, tokens, n, options, stream, &cached)) fail(refusal_.status, refusal_.message);
+  return cached;
+}
+
+void BlockManager::extend(uint64_t id, const int32_t* tokens, uint64_t n, void* stream) {
+  if (!try_extend(id, tokens, n, stream)) fail(refusal_.status, refusal_.message);
+}
+
+void BlockManager::extend_batch(const uint64_t* ids, const int32_t* tokens, size_t count,
+                                void* stream) {
+  if (!try_extend_batch(ids, tokens, count, stream)) fail(refusal_.status, refusal_.message);
+}
+
+bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
+                           const SequenceOptions& options, void* stream,
+                           uint64_t* cached_tokens_out) {
   if (n == 0) invalid_argument("num_tokens must be > 0: a prompt cannot be empty");
   check_length(n, "num_tokens");
   check_options(options);
@@ -788,7 +813,7 @@ uint64_t BlockManager::add(uint64_t id, const int32_t* tokens, uint64_t n,
     if (m.partial != kNoNode && !in_host_tier(m.partial))
       taken[group_pool_[g]] += pool.info(tree_.block(m.partial, g)).ref == 0 ? 1 : 0;
   }
-  require_blocks(needed, taken, "adding the prompt");
+  if (!have_blocks(needed, taken, "adding the prompt")) return false;
 
   // Everything that allocates on the host, before the first change.
   auto seq = std::make_unique<Sequence>();
@@ -894,20 +919,20 @@ uint64_t BlockManager::add(uint64_t id, const int32_t* tokens, uint64_t n,
   seq->tail_private = true;  // new, copied or taken over: never shared
   seq->cached = cached_tokens;
   seq->committed = seq->cached;
-  const uint64_t cached = seq->cached;
+  *cached_tokens_out = seq->cached;
   seqs_.insert(std::move(seq));
   debug_check();
-  return cached;
+  return true;
 }
 
-void BlockManager::extend(uint64_t id, const int32_t* tokens, uint64_t n, void* stream) {
+bool BlockManager::try_extend(uint64_t id, const int32_t* tokens, uint64_t n, void* stream) {
   Sequence& s = sequence(id);
-  if (n == 0) return;
+  if (n == 0) return true;
   check_length(s.length() + n, "num_tokens");
   const uint64_t len = s.length();
   const bool cow = needs_copy_on_write(s);
   const uint64_t new_blocks = blocks_for(len + n, T_) - s.num_blocks();
-  require_sets(new_blocks + (cow ? 1 : 0), "extending " + seq_name(id));
+  if (!have_sets(new_blocks + (cow ? 1 : 0), "extending", id)) return false;
   grow(s.tokens, s.tokens.size() + n);
   reserve_blocks(s, s.num_blocks() + new_blocks);
   prepare_sets(new_blocks + (cow ? 1 : 0), no_nodes_, kNoNode, stream);
@@ -917,6 +942,7 @@ void BlockManager::extend(uint64_t id, const int32_t* tokens, uint64_t n, void* 
   s.tokens.insert(s.tokens.end(), tokens, tokens + n);
   for (uint64_t i = 0; i < new_blocks; ++i) append_new_set(s);
   debug_check();
+  return true;
 }
 
 Sequence& BlockManager::sequence_for_batch(const uint64_t* ids, size_t i, uint64_t epoch) {
@@ -945,8 +971,8 @@ inline void prefetch_sequence(const Sequence* s) {
 
 }  // namespace
 
-void BlockManager::extend_batch(const uint64_t* ids, const int32_t* tokens, size_t count,
-                                void* stream) {
+bool BlockManager::try_extend_batch(const uint64_t* ids, const int32_t* tokens, size_t count,
+                                    void* stream) {
   const uint64_t epoch = next_batch_epoch();
   // The lookups run ahead of the checks: table slots kSlotAhead ids ahead,
   // sequences (found, not yet claimed) kSeqAhead ahead, so that the chain
@@ -981,7 +1007,7 @@ void BlockManager::extend_batch(const uint64_t* ids, const int32_t* tokens, size
     // The line the token goes to, for the loop below.
     __builtin_prefetch(s->tokens.data() + s->tokens.size(), 1);
   }
-  require_sets(needed, "this decode step");
+  if (!have_sets(needed, "this decode step")) return false;
   prepare_sets(needed, no_nodes_, kNoNode, stream);
   move_pages();
   for (size_t i = 0; i < count; ++i) {
@@ -996,6 +1022,7 @@ void BlockManager::extend_batch(const uint64_t* ids, const int32_t* tokens, size
     if (new_block) append_new_set(s);
   }
   debug_check();
+  return true;
 }
 
 void BlockManager::link_new_node(uint32_t node, uint32_t scope) {

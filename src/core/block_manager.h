@@ -31,6 +31,7 @@
 #include "backend/device.h"
 #include "core/block_key.h"
 #include "core/block_pool.h"
+#include "core/error.h"
 #include "core/cache_config.h"
 #include "core/eviction_policy.h"
 #include "core/expiry_heap.h"
@@ -110,6 +111,15 @@ class BlockManager {
   void extend(uint64_t id, const int32_t* tokens, uint64_t num_tokens, void* stream);
   // One decode step: appends tokens[i] to sequence ids[i].
   void extend_batch(const uint64_t* ids, const int32_t* tokens, size_t count, void* stream);
+  // The same three calls, except that running out of blocks returns false
+  // (reason in refusal(), nothing changed) instead of throwing; every other
+  // error still throws. The C API calls these.
+  bool try_add(uint64_t id, const int32_t* tokens, uint64_t num_tokens,
+               const SequenceOptions& options, void* stream, uint64_t* cached_tokens);
+  bool try_extend(uint64_t id, const int32_t* tokens, uint64_t num_tokens, void* stream);
+  bool try_extend_batch(const uint64_t* ids, const int32_t* tokens, size_t count, void* stream);
+  // Why the last try_ call returned false.
+  const Refusal& refusal() const { return refusal_; }
   // The first `num_computed` tokens have their KV written: full blocks among
   // them become reusable.
   void commit(uint64_t id, uint64_t num_computed);
@@ -197,9 +207,15 @@ class BlockManager {
   // Blocks a pool has free, or cached and so evictable.
   uint64_t free_sets() const;
   // needed[p] / taken[p]: blocks of pool p to allocate / cached blocks of
-  // pool p this call takes into use (no longer evictable).
-  void require_blocks(const uint64_t* needed, const uint64_t* taken, const std::string& what) const;
-  void require_sets(uint64_t needed_sets, const std::string& what) const;
+  // pool p this call takes into use (no longer evictable). False when the
+  // pools cannot give them, with refusal_ saying why for `what` (the call,
+  // with a sequence id unless kNoId; built only then).
+  static constexpr uint64_t kNoId = UINT64_MAX;
+  bool have_blocks(const uint64_t* needed, const uint64_t* taken, const char* what,
+                   uint64_t id = kNoId) const;
+  bool have_sets(uint64_t needed_sets, const char* what, uint64_t id = kNoId) const;
+  bool refuse(std::string message) const;
+  static std::string call_name(const char* what, uint64_t id);
   bool needs_copy_on_write(const Sequence& s) const;
   // The first group still holding position b of s (UINT32_MAX: none).
   uint32_t lead_group(const Sequence& s, uint64_t b) const;
@@ -233,9 +249,10 @@ class BlockManager {
   // Evicts the lowest (priority, age) victim that frees a block of pool p.
   void evict_one(uint32_t pool);
   // Paged pools: pages a call must move to pools short of blocks, decided
-  // by require_blocks() (page_deficit_, page_budget_), carried out by
+  // by have_blocks() (page_deficit_, page_budget_), carried out by
   // move_pages() before the call allocates.
-  void plan_pages(const uint64_t* needed, const uint64_t* taken, const std::string& what) const;
+  bool plan_pages(const uint64_t* needed, const uint64_t* taken, const char* what,
+                  uint64_t id) const;
   void move_pages();
   void empty_page(uint32_t pool, uint32_t page);
   void evict_subtree(uint32_t node);
@@ -322,6 +339,7 @@ class BlockManager {
   CacheStats counters_;
   // Scratch, reused so hot paths do not allocate.
   mutable std::vector<uint32_t> match_full_;
+  mutable Refusal refusal_;  // of the last try_ call that returned false
   const std::vector<uint32_t> no_nodes_;  // no held nodes (extend)
   mutable std::string extra_scratch_;
   std::vector<uint32_t> set_scratch_;

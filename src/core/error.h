@@ -19,6 +19,14 @@ class Error : public std::runtime_error {
   kvc_status_t status_;
 };
 
+// A refusal callers meet in normal operation (out of blocks: a scheduler
+// may be refused many times per step), told by return value from the
+// try_ calls of BlockManager: unwinding an exception costs microseconds.
+struct Refusal {
+  kvc_status_t status = KVC_OK;
+  std::string message;
+};
+
 [[noreturn]] inline void fail(kvc_status_t status, const std::string& message) {
   throw Error(status, message);
 }

@@ -164,14 +164,39 @@ static void test_out_of_blocks_changes_nothing(void **state) {
   const kvc_cache_stats_t before = stats_of(cache);
   uint64_t cached = 5;
   assert_fails(kvc_sequence_add(cache, 2, P10, 10, NULL, NULL, &cached), KVC_ERR_OUT_OF_BLOCKS,
-               "needs 3 blocks per layer group but only 1 are free");
+               "adding the prompt needs 3 blocks per layer group but only 1 are free (1) or "
+               "evictable (0)");
   assert_int_equal(cached, 5);
-  assert_fails(kvc_sequence_extend(cache, 1, P10, 7, NULL), KVC_ERR_OUT_OF_BLOCKS, "needs 2 blocks");
+  assert_fails(kvc_sequence_extend(cache, 1, P10, 7, NULL), KVC_ERR_OUT_OF_BLOCKS,
+               "extending sequence 1 needs 2 blocks");
   const kvc_cache_stats_t after = stats_of(cache);
   assert_memory_equal(&before, &after, sizeof(before));
   kvc_sequence_desc_t d = KVC_SEQUENCE_DESC_INIT;
   ok(kvc_sequence_describe(cache, 1, &d));
   assert_int_equal(d.num_tokens, 10);
+  ok(kvc_cache_check(cache));
+  kvc_cache_destroy(cache);
+}
+
+/* A decode step short of blocks is refused whole: no sequence grows. */
+static void test_out_of_blocks_in_a_decode_step(void **state) {
+  (void)state;
+  kvc_cache_t *cache = small_cache(4);
+  ok(kvc_sequence_add(cache, 1, P10, 8, NULL, NULL, NULL)); /* 2 blocks each, none free */
+  ok(kvc_sequence_add(cache, 2, P10, 8, NULL, NULL, NULL));
+  const kvc_cache_stats_t before = stats_of(cache);
+  const uint64_t ids[2] = {1, 2};
+  const int32_t next[2] = {7, 7};
+  assert_fails(kvc_batch_extend(cache, ids, next, 2, NULL), KVC_ERR_OUT_OF_BLOCKS,
+               "this decode step needs 2 blocks per layer group but only 0 are free (0) or "
+               "evictable (0)");
+  const kvc_cache_stats_t after = stats_of(cache);
+  assert_memory_equal(&before, &after, sizeof(before));
+  for (uint64_t id = 1; id <= 2; ++id) {
+    kvc_sequence_desc_t d = KVC_SEQUENCE_DESC_INIT;
+    ok(kvc_sequence_describe(cache, id, &d));
+    assert_int_equal(d.num_tokens, 8);
+  }
   ok(kvc_cache_check(cache));
   kvc_cache_destroy(cache);
 }
@@ -298,6 +323,7 @@ int main(void) {
       cmocka_unit_test(test_sequence_lifecycle_statuses),
       cmocka_unit_test(test_block_ids_buffer),
       cmocka_unit_test(test_out_of_blocks_changes_nothing),
+      cmocka_unit_test(test_out_of_blocks_in_a_decode_step),
       cmocka_unit_test(test_probe_and_stats),
       cmocka_unit_test(test_batch_tables),
   };
