@@ -11,10 +11,12 @@ using kvc::capi::require_array;
 
 namespace {
 
-[[noreturn]] void too_small(const char* buffer, size_t have, size_t needed, const char* unit) {
-  kvc::fail(KVC_ERR_BUFFER_TOO_SMALL, std::string(buffer) + " holds " + std::to_string(have) +
-                                          " " + unit + " but the batch needs " +
-                                          std::to_string(needed));
+// Told without an exception: asking with a small buffer first is a normal
+// way to learn the size.
+kvc_status_t too_small(const char* buffer, size_t have, size_t needed, const char* unit) {
+  kvc::capi::set_last_error(std::string(buffer) + " holds " + std::to_string(have) + " " + unit +
+                            " but the batch needs " + std::to_string(needed));
+  return KVC_ERR_BUFFER_TOO_SMALL;
 }
 
 }  // namespace
@@ -38,7 +40,7 @@ KVC_API kvc_status_t kvc_batch_block_table(const kvc_cache_t* cache, uint32_t gr
                                            const uint64_t* ids, size_t count, int32_t* table,
                                            size_t max_blocks, int32_t pad,
                                            size_t* blocks_needed) {
-  return guarded([&] {
+  return guarded([&]() -> kvc_status_t {
     const kvc::Cache& c = cache_of(cache);
     require_array(ids, count, "ids", "count");
     if (count > 0 && max_blocks > 0) require(table, "table");
@@ -49,7 +51,8 @@ KVC_API kvc_status_t kvc_batch_block_table(const kvc_cache_t* cache, uint32_t gr
     const kvc::TableSize size =
         kvc::write_block_table(c.manager(), group, ids, count, table, max_blocks, pad);
     if (blocks_needed != nullptr) *blocks_needed = size.needed;
-    if (!size.fits) too_small("table rows (max_blocks)", max_blocks, size.needed, "blocks");
+    if (!size.fits) return too_small("table rows (max_blocks)", max_blocks, size.needed, "blocks");
+    return KVC_OK;
   });
 }
 
@@ -58,7 +61,7 @@ KVC_API kvc_status_t kvc_batch_block_table_csr(const kvc_cache_t* cache, uint32_
                                                int32_t* indptr, int32_t* indices,
                                                size_t indices_capacity, int32_t* last_page_len,
                                                size_t* num_indices) {
-  return guarded([&] {
+  return guarded([&]() -> kvc_status_t {
     const kvc::Cache& c = cache_of(cache);
     require_array(ids, count, "ids", "count");
     require(indptr, "indptr");
@@ -68,7 +71,8 @@ KVC_API kvc_status_t kvc_batch_block_table_csr(const kvc_cache_t* cache, uint32_
     const kvc::TableSize size = kvc::write_block_table_csr(
         c.manager(), group, ids, count, indptr, indices, indices_capacity, last_page_len);
     if (num_indices != nullptr) *num_indices = size.needed;
-    if (!size.fits) too_small("indices", indices_capacity, size.needed, "entries");
+    if (!size.fits) return too_small("indices", indices_capacity, size.needed, "entries");
+    return KVC_OK;
   });
 }
 
@@ -87,7 +91,7 @@ KVC_API kvc_status_t kvc_batch_slot_mapping(kvc_cache_t* cache, uint32_t group,
                                             const uint64_t* ids, size_t count, int64_t* slots,
                                             size_t capacity, size_t* num_slots,
                                             int32_t* new_tokens) {
-  return guarded([&] {
+  return guarded([&]() -> kvc_status_t {
     kvc::Cache& c = cache_of(cache);
     require_array(ids, count, "ids", "count");
     require_array(slots, capacity, "slots", "capacity");
@@ -95,7 +99,8 @@ KVC_API kvc_status_t kvc_batch_slot_mapping(kvc_cache_t* cache, uint32_t group,
     const kvc::TableSize size =
         kvc::write_slot_mapping(c.manager(), group, ids, count, slots, capacity, new_tokens);
     if (num_slots != nullptr) *num_slots = size.needed;
-    if (!size.fits) too_small("slots", capacity, size.needed, "entries");
+    if (!size.fits) return too_small("slots", capacity, size.needed, "entries");
+    return KVC_OK;
   });
 }
 
