@@ -652,27 +652,41 @@ void BlockManager::append_new_sets(Sequence& s, uint64_t count) {
   const uint64_t free = free_sets();
   uint64_t victims = count > free ? count - free : 0;
   const uint32_t G = num_groups();
-  const uint32_t* ready = evicted_.data();  // blocks of victims evicted ahead
-  const uint32_t* ready_end = ready;
   // Within the capacity reserved by the caller: no allocation.
   const uint64_t first = s.num_blocks();
   for (auto& v : s.blocks) v.resize(first + count);
   s.nodes.resize(first + count, kNoNode);
-  for (uint64_t i = first; i < first + count; ++i) {
-    for (uint32_t g = 0; g < G; ++g) {
-      BlockPool& pool = pools_[group_pool_[g]];
-      if (pool.num_free() == 0) {  // where alloc_block would evict
-        if (ready == ready_end) {
-          const uint64_t n = std::min(victims, kEvictChunk);
-          evict_ahead(n);
-          victims -= n;
-          ready = evicted_.data();
-          ready_end = ready + n * G;
+  if (G == 1) {
+    // The free blocks, then each victim's block, which alloc_block would
+    // push and pop at once.
+    BlockPool& pool = pools_[group_pool_[0]];
+    uint32_t* out = s.blocks[0].data() + first;
+    for (uint64_t i = 0; i < count - victims; ++i) out[i] = pool.acquire_free();
+    for (uint64_t i = count - victims; i < count; i += kEvictChunk) {
+      const uint64_t n = std::min(count - i, kEvictChunk);
+      evict_ahead(n);
+      pool.evict_into_use(evicted_.data(), n);
+      std::copy(evicted_.begin(), evicted_.begin() + ptrdiff_t(n), out + i);
+    }
+  } else {
+    const uint32_t* ready = evicted_.data();  // blocks of victims evicted ahead
+    const uint32_t* ready_end = ready;
+    for (uint64_t i = first; i < first + count; ++i) {
+      for (uint32_t g = 0; g < G; ++g) {
+        BlockPool& pool = pools_[group_pool_[g]];
+        if (pool.num_free() == 0) {  // where alloc_block would evict
+          if (ready == ready_end) {
+            const uint64_t n = std::min(victims, kEvictChunk);
+            evict_ahead(n);
+            victims -= n;
+            ready = evicted_.data();
+            ready_end = ready + n * G;
+          }
+          for (uint32_t h = 0; h < G; ++h) pools_[group_pool_[h]].evict(ready[h]);
+          ready += G;
         }
-        for (uint32_t h = 0; h < G; ++h) pools_[group_pool_[h]].evict(ready[h]);
-        ready += G;
+        s.blocks[g][i] = pool.acquire_free();
       }
-      s.blocks[g][i] = pool.acquire_free();
     }
   }
   for (uint32_t g = 0; g < G; ++g) group_counters_[g].in_use_blocks += count;

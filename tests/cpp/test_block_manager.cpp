@@ -389,7 +389,7 @@ TEST_F(EvictionTest, ResetReuseRefusedWhileInUse) {
 // An add that evicts many blocks takes its victims out of the tree in one
 // pass (BlockManager::append_new_sets): the same victims, in the same
 // order, with the same blocks for the sequence and the same counts as
-// one-block extends evicting one victim each.
+// decode steps evicting one victim per block (alloc_block).
 TEST(EvictionBatch, ManyEvictionsInOneAddMatchOneAtATime) {
   for (const bool two_pools : {false, true}) {
     CacheConfig c = small_config(24);
@@ -420,8 +420,9 @@ TEST(EvictionBatch, ManyEvictionsInOneAddMatchOneAtATime) {
       if (at_once) {
         m.add(9, p.data(), p.size(), {}, nullptr);
       } else {
-        m.add(9, p.data(), 4, {}, nullptr);
-        for (size_t b = 4; b < p.size(); b += 4) m.extend(9, p.data() + b, 4, nullptr);
+        m.add(9, p.data(), 4, {}, nullptr);  // a free block
+        const uint64_t id = 9;
+        for (size_t t = 4; t < p.size(); ++t) m.extend_batch(&id, &p[t], 1, nullptr);
       }
       m.check_invariants();
       std::vector<uint64_t> r;
