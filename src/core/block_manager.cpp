@@ -1029,7 +1029,7 @@ void BlockManager::extend(uint64_t id, const int32_t* tokens, uint64_t n, void* 
 
   if (cow) copy_on_write(s, stream);
   s.tokens.insert(s.tokens.end(), tokens, tokens + n);
-  for (uint64_t i = 0; i < new_blocks; ++i) append_new_set(s);
+  append_new_sets(s, new_blocks);
   debug_check();
 }
 

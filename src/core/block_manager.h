@@ -241,10 +241,11 @@ class BlockManager {
   void evict_subtree(uint32_t node);
   uint32_t alloc_block(uint32_t g);
   void alloc_set(uint32_t* out);
-  // append_new_set `count` times. Where every eviction takes whole nodes
-  // (no windowed group, page arena or host tier), the victims are taken out
-  // of the tree ahead, a chunk at a time (evict_ahead), and each one's
-  // blocks join the free lists at the moment alloc_set would have evicted
+  // append_new_set `count` times (s has the capacity). Where every
+  // eviction takes whole nodes (no windowed group, page arena or host
+  // tier), the victims are taken out of the tree ahead, a chunk at a time
+  // (evict_ahead), and each one's blocks join the free lists (with one
+  // group: go straight to `s`) at the moment alloc_set would have evicted
   // it: the same victims in the same order, the same blocks for `s`.
   void append_new_sets(Sequence& s, uint64_t count);
   // evict_node of the next `count` victims (<= kEvictChunk), but their
