@@ -338,14 +338,14 @@ class BlockManager {
   std::vector<uint32_t> set_scratch_;
   std::vector<uint32_t> set_scratch2_;
   std::vector<uint32_t> set_scratch3_;
-  static constexpr uint64_t kEvictChunk = 256;
-  std::vector<uint32_t> evicted_;  // kEvictChunk block sets
   mutable std::vector<int64_t> window_scratch_;
   mutable std::vector<uint64_t> pool_scratch_;
   mutable std::vector<uint64_t> pool_scratch2_;
   std::vector<Sequence*> batch_scratch_;
   std::vector<uint8_t> batch_cow_;
   std::vector<std::string> extras_scratch_;
+  static constexpr uint64_t kEvictChunk = 256;
+  std::vector<uint32_t> evicted_;  // kEvictChunk block sets
 };
 
 }  // namespace kvc
