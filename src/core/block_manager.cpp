@@ -115,6 +115,7 @@ BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& group
   set_scratch_.resize(G);
   set_scratch2_.resize(G);
   set_scratch3_.resize(G);
+  evicted_.resize(kEvictChunk * G);
   window_scratch_.resize(G);
   pool_scratch_.resize(pools_.size());
   pool_scratch2_.resize(pools_.size());
@@ -597,6 +598,109 @@ void BlockManager::alloc_set(uint32_t* out) {
   for (uint32_t g = 0; g < num_groups(); ++g) out[g] = alloc_block(g);
 }
 
+void BlockManager::evict_ahead(uint64_t count) {
+  expire_due();  // the victim order must be current
+  const uint32_t G = num_groups();
+  const bool expiring = !expiry_.empty();
+  // Scope references are dropped once per run of victims in one scope.
+  uint32_t scope = ScopeTable::kNone, scope_refs = 0;
+  // The victims most often climb a chain from its leaf: what erasing them
+  // touches is warmed kLead victims ahead, one more ancestor per victim
+  // (`far`, the last one warmed), and the whole lead again when the next
+  // victim is not the parent.
+  constexpr int kLead = 6;
+  uint32_t v = policy_.victim();
+  uint32_t far = v == kNoNode ? RadixTree::kRoot : tree_.prefetch_erase_path(v, kLead);
+  for (uint64_t i = 0; i < count; ++i) {
+    if (v == kNoNode)  // require_blocks() rules this out
+      fail(KVC_ERR_INTERNAL, "no block to evict");
+    policy_.remove(v);
+    if (expiring) expiry_.cancel(expiry_key(v, 0));
+    const TreeNode& t = tree_.node(v);
+    const uint32_t parent = t.parent;
+    const uint32_t* blocks = tree_.blocks(v);
+    for (uint32_t g = 0; g < G; ++g) evicted_[i * G + g] = blocks[g];
+    if (t.scope != scope) {
+      if (scope_refs != 0) scopes_.unref(scope, scope_refs);
+      scope = t.scope;
+      scope_refs = 0;
+    }
+    ++scope_refs;
+    tree_.erase(v);
+    // A cached parent left without children becomes evictable at its age.
+    bool climbs = false;
+    if (parent != RadixTree::kRoot && tree_.is_leaf(parent) && node_ref(parent) == 0) {
+      const TreeNode& p = tree_.node(parent);
+      policy_.insert_by_age(parent, p.priority, p.age);
+      climbs = true;
+    }
+    v = policy_.victim();
+    if (v == kNoNode) continue;
+    if (!climbs || v != parent) {
+      far = tree_.prefetch_erase_path(v, kLead);
+    } else if (far != RadixTree::kRoot) {
+      far = tree_.node(far).parent;
+      if (far != RadixTree::kRoot) tree_.prefetch_erase_path(far, 0);
+    }
+  }
+  if (scope_refs != 0) scopes_.unref(scope, scope_refs);
+  for (uint32_t g = 0; g < G; ++g) {
+    group_counters_[g].cached_blocks -= count;
+    group_counters_[g].evicted_blocks += count;
+  }
+  counters_.evicted_blocks += count;
+}
+
+void BlockManager::append_new_sets(Sequence& s, uint64_t count) {
+  if (!windowed_.empty() || arena_ || host_.enabled()) {
+    for (uint64_t i = 0; i < count; ++i) append_new_set(s);
+    return;
+  }
+  // Every eviction frees one block of each group, so this many are needed.
+  const uint64_t free = free_sets();
+  uint64_t victims = count > free ? count - free : 0;
+  const uint32_t G = num_groups();
+  // Within the capacity reserved by the caller: no allocation.
+  const uint64_t first = s.num_blocks();
+  for (auto& v : s.blocks) v.resize(first + count);
+  s.nodes.resize(first + count, kNoNode);
+  if (G == 1) {
+    // The free blocks, then each victim's block, which alloc_block would
+    // push and pop at once.
+    BlockPool& pool = pools_[group_pool_[0]];
+    uint32_t* out = s.blocks[0].data() + first;
+    for (uint64_t i = 0; i < count - victims; ++i) out[i] = pool.acquire_free();
+    for (uint64_t i = count - victims; i < count; i += kEvictChunk) {
+      const uint64_t n = std::min(count - i, kEvictChunk);
+      evict_ahead(n);
+      pool.evict_into_use(evicted_.data(), n);
+      std::copy(evicted_.begin(), evicted_.begin() + ptrdiff_t(n), out + i);
+    }
+  } else {
+    const uint32_t* ready = evicted_.data();  // blocks of victims evicted ahead
+    const uint32_t* ready_end = ready;
+    for (uint64_t i = first; i < first + count; ++i) {
+      for (uint32_t g = 0; g < G; ++g) {
+        BlockPool& pool = pools_[group_pool_[g]];
+        if (pool.num_free() == 0) {  // where alloc_block would evict
+          if (ready == ready_end) {
+            const uint64_t n = std::min(victims, kEvictChunk);
+            evict_ahead(n);
+            victims -= n;
+            ready = evicted_.data();
+            ready_end = ready + n * G;
+          }
+          for (uint32_t h = 0; h < G; ++h) pools_[group_pool_[h]].evict(ready[h]);
+          ready += G;
+        }
+        s.blocks[g][i] = pool.acquire_free();
+      }
+    }
+  }
+  for (uint32_t g = 0; g < G; ++g) group_counters_[g].in_use_blocks += count;
+  if (count != 0) s.tail_private = true;
+}
+
 void BlockManager::copy_set(const uint32_t* src, const uint32_t* dst, uint32_t rows,
                             void* stream) {
   for (uint32_t g = 0; g < num_groups(); ++g) {
@@ -910,7 +1014,7 @@ bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
       release_node(m.partial, {t.priority, t.duration_ms});
     }
   }
-  while (seq->num_blocks() < num_blocks) append_new_set(*seq);
+  append_new_sets(*seq, num_blocks - seq->num_blocks());
 
   const uint64_t reused = full + (m.partial != kNoNode ? 1 : 0);
   counters_.reused_blocks += reused;
@@ -940,7 +1044,7 @@ bool BlockManager::try_extend(uint64_t id, const int32_t* tokens, uint64_t n, vo
 
   if (cow) copy_on_write(s, stream);
   s.tokens.insert(s.tokens.end(), tokens, tokens + n);
-  for (uint64_t i = 0; i < new_blocks; ++i) append_new_set(s);
+  append_new_sets(s, new_blocks);
   debug_check();
   return true;
 }

@@ -258,6 +258,17 @@ class BlockManager {
   void evict_subtree(uint32_t node);
   uint32_t alloc_block(uint32_t g);
   void alloc_set(uint32_t* out);
+  // append_new_set `count` times (s has the capacity). Where every
+  // eviction takes whole nodes (no windowed group, page arena or host
+  // tier), the victims are taken out of the tree ahead, a chunk at a time
+  // (evict_ahead), and each one's blocks join the free lists (with one
+  // group: go straight to `s`) at the moment alloc_set would have evicted
+  // it: the same victims in the same order, the same blocks for `s`.
+  void append_new_sets(Sequence& s, uint64_t count);
+  // evict_node of the next `count` victims (<= kEvictChunk), but their
+  // blocks stay cached and out of the free lists: evicted_ lists them, one
+  // set per victim.
+  void evict_ahead(uint64_t count);
   void copy_set(const uint32_t* src, const uint32_t* dst, uint32_t rows, void* stream);
   void append_new_set(Sequence& s);
   void copy_on_write(Sequence& s, void* stream);
@@ -351,6 +362,8 @@ class BlockManager {
   std::vector<Sequence*> batch_scratch_;
   std::vector<uint8_t> batch_cow_;
   std::vector<std::string> extras_scratch_;
+  static constexpr uint64_t kEvictChunk = 256;
+  std::vector<uint32_t> evicted_;  // kEvictChunk block sets
 };
 
 }  // namespace kvc

@@ -107,6 +107,18 @@ class BlockPool {
     --cached_;
     push_free(id);
   }
+  // evict(ids[i]) and acquire_free() at once, for each of `n` cached
+  // blocks: they go straight to a new owner, the free list stays as it was.
+  void evict_into_use(const uint32_t* ids, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      BlockInfo& b = blocks_[ids[i]];
+      b.node = kNoNode;
+      b.ref = 1;
+      if (paged()) ++page_in_use_[ids[i] / bpp_];
+    }
+    cached_ -= n;
+    in_use_ += n;
+  }
   // Warms the state of a block about to be read or changed.
   void prefetch(uint32_t id) const { __builtin_prefetch(&blocks_[id], 1); }
 

@@ -87,19 +87,25 @@ void RadixTree::table_insert(BigArray<uint64_t>& table, uint64_t start, uint64_t
 }
 
 void RadixTree::table_erase(BigArray<uint64_t>& table, uint32_t tag, uint32_t node) {
+  const uint64_t mask = table_mask_;
   uint64_t i = home(tag);
-  while (uint32_t(table[i]) != node) i = next_slot(i);
+  while (uint32_t(table[i]) != node) i = (i + 1) & mask;
   // Backward shift: move up every later entry of the run that may sit
-  // closer to its home, so no lookup ever stops early at the hole.
-  for (uint64_t j = next_slot(i);; j = next_slot(j)) {
+  // closer to its home, so no lookup ever stops early at the hole i. An
+  // entry moves when it is at least as far from its home as from the hole
+  // (its home is not in (i, j], cyclically). Whether it moves is a coin
+  // toss to the branch predictor: it is computed without a branch, with
+  // what table[i] holds in `at_i` and the mask in a local (a store to the
+  // table could alias the member).
+  uint64_t at_i = table[i];
+  for (uint64_t j = (i + 1) & mask;; j = (j + 1) & mask) {
     const uint64_t e = table[j];
     if (e == kEmpty) break;
     const uint64_t k = home(uint32_t(e >> 32));
-    const bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
-    if (!stays) {
-      table[i] = e;
-      i = j;
-    }
+    const uint64_t moves = uint64_t(0) - uint64_t(((j - k) & mask) >= ((j - i) & mask));
+    at_i = (e & moves) | (at_i & ~moves);
+    table[i] = at_i;
+    i = (j & moves) | (i & ~moves);
   }
   table[i] = kEmpty;
 }

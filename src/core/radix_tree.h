@@ -157,11 +157,17 @@ class RadixTree {
   }
   // prefetch_erase of `id` and of its next `depth` ancestors, the usual
   // next victims once `id` is evicted: a chain evicted from its leaf up
-  // finds its table slots fetched a few evictions ahead.
-  KVC_ALWAYS_INLINE void prefetch_erase_path(uint32_t id, int depth) const {
-    for (int d = 0; d <= depth && id != kRoot; ++d, id = nodes_[id].parent) prefetch_erase(id);
+  // finds its table slots fetched a few evictions ahead. Returns the last
+  // node warmed (kRoot: none).
+  KVC_ALWAYS_INLINE uint32_t prefetch_erase_path(uint32_t id, int depth) const {
+    uint32_t last = kRoot;
+    for (int d = 0; d <= depth && id != kRoot; ++d, id = nodes_[id].parent) {
+      prefetch_erase(id);
+      last = id;
+    }
     // The next ancestor is read by the next call: fetch it now.
     if (id != kRoot) __builtin_prefetch(&nodes_[id], 1);
+    return last;
   }
   // Warms what block(id, g) reads (no read).
   void prefetch_blocks(uint32_t id) const { __builtin_prefetch(blocks_line(id)); }

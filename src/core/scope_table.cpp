@@ -32,9 +32,10 @@ uint32_t ScopeTable::intern(const std::string& bytes) {
   return id;
 }
 
-void ScopeTable::unref(uint32_t id) {
+void ScopeTable::unref(uint32_t id, uint32_t n) {
   Entry& e = entries_[id];
-  if (--e.refs > 0) return;
+  e.refs -= n;
+  if (e.refs > 0) return;
   index_.erase(e.bytes);
   e.bytes.clear();
   free_ids_.push_back(id);

@@ -19,7 +19,8 @@ class ScopeTable {
   // The id of `bytes` with one more reference, created if needed.
   uint32_t intern(const std::string& bytes);
   void ref(uint32_t id) { ++entries_[id].refs; }
-  void unref(uint32_t id);
+  // `n` references fewer (tree nodes leaving together).
+  void unref(uint32_t id, uint32_t n = 1);
 
   uint64_t digest(uint32_t id) const { return entries_[id].digest; }
   uint32_t refs(uint32_t id) const { return entries_[id].refs; }

@@ -386,6 +386,65 @@ TEST_F(EvictionTest, ResetReuseRefusedWhileInUse) {
   EXPECT_EQ(stats().evicted_blocks, 0u);
 }
 
+// An add that evicts many blocks takes its victims out of the tree in one
+// pass (BlockManager::append_new_sets): the same victims, in the same
+// order, with the same blocks for the sequence and the same counts as
+// decode steps evicting one victim per block (alloc_block).
+TEST(EvictionBatch, ManyEvictionsInOneAddMatchOneAtATime) {
+  for (const bool two_pools : {false, true}) {
+    CacheConfig c = small_config(24);
+    c.partial_reuse = false;
+    if (two_pools) {  // two groups in two pools
+      c.num_layers = 3;
+      c.kv_heads = {1, 2, 1};
+    }
+    auto run = [&](bool at_once) {
+      Cache cache(c);
+      BlockManager& m = cache.manager();
+      auto cache_prompt = [&](uint64_t id, const std::vector<int32_t>& t, uint32_t priority) {
+        SequenceOptions o;
+        o.prompt_priority = o.decode_priority = priority;
+        m.add(id, t.data(), t.size(), o, nullptr);
+        m.commit(id, t.size());
+        m.remove(id);
+      };
+      cache_prompt(1, seq(100, 20), 35);  // chain A: 5 blocks
+      cache_prompt(2, seq(200, 12), 20);  // chain B: 3 blocks, evicted first
+      cache_prompt(3, seq(300, 16), 50);  // chain C: 4 blocks
+      cache_prompt(4, cat(seq(100, 8), seq(400, 8)), 10);  // 2 blocks under A's second
+      const auto held = seq(500, 7);  // 2 blocks in use
+      m.add(5, held.data(), held.size(), {}, nullptr);
+      // 8 free: 16 blocks evict 8 leaves, climbing chains: 4's two (priority
+      // 10), B (20), then A (35) down to the two blocks 4 shared.
+      const auto p = seq(1000, 64);
+      if (at_once) {
+        m.add(9, p.data(), p.size(), {}, nullptr);
+      } else {
+        m.add(9, p.data(), 4, {}, nullptr);  // a free block
+        const uint64_t id = 9;
+        for (size_t t = 4; t < p.size(); ++t) m.extend_batch(&id, &p[t], 1, nullptr);
+      }
+      m.check_invariants();
+      std::vector<uint64_t> r;
+      for (const auto& g : m.sequence(9).blocks) r.insert(r.end(), g.begin(), g.end());
+      const CacheStats st = m.stats();
+      r.insert(r.end(), {st.free_blocks, st.cached_blocks, st.in_use_blocks, st.evicted_blocks,
+                         st.tree_nodes, m.policy().size()});
+      for (uint32_t g = 0; g < m.num_groups(); ++g) {
+        const GroupStats gs = m.group_stats(g);
+        r.insert(r.end(), {gs.in_use_blocks, gs.cached_blocks, gs.evicted_blocks});
+      }
+      for (const auto& t : {seq(100, 21), seq(200, 13), seq(300, 17), cat(seq(100, 8), seq(400, 9))})
+        r.push_back(m.probe(t.data(), t.size(), {}));
+      return r;
+    };
+    const std::vector<uint64_t> at_once = run(true);
+    EXPECT_EQ(at_once, run(false)) << (two_pools ? "two pools" : "one pool");
+    const std::vector<uint64_t> cached(at_once.end() - 4, at_once.end());
+    EXPECT_EQ(cached, (std::vector<uint64_t>{8, 0, 16, 8}));
+  }
+}
+
 // --- Sequences: rewind, fork, duplicates, errors ---------------------------
 
 TEST_F(ManagerTest, RewindFreesBlocks) {
