@@ -131,37 +131,41 @@ uint32_t RadixTree::find(uint32_t parent, uint32_t scope, const int32_t* tokens,
 void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, uint32_t scope,
                                   uint64_t scope_digest, const int32_t* tokens,
                                   uint64_t num_blocks, std::vector<uint32_t>& out) const {
-  // In chunks of blocks, three tight loops a chunk apart: hash each block
-  // of the next chunk (fetching its table slot); read each slot of this
-  // one (the first entry with the block's tag is its candidate, whose
-  // record is fetched); compare this chunk's candidates in order. The
-  // chained hashes depend on the prompt only, so a chunk's loads are all
-  // in flight at once, a chunk's hashing ahead of its comparison; a prompt
-  // that misses early hashes at most two chunks past its cached prefix.
-  // The candidate is almost always the node (32-bit tags); when it is not,
-  // the slot's run is probed in full.
+  // Two ways to find each block's node, the full key deciding either way
+  // (parent, scope, tokens, no extra keys: keys are unique, so both give
+  // the same node):
+  // - the successor guess: a prompt published in one go took consecutive
+  //   node ids (free ids are a stack, and eviction frees a chain leaf
+  //   first, so ids come back in order), so block b's node is most often
+  //   the one after block b-1's. A wrong guess costs one record read; a
+  //   dead record never matches (erase clears its parent).
+  // - the hashed walk, in chunks, with three tight loops a chunk apart: hash each block of the next chunk (fetching its table slot);
+  //   read each slot of this one (the first entry with the block's tag is
+  //   its candidate, whose record is fetched); compare this chunk's
+  //   candidates in order. The chained hashes depend on the prompt only,
+  //   so a chunk's loads are all in flight at once. The candidate is
+  //   almost always the node (32-bit tags); when it is not, the slot's run
+  //   is probed in full.
+  // Guessing runs while it hits; after a miss the walk hashes until a
+  // chunk ends on consecutive ids, then guesses again.
   constexpr uint32_t kChunk = 32;
+  constexpr uint32_t kGuessAhead = 8;  // records fetched ahead of a guess
   const uint32_t T = tokens_per_block_;
-  BlockChain chain(parent_hash, scope_digest, T);
   uint32_t tags[2][kChunk];
   uint32_t candidates[kChunk];
   const uint64_t* const buckets = buckets_.data();
   const uint32_t* const records = records_.data();
   const uint64_t stride = stride_;
   const uint32_t head = head_at_;
+  const uint32_t bound = id_bound();
   // The lines a record spans: its first and its last (which has the head
   // and the block ids), and any between for blocks of 32 tokens or more.
   const uint32_t last_byte = (head + kHeadWords + num_groups_) * 4 - 1;
-  auto chunk_size = [&](uint64_t base) {
-    return base < num_blocks ? uint32_t(std::min<uint64_t>(kChunk, num_blocks - base)) : 0;
-  };
-  auto hash_chunk = [&](uint64_t base, uint32_t* out_tags) {
-    const uint32_t n = chunk_size(base);
-    for (uint32_t i = 0; i < n; ++i) {
-      const uint32_t tag = tag_of(chain.next(tokens + (base + i) * T));
-      out_tags[i] = tag;
-      __builtin_prefetch(&buckets[home(tag)]);
-    }
+  auto prefetch_lines = [&](uint32_t n) {
+    const char* r = reinterpret_cast<const char*>(records + n * stride);
+    __builtin_prefetch(r);
+    __builtin_prefetch(r + last_byte);
+    for (uint32_t at = 64; at + 64 <= last_byte; at += 64) __builtin_prefetch(r + at);
   };
   // What a full block's record head must hold, compared as two 8-byte
   // words: (parent, scope), then (tokens_per_block tokens, no extra keys).
@@ -186,63 +190,97 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, uint32_
     if constexpr (decltype(sixteen)::value) return same_16_tokens(have, want);
     else return std::memcmp(have, want, size_t(T) * sizeof(int32_t)) == 0;
   };
-  // Compares a chunk's candidates in order; returns how many are its blocks.
-  auto compare_chunk = [&](auto sixteen, uint64_t base, uint32_t n, const uint32_t* chunk_tags,
-                           uint32_t* found_at) {
-    const int32_t* const chunk = tokens + base * T;
-    for (uint32_t i = 0; i < n; ++i) {
-      const int32_t* want = chunk + i * T;
-      uint32_t found = candidates[i];
-      if (found != kNoNode && !is_block(sixteen, found, want)) {
-        found = kNoNode;
-        for (uint64_t s = home(chunk_tags[i]);; s = next_slot(s)) {
-          const uint64_t e = buckets[s];
-          if (e == kEmpty) break;
-          if (uint32_t(e >> 32) == chunk_tags[i] && is_block(sixteen, uint32_t(e), want)) {
-            found = uint32_t(e);
-            break;
-          }
-        }
-      }
-      if (found == kNoNode) return i;
-      found_at[i] = found;
-      key = pair(found, scope);
-    }
-    return n;
-  };
 
   const uint64_t first = out.size();
   out.resize(first + num_blocks);
   uint32_t* const found_at = out.data() + first;
-  hash_chunk(0, tags[0]);
-  for (uint64_t base = 0, k = 0; base < num_blocks; base += kChunk, k ^= 1) {
-    const uint32_t n = chunk_size(base);
-    const uint32_t* const chunk_tags = tags[k];
-    for (uint32_t i = 0; i < n; ++i) {
-      const uint32_t tag = chunk_tags[i];
-      uint32_t c = kNoNode;
-      for (uint64_t s = home(tag);; s = next_slot(s)) {
-        const uint64_t e = buckets[s];
-        if (e == kEmpty) break;
-        if (uint32_t(e >> 32) == tag) {
-          c = uint32_t(e);
-          const char* r = reinterpret_cast<const char*>(records + c * stride);
-          __builtin_prefetch(r);
-          __builtin_prefetch(r + last_byte);
-          for (uint32_t at = 64; at + 64 <= last_byte; at += 64) __builtin_prefetch(r + at);
-          break;
-        }
+  uint64_t b = 0;          // blocks found so far
+  uint32_t prev = parent;  // block b-1's node
+  // Guesses from block b on; returns how many hit.
+  auto guess_run = [&](auto sixteen) {
+    const uint64_t start = b;
+    for (uint32_t a = 1; a <= kGuessAhead && prev + a < bound; ++a) prefetch_lines(prev + a);
+    while (b < num_blocks && prev + 1 < bound) {
+      const uint32_t g = prev + 1;
+      if (g + kGuessAhead < bound) prefetch_lines(g + kGuessAhead);
+      if (!is_block(sixteen, g, tokens + b * T)) break;
+      found_at[b++] = g;
+      prev = g;
+      key = pair(g, scope);
+    }
+    return b - start;
+  };
+  // Hashes blocks from b on, chained on prev's hash, until one is missing
+  // (false), the last block, or a chunk that ends on consecutive ids (back
+  // to guessing; the next chunk, already hashed, is dropped).
+  auto hashed_run = [&](auto sixteen, uint64_t prev_hash) {
+    BlockChain chain(prev_hash, scope_digest, T);
+    auto chunk_size = [&](uint64_t base) {
+      return base < num_blocks ? uint32_t(std::min<uint64_t>(kChunk, num_blocks - base)) : 0;
+    };
+    auto hash_chunk = [&](uint64_t base, uint32_t* out_tags) {
+      const uint32_t n = chunk_size(base);
+      for (uint32_t i = 0; i < n; ++i) {
+        const uint32_t tag = tag_of(chain.next(tokens + (base + i) * T));
+        out_tags[i] = tag;
+        __builtin_prefetch(&buckets[home(tag)]);
       }
-      candidates[i] = c;
+    };
+    hash_chunk(b, tags[0]);
+    for (uint32_t k = 0; b < num_blocks; k ^= 1) {
+      const uint64_t base = b;
+      const uint32_t n = chunk_size(base);
+      const uint32_t* const chunk_tags = tags[k];
+      for (uint32_t i = 0; i < n; ++i) {
+        const uint32_t tag = chunk_tags[i];
+        uint32_t c = kNoNode;
+        for (uint64_t slot = home(tag);; slot = next_slot(slot)) {
+          const uint64_t e = buckets[slot];
+          if (e == kEmpty) break;
+          if (uint32_t(e >> 32) == tag) {
+            c = uint32_t(e);
+            prefetch_lines(c);
+            break;
+          }
+        }
+        candidates[i] = c;
+      }
+      hash_chunk(base + kChunk, tags[k ^ 1]);  // while the records arrive
+      for (uint32_t i = 0; i < n; ++i) {
+        const int32_t* want = tokens + (base + i) * T;
+        uint32_t found = candidates[i];
+        if (found != kNoNode && !is_block(sixteen, found, want)) {
+          found = kNoNode;
+          for (uint64_t slot = home(chunk_tags[i]);; slot = next_slot(slot)) {
+            const uint64_t e = buckets[slot];
+            if (e == kEmpty) break;
+            if (uint32_t(e >> 32) == chunk_tags[i] && is_block(sixteen, uint32_t(e), want)) {
+              found = uint32_t(e);
+              break;
+            }
+          }
+        }
+        if (found == kNoNode) return false;
+        found_at[b++] = found;
+        prev = found;
+        key = pair(found, scope);
+      }
+      if (n == kChunk && found_at[b - 1] == found_at[b - 2] + 1) return true;
     }
-    hash_chunk(base + kChunk, tags[k ^ 1]);  // while the records arrive
-    const uint32_t got = T == 16 ? compare_chunk(std::true_type{}, base, n, chunk_tags, found_at + base)
-                                 : compare_chunk(std::false_type{}, base, n, chunk_tags, found_at + base);
-    if (got < n) {
-      out.resize(first + base + got);
-      return;
+    return true;
+  };
+  auto walk = [&](auto sixteen) {
+    bool guess = parent != kRoot;  // the root's children are not in sequence
+    while (b < num_blocks) {
+      if (guess) guess_run(sixteen);
+      if (b == num_blocks) return;
+      if (!hashed_run(sixteen, prev == parent ? parent_hash : nodes_[prev].hash)) return;
+      guess = true;
     }
-  }
+  };
+  if (T == 16) walk(std::true_type{});
+  else walk(std::false_type{});
+  out.resize(first + b);
 }
 
 uint32_t RadixTree::insert(uint32_t parent, uint32_t scope, const int32_t* tokens,
@@ -299,6 +337,7 @@ void RadixTree::erase(uint32_t id) {
   table_erase(first_buckets_, t.first_tag, id);
   uint32_t* r = record(id);
   std::fill(r + blocks_at_, r + blocks_at_ + num_groups_, kNoBlock);
+  r[head_at_ + kParent] = kNoNode;  // a successor guess never matches a dead record
   t.extra.clear();
   t.live = false;
   free_.push_back(id);  // capacity reserved for every node

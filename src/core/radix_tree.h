@@ -98,8 +98,11 @@ class RadixTree {
   // Walks a prompt's full blocks without extra keys from `parent` (whose
   // hash is `parent_hash`): appends to `out` the node of each block of
   // `tokens` that is in the tree, up to `num_blocks` blocks, and stops at
-  // the first that is not. Hashes and compares as find() does, with the
-  // hashes, table slots and nodes of the blocks ahead fetched early.
+  // the first that is not: the nodes find() gives, block after block. Tries
+  // the node after the previous block's first (a chain published in one go
+  // has consecutive ids), else hashes and probes as find() does, with the
+  // hashes, table slots and nodes of the blocks ahead fetched early; the
+  // full key decides either way.
   void match_full_blocks(uint32_t parent, uint64_t parent_hash, uint32_t scope,
                          uint64_t scope_digest, const int32_t* tokens, uint64_t num_blocks,
                          std::vector<uint32_t>& out) const;
