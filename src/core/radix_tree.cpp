@@ -139,13 +139,13 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, uint32_
   //   first, so ids come back in order), so block b's node is most often
   //   the one after block b-1's. A wrong guess costs one record read; a
   //   dead record never matches (erase clears its parent).
-  // - the hashed walk, in chunks, with three tight loops a chunk apart: hash each block of the next chunk (fetching its table slot);
-  //   read each slot of this one (the first entry with the block's tag is
-  //   its candidate, whose record is fetched); compare this chunk's
-  //   candidates in order. The chained hashes depend on the prompt only,
-  //   so a chunk's loads are all in flight at once. The candidate is
-  //   almost always the node (32-bit tags); when it is not, the slot's run
-  //   is probed in full.
+  // - the hashed walk, in chunks, with three tight loops a chunk apart:
+  //   hash each block of the next chunk (fetching its table slot); read
+  //   each slot of this one (the first entry with the block's tag is its
+  //   candidate, whose record is fetched); compare this chunk's candidates
+  //   in order. The chained hashes depend on the prompt only, so a chunk's
+  //   loads are all in flight at once. The candidate is almost always the
+  //   node (32-bit tags); when it is not, the slot's run is probed in full.
   // Guessing runs while it hits; after a miss the walk hashes until a
   // chunk ends on consecutive ids, then guesses again.
   constexpr uint32_t kChunk = 32;
@@ -196,9 +196,8 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, uint32_
   uint32_t* const found_at = out.data() + first;
   uint64_t b = 0;          // blocks found so far
   uint32_t prev = parent;  // block b-1's node
-  // Guesses from block b on; returns how many hit.
+  // Guesses from block b on while they hit.
   auto guess_run = [&](auto sixteen) {
-    const uint64_t start = b;
     for (uint32_t a = 1; a <= kGuessAhead && prev + a < bound; ++a) prefetch_lines(prev + a);
     while (b < num_blocks && prev + 1 < bound) {
       const uint32_t g = prev + 1;
@@ -208,7 +207,6 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, uint32_
       prev = g;
       key = pair(g, scope);
     }
-    return b - start;
   };
   // Hashes blocks from b on, chained on prev's hash, until one is missing
   // (false), the last block, or a chunk that ends on consecutive ids (back
