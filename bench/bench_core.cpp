@@ -5,6 +5,8 @@
 //   one decode step extending 512 sequences by one token         <= 10 us
 //   evicting 1000 blocks                                         <= 100 us
 //   chained hash per 16-token block                              <= 10 ns
+// and, with no target, the add with cold caches (with and without chains
+// in consecutive node ids) and a refused add.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -117,6 +119,81 @@ void BM_AddCached32K(benchmark::State& state) {
   kvc_cache_destroy(cache);
 }
 BENCHMARK(BM_AddCached32K)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// No target: the same add where the caches are cold, each call adding
+// another of 64 cached prompts (its path last touched 63 adds before).
+void BM_AddCached32KCold(benchmark::State& state) {
+  kvc_cache_t* cache = big_cache();
+  fill(cache, 1);
+  std::vector<std::vector<int32_t>> prompts;
+  for (uint32_t i = 0; i < 64; ++i) prompts.push_back(prompt(1 + 7 * i, kPromptTokens));
+  uint64_t cached = 0, calls = 0;
+  Clock clock;
+  double wall = 0;
+  for (auto _ : state) {
+    const std::vector<int32_t>& p = prompts[calls++ % prompts.size()];
+    clock.start();
+    CHECK_OK(kvc_sequence_add(cache, 1, p.data(), p.size(), nullptr, nullptr, &cached));
+    state.SetIterationTime(clock.stop(&wall));
+    CHECK_OK(kvc_sequence_remove(cache, 1));
+    if (cached != kPromptTokens - 1) state.SkipWithError("a prompt was not fully cached");
+  }
+  report_wall(state, wall);
+  kvc_cache_destroy(cache);
+}
+BENCHMARK(BM_AddCached32KCold)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// No target: the cold add where no chain has consecutive node ids (two
+// prompts committed a block at a time in turn), so the walk hashes every
+// block instead of taking the node after the previous one.
+void BM_AddCached32KInterleaved(benchmark::State& state) {
+  kvc_cache_t* cache = big_cache();
+  for (uint32_t i = 0; i < kBlocks / (2 * kPromptBlocks); ++i) {
+    const auto a = prompt(5000 + 2 * i, kPromptTokens), b = prompt(5001 + 2 * i, kPromptTokens);
+    CHECK_OK(kvc_sequence_add(cache, 1, a.data(), a.size(), nullptr, nullptr, nullptr));
+    CHECK_OK(kvc_sequence_add(cache, 2, b.data(), b.size(), nullptr, nullptr, nullptr));
+    for (uint64_t k = 1; k <= kPromptBlocks; ++k) {
+      CHECK_OK(kvc_sequence_commit(cache, 1, k * kTokensPerBlock));
+      CHECK_OK(kvc_sequence_commit(cache, 2, k * kTokensPerBlock));
+    }
+    CHECK_OK(kvc_sequence_remove(cache, 1));
+    CHECK_OK(kvc_sequence_remove(cache, 2));
+  }
+  std::vector<std::vector<int32_t>> prompts;
+  for (uint32_t i = 0; i < 64; ++i) prompts.push_back(prompt(5000 + 2 * i, kPromptTokens));
+  uint64_t cached = 0, calls = 0;
+  Clock clock;
+  double wall = 0;
+  for (auto _ : state) {
+    const std::vector<int32_t>& p = prompts[calls++ % prompts.size()];
+    clock.start();
+    CHECK_OK(kvc_sequence_add(cache, 3, p.data(), p.size(), nullptr, nullptr, &cached));
+    state.SetIterationTime(clock.stop(&wall));
+    CHECK_OK(kvc_sequence_remove(cache, 3));
+    if (cached != kPromptTokens - 1) state.SkipWithError("a prompt was not fully cached");
+  }
+  report_wall(state, wall);
+  kvc_cache_destroy(cache);
+}
+BENCHMARK(BM_AddCached32KInterleaved)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// No target: an add refused for lack of blocks (a scheduler trying to
+// admit a request that does not fit), through the C API.
+void BM_AddRefused(benchmark::State& state) {
+  kvc_cache_t* cache = big_cache();
+  // Sequences hold every block but 576: none is evictable.
+  for (uint64_t i = 0; i < kBlocks / kPromptBlocks; ++i) {
+    const auto held = prompt(3000 + uint32_t(i), kPromptTokens);
+    CHECK_OK(kvc_sequence_add(cache, 100 + i, held.data(), held.size(), nullptr, nullptr, nullptr));
+  }
+  const std::vector<int32_t> p = prompt(777, kPromptTokens);  // 2048 new blocks
+  for (auto _ : state) {
+    const kvc_status_t s = kvc_sequence_add(cache, 1, p.data(), p.size(), nullptr, nullptr, nullptr);
+    if (s != KVC_ERR_OUT_OF_BLOCKS) state.SkipWithError("the add was not refused");
+  }
+  kvc_cache_destroy(cache);
+}
+BENCHMARK(BM_AddRefused)->Unit(benchmark::kMicrosecond);
 
 void BM_DecodeStep512(benchmark::State& state) {
   kvc_cache_t* cache = big_cache();
@@ -252,14 +329,21 @@ int main(int argc, char** argv) {
   };
   std::printf("\n| figure (cache of 10^6 blocks of 16 tokens)           | measured      | target      | ok   |\n");
   std::printf("|------------------------------------------------------|---------------|-------------|------|\n");
-  if (get("BM_AddCached32K") >= 0)
-    row("add of a 32K-token prompt, 2048 blocks cached", get("BM_AddCached32K") / 1e3, "us", 30);
+  if (get("BM_AddCached32K/") >= 0)
+    row("add of a 32K-token prompt, 2048 blocks cached", get("BM_AddCached32K/") / 1e3, "us", 30);
   if (get("BM_DecodeStep512") >= 0)
     row("decode step: extend 512 sequences by one token", get("BM_DecodeStep512") / 1e3, "us", 10);
   if (get("BM_Evict1000") >= 0)
     row("evict 1000 blocks (add of a 1000-block prompt, full)", get("BM_Evict1000") / 1e3, "us", 100);
   if (get("BM_ChainedHash16/") >= 0)
     row("chained hash per 16-token block", get("BM_ChainedHash16/") / kPromptBlocks, "ns", 10);
+  // Beside the targets, for comparison.
+  auto info = [&](const char* figure, const char* prefix) {
+    if (get(prefix) >= 0) std::printf("| %-52s | %10.2f us | (no target) |      |\n", figure, get(prefix) / 1e3);
+  };
+  info("the add, cold: another of 64 cached prompts a call", "BM_AddCached32KCold/");
+  info("the cold add, no chain in consecutive node ids", "BM_AddCached32KInterleaved/");
+  info("an add refused for lack of blocks (C API)", "BM_AddRefused");
   benchmark::Shutdown();
   return 0;
 }
