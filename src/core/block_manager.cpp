@@ -149,10 +149,6 @@ uint64_t BlockManager::free_sets() const {
   return n;
 }
 
-// Every cached block can be evicted: a cached anchor node's subtree holds
-// only cached anchors (holders hold ancestors), so leaves-first reaches it,
-// and every cached windowed slot is queued. So free + cached - taken is
-// exactly what a pool can still give.
 bool BlockManager::refuse(std::string message) const {
   refusal_.status = KVC_ERR_OUT_OF_BLOCKS;
   refusal_.message = std::move(message);
@@ -163,6 +159,10 @@ std::string BlockManager::call_name(const char* what, uint64_t id) {
   return id == kNoId ? std::string(what) : std::string(what) + " " + seq_name(id);
 }
 
+// Every cached block can be evicted: a cached anchor node's subtree holds
+// only cached anchors (holders hold ancestors), so leaves-first reaches it,
+// and every cached windowed slot is queued. So free + cached - taken is
+// exactly what a pool can still give.
 bool BlockManager::have_blocks(const uint64_t* needed, const uint64_t* taken, const char* what,
                                uint64_t id) const {
   if (arena_) return plan_pages(needed, taken, what, id);
@@ -612,7 +612,7 @@ void BlockManager::evict_ahead(uint64_t count) {
   uint32_t v = policy_.victim();
   uint32_t far = v == kNoNode ? RadixTree::kRoot : tree_.prefetch_erase_path(v, kLead);
   for (uint64_t i = 0; i < count; ++i) {
-    if (v == kNoNode)  // require_blocks() rules this out
+    if (v == kNoNode)  // have_blocks() rules this out
       fail(KVC_ERR_INTERNAL, "no block to evict");
     policy_.remove(v);
     if (expiring) expiry_.cancel(expiry_key(v, 0));

@@ -29,8 +29,6 @@ class EvictionPolicy {
   void insert_by_age(uint32_t node, uint32_t priority, uint64_t age);
   void remove(uint32_t node);
   bool contains(uint32_t node) const { return priority_[node] != kNotQueued; }
-  // Warms what contains(node) reads.
-  void prefetch(uint32_t node) const { __builtin_prefetch(&priority_[node]); }
 
   // The next victim (not removed), or kNoNode when nothing is queued.
   uint32_t victim() const;
@@ -46,7 +44,7 @@ class EvictionPolicy {
   }
 
  private:
-  // Whether a node is queued is asked of every node a prompt reuses, so it
+  // Whether a node is queued is asked on every hold and release, so it
   // lives apart from the links, one byte per node.
   static constexpr uint8_t kNotQueued = 0xff;
   struct Link {

@@ -172,13 +172,6 @@ class RadixTree {
     if (id != kRoot) __builtin_prefetch(&nodes_[id], 1);
     return last;
   }
-  // Warms what block(id, g) reads (no read).
-  void prefetch_blocks(uint32_t id) const { __builtin_prefetch(blocks_line(id)); }
-  // Warms a node and its record (no read).
-  void prefetch_node(uint32_t id) const {
-    __builtin_prefetch(&nodes_[id], 1);
-    prefetch_record(id);
-  }
 
   uint32_t size() const { return size_; }  // nodes besides the root
   uint32_t max_nodes() const { return uint32_t(nodes_.size() - 1); }
@@ -194,10 +187,6 @@ class RadixTree {
   const void* blocks_line(uint32_t id) const { return record(id) + blocks_at_; }
   const uint32_t* record(uint32_t id) const { return records_.data() + uint64_t(id) * stride_; }
   uint32_t* record(uint32_t id) { return records_.data() + uint64_t(id) * stride_; }
-  KVC_ALWAYS_INLINE void prefetch_record(uint32_t id) const {
-    const char* r = reinterpret_cast<const char*>(record(id));
-    for (uint32_t b = 0; b < stride_ * 4 && b < 256; b += 64) __builtin_prefetch(r + b);
-  }
 
   // Table entries: node id (low half) and tag (high half); the tag is the
   // top 32 bits of the hash times an odd constant, its top bits the home
