@@ -40,6 +40,9 @@ kvc::SequenceOptions options_of(const kvc_sequence_options_t* in) {
                 "options->num_retention_ranges");
   for (size_t i = 0; i < v.num_retention_ranges; ++i) {
     const kvc_retention_range_t& r = v.retention_ranges[i];
+    if (r.reserved != 0)  // kept zero so a later version can give it a meaning
+      kvc::invalid_argument("options->retention_ranges[" + std::to_string(i) +
+                            "].reserved must be 0, got " + std::to_string(r.reserved));
     kvc::RetentionRange e;
     e.start = r.start;
     e.end = r.end;
