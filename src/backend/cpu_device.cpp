@@ -6,7 +6,7 @@
 
 #include "backend/cpu_kernels.h"
 #include "backend/kernel_checks.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace kvc {
 

@@ -10,7 +10,7 @@
 
 #include "backend/fault_hook.h"
 #include "backend/kernel_work.h"
-#include "core/block_geometry.h"
+#include "base/block_geometry.h"
 #include "kvcache/config.h"
 
 namespace kvc {

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "core/block_hash.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace kvc {
 

@@ -32,7 +32,7 @@
 #include "core/block_key.h"
 #include "core/block_pool.h"
 #include "core/cache_config.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/eviction_policy.h"
 #include "core/expiry_heap.h"
 #include "core/host_tier.h"

@@ -1,6 +1,6 @@
 #include "core/cache.h"
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace kvc {
 

@@ -5,7 +5,7 @@
 #include "core/host_tier.h"
 
 #include "core/block_manager.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace kvc {
 

@@ -13,7 +13,7 @@
 
 #include "backend/cpu_device.h"
 #include "core/cache.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace kvc {
 namespace test {

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "core/cache.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "kv_content.h"
 
 namespace kvc {

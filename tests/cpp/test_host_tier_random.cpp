@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/cache.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "kv_content.h"
 
 namespace kvc {
