@@ -6,7 +6,9 @@
 # project but base/ and the public headers; core including capi/, cuda/, a
 # backend other than the Device interface, or a CUDA header; backend or
 # cuda including core/ or capi/; anything outside src/capi including capi/.
-#   tests/structure/check_includes.sh [SOURCE_ROOT]
+# Also: the C API shims never take the cache's lock or reach the manager
+# themselves (kvc::Cache, the locked facade, does both).
+#   tests/structure/check_layering.sh [SOURCE_ROOT]
 set -uo pipefail
 root=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
 cd "$root" || exit 2
@@ -32,6 +34,12 @@ forbid src/stateful 'core/|capi/|cuda/' "the stateful mode shares base and Devic
 for d in src/base src/core src/backend src/stateful cuda; do
   forbid "$d" 'capi/' "only src/capi includes capi/"
 done
+hits=$(grep -rnE '\bmutex\(\)|\bmanager\(\)|lock_guard|unique_lock' src/capi 2>/dev/null || true)
+if [ -n "$hits" ]; then
+  echo "the C API locks or reaches the manager itself (call the kvc::Cache facade):"
+  echo "$hits" | sed 's/^/  /'
+  bad=1
+fi
 n=$(grep -rhE --include='*.h' --include='*.cpp' --include='*.cu' --include='*.cuh' \
   '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' $(ls -d src cuda 2>/dev/null) | wc -l)
 if [ $bad -ne 0 ]; then
