@@ -82,6 +82,12 @@ void CacheConfig::check_device(kvc_device_kind_t kind, int32_t ordinal) {
                    std::to_string(kind));
 }
 
+void CacheConfig::check_event_buffer_size(uint32_t v) {
+  if (v != 0)
+    fail(KVC_ERR_UNSUPPORTED, "event_buffer_size must be 0, got " + std::to_string(v) +
+                                  ": KV events are not implemented in this version");
+}
+
 void CacheConfig::check_fraction(double v) {
   if (!(v > 0.0 && v <= 1.0))
     invalid_argument("free_gpu_memory_fraction must be in (0, 1], got " + std::to_string(v));

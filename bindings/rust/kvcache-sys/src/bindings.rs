@@ -127,10 +127,11 @@ extern "C" {
     #[doc = ""]
     #[doc = " Defaults: no layers (must be set), kv_heads and head_dim unset (must be"]
     #[doc = " set), dtype bf16, kv_factor 2, layout NHD, 16 tokens per block, every"]
-    #[doc = " layer full attention, device cpu, no byte or token limit,"]
-    #[doc = " free_gpu_memory_fraction 0.9, host cache 0 bytes, offload min priority 35,"]
-    #[doc = " block reuse on, partial reuse on, copy on partial reuse on, event buffer"]
-    #[doc = " 0 (events off)."]
+    #[doc = " layer full attention, device cpu, no byte or token limit (a CPU cache"]
+    #[doc = " with neither then takes 1 GiB; a CUDA cache takes"]
+    #[doc = " free_gpu_memory_fraction of the free GPU memory), free_gpu_memory_fraction"]
+    #[doc = " 0.9, host cache 0 bytes, offload min priority 35, block reuse on, partial"]
+    #[doc = " reuse on, copy on partial reuse on, event buffer 0 (events off)."]
     #[doc = " @param[out] out Receives the new config; untouched on failure. The caller"]
     #[doc = "             owns it and frees it with kvc_config_destroy()."]
     #[doc = " @return KVC_OK, KVC_ERR_INVALID_ARGUMENT (out is NULL),"]
@@ -160,9 +161,8 @@ extern "C" {
     #[doc = " Fails on: zero layers, kv heads or head dim; a per-layer kv heads array or"]
     #[doc = " a window list longer than the number of layers (a window list shorter"]
     #[doc = " than it repeats, as TensorRT-LLM's max_attention_window does; a per-layer"]
-    #[doc = " heads array must match exactly); a CPU cache with neither primary_bytes"]
-    #[doc = " nor max_tokens set; a byte or token budget too small for one block of"]
-    #[doc = " every pool. The message names the setting and its value."]
+    #[doc = " heads array must match exactly); a byte or token budget too small for"]
+    #[doc = " one block of every pool. The message names the setting and its value."]
     #[doc = " @return KVC_OK or KVC_ERR_INVALID_ARGUMENT. Reads only."]
     #[doc = " @since 0.1.0"]
     pub fn kvc_config_validate(config: *const kvc_config_t) -> kvc_status_t;
@@ -295,7 +295,9 @@ extern "C" {
     #[doc = " @brief Upper bound on the primary pool, in bytes; 0 = no byte bound."]
     #[doc = ""]
     #[doc = " The pool is the lesser of this, max_tokens and (on CUDA)"]
-    #[doc = " free_gpu_memory_fraction of the free device memory."]
+    #[doc = " free_gpu_memory_fraction of the free device memory. A CPU cache with"]
+    #[doc = " neither this nor max_tokens set takes 1 GiB (since 0.3.0; before, it was"]
+    #[doc = " refused)."]
     #[doc = " @since 0.1.0"]
     pub fn kvc_config_set_primary_bytes(config: *mut kvc_config_t, bytes: u64) -> kvc_status_t;
 }
@@ -404,6 +406,10 @@ extern "C" {
 }
 extern "C" {
     #[doc = " @brief Capacity of the event ring, in events; 0 (default) turns events off."]
+    #[doc = ""]
+    #[doc = " Events are not implemented yet: any value but 0 is refused with"]
+    #[doc = " KVC_ERR_UNSUPPORTED (rather than accepted and ignored)."]
+    #[doc = " @return KVC_OK (0), KVC_ERR_UNSUPPORTED (any other value)."]
     #[doc = " @since 0.1.0"]
     pub fn kvc_config_set_event_buffer_size(config: *mut kvc_config_t, events: u32)
         -> kvc_status_t;
