@@ -14,6 +14,7 @@ importing NumPy or torch:
 Every refusal is a KvCacheError(INVALID_ARGUMENT) naming the argument, made
 before any C call, so nothing changes.
 """
+import array
 import ctypes
 
 from .errors import invalid
@@ -89,8 +90,8 @@ def _address(mv):
 # Host arrays of the bookkeeping calls
 # --------------------------------------------------------------------------
 
-_LIST_TYPES = {"i4": ctypes.c_int32, "i8": ctypes.c_int64, "u8": ctypes.c_uint64,
-               "u4": ctypes.c_uint32}
+# array.array type codes of the fixed-width types (LP64 Linux).
+_LIST_TYPES = {"i4": "i", "i8": "q", "u8": "Q", "u4": "I"}
 
 
 def host_input(obj, fmts, name, op):
@@ -106,10 +107,10 @@ def host_input(obj, fmts, name, op):
             raise invalid(op, "%s must be a buffer (e.g. a NumPy array) of %s or a list of "
                           "ints, got %s" % (name, _fmt_names(fmts), type(obj).__name__)) from None
         try:
-            arr = (_LIST_TYPES[fmts[0]] * len(obj))(*obj)
+            arr = array.array(_LIST_TYPES[fmts[0]], obj)
         except (TypeError, OverflowError) as e:
-            raise invalid(op, "%s: %s" % (name, e)) from None
-        return (_addressof(arr) if len(obj) else None), len(obj), arr
+            raise invalid(op, "%s must hold %s values: %s" % (name, _fmt_name(fmts[0]), e)) from None
+        return (arr.buffer_info()[0] if len(arr) else None), len(arr), arr
     fmt = _fmt(mv.format, mv.itemsize)
     if fmt not in fmts:
         raise invalid(op, "%s must hold %s, got %s" % (name, _fmt_names(fmts), _fmt_name(fmt)))

@@ -12,11 +12,9 @@ _u32, _u64, _i32, _f64, _bool = (ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int3
                                  ctypes.c_double, ctypes.c_bool)
 
 
-def _setting(name, ctype, convert=None, out=None, doc=""):
-    """A property over kvc_config_set_<name> / kvc_config_get_<name>."""
-    setter = getattr(lib, "kvc_config_set_" + name)
-    getter = getattr(lib, "kvc_config_get_" + name)
-    set_op, get_op = "kvc_config_set_" + name, "kvc_config_get_" + name
+def _setting(setter, getter, ctype, convert=None, out=None, doc=""):
+    """A property over a kvc_config_set_x / kvc_config_get_x pair."""
+    set_op, get_op = setter.__name__, getter.__name__
 
     def get(self):
         value = ctype()
@@ -100,12 +98,24 @@ class Config:
         check(lib.kvc_config_validate(self._use("kvc_config_validate")), "kvc_config_validate")
 
     # -- model shape -------------------------------------------------------
-    num_layers = _setting("num_layers", _u32, doc="Attention layers (> 0).")
-    head_dim = _setting("head_dim", _u32, doc="Head dimension (> 0).")
-    dtype = _setting("dtype", _u32, dtype_of, DType, "Stored element type (DType or 'bf16').")
-    kv_factor = _setting("kv_factor", _u32, doc="2 (K and V) or 1 (K == V, MLA).")
-    layout = _setting("layout", _u32, layout_of, Layout, "Block layout: 'nhd' or 'hnd'.")
-    tokens_per_block = _setting("tokens_per_block", _u32, doc="A power of two > 1.")
+    num_layers = _setting(
+        lib.kvc_config_set_num_layers, lib.kvc_config_get_num_layers,
+        _u32, doc="Attention layers (> 0).")
+    head_dim = _setting(
+        lib.kvc_config_set_head_dim, lib.kvc_config_get_head_dim,
+        _u32, doc="Head dimension (> 0).")
+    dtype = _setting(
+        lib.kvc_config_set_dtype, lib.kvc_config_get_dtype,
+        _u32, dtype_of, DType, "Stored element type (DType or 'bf16').")
+    kv_factor = _setting(
+        lib.kvc_config_set_kv_factor, lib.kvc_config_get_kv_factor,
+        _u32, doc="2 (K and V) or 1 (K == V, MLA).")
+    layout = _setting(
+        lib.kvc_config_set_layout, lib.kvc_config_get_layout,
+        _u32, layout_of, Layout, "Block layout: 'nhd' or 'hnd'.")
+    tokens_per_block = _setting(
+        lib.kvc_config_set_tokens_per_block, lib.kvc_config_get_tokens_per_block,
+        _u32, doc="A power of two > 1.")
 
     @property
     def kv_heads(self):
@@ -164,21 +174,38 @@ class Config:
         op = "kvc_config_set_device"
         check(lib.kvc_config_set_device(self._use(op), kind, ordinal), op)
 
-    primary_bytes = _setting("primary_bytes", _u64, doc="Byte bound of the pool (0 = none).")
-    max_tokens = _setting("max_tokens", _u64, doc="Token bound per layer (0 = none).")
+    primary_bytes = _setting(
+        lib.kvc_config_set_primary_bytes, lib.kvc_config_get_primary_bytes,
+        _u64, doc="Byte bound of the pool (0 = none).")
+    max_tokens = _setting(
+        lib.kvc_config_set_max_tokens, lib.kvc_config_get_max_tokens,
+        _u64, doc="Token bound per layer (0 = none).")
     free_gpu_memory_fraction = _setting(
-        "free_gpu_memory_fraction", _f64,
-        doc="Share of the free GPU memory the pool may take, in (0, 1]; default 0.9.")
-    host_cache_bytes = _setting("host_cache_bytes", _u64, doc="Host tier bytes (0 = none).")
+        lib.kvc_config_set_free_gpu_memory_fraction, lib.kvc_config_get_free_gpu_memory_fraction,
+        _f64, doc="Share of the free GPU memory the pool may take, in (0, 1]; default 0.9.")
+    host_cache_bytes = _setting(
+        lib.kvc_config_set_host_cache_bytes, lib.kvc_config_get_host_cache_bytes,
+        _u64, doc="Host tier bytes (0 = none).")
     secondary_offload_min_priority = _setting(
-        "secondary_offload_min_priority", _u32, doc="Offload threshold, 0..100 (35).")
+        lib.kvc_config_set_secondary_offload_min_priority, lib.kvc_config_get_secondary_offload_min_priority,
+        _u32, doc="Offload threshold, 0..100 (35).")
 
     # -- reuse, events, clock ----------------------------------------------
-    block_reuse = _setting("block_reuse", _bool, bool, doc="Reuse across sequences (on).")
-    partial_reuse = _setting("partial_reuse", _bool, bool, doc="Token-wise reuse (on).")
-    copy_on_partial_reuse = _setting("copy_on_partial_reuse", _bool, bool, doc="(on)")
-    event_buffer_size = _setting("event_buffer_size", _u32, doc="Event ring (0 = off).")
-    manual_clock = _setting("manual_clock", _bool, bool, doc="Retention on a manual clock.")
+    block_reuse = _setting(
+        lib.kvc_config_set_block_reuse, lib.kvc_config_get_block_reuse,
+        _bool, bool, doc="Reuse across sequences (on).")
+    partial_reuse = _setting(
+        lib.kvc_config_set_partial_reuse, lib.kvc_config_get_partial_reuse,
+        _bool, bool, doc="Token-wise reuse (on).")
+    copy_on_partial_reuse = _setting(
+        lib.kvc_config_set_copy_on_partial_reuse, lib.kvc_config_get_copy_on_partial_reuse,
+        _bool, bool, doc="(on)")
+    event_buffer_size = _setting(
+        lib.kvc_config_set_event_buffer_size, lib.kvc_config_get_event_buffer_size,
+        _u32, doc="Event ring (0 = off).")
+    manual_clock = _setting(
+        lib.kvc_config_set_manual_clock, lib.kvc_config_get_manual_clock,
+        _bool, bool, doc="Retention on a manual clock.")
 
     def __repr__(self):
         if self._handle is None:
