@@ -4,6 +4,7 @@ filled from the struct the call wrote. Their fields follow the headers by
 construction: a member added to a struct in _capi.STRUCTS appears here."""
 import collections
 import ctypes
+import operator
 
 from ._capi import lib, struct
 from ._types import DeviceKind, DType, Layout
@@ -18,14 +19,18 @@ _CONVERT = {"device_kind": DeviceKind, "dtype": DType, "layout": Layout}
 
 class _Record:
     """A C struct type, its init function and the named tuple it becomes."""
-    __slots__ = ("ctype", "init", "tuple", "fields", "converters")
+    __slots__ = ("ctype", "init", "tuple", "fields", "get", "converters")
 
     def __init__(self, cname, init, pytype):
         self.ctype = struct(cname)
         self.init = init
         self.tuple = pytype
         self.fields = pytype._fields
-        self.converters = [_CONVERT.get(f) for f in self.fields]
+        self.get = operator.attrgetter(*self.fields)
+        # Enum members by value (a dict lookup; constructing the enum costs
+        # more than the C call); a value a newer library added stays an int.
+        self.converters = [(i, {m.value: m for m in _CONVERT[f]})
+                           for i, f in enumerate(self.fields) if f in _CONVERT]
 
     def new(self):
         """A fresh struct, initialised by its kvc_x_init()."""
@@ -34,13 +39,11 @@ class _Record:
         return s
 
     def read(self, s):
-        values = [getattr(s, f) for f in self.fields]
-        for i, conv in enumerate(self.converters):
-            if conv is not None:
-                try:
-                    values[i] = conv(values[i])
-                except ValueError:
-                    pass  # a value a newer library added: keep the int
+        values = self.get(s)
+        if self.converters:
+            values = list(values)
+            for i, members in self.converters:
+                values[i] = members.get(values[i], values[i])
         return self.tuple._make(values)
 
 
