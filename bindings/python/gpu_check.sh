@@ -37,7 +37,7 @@ echo "== compute-sanitizer memcheck (StoreStrided*)"
 timeout 200 compute-sanitizer --tool memcheck --error-exitcode 99 "$TESTS" \
   --gtest_filter='StoreStrided*' --gtest_brief=1 >"$OUT/memcheck.log" 2>&1 || STATUS=1
 tail -4 "$OUT/memcheck.log"
-export KVCACHE_LIBRARY=$LIB PYTHONPATH=$ROOT/bindings/python PYTHONUNBUFFERED=1
+export KVCACHE_LIBRARY=$(readlink -f "$LIB") PYTHONPATH=$ROOT/bindings/python PYTHONUNBUFFERED=1
 echo "== Python unit tests"
 (cd bindings/python && timeout 200 python3 -m unittest discover -s tests -t tests -v) \
   >"$OUT/unittest.log" 2>&1 || STATUS=1

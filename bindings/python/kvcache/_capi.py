@@ -248,7 +248,7 @@ def _candidates():
     """Where libkvcache may be, in the order tried."""
     env = os.environ.get("KVCACHE_LIBRARY")
     if env:
-        return [env]
+        return [os.path.abspath(env) if os.sep in env else env]
     found = []
     # A build tree of the checkout this package sits in (bindings/python/).
     root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
