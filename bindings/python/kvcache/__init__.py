@@ -21,6 +21,7 @@ from ._types import (DEFAULT_PRIORITY, RETENTION_OPEN_END, DeviceKind, DType, Fe
 from .cache import Cache
 from .config import Config
 from .errors import KvCacheError, status_string
+from ._batch import DecodeStep
 from ._kernels import StoreStrides
 from ._sequences import ExtraKey, RetentionRange, SequenceOptions
 from .records import (CacheDescription, CacheStats, CsrTable, GroupDescription, GroupStats,
@@ -28,7 +29,7 @@ from .records import (CacheDescription, CacheStats, CsrTable, GroupDescription, 
 
 __all__ = ["Cache", "Config", "KvCacheError", "Status", "DType", "Layout", "DeviceKind",
            "TableFormat", "Feature", "SequenceOptions", "ExtraKey", "RetentionRange",
-           "StoreStrides", "CacheDescription", "GroupDescription", "PoolDescription",
+           "StoreStrides", "DecodeStep", "CacheDescription", "GroupDescription", "PoolDescription",
            "LayerView", "SequenceDescription", "CacheStats", "GroupStats", "CsrTable",
            "SlotMapping", "DEFAULT_PRIORITY", "RETENTION_OPEN_END", "version",
            "version_string", "abi_version", "features", "status_string", "library_path"]

@@ -15,7 +15,7 @@ from ._types import Status
 from .errors import KvCacheError, invalid
 from .records import CsrTable, SlotMapping
 
-__all__ = ["BatchCalls"]
+__all__ = ["BatchCalls", "DecodeStep"]
 
 _IDS = ("u8", "i8")
 _TOKENS = ("i4",)
@@ -32,6 +32,12 @@ def _numpy(op):
 
 class BatchCalls:
     """The batch calls of Cache (a mixin; see Cache)."""
+
+    def decode_step(self, ids, max_blocks, *, group=0, pad=-1):
+        """A DecodeStep over sequences `ids`: buffers allocated and resolved
+        once, for a serving loop's per-step bookkeeping (block tables of
+        up to `max_blocks` blocks of layer group `group`)."""
+        return DecodeStep(self, ids, max_blocks, group, pad)
 
     def batch_extend(self, ids, tokens, *, stream=None):
         """One decode step: appends tokens[i] to sequence ids[i], all or
@@ -146,3 +152,57 @@ class BatchCalls:
         optr, cap, _ = host_output(out, "i8", "out", op)
         self._call(op, lib.kvc_batch_slot_mapping, group, iptr, n, optr, cap, ctypes.byref(num), nptr)
         return SlotMapping(out, num.value, new_tokens)
+
+
+class DecodeStep:
+    """The bookkeeping of a decode step over a fixed batch, with its buffers
+    and their addresses resolved once (Cache.decode_step()): run() makes the
+    four batch calls into them, so a serving loop pays the ctypes calls and
+    little else. After run(): slots (int64, one new slot per sequence),
+    table (int32 [batch, max_blocks], padded with `pad`) and lengths (int32)
+    hold the step's tables. Write the step's tokens into `tokens` (or pass
+    them to run()). Make a new DecodeStep when the batch changes."""
+
+    def __init__(self, cache, ids, max_blocks, group=0, pad=-1):
+        np = _numpy("kvcache.Cache.decode_step")
+        self.cache = cache
+        self.ids = np.array(ids, dtype=np.uint64)
+        n = len(self.ids)
+        self.tokens = np.zeros(n, dtype=np.int32)
+        self.slots = np.empty(n, dtype=np.int64)
+        self.table = np.full((n, max_blocks), pad, dtype=np.int32)
+        self.lengths = np.empty(n, dtype=np.int32)
+        self.group, self.pad, self.max_blocks, self.count = group, pad, max_blocks, n
+        self._tokens_per_block = cache.description.tokens_per_block
+        self._num, self._need = ctypes.c_size_t(), ctypes.c_size_t()
+        self._num_ref, self._need_ref = ctypes.byref(self._num), ctypes.byref(self._need)
+        self._addr = [a.ctypes.data if a.size else None
+                      for a in (self.ids, self.tokens, self.slots, self.table, self.lengths)]
+
+    def run(self, tokens=None, stream=None):
+        """kvc_batch_extend with `tokens` (or the `tokens` buffer), then
+        kvc_batch_slot_mapping, kvc_batch_block_table and
+        kvc_batch_sequence_lengths into this step's buffers. The calls are
+        made in that order; one that fails (KvCacheError) leaves the ones
+        before it done (a table too small: the tokens were appended).
+        Size max_blocks for the longest sequence the batch will reach."""
+        if tokens is not None:
+            self.tokens[:] = tokens
+        ids, toks, slots, table, lengths = self._addr
+        n, call = self.count, self.cache._call
+        call("kvc_batch_extend", lib.kvc_batch_extend, ids, toks, n,
+             stream_handle(stream, "kvc_batch_extend"))
+        call("kvc_batch_slot_mapping", lib.kvc_batch_slot_mapping, self.group, ids, n, slots, n,
+             self._num_ref, None)
+        call("kvc_batch_block_table", lib.kvc_batch_block_table, self.group, ids, n, table,
+             self.max_blocks, self.pad, self._need_ref)
+        call("kvc_batch_sequence_lengths", lib.kvc_batch_sequence_lengths, ids, n, lengths)
+
+    def commit_full_blocks(self):
+        """Commits the sequences whose last block the step filled (their
+        lengths a multiple of tokens_per_block): publishing blocks as they
+        fill, a commit per sequence every tokens_per_block steps."""
+        full = (self.lengths % self._tokens_per_block == 0).nonzero()[0]
+        commit, call = lib.kvc_sequence_commit, self.cache._call
+        for i in full.tolist():
+            call("kvc_sequence_commit", commit, int(self.ids[i]), int(self.lengths[i]))

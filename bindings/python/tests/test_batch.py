@@ -95,6 +95,24 @@ class BatchTest(unittest.TestCase):
         self.assertEqual(self.c.stats(), before)
         self.assertEqual(self.c.slot_mapping(self.ids).num_slots, 45)  # cursors untouched
 
+    def test_decode_step_matches_the_single_calls(self):
+        self.c.slot_mapping(self.ids)  # the prompts' slots
+        step = self.c.decode_step([1, 2], max_blocks=4)
+        for i in range(20):
+            step.run([i, i + 1])
+            step.commit_full_blocks()
+            self.assertEqual(step.lengths.tolist(), [41 + i, 6 + i])
+            self.assertEqual(step.table[0][:len(self.c.block_ids(1))].tolist(),
+                             self.c.block_ids(1))
+            b2 = self.c.block_ids(2)
+            self.assertEqual(step.table[1].tolist(), b2 + [-1] * (4 - len(b2)))
+            self.assertEqual(int(step.slots[1]), b2[(5 + i) // 16] * 16 + (5 + i) % 16)
+        self.assertEqual(self.c.describe_sequence(2).committed_tokens, 16)  # filled at 16
+        self.assertEqual(self.c.describe_sequence(1).committed_tokens, 48)
+        with self.assertRaises(KvCacheError) as e:  # a table too narrow for sequence 1
+            self.c.decode_step([1], max_blocks=2).run([0])
+        self.assertEqual(e.exception.status, Status.BUFFER_TOO_SMALL)
+
     def test_unknown_and_repeated_ids(self):
         with self.assertRaises(KvCacheError) as e:
             self.c.sequence_lengths([1, 3])
