@@ -338,6 +338,8 @@ func TestUseAfterClose(t *testing.T) {
 	record("SlotMapping", func() error { _, _, err := c.SlotMapping(0, ids); return err }())
 	record("StoreKV", c.StoreKV(&kvcache.StoreArgs{}, 0))
 	record("StoreKVHost", c.StoreKVHost(&kvcache.HostStoreArgs{}))
+	record("StoreKVStrided", c.StoreKVStrided(&kvcache.StoreArgs{}, &kvcache.StoreStrides{}, 0))
+	record("StoreKVStridedHost", c.StoreKVStridedHost(&kvcache.HostStoreArgs{}, &kvcache.StoreStrides{}))
 	record("CopyBlocks", c.CopyBlocks(0, nil, nil, nil, 0))
 	record("DecodeWorkspaceSize", func() error { _, err := c.DecodeWorkspaceSize(&kvcache.DecodeArgs{}); return err }())
 	record("DecodeAttention", c.DecodeAttention(&kvcache.DecodeArgs{}, 0))
