@@ -75,6 +75,9 @@ BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& group
       host_memory_(host_memory),
       device_(device),
       T_(config.tokens_per_block),
+      layout_(grouping, config.tokens_per_block),
+      counters_(uint32_t(grouping.groups.size())),
+      residency_(layout_, grouping, memory, device, arena_pages, counters_),
       tree_(uint32_t(tree_capacity(grouping, memory) + sets_in(host_memory, grouping)),
             config.tokens_per_block, uint32_t(grouping.groups.size()),
             /*track_children=*/!host_memory.empty() || arena_pages != 0),
@@ -83,42 +86,15 @@ BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& group
       time_(config.manual_clock),
       expiry_(0) {
   const uint32_t G = uint32_t(grouping.groups.size());
-  pool_has_anchor_.assign(grouping.pools.size(), 0);
-  pool_windowed_.resize(grouping.pools.size());
-  for (uint32_t g = 0; g < G; ++g) {
-    const LayerGroup& lg = grouping.groups[g];
-    group_pool_.push_back(lg.pool);
-    window_.push_back(lg.window);
-    if (lg.window == 0) {
-      if (anchors_.empty()) ref_group_ = g;
-      anchors_.push_back(g);
-      window_slot_.push_back(-1);
-      pool_has_anchor_[lg.pool] = 1;
-    } else {
-      window_slot_.push_back(int32_t(windowed_.size()));
-      windowed_.push_back(g);
-      pool_windowed_[lg.pool].push_back(g);
-      window_policies_.emplace_back(tree_.id_bound());
-    }
-  }
-  expiry_stride_ = 1 + uint32_t(windowed_.size());
+  for (size_t k = 0; k < layout_.windowed.size(); ++k) window_policies_.emplace_back(tree_.id_bound());
+  expiry_stride_ = 1 + uint32_t(layout_.windowed.size());
   expiry_ = ExpiryHeap(uint32_t(uint64_t(tree_.id_bound()) * expiry_stride_));
-  if (arena_pages != 0) arena_ = std::make_unique<PageArena>(uint32_t(arena_pages));
-  for (size_t p = 0; p < grouping.pools.size(); ++p) {
-    pool_groups_.push_back(uint32_t(grouping.pools[p].groups.size()));
-    if (arena_) pools_.emplace_back(*arena_, uint32_t(memory[p]->num_blocks() / arena_pages));
-    else pools_.emplace_back(memory[p]->num_blocks());
-  }
-  page_deficit_.assign(pools_.size(), 0);
-  page_budget_.assign(pools_.size(), 0);
-  group_counters_.resize(G);
+  residency_.set_reclaimer(this);
   set_scratch_.resize(G);
   set_scratch2_.resize(G);
   set_scratch3_.resize(G);
   evicted_.resize(kEvictChunk * G);
   window_scratch_.resize(G);
-  pool_scratch_.resize(pools_.size());
-  pool_scratch2_.resize(pools_.size());
 }
 
 // ---------------------------------------------------------------------------
@@ -127,11 +103,11 @@ BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& group
 
 uint32_t BlockManager::node_ref(uint32_t node) const {
   if (tree_.node(node).tier != kPrimaryTier) return 0;  // host nodes are never in use
-  if (!anchors_.empty()) return pools_[group_pool_[ref_group_]].info(tree_.block(node, ref_group_)).ref;
+  if (!layout_.anchors.empty()) return residency_.info(layout_.ref_group, tree_.block(node, layout_.ref_group)).ref;
   uint32_t ref = tree_.holders(node);
   for (uint32_t g = 0; g < num_groups(); ++g) {
     const uint32_t b = tree_.block(node, g);
-    if (b != kNoBlock) ref += pools_[group_pool_[g]].info(b).ref;
+    if (b != kNoBlock) ref += residency_.info(g, b).ref;
   }
   return ref;
 }
@@ -140,97 +116,6 @@ bool BlockManager::node_has_block(uint32_t node) const {
   for (uint32_t g = 0; g < num_groups(); ++g)
     if (tree_.block(node, g) != kNoBlock) return true;
   return false;
-}
-
-uint64_t BlockManager::free_sets() const {
-  uint64_t n = UINT64_MAX;
-  for (size_t p = 0; p < pools_.size(); ++p)
-    n = std::min<uint64_t>(n, pools_[p].num_free() / pool_groups_[p]);
-  return n;
-}
-
-bool BlockManager::refuse(std::string message) const {
-  refusal_.status = KVC_ERR_OUT_OF_BLOCKS;
-  refusal_.message = std::move(message);
-  return false;
-}
-
-std::string BlockManager::call_name(const char* what, uint64_t id) {
-  return id == kNoId ? std::string(what) : std::string(what) + " " + seq_name(id);
-}
-
-// Every cached block can be evicted: a cached anchor node's subtree holds
-// only cached anchors (holders hold ancestors), so leaves-first reaches it,
-// and every cached windowed slot is queued. So free + cached - taken is
-// exactly what a pool can still give.
-bool BlockManager::have_blocks(const uint64_t* needed, const uint64_t* taken, const char* what,
-                               uint64_t id) const {
-  if (arena_) return plan_pages(needed, taken, what, id);
-  for (size_t p = 0; p < pools_.size(); ++p) {
-    const uint64_t free = pools_[p].num_free();
-    const uint64_t evictable = pools_[p].num_cached() - taken[p];
-    if (needed[p] <= free + evictable) continue;
-    if (windowed_.empty()) {
-      // Every group needs the same count: say it per group, as a user thinks.
-      const uint64_t per = needed[p] / pool_groups_[p];
-      const uint64_t f = free_sets();
-      uint64_t e = UINT64_MAX;
-      for (size_t q = 0; q < pools_.size(); ++q)
-        e = std::min<uint64_t>(e, (pools_[q].num_cached() - taken[q]) / pool_groups_[q]);
-      return refuse(call_name(what, id) + " needs " + std::to_string(per) +
-                    " blocks per layer group but only " +
-                    std::to_string(std::min(f + e, (free + evictable) / pool_groups_[p])) +
-                    " are free (" + std::to_string(f) + ") or evictable (" + std::to_string(e) +
-                    ")");
-    }
-    return refuse(call_name(what, id) + " needs " + std::to_string(needed[p]) + " blocks of pool " +
-                  std::to_string(p) + " (" + std::to_string(pool_groups_[p]) +
-                  " layer groups) but only " + std::to_string(free + evictable) + " are free (" +
-                  std::to_string(free) + ") or evictable (" + std::to_string(evictable) + ")");
-  }
-  return true;
-}
-
-bool BlockManager::plan_pages(const uint64_t* needed, const uint64_t* taken, const char* what,
-                              uint64_t id) const {
-  pages_pending_ = false;
-  uint64_t short_pages = 0;
-  for (size_t p = 0; p < pools_.size(); ++p) {
-    const BlockPool& pool = pools_[p];
-    const uint64_t have = pool.num_free() + pool.num_cached() - taken[p];
-    const uint64_t bpp = pool.blocks_per_page();
-    page_deficit_[p] = needed[p] > have ? (needed[p] - have + bpp - 1) / bpp : 0;
-    short_pages += page_deficit_[p];
-  }
-  if (short_pages == 0) return true;
-  // Spare pages: the arena's, then idle pages (no block in use) of pools
-  // that keep enough for this call. A taken block may sit in an idle page:
-  // count one page fewer per taken block.
-  uint64_t supply = arena_->num_free();
-  for (size_t q = 0; q < pools_.size(); ++q) {
-    page_budget_[q] = 0;
-    if (page_deficit_[q] != 0) continue;
-    const BlockPool& pool = pools_[q];
-    uint64_t idle = 0;
-    for (uint32_t page = 0; page < arena_->num_pages(); ++page)
-      idle += pool.owns_page(page) && pool.page_in_use(page) == 0 ? 1 : 0;
-    idle = idle > taken[q] ? idle - taken[q] : 0;
-    const uint64_t spare = pool.num_free() + pool.num_cached() - taken[q] - needed[q];
-    page_budget_[q] = std::min<uint64_t>(idle, spare / pool.blocks_per_page());
-    supply += page_budget_[q];
-  }
-  if (short_pages > supply) {
-    size_t p = 0;
-    while (page_deficit_[p] == 0) ++p;
-    return refuse(call_name(what, id) + " needs " + std::to_string(needed[p]) + " blocks of pool " +
-                  std::to_string(p) + " but only " +
-                  std::to_string(pools_[p].num_free() + pools_[p].num_cached() - taken[p]) +
-                  " are free or evictable in it, and the pools need " +
-                  std::to_string(short_pages) + " more pages than the " +
-                  std::to_string(supply) + " free or idle pages others can give");
-  }
-  pages_pending_ = true;
-  return true;
 }
 
 void BlockManager::evict_subtree(uint32_t node) {
@@ -250,45 +135,22 @@ void BlockManager::evict_subtree(uint32_t node) {
 }
 
 void BlockManager::empty_page(uint32_t pool, uint32_t page) {
-  BlockPool& bp = pools_[pool];
+  const BlockPool& bp = residency_.pool(pool);
   const uint32_t bpp = bp.blocks_per_page();
   for (uint32_t id = page * bpp; id < (page + 1) * bpp; ++id) {
     const uint32_t node = bp.info(id).node;
     if (node == kNoNode) continue;  // free (an evicted subtree may have freed it)
     uint32_t group = UINT32_MAX;
     for (uint32_t g = 0; g < num_groups() && group == UINT32_MAX; ++g)
-      if (group_pool_[g] == pool && tree_.block(node, g) == id) group = g;
+      if (layout_.group_pool[g] == pool && tree_.block(node, g) == id) group = g;
     if (windowed(group)) evict_window_slot(node, group);
     else evict_subtree(node);
   }
-  bp.give_page(page);
 }
 
-void BlockManager::move_pages() {
-  if (!pages_pending_) return;
-  pages_pending_ = false;
-  for (size_t p = 0; p < pools_.size(); ++p) {
-    for (; page_deficit_[p] > 0; --page_deficit_[p]) {
-      if (arena_->num_free() == 0) {
-        // Empty an idle page of a pool with spare pages.
-        size_t q = 0;
-        while (page_budget_[q] == 0) ++q;
-        --page_budget_[q];
-        uint32_t page = 0;
-        while (!pools_[q].owns_page(page) || pools_[q].page_in_use(page) != 0) ++page;
-        empty_page(uint32_t(q), page);
-      }
-      pools_[p].take_page();
-    }
-  }
-}
-
-bool BlockManager::have_sets(uint64_t needed_sets, const char* what, uint64_t id) const {
-  for (size_t p = 0; p < pools_.size(); ++p) {
-    pool_scratch_[p] = needed_sets * pool_groups_[p];
-    pool_scratch2_[p] = 0;
-  }
-  return have_blocks(pool_scratch_.data(), pool_scratch2_.data(), what, id);
+bool BlockManager::have_sets(Reservation& r, uint64_t sets) {
+  r.need_sets(sets, layout_.pool_groups);
+  return residency_.have_blocks(r);
 }
 
 bool BlockManager::needs_copy_on_write(const Sequence& s) const {
@@ -296,7 +158,7 @@ bool BlockManager::needs_copy_on_write(const Sequence& s) const {
   // The tail is inside every window, so every group holds it; a windowed
   // block may sit in a node whose other blocks are not the sequence's.
   for (uint32_t g = 0; g < num_groups(); ++g) {
-    const BlockInfo& tail = pools_[group_pool_[g]].info(s.blocks[g].back());
+    const BlockInfo& tail = residency_.info(g, s.blocks[g].back());
     if (tail.ref > 1 || tail.node != kNoNode) return true;
   }
   return false;
@@ -315,7 +177,7 @@ bool BlockManager::holds_alone(const Sequence& s, uint64_t b) const {
   for (uint32_t g = 0; g < num_groups(); ++g) {
     const uint32_t blk = s.blocks[g][b];
     if (blk == kNoBlock) continue;
-    const BlockInfo& info = pools_[group_pool_[g]].info(blk);
+    const BlockInfo& info = residency_.info(g, blk);
     if (info.ref != 1 || info.node != kNoNode) return false;
   }
   return true;
@@ -324,8 +186,8 @@ bool BlockManager::holds_alone(const Sequence& s, uint64_t b) const {
 bool BlockManager::holds_anchor(const Sequence& s, uint64_t b) const {
   const uint32_t n = s.nodes[b];
   if (n == kNoNode) return false;
-  if (anchors_.empty()) return true;  // names the node: a holder
-  return tree_.block(n, ref_group_) != s.blocks[ref_group_][b];
+  if (layout_.anchors.empty()) return true;  // names the node: a holder
+  return tree_.block(n, layout_.ref_group) != s.blocks[layout_.ref_group][b];
 }
 
 void BlockManager::grow(std::vector<int32_t>& v, uint64_t n) {
@@ -351,12 +213,9 @@ void BlockManager::debug_check() const {
 
 void BlockManager::hold_slot(uint32_t node, uint32_t g) {
   const uint32_t blk = tree_.block(node, g);
-  BlockPool& pool = pools_[group_pool_[g]];
-  if (pool.info(blk).ref == 0) {
-    --group_counters_[g].cached_blocks;
-    ++group_counters_[g].in_use_blocks;
+  if (residency_.add_ref(g, blk)) {
     // Cached: it leaves its queue; its priority is set again on release.
-    const int32_t k = window_slot_[g];
+    const int32_t k = layout_.window_slot[g];
     if (k < 0) {
       if (policy_.contains(node)) policy_.remove(node);
       if (!expiry_.empty()) expiry_.cancel(expiry_key(node, 0));
@@ -365,7 +224,6 @@ void BlockManager::hold_slot(uint32_t node, uint32_t g) {
       if (!expiry_.empty()) expiry_.cancel(expiry_key(node, uint32_t(k) + 1));
     }
   }
-  pool.add_ref(blk);
 }
 
 void BlockManager::hold_node(uint32_t node) {
@@ -374,15 +232,15 @@ void BlockManager::hold_node(uint32_t node) {
 }
 
 void BlockManager::hold_anchor(uint32_t node) {
-  if (anchors_.empty()) {
+  if (layout_.anchors.empty()) {
     ++tree_.holders(node);
     return;
   }
-  for (uint32_t g : anchors_) hold_slot(node, g);
+  for (uint32_t g : layout_.anchors) hold_slot(node, g);
 }
 
 void BlockManager::release_anchor(uint32_t node, BlockRetention r) {
-  if (anchors_.empty()) {
+  if (layout_.anchors.empty()) {
     --tree_.holders(node);
     erase_if_unused(node);
     return;
@@ -407,7 +265,7 @@ void BlockManager::on_cached(uint32_t node, BlockRetention r) {
 }
 
 void BlockManager::on_window_cached(uint32_t node, uint32_t g, BlockRetention r) {
-  const uint32_t k = uint32_t(window_slot_[g]);
+  const uint32_t k = uint32_t(layout_.window_slot[g]);
   uint32_t priority = r.priority;
   if (r.duration_ms != kNoDuration && r.priority != kDefaultPriority) {
     const uint64_t at = revert_moment(tree_.node(node).reusable_at, r.duration_ms);
@@ -463,23 +321,12 @@ void BlockManager::advance_clock(uint64_t ms) {
   debug_check();
 }
 
-bool BlockManager::release_block(uint32_t g, uint32_t blk) {
-  BlockPool& pool = pools_[group_pool_[g]];
-  const bool cached = pool.release(blk);
-  if (pool.info(blk).ref == 0) {
-    GroupStats& c = group_counters_[g];
-    --c.in_use_blocks;
-    if (cached) ++c.cached_blocks;
-  }
-  return cached;
-}
-
 void BlockManager::release_set(const uint32_t* blocks, size_t stride, BlockRetention r) {
   uint32_t cached = kNoNode;
   for (uint32_t g = 0; g < num_groups(); ++g) {
     const uint32_t b = blocks[g * stride];
-    if (b == kNoBlock || !release_block(g, b)) continue;
-    const uint32_t node = pools_[group_pool_[g]].info(b).node;
+    if (b == kNoBlock || !residency_.release_block(g, b)) continue;
+    const uint32_t node = residency_.info(g, b).node;
     if (windowed(g)) on_window_cached(node, g, r);
     else cached = node;
   }
@@ -500,15 +347,15 @@ void BlockManager::release_position(Sequence& s, uint64_t b) {
 }
 
 void BlockManager::release_out_of_window(Sequence& s) {
-  for (uint32_t g : windowed_) {
+  for (uint32_t g : layout_.windowed) {
     const uint64_t end = std::min<uint64_t>(first_needed(g, s.committed), s.num_blocks());
     for (uint64_t b = s.window_begin[g]; b < end; ++b) {
       const uint32_t blk = s.blocks[g][b];
       s.blocks[g][b] = kNoBlock;
       if (blk == kNoBlock) continue;
-      ++group_counters_[g].released_blocks;
-      if (release_block(g, blk))
-        on_window_cached(pools_[group_pool_[g]].info(blk).node, g, s.retention_of_block(b, T_));
+      ++counters_.groups[g].released_blocks;
+      if (residency_.release_block(g, blk))
+        on_window_cached(residency_.info(g, blk).node, g, s.retention_of_block(b, T_));
     }
     if (end > s.window_begin[g]) s.window_begin[g] = end;
   }
@@ -525,13 +372,11 @@ void BlockManager::evict_node(uint32_t node) {
     if (blk == kNoBlock) continue;
     if (windowed(g)) {
       // A node without its anchor blocks is useless: its windowed slots go too.
-      const uint32_t k = uint32_t(window_slot_[g]);
+      const uint32_t k = uint32_t(layout_.window_slot[g]);
       window_policies_[k].remove(node);
       expiry_.cancel(expiry_key(node, k + 1));
     }
-    pools_[group_pool_[g]].evict(blk);
-    --group_counters_[g].cached_blocks;
-    ++group_counters_[g].evicted_blocks;
+    residency_.evict_block(g, blk);
   }
   scopes_.unref(t.scope);
   tree_.erase(node);
@@ -548,14 +393,12 @@ void BlockManager::evict_node(uint32_t node) {
 }
 
 void BlockManager::evict_window_slot(uint32_t node, uint32_t g) {
-  const uint32_t k = uint32_t(window_slot_[g]);
+  const uint32_t k = uint32_t(layout_.window_slot[g]);
   window_policies_[k].remove(node);
   expiry_.cancel(expiry_key(node, k + 1));
-  pools_[group_pool_[g]].evict(tree_.block(node, g));
+  residency_.evict_block(g, tree_.block(node, g));
   tree_.set_block(node, g, kNoBlock);
-  --group_counters_[g].cached_blocks;
-  ++group_counters_[g].evicted_blocks;
-  if (anchors_.empty()) erase_if_unused(node);
+  if (layout_.anchors.empty()) erase_if_unused(node);
 }
 
 void BlockManager::erase_if_unused(uint32_t node) {
@@ -580,12 +423,12 @@ void BlockManager::evict_one(uint32_t pool) {
       best = node, best_group = group, best_priority = priority, best_age = age;
     }
   };
-  if (pool_has_anchor_[pool]) {
+  if (layout_.pool_has_anchor[pool]) {
     const uint32_t v = policy_.victim();
     if (v != kNoNode) consider(v, policy_.priority(v), policy_.age(v), UINT32_MAX);
   }
-  for (uint32_t g : pool_windowed_[pool]) {
-    const EvictionPolicy& wp = window_policies_[uint32_t(window_slot_[g])];
+  for (uint32_t g : layout_.pool_windowed[pool]) {
+    const EvictionPolicy& wp = window_policies_[uint32_t(layout_.window_slot[g])];
     const uint32_t v = wp.victim();
     if (v != kNoNode) consider(v, wp.priority(v), wp.age(v), g);
   }
@@ -593,22 +436,6 @@ void BlockManager::evict_one(uint32_t pool) {
     fail(KVC_ERR_INTERNAL, "pool " + std::to_string(pool) + " has no block to evict");
   if (best_group == UINT32_MAX) evict_node(best);
   else evict_window_slot(best, best_group);
-}
-
-uint32_t BlockManager::alloc_block(uint32_t g) {
-  const uint32_t p = group_pool_[g];
-  BlockPool& pool = pools_[p];
-  if (pool.num_free() == 0) expire_due();  // the victim order must be current
-  while (pool.num_free() == 0) {
-    if (arena_ && arena_->num_free() > 0) pool.take_page();  // free memory first
-    else evict_one(p);
-  }
-  ++group_counters_[g].in_use_blocks;
-  return pool.acquire_free();
-}
-
-void BlockManager::alloc_set(uint32_t* out) {
-  for (uint32_t g = 0; g < num_groups(); ++g) out[g] = alloc_block(g);
 }
 
 void BlockManager::evict_ahead(uint64_t count) {
@@ -658,19 +485,19 @@ void BlockManager::evict_ahead(uint64_t count) {
   }
   if (scope_refs != 0) scopes_.unref(scope, scope_refs);
   for (uint32_t g = 0; g < G; ++g) {
-    group_counters_[g].cached_blocks -= count;
-    group_counters_[g].evicted_blocks += count;
+    counters_.groups[g].cached_blocks -= count;
+    counters_.groups[g].evicted_blocks += count;
   }
   counters_.evicted_blocks += count;
 }
 
 void BlockManager::append_new_sets(Sequence& s, uint64_t count) {
-  if (!windowed_.empty() || arena_ || host_.enabled()) {
+  if (!layout_.windowed.empty() || residency_.arena() || host_.enabled()) {
     for (uint64_t i = 0; i < count; ++i) append_new_set(s);
     return;
   }
   // Every eviction frees one block of each group, so this many are needed.
-  const uint64_t free = free_sets();
+  const uint64_t free = residency_.free_sets();
   uint64_t victims = count > free ? count - free : 0;
   const uint32_t G = num_groups();
   // Within the capacity reserved by the caller: no allocation.
@@ -680,13 +507,12 @@ void BlockManager::append_new_sets(Sequence& s, uint64_t count) {
   if (G == 1) {
     // The free blocks, then each victim's block, which alloc_block would
     // push and pop at once.
-    BlockPool& pool = pools_[group_pool_[0]];
     uint32_t* out = s.blocks[0].data() + first;
-    for (uint64_t i = 0; i < count - victims; ++i) out[i] = pool.acquire_free();
+    for (uint64_t i = 0; i < count - victims; ++i) out[i] = residency_.acquire_free(0);
     for (uint64_t i = count - victims; i < count; i += kEvictChunk) {
       const uint64_t n = std::min(count - i, kEvictChunk);
       evict_ahead(n);
-      pool.evict_into_use(evicted_.data(), n);
+      residency_.evict_into_use(0, evicted_.data(), n);
       std::copy(evicted_.begin(), evicted_.begin() + ptrdiff_t(n), out + i);
     }
   } else {
@@ -694,8 +520,7 @@ void BlockManager::append_new_sets(Sequence& s, uint64_t count) {
     const uint32_t* ready_end = ready;
     for (uint64_t i = first; i < first + count; ++i) {
       for (uint32_t g = 0; g < G; ++g) {
-        BlockPool& pool = pools_[group_pool_[g]];
-        if (pool.num_free() == 0) {  // where alloc_block would evict
+        if (residency_.pool_of(g).num_free() == 0) {  // where alloc_block would evict
           if (ready == ready_end) {
             const uint64_t n = std::min(victims, kEvictChunk);
             evict_ahead(n);
@@ -703,28 +528,19 @@ void BlockManager::append_new_sets(Sequence& s, uint64_t count) {
             ready = evicted_.data();
             ready_end = ready + n * G;
           }
-          for (uint32_t h = 0; h < G; ++h) pools_[group_pool_[h]].evict(ready[h]);
+          for (uint32_t h = 0; h < G; ++h) residency_.evict_uncounted(h, ready[h]);
           ready += G;
         }
-        s.blocks[g][i] = pool.acquire_free();
+        s.blocks[g][i] = residency_.acquire_free(g);
       }
     }
   }
-  for (uint32_t g = 0; g < G; ++g) group_counters_[g].in_use_blocks += count;
+  for (uint32_t g = 0; g < G; ++g) residency_.count_taken(g, count);
   if (count != 0) s.tail_private = true;
 }
 
-void BlockManager::copy_set(const uint32_t* src, const uint32_t* dst, uint32_t rows,
-                            void* stream) {
-  for (uint32_t g = 0; g < num_groups(); ++g) {
-    const BlockCopy c{src[g], dst[g], rows};
-    device_.copy_blocks(memory_[group_pool_[g]]->base(), grouping_.groups[g].geometry, &c, 1,
-                        stream);
-  }
-}
-
 void BlockManager::append_new_set(Sequence& s) {
-  alloc_set(set_scratch_.data());
+  residency_.alloc_set(set_scratch_.data());
   for (uint32_t g = 0; g < num_groups(); ++g) s.blocks[g].push_back(set_scratch_[g]);
   s.nodes.push_back(kNoNode);
   s.tail_private = true;
@@ -733,8 +549,8 @@ void BlockManager::append_new_set(Sequence& s) {
 void BlockManager::copy_on_write(Sequence& s, void* stream) {
   const uint64_t b = s.num_blocks() - 1;
   for (uint32_t g = 0; g < num_groups(); ++g) set_scratch3_[g] = s.blocks[g][b];
-  alloc_set(set_scratch_.data());  // the old tail is held, so never evicted here
-  copy_set(set_scratch3_.data(), set_scratch_.data(), uint32_t(s.length() % T_), stream);
+  residency_.alloc_set(set_scratch_.data());  // the old tail is held, so never evicted here
+  residency_.copy_set(set_scratch3_.data(), set_scratch_.data(), uint32_t(s.length() % T_), stream);
   release_position(s, b);
   for (uint32_t g = 0; g < num_groups(); ++g) s.blocks[g][b] = set_scratch_[g];
   s.tail_private = true;
@@ -773,7 +589,7 @@ BlockManager::Match BlockManager::match_prefix(const int32_t* tokens, uint64_t n
       parent_hash = h;
     }
   }
-  if (!windowed_.empty()) {
+  if (!layout_.windowed.empty()) {
     const size_t full = match_full_.size();
     trim_to_windows();
     if (match_full_.size() != full) return m;  // the partial block would follow a gap
@@ -787,7 +603,7 @@ BlockManager::Match BlockManager::match_prefix(const int32_t* tokens, uint64_t n
   tree_.for_each_first_token_match(parent, scope, want[0], [&](uint32_t node) {
     const TreeNode& t = tree_.node(node);
     if (!t.extra.empty()) return;
-    for (uint32_t g : windowed_)  // the block is copied or taken whole
+    for (uint32_t g : layout_.windowed)  // the block is copied or taken whole
       if (tree_.block(node, g) == kNoBlock) return;
     const bool usable = cfg_.copy_on_partial_reuse || (node_ref(node) == 0 && tree_.is_leaf(node));
     if (!usable) return;
@@ -808,12 +624,12 @@ void BlockManager::trim_to_windows() const {
   // last_missing[w]: the last position before k whose slot windowed group
   // w lacks. Reusing k blocks needs none missing from first_needed(k*T) on.
   std::vector<int64_t>& last_missing = window_scratch_;
-  for (size_t w = 0; w < windowed_.size(); ++w) last_missing[w] = -1;
+  for (size_t w = 0; w < layout_.windowed.size(); ++w) last_missing[w] = -1;
   size_t best = 0;
   for (size_t k = 1; k <= match_full_.size(); ++k) {
     bool ok = true;
-    for (size_t w = 0; w < windowed_.size(); ++w) {
-      const uint32_t g = windowed_[w];
+    for (size_t w = 0; w < layout_.windowed.size(); ++w) {
+      const uint32_t g = layout_.windowed[w];
       if (tree_.block(match_full_[k - 1], g) == kNoBlock) last_missing[w] = int64_t(k - 1);
       ok = ok && last_missing[w] < int64_t(first_needed(g, k * T_));
     }
@@ -882,17 +698,17 @@ std::vector<ExtraKey> sorted_extras(const SequenceOptions& o) {
 uint64_t BlockManager::add(uint64_t id, const int32_t* tokens, uint64_t n,
                            const SequenceOptions& options, void* stream) {
   uint64_t cached = 0;
-  if (!try_add(id, tokens, n, options, stream, &cached)) fail(refusal_.status, refusal_.message);
+  if (!try_add(id, tokens, n, options, stream, &cached)) fail(reservation_.refusal.status, reservation_.refusal.message);
   return cached;
 }
 
 void BlockManager::extend(uint64_t id, const int32_t* tokens, uint64_t n, void* stream) {
-  if (!try_extend(id, tokens, n, stream)) fail(refusal_.status, refusal_.message);
+  if (!try_extend(id, tokens, n, stream)) fail(reservation_.refusal.status, reservation_.refusal.message);
 }
 
 void BlockManager::extend_batch(const uint64_t* ids, const int32_t* tokens, size_t count,
                                 void* stream) {
-  if (!try_extend_batch(ids, tokens, count, stream)) fail(refusal_.status, refusal_.message);
+  if (!try_extend_batch(ids, tokens, count, stream)) fail(reservation_.refusal.status, reservation_.refusal.message);
 }
 
 bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
@@ -918,28 +734,27 @@ bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
   // Host-tier nodes are copied back (onboarded) into a fresh set each.
   const uint64_t onboards = count_in_host(match_full_, m.partial);
   // Cached primary blocks this add takes into use are no longer evictable.
-  uint64_t* taken = pool_scratch2_.data();
-  uint64_t* needed = pool_scratch_.data();
+  Reservation& r = reservation_;
+  r.begin("adding the prompt", Reservation::kNoId, residency_.num_pools());
   const uint64_t sets = num_blocks - full - (m.in_place ? 1 : 0) + onboards;
-  for (size_t p = 0; p < pools_.size(); ++p) {
-    taken[p] = 0;
-    needed[p] = sets * pool_groups_[p];
-  }
+  r.need_sets(sets, layout_.pool_groups);
+  uint64_t* taken = r.taken.data();
   // Reused nodes nobody holds stop being evictable; that can only matter
   // when the free blocks alone fall short (or pages may have to move).
-  bool short_of_free = arena_ != nullptr;
-  for (size_t p = 0; p < pools_.size(); ++p) short_of_free |= needed[p] > pools_[p].num_free();
+  bool short_of_free = residency_.arena() != nullptr;
+  for (size_t p = 0; p < residency_.num_pools(); ++p)
+    short_of_free |= r.needed[p] > residency_.pool(p).num_free();
   for (uint32_t g = 0; g < num_groups() && short_of_free; ++g) {
-    const BlockPool& pool = pools_[group_pool_[g]];
+    const BlockPool& pool = residency_.pool_of(g);
     for (uint64_t b = uint64_t(window_scratch_[g]); b < full; ++b) {
       const uint32_t node = match_full_[b];
       if (!in_host_tier(node))
-        taken[group_pool_[g]] += pool.info(tree_.block(node, g)).ref == 0 ? 1 : 0;
+        taken[layout_.group_pool[g]] += pool.info(tree_.block(node, g)).ref == 0 ? 1 : 0;
     }
     if (m.partial != kNoNode && !in_host_tier(m.partial))
-      taken[group_pool_[g]] += pool.info(tree_.block(m.partial, g)).ref == 0 ? 1 : 0;
+      taken[layout_.group_pool[g]] += pool.info(tree_.block(m.partial, g)).ref == 0 ? 1 : 0;
   }
-  if (!have_blocks(needed, taken, "adding the prompt")) return false;
+  if (!residency_.have_blocks(r)) return false;
 
   // Everything that allocates on the host, before the first change.
   auto seq = std::make_unique<Sequence>();
@@ -967,7 +782,7 @@ bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
 
   // From here on nothing can fail (the vectors have their capacity).
   const uint32_t G = num_groups();
-  if (windowed_.empty()) {
+  if (layout_.windowed.empty()) {
     // Holding the reused nodes in bulk (hold_anchor of every group). Only
     // cached leaves are queued for eviction, and every reused node but the
     // last has its successor for a primary child (prepare_sets brought
@@ -980,9 +795,7 @@ bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
       std::vector<uint32_t>& out = seq->blocks[g];
       out.resize(full);
       tree_.gather_blocks(match_full_.data(), full, g, out.data());
-      const uint64_t was_cached = pools_[group_pool_[g]].add_refs(out.data(), full);
-      group_counters_[g].cached_blocks -= was_cached;
-      group_counters_[g].in_use_blocks += was_cached;
+      residency_.add_refs(g, out.data(), full);
     }
   } else {
     for (uint64_t b = 0; b < full; ++b) {
@@ -1004,12 +817,12 @@ bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
       seq->window_begin[g] = windowed(g) ? uint64_t(window_scratch_[g]) : 0;
   }
   for (uint32_t g = 0; g < G; ++g) {
-    GroupStats& c = group_counters_[g];
+    GroupStats& c = counters_.groups[g];
     c.reused_blocks += full - uint64_t(window_scratch_[g]) + (m.partial != kNoNode ? 1 : 0);
     c.missed_blocks += num_blocks - full - (m.partial != kNoNode ? 1 : 0);
   }
   if (m.partial != kNoNode) hold_node(m.partial);
-  move_pages();  // after the holds: idle pages are exact now
+  residency_.move_pages(reservation_);  // after the holds: idle pages are exact now
   if (m.partial != kNoNode) {
     if (m.in_place) {
       // Copy on partial reuse is off and nothing else uses the block: the
@@ -1017,13 +830,13 @@ bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
       const uint32_t parent = tree_.node(m.partial).parent;
       for (uint32_t g = 0; g < num_groups(); ++g) {
         const uint32_t blk = tree_.block(m.partial, g);
-        pools_[group_pool_[g]].set_node(blk, kNoNode);
+        residency_.set_node(g, blk, kNoNode);
         seq->blocks[g].push_back(blk);
       }
       seq->nodes.push_back(kNoNode);
       scopes_.unref(tree_.node(m.partial).scope);
       tree_.erase(m.partial);
-      if (anchors_.empty()) erase_if_unused(parent);
+      if (layout_.anchors.empty()) erase_if_unused(parent);
     } else {
       // Copy on partial reuse: a new block gets the matched rows.
       append_new_set(*seq);
@@ -1031,7 +844,7 @@ bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
         set_scratch3_[g] = tree_.block(m.partial, g);
         set_scratch_[g] = seq->blocks[g].back();
       }
-      copy_set(set_scratch3_.data(), set_scratch_.data(), m.partial_tokens, stream);
+      residency_.copy_set(set_scratch3_.data(), set_scratch_.data(), m.partial_tokens, stream);
       const TreeNode& t = tree_.node(m.partial);
       release_node(m.partial, {t.priority, t.duration_ms});
     }
@@ -1058,11 +871,12 @@ bool BlockManager::try_extend(uint64_t id, const int32_t* tokens, uint64_t n, vo
   const uint64_t len = s.length();
   const bool cow = needs_copy_on_write(s);
   const uint64_t new_blocks = blocks_for(len + n, T_) - s.num_blocks();
-  if (!have_sets(new_blocks + (cow ? 1 : 0), "extending", id)) return false;
+  reservation_.begin("extending", id, residency_.num_pools());
+  if (!have_sets(reservation_, new_blocks + (cow ? 1 : 0))) return false;
   grow(s.tokens, s.tokens.size() + n);
   reserve_blocks(s, s.num_blocks() + new_blocks);
   prepare_sets(new_blocks + (cow ? 1 : 0), no_nodes_, kNoNode, nullptr, stream);
-  move_pages();
+  residency_.move_pages(reservation_);
 
   if (cow) copy_on_write(s, stream);
   s.tokens.insert(s.tokens.end(), tokens, tokens + n);
@@ -1133,9 +947,10 @@ bool BlockManager::try_extend_batch(const uint64_t* ids, const int32_t* tokens, 
     // The line the token goes to, for the loop below.
     __builtin_prefetch(s->tokens.data() + s->tokens.size(), 1);
   }
-  if (!have_sets(needed, "this decode step")) return false;
+  reservation_.begin("this decode step", Reservation::kNoId, residency_.num_pools());
+  if (!have_sets(reservation_, needed)) return false;
   prepare_sets(needed, no_nodes_, kNoNode, nullptr, stream);
-  move_pages();
+  residency_.move_pages(reservation_);
   for (size_t i = 0; i < count; ++i) {
     if (i + kSeqAhead < count) {
       const Sequence* ahead = seqs[i + kSeqAhead];
@@ -1153,7 +968,7 @@ bool BlockManager::try_extend_batch(const uint64_t* ids, const int32_t* tokens, 
 
 void BlockManager::link_new_node(uint32_t node, uint32_t scope) {
   for (uint32_t g = 0; g < num_groups(); ++g)
-    if (set_scratch_[g] != kNoBlock) pools_[group_pool_[g]].set_node(set_scratch_[g], node);
+    if (set_scratch_[g] != kNoBlock) residency_.set_node(g, set_scratch_[g], node);
   scopes_.ref(scope);
 }
 
@@ -1172,13 +987,13 @@ bool BlockManager::publish_full(Sequence& s, uint64_t b, const std::string& extr
     // A windowed slot the node lost to eviction takes this sequence's block,
     // so the prefix is reusable again in that group; only a block this
     // sequence holds alone (a fork sibling may not hold the node's anchor).
-    for (uint32_t g : windowed_) {
+    for (uint32_t g : layout_.windowed) {
       const uint32_t own = s.blocks[g][b];
       if (own == kNoBlock || tree_.block(found, g) != kNoBlock) continue;
-      const BlockInfo& info = pools_[group_pool_[g]].info(own);
+      const BlockInfo& info = residency_.info(g, own);
       if (info.ref != 1 || info.node != kNoNode) continue;
       tree_.set_block(found, g, own);
-      pools_[group_pool_[g]].set_node(own, found);
+      residency_.set_node(g, own, found);
     }
     return true;
   }
@@ -1194,7 +1009,7 @@ bool BlockManager::publish_full(Sequence& s, uint64_t b, const std::string& extr
   link_new_node(node, s.scope);
   mark_published(node, s, b);
   s.nodes[b] = node;
-  if (anchors_.empty()) ++tree_.holders(node);
+  if (layout_.anchors.empty()) ++tree_.holders(node);
   return true;
 }
 
@@ -1221,7 +1036,7 @@ void BlockManager::commit(uint64_t id, uint64_t num_computed) {
     }
   }
   s.committed = committed;
-  if (!windowed_.empty()) release_out_of_window(s);
+  if (!layout_.windowed.empty()) release_out_of_window(s);
   debug_check();
 }
 
@@ -1232,16 +1047,16 @@ void BlockManager::rewind(uint64_t id, uint64_t n) {
                      " has only " + std::to_string(s.length()));
   if (n == 0) return;
   const uint64_t new_len = s.length() - n;
-  for (uint32_t g : windowed_) {
+  for (uint32_t g : layout_.windowed) {
     // The blocks a windowed group released are gone: the new last token
     // must still see its whole window.
     const uint64_t begin = s.window_begin[g];
     if (begin == 0) continue;
-    const uint64_t shortest = begin * T_ + window_[g] - 1;
+    const uint64_t shortest = begin * T_ + layout_.window[g] - 1;
     if (new_len < shortest)
       invalid_argument("cannot rewind " + std::to_string(n) + " tokens: " + seq_name(id) +
                        " would be " + std::to_string(new_len) + " tokens long, but layer group " +
-                       std::to_string(g) + " (window " + std::to_string(window_[g]) +
+                       std::to_string(g) + " (window " + std::to_string(layout_.window[g]) +
                        ") has released the blocks before token " + std::to_string(begin * T_) +
                        ", so it can rewind at most " + std::to_string(s.length() - shortest) +
                        " tokens (rewind before committing rejected tokens)");
@@ -1274,11 +1089,11 @@ void BlockManager::rewind(uint64_t id, uint64_t n) {
         // longer holds the node's anchor blocks. A pin or fork sharing such
         // a block keeps it as a block of no node (holds_alone() then keeps
         // it out of any new node until one holder is left).
-        for (uint32_t g : windowed_) {
+        for (uint32_t g : layout_.windowed) {
           const uint32_t own = s.blocks[g][b];
           if (own == kNoBlock || tree_.block(node, g) != own) continue;
           tree_.set_block(node, g, kNoBlock);
-          pools_[group_pool_[g]].set_node(own, kNoNode);
+          residency_.set_node(g, own, kNoNode);
         }
         release_anchor(node, s.retention_of_block(b, T_));
       }
@@ -1308,7 +1123,7 @@ void BlockManager::fork(uint64_t parent, uint64_t child) {
   scopes_.ref(c->scope);
   for (uint64_t b = 0; b < c->num_blocks(); ++b) {
     for (uint32_t g = 0; g < num_groups(); ++g)
-      if (c->blocks[g][b] != kNoBlock) pools_[group_pool_[g]].add_ref(c->blocks[g][b]);
+      if (c->blocks[g][b] != kNoBlock) residency_.add_ref(g, c->blocks[g][b]);
     if (holds_anchor(*c, b)) hold_anchor(c->nodes[b]);
   }
   seqs_.insert(std::move(c));
@@ -1400,42 +1215,32 @@ uint64_t BlockManager::blocks_needed(uint64_t id, uint64_t n) const {
 
 void BlockManager::reset_reuse() {
   uint64_t in_use = 0;
-  for (const BlockPool& p : pools_) in_use += p.num_in_use();
+  for (size_t p = 0; p < residency_.num_pools(); ++p) in_use += residency_.pool(p).num_in_use();
   if (in_use > 0)
     fail(KVC_ERR_INVALID_STATE, "cannot reset the reuse state while " + std::to_string(in_use) +
                                     " blocks are in use (by sequences or pins)");
   const uint64_t evicted = counters_.evicted_blocks;
   std::vector<uint64_t> group_evicted;
-  for (const GroupStats& c : group_counters_) group_evicted.push_back(c.evicted_blocks);
+  for (const GroupStats& c : counters_.groups) group_evicted.push_back(c.evicted_blocks);
   for (uint32_t v = policy_.victim(); v != kNoNode; v = policy_.victim()) evict_node(v);
-  for (uint32_t g : windowed_) {
-    const EvictionPolicy& wp = window_policies_[uint32_t(window_slot_[g])];
+  for (uint32_t g : layout_.windowed) {
+    const EvictionPolicy& wp = window_policies_[uint32_t(layout_.window_slot[g])];
     for (uint32_t v = wp.victim(); v != kNoNode; v = wp.victim()) evict_window_slot(v, g);
   }
   for (uint32_t v = host_.policy.victim(); v != kNoNode; v = host_.policy.victim())
     evict_host_node(v);
   // A reset is not an eviction.
   counters_.evicted_blocks = evicted;
-  for (uint32_t g = 0; g < num_groups(); ++g) group_counters_[g].evicted_blocks = group_evicted[g];
+  for (uint32_t g = 0; g < num_groups(); ++g) counters_.groups[g].evicted_blocks = group_evicted[g];
   debug_check();
 }
 
 CacheStats BlockManager::stats() const {
-  CacheStats s = counters_;
-  s.num_blocks = s.free_blocks = s.cached_blocks = s.in_use_blocks = 0;
-  for (const BlockPool& p : pools_) {
-    s.num_blocks += p.capacity();
-    s.free_blocks += p.num_free();
-    s.cached_blocks += p.num_cached();
-    s.in_use_blocks += p.num_in_use();
-  }
-  if (arena_) {
-    // Pages no pool owns count as blocks of the pool with the largest blocks.
-    uint64_t per_page = UINT64_MAX;
-    for (const BlockPool& p : pools_) per_page = std::min<uint64_t>(per_page, p.blocks_per_page());
-    s.num_blocks += arena_->num_free() * per_page;
-    s.free_blocks += arena_->num_free() * per_page;
-  }
+  CacheStats s;
+  s.reused_blocks = counters_.reused_blocks;
+  s.missed_blocks = counters_.missed_blocks;
+  s.evicted_blocks = counters_.evicted_blocks;
+  residency_.add_stats(s);
   s.host = host_.counters;
   for (const BlockPool& p : host_.pools) {
     s.host_blocks += p.capacity();
@@ -1452,7 +1257,7 @@ GroupStats BlockManager::group_stats(uint32_t group) const {
   if (group >= num_groups())
     invalid_argument("group must be < num_groups (" + std::to_string(num_groups()) + "), got " +
                      std::to_string(group));
-  return group_counters_[group];
+  return counters_.groups[group];
 }
 
 }  // namespace kvc

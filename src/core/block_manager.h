@@ -31,15 +31,18 @@
 #include "backend/device.h"
 #include "core/block_key.h"
 #include "core/block_pool.h"
+#include "core/cache_stats.h"
 #include "core/cache_config.h"
 #include "base/error.h"
 #include "core/eviction_policy.h"
 #include "core/expiry_heap.h"
+#include "core/group_layout.h"
 #include "core/host_tier.h"
 #include "core/layer_groups.h"
-#include "core/page_arena.h"
 #include "core/pool_memory.h"
 #include "core/radix_tree.h"
+#include "core/reservation.h"
+#include "core/residency.h"
 #include "core/retention.h"
 #include "core/retention_clock.h"
 #include "core/scope_table.h"
@@ -64,35 +67,7 @@ struct SequenceOptions {
   std::vector<ExtraKey> extra_keys;
 };
 
-// Per layer group (kvc_group_stats_t).
-struct GroupStats {
-  uint64_t in_use_blocks = 0;   // blocks of this group held by sequences or pins
-  uint64_t cached_blocks = 0;   // blocks of this group cached in the tree
-  uint64_t reused_blocks = 0;   // prompt block positions reused from the tree
-  uint64_t missed_blocks = 0;   // prompt block positions computed
-  uint64_t evicted_blocks = 0;  // blocks of this group evicted
-  uint64_t released_blocks = 0; // blocks a windowed group let go (out of window)
-};
-
-struct CacheStats {
-  uint64_t num_blocks = 0;  // primary blocks over all pools
-  uint64_t free_blocks = 0;
-  uint64_t cached_blocks = 0;
-  uint64_t in_use_blocks = 0;
-  uint64_t reused_blocks = 0;  // prompt block positions found in the tree
-  uint64_t missed_blocks = 0;  // prompt block positions computed
-  uint64_t evicted_blocks = 0;  // block positions that left the tree to make room
-  uint64_t num_sequences = 0;
-  uint64_t num_pinned = 0;     // pin records
-  uint64_t tree_nodes = 0;
-  // Secondary (host) tier.
-  HostTierCounters host;
-  uint64_t host_blocks = 0;    // host blocks over all pools
-  uint64_t host_free_blocks = 0;
-  uint64_t host_cached_blocks = 0;
-};
-
-class BlockManager {
+class BlockManager : private Residency::Reclaimer {
  public:
   // `host_memory`: the secondary tier's pools, mirroring `memory` (empty:
   // no host tier); arena_pages != 0: the pools carve pages of one arena
@@ -119,7 +94,7 @@ class BlockManager {
   bool try_extend(uint64_t id, const int32_t* tokens, uint64_t num_tokens, void* stream);
   bool try_extend_batch(const uint64_t* ids, const int32_t* tokens, size_t count, void* stream);
   // Why the last try_ call returned false.
-  const Refusal& refusal() const { return refusal_; }
+  const Refusal& refusal() const { return reservation_.refusal; }
   // The first `num_computed` tokens have their KV written: full blocks among
   // them become reusable.
   void commit(uint64_t id, uint64_t num_computed);
@@ -162,23 +137,19 @@ class BlockManager {
   // sequence_for_batch's checks on s, the lookup of ids[i] (nullptr: none).
   Sequence& claim_for_batch(Sequence* s, const uint64_t* ids, size_t i, uint64_t epoch);
 
-  uint32_t num_groups() const { return uint32_t(group_pool_.size()); }
-  bool windowed(uint32_t g) const { return window_slot_[g] >= 0; }
-  uint32_t window(uint32_t g) const { return window_[g]; }
-  // The first block position a windowed group needs when the first token
-  // still to be computed is at `frontier` (it attends to the W tokens
-  // ending at itself); 0 in a full group.
+  uint32_t num_groups() const { return layout_.num_groups(); }
+  bool windowed(uint32_t g) const { return layout_.is_windowed(g); }
+  uint32_t window(uint32_t g) const { return layout_.window[g]; }
   uint64_t first_needed(uint32_t g, uint64_t frontier) const {
-    const uint64_t w = window_[g];
-    return w == 0 || frontier + 1 <= w ? 0 : (frontier + 1 - w) / T_;
+    return layout_.first_needed(g, frontier);
   }
   uint32_t tokens_per_block() const { return T_; }
   const RadixTree& tree() const { return tree_; }
   const EvictionPolicy& policy() const { return policy_; }
-  const BlockPool& pool(uint32_t p) const { return pools_[p]; }
-  uint32_t pool_of_group(uint32_t g) const { return group_pool_[g]; }
-  size_t num_pools() const { return pools_.size(); }
-  const PageArena* arena() const { return arena_.get(); }
+  const BlockPool& pool(uint32_t p) const { return residency_.pool(p); }
+  uint32_t pool_of_group(uint32_t g) const { return layout_.group_pool[g]; }
+  size_t num_pools() const { return residency_.num_pools(); }
+  const PageArena* arena() const { return residency_.arena(); }
   // The secondary tier (host_tier.h): its pools, queue and counters.
   const HostTier& host_tier() const { return host_; }
   bool in_host_tier(uint32_t node) const { return tree_.node(node).tier == kHostTier; }
@@ -204,18 +175,9 @@ class BlockManager {
   // groups, whether anything holds one of its slots or names it.
   uint32_t node_ref(uint32_t node) const;
   bool node_has_block(uint32_t node) const;
-  // Blocks a pool has free, or cached and so evictable.
-  uint64_t free_sets() const;
-  // needed[p] / taken[p]: blocks of pool p to allocate / cached blocks of
-  // pool p this call takes into use (no longer evictable). False when the
-  // pools cannot give them, with refusal_ saying why for `what` (the call,
-  // with a sequence id unless kNoId; built only then).
-  static constexpr uint64_t kNoId = UINT64_MAX;
-  bool have_blocks(const uint64_t* needed, const uint64_t* taken, const char* what,
-                   uint64_t id = kNoId) const;
-  bool have_sets(uint64_t needed_sets, const char* what, uint64_t id = kNoId) const;
-  bool refuse(std::string message) const;
-  static std::string call_name(const char* what, uint64_t id);
+  // Plans `sets` fresh block sets for the call r began; false (r's
+  // refusal says why) when the pools cannot give them.
+  bool have_sets(Reservation& r, uint64_t sets);
   bool needs_copy_on_write(const Sequence& s) const;
   // The first group still holding position b of s (UINT32_MAX: none).
   uint32_t lead_group(const Sequence& s, uint64_t b) const;
@@ -230,8 +192,6 @@ class BlockManager {
   void hold_node(uint32_t node);    // every slot present
   void hold_anchor(uint32_t node);  // the anchor groups' slots (or a holder)
   void release_anchor(uint32_t node, BlockRetention r);
-  // One owner fewer for a block of group g; true when it became cached.
-  bool release_block(uint32_t g, uint32_t blk);
   void release_set(const uint32_t* blocks, size_t stride, BlockRetention r);
   void release_node(uint32_t node, BlockRetention r);
   void release_position(Sequence& s, uint64_t b);
@@ -248,18 +208,12 @@ class BlockManager {
   // ancestors likewise.
   void erase_if_unused(uint32_t node);
   void link_new_node(uint32_t node, uint32_t scope);
-  // Evicts the lowest (priority, age) victim that frees a block of pool p.
-  void evict_one(uint32_t pool);
-  // Paged pools: pages a call must move to pools short of blocks, decided
-  // by have_blocks() (page_deficit_, page_budget_), carried out by
-  // move_pages() before the call allocates.
-  bool plan_pages(const uint64_t* needed, const uint64_t* taken, const char* what,
-                  uint64_t id) const;
-  void move_pages();
-  void empty_page(uint32_t pool, uint32_t page);
+  // Residency::Reclaimer: evicts the lowest (priority, age) victim that
+  // frees a block of pool p; empties a page; expires priorities.
+  void refresh_order() override { expire_due(); }
+  void evict_one(uint32_t pool) override;
+  void empty_page(uint32_t pool, uint32_t page) override;
   void evict_subtree(uint32_t node);
-  uint32_t alloc_block(uint32_t g);
-  void alloc_set(uint32_t* out);
   // append_new_set `count` times (s has the capacity). Where every
   // eviction takes whole nodes (no windowed group, page arena or host
   // tier), the victims are taken out of the tree ahead, a chunk at a time
@@ -271,7 +225,6 @@ class BlockManager {
   // blocks stay cached and out of the free lists: evicted_ lists them, one
   // set per victim.
   void evict_ahead(uint64_t count);
-  void copy_set(const uint32_t* src, const uint32_t* dst, uint32_t rows, void* stream);
   void append_new_set(Sequence& s);
   void copy_on_write(Sequence& s, void* stream);
   bool publish_full(Sequence& s, uint64_t b, const std::string& extra);
@@ -315,8 +268,6 @@ class BlockManager {
   void offload_node(uint32_t node, const uint32_t* host_blocks);
   void onboard_node(uint32_t node, const uint32_t* blocks);
   void release_host_blocks(const uint32_t* blocks);
-  void release_primary_blocks(const uint32_t* blocks);
-  uint64_t host_free_sets() const;
   uint64_t set_bytes() const;
 
   const CacheConfig& cfg_;
@@ -325,25 +276,13 @@ class BlockManager {
   const std::vector<std::unique_ptr<PoolMemory>>& host_memory_;
   Device& device_;
   uint32_t T_;
-  std::vector<uint32_t> group_pool_;   // pool of each group
-  std::vector<uint32_t> pool_groups_;  // groups drawing from each pool
-  std::vector<uint32_t> window_;       // per group, 0: full attention
-  std::vector<int32_t> window_slot_;   // per group: index in window_policies_, -1 if full
-  std::vector<uint32_t> windowed_;     // the windowed groups
-  std::vector<uint32_t> anchors_;      // the full groups
-  std::vector<uint8_t> pool_has_anchor_;
-  std::vector<std::vector<uint32_t>> pool_windowed_;  // windowed groups per pool
-  uint32_t ref_group_ = 0;             // first full group (0 if none)
+  GroupLayout layout_;
+  CacheCounters counters_;
+  Residency residency_;
   uint32_t expiry_stride_ = 1;         // 1 + windowed groups
-  std::unique_ptr<PageArena> arena_;  // pools of different block bytes
-  std::vector<BlockPool> pools_;
-  mutable std::vector<uint64_t> page_deficit_;  // per pool, pages to receive
-  mutable std::vector<uint64_t> page_budget_;   // per pool, pages it can give
-  mutable bool pages_pending_ = false;
   RadixTree tree_;
   EvictionPolicy policy_;              // cached anchor leaves
   std::vector<EvictionPolicy> window_policies_;  // cached windowed slots, per windowed group
-  std::vector<GroupStats> group_counters_;
   HostTier host_;
   RetentionClock time_;
   ExpiryHeap expiry_;
@@ -352,18 +291,15 @@ class BlockManager {
   std::unordered_map<uint64_t, Pin> pins_;
   uint64_t clock_ = 0;  // release moments
   uint64_t batch_epoch_ = 0;
-  CacheStats counters_;
+  Reservation reservation_;  // of the call being planned
   // Scratch, reused so hot paths do not allocate.
   mutable std::vector<uint32_t> match_full_;
-  mutable Refusal refusal_;  // of the last try_ call that returned false
   const std::vector<uint32_t> no_nodes_;  // no held nodes (extend)
   mutable std::string extra_scratch_;
   std::vector<uint32_t> set_scratch_;
   std::vector<uint32_t> set_scratch2_;
   std::vector<uint32_t> set_scratch3_;
   mutable std::vector<int64_t> window_scratch_;
-  mutable std::vector<uint64_t> pool_scratch_;
-  mutable std::vector<uint64_t> pool_scratch2_;
   std::vector<Sequence*> batch_scratch_;
   std::vector<uint8_t> batch_cow_;
   std::vector<std::string> extras_scratch_;

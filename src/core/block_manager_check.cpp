@@ -25,18 +25,18 @@ std::string blk(size_t pool, uint32_t id) {
 
 void BlockManager::check_invariants() const {
   const uint32_t G = num_groups();
-  const size_t P = pools_.size();
+  const size_t P = residency_.num_pools();
 
   // 1. Expected reference counts, from every owner.
   std::vector<std::vector<uint32_t>> expected(P);
   std::vector<std::vector<uint32_t>> group_of(P);  // the group each block serves
   for (size_t p = 0; p < P; ++p) {
-    expected[p].assign(pools_[p].id_bound(), 0);
-    group_of[p].assign(pools_[p].id_bound(), UINT32_MAX);
+    expected[p].assign(residency_.pool(p).id_bound(), 0);
+    group_of[p].assign(residency_.pool(p).id_bound(), UINT32_MAX);
   }
   auto own = [&](uint32_t g, uint32_t id, const std::string& owner) {
-    const uint32_t p = group_pool_[g];
-    if (id >= pools_[p].id_bound() || !pools_[p].owns(id))
+    const uint32_t p = layout_.group_pool[g];
+    if (id >= residency_.pool(p).id_bound() || !residency_.pool(p).owns(id))
       broken(owner + " holds out-of-range " + blk(p, id));
     if (group_of[p][id] != UINT32_MAX && group_of[p][id] != g)
       broken(blk(p, id) + " serves layer groups " + std::to_string(group_of[p][id]) + " and " +
@@ -74,7 +74,7 @@ void BlockManager::check_invariants() const {
     if (!scopes_.live(s.scope)) broken(who + " refers to a dead scope");
     ++scope_refs[s.scope];
     if (s.tail_private && s.length() % T_ != 0 && nb > 0) {
-      const BlockInfo& tail = pools_[group_pool_[0]].info(s.blocks[0][nb - 1]);
+      const BlockInfo& tail = residency_.info(0, s.blocks[0][nb - 1]);
       if (tail.ref != 1 || tail.node != kNoNode)
         broken(who + " marks a shared or published tail as private");
     }
@@ -96,9 +96,9 @@ void BlockManager::check_invariants() const {
       const uint32_t want_parent = b == 0 ? RadixTree::kRoot : s.nodes[b - 1];
       if (t.parent != want_parent) broken(who + " block " + std::to_string(b) + " node has the wrong parent");
       if (holds_anchor(s, b)) {
-        if (anchors_.empty()) ++holders[n];
+        if (layout_.anchors.empty()) ++holders[n];
         else
-          for (uint32_t g : anchors_) own(g, tree_.block(n, g), who + " (anchor)");
+          for (uint32_t g : layout_.anchors) own(g, tree_.block(n, g), who + " (anchor)");
       }
     }
   });
@@ -115,8 +115,8 @@ void BlockManager::check_invariants() const {
     if (!tree_.node(n).live || tree_.node(n).tier != kPrimaryTier) continue;
     for (uint32_t g = 0; g < G; ++g) {
       const uint32_t id = tree_.block(n, g);
-      const uint32_t p = group_pool_[g];
-      if (id == kNoBlock || id >= pools_[p].id_bound()) continue;  // checked below
+      const uint32_t p = layout_.group_pool[g];
+      if (id == kNoBlock || id >= residency_.pool(p).id_bound()) continue;  // checked below
       if (group_of[p][id] != UINT32_MAX && group_of[p][id] != g)
         broken(blk(p, id) + " sits in a tree slot of group " + std::to_string(g) +
                " but serves group " + std::to_string(group_of[p][id]));
@@ -125,82 +125,23 @@ void BlockManager::check_invariants() const {
   }
 
   // 2. Per pool: states, counts, free list, reference counts.
-  std::vector<uint64_t> group_in_use(G, 0), group_cached(G, 0);
+  residency_.check(expected, group_of);
+  // Cached and in-use blocks of the tree point to their live primary node.
   for (size_t p = 0; p < P; ++p) {
-    const BlockPool& pool = pools_[p];
-    uint64_t n_free = 0, n_cached = 0, n_in_use = 0;
-    std::vector<uint32_t> page_in_use(pool.paged() ? arena_->num_pages() : 0, 0);
+    const BlockPool& pool = residency_.pool(p);
     for (uint32_t id = 0; id < pool.id_bound(); ++id) {
       const BlockInfo& b = pool.info(id);
-      if (!pool.owns(id)) {
-        if (b.ref != 0 || b.node != kNoNode || expected[p][id] != 0)
-          broken(blk(p, id) + " is used but its page belongs to no pool " + std::to_string(p));
-        continue;
-      }
-      if (pool.paged() && b.ref > 0) ++page_in_use[id / pool.blocks_per_page()];
-      if (b.ref != expected[p][id])
-        broken(blk(p, id) + " has ref count " + std::to_string(b.ref) + " but " +
-               std::to_string(expected[p][id]) + " owners");
-      if (b.ref > 0) ++n_in_use;
-      else if (b.node != kNoNode) ++n_cached;
-      else ++n_free;
-      if (b.ref > 0 || b.node != kNoNode) {
-        const uint32_t g = group_of[p][id];
-        if (g == UINT32_MAX) broken(blk(p, id) + " is not free but serves no layer group");
-        ++(b.ref > 0 ? group_in_use : group_cached)[g];
-      }
-      if (b.node != kNoNode) {
-        if (b.node >= tree_.id_bound() || !tree_.node(b.node).live)
-          broken(blk(p, id) + " points to dead tree node " + std::to_string(b.node));
-        if (tree_.node(b.node).tier != kPrimaryTier)
-          broken(blk(p, id) + " points to tree node " + std::to_string(b.node) +
-                 ", which lives in the host tier");
-        bool held = false;
-        for (uint32_t g = 0; g < G; ++g)
-          held = held || (group_pool_[g] == p && tree_.block(b.node, g) == id);
-        if (!held) broken(blk(p, id) + " is not held by its tree node");
-      }
+      if (!pool.owns(id) || b.node == kNoNode) continue;
+      if (b.node >= tree_.id_bound() || !tree_.node(b.node).live)
+        broken(blk(p, id) + " points to dead tree node " + std::to_string(b.node));
+      if (tree_.node(b.node).tier != kPrimaryTier)
+        broken(blk(p, id) + " points to tree node " + std::to_string(b.node) +
+               ", which lives in the host tier");
+      bool held = false;
+      for (uint32_t g = 0; g < G; ++g)
+        held = held || (layout_.group_pool[g] == p && tree_.block(b.node, g) == id);
+      if (!held) broken(blk(p, id) + " is not held by its tree node");
     }
-    if (n_free + n_cached + n_in_use != pool.capacity())
-      broken("pool " + std::to_string(p) + ": free + cached + in use != capacity");
-    if (n_free != pool.num_free() || n_cached != pool.num_cached() || n_in_use != pool.num_in_use())
-      broken("pool " + std::to_string(p) + " counts (free " + std::to_string(pool.num_free()) +
-             ", cached " + std::to_string(pool.num_cached()) + ", in use " +
-             std::to_string(pool.num_in_use()) + ") differ from its blocks (" +
-             std::to_string(n_free) + ", " + std::to_string(n_cached) + ", " +
-             std::to_string(n_in_use) + ")");
-    for (size_t page = 0; page < page_in_use.size(); ++page)
-      if (pool.owns_page(uint32_t(page)) && pool.page_in_use(uint32_t(page)) != page_in_use[page])
-        broken("pool " + std::to_string(p) + " page " + std::to_string(page) +
-               " counts a wrong number of blocks in use");
-    std::vector<char> seen(pool.id_bound(), 0);
-    for (uint32_t id : pool.free_list()) {
-      if (id >= pool.id_bound() || !pool.owns(id)) broken("pool free list holds out-of-range id");
-      if (seen[id]++) broken(blk(p, id) + " is on the free list twice");
-      const BlockInfo& b = pool.info(id);
-      if (b.ref != 0 || b.node != kNoNode) broken(blk(p, id) + " is on the free list but not free");
-    }
-  }
-
-  for (uint32_t g = 0; g < G; ++g)
-    if (group_counters_[g].in_use_blocks != group_in_use[g] ||
-        group_counters_[g].cached_blocks != group_cached[g])
-      broken("layer group " + std::to_string(g) + " counts (in use " +
-             std::to_string(group_counters_[g].in_use_blocks) + ", cached " +
-             std::to_string(group_counters_[g].cached_blocks) + ") differ from its blocks (" +
-             std::to_string(group_in_use[g]) + ", " + std::to_string(group_cached[g]) + ")");
-
-  if (arena_) {
-    // Every page is free in the arena or owned by exactly one pool.
-    std::vector<uint32_t> owners(arena_->num_pages(), 0);
-    for (uint32_t page : arena_->free_pages()) ++owners[page];
-    for (size_t p = 0; p < P; ++p)
-      for (uint32_t page = 0; page < arena_->num_pages(); ++page)
-        owners[page] += pools_[p].owns_page(page) ? 1 : 0;
-    for (uint32_t page = 0; page < arena_->num_pages(); ++page)
-      if (owners[page] != 1)
-        broken("page " + std::to_string(page) + " has " + std::to_string(owners[page]) +
-               " owners (arena and pools)");
   }
 
   // 3. The tree: every node findable by its key, holding its blocks, with
@@ -243,7 +184,7 @@ void BlockManager::check_invariants() const {
     bool first_anchor = true, any_block = false;
     for (uint32_t g = 0; g < G; ++g) {
       const uint32_t id = tree_.block(n, g);
-      const BlockPool& pool = pools_[group_pool_[g]];
+      const BlockPool& pool = residency_.pool_of(g);
       if (id == kNoBlock) {
         if (!windowed(g)) broken(who + " lacks its block of full group " + std::to_string(g));
         continue;
@@ -252,7 +193,7 @@ void BlockManager::check_invariants() const {
       if (id >= pool.id_bound() || !pool.owns(id) || pool.info(id).node != n)
         broken(who + " holds a block not marked as its own");
       if (windowed(g)) {
-        const EvictionPolicy& wp = window_policies_[uint32_t(window_slot_[g])];
+        const EvictionPolicy& wp = window_policies_[uint32_t(layout_.window_slot[g])];
         if ((pool.info(id).ref == 0) != wp.contains(n))
           broken(who + " group " + std::to_string(g) +
                  (wp.contains(n) ? " slot is queued but in use" : " slot is cached but not queued"));
@@ -261,15 +202,15 @@ void BlockManager::check_invariants() const {
       if (first_anchor) ref0 = pool.info(id).ref, first_anchor = false;
       else if (pool.info(id).ref != ref0) broken(who + " has unequal ref counts across groups");
     }
-    if (anchors_.empty()) {
+    if (layout_.anchors.empty()) {
       if (!any_block && t.num_children == 0 && tree_.holders(n) == 0) broken(who + " is unused but kept");
       if (policy_.contains(n)) broken(who + " is queued without full groups");
       continue;
     }
     // Whoever holds a windowed slot holds the node's anchor blocks too.
     if (ref0 == 0)
-      for (uint32_t g : windowed_)
-        if (tree_.block(n, g) != kNoBlock && pools_[group_pool_[g]].info(tree_.block(n, g)).ref != 0)
+      for (uint32_t g : layout_.windowed)
+        if (tree_.block(n, g) != kNoBlock && residency_.info(g, tree_.block(n, g)).ref != 0)
           broken(who + " has a windowed slot in use while its anchor blocks are cached");
     if (ref0 > 0 && t.parent != RadixTree::kRoot && node_ref(t.parent) == 0)
       broken(who + " is in use but its parent is not");
@@ -298,7 +239,7 @@ void BlockManager::check_invariants() const {
     if (key % expiry_stride_ != 0) {
       const uint32_t k = key % expiry_stride_ - 1;
       if (!t.live || !window_policies_[k].contains(n))
-        broken(who + " group " + std::to_string(windowed_[k]) +
+        broken(who + " group " + std::to_string(layout_.windowed[k]) +
                " slot awaits a priority expiry but is not cached");
       if (time_.manual() && expiry_.moment(key) <= time_.now_ms())
         broken(who + " has an expired slot priority that was not reverted");
@@ -321,15 +262,15 @@ void BlockManager::check_invariants() const {
   };
   check_order(policy_, "eviction queue");
   for (size_t k = 0; k < window_policies_.size(); ++k) {
-    check_order(window_policies_[k], "window eviction queue of group " + std::to_string(windowed_[k]));
+    check_order(window_policies_[k], "window eviction queue of group " + std::to_string(layout_.windowed[k]));
     uint64_t cached_slots = 0;
     for (uint32_t n = 1; n < tree_.id_bound(); ++n) {
       const TreeNode& t = tree_.node(n);
-      const uint32_t id = t.live && t.tier == kPrimaryTier ? tree_.block(n, windowed_[k]) : kNoBlock;
-      if (id != kNoBlock && pools_[group_pool_[windowed_[k]]].info(id).ref == 0) ++cached_slots;
+      const uint32_t id = t.live && t.tier == kPrimaryTier ? tree_.block(n, layout_.windowed[k]) : kNoBlock;
+      if (id != kNoBlock && residency_.info(layout_.windowed[k], id).ref == 0) ++cached_slots;
     }
     if (cached_slots != window_policies_[k].size())
-      broken("window eviction queue of group " + std::to_string(windowed_[k]) +
+      broken("window eviction queue of group " + std::to_string(layout_.windowed[k]) +
              " size differs from its cached slots");
   }
 

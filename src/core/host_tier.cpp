@@ -34,13 +34,6 @@ uint64_t BlockManager::count_in_host(const std::vector<uint32_t>& nodes, uint32_
   return n;
 }
 
-uint64_t BlockManager::host_free_sets() const {
-  uint64_t n = UINT64_MAX;
-  for (size_t p = 0; p < host_.pools.size(); ++p)
-    n = std::min<uint64_t>(n, host_.pools[p].num_free() / pool_groups_[p]);
-  return n;
-}
-
 uint64_t BlockManager::set_bytes() const {
   uint64_t bytes = 0;
   for (const LayerGroup& g : grouping_.groups) bytes += g.geometry.block_bytes;
@@ -64,11 +57,11 @@ uint64_t BlockManager::set_bytes() const {
 // and every such change is undone before it returns.
 void BlockManager::plan_victims(uint64_t sets, const std::vector<uint32_t>& held,
                                 uint32_t partial, const int64_t* window_begin) {
-  const size_t P = pools_.size();
+  const size_t P = residency_.num_pools();
   host_.short_blocks.resize(P);
   bool short_any = false;
   for (size_t p = 0; p < P; ++p) {
-    host_.short_blocks[p] = int64_t(sets * pool_groups_[p]) - int64_t(pools_[p].num_free());
+    host_.short_blocks[p] = int64_t(sets * layout_.pool_groups[p]) - int64_t(residency_.pool(p).num_free());
     short_any |= host_.short_blocks[p] > 0;
   }
   if (!short_any) return;
@@ -96,13 +89,13 @@ void BlockManager::plan_victims(uint64_t sets, const std::vector<uint32_t>& held
     if (!host_.excluded[n] && host_.gone_primary[n] == 0 && host_.gone_host[n] == 0)
       host_.touched.push_back(n);
   };
-  auto slot_queue = [&](uint32_t g) { return HostTier::kWindowQueue + uint32_t(window_slot_[g]); };
+  auto slot_queue = [&](uint32_t g) { return HostTier::kWindowQueue + uint32_t(layout_.window_slot[g]); };
   auto exclude = [&](uint32_t n, int64_t position) {
     touch(n);
     host_.excluded[n] = 1;
     if (policy_.contains(n)) take_out(n, HostTier::kPrimaryQueue);
     if (host_.policy.contains(n)) take_out(n, HostTier::kHostQueue);
-    for (uint32_t g : windowed_)
+    for (uint32_t g : layout_.windowed)
       if ((position < 0 || window_begin == nullptr || position >= window_begin[g]) &&
           queue(slot_queue(g)).contains(n))
         take_out(n, slot_queue(g));
@@ -132,7 +125,7 @@ void BlockManager::plan_victims(uint64_t sets, const std::vector<uint32_t>& held
       take_out(h, HostTier::kHostQueue);
       host_.host_victims.push_back(h);
       for (uint32_t g = 0; g < num_groups(); ++g)
-        if (tree_.block(h, g) != kNoBlock) ++host_.host_room[group_pool_[g]];
+        if (tree_.block(h, g) != kNoBlock) ++host_.host_room[layout_.group_pool[g]];
       const uint32_t hp = tree_.node(h).parent;
       touch(hp);
       ++host_.gone_host[hp];
@@ -158,8 +151,8 @@ void BlockManager::plan_victims(uint64_t sets, const std::vector<uint32_t>& held
       if (e.priority(n) < best_priority || (e.priority(n) == best_priority && e.age(n) < best_age))
         best = n, best_queue = q, best_group = g, best_priority = e.priority(n), best_age = e.age(n);
     };
-    if (pool_has_anchor_[p]) consider(HostTier::kPrimaryQueue, 0);
-    for (uint32_t g : pool_windowed_[p]) consider(slot_queue(g), g);
+    if (layout_.pool_has_anchor[p]) consider(HostTier::kPrimaryQueue, 0);
+    for (uint32_t g : layout_.pool_windowed[p]) consider(slot_queue(g), g);
     if (best == kNoNode) {  // have_blocks() rules this out
       undo_all();
       fail(KVC_ERR_INTERNAL, "pool " + std::to_string(p) + " has no block to evict");
@@ -177,7 +170,7 @@ void BlockManager::plan_victims(uint64_t sets, const std::vector<uint32_t>& held
         if (!queue(slot_queue(g)).contains(v)) continue;  // empty (a cached node's slot is never in use)
         take_out(v, slot_queue(g));
       }
-      ++host_.freed[group_pool_[g]];
+      ++host_.freed[layout_.group_pool[g]];
     }
     for (size_t q = 0; q < P; ++q) host_.short_blocks[q] -= host_.freed[q];
     const TreeNode& t = tree_.node(v);
@@ -218,7 +211,7 @@ void BlockManager::prepare_sets(uint64_t sets, const std::vector<uint32_t>& held
   // 1. Windowed slots evicted on their own. Without anchor groups a node
   // left with nothing leaves the tree: the call's own nodes must stay.
   if (!host_.slot_victims.empty()) {
-    const bool guard = anchors_.empty();
+    const bool guard = layout_.anchors.empty();
     if (guard) {
       for (uint32_t n : held) ++tree_.holders(n);
       if (partial != kNoNode) ++tree_.holders(partial);
@@ -234,12 +227,12 @@ void BlockManager::prepare_sets(uint64_t sets, const std::vector<uint32_t>& held
   for (uint32_t h : host_.host_victims) evict_host_node(h);
 
   // 2. Offloads: every copy of the call in one batch, into fresh host sets.
-  host_.batch.reset(pools_.size());
+  host_.batch.reset(residency_.num_pools());
   host_.dest.clear();
   for (const HostTier::Victim& v : host_.victims) {
     if (!v.offload) continue;
     for (uint32_t g = 0; g < G; ++g) {
-      const uint32_t p = group_pool_[g];
+      const uint32_t p = layout_.group_pool[g];
       const uint32_t from = tree_.block(v.node, g);
       if (from == kNoBlock) {  // a windowed slot already evicted
         host_.dest.push_back(kNoBlock);
@@ -269,17 +262,17 @@ void BlockManager::prepare_sets(uint64_t sets, const std::vector<uint32_t>& held
 
   // 4. Onboards: the held host nodes come back into fresh primary sets.
   if (host_.onboards.empty()) return;
-  host_.batch.reset(pools_.size());
+  host_.batch.reset(residency_.num_pools());
   host_.dest.clear();
   for (uint32_t n : host_.onboards) {
     for (uint32_t g = 0; g < G; ++g) {
-      const uint32_t p = group_pool_[g];
+      const uint32_t p = layout_.group_pool[g];
       const uint32_t from = tree_.block(n, g);
       if (from == kNoBlock) {
         host_.dest.push_back(kNoBlock);
         continue;
       }
-      const uint32_t b = pools_[p].acquire_free();
+      const uint32_t b = residency_.take_free(p);
       host_.dest.push_back(b);
       host_.batch.add(p, b, from);
     }
@@ -287,7 +280,7 @@ void BlockManager::prepare_sets(uint64_t sets, const std::vector<uint32_t>& held
   try {
     host_.batch.submit(device_, TierDirection::kOnboard, memory_, host_memory_, stream);
   } catch (...) {
-    for (size_t i = 0; i < host_.dest.size(); i += G) release_primary_blocks(&host_.dest[i]);
+    for (size_t i = 0; i < host_.dest.size(); i += G) residency_.return_taken(&host_.dest[i]);
     throw;
   }
   for (size_t i = 0; i < host_.onboards.size(); ++i) onboard_node(host_.onboards[i], &host_.dest[G * i]);
@@ -299,12 +292,7 @@ void BlockManager::prepare_sets(uint64_t sets, const std::vector<uint32_t>& held
 
 void BlockManager::release_host_blocks(const uint32_t* blocks) {
   for (uint32_t g = 0; g < num_groups(); ++g)
-    if (blocks[g] != kNoBlock) host_.pools[group_pool_[g]].release(blocks[g]);
-}
-
-void BlockManager::release_primary_blocks(const uint32_t* blocks) {
-  for (uint32_t g = 0; g < num_groups(); ++g)
-    if (blocks[g] != kNoBlock) pools_[group_pool_[g]].release(blocks[g]);
+    if (blocks[g] != kNoBlock) host_.pools[layout_.group_pool[g]].release(blocks[g]);
 }
 
 void BlockManager::offload_node(uint32_t node, const uint32_t* host_blocks) {
@@ -313,13 +301,12 @@ void BlockManager::offload_node(uint32_t node, const uint32_t* host_blocks) {
   for (uint32_t g = 0; g < num_groups(); ++g) {
     if (host_blocks[g] == kNoBlock) continue;  // an evicted windowed slot stays empty
     if (windowed(g)) {  // its own queue holds it while primary
-      const uint32_t k = uint32_t(window_slot_[g]);
+      const uint32_t k = uint32_t(layout_.window_slot[g]);
       window_policies_[k].remove(node);
       expiry_.cancel(expiry_key(node, k + 1));
     }
-    --group_counters_[g].cached_blocks;
-    BlockPool& host = host_.pools[group_pool_[g]];
-    pools_[group_pool_[g]].evict(tree_.block(node, g));
+    BlockPool& host = host_.pools[layout_.group_pool[g]];
+    residency_.drop_cached(g, tree_.block(node, g));
     host.set_node(host_blocks[g], node);
     host.release(host_blocks[g]);  // cached
     tree_.set_block(node, g, host_blocks[g]);
@@ -343,13 +330,10 @@ void BlockManager::onboard_node(uint32_t node, const uint32_t* blocks) {
   TreeNode& t = tree_.node(node);
   for (uint32_t g = 0; g < num_groups(); ++g) {
     if (blocks[g] == kNoBlock) continue;
-    BlockPool& pool = pools_[group_pool_[g]];
-    host_.pools[group_pool_[g]].evict(tree_.block(node, g));
-    pool.set_node(blocks[g], node);
-    pool.release(blocks[g]);  // cached
-    ++group_counters_[g].cached_blocks;
+    host_.pools[layout_.group_pool[g]].evict(tree_.block(node, g));
+    residency_.cache_taken(g, blocks[g], node);
     tree_.set_block(node, g, blocks[g]);
-    if (windowed(g)) window_policies_[uint32_t(window_slot_[g])].insert_by_age(node, t.priority, t.age);
+    if (windowed(g)) window_policies_[uint32_t(layout_.window_slot[g])].insert_by_age(node, t.priority, t.age);
   }
   t.tier = kPrimaryTier;
   const uint32_t parent = t.parent;
@@ -365,11 +349,11 @@ bool BlockManager::adopt_host_node(Sequence& s, uint64_t b, uint32_t node) {
   if (host_.policy.contains(node)) host_.policy.remove(node);
   expiry_.cancel(expiry_key(node, 0));  // in use from now on
   for (uint32_t g = 0; g < num_groups(); ++g) {
-    if (tree_.block(node, g) != kNoBlock) host_.pools[group_pool_[g]].evict(tree_.block(node, g));
-    if (s.blocks[g][b] != kNoBlock) pools_[group_pool_[g]].set_node(s.blocks[g][b], node);
+    if (tree_.block(node, g) != kNoBlock) host_.pools[layout_.group_pool[g]].evict(tree_.block(node, g));
+    if (s.blocks[g][b] != kNoBlock) residency_.set_node(g, s.blocks[g][b], node);
     tree_.set_block(node, g, s.blocks[g][b]);
   }
-  if (anchors_.empty()) ++tree_.holders(node);  // the sequence names it
+  if (layout_.anchors.empty()) ++tree_.holders(node);  // the sequence names it
   TreeNode& t = tree_.node(node);
   t.tier = kPrimaryTier;
   --host_.host_children[t.parent];  // the parent is held: not queued
@@ -388,7 +372,7 @@ void BlockManager::evict_host_node(uint32_t node) {
     if (host_.policy.contains(n)) host_.policy.remove(n);
     expiry_.cancel(expiry_key(n, 0));
     for (uint32_t g = 0; g < num_groups(); ++g)
-      if (tree_.block(n, g) != kNoBlock) host_.pools[group_pool_[g]].evict(tree_.block(n, g));
+      if (tree_.block(n, g) != kNoBlock) host_.pools[layout_.group_pool[g]].evict(tree_.block(n, g));
     --host_.host_children[parent];
     scopes_.unref(t.scope);
     tree_.erase(n);

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "core/block_pool.h"
+#include "core/cache_stats.h"
 #include "core/eviction_policy.h"
 #include "core/tier_copy_batch.h"
 
@@ -37,13 +38,6 @@ namespace kvc {
 
 constexpr uint8_t kPrimaryTier = 0;
 constexpr uint8_t kHostTier = 1;
-
-struct HostTierCounters {
-  uint64_t offloaded_blocks = 0;  // block positions copied primary -> host
-  uint64_t onboarded_blocks = 0;  // block positions copied host -> primary
-  uint64_t offloaded_bytes = 0;
-  uint64_t onboarded_bytes = 0;
-};
 
 struct HostTier {
   HostTier(const std::vector<uint64_t>& pool_blocks, uint32_t id_bound, uint32_t min_priority);

@@ -51,7 +51,7 @@ void BlockManager::check_host_tier() const {
                ", which is not a live host node");
       bool held = false;
       for (uint32_t g = 0; g < G; ++g)
-        held = held || (group_pool_[g] == p && tree_.block(b.node, g) == id);
+        held = held || (layout_.group_pool[g] == p && tree_.block(b.node, g) == id);
       if (!held) broken(hblk(p, id) + " is not held by its tree node");
     }
     if (pool.num_in_use() != 0 || n_free != pool.num_free() || n_cached != pool.num_cached())
@@ -87,7 +87,7 @@ void BlockManager::check_host_tier() const {
     for (uint32_t g = 0; g < G; ++g) {
       const uint32_t id = tree_.block(n, g);
       if (id == kNoBlock && windowed(g)) continue;  // evicted before the offload
-      const BlockPool& pool = host_.pools[group_pool_[g]];
+      const BlockPool& pool = host_.pools[layout_.group_pool[g]];
       if (id >= pool.capacity() || pool.info(id).node != n)
         broken(who + " holds a host block not marked as its own");
     }
