@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/block_hash.h"
+#include "core/key_builder.h"
 #include "base/error.h"
 
 namespace kvc {
@@ -78,9 +79,10 @@ BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& group
       layout_(grouping, config.tokens_per_block),
       counters_(uint32_t(grouping.groups.size())),
       residency_(layout_, grouping, memory, device, arena_pages, counters_),
-      tree_(uint32_t(tree_capacity(grouping, memory) + sets_in(host_memory, grouping)),
-            config.tokens_per_block, uint32_t(grouping.groups.size()),
-            /*track_children=*/!host_memory.empty() || arena_pages != 0),
+      index_(config, layout_, residency_,
+             uint32_t(tree_capacity(grouping, memory) + sets_in(host_memory, grouping)),
+             /*track_children=*/!host_memory.empty() || arena_pages != 0),
+      tree_(index_.tree()),
       policy_(tree_.id_bound()),
       host_(blocks_of(host_memory), tree_.id_bound(), config.secondary_offload_min_priority),
       time_(config.manual_clock),
@@ -94,29 +96,12 @@ BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& group
   set_scratch2_.resize(G);
   set_scratch3_.resize(G);
   evicted_.resize(kEvictChunk * G);
-  window_scratch_.resize(G);
+  window_begin_.resize(G);
 }
 
 // ---------------------------------------------------------------------------
 // Small helpers
 // ---------------------------------------------------------------------------
-
-uint32_t BlockManager::node_ref(uint32_t node) const {
-  if (tree_.node(node).tier != kPrimaryTier) return 0;  // host nodes are never in use
-  if (!layout_.anchors.empty()) return residency_.info(layout_.ref_group, tree_.block(node, layout_.ref_group)).ref;
-  uint32_t ref = tree_.holders(node);
-  for (uint32_t g = 0; g < num_groups(); ++g) {
-    const uint32_t b = tree_.block(node, g);
-    if (b != kNoBlock) ref += residency_.info(g, b).ref;
-  }
-  return ref;
-}
-
-bool BlockManager::node_has_block(uint32_t node) const {
-  for (uint32_t g = 0; g < num_groups(); ++g)
-    if (tree_.block(node, g) != kNoBlock) return true;
-  return false;
-}
 
 void BlockManager::evict_subtree(uint32_t node) {
   // Every descendant of a cached anchor node is cached: leaves first
@@ -233,7 +218,7 @@ void BlockManager::hold_node(uint32_t node) {
 
 void BlockManager::hold_anchor(uint32_t node) {
   if (layout_.anchors.empty()) {
-    ++tree_.holders(node);
+    ++index_.holders(node);
     return;
   }
   for (uint32_t g : layout_.anchors) hold_slot(node, g);
@@ -241,7 +226,7 @@ void BlockManager::hold_anchor(uint32_t node) {
 
 void BlockManager::release_anchor(uint32_t node, BlockRetention r) {
   if (layout_.anchors.empty()) {
-    --tree_.holders(node);
+    --index_.holders(node);
     erase_if_unused(node);
     return;
   }
@@ -251,7 +236,7 @@ void BlockManager::release_anchor(uint32_t node, BlockRetention r) {
 }
 
 void BlockManager::on_cached(uint32_t node, BlockRetention r) {
-  TreeNode& t = tree_.node(node);
+  TreeNode& t = index_.node(node);
   t.priority = r.priority;
   t.duration_ms = r.duration_ms;
   t.age = ++clock_;
@@ -284,7 +269,7 @@ void BlockManager::expire_due() {
     const uint32_t node = key / expiry_stride_;
     const uint32_t k = key % expiry_stride_;
     if (k == 0) {
-      TreeNode& t = tree_.node(node);
+      TreeNode& t = index_.node(node);
       t.priority = kDefaultPriority;
       if (policy_.contains(node)) {
         policy_.remove(node);
@@ -303,7 +288,7 @@ void BlockManager::expire_due() {
 }
 
 void BlockManager::mark_published(uint32_t node, const Sequence& s, uint64_t b) {
-  TreeNode& t = tree_.node(node);
+  TreeNode& t = index_.node(node);
   t.priority = s.priority_of_block(b, T_);
   t.reusable_at = time_.now_ms();
 }
@@ -364,8 +349,8 @@ void BlockManager::release_out_of_window(Sequence& s) {
 void BlockManager::evict_node(uint32_t node) {
   policy_.remove(node);
   if (!expiry_.empty()) expiry_.cancel(expiry_key(node, 0));
-  if (host_.host_children[node] != 0) drop_host_children(node);  // useless without it
-  const TreeNode& t = tree_.node(node);
+  if (index_.tier_children(node) != 0) drop_host_children(node);  // useless without it
+  const TreeNode& t = index_.node(node);
   const uint32_t parent = t.parent;
   for (uint32_t g = 0; g < num_groups(); ++g) {
     const uint32_t blk = tree_.block(node, g);
@@ -378,11 +363,10 @@ void BlockManager::evict_node(uint32_t node) {
     }
     residency_.evict_block(g, blk);
   }
-  scopes_.unref(t.scope);
-  tree_.erase(node);
+  index_.erase(node);
   ++counters_.evicted_blocks;
   // A cached parent left without primary children becomes evictable at its age.
-  if (parent != RadixTree::kRoot && primary_leaf(parent) && node_ref(parent) == 0) {
+  if (parent != RadixTree::kRoot && index_.primary_leaf(parent) && index_.node_ref(parent) == 0) {
     const TreeNode& p = tree_.node(parent);
     policy_.insert_by_age(parent, p.priority, p.age);
   }
@@ -397,17 +381,16 @@ void BlockManager::evict_window_slot(uint32_t node, uint32_t g) {
   window_policies_[k].remove(node);
   expiry_.cancel(expiry_key(node, k + 1));
   residency_.evict_block(g, tree_.block(node, g));
-  tree_.set_block(node, g, kNoBlock);
+  index_.set_block(node, g, kNoBlock);
   if (layout_.anchors.empty()) erase_if_unused(node);
 }
 
 void BlockManager::erase_if_unused(uint32_t node) {
   while (node != RadixTree::kRoot) {
-    const TreeNode& t = tree_.node(node);
-    if (tree_.holders(node) != 0 || !tree_.is_leaf(node) || node_has_block(node)) return;
+    const TreeNode& t = index_.node(node);
+    if (tree_.holders(node) != 0 || !tree_.is_leaf(node) || index_.node_has_block(node)) return;
     const uint32_t parent = t.parent;
-    scopes_.unref(t.scope);
-    tree_.erase(node);
+    index_.erase(node);
     ++counters_.evicted_blocks;
     node = parent;
   }
@@ -443,7 +426,7 @@ void BlockManager::evict_ahead(uint64_t count) {
   const uint32_t G = num_groups();
   const bool expiring = !expiry_.empty();
   // Scope references are dropped once per run of victims in one scope.
-  uint32_t scope = ScopeTable::kNone, scope_refs = 0;
+  PrefixIndex::ScopeRun scopes;
   // The victims most often climb a chain from its leaf: what erasing them
   // touches is warmed kLead victims ahead, one more ancestor per victim
   // (`far`, the last one warmed), and the whole lead again when the next
@@ -460,16 +443,10 @@ void BlockManager::evict_ahead(uint64_t count) {
     const uint32_t parent = t.parent;
     const uint32_t* blocks = tree_.blocks(v);
     for (uint32_t g = 0; g < G; ++g) evicted_[i * G + g] = blocks[g];
-    if (t.scope != scope) {
-      if (scope_refs != 0) scopes_.unref(scope, scope_refs);
-      scope = t.scope;
-      scope_refs = 0;
-    }
-    ++scope_refs;
-    tree_.erase(v);
+    index_.erase(v, scopes);
     // A cached parent left without children becomes evictable at its age.
     bool climbs = false;
-    if (parent != RadixTree::kRoot && tree_.is_leaf(parent) && node_ref(parent) == 0) {
+    if (parent != RadixTree::kRoot && tree_.is_leaf(parent) && index_.node_ref(parent) == 0) {
       const TreeNode& p = tree_.node(parent);
       policy_.insert_by_age(parent, p.priority, p.age);
       climbs = true;
@@ -483,7 +460,7 @@ void BlockManager::evict_ahead(uint64_t count) {
       if (far != RadixTree::kRoot) tree_.prefetch_erase_path(far, 0);
     }
   }
-  if (scope_refs != 0) scopes_.unref(scope, scope_refs);
+  index_.flush(scopes);
   for (uint32_t g = 0; g < G; ++g) {
     counters_.groups[g].cached_blocks -= count;
     counters_.groups[g].evicted_blocks += count;
@@ -559,84 +536,6 @@ void BlockManager::copy_on_write(Sequence& s, void* stream) {
 // ---------------------------------------------------------------------------
 // Lookup
 // ---------------------------------------------------------------------------
-
-BlockManager::Match BlockManager::match_prefix(const int32_t* tokens, uint64_t n, uint32_t scope,
-                                               const std::vector<ExtraKey>& extras) const {
-  match_full_.clear();
-  Match m;
-  if (!cfg_.block_reuse || scope == ScopeTable::kNone || n < 2) return m;
-  const uint64_t limit = n - 1;  // the last prompt token is always recomputed
-  const uint64_t scope_digest = scopes_.digest(scope);
-  uint32_t parent = RadixTree::kRoot;
-  uint64_t parent_hash = 0;
-  const uint64_t max_full = limit / T_;
-  if (extras.empty()) {
-    // Hashing, table slots and nodes pipelined over the blocks.
-    tree_.match_full_blocks(parent, parent_hash, scope, scope_digest, tokens, max_full,
-                            match_full_);
-    if (!match_full_.empty()) parent = match_full_.back();
-  } else {
-    for (uint64_t b = 0; b < max_full; ++b) {
-      const int32_t* toks = tokens + b * T_;
-      encode_block_extras(extras, b * T_, (b + 1) * T_, extra_scratch_);
-      const uint64_t extra_digest =
-          extra_scratch_.empty() ? 0 : hash_bytes(extra_scratch_.data(), extra_scratch_.size());
-      const uint64_t h = hash_block(parent_hash, scope_digest, extra_digest, toks, T_);
-      const uint32_t node = tree_.find(parent, scope, toks, T_, extra_scratch_, h);
-      if (node == kNoNode) break;
-      match_full_.push_back(node);
-      parent = node;
-      parent_hash = h;
-    }
-  }
-  if (!layout_.windowed.empty()) {
-    const size_t full = match_full_.size();
-    trim_to_windows();
-    if (match_full_.size() != full) return m;  // the partial block would follow a gap
-  }
-  if (!cfg_.partial_reuse) return m;
-  const uint64_t begin = uint64_t(match_full_.size()) * T_;
-  if (begin >= limit) return m;
-  const uint32_t room = uint32_t(std::min<uint64_t>(T_, limit - begin));
-  if (any_extra_overlaps(extras, begin, begin + room)) return m;
-  const int32_t* want = tokens + begin;
-  tree_.for_each_first_token_match(parent, scope, want[0], [&](uint32_t node) {
-    const TreeNode& t = tree_.node(node);
-    if (!t.extra.empty()) return;
-    for (uint32_t g : layout_.windowed)  // the block is copied or taken whole
-      if (tree_.block(node, g) == kNoBlock) return;
-    const bool usable = cfg_.copy_on_partial_reuse || (node_ref(node) == 0 && tree_.is_leaf(node));
-    if (!usable) return;
-    const int32_t* have = tree_.tokens(node);
-    const uint32_t most = std::min<uint32_t>(room, t.num_tokens);
-    uint32_t k = 0;
-    while (k < most && have[k] == want[k]) ++k;
-    if (k > m.partial_tokens) {
-      m.partial = node;
-      m.partial_tokens = k;
-    }
-  });
-  m.in_place = m.partial != kNoNode && !cfg_.copy_on_partial_reuse;
-  return m;
-}
-
-void BlockManager::trim_to_windows() const {
-  // last_missing[w]: the last position before k whose slot windowed group
-  // w lacks. Reusing k blocks needs none missing from first_needed(k*T) on.
-  std::vector<int64_t>& last_missing = window_scratch_;
-  for (size_t w = 0; w < layout_.windowed.size(); ++w) last_missing[w] = -1;
-  size_t best = 0;
-  for (size_t k = 1; k <= match_full_.size(); ++k) {
-    bool ok = true;
-    for (size_t w = 0; w < layout_.windowed.size(); ++w) {
-      const uint32_t g = layout_.windowed[w];
-      if (tree_.block(match_full_[k - 1], g) == kNoBlock) last_missing[w] = int64_t(k - 1);
-      ok = ok && last_missing[w] < int64_t(first_needed(g, k * T_));
-    }
-    if (ok) best = k;
-  }
-  match_full_.resize(best);
-}
 
 // ---------------------------------------------------------------------------
 // Sequences
@@ -723,16 +622,17 @@ bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
   const std::string scope_bytes =
       encode_scope(options.has_salt, options.salt, options.has_lora, options.lora_id);
   std::vector<ExtraKey> extras = sorted_extras(options);
-  const Match m = match_prefix(tokens, n, scopes_.find(scope_bytes), extras);
+  PrefixMatch& m = match_;
+  index_.match(tokens, n, index_.find_scope(scope_bytes), extras, m);
   const uint64_t num_blocks = blocks_for(n, T_);
-  const uint64_t full = match_full_.size();
+  const uint64_t full = m.full.size();
   const uint64_t cached_tokens = full * T_ + m.partial_tokens;
   // Per group, the first reused position it holds (a windowed group needs
   // only the blocks the first computed token can attend to).
   for (uint32_t g = 0; g < num_groups(); ++g)
-    window_scratch_[g] = int64_t(std::min<uint64_t>(first_needed(g, cached_tokens), full));
+    window_begin_[g] = int64_t(std::min<uint64_t>(first_needed(g, cached_tokens), full));
   // Host-tier nodes are copied back (onboarded) into a fresh set each.
-  const uint64_t onboards = count_in_host(match_full_, m.partial);
+  const uint64_t onboards = count_in_host(m.full, m.partial);
   // Cached primary blocks this add takes into use are no longer evictable.
   Reservation& r = reservation_;
   r.begin("adding the prompt", Reservation::kNoId, residency_.num_pools());
@@ -746,8 +646,8 @@ bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
     short_of_free |= r.needed[p] > residency_.pool(p).num_free();
   for (uint32_t g = 0; g < num_groups() && short_of_free; ++g) {
     const BlockPool& pool = residency_.pool_of(g);
-    for (uint64_t b = uint64_t(window_scratch_[g]); b < full; ++b) {
-      const uint32_t node = match_full_[b];
+    for (uint64_t b = uint64_t(window_begin_[g]); b < full; ++b) {
+      const uint32_t node = m.full[b];
       if (!in_host_tier(node))
         taken[layout_.group_pool[g]] += pool.info(tree_.block(node, g)).ref == 0 ? 1 : 0;
     }
@@ -772,11 +672,11 @@ bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
   seq->slot_cursor.assign(num_groups(), 0);
   reserve_blocks(*seq, num_blocks + 1);
   seqs_.reserve_one();
-  seq->scope = scopes_.intern(scope_bytes);
+  seq->scope = index_.intern_scope(scope_bytes);
   try {
-    prepare_sets(sets, match_full_, m.partial, window_scratch_.data(), stream);  // host tier: onboard, offload
+    prepare_sets(sets, m.full, m.partial, window_begin_.data(), stream);  // host tier: onboard, offload
   } catch (...) {
-    scopes_.unref(seq->scope);
+    index_.unref_scope(seq->scope);
     throw;
   }
 
@@ -787,24 +687,24 @@ bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
     // cached leaves are queued for eviction, and every reused node but the
     // last has its successor for a primary child (prepare_sets brought
     // back any from the host tier): only the last can be queued.
-    seq->nodes.assign(match_full_.begin(), match_full_.end());
-    if (full > 0 && policy_.contains(match_full_[full - 1])) policy_.remove(match_full_[full - 1]);
+    seq->nodes.assign(m.full.begin(), m.full.end());
+    if (full > 0 && policy_.contains(m.full[full - 1])) policy_.remove(m.full[full - 1]);
     if (!expiry_.empty())
-      for (uint64_t i = 0; i < full; ++i) expiry_.cancel(expiry_key(match_full_[i], 0));
+      for (uint64_t i = 0; i < full; ++i) expiry_.cancel(expiry_key(m.full[i], 0));
     for (uint32_t g = 0; g < G; ++g) {
       std::vector<uint32_t>& out = seq->blocks[g];
       out.resize(full);
-      tree_.gather_blocks(match_full_.data(), full, g, out.data());
+      tree_.gather_blocks(m.full.data(), full, g, out.data());
       residency_.add_refs(g, out.data(), full);
     }
   } else {
     for (uint64_t b = 0; b < full; ++b) {
-      const uint32_t node = match_full_[b];
+      const uint32_t node = m.full[b];
       hold_anchor(node);  // with full groups: the sequence's own anchor blocks
       for (uint32_t g = 0; g < G; ++g) {
         if (!windowed(g)) {
           seq->blocks[g].push_back(tree_.block(node, g));
-        } else if (b >= uint64_t(window_scratch_[g])) {
+        } else if (b >= uint64_t(window_begin_[g])) {
           hold_slot(node, g);
           seq->blocks[g].push_back(tree_.block(node, g));
         } else {
@@ -814,11 +714,11 @@ bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
       seq->nodes.push_back(node);
     }
     for (uint32_t g = 0; g < G; ++g)
-      seq->window_begin[g] = windowed(g) ? uint64_t(window_scratch_[g]) : 0;
+      seq->window_begin[g] = windowed(g) ? uint64_t(window_begin_[g]) : 0;
   }
   for (uint32_t g = 0; g < G; ++g) {
     GroupStats& c = counters_.groups[g];
-    c.reused_blocks += full - uint64_t(window_scratch_[g]) + (m.partial != kNoNode ? 1 : 0);
+    c.reused_blocks += full - uint64_t(window_begin_[g]) + (m.partial != kNoNode ? 1 : 0);
     c.missed_blocks += num_blocks - full - (m.partial != kNoNode ? 1 : 0);
   }
   if (m.partial != kNoNode) hold_node(m.partial);
@@ -834,8 +734,7 @@ bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
         seq->blocks[g].push_back(blk);
       }
       seq->nodes.push_back(kNoNode);
-      scopes_.unref(tree_.node(m.partial).scope);
-      tree_.erase(m.partial);
+      index_.erase(m.partial);
       if (layout_.anchors.empty()) erase_if_unused(parent);
     } else {
       // Copy on partial reuse: a new block gets the matched rows.
@@ -966,19 +865,15 @@ bool BlockManager::try_extend_batch(const uint64_t* ids, const int32_t* tokens, 
   return true;
 }
 
-void BlockManager::link_new_node(uint32_t node, uint32_t scope) {
+void BlockManager::link_new_node(uint32_t node) {
   for (uint32_t g = 0; g < num_groups(); ++g)
     if (set_scratch_[g] != kNoBlock) residency_.set_node(g, set_scratch_[g], node);
-  scopes_.ref(scope);
 }
 
 bool BlockManager::publish_full(Sequence& s, uint64_t b, const std::string& extra) {
   const uint32_t parent = b == 0 ? RadixTree::kRoot : s.nodes[b - 1];
-  const int32_t* toks = s.token_at(b * T_);
-  const uint64_t extra_digest = extra.empty() ? 0 : hash_bytes(extra.data(), extra.size());
-  const uint64_t h =
-      hash_block(tree_.node(parent).hash, scopes_.digest(s.scope), extra_digest, toks, T_);
-  const uint32_t found = tree_.find(parent, s.scope, toks, T_, extra, h);
+  const BlockKey key = index_.key(parent, s.scope, s.token_at(b * T_), T_, extra);
+  const uint32_t found = index_.find(key);
   if (found != kNoNode && in_host_tier(found)) return adopt_host_node(s, b, found);
   if (found != kNoNode) {
     // Already cached: keep our own copy, anchor the cached one.
@@ -992,7 +887,7 @@ bool BlockManager::publish_full(Sequence& s, uint64_t b, const std::string& extr
       if (own == kNoBlock || tree_.block(found, g) != kNoBlock) continue;
       const BlockInfo& info = residency_.info(g, own);
       if (info.ref != 1 || info.node != kNoNode) continue;
-      tree_.set_block(found, g, own);
+      index_.set_block(found, g, own);
       residency_.set_node(g, own, found);
     }
     return true;
@@ -1003,13 +898,11 @@ bool BlockManager::publish_full(Sequence& s, uint64_t b, const std::string& extr
   if (lead_group(s, b) == UINT32_MAX || tree_.full()) return false;  // nothing to publish / no room
   if (!holds_alone(s, b)) return false;
   for (uint32_t g = 0; g < num_groups(); ++g) set_scratch_[g] = s.blocks[g][b];
-  std::string key_extra = extra;  // small or empty: no allocation in the common case
-  const uint32_t node =
-      tree_.insert(parent, s.scope, toks, T_, std::move(key_extra), h, set_scratch_.data());
-  link_new_node(node, s.scope);
+  const uint32_t node = index_.insert(key, set_scratch_.data());
+  link_new_node(node);
   mark_published(node, s, b);
   s.nodes[b] = node;
-  if (layout_.anchors.empty()) ++tree_.holders(node);
+  if (layout_.anchors.empty()) ++index_.holders(node);
   return true;
 }
 
@@ -1092,7 +985,7 @@ void BlockManager::rewind(uint64_t id, uint64_t n) {
         for (uint32_t g : layout_.windowed) {
           const uint32_t own = s.blocks[g][b];
           if (own == kNoBlock || tree_.block(node, g) != own) continue;
-          tree_.set_block(node, g, kNoBlock);
+          index_.set_block(node, g, kNoBlock);
           residency_.set_node(g, own, kNoNode);
         }
         release_anchor(node, s.retention_of_block(b, T_));
@@ -1120,7 +1013,7 @@ void BlockManager::fork(uint64_t parent, uint64_t child) {
   seqs_.reserve_one();
   p.tail_private = false;
 
-  scopes_.ref(c->scope);
+  index_.ref_scope(c->scope);
   for (uint64_t b = 0; b < c->num_blocks(); ++b) {
     for (uint32_t g = 0; g < num_groups(); ++g)
       if (c->blocks[g][b] != kNoBlock) residency_.add_ref(g, c->blocks[g][b]);
@@ -1140,14 +1033,12 @@ void BlockManager::publish_tail(Sequence& s) {
   if (tree_.full()) return;
   if (!holds_alone(s, b)) return;  // shared or already in the tree
   if (any_extra_overlaps(s.extra_keys, b * T_, b * T_ + rows)) return;
-  const int32_t* toks = s.token_at(b * T_);
-  const uint64_t h = hash_block(tree_.node(parent).hash, scopes_.digest(s.scope), 0, toks, rows);
-  extra_scratch_.clear();
-  if (tree_.find(parent, s.scope, toks, rows, extra_scratch_, h) != kNoNode) return;
+  const std::string no_extra;
+  const BlockKey key = index_.key(parent, s.scope, s.token_at(b * T_), rows, no_extra);
+  if (index_.find(key) != kNoNode) return;
   for (uint32_t g = 0; g < num_groups(); ++g) set_scratch_[g] = s.blocks[g][b];
-  const uint32_t node =
-      tree_.insert(parent, s.scope, toks, rows, std::string(), h, set_scratch_.data());
-  link_new_node(node, s.scope);
+  const uint32_t node = index_.insert(key, set_scratch_.data());
+  link_new_node(node);
   mark_published(node, s, b);
 }
 
@@ -1156,7 +1047,7 @@ void BlockManager::remove(uint64_t id) {
   if (cfg_.block_reuse && cfg_.partial_reuse) publish_tail(s);
   // Deepest first, so a parent is always released after its children.
   for (uint64_t b = s.num_blocks(); b > 0; --b) release_position(s, b - 1);
-  scopes_.unref(s.scope);
+  index_.unref_scope(s.scope);
   seqs_.erase(id);
   debug_check();
 }
@@ -1202,8 +1093,8 @@ uint64_t BlockManager::probe(const int32_t* tokens, uint64_t n,
   check_options(options);
   const std::string scope_bytes =
       encode_scope(options.has_salt, options.salt, options.has_lora, options.lora_id);
-  const Match m = match_prefix(tokens, n, scopes_.find(scope_bytes), sorted_extras(options));
-  return uint64_t(match_full_.size()) * T_ + m.partial_tokens;
+  index_.match(tokens, n, index_.find_scope(scope_bytes), sorted_extras(options), match_);
+  return uint64_t(match_.full.size()) * T_ + match_.partial_tokens;
 }
 
 uint64_t BlockManager::blocks_needed(uint64_t id, uint64_t n) const {

@@ -40,6 +40,7 @@
 #include "core/host_tier.h"
 #include "core/layer_groups.h"
 #include "core/pool_memory.h"
+#include "core/prefix_index.h"
 #include "core/radix_tree.h"
 #include "core/reservation.h"
 #include "core/residency.h"
@@ -155,26 +156,11 @@ class BlockManager : private Residency::Reclaimer {
   bool in_host_tier(uint32_t node) const { return tree_.node(node).tier == kHostTier; }
 
  private:
-  struct Match {
-    uint32_t partial = kNoNode;  // node matched token by token
-    uint32_t partial_tokens = 0;
-    bool in_place = false;       // use the partial node's blocks (copy off)
-  };
   struct Pin {
     std::vector<uint32_t> blocks;  // num_groups per entry
     std::vector<BlockRetention> retention; // per entry
   };
 
-  // Lookup shared by add and probe; fills match_full_ (mutable scratch).
-  Match match_prefix(const int32_t* tokens, uint64_t n, uint32_t scope,
-                     const std::vector<ExtraKey>& extras) const;
-  // Shortens match_full_ to the longest prefix every windowed group can
-  // reuse (the blocks covering the window before the reuse point present).
-  void trim_to_windows() const;
-  // Anchor reference count of a node (0: cached); in a model without full
-  // groups, whether anything holds one of its slots or names it.
-  uint32_t node_ref(uint32_t node) const;
-  bool node_has_block(uint32_t node) const;
   // Plans `sets` fresh block sets for the call r began; false (r's
   // refusal says why) when the pools cannot give them.
   bool have_sets(Reservation& r, uint64_t sets);
@@ -207,7 +193,7 @@ class BlockManager : private Residency::Reclaimer {
   // Without anchor groups: erases a node left with nothing, then its
   // ancestors likewise.
   void erase_if_unused(uint32_t node);
-  void link_new_node(uint32_t node, uint32_t scope);
+  void link_new_node(uint32_t node);
   // Residency::Reclaimer: evicts the lowest (priority, age) victim that
   // frees a block of pool p; empties a page; expires priorities.
   void refresh_order() override { expire_due(); }
@@ -236,9 +222,7 @@ class BlockManager : private Residency::Reclaimer {
 
   // --- Secondary (host) tier hooks, defined in host_tier.cpp -------------
   // A primary node with no primary child (all its children offloaded).
-  bool primary_leaf(uint32_t node) const {
-    return tree_.node(node).num_children == host_.host_children[node];
-  }
+  bool primary_leaf(uint32_t node) const { return index_.primary_leaf(node); }
   // Called by every call that takes new primary blocks, after its checks
   // and host allocations (the last step that can fail): copies back the
   // host-tier nodes among `held` and `partial` (the nodes the call will
@@ -280,26 +264,25 @@ class BlockManager : private Residency::Reclaimer {
   CacheCounters counters_;
   Residency residency_;
   uint32_t expiry_stride_ = 1;         // 1 + windowed groups
-  RadixTree tree_;
+  PrefixIndex index_;
+  const RadixTree& tree_;              // index_'s, read
   EvictionPolicy policy_;              // cached anchor leaves
   std::vector<EvictionPolicy> window_policies_;  // cached windowed slots, per windowed group
   HostTier host_;
   RetentionClock time_;
   ExpiryHeap expiry_;
-  ScopeTable scopes_;
   SequenceTable seqs_;
   std::unordered_map<uint64_t, Pin> pins_;
   uint64_t clock_ = 0;  // release moments
   uint64_t batch_epoch_ = 0;
   Reservation reservation_;  // of the call being planned
   // Scratch, reused so hot paths do not allocate.
-  mutable std::vector<uint32_t> match_full_;
+  mutable PrefixMatch match_;  // of add and probe
   const std::vector<uint32_t> no_nodes_;  // no held nodes (extend)
-  mutable std::string extra_scratch_;
   std::vector<uint32_t> set_scratch_;
   std::vector<uint32_t> set_scratch2_;
   std::vector<uint32_t> set_scratch3_;
-  mutable std::vector<int64_t> window_scratch_;
+  std::vector<int64_t> window_begin_;  // per group, of an add
   std::vector<Sequence*> batch_scratch_;
   std::vector<uint8_t> batch_cow_;
   std::vector<std::string> extras_scratch_;

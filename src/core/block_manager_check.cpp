@@ -45,7 +45,7 @@ void BlockManager::check_invariants() const {
     ++expected[p][id];
   };
   std::vector<uint32_t> holders(tree_.id_bound(), 0);
-  std::vector<uint64_t> scope_refs(scopes_.id_bound(), 0);
+  std::vector<uint64_t> scope_refs(index_.scopes().id_bound(), 0);
   seqs_.for_each([&](const Sequence& s) {
     const std::string who = "sequence " + std::to_string(s.id);
     if (s.blocks.size() != G) broken(who + " has a block list per group count mismatch");
@@ -71,7 +71,7 @@ void BlockManager::check_invariants() const {
       broken(who + " has committed/cached tokens beyond its length");
     for (uint64_t c : s.slot_cursor)
       if (c > s.length()) broken(who + " has a slot cursor beyond its length");
-    if (!scopes_.live(s.scope)) broken(who + " refers to a dead scope");
+    if (!index_.scopes().live(s.scope)) broken(who + " refers to a dead scope");
     ++scope_refs[s.scope];
     if (s.tail_private && s.length() % T_ != 0 && nb > 0) {
       const BlockInfo& tail = residency_.info(0, s.blocks[0][nb - 1]);
@@ -126,29 +126,13 @@ void BlockManager::check_invariants() const {
 
   // 2. Per pool: states, counts, free list, reference counts.
   residency_.check(expected, group_of);
-  // Cached and in-use blocks of the tree point to their live primary node.
-  for (size_t p = 0; p < P; ++p) {
-    const BlockPool& pool = residency_.pool(p);
-    for (uint32_t id = 0; id < pool.id_bound(); ++id) {
-      const BlockInfo& b = pool.info(id);
-      if (!pool.owns(id) || b.node == kNoNode) continue;
-      if (b.node >= tree_.id_bound() || !tree_.node(b.node).live)
-        broken(blk(p, id) + " points to dead tree node " + std::to_string(b.node));
-      if (tree_.node(b.node).tier != kPrimaryTier)
-        broken(blk(p, id) + " points to tree node " + std::to_string(b.node) +
-               ", which lives in the host tier");
-      bool held = false;
-      for (uint32_t g = 0; g < G; ++g)
-        held = held || (layout_.group_pool[g] == p && tree_.block(b.node, g) == id);
-      if (!held) broken(blk(p, id) + " is not held by its tree node");
-    }
-  }
 
-  // 3. The tree: every node findable by its key, holding its blocks, with
-  // consistent links; cached leaves exactly the queued nodes.
-  uint32_t live = 0;
+  // 3. The tree: keys, links, slots, holders, scopes (prefix_index_check.cpp).
+  index_.check(holders, scope_refs);
+
+  // 4. Eviction: cached leaves exactly the queued nodes, cached windowed
+  // slots exactly the queued slots.
   uint64_t queued = 0;
-  std::vector<uint32_t> children(tree_.id_bound(), 0);
   for (uint32_t n = 1; n < tree_.id_bound(); ++n) {
     const TreeNode& t = tree_.node(n);
     if (!t.live) {
@@ -157,62 +141,32 @@ void BlockManager::check_invariants() const {
         if (wp.contains(n)) broken("dead tree node " + std::to_string(n) + " has a queued slot");
       continue;
     }
-    ++live;
     const std::string who = "tree node " + std::to_string(n);
-    if (t.parent >= tree_.id_bound() || !tree_.node(t.parent).live) broken(who + " has a dead parent");
-    if (t.parent != RadixTree::kRoot && tree_.node(t.parent).num_tokens != T_)
-      broken(who + " hangs under a partial block");
-    ++children[t.parent];
-    if (!scopes_.live(t.scope)) broken(who + " refers to a dead scope");
-    ++scope_refs[t.scope];
-    if (tree_.holders(n) != holders[n])
-      broken(who + " has " + std::to_string(tree_.holders(n)) + " holders but " +
-             std::to_string(holders[n]) + " sequences name it");
-    const uint64_t extra_digest = t.extra.empty() ? 0 : hash_bytes(t.extra.data(), t.extra.size());
-    const uint64_t h = hash_block(tree_.node(t.parent).hash, scopes_.digest(t.scope), extra_digest,
-                                  tree_.tokens(n), t.num_tokens);
-    if (h != t.hash) broken(who + " has a stale hash");
-    if (tree_.find(t.parent, t.scope, tree_.tokens(n), t.num_tokens, t.extra, t.hash) != n)
-      broken(who + " is not found by its own key");
     if (t.tier != kPrimaryTier) {  // check_host_tier() checks its blocks and queue
       if (policy_.contains(n)) broken(who + " lives in the host tier but is queued for primary eviction");
       for (const EvictionPolicy& wp : window_policies_)
         if (wp.contains(n)) broken(who + " lives in the host tier but has a queued windowed slot");
       continue;
     }
-    uint32_t ref0 = 0;
-    bool first_anchor = true, any_block = false;
-    for (uint32_t g = 0; g < G; ++g) {
+    for (uint32_t g : layout_.windowed) {
       const uint32_t id = tree_.block(n, g);
-      const BlockPool& pool = residency_.pool_of(g);
-      if (id == kNoBlock) {
-        if (!windowed(g)) broken(who + " lacks its block of full group " + std::to_string(g));
-        continue;
-      }
-      any_block = true;
-      if (id >= pool.id_bound() || !pool.owns(id) || pool.info(id).node != n)
-        broken(who + " holds a block not marked as its own");
-      if (windowed(g)) {
-        const EvictionPolicy& wp = window_policies_[uint32_t(layout_.window_slot[g])];
-        if ((pool.info(id).ref == 0) != wp.contains(n))
-          broken(who + " group " + std::to_string(g) +
-                 (wp.contains(n) ? " slot is queued but in use" : " slot is cached but not queued"));
-        continue;
-      }
-      if (first_anchor) ref0 = pool.info(id).ref, first_anchor = false;
-      else if (pool.info(id).ref != ref0) broken(who + " has unequal ref counts across groups");
+      if (id == kNoBlock) continue;
+      const EvictionPolicy& wp = window_policies_[uint32_t(layout_.window_slot[g])];
+      if ((residency_.info(g, id).ref == 0) != wp.contains(n))
+        broken(who + " group " + std::to_string(g) +
+               (wp.contains(n) ? " slot is queued but in use" : " slot is cached but not queued"));
     }
     if (layout_.anchors.empty()) {
-      if (!any_block && t.num_children == 0 && tree_.holders(n) == 0) broken(who + " is unused but kept");
       if (policy_.contains(n)) broken(who + " is queued without full groups");
       continue;
     }
+    const uint32_t ref0 = index_.node_ref(n);
     // Whoever holds a windowed slot holds the node's anchor blocks too.
     if (ref0 == 0)
       for (uint32_t g : layout_.windowed)
         if (tree_.block(n, g) != kNoBlock && residency_.info(g, tree_.block(n, g)).ref != 0)
           broken(who + " has a windowed slot in use while its anchor blocks are cached");
-    if (ref0 > 0 && t.parent != RadixTree::kRoot && node_ref(t.parent) == 0)
+    if (ref0 > 0 && t.parent != RadixTree::kRoot && index_.node_ref(t.parent) == 0)
       broken(who + " is in use but its parent is not");
     // A leaf for primary eviction: no primary child (offloaded ones do not count).
     const bool evictable = ref0 == 0 && primary_leaf(n);
@@ -224,10 +178,6 @@ void BlockManager::check_invariants() const {
         broken(who + " is queued with a stale priority or age");
     }
   }
-  if (live != tree_.size()) broken("tree size differs from its live nodes");
-  for (uint32_t n = 0; n < tree_.id_bound(); ++n)
-    if (tree_.node(n).live && children[n] != tree_.node(n).num_children)
-      broken("tree node " + std::to_string(n) + " has a wrong child count");
   if (queued != policy_.size()) broken("eviction queue size differs from the cached leaves");
   // Retention expiries: only cached nodes wait for one, at the moment their
   // duration ends; on the manual clock none is due (advancing expires them).
@@ -245,7 +195,7 @@ void BlockManager::check_invariants() const {
         broken(who + " has an expired slot priority that was not reverted");
       continue;
     }
-    if (!t.live || node_ref(n) != 0) broken(who + " awaits a priority expiry but is not cached");
+    if (!t.live || index_.node_ref(n) != 0) broken(who + " awaits a priority expiry but is not cached");
     if (t.duration_ms == kNoDuration || expiry_.moment(key) != revert_moment(t.reusable_at, t.duration_ms))
       broken(who + " awaits a priority expiry at the wrong moment");
     if (time_.manual() && expiry_.moment(key) <= time_.now_ms())
@@ -275,14 +225,6 @@ void BlockManager::check_invariants() const {
   }
 
   check_host_tier();
-
-  // 4. Scopes: references are exactly sequences plus tree nodes.
-  for (uint32_t id = 0; id < scopes_.id_bound(); ++id) {
-    const uint64_t have = scopes_.live(id) ? scopes_.refs(id) : 0;
-    if (have != scope_refs[id])
-      broken("scope " + std::to_string(id) + " has " + std::to_string(have) + " references but " +
-             std::to_string(scope_refs[id]) + " owners");
-  }
 }
 
 }  // namespace kvc

@@ -12,7 +12,6 @@ namespace kvc {
 HostTier::HostTier(const std::vector<uint64_t>& pool_blocks, uint32_t id_bound,
                    uint32_t min_priority_)
     : policy(pool_blocks.empty() ? 0 : id_bound),  // no queue links without a tier
-      host_children(id_bound, 0),
       min_priority(min_priority_) {
   for (uint64_t n : pool_blocks) pools.emplace_back(n);
   if (enabled()) {
@@ -183,8 +182,8 @@ void BlockManager::plan_victims(uint64_t sets, const std::vector<uint32_t>& held
     touch(parent);
     ++host_.gone_primary[parent];
     const TreeNode& pt = tree_.node(parent);
-    if (!in_host_tier(parent) && !host_.excluded[parent] && node_ref(parent) == 0 &&
-        pt.num_children - host_.host_children[parent] == host_.gone_primary[parent])
+    if (!in_host_tier(parent) && !host_.excluded[parent] && index_.node_ref(parent) == 0 &&
+        pt.num_children - index_.tier_children(parent) == host_.gone_primary[parent])
       put_in(parent, HostTier::kPrimaryQueue);
   }
   undo_all();
@@ -213,13 +212,13 @@ void BlockManager::prepare_sets(uint64_t sets, const std::vector<uint32_t>& held
   if (!host_.slot_victims.empty()) {
     const bool guard = layout_.anchors.empty();
     if (guard) {
-      for (uint32_t n : held) ++tree_.holders(n);
-      if (partial != kNoNode) ++tree_.holders(partial);
+      for (uint32_t n : held) ++index_.holders(n);
+      if (partial != kNoNode) ++index_.holders(partial);
     }
     for (const HostTier::SlotVictim& v : host_.slot_victims) evict_window_slot(v.node, v.group);
     if (guard) {
-      for (uint32_t n : held) --tree_.holders(n);
-      if (partial != kNoNode) --tree_.holders(partial);
+      for (uint32_t n : held) --index_.holders(n);
+      if (partial != kNoNode) --index_.holders(partial);
     }
   }
 
@@ -297,7 +296,7 @@ void BlockManager::release_host_blocks(const uint32_t* blocks) {
 
 void BlockManager::offload_node(uint32_t node, const uint32_t* host_blocks) {
   policy_.remove(node);
-  TreeNode& t = tree_.node(node);
+  TreeNode& t = index_.node(node);
   for (uint32_t g = 0; g < num_groups(); ++g) {
     if (host_blocks[g] == kNoBlock) continue;  // an evicted windowed slot stays empty
     if (windowed(g)) {  // its own queue holds it while primary
@@ -309,14 +308,14 @@ void BlockManager::offload_node(uint32_t node, const uint32_t* host_blocks) {
     residency_.drop_cached(g, tree_.block(node, g));
     host.set_node(host_blocks[g], node);
     host.release(host_blocks[g]);  // cached
-    tree_.set_block(node, g, host_blocks[g]);
+    index_.set_block(node, g, host_blocks[g]);
   }
   t.tier = kHostTier;
   const uint32_t parent = t.parent;
-  ++host_.host_children[parent];
+  index_.add_tier_child(parent);
   // Its parent may now have no primary child: evictable at its age.
   if (parent != RadixTree::kRoot && !in_host_tier(parent) && primary_leaf(parent) &&
-      node_ref(parent) == 0 && !policy_.contains(parent)) {
+      index_.node_ref(parent) == 0 && !policy_.contains(parent)) {
     const TreeNode& p = tree_.node(parent);
     policy_.insert_by_age(parent, p.priority, p.age);
   }
@@ -327,17 +326,17 @@ void BlockManager::offload_node(uint32_t node, const uint32_t* host_blocks) {
 
 void BlockManager::onboard_node(uint32_t node, const uint32_t* blocks) {
   if (host_.policy.contains(node)) host_.policy.remove(node);
-  TreeNode& t = tree_.node(node);
+  TreeNode& t = index_.node(node);
   for (uint32_t g = 0; g < num_groups(); ++g) {
     if (blocks[g] == kNoBlock) continue;
     host_.pools[layout_.group_pool[g]].evict(tree_.block(node, g));
     residency_.cache_taken(g, blocks[g], node);
-    tree_.set_block(node, g, blocks[g]);
+    index_.set_block(node, g, blocks[g]);
     if (windowed(g)) window_policies_[uint32_t(layout_.window_slot[g])].insert_by_age(node, t.priority, t.age);
   }
   t.tier = kPrimaryTier;
   const uint32_t parent = t.parent;
-  --host_.host_children[parent];
+  index_.drop_tier_child(parent);
   if (policy_.contains(parent)) policy_.remove(parent);  // it has a primary child again
   if (primary_leaf(node)) policy_.insert_by_age(node, t.priority, t.age);
   ++host_.counters.onboarded_blocks;
@@ -351,12 +350,12 @@ bool BlockManager::adopt_host_node(Sequence& s, uint64_t b, uint32_t node) {
   for (uint32_t g = 0; g < num_groups(); ++g) {
     if (tree_.block(node, g) != kNoBlock) host_.pools[layout_.group_pool[g]].evict(tree_.block(node, g));
     if (s.blocks[g][b] != kNoBlock) residency_.set_node(g, s.blocks[g][b], node);
-    tree_.set_block(node, g, s.blocks[g][b]);
+    index_.set_block(node, g, s.blocks[g][b]);
   }
-  if (layout_.anchors.empty()) ++tree_.holders(node);  // the sequence names it
-  TreeNode& t = tree_.node(node);
+  if (layout_.anchors.empty()) ++index_.holders(node);  // the sequence names it
+  TreeNode& t = index_.node(node);
   t.tier = kPrimaryTier;
-  --host_.host_children[t.parent];  // the parent is held: not queued
+  index_.drop_tier_child(t.parent);  // the parent is held: not queued
   s.nodes[b] = node;
   return true;
 }
@@ -373,9 +372,8 @@ void BlockManager::evict_host_node(uint32_t node) {
     expiry_.cancel(expiry_key(n, 0));
     for (uint32_t g = 0; g < num_groups(); ++g)
       if (tree_.block(n, g) != kNoBlock) host_.pools[layout_.group_pool[g]].evict(tree_.block(n, g));
-    --host_.host_children[parent];
-    scopes_.unref(t.scope);
-    tree_.erase(n);
+    index_.drop_tier_child(parent);
+    index_.erase(n);
     ++counters_.evicted_blocks;
     if (last) {
       // A host parent left without children becomes evictable at its age.

@@ -36,7 +36,6 @@
 
 namespace kvc {
 
-constexpr uint8_t kPrimaryTier = 0;
 constexpr uint8_t kHostTier = 1;
 
 struct HostTier {
@@ -46,9 +45,6 @@ struct HostTier {
 
   std::vector<BlockPool> pools;  // one per primary pool (same groups); empty: no tier
   EvictionPolicy policy;         // host nodes without children (sized 0 without a tier)
-  // Per tree node: children living in the host tier. A primary node is a
-  // leaf for primary eviction when all its children are counted here.
-  std::vector<uint32_t> host_children;
   uint32_t min_priority;
   HostTierCounters counters;
 

@@ -1,7 +1,7 @@
 // The host tier's part of the invariant checker (block_manager_check.cpp
 // calls it): every host block is free or cached (never in use) and held by
 // a live host node; the counts add up per pool; every host node's children
-// are host nodes; host_children counts are exact; the host queue holds
+// are host nodes; the host queue holds
 // exactly the host nodes without children, by (priority, age).
 #include <string>
 #include <vector>
@@ -27,7 +27,7 @@ void BlockManager::check_host_tier() const {
   const uint32_t G = num_groups();
   if (!host_.enabled()) {
     for (uint32_t n = 0; n < tree_.id_bound(); ++n)
-      if (tree_.node(n).live && (tree_.node(n).tier != kPrimaryTier || host_.host_children[n] != 0))
+      if (tree_.node(n).live && tree_.node(n).tier != kPrimaryTier)
         broken("tree node " + std::to_string(n) + " is in a host tier this cache does not have");
     if (host_.policy.size() != 0) broken("the host queue is not empty without a host tier");
     return;
@@ -68,7 +68,6 @@ void BlockManager::check_host_tier() const {
   }
 
   // Nodes: blocks, children, queue.
-  std::vector<uint32_t> host_children(tree_.id_bound(), 0);
   uint64_t queued = 0;
   for (uint32_t n = 1; n < tree_.id_bound(); ++n) {
     const TreeNode& t = tree_.node(n);
@@ -83,7 +82,6 @@ void BlockManager::check_host_tier() const {
         broken(who + " is primary under host-tier parent " + std::to_string(t.parent));
       continue;
     }
-    ++host_children[t.parent];
     for (uint32_t g = 0; g < G; ++g) {
       const uint32_t id = tree_.block(n, g);
       if (id == kNoBlock && windowed(g)) continue;  // evicted before the offload
@@ -100,11 +98,6 @@ void BlockManager::check_host_tier() const {
         broken(who + " is queued in the host tier with a stale priority or age");
     }
   }
-  for (uint32_t n = 0; n < tree_.id_bound(); ++n)
-    if (tree_.node(n).live && host_children[n] != host_.host_children[n])
-      broken("tree node " + std::to_string(n) + " counts " +
-             std::to_string(host_.host_children[n]) + " host children but has " +
-             std::to_string(host_children[n]));
   if (queued != host_.policy.size()) broken("queue size differs from the host leaves");
   for (uint32_t p = 0; p <= kMaxPriority; ++p) {
     uint64_t last = 0;
