@@ -58,12 +58,6 @@ uint64_t sets_in(const std::vector<std::unique_ptr<PoolMemory>>& memory,
   return memory[p]->num_blocks() / grouping.pools[p].groups.size();
 }
 
-std::vector<uint64_t> blocks_of(const std::vector<std::unique_ptr<PoolMemory>>& memory) {
-  std::vector<uint64_t> v;
-  for (const auto& m : memory) v.push_back(m->num_blocks());
-  return v;
-}
-
 }  // namespace
 
 BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& grouping,
@@ -83,55 +77,25 @@ BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& group
              uint32_t(tree_capacity(grouping, memory) + sets_in(host_memory, grouping)),
              /*track_children=*/!host_memory.empty() || arena_pages != 0),
       tree_(index_.tree()),
-      policy_(tree_.id_bound()),
-      host_(blocks_of(host_memory), tree_.id_bound(), config.secondary_offload_min_priority),
-      time_(config.manual_clock),
-      expiry_(0) {
+      eviction_(layout_, index_, residency_, counters_, config.manual_clock) {
   const uint32_t G = uint32_t(grouping.groups.size());
-  for (size_t k = 0; k < layout_.windowed.size(); ++k) window_policies_.emplace_back(tree_.id_bound());
-  expiry_stride_ = 1 + uint32_t(layout_.windowed.size());
-  expiry_ = ExpiryHeap(uint32_t(uint64_t(tree_.id_bound()) * expiry_stride_));
-  residency_.set_reclaimer(this);
+  if (host_memory.empty())
+    tier_ = std::make_unique<NoTier>(tree_);
+  else
+    tier_ = std::make_unique<HostTier>(layout_, grouping, index_, residency_, eviction_, counters_,
+                                       device, memory, host_memory,
+                                       config.secondary_offload_min_priority);
+  eviction_.set_tier(*tier_);
+  residency_.set_reclaimer(&eviction_);
   set_scratch_.resize(G);
-  set_scratch2_.resize(G);
+  position_set_.resize(G);
   set_scratch3_.resize(G);
-  evicted_.resize(kEvictChunk * G);
   window_begin_.resize(G);
 }
 
 // ---------------------------------------------------------------------------
 // Small helpers
 // ---------------------------------------------------------------------------
-
-void BlockManager::evict_subtree(uint32_t node) {
-  // Every descendant of a cached anchor node is cached: leaves first
-  // (leaves for primary eviction: host-tier children go with their parent).
-  auto primary_child = [&](uint32_t n) {
-    for (uint32_t c = tree_.first_child(n); c != kNoNode; c = tree_.next_sibling(c))
-      if (!in_host_tier(c)) return c;
-    return kNoNode;
-  };
-  for (;;) {
-    uint32_t leaf = node;
-    for (uint32_t c = primary_child(leaf); c != kNoNode; c = primary_child(leaf)) leaf = c;
-    evict_node(leaf);
-    if (leaf == node) return;
-  }
-}
-
-void BlockManager::empty_page(uint32_t pool, uint32_t page) {
-  const BlockPool& bp = residency_.pool(pool);
-  const uint32_t bpp = bp.blocks_per_page();
-  for (uint32_t id = page * bpp; id < (page + 1) * bpp; ++id) {
-    const uint32_t node = bp.info(id).node;
-    if (node == kNoNode) continue;  // free (an evicted subtree may have freed it)
-    uint32_t group = UINT32_MAX;
-    for (uint32_t g = 0; g < num_groups() && group == UINT32_MAX; ++g)
-      if (layout_.group_pool[g] == pool && tree_.block(node, g) == id) group = g;
-    if (windowed(group)) evict_window_slot(node, group);
-    else evict_subtree(node);
-  }
-}
 
 bool BlockManager::have_sets(Reservation& r, uint64_t sets) {
   r.need_sets(sets, layout_.pool_groups);
@@ -196,139 +160,29 @@ void BlockManager::debug_check() const {
 // Reference counting, eviction, allocation
 // ---------------------------------------------------------------------------
 
-void BlockManager::hold_slot(uint32_t node, uint32_t g) {
-  const uint32_t blk = tree_.block(node, g);
-  if (residency_.add_ref(g, blk)) {
-    // Cached: it leaves its queue; its priority is set again on release.
-    const int32_t k = layout_.window_slot[g];
-    if (k < 0) {
-      if (policy_.contains(node)) policy_.remove(node);
-      if (!expiry_.empty()) expiry_.cancel(expiry_key(node, 0));
-    } else {
-      window_policies_[k].remove(node);
-      if (!expiry_.empty()) expiry_.cancel(expiry_key(node, uint32_t(k) + 1));
-    }
-  }
-}
-
-void BlockManager::hold_node(uint32_t node) {
-  for (uint32_t g = 0; g < num_groups(); ++g)
-    if (tree_.block(node, g) != kNoBlock) hold_slot(node, g);
-}
-
-void BlockManager::hold_anchor(uint32_t node) {
-  if (layout_.anchors.empty()) {
-    ++index_.holders(node);
-    return;
-  }
-  for (uint32_t g : layout_.anchors) hold_slot(node, g);
-}
-
-void BlockManager::release_anchor(uint32_t node, BlockRetention r) {
-  if (layout_.anchors.empty()) {
-    --index_.holders(node);
-    erase_if_unused(node);
-    return;
-  }
-  for (uint32_t g = 0; g < num_groups(); ++g)
-    set_scratch2_[g] = windowed(g) ? kNoBlock : tree_.block(node, g);
-  release_set(set_scratch2_.data(), 1, r);
-}
-
-void BlockManager::on_cached(uint32_t node, BlockRetention r) {
-  TreeNode& t = index_.node(node);
-  t.priority = r.priority;
-  t.duration_ms = r.duration_ms;
-  t.age = ++clock_;
-  if (r.duration_ms != kNoDuration && r.priority != kDefaultPriority) {
-    // The duration counts from when the block became reusable.
-    const uint64_t at = revert_moment(t.reusable_at, r.duration_ms);
-    if (at <= time_.now_ms()) t.priority = kDefaultPriority;
-    else expiry_.schedule(expiry_key(node, 0), at);
-  }
-  if (primary_leaf(node)) policy_.push_newest(node, t.priority, t.age);
-}
-
-void BlockManager::on_window_cached(uint32_t node, uint32_t g, BlockRetention r) {
-  const uint32_t k = uint32_t(layout_.window_slot[g]);
-  uint32_t priority = r.priority;
-  if (r.duration_ms != kNoDuration && r.priority != kDefaultPriority) {
-    const uint64_t at = revert_moment(tree_.node(node).reusable_at, r.duration_ms);
-    if (at <= time_.now_ms()) priority = kDefaultPriority;
-    else expiry_.schedule(expiry_key(node, k + 1), at);
-  }
-  window_policies_[k].push_newest(node, priority, ++clock_);
-}
-
-void BlockManager::expire_due() {
-  if (expiry_.empty()) return;
-  const uint64_t now = time_.now_ms();
-  while (!expiry_.empty() && expiry_.next_moment() <= now) {
-    const uint32_t key = expiry_.next_node();
-    expiry_.cancel(key);
-    const uint32_t node = key / expiry_stride_;
-    const uint32_t k = key % expiry_stride_;
-    if (k == 0) {
-      TreeNode& t = index_.node(node);
-      t.priority = kDefaultPriority;
-      if (policy_.contains(node)) {
-        policy_.remove(node);
-        policy_.insert_by_age(node, kDefaultPriority, t.age);
-      } else if (host_.enabled() && host_.policy.contains(node)) {
-        host_.policy.remove(node);
-        host_.policy.insert_by_age(node, kDefaultPriority, t.age);
-      }
-    } else {
-      EvictionPolicy& wp = window_policies_[k - 1];
-      const uint64_t age = wp.age(node);
-      wp.remove(node);
-      wp.insert_by_age(node, kDefaultPriority, age);
-    }
-  }
-}
-
 void BlockManager::mark_published(uint32_t node, const Sequence& s, uint64_t b) {
-  TreeNode& t = index_.node(node);
-  t.priority = s.priority_of_block(b, T_);
-  t.reusable_at = time_.now_ms();
+  eviction_.mark_published(node, s.priority_of_block(b, T_));
 }
 
 void BlockManager::advance_clock(uint64_t ms) {
-  if (!time_.manual())
+  const RetentionClock& time = eviction_.clock();
+  if (!time.manual())
     fail(KVC_ERR_INVALID_STATE,
          "this cache reads the monotonic clock; kvc_cache_advance_clock needs a cache created "
          "with kvc_config_set_manual_clock(config, true)");
-  if (ms > UINT64_MAX - time_.now_ms())
+  if (ms > UINT64_MAX - time.now_ms())
     invalid_argument("milliseconds (" + std::to_string(ms) + ") would overflow the clock, now at " +
-                     std::to_string(time_.now_ms()) + " ms");
-  time_.advance(ms);
-  expire_due();
+                     std::to_string(time.now_ms()) + " ms");
+  eviction_.advance_clock(ms);
   debug_check();
-}
-
-void BlockManager::release_set(const uint32_t* blocks, size_t stride, BlockRetention r) {
-  uint32_t cached = kNoNode;
-  for (uint32_t g = 0; g < num_groups(); ++g) {
-    const uint32_t b = blocks[g * stride];
-    if (b == kNoBlock || !residency_.release_block(g, b)) continue;
-    const uint32_t node = residency_.info(g, b).node;
-    if (windowed(g)) on_window_cached(node, g, r);
-    else cached = node;
-  }
-  if (cached != kNoNode) on_cached(cached, r);
-}
-
-void BlockManager::release_node(uint32_t node, BlockRetention r) {
-  for (uint32_t g = 0; g < num_groups(); ++g) set_scratch2_[g] = tree_.block(node, g);
-  release_set(set_scratch2_.data(), 1, r);
 }
 
 void BlockManager::release_position(Sequence& s, uint64_t b) {
   const BlockRetention retention = s.retention_of_block(b, T_);
   const bool anchor = holds_anchor(s, b);
-  for (uint32_t g = 0; g < num_groups(); ++g) set_scratch2_[g] = s.blocks[g][b];
-  release_set(set_scratch2_.data(), 1, retention);
-  if (anchor) release_anchor(s.nodes[b], retention);
+  for (uint32_t g = 0; g < num_groups(); ++g) position_set_[g] = s.blocks[g][b];
+  eviction_.release_set(position_set_.data(), 1, retention);
+  if (anchor) eviction_.release_anchor(s.nodes[b], retention);
 }
 
 void BlockManager::release_out_of_window(Sequence& s) {
@@ -339,180 +193,22 @@ void BlockManager::release_out_of_window(Sequence& s) {
       s.blocks[g][b] = kNoBlock;
       if (blk == kNoBlock) continue;
       ++counters_.groups[g].released_blocks;
-      if (residency_.release_block(g, blk))
-        on_window_cached(residency_.info(g, blk).node, g, s.retention_of_block(b, T_));
+      eviction_.release_window_block(g, blk, s.retention_of_block(b, T_));
     }
     if (end > s.window_begin[g]) s.window_begin[g] = end;
   }
 }
 
-void BlockManager::evict_node(uint32_t node) {
-  policy_.remove(node);
-  if (!expiry_.empty()) expiry_.cancel(expiry_key(node, 0));
-  if (index_.tier_children(node) != 0) drop_host_children(node);  // useless without it
-  const TreeNode& t = index_.node(node);
-  const uint32_t parent = t.parent;
-  for (uint32_t g = 0; g < num_groups(); ++g) {
-    const uint32_t blk = tree_.block(node, g);
-    if (blk == kNoBlock) continue;
-    if (windowed(g)) {
-      // A node without its anchor blocks is useless: its windowed slots go too.
-      const uint32_t k = uint32_t(layout_.window_slot[g]);
-      window_policies_[k].remove(node);
-      expiry_.cancel(expiry_key(node, k + 1));
-    }
-    residency_.evict_block(g, blk);
-  }
-  index_.erase(node);
-  ++counters_.evicted_blocks;
-  // A cached parent left without primary children becomes evictable at its age.
-  if (parent != RadixTree::kRoot && index_.primary_leaf(parent) && index_.node_ref(parent) == 0) {
-    const TreeNode& p = tree_.node(parent);
-    policy_.insert_by_age(parent, p.priority, p.age);
-  }
-  // The next victims are most often this parent and its ancestors, or the
-  // next oldest leaf.
-  const uint32_t next = policy_.victim();
-  if (next != kNoNode) tree_.prefetch_erase_path(next, 3);
-}
-
-void BlockManager::evict_window_slot(uint32_t node, uint32_t g) {
-  const uint32_t k = uint32_t(layout_.window_slot[g]);
-  window_policies_[k].remove(node);
-  expiry_.cancel(expiry_key(node, k + 1));
-  residency_.evict_block(g, tree_.block(node, g));
-  index_.set_block(node, g, kNoBlock);
-  if (layout_.anchors.empty()) erase_if_unused(node);
-}
-
-void BlockManager::erase_if_unused(uint32_t node) {
-  while (node != RadixTree::kRoot) {
-    const TreeNode& t = index_.node(node);
-    if (tree_.holders(node) != 0 || !tree_.is_leaf(node) || index_.node_has_block(node)) return;
-    const uint32_t parent = t.parent;
-    index_.erase(node);
-    ++counters_.evicted_blocks;
-    node = parent;
-  }
-}
-
-void BlockManager::evict_one(uint32_t pool) {
-  uint32_t best = kNoNode, best_group = UINT32_MAX;
-  uint32_t best_priority = UINT32_MAX;
-  uint64_t best_age = 0;
-  auto consider = [&](uint32_t node, uint32_t priority, uint64_t age, uint32_t group) {
-    if (node == kNoNode) return;
-    if (priority < best_priority || (priority == best_priority && age < best_age)) {
-      best = node, best_group = group, best_priority = priority, best_age = age;
-    }
-  };
-  if (layout_.pool_has_anchor[pool]) {
-    const uint32_t v = policy_.victim();
-    if (v != kNoNode) consider(v, policy_.priority(v), policy_.age(v), UINT32_MAX);
-  }
-  for (uint32_t g : layout_.pool_windowed[pool]) {
-    const EvictionPolicy& wp = window_policies_[uint32_t(layout_.window_slot[g])];
-    const uint32_t v = wp.victim();
-    if (v != kNoNode) consider(v, wp.priority(v), wp.age(v), g);
-  }
-  if (best == kNoNode)  // have_blocks() rules this out
-    fail(KVC_ERR_INTERNAL, "pool " + std::to_string(pool) + " has no block to evict");
-  if (best_group == UINT32_MAX) evict_node(best);
-  else evict_window_slot(best, best_group);
-}
-
-void BlockManager::evict_ahead(uint64_t count) {
-  expire_due();  // the victim order must be current
-  const uint32_t G = num_groups();
-  const bool expiring = !expiry_.empty();
-  // Scope references are dropped once per run of victims in one scope.
-  PrefixIndex::ScopeRun scopes;
-  // The victims most often climb a chain from its leaf: what erasing them
-  // touches is warmed kLead victims ahead, one more ancestor per victim
-  // (`far`, the last one warmed), and the whole lead again when the next
-  // victim is not the parent.
-  constexpr int kLead = 6;
-  uint32_t v = policy_.victim();
-  uint32_t far = v == kNoNode ? RadixTree::kRoot : tree_.prefetch_erase_path(v, kLead);
-  for (uint64_t i = 0; i < count; ++i) {
-    if (v == kNoNode)  // have_blocks() rules this out
-      fail(KVC_ERR_INTERNAL, "no block to evict");
-    policy_.remove(v);
-    if (expiring) expiry_.cancel(expiry_key(v, 0));
-    const TreeNode& t = tree_.node(v);
-    const uint32_t parent = t.parent;
-    const uint32_t* blocks = tree_.blocks(v);
-    for (uint32_t g = 0; g < G; ++g) evicted_[i * G + g] = blocks[g];
-    index_.erase(v, scopes);
-    // A cached parent left without children becomes evictable at its age.
-    bool climbs = false;
-    if (parent != RadixTree::kRoot && tree_.is_leaf(parent) && index_.node_ref(parent) == 0) {
-      const TreeNode& p = tree_.node(parent);
-      policy_.insert_by_age(parent, p.priority, p.age);
-      climbs = true;
-    }
-    v = policy_.victim();
-    if (v == kNoNode) continue;
-    if (!climbs || v != parent) {
-      far = tree_.prefetch_erase_path(v, kLead);
-    } else if (far != RadixTree::kRoot) {
-      far = tree_.node(far).parent;
-      if (far != RadixTree::kRoot) tree_.prefetch_erase_path(far, 0);
-    }
-  }
-  index_.flush(scopes);
-  for (uint32_t g = 0; g < G; ++g) {
-    counters_.groups[g].cached_blocks -= count;
-    counters_.groups[g].evicted_blocks += count;
-  }
-  counters_.evicted_blocks += count;
-}
-
 void BlockManager::append_new_sets(Sequence& s, uint64_t count) {
-  if (!layout_.windowed.empty() || residency_.arena() || host_.enabled()) {
+  if (!eviction_.can_evict_ahead()) {
     for (uint64_t i = 0; i < count; ++i) append_new_set(s);
     return;
   }
-  // Every eviction frees one block of each group, so this many are needed.
-  const uint64_t free = residency_.free_sets();
-  uint64_t victims = count > free ? count - free : 0;
-  const uint32_t G = num_groups();
   // Within the capacity reserved by the caller: no allocation.
   const uint64_t first = s.num_blocks();
   for (auto& v : s.blocks) v.resize(first + count);
   s.nodes.resize(first + count, kNoNode);
-  if (G == 1) {
-    // The free blocks, then each victim's block, which alloc_block would
-    // push and pop at once.
-    uint32_t* out = s.blocks[0].data() + first;
-    for (uint64_t i = 0; i < count - victims; ++i) out[i] = residency_.acquire_free(0);
-    for (uint64_t i = count - victims; i < count; i += kEvictChunk) {
-      const uint64_t n = std::min(count - i, kEvictChunk);
-      evict_ahead(n);
-      residency_.evict_into_use(0, evicted_.data(), n);
-      std::copy(evicted_.begin(), evicted_.begin() + ptrdiff_t(n), out + i);
-    }
-  } else {
-    const uint32_t* ready = evicted_.data();  // blocks of victims evicted ahead
-    const uint32_t* ready_end = ready;
-    for (uint64_t i = first; i < first + count; ++i) {
-      for (uint32_t g = 0; g < G; ++g) {
-        if (residency_.pool_of(g).num_free() == 0) {  // where alloc_block would evict
-          if (ready == ready_end) {
-            const uint64_t n = std::min(victims, kEvictChunk);
-            evict_ahead(n);
-            victims -= n;
-            ready = evicted_.data();
-            ready_end = ready + n * G;
-          }
-          for (uint32_t h = 0; h < G; ++h) residency_.evict_uncounted(h, ready[h]);
-          ready += G;
-        }
-        s.blocks[g][i] = residency_.acquire_free(g);
-      }
-    }
-  }
-  for (uint32_t g = 0; g < G; ++g) residency_.count_taken(g, count);
+  eviction_.alloc_sets_ahead(s.blocks, first, count);
   if (count != 0) s.tail_private = true;
 }
 
@@ -632,7 +328,7 @@ bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
   for (uint32_t g = 0; g < num_groups(); ++g)
     window_begin_[g] = int64_t(std::min<uint64_t>(first_needed(g, cached_tokens), full));
   // Host-tier nodes are copied back (onboarded) into a fresh set each.
-  const uint64_t onboards = count_in_host(m.full, m.partial);
+  const uint64_t onboards = tier_->count_held(m.full, m.partial);
   // Cached primary blocks this add takes into use are no longer evictable.
   Reservation& r = reservation_;
   r.begin("adding the prompt", Reservation::kNoId, residency_.num_pools());
@@ -648,10 +344,10 @@ bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
     const BlockPool& pool = residency_.pool_of(g);
     for (uint64_t b = uint64_t(window_begin_[g]); b < full; ++b) {
       const uint32_t node = m.full[b];
-      if (!in_host_tier(node))
+      if (index_.in_primary(node))
         taken[layout_.group_pool[g]] += pool.info(tree_.block(node, g)).ref == 0 ? 1 : 0;
     }
-    if (m.partial != kNoNode && !in_host_tier(m.partial))
+    if (m.partial != kNoNode && index_.in_primary(m.partial))
       taken[layout_.group_pool[g]] += pool.info(tree_.block(m.partial, g)).ref == 0 ? 1 : 0;
   }
   if (!residency_.have_blocks(r)) return false;
@@ -674,7 +370,10 @@ bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
   seqs_.reserve_one();
   seq->scope = index_.intern_scope(scope_bytes);
   try {
-    prepare_sets(sets, m.full, m.partial, window_begin_.data(), stream);  // host tier: onboard, offload
+    r.held = &m.full;
+    r.partial = m.partial;
+    r.window_begin = window_begin_.data();
+    tier_->prepare(r, stream);  // onboard, offload
   } catch (...) {
     index_.unref_scope(seq->scope);
     throw;
@@ -683,29 +382,19 @@ bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
   // From here on nothing can fail (the vectors have their capacity).
   const uint32_t G = num_groups();
   if (layout_.windowed.empty()) {
-    // Holding the reused nodes in bulk (hold_anchor of every group). Only
-    // cached leaves are queued for eviction, and every reused node but the
-    // last has its successor for a primary child (prepare_sets brought
-    // back any from the host tier): only the last can be queued.
+    // Holding the reused nodes in bulk (hold_anchor of every group; the
+    // tier brought back any from other tiers).
     seq->nodes.assign(m.full.begin(), m.full.end());
-    if (full > 0 && policy_.contains(m.full[full - 1])) policy_.remove(m.full[full - 1]);
-    if (!expiry_.empty())
-      for (uint64_t i = 0; i < full; ++i) expiry_.cancel(expiry_key(m.full[i], 0));
-    for (uint32_t g = 0; g < G; ++g) {
-      std::vector<uint32_t>& out = seq->blocks[g];
-      out.resize(full);
-      tree_.gather_blocks(m.full.data(), full, g, out.data());
-      residency_.add_refs(g, out.data(), full);
-    }
+    eviction_.hold_chain(m.full.data(), full, seq->blocks);
   } else {
     for (uint64_t b = 0; b < full; ++b) {
       const uint32_t node = m.full[b];
-      hold_anchor(node);  // with full groups: the sequence's own anchor blocks
+      eviction_.hold_anchor(node);  // with full groups: the sequence's own anchor blocks
       for (uint32_t g = 0; g < G; ++g) {
         if (!windowed(g)) {
           seq->blocks[g].push_back(tree_.block(node, g));
         } else if (b >= uint64_t(window_begin_[g])) {
-          hold_slot(node, g);
+          eviction_.hold_slot(node, g);
           seq->blocks[g].push_back(tree_.block(node, g));
         } else {
           seq->blocks[g].push_back(kNoBlock);
@@ -721,7 +410,7 @@ bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
     c.reused_blocks += full - uint64_t(window_begin_[g]) + (m.partial != kNoNode ? 1 : 0);
     c.missed_blocks += num_blocks - full - (m.partial != kNoNode ? 1 : 0);
   }
-  if (m.partial != kNoNode) hold_node(m.partial);
+  if (m.partial != kNoNode) eviction_.hold_node(m.partial);
   residency_.move_pages(reservation_);  // after the holds: idle pages are exact now
   if (m.partial != kNoNode) {
     if (m.in_place) {
@@ -735,7 +424,7 @@ bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
       }
       seq->nodes.push_back(kNoNode);
       index_.erase(m.partial);
-      if (layout_.anchors.empty()) erase_if_unused(parent);
+      if (layout_.anchors.empty()) eviction_.erase_if_unused(parent);
     } else {
       // Copy on partial reuse: a new block gets the matched rows.
       append_new_set(*seq);
@@ -745,7 +434,7 @@ bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
       }
       residency_.copy_set(set_scratch3_.data(), set_scratch_.data(), m.partial_tokens, stream);
       const TreeNode& t = tree_.node(m.partial);
-      release_node(m.partial, {t.priority, t.duration_ms});
+      eviction_.release_node(m.partial, {t.priority, t.duration_ms});
     }
   }
   append_new_sets(*seq, num_blocks - seq->num_blocks());
@@ -774,7 +463,7 @@ bool BlockManager::try_extend(uint64_t id, const int32_t* tokens, uint64_t n, vo
   if (!have_sets(reservation_, new_blocks + (cow ? 1 : 0))) return false;
   grow(s.tokens, s.tokens.size() + n);
   reserve_blocks(s, s.num_blocks() + new_blocks);
-  prepare_sets(new_blocks + (cow ? 1 : 0), no_nodes_, kNoNode, nullptr, stream);
+  tier_->prepare(reservation_, stream);
   residency_.move_pages(reservation_);
 
   if (cow) copy_on_write(s, stream);
@@ -848,7 +537,7 @@ bool BlockManager::try_extend_batch(const uint64_t* ids, const int32_t* tokens, 
   }
   reservation_.begin("this decode step", Reservation::kNoId, residency_.num_pools());
   if (!have_sets(reservation_, needed)) return false;
-  prepare_sets(needed, no_nodes_, kNoNode, nullptr, stream);
+  tier_->prepare(reservation_, stream);
   residency_.move_pages(reservation_);
   for (size_t i = 0; i < count; ++i) {
     if (i + kSeqAhead < count) {
@@ -874,11 +563,20 @@ bool BlockManager::publish_full(Sequence& s, uint64_t b, const std::string& extr
   const uint32_t parent = b == 0 ? RadixTree::kRoot : s.nodes[b - 1];
   const BlockKey key = index_.key(parent, s.scope, s.token_at(b * T_), T_, extra);
   const uint32_t found = index_.find(key);
-  if (found != kNoNode && in_host_tier(found)) return adopt_host_node(s, b, found);
+  if (found != kNoNode && !index_.in_primary(found)) {
+    // In another tier: the node takes this sequence's (equal) blocks and
+    // comes back without a copy, if the sequence holds them alone (as for
+    // a new node: publish waits).
+    if (lead_group(s, b) == UINT32_MAX || !holds_alone(s, b)) return false;
+    for (uint32_t g = 0; g < num_groups(); ++g) position_set_[g] = s.blocks[g][b];
+    tier_->adopt(found, position_set_.data());
+    s.nodes[b] = found;
+    return true;
+  }
   if (found != kNoNode) {
     // Already cached: keep our own copy, anchor the cached one.
     s.nodes[b] = found;
-    if (holds_anchor(s, b)) hold_anchor(found);
+    if (holds_anchor(s, b)) eviction_.hold_anchor(found);
     // A windowed slot the node lost to eviction takes this sequence's block,
     // so the prefix is reusable again in that group; only a block this
     // sequence holds alone (a fork sibling may not hold the node's anchor).
@@ -988,7 +686,7 @@ void BlockManager::rewind(uint64_t id, uint64_t n) {
           index_.set_block(node, g, kNoBlock);
           residency_.set_node(g, own, kNoNode);
         }
-        release_anchor(node, s.retention_of_block(b, T_));
+        eviction_.release_anchor(node, s.retention_of_block(b, T_));
       }
       s.nodes[b] = kNoNode;
     }
@@ -1017,7 +715,7 @@ void BlockManager::fork(uint64_t parent, uint64_t child) {
   for (uint64_t b = 0; b < c->num_blocks(); ++b) {
     for (uint32_t g = 0; g < num_groups(); ++g)
       if (c->blocks[g][b] != kNoBlock) residency_.add_ref(g, c->blocks[g][b]);
-    if (holds_anchor(*c, b)) hold_anchor(c->nodes[b]);
+    if (holds_anchor(*c, b)) eviction_.hold_anchor(c->nodes[b]);
   }
   seqs_.insert(std::move(c));
   debug_check();
@@ -1066,7 +764,7 @@ void BlockManager::pin(uint64_t id) {
     pin.retention.push_back(s.retention_of_block(b, T_));
   }
   auto it = pins_.emplace(id, std::move(pin)).first;
-  for (uint64_t b = 0; b < s.published; ++b) hold_node(s.nodes[b]);
+  for (uint64_t b = 0; b < s.published; ++b) eviction_.hold_node(s.nodes[b]);
   (void)it;
   debug_check();
 }
@@ -1077,7 +775,7 @@ void BlockManager::unpin(uint64_t id) {
   const Pin& p = it->second;
   const uint32_t G = num_groups();
   for (size_t e = p.retention.size(); e > 0; --e)
-    release_set(&p.blocks[(e - 1) * G], 1, p.retention[e - 1]);
+    eviction_.release_set(&p.blocks[(e - 1) * G], 1, p.retention[e - 1]);
   pins_.erase(it);
   debug_check();
 }
@@ -1110,19 +808,7 @@ void BlockManager::reset_reuse() {
   if (in_use > 0)
     fail(KVC_ERR_INVALID_STATE, "cannot reset the reuse state while " + std::to_string(in_use) +
                                     " blocks are in use (by sequences or pins)");
-  const uint64_t evicted = counters_.evicted_blocks;
-  std::vector<uint64_t> group_evicted;
-  for (const GroupStats& c : counters_.groups) group_evicted.push_back(c.evicted_blocks);
-  for (uint32_t v = policy_.victim(); v != kNoNode; v = policy_.victim()) evict_node(v);
-  for (uint32_t g : layout_.windowed) {
-    const EvictionPolicy& wp = window_policies_[uint32_t(layout_.window_slot[g])];
-    for (uint32_t v = wp.victim(); v != kNoNode; v = wp.victim()) evict_window_slot(v, g);
-  }
-  for (uint32_t v = host_.policy.victim(); v != kNoNode; v = host_.policy.victim())
-    evict_host_node(v);
-  // A reset is not an eviction.
-  counters_.evicted_blocks = evicted;
-  for (uint32_t g = 0; g < num_groups(); ++g) counters_.groups[g].evicted_blocks = group_evicted[g];
+  eviction_.evict_all();
   debug_check();
 }
 
@@ -1132,12 +818,7 @@ CacheStats BlockManager::stats() const {
   s.missed_blocks = counters_.missed_blocks;
   s.evicted_blocks = counters_.evicted_blocks;
   residency_.add_stats(s);
-  s.host = host_.counters;
-  for (const BlockPool& p : host_.pools) {
-    s.host_blocks += p.capacity();
-    s.host_free_blocks += p.num_free();
-    s.host_cached_blocks += p.num_cached();
-  }
+  tier_->add_stats(s);
   s.num_sequences = seqs_.size();
   s.num_pinned = pins_.size();
   s.tree_nodes = tree_.size();

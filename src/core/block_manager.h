@@ -34,6 +34,7 @@
 #include "core/cache_stats.h"
 #include "core/cache_config.h"
 #include "base/error.h"
+#include "core/eviction.h"
 #include "core/eviction_policy.h"
 #include "core/expiry_heap.h"
 #include "core/group_layout.h"
@@ -49,6 +50,7 @@
 #include "core/scope_table.h"
 #include "core/sequence.h"
 #include "core/sequence_table.h"
+#include "core/tier.h"
 
 namespace kvc {
 
@@ -68,7 +70,7 @@ struct SequenceOptions {
   std::vector<ExtraKey> extra_keys;
 };
 
-class BlockManager : private Residency::Reclaimer {
+class BlockManager {
  public:
   // `host_memory`: the secondary tier's pools, mirroring `memory` (empty:
   // no host tier); arena_pages != 0: the pools carve pages of one arena
@@ -119,8 +121,8 @@ class BlockManager : private Residency::Reclaimer {
   // Moves the manual retention clock forward; priorities whose duration ran
   // out revert to the default. Refused on the monotonic clock.
   void advance_clock(uint64_t ms);
-  const RetentionClock& retention_clock() const { return time_; }
-  const ExpiryHeap& expiries() const { return expiry_; }
+  const RetentionClock& retention_clock() const { return eviction_.clock(); }
+  const ExpiryHeap& expiries() const { return eviction_.expiries(); }
 
   CacheStats stats() const;
   GroupStats group_stats(uint32_t group) const;
@@ -146,13 +148,13 @@ class BlockManager : private Residency::Reclaimer {
   }
   uint32_t tokens_per_block() const { return T_; }
   const RadixTree& tree() const { return tree_; }
-  const EvictionPolicy& policy() const { return policy_; }
+  const EvictionPolicy& policy() const { return eviction_.policy(); }
   const BlockPool& pool(uint32_t p) const { return residency_.pool(p); }
   uint32_t pool_of_group(uint32_t g) const { return layout_.group_pool[g]; }
   size_t num_pools() const { return residency_.num_pools(); }
   const PageArena* arena() const { return residency_.arena(); }
-  // The secondary tier (host_tier.h): its pools, queue and counters.
-  const HostTier& host_tier() const { return host_; }
+  // The secondary tier (tier.h; NoTier when the cache has none).
+  const Tier& host_tier() const { return *tier_; }
   bool in_host_tier(uint32_t node) const { return tree_.node(node).tier == kHostTier; }
 
  private:
@@ -171,46 +173,14 @@ class BlockManager : private Residency::Reclaimer {
   bool holds_alone(const Sequence& s, uint64_t b) const;
   // Whether sequence s holds node s.nodes[b] apart from its own blocks.
   bool holds_anchor(const Sequence& s, uint64_t b) const;
-  // The expiry heap key of a node's anchor (k = 0) or windowed slot k + 1.
-  uint32_t expiry_key(uint32_t node, uint32_t k) const { return node * expiry_stride_ + k; }
-
-  void hold_slot(uint32_t node, uint32_t g);
-  void hold_node(uint32_t node);    // every slot present
-  void hold_anchor(uint32_t node);  // the anchor groups' slots (or a holder)
-  void release_anchor(uint32_t node, BlockRetention r);
-  void release_set(const uint32_t* blocks, size_t stride, BlockRetention r);
-  void release_node(uint32_t node, BlockRetention r);
   void release_position(Sequence& s, uint64_t b);
   // Releases a windowed group's blocks that left the window.
   void release_out_of_window(Sequence& s);
-  void on_cached(uint32_t node, BlockRetention r);
-  void on_window_cached(uint32_t node, uint32_t g, BlockRetention r);
-  // Reverts the priority of every cached node whose duration has run out.
-  void expire_due();
   void mark_published(uint32_t node, const Sequence& s, uint64_t b);
-  void evict_node(uint32_t node);
-  void evict_window_slot(uint32_t node, uint32_t g);
-  // Without anchor groups: erases a node left with nothing, then its
-  // ancestors likewise.
-  void erase_if_unused(uint32_t node);
   void link_new_node(uint32_t node);
-  // Residency::Reclaimer: evicts the lowest (priority, age) victim that
-  // frees a block of pool p; empties a page; expires priorities.
-  void refresh_order() override { expire_due(); }
-  void evict_one(uint32_t pool) override;
-  void empty_page(uint32_t pool, uint32_t page) override;
-  void evict_subtree(uint32_t node);
-  // append_new_set `count` times (s has the capacity). Where every
-  // eviction takes whole nodes (no windowed group, page arena or host
-  // tier), the victims are taken out of the tree ahead, a chunk at a time
-  // (evict_ahead), and each one's blocks join the free lists (with one
-  // group: go straight to `s`) at the moment alloc_set would have evicted
-  // it: the same victims in the same order, the same blocks for `s`.
+  // append_new_set `count` times (s has the capacity); where every eviction
+  // takes whole nodes, through Eviction::alloc_sets_ahead.
   void append_new_sets(Sequence& s, uint64_t count);
-  // evict_node of the next `count` victims (<= kEvictChunk), but their
-  // blocks stay cached and out of the free lists: evicted_ lists them, one
-  // set per victim.
-  void evict_ahead(uint64_t count);
   void append_new_set(Sequence& s);
   void copy_on_write(Sequence& s, void* stream);
   bool publish_full(Sequence& s, uint64_t b, const std::string& extra);
@@ -219,40 +189,6 @@ class BlockManager : private Residency::Reclaimer {
   static void reserve_blocks(Sequence& s, uint64_t n);
   void debug_check() const;
   void check_windows() const;
-
-  // --- Secondary (host) tier hooks, defined in host_tier.cpp -------------
-  // A primary node with no primary child (all its children offloaded).
-  bool primary_leaf(uint32_t node) const { return index_.primary_leaf(node); }
-  // Called by every call that takes new primary blocks, after its checks
-  // and host allocations (the last step that can fail): copies back the
-  // host-tier nodes among `held` and `partial` (the nodes the call will
-  // hold) and evicts, offloading what qualifies, until `sets` block sets
-  // are free, so that alloc_set evicts nothing. A failed copy throws
-  // Error(KVC_ERR_DEVICE): the nodes whose copy failed stay where they were,
-  // the copies' destinations are freed. Without a host tier: nothing.
-  // window_begin[g]: the first position of `held` whose windowed slot of
-  // group g the call takes (nullptr: none held).
-  void prepare_sets(uint64_t sets, const std::vector<uint32_t>& held, uint32_t partial,
-                    const int64_t* window_begin, void* stream);
-  // Host-tier nodes among the matched ones (each needs a fresh block set).
-  uint64_t count_in_host(const std::vector<uint32_t>& nodes, uint32_t partial) const;
-  // commit found `node`, a host-tier node, under the key of the sequence's
-  // block b: the node takes the sequence's (equal) blocks and comes back to
-  // the primary tier without a copy. False when the sequence's block is
-  // shared (as for a new node: publish waits).
-  bool adopt_host_node(Sequence& s, uint64_t b, uint32_t node);
-  // Evicts a host-tier node (and its host subtree) from the tree.
-  void evict_host_node(uint32_t node);
-  // Drops the offloaded children (host subtrees) of a primary node leaving the tree.
-  void drop_host_children(uint32_t node);
-  void check_host_tier() const;
-  // prepare_sets' parts.
-  void plan_victims(uint64_t sets, const std::vector<uint32_t>& held, uint32_t partial,
-                    const int64_t* window_begin);
-  void offload_node(uint32_t node, const uint32_t* host_blocks);
-  void onboard_node(uint32_t node, const uint32_t* blocks);
-  void release_host_blocks(const uint32_t* blocks);
-  uint64_t set_bytes() const;
 
   const CacheConfig& cfg_;
   const LayerGrouping& grouping_;
@@ -263,31 +199,23 @@ class BlockManager : private Residency::Reclaimer {
   GroupLayout layout_;
   CacheCounters counters_;
   Residency residency_;
-  uint32_t expiry_stride_ = 1;         // 1 + windowed groups
   PrefixIndex index_;
   const RadixTree& tree_;              // index_'s, read
-  EvictionPolicy policy_;              // cached anchor leaves
-  std::vector<EvictionPolicy> window_policies_;  // cached windowed slots, per windowed group
-  HostTier host_;
-  RetentionClock time_;
-  ExpiryHeap expiry_;
+  Eviction eviction_;
+  std::unique_ptr<Tier> tier_;         // HostTier, or NoTier
   SequenceTable seqs_;
   std::unordered_map<uint64_t, Pin> pins_;
-  uint64_t clock_ = 0;  // release moments
   uint64_t batch_epoch_ = 0;
   Reservation reservation_;  // of the call being planned
   // Scratch, reused so hot paths do not allocate.
   mutable PrefixMatch match_;  // of add and probe
-  const std::vector<uint32_t> no_nodes_;  // no held nodes (extend)
   std::vector<uint32_t> set_scratch_;
-  std::vector<uint32_t> set_scratch2_;
+  std::vector<uint32_t> position_set_;  // the blocks of one position, being released or adopted
   std::vector<uint32_t> set_scratch3_;
   std::vector<int64_t> window_begin_;  // per group, of an add
   std::vector<Sequence*> batch_scratch_;
   std::vector<uint8_t> batch_cow_;
   std::vector<std::string> extras_scratch_;
-  static constexpr uint64_t kEvictChunk = 256;
-  std::vector<uint32_t> evicted_;  // kEvictChunk block sets
 };
 
 }  // namespace kvc
