@@ -179,8 +179,10 @@ Eviction::Victim Eviction::next_victim(uint32_t pool) const {
 template <bool kTiers>
 bool Eviction::requeue_parent(uint32_t parent) {
   if (parent == RadixTree::kRoot) return false;
+  // Without tiers (evict_ahead: anchors only, every node primary) a leaf
+  // is a node without children and node_ref() its anchor reference.
   if (!(kTiers ? index_.primary_leaf(parent) : tree_.is_leaf(parent))) return false;
-  if (index_.node_ref(parent) != 0) return false;
+  if ((kTiers ? index_.node_ref(parent) : index_.anchor_ref(parent)) != 0) return false;
   const TreeNode& p = tree_.node(parent);
   policy_.insert_by_age(parent, p.priority, p.age);
   return true;

@@ -119,9 +119,12 @@ class PrefixIndex {
   // one of its slots or names it.
   uint32_t node_ref(uint32_t node) const {
     if (!in_primary(node)) return 0;
-    if (!layout_.anchors.empty())
-      return residency_.info(layout_.ref_group, tree_.block(node, layout_.ref_group)).ref;
+    if (!layout_.anchors.empty()) return anchor_ref(node);
     return windowed_node_ref(node);
+  }
+  // node_ref of a primary node in a model with anchor groups.
+  uint32_t anchor_ref(uint32_t node) const {
+    return residency_.info(layout_.ref_group, tree_.block(node, layout_.ref_group)).ref;
   }
   bool node_has_block(uint32_t node) const {
     for (uint32_t g = 0; g < layout_.num_groups(); ++g)

@@ -134,15 +134,4 @@ const uint32_t* Sequences::position(const Sequence& s, uint64_t b) {
   return position_.data();
 }
 
-void Sequences::grow(std::vector<int32_t>& v, uint64_t n) {
-  if (v.capacity() < n) v.reserve(std::max<uint64_t>(n, 2 * v.capacity()));
-}
-
-void Sequences::reserve_blocks(Sequence& s, uint64_t n) {
-  if (s.nodes.capacity() >= n) return;
-  const uint64_t cap = std::max<uint64_t>(n, 2 * s.nodes.capacity());
-  for (auto& b : s.blocks) b.reserve(cap);
-  s.nodes.reserve(cap);
-}
-
 }  // namespace kvc

@@ -16,6 +16,7 @@
 // remove, pins), sequences_check.cpp.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -161,8 +162,16 @@ class Sequences {
   bool holds_anchor(const Sequence& s, uint64_t b) const;
   // position_[g] = s.blocks[g][b].
   const uint32_t* position(const Sequence& s, uint64_t b);
-  static void grow(std::vector<int32_t>& v, uint64_t n);
-  static void reserve_blocks(Sequence& s, uint64_t n);
+  // Capacity for n tokens / n block positions (no visible change).
+  static void grow(std::vector<int32_t>& v, uint64_t n) {
+    if (v.capacity() < n) v.reserve(std::max<uint64_t>(n, 2 * v.capacity()));
+  }
+  static void reserve_blocks(Sequence& s, uint64_t n) {
+    if (s.nodes.capacity() >= n) return;
+    const uint64_t cap = std::max<uint64_t>(n, 2 * s.nodes.capacity());
+    for (auto& b : s.blocks) b.reserve(cap);
+    s.nodes.reserve(cap);
+  }
 
   const CacheConfig& cfg_;
   const GroupLayout& layout_;
