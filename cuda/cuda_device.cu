@@ -50,6 +50,8 @@ CudaDevice::CudaDevice(int32_t ordinal) : ordinal_(ordinal) {
 }
 
 CudaDevice::~CudaDevice() {
+  // Outstanding frees of the pool complete on their own (cudaMemPoolDestroy).
+  if (pool_ != nullptr) cudaMemPoolDestroy(pool_);
   deallocate(errors_);
   if (tier_event_ != nullptr) cudaEventDestroy(tier_event_);
 }
@@ -154,12 +156,21 @@ void CudaDevice::order_after_tier_copies(void* stream) {
 void* CudaDevice::allocate_on(uint64_t bytes, void* stream) {
   if (bytes == 0) return nullptr;
   activate();
+  if (pool_ == nullptr) {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = ordinal_;
+    cuda_check(cudaMemPoolCreate(&pool_, &props), "cudaMemPoolCreate");
+  }
+  cuda_check(cudaMemPoolTrimTo(pool_, 0), "cudaMemPoolTrimTo");
   void* p = nullptr;
-  const cudaError_t err = cudaMallocAsync(&p, bytes, static_cast<cudaStream_t>(stream));
+  const cudaError_t err =
+      cudaMallocFromPoolAsync(&p, bytes, pool_, static_cast<cudaStream_t>(stream));
   if (err != cudaSuccess) {
     cudaGetLastError();
-    fail(KVC_ERR_OUT_OF_MEMORY, "cudaMallocAsync of " + std::to_string(bytes) + " bytes on " +
-                                    name_ + " failed: " + cudaGetErrorName(err));
+    fail(KVC_ERR_OUT_OF_MEMORY, "cudaMallocFromPoolAsync of " + std::to_string(bytes) +
+                                    " bytes on " + name_ + " failed: " + cudaGetErrorName(err));
   }
   return p;
 }

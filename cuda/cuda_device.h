@@ -72,6 +72,12 @@ class CudaDevice final : public Device {
   cudaEvent_t tier_event_ = nullptr;
   bool tier_recorded_ = false;
   void* tier_stream_ = nullptr;
+  // The stream-ordered pool of allocate_on (stateful growth): this
+  // device's own, trimmed before each allocation so that buffers freed by
+  // earlier, completed work go back to the driver instead of staying
+  // reserved (the default pool keeps them until the process synchronizes
+  // in a way it notices, and other users share it).
+  cudaMemPool_t pool_ = nullptr;
 };
 
 }  // namespace kvc

@@ -11,8 +11,9 @@
 //  3. the indirect decode alone against the paged decode kernel on the same
 //     bytes (16-token blocks in random places);
 //  4. memory over a 4K-token generation (B = 1, 32 layers), staggered
-//     against uniform growth: the cache's peak live bytes and the stream-
-//     ordered pool's reserved high watermark, each over the final size.
+//     against uniform growth: the cache's peak live bytes and the device
+//     memory in use at its peak (cudaMemGetInfo after every append), each
+//     over the final size.
 // Prints a markdown table per part.
 #include <cstring>
 #include <numeric>
@@ -25,7 +26,7 @@ namespace {
 constexpr uint32_t kLayers = 32, kHkv = 8, kHq = 32, kD = 128;
 
 kvc_stateful_t* make_stateful(uint32_t batch, uint32_t layers, kvc_growth_policy_t policy,
-                              uint32_t initial) {
+                              uint32_t initial, kvc_layout_t layout = KVC_LAYOUT_HND) {
   kvc_config_t* c = nullptr;
   BENCH_KVC(kvc_config_create(&c));
   BENCH_KVC(kvc_config_set_num_layers(c, layers));
@@ -37,6 +38,7 @@ kvc_stateful_t* make_stateful(uint32_t batch, uint32_t layers, kvc_growth_policy
   o.batch = batch;
   o.growth_policy = policy;
   o.initial_length = initial;
+  o.layout = layout;
   kvc_stateful_t* s = nullptr;
   BENCH_KVC(kvc_stateful_create(c, &o, &s));
   kvc_config_destroy(c);
@@ -158,8 +160,8 @@ float elapsed_us(cudaEvent_t a, cudaEvent_t b) {
 // 2. Beam step: reorder + decode against gather + decode.
 void bench_beam(cudaStream_t stream, Decoder& dec) {
   std::printf("\n### 2. Beam search step, 32 layers (32 q heads, 8 kv heads x 128, bf16)\n\n");
-  std::printf("| beams | context | table: reorder + decode us | gather + decode us | speedup |\n"
-              "|---|---|---|---|---|\n");
+  std::printf("| beams | context | table: reorder + decode us | gather + decode us | speedup |"
+              " gather + concat + decode us | speedup |\n|---|---|---|---|---|---|---|\n");
   cudaEvent_t e0, e1;
   BENCH_CUDA(cudaEventCreate(&e0));
   BENCH_CUDA(cudaEventCreate(&e1));
@@ -173,7 +175,11 @@ void bench_beam(cudaStream_t stream, Decoder& dec) {
       kvc_stateful_t* a = make_stateful(B, kLayers, KVC_GROWTH_STAGGERED, ctx + steps);
       kvc_stateful_t* b = make_stateful(B, kLayers, KVC_GROWTH_STAGGERED, ctx + steps);
       for (kvc_stateful_t* s : {t, a, b}) append_all(s, kLayers, ctx, src, stream);
-      double table_us = 0, gather_us = 0;
+      double table_us = 0, gather_us = 0, concat_us = 0;
+      // The seed's unfused graph also re-concatenates past + new after the
+      // gather: timed apart, per layer, into one scratch buffer.
+      const size_t crow = size_t(ctx + steps) * kD * 2;
+      void* scratch = dmalloc(2 * size_t(B) * kHkv * crow);
       std::vector<int32_t> idx(B);
       for (uint32_t step = 0; step < steps; ++step) {
         const uint32_t survivors = 1 + rng() % (B / 2);
@@ -206,14 +212,30 @@ void bench_beam(cudaStream_t stream, Decoder& dec) {
         BENCH_CUDA(cudaEventRecord(e1, stream));
         BENCH_CUDA(cudaEventSynchronize(e1));
         if (step > 1) gather_us += elapsed_us(e0, e1);
+        BENCH_CUDA(cudaEventRecord(e0, stream));
+        for (uint32_t l = 0; l < kLayers; ++l) {
+          const kvc_stateful_view_t vb = view_of(b, l);
+          BENCH_CUDA(cudaMemcpy2DAsync(scratch, crow, vb.key, vb.head_stride,
+                                       size_t(len) * kD * 2, 2 * size_t(B) * kHkv,
+                                       cudaMemcpyDeviceToDevice, stream));
+          BENCH_CUDA(cudaMemcpy2DAsync(static_cast<char*>(scratch) + size_t(len) * kD * 2, crow,
+                                       src, kD * 2, kD * 2, 2 * size_t(B) * kHkv,
+                                       cudaMemcpyDeviceToDevice, stream));
+        }
+        BENCH_CUDA(cudaEventRecord(e1, stream));
+        BENCH_CUDA(cudaEventSynchronize(e1));
+        if (step > 1) concat_us += elapsed_us(e0, e1);
         append_all(a, kLayers, 1, src, stream);
         append_all(b, kLayers, 1, src, stream);
         std::swap(a, b);
       }
       table_us /= steps - 2;
       gather_us /= steps - 2;
-      std::printf("| %u | %u | %.0f | %.0f | %.2fx |\n", B, ctx, table_us, gather_us,
-                  gather_us / table_us);
+      concat_us /= steps - 2;
+      std::printf("| %u | %u | %.0f | %.0f | %.2fx | %.0f | %.2fx |\n", B, ctx, table_us,
+                  gather_us, gather_us / table_us, gather_us + concat_us,
+                  (gather_us + concat_us) / table_us);
+      BENCH_CUDA(cudaFree(scratch));
       for (kvc_stateful_t* s : {t, a, b}) kvc_stateful_destroy(s);
     }
     BENCH_CUDA(cudaFree(src));
@@ -223,11 +245,13 @@ void bench_beam(cudaStream_t stream, Decoder& dec) {
 // 3. Indirect decode against the paged decode kernel, same bytes.
 void bench_decode(cudaStream_t stream, Decoder& dec) {
   std::printf("\n### 3. Decode attention alone, one layer: indirect (beam table) vs paged\n\n");
-  std::printf("| B | context | indirect us | paged us | paged / indirect |\n|---|---|---|---|---|\n");
-  for (uint32_t B : {4u, 8u}) {
-    for (uint32_t ctx : {4096u, 16384u}) {
+  std::printf("| B | context | stateful layout | indirect us | paged (HND) us | paged / indirect |\n"
+              "|---|---|---|---|---|---|\n");
+  for (uint32_t B : {4u, 8u})
+   for (uint32_t ctx : {4096u, 16384u})
+    for (kvc_layout_t layout : {KVC_LAYOUT_HND, KVC_LAYOUT_NHD}) {
       // The stateful side, with a beam table (two reorders mix the rows).
-      kvc_stateful_t* s = make_stateful(B, 1, KVC_GROWTH_STAGGERED, ctx);
+      kvc_stateful_t* s = make_stateful(B, 1, KVC_GROWTH_STAGGERED, ctx, layout);
       void* src = dmalloc(size_t(B) * kHkv * ctx * kD * 2);
       fill_bf16(src, size_t(B) * kHkv * ctx * kD, 7);
       append_all(s, 1, ctx / 2, src, stream);
@@ -268,34 +292,44 @@ void bench_decode(cudaStream_t stream, Decoder& dec) {
       a.workspace = dws;
       a.workspace_bytes = ws;
       const double paged = time_us(stream, 10, 7, [&] { BENCH_KVC(kvc_decode_attention(c, &a, stream)); });
-      std::printf("| %u | %u | %.1f | %.1f | %.2fx |\n", B, ctx, indirect, paged, paged / indirect);
+      std::printf("| %u | %u | %s | %.1f | %.1f | %.2fx |\n", B, ctx,
+                  layout == KVC_LAYOUT_HND ? "HND" : "NHD", indirect, paged, paged / indirect);
       for (void* p : {src, dtable, dlens, dws}) BENCH_CUDA(cudaFree(p));
       kvc_cache_destroy(c);
       kvc_stateful_destroy(s);
     }
-  }
 }
 
 // 4. Memory over a 4K-token generation.
 void bench_memory(cudaStream_t stream) {
   std::printf("\n### 4. Memory over a 4K-token generation (B = 1, 32 layers, 128-token prompt, "
               "growth step 128)\n\n");
-  std::printf("| policy | final bytes | peak live / final | pool reserved high / final | growths |"
+  std::printf("| policy | final bytes | peak live / final | device memory peak / final | growths |"
               " most growths in one step |\n|---|---|---|---|---|---|\n");
   void* src = dmalloc(size_t(kHkv) * 128 * kD * 2);
   fill_bf16(src, size_t(kHkv) * 128 * kD, 13);
-  cudaMemPool_t pool;
-  BENCH_CUDA(cudaDeviceGetDefaultMemPool(&pool, 0));
   for (kvc_growth_policy_t policy : {KVC_GROWTH_STAGGERED, KVC_GROWTH_UNIFORM}) {
     BENCH_CUDA(cudaDeviceSynchronize());
-    BENCH_CUDA(cudaMemPoolTrimTo(pool, 0));
-    uint64_t zero = 0;
-    BENCH_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero));
+    size_t free0 = 0, total = 0, low = ~size_t(0);
+    BENCH_CUDA(cudaMemGetInfo(&free0, &total));
     kvc_stateful_t* s = make_stateful(1, kLayers, policy, 0);
     append_all(s, kLayers, 128, src, stream);
     uint64_t before = 0, most = 0;
     for (uint32_t t = 0; t < 4096; ++t) {
-      append_all(s, kLayers, 1, src, stream);
+      // Device memory in use is sampled after every layer's append (the
+      // stateful cache's own pool returns what completed frees released).
+      for (uint32_t l = 0; l < kLayers; ++l) {
+        kvc_stateful_append_args_t a = KVC_STATEFUL_APPEND_ARGS_INIT;
+        a.layer = l;
+        a.num_tokens = 1;
+        a.src_dtype = KVC_DTYPE_BF16;
+        a.key = src;
+        a.value = src;
+        BENCH_KVC(kvc_stateful_append(s, &a, stream));
+        size_t f = 0, tt = 0;
+        BENCH_CUDA(cudaMemGetInfo(&f, &tt));
+        low = std::min(low, f);
+      }
       BENCH_CUDA(cudaStreamSynchronize(stream));  // a decode loop samples each step
       kvc_stateful_stats_t st;
       kvc_stateful_stats_init(&st);
@@ -306,12 +340,11 @@ void bench_memory(cudaStream_t stream) {
     kvc_stateful_stats_t st;
     kvc_stateful_stats_init(&st);
     BENCH_KVC(kvc_stateful_get_stats(s, &st));
-    uint64_t high = 0;
-    BENCH_CUDA(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &high));
+    const double high = double(free0 - low);
     std::printf("| %s | %llu | %.3f | %.3f | %llu | %llu |\n",
                 policy == KVC_GROWTH_STAGGERED ? "staggered" : "uniform",
                 (unsigned long long)st.bytes_allocated, double(st.peak_bytes) / st.bytes_allocated,
-                double(high) / st.bytes_allocated, (unsigned long long)st.reallocations,
+                high / double(st.bytes_allocated), (unsigned long long)st.reallocations,
                 (unsigned long long)most);
     kvc_stateful_destroy(s);
   }

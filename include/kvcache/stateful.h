@@ -37,15 +37,18 @@
  * holds the append. So in a decode loop (one token per row and step) layer
  * l grows exactly when its length passes `o_l + k * S`: the layers' offsets
  * are distinct when L <= S, so no two layers grow on the same step. A
- * growth frees the old buffer in the same call (stream-ordered on CUDA),
- * so the live bytes peak at the steady size plus one layer's new buffer;
- * a device allocator that keeps freed memory until the next
- * synchronization (CUDA's stream-ordered pool, released when the decode
- * loop synchronizes) then holds one replaced buffer per step instead of
- * one per layer, and one step pays one past-copy instead of L. The
- * steady size exceeds the live tokens by at most S tokens per layer (S / 2
- * on average). With L > S, at most ceil(L / S) layers share an offset. A
- * multi-token append (a prompt) may grow every layer in that step.
+ * growth frees the old buffer in the same call, so the live bytes peak at
+ * the steady size plus one layer's new buffer. On CUDA the free is
+ * stream-ordered (the copy of the past is still in flight): the buffers
+ * come from the cache's own stream-ordered pool, trimmed before each
+ * growth, so memory freed by completed work goes back to the driver and
+ * what stays reserved beside the live bytes is the buffers replaced by
+ * work still in flight: about one per step under the staggered policy,
+ * up to one per layer under the uniform one. A step also pays one
+ * past-copy instead of L. The steady size exceeds the live tokens by at
+ * most S tokens per layer (S / 2 on average). With L > S, at most
+ * ceil(L / S) layers share an offset. A multi-token append (a prompt)
+ * may grow every layer in that step.
  *
  * **Beam search.** Rows are beams. kvc_stateful_reorder(beam_idx) makes
  * row b continue the history of row beam_idx[b] without moving any K/V: a

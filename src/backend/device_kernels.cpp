@@ -19,6 +19,7 @@ AsyncError Device::async_error(void*) { return {}; }
 void* Device::allocate_on(uint64_t bytes, void* /*stream*/) { return allocate(bytes); }
 
 void Device::deallocate_on(void* ptr, void* stream) noexcept {
+  if (ptr == nullptr) return;
   try {
     synchronize(stream);
   } catch (...) {

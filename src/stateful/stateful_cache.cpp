@@ -96,7 +96,7 @@ StatefulCache::StatefulCache(const CacheConfig& config, const StatefulOptions& o
     }
     dev_->synchronize(nullptr);
   } catch (...) {
-    for (Layer& l : layers_) dev_->deallocate(l.buf);
+    for (Layer& l : layers_) dev_->deallocate_on(l.buf, nullptr);
     dev_->deallocate(identity_dev_);
     dev_->deallocate(lengths_dev_);
     throw;
@@ -104,12 +104,13 @@ StatefulCache::StatefulCache(const CacheConfig& config, const StatefulOptions& o
 }
 
 StatefulCache::~StatefulCache() {
+  // Buffers and table came from allocate_on: freed the same way.
+  for (Layer& l : layers_) dev_->deallocate_on(l.buf, nullptr);
+  dev_->deallocate_on(table_, nullptr);
   try {
     dev_->synchronize(nullptr);
   } catch (...) {
   }
-  for (Layer& l : layers_) dev_->deallocate(l.buf);
-  dev_->deallocate(table_);
   dev_->deallocate(identity_dev_);
   dev_->deallocate(lengths_dev_);
 }

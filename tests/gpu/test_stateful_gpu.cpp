@@ -226,13 +226,16 @@ TEST_F(StatefulGpu, AppendAcrossGrowthTrimAndExportMatchTheCpu) {
     open(geo);
     if (HasFatalFailure()) return;
     std::vector<uint32_t> rows(g.batch);
-    for (int s = 0; s < 12; ++s)
+    for (int s = 0; s < 12; ++s) {
+      // One step: every layer gets the same counts (trim and export need
+      // the layers level), rows differ.
+      const uint32_t n = 1 + uint32_t(rng() % 6);
+      for (uint32_t& r : rows) r = uint32_t(rng() % (n + 1));
       for (uint32_t l = 0; l < g.layers; ++l) {
-        const uint32_t n = 1 + uint32_t(rng() % 6);
-        for (uint32_t& r : rows) r = uint32_t(rng() % (n + 1));
         append(l, n, c.src, s % 2 == 0 ? nullptr : &rows);
         if (HasFatalFailure()) return;
       }
+    }
     expect_equal("after appends");
     KVC_OK_(kvc_stateful_trim(cpu, 1, 2, nullptr));
     KVC_OK_(kvc_stateful_trim(gpu, 1, 2, stream));
