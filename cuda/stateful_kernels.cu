@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_numeric.cuh"
 #include "cuda/stateful_kernels.h"

@@ -6,7 +6,7 @@
 #include <initializer_list>
 #include <type_traits>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_kernels.h"
 #include "cuda/cuda_numeric.cuh"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "backend/numeric.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 namespace kvc {
 

@@ -6,7 +6,7 @@
 
 #include "backend/cpu_device.h"
 #include "backend/numeric.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 namespace kvc {
 

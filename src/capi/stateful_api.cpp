@@ -31,6 +31,26 @@ const kvc::StatefulCache& stateful_of(const kvc_stateful_t* c) {
   return *c->impl;
 }
 
+// What a stateful cache reads of a config: the model spec and the device.
+kvc::StatefulModel model_of(const kvc::CacheConfig& cfg) {
+  cfg.validate_shape();
+  for (size_t i = 0; i < cfg.windows.size(); ++i)
+    if (cfg.windows[i] != 0)
+      kvc::fail(KVC_ERR_UNSUPPORTED, "the stateful mode keeps every token: attention window [" +
+                                         std::to_string(i) + "] = " +
+                                         std::to_string(cfg.windows[i]) +
+                                         " is not supported (set windows to 0)");
+  kvc::StatefulModel m;
+  m.num_layers = cfg.num_layers;
+  for (uint32_t l = 0; l < cfg.num_layers; ++l) m.kv_heads.push_back(cfg.kv_heads_of(l));
+  m.head_dim = cfg.head_dim;
+  m.dtype = cfg.dtype;
+  m.kv_factor = cfg.kv_factor;
+  m.device_kind = cfg.device_kind;
+  m.device_ordinal = cfg.device_ordinal;
+  return m;
+}
+
 kvc::StatefulDecodeArgs decode_args_of(const kvc_stateful_decode_args_t* args) {
   static const kvc_stateful_decode_args_t defaults = KVC_STATEFUL_DECODE_ARGS_INIT;
   const kvc_stateful_decode_args_t a = read_sized(args, defaults, "args");
@@ -84,7 +104,7 @@ KVC_API kvc_status_t kvc_stateful_create(const kvc_config_t* config,
     const kvc::StatefulOptions opt =
         kvc::StatefulOptions::from(read_sized(options, defaults, "options"));
     auto handle = std::make_unique<kvc_stateful>();
-    handle->impl = std::make_unique<kvc::StatefulCache>(config->cfg, opt);
+    handle->impl = std::make_unique<kvc::StatefulCache>(model_of(config->cfg), opt);
     *out = handle.release();
   });
 }

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/layer_groups.h"
 #include "core/memory_plan.h"
 

@@ -5,7 +5,7 @@
 #include <limits>
 #include <numeric>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace kvc {
 

@@ -3,8 +3,8 @@
 #include <cstring>
 #include <string>
 
-#include "core/dtype.h"
-#include "core/error.h"
+#include "base/dtype.h"
+#include "base/error.h"
 
 namespace kvc {
 

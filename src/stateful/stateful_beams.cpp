@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "stateful/stateful_cache.h"
 
 namespace kvc {

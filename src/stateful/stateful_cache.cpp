@@ -7,8 +7,8 @@
 #include <cmath>
 #include <string>
 
-#include "core/dtype.h"
-#include "core/error.h"
+#include "base/dtype.h"
+#include "base/error.h"
 
 namespace kvc {
 
@@ -51,15 +51,18 @@ StatefulOptions StatefulOptions::from(const kvc_stateful_options_t& o) {
   return r;
 }
 
-StatefulCache::StatefulCache(const CacheConfig& config, const StatefulOptions& options,
+StatefulCache::StatefulCache(const StatefulModel& model, const StatefulOptions& options,
                              std::unique_ptr<Device> device)
-    : cfg_(config), book_(options.batch) {
-  cfg_.validate_shape();
-  for (size_t i = 0; i < cfg_.windows.size(); ++i)
-    if (cfg_.windows[i] != 0)
-      fail(KVC_ERR_UNSUPPORTED, "the stateful mode keeps every token: attention window [" +
-                                    str(i) + "] = " + str(cfg_.windows[i]) +
-                                    " is not supported (set windows to 0)");
+    : cfg_(model), book_(options.batch) {
+  if (cfg_.num_layers == 0 || cfg_.kv_heads.size() != cfg_.num_layers)
+    invalid_argument("the model needs num_layers > 0 and one kv_heads value per layer, got " +
+                     str(cfg_.num_layers) + " layers and " + str(cfg_.kv_heads.size()) + " values");
+  for (uint32_t h : cfg_.kv_heads)
+    if (h == 0) invalid_argument("kv_heads must be > 0");
+  if (cfg_.head_dim == 0) invalid_argument("head_dim must be > 0");
+  if (dtype_size(cfg_.dtype) == 0) invalid_argument("unknown dtype " + str(cfg_.dtype));
+  if (cfg_.kv_factor != 1 && cfg_.kv_factor != 2)
+    invalid_argument("kv_factor must be 1 or 2, got " + str(cfg_.kv_factor));
   if (options.batch == 0 || options.batch > kStatefulMaxRows)
     invalid_argument("batch must be in 1.." + str(kStatefulMaxRows) + ", got " +
                      str(options.batch));
@@ -74,7 +77,7 @@ StatefulCache::StatefulCache(const CacheConfig& config, const StatefulOptions& o
   policy_.max_length = options.max_length;
   policy_.staggered = options.staggered;
   layers_.resize(L_);
-  for (uint32_t l = 0; l < L_; ++l) layers_[l].heads = cfg_.kv_heads_of(l);
+  for (uint32_t l = 0; l < L_; ++l) layers_[l].heads = cfg_.kv_heads[l];
   len_.assign(uint64_t(L_) * B_, 0);
 
   try {

@@ -12,13 +12,24 @@
 #include <vector>
 
 #include "backend/device.h"
-#include "core/cache_config.h"
 #include "kvcache/stateful.h"
 #include "stateful/beam_book.h"
 #include "stateful/growth_policy.h"
 #include "stateful/state_format.h"
 
 namespace kvc {
+
+// The model a stateful cache holds: what it reads of a kvc_config_t (the C
+// API checks the config and copies these; the paged settings stay there).
+struct StatefulModel {
+  uint32_t num_layers = 0;
+  std::vector<uint32_t> kv_heads;  // one per layer
+  uint32_t head_dim = 0;
+  kvc_dtype_t dtype = KVC_DTYPE_BF16;
+  uint32_t kv_factor = 2;
+  kvc_device_kind_t device_kind = KVC_DEVICE_CPU;
+  int32_t device_ordinal = 0;
+};
 
 struct StatefulOptions {
   uint32_t batch = 0;
@@ -69,8 +80,8 @@ struct StatefulDecodeArgs {
 
 class StatefulCache {
  public:
-  // `device` null: the config's device. Throws Error on a bad config.
-  StatefulCache(const CacheConfig& config, const StatefulOptions& options,
+  // `device` null: the model's device. Throws Error on a bad model.
+  StatefulCache(const StatefulModel& model, const StatefulOptions& options,
                 std::unique_ptr<Device> device = nullptr);
   ~StatefulCache();
   StatefulCache(const StatefulCache&) = delete;
@@ -155,7 +166,7 @@ class StatefulCache {
 
   mutable std::mutex mu_;
   std::unique_ptr<Device> dev_;
-  CacheConfig cfg_;
+  StatefulModel cfg_;
   uint32_t L_ = 0;
   uint32_t B_ = 0;
   kvc_layout_t layout_ = KVC_LAYOUT_HND;

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "backend/kernel_checks.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "stateful/stateful_cache.h"
 
 namespace kvc {

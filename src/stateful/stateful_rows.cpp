@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "stateful/stateful_cache.h"
 
 namespace kvc {

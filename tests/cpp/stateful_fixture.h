@@ -1,6 +1,5 @@
-// Helpers of the stateful mode tests: configs, random K/V, a naive
-// reference (each row's history as plain concatenated bytes) and a CPU
-// device whose allocations fail when armed.
+// Helpers of the stateful mode tests: models, random K/V and a naive
+// reference (each row's history as plain concatenated bytes).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,22 +11,24 @@
 
 #include "backend/cpu_device.h"
 #include "backend/numeric.h"
-#include "core/dtype.h"
-#include "core/error.h"
+#include "base/dtype.h"
+#include "base/error.h"
+#include "kv_content.h"
 #include "stateful/stateful_cache.h"
 
 namespace kvc {
 namespace test {
 
-inline CacheConfig stateful_config(uint32_t layers, std::vector<uint32_t> heads, uint32_t dim,
-                                   kvc_dtype_t dtype, uint32_t kv_factor = 2) {
-  CacheConfig c;
-  c.num_layers = layers;
-  c.kv_heads = std::move(heads);
-  c.head_dim = dim;
-  c.dtype = dtype;
-  c.kv_factor = kv_factor;
-  return c;
+inline StatefulModel stateful_config(uint32_t layers, std::vector<uint32_t> heads, uint32_t dim,
+                                     kvc_dtype_t dtype, uint32_t kv_factor = 2) {
+  StatefulModel m;
+  m.num_layers = layers;
+  if (heads.size() == 1) heads.assign(layers, heads[0]);
+  m.kv_heads = std::move(heads);
+  m.head_dim = dim;
+  m.dtype = dtype;
+  m.kv_factor = kv_factor;
+  return m;
 }
 
 inline StatefulOptions stateful_options(uint32_t batch, kvc_layout_t layout, uint32_t step,
@@ -122,51 +123,6 @@ inline std::string compare_layer(const StatefulCache& c, uint32_t layer, NaiveHi
   }
   return {};
 }
-
-// The CPU backend whose stream-ordered allocations (growth, table,
-// scratch) fail when armed.
-class FailingAllocDevice final : public Device {
- public:
-  // The n-th allocate_on from now fails (1: the next); 0 disarms.
-  void fail_alloc(uint32_t n) { fail_in_ = n; }
-
-  kvc_device_kind_t kind() const override { return inner_.kind(); }
-  int32_t ordinal() const override { return 0; }
-  std::string name() const override { return "cpu (failing allocations)"; }
-  DeviceMemoryInfo memory_info() const override { return {}; }
-  void* allocate(uint64_t bytes) override { return inner_.allocate(bytes); }
-  void deallocate(void* p) noexcept override { inner_.deallocate(p); }
-  void* allocate_on(uint64_t bytes, void* stream) override {
-    if (fail_in_ != 0 && --fail_in_ == 0)
-      fail(KVC_ERR_OUT_OF_MEMORY, "injected allocation failure of " + std::to_string(bytes) +
-                                      " bytes");
-    return inner_.allocate_on(bytes, stream);
-  }
-  void deallocate_on(void* p, void* stream) noexcept override { inner_.deallocate_on(p, stream); }
-  void* allocate_host(uint64_t bytes) override { return inner_.allocate_host(bytes); }
-  void deallocate_host(void* p) noexcept override { inner_.deallocate_host(p); }
-  void copy_blocks(void* base, const BlockGeometry& g, const BlockCopy* c, size_t n,
-                   void* stream) override {
-    inner_.copy_blocks(base, g, c, n, stream);
-  }
-  void copy_tier(TierDirection d, void* dev, void* host, uint64_t bytes, const TierCopy* c,
-                 size_t n, void* stream) override {
-    inner_.copy_tier(d, dev, host, bytes, c, n, stream);
-  }
-  void synchronize(void*) override {}
-  void copy_2d(void* dst, uint64_t dp, const void* src, uint64_t sp, uint64_t w, uint64_t h,
-               CopyKind k, void* s) override {
-    inner_.copy_2d(dst, dp, src, sp, w, h, k, s);
-  }
-  void stateful_append(const StatefulAppendWork& w, void* s) override { inner_.stateful_append(w, s); }
-  void table_reorder(const TableReorderWork& w, void* s) override { inner_.table_reorder(w, s); }
-  void gather_rows(const RowGatherWork& w, void* s) override { inner_.gather_rows(w, s); }
-  void decode_attention(const DecodeWork& w, void* s) override { inner_.decode_attention(w, s); }
-
- private:
-  CpuDevice inner_;
-  uint32_t fail_in_ = 0;
-};
 
 }  // namespace test
 }  // namespace kvc

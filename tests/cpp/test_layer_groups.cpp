@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "core/cache_config.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/layer_groups.h"
 #include "core/memory_plan.h"
 

@@ -20,10 +20,10 @@ struct Step {
 
 // Random K/V of n positions for every row of `layer`, rows taking a random
 // count in [0, n] (all n when `all`).
-Step make_step(std::mt19937& rng, const StatefulCache& c, const CacheConfig& cfg, uint32_t layer,
+Step make_step(std::mt19937& rng, const StatefulCache& c, const StatefulModel& cfg, uint32_t layer,
                uint32_t n, kvc_dtype_t src_dtype, bool all) {
   Step s;
-  const size_t elems = size_t(c.batch()) * cfg.kv_heads_of(layer) * n * cfg.head_dim;
+  const size_t elems = size_t(c.batch()) * cfg.kv_heads[layer] * n * cfg.head_dim;
   s.key = random_elems(rng, src_dtype, elems);
   if (cfg.kv_factor == 2) s.value = random_elems(rng, src_dtype, elems);
   s.rows.resize(c.batch());
@@ -55,7 +55,7 @@ class StatefulAppend : public ::testing::TestWithParam<AppendCase> {};
 
 TEST_P(StatefulAppend, AcrossGrowthEqualsConcatenation) {
   const AppendCase p = GetParam();
-  const CacheConfig cfg = stateful_config(3, {2, 1, 3}, 8, p.dtype, p.kv_factor);
+  const StatefulModel cfg = stateful_config(3, {2, 1, 3}, 8, p.dtype, p.kv_factor);
   StatefulCache c(cfg, stateful_options(3, p.layout, 4));
   NaiveHistory ref(3, 3, {2, 1, 3}, 8, dtype_size(p.dtype), p.kv_factor);
   std::mt19937 rng(7);
@@ -78,7 +78,7 @@ INSTANTIATE_TEST_SUITE_P(
                       AppendCase{KVC_DTYPE_FP8_E4M3, KVC_LAYOUT_NHD, 2}));
 
 TEST(Stateful, Fp8AppendQuantizesWithScale) {
-  const CacheConfig cfg = stateful_config(1, {2}, 16, KVC_DTYPE_FP8_E4M3);
+  const StatefulModel cfg = stateful_config(1, {2}, 16, KVC_DTYPE_FP8_E4M3);
   StatefulCache c(cfg, stateful_options(2, KVC_LAYOUT_HND, 8));
   std::mt19937 rng(3);
   Step s = make_step(rng, c, cfg, 0, 3, KVC_DTYPE_BF16, true);
@@ -104,7 +104,7 @@ TEST(Stateful, Fp8AppendQuantizesWithScale) {
 // uniform policy every layer grows on the same steps.
 void growth_schedule(bool staggered) {
   const uint32_t L = 32, B = 2, H = 2, D = 4, step = 128, prompt = 100, steps = 700;
-  const CacheConfig cfg = stateful_config(L, {H}, D, KVC_DTYPE_BF16);
+  const StatefulModel cfg = stateful_config(L, {H}, D, KVC_DTYPE_BF16);
   StatefulCache c(cfg, stateful_options(B, KVC_LAYOUT_HND, step, staggered));
   const GrowthPolicy& pol = c.policy();
   auto bytes = [&](uint32_t cap) { return uint64_t(2) * B * H * cap * D * 2; };
@@ -150,7 +150,7 @@ TEST(Stateful, StaggeredGrowthNeverTwoLayersOnOneStep) { growth_schedule(true); 
 TEST(Stateful, UniformGrowthGrowsEveryLayerTogether) { growth_schedule(false); }
 
 TEST(Stateful, TrimThenAppend) {
-  const CacheConfig cfg = stateful_config(2, {2}, 8, KVC_DTYPE_F16);
+  const StatefulModel cfg = stateful_config(2, {2}, 8, KVC_DTYPE_F16);
   StatefulCache c(cfg, stateful_options(3, KVC_LAYOUT_NHD, 4));
   NaiveHistory ref(2, 3, {2, 2}, 8, 2, 2);
   std::mt19937 rng(5);
@@ -174,7 +174,7 @@ TEST(Stateful, TrimThenAppend) {
 }
 
 TEST(Stateful, ExportImportRoundTrip) {
-  const CacheConfig cfg = stateful_config(2, {2, 4}, 8, KVC_DTYPE_BF16);
+  const StatefulModel cfg = stateful_config(2, {2, 4}, 8, KVC_DTYPE_BF16);
   for (kvc_layout_t layout : {KVC_LAYOUT_HND, KVC_LAYOUT_NHD}) {
     StatefulCache a(cfg, stateful_options(3, layout, 4));
     NaiveHistory ref(2, 3, {2, 4}, 8, 2, 2);
@@ -197,7 +197,7 @@ TEST(Stateful, ExportImportRoundTrip) {
     NaiveHistory rb(2, 2, {2, 4}, 8, 2, 2);
     for (uint32_t l = 0; l < 2; ++l)
       for (uint32_t k = 0; k < 2; ++k)
-        for (uint32_t h = 0; h < cfg.kv_heads_of(l); ++h) rb.at(l, 0, k, h) = ref.at(l, 1, k, h);
+        for (uint32_t h = 0; h < cfg.kv_heads[l]; ++h) rb.at(l, 0, k, h) = ref.at(l, 1, k, h);
     for (uint32_t l = 0; l < 2; ++l) EXPECT_EQ(compare_layer(b, l, rb), "");
     std::vector<unsigned char> again(size);
     ASSERT_EQ(b.export_row(0, again.data(), size, nullptr), size);
@@ -207,16 +207,20 @@ TEST(Stateful, ExportImportRoundTrip) {
     a.import_row(2, buf.data(), size, nullptr);
     for (uint32_t l = 0; l < 2; ++l)
       for (uint32_t k = 0; k < 2; ++k)
-        for (uint32_t h = 0; h < cfg.kv_heads_of(l); ++h) ref.at(l, 2, k, h) = ref.at(l, 1, k, h);
+        for (uint32_t h = 0; h < cfg.kv_heads[l]; ++h) ref.at(l, 2, k, h) = ref.at(l, 1, k, h);
     for (uint32_t l = 0; l < 2; ++l) EXPECT_EQ(compare_layer(a, l, ref), "");
   }
 }
 
 TEST(Stateful, FailedGrowthChangesNothing) {
-  const CacheConfig cfg = stateful_config(2, {2}, 8, KVC_DTYPE_F32);
-  auto dev = std::make_unique<FailingAllocDevice>();
-  FailingAllocDevice* fd = dev.get();
-  StatefulCache c(cfg, stateful_options(2, KVC_LAYOUT_HND, 4), std::move(dev));
+  const StatefulModel cfg = stateful_config(2, {2}, 8, KVC_DTYPE_F32);
+  // The real CPU backend with the fault hook: the next allocation fails.
+  FaultPlan faults;
+  auto dev = std::make_unique<CpuDevice>();
+  dev->set_fault_hook(&faults);
+  auto owned = std::make_unique<StatefulCache>(cfg, stateful_options(2, KVC_LAYOUT_HND, 4),
+                                               std::move(dev));
+  StatefulCache& c = *owned;
   NaiveHistory ref(2, 2, {2, 2}, 8, 4, 2);
   std::mt19937 rng(11);
   for (uint32_t l = 0; l < 2; ++l) {
@@ -227,7 +231,7 @@ TEST(Stateful, FailedGrowthChangesNothing) {
   const kvc_stateful_view_t v0 = c.view(0);
   const StatefulStats st0 = c.stats();
   const StatefulLayerStats ls0 = c.layer_stats(0);
-  fd->fail_alloc(1);
+  faults.fail_allocation(1);
   const Step s = make_step(rng, c, cfg, 0, 3, KVC_DTYPE_F32, true);  // needs growth
   try {
     c.append(s.args, nullptr);
@@ -256,13 +260,16 @@ TEST(Stateful, FailedGrowthChangesNothing) {
     record(ref, t, KVC_LAYOUT_HND);
   }
   const StatefulStats st1 = c.stats();
-  fd->fail_alloc(1);
+  faults.fail_allocation(1);
   const int32_t idx[2] = {1, 1};
   EXPECT_THROW(c.reorder(idx, 2, nullptr), Error);
   EXPECT_EQ(c.view(0).beam_table, nullptr);
   EXPECT_EQ(c.stats().bytes_allocated, st1.bytes_allocated);
   EXPECT_EQ(c.stats().reorders, 0u);
   for (uint32_t l = 0; l < 2; ++l) EXPECT_EQ(compare_layer(c, l, ref), "");
+  // Failures leaked nothing: every allocation is released with the cache.
+  owned.reset();
+  EXPECT_EQ(faults.live, 0);
 }
 
 }  // namespace

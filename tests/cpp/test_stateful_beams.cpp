@@ -14,10 +14,10 @@ namespace test {
 namespace {
 
 // Appends one random token per row to every layer and records it.
-void append_all(StatefulCache& c, const CacheConfig& cfg, NaiveHistory& ref, std::mt19937& rng,
+void append_all(StatefulCache& c, const StatefulModel& cfg, NaiveHistory& ref, std::mt19937& rng,
                 uint32_t n) {
   for (uint32_t l = 0; l < cfg.num_layers; ++l) {
-    const size_t elems = size_t(c.batch()) * cfg.kv_heads_of(l) * n * cfg.head_dim;
+    const size_t elems = size_t(c.batch()) * cfg.kv_heads[l] * n * cfg.head_dim;
     const std::vector<unsigned char> k = random_elems(rng, cfg.dtype, elems);
     const std::vector<unsigned char> v = random_elems(rng, cfg.dtype, elems);
     kvc_stateful_append_args_t a = KVC_STATEFUL_APPEND_ARGS_INIT;
@@ -113,7 +113,7 @@ class StatefulBeams : public ::testing::TestWithParam<BeamCase> {};
 TEST_P(StatefulBeams, IndirectDecodeEqualsGatherThenDecode) {
   const BeamCase p = GetParam();
   const uint32_t B = p.width, D = 64, steps = 200;
-  const CacheConfig cfg = stateful_config(2, {2, 1}, D, p.dtype);  // GQA, then MQA
+  const StatefulModel cfg = stateful_config(2, {2, 1}, D, p.dtype);  // GQA, then MQA
   StatefulCache c(cfg, stateful_options(B, KVC_LAYOUT_HND, 16));
   NaiveHistory ref(2, B, {2, 1}, D, dtype_size(p.dtype), 2);
   std::mt19937 rng(p.width * 31 + p.dtype);
@@ -126,7 +126,7 @@ TEST_P(StatefulBeams, IndirectDecodeEqualsGatherThenDecode) {
     c.reorder(idx.data(), B, nullptr);
     ref.reorder(idx);
     append_all(c, cfg, ref, rng, 1);
-    const uint32_t layer = s % 2, q_heads = 2 * cfg.kv_heads_of(layer);
+    const uint32_t layer = s % 2, q_heads = 2 * cfg.kv_heads[layer];
     const std::vector<unsigned char> q =
         random_elems(rng, p.q_dtype, size_t(B) * q_heads * D);
     const auto got = stateful_decode(c, layer, q_heads, p.q_dtype, q.data(), D);
@@ -156,7 +156,7 @@ INSTANTIATE_TEST_SUITE_P(Widths, StatefulBeams,
                                            BeamCase{4, KVC_DTYPE_FP8_E4M3, KVC_DTYPE_BF16}));
 
 TEST(StatefulBeams, ReorderCopiesOnlyPastTheSharedPrefix) {
-  const CacheConfig cfg = stateful_config(1, {1}, 8, KVC_DTYPE_F32);
+  const StatefulModel cfg = stateful_config(1, {1}, 8, KVC_DTYPE_F32);
   StatefulCache c(cfg, stateful_options(4, KVC_LAYOUT_HND, 8));
   NaiveHistory ref(1, 4, {1}, 8, 4, 2);
   std::mt19937 rng(2);
@@ -175,7 +175,7 @@ TEST(StatefulBeams, ReorderCopiesOnlyPastTheSharedPrefix) {
 }
 
 TEST(StatefulBeams, AppendOverPositionsAnotherRowReadsIsRefused) {
-  const CacheConfig cfg = stateful_config(1, {1}, 8, KVC_DTYPE_F32);
+  const StatefulModel cfg = stateful_config(1, {1}, 8, KVC_DTYPE_F32);
   StatefulCache c(cfg, stateful_options(2, KVC_LAYOUT_HND, 8));
   NaiveHistory ref(1, 2, {1}, 8, 4, 2);
   std::mt19937 rng(4);
