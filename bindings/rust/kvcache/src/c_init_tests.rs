@@ -7,7 +7,7 @@ use kvcache_sys as sys;
 use crate::cache::sized;
 use crate::kernels::{RawDecodeArgs, RawStoreArgs};
 use crate::sequence::SequenceOptions;
-use crate::stateful::{RawStatefulAppend, RawStatefulDecode, StatefulOptions};
+use crate::stateful_args::{RawStatefulAppend, RawStatefulDecode, StatefulOptions};
 
 /// Debug output compares every field (padding bytes excluded).
 fn same<T: std::fmt::Debug>(ours: T, theirs: T) {

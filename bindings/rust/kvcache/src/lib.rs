@@ -57,6 +57,7 @@ mod error;
 mod kernels;
 mod sequence;
 mod stateful;
+mod stateful_args;
 mod types;
 mod version;
 
