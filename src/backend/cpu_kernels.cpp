@@ -78,7 +78,8 @@ void cpu_decode_attention(const DecodeWork& w) {
       scores.assign(len - start, 0.0f);
       float m = -std::numeric_limits<float>::infinity();
       for (uint32_t t = start; t < len; ++t) {
-        const unsigned char* krow = element_row(kv, uint64_t(row[t / T]), 0, t % T, kvh);
+        const uint32_t tok = w.contiguous_rows ? t : t % T;
+        const unsigned char* krow = element_row(kv, uint64_t(row[t / T]), 0, tok, kvh);
         float s = 0.0f;
         for (uint32_t d = 0; d < D; ++d) s += q[d] * (load_f32(krow, kv.dtype, d) * kscale);
         s *= w.softmax_scale;
@@ -89,7 +90,8 @@ void cpu_decode_attention(const DecodeWork& w) {
       for (uint32_t t = start; t < len; ++t) {
         const float p = std::exp(scores[t - start] - m);
         sum += p;
-        const unsigned char* vrow = element_row(kv, uint64_t(row[t / T]), vk, t % T, kvh);
+        const uint32_t tok = w.contiguous_rows ? t : t % T;
+        const unsigned char* vrow = element_row(kv, uint64_t(row[t / T]), vk, tok, kvh);
         for (uint32_t d = 0; d < D; ++d) acc[d] += p * (load_f32(vrow, kv.dtype, d) * vscale);
       }
       const float inv = len > start ? 1.0f / sum : 0.0f;

@@ -91,6 +91,12 @@ struct DecodeWork {
   float v_scale = 1.0f;
   void* workspace = nullptr;
   uint64_t workspace_bytes = 0;
+  // The stateful mode's rows (src/stateful): token t of a sequence is at
+  // position t of the row its table entry t / tokens_per_block names
+  // (base + id*block_stride + t*token_stride), not at row t % tokens_per_block
+  // of a block. tokens_per_block is then 1 (a beam table: one entry per
+  // position) or 2^31 (one entry per sequence: its own row).
+  bool contiguous_rows = false;
 };
 
 // The first failure of enqueued kernel work (see kvc_cache_get_async_error).

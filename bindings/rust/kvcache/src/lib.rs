@@ -10,6 +10,9 @@
 //!   [`Cache::slot_mapping`], ...), reports [`Stats`] (and per layer
 //!   group, [`GroupStats`]), and runs kernels
 //!   (safe on CPU caches, `unsafe` with device pointers).
+//! - [`StatefulCache`]: the stateful contiguous mode (OpenVINO's): per-layer
+//!   buffers for a fixed batch, in-place append, beam search through a beam
+//!   table, indirect decode attention, row export/import.
 //! - Every failure is an [`Error`] carrying the C status and the library's
 //!   message, read inside the failing call.
 //!
@@ -53,6 +56,8 @@ mod config;
 mod error;
 mod kernels;
 mod sequence;
+mod stateful;
+mod stateful_args;
 mod types;
 mod version;
 
@@ -67,6 +72,10 @@ pub use kernels::{
 };
 pub use sequence::{
     ExtraKey, RetentionRange, SequenceDesc, SequenceOptions, DEFAULT_PRIORITY, RETENTION_OPEN_END,
+};
+pub use stateful::{
+    GrowthPolicy, RawStatefulAppend, RawStatefulDecode, StatefulCache, StatefulLayerStats,
+    StatefulOn, StatefulOptions, StatefulStats, StatefulView,
 };
 pub use types::{Device, Dtype, Element, Features, Layout, Stream};
 pub use version::{
