@@ -30,6 +30,8 @@ class CpuDevice final : public Device {
   void store_kv(const StoreKvWork& work, void* stream) override;
   void decode_attention(const DecodeWork& work, void* stream) override;
   uint64_t decode_workspace_bytes(const DecodeWork&) const override { return 0; }
+  void prefill_attention(const PrefillWork& work, void* stream) override;
+  uint64_t prefill_workspace_bytes(const PrefillWork&) const override { return 0; }
   // Work runs in the call, so there is never an error left to report.
   AsyncError async_error(void*) override { return {}; }
 };
