@@ -177,6 +177,9 @@ KVCGO_ADDRESS_MEMBER(const int64_t *, slot_mapping)   /* kvc_store_args_t */
 KVCGO_ADDRESS_MEMBER(const int32_t *, seq_lens)       /* kvc_decode_args_t */
 KVCGO_ADDRESS_MEMBER(const int32_t *, block_table)    /* kvc_decode_args_t */
 KVCGO_ADDRESS_MEMBER(const int32_t *, indptr)         /* kvc_decode_args_t */
+KVCGO_ADDRESS_MEMBER(const int32_t *, qo_indptr)      /* kvc_prefill_args_t */
+KVCGO_ADDRESS_MEMBER(const int32_t *, kv_lens)        /* kvc_prefill_args_t */
+KVCGO_ADDRESS_MEMBER(float *, lse)                    /* kvc_prefill_args_t */
 
 /* Static strings (kvc_status_string, kvc_version_string): copied into Go
  * memory on return; the C string is owned by the library and not freed. */

@@ -1,0 +1,751 @@
+// Paged prefill attention on the tensor cores, FlashAttention-2 style:
+//  - a thread block owns a tile of 128 packed query rows: row r of sequence
+//    b is (query token r / G, query head kvh * G + r % G) for the G query
+//    heads of kv head kvh, so the heads of a GQA group share every K/V tile
+//    (a decode row fills G rows); each warp owns 16 or 32 rows;
+//  - K/V tiles of 64 tokens are gathered through the block table into
+//    shared memory with cp.async (a row of head_dim is contiguous in both
+//    layouts), K double-buffered: V(j) lands while S = Q K(j)^T and the
+//    softmax run, K(j+1) while O += P V(j) runs. fp8 K/V is copied raw
+//    and each thread converts the chunks it copied itself to f16/bf16
+//    before the barrier that publishes them, so the conversion needs no
+//    extra barrier;
+//  - S and O use mma.sync m16n8k16 (f32 accumulation) fed by ldmatrix from
+//    XOR-swizzled tiles (16-byte chunk c of row r at c ^ (r & 7): the 8
+//    rows of an 8x8 matrix hit 8 different bank groups);
+//  - the online softmax runs in registers in the exp2 domain; P goes from
+//    the S accumulators straight into A fragments;
+//  - tiles are scheduled heaviest first (the last query tiles of a
+//    sequence see the most keys); when the tiles do not fill the GPU the
+//    KV range is split (prefill_plan.h) and a merge kernel combines the
+//    pieces from the workspace.
+// Sequence lengths come from the host (kernel parameters), so the kernel
+// reads no lengths from device memory; block ids and CSR rows are checked
+// as they are read.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <type_traits>
+#include <vector>
+
+#include "cuda/cuda_check.h"
+#include "cuda/cuda_kernels.h"
+#include "cuda/cuda_numeric.cuh"
+#include "cuda/prefill_plan.h"
+
+namespace kvc {
+
+namespace {
+
+constexpr int BM = int(kPrefillTileRows);
+constexpr int BN = int(kPrefillTileTokens);
+constexpr int kMaxSeqs = 128;  // sequences per launch (they travel in the parameters)
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+struct PrefillSeq {
+  int32_t q_start;   // first query row
+  int32_t q_len;
+  int32_t kv_len;
+  int32_t tile_begin;  // first tile of the sequence in this launch
+  int32_t index;       // sequence index in the call (its table row)
+};
+
+struct PrefillParams {
+  const void* query;
+  void* out;
+  float* lse;
+  const unsigned char* k_base;
+  const unsigned char* v_base;
+  uint64_t block_stride;
+  uint64_t token_stride;
+  uint64_t head_stride;
+  const int32_t* table;
+  const int32_t* indptr;  // CSR offsets, or NULL for a padded table
+  uint64_t table_stride;
+  uint32_t num_blocks;
+  uint32_t block_shift;
+  uint32_t q_heads;
+  uint32_t kv_heads;
+  uint32_t group;
+  uint32_t window;  // 0 = full
+  uint32_t num_splits;
+  uint32_t split_tokens;
+  uint32_t num_seqs;
+  uint32_t num_tiles;
+  int32_t q_base;        // first query row of the launch (workspace rows)
+  float score_scale;     // softmax_scale * k_scale * log2(e), or / cap when capped
+  float cap_log2;        // cap * log2(e); 0 = no soft cap
+  float v_scale;
+  float* ws_o;           // [rows][q_heads][num_splits][head_dim]
+  float2* ws_ml;         // [rows][q_heads][num_splits] (max, sum), exp2 domain
+  KernelErrorRecord* err;
+  uint32_t layer;
+  PrefillSeq seqs[kMaxSeqs];
+};
+
+// Warps and 16-row MMA tiles per warp by head dim: 4 warps of 32 rows keep
+// each K/V element read from shared memory once per 32 rows; head dim 256
+// has 8 warps of 16 rows so the output accumulators fit in registers.
+template <int D> struct Cfg {
+  static constexpr int kWarps = D == 256 ? 8 : 4;
+  static constexpr int MT = BM / 16 / kWarps;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kMinBlocks = D == 256 ? 1 : 2;
+};
+
+template <class Q, class KV, int D> struct Smem {
+  static constexpr bool kFp8 = std::is_same_v<KV, fp8_t>;
+  static constexpr int kTileBytes = BN * D * 2;
+  static constexpr int kQ = 0;
+  static constexpr int kK = BM * D * 2;              // two K stages
+  static constexpr int kV = kK + 2 * kTileBytes;
+  static constexpr int kStageK = kV + kTileBytes;     // fp8 only: raw K, then raw V
+  static constexpr int kStageV = kStageK + BN * D;
+  static constexpr int kBytes = kFp8 ? kStageV + BN * D : kStageK;
+};
+
+// ---------------------------------------------------------------------------
+// PTX wrappers
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// 16 bytes, or zeros when `bytes` is 0 (the source is then not read).
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, uint32_t bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+// D += A * B, m16n8k16, f32 accumulators.
+template <class Q>
+__device__ __forceinline__ void mma16816(float* d, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<Q, bf16_t>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float fast_tanh(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Two floats as a packed pair of Q (low half = a).
+template <class Q>
+__device__ __forceinline__ uint32_t pack2(float a, float b) {
+  if constexpr (std::is_same_v<Q, bf16_t>) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    const __half2 v = __floats2half2_rn(a, b);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+}
+
+// Byte offset of 16-byte chunk c of row r in a swizzled tile of D 16-bit
+// elements per row.
+template <int D>
+__device__ __forceinline__ uint32_t swz(int r, int c) {
+  return uint32_t(r * (D * 2) + ((c ^ (r & 7)) << 4));
+}
+
+// 16 fp8 values (one 16-byte chunk) as 16 values of Q, two 16-byte chunks.
+template <class Q>
+__device__ __forceinline__ void fp8x16_to(const uint4& raw, uint4* out) {
+  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+  uint32_t o[8];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(
+          __nv_fp8x2_storage_t((w[i] >> (16 * h)) & 0xffff), __NV_E4M3);
+      if constexpr (std::is_same_v<Q, f16_t>) {
+        o[2 * i + h] = uint32_t(hr.x) | (uint32_t(hr.y) << 16);
+      } else {
+        // e4m3 values are exact in bf16: f16 -> f32 -> bf16 loses nothing.
+        const float2 f = __half22float2(__half2(hr));
+        o[2 * i + h] = pack2<bf16_t>(f.x, f.y);
+      }
+    }
+  }
+  out[0] = make_uint4(o[0], o[1], o[2], o[3]);
+  out[1] = make_uint4(o[4], o[5], o[6], o[7]);
+}
+
+// ---------------------------------------------------------------------------
+// The attention kernel
+
+template <class Q, class KV, int D>
+__global__ void __launch_bounds__(Cfg<D>::kThreads, Cfg<D>::kMinBlocks)
+    prefill_kernel(const __grid_constant__ PrefillParams p) {
+  using C = Cfg<D>;
+  using S = Smem<Q, KV, D>;
+  constexpr int MT = C::MT, NT = BN / 8, DT = D / 8, THREADS = C::kThreads;
+  constexpr bool kFp8 = S::kFp8;
+  constexpr int RW = MT * 16;  // rows per warp
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t s_base = smem_u32(smem);
+  const uint32_t s_q = s_base + S::kQ;
+  const uint32_t s_k = s_base + S::kK;
+  const uint32_t s_v = s_base + S::kV;
+
+  const int tid = threadIdx.x;
+  const int warp = tid >> 5;
+  const int lane = tid & 31;
+
+  // The work item: heaviest tiles first, all (kv head, split) pieces of a
+  // tile side by side so that they share the K/V reads in L2.
+  const uint32_t pieces = p.kv_heads * p.num_splits;
+  const uint32_t tile = p.num_tiles - 1 - blockIdx.x / pieces;
+  const uint32_t piece = blockIdx.x % pieces;
+  const uint32_t kvh = piece / p.num_splits;
+  const uint32_t split = piece % p.num_splits;
+  int lo_b = 0, hi_b = int(p.num_seqs) - 1;
+  while (lo_b < hi_b) {
+    const int mid = (lo_b + hi_b + 1) >> 1;
+    if (uint32_t(p.seqs[mid].tile_begin) <= tile) lo_b = mid;
+    else hi_b = mid - 1;
+  }
+  const PrefillSeq sq = p.seqs[lo_b];
+  const int G = int(p.group);
+  const int rows_valid = sq.q_len * G;
+  const int r0 = int(tile - uint32_t(sq.tile_begin)) * BM;
+  const int prefix = sq.kv_len - sq.q_len;
+  const int pos_min = prefix + r0 / G;
+  const int pos_max = prefix + (min(r0 + BM, rows_valid) - 1) / G;
+  const int window = int(p.window);
+
+  // The block table row, checked against the sequence's length.
+  const int32_t* table_row;
+  bool table_ok = true;
+  if (p.indptr != nullptr) {
+    const int32_t begin = p.indptr[sq.index];
+    const int64_t have = int64_t(p.indptr[sq.index + 1]) - begin;
+    const int64_t need = (int64_t(sq.kv_len) + (1 << p.block_shift) - 1) >> p.block_shift;
+    if (have < need) {
+      if (tid == 0 && r0 == 0 && piece == 0)
+        record_kernel_error(p.err, kPrefillTableTooShort, p.layer, sq.index, have, need);
+      table_ok = false;
+    }
+    table_row = p.table + begin;
+  } else {
+    table_row = p.table + uint64_t(sq.index) * p.table_stride;
+  }
+
+  // The KV range of this tile and piece: [lo_s, hi_s).
+  const int lo = window != 0 ? max(0, pos_min + 1 - window) : 0;
+  const int hi = pos_max + 1;
+  int lo_s = lo, hi_s = hi;
+  if (p.num_splits > 1) {
+    const int base = (lo / BN) * BN + int(split * p.split_tokens);
+    lo_s = max(lo, base);
+    hi_s = min(hi, base + int(p.split_tokens));
+  }
+  if (!table_ok) hi_s = lo_s;
+  const int n_first = (lo_s / BN) * BN;
+  const int n_tiles = hi_s > lo_s ? (hi_s - n_first + BN - 1) / BN : 0;
+
+  // This thread's rows: per MMA tile mt and half (row lane/4 or +8).
+  int pos_row[MT][2];
+  bool row_ok[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int pr = r0 + warp * RW + mt * 16 + (lane >> 2) + h * 8;
+      row_ok[mt][h] = pr < rows_valid;
+      pos_row[mt][h] = prefix + min(pr, rows_valid - 1) / G;
+    }
+  const bool warp_active = r0 + warp * RW < rows_valid;
+
+  float o[MT][DT][4];
+  float m[MT][2], l[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      m[mt][h] = -INFINITY;
+      l[mt][h] = 0.0f;
+    }
+#pragma unroll
+    for (int nt = 0; nt < DT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mt][nt][e] = 0.0f;
+  }
+
+  const uint32_t block_mask = (1u << p.block_shift) - 1;
+  const uint64_t head_offset = uint64_t(kvh) * p.head_stride;
+
+  // Global byte offset of token t's row, or -1 when it is not read (outside
+  // the range, or a bad block id).
+  auto row_offset = [&](int t) -> int64_t {
+    if (t < lo_s || t >= hi_s) return -1;
+    const int32_t id = table_row[t >> p.block_shift];
+    if (id < 0 || uint32_t(id) >= p.num_blocks) {
+      record_kernel_error(p.err, kPrefillBlockOutOfRange, p.layer, sq.index, id, p.num_blocks,
+                          t >> p.block_shift);
+      return -1;
+    }
+    return int64_t(uint64_t(id) * p.block_stride + uint64_t(t & block_mask) * p.token_stride +
+                   head_offset);
+  };
+
+  // Starts the copy of the K or V tile of tokens [n0, n0 + BN).
+  auto issue_kv = [&](const unsigned char* src_base, int n0, uint32_t dst_tile, uint32_t dst_stage) {
+    if constexpr (!kFp8) {
+      constexpr int CPR = D / 8;  // 16-byte chunks per row
+      constexpr int PER = BN * CPR / THREADS;
+      constexpr int ROWS_PER_PASS = THREADS / CPR;
+      const int c = tid % CPR;
+#pragma unroll
+      for (int k = 0; k < PER; ++k) {
+        const int r = tid / CPR + k * ROWS_PER_PASS;
+        const int64_t off = row_offset(n0 + r);
+        const unsigned char* src = off >= 0 ? src_base + off + c * 16 : src_base;
+        cp_async16(dst_tile + swz<D>(r, c), src, off >= 0 ? 16u : 0u);
+      }
+    } else {
+      constexpr int CPR = D / 16;  // 16-byte chunks of fp8 per row
+      constexpr int PER = BN * CPR / THREADS;
+      constexpr int ROWS_PER_PASS = THREADS / CPR;
+      const int c = tid % CPR;
+#pragma unroll
+      for (int k = 0; k < PER; ++k) {
+        const int r = tid / CPR + k * ROWS_PER_PASS;
+        const int64_t off = row_offset(n0 + r);
+        const unsigned char* src = off >= 0 ? src_base + off + c * 16 : src_base;
+        cp_async16(dst_stage + uint32_t((k * THREADS + tid) * 16), src, off >= 0 ? 16u : 0u);
+      }
+    }
+  };
+  // fp8: converts the chunks this thread copied into the 16-bit tile.
+  auto convert = [&](uint32_t stage_off, uint32_t tile_off) {
+    if constexpr (kFp8) {
+      constexpr int CPR = D / 16;
+      constexpr int PER = BN * CPR / THREADS;
+      constexpr int ROWS_PER_PASS = THREADS / CPR;
+      const int c = tid % CPR;
+#pragma unroll
+      for (int k = 0; k < PER; ++k) {
+        const int r = tid / CPR + k * ROWS_PER_PASS;
+        const uint4 raw = *reinterpret_cast<const uint4*>(smem + stage_off + (k * THREADS + tid) * 16);
+        uint4 two[2];
+        fp8x16_to<Q>(raw, two);
+        *reinterpret_cast<uint4*>(smem + tile_off + swz<D>(r, 2 * c)) = two[0];
+        *reinterpret_cast<uint4*>(smem + tile_off + swz<D>(r, 2 * c + 1)) = two[1];
+      }
+    }
+  };
+
+  if (n_tiles > 0) {
+    // Q: row r of the tile is packed row r0 + r; rows past the sequence are zeros.
+    {
+      constexpr int CPR = D / 8;
+      constexpr int PER = BM * CPR / THREADS;
+      constexpr int ROWS_PER_PASS = THREADS / CPR;
+      const int c = tid % CPR;
+      const unsigned char* qbase = static_cast<const unsigned char*>(p.query);
+#pragma unroll
+      for (int k = 0; k < PER; ++k) {
+        const int r = tid / CPR + k * ROWS_PER_PASS;
+        const int pr = r0 + r;
+        const bool ok = pr < rows_valid;
+        const uint64_t qrow = uint64_t(sq.q_start + (ok ? pr / G : 0)) * p.q_heads +
+                              kvh * uint32_t(G) + uint32_t(ok ? pr % G : 0);
+        cp_async16(s_q + swz<D>(r, c), qbase + (qrow * D + c * 8) * 2, ok ? 16u : 0u);
+      }
+    }
+    issue_kv(p.k_base, n_first, s_k, S::kStageK + s_base);
+    cp_async_commit();
+  }
+
+  for (int j = 0; j < n_tiles; ++j) {
+    const int n0 = n_first + j * BN;
+    const uint32_t k_tile = s_k + uint32_t(j & 1) * S::kTileBytes;
+    cp_async_wait<0>();
+    convert(S::kStageK, S::kK + uint32_t(j & 1) * S::kTileBytes);
+    __syncthreads();  // K(j) visible; every warp is done with V(j-1) and K(j-1)
+    issue_kv(p.v_base, n0, s_v, S::kStageV + s_base);
+    cp_async_commit();
+    if (j + 1 < n_tiles)
+      issue_kv(p.k_base, n0 + BN, s_k + uint32_t((j + 1) & 1) * S::kTileBytes, S::kStageK + s_base);
+    cp_async_commit();
+
+    uint32_t pa[MT][BN / 16][4];
+    if (warp_active) {
+      // S = Q K^T
+      float s[MT][NT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+          ldmatrix_x4(a[mt], s_q + swz<D>(warp * RW + mt * 16 + (lane & 15), 2 * kk + (lane >> 4)));
+#pragma unroll
+        for (int pp = 0; pp < BN / 16; ++pp) {
+          uint32_t b[4];
+          ldmatrix_x4(b, k_tile + swz<D>(16 * pp + ((lane >> 4) & 1) * 8 + (lane & 7),
+                                         2 * kk + ((lane >> 3) & 1)));
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma16816<Q>(s[mt][2 * pp], a[mt], b[0], b[1]);
+            mma16816<Q>(s[mt][2 * pp + 1], a[mt], b[2], b[3]);
+          }
+        }
+      }
+
+      // Scale (and cap) into the exp2 domain; mask; online softmax.
+      const bool need_mask = n0 + BN - 1 > pos_min || (window != 0 && n0 < pos_max + 1 - window);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float x = s[mt][nt][e] * p.score_scale;
+            if (p.cap_log2 != 0.0f) x = p.cap_log2 * fast_tanh(x);
+            if (need_mask) {
+              const int t = n0 + nt * 8 + (lane & 3) * 2 + (e & 1);
+              const int pr = pos_row[mt][e >> 1];
+              if (t > pr || (window != 0 && t + window <= pr)) x = -INFINITY;
+            }
+            s[mt][nt][e] = x;
+          }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float mx = m[mt][h];
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          // A row with nothing attended yet keeps max -inf: use 0 so that
+          // -inf - max stays -inf instead of NaN.
+          const float ref = mx == -INFINITY ? 0.0f : mx;
+          const float corr = fast_exp2(m[mt][h] - ref);
+          m[mt][h] = mx;
+          float sum = 0.0f;
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            s[mt][nt][2 * h] = fast_exp2(s[mt][nt][2 * h] - ref);
+            s[mt][nt][2 * h + 1] = fast_exp2(s[mt][nt][2 * h + 1] - ref);
+            sum += s[mt][nt][2 * h] + s[mt][nt][2 * h + 1];
+          }
+          l[mt][h] = l[mt][h] * corr + sum;  // this thread's columns; summed over the quad at the end
+#pragma unroll
+          for (int nt = 0; nt < DT; ++nt) {
+            o[mt][nt][2 * h] *= corr;
+            o[mt][nt][2 * h + 1] *= corr;
+          }
+        }
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {
+          pa[mt][kk][0] = pack2<Q>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+          pa[mt][kk][1] = pack2<Q>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+          pa[mt][kk][2] = pack2<Q>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+          pa[mt][kk][3] = pack2<Q>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        }
+      }
+    }
+
+    cp_async_wait<1>();  // V(j) has landed (K(j+1) may still be in flight)
+    convert(S::kStageV, S::kV);
+    __syncthreads();
+
+    if (warp_active) {
+      // O += P V
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) {
+#pragma unroll
+        for (int pp = 0; pp < D / 16; ++pp) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, s_v + swz<D>(16 * kk + ((lane >> 3) & 1) * 8 + (lane & 7),
+                                            2 * pp + (lane >> 4)));
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma16816<Q>(o[mt][2 * pp], pa[mt][kk], b[0], b[1]);
+            mma16816<Q>(o[mt][2 * pp + 1], pa[mt][kk], b[2], b[3]);
+          }
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // Epilogue: the quad's partial sums, then the output (or this piece's
+  // partial row for the merge).
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float sum = l[mt][h];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      if (!row_ok[mt][h]) continue;
+      const int pr = r0 + warp * RW + mt * 16 + (lane >> 2) + h * 8;
+      const uint32_t qh = kvh * uint32_t(G) + uint32_t(pr % G);
+      const uint64_t row = uint64_t(sq.q_start + pr / G);
+      const int d0 = (lane & 3) * 2;
+      if (p.num_splits == 1) {
+        const float inv = sum > 0.0f ? p.v_scale / sum : 0.0f;
+        uint32_t* dst = reinterpret_cast<uint32_t*>(static_cast<Q*>(p.out) + (row * p.q_heads + qh) * D);
+#pragma unroll
+        for (int nt = 0; nt < DT; ++nt)
+          dst[(nt * 8 + d0) / 2] = pack2<Q>(o[mt][nt][2 * h] * inv, o[mt][nt][2 * h + 1] * inv);
+        if (p.lse != nullptr && (lane & 3) == 0)
+          p.lse[row * p.q_heads + qh] = sum > 0.0f ? (m[mt][h] + log2f(sum)) * kLn2 : -INFINITY;
+      } else {
+        const uint64_t part = ((row - uint64_t(p.q_base)) * p.q_heads + qh) * p.num_splits + split;
+        float2* dst = reinterpret_cast<float2*>(p.ws_o + part * D);
+#pragma unroll
+        for (int nt = 0; nt < DT; ++nt)
+          dst[(nt * 8 + d0) / 2] = make_float2(o[mt][nt][2 * h], o[mt][nt][2 * h + 1]);
+        if ((lane & 3) == 0) p.ws_ml[part] = make_float2(sum > 0.0f ? m[mt][h] : -INFINITY, sum);
+      }
+    }
+  // The merge kernel may start launching now; it waits for this grid.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+// Combines the pieces of each (query row, head): weights exp2(m - M).
+template <class Q, int D>
+__global__ void __launch_bounds__(D) prefill_merge_kernel(const __grid_constant__ PrefillParams p) {
+  const uint32_t h = blockIdx.y;
+  const uint64_t local = blockIdx.x;
+  const uint64_t part0 = (local * p.q_heads + h) * p.num_splits;
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  float mx = -INFINITY;
+  for (uint32_t s = 0; s < p.num_splits; ++s) {
+    const float2 v = p.ws_ml[part0 + s];
+    if (v.y > 0.0f) mx = fmaxf(mx, v.x);
+  }
+  float sum = 0.0f, val = 0.0f;
+  for (uint32_t s = 0; s < p.num_splits; ++s) {
+    const float2 v = p.ws_ml[part0 + s];
+    if (v.y > 0.0f) {
+      const float w = fast_exp2(v.x - mx);
+      sum += v.y * w;
+      val += p.ws_o[(part0 + s) * D + threadIdx.x] * w;
+    }
+  }
+  const uint64_t row = uint64_t(p.q_base) + local;
+  static_cast<Q*>(p.out)[(row * p.q_heads + h) * D + threadIdx.x] =
+      from_f32<Q>(sum > 0.0f ? val * p.v_scale / sum : 0.0f);
+  if (p.lse != nullptr && threadIdx.x == 0)
+    p.lse[row * p.q_heads + h] = sum > 0.0f ? (mx + log2f(sum)) * kLn2 : -INFINITY;
+}
+
+// ---------------------------------------------------------------------------
+// Host side
+
+struct Variant {
+  void (*attend)(PrefillParams);
+  void (*merge)(PrefillParams);
+  size_t smem_bytes;
+  int threads;
+  int blocks_per_sm;
+};
+
+constexpr int kMaxDevices = 64;
+
+template <class Q, class KV, int D>
+const Variant& variant() {
+  static Variant per_device[kMaxDevices];
+  static std::once_flag once[kMaxDevices];
+  int device = 0;
+  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+  if (device >= kMaxDevices) fail(KVC_ERR_UNSUPPORTED, "CUDA device ordinal >= 64");
+  std::call_once(once[device], [device] {
+    Variant& r = per_device[device];
+    r.attend = prefill_kernel<Q, KV, D>;
+    r.merge = prefill_merge_kernel<Q, D>;
+    r.smem_bytes = size_t(Smem<Q, KV, D>::kBytes);
+    r.threads = Cfg<D>::kThreads;
+    cuda_check(cudaFuncSetAttribute(r.attend, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(r.smem_bytes)),
+               "cudaFuncSetAttribute");
+    cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&r.blocks_per_sm, r.attend, r.threads,
+                                                             r.smem_bytes),
+               "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    r.blocks_per_sm = std::max(r.blocks_per_sm, 1);
+  });
+  return per_device[device];
+}
+
+template <class Q, class KV>
+const Variant& pick_dim(uint32_t head_dim) {
+  switch (head_dim) {
+    case 64: return variant<Q, KV, 64>();
+    case 128: return variant<Q, KV, 128>();
+    default: return variant<Q, KV, 256>();
+  }
+}
+
+const Variant& pick(const PrefillWork& w) {
+  const LayerSlabs& kv = w.kv;
+  switch (kv.dtype) {
+    case KVC_DTYPE_F16: return pick_dim<f16_t, f16_t>(kv.head_dim);
+    case KVC_DTYPE_BF16: return pick_dim<bf16_t, bf16_t>(kv.head_dim);
+    case KVC_DTYPE_FP8_E4M3:
+      return w.q_dtype == KVC_DTYPE_F16 ? pick_dim<f16_t, fp8_t>(kv.head_dim)
+                                        : pick_dim<bf16_t, fp8_t>(kv.head_dim);
+    default:
+      fail(KVC_ERR_UNSUPPORTED,
+           "prefill attention on a CUDA cache supports f16, bf16 and fp8_e4m3 K/V; this cache "
+           "holds f32 (the CPU backend computes f32)");
+  }
+}
+
+uint64_t wave_of(const Variant& v, const GpuInfo& gpu) {
+  return uint64_t(gpu.sm_count) * uint64_t(v.blocks_per_sm);
+}
+
+}  // namespace
+
+uint64_t prefill_workspace_bytes(const PrefillWork& w, const GpuInfo& gpu) {
+  const Variant& v = pick(w);
+  return prefill_workspace_bound(w.total_q, w.q_heads, w.kv.head_dim, w.max_kv_len, wave_of(v, gpu));
+}
+
+void launch_prefill_attention(const PrefillWork& w, const GpuInfo& gpu, KernelErrorRecord* err,
+                              cudaStream_t stream) {
+  const LayerSlabs& kv = w.kv;
+  const Variant& v = pick(w);
+  // Checked before anything is launched.
+  if (reinterpret_cast<uintptr_t>(w.query) % 16 != 0)
+    invalid_argument("query must be 16-byte aligned on a CUDA cache");
+  if (reinterpret_cast<uintptr_t>(w.out) % 16 != 0)
+    invalid_argument("out must be 16-byte aligned on a CUDA cache");
+  if (reinterpret_cast<uintptr_t>(w.lse) % 4 != 0)
+    invalid_argument("lse must be 4-byte aligned on a CUDA cache");
+  const bool fp8 = kv.dtype == KVC_DTYPE_FP8_E4M3;
+  const uint32_t G = w.q_heads / kv.kv_heads;
+
+  PrefillParams p{};
+  p.query = w.query;
+  p.out = w.out;
+  p.lse = w.lse;
+  p.k_base = static_cast<const unsigned char*>(kv.base);
+  p.v_base = p.k_base + (kv.kv_factor == 2 ? kv.kv_stride : 0);
+  p.block_stride = kv.block_stride;
+  p.token_stride = kv.token_stride;
+  p.head_stride = kv.head_stride;
+  p.table = w.block_table;
+  p.indptr = w.table_format == KVC_TABLE_CSR ? w.indptr : nullptr;
+  p.table_stride = w.table_stride;
+  p.num_blocks = uint32_t(std::min<uint64_t>(kv.num_blocks, INT32_MAX));
+  p.block_shift = block_shift_of(kv.tokens_per_block);
+  p.q_heads = w.q_heads;
+  p.kv_heads = kv.kv_heads;
+  p.group = G;
+  p.window = w.window;
+  const float scale = w.softmax_scale * (fp8 ? w.k_scale : 1.0f);
+  if (w.soft_cap > 0.0f) {
+    p.score_scale = scale / w.soft_cap;
+    p.cap_log2 = w.soft_cap * kLog2e;
+  } else {
+    p.score_scale = scale * kLog2e;
+    p.cap_log2 = 0.0f;
+  }
+  p.v_scale = fp8 ? w.v_scale : 1.0f;
+  p.err = err;
+  p.layer = kv.layer;
+
+  const uint64_t wave = wave_of(v, gpu);
+  const uint64_t tile_tokens = (BM + G - 1) / G;  // query tokens of a full tile
+  uint32_t b = 0;
+  while (b < w.batch) {
+    // One launch: up to kMaxSeqs non-empty sequences.
+    p.num_seqs = 0;
+    uint32_t tiles = 0;
+    uint64_t max_range = 0;
+    int32_t rows_end = 0;
+    for (; b < w.batch && p.num_seqs < uint32_t(kMaxSeqs); ++b) {
+      const int32_t q_len = w.qo_indptr[b + 1] - w.qo_indptr[b];
+      if (q_len == 0) continue;
+      PrefillSeq& s = p.seqs[p.num_seqs++];
+      s.q_start = w.qo_indptr[b];
+      s.q_len = q_len;
+      s.kv_len = w.kv_lens[b];
+      s.tile_begin = int32_t(tiles);
+      s.index = int32_t(b);
+      tiles += uint32_t((uint64_t(q_len) * G + BM - 1) / BM);
+      uint64_t range = uint64_t(s.kv_len);
+      if (w.window != 0) range = std::min<uint64_t>(range, w.window + tile_tokens + BN);
+      max_range = std::max(max_range, range);
+      rows_end = s.q_start + q_len;
+    }
+    if (p.num_seqs == 0) break;
+    p.num_tiles = tiles;
+    p.q_base = p.seqs[0].q_start;
+    const PrefillSplit split = plan_prefill_split(uint64_t(tiles) * kv.kv_heads, wave, max_range);
+    p.num_splits = split.num_splits;
+    p.split_tokens = split.split_tokens;
+    const uint64_t rows = uint64_t(rows_end - p.q_base);
+    if (split.num_splits > 1) {
+      p.ws_o = static_cast<float*>(w.workspace);
+      p.ws_ml = reinterpret_cast<float2*>(p.ws_o + rows * w.q_heads * split.num_splits * kv.head_dim);
+    } else {
+      p.ws_o = nullptr;
+      p.ws_ml = nullptr;
+    }
+    const uint64_t blocks = uint64_t(tiles) * kv.kv_heads * split.num_splits;
+    if (blocks > uint64_t(INT32_MAX))
+      fail(KVC_ERR_UNSUPPORTED, "prefill attention: " + std::to_string(blocks) +
+                                    " thread blocks in one launch exceed the grid limit");
+    v.attend<<<dim3(uint32_t(blocks)), v.threads, v.smem_bytes, stream>>>(p);
+    cuda_check(cudaGetLastError(), "prefill attention kernel launch");
+    if (split.num_splits > 1) {
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = dim3(uint32_t(rows), w.q_heads);
+      cfg.blockDim = dim3(kv.head_dim);
+      cfg.dynamicSmemBytes = 0;
+      cfg.stream = stream;
+      cudaLaunchAttribute attr{};
+      attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr.val.programmaticStreamSerializationAllowed = 1;
+      cfg.attrs = &attr;
+      cfg.numAttrs = 1;
+      cuda_check(cudaLaunchKernelEx(&cfg, v.merge, p), "prefill attention merge kernel launch");
+      cuda_check(cudaGetLastError(), "prefill attention merge kernel launch");
+    }
+  }
+}
+
+}  // namespace kvc
