@@ -72,32 +72,36 @@ if [ "$MODE" = tier ] || [ "$MODE" = all ]; then
 fi
 
 if [ "$MODE" = prefill ]; then
-  echo "== GPU tests"
-  timeout 240 "$BUILD/tests/gpu/kvcache_gpu_tests" >"$OUT/gpu_tests.log" 2>&1
+  # The prefill tests, then both sanitizers over the cases that cover every
+  # kernel variant (the long prompts only cost CPU time for the reference).
+  echo "== GPU tests (prefill)"
+  timeout 150 "$BUILD/tests/gpu/kvcache_gpu_tests" --gtest_filter='PrefillGpu.*' >"$OUT/gpu_tests.log" 2>&1
   rc=$?; [ $rc -ne 0 ] && STATUS=1
   grep -E "^\[  (FAILED|PASSED|SKIPPED) |OK \]|Failure|Expected|Which is|relative|lse\[" \
     "$OUT/gpu_tests.log" | head -60
   echo "gpu tests exit code $rc"
   for tool in memcheck racecheck; do
     echo "== compute-sanitizer $tool (prefill tests)"
-    filter='PrefillGpu.*'
-    # racecheck instruments every shared-memory access: the small cases only.
-    [ $tool = racecheck ] && filter='PrefillGpu.EveryDtype*:PrefillGpu.Windows*:PrefillGpu.SplitKv*:PrefillGpu.ReportsErrors'
-    timeout 150 compute-sanitizer --tool $tool --error-exitcode 99 \
-      "$BUILD/tests/gpu/kvcache_gpu_tests" --gtest_filter="$filter" --gtest_brief=1 >"$OUT/$tool.log" 2>&1
+    filter='PrefillGpu.*:-PrefillGpu.LongPrompts*'
+    # racecheck instruments every shared-memory access: fewer cases.
+    [ $tool = racecheck ] && filter='PrefillGpu.EveryDtype*:PrefillGpu.SplitKv*'
+    timeout 110 compute-sanitizer --tool $tool --error-exitcode 99 \
+      "$BUILD/tests/gpu/kvcache_gpu_tests" --gtest_filter="$filter" >"$OUT/$tool.log" 2>&1
     rc=$?; [ $rc -ne 0 ] && STATUS=1
-    tail -5 "$OUT/$tool.log"
+    grep -E "^\[       OK|^\[  FAILED|ERROR SUMMARY|RACECHECK SUMMARY|Hazard|Invalid" "$OUT/$tool.log" | head -20
     echo "$tool exit code $rc"
   done
 fi
 
 if [ "$MODE" = prefill ] || [ "$MODE" = prefill-bench ]; then
   echo "== prefill benchmark"
-  timeout 120 "$BUILD/bench/bench_prefill_attention" --json "$WORK/prefill.jsonl" | tee "$OUT/prefill_bench.log" || STATUS=1
-  PYTHONUNBUFFERED=1 timeout 200 python3 bench/torch_prefill.py --prefill-json "$WORK/prefill.jsonl" \
-    --out "$OUT/prefill-h100.md" --command "bench/gpu_check.sh $MODE" >>"$OUT/prefill_bench.log" 2>&1 ||
-    { tail -20 "$OUT/prefill_bench.log"; STATUS=1; }
-  cat "$OUT/prefill-h100.md" 2>/dev/null
+  timeout 90 "$BUILD/bench/bench_prefill_attention" --json "$WORK/prefill.jsonl" | tee "$OUT/prefill_bench.log" || STATUS=1
+  if [ "${PREFILL_TORCH:-1}" = 1 ]; then
+    PYTHONUNBUFFERED=1 timeout 200 python3 bench/torch_prefill.py --prefill-json "$WORK/prefill.jsonl" \
+      --out "$OUT/prefill-h100.md" --command "bench/gpu_check.sh $MODE" >>"$OUT/prefill_bench.log" 2>&1 ||
+      { tail -20 "$OUT/prefill_bench.log"; STATUS=1; }
+    cat "$OUT/prefill-h100.md" 2>/dev/null
+  fi
 fi
 
 if [ "$MODE" = bench ] || [ "$MODE" = all ]; then

@@ -250,437 +250,492 @@ typedef long long swig_type_220;
 typedef long long swig_type_221;
 typedef _gostring_ swig_type_222;
 typedef _gostring_ swig_type_223;
-typedef _gostring_ swig_type_224;
+typedef long long swig_type_224;
 typedef long long swig_type_225;
-typedef long long swig_type_226;
-typedef long long swig_type_227;
-typedef long long swig_type_228;
+typedef _gostring_ swig_type_226;
+typedef _gostring_ swig_type_227;
+typedef _gostring_ swig_type_228;
 typedef long long swig_type_229;
 typedef long long swig_type_230;
 typedef long long swig_type_231;
-typedef _gostring_ swig_type_232;
+typedef long long swig_type_232;
 typedef long long swig_type_233;
 typedef long long swig_type_234;
 typedef long long swig_type_235;
-typedef long long swig_type_236;
+typedef _gostring_ swig_type_236;
 typedef long long swig_type_237;
 typedef long long swig_type_238;
-extern void _wrap_Swig_free_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern uintptr_t _wrap_Swig_malloc_kvc_fcbb5e12893c1662(swig_intgo arg1);
-extern swig_intgo _wrap_KVC_OK_kvc_fcbb5e12893c1662(void);
-extern swig_intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_fcbb5e12893c1662(void);
-extern swig_intgo _wrap_KVC_ERR_NOT_FOUND_kvc_fcbb5e12893c1662(void);
-extern swig_intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_fcbb5e12893c1662(void);
-extern swig_intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_fcbb5e12893c1662(void);
-extern swig_intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_fcbb5e12893c1662(void);
-extern swig_intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_fcbb5e12893c1662(void);
-extern swig_intgo _wrap_KVC_ERR_DEVICE_kvc_fcbb5e12893c1662(void);
-extern swig_intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_fcbb5e12893c1662(void);
-extern swig_intgo _wrap_KVC_ERR_INVALID_STATE_kvc_fcbb5e12893c1662(void);
-extern swig_intgo _wrap_KVC_ERR_INTERNAL_kvc_fcbb5e12893c1662(void);
-extern swig_type_1 _wrap_kvc_status_string_kvc_fcbb5e12893c1662(int arg1);
-extern swig_intgo _wrap_KVC_VERSION_NUMBER_kvc_fcbb5e12893c1662(void);
-extern swig_intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_fcbb5e12893c1662(void);
-extern swig_intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_fcbb5e12893c1662(void);
-extern int _wrap_kvc_version_kvc_fcbb5e12893c1662(void);
-extern swig_type_2 _wrap_kvc_version_string_kvc_fcbb5e12893c1662(void);
-extern int _wrap_kvc_abi_version_kvc_fcbb5e12893c1662(void);
-extern swig_type_3 _wrap_kvc_features_kvc_fcbb5e12893c1662(void);
-extern swig_intgo _wrap_KVC_DTYPE_F32_kvc_fcbb5e12893c1662(void);
-extern swig_intgo _wrap_KVC_DTYPE_F16_kvc_fcbb5e12893c1662(void);
-extern swig_intgo _wrap_KVC_DTYPE_BF16_kvc_fcbb5e12893c1662(void);
-extern swig_intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_fcbb5e12893c1662(void);
-extern swig_intgo _wrap_KVC_LAYOUT_NHD_kvc_fcbb5e12893c1662(void);
-extern swig_intgo _wrap_KVC_LAYOUT_HND_kvc_fcbb5e12893c1662(void);
-extern swig_intgo _wrap_KVC_DEVICE_CPU_kvc_fcbb5e12893c1662(void);
-extern swig_intgo _wrap_KVC_DEVICE_CUDA_kvc_fcbb5e12893c1662(void);
-extern swig_type_4 _wrap_kvc_config_create_kvc_fcbb5e12893c1662(swig_voidp arg1);
-extern swig_type_5 _wrap_kvc_config_clone_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_kvc_config_destroy_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern swig_type_6 _wrap_kvc_config_validate_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern swig_type_7 _wrap_kvc_config_set_num_layers_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern swig_type_8 _wrap_kvc_config_get_num_layers_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_9 _wrap_kvc_config_set_kv_heads_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern swig_type_10 _wrap_kvc_config_set_kv_heads_per_layer_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2, swig_type_11 arg3);
-extern swig_type_12 _wrap_kvc_config_get_kv_heads_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, swig_voidp arg3);
-extern swig_type_13 _wrap_kvc_config_set_head_dim_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern swig_type_14 _wrap_kvc_config_get_head_dim_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_15 _wrap_kvc_config_set_dtype_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern swig_type_16 _wrap_kvc_config_get_dtype_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_17 _wrap_kvc_config_set_kv_factor_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern swig_type_18 _wrap_kvc_config_get_kv_factor_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_19 _wrap_kvc_config_set_layout_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern swig_type_20 _wrap_kvc_config_get_layout_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_21 _wrap_kvc_config_set_tokens_per_block_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern swig_type_22 _wrap_kvc_config_get_tokens_per_block_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_23 _wrap_kvc_config_set_attention_windows_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2, swig_type_24 arg3);
-extern swig_type_25 _wrap_kvc_config_get_attention_window_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, swig_voidp arg3);
-extern swig_type_26 _wrap_kvc_config_set_device_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, int arg3);
-extern swig_type_27 _wrap_kvc_config_get_device_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
-extern swig_type_28 _wrap_kvc_config_set_primary_bytes_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_29 arg2);
-extern swig_type_30 _wrap_kvc_config_get_primary_bytes_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_31 _wrap_kvc_config_set_max_tokens_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_32 arg2);
-extern swig_type_33 _wrap_kvc_config_get_max_tokens_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_34 _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_fcbb5e12893c1662(uintptr_t arg1, double arg2);
-extern swig_type_35 _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_36 _wrap_kvc_config_set_host_cache_bytes_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_37 arg2);
-extern swig_type_38 _wrap_kvc_config_get_host_cache_bytes_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_39 _wrap_kvc_config_set_secondary_offload_min_priority_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern swig_type_40 _wrap_kvc_config_get_secondary_offload_min_priority_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_41 _wrap_kvc_config_set_block_reuse_kvc_fcbb5e12893c1662(uintptr_t arg1, _Bool arg2);
-extern swig_type_42 _wrap_kvc_config_get_block_reuse_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_43 _wrap_kvc_config_set_partial_reuse_kvc_fcbb5e12893c1662(uintptr_t arg1, _Bool arg2);
-extern swig_type_44 _wrap_kvc_config_get_partial_reuse_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_45 _wrap_kvc_config_set_copy_on_partial_reuse_kvc_fcbb5e12893c1662(uintptr_t arg1, _Bool arg2);
-extern swig_type_46 _wrap_kvc_config_get_copy_on_partial_reuse_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_47 _wrap_kvc_config_set_event_buffer_size_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern swig_type_48 _wrap_kvc_config_get_event_buffer_size_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_49 _wrap_kvc_config_set_manual_clock_kvc_fcbb5e12893c1662(uintptr_t arg1, _Bool arg2);
-extern swig_type_50 _wrap_kvc_config_get_manual_clock_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_51 _wrap_kvc_cache_create_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_kvc_cache_destroy_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_struct_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_struct_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_device_kind_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_device_kind_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_dtype_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_dtype_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_layout_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_layout_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_num_layers_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_num_layers_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_num_groups_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_num_groups_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_num_pools_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_num_pools_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_52 arg2);
-extern swig_type_53 _wrap_kvc_cache_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_54 arg2);
-extern swig_type_55 _wrap_kvc_cache_desc_t_token_capacity_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_56 arg2);
-extern swig_type_57 _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_58 arg2);
-extern swig_type_59 _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_60 arg2);
-extern swig_type_61 _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_62 arg2);
-extern swig_type_63 _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_cache_desc_t_kvc_fcbb5e12893c1662(void);
-extern void _wrap_delete_kvc_cache_desc_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern swig_type_64 _wrap_kvc_cache_describe_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
-extern void _wrap_kvc_group_desc_t_struct_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_struct_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_window_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_window_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_kv_heads_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_kv_heads_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_head_dim_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_head_dim_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_num_layers_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_num_layers_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_pool_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_pool_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_block_bytes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_65 arg2);
-extern swig_type_66 _wrap_kvc_group_desc_t_block_bytes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_67 arg2);
-extern swig_type_68 _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_group_desc_t_kvc_fcbb5e12893c1662(void);
-extern void _wrap_delete_kvc_group_desc_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern swig_type_69 _wrap_kvc_cache_describe_group_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern void _wrap_kvc_pool_desc_t_struct_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_pool_desc_t_struct_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_num_groups_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_pool_desc_t_num_groups_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_70 arg2);
-extern swig_type_71 _wrap_kvc_pool_desc_t_block_bytes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_72 arg2);
-extern swig_type_73 _wrap_kvc_pool_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_bytes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_74 arg2);
-extern swig_type_75 _wrap_kvc_pool_desc_t_bytes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_base_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_pool_desc_t_base_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_pool_desc_t_kvc_fcbb5e12893c1662(void);
-extern void _wrap_delete_kvc_pool_desc_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern swig_type_76 _wrap_kvc_cache_describe_pool_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern void _wrap_kvc_layer_view_t_struct_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_struct_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_group_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_group_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_pool_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_pool_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_dtype_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_dtype_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_layout_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_layout_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_kv_heads_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_kv_heads_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_head_dim_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_head_dim_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_kv_factor_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_kv_factor_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_elem_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_elem_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_base_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_layer_view_t_base_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_num_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_77 arg2);
-extern swig_type_78 _wrap_kvc_layer_view_t_num_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_block_stride_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_79 arg2);
-extern swig_type_80 _wrap_kvc_layer_view_t_block_stride_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_kv_stride_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_81 arg2);
-extern swig_type_82 _wrap_kvc_layer_view_t_kv_stride_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_token_stride_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_83 arg2);
-extern swig_type_84 _wrap_kvc_layer_view_t_token_stride_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_head_stride_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_85 arg2);
-extern swig_type_86 _wrap_kvc_layer_view_t_head_stride_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_layer_view_t_kvc_fcbb5e12893c1662(void);
-extern void _wrap_delete_kvc_layer_view_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern swig_type_87 _wrap_kvc_cache_layer_view_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern void _wrap_kvc_extra_key_t_offset_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_88 arg2);
-extern swig_type_89 _wrap_kvc_extra_key_t_offset_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_extra_key_t_length_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_90 arg2);
-extern swig_type_91 _wrap_kvc_extra_key_t_length_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_extra_key_t_data_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_extra_key_t_data_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_extra_key_t_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_92 arg2);
-extern swig_type_93 _wrap_kvc_extra_key_t_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_extra_key_t_kvc_fcbb5e12893c1662(void);
-extern void _wrap_delete_kvc_extra_key_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_retention_range_t_start_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_94 arg2);
-extern swig_type_95 _wrap_kvc_retention_range_t_start_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_retention_range_t_end_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_96 arg2);
-extern swig_type_97 _wrap_kvc_retention_range_t_end_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_retention_range_t_priority_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_retention_range_t_priority_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_retention_range_t_reserved_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_retention_range_t_reserved_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_retention_range_t_duration_ms_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_98 arg2);
-extern swig_type_99 _wrap_kvc_retention_range_t_duration_ms_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_retention_range_t_kvc_fcbb5e12893c1662(void);
-extern void _wrap_delete_kvc_retention_range_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_struct_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_options_t_struct_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_has_lora_set_kvc_fcbb5e12893c1662(uintptr_t arg1, _Bool arg2);
-extern _Bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_lora_id_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_100 arg2);
-extern swig_type_101 _wrap_kvc_sequence_options_t_lora_id_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_salt_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_sequence_options_t_salt_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_salt_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_102 arg2);
-extern swig_type_103 _wrap_kvc_sequence_options_t_salt_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_sequence_options_t_extra_keys_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_104 arg2);
-extern swig_type_105 _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_sequence_options_t_retention_ranges_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_106 arg2);
-extern swig_type_107 _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_108 arg2);
-extern swig_type_109 _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_sequence_options_t_kvc_fcbb5e12893c1662(void);
-extern void _wrap_delete_kvc_sequence_options_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern swig_type_110 _wrap_kvc_sequence_add_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_111 arg2, swig_voidp arg3, swig_type_112 arg4, uintptr_t arg5, uintptr_t arg6, swig_voidp arg7);
-extern swig_type_113 _wrap_kvc_sequence_extend_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_114 arg2, swig_voidp arg3, swig_type_115 arg4, uintptr_t arg5);
-extern swig_type_116 _wrap_kvc_sequence_commit_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_117 arg2, swig_type_118 arg3);
-extern swig_type_119 _wrap_kvc_sequence_rewind_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_120 arg2, swig_type_121 arg3);
-extern swig_type_122 _wrap_kvc_sequence_fork_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_123 arg2, swig_type_124 arg3);
-extern swig_type_125 _wrap_kvc_sequence_remove_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_126 arg2);
-extern swig_type_127 _wrap_kvc_sequence_pin_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_128 arg2);
-extern swig_type_129 _wrap_kvc_sequence_unpin_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_130 arg2);
-extern void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_reserved_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_desc_t_reserved_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_131 arg2);
-extern swig_type_132 _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_133 arg2);
-extern swig_type_134 _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_135 arg2);
-extern swig_type_136 _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_137 arg2);
-extern swig_type_138 _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_139 arg2);
-extern swig_type_140 _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_sequence_desc_t_kvc_fcbb5e12893c1662(void);
-extern void _wrap_delete_kvc_sequence_desc_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern swig_type_141 _wrap_kvc_sequence_describe_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_142 arg2, uintptr_t arg3);
-extern swig_type_143 _wrap_kvc_sequence_block_ids_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_144 arg2, int arg3, swig_voidp arg4, swig_type_145 arg5, swig_voidp arg6);
-extern swig_type_146 _wrap_kvc_sequence_blocks_needed_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_147 arg2, swig_type_148 arg3, swig_voidp arg4);
-extern swig_type_149 _wrap_kvc_cache_probe_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2, swig_type_150 arg3, uintptr_t arg4, swig_voidp arg5);
-extern swig_type_151 _wrap_kvc_cache_advance_clock_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_152 arg2);
-extern swig_type_153 _wrap_kvc_batch_extend_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_type_154 arg4, uintptr_t arg5);
-extern swig_type_155 _wrap_kvc_batch_block_table_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_156 arg4, swig_voidp arg5, swig_type_157 arg6, int arg7, swig_voidp arg8);
-extern swig_type_158 _wrap_kvc_batch_block_table_csr_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_159 arg4, swig_voidp arg5, swig_voidp arg6, swig_type_160 arg7, swig_voidp arg8, swig_voidp arg9);
-extern swig_type_161 _wrap_kvc_batch_sequence_lengths_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2, swig_type_162 arg3, swig_voidp arg4);
-extern swig_type_163 _wrap_kvc_batch_slot_mapping_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_164 arg4, swig_voidp arg5, swig_type_165 arg6, swig_voidp arg7, swig_voidp arg8);
-extern void _wrap_kvc_cache_stats_t_struct_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_stats_t_struct_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_reserved_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_stats_t_reserved_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_166 arg2);
-extern swig_type_167 _wrap_kvc_cache_stats_t_num_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_168 arg2);
-extern swig_type_169 _wrap_kvc_cache_stats_t_free_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_170 arg2);
-extern swig_type_171 _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_172 arg2);
-extern swig_type_173 _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_174 arg2);
-extern swig_type_175 _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_176 arg2);
-extern swig_type_177 _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_fcbb5e12893c1662(uintptr_t arg1, double arg2);
-extern double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_178 arg2);
-extern swig_type_179 _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_180 arg2);
-extern swig_type_181 _wrap_kvc_cache_stats_t_num_sequences_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_182 arg2);
-extern swig_type_183 _wrap_kvc_cache_stats_t_num_pinned_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_184 arg2);
-extern swig_type_185 _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_186 arg2);
-extern swig_type_187 _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_188 arg2);
-extern swig_type_189 _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_190 arg2);
-extern swig_type_191 _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_192 arg2);
-extern swig_type_193 _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_194 arg2);
-extern swig_type_195 _wrap_kvc_cache_stats_t_host_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_196 arg2);
-extern swig_type_197 _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_198 arg2);
-extern swig_type_199 _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_cache_stats_t_kvc_fcbb5e12893c1662(void);
-extern void _wrap_delete_kvc_cache_stats_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern swig_type_200 _wrap_kvc_cache_get_stats_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
-extern void _wrap_kvc_group_stats_t_struct_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_stats_t_struct_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_pool_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_stats_t_pool_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_201 arg2);
-extern swig_type_202 _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_203 arg2);
-extern swig_type_204 _wrap_kvc_group_stats_t_cached_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_205 arg2);
-extern swig_type_206 _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_207 arg2);
-extern swig_type_208 _wrap_kvc_group_stats_t_reused_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_209 arg2);
-extern swig_type_210 _wrap_kvc_group_stats_t_missed_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_211 arg2);
-extern swig_type_212 _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_released_blocks_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_213 arg2);
-extern swig_type_214 _wrap_kvc_group_stats_t_released_blocks_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_group_stats_t_kvc_fcbb5e12893c1662(void);
-extern void _wrap_delete_kvc_group_stats_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern swig_type_215 _wrap_kvc_cache_get_group_stats_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern swig_type_216 _wrap_kvc_cache_reset_reuse_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern swig_type_217 _wrap_kvc_cache_check_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_struct_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_store_args_t_struct_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_layer_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_store_args_t_layer_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_num_tokens_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_store_args_t_num_tokens_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_src_dtype_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_store_args_t_src_dtype_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_key_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_store_args_t_key_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_value_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_store_args_t_value_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_slot_mapping_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_store_args_t_slot_mapping_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_k_scale_set_kvc_fcbb5e12893c1662(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_store_args_t_k_scale_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_v_scale_set_kvc_fcbb5e12893c1662(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_store_args_t_v_scale_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_store_args_t_kvc_fcbb5e12893c1662(void);
-extern void _wrap_delete_kvc_store_args_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_store_args_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern swig_type_218 _wrap_kvc_store_kv_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_219 _wrap_kvc_copy_blocks_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, int arg6, uintptr_t arg7);
-extern swig_intgo _wrap_KVC_TABLE_PADDED_kvc_fcbb5e12893c1662(void);
-extern swig_intgo _wrap_KVC_TABLE_CSR_kvc_fcbb5e12893c1662(void);
-extern void _wrap_kvc_decode_args_t_struct_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_struct_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_layer_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_layer_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_batch_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_batch_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_q_heads_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_q_heads_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_q_dtype_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_q_dtype_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_table_format_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_table_format_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_query_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_decode_args_t_query_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_out_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_decode_args_t_out_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_seq_lens_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_decode_args_t_seq_lens_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_block_table_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_decode_args_t_block_table_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_indptr_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_decode_args_t_indptr_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_table_stride_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_table_stride_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_window_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_window_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_fcbb5e12893c1662(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_k_scale_set_kvc_fcbb5e12893c1662(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_decode_args_t_k_scale_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_v_scale_set_kvc_fcbb5e12893c1662(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_decode_args_t_v_scale_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_workspace_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_decode_args_t_workspace_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_220 arg2);
-extern swig_type_221 _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_decode_args_t_kvc_fcbb5e12893c1662(void);
-extern void _wrap_delete_kvc_decode_args_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern swig_type_222 _wrap_kvc_decode_workspace_size_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_223 _wrap_kvc_decode_attention_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_224 _wrap_kvc_cache_get_async_error_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_kvcgo_buffer_new_kvc_fcbb5e12893c1662(swig_voidp arg1, swig_type_225 arg2);
-extern void _wrap_kvcgo_buffer_free_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvcgo_buffer_read_kvc_fcbb5e12893c1662(swig_voidp arg1, uintptr_t arg2, swig_type_226 arg3);
-extern void _wrap_kvcgo_buffer_write_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2, swig_type_227 arg3);
-extern void _wrap_kvcgo_extra_key_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_228 arg2, swig_type_229 arg3, swig_type_230 arg4, uintptr_t arg5, swig_type_231 arg6);
-extern swig_type_232 _wrap_kvcgo_cache_async_error_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_233 _wrap_kvcgo_extra_key_size_kvc_fcbb5e12893c1662(void);
-extern void _wrap_kvcgo_retention_range_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_234 arg2, swig_type_235 arg3, swig_type_236 arg4, int arg5, swig_type_237 arg6);
-extern swig_type_238 _wrap_kvcgo_retention_range_size_kvc_fcbb5e12893c1662(void);
+typedef long long swig_type_239;
+typedef long long swig_type_240;
+typedef long long swig_type_241;
+typedef long long swig_type_242;
+extern void _wrap_Swig_free_kvc_a018c834d0647987(uintptr_t arg1);
+extern uintptr_t _wrap_Swig_malloc_kvc_a018c834d0647987(swig_intgo arg1);
+extern swig_intgo _wrap_KVC_OK_kvc_a018c834d0647987(void);
+extern swig_intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_a018c834d0647987(void);
+extern swig_intgo _wrap_KVC_ERR_NOT_FOUND_kvc_a018c834d0647987(void);
+extern swig_intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_a018c834d0647987(void);
+extern swig_intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_a018c834d0647987(void);
+extern swig_intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_a018c834d0647987(void);
+extern swig_intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_a018c834d0647987(void);
+extern swig_intgo _wrap_KVC_ERR_DEVICE_kvc_a018c834d0647987(void);
+extern swig_intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_a018c834d0647987(void);
+extern swig_intgo _wrap_KVC_ERR_INVALID_STATE_kvc_a018c834d0647987(void);
+extern swig_intgo _wrap_KVC_ERR_INTERNAL_kvc_a018c834d0647987(void);
+extern swig_type_1 _wrap_kvc_status_string_kvc_a018c834d0647987(int arg1);
+extern swig_intgo _wrap_KVC_VERSION_NUMBER_kvc_a018c834d0647987(void);
+extern swig_intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_a018c834d0647987(void);
+extern swig_intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_a018c834d0647987(void);
+extern int _wrap_kvc_version_kvc_a018c834d0647987(void);
+extern swig_type_2 _wrap_kvc_version_string_kvc_a018c834d0647987(void);
+extern int _wrap_kvc_abi_version_kvc_a018c834d0647987(void);
+extern swig_type_3 _wrap_kvc_features_kvc_a018c834d0647987(void);
+extern swig_intgo _wrap_KVC_DTYPE_F32_kvc_a018c834d0647987(void);
+extern swig_intgo _wrap_KVC_DTYPE_F16_kvc_a018c834d0647987(void);
+extern swig_intgo _wrap_KVC_DTYPE_BF16_kvc_a018c834d0647987(void);
+extern swig_intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_a018c834d0647987(void);
+extern swig_intgo _wrap_KVC_LAYOUT_NHD_kvc_a018c834d0647987(void);
+extern swig_intgo _wrap_KVC_LAYOUT_HND_kvc_a018c834d0647987(void);
+extern swig_intgo _wrap_KVC_DEVICE_CPU_kvc_a018c834d0647987(void);
+extern swig_intgo _wrap_KVC_DEVICE_CUDA_kvc_a018c834d0647987(void);
+extern swig_type_4 _wrap_kvc_config_create_kvc_a018c834d0647987(swig_voidp arg1);
+extern swig_type_5 _wrap_kvc_config_clone_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_kvc_config_destroy_kvc_a018c834d0647987(uintptr_t arg1);
+extern swig_type_6 _wrap_kvc_config_validate_kvc_a018c834d0647987(uintptr_t arg1);
+extern swig_type_7 _wrap_kvc_config_set_num_layers_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern swig_type_8 _wrap_kvc_config_get_num_layers_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_9 _wrap_kvc_config_set_kv_heads_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern swig_type_10 _wrap_kvc_config_set_kv_heads_per_layer_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2, swig_type_11 arg3);
+extern swig_type_12 _wrap_kvc_config_get_kv_heads_kvc_a018c834d0647987(uintptr_t arg1, int arg2, swig_voidp arg3);
+extern swig_type_13 _wrap_kvc_config_set_head_dim_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern swig_type_14 _wrap_kvc_config_get_head_dim_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_15 _wrap_kvc_config_set_dtype_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern swig_type_16 _wrap_kvc_config_get_dtype_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_17 _wrap_kvc_config_set_kv_factor_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern swig_type_18 _wrap_kvc_config_get_kv_factor_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_19 _wrap_kvc_config_set_layout_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern swig_type_20 _wrap_kvc_config_get_layout_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_21 _wrap_kvc_config_set_tokens_per_block_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern swig_type_22 _wrap_kvc_config_get_tokens_per_block_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_23 _wrap_kvc_config_set_attention_windows_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2, swig_type_24 arg3);
+extern swig_type_25 _wrap_kvc_config_get_attention_window_kvc_a018c834d0647987(uintptr_t arg1, int arg2, swig_voidp arg3);
+extern swig_type_26 _wrap_kvc_config_set_device_kvc_a018c834d0647987(uintptr_t arg1, int arg2, int arg3);
+extern swig_type_27 _wrap_kvc_config_get_device_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_28 _wrap_kvc_config_set_primary_bytes_kvc_a018c834d0647987(uintptr_t arg1, swig_type_29 arg2);
+extern swig_type_30 _wrap_kvc_config_get_primary_bytes_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_31 _wrap_kvc_config_set_max_tokens_kvc_a018c834d0647987(uintptr_t arg1, swig_type_32 arg2);
+extern swig_type_33 _wrap_kvc_config_get_max_tokens_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_34 _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_a018c834d0647987(uintptr_t arg1, double arg2);
+extern swig_type_35 _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_36 _wrap_kvc_config_set_host_cache_bytes_kvc_a018c834d0647987(uintptr_t arg1, swig_type_37 arg2);
+extern swig_type_38 _wrap_kvc_config_get_host_cache_bytes_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_39 _wrap_kvc_config_set_secondary_offload_min_priority_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern swig_type_40 _wrap_kvc_config_get_secondary_offload_min_priority_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_41 _wrap_kvc_config_set_block_reuse_kvc_a018c834d0647987(uintptr_t arg1, _Bool arg2);
+extern swig_type_42 _wrap_kvc_config_get_block_reuse_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_43 _wrap_kvc_config_set_partial_reuse_kvc_a018c834d0647987(uintptr_t arg1, _Bool arg2);
+extern swig_type_44 _wrap_kvc_config_get_partial_reuse_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_45 _wrap_kvc_config_set_copy_on_partial_reuse_kvc_a018c834d0647987(uintptr_t arg1, _Bool arg2);
+extern swig_type_46 _wrap_kvc_config_get_copy_on_partial_reuse_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_47 _wrap_kvc_config_set_event_buffer_size_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern swig_type_48 _wrap_kvc_config_get_event_buffer_size_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_49 _wrap_kvc_config_set_manual_clock_kvc_a018c834d0647987(uintptr_t arg1, _Bool arg2);
+extern swig_type_50 _wrap_kvc_config_get_manual_clock_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_51 _wrap_kvc_cache_create_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_kvc_cache_destroy_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_struct_size_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_struct_size_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_device_kind_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_device_kind_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_dtype_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_dtype_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_layout_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_layout_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_num_layers_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_num_layers_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_num_groups_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_num_groups_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_num_pools_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_num_pools_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_52 arg2);
+extern swig_type_53 _wrap_kvc_cache_desc_t_num_blocks_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_54 arg2);
+extern swig_type_55 _wrap_kvc_cache_desc_t_token_capacity_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_56 arg2);
+extern swig_type_57 _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_58 arg2);
+extern swig_type_59 _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_60 arg2);
+extern swig_type_61 _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_62 arg2);
+extern swig_type_63 _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_cache_desc_t_kvc_a018c834d0647987(void);
+extern void _wrap_delete_kvc_cache_desc_t_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_init_kvc_a018c834d0647987(uintptr_t arg1);
+extern swig_type_64 _wrap_kvc_cache_describe_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern void _wrap_kvc_group_desc_t_struct_size_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_struct_size_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_window_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_window_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_kv_heads_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_kv_heads_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_head_dim_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_head_dim_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_num_layers_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_num_layers_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_pool_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_pool_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_block_bytes_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_65 arg2);
+extern swig_type_66 _wrap_kvc_group_desc_t_block_bytes_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_67 arg2);
+extern swig_type_68 _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_group_desc_t_kvc_a018c834d0647987(void);
+extern void _wrap_delete_kvc_group_desc_t_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_init_kvc_a018c834d0647987(uintptr_t arg1);
+extern swig_type_69 _wrap_kvc_cache_describe_group_kvc_a018c834d0647987(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern void _wrap_kvc_pool_desc_t_struct_size_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_pool_desc_t_struct_size_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_num_groups_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_pool_desc_t_num_groups_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_70 arg2);
+extern swig_type_71 _wrap_kvc_pool_desc_t_block_bytes_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_72 arg2);
+extern swig_type_73 _wrap_kvc_pool_desc_t_num_blocks_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_bytes_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_74 arg2);
+extern swig_type_75 _wrap_kvc_pool_desc_t_bytes_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_base_set_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_pool_desc_t_base_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_pool_desc_t_kvc_a018c834d0647987(void);
+extern void _wrap_delete_kvc_pool_desc_t_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_init_kvc_a018c834d0647987(uintptr_t arg1);
+extern swig_type_76 _wrap_kvc_cache_describe_pool_kvc_a018c834d0647987(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern void _wrap_kvc_layer_view_t_struct_size_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_struct_size_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_group_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_group_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_pool_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_pool_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_dtype_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_dtype_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_layout_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_layout_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_kv_heads_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_kv_heads_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_head_dim_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_head_dim_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_kv_factor_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_kv_factor_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_elem_size_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_elem_size_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_base_set_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_layer_view_t_base_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_num_blocks_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_77 arg2);
+extern swig_type_78 _wrap_kvc_layer_view_t_num_blocks_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_block_stride_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_79 arg2);
+extern swig_type_80 _wrap_kvc_layer_view_t_block_stride_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_kv_stride_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_81 arg2);
+extern swig_type_82 _wrap_kvc_layer_view_t_kv_stride_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_token_stride_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_83 arg2);
+extern swig_type_84 _wrap_kvc_layer_view_t_token_stride_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_head_stride_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_85 arg2);
+extern swig_type_86 _wrap_kvc_layer_view_t_head_stride_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_layer_view_t_kvc_a018c834d0647987(void);
+extern void _wrap_delete_kvc_layer_view_t_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_init_kvc_a018c834d0647987(uintptr_t arg1);
+extern swig_type_87 _wrap_kvc_cache_layer_view_kvc_a018c834d0647987(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern void _wrap_kvc_extra_key_t_offset_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_88 arg2);
+extern swig_type_89 _wrap_kvc_extra_key_t_offset_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_extra_key_t_length_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_90 arg2);
+extern swig_type_91 _wrap_kvc_extra_key_t_length_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_extra_key_t_data_set_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_extra_key_t_data_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_extra_key_t_size_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_92 arg2);
+extern swig_type_93 _wrap_kvc_extra_key_t_size_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_extra_key_t_kvc_a018c834d0647987(void);
+extern void _wrap_delete_kvc_extra_key_t_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_start_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_94 arg2);
+extern swig_type_95 _wrap_kvc_retention_range_t_start_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_end_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_96 arg2);
+extern swig_type_97 _wrap_kvc_retention_range_t_end_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_priority_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_retention_range_t_priority_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_reserved_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_retention_range_t_reserved_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_duration_ms_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_98 arg2);
+extern swig_type_99 _wrap_kvc_retention_range_t_duration_ms_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_retention_range_t_kvc_a018c834d0647987(void);
+extern void _wrap_delete_kvc_retention_range_t_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_struct_size_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_options_t_struct_size_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_has_lora_set_kvc_a018c834d0647987(uintptr_t arg1, _Bool arg2);
+extern _Bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_lora_id_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_100 arg2);
+extern swig_type_101 _wrap_kvc_sequence_options_t_lora_id_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_salt_set_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_sequence_options_t_salt_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_salt_size_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_102 arg2);
+extern swig_type_103 _wrap_kvc_sequence_options_t_salt_size_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_sequence_options_t_extra_keys_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_104 arg2);
+extern swig_type_105 _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_sequence_options_t_retention_ranges_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_106 arg2);
+extern swig_type_107 _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_108 arg2);
+extern swig_type_109 _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_sequence_options_t_kvc_a018c834d0647987(void);
+extern void _wrap_delete_kvc_sequence_options_t_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_init_kvc_a018c834d0647987(uintptr_t arg1);
+extern swig_type_110 _wrap_kvc_sequence_add_kvc_a018c834d0647987(uintptr_t arg1, swig_type_111 arg2, swig_voidp arg3, swig_type_112 arg4, uintptr_t arg5, uintptr_t arg6, swig_voidp arg7);
+extern swig_type_113 _wrap_kvc_sequence_extend_kvc_a018c834d0647987(uintptr_t arg1, swig_type_114 arg2, swig_voidp arg3, swig_type_115 arg4, uintptr_t arg5);
+extern swig_type_116 _wrap_kvc_sequence_commit_kvc_a018c834d0647987(uintptr_t arg1, swig_type_117 arg2, swig_type_118 arg3);
+extern swig_type_119 _wrap_kvc_sequence_rewind_kvc_a018c834d0647987(uintptr_t arg1, swig_type_120 arg2, swig_type_121 arg3);
+extern swig_type_122 _wrap_kvc_sequence_fork_kvc_a018c834d0647987(uintptr_t arg1, swig_type_123 arg2, swig_type_124 arg3);
+extern swig_type_125 _wrap_kvc_sequence_remove_kvc_a018c834d0647987(uintptr_t arg1, swig_type_126 arg2);
+extern swig_type_127 _wrap_kvc_sequence_pin_kvc_a018c834d0647987(uintptr_t arg1, swig_type_128 arg2);
+extern swig_type_129 _wrap_kvc_sequence_unpin_kvc_a018c834d0647987(uintptr_t arg1, swig_type_130 arg2);
+extern void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_reserved_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_desc_t_reserved_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_131 arg2);
+extern swig_type_132 _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_133 arg2);
+extern swig_type_134 _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_135 arg2);
+extern swig_type_136 _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_137 arg2);
+extern swig_type_138 _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_139 arg2);
+extern swig_type_140 _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_sequence_desc_t_kvc_a018c834d0647987(void);
+extern void _wrap_delete_kvc_sequence_desc_t_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_init_kvc_a018c834d0647987(uintptr_t arg1);
+extern swig_type_141 _wrap_kvc_sequence_describe_kvc_a018c834d0647987(uintptr_t arg1, swig_type_142 arg2, uintptr_t arg3);
+extern swig_type_143 _wrap_kvc_sequence_block_ids_kvc_a018c834d0647987(uintptr_t arg1, swig_type_144 arg2, int arg3, swig_voidp arg4, swig_type_145 arg5, swig_voidp arg6);
+extern swig_type_146 _wrap_kvc_sequence_blocks_needed_kvc_a018c834d0647987(uintptr_t arg1, swig_type_147 arg2, swig_type_148 arg3, swig_voidp arg4);
+extern swig_type_149 _wrap_kvc_cache_probe_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2, swig_type_150 arg3, uintptr_t arg4, swig_voidp arg5);
+extern swig_type_151 _wrap_kvc_cache_advance_clock_kvc_a018c834d0647987(uintptr_t arg1, swig_type_152 arg2);
+extern swig_type_153 _wrap_kvc_batch_extend_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_type_154 arg4, uintptr_t arg5);
+extern swig_type_155 _wrap_kvc_batch_block_table_kvc_a018c834d0647987(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_156 arg4, swig_voidp arg5, swig_type_157 arg6, int arg7, swig_voidp arg8);
+extern swig_type_158 _wrap_kvc_batch_block_table_csr_kvc_a018c834d0647987(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_159 arg4, swig_voidp arg5, swig_voidp arg6, swig_type_160 arg7, swig_voidp arg8, swig_voidp arg9);
+extern swig_type_161 _wrap_kvc_batch_sequence_lengths_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2, swig_type_162 arg3, swig_voidp arg4);
+extern swig_type_163 _wrap_kvc_batch_slot_mapping_kvc_a018c834d0647987(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_164 arg4, swig_voidp arg5, swig_type_165 arg6, swig_voidp arg7, swig_voidp arg8);
+extern void _wrap_kvc_cache_stats_t_struct_size_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_stats_t_struct_size_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_reserved_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_stats_t_reserved_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_166 arg2);
+extern swig_type_167 _wrap_kvc_cache_stats_t_num_blocks_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_168 arg2);
+extern swig_type_169 _wrap_kvc_cache_stats_t_free_blocks_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_170 arg2);
+extern swig_type_171 _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_172 arg2);
+extern swig_type_173 _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_174 arg2);
+extern swig_type_175 _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_176 arg2);
+extern swig_type_177 _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_a018c834d0647987(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_178 arg2);
+extern swig_type_179 _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_180 arg2);
+extern swig_type_181 _wrap_kvc_cache_stats_t_num_sequences_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_182 arg2);
+extern swig_type_183 _wrap_kvc_cache_stats_t_num_pinned_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_184 arg2);
+extern swig_type_185 _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_186 arg2);
+extern swig_type_187 _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_188 arg2);
+extern swig_type_189 _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_190 arg2);
+extern swig_type_191 _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_192 arg2);
+extern swig_type_193 _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_194 arg2);
+extern swig_type_195 _wrap_kvc_cache_stats_t_host_blocks_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_196 arg2);
+extern swig_type_197 _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_198 arg2);
+extern swig_type_199 _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_cache_stats_t_kvc_a018c834d0647987(void);
+extern void _wrap_delete_kvc_cache_stats_t_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_init_kvc_a018c834d0647987(uintptr_t arg1);
+extern swig_type_200 _wrap_kvc_cache_get_stats_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern void _wrap_kvc_group_stats_t_struct_size_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_stats_t_struct_size_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_pool_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_stats_t_pool_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_201 arg2);
+extern swig_type_202 _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_203 arg2);
+extern swig_type_204 _wrap_kvc_group_stats_t_cached_blocks_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_205 arg2);
+extern swig_type_206 _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_207 arg2);
+extern swig_type_208 _wrap_kvc_group_stats_t_reused_blocks_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_209 arg2);
+extern swig_type_210 _wrap_kvc_group_stats_t_missed_blocks_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_211 arg2);
+extern swig_type_212 _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_released_blocks_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_213 arg2);
+extern swig_type_214 _wrap_kvc_group_stats_t_released_blocks_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_group_stats_t_kvc_a018c834d0647987(void);
+extern void _wrap_delete_kvc_group_stats_t_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_init_kvc_a018c834d0647987(uintptr_t arg1);
+extern swig_type_215 _wrap_kvc_cache_get_group_stats_kvc_a018c834d0647987(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_216 _wrap_kvc_cache_reset_reuse_kvc_a018c834d0647987(uintptr_t arg1);
+extern swig_type_217 _wrap_kvc_cache_check_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_struct_size_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_store_args_t_struct_size_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_layer_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_store_args_t_layer_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_num_tokens_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_store_args_t_num_tokens_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_src_dtype_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_store_args_t_src_dtype_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_key_set_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_store_args_t_key_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_value_set_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_store_args_t_value_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_slot_mapping_set_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_store_args_t_slot_mapping_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_k_scale_set_kvc_a018c834d0647987(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_store_args_t_k_scale_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_v_scale_set_kvc_a018c834d0647987(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_store_args_t_v_scale_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_store_args_t_kvc_a018c834d0647987(void);
+extern void _wrap_delete_kvc_store_args_t_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_store_args_init_kvc_a018c834d0647987(uintptr_t arg1);
+extern swig_type_218 _wrap_kvc_store_kv_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_219 _wrap_kvc_copy_blocks_kvc_a018c834d0647987(uintptr_t arg1, int arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, int arg6, uintptr_t arg7);
+extern swig_intgo _wrap_KVC_TABLE_PADDED_kvc_a018c834d0647987(void);
+extern swig_intgo _wrap_KVC_TABLE_CSR_kvc_a018c834d0647987(void);
+extern void _wrap_kvc_decode_args_t_struct_size_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_struct_size_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_layer_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_layer_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_batch_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_batch_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_q_heads_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_q_heads_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_q_dtype_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_q_dtype_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_table_format_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_table_format_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_query_set_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_decode_args_t_query_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_out_set_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_decode_args_t_out_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_seq_lens_set_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_decode_args_t_seq_lens_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_block_table_set_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_decode_args_t_block_table_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_indptr_set_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_decode_args_t_indptr_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_table_stride_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_table_stride_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_window_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_window_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_a018c834d0647987(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_k_scale_set_kvc_a018c834d0647987(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_decode_args_t_k_scale_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_v_scale_set_kvc_a018c834d0647987(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_decode_args_t_v_scale_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_workspace_set_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_decode_args_t_workspace_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_220 arg2);
+extern swig_type_221 _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_decode_args_t_kvc_a018c834d0647987(void);
+extern void _wrap_delete_kvc_decode_args_t_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_init_kvc_a018c834d0647987(uintptr_t arg1);
+extern swig_type_222 _wrap_kvc_decode_workspace_size_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_223 _wrap_kvc_decode_attention_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern void _wrap_kvc_prefill_args_t_struct_size_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_struct_size_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_layer_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_layer_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_batch_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_batch_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_total_q_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_total_q_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_q_heads_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_q_heads_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_table_format_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_table_format_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_query_set_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_prefill_args_t_query_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_out_set_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_prefill_args_t_out_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_lse_set_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_prefill_args_t_lse_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_prefill_args_t_qo_indptr_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_prefill_args_t_kv_lens_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_block_table_set_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_prefill_args_t_block_table_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_indptr_set_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_prefill_args_t_indptr_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_table_stride_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_table_stride_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_window_set_kvc_a018c834d0647987(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_window_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_a018c834d0647987(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_a018c834d0647987(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_k_scale_set_kvc_a018c834d0647987(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_prefill_args_t_k_scale_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_v_scale_set_kvc_a018c834d0647987(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_prefill_args_t_v_scale_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_workspace_set_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_prefill_args_t_workspace_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_224 arg2);
+extern swig_type_225 _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_a018c834d0647987(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_prefill_args_t_kvc_a018c834d0647987(void);
+extern void _wrap_delete_kvc_prefill_args_t_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_init_kvc_a018c834d0647987(uintptr_t arg1);
+extern swig_type_226 _wrap_kvc_prefill_workspace_size_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_227 _wrap_kvc_prefill_attention_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_228 _wrap_kvc_cache_get_async_error_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_kvcgo_buffer_new_kvc_a018c834d0647987(swig_voidp arg1, swig_type_229 arg2);
+extern void _wrap_kvcgo_buffer_free_kvc_a018c834d0647987(uintptr_t arg1);
+extern void _wrap_kvcgo_buffer_read_kvc_a018c834d0647987(swig_voidp arg1, uintptr_t arg2, swig_type_230 arg3);
+extern void _wrap_kvcgo_buffer_write_kvc_a018c834d0647987(uintptr_t arg1, swig_voidp arg2, swig_type_231 arg3);
+extern void _wrap_kvcgo_extra_key_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_232 arg2, swig_type_233 arg3, swig_type_234 arg4, uintptr_t arg5, swig_type_235 arg6);
+extern swig_type_236 _wrap_kvcgo_cache_async_error_kvc_a018c834d0647987(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_237 _wrap_kvcgo_extra_key_size_kvc_a018c834d0647987(void);
+extern void _wrap_kvcgo_retention_range_set_kvc_a018c834d0647987(uintptr_t arg1, swig_type_238 arg2, swig_type_239 arg3, swig_type_240 arg4, int arg5, swig_type_241 arg6);
+extern swig_type_242 _wrap_kvcgo_retention_range_size_kvc_a018c834d0647987(void);
 #undef intgo
 */
 import "C"
@@ -708,13 +763,13 @@ type _ sync.Mutex
 
 func Swig_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_Swig_free_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_Swig_free_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 func Swig_malloc(arg1 int) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_Swig_malloc_kvc_fcbb5e12893c1662(C.swig_intgo(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_Swig_malloc_kvc_a018c834d0647987(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
@@ -759,7 +814,7 @@ type Enum_SS_kvc_status_code int
 
 func _swig_getKVC_OK() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_OK_kvc_fcbb5e12893c1662())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_OK_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -767,7 +822,7 @@ var KVC_OK Enum_SS_kvc_status_code = _swig_getKVC_OK()
 
 func _swig_getKVC_ERR_INVALID_ARGUMENT() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_INVALID_ARGUMENT_kvc_fcbb5e12893c1662())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_INVALID_ARGUMENT_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -775,7 +830,7 @@ var KVC_ERR_INVALID_ARGUMENT Enum_SS_kvc_status_code = _swig_getKVC_ERR_INVALID_
 
 func _swig_getKVC_ERR_NOT_FOUND() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_NOT_FOUND_kvc_fcbb5e12893c1662())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_NOT_FOUND_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -783,7 +838,7 @@ var KVC_ERR_NOT_FOUND Enum_SS_kvc_status_code = _swig_getKVC_ERR_NOT_FOUND()
 
 func _swig_getKVC_ERR_ALREADY_EXISTS() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_ALREADY_EXISTS_kvc_fcbb5e12893c1662())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_ALREADY_EXISTS_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -791,7 +846,7 @@ var KVC_ERR_ALREADY_EXISTS Enum_SS_kvc_status_code = _swig_getKVC_ERR_ALREADY_EX
 
 func _swig_getKVC_ERR_OUT_OF_BLOCKS() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_fcbb5e12893c1662())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -799,7 +854,7 @@ var KVC_ERR_OUT_OF_BLOCKS Enum_SS_kvc_status_code = _swig_getKVC_ERR_OUT_OF_BLOC
 
 func _swig_getKVC_ERR_BUFFER_TOO_SMALL() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_fcbb5e12893c1662())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -807,7 +862,7 @@ var KVC_ERR_BUFFER_TOO_SMALL Enum_SS_kvc_status_code = _swig_getKVC_ERR_BUFFER_T
 
 func _swig_getKVC_ERR_UNSUPPORTED() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_UNSUPPORTED_kvc_fcbb5e12893c1662())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_UNSUPPORTED_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -815,7 +870,7 @@ var KVC_ERR_UNSUPPORTED Enum_SS_kvc_status_code = _swig_getKVC_ERR_UNSUPPORTED()
 
 func _swig_getKVC_ERR_DEVICE() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_DEVICE_kvc_fcbb5e12893c1662())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_DEVICE_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -823,7 +878,7 @@ var KVC_ERR_DEVICE Enum_SS_kvc_status_code = _swig_getKVC_ERR_DEVICE()
 
 func _swig_getKVC_ERR_OUT_OF_MEMORY() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_OUT_OF_MEMORY_kvc_fcbb5e12893c1662())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_OUT_OF_MEMORY_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -831,7 +886,7 @@ var KVC_ERR_OUT_OF_MEMORY Enum_SS_kvc_status_code = _swig_getKVC_ERR_OUT_OF_MEMO
 
 func _swig_getKVC_ERR_INVALID_STATE() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_INVALID_STATE_kvc_fcbb5e12893c1662())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_INVALID_STATE_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -839,7 +894,7 @@ var KVC_ERR_INVALID_STATE Enum_SS_kvc_status_code = _swig_getKVC_ERR_INVALID_STA
 
 func _swig_getKVC_ERR_INTERNAL() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_INTERNAL_kvc_fcbb5e12893c1662())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_INTERNAL_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -848,7 +903,7 @@ var KVC_ERR_INTERNAL Enum_SS_kvc_status_code = _swig_getKVC_ERR_INTERNAL()
 func Kvc_status_string(arg1 int32) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_status_string_kvc_fcbb5e12893c1662(C.int(_swig_i_0))
+	swig_r_p := C._wrap_kvc_status_string_kvc_a018c834d0647987(C.int(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
 	swig_r_1 = string([]byte(swig_r))
@@ -862,7 +917,7 @@ const KVC_VERSION_STRING string = "0.2.0"
 
 func _swig_getKVC_VERSION_NUMBER() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_VERSION_NUMBER_kvc_fcbb5e12893c1662())
+	swig_r = (int)(C._wrap_KVC_VERSION_NUMBER_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -874,7 +929,7 @@ type Enum_SS_kvc_feature_bits int
 
 func _swig_getKVC_FEATURE_CUDA_COMPILED() (_swig_ret Enum_SS_kvc_feature_bits) {
 	var swig_r Enum_SS_kvc_feature_bits
-	swig_r = (Enum_SS_kvc_feature_bits)(C._wrap_KVC_FEATURE_CUDA_COMPILED_kvc_fcbb5e12893c1662())
+	swig_r = (Enum_SS_kvc_feature_bits)(C._wrap_KVC_FEATURE_CUDA_COMPILED_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -882,7 +937,7 @@ var KVC_FEATURE_CUDA_COMPILED Enum_SS_kvc_feature_bits = _swig_getKVC_FEATURE_CU
 
 func _swig_getKVC_FEATURE_CUDA_DEVICE() (_swig_ret Enum_SS_kvc_feature_bits) {
 	var swig_r Enum_SS_kvc_feature_bits
-	swig_r = (Enum_SS_kvc_feature_bits)(C._wrap_KVC_FEATURE_CUDA_DEVICE_kvc_fcbb5e12893c1662())
+	swig_r = (Enum_SS_kvc_feature_bits)(C._wrap_KVC_FEATURE_CUDA_DEVICE_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -890,13 +945,13 @@ var KVC_FEATURE_CUDA_DEVICE Enum_SS_kvc_feature_bits = _swig_getKVC_FEATURE_CUDA
 
 func Kvc_version() (_swig_ret uint32) {
 	var swig_r uint32
-	swig_r = (uint32)(C._wrap_kvc_version_kvc_fcbb5e12893c1662())
+	swig_r = (uint32)(C._wrap_kvc_version_kvc_a018c834d0647987())
 	return swig_r
 }
 
 func Kvc_version_string() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_kvc_version_string_kvc_fcbb5e12893c1662()
+	swig_r_p := C._wrap_kvc_version_string_kvc_a018c834d0647987()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
 	swig_r_1 = string([]byte(swig_r))
@@ -905,13 +960,13 @@ func Kvc_version_string() (_swig_ret string) {
 
 func Kvc_abi_version() (_swig_ret uint32) {
 	var swig_r uint32
-	swig_r = (uint32)(C._wrap_kvc_abi_version_kvc_fcbb5e12893c1662())
+	swig_r = (uint32)(C._wrap_kvc_abi_version_kvc_a018c834d0647987())
 	return swig_r
 }
 
 func Kvc_features() (_swig_ret uint64) {
 	var swig_r uint64
-	swig_r = (uint64)(C._wrap_kvc_features_kvc_fcbb5e12893c1662())
+	swig_r = (uint64)(C._wrap_kvc_features_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -919,7 +974,7 @@ type Enum_SS_kvc_dtype int
 
 func _swig_getKVC_DTYPE_F32() (_swig_ret Enum_SS_kvc_dtype) {
 	var swig_r Enum_SS_kvc_dtype
-	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_F32_kvc_fcbb5e12893c1662())
+	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_F32_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -927,7 +982,7 @@ var KVC_DTYPE_F32 Enum_SS_kvc_dtype = _swig_getKVC_DTYPE_F32()
 
 func _swig_getKVC_DTYPE_F16() (_swig_ret Enum_SS_kvc_dtype) {
 	var swig_r Enum_SS_kvc_dtype
-	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_F16_kvc_fcbb5e12893c1662())
+	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_F16_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -935,7 +990,7 @@ var KVC_DTYPE_F16 Enum_SS_kvc_dtype = _swig_getKVC_DTYPE_F16()
 
 func _swig_getKVC_DTYPE_BF16() (_swig_ret Enum_SS_kvc_dtype) {
 	var swig_r Enum_SS_kvc_dtype
-	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_BF16_kvc_fcbb5e12893c1662())
+	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_BF16_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -943,7 +998,7 @@ var KVC_DTYPE_BF16 Enum_SS_kvc_dtype = _swig_getKVC_DTYPE_BF16()
 
 func _swig_getKVC_DTYPE_FP8_E4M3() (_swig_ret Enum_SS_kvc_dtype) {
 	var swig_r Enum_SS_kvc_dtype
-	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_FP8_E4M3_kvc_fcbb5e12893c1662())
+	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_FP8_E4M3_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -953,7 +1008,7 @@ type Enum_SS_kvc_layout int
 
 func _swig_getKVC_LAYOUT_NHD() (_swig_ret Enum_SS_kvc_layout) {
 	var swig_r Enum_SS_kvc_layout
-	swig_r = (Enum_SS_kvc_layout)(C._wrap_KVC_LAYOUT_NHD_kvc_fcbb5e12893c1662())
+	swig_r = (Enum_SS_kvc_layout)(C._wrap_KVC_LAYOUT_NHD_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -961,7 +1016,7 @@ var KVC_LAYOUT_NHD Enum_SS_kvc_layout = _swig_getKVC_LAYOUT_NHD()
 
 func _swig_getKVC_LAYOUT_HND() (_swig_ret Enum_SS_kvc_layout) {
 	var swig_r Enum_SS_kvc_layout
-	swig_r = (Enum_SS_kvc_layout)(C._wrap_KVC_LAYOUT_HND_kvc_fcbb5e12893c1662())
+	swig_r = (Enum_SS_kvc_layout)(C._wrap_KVC_LAYOUT_HND_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -971,7 +1026,7 @@ type Enum_SS_kvc_device_kind int
 
 func _swig_getKVC_DEVICE_CPU() (_swig_ret Enum_SS_kvc_device_kind) {
 	var swig_r Enum_SS_kvc_device_kind
-	swig_r = (Enum_SS_kvc_device_kind)(C._wrap_KVC_DEVICE_CPU_kvc_fcbb5e12893c1662())
+	swig_r = (Enum_SS_kvc_device_kind)(C._wrap_KVC_DEVICE_CPU_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -979,7 +1034,7 @@ var KVC_DEVICE_CPU Enum_SS_kvc_device_kind = _swig_getKVC_DEVICE_CPU()
 
 func _swig_getKVC_DEVICE_CUDA() (_swig_ret Enum_SS_kvc_device_kind) {
 	var swig_r Enum_SS_kvc_device_kind
-	swig_r = (Enum_SS_kvc_device_kind)(C._wrap_KVC_DEVICE_CUDA_kvc_fcbb5e12893c1662())
+	swig_r = (Enum_SS_kvc_device_kind)(C._wrap_KVC_DEVICE_CUDA_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -988,7 +1043,7 @@ var KVC_DEVICE_CUDA Enum_SS_kvc_device_kind = _swig_getKVC_DEVICE_CUDA()
 func Kvc_config_create(arg1 *Config) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_config_create_kvc_fcbb5e12893c1662(C.swig_voidp(_swig_i_0))
+	swig_r_p := C._wrap_kvc_config_create_kvc_a018c834d0647987(C.swig_voidp(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -999,7 +1054,7 @@ func Kvc_config_clone(arg1 Config, arg2 *Config) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_clone_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_clone_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1008,13 +1063,13 @@ func Kvc_config_clone(arg1 Config, arg2 *Config) (_swig_ret error) {
 
 func Kvc_config_destroy(arg1 Config) {
 	_swig_i_0 := arg1
-	C._wrap_kvc_config_destroy_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_config_destroy_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_config_validate(arg1 Config) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_config_validate_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvc_config_validate_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1025,7 +1080,7 @@ func Kvc_config_set_num_layers(arg1 Config, arg2 uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_num_layers_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_num_layers_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1036,7 +1091,7 @@ func Kvc_config_get_num_layers(arg1 Config, arg2 *uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_num_layers_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_num_layers_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1047,7 +1102,7 @@ func Kvc_config_set_kv_heads(arg1 Config, arg2 uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_kv_heads_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_kv_heads_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1059,7 +1114,7 @@ func Kvc_config_set_kv_heads_per_layer(arg1 Config, arg2 *uint32, arg3 uint64) (
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_set_kv_heads_per_layer_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_11(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_set_kv_heads_per_layer_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_11(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1071,7 +1126,7 @@ func Kvc_config_get_kv_heads(arg1 Config, arg2 uint32, arg3 *uint32) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_get_kv_heads_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_get_kv_heads_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1082,7 +1137,7 @@ func Kvc_config_set_head_dim(arg1 Config, arg2 uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_head_dim_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_head_dim_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1093,7 +1148,7 @@ func Kvc_config_get_head_dim(arg1 Config, arg2 *uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_head_dim_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_head_dim_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1104,7 +1159,7 @@ func Kvc_config_set_dtype(arg1 Config, arg2 uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_dtype_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_dtype_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1115,7 +1170,7 @@ func Kvc_config_get_dtype(arg1 Config, arg2 *uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_dtype_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_dtype_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1126,7 +1181,7 @@ func Kvc_config_set_kv_factor(arg1 Config, arg2 uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_kv_factor_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_kv_factor_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1137,7 +1192,7 @@ func Kvc_config_get_kv_factor(arg1 Config, arg2 *uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_kv_factor_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_kv_factor_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1148,7 +1203,7 @@ func Kvc_config_set_layout(arg1 Config, arg2 uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_layout_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_layout_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1159,7 +1214,7 @@ func Kvc_config_get_layout(arg1 Config, arg2 *uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_layout_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_layout_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1170,7 +1225,7 @@ func Kvc_config_set_tokens_per_block(arg1 Config, arg2 uint32) (_swig_ret error)
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_tokens_per_block_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_tokens_per_block_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1181,7 +1236,7 @@ func Kvc_config_get_tokens_per_block(arg1 Config, arg2 *uint32) (_swig_ret error
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_tokens_per_block_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_tokens_per_block_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1193,7 +1248,7 @@ func Kvc_config_set_attention_windows(arg1 Config, arg2 *uint32, arg3 uint64) (_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_set_attention_windows_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_24(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_set_attention_windows_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_24(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1205,7 +1260,7 @@ func Kvc_config_get_attention_window(arg1 Config, arg2 uint32, arg3 *uint32) (_s
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_get_attention_window_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_get_attention_window_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1217,7 +1272,7 @@ func Kvc_config_set_device(arg1 Config, arg2 uint32, arg3 int32) (_swig_ret erro
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_set_device_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_set_device_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1229,7 +1284,7 @@ func Kvc_config_get_device(arg1 Config, arg2 *uint32, arg3 *int32) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_get_device_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_get_device_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1240,7 +1295,7 @@ func Kvc_config_set_primary_bytes(arg1 Config, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_primary_bytes_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_29(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_primary_bytes_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_29(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1251,7 +1306,7 @@ func Kvc_config_get_primary_bytes(arg1 Config, arg2 *uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_primary_bytes_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_primary_bytes_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1262,7 +1317,7 @@ func Kvc_config_set_max_tokens(arg1 Config, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_max_tokens_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_32(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_max_tokens_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_32(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1273,7 +1328,7 @@ func Kvc_config_get_max_tokens(arg1 Config, arg2 *uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_max_tokens_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_max_tokens_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1284,7 +1339,7 @@ func Kvc_config_set_free_gpu_memory_fraction(arg1 Config, arg2 float64) (_swig_r
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_free_gpu_memory_fraction_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_free_gpu_memory_fraction_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1295,7 +1350,7 @@ func Kvc_config_get_free_gpu_memory_fraction(arg1 Config, arg2 *float64) (_swig_
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_free_gpu_memory_fraction_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_free_gpu_memory_fraction_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1306,7 +1361,7 @@ func Kvc_config_set_host_cache_bytes(arg1 Config, arg2 uint64) (_swig_ret error)
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_host_cache_bytes_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_37(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_host_cache_bytes_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_37(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1317,7 +1372,7 @@ func Kvc_config_get_host_cache_bytes(arg1 Config, arg2 *uint64) (_swig_ret error
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_host_cache_bytes_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_host_cache_bytes_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1328,7 +1383,7 @@ func Kvc_config_set_secondary_offload_min_priority(arg1 Config, arg2 uint32) (_s
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_secondary_offload_min_priority_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_secondary_offload_min_priority_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1339,7 +1394,7 @@ func Kvc_config_get_secondary_offload_min_priority(arg1 Config, arg2 *uint32) (_
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_secondary_offload_min_priority_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_secondary_offload_min_priority_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1350,7 +1405,7 @@ func Kvc_config_set_block_reuse(arg1 Config, arg2 bool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_block_reuse_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_block_reuse_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1361,7 +1416,7 @@ func Kvc_config_get_block_reuse(arg1 Config, arg2 *bool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_block_reuse_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_block_reuse_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1372,7 +1427,7 @@ func Kvc_config_set_partial_reuse(arg1 Config, arg2 bool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_partial_reuse_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_partial_reuse_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1383,7 +1438,7 @@ func Kvc_config_get_partial_reuse(arg1 Config, arg2 *bool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_partial_reuse_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_partial_reuse_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1394,7 +1449,7 @@ func Kvc_config_set_copy_on_partial_reuse(arg1 Config, arg2 bool) (_swig_ret err
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_copy_on_partial_reuse_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_copy_on_partial_reuse_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1405,7 +1460,7 @@ func Kvc_config_get_copy_on_partial_reuse(arg1 Config, arg2 *bool) (_swig_ret er
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_copy_on_partial_reuse_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_copy_on_partial_reuse_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1416,7 +1471,7 @@ func Kvc_config_set_event_buffer_size(arg1 Config, arg2 uint32) (_swig_ret error
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_event_buffer_size_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_event_buffer_size_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1427,7 +1482,7 @@ func Kvc_config_get_event_buffer_size(arg1 Config, arg2 *uint32) (_swig_ret erro
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_event_buffer_size_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_event_buffer_size_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1438,7 +1493,7 @@ func Kvc_config_set_manual_clock(arg1 Config, arg2 bool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_manual_clock_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_manual_clock_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1449,7 +1504,7 @@ func Kvc_config_get_manual_clock(arg1 Config, arg2 *bool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_manual_clock_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_manual_clock_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1460,7 +1515,7 @@ func Kvc_cache_create(arg1 Config, arg2 *Cache) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_cache_create_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_cache_create_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1469,7 +1524,7 @@ func Kvc_cache_create(arg1 Config, arg2 *Cache) (_swig_ret error) {
 
 func Kvc_cache_destroy(arg1 Cache) {
 	_swig_i_0 := arg1
-	C._wrap_kvc_cache_destroy_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_cache_destroy_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 type SwigcptrKvc_cache_desc_t uintptr
@@ -1484,220 +1539,220 @@ func (p SwigcptrKvc_cache_desc_t) SwigIsKvc_cache_desc_t() {
 func (arg1 SwigcptrKvc_cache_desc_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_struct_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_struct_size_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_struct_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_struct_size_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetDevice_kind(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_device_kind_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_device_kind_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetDevice_kind() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_device_kind_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_device_kind_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetDevice_ordinal(arg2 int32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_device_ordinal_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_device_ordinal_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetDevice_ordinal() (_swig_ret int32) {
 	var swig_r int32
 	_swig_i_0 := arg1
-	swig_r = (int32)(C._wrap_kvc_cache_desc_t_device_ordinal_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (int32)(C._wrap_kvc_cache_desc_t_device_ordinal_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetDtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_dtype_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_dtype_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetDtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_dtype_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_dtype_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetLayout(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_layout_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_layout_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetLayout() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_layout_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_layout_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetNum_layers(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_num_layers_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_num_layers_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetNum_layers() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_layers_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_layers_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetNum_groups(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_num_groups_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_num_groups_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetNum_groups() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_groups_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_groups_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetNum_pools(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_num_pools_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_num_pools_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetNum_pools() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_pools_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_pools_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetTokens_per_block(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetTokens_per_block() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetKv_factor(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_kv_factor_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_kv_factor_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetKv_factor() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_kv_factor_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_kv_factor_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_52(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_num_blocks_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_52(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetNum_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_num_blocks_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetToken_capacity(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_token_capacity_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_54(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_token_capacity_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_54(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetToken_capacity() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_token_capacity_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_token_capacity_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetPrimary_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_primary_bytes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_56(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_primary_bytes_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_56(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetPrimary_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_primary_bytes_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_primary_bytes_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetHost_cache_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_58(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_58(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetHost_cache_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetDevice_free_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_60(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_60(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetDevice_free_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetDevice_total_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_62(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_62(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetDevice_total_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_cache_desc_t() (_swig_ret Kvc_cache_desc_t) {
 	var swig_r Kvc_cache_desc_t
-	swig_r = (Kvc_cache_desc_t)(SwigcptrKvc_cache_desc_t(C._wrap_new_kvc_cache_desc_t_kvc_fcbb5e12893c1662()))
+	swig_r = (Kvc_cache_desc_t)(SwigcptrKvc_cache_desc_t(C._wrap_new_kvc_cache_desc_t_kvc_a018c834d0647987()))
 	return swig_r
 }
 
 func DeleteKvc_cache_desc_t(arg1 Kvc_cache_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_cache_desc_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_cache_desc_t_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_cache_desc_t interface {
@@ -1739,14 +1794,14 @@ type Kvc_cache_desc_t interface {
 
 func Kvc_cache_desc_init(arg1 Kvc_cache_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_cache_desc_init_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_cache_desc_init_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_describe(arg1 Cache, arg2 Kvc_cache_desc_t) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_kvc_cache_describe_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_kvc_cache_describe_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1765,116 +1820,116 @@ func (p SwigcptrKvc_group_desc_t) SwigIsKvc_group_desc_t() {
 func (arg1 SwigcptrKvc_group_desc_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_struct_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_struct_size_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_struct_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_struct_size_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetWindow(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_window_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_window_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetWindow() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_window_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_window_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetKv_heads(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_kv_heads_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_kv_heads_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetKv_heads() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_kv_heads_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_kv_heads_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetHead_dim(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_head_dim_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_head_dim_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetHead_dim() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_head_dim_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_head_dim_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetNum_layers(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_num_layers_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_num_layers_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetNum_layers() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_num_layers_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_num_layers_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetPool(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_pool_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_pool_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetPool() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_pool_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_pool_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetBlock_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_block_bytes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_65(_swig_i_1))
+	C._wrap_kvc_group_desc_t_block_bytes_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_65(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetBlock_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_desc_t_block_bytes_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_desc_t_block_bytes_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetBytes_per_token(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_bytes_per_token_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_67(_swig_i_1))
+	C._wrap_kvc_group_desc_t_bytes_per_token_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_67(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetBytes_per_token() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_desc_t_bytes_per_token_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_desc_t_bytes_per_token_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_group_desc_t() (_swig_ret Kvc_group_desc_t) {
 	var swig_r Kvc_group_desc_t
-	swig_r = (Kvc_group_desc_t)(SwigcptrKvc_group_desc_t(C._wrap_new_kvc_group_desc_t_kvc_fcbb5e12893c1662()))
+	swig_r = (Kvc_group_desc_t)(SwigcptrKvc_group_desc_t(C._wrap_new_kvc_group_desc_t_kvc_a018c834d0647987()))
 	return swig_r
 }
 
 func DeleteKvc_group_desc_t(arg1 Kvc_group_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_group_desc_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_group_desc_t_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_group_desc_t interface {
@@ -1900,7 +1955,7 @@ type Kvc_group_desc_t interface {
 
 func Kvc_group_desc_init(arg1 Kvc_group_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_group_desc_init_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_group_desc_init_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_describe_group(arg1 Cache, arg2 uint32, arg3 Kvc_group_desc_t) (_swig_ret error) {
@@ -1908,7 +1963,7 @@ func Kvc_cache_describe_group(arg1 Cache, arg2 uint32, arg3 Kvc_group_desc_t) (_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_cache_describe_group_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_cache_describe_group_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1927,90 +1982,90 @@ func (p SwigcptrKvc_pool_desc_t) SwigIsKvc_pool_desc_t() {
 func (arg1 SwigcptrKvc_pool_desc_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_struct_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_struct_size_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_pool_desc_t_struct_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_pool_desc_t_struct_size_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) SetNum_groups(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_num_groups_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_num_groups_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetNum_groups() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_pool_desc_t_num_groups_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_pool_desc_t_num_groups_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) SetBlock_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_block_bytes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_block_bytes_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetBlock_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_pool_desc_t_block_bytes_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_pool_desc_t_block_bytes_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_72(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_num_blocks_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_72(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetNum_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_pool_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_pool_desc_t_num_blocks_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) SetBytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_bytes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_74(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_bytes_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_74(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetBytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_pool_desc_t_bytes_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_pool_desc_t_bytes_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) SetBase(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_base_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_base_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetBase() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_pool_desc_t_base_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_pool_desc_t_base_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_pool_desc_t() (_swig_ret Kvc_pool_desc_t) {
 	var swig_r Kvc_pool_desc_t
-	swig_r = (Kvc_pool_desc_t)(SwigcptrKvc_pool_desc_t(C._wrap_new_kvc_pool_desc_t_kvc_fcbb5e12893c1662()))
+	swig_r = (Kvc_pool_desc_t)(SwigcptrKvc_pool_desc_t(C._wrap_new_kvc_pool_desc_t_kvc_a018c834d0647987()))
 	return swig_r
 }
 
 func DeleteKvc_pool_desc_t(arg1 Kvc_pool_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_pool_desc_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_pool_desc_t_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_pool_desc_t interface {
@@ -2032,7 +2087,7 @@ type Kvc_pool_desc_t interface {
 
 func Kvc_pool_desc_init(arg1 Kvc_pool_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_pool_desc_init_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_pool_desc_init_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_describe_pool(arg1 Cache, arg2 uint32, arg3 Kvc_pool_desc_t) (_swig_ret error) {
@@ -2040,7 +2095,7 @@ func Kvc_cache_describe_pool(arg1 Cache, arg2 uint32, arg3 Kvc_pool_desc_t) (_sw
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_cache_describe_pool_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_cache_describe_pool_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2059,220 +2114,220 @@ func (p SwigcptrKvc_layer_view_t) SwigIsKvc_layer_view_t() {
 func (arg1 SwigcptrKvc_layer_view_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_struct_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_struct_size_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_struct_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_struct_size_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetGroup(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_group_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_group_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetGroup() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_group_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_group_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetPool(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_pool_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_pool_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetPool() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_pool_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_pool_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetDtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_dtype_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_dtype_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetDtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_dtype_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_dtype_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetLayout(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_layout_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_layout_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetLayout() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_layout_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_layout_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetKv_heads(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_kv_heads_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_kv_heads_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetKv_heads() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_kv_heads_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_kv_heads_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetHead_dim(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_head_dim_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_head_dim_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetHead_dim() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_head_dim_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_head_dim_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetTokens_per_block(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_tokens_per_block_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_tokens_per_block_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetTokens_per_block() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_tokens_per_block_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_tokens_per_block_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetKv_factor(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_kv_factor_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_kv_factor_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetKv_factor() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_kv_factor_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_kv_factor_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetElem_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_elem_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_elem_size_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetElem_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_elem_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_elem_size_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetBase(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_base_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_layer_view_t_base_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetBase() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_layer_view_t_base_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_layer_view_t_base_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_num_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1))
+	C._wrap_kvc_layer_view_t_num_blocks_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetNum_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_layer_view_t_num_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_layer_view_t_num_blocks_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetBlock_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_block_stride_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_79(_swig_i_1))
+	C._wrap_kvc_layer_view_t_block_stride_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_79(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetBlock_stride() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_layer_view_t_block_stride_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_layer_view_t_block_stride_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetKv_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_kv_stride_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_81(_swig_i_1))
+	C._wrap_kvc_layer_view_t_kv_stride_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_81(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetKv_stride() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_layer_view_t_kv_stride_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_layer_view_t_kv_stride_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetToken_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_token_stride_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_83(_swig_i_1))
+	C._wrap_kvc_layer_view_t_token_stride_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_83(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetToken_stride() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_layer_view_t_token_stride_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_layer_view_t_token_stride_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetHead_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_head_stride_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_85(_swig_i_1))
+	C._wrap_kvc_layer_view_t_head_stride_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_85(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetHead_stride() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_layer_view_t_head_stride_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_layer_view_t_head_stride_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_layer_view_t() (_swig_ret Kvc_layer_view_t) {
 	var swig_r Kvc_layer_view_t
-	swig_r = (Kvc_layer_view_t)(SwigcptrKvc_layer_view_t(C._wrap_new_kvc_layer_view_t_kvc_fcbb5e12893c1662()))
+	swig_r = (Kvc_layer_view_t)(SwigcptrKvc_layer_view_t(C._wrap_new_kvc_layer_view_t_kvc_a018c834d0647987()))
 	return swig_r
 }
 
 func DeleteKvc_layer_view_t(arg1 Kvc_layer_view_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_layer_view_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_layer_view_t_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_layer_view_t interface {
@@ -2314,7 +2369,7 @@ type Kvc_layer_view_t interface {
 
 func Kvc_layer_view_init(arg1 Kvc_layer_view_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_layer_view_init_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_layer_view_init_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_layer_view(arg1 Cache, arg2 uint32, arg3 Kvc_layer_view_t) (_swig_ret error) {
@@ -2322,7 +2377,7 @@ func Kvc_cache_layer_view(arg1 Cache, arg2 uint32, arg3 Kvc_layer_view_t) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_cache_layer_view_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_cache_layer_view_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2343,64 +2398,64 @@ func (p SwigcptrKvc_extra_key_t) SwigIsKvc_extra_key_t() {
 func (arg1 SwigcptrKvc_extra_key_t) SetOffset(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_extra_key_t_offset_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_88(_swig_i_1))
+	C._wrap_kvc_extra_key_t_offset_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_88(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) GetOffset() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_extra_key_t_offset_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_extra_key_t_offset_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) SetLength(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_extra_key_t_length_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_90(_swig_i_1))
+	C._wrap_kvc_extra_key_t_length_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_90(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) GetLength() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_extra_key_t_length_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_extra_key_t_length_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) SetData(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_extra_key_t_data_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_extra_key_t_data_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) GetData() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_extra_key_t_data_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_extra_key_t_data_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) SetSize(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_extra_key_t_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_92(_swig_i_1))
+	C._wrap_kvc_extra_key_t_size_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_92(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) GetSize() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_extra_key_t_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_extra_key_t_size_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_extra_key_t() (_swig_ret Kvc_extra_key_t) {
 	var swig_r Kvc_extra_key_t
-	swig_r = (Kvc_extra_key_t)(SwigcptrKvc_extra_key_t(C._wrap_new_kvc_extra_key_t_kvc_fcbb5e12893c1662()))
+	swig_r = (Kvc_extra_key_t)(SwigcptrKvc_extra_key_t(C._wrap_new_kvc_extra_key_t_kvc_a018c834d0647987()))
 	return swig_r
 }
 
 func DeleteKvc_extra_key_t(arg1 Kvc_extra_key_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_extra_key_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_extra_key_t_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_extra_key_t interface {
@@ -2428,77 +2483,77 @@ func (p SwigcptrKvc_retention_range_t) SwigIsKvc_retention_range_t() {
 func (arg1 SwigcptrKvc_retention_range_t) SetStart(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_retention_range_t_start_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_94(_swig_i_1))
+	C._wrap_kvc_retention_range_t_start_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_94(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) GetStart() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_retention_range_t_start_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_retention_range_t_start_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) SetEnd(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_retention_range_t_end_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_96(_swig_i_1))
+	C._wrap_kvc_retention_range_t_end_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_96(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) GetEnd() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_retention_range_t_end_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_retention_range_t_end_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) SetPriority(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_retention_range_t_priority_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_retention_range_t_priority_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) GetPriority() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_retention_range_t_priority_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_retention_range_t_priority_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) SetReserved(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_retention_range_t_reserved_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_retention_range_t_reserved_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) GetReserved() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_retention_range_t_reserved_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_retention_range_t_reserved_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) SetDuration_ms(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_retention_range_t_duration_ms_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_98(_swig_i_1))
+	C._wrap_kvc_retention_range_t_duration_ms_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_98(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) GetDuration_ms() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_retention_range_t_duration_ms_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_retention_range_t_duration_ms_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_retention_range_t() (_swig_ret Kvc_retention_range_t) {
 	var swig_r Kvc_retention_range_t
-	swig_r = (Kvc_retention_range_t)(SwigcptrKvc_retention_range_t(C._wrap_new_kvc_retention_range_t_kvc_fcbb5e12893c1662()))
+	swig_r = (Kvc_retention_range_t)(SwigcptrKvc_retention_range_t(C._wrap_new_kvc_retention_range_t_kvc_a018c834d0647987()))
 	return swig_r
 }
 
 func DeleteKvc_retention_range_t(arg1 Kvc_retention_range_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_retention_range_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_retention_range_t_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_retention_range_t interface {
@@ -2528,168 +2583,168 @@ func (p SwigcptrKvc_sequence_options_t) SwigIsKvc_sequence_options_t() {
 func (arg1 SwigcptrKvc_sequence_options_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_struct_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_struct_size_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_options_t_struct_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_options_t_struct_size_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetPrompt_priority(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_prompt_priority_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_prompt_priority_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetPrompt_priority() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_options_t_prompt_priority_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_options_t_prompt_priority_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetDecode_priority(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_decode_priority_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_decode_priority_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetDecode_priority() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_options_t_decode_priority_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_options_t_decode_priority_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetHas_lora(arg2 bool) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_has_lora_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_has_lora_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetHas_lora() (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
-	swig_r = (bool)(C._wrap_kvc_sequence_options_t_has_lora_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (bool)(C._wrap_kvc_sequence_options_t_has_lora_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetLora_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_lora_id_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_100(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_lora_id_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_100(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetLora_id() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_lora_id_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_lora_id_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetSalt(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_salt_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_salt_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetSalt() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_sequence_options_t_salt_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_sequence_options_t_salt_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetSalt_size(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_salt_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_102(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_salt_size_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_102(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetSalt_size() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_salt_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_salt_size_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetExtra_keys(arg2 Kvc_extra_key_t) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	C._wrap_kvc_sequence_options_t_extra_keys_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_extra_keys_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetExtra_keys() (_swig_ret Kvc_extra_key_t) {
 	var swig_r Kvc_extra_key_t
 	_swig_i_0 := arg1
-	swig_r = (Kvc_extra_key_t)(SwigcptrKvc_extra_key_t(C._wrap_kvc_sequence_options_t_extra_keys_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))))
+	swig_r = (Kvc_extra_key_t)(SwigcptrKvc_extra_key_t(C._wrap_kvc_sequence_options_t_extra_keys_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetNum_extra_keys(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_104(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_104(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetNum_extra_keys() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetRetention_ranges(arg2 Kvc_retention_range_t) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	C._wrap_kvc_sequence_options_t_retention_ranges_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_retention_ranges_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetRetention_ranges() (_swig_ret Kvc_retention_range_t) {
 	var swig_r Kvc_retention_range_t
 	_swig_i_0 := arg1
-	swig_r = (Kvc_retention_range_t)(SwigcptrKvc_retention_range_t(C._wrap_kvc_sequence_options_t_retention_ranges_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))))
+	swig_r = (Kvc_retention_range_t)(SwigcptrKvc_retention_range_t(C._wrap_kvc_sequence_options_t_retention_ranges_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetNum_retention_ranges(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_106(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_106(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetNum_retention_ranges() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetDecode_duration_ms(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_108(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_108(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetDecode_duration_ms() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_sequence_options_t() (_swig_ret Kvc_sequence_options_t) {
 	var swig_r Kvc_sequence_options_t
-	swig_r = (Kvc_sequence_options_t)(SwigcptrKvc_sequence_options_t(C._wrap_new_kvc_sequence_options_t_kvc_fcbb5e12893c1662()))
+	swig_r = (Kvc_sequence_options_t)(SwigcptrKvc_sequence_options_t(C._wrap_new_kvc_sequence_options_t_kvc_a018c834d0647987()))
 	return swig_r
 }
 
 func DeleteKvc_sequence_options_t(arg1 Kvc_sequence_options_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_sequence_options_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_sequence_options_t_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_sequence_options_t interface {
@@ -2723,7 +2778,7 @@ type Kvc_sequence_options_t interface {
 
 func Kvc_sequence_options_init(arg1 Kvc_sequence_options_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_sequence_options_init_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_sequence_options_init_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_sequence_add(arg1 Cache, arg2 uint64, arg3 *int32, arg4 uint64, arg5 Kvc_sequence_options_t, arg6 uintptr, arg7 *uint64) (_swig_ret error) {
@@ -2735,7 +2790,7 @@ func Kvc_sequence_add(arg1 Cache, arg2 uint64, arg3 *int32, arg4 uint64, arg5 Kv
 	_swig_i_4 := getSwigcptr(arg5)
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_kvc_sequence_add_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_111(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_112(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_voidp(_swig_i_6))
+	swig_r_p := C._wrap_kvc_sequence_add_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_111(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_112(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_voidp(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2749,7 +2804,7 @@ func Kvc_sequence_extend(arg1 Cache, arg2 uint64, arg3 *int32, arg4 uint64, arg5
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_sequence_extend_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_114(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_115(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_kvc_sequence_extend_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_114(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_115(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2761,7 +2816,7 @@ func Kvc_sequence_commit(arg1 Cache, arg2 uint64, arg3 uint64) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_sequence_commit_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_117(_swig_i_1), C.swig_type_118(_swig_i_2))
+	swig_r_p := C._wrap_kvc_sequence_commit_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_117(_swig_i_1), C.swig_type_118(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2773,7 +2828,7 @@ func Kvc_sequence_rewind(arg1 Cache, arg2 uint64, arg3 uint64) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_sequence_rewind_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_120(_swig_i_1), C.swig_type_121(_swig_i_2))
+	swig_r_p := C._wrap_kvc_sequence_rewind_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_120(_swig_i_1), C.swig_type_121(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2785,7 +2840,7 @@ func Kvc_sequence_fork(arg1 Cache, arg2 uint64, arg3 uint64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_sequence_fork_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_123(_swig_i_1), C.swig_type_124(_swig_i_2))
+	swig_r_p := C._wrap_kvc_sequence_fork_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_123(_swig_i_1), C.swig_type_124(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2796,7 +2851,7 @@ func Kvc_sequence_remove(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_sequence_remove_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_126(_swig_i_1))
+	swig_r_p := C._wrap_kvc_sequence_remove_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_126(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2807,7 +2862,7 @@ func Kvc_sequence_pin(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_sequence_pin_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_128(_swig_i_1))
+	swig_r_p := C._wrap_kvc_sequence_pin_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_128(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2818,7 +2873,7 @@ func Kvc_sequence_unpin(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_sequence_unpin_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_130(_swig_i_1))
+	swig_r_p := C._wrap_kvc_sequence_unpin_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_130(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2837,129 +2892,129 @@ func (p SwigcptrKvc_sequence_desc_t) SwigIsKvc_sequence_desc_t() {
 func (arg1 SwigcptrKvc_sequence_desc_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_struct_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_struct_size_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_struct_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_struct_size_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetPrompt_priority(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetPrompt_priority() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetDecode_priority(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_decode_priority_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_decode_priority_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetDecode_priority() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_decode_priority_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_decode_priority_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetReserved(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_reserved_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_reserved_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetReserved() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_reserved_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_reserved_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetNum_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_num_tokens_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_131(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_num_tokens_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_131(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetNum_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_num_tokens_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_num_tokens_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetPrompt_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_133(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_133(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetPrompt_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetCached_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_135(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_135(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetCached_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetCommitted_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetCommitted_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_139(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_num_blocks_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_139(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetNum_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_num_blocks_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_sequence_desc_t() (_swig_ret Kvc_sequence_desc_t) {
 	var swig_r Kvc_sequence_desc_t
-	swig_r = (Kvc_sequence_desc_t)(SwigcptrKvc_sequence_desc_t(C._wrap_new_kvc_sequence_desc_t_kvc_fcbb5e12893c1662()))
+	swig_r = (Kvc_sequence_desc_t)(SwigcptrKvc_sequence_desc_t(C._wrap_new_kvc_sequence_desc_t_kvc_a018c834d0647987()))
 	return swig_r
 }
 
 func DeleteKvc_sequence_desc_t(arg1 Kvc_sequence_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_sequence_desc_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_sequence_desc_t_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_sequence_desc_t interface {
@@ -2987,7 +3042,7 @@ type Kvc_sequence_desc_t interface {
 
 func Kvc_sequence_desc_init(arg1 Kvc_sequence_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_sequence_desc_init_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_sequence_desc_init_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_sequence_describe(arg1 Cache, arg2 uint64, arg3 Kvc_sequence_desc_t) (_swig_ret error) {
@@ -2995,7 +3050,7 @@ func Kvc_sequence_describe(arg1 Cache, arg2 uint64, arg3 Kvc_sequence_desc_t) (_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_sequence_describe_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_142(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_sequence_describe_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_142(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3010,7 +3065,7 @@ func Kvc_sequence_block_ids(arg1 Cache, arg2 uint64, arg3 uint32, arg4 *int32, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_kvc_sequence_block_ids_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_144(_swig_i_1), C.int(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_145(_swig_i_4), C.swig_voidp(_swig_i_5))
+	swig_r_p := C._wrap_kvc_sequence_block_ids_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_144(_swig_i_1), C.int(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_145(_swig_i_4), C.swig_voidp(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3023,7 +3078,7 @@ func Kvc_sequence_blocks_needed(arg1 Cache, arg2 uint64, arg3 uint64, arg4 *uint
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_sequence_blocks_needed_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_147(_swig_i_1), C.swig_type_148(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_sequence_blocks_needed_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_147(_swig_i_1), C.swig_type_148(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3037,7 +3092,7 @@ func Kvc_cache_probe(arg1 Cache, arg2 *int32, arg3 uint64, arg4 Kvc_sequence_opt
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_cache_probe_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_150(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvc_cache_probe_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_150(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3048,7 +3103,7 @@ func Kvc_cache_advance_clock(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_cache_advance_clock_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_152(_swig_i_1))
+	swig_r_p := C._wrap_kvc_cache_advance_clock_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_152(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3062,7 +3117,7 @@ func Kvc_batch_extend(arg1 Cache, arg2 *uint64, arg3 *int32, arg4 uint64, arg5 u
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_batch_extend_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_154(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_kvc_batch_extend_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_154(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3079,7 +3134,7 @@ func Kvc_batch_block_table(arg1 Cache, arg2 uint32, arg3 *uint64, arg4 uint64, a
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_kvc_batch_block_table_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_156(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_157(_swig_i_5), C.int(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_kvc_batch_block_table_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_156(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_157(_swig_i_5), C.int(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3097,7 +3152,7 @@ func Kvc_batch_block_table_csr(arg1 Cache, arg2 uint32, arg3 *uint64, arg4 uint6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_kvc_batch_block_table_csr_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_159(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_160(_swig_i_6), C.swig_voidp(_swig_i_7), C.swig_voidp(_swig_i_8))
+	swig_r_p := C._wrap_kvc_batch_block_table_csr_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_159(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_160(_swig_i_6), C.swig_voidp(_swig_i_7), C.swig_voidp(_swig_i_8))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3110,7 +3165,7 @@ func Kvc_batch_sequence_lengths(arg1 Cache, arg2 *uint64, arg3 uint64, arg4 *int
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_batch_sequence_lengths_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_162(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_batch_sequence_lengths_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_162(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3127,7 +3182,7 @@ func Kvc_batch_slot_mapping(arg1 Cache, arg2 uint32, arg3 *uint64, arg4 uint64, 
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_kvc_batch_slot_mapping_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_164(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_165(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_kvc_batch_slot_mapping_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_164(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_165(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3146,272 +3201,272 @@ func (p SwigcptrKvc_cache_stats_t) SwigIsKvc_cache_stats_t() {
 func (arg1 SwigcptrKvc_cache_stats_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_struct_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_struct_size_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_stats_t_struct_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_stats_t_struct_size_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetReserved(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_reserved_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_reserved_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetReserved() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_stats_t_reserved_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_stats_t_reserved_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_num_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_166(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_num_blocks_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_166(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetNum_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_num_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_num_blocks_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetFree_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_free_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_168(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_free_blocks_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_168(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetFree_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_free_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_free_blocks_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetCached_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_cached_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_170(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_cached_blocks_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_170(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetCached_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_cached_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_cached_blocks_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetIn_use_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_172(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_172(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetIn_use_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetReused_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_reused_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_174(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_reused_blocks_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_174(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetReused_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_reused_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_reused_blocks_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetMissed_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_missed_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_176(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_missed_blocks_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_176(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetMissed_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_missed_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_missed_blocks_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetHit_rate(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_hit_rate_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_hit_rate_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetHit_rate() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_kvc_cache_stats_t_hit_rate_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_kvc_cache_stats_t_hit_rate_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetEvicted_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_178(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_178(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetNum_sequences(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_num_sequences_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_180(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_num_sequences_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_180(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetNum_sequences() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_num_sequences_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_num_sequences_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetNum_pinned(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_num_pinned_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_182(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_num_pinned_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_182(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetNum_pinned() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_num_pinned_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_num_pinned_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetTree_nodes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_tree_nodes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_184(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_tree_nodes_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_184(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetTree_nodes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_tree_nodes_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_tree_nodes_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetOffloaded_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_186(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_186(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetOffloaded_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetOnboarded_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_188(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_188(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetOnboarded_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetOffloaded_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_190(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_190(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetOffloaded_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetOnboarded_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_192(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_192(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetOnboarded_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetHost_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_host_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_194(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_host_blocks_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_194(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetHost_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_host_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_host_blocks_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetHost_free_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_196(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_196(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetHost_free_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetHost_cached_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_198(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_198(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetHost_cached_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_cache_stats_t() (_swig_ret Kvc_cache_stats_t) {
 	var swig_r Kvc_cache_stats_t
-	swig_r = (Kvc_cache_stats_t)(SwigcptrKvc_cache_stats_t(C._wrap_new_kvc_cache_stats_t_kvc_fcbb5e12893c1662()))
+	swig_r = (Kvc_cache_stats_t)(SwigcptrKvc_cache_stats_t(C._wrap_new_kvc_cache_stats_t_kvc_a018c834d0647987()))
 	return swig_r
 }
 
 func DeleteKvc_cache_stats_t(arg1 Kvc_cache_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_cache_stats_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_cache_stats_t_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_cache_stats_t interface {
@@ -3461,14 +3516,14 @@ type Kvc_cache_stats_t interface {
 
 func Kvc_cache_stats_init(arg1 Kvc_cache_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_cache_stats_init_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_cache_stats_init_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_get_stats(arg1 Cache, arg2 Kvc_cache_stats_t) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_kvc_cache_get_stats_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_kvc_cache_get_stats_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3487,129 +3542,129 @@ func (p SwigcptrKvc_group_stats_t) SwigIsKvc_group_stats_t() {
 func (arg1 SwigcptrKvc_group_stats_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_struct_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_stats_t_struct_size_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_stats_t_struct_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_stats_t_struct_size_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) SetPool(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_pool_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_stats_t_pool_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetPool() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_stats_t_pool_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_stats_t_pool_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) SetIn_use_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_in_use_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_201(_swig_i_1))
+	C._wrap_kvc_group_stats_t_in_use_blocks_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_201(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetIn_use_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_stats_t_in_use_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_in_use_blocks_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) SetCached_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_cached_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_203(_swig_i_1))
+	C._wrap_kvc_group_stats_t_cached_blocks_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_203(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetCached_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_stats_t_cached_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_cached_blocks_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) SetPool_free_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_205(_swig_i_1))
+	C._wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_205(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetPool_free_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) SetReused_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_reused_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1))
+	C._wrap_kvc_group_stats_t_reused_blocks_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetReused_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_stats_t_reused_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_reused_blocks_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) SetMissed_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_missed_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_209(_swig_i_1))
+	C._wrap_kvc_group_stats_t_missed_blocks_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_209(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetMissed_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_stats_t_missed_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_missed_blocks_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) SetEvicted_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_evicted_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_211(_swig_i_1))
+	C._wrap_kvc_group_stats_t_evicted_blocks_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_211(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_stats_t_evicted_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_evicted_blocks_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) SetReleased_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_released_blocks_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_213(_swig_i_1))
+	C._wrap_kvc_group_stats_t_released_blocks_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_213(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetReleased_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_stats_t_released_blocks_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_released_blocks_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_group_stats_t() (_swig_ret Kvc_group_stats_t) {
 	var swig_r Kvc_group_stats_t
-	swig_r = (Kvc_group_stats_t)(SwigcptrKvc_group_stats_t(C._wrap_new_kvc_group_stats_t_kvc_fcbb5e12893c1662()))
+	swig_r = (Kvc_group_stats_t)(SwigcptrKvc_group_stats_t(C._wrap_new_kvc_group_stats_t_kvc_a018c834d0647987()))
 	return swig_r
 }
 
 func DeleteKvc_group_stats_t(arg1 Kvc_group_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_group_stats_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_group_stats_t_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_group_stats_t interface {
@@ -3637,7 +3692,7 @@ type Kvc_group_stats_t interface {
 
 func Kvc_group_stats_init(arg1 Kvc_group_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_group_stats_init_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_group_stats_init_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_get_group_stats(arg1 Cache, arg2 uint32, arg3 Kvc_group_stats_t) (_swig_ret error) {
@@ -3645,7 +3700,7 @@ func Kvc_cache_get_group_stats(arg1 Cache, arg2 uint32, arg3 Kvc_group_stats_t) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_cache_get_group_stats_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_cache_get_group_stats_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3655,7 +3710,7 @@ func Kvc_cache_get_group_stats(arg1 Cache, arg2 uint32, arg3 Kvc_group_stats_t) 
 func Kvc_cache_reset_reuse(arg1 Cache) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_cache_reset_reuse_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvc_cache_reset_reuse_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3665,7 +3720,7 @@ func Kvc_cache_reset_reuse(arg1 Cache) (_swig_ret error) {
 func Kvc_cache_check(arg1 Cache) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_cache_check_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvc_cache_check_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3684,129 +3739,129 @@ func (p SwigcptrKvc_store_args_t) SwigIsKvc_store_args_t() {
 func (arg1 SwigcptrKvc_store_args_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_struct_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_store_args_t_struct_size_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_store_args_t_struct_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_store_args_t_struct_size_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetLayer(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_layer_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_store_args_t_layer_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetLayer() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_store_args_t_layer_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_store_args_t_layer_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetNum_tokens(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_num_tokens_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_store_args_t_num_tokens_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetNum_tokens() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_store_args_t_num_tokens_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_store_args_t_num_tokens_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetSrc_dtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_src_dtype_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_store_args_t_src_dtype_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetSrc_dtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_store_args_t_src_dtype_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_store_args_t_src_dtype_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetKey(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_key_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_store_args_t_key_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetKey() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_store_args_t_key_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_store_args_t_key_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetValue(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_value_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_store_args_t_value_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetValue() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_store_args_t_value_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_store_args_t_value_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetSlot_mapping(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_slot_mapping_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_store_args_t_slot_mapping_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetSlot_mapping() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_store_args_t_slot_mapping_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_store_args_t_slot_mapping_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetK_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_k_scale_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_store_args_t_k_scale_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetK_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_store_args_t_k_scale_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_store_args_t_k_scale_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetV_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_v_scale_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_store_args_t_v_scale_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetV_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_store_args_t_v_scale_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_store_args_t_v_scale_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_store_args_t() (_swig_ret Kvc_store_args_t) {
 	var swig_r Kvc_store_args_t
-	swig_r = (Kvc_store_args_t)(SwigcptrKvc_store_args_t(C._wrap_new_kvc_store_args_t_kvc_fcbb5e12893c1662()))
+	swig_r = (Kvc_store_args_t)(SwigcptrKvc_store_args_t(C._wrap_new_kvc_store_args_t_kvc_a018c834d0647987()))
 	return swig_r
 }
 
 func DeleteKvc_store_args_t(arg1 Kvc_store_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_store_args_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_store_args_t_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_store_args_t interface {
@@ -3834,7 +3889,7 @@ type Kvc_store_args_t interface {
 
 func Kvc_store_args_init(arg1 Kvc_store_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_store_args_init_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_store_args_init_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_store_kv(arg1 Cache, arg2 Kvc_store_args_t, arg3 uintptr) (_swig_ret error) {
@@ -3842,7 +3897,7 @@ func Kvc_store_kv(arg1 Cache, arg2 Kvc_store_args_t, arg3 uintptr) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_store_kv_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_store_kv_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3858,7 +3913,7 @@ func Kvc_copy_blocks(arg1 Cache, arg2 uint32, arg3 *int32, arg4 *int32, arg5 *ui
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_kvc_copy_blocks_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.int(_swig_i_5), C.uintptr_t(_swig_i_6))
+	swig_r_p := C._wrap_kvc_copy_blocks_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.int(_swig_i_5), C.uintptr_t(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3869,7 +3924,7 @@ type Enum_SS_kvc_table_format int
 
 func _swig_getKVC_TABLE_PADDED() (_swig_ret Enum_SS_kvc_table_format) {
 	var swig_r Enum_SS_kvc_table_format
-	swig_r = (Enum_SS_kvc_table_format)(C._wrap_KVC_TABLE_PADDED_kvc_fcbb5e12893c1662())
+	swig_r = (Enum_SS_kvc_table_format)(C._wrap_KVC_TABLE_PADDED_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -3877,7 +3932,7 @@ var KVC_TABLE_PADDED Enum_SS_kvc_table_format = _swig_getKVC_TABLE_PADDED()
 
 func _swig_getKVC_TABLE_CSR() (_swig_ret Enum_SS_kvc_table_format) {
 	var swig_r Enum_SS_kvc_table_format
-	swig_r = (Enum_SS_kvc_table_format)(C._wrap_KVC_TABLE_CSR_kvc_fcbb5e12893c1662())
+	swig_r = (Enum_SS_kvc_table_format)(C._wrap_KVC_TABLE_CSR_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -3895,259 +3950,259 @@ func (p SwigcptrKvc_decode_args_t) SwigIsKvc_decode_args_t() {
 func (arg1 SwigcptrKvc_decode_args_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_struct_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_struct_size_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_struct_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_struct_size_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetLayer(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_layer_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_layer_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetLayer() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_layer_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_layer_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetBatch(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_batch_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_batch_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetBatch() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_batch_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_batch_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetQ_heads(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_q_heads_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_q_heads_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetQ_heads() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_q_heads_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_q_heads_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetQ_dtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_q_dtype_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_q_dtype_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetQ_dtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_q_dtype_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_q_dtype_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetTable_format(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_table_format_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_table_format_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetTable_format() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_table_format_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_table_format_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetQuery(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_query_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_decode_args_t_query_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetQuery() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_query_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_query_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetOut(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_out_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_decode_args_t_out_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetOut() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_out_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_out_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetSeq_lens(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_seq_lens_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_decode_args_t_seq_lens_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetSeq_lens() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_seq_lens_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_seq_lens_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetBlock_table(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_block_table_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_decode_args_t_block_table_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetBlock_table() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_block_table_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_block_table_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetIndptr(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_indptr_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_decode_args_t_indptr_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetIndptr() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_indptr_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_indptr_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetTable_stride(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_table_stride_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_table_stride_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetTable_stride() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_table_stride_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_table_stride_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetMax_seq_len(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_max_seq_len_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_max_seq_len_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetMax_seq_len() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_max_seq_len_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_max_seq_len_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetWindow(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_window_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_window_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetWindow() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_window_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_window_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetSoftmax_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_softmax_scale_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_decode_args_t_softmax_scale_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetSoftmax_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_decode_args_t_softmax_scale_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_decode_args_t_softmax_scale_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetK_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_k_scale_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_decode_args_t_k_scale_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetK_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_decode_args_t_k_scale_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_decode_args_t_k_scale_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetV_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_v_scale_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_decode_args_t_v_scale_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetV_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_decode_args_t_v_scale_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_decode_args_t_v_scale_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetWorkspace(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_workspace_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_decode_args_t_workspace_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetWorkspace() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_workspace_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_workspace_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetWorkspace_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_workspace_bytes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_220(_swig_i_1))
+	C._wrap_kvc_decode_args_t_workspace_bytes_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_220(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetWorkspace_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_decode_args_t_workspace_bytes_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_decode_args_t_workspace_bytes_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_decode_args_t() (_swig_ret Kvc_decode_args_t) {
 	var swig_r Kvc_decode_args_t
-	swig_r = (Kvc_decode_args_t)(SwigcptrKvc_decode_args_t(C._wrap_new_kvc_decode_args_t_kvc_fcbb5e12893c1662()))
+	swig_r = (Kvc_decode_args_t)(SwigcptrKvc_decode_args_t(C._wrap_new_kvc_decode_args_t_kvc_a018c834d0647987()))
 	return swig_r
 }
 
 func DeleteKvc_decode_args_t(arg1 Kvc_decode_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_decode_args_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_decode_args_t_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_decode_args_t interface {
@@ -4195,7 +4250,7 @@ type Kvc_decode_args_t interface {
 
 func Kvc_decode_args_init(arg1 Kvc_decode_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_decode_args_init_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_decode_args_init_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_decode_workspace_size(arg1 Cache, arg2 Kvc_decode_args_t, arg3 *uint64) (_swig_ret error) {
@@ -4203,7 +4258,7 @@ func Kvc_decode_workspace_size(arg1 Cache, arg2 Kvc_decode_args_t, arg3 *uint64)
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_decode_workspace_size_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_decode_workspace_size_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4215,7 +4270,406 @@ func Kvc_decode_attention(arg1 Cache, arg2 Kvc_decode_args_t, arg3 uintptr) (_sw
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_decode_attention_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_decode_attention_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+type SwigcptrKvc_prefill_args_t uintptr
+
+func (p SwigcptrKvc_prefill_args_t) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrKvc_prefill_args_t) SwigIsKvc_prefill_args_t() {
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) SetStruct_size(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_prefill_args_t_struct_size_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) GetStruct_size() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_struct_size_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) SetLayer(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_prefill_args_t_layer_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) GetLayer() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_layer_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) SetBatch(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_prefill_args_t_batch_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) GetBatch() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_batch_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) SetTotal_q(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_prefill_args_t_total_q_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) GetTotal_q() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_total_q_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) SetQ_heads(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_prefill_args_t_q_heads_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) GetQ_heads() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_q_heads_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) SetQ_dtype(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_prefill_args_t_q_dtype_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) GetQ_dtype() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_q_dtype_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) SetTable_format(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_prefill_args_t_table_format_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) GetTable_format() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_table_format_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) SetQuery(arg2 uintptr) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_prefill_args_t_query_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) GetQuery() (_swig_ret uintptr) {
+	var swig_r uintptr
+	_swig_i_0 := arg1
+	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_query_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) SetOut(arg2 uintptr) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_prefill_args_t_out_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) GetOut() (_swig_ret uintptr) {
+	var swig_r uintptr
+	_swig_i_0 := arg1
+	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_out_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) SetLse(arg2 uintptr) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_prefill_args_t_lse_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) GetLse() (_swig_ret uintptr) {
+	var swig_r uintptr
+	_swig_i_0 := arg1
+	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_lse_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) SetQo_indptr(arg2 uintptr) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_prefill_args_t_qo_indptr_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) GetQo_indptr() (_swig_ret uintptr) {
+	var swig_r uintptr
+	_swig_i_0 := arg1
+	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_qo_indptr_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) SetKv_lens(arg2 uintptr) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_prefill_args_t_kv_lens_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) GetKv_lens() (_swig_ret uintptr) {
+	var swig_r uintptr
+	_swig_i_0 := arg1
+	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_kv_lens_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) SetBlock_table(arg2 uintptr) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_prefill_args_t_block_table_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) GetBlock_table() (_swig_ret uintptr) {
+	var swig_r uintptr
+	_swig_i_0 := arg1
+	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_block_table_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) SetIndptr(arg2 uintptr) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_prefill_args_t_indptr_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) GetIndptr() (_swig_ret uintptr) {
+	var swig_r uintptr
+	_swig_i_0 := arg1
+	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_indptr_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) SetTable_stride(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_prefill_args_t_table_stride_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) GetTable_stride() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_table_stride_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) SetMax_kv_len(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_prefill_args_t_max_kv_len_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) GetMax_kv_len() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_max_kv_len_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) SetWindow(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_prefill_args_t_window_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) GetWindow() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_window_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) SetSoftmax_scale(arg2 float32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_prefill_args_t_softmax_scale_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) GetSoftmax_scale() (_swig_ret float32) {
+	var swig_r float32
+	_swig_i_0 := arg1
+	swig_r = (float32)(C._wrap_kvc_prefill_args_t_softmax_scale_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) SetLogits_soft_cap(arg2 float32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) GetLogits_soft_cap() (_swig_ret float32) {
+	var swig_r float32
+	_swig_i_0 := arg1
+	swig_r = (float32)(C._wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) SetK_scale(arg2 float32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_prefill_args_t_k_scale_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) GetK_scale() (_swig_ret float32) {
+	var swig_r float32
+	_swig_i_0 := arg1
+	swig_r = (float32)(C._wrap_kvc_prefill_args_t_k_scale_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) SetV_scale(arg2 float32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_prefill_args_t_v_scale_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) GetV_scale() (_swig_ret float32) {
+	var swig_r float32
+	_swig_i_0 := arg1
+	swig_r = (float32)(C._wrap_kvc_prefill_args_t_v_scale_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) SetWorkspace(arg2 uintptr) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_prefill_args_t_workspace_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) GetWorkspace() (_swig_ret uintptr) {
+	var swig_r uintptr
+	_swig_i_0 := arg1
+	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_workspace_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) SetWorkspace_bytes(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_224(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) GetWorkspace_bytes() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewKvc_prefill_args_t() (_swig_ret Kvc_prefill_args_t) {
+	var swig_r Kvc_prefill_args_t
+	swig_r = (Kvc_prefill_args_t)(SwigcptrKvc_prefill_args_t(C._wrap_new_kvc_prefill_args_t_kvc_a018c834d0647987()))
+	return swig_r
+}
+
+func DeleteKvc_prefill_args_t(arg1 Kvc_prefill_args_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_kvc_prefill_args_t_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
+}
+
+type Kvc_prefill_args_t interface {
+	Swigcptr() uintptr
+	SwigIsKvc_prefill_args_t()
+	SetStruct_size(arg2 uint32)
+	GetStruct_size() (_swig_ret uint32)
+	SetLayer(arg2 uint32)
+	GetLayer() (_swig_ret uint32)
+	SetBatch(arg2 uint32)
+	GetBatch() (_swig_ret uint32)
+	SetTotal_q(arg2 uint32)
+	GetTotal_q() (_swig_ret uint32)
+	SetQ_heads(arg2 uint32)
+	GetQ_heads() (_swig_ret uint32)
+	SetQ_dtype(arg2 uint32)
+	GetQ_dtype() (_swig_ret uint32)
+	SetTable_format(arg2 uint32)
+	GetTable_format() (_swig_ret uint32)
+	SetQuery(arg2 uintptr)
+	GetQuery() (_swig_ret uintptr)
+	SetOut(arg2 uintptr)
+	GetOut() (_swig_ret uintptr)
+	SetLse(arg2 uintptr)
+	GetLse() (_swig_ret uintptr)
+	SetQo_indptr(arg2 uintptr)
+	GetQo_indptr() (_swig_ret uintptr)
+	SetKv_lens(arg2 uintptr)
+	GetKv_lens() (_swig_ret uintptr)
+	SetBlock_table(arg2 uintptr)
+	GetBlock_table() (_swig_ret uintptr)
+	SetIndptr(arg2 uintptr)
+	GetIndptr() (_swig_ret uintptr)
+	SetTable_stride(arg2 uint32)
+	GetTable_stride() (_swig_ret uint32)
+	SetMax_kv_len(arg2 uint32)
+	GetMax_kv_len() (_swig_ret uint32)
+	SetWindow(arg2 uint32)
+	GetWindow() (_swig_ret uint32)
+	SetSoftmax_scale(arg2 float32)
+	GetSoftmax_scale() (_swig_ret float32)
+	SetLogits_soft_cap(arg2 float32)
+	GetLogits_soft_cap() (_swig_ret float32)
+	SetK_scale(arg2 float32)
+	GetK_scale() (_swig_ret float32)
+	SetV_scale(arg2 float32)
+	GetV_scale() (_swig_ret float32)
+	SetWorkspace(arg2 uintptr)
+	GetWorkspace() (_swig_ret uintptr)
+	SetWorkspace_bytes(arg2 uint64)
+	GetWorkspace_bytes() (_swig_ret uint64)
+}
+
+func Kvc_prefill_args_init(arg1 Kvc_prefill_args_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_kvc_prefill_args_init_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
+}
+
+func Kvc_prefill_workspace_size(arg1 Cache, arg2 Kvc_prefill_args_t, arg3 *uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_kvc_prefill_workspace_size_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+func Kvc_prefill_attention(arg1 Cache, arg2 Kvc_prefill_args_t, arg3 uintptr) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_kvc_prefill_attention_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4227,7 +4681,7 @@ func Kvc_cache_get_async_error(arg1 Cache, arg2 uintptr, arg3 *int32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_cache_get_async_error_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_cache_get_async_error_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4238,27 +4692,27 @@ func Kvcgo_buffer_new(arg1 *byte, arg2 uint64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (uintptr)(C._wrap_kvcgo_buffer_new_kvc_fcbb5e12893c1662(C.swig_voidp(_swig_i_0), C.swig_type_225(_swig_i_1)))
+	swig_r = (uintptr)(C._wrap_kvcgo_buffer_new_kvc_a018c834d0647987(C.swig_voidp(_swig_i_0), C.swig_type_229(_swig_i_1)))
 	return swig_r
 }
 
 func Kvcgo_buffer_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_kvcgo_buffer_free_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+	C._wrap_kvcgo_buffer_free_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0))
 }
 
 func Kvcgo_buffer_read(arg1 *byte, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_buffer_read_kvc_fcbb5e12893c1662(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_226(_swig_i_2))
+	C._wrap_kvcgo_buffer_read_kvc_a018c834d0647987(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_230(_swig_i_2))
 }
 
 func Kvcgo_buffer_write(arg1 uintptr, arg2 *byte, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_buffer_write_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_227(_swig_i_2))
+	C._wrap_kvcgo_buffer_write_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_231(_swig_i_2))
 }
 
 func Kvcgo_extra_key_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, arg5 uintptr, arg6 uint64) {
@@ -4268,7 +4722,7 @@ func Kvcgo_extra_key_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_kvcgo_extra_key_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_228(_swig_i_1), C.swig_type_229(_swig_i_2), C.swig_type_230(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_231(_swig_i_5))
+	C._wrap_kvcgo_extra_key_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_232(_swig_i_1), C.swig_type_233(_swig_i_2), C.swig_type_234(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_235(_swig_i_5))
 }
 
 func Kvcgo_cache_async_error(arg1 Cache, arg2 uintptr, arg3 *bool) (_swig_ret error) {
@@ -4276,7 +4730,7 @@ func Kvcgo_cache_async_error(arg1 Cache, arg2 uintptr, arg3 *bool) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvcgo_cache_async_error_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvcgo_cache_async_error_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4285,7 +4739,7 @@ func Kvcgo_cache_async_error(arg1 Cache, arg2 uintptr, arg3 *bool) (_swig_ret er
 
 func Kvcgo_extra_key_size() (_swig_ret uint64) {
 	var swig_r uint64
-	swig_r = (uint64)(C._wrap_kvcgo_extra_key_size_kvc_fcbb5e12893c1662())
+	swig_r = (uint64)(C._wrap_kvcgo_extra_key_size_kvc_a018c834d0647987())
 	return swig_r
 }
 
@@ -4296,11 +4750,11 @@ func Kvcgo_retention_range_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_kvcgo_retention_range_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_234(_swig_i_1), C.swig_type_235(_swig_i_2), C.swig_type_236(_swig_i_3), C.int(_swig_i_4), C.swig_type_237(_swig_i_5))
+	C._wrap_kvcgo_retention_range_set_kvc_a018c834d0647987(C.uintptr_t(_swig_i_0), C.swig_type_238(_swig_i_1), C.swig_type_239(_swig_i_2), C.swig_type_240(_swig_i_3), C.int(_swig_i_4), C.swig_type_241(_swig_i_5))
 }
 
 func Kvcgo_retention_range_size() (_swig_ret uint64) {
 	var swig_r uint64
-	swig_r = (uint64)(C._wrap_kvcgo_retention_range_size_kvc_fcbb5e12893c1662())
+	swig_r = (uint64)(C._wrap_kvcgo_retention_range_size_kvc_a018c834d0647987())
 	return swig_r
 }

@@ -277,7 +277,7 @@ static size_t kvcgo_retention_range_size(void) { return sizeof(kvc_retention_ran
 extern "C" {
 #endif
 
-void _wrap_Swig_free_kvc_fcbb5e12893c1662(void *_swig_go_0) {
+void _wrap_Swig_free_kvc_a018c834d0647987(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -287,7 +287,7 @@ void _wrap_Swig_free_kvc_fcbb5e12893c1662(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_kvc_fcbb5e12893c1662(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_kvc_a018c834d0647987(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -300,7 +300,7 @@ void *_wrap_Swig_malloc_kvc_fcbb5e12893c1662(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_OK_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_OK_kvc_a018c834d0647987() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -312,7 +312,7 @@ intgo _wrap_KVC_OK_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_a018c834d0647987() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -324,7 +324,7 @@ intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_ERR_NOT_FOUND_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_ERR_NOT_FOUND_kvc_a018c834d0647987() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -336,7 +336,7 @@ intgo _wrap_KVC_ERR_NOT_FOUND_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_a018c834d0647987() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -348,7 +348,7 @@ intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_a018c834d0647987() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -360,7 +360,7 @@ intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_a018c834d0647987() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -372,7 +372,7 @@ intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_a018c834d0647987() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -384,7 +384,7 @@ intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_ERR_DEVICE_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_ERR_DEVICE_kvc_a018c834d0647987() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -396,7 +396,7 @@ intgo _wrap_KVC_ERR_DEVICE_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_a018c834d0647987() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -408,7 +408,7 @@ intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_STATE_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_ERR_INVALID_STATE_kvc_a018c834d0647987() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -420,7 +420,7 @@ intgo _wrap_KVC_ERR_INVALID_STATE_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_ERR_INTERNAL_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_ERR_INTERNAL_kvc_a018c834d0647987() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -432,7 +432,7 @@ intgo _wrap_KVC_ERR_INTERNAL_kvc_fcbb5e12893c1662() {
 }
 
 
-_gostring_ _wrap_kvc_status_string_kvc_fcbb5e12893c1662(int _swig_go_0) {
+_gostring_ _wrap_kvc_status_string_kvc_a018c834d0647987(int _swig_go_0) {
   kvc_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -445,7 +445,7 @@ _gostring_ _wrap_kvc_status_string_kvc_fcbb5e12893c1662(int _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_VERSION_NUMBER_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_VERSION_NUMBER_kvc_a018c834d0647987() {
   int result;
   intgo _swig_go_result;
   
@@ -456,7 +456,7 @@ intgo _wrap_KVC_VERSION_NUMBER_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_a018c834d0647987() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -468,7 +468,7 @@ intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_a018c834d0647987() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -480,7 +480,7 @@ intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_fcbb5e12893c1662() {
 }
 
 
-int _wrap_kvc_version_kvc_fcbb5e12893c1662() {
+int _wrap_kvc_version_kvc_a018c834d0647987() {
   uint32_t result;
   int _swig_go_result;
   
@@ -491,7 +491,7 @@ int _wrap_kvc_version_kvc_fcbb5e12893c1662() {
 }
 
 
-_gostring_ _wrap_kvc_version_string_kvc_fcbb5e12893c1662() {
+_gostring_ _wrap_kvc_version_string_kvc_a018c834d0647987() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -502,7 +502,7 @@ _gostring_ _wrap_kvc_version_string_kvc_fcbb5e12893c1662() {
 }
 
 
-int _wrap_kvc_abi_version_kvc_fcbb5e12893c1662() {
+int _wrap_kvc_abi_version_kvc_a018c834d0647987() {
   uint32_t result;
   int _swig_go_result;
   
@@ -513,7 +513,7 @@ int _wrap_kvc_abi_version_kvc_fcbb5e12893c1662() {
 }
 
 
-long long _wrap_kvc_features_kvc_fcbb5e12893c1662() {
+long long _wrap_kvc_features_kvc_a018c834d0647987() {
   uint64_t result;
   long long _swig_go_result;
   
@@ -524,7 +524,7 @@ long long _wrap_kvc_features_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F32_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_DTYPE_F32_kvc_a018c834d0647987() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -536,7 +536,7 @@ intgo _wrap_KVC_DTYPE_F32_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F16_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_DTYPE_F16_kvc_a018c834d0647987() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -548,7 +548,7 @@ intgo _wrap_KVC_DTYPE_F16_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_DTYPE_BF16_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_DTYPE_BF16_kvc_a018c834d0647987() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -560,7 +560,7 @@ intgo _wrap_KVC_DTYPE_BF16_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_a018c834d0647987() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -572,7 +572,7 @@ intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_NHD_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_LAYOUT_NHD_kvc_a018c834d0647987() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -584,7 +584,7 @@ intgo _wrap_KVC_LAYOUT_NHD_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_HND_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_LAYOUT_HND_kvc_a018c834d0647987() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -596,7 +596,7 @@ intgo _wrap_KVC_LAYOUT_HND_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CPU_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_DEVICE_CPU_kvc_a018c834d0647987() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -608,7 +608,7 @@ intgo _wrap_KVC_DEVICE_CPU_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CUDA_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_DEVICE_CUDA_kvc_a018c834d0647987() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -620,7 +620,7 @@ intgo _wrap_KVC_DEVICE_CUDA_kvc_fcbb5e12893c1662() {
 }
 
 
-_gostring_ _wrap_kvc_config_create_kvc_fcbb5e12893c1662(kvc_config_t **_swig_go_0) {
+_gostring_ _wrap_kvc_config_create_kvc_a018c834d0647987(kvc_config_t **_swig_go_0) {
   kvc_config_t **arg1 = (kvc_config_t **) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -633,7 +633,7 @@ _gostring_ _wrap_kvc_config_create_kvc_fcbb5e12893c1662(kvc_config_t **_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_config_clone_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
+_gostring_ _wrap_kvc_config_clone_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_config_t **arg2 = (kvc_config_t **) 0 ;
   kvc_status_t result;
@@ -648,7 +648,7 @@ _gostring_ _wrap_kvc_config_clone_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_config_destroy_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0) {
+void _wrap_kvc_config_destroy_kvc_a018c834d0647987(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   
   arg1 = (kvc_config_t *)_swig_go_0; 
@@ -658,7 +658,7 @@ void _wrap_kvc_config_destroy_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_kvc_config_validate_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0) {
+_gostring_ _wrap_kvc_config_validate_kvc_a018c834d0647987(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -671,7 +671,7 @@ _gostring_ _wrap_kvc_config_validate_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_config_set_num_layers_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_num_layers_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -686,7 +686,7 @@ _gostring_ _wrap_kvc_config_set_num_layers_kvc_fcbb5e12893c1662(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_num_layers_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_num_layers_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -701,7 +701,7 @@ _gostring_ _wrap_kvc_config_get_num_layers_kvc_fcbb5e12893c1662(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_heads_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -716,7 +716,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_kvc_fcbb5e12893c1662(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -733,7 +733,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_fcbb5e12893c1662(kvc_conf
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_heads_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_kv_heads_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -750,7 +750,7 @@ _gostring_ _wrap_kvc_config_get_kv_heads_kvc_fcbb5e12893c1662(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_head_dim_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_head_dim_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -765,7 +765,7 @@ _gostring_ _wrap_kvc_config_set_head_dim_kvc_fcbb5e12893c1662(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_get_head_dim_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_head_dim_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -780,7 +780,7 @@ _gostring_ _wrap_kvc_config_get_head_dim_kvc_fcbb5e12893c1662(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_dtype_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_dtype_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t arg2 ;
   kvc_status_t result;
@@ -795,7 +795,7 @@ _gostring_ _wrap_kvc_config_set_dtype_kvc_fcbb5e12893c1662(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_get_dtype_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_dtype_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t *arg2 = (kvc_dtype_t *) 0 ;
   kvc_status_t result;
@@ -810,7 +810,7 @@ _gostring_ _wrap_kvc_config_get_dtype_kvc_fcbb5e12893c1662(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_factor_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_factor_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -825,7 +825,7 @@ _gostring_ _wrap_kvc_config_set_kv_factor_kvc_fcbb5e12893c1662(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_factor_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_kv_factor_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -840,7 +840,7 @@ _gostring_ _wrap_kvc_config_get_kv_factor_kvc_fcbb5e12893c1662(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_set_layout_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_layout_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t arg2 ;
   kvc_status_t result;
@@ -855,7 +855,7 @@ _gostring_ _wrap_kvc_config_set_layout_kvc_fcbb5e12893c1662(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_layout_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_layout_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t *arg2 = (kvc_layout_t *) 0 ;
   kvc_status_t result;
@@ -870,7 +870,7 @@ _gostring_ _wrap_kvc_config_get_layout_kvc_fcbb5e12893c1662(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -885,7 +885,7 @@ _gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_fcbb5e12893c1662(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -900,7 +900,7 @@ _gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_fcbb5e12893c1662(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_attention_windows_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_attention_windows_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -917,7 +917,7 @@ _gostring_ _wrap_kvc_config_set_attention_windows_kvc_fcbb5e12893c1662(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_attention_window_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_attention_window_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -934,7 +934,7 @@ _gostring_ _wrap_kvc_config_get_attention_window_kvc_fcbb5e12893c1662(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_device_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_device_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t arg2 ;
   int32_t arg3 ;
@@ -951,7 +951,7 @@ _gostring_ _wrap_kvc_config_set_device_kvc_fcbb5e12893c1662(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_device_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_device_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t *arg2 = (kvc_device_kind_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -968,7 +968,7 @@ _gostring_ _wrap_kvc_config_get_device_kvc_fcbb5e12893c1662(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -983,7 +983,7 @@ _gostring_ _wrap_kvc_config_set_primary_bytes_kvc_fcbb5e12893c1662(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -998,7 +998,7 @@ _gostring_ _wrap_kvc_config_get_primary_bytes_kvc_fcbb5e12893c1662(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_max_tokens_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_max_tokens_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1013,7 +1013,7 @@ _gostring_ _wrap_kvc_config_set_max_tokens_kvc_fcbb5e12893c1662(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_max_tokens_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_max_tokens_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1028,7 +1028,7 @@ _gostring_ _wrap_kvc_config_get_max_tokens_kvc_fcbb5e12893c1662(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, double _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, double _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double arg2 ;
   kvc_status_t result;
@@ -1043,7 +1043,7 @@ _gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_fcbb5e12893c1662(kv
 }
 
 
-_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, double *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, double *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double *arg2 = (double *) 0 ;
   kvc_status_t result;
@@ -1058,7 +1058,7 @@ _gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_fcbb5e12893c1662(kv
 }
 
 
-_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1073,7 +1073,7 @@ _gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_fcbb5e12893c1662(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1088,7 +1088,7 @@ _gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_fcbb5e12893c1662(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1103,7 +1103,7 @@ _gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_fcbb5e12893c1
 }
 
 
-_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1118,7 +1118,7 @@ _gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_fcbb5e12893c1
 }
 
 
-_gostring_ _wrap_kvc_config_set_block_reuse_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_block_reuse_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1133,7 +1133,7 @@ _gostring_ _wrap_kvc_config_set_block_reuse_kvc_fcbb5e12893c1662(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_get_block_reuse_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_block_reuse_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1148,7 +1148,7 @@ _gostring_ _wrap_kvc_config_get_block_reuse_kvc_fcbb5e12893c1662(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1163,7 +1163,7 @@ _gostring_ _wrap_kvc_config_set_partial_reuse_kvc_fcbb5e12893c1662(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1178,7 +1178,7 @@ _gostring_ _wrap_kvc_config_get_partial_reuse_kvc_fcbb5e12893c1662(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1193,7 +1193,7 @@ _gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_fcbb5e12893c1662(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1208,7 +1208,7 @@ _gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_fcbb5e12893c1662(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1223,7 +1223,7 @@ _gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_fcbb5e12893c1662(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1238,7 +1238,7 @@ _gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_fcbb5e12893c1662(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_set_manual_clock_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_manual_clock_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1253,7 +1253,7 @@ _gostring_ _wrap_kvc_config_set_manual_clock_kvc_fcbb5e12893c1662(kvc_config_t *
 }
 
 
-_gostring_ _wrap_kvc_config_get_manual_clock_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_manual_clock_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1268,7 +1268,7 @@ _gostring_ _wrap_kvc_config_get_manual_clock_kvc_fcbb5e12893c1662(kvc_config_t *
 }
 
 
-_gostring_ _wrap_kvc_cache_create_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
+_gostring_ _wrap_kvc_cache_create_kvc_a018c834d0647987(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_cache_t **arg2 = (kvc_cache_t **) 0 ;
   kvc_status_t result;
@@ -1283,7 +1283,7 @@ _gostring_ _wrap_kvc_cache_create_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_cache_destroy_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0) {
+void _wrap_kvc_cache_destroy_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   
   arg1 = (kvc_cache_t *)_swig_go_0; 
@@ -1293,7 +1293,7 @@ void _wrap_kvc_cache_destroy_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_cache_desc_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_struct_size_set_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1305,7 +1305,7 @@ void _wrap_kvc_cache_desc_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_struct_size_get_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1318,7 +1318,7 @@ int _wrap_kvc_cache_desc_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_kind_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_kind_set_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t arg2 ;
   
@@ -1330,7 +1330,7 @@ void _wrap_kvc_cache_desc_t_device_kind_set_kvc_fcbb5e12893c1662(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_device_kind_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_kind_get_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t result;
   int _swig_go_result;
@@ -1343,7 +1343,7 @@ int _wrap_kvc_cache_desc_t_device_kind_get_kvc_fcbb5e12893c1662(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t arg2 ;
   
@@ -1355,7 +1355,7 @@ void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_fcbb5e12893c1662(struct kvc_c
 }
 
 
-int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t result;
   int _swig_go_result;
@@ -1368,7 +1368,7 @@ int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_fcbb5e12893c1662(struct kvc_ca
 }
 
 
-void _wrap_kvc_cache_desc_t_dtype_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_dtype_set_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -1380,7 +1380,7 @@ void _wrap_kvc_cache_desc_t_dtype_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc
 }
 
 
-int _wrap_kvc_cache_desc_t_dtype_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_dtype_get_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -1393,7 +1393,7 @@ int _wrap_kvc_cache_desc_t_dtype_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc 
 }
 
 
-void _wrap_kvc_cache_desc_t_layout_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_layout_set_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -1405,7 +1405,7 @@ void _wrap_kvc_cache_desc_t_layout_set_kvc_fcbb5e12893c1662(struct kvc_cache_des
 }
 
 
-int _wrap_kvc_cache_desc_t_layout_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_layout_get_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -1418,7 +1418,7 @@ int _wrap_kvc_cache_desc_t_layout_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc
 }
 
 
-void _wrap_kvc_cache_desc_t_num_layers_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_layers_set_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1430,7 +1430,7 @@ void _wrap_kvc_cache_desc_t_num_layers_set_kvc_fcbb5e12893c1662(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_layers_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_layers_get_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1443,7 +1443,7 @@ int _wrap_kvc_cache_desc_t_num_layers_get_kvc_fcbb5e12893c1662(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_groups_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_groups_set_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1455,7 +1455,7 @@ void _wrap_kvc_cache_desc_t_num_groups_set_kvc_fcbb5e12893c1662(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_groups_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_groups_get_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1468,7 +1468,7 @@ int _wrap_kvc_cache_desc_t_num_groups_get_kvc_fcbb5e12893c1662(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_pools_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_pools_set_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1480,7 +1480,7 @@ void _wrap_kvc_cache_desc_t_num_pools_set_kvc_fcbb5e12893c1662(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_num_pools_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_pools_get_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1493,7 +1493,7 @@ int _wrap_kvc_cache_desc_t_num_pools_get_kvc_fcbb5e12893c1662(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1505,7 +1505,7 @@ void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1518,7 +1518,7 @@ int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_fcbb5e12893c1662(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1530,7 +1530,7 @@ void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_fcbb5e12893c1662(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1543,7 +1543,7 @@ int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_fcbb5e12893c1662(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1555,7 +1555,7 @@ void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache
 }
 
 
-long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1568,7 +1568,7 @@ long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1580,7 +1580,7 @@ void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_fcbb5e12893c1662(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1593,7 +1593,7 @@ long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_fcbb5e12893c1662(struct 
 }
 
 
-void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1605,7 +1605,7 @@ void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_fcbb5e12893c1662(struct kvc_ca
 }
 
 
-long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1618,7 +1618,7 @@ long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_fcbb5e12893c1662(struct k
 }
 
 
-void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1630,7 +1630,7 @@ void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1643,7 +1643,7 @@ long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_fcbb5e12893c1662(struc
 }
 
 
-void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1655,7 +1655,7 @@ void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1668,7 +1668,7 @@ long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_fcbb5e12893c1662(stru
 }
 
 
-void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1680,7 +1680,7 @@ void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_fcbb5e12893c1662(struct k
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1693,7 +1693,7 @@ long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_fcbb5e12893c1662(str
 }
 
 
-struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_fcbb5e12893c1662() {
+struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_a018c834d0647987() {
   struct kvc_cache_desc *result = 0 ;
   struct kvc_cache_desc *_swig_go_result;
   
@@ -1704,7 +1704,7 @@ struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_delete_kvc_cache_desc_t_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_delete_kvc_cache_desc_t_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   
   arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
@@ -1714,7 +1714,7 @@ void _wrap_delete_kvc_cache_desc_t_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_
 }
 
 
-void _wrap_kvc_cache_desc_init_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_kvc_cache_desc_init_kvc_a018c834d0647987(struct kvc_cache_desc *_swig_go_0) {
   kvc_cache_desc_t *arg1 = (kvc_cache_desc_t *) 0 ;
   
   arg1 = *(kvc_cache_desc_t **)&_swig_go_0; 
@@ -1724,7 +1724,7 @@ void _wrap_kvc_cache_desc_init_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_describe_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_desc_t *arg2 = (kvc_cache_desc_t *) 0 ;
   kvc_status_t result;
@@ -1739,7 +1739,7 @@ _gostring_ _wrap_kvc_cache_describe_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_group_desc_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_struct_size_set_kvc_a018c834d0647987(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1751,7 +1751,7 @@ void _wrap_kvc_group_desc_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_grou
 }
 
 
-int _wrap_kvc_group_desc_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_struct_size_get_kvc_a018c834d0647987(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1764,7 +1764,7 @@ int _wrap_kvc_group_desc_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_group
 }
 
 
-void _wrap_kvc_group_desc_t_window_set_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_window_set_kvc_a018c834d0647987(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1776,7 +1776,7 @@ void _wrap_kvc_group_desc_t_window_set_kvc_fcbb5e12893c1662(struct kvc_group_des
 }
 
 
-int _wrap_kvc_group_desc_t_window_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_window_get_kvc_a018c834d0647987(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1789,7 +1789,7 @@ int _wrap_kvc_group_desc_t_window_get_kvc_fcbb5e12893c1662(struct kvc_group_desc
 }
 
 
-void _wrap_kvc_group_desc_t_kv_heads_set_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_kv_heads_set_kvc_a018c834d0647987(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1801,7 +1801,7 @@ void _wrap_kvc_group_desc_t_kv_heads_set_kvc_fcbb5e12893c1662(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_kv_heads_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_kv_heads_get_kvc_a018c834d0647987(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1814,7 +1814,7 @@ int _wrap_kvc_group_desc_t_kv_heads_get_kvc_fcbb5e12893c1662(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_head_dim_set_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_head_dim_set_kvc_a018c834d0647987(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1826,7 +1826,7 @@ void _wrap_kvc_group_desc_t_head_dim_set_kvc_fcbb5e12893c1662(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_head_dim_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_head_dim_get_kvc_a018c834d0647987(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1839,7 +1839,7 @@ int _wrap_kvc_group_desc_t_head_dim_get_kvc_fcbb5e12893c1662(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_num_layers_set_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_num_layers_set_kvc_a018c834d0647987(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1851,7 +1851,7 @@ void _wrap_kvc_group_desc_t_num_layers_set_kvc_fcbb5e12893c1662(struct kvc_group
 }
 
 
-int _wrap_kvc_group_desc_t_num_layers_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_num_layers_get_kvc_a018c834d0647987(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1864,7 +1864,7 @@ int _wrap_kvc_group_desc_t_num_layers_get_kvc_fcbb5e12893c1662(struct kvc_group_
 }
 
 
-void _wrap_kvc_group_desc_t_pool_set_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_pool_set_kvc_a018c834d0647987(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1876,7 +1876,7 @@ void _wrap_kvc_group_desc_t_pool_set_kvc_fcbb5e12893c1662(struct kvc_group_desc 
 }
 
 
-int _wrap_kvc_group_desc_t_pool_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_pool_get_kvc_a018c834d0647987(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1889,7 +1889,7 @@ int _wrap_kvc_group_desc_t_pool_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *
 }
 
 
-void _wrap_kvc_group_desc_t_block_bytes_set_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_block_bytes_set_kvc_a018c834d0647987(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1901,7 +1901,7 @@ void _wrap_kvc_group_desc_t_block_bytes_set_kvc_fcbb5e12893c1662(struct kvc_grou
 }
 
 
-long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_a018c834d0647987(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1914,7 +1914,7 @@ long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_a018c834d0647987(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1926,7 +1926,7 @@ void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_fcbb5e12893c1662(struct kvc_
 }
 
 
-long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_a018c834d0647987(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1939,7 +1939,7 @@ long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_fcbb5e12893c1662(struct
 }
 
 
-struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_fcbb5e12893c1662() {
+struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_a018c834d0647987() {
   struct kvc_group_desc *result = 0 ;
   struct kvc_group_desc *_swig_go_result;
   
@@ -1950,7 +1950,7 @@ struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_delete_kvc_group_desc_t_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
+void _wrap_delete_kvc_group_desc_t_kvc_a018c834d0647987(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   
   arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
@@ -1960,7 +1960,7 @@ void _wrap_delete_kvc_group_desc_t_kvc_fcbb5e12893c1662(struct kvc_group_desc *_
 }
 
 
-void _wrap_kvc_group_desc_init_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
+void _wrap_kvc_group_desc_init_kvc_a018c834d0647987(struct kvc_group_desc *_swig_go_0) {
   kvc_group_desc_t *arg1 = (kvc_group_desc_t *) 0 ;
   
   arg1 = *(kvc_group_desc_t **)&_swig_go_0; 
@@ -1970,7 +1970,7 @@ void _wrap_kvc_group_desc_init_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_group_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_group_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_group_desc_t *arg3 = (kvc_group_desc_t *) 0 ;
@@ -1987,7 +1987,7 @@ _gostring_ _wrap_kvc_cache_describe_group_kvc_fcbb5e12893c1662(kvc_cache_t *_swi
 }
 
 
-void _wrap_kvc_pool_desc_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_struct_size_set_kvc_a018c834d0647987(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1999,7 +1999,7 @@ void _wrap_kvc_pool_desc_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_pool_
 }
 
 
-int _wrap_kvc_pool_desc_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_struct_size_get_kvc_a018c834d0647987(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2012,7 +2012,7 @@ int _wrap_kvc_pool_desc_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_num_groups_set_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_groups_set_kvc_a018c834d0647987(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2024,7 +2024,7 @@ void _wrap_kvc_pool_desc_t_num_groups_set_kvc_fcbb5e12893c1662(struct kvc_pool_d
 }
 
 
-int _wrap_kvc_pool_desc_t_num_groups_get_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_num_groups_get_kvc_a018c834d0647987(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2037,7 +2037,7 @@ int _wrap_kvc_pool_desc_t_num_groups_get_kvc_fcbb5e12893c1662(struct kvc_pool_de
 }
 
 
-void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_a018c834d0647987(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2049,7 +2049,7 @@ void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_fcbb5e12893c1662(struct kvc_pool_
 }
 
 
-long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_a018c834d0647987(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2062,7 +2062,7 @@ long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_fcbb5e12893c1662(struct kvc_
 }
 
 
-void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_a018c834d0647987(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2074,7 +2074,7 @@ void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_pool_d
 }
 
 
-long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_a018c834d0647987(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2087,7 +2087,7 @@ long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(struct kvc_p
 }
 
 
-void _wrap_kvc_pool_desc_t_bytes_set_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_bytes_set_kvc_a018c834d0647987(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2099,7 +2099,7 @@ void _wrap_kvc_pool_desc_t_bytes_set_kvc_fcbb5e12893c1662(struct kvc_pool_desc *
 }
 
 
-long long _wrap_kvc_pool_desc_t_bytes_get_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_bytes_get_kvc_a018c834d0647987(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2112,7 +2112,7 @@ long long _wrap_kvc_pool_desc_t_bytes_get_kvc_fcbb5e12893c1662(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_base_set_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_pool_desc_t_base_set_kvc_a018c834d0647987(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2124,7 +2124,7 @@ void _wrap_kvc_pool_desc_t_base_set_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_
 }
 
 
-void *_wrap_kvc_pool_desc_t_base_get_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0) {
+void *_wrap_kvc_pool_desc_t_base_get_kvc_a018c834d0647987(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2137,7 +2137,7 @@ void *_wrap_kvc_pool_desc_t_base_get_kvc_fcbb5e12893c1662(struct kvc_pool_desc *
 }
 
 
-struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_fcbb5e12893c1662() {
+struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_a018c834d0647987() {
   struct kvc_pool_desc *result = 0 ;
   struct kvc_pool_desc *_swig_go_result;
   
@@ -2148,7 +2148,7 @@ struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_delete_kvc_pool_desc_t_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_delete_kvc_pool_desc_t_kvc_a018c834d0647987(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   
   arg1 = *(struct kvc_pool_desc **)&_swig_go_0; 
@@ -2158,7 +2158,7 @@ void _wrap_delete_kvc_pool_desc_t_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_sw
 }
 
 
-void _wrap_kvc_pool_desc_init_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_kvc_pool_desc_init_kvc_a018c834d0647987(struct kvc_pool_desc *_swig_go_0) {
   kvc_pool_desc_t *arg1 = (kvc_pool_desc_t *) 0 ;
   
   arg1 = *(kvc_pool_desc_t **)&_swig_go_0; 
@@ -2168,7 +2168,7 @@ void _wrap_kvc_pool_desc_init_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_pool_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_pool_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_pool_desc_t *arg3 = (kvc_pool_desc_t *) 0 ;
@@ -2185,7 +2185,7 @@ _gostring_ _wrap_kvc_cache_describe_pool_kvc_fcbb5e12893c1662(kvc_cache_t *_swig
 }
 
 
-void _wrap_kvc_layer_view_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_struct_size_set_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2197,7 +2197,7 @@ void _wrap_kvc_layer_view_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_laye
 }
 
 
-int _wrap_kvc_layer_view_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_struct_size_get_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2210,7 +2210,7 @@ int _wrap_kvc_layer_view_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_layer
 }
 
 
-void _wrap_kvc_layer_view_t_group_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_group_set_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2222,7 +2222,7 @@ void _wrap_kvc_layer_view_t_group_set_kvc_fcbb5e12893c1662(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_group_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_group_get_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2235,7 +2235,7 @@ int _wrap_kvc_layer_view_t_group_get_kvc_fcbb5e12893c1662(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_pool_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_pool_set_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2247,7 +2247,7 @@ void _wrap_kvc_layer_view_t_pool_set_kvc_fcbb5e12893c1662(struct kvc_layer_view 
 }
 
 
-int _wrap_kvc_layer_view_t_pool_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_pool_get_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2260,7 +2260,7 @@ int _wrap_kvc_layer_view_t_pool_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *
 }
 
 
-void _wrap_kvc_layer_view_t_dtype_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_dtype_set_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -2272,7 +2272,7 @@ void _wrap_kvc_layer_view_t_dtype_set_kvc_fcbb5e12893c1662(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_dtype_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_dtype_get_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -2285,7 +2285,7 @@ int _wrap_kvc_layer_view_t_dtype_get_kvc_fcbb5e12893c1662(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_layout_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_layout_set_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -2297,7 +2297,7 @@ void _wrap_kvc_layer_view_t_layout_set_kvc_fcbb5e12893c1662(struct kvc_layer_vie
 }
 
 
-int _wrap_kvc_layer_view_t_layout_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_layout_get_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -2310,7 +2310,7 @@ int _wrap_kvc_layer_view_t_layout_get_kvc_fcbb5e12893c1662(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_kv_heads_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_heads_set_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2322,7 +2322,7 @@ void _wrap_kvc_layer_view_t_kv_heads_set_kvc_fcbb5e12893c1662(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_kv_heads_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_heads_get_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2335,7 +2335,7 @@ int _wrap_kvc_layer_view_t_kv_heads_get_kvc_fcbb5e12893c1662(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_head_dim_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_dim_set_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2347,7 +2347,7 @@ void _wrap_kvc_layer_view_t_head_dim_set_kvc_fcbb5e12893c1662(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_head_dim_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_head_dim_get_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2360,7 +2360,7 @@ int _wrap_kvc_layer_view_t_head_dim_get_kvc_fcbb5e12893c1662(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2372,7 +2372,7 @@ void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2385,7 +2385,7 @@ int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_fcbb5e12893c1662(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_kv_factor_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_factor_set_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2397,7 +2397,7 @@ void _wrap_kvc_layer_view_t_kv_factor_set_kvc_fcbb5e12893c1662(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_kv_factor_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_factor_get_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2410,7 +2410,7 @@ int _wrap_kvc_layer_view_t_kv_factor_get_kvc_fcbb5e12893c1662(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_elem_size_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_elem_size_set_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2422,7 +2422,7 @@ void _wrap_kvc_layer_view_t_elem_size_set_kvc_fcbb5e12893c1662(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_elem_size_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_elem_size_get_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2435,7 +2435,7 @@ int _wrap_kvc_layer_view_t_elem_size_get_kvc_fcbb5e12893c1662(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_base_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_layer_view_t_base_set_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2447,7 +2447,7 @@ void _wrap_kvc_layer_view_t_base_set_kvc_fcbb5e12893c1662(struct kvc_layer_view 
 }
 
 
-void *_wrap_kvc_layer_view_t_base_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+void *_wrap_kvc_layer_view_t_base_get_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2460,7 +2460,7 @@ void *_wrap_kvc_layer_view_t_base_get_kvc_fcbb5e12893c1662(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_num_blocks_set_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2472,7 +2472,7 @@ void _wrap_kvc_layer_view_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_layer
 }
 
 
-long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2485,7 +2485,7 @@ long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_fcbb5e12893c1662(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_block_stride_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_block_stride_set_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2497,7 +2497,7 @@ void _wrap_kvc_layer_view_t_block_stride_set_kvc_fcbb5e12893c1662(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_block_stride_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_block_stride_get_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2510,7 +2510,7 @@ long long _wrap_kvc_layer_view_t_block_stride_get_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_kv_stride_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_stride_set_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2522,7 +2522,7 @@ void _wrap_kvc_layer_view_t_kv_stride_set_kvc_fcbb5e12893c1662(struct kvc_layer_
 }
 
 
-long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2535,7 +2535,7 @@ long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_fcbb5e12893c1662(struct kvc_l
 }
 
 
-void _wrap_kvc_layer_view_t_token_stride_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_token_stride_set_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2547,7 +2547,7 @@ void _wrap_kvc_layer_view_t_token_stride_set_kvc_fcbb5e12893c1662(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_token_stride_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_token_stride_get_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2560,7 +2560,7 @@ long long _wrap_kvc_layer_view_t_token_stride_get_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_head_stride_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_stride_set_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2572,7 +2572,7 @@ void _wrap_kvc_layer_view_t_head_stride_set_kvc_fcbb5e12893c1662(struct kvc_laye
 }
 
 
-long long _wrap_kvc_layer_view_t_head_stride_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_head_stride_get_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2585,7 +2585,7 @@ long long _wrap_kvc_layer_view_t_head_stride_get_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_fcbb5e12893c1662() {
+struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_a018c834d0647987() {
   struct kvc_layer_view *result = 0 ;
   struct kvc_layer_view *_swig_go_result;
   
@@ -2596,7 +2596,7 @@ struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_delete_kvc_layer_view_t_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+void _wrap_delete_kvc_layer_view_t_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   
   arg1 = *(struct kvc_layer_view **)&_swig_go_0; 
@@ -2606,7 +2606,7 @@ void _wrap_delete_kvc_layer_view_t_kvc_fcbb5e12893c1662(struct kvc_layer_view *_
 }
 
 
-void _wrap_kvc_layer_view_init_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+void _wrap_kvc_layer_view_init_kvc_a018c834d0647987(struct kvc_layer_view *_swig_go_0) {
   kvc_layer_view_t *arg1 = (kvc_layer_view_t *) 0 ;
   
   arg1 = *(kvc_layer_view_t **)&_swig_go_0; 
@@ -2616,7 +2616,7 @@ void _wrap_kvc_layer_view_init_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_layer_view_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_layer_view_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_layer_view_t *arg3 = (kvc_layer_view_t *) 0 ;
@@ -2633,7 +2633,7 @@ _gostring_ _wrap_kvc_cache_layer_view_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go
 }
 
 
-void _wrap_kvc_extra_key_t_offset_set_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_offset_set_kvc_a018c834d0647987(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -2645,7 +2645,7 @@ void _wrap_kvc_extra_key_t_offset_set_kvc_fcbb5e12893c1662(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_offset_get_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_offset_get_kvc_a018c834d0647987(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2658,7 +2658,7 @@ long long _wrap_kvc_extra_key_t_offset_get_kvc_fcbb5e12893c1662(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_length_set_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_length_set_kvc_a018c834d0647987(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -2670,7 +2670,7 @@ void _wrap_kvc_extra_key_t_length_set_kvc_fcbb5e12893c1662(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_length_get_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_length_get_kvc_a018c834d0647987(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2683,7 +2683,7 @@ long long _wrap_kvc_extra_key_t_length_get_kvc_fcbb5e12893c1662(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_data_set_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_extra_key_t_data_set_kvc_a018c834d0647987(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2695,7 +2695,7 @@ void _wrap_kvc_extra_key_t_data_set_kvc_fcbb5e12893c1662(struct kvc_extra_key *_
 }
 
 
-void *_wrap_kvc_extra_key_t_data_get_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0) {
+void *_wrap_kvc_extra_key_t_data_get_kvc_a018c834d0647987(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2708,7 +2708,7 @@ void *_wrap_kvc_extra_key_t_data_get_kvc_fcbb5e12893c1662(struct kvc_extra_key *
 }
 
 
-void _wrap_kvc_extra_key_t_size_set_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_size_set_kvc_a018c834d0647987(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t arg2 ;
   
@@ -2720,7 +2720,7 @@ void _wrap_kvc_extra_key_t_size_set_kvc_fcbb5e12893c1662(struct kvc_extra_key *_
 }
 
 
-long long _wrap_kvc_extra_key_t_size_get_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_size_get_kvc_a018c834d0647987(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -2733,7 +2733,7 @@ long long _wrap_kvc_extra_key_t_size_get_kvc_fcbb5e12893c1662(struct kvc_extra_k
 }
 
 
-struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_fcbb5e12893c1662() {
+struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_a018c834d0647987() {
   struct kvc_extra_key *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
   
@@ -2744,7 +2744,7 @@ struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_delete_kvc_extra_key_t_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0) {
+void _wrap_delete_kvc_extra_key_t_kvc_a018c834d0647987(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   
   arg1 = *(struct kvc_extra_key **)&_swig_go_0; 
@@ -2754,7 +2754,7 @@ void _wrap_delete_kvc_extra_key_t_kvc_fcbb5e12893c1662(struct kvc_extra_key *_sw
 }
 
 
-void _wrap_kvc_retention_range_t_start_set_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_start_set_kvc_a018c834d0647987(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -2766,7 +2766,7 @@ void _wrap_kvc_retention_range_t_start_set_kvc_fcbb5e12893c1662(struct kvc_reten
 }
 
 
-long long _wrap_kvc_retention_range_t_start_get_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_start_get_kvc_a018c834d0647987(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2779,7 +2779,7 @@ long long _wrap_kvc_retention_range_t_start_get_kvc_fcbb5e12893c1662(struct kvc_
 }
 
 
-void _wrap_kvc_retention_range_t_end_set_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_end_set_kvc_a018c834d0647987(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -2791,7 +2791,7 @@ void _wrap_kvc_retention_range_t_end_set_kvc_fcbb5e12893c1662(struct kvc_retenti
 }
 
 
-long long _wrap_kvc_retention_range_t_end_get_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_end_get_kvc_a018c834d0647987(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2804,7 +2804,7 @@ long long _wrap_kvc_retention_range_t_end_get_kvc_fcbb5e12893c1662(struct kvc_re
 }
 
 
-void _wrap_kvc_retention_range_t_priority_set_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_retention_range_t_priority_set_kvc_a018c834d0647987(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t arg2 ;
   
@@ -2816,7 +2816,7 @@ void _wrap_kvc_retention_range_t_priority_set_kvc_fcbb5e12893c1662(struct kvc_re
 }
 
 
-int _wrap_kvc_retention_range_t_priority_get_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0) {
+int _wrap_kvc_retention_range_t_priority_get_kvc_a018c834d0647987(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2829,7 +2829,7 @@ int _wrap_kvc_retention_range_t_priority_get_kvc_fcbb5e12893c1662(struct kvc_ret
 }
 
 
-void _wrap_kvc_retention_range_t_reserved_set_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_retention_range_t_reserved_set_kvc_a018c834d0647987(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t arg2 ;
   
@@ -2841,7 +2841,7 @@ void _wrap_kvc_retention_range_t_reserved_set_kvc_fcbb5e12893c1662(struct kvc_re
 }
 
 
-int _wrap_kvc_retention_range_t_reserved_get_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0) {
+int _wrap_kvc_retention_range_t_reserved_get_kvc_a018c834d0647987(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2854,7 +2854,7 @@ int _wrap_kvc_retention_range_t_reserved_get_kvc_fcbb5e12893c1662(struct kvc_ret
 }
 
 
-void _wrap_kvc_retention_range_t_duration_ms_set_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_duration_ms_set_kvc_a018c834d0647987(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -2866,7 +2866,7 @@ void _wrap_kvc_retention_range_t_duration_ms_set_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_a018c834d0647987(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2879,7 +2879,7 @@ long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_fcbb5e12893c1662(struc
 }
 
 
-struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_fcbb5e12893c1662() {
+struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_a018c834d0647987() {
   struct kvc_retention_range *result = 0 ;
   struct kvc_retention_range *_swig_go_result;
   
@@ -2890,7 +2890,7 @@ struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_fcbb5e12893c1662
 }
 
 
-void _wrap_delete_kvc_retention_range_t_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0) {
+void _wrap_delete_kvc_retention_range_t_kvc_a018c834d0647987(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   
   arg1 = *(struct kvc_retention_range **)&_swig_go_0; 
@@ -2900,7 +2900,7 @@ void _wrap_delete_kvc_retention_range_t_kvc_fcbb5e12893c1662(struct kvc_retentio
 }
 
 
-void _wrap_kvc_sequence_options_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_struct_size_set_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2912,7 +2912,7 @@ void _wrap_kvc_sequence_options_t_struct_size_set_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-int _wrap_kvc_sequence_options_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_struct_size_get_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2925,7 +2925,7 @@ int _wrap_kvc_sequence_options_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2937,7 +2937,7 @@ void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_fcbb5e12893c1662(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2950,7 +2950,7 @@ int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_fcbb5e12893c1662(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2962,7 +2962,7 @@ void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_fcbb5e12893c1662(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2975,7 +2975,7 @@ int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_fcbb5e12893c1662(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_has_lora_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
+void _wrap_kvc_sequence_options_t_has_lora_set_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool arg2 ;
   
@@ -2987,7 +2987,7 @@ void _wrap_kvc_sequence_options_t_has_lora_set_kvc_fcbb5e12893c1662(struct kvc_s
 }
 
 
-bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -3000,7 +3000,7 @@ bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_fcbb5e12893c1662(struct kvc_s
 }
 
 
-void _wrap_kvc_sequence_options_t_lora_id_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_lora_id_set_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t arg2 ;
   
@@ -3012,7 +3012,7 @@ void _wrap_kvc_sequence_options_t_lora_id_set_kvc_fcbb5e12893c1662(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3025,7 +3025,7 @@ long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_fcbb5e12893c1662(struct k
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_set_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -3037,7 +3037,7 @@ void _wrap_kvc_sequence_options_t_salt_set_kvc_fcbb5e12893c1662(struct kvc_seque
 }
 
 
-void *_wrap_kvc_sequence_options_t_salt_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+void *_wrap_kvc_sequence_options_t_salt_get_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -3050,7 +3050,7 @@ void *_wrap_kvc_sequence_options_t_salt_get_kvc_fcbb5e12893c1662(struct kvc_sequ
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_size_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_size_set_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3062,7 +3062,7 @@ void _wrap_kvc_sequence_options_t_salt_size_set_kvc_fcbb5e12893c1662(struct kvc_
 }
 
 
-long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3075,7 +3075,7 @@ long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_fcbb5e12893c1662(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *arg2 = (kvc_extra_key_t *) 0 ;
   
@@ -3087,7 +3087,7 @@ void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
@@ -3100,7 +3100,7 @@ struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_fcbb5e1289
 }
 
 
-void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3112,7 +3112,7 @@ void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_fcbb5e12893c1662(struct
 }
 
 
-long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3125,7 +3125,7 @@ long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_fcbb5e12893c1662(s
 }
 
 
-void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, struct kvc_retention_range *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0, struct kvc_retention_range *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_retention_range_t *arg2 = (kvc_retention_range_t *) 0 ;
   
@@ -3137,7 +3137,7 @@ void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_fcbb5e12893c1662(stru
 }
 
 
-struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_retention_range_t *result = 0 ;
   struct kvc_retention_range *_swig_go_result;
@@ -3150,7 +3150,7 @@ struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kv
 }
 
 
-void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3162,7 +3162,7 @@ void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_fcbb5e12893c1662(
 }
 
 
-long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3175,7 +3175,7 @@ long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_fcbb5e12893c
 }
 
 
-void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t arg2 ;
   
@@ -3187,7 +3187,7 @@ void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_fcbb5e12893c1662(st
 }
 
 
-long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3200,7 +3200,7 @@ long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_fcbb5e12893c16
 }
 
 
-struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_fcbb5e12893c1662() {
+struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_a018c834d0647987() {
   struct kvc_sequence_options *result = 0 ;
   struct kvc_sequence_options *_swig_go_result;
   
@@ -3211,7 +3211,7 @@ struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_fcbb5e12893c16
 }
 
 
-void _wrap_delete_kvc_sequence_options_t_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_delete_kvc_sequence_options_t_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   
   arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
@@ -3221,7 +3221,7 @@ void _wrap_delete_kvc_sequence_options_t_kvc_fcbb5e12893c1662(struct kvc_sequenc
 }
 
 
-void _wrap_kvc_sequence_options_init_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_kvc_sequence_options_init_kvc_a018c834d0647987(struct kvc_sequence_options *_swig_go_0) {
   kvc_sequence_options_t *arg1 = (kvc_sequence_options_t *) 0 ;
   
   arg1 = *(kvc_sequence_options_t **)&_swig_go_0; 
@@ -3231,7 +3231,7 @@ void _wrap_kvc_sequence_options_init_kvc_fcbb5e12893c1662(struct kvc_sequence_op
 }
 
 
-_gostring_ _wrap_kvc_sequence_add_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
+_gostring_ _wrap_kvc_sequence_add_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3256,7 +3256,7 @@ _gostring_ _wrap_kvc_sequence_add_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_extend_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_sequence_extend_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3277,7 +3277,7 @@ _gostring_ _wrap_kvc_sequence_extend_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_commit_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_commit_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3294,7 +3294,7 @@ _gostring_ _wrap_kvc_sequence_commit_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_rewind_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_rewind_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3311,7 +3311,7 @@ _gostring_ _wrap_kvc_sequence_rewind_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_fork_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_fork_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3328,7 +3328,7 @@ _gostring_ _wrap_kvc_sequence_fork_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_kvc_sequence_remove_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_remove_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3343,7 +3343,7 @@ _gostring_ _wrap_kvc_sequence_remove_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_pin_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_pin_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3358,7 +3358,7 @@ _gostring_ _wrap_kvc_sequence_pin_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_unpin_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_unpin_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3373,7 +3373,7 @@ _gostring_ _wrap_kvc_sequence_unpin_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_a018c834d0647987(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3385,7 +3385,7 @@ void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_s
 }
 
 
-int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_a018c834d0647987(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3398,7 +3398,7 @@ int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_se
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_a018c834d0647987(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3410,7 +3410,7 @@ void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_fcbb5e12893c1662(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_a018c834d0647987(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3423,7 +3423,7 @@ int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_a018c834d0647987(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3435,7 +3435,7 @@ void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_fcbb5e12893c1662(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_a018c834d0647987(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3448,7 +3448,7 @@ int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_reserved_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_reserved_set_kvc_a018c834d0647987(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3460,7 +3460,7 @@ void _wrap_kvc_sequence_desc_t_reserved_set_kvc_fcbb5e12893c1662(struct kvc_sequ
 }
 
 
-int _wrap_kvc_sequence_desc_t_reserved_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_reserved_get_kvc_a018c834d0647987(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3473,7 +3473,7 @@ int _wrap_kvc_sequence_desc_t_reserved_get_kvc_fcbb5e12893c1662(struct kvc_seque
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_a018c834d0647987(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3485,7 +3485,7 @@ void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_fcbb5e12893c1662(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_a018c834d0647987(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3498,7 +3498,7 @@ long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_fcbb5e12893c1662(struct k
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_a018c834d0647987(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3510,7 +3510,7 @@ void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_a018c834d0647987(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3523,7 +3523,7 @@ long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_fcbb5e12893c1662(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_a018c834d0647987(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3535,7 +3535,7 @@ void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_a018c834d0647987(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3548,7 +3548,7 @@ long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_fcbb5e12893c1662(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_a018c834d0647987(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3560,7 +3560,7 @@ void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_fcbb5e12893c1662(struct 
 }
 
 
-long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_a018c834d0647987(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3573,7 +3573,7 @@ long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_fcbb5e12893c1662(st
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_a018c834d0647987(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3585,7 +3585,7 @@ void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_a018c834d0647987(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3598,7 +3598,7 @@ long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(struct k
 }
 
 
-struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_fcbb5e12893c1662() {
+struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_a018c834d0647987() {
   struct kvc_sequence_desc *result = 0 ;
   struct kvc_sequence_desc *_swig_go_result;
   
@@ -3609,7 +3609,7 @@ struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_delete_kvc_sequence_desc_t_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_delete_kvc_sequence_desc_t_kvc_a018c834d0647987(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   
   arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
@@ -3619,7 +3619,7 @@ void _wrap_delete_kvc_sequence_desc_t_kvc_fcbb5e12893c1662(struct kvc_sequence_d
 }
 
 
-void _wrap_kvc_sequence_desc_init_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_kvc_sequence_desc_init_kvc_a018c834d0647987(struct kvc_sequence_desc *_swig_go_0) {
   kvc_sequence_desc_t *arg1 = (kvc_sequence_desc_t *) 0 ;
   
   arg1 = *(kvc_sequence_desc_t **)&_swig_go_0; 
@@ -3629,7 +3629,7 @@ void _wrap_kvc_sequence_desc_init_kvc_fcbb5e12893c1662(struct kvc_sequence_desc 
 }
 
 
-_gostring_ _wrap_kvc_sequence_describe_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_sequence_describe_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_sequence_desc_t *arg3 = (kvc_sequence_desc_t *) 0 ;
@@ -3646,7 +3646,7 @@ _gostring_ _wrap_kvc_sequence_describe_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_sequence_block_ids_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
+_gostring_ _wrap_kvc_sequence_block_ids_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint32_t arg3 ;
@@ -3669,7 +3669,7 @@ _gostring_ _wrap_kvc_sequence_block_ids_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
+_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3688,7 +3688,7 @@ _gostring_ _wrap_kvc_sequence_blocks_needed_kvc_fcbb5e12893c1662(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_cache_probe_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
+_gostring_ _wrap_kvc_cache_probe_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -3709,7 +3709,7 @@ _gostring_ _wrap_kvc_cache_probe_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, i
 }
 
 
-_gostring_ _wrap_kvc_cache_advance_clock_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_cache_advance_clock_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3724,7 +3724,7 @@ _gostring_ _wrap_kvc_cache_advance_clock_kvc_fcbb5e12893c1662(kvc_cache_t *_swig
 }
 
 
-_gostring_ _wrap_kvc_batch_extend_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_batch_extend_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3745,7 +3745,7 @@ _gostring_ _wrap_kvc_batch_extend_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_block_table_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3772,7 +3772,7 @@ _gostring_ _wrap_kvc_batch_block_table_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_csr_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
+_gostring_ _wrap_kvc_batch_block_table_csr_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3801,7 +3801,7 @@ _gostring_ _wrap_kvc_batch_block_table_csr_kvc_fcbb5e12893c1662(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
+_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   size_t arg3 ;
@@ -3820,7 +3820,7 @@ _gostring_ _wrap_kvc_batch_sequence_lengths_kvc_fcbb5e12893c1662(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_batch_slot_mapping_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_slot_mapping_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3847,7 +3847,7 @@ _gostring_ _wrap_kvc_batch_slot_mapping_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_
 }
 
 
-void _wrap_kvc_cache_stats_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_struct_size_set_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -3859,7 +3859,7 @@ void _wrap_kvc_cache_stats_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_cac
 }
 
 
-int _wrap_kvc_cache_stats_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_struct_size_get_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3872,7 +3872,7 @@ int _wrap_kvc_cache_stats_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_reserved_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reserved_set_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -3884,7 +3884,7 @@ void _wrap_kvc_cache_stats_t_reserved_set_kvc_fcbb5e12893c1662(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_stats_t_reserved_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_reserved_get_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3897,7 +3897,7 @@ int _wrap_kvc_cache_stats_t_reserved_get_kvc_fcbb5e12893c1662(struct kvc_cache_s
 }
 
 
-void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3909,7 +3909,7 @@ void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3922,7 +3922,7 @@ long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3934,7 +3934,7 @@ void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cac
 }
 
 
-long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3947,7 +3947,7 @@ long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3959,7 +3959,7 @@ void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_fcbb5e12893c1662(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3972,7 +3972,7 @@ long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_fcbb5e12893c1662(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3984,7 +3984,7 @@ void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_fcbb5e12893c1662(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3997,7 +3997,7 @@ long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_fcbb5e12893c1662(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4009,7 +4009,7 @@ void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_fcbb5e12893c1662(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4022,7 +4022,7 @@ long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_fcbb5e12893c1662(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4034,7 +4034,7 @@ void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_fcbb5e12893c1662(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4047,7 +4047,7 @@ long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_fcbb5e12893c1662(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double arg2 ;
   
@@ -4059,7 +4059,7 @@ void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_fcbb5e12893c1662(struct kvc_cache_
 }
 
 
-double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -4072,7 +4072,7 @@ double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_fcbb5e12893c1662(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4084,7 +4084,7 @@ void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_fcbb5e12893c1662(struct kvc_
 }
 
 
-long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4097,7 +4097,7 @@ long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_fcbb5e12893c1662(struct
 }
 
 
-void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4109,7 +4109,7 @@ void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_fcbb5e12893c1662(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4122,7 +4122,7 @@ long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_fcbb5e12893c1662(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4134,7 +4134,7 @@ void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_fcbb5e12893c1662(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4147,7 +4147,7 @@ long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4159,7 +4159,7 @@ void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_fcbb5e12893c1662(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4172,7 +4172,7 @@ long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4184,7 +4184,7 @@ void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4197,7 +4197,7 @@ long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_fcbb5e12893c1662(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4209,7 +4209,7 @@ void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4222,7 +4222,7 @@ long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_fcbb5e12893c1662(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4234,7 +4234,7 @@ void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4247,7 +4247,7 @@ long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_fcbb5e12893c1662(struc
 }
 
 
-void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4259,7 +4259,7 @@ void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4272,7 +4272,7 @@ long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_fcbb5e12893c1662(struc
 }
 
 
-void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4284,7 +4284,7 @@ void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cac
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4297,7 +4297,7 @@ long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4309,7 +4309,7 @@ void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4322,7 +4322,7 @@ long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_fcbb5e12893c1662(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4334,7 +4334,7 @@ void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_fcbb5e12893c1662(struct 
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4347,7 +4347,7 @@ long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_fcbb5e12893c1662(st
 }
 
 
-struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_fcbb5e12893c1662() {
+struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_a018c834d0647987() {
   struct kvc_cache_stats *result = 0 ;
   struct kvc_cache_stats *_swig_go_result;
   
@@ -4358,7 +4358,7 @@ struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_delete_kvc_cache_stats_t_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_delete_kvc_cache_stats_t_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   
   arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
@@ -4368,7 +4368,7 @@ void _wrap_delete_kvc_cache_stats_t_kvc_fcbb5e12893c1662(struct kvc_cache_stats 
 }
 
 
-void _wrap_kvc_cache_stats_init_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_kvc_cache_stats_init_kvc_a018c834d0647987(struct kvc_cache_stats *_swig_go_0) {
   kvc_cache_stats_t *arg1 = (kvc_cache_stats_t *) 0 ;
   
   arg1 = *(kvc_cache_stats_t **)&_swig_go_0; 
@@ -4378,7 +4378,7 @@ void _wrap_kvc_cache_stats_init_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_get_stats_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_get_stats_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_stats_t *arg2 = (kvc_cache_stats_t *) 0 ;
   kvc_status_t result;
@@ -4393,7 +4393,7 @@ _gostring_ _wrap_kvc_cache_get_stats_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_
 }
 
 
-void _wrap_kvc_group_stats_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_stats_t_struct_size_set_kvc_a018c834d0647987(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -4405,7 +4405,7 @@ void _wrap_kvc_group_stats_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_gro
 }
 
 
-int _wrap_kvc_group_stats_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+int _wrap_kvc_group_stats_t_struct_size_get_kvc_a018c834d0647987(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4418,7 +4418,7 @@ int _wrap_kvc_group_stats_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_grou
 }
 
 
-void _wrap_kvc_group_stats_t_pool_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_stats_t_pool_set_kvc_a018c834d0647987(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -4430,7 +4430,7 @@ void _wrap_kvc_group_stats_t_pool_set_kvc_fcbb5e12893c1662(struct kvc_group_stat
 }
 
 
-int _wrap_kvc_group_stats_t_pool_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+int _wrap_kvc_group_stats_t_pool_get_kvc_a018c834d0647987(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4443,7 +4443,7 @@ int _wrap_kvc_group_stats_t_pool_get_kvc_fcbb5e12893c1662(struct kvc_group_stats
 }
 
 
-void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_a018c834d0647987(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4455,7 +4455,7 @@ void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_fcbb5e12893c1662(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_a018c834d0647987(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4468,7 +4468,7 @@ long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_fcbb5e12893c1662(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_a018c834d0647987(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4480,7 +4480,7 @@ void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_fcbb5e12893c1662(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_a018c834d0647987(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4493,7 +4493,7 @@ long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_fcbb5e12893c1662(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_a018c834d0647987(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4505,7 +4505,7 @@ void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_a018c834d0647987(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4518,7 +4518,7 @@ long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_fcbb5e12893c1662(stru
 }
 
 
-void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_a018c834d0647987(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4530,7 +4530,7 @@ void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_fcbb5e12893c1662(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_a018c834d0647987(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4543,7 +4543,7 @@ long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_fcbb5e12893c1662(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_a018c834d0647987(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4555,7 +4555,7 @@ void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_fcbb5e12893c1662(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_a018c834d0647987(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4568,7 +4568,7 @@ long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_fcbb5e12893c1662(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_a018c834d0647987(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4580,7 +4580,7 @@ void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_fcbb5e12893c1662(struct kvc_
 }
 
 
-long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_a018c834d0647987(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4593,7 +4593,7 @@ long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_fcbb5e12893c1662(struct
 }
 
 
-void _wrap_kvc_group_stats_t_released_blocks_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_released_blocks_set_kvc_a018c834d0647987(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4605,7 +4605,7 @@ void _wrap_kvc_group_stats_t_released_blocks_set_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_a018c834d0647987(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4618,7 +4618,7 @@ long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_fcbb5e12893c1662(struc
 }
 
 
-struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_fcbb5e12893c1662() {
+struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_a018c834d0647987() {
   struct kvc_group_stats *result = 0 ;
   struct kvc_group_stats *_swig_go_result;
   
@@ -4629,7 +4629,7 @@ struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_delete_kvc_group_stats_t_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+void _wrap_delete_kvc_group_stats_t_kvc_a018c834d0647987(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   
   arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
@@ -4639,7 +4639,7 @@ void _wrap_delete_kvc_group_stats_t_kvc_fcbb5e12893c1662(struct kvc_group_stats 
 }
 
 
-void _wrap_kvc_group_stats_init_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+void _wrap_kvc_group_stats_init_kvc_a018c834d0647987(struct kvc_group_stats *_swig_go_0) {
   kvc_group_stats_t *arg1 = (kvc_group_stats_t *) 0 ;
   
   arg1 = *(kvc_group_stats_t **)&_swig_go_0; 
@@ -4649,7 +4649,7 @@ void _wrap_kvc_group_stats_init_kvc_fcbb5e12893c1662(struct kvc_group_stats *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_get_group_stats_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_stats *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_get_group_stats_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_stats *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_group_stats_t *arg3 = (kvc_group_stats_t *) 0 ;
@@ -4666,7 +4666,7 @@ _gostring_ _wrap_kvc_cache_get_group_stats_kvc_fcbb5e12893c1662(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_reset_reuse_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_reset_reuse_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -4679,7 +4679,7 @@ _gostring_ _wrap_kvc_cache_reset_reuse_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_check_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_check_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -4692,7 +4692,7 @@ _gostring_ _wrap_kvc_cache_check_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_store_args_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_struct_size_set_kvc_a018c834d0647987(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4704,7 +4704,7 @@ void _wrap_kvc_store_args_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_stor
 }
 
 
-int _wrap_kvc_store_args_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_struct_size_get_kvc_a018c834d0647987(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4717,7 +4717,7 @@ int _wrap_kvc_store_args_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_store
 }
 
 
-void _wrap_kvc_store_args_t_layer_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_layer_set_kvc_a018c834d0647987(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4729,7 +4729,7 @@ void _wrap_kvc_store_args_t_layer_set_kvc_fcbb5e12893c1662(struct kvc_store_args
 }
 
 
-int _wrap_kvc_store_args_t_layer_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_layer_get_kvc_a018c834d0647987(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4742,7 +4742,7 @@ int _wrap_kvc_store_args_t_layer_get_kvc_fcbb5e12893c1662(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_num_tokens_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_num_tokens_set_kvc_a018c834d0647987(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4754,7 +4754,7 @@ void _wrap_kvc_store_args_t_num_tokens_set_kvc_fcbb5e12893c1662(struct kvc_store
 }
 
 
-int _wrap_kvc_store_args_t_num_tokens_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_num_tokens_get_kvc_a018c834d0647987(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4767,7 +4767,7 @@ int _wrap_kvc_store_args_t_num_tokens_get_kvc_fcbb5e12893c1662(struct kvc_store_
 }
 
 
-void _wrap_kvc_store_args_t_src_dtype_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_src_dtype_set_kvc_a018c834d0647987(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -4779,7 +4779,7 @@ void _wrap_kvc_store_args_t_src_dtype_set_kvc_fcbb5e12893c1662(struct kvc_store_
 }
 
 
-int _wrap_kvc_store_args_t_src_dtype_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_src_dtype_get_kvc_a018c834d0647987(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -4792,7 +4792,7 @@ int _wrap_kvc_store_args_t_src_dtype_get_kvc_fcbb5e12893c1662(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_key_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_key_set_kvc_a018c834d0647987(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4804,7 +4804,7 @@ void _wrap_kvc_store_args_t_key_set_kvc_fcbb5e12893c1662(struct kvc_store_args *
 }
 
 
-void *_wrap_kvc_store_args_t_key_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_key_get_kvc_a018c834d0647987(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4817,7 +4817,7 @@ void *_wrap_kvc_store_args_t_key_get_kvc_fcbb5e12893c1662(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_value_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_value_set_kvc_a018c834d0647987(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4829,7 +4829,7 @@ void _wrap_kvc_store_args_t_value_set_kvc_fcbb5e12893c1662(struct kvc_store_args
 }
 
 
-void *_wrap_kvc_store_args_t_value_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_value_get_kvc_a018c834d0647987(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4842,7 +4842,7 @@ void *_wrap_kvc_store_args_t_value_get_kvc_fcbb5e12893c1662(struct kvc_store_arg
 }
 
 
-void _wrap_kvc_store_args_t_slot_mapping_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
+void _wrap_kvc_store_args_t_slot_mapping_set_kvc_a018c834d0647987(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   
@@ -4854,7 +4854,7 @@ void _wrap_kvc_store_args_t_slot_mapping_set_kvc_fcbb5e12893c1662(struct kvc_sto
 }
 
 
-int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
+int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_a018c834d0647987(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *result = 0 ;
   int64_t *_swig_go_result;
@@ -4867,7 +4867,7 @@ int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-void _wrap_kvc_store_args_t_k_scale_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_k_scale_set_kvc_a018c834d0647987(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -4879,7 +4879,7 @@ void _wrap_kvc_store_args_t_k_scale_set_kvc_fcbb5e12893c1662(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_k_scale_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_k_scale_get_kvc_a018c834d0647987(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4892,7 +4892,7 @@ float _wrap_kvc_store_args_t_k_scale_get_kvc_fcbb5e12893c1662(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_v_scale_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_v_scale_set_kvc_a018c834d0647987(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -4904,7 +4904,7 @@ void _wrap_kvc_store_args_t_v_scale_set_kvc_fcbb5e12893c1662(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_v_scale_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_v_scale_get_kvc_a018c834d0647987(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4917,7 +4917,7 @@ float _wrap_kvc_store_args_t_v_scale_get_kvc_fcbb5e12893c1662(struct kvc_store_a
 }
 
 
-struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_fcbb5e12893c1662() {
+struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_a018c834d0647987() {
   struct kvc_store_args *result = 0 ;
   struct kvc_store_args *_swig_go_result;
   
@@ -4928,7 +4928,7 @@ struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_delete_kvc_store_args_t_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
+void _wrap_delete_kvc_store_args_t_kvc_a018c834d0647987(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   
   arg1 = *(struct kvc_store_args **)&_swig_go_0; 
@@ -4938,7 +4938,7 @@ void _wrap_delete_kvc_store_args_t_kvc_fcbb5e12893c1662(struct kvc_store_args *_
 }
 
 
-void _wrap_kvc_store_args_init_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
+void _wrap_kvc_store_args_init_kvc_a018c834d0647987(struct kvc_store_args *_swig_go_0) {
   kvc_store_args_t *arg1 = (kvc_store_args_t *) 0 ;
   
   arg1 = *(kvc_store_args_t **)&_swig_go_0; 
@@ -4948,7 +4948,7 @@ void _wrap_kvc_store_args_init_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig
 }
 
 
-_gostring_ _wrap_kvc_store_kv_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_store_kv_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_store_args_t *arg2 = (kvc_store_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -4965,7 +4965,7 @@ _gostring_ _wrap_kvc_store_kv_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, stru
 }
 
 
-_gostring_ _wrap_kvc_copy_blocks_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
+_gostring_ _wrap_kvc_copy_blocks_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4990,7 +4990,7 @@ _gostring_ _wrap_kvc_copy_blocks_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, i
 }
 
 
-intgo _wrap_KVC_TABLE_PADDED_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_TABLE_PADDED_kvc_a018c834d0647987() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -5002,7 +5002,7 @@ intgo _wrap_KVC_TABLE_PADDED_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_TABLE_CSR_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_TABLE_CSR_kvc_a018c834d0647987() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -5014,7 +5014,7 @@ intgo _wrap_KVC_TABLE_CSR_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_kvc_decode_args_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_struct_size_set_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5026,7 +5026,7 @@ void _wrap_kvc_decode_args_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_struct_size_get_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5039,7 +5039,7 @@ int _wrap_kvc_decode_args_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_layer_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_layer_set_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5051,7 +5051,7 @@ void _wrap_kvc_decode_args_t_layer_set_kvc_fcbb5e12893c1662(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_layer_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_layer_get_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5064,7 +5064,7 @@ int _wrap_kvc_decode_args_t_layer_get_kvc_fcbb5e12893c1662(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_batch_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_batch_set_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5076,7 +5076,7 @@ void _wrap_kvc_decode_args_t_batch_set_kvc_fcbb5e12893c1662(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_batch_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_batch_get_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5089,7 +5089,7 @@ int _wrap_kvc_decode_args_t_batch_get_kvc_fcbb5e12893c1662(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_q_heads_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_heads_set_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5101,7 +5101,7 @@ void _wrap_kvc_decode_args_t_q_heads_set_kvc_fcbb5e12893c1662(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_heads_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_heads_get_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5114,7 +5114,7 @@ int _wrap_kvc_decode_args_t_q_heads_get_kvc_fcbb5e12893c1662(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_q_dtype_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_dtype_set_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -5126,7 +5126,7 @@ void _wrap_kvc_decode_args_t_q_dtype_set_kvc_fcbb5e12893c1662(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_dtype_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_dtype_get_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -5139,7 +5139,7 @@ int _wrap_kvc_decode_args_t_q_dtype_get_kvc_fcbb5e12893c1662(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_table_format_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_format_set_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t arg2 ;
   
@@ -5151,7 +5151,7 @@ void _wrap_kvc_decode_args_t_table_format_set_kvc_fcbb5e12893c1662(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_format_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_format_get_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t result;
   int _swig_go_result;
@@ -5164,7 +5164,7 @@ int _wrap_kvc_decode_args_t_table_format_get_kvc_fcbb5e12893c1662(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_query_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_query_set_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5176,7 +5176,7 @@ void _wrap_kvc_decode_args_t_query_set_kvc_fcbb5e12893c1662(struct kvc_decode_ar
 }
 
 
-void *_wrap_kvc_decode_args_t_query_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_query_get_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -5189,7 +5189,7 @@ void *_wrap_kvc_decode_args_t_query_get_kvc_fcbb5e12893c1662(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_out_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_out_set_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5201,7 +5201,7 @@ void _wrap_kvc_decode_args_t_out_set_kvc_fcbb5e12893c1662(struct kvc_decode_args
 }
 
 
-void *_wrap_kvc_decode_args_t_out_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_out_get_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -5214,7 +5214,7 @@ void *_wrap_kvc_decode_args_t_out_get_kvc_fcbb5e12893c1662(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_seq_lens_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_seq_lens_set_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -5226,7 +5226,7 @@ void _wrap_kvc_decode_args_t_seq_lens_set_kvc_fcbb5e12893c1662(struct kvc_decode
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -5239,7 +5239,7 @@ int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_fcbb5e12893c1662(struct kvc_de
 }
 
 
-void _wrap_kvc_decode_args_t_block_table_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_block_table_set_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -5251,7 +5251,7 @@ void _wrap_kvc_decode_args_t_block_table_set_kvc_fcbb5e12893c1662(struct kvc_dec
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -5264,7 +5264,7 @@ int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-void _wrap_kvc_decode_args_t_indptr_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_indptr_set_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -5276,7 +5276,7 @@ void _wrap_kvc_decode_args_t_indptr_set_kvc_fcbb5e12893c1662(struct kvc_decode_a
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -5289,7 +5289,7 @@ int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_fcbb5e12893c1662(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_table_stride_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_stride_set_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5301,7 +5301,7 @@ void _wrap_kvc_decode_args_t_table_stride_set_kvc_fcbb5e12893c1662(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_stride_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_stride_get_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5314,7 +5314,7 @@ int _wrap_kvc_decode_args_t_table_stride_get_kvc_fcbb5e12893c1662(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5326,7 +5326,7 @@ void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_fcbb5e12893c1662(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5339,7 +5339,7 @@ int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_fcbb5e12893c1662(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_window_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_window_set_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5351,7 +5351,7 @@ void _wrap_kvc_decode_args_t_window_set_kvc_fcbb5e12893c1662(struct kvc_decode_a
 }
 
 
-int _wrap_kvc_decode_args_t_window_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_window_get_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5364,7 +5364,7 @@ int _wrap_kvc_decode_args_t_window_get_kvc_fcbb5e12893c1662(struct kvc_decode_ar
 }
 
 
-void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -5376,7 +5376,7 @@ void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_fcbb5e12893c1662(struct kvc_d
 }
 
 
-float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -5389,7 +5389,7 @@ float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_fcbb5e12893c1662(struct kvc_
 }
 
 
-void _wrap_kvc_decode_args_t_k_scale_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_k_scale_set_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -5401,7 +5401,7 @@ void _wrap_kvc_decode_args_t_k_scale_set_kvc_fcbb5e12893c1662(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_k_scale_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_k_scale_get_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -5414,7 +5414,7 @@ float _wrap_kvc_decode_args_t_k_scale_get_kvc_fcbb5e12893c1662(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_v_scale_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_v_scale_set_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -5426,7 +5426,7 @@ void _wrap_kvc_decode_args_t_v_scale_set_kvc_fcbb5e12893c1662(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_v_scale_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_v_scale_get_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -5439,7 +5439,7 @@ float _wrap_kvc_decode_args_t_v_scale_get_kvc_fcbb5e12893c1662(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_set_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5451,7 +5451,7 @@ void _wrap_kvc_decode_args_t_workspace_set_kvc_fcbb5e12893c1662(struct kvc_decod
 }
 
 
-void *_wrap_kvc_decode_args_t_workspace_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_workspace_get_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -5464,7 +5464,7 @@ void *_wrap_kvc_decode_args_t_workspace_get_kvc_fcbb5e12893c1662(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t arg2 ;
   
@@ -5476,7 +5476,7 @@ void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5489,7 +5489,7 @@ long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_fcbb5e12893c1662(struc
 }
 
 
-struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_fcbb5e12893c1662() {
+struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_a018c834d0647987() {
   struct kvc_decode_args *result = 0 ;
   struct kvc_decode_args *_swig_go_result;
   
@@ -5500,7 +5500,7 @@ struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_delete_kvc_decode_args_t_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+void _wrap_delete_kvc_decode_args_t_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   
   arg1 = *(struct kvc_decode_args **)&_swig_go_0; 
@@ -5510,7 +5510,7 @@ void _wrap_delete_kvc_decode_args_t_kvc_fcbb5e12893c1662(struct kvc_decode_args 
 }
 
 
-void _wrap_kvc_decode_args_init_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+void _wrap_kvc_decode_args_init_kvc_a018c834d0647987(struct kvc_decode_args *_swig_go_0) {
   kvc_decode_args_t *arg1 = (kvc_decode_args_t *) 0 ;
   
   arg1 = *(kvc_decode_args_t **)&_swig_go_0; 
@@ -5520,7 +5520,7 @@ void _wrap_kvc_decode_args_init_kvc_fcbb5e12893c1662(struct kvc_decode_args *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_workspace_size_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_workspace_size_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -5537,7 +5537,7 @@ _gostring_ _wrap_kvc_decode_workspace_size_kvc_fcbb5e12893c1662(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_attention_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_attention_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5554,7 +5554,647 @@ _gostring_ _wrap_kvc_decode_attention_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_cache_get_async_error_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
+void _wrap_kvc_prefill_args_t_struct_size_set_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_struct_size_get_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_layer_set_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->layer = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_layer_get_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->layer);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_batch_set_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->batch = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_batch_get_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->batch);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_total_q_set_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->total_q = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_total_q_get_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->total_q);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_q_heads_set_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->q_heads = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_q_heads_get_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->q_heads);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  kvc_dtype_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (kvc_dtype_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->q_dtype = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  kvc_dtype_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (kvc_dtype_t) ((arg1)->q_dtype);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_table_format_set_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  kvc_table_format_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (kvc_table_format_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->table_format = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_table_format_get_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  kvc_table_format_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (kvc_table_format_t) ((arg1)->table_format);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_query_set_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  void *arg2 = (void *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = *(void **)&_swig_go_1; 
+  
+  if (arg1) (arg1)->query = (void const *)arg2;
+  
+}
+
+
+void *_wrap_kvc_prefill_args_t_query_get_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  void *result = 0 ;
+  void *_swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (void *) ((arg1)->query);
+  *(void **)&_swig_go_result = (void *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_out_set_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  void *arg2 = (void *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = *(void **)&_swig_go_1; 
+  
+  if (arg1) (arg1)->out = arg2;
+  
+}
+
+
+void *_wrap_kvc_prefill_args_t_out_get_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  void *result = 0 ;
+  void *_swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (void *) ((arg1)->out);
+  *(void **)&_swig_go_result = (void *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_lse_set_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0, float *_swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float *arg2 = (float *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (float *)_swig_go_1; 
+  
+  if (arg1) (arg1)->lse = arg2;
+  
+}
+
+
+float *_wrap_kvc_prefill_args_t_lse_get_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float *result = 0 ;
+  float *_swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (float *) ((arg1)->lse);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1; 
+  
+  if (arg1) (arg1)->qo_indptr = (int32_t const *)arg2;
+  
+}
+
+
+int32_t *_wrap_kvc_prefill_args_t_qo_indptr_get_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  int32_t *result = 0 ;
+  int32_t *_swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (int32_t *) ((arg1)->qo_indptr);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1; 
+  
+  if (arg1) (arg1)->kv_lens = (int32_t const *)arg2;
+  
+}
+
+
+int32_t *_wrap_kvc_prefill_args_t_kv_lens_get_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  int32_t *result = 0 ;
+  int32_t *_swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (int32_t *) ((arg1)->kv_lens);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_block_table_set_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1; 
+  
+  if (arg1) (arg1)->block_table = (int32_t const *)arg2;
+  
+}
+
+
+int32_t *_wrap_kvc_prefill_args_t_block_table_get_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  int32_t *result = 0 ;
+  int32_t *_swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (int32_t *) ((arg1)->block_table);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_indptr_set_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1; 
+  
+  if (arg1) (arg1)->indptr = (int32_t const *)arg2;
+  
+}
+
+
+int32_t *_wrap_kvc_prefill_args_t_indptr_get_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  int32_t *result = 0 ;
+  int32_t *_swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (int32_t *) ((arg1)->indptr);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_table_stride_set_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->table_stride = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_table_stride_get_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->table_stride);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->max_kv_len = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->max_kv_len);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_window_set_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->window = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_window_get_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->window);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  if (arg1) (arg1)->softmax_scale = arg2;
+  
+}
+
+
+float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float result;
+  float _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (float) ((arg1)->softmax_scale);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  if (arg1) (arg1)->logits_soft_cap = arg2;
+  
+}
+
+
+float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float result;
+  float _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (float) ((arg1)->logits_soft_cap);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_k_scale_set_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  if (arg1) (arg1)->k_scale = arg2;
+  
+}
+
+
+float _wrap_kvc_prefill_args_t_k_scale_get_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float result;
+  float _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (float) ((arg1)->k_scale);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_v_scale_set_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  if (arg1) (arg1)->v_scale = arg2;
+  
+}
+
+
+float _wrap_kvc_prefill_args_t_v_scale_get_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float result;
+  float _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (float) ((arg1)->v_scale);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_workspace_set_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  void *arg2 = (void *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = *(void **)&_swig_go_1; 
+  
+  if (arg1) (arg1)->workspace = arg2;
+  
+}
+
+
+void *_wrap_kvc_prefill_args_t_workspace_get_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  void *result = 0 ;
+  void *_swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (void *) ((arg1)->workspace);
+  *(void **)&_swig_go_result = (void *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0, long long _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->workspace_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->workspace_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_prefill_args *_wrap_new_kvc_prefill_args_t_kvc_a018c834d0647987() {
+  struct kvc_prefill_args *result = 0 ;
+  struct kvc_prefill_args *_swig_go_result;
+  
+  
+  result = (struct kvc_prefill_args *)calloc(1, sizeof(struct kvc_prefill_args));
+  *(struct kvc_prefill_args **)&_swig_go_result = (struct kvc_prefill_args *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_prefill_args_t_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_prefill_args_init_kvc_a018c834d0647987(struct kvc_prefill_args *_swig_go_0) {
+  kvc_prefill_args_t *arg1 = (kvc_prefill_args_t *) 0 ;
+  
+  arg1 = *(kvc_prefill_args_t **)&_swig_go_0; 
+  
+  kvc_prefill_args_init(arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_prefill_workspace_size_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, long long *_swig_go_2) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  kvc_prefill_args_t *arg2 = (kvc_prefill_args_t *) 0 ;
+  uint64_t *arg3 = (uint64_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = *(kvc_prefill_args_t **)&_swig_go_1; 
+  arg3 = (uint64_t *)_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_prefill_workspace_size((struct kvc_cache const *)arg1,(struct kvc_prefill_args const *)arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_prefill_attention_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, void *_swig_go_2) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  kvc_prefill_args_t *arg2 = (kvc_prefill_args_t *) 0 ;
+  void *arg3 = (void *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = *(kvc_prefill_args_t **)&_swig_go_1; 
+  arg3 = *(void **)&_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_prefill_attention(arg1,(struct kvc_prefill_args const *)arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_cache_get_async_error_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t *arg3 = (kvc_status_t *) 0 ;
@@ -5571,7 +6211,7 @@ _gostring_ _wrap_kvc_cache_get_async_error_kvc_fcbb5e12893c1662(kvc_cache_t *_sw
 }
 
 
-uintptr_t _wrap_kvcgo_buffer_new_kvc_fcbb5e12893c1662(char *_swig_go_0, long long _swig_go_1) {
+uintptr_t _wrap_kvcgo_buffer_new_kvc_a018c834d0647987(char *_swig_go_0, long long _swig_go_1) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   uintptr_t result;
@@ -5586,7 +6226,7 @@ uintptr_t _wrap_kvcgo_buffer_new_kvc_fcbb5e12893c1662(char *_swig_go_0, long lon
 }
 
 
-void _wrap_kvcgo_buffer_free_kvc_fcbb5e12893c1662(uintptr_t _swig_go_0) {
+void _wrap_kvcgo_buffer_free_kvc_a018c834d0647987(uintptr_t _swig_go_0) {
   uintptr_t arg1 ;
   
   arg1 = (uintptr_t)_swig_go_0; 
@@ -5596,7 +6236,7 @@ void _wrap_kvcgo_buffer_free_kvc_fcbb5e12893c1662(uintptr_t _swig_go_0) {
 }
 
 
-void _wrap_kvcgo_buffer_read_kvc_fcbb5e12893c1662(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_read_kvc_a018c834d0647987(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   uintptr_t arg2 ;
   size_t arg3 ;
@@ -5610,7 +6250,7 @@ void _wrap_kvcgo_buffer_read_kvc_fcbb5e12893c1662(char *_swig_go_0, uintptr_t _s
 }
 
 
-void _wrap_kvcgo_buffer_write_kvc_fcbb5e12893c1662(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_write_kvc_a018c834d0647987(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
   uintptr_t arg1 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -5624,7 +6264,7 @@ void _wrap_kvcgo_buffer_write_kvc_fcbb5e12893c1662(uintptr_t _swig_go_0, char *_
 }
 
 
-void _wrap_kvcgo_extra_key_set_kvc_fcbb5e12893c1662(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
+void _wrap_kvcgo_extra_key_set_kvc_a018c834d0647987(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
   uintptr_t arg1 ;
   size_t arg2 ;
   uint64_t arg3 ;
@@ -5644,7 +6284,7 @@ void _wrap_kvcgo_extra_key_set_kvc_fcbb5e12893c1662(uintptr_t _swig_go_0, long l
 }
 
 
-_gostring_ _wrap_kvcgo_cache_async_error_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
+_gostring_ _wrap_kvcgo_cache_async_error_kvc_a018c834d0647987(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   bool *arg3 = (bool *) 0 ;
@@ -5661,7 +6301,7 @@ _gostring_ _wrap_kvcgo_cache_async_error_kvc_fcbb5e12893c1662(kvc_cache_t *_swig
 }
 
 
-long long _wrap_kvcgo_extra_key_size_kvc_fcbb5e12893c1662() {
+long long _wrap_kvcgo_extra_key_size_kvc_a018c834d0647987() {
   size_t result;
   long long _swig_go_result;
   
@@ -5672,7 +6312,7 @@ long long _wrap_kvcgo_extra_key_size_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_kvcgo_retention_range_set_kvc_fcbb5e12893c1662(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, int _swig_go_4, long long _swig_go_5) {
+void _wrap_kvcgo_retention_range_set_kvc_a018c834d0647987(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, int _swig_go_4, long long _swig_go_5) {
   uintptr_t arg1 ;
   size_t arg2 ;
   uint64_t arg3 ;
@@ -5692,7 +6332,7 @@ void _wrap_kvcgo_retention_range_set_kvc_fcbb5e12893c1662(uintptr_t _swig_go_0, 
 }
 
 
-long long _wrap_kvcgo_retention_range_size_kvc_fcbb5e12893c1662() {
+long long _wrap_kvcgo_retention_range_size_kvc_a018c834d0647987() {
   size_t result;
   long long _swig_go_result;
   
