@@ -84,7 +84,7 @@ if [ "$MODE" = prefill ]; then
     echo "== compute-sanitizer $tool (prefill tests)"
     filter='PrefillGpu.*:-PrefillGpu.LongPrompts*'
     # racecheck instruments every shared-memory access: fewer cases.
-    [ $tool = racecheck ] && filter='PrefillGpu.EveryDtype*:PrefillGpu.SplitKv*'
+    [ $tool = racecheck ] && filter='PrefillGpu.EveryDtype*:PrefillGpu.SplitKv*:PrefillGpu.EveryThreadBlock*'
     timeout 110 compute-sanitizer --tool $tool --error-exitcode 99 \
       "$BUILD/tests/gpu/kvcache_gpu_tests" --gtest_filter="$filter" >"$OUT/$tool.log" 2>&1
     rc=$?; [ $rc -ne 0 ] && STATUS=1

@@ -5,16 +5,21 @@
 //    (a decode row fills G rows); each warp owns 16 or 32 rows;
 //  - K/V tiles of 64 tokens are gathered through the block table into
 //    shared memory with cp.async (a row of head_dim is contiguous in both
-//    layouts), K double-buffered: V(j) lands while S = Q K(j)^T and the
-//    softmax run, K(j+1) while O += P V(j) runs. fp8 K/V is copied raw
-//    and each thread converts the chunks it copied itself to f16/bf16
-//    before the barrier that publishes them, so the conversion needs no
-//    extra barrier;
+//    layouts), K and V double-buffered: tile j+1 lands during all of tile
+//    j's math, and one barrier per tile suffices. fp8 K/V is copied raw and
+//    each thread converts the chunks it copied itself to f16/bf16 before
+//    the barrier that publishes them, so the conversion needs no extra
+//    barrier;
 //  - S and O use mma.sync m16n8k16 (f32 accumulation) fed by ldmatrix from
 //    XOR-swizzled tiles (16-byte chunk c of row r at c ^ (r & 7): the 8
 //    rows of an 8x8 matrix hit 8 different bank groups);
-//  - the online softmax runs in registers in the exp2 domain; P goes from
-//    the S accumulators straight into A fragments;
+//  - the byte offsets of a tile's K/V rows (block table lookups) are
+//    loaded two tiles ahead into a 2-slot ring in shared memory, so no copy
+//    waits on a table load;
+//  - the online softmax runs in registers in the exp2 domain, the scale
+//    folded into the exponent's FFMA; O is rescaled only when some row's
+//    max grew by more than 2^8 (FA4's trick: exact; P stays <= 256);
+//    P goes from the S accumulators straight into A fragments;
 //  - tiles are scheduled heaviest first (the last query tiles of a
 //    sequence see the most keys); when the tiles do not fill the GPU the
 //    KV range is split (prefill_plan.h) and a merge kernel combines the
@@ -25,6 +30,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <mutex>
 #include <type_traits>
@@ -89,20 +95,25 @@ struct PrefillParams {
 // Warps and 16-row MMA tiles per warp by head dim: 4 warps of 32 rows keep
 // each K/V element read from shared memory once per 32 rows; head dim 256
 // has 8 warps of 16 rows so the output accumulators fit in registers.
-template <int D> struct Cfg {
-  static constexpr int kWarps = D == 256 ? 8 : 4;
+template <int D, int W, int SUB> struct Cfg {
+  static constexpr int kWarps = W;
   static constexpr int MT = BM / 16 / kWarps;
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kMinBlocks = D == 256 ? 1 : 2;
+  static constexpr int kMinBlocks = D == 256 || W == 8 ? 1 : 2;
+  // SUB: column pieces per K/V tile; S, softmax and P V run per piece, so
+  // that fewer scores are live at once.
 };
+// The default warps per thread block by head dim.
+template <int D> constexpr int kDefaultWarps = D == 256 ? 8 : 4;
 
 template <class Q, class KV, int D> struct Smem {
   static constexpr bool kFp8 = std::is_same_v<KV, fp8_t>;
   static constexpr int kTileBytes = BN * D * 2;
   static constexpr int kQ = 0;
   static constexpr int kK = BM * D * 2;              // two K stages
-  static constexpr int kV = kK + 2 * kTileBytes;
-  static constexpr int kStageK = kV + kTileBytes;     // fp8 only: raw K, then raw V
+  static constexpr int kV = kK + 2 * kTileBytes;     // two V stages
+  static constexpr int kOffs = kV + 2 * kTileBytes;  // 2 x BN int64 row offsets
+  static constexpr int kStageK = kOffs + 2 * BN * 8; // fp8 only: raw K, then raw V
   static constexpr int kStageV = kStageK + BN * D;
   static constexpr int kBytes = kFp8 ? kStageV + BN * D : kStageK;
 };
@@ -206,12 +217,13 @@ __device__ __forceinline__ void fp8x16_to(const uint4& raw, uint4* out) {
 // ---------------------------------------------------------------------------
 // The attention kernel
 
-template <class Q, class KV, int D>
-__global__ void __launch_bounds__(Cfg<D>::kThreads, Cfg<D>::kMinBlocks)
+template <class Q, class KV, int D, int W, int SUB>
+__global__ void __launch_bounds__(Cfg<D, W, SUB>::kThreads, Cfg<D, W, SUB>::kMinBlocks)
     prefill_kernel(const __grid_constant__ PrefillParams p) {
-  using C = Cfg<D>;
+  using C = Cfg<D, W, SUB>;
   using S = Smem<Q, KV, D>;
-  constexpr int MT = C::MT, NT = BN / 8, DT = D / 8, THREADS = C::kThreads;
+  constexpr int MT = C::MT, DT = D / 8, THREADS = C::kThreads;
+  constexpr int BNS = BN / SUB, NTS = BNS / 8;
   constexpr bool kFp8 = S::kFp8;
   constexpr int RW = MT * 16;  // rows per warp
   extern __shared__ __align__(128) unsigned char smem[];
@@ -278,16 +290,24 @@ __global__ void __launch_bounds__(Cfg<D>::kThreads, Cfg<D>::kMinBlocks)
 
   // This thread's rows: per MMA tile mt and half (row lane/4 or +8).
   int pos_row[MT][2];
-  bool row_ok[MT][2];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int pr = r0 + warp * RW + mt * 16 + (lane >> 2) + h * 8;
-      row_ok[mt][h] = pr < rows_valid;
       pos_row[mt][h] = prefix + min(pr, rows_valid - 1) / G;
     }
   const bool warp_active = r0 + warp * RW < rows_valid;
+
+  // ldmatrix row addresses, swizzled (see swz): within a row the chunk of
+  // k-step kk is the chunk of step 0 XOR (kk << 1), and the row's byte
+  // offset has no bits in that range, so one register per operand serves
+  // every step.
+  uint32_t q_off[MT];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) q_off[mt] = swz<D>(warp * RW + mt * 16 + (lane & 15), lane >> 4);
+  const uint32_t k_off = swz<D>(((lane >> 4) & 1) * 8 + (lane & 7), (lane >> 3) & 1);
+  const uint32_t v_off = swz<D>(((lane >> 3) & 1) * 8 + (lane & 7), lane >> 4);
 
   float o[MT][DT][4];
   float m[MT][2], l[MT][2];
@@ -304,25 +324,46 @@ __global__ void __launch_bounds__(Cfg<D>::kThreads, Cfg<D>::kMinBlocks)
       for (int e = 0; e < 4; ++e) o[mt][nt][e] = 0.0f;
   }
 
-  const uint32_t block_mask = (1u << p.block_shift) - 1;
-  const uint64_t head_offset = uint64_t(kvh) * p.head_stride;
 
-  // Global byte offset of token t's row, or -1 when it is not read (outside
-  // the range, or a bad block id).
-  auto row_offset = [&](int t) -> int64_t {
-    if (t < lo_s || t >= hi_s) return -1;
-    const int32_t id = table_row[t >> p.block_shift];
-    if (id < 0 || uint32_t(id) >= p.num_blocks) {
-      record_kernel_error(p.err, kPrefillBlockOutOfRange, p.layer, sq.index, id, p.num_blocks,
-                          t >> p.block_shift);
-      return -1;
+  // The offsets ring: slot k holds, for row r of a tile, the byte offset
+  // of its token's K (or V) row, or -1 when it is not read (outside the
+  // range, or a bad block id).
+  int64_t* offs = reinterpret_cast<int64_t*>(smem + S::kOffs);
+  // What the producer of the ring needs, kept in shared memory rather than
+  // in registers through the loop (written before the prologue's barrier).
+  __shared__ const int32_t* ctx_table;
+  __shared__ int32_t ctx_range[2];
+  if (tid == 0) {
+    ctx_table = table_row;
+    ctx_range[0] = lo_s;
+    ctx_range[1] = hi_s;
+  }
+  // Block id of row `tid` of tile jt (tid < BN), or -1 when not read.
+  auto load_id = [&](int jt) -> int32_t {
+    const int t = n_first + jt * BN + tid;
+    if (tid >= BN || t < ctx_range[0] || t >= ctx_range[1]) return -1;
+    return ctx_table[t >> p.block_shift];
+  };
+  auto store_offset = [&](int jt, int32_t id) {
+    if (tid >= BN) return;
+    const int t = n_first + jt * BN + tid;
+    int64_t off = -1;
+    if (t >= ctx_range[0] && t < ctx_range[1]) {
+      if (id < 0 || uint32_t(id) >= p.num_blocks) {
+        record_kernel_error(p.err, kPrefillBlockOutOfRange, p.layer, sq.index, id, p.num_blocks,
+                            t >> p.block_shift);
+      } else {
+        off = int64_t(uint64_t(id) * p.block_stride +
+                      uint64_t(t & ((1 << p.block_shift) - 1)) * p.token_stride +
+                      uint64_t(kvh) * p.head_stride);
+      }
     }
-    return int64_t(uint64_t(id) * p.block_stride + uint64_t(t & block_mask) * p.token_stride +
-                   head_offset);
+    offs[(jt & 1) * BN + tid] = off;
   };
 
   // Starts the copy of the K or V tile of tokens [n0, n0 + BN).
-  auto issue_kv = [&](const unsigned char* src_base, int n0, uint32_t dst_tile, uint32_t dst_stage) {
+  auto issue_kv = [&](const unsigned char* src_base, int jt, uint32_t dst_tile, uint32_t dst_stage) {
+    const int64_t* slot = offs + (jt & 1) * BN;
     if constexpr (!kFp8) {
       constexpr int CPR = D / 8;  // 16-byte chunks per row
       constexpr int PER = BN * CPR / THREADS;
@@ -331,7 +372,7 @@ __global__ void __launch_bounds__(Cfg<D>::kThreads, Cfg<D>::kMinBlocks)
 #pragma unroll
       for (int k = 0; k < PER; ++k) {
         const int r = tid / CPR + k * ROWS_PER_PASS;
-        const int64_t off = row_offset(n0 + r);
+        const int64_t off = slot[r];
         const unsigned char* src = off >= 0 ? src_base + off + c * 16 : src_base;
         cp_async16(dst_tile + swz<D>(r, c), src, off >= 0 ? 16u : 0u);
       }
@@ -343,7 +384,7 @@ __global__ void __launch_bounds__(Cfg<D>::kThreads, Cfg<D>::kMinBlocks)
 #pragma unroll
       for (int k = 0; k < PER; ++k) {
         const int r = tid / CPR + k * ROWS_PER_PASS;
-        const int64_t off = row_offset(n0 + r);
+        const int64_t off = slot[r];
         const unsigned char* src = off >= 0 ? src_base + off + c * 16 : src_base;
         cp_async16(dst_stage + uint32_t((k * THREADS + tid) * 16), src, off >= 0 ? 16u : 0u);
       }
@@ -386,125 +427,161 @@ __global__ void __launch_bounds__(Cfg<D>::kThreads, Cfg<D>::kMinBlocks)
         cp_async16(s_q + swz<D>(r, c), qbase + (qrow * D + c * 8) * 2, ok ? 16u : 0u);
       }
     }
-    issue_kv(p.k_base, n_first, s_k, S::kStageK + s_base);
+    __syncthreads();  // the producer's context
+    store_offset(0, load_id(0));
+    store_offset(1, load_id(1));
+    __syncthreads();
+    issue_kv(p.k_base, 0, s_k, S::kStageK + s_base);
+    issue_kv(p.v_base, 0, s_v, S::kStageV + s_base);
     cp_async_commit();
   }
 
   for (int j = 0; j < n_tiles; ++j) {
     const int n0 = n_first + j * BN;
-    const uint32_t k_tile = s_k + uint32_t(j & 1) * S::kTileBytes;
-    cp_async_wait<0>();
-    convert(S::kStageK, S::kK + uint32_t(j & 1) * S::kTileBytes);
-    __syncthreads();  // K(j) visible; every warp is done with V(j-1) and K(j-1)
-    issue_kv(p.v_base, n0, s_v, S::kStageV + s_base);
+    const uint32_t stage = uint32_t(j & 1) * S::kTileBytes;
+    const uint32_t k_tile = s_k + stage;
+    const uint32_t v_tile = s_v + stage;
+    cp_async_wait<0>();  // this thread's copies of K(j) and V(j) have landed
+    convert(S::kStageK, S::kK + stage);
+    convert(S::kStageV, S::kV + stage);
+    __syncthreads();  // K(j), V(j) visible; every warp is done with tile j-1's stages
+    if (j + 1 < n_tiles) {
+      const uint32_t next = uint32_t((j + 1) & 1) * S::kTileBytes;
+      issue_kv(p.k_base, j + 1, s_k + next, S::kStageK + s_base);
+      issue_kv(p.v_base, j + 1, s_v + next, S::kStageV + s_base);
+    }
     cp_async_commit();
-    if (j + 1 < n_tiles)
-      issue_kv(p.k_base, n0 + BN, s_k + uint32_t((j + 1) & 1) * S::kTileBytes, S::kStageK + s_base);
-    cp_async_commit();
+    // Tile j+2's block ids: loaded now, stored into the ring at the end of
+    // this tile, once the math has hidden the load.
+    const int32_t next_id = load_id(j + 2);
 
-    uint32_t pa[MT][BN / 16][4];
     if (warp_active) {
-      // S = Q K^T
-      float s[MT][NT][4];
+      const bool need_mask = n0 + BN - 1 > pos_min || (window != 0 && n0 < pos_max + 1 - window);
+      const bool capped = p.cap_log2 != 0.0f;
+      const float mult = capped ? 1.0f : p.score_scale;  // > 0
+      // The tile's columns in SUB pieces: S, softmax, P V per piece, so that
+      // fewer scores are live at once.
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.0f;
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t a[MT][4];
+      for (int hf = 0; hf < SUB; ++hf) {
+        const int c0 = n0 + hf * BNS;
+        // S = Q K^T over columns [c0, c0 + BNS)
+        float s[MT][NTS][4];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
-          ldmatrix_x4(a[mt], s_q + swz<D>(warp * RW + mt * 16 + (lane & 15), 2 * kk + (lane >> 4)));
 #pragma unroll
-        for (int pp = 0; pp < BN / 16; ++pp) {
-          uint32_t b[4];
-          ldmatrix_x4(b, k_tile + swz<D>(16 * pp + ((lane >> 4) & 1) * 8 + (lane & 7),
-                                         2 * kk + ((lane >> 3) & 1)));
+          for (int nt = 0; nt < NTS; ++nt)
 #pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            mma16816<Q>(s[mt][2 * pp], a[mt], b[0], b[1]);
-            mma16816<Q>(s[mt][2 * pp + 1], a[mt], b[2], b[3]);
-          }
-        }
-      }
-
-      // Scale (and cap) into the exp2 domain; mask; online softmax.
-      const bool need_mask = n0 + BN - 1 > pos_min || (window != 0 && n0 < pos_max + 1 - window);
+            for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.0f;
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
+        for (int kk = 0; kk < D / 16; ++kk) {
+          uint32_t a[MT][4];
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
+          for (int mt = 0; mt < MT; ++mt) ldmatrix_x4(a[mt], s_q + (q_off[mt] ^ uint32_t(kk << 5)));
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            float x = s[mt][nt][e] * p.score_scale;
-            if (p.cap_log2 != 0.0f) x = p.cap_log2 * fast_tanh(x);
-            if (need_mask) {
-              const int t = n0 + nt * 8 + (lane & 3) * 2 + (e & 1);
-              const int pr = pos_row[mt][e >> 1];
-              if (t > pr || (window != 0 && t + window <= pr)) x = -INFINITY;
+          for (int pp = 0; pp < BNS / 16; ++pp) {
+            uint32_t b[4];
+            ldmatrix_x4(b, k_tile + uint32_t((hf * BNS + 16 * pp) * D * 2) + (k_off ^ uint32_t(kk << 5)));
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              mma16816<Q>(s[mt][2 * pp], a[mt], b[0], b[1]);
+              mma16816<Q>(s[mt][2 * pp + 1], a[mt], b[2], b[3]);
             }
-            s[mt][nt][e] = x;
-          }
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          float mx = m[mt][h];
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-          // A row with nothing attended yet keeps max -inf: use 0 so that
-          // -inf - max stays -inf instead of NaN.
-          const float ref = mx == -INFINITY ? 0.0f : mx;
-          const float corr = fast_exp2(m[mt][h] - ref);
-          m[mt][h] = mx;
-          float sum = 0.0f;
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) {
-            s[mt][nt][2 * h] = fast_exp2(s[mt][nt][2 * h] - ref);
-            s[mt][nt][2 * h + 1] = fast_exp2(s[mt][nt][2 * h + 1] - ref);
-            sum += s[mt][nt][2 * h] + s[mt][nt][2 * h + 1];
-          }
-          l[mt][h] = l[mt][h] * corr + sum;  // this thread's columns; summed over the quad at the end
-#pragma unroll
-          for (int nt = 0; nt < DT; ++nt) {
-            o[mt][nt][2 * h] *= corr;
-            o[mt][nt][2 * h + 1] *= corr;
           }
         }
+
+        // Soft cap (scores then in the exp2 domain already); mask; online
+        // softmax with the scale folded into the exponent.
+        float corr[MT][2];
+        bool grew = false;
 #pragma unroll
-        for (int kk = 0; kk < BN / 16; ++kk) {
-          pa[mt][kk][0] = pack2<Q>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-          pa[mt][kk][1] = pack2<Q>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-          pa[mt][kk][2] = pack2<Q>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-          pa[mt][kk][3] = pack2<Q>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        for (int mt = 0; mt < MT; ++mt) {
+          if (capped) {
+#pragma unroll
+            for (int nt = 0; nt < NTS; ++nt)
+#pragma unroll
+              for (int e = 0; e < 4; ++e)
+                s[mt][nt][e] = p.cap_log2 * fast_tanh(s[mt][nt][e] * p.score_scale);
+          }
+          if (need_mask) {
+#pragma unroll
+            for (int nt = 0; nt < NTS; ++nt)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                const int t = c0 + nt * 8 + (lane & 3) * 2 + (e & 1);
+                const int pr = pos_row[mt][e >> 1];
+                if (t > pr || (window != 0 && t + window <= pr)) s[mt][nt][e] = -INFINITY;
+              }
+          }
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int nt = 0; nt < NTS; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            mx *= mult;  // the piece's max in the exp2 domain (-inf when all masked)
+            // Move the row's reference only when the max grew by more than
+            // 2^8: below that, exp2(s - ref) <= 256 is exact enough in f32
+            // and bf16, and O needs no rescale.
+            const float old = m[mt][h];
+            const bool up = mx > old + 8.0f;
+            const float ref = up ? mx : old;
+            corr[mt][h] = up ? fast_exp2(old - ref) : 1.0f;  // old = -inf: 0
+            grew |= up;
+            m[mt][h] = ref;
+            const float neg = ref == -INFINITY ? 0.0f : -ref;  // nothing attended yet: no NaN
+            float sum = 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < NTS; ++nt) {
+              s[mt][nt][2 * h] = fast_exp2(fmaf(s[mt][nt][2 * h], mult, neg));
+              s[mt][nt][2 * h + 1] = fast_exp2(fmaf(s[mt][nt][2 * h + 1], mult, neg));
+              sum += s[mt][nt][2 * h] + s[mt][nt][2 * h + 1];
+            }
+            l[mt][h] = l[mt][h] * corr[mt][h] + sum;  // this thread's columns; summed over the quad at the end
+          }
+        }
+        if (__any_sync(0xffffffffu, grew)) {
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < DT; ++nt) {
+              o[mt][nt][0] *= corr[mt][0];
+              o[mt][nt][1] *= corr[mt][0];
+              o[mt][nt][2] *= corr[mt][1];
+              o[mt][nt][3] *= corr[mt][1];
+            }
+        }
+        // P as A fragments: the accumulator layout of two n-tiles is the
+        // A layout of one k-step.
+        uint32_t pa[MT][BNS / 16][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int kk = 0; kk < BNS / 16; ++kk) {
+            pa[mt][kk][0] = pack2<Q>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+            pa[mt][kk][1] = pack2<Q>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+            pa[mt][kk][2] = pack2<Q>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+            pa[mt][kk][3] = pack2<Q>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+          }
+        // O += P V over the piece's tokens
+#pragma unroll
+        for (int kk = 0; kk < BNS / 16; ++kk) {
+#pragma unroll
+          for (int pp = 0; pp < D / 16; ++pp) {
+            uint32_t b[4];
+            ldmatrix_x4_trans(b, v_tile + uint32_t((hf * BNS + 16 * kk) * D * 2) + (v_off ^ uint32_t(pp << 5)));
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              mma16816<Q>(o[mt][2 * pp], pa[mt][kk], b[0], b[1]);
+              mma16816<Q>(o[mt][2 * pp + 1], pa[mt][kk], b[2], b[3]);
+            }
+          }
         }
       }
     }
-
-    cp_async_wait<1>();  // V(j) has landed (K(j+1) may still be in flight)
-    convert(S::kStageV, S::kV);
-    __syncthreads();
-
-    if (warp_active) {
-      // O += P V
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) {
-#pragma unroll
-        for (int pp = 0; pp < D / 16; ++pp) {
-          uint32_t b[4];
-          ldmatrix_x4_trans(b, s_v + swz<D>(16 * kk + ((lane >> 3) & 1) * 8 + (lane & 7),
-                                            2 * pp + (lane >> 4)));
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            mma16816<Q>(o[mt][2 * pp], pa[mt][kk], b[0], b[1]);
-            mma16816<Q>(o[mt][2 * pp + 1], pa[mt][kk], b[2], b[3]);
-          }
-        }
-      }
-    }
+    // Slot j % 2 was last read when tile j's copies were issued, before
+    // this tile's barrier; tile j+2's copies read it after the next one.
+    store_offset(j + 2, next_id);
   }
   cp_async_wait<0>();
 
@@ -517,8 +594,8 @@ __global__ void __launch_bounds__(Cfg<D>::kThreads, Cfg<D>::kMinBlocks)
       float sum = l[mt][h];
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      if (!row_ok[mt][h]) continue;
       const int pr = r0 + warp * RW + mt * 16 + (lane >> 2) + h * 8;
+      if (pr >= rows_valid) continue;
       const uint32_t qh = kvh * uint32_t(G) + uint32_t(pr % G);
       const uint64_t row = uint64_t(sq.q_start + pr / G);
       const int d0 = (lane & 3) * 2;
@@ -584,7 +661,9 @@ struct Variant {
 
 constexpr int kMaxDevices = 64;
 
-template <class Q, class KV, int D>
+std::atomic<int> g_warps_override{0};
+
+template <class Q, class KV, int D, int W, int SUB = 1>
 const Variant& variant() {
   static Variant per_device[kMaxDevices];
   static std::once_flag once[kMaxDevices];
@@ -593,10 +672,10 @@ const Variant& variant() {
   if (device >= kMaxDevices) fail(KVC_ERR_UNSUPPORTED, "CUDA device ordinal >= 64");
   std::call_once(once[device], [device] {
     Variant& r = per_device[device];
-    r.attend = prefill_kernel<Q, KV, D>;
+    r.attend = prefill_kernel<Q, KV, D, W, SUB>;
     r.merge = prefill_merge_kernel<Q, D>;
     r.smem_bytes = size_t(Smem<Q, KV, D>::kBytes);
-    r.threads = Cfg<D>::kThreads;
+    r.threads = Cfg<D, W, SUB>::kThreads;
     cuda_check(cudaFuncSetAttribute(r.attend, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(r.smem_bytes)),
                "cudaFuncSetAttribute");
@@ -611,9 +690,19 @@ const Variant& variant() {
 template <class Q, class KV>
 const Variant& pick_dim(uint32_t head_dim) {
   switch (head_dim) {
-    case 64: return variant<Q, KV, 64>();
-    case 128: return variant<Q, KV, 128>();
-    default: return variant<Q, KV, 256>();
+    case 64: return variant<Q, KV, 64, kDefaultWarps<64>>();
+    case 128:
+      // Benchmarks may ask for another configuration (bf16 only).
+      if constexpr (std::is_same_v<Q, bf16_t> && std::is_same_v<KV, bf16_t>) {
+        switch (g_warps_override.load(std::memory_order_relaxed)) {
+          case 1: return variant<Q, KV, 128, 4, 1>();
+          case 2: return variant<Q, KV, 128, 4, 2>();
+          case 3: return variant<Q, KV, 128, 8, 1>();
+          default: break;
+        }
+      }
+      return variant<Q, KV, 128, kDefaultWarps<128>>();
+    default: return variant<Q, KV, 256, kDefaultWarps<256>>();
   }
 }
 
@@ -637,6 +726,10 @@ uint64_t wave_of(const Variant& v, const GpuInfo& gpu) {
 }
 
 }  // namespace
+
+void set_prefill_config_override(int config) {
+  g_warps_override.store(config, std::memory_order_relaxed);
+}
 
 uint64_t prefill_workspace_bytes(const PrefillWork& w, const GpuInfo& gpu) {
   const Variant& v = pick(w);

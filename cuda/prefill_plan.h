@@ -32,4 +32,11 @@ PrefillSplit plan_prefill_split(uint64_t base_ctas, uint64_t wave, uint64_t max_
 uint64_t prefill_workspace_bound(uint64_t total_q, uint32_t q_heads, uint32_t head_dim,
                                  uint64_t max_kv_len, uint64_t wave);
 
+// Benchmarks only: the thread block configuration of bf16 head dim 128:
+// 1 = 4 warps of 32 rows, 2 = the same with each K/V tile in two column
+// pieces, 3 = 8 warps of 16 rows; 0 restores the default. Query the
+// workspace with the default (it bounds the others). Not thread safe; not
+// in the C API.
+void set_prefill_config_override(int config);
+
 }  // namespace kvc

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "bench_common.cuh"
+#include "cuda/prefill_plan.h"
 
 namespace {
 
@@ -65,7 +66,9 @@ int main(int argc, char** argv) {
   std::printf("time: GPU time, CUDA events around back-to-back calls, median of 9 samples\n");
   std::printf("%-11s %5s %6s %7s %10s %9s %7s\n", "case", "batch", "q_len", "kv_len", "us",
               "TFLOP/s", "ws MB");
-  for (const Row& r : rows) {
+  // config 0 = the library's choice; the sweep after the table times the
+  // other thread block configurations of bf16 head dim 128 on a few rows.
+  auto run_row = [&](const Row& r, int config, bool print) -> double {
     const uint32_t stride = (r.kv_len + T - 1) / T;
     std::vector<int32_t> table(size_t(r.batch) * stride);
     std::copy(blocks.begin(), blocks.begin() + table.size(), table.begin());
@@ -95,14 +98,19 @@ int main(int argc, char** argv) {
     const double pairs = double(r.batch) * (double(r.q_len) * prefix + double(r.q_len) * (r.q_len + 1) / 2);
     const double flops = 4.0 * D * Hq * pairs;
     const int reps = std::max(3, std::min(50, int(2e12 / flops)));
+    kvc::set_prefill_config_override(config);
     const double us = time_us(stream, reps, 9, [&] { BENCH_KVC(kvc_prefill_attention(cache, &a, stream)); });
+    kvc::set_prefill_config_override(0);
     kvc_status_t async = KVC_OK;
     BENCH_KVC(kvc_cache_get_async_error(cache, stream, &async));
     if (async != KVC_OK) {
       std::fprintf(stderr, "prefill reported: %s\n", kvc_last_error_message());
-      return 1;
+      std::exit(1);
     }
     const double tflops = flops / us / 1e6;
+    BENCH_CUDA(cudaFree(dtable));
+    if (ws) BENCH_CUDA(cudaFree(ws));
+    if (!print) return tflops;
     std::printf("%-11s %5u %6u %7u %10.1f %9.1f %7.1f\n", r.kind, r.batch, r.q_len, r.kv_len, us,
                 tflops, double(ws_bytes) / 1e6);
     std::fflush(stdout);
@@ -111,8 +119,15 @@ int main(int argc, char** argv) {
                    "{\"bench\":\"prefill\",\"case\":\"%s\",\"batch\":%u,\"q_len\":%u,\"kv_len\":%u,"
                    "\"us\":%.3f,\"flops\":%.0f}\n",
                    r.kind, r.batch, r.q_len, r.kv_len, us, flops);
-    BENCH_CUDA(cudaFree(dtable));
-    if (ws) BENCH_CUDA(cudaFree(ws));
+    return tflops;
+  };
+  for (const Row& r : rows) run_row(r, 0, true);
+  std::printf("config sweep (TFLOP/s): 1 = 4 warps x 32 rows, 2 = 1 in two column pieces, "
+              "3 = 8 warps x 16 rows\n");
+  for (const Row& r : {rows[0], rows[2], rows[5], rows[10]}) {
+    std::printf("%-11s %5u %6u %7u", r.kind, r.batch, r.q_len, r.kv_len);
+    for (int config : {1, 2, 3}) std::printf("  %d: %6.1f", config, run_row(r, config, false));
+    std::printf("\n");
   }
   BENCH_CUDA(cudaFree(query));
   BENCH_CUDA(cudaFree(out));

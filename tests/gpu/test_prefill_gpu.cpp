@@ -13,6 +13,7 @@
 #include <string>
 
 #include "../cpp/prefill_case.h"
+#include "cuda/prefill_plan.h"
 
 namespace {
 
@@ -133,7 +134,7 @@ std::vector<std::pair<uint32_t, uint32_t>> ragged(uint32_t T) {
   // Decode rows, a 7-token chunk after a prefix, a prompt of 128, an empty
   // sequence, a 130-token chunk after a block-aligned prefix, kv_len one
   // past a block.
-  return {{1, 17}, {7, 7 + 3 * T}, {128, 128}, {0, 5}, {130, 130 + 8 * T}, {5, T + 1}, {1, 1}};
+  return {{1, 17}, {7, 7 + 3 * T}, {128, 128}, {0, 5}, {130, 130 + 8 * T}, {5, T + 5}, {1, 1}};
 }
 
 TEST_F(PrefillGpu, EveryDtypeHeadDimLayout) {
@@ -241,6 +242,32 @@ TEST_F(PrefillGpu, ManySequencesSeveralLaunches) {
   s.tokens_per_block = 8;
   for (uint32_t i = 0; i < 300; ++i) s.seqs.push_back({1 + i % 5, 1 + i % 5 + (i * 7) % 50});
   run(s);
+}
+
+TEST_F(PrefillGpu, EveryThreadBlockConfiguration) {
+  // The benchmark-only configurations of bf16 head dim 128 compute the
+  // same function as the default.
+  for (int config : {1, 2, 3}) {
+    SCOPED_TRACE("config " + std::to_string(config));
+    kvc::set_prefill_config_override(config);
+    Spec s;
+    s.head_dim = 128;
+    s.kv_heads = 2;
+    s.q_heads = 8;
+    s.seqs = ragged(16);
+    run(s);
+    s.window = 40;
+    s.soft_cap = 5.0f;
+    run(s);
+    s.window = 0;
+    s.soft_cap = 0.0f;
+    s.kv_heads = 8;
+    s.q_heads = 8;
+    s.layers = 1;
+    s.seqs = {{64, 6000}, {1, 3000}};
+    run(s);
+  }
+  kvc::set_prefill_config_override(0);
 }
 
 TEST_F(PrefillGpu, WorkspaceSizeGrows) {
