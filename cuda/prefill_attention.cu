@@ -105,6 +105,9 @@ template <int D, int W, int SUB> struct Cfg {
 };
 // The default warps per thread block by head dim.
 template <int D> constexpr int kDefaultWarps = D == 256 ? 8 : 4;
+static_assert((128 / (128 / 8)) % 8 == 0 && (128 / (64 / 8)) % 8 == 0 &&
+                  (256 / (256 / 8)) % 8 == 0 && (128 / (128 / 16)) % 8 == 0,
+              "copy passes must cover whole multiples of 8 rows (one swizzle pattern per thread)");
 
 template <class Q, class KV, int D> struct Smem {
   static constexpr bool kFp8 = std::is_same_v<KV, fp8_t>;
@@ -217,7 +220,16 @@ __device__ __forceinline__ void fp8x16_to(const uint4& raw, uint4* out) {
 // ---------------------------------------------------------------------------
 // The attention kernel
 
-template <class Q, class KV, int D, int W, int SUB>
+// Whether a tile's masks apply: a compile-time flag, or a bool known at
+// run time.
+template <bool V>
+__device__ __forceinline__ constexpr bool mask_on(std::integral_constant<bool, V>) { return V; }
+__device__ __forceinline__ bool mask_on(bool v) { return v; }
+
+// SPLIT_LOOPS: the tiles that need masks run a masked copy of the tile
+// code and the others a lean one (three loops); otherwise one loop tests
+// the masks' need per tile.
+template <class Q, class KV, int D, int W, int SUB, bool CAP, bool SPLIT_LOOPS>
 __global__ void __launch_bounds__(Cfg<D, W, SUB>::kThreads, Cfg<D, W, SUB>::kMinBlocks)
     prefill_kernel(const __grid_constant__ PrefillParams p) {
   using C = Cfg<D, W, SUB>;
@@ -374,7 +386,9 @@ __global__ void __launch_bounds__(Cfg<D, W, SUB>::kThreads, Cfg<D, W, SUB>::kMin
         const int r = tid / CPR + k * ROWS_PER_PASS;
         const int64_t off = slot[r];
         const unsigned char* src = off >= 0 ? src_base + off + c * 16 : src_base;
-        cp_async16(dst_tile + swz<D>(r, c), src, off >= 0 ? 16u : 0u);
+        // ROWS_PER_PASS is a multiple of 8: row r's swizzle is row r0's.
+        cp_async16(dst_tile + swz<D>(tid / CPR, c) + uint32_t(k * ROWS_PER_PASS * D * 2), src,
+                   off >= 0 ? 16u : 0u);
       }
     } else {
       constexpr int CPR = D / 16;  // 16-byte chunks of fp8 per row
@@ -399,12 +413,12 @@ __global__ void __launch_bounds__(Cfg<D, W, SUB>::kThreads, Cfg<D, W, SUB>::kMin
       const int c = tid % CPR;
 #pragma unroll
       for (int k = 0; k < PER; ++k) {
-        const int r = tid / CPR + k * ROWS_PER_PASS;
         const uint4 raw = *reinterpret_cast<const uint4*>(smem + stage_off + (k * THREADS + tid) * 16);
         uint4 two[2];
         fp8x16_to<Q>(raw, two);
-        *reinterpret_cast<uint4*>(smem + tile_off + swz<D>(r, 2 * c)) = two[0];
-        *reinterpret_cast<uint4*>(smem + tile_off + swz<D>(r, 2 * c + 1)) = two[1];
+        const uint32_t row = tile_off + swz<D>(tid / CPR, 0) + uint32_t(k * ROWS_PER_PASS * D * 2);
+        *reinterpret_cast<uint4*>(smem + (row ^ uint32_t((2 * c) << 4))) = two[0];
+        *reinterpret_cast<uint4*>(smem + (row ^ uint32_t((2 * c + 1) << 4))) = two[1];
       }
     }
   };
@@ -436,7 +450,10 @@ __global__ void __launch_bounds__(Cfg<D, W, SUB>::kThreads, Cfg<D, W, SUB>::kMin
     cp_async_commit();
   }
 
-  for (int j = 0; j < n_tiles; ++j) {
+  // One K/V tile. `masked` (a compile-time flag) applies the causal and
+  // window masks: tiles needing them come first (the window's edge) and
+  // last (the diagonal), so the loops below run the lean version between.
+  auto step = [&](const int j, auto masked) {
     const int n0 = n_first + j * BN;
     const uint32_t stage = uint32_t(j & 1) * S::kTileBytes;
     const uint32_t k_tile = s_k + stage;
@@ -456,9 +473,7 @@ __global__ void __launch_bounds__(Cfg<D, W, SUB>::kThreads, Cfg<D, W, SUB>::kMin
     const int32_t next_id = load_id(j + 2);
 
     if (warp_active) {
-      const bool need_mask = n0 + BN - 1 > pos_min || (window != 0 && n0 < pos_max + 1 - window);
-      const bool capped = p.cap_log2 != 0.0f;
-      const float mult = capped ? 1.0f : p.score_scale;  // > 0
+      const float mult = CAP ? 1.0f : p.score_scale;  // > 0
       // The tile's columns in SUB pieces: S, softmax, P V per piece, so that
       // fewer scores are live at once.
 #pragma unroll
@@ -495,14 +510,14 @@ __global__ void __launch_bounds__(Cfg<D, W, SUB>::kThreads, Cfg<D, W, SUB>::kMin
         bool grew = false;
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          if (capped) {
+          if constexpr (CAP) {
 #pragma unroll
             for (int nt = 0; nt < NTS; ++nt)
 #pragma unroll
               for (int e = 0; e < 4; ++e)
                 s[mt][nt][e] = p.cap_log2 * fast_tanh(s[mt][nt][e] * p.score_scale);
           }
-          if (need_mask) {
+          if (mask_on(masked)) {
 #pragma unroll
             for (int nt = 0; nt < NTS; ++nt)
 #pragma unroll
@@ -582,6 +597,18 @@ __global__ void __launch_bounds__(Cfg<D, W, SUB>::kThreads, Cfg<D, W, SUB>::kMin
     // Slot j % 2 was last read when tile j's copies were issued, before
     // this tile's barrier; tile j+2's copies read it after the next one.
     store_offset(j + 2, next_id);
+  };
+  auto needs_mask = [&](int j) {
+    const int n0 = n_first + j * BN;
+    return n0 + BN - 1 > pos_min || (window != 0 && n0 < pos_max + 1 - window);
+  };
+  if constexpr (SPLIT_LOOPS) {
+    int j = 0;
+    for (; j < n_tiles && needs_mask(j); ++j) step(j, std::true_type{});
+    for (; j < n_tiles && !needs_mask(j); ++j) step(j, std::false_type{});
+    for (; j < n_tiles; ++j) step(j, std::true_type{});
+  } else {
+    for (int j = 0; j < n_tiles; ++j) step(j, needs_mask(j));
   }
   cp_async_wait<0>();
 
@@ -661,9 +688,9 @@ struct Variant {
 
 constexpr int kMaxDevices = 64;
 
-std::atomic<int> g_warps_override{0};
+std::atomic<int> g_config_override{0};
 
-template <class Q, class KV, int D, int W, int SUB = 1>
+template <class Q, class KV, int D, bool CAP, int W = kDefaultWarps<D>, bool SPLIT_LOOPS = true>
 const Variant& variant() {
   static Variant per_device[kMaxDevices];
   static std::once_flag once[kMaxDevices];
@@ -672,10 +699,10 @@ const Variant& variant() {
   if (device >= kMaxDevices) fail(KVC_ERR_UNSUPPORTED, "CUDA device ordinal >= 64");
   std::call_once(once[device], [device] {
     Variant& r = per_device[device];
-    r.attend = prefill_kernel<Q, KV, D, W, SUB>;
+    r.attend = prefill_kernel<Q, KV, D, W, 1, CAP, SPLIT_LOOPS>;
     r.merge = prefill_merge_kernel<Q, D>;
     r.smem_bytes = size_t(Smem<Q, KV, D>::kBytes);
-    r.threads = Cfg<D, W, SUB>::kThreads;
+    r.threads = Cfg<D, W, 1>::kThreads;
     cuda_check(cudaFuncSetAttribute(r.attend, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(r.smem_bytes)),
                "cudaFuncSetAttribute");
@@ -687,33 +714,37 @@ const Variant& variant() {
   return per_device[device];
 }
 
-template <class Q, class KV>
+template <class Q, class KV, bool CAP>
 const Variant& pick_dim(uint32_t head_dim) {
   switch (head_dim) {
-    case 64: return variant<Q, KV, 64, kDefaultWarps<64>>();
+    case 64: return variant<Q, KV, 64, CAP>();
     case 128:
-      // Benchmarks may ask for another configuration (bf16 only).
-      if constexpr (std::is_same_v<Q, bf16_t> && std::is_same_v<KV, bf16_t>) {
-        switch (g_warps_override.load(std::memory_order_relaxed)) {
-          case 1: return variant<Q, KV, 128, 4, 1>();
-          case 2: return variant<Q, KV, 128, 4, 2>();
-          case 3: return variant<Q, KV, 128, 8, 1>();
+      // Benchmarks may ask for another configuration (bf16 without a cap).
+      if constexpr (std::is_same_v<Q, bf16_t> && std::is_same_v<KV, bf16_t> && !CAP) {
+        switch (g_config_override.load(std::memory_order_relaxed)) {
+          case 1: return variant<Q, KV, 128, CAP, 4, false>();
+          case 3: return variant<Q, KV, 128, CAP, 8, true>();
           default: break;
         }
       }
-      return variant<Q, KV, 128, kDefaultWarps<128>>();
-    default: return variant<Q, KV, 256, kDefaultWarps<256>>();
+      return variant<Q, KV, 128, CAP>();
+    default: return variant<Q, KV, 256, CAP>();
   }
+}
+
+template <class Q, class KV>
+const Variant& pick_cap(const PrefillWork& w) {
+  return w.soft_cap > 0.0f ? pick_dim<Q, KV, true>(w.kv.head_dim)
+                           : pick_dim<Q, KV, false>(w.kv.head_dim);
 }
 
 const Variant& pick(const PrefillWork& w) {
   const LayerSlabs& kv = w.kv;
   switch (kv.dtype) {
-    case KVC_DTYPE_F16: return pick_dim<f16_t, f16_t>(kv.head_dim);
-    case KVC_DTYPE_BF16: return pick_dim<bf16_t, bf16_t>(kv.head_dim);
+    case KVC_DTYPE_F16: return pick_cap<f16_t, f16_t>(w);
+    case KVC_DTYPE_BF16: return pick_cap<bf16_t, bf16_t>(w);
     case KVC_DTYPE_FP8_E4M3:
-      return w.q_dtype == KVC_DTYPE_F16 ? pick_dim<f16_t, fp8_t>(kv.head_dim)
-                                        : pick_dim<bf16_t, fp8_t>(kv.head_dim);
+      return w.q_dtype == KVC_DTYPE_F16 ? pick_cap<f16_t, fp8_t>(w) : pick_cap<bf16_t, fp8_t>(w);
     default:
       fail(KVC_ERR_UNSUPPORTED,
            "prefill attention on a CUDA cache supports f16, bf16 and fp8_e4m3 K/V; this cache "
@@ -722,18 +753,21 @@ const Variant& pick(const PrefillWork& w) {
 }
 
 uint64_t wave_of(const Variant& v, const GpuInfo& gpu) {
-  return uint64_t(gpu.sm_count) * uint64_t(v.blocks_per_sm);
+  return uint64_t(gpu.sm_count) * std::min<uint64_t>(v.blocks_per_sm, kPrefillMaxBlocksPerSm);
 }
 
 }  // namespace
 
 void set_prefill_config_override(int config) {
-  g_warps_override.store(config, std::memory_order_relaxed);
+  g_config_override.store(config, std::memory_order_relaxed);
 }
 
 uint64_t prefill_workspace_bytes(const PrefillWork& w, const GpuInfo& gpu) {
-  const Variant& v = pick(w);
-  return prefill_workspace_bound(w.total_q, w.q_heads, w.kv.head_dim, w.max_kv_len, wave_of(v, gpu));
+  pick(w);  // the dtype checks
+  // The largest wave of any variant: the bound holds whichever runs (a
+  // soft cap or a benchmark configuration may pick another).
+  return prefill_workspace_bound(w.total_q, w.q_heads, w.kv.head_dim, w.max_kv_len,
+                                 uint64_t(gpu.sm_count) * kPrefillMaxBlocksPerSm);
 }
 
 void launch_prefill_attention(const PrefillWork& w, const GpuInfo& gpu, KernelErrorRecord* err,

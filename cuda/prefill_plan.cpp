@@ -1,6 +1,7 @@
 #include "cuda/prefill_plan.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace kvc {
 
@@ -19,10 +20,24 @@ PrefillSplit plan_prefill_split(uint64_t base_ctas, uint64_t wave, uint64_t max_
   // A launch that fills the GPU once already is not cut: cutting would only
   // add partial rows to write and merge.
   if (base_ctas == 0 || base_ctas >= wave) return out;
-  // About two waves of thread blocks in all, none shorter than the minimum.
-  const uint64_t n = std::min(ceil_div(2 * wave, base_ctas), splits_by_length(max_range));
-  if (n <= 1) return out;
-  const uint64_t per = ceil_div(ceil_div(max_range, n), kPrefillTileTokens) * kPrefillTileTokens;
+  // At most about two waves of thread blocks, none shorter than the minimum.
+  const uint64_t most =
+      std::min(ceil_div(2 * wave, base_ctas), splits_by_length(max_range));
+  // Estimated time: waves of thread blocks times the tokens each one reads,
+  // plus a fixed cost per block (start-up, writing and merging partials);
+  // ties go to fewer pieces.
+  constexpr uint64_t kBlockOverheadTokens = 256;
+  uint64_t best = 1, best_cost = UINT64_MAX;
+  for (uint64_t n = 1; n <= most; ++n) {
+    const uint64_t cost =
+        ceil_div(base_ctas * n, wave) * (ceil_div(max_range, n) + kBlockOverheadTokens);
+    if (cost < best_cost) {
+      best_cost = cost;
+      best = n;
+    }
+  }
+  if (best <= 1) return out;
+  const uint64_t per = ceil_div(ceil_div(max_range, best), kPrefillTileTokens) * kPrefillTileTokens;
   out.split_tokens = uint32_t(per);
   out.num_splits = uint32_t(ceil_div(max_range, per));
   if (out.num_splits <= 1) out = PrefillSplit{};

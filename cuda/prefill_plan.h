@@ -16,6 +16,9 @@ constexpr uint32_t kPrefillTileTokens = 64; // K/V tokens per pipeline step
 // Fewest KV tokens a split is given: below this the partial rows written
 // and merged cost more than the parallelism gained.
 constexpr uint64_t kPrefillMinSplitTokens = 512;
+// Thread blocks of any variant resident on one SM at most: the wave the
+// workspace bound assumes (a variant's own wave never exceeds it).
+constexpr uint64_t kPrefillMaxBlocksPerSm = 2;
 
 struct PrefillSplit {
   uint32_t num_splits = 1;
@@ -32,11 +35,11 @@ PrefillSplit plan_prefill_split(uint64_t base_ctas, uint64_t wave, uint64_t max_
 uint64_t prefill_workspace_bound(uint64_t total_q, uint32_t q_heads, uint32_t head_dim,
                                  uint64_t max_kv_len, uint64_t wave);
 
-// Benchmarks only: the thread block configuration of bf16 head dim 128:
-// 1 = 4 warps of 32 rows, 2 = the same with each K/V tile in two column
-// pieces, 3 = 8 warps of 16 rows; 0 restores the default. Query the
-// workspace with the default (it bounds the others). Not thread safe; not
-// in the C API.
+// Benchmarks only: the kernel configuration of bf16 head dim 128 without a
+// soft cap: 1 = 4 warps of 32 rows, one tile loop testing the masks' need
+// per tile; 3 = 8 warps of 16 rows; 0 (the default) = 4 warps of 32 rows,
+// masked and lean tile loops. The workspace size covers every one. Not
+// thread safe; not in the C API.
 void set_prefill_config_override(int config);
 
 }  // namespace kvc

@@ -247,7 +247,7 @@ TEST_F(PrefillGpu, ManySequencesSeveralLaunches) {
 TEST_F(PrefillGpu, EveryThreadBlockConfiguration) {
   // The benchmark-only configurations of bf16 head dim 128 compute the
   // same function as the default.
-  for (int config : {1, 2, 3}) {
+  for (int config : {1, 3}) {
     SCOPED_TRACE("config " + std::to_string(config));
     kvc::set_prefill_config_override(config);
     Spec s;
