@@ -59,17 +59,18 @@ func fillPrefillArgs(op string, s kvc.Kvc_prefill_args_t, a *PrefillArgs, bufs *
 		return &Error{Status: StatusInvalidArgument, Op: op,
 			Message: "QOIndptr must hold len(KVLens) + 1 offsets"}
 	}
-	for _, in := range []struct {
-		set func(uintptr)
-		s   []int32
-	}{{s.SetQo_indptr, a.QOIndptr}, {s.SetKv_lens, a.KVLens}} {
-		p, n := int32Bytes(in.s)
-		addr, err := bufs.copyIn(op, p, n)
-		if err != nil {
-			return err
-		}
-		in.set(addr)
+	p, n := int32Bytes(a.QOIndptr)
+	qo, err := bufs.copyIn(op, p, n)
+	if err != nil {
+		return err
 	}
+	s.SetQo_indptr(qo)
+	p, n = int32Bytes(a.KVLens)
+	kl, err := bufs.copyIn(op, p, n)
+	if err != nil {
+		return err
+	}
+	s.SetKv_lens(kl)
 	s.SetQuery(a.Query)
 	s.SetOut(a.Out)
 	s.SetLse(a.LSE)

@@ -705,9 +705,16 @@ impl Cache {
             )));
         }
         let last = args.qo_indptr[rows];
-        let total_q = u32::try_from(last)
-            .map_err(|_| Error::invalid(format!("{WHAT}: qo_indptr[{rows}] = {last} is negative")))?;
-        let bytes = tensor_bytes(WHAT, total_q as usize, args.q_heads, view.head_dim, args.q_dtype)?;
+        let total_q = u32::try_from(last).map_err(|_| {
+            Error::invalid(format!("{WHAT}: qo_indptr[{rows}] = {last} is negative"))
+        })?;
+        let bytes = tensor_bytes(
+            WHAT,
+            total_q as usize,
+            args.q_heads,
+            view.head_dim,
+            args.q_dtype,
+        )?;
         check_len(WHAT, "query", args.query, bytes, args.q_dtype)?;
         check_len(WHAT, "out", out, bytes, args.q_dtype)?;
         let lse_ptr = match lse {

@@ -180,7 +180,16 @@ fn prefill_attention_matches_a_reference_causally() {
         table: &blocks,
         stride: 2,
     };
-    let args = Prefill::new(1, q_heads as u32, Dtype::F32, &query, &qo_indptr, &kv_lens, padded, 8);
+    let args = Prefill::new(
+        1,
+        q_heads as u32,
+        Dtype::F32,
+        &query,
+        &qo_indptr,
+        &kv_lens,
+        padded,
+        8,
+    );
     let mut out = vec![0.0f32; q_len * q_heads * DIM];
     let mut lse = vec![0.0f32; q_len * q_heads];
     cache
@@ -225,13 +234,26 @@ fn prefill_attention_matches_a_reference_causally() {
         table: &blocks,
         stride: 2,
     };
-    let args = Prefill::new(1, q_heads as u32, Dtype::F32, &query, &qo_indptr, &bad_lens, padded, 8);
+    let args = Prefill::new(
+        1,
+        q_heads as u32,
+        Dtype::F32,
+        &query,
+        &qo_indptr,
+        &bad_lens,
+        padded,
+        8,
+    );
     let mut untouched = vec![7.0f32; out.len()];
     let e = cache
         .prefill_attention(&args, &mut untouched, None)
         .unwrap_err();
     assert_eq!(e.status, Status::InvalidArgument);
-    assert!(e.message.contains("q_len 4 (qo_indptr) above its kv_len 3"), "{}", e.message);
+    assert!(
+        e.message.contains("q_len 4 (qo_indptr) above its kv_len 3"),
+        "{}",
+        e.message
+    );
     assert!(untouched.iter().all(|&x| x == 7.0));
 }
 
