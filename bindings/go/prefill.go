@@ -1,6 +1,7 @@
 package kvcache
 
 import (
+	"fmt"
 	"unsafe"
 
 	"kvcache/kvc"
@@ -200,12 +201,11 @@ func (c *Cache) PrefillAttentionHost(a *HostPrefillArgs) error {
 		}
 	}
 	// The library reads Query, Out and LSE for QOIndptr[batch] rows: check
-	// the Go buffers hold that many before handing over their copies.
+	// that the Go buffers hold that many before handing over their copies
+	// (a short one would be read past its end).
 	if len(a.QOIndptr) > 0 {
-		rows := int(a.QOIndptr[len(a.QOIndptr)-1])
-		if len(a.LSE) > 0 && len(a.LSE) != rows*int(a.QHeads) {
-			return &Error{Status: StatusInvalidArgument, Op: op,
-				Message: "LSE must hold QOIndptr[batch] * QHeads values"}
+		if err := checkPrefillHostSizes(h, op, a); err != nil {
+			return err
 		}
 	}
 	s := kvc.NewKvc_prefill_args_t()
@@ -221,6 +221,35 @@ func (c *Cache) PrefillAttentionHost(a *HostPrefillArgs) error {
 	}
 	if len(a.LSE) > 0 {
 		kvc.Kvcgo_buffer_read((*byte)(unsafe.Pointer(&a.LSE[0])), d.LSE, uint64(4*len(a.LSE)))
+	}
+	return nil
+}
+
+// checkPrefillHostSizes checks Query, Out and LSE against the rows
+// QOIndptr gives and the layer's head dim (an unknown layer or dtype is
+// left to the library's own checks).
+func checkPrefillHostSizes(h kvc.Cache, op string, a *HostPrefillArgs) error {
+	rows := int64(a.QOIndptr[len(a.QOIndptr)-1])
+	if rows < 0 {
+		return nil // the library refuses it
+	}
+	v := kvc.NewKvc_layer_view_t()
+	defer kvc.DeleteKvc_layer_view_t(v)
+	kvc.Kvc_layer_view_init(v)
+	if kvc.Kvc_cache_layer_view(h, a.Layer, v) != nil {
+		return nil // the library names the bad layer
+	}
+	elem := map[DType]int64{DTypeF32: 4, DTypeF16: 2, DTypeBF16: 2, DTypeFP8E4M3: 1}[a.QDType]
+	want := rows * int64(a.QHeads) * int64(v.GetHead_dim()) * elem
+	if elem != 0 && (int64(len(a.Query)) < want || int64(len(a.Out)) < want) {
+		return &Error{Status: StatusInvalidArgument, Op: op,
+			Message: fmt.Sprintf("Query and Out must hold %d bytes (%d rows x %d heads x head dim %d), got %d and %d",
+				want, rows, a.QHeads, v.GetHead_dim(), len(a.Query), len(a.Out))}
+	}
+	if len(a.LSE) > 0 && int64(len(a.LSE)) != rows*int64(a.QHeads) {
+		return &Error{Status: StatusInvalidArgument, Op: op,
+			Message: fmt.Sprintf("LSE must hold %d values (%d rows x %d heads), got %d",
+				rows*int64(a.QHeads), rows, a.QHeads, len(a.LSE))}
 	}
 	return nil
 }

@@ -85,6 +85,13 @@ func TestPrefillAttentionOnHostMemory(t *testing.T) {
 		!strings.Contains(e.Message, "q_len 2 (qo_indptr) above its kv_len 1") {
 		t.Errorf("q_len above kv_len = %v", err)
 	}
+	// A Go buffer shorter than the rows need: refused before the call.
+	short := args
+	short.Query = query[:8]
+	if err := c.PrefillAttentionHost(&short); !errors.Is(err, kvcache.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "Query and Out must hold") {
+		t.Errorf("short Query = %v", err)
+	}
 	if err := c.PrefillAttention(&kvcache.PrefillArgs{Layer: 0, QHeads: 3, QDType: kvcache.DTypeF32,
 		QOIndptr: []int32{0, 1}, KVLens: []int32{1}, MaxKVLen: 1}, 0); !errors.Is(err, kvcache.ErrInvalidArgument) {
 		t.Errorf("PrefillAttention with 3 query heads = %v", err)
