@@ -247,6 +247,16 @@ uint64_t CudaDevice::decode_workspace_bytes(const DecodeWork& work) const {
   return kvc::decode_workspace_bytes(work, gpu_);
 }
 
+void CudaDevice::prefill_attention(const PrefillWork& work, void* stream) {
+  activate();
+  launch_prefill_attention(work, gpu_, errors_, static_cast<cudaStream_t>(stream));
+}
+
+uint64_t CudaDevice::prefill_workspace_bytes(const PrefillWork& work) const {
+  activate();
+  return kvc::prefill_workspace_bytes(work, gpu_);
+}
+
 AsyncError CudaDevice::async_error(void* stream) {
   activate();
   auto s = static_cast<cudaStream_t>(stream);

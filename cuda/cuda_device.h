@@ -52,6 +52,8 @@ class CudaDevice final : public Device {
   void store_kv(const StoreKvWork& work, void* stream) override;
   void decode_attention(const DecodeWork& work, void* stream) override;
   uint64_t decode_workspace_bytes(const DecodeWork& work) const override;
+  void prefill_attention(const PrefillWork& work, void* stream) override;
+  uint64_t prefill_workspace_bytes(const PrefillWork& work) const override;
   AsyncError async_error(void* stream) override;
 
  private:

@@ -180,6 +180,9 @@ KVCGO_ADDRESS_MEMBER(const int32_t *, indptr)         /* kvc_decode_args_t */
 KVCGO_ADDRESS_MEMBER(const uint32_t *, row_tokens)    /* kvc_stateful_append_args_t */
 KVCGO_ADDRESS_MEMBER(const int32_t *, lengths)        /* kvc_stateful_view_t */
 KVCGO_ADDRESS_MEMBER(const int32_t *, beam_table)     /* kvc_stateful_view_t */
+KVCGO_ADDRESS_MEMBER(const int32_t *, qo_indptr)      /* kvc_prefill_args_t */
+KVCGO_ADDRESS_MEMBER(const int32_t *, kv_lens)        /* kvc_prefill_args_t */
+KVCGO_ADDRESS_MEMBER(float *, lse)                    /* kvc_prefill_args_t */
 
 /* Static strings (kvc_status_string, kvc_version_string): copied into Go
  * memory on return; the C string is owned by the library and not freed. */

@@ -36,6 +36,8 @@ class CpuDevice final : public Device {
   void stateful_append(const StatefulAppendWork& work, void* stream) override;
   void table_reorder(const TableReorderWork& work, void* stream) override;
   void gather_rows(const RowGatherWork& work, void* stream) override;
+  void prefill_attention(const PrefillWork& work, void* stream) override;
+  uint64_t prefill_workspace_bytes(const PrefillWork&) const override { return 0; }
   // Work runs in the call, so there is never an error left to report.
   AsyncError async_error(void*) override { return {}; }
 

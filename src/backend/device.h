@@ -109,6 +109,12 @@ class Device {
   // Workspace bytes decode_attention needs; never decreases as batch or
   // max_seq_len grows.
   virtual uint64_t decode_workspace_bytes(const DecodeWork& work) const;
+  // Paged prefill attention; qo_indptr and kv_lens (host arrays) passed
+  // check_prefill_args().
+  virtual void prefill_attention(const PrefillWork& work, void* stream);
+  // Workspace bytes prefill_attention needs; never decreases as batch,
+  // total_q or max_kv_len grows.
+  virtual uint64_t prefill_workspace_bytes(const PrefillWork& work) const;
   // Waits for `stream`, then returns (and clears, unless sticky) the first
   // error recorded by enqueued kernel work.
   virtual AsyncError async_error(void* stream);

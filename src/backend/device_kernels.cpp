@@ -14,6 +14,12 @@ void Device::decode_attention(const DecodeWork&, void*) {
 
 uint64_t Device::decode_workspace_bytes(const DecodeWork&) const { return 0; }
 
+void Device::prefill_attention(const PrefillWork&, void*) {
+  fail(KVC_ERR_UNSUPPORTED, "device " + name() + " has no prefill attention kernel");
+}
+
+uint64_t Device::prefill_workspace_bytes(const PrefillWork&) const { return 0; }
+
 AsyncError Device::async_error(void*) { return {}; }
 
 void* Device::allocate_on(uint64_t bytes, void* /*stream*/) { return allocate(bytes); }

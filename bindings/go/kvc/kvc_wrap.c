@@ -285,7 +285,7 @@ static size_t kvcgo_retention_range_size(void) { return sizeof(kvc_retention_ran
 extern "C" {
 #endif
 
-void _wrap_Swig_free_kvc_71c838dc4463c0c9(void *_swig_go_0) {
+void _wrap_Swig_free_kvc_0a5df17ca90a3f7d(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -295,7 +295,7 @@ void _wrap_Swig_free_kvc_71c838dc4463c0c9(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_kvc_71c838dc4463c0c9(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_kvc_0a5df17ca90a3f7d(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -308,7 +308,7 @@ void *_wrap_Swig_malloc_kvc_71c838dc4463c0c9(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_OK_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_OK_kvc_0a5df17ca90a3f7d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -320,7 +320,7 @@ intgo _wrap_KVC_OK_kvc_71c838dc4463c0c9() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_0a5df17ca90a3f7d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -332,7 +332,7 @@ intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_71c838dc4463c0c9() {
 }
 
 
-intgo _wrap_KVC_ERR_NOT_FOUND_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_ERR_NOT_FOUND_kvc_0a5df17ca90a3f7d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -344,7 +344,7 @@ intgo _wrap_KVC_ERR_NOT_FOUND_kvc_71c838dc4463c0c9() {
 }
 
 
-intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_0a5df17ca90a3f7d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -356,7 +356,7 @@ intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_71c838dc4463c0c9() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_0a5df17ca90a3f7d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -368,7 +368,7 @@ intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_71c838dc4463c0c9() {
 }
 
 
-intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_0a5df17ca90a3f7d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -380,7 +380,7 @@ intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_71c838dc4463c0c9() {
 }
 
 
-intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_0a5df17ca90a3f7d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -392,7 +392,7 @@ intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_71c838dc4463c0c9() {
 }
 
 
-intgo _wrap_KVC_ERR_DEVICE_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_ERR_DEVICE_kvc_0a5df17ca90a3f7d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -404,7 +404,7 @@ intgo _wrap_KVC_ERR_DEVICE_kvc_71c838dc4463c0c9() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_0a5df17ca90a3f7d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -416,7 +416,7 @@ intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_71c838dc4463c0c9() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_STATE_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_ERR_INVALID_STATE_kvc_0a5df17ca90a3f7d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -428,7 +428,7 @@ intgo _wrap_KVC_ERR_INVALID_STATE_kvc_71c838dc4463c0c9() {
 }
 
 
-intgo _wrap_KVC_ERR_INTERNAL_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_ERR_INTERNAL_kvc_0a5df17ca90a3f7d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -440,7 +440,7 @@ intgo _wrap_KVC_ERR_INTERNAL_kvc_71c838dc4463c0c9() {
 }
 
 
-_gostring_ _wrap_kvc_status_string_kvc_71c838dc4463c0c9(int _swig_go_0) {
+_gostring_ _wrap_kvc_status_string_kvc_0a5df17ca90a3f7d(int _swig_go_0) {
   kvc_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -453,7 +453,7 @@ _gostring_ _wrap_kvc_status_string_kvc_71c838dc4463c0c9(int _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_VERSION_NUMBER_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_VERSION_NUMBER_kvc_0a5df17ca90a3f7d() {
   int result;
   intgo _swig_go_result;
   
@@ -464,7 +464,7 @@ intgo _wrap_KVC_VERSION_NUMBER_kvc_71c838dc4463c0c9() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_0a5df17ca90a3f7d() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -476,7 +476,7 @@ intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_71c838dc4463c0c9() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_0a5df17ca90a3f7d() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -488,7 +488,7 @@ intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_71c838dc4463c0c9() {
 }
 
 
-int _wrap_kvc_version_kvc_71c838dc4463c0c9() {
+int _wrap_kvc_version_kvc_0a5df17ca90a3f7d() {
   uint32_t result;
   int _swig_go_result;
   
@@ -499,7 +499,7 @@ int _wrap_kvc_version_kvc_71c838dc4463c0c9() {
 }
 
 
-_gostring_ _wrap_kvc_version_string_kvc_71c838dc4463c0c9() {
+_gostring_ _wrap_kvc_version_string_kvc_0a5df17ca90a3f7d() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -510,7 +510,7 @@ _gostring_ _wrap_kvc_version_string_kvc_71c838dc4463c0c9() {
 }
 
 
-int _wrap_kvc_abi_version_kvc_71c838dc4463c0c9() {
+int _wrap_kvc_abi_version_kvc_0a5df17ca90a3f7d() {
   uint32_t result;
   int _swig_go_result;
   
@@ -521,7 +521,7 @@ int _wrap_kvc_abi_version_kvc_71c838dc4463c0c9() {
 }
 
 
-long long _wrap_kvc_features_kvc_71c838dc4463c0c9() {
+long long _wrap_kvc_features_kvc_0a5df17ca90a3f7d() {
   uint64_t result;
   long long _swig_go_result;
   
@@ -532,7 +532,7 @@ long long _wrap_kvc_features_kvc_71c838dc4463c0c9() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F32_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_DTYPE_F32_kvc_0a5df17ca90a3f7d() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -544,7 +544,7 @@ intgo _wrap_KVC_DTYPE_F32_kvc_71c838dc4463c0c9() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F16_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_DTYPE_F16_kvc_0a5df17ca90a3f7d() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -556,7 +556,7 @@ intgo _wrap_KVC_DTYPE_F16_kvc_71c838dc4463c0c9() {
 }
 
 
-intgo _wrap_KVC_DTYPE_BF16_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_DTYPE_BF16_kvc_0a5df17ca90a3f7d() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -568,7 +568,7 @@ intgo _wrap_KVC_DTYPE_BF16_kvc_71c838dc4463c0c9() {
 }
 
 
-intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_0a5df17ca90a3f7d() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -580,7 +580,7 @@ intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_71c838dc4463c0c9() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_NHD_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_LAYOUT_NHD_kvc_0a5df17ca90a3f7d() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -592,7 +592,7 @@ intgo _wrap_KVC_LAYOUT_NHD_kvc_71c838dc4463c0c9() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_HND_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_LAYOUT_HND_kvc_0a5df17ca90a3f7d() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -604,7 +604,7 @@ intgo _wrap_KVC_LAYOUT_HND_kvc_71c838dc4463c0c9() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CPU_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_DEVICE_CPU_kvc_0a5df17ca90a3f7d() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -616,7 +616,7 @@ intgo _wrap_KVC_DEVICE_CPU_kvc_71c838dc4463c0c9() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CUDA_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_DEVICE_CUDA_kvc_0a5df17ca90a3f7d() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -628,7 +628,7 @@ intgo _wrap_KVC_DEVICE_CUDA_kvc_71c838dc4463c0c9() {
 }
 
 
-_gostring_ _wrap_kvc_config_create_kvc_71c838dc4463c0c9(kvc_config_t **_swig_go_0) {
+_gostring_ _wrap_kvc_config_create_kvc_0a5df17ca90a3f7d(kvc_config_t **_swig_go_0) {
   kvc_config_t **arg1 = (kvc_config_t **) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -641,7 +641,7 @@ _gostring_ _wrap_kvc_config_create_kvc_71c838dc4463c0c9(kvc_config_t **_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_config_clone_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
+_gostring_ _wrap_kvc_config_clone_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_config_t **arg2 = (kvc_config_t **) 0 ;
   kvc_status_t result;
@@ -656,7 +656,7 @@ _gostring_ _wrap_kvc_config_clone_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_config_destroy_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0) {
+void _wrap_kvc_config_destroy_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   
   arg1 = (kvc_config_t *)_swig_go_0; 
@@ -666,7 +666,7 @@ void _wrap_kvc_config_destroy_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_kvc_config_validate_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0) {
+_gostring_ _wrap_kvc_config_validate_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -679,7 +679,7 @@ _gostring_ _wrap_kvc_config_validate_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_config_set_num_layers_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_num_layers_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -694,7 +694,7 @@ _gostring_ _wrap_kvc_config_set_num_layers_kvc_71c838dc4463c0c9(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_num_layers_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_num_layers_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -709,7 +709,7 @@ _gostring_ _wrap_kvc_config_get_num_layers_kvc_71c838dc4463c0c9(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_heads_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -724,7 +724,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_kvc_71c838dc4463c0c9(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -741,7 +741,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_71c838dc4463c0c9(kvc_conf
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_heads_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_kv_heads_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -758,7 +758,7 @@ _gostring_ _wrap_kvc_config_get_kv_heads_kvc_71c838dc4463c0c9(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_head_dim_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_head_dim_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -773,7 +773,7 @@ _gostring_ _wrap_kvc_config_set_head_dim_kvc_71c838dc4463c0c9(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_get_head_dim_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_head_dim_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -788,7 +788,7 @@ _gostring_ _wrap_kvc_config_get_head_dim_kvc_71c838dc4463c0c9(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_dtype_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_dtype_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t arg2 ;
   kvc_status_t result;
@@ -803,7 +803,7 @@ _gostring_ _wrap_kvc_config_set_dtype_kvc_71c838dc4463c0c9(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_get_dtype_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_dtype_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t *arg2 = (kvc_dtype_t *) 0 ;
   kvc_status_t result;
@@ -818,7 +818,7 @@ _gostring_ _wrap_kvc_config_get_dtype_kvc_71c838dc4463c0c9(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_factor_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_factor_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -833,7 +833,7 @@ _gostring_ _wrap_kvc_config_set_kv_factor_kvc_71c838dc4463c0c9(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_factor_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_kv_factor_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -848,7 +848,7 @@ _gostring_ _wrap_kvc_config_get_kv_factor_kvc_71c838dc4463c0c9(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_set_layout_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_layout_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t arg2 ;
   kvc_status_t result;
@@ -863,7 +863,7 @@ _gostring_ _wrap_kvc_config_set_layout_kvc_71c838dc4463c0c9(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_layout_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_layout_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t *arg2 = (kvc_layout_t *) 0 ;
   kvc_status_t result;
@@ -878,7 +878,7 @@ _gostring_ _wrap_kvc_config_get_layout_kvc_71c838dc4463c0c9(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -893,7 +893,7 @@ _gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_71c838dc4463c0c9(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -908,7 +908,7 @@ _gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_71c838dc4463c0c9(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_attention_windows_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_attention_windows_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -925,7 +925,7 @@ _gostring_ _wrap_kvc_config_set_attention_windows_kvc_71c838dc4463c0c9(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_attention_window_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_attention_window_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -942,7 +942,7 @@ _gostring_ _wrap_kvc_config_get_attention_window_kvc_71c838dc4463c0c9(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_device_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_device_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t arg2 ;
   int32_t arg3 ;
@@ -959,7 +959,7 @@ _gostring_ _wrap_kvc_config_set_device_kvc_71c838dc4463c0c9(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_device_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_device_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t *arg2 = (kvc_device_kind_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -976,7 +976,7 @@ _gostring_ _wrap_kvc_config_get_device_kvc_71c838dc4463c0c9(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -991,7 +991,7 @@ _gostring_ _wrap_kvc_config_set_primary_bytes_kvc_71c838dc4463c0c9(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1006,7 +1006,7 @@ _gostring_ _wrap_kvc_config_get_primary_bytes_kvc_71c838dc4463c0c9(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_max_tokens_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_max_tokens_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1021,7 +1021,7 @@ _gostring_ _wrap_kvc_config_set_max_tokens_kvc_71c838dc4463c0c9(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_max_tokens_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_max_tokens_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1036,7 +1036,7 @@ _gostring_ _wrap_kvc_config_get_max_tokens_kvc_71c838dc4463c0c9(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, double _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, double _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double arg2 ;
   kvc_status_t result;
@@ -1051,7 +1051,7 @@ _gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_71c838dc4463c0c9(kv
 }
 
 
-_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, double *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, double *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double *arg2 = (double *) 0 ;
   kvc_status_t result;
@@ -1066,7 +1066,7 @@ _gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_71c838dc4463c0c9(kv
 }
 
 
-_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1081,7 +1081,7 @@ _gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_71c838dc4463c0c9(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1096,7 +1096,7 @@ _gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_71c838dc4463c0c9(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1111,7 +1111,7 @@ _gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_71c838dc4463c
 }
 
 
-_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1126,7 +1126,7 @@ _gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_71c838dc4463c
 }
 
 
-_gostring_ _wrap_kvc_config_set_block_reuse_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_block_reuse_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1141,7 +1141,7 @@ _gostring_ _wrap_kvc_config_set_block_reuse_kvc_71c838dc4463c0c9(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_get_block_reuse_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_block_reuse_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1156,7 +1156,7 @@ _gostring_ _wrap_kvc_config_get_block_reuse_kvc_71c838dc4463c0c9(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1171,7 +1171,7 @@ _gostring_ _wrap_kvc_config_set_partial_reuse_kvc_71c838dc4463c0c9(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1186,7 +1186,7 @@ _gostring_ _wrap_kvc_config_get_partial_reuse_kvc_71c838dc4463c0c9(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1201,7 +1201,7 @@ _gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_71c838dc4463c0c9(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1216,7 +1216,7 @@ _gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_71c838dc4463c0c9(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1231,7 +1231,7 @@ _gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_71c838dc4463c0c9(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1246,7 +1246,7 @@ _gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_71c838dc4463c0c9(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_set_manual_clock_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_manual_clock_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1261,7 +1261,7 @@ _gostring_ _wrap_kvc_config_set_manual_clock_kvc_71c838dc4463c0c9(kvc_config_t *
 }
 
 
-_gostring_ _wrap_kvc_config_get_manual_clock_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_manual_clock_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1276,7 +1276,7 @@ _gostring_ _wrap_kvc_config_get_manual_clock_kvc_71c838dc4463c0c9(kvc_config_t *
 }
 
 
-_gostring_ _wrap_kvc_cache_create_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
+_gostring_ _wrap_kvc_cache_create_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_cache_t **arg2 = (kvc_cache_t **) 0 ;
   kvc_status_t result;
@@ -1291,7 +1291,7 @@ _gostring_ _wrap_kvc_cache_create_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_cache_destroy_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0) {
+void _wrap_kvc_cache_destroy_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   
   arg1 = (kvc_cache_t *)_swig_go_0; 
@@ -1301,7 +1301,7 @@ void _wrap_kvc_cache_destroy_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_cache_desc_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1313,7 +1313,7 @@ void _wrap_kvc_cache_desc_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1326,7 +1326,7 @@ int _wrap_kvc_cache_desc_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_kind_set_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_kind_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t arg2 ;
   
@@ -1338,7 +1338,7 @@ void _wrap_kvc_cache_desc_t_device_kind_set_kvc_71c838dc4463c0c9(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_device_kind_get_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_kind_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t result;
   int _swig_go_result;
@@ -1351,7 +1351,7 @@ int _wrap_kvc_cache_desc_t_device_kind_get_kvc_71c838dc4463c0c9(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t arg2 ;
   
@@ -1363,7 +1363,7 @@ void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_71c838dc4463c0c9(struct kvc_c
 }
 
 
-int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t result;
   int _swig_go_result;
@@ -1376,7 +1376,7 @@ int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_71c838dc4463c0c9(struct kvc_ca
 }
 
 
-void _wrap_kvc_cache_desc_t_dtype_set_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -1388,7 +1388,7 @@ void _wrap_kvc_cache_desc_t_dtype_set_kvc_71c838dc4463c0c9(struct kvc_cache_desc
 }
 
 
-int _wrap_kvc_cache_desc_t_dtype_get_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -1401,7 +1401,7 @@ int _wrap_kvc_cache_desc_t_dtype_get_kvc_71c838dc4463c0c9(struct kvc_cache_desc 
 }
 
 
-void _wrap_kvc_cache_desc_t_layout_set_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_layout_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -1413,7 +1413,7 @@ void _wrap_kvc_cache_desc_t_layout_set_kvc_71c838dc4463c0c9(struct kvc_cache_des
 }
 
 
-int _wrap_kvc_cache_desc_t_layout_get_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_layout_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -1426,7 +1426,7 @@ int _wrap_kvc_cache_desc_t_layout_get_kvc_71c838dc4463c0c9(struct kvc_cache_desc
 }
 
 
-void _wrap_kvc_cache_desc_t_num_layers_set_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_layers_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1438,7 +1438,7 @@ void _wrap_kvc_cache_desc_t_num_layers_set_kvc_71c838dc4463c0c9(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_layers_get_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_layers_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1451,7 +1451,7 @@ int _wrap_kvc_cache_desc_t_num_layers_get_kvc_71c838dc4463c0c9(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_groups_set_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_groups_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1463,7 +1463,7 @@ void _wrap_kvc_cache_desc_t_num_groups_set_kvc_71c838dc4463c0c9(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_groups_get_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_groups_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1476,7 +1476,7 @@ int _wrap_kvc_cache_desc_t_num_groups_get_kvc_71c838dc4463c0c9(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_pools_set_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_pools_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1488,7 +1488,7 @@ void _wrap_kvc_cache_desc_t_num_pools_set_kvc_71c838dc4463c0c9(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_num_pools_get_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_pools_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1501,7 +1501,7 @@ int _wrap_kvc_cache_desc_t_num_pools_get_kvc_71c838dc4463c0c9(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1513,7 +1513,7 @@ void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1526,7 +1526,7 @@ int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_71c838dc4463c0c9(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1538,7 +1538,7 @@ void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_71c838dc4463c0c9(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1551,7 +1551,7 @@ int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_71c838dc4463c0c9(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1563,7 +1563,7 @@ void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_71c838dc4463c0c9(struct kvc_cache
 }
 
 
-long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1576,7 +1576,7 @@ long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_71c838dc4463c0c9(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1588,7 +1588,7 @@ void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_71c838dc4463c0c9(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1601,7 +1601,7 @@ long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_71c838dc4463c0c9(struct 
 }
 
 
-void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1613,7 +1613,7 @@ void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_71c838dc4463c0c9(struct kvc_ca
 }
 
 
-long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1626,7 +1626,7 @@ long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_71c838dc4463c0c9(struct k
 }
 
 
-void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1638,7 +1638,7 @@ void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1651,7 +1651,7 @@ long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_71c838dc4463c0c9(struc
 }
 
 
-void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1663,7 +1663,7 @@ void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1676,7 +1676,7 @@ long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_71c838dc4463c0c9(stru
 }
 
 
-void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1688,7 +1688,7 @@ void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_71c838dc4463c0c9(struct k
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1701,7 +1701,7 @@ long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_71c838dc4463c0c9(str
 }
 
 
-struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_71c838dc4463c0c9() {
+struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_cache_desc *result = 0 ;
   struct kvc_cache_desc *_swig_go_result;
   
@@ -1712,7 +1712,7 @@ struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_71c838dc4463c0c9() {
 }
 
 
-void _wrap_delete_kvc_cache_desc_t_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_delete_kvc_cache_desc_t_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   
   arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
@@ -1722,7 +1722,7 @@ void _wrap_delete_kvc_cache_desc_t_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_
 }
 
 
-void _wrap_kvc_cache_desc_init_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_kvc_cache_desc_init_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   kvc_cache_desc_t *arg1 = (kvc_cache_desc_t *) 0 ;
   
   arg1 = *(kvc_cache_desc_t **)&_swig_go_0; 
@@ -1732,7 +1732,7 @@ void _wrap_kvc_cache_desc_init_kvc_71c838dc4463c0c9(struct kvc_cache_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_describe_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_desc_t *arg2 = (kvc_cache_desc_t *) 0 ;
   kvc_status_t result;
@@ -1747,7 +1747,7 @@ _gostring_ _wrap_kvc_cache_describe_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_group_desc_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1759,7 +1759,7 @@ void _wrap_kvc_group_desc_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_grou
 }
 
 
-int _wrap_kvc_group_desc_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1772,7 +1772,7 @@ int _wrap_kvc_group_desc_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_group
 }
 
 
-void _wrap_kvc_group_desc_t_window_set_kvc_71c838dc4463c0c9(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_window_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1784,7 +1784,7 @@ void _wrap_kvc_group_desc_t_window_set_kvc_71c838dc4463c0c9(struct kvc_group_des
 }
 
 
-int _wrap_kvc_group_desc_t_window_get_kvc_71c838dc4463c0c9(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_window_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1797,7 +1797,7 @@ int _wrap_kvc_group_desc_t_window_get_kvc_71c838dc4463c0c9(struct kvc_group_desc
 }
 
 
-void _wrap_kvc_group_desc_t_kv_heads_set_kvc_71c838dc4463c0c9(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_kv_heads_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1809,7 +1809,7 @@ void _wrap_kvc_group_desc_t_kv_heads_set_kvc_71c838dc4463c0c9(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_kv_heads_get_kvc_71c838dc4463c0c9(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_kv_heads_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1822,7 +1822,7 @@ int _wrap_kvc_group_desc_t_kv_heads_get_kvc_71c838dc4463c0c9(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_head_dim_set_kvc_71c838dc4463c0c9(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_head_dim_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1834,7 +1834,7 @@ void _wrap_kvc_group_desc_t_head_dim_set_kvc_71c838dc4463c0c9(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_head_dim_get_kvc_71c838dc4463c0c9(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_head_dim_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1847,7 +1847,7 @@ int _wrap_kvc_group_desc_t_head_dim_get_kvc_71c838dc4463c0c9(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_num_layers_set_kvc_71c838dc4463c0c9(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_num_layers_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1859,7 +1859,7 @@ void _wrap_kvc_group_desc_t_num_layers_set_kvc_71c838dc4463c0c9(struct kvc_group
 }
 
 
-int _wrap_kvc_group_desc_t_num_layers_get_kvc_71c838dc4463c0c9(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_num_layers_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1872,7 +1872,7 @@ int _wrap_kvc_group_desc_t_num_layers_get_kvc_71c838dc4463c0c9(struct kvc_group_
 }
 
 
-void _wrap_kvc_group_desc_t_pool_set_kvc_71c838dc4463c0c9(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_pool_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1884,7 +1884,7 @@ void _wrap_kvc_group_desc_t_pool_set_kvc_71c838dc4463c0c9(struct kvc_group_desc 
 }
 
 
-int _wrap_kvc_group_desc_t_pool_get_kvc_71c838dc4463c0c9(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_pool_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1897,7 +1897,7 @@ int _wrap_kvc_group_desc_t_pool_get_kvc_71c838dc4463c0c9(struct kvc_group_desc *
 }
 
 
-void _wrap_kvc_group_desc_t_block_bytes_set_kvc_71c838dc4463c0c9(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_block_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1909,7 +1909,7 @@ void _wrap_kvc_group_desc_t_block_bytes_set_kvc_71c838dc4463c0c9(struct kvc_grou
 }
 
 
-long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_71c838dc4463c0c9(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1922,7 +1922,7 @@ long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_71c838dc4463c0c9(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1934,7 +1934,7 @@ void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_71c838dc4463c0c9(struct kvc_
 }
 
 
-long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_71c838dc4463c0c9(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1947,7 +1947,7 @@ long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_71c838dc4463c0c9(struct
 }
 
 
-struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_71c838dc4463c0c9() {
+struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_group_desc *result = 0 ;
   struct kvc_group_desc *_swig_go_result;
   
@@ -1958,7 +1958,7 @@ struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_71c838dc4463c0c9() {
 }
 
 
-void _wrap_delete_kvc_group_desc_t_kvc_71c838dc4463c0c9(struct kvc_group_desc *_swig_go_0) {
+void _wrap_delete_kvc_group_desc_t_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   
   arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
@@ -1968,7 +1968,7 @@ void _wrap_delete_kvc_group_desc_t_kvc_71c838dc4463c0c9(struct kvc_group_desc *_
 }
 
 
-void _wrap_kvc_group_desc_init_kvc_71c838dc4463c0c9(struct kvc_group_desc *_swig_go_0) {
+void _wrap_kvc_group_desc_init_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
   kvc_group_desc_t *arg1 = (kvc_group_desc_t *) 0 ;
   
   arg1 = *(kvc_group_desc_t **)&_swig_go_0; 
@@ -1978,7 +1978,7 @@ void _wrap_kvc_group_desc_init_kvc_71c838dc4463c0c9(struct kvc_group_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_group_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_group_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_group_desc_t *arg3 = (kvc_group_desc_t *) 0 ;
@@ -1995,7 +1995,7 @@ _gostring_ _wrap_kvc_cache_describe_group_kvc_71c838dc4463c0c9(kvc_cache_t *_swi
 }
 
 
-void _wrap_kvc_pool_desc_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2007,7 +2007,7 @@ void _wrap_kvc_pool_desc_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_pool_
 }
 
 
-int _wrap_kvc_pool_desc_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2020,7 +2020,7 @@ int _wrap_kvc_pool_desc_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_num_groups_set_kvc_71c838dc4463c0c9(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_groups_set_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2032,7 +2032,7 @@ void _wrap_kvc_pool_desc_t_num_groups_set_kvc_71c838dc4463c0c9(struct kvc_pool_d
 }
 
 
-int _wrap_kvc_pool_desc_t_num_groups_get_kvc_71c838dc4463c0c9(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_num_groups_get_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2045,7 +2045,7 @@ int _wrap_kvc_pool_desc_t_num_groups_get_kvc_71c838dc4463c0c9(struct kvc_pool_de
 }
 
 
-void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_71c838dc4463c0c9(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2057,7 +2057,7 @@ void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_71c838dc4463c0c9(struct kvc_pool_
 }
 
 
-long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_71c838dc4463c0c9(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2070,7 +2070,7 @@ long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_71c838dc4463c0c9(struct kvc_
 }
 
 
-void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_71c838dc4463c0c9(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2082,7 +2082,7 @@ void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_71c838dc4463c0c9(struct kvc_pool_d
 }
 
 
-long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_71c838dc4463c0c9(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2095,7 +2095,7 @@ long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_71c838dc4463c0c9(struct kvc_p
 }
 
 
-void _wrap_kvc_pool_desc_t_bytes_set_kvc_71c838dc4463c0c9(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2107,7 +2107,7 @@ void _wrap_kvc_pool_desc_t_bytes_set_kvc_71c838dc4463c0c9(struct kvc_pool_desc *
 }
 
 
-long long _wrap_kvc_pool_desc_t_bytes_get_kvc_71c838dc4463c0c9(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2120,7 +2120,7 @@ long long _wrap_kvc_pool_desc_t_bytes_get_kvc_71c838dc4463c0c9(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_base_set_kvc_71c838dc4463c0c9(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_pool_desc_t_base_set_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2132,7 +2132,7 @@ void _wrap_kvc_pool_desc_t_base_set_kvc_71c838dc4463c0c9(struct kvc_pool_desc *_
 }
 
 
-void *_wrap_kvc_pool_desc_t_base_get_kvc_71c838dc4463c0c9(struct kvc_pool_desc *_swig_go_0) {
+void *_wrap_kvc_pool_desc_t_base_get_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2145,7 +2145,7 @@ void *_wrap_kvc_pool_desc_t_base_get_kvc_71c838dc4463c0c9(struct kvc_pool_desc *
 }
 
 
-struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_71c838dc4463c0c9() {
+struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_pool_desc *result = 0 ;
   struct kvc_pool_desc *_swig_go_result;
   
@@ -2156,7 +2156,7 @@ struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_71c838dc4463c0c9() {
 }
 
 
-void _wrap_delete_kvc_pool_desc_t_kvc_71c838dc4463c0c9(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_delete_kvc_pool_desc_t_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   
   arg1 = *(struct kvc_pool_desc **)&_swig_go_0; 
@@ -2166,7 +2166,7 @@ void _wrap_delete_kvc_pool_desc_t_kvc_71c838dc4463c0c9(struct kvc_pool_desc *_sw
 }
 
 
-void _wrap_kvc_pool_desc_init_kvc_71c838dc4463c0c9(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_kvc_pool_desc_init_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0) {
   kvc_pool_desc_t *arg1 = (kvc_pool_desc_t *) 0 ;
   
   arg1 = *(kvc_pool_desc_t **)&_swig_go_0; 
@@ -2176,7 +2176,7 @@ void _wrap_kvc_pool_desc_init_kvc_71c838dc4463c0c9(struct kvc_pool_desc *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_pool_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_pool_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_pool_desc_t *arg3 = (kvc_pool_desc_t *) 0 ;
@@ -2193,7 +2193,7 @@ _gostring_ _wrap_kvc_cache_describe_pool_kvc_71c838dc4463c0c9(kvc_cache_t *_swig
 }
 
 
-void _wrap_kvc_layer_view_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2205,7 +2205,7 @@ void _wrap_kvc_layer_view_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_laye
 }
 
 
-int _wrap_kvc_layer_view_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2218,7 +2218,7 @@ int _wrap_kvc_layer_view_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_layer
 }
 
 
-void _wrap_kvc_layer_view_t_group_set_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_group_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2230,7 +2230,7 @@ void _wrap_kvc_layer_view_t_group_set_kvc_71c838dc4463c0c9(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_group_get_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_group_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2243,7 +2243,7 @@ int _wrap_kvc_layer_view_t_group_get_kvc_71c838dc4463c0c9(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_pool_set_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_pool_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2255,7 +2255,7 @@ void _wrap_kvc_layer_view_t_pool_set_kvc_71c838dc4463c0c9(struct kvc_layer_view 
 }
 
 
-int _wrap_kvc_layer_view_t_pool_get_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_pool_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2268,7 +2268,7 @@ int _wrap_kvc_layer_view_t_pool_get_kvc_71c838dc4463c0c9(struct kvc_layer_view *
 }
 
 
-void _wrap_kvc_layer_view_t_dtype_set_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -2280,7 +2280,7 @@ void _wrap_kvc_layer_view_t_dtype_set_kvc_71c838dc4463c0c9(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_dtype_get_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -2293,7 +2293,7 @@ int _wrap_kvc_layer_view_t_dtype_get_kvc_71c838dc4463c0c9(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_layout_set_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_layout_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -2305,7 +2305,7 @@ void _wrap_kvc_layer_view_t_layout_set_kvc_71c838dc4463c0c9(struct kvc_layer_vie
 }
 
 
-int _wrap_kvc_layer_view_t_layout_get_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_layout_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -2318,7 +2318,7 @@ int _wrap_kvc_layer_view_t_layout_get_kvc_71c838dc4463c0c9(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_kv_heads_set_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_heads_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2330,7 +2330,7 @@ void _wrap_kvc_layer_view_t_kv_heads_set_kvc_71c838dc4463c0c9(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_kv_heads_get_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_heads_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2343,7 +2343,7 @@ int _wrap_kvc_layer_view_t_kv_heads_get_kvc_71c838dc4463c0c9(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_head_dim_set_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_dim_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2355,7 +2355,7 @@ void _wrap_kvc_layer_view_t_head_dim_set_kvc_71c838dc4463c0c9(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_head_dim_get_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_head_dim_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2368,7 +2368,7 @@ int _wrap_kvc_layer_view_t_head_dim_get_kvc_71c838dc4463c0c9(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2380,7 +2380,7 @@ void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2393,7 +2393,7 @@ int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_71c838dc4463c0c9(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_kv_factor_set_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_factor_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2405,7 +2405,7 @@ void _wrap_kvc_layer_view_t_kv_factor_set_kvc_71c838dc4463c0c9(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_kv_factor_get_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_factor_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2418,7 +2418,7 @@ int _wrap_kvc_layer_view_t_kv_factor_get_kvc_71c838dc4463c0c9(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_elem_size_set_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_elem_size_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2430,7 +2430,7 @@ void _wrap_kvc_layer_view_t_elem_size_set_kvc_71c838dc4463c0c9(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_elem_size_get_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_elem_size_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2443,7 +2443,7 @@ int _wrap_kvc_layer_view_t_elem_size_get_kvc_71c838dc4463c0c9(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_base_set_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_layer_view_t_base_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2455,7 +2455,7 @@ void _wrap_kvc_layer_view_t_base_set_kvc_71c838dc4463c0c9(struct kvc_layer_view 
 }
 
 
-void *_wrap_kvc_layer_view_t_base_get_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0) {
+void *_wrap_kvc_layer_view_t_base_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2468,7 +2468,7 @@ void *_wrap_kvc_layer_view_t_base_get_kvc_71c838dc4463c0c9(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_num_blocks_set_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_num_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2480,7 +2480,7 @@ void _wrap_kvc_layer_view_t_num_blocks_set_kvc_71c838dc4463c0c9(struct kvc_layer
 }
 
 
-long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2493,7 +2493,7 @@ long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_71c838dc4463c0c9(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_block_stride_set_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_block_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2505,7 +2505,7 @@ void _wrap_kvc_layer_view_t_block_stride_set_kvc_71c838dc4463c0c9(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_block_stride_get_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_block_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2518,7 +2518,7 @@ long long _wrap_kvc_layer_view_t_block_stride_get_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_kv_stride_set_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2530,7 +2530,7 @@ void _wrap_kvc_layer_view_t_kv_stride_set_kvc_71c838dc4463c0c9(struct kvc_layer_
 }
 
 
-long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2543,7 +2543,7 @@ long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_71c838dc4463c0c9(struct kvc_l
 }
 
 
-void _wrap_kvc_layer_view_t_token_stride_set_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_token_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2555,7 +2555,7 @@ void _wrap_kvc_layer_view_t_token_stride_set_kvc_71c838dc4463c0c9(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_token_stride_get_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_token_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2568,7 +2568,7 @@ long long _wrap_kvc_layer_view_t_token_stride_get_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_head_stride_set_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2580,7 +2580,7 @@ void _wrap_kvc_layer_view_t_head_stride_set_kvc_71c838dc4463c0c9(struct kvc_laye
 }
 
 
-long long _wrap_kvc_layer_view_t_head_stride_get_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_head_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2593,7 +2593,7 @@ long long _wrap_kvc_layer_view_t_head_stride_get_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_71c838dc4463c0c9() {
+struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_layer_view *result = 0 ;
   struct kvc_layer_view *_swig_go_result;
   
@@ -2604,7 +2604,7 @@ struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_71c838dc4463c0c9() {
 }
 
 
-void _wrap_delete_kvc_layer_view_t_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0) {
+void _wrap_delete_kvc_layer_view_t_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   
   arg1 = *(struct kvc_layer_view **)&_swig_go_0; 
@@ -2614,7 +2614,7 @@ void _wrap_delete_kvc_layer_view_t_kvc_71c838dc4463c0c9(struct kvc_layer_view *_
 }
 
 
-void _wrap_kvc_layer_view_init_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig_go_0) {
+void _wrap_kvc_layer_view_init_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   kvc_layer_view_t *arg1 = (kvc_layer_view_t *) 0 ;
   
   arg1 = *(kvc_layer_view_t **)&_swig_go_0; 
@@ -2624,7 +2624,7 @@ void _wrap_kvc_layer_view_init_kvc_71c838dc4463c0c9(struct kvc_layer_view *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_layer_view_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_layer_view_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_layer_view_t *arg3 = (kvc_layer_view_t *) 0 ;
@@ -2641,7 +2641,7 @@ _gostring_ _wrap_kvc_cache_layer_view_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go
 }
 
 
-void _wrap_kvc_extra_key_t_offset_set_kvc_71c838dc4463c0c9(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_offset_set_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -2653,7 +2653,7 @@ void _wrap_kvc_extra_key_t_offset_set_kvc_71c838dc4463c0c9(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_offset_get_kvc_71c838dc4463c0c9(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_offset_get_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2666,7 +2666,7 @@ long long _wrap_kvc_extra_key_t_offset_get_kvc_71c838dc4463c0c9(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_length_set_kvc_71c838dc4463c0c9(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_length_set_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -2678,7 +2678,7 @@ void _wrap_kvc_extra_key_t_length_set_kvc_71c838dc4463c0c9(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_length_get_kvc_71c838dc4463c0c9(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_length_get_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2691,7 +2691,7 @@ long long _wrap_kvc_extra_key_t_length_get_kvc_71c838dc4463c0c9(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_data_set_kvc_71c838dc4463c0c9(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_extra_key_t_data_set_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2703,7 +2703,7 @@ void _wrap_kvc_extra_key_t_data_set_kvc_71c838dc4463c0c9(struct kvc_extra_key *_
 }
 
 
-void *_wrap_kvc_extra_key_t_data_get_kvc_71c838dc4463c0c9(struct kvc_extra_key *_swig_go_0) {
+void *_wrap_kvc_extra_key_t_data_get_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2716,7 +2716,7 @@ void *_wrap_kvc_extra_key_t_data_get_kvc_71c838dc4463c0c9(struct kvc_extra_key *
 }
 
 
-void _wrap_kvc_extra_key_t_size_set_kvc_71c838dc4463c0c9(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_size_set_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t arg2 ;
   
@@ -2728,7 +2728,7 @@ void _wrap_kvc_extra_key_t_size_set_kvc_71c838dc4463c0c9(struct kvc_extra_key *_
 }
 
 
-long long _wrap_kvc_extra_key_t_size_get_kvc_71c838dc4463c0c9(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_size_get_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -2741,7 +2741,7 @@ long long _wrap_kvc_extra_key_t_size_get_kvc_71c838dc4463c0c9(struct kvc_extra_k
 }
 
 
-struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_71c838dc4463c0c9() {
+struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_extra_key *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
   
@@ -2752,7 +2752,7 @@ struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_71c838dc4463c0c9() {
 }
 
 
-void _wrap_delete_kvc_extra_key_t_kvc_71c838dc4463c0c9(struct kvc_extra_key *_swig_go_0) {
+void _wrap_delete_kvc_extra_key_t_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   
   arg1 = *(struct kvc_extra_key **)&_swig_go_0; 
@@ -2762,7 +2762,7 @@ void _wrap_delete_kvc_extra_key_t_kvc_71c838dc4463c0c9(struct kvc_extra_key *_sw
 }
 
 
-void _wrap_kvc_retention_range_t_start_set_kvc_71c838dc4463c0c9(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_start_set_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -2774,7 +2774,7 @@ void _wrap_kvc_retention_range_t_start_set_kvc_71c838dc4463c0c9(struct kvc_reten
 }
 
 
-long long _wrap_kvc_retention_range_t_start_get_kvc_71c838dc4463c0c9(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_start_get_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2787,7 +2787,7 @@ long long _wrap_kvc_retention_range_t_start_get_kvc_71c838dc4463c0c9(struct kvc_
 }
 
 
-void _wrap_kvc_retention_range_t_end_set_kvc_71c838dc4463c0c9(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_end_set_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -2799,7 +2799,7 @@ void _wrap_kvc_retention_range_t_end_set_kvc_71c838dc4463c0c9(struct kvc_retenti
 }
 
 
-long long _wrap_kvc_retention_range_t_end_get_kvc_71c838dc4463c0c9(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_end_get_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2812,7 +2812,7 @@ long long _wrap_kvc_retention_range_t_end_get_kvc_71c838dc4463c0c9(struct kvc_re
 }
 
 
-void _wrap_kvc_retention_range_t_priority_set_kvc_71c838dc4463c0c9(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_retention_range_t_priority_set_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t arg2 ;
   
@@ -2824,7 +2824,7 @@ void _wrap_kvc_retention_range_t_priority_set_kvc_71c838dc4463c0c9(struct kvc_re
 }
 
 
-int _wrap_kvc_retention_range_t_priority_get_kvc_71c838dc4463c0c9(struct kvc_retention_range *_swig_go_0) {
+int _wrap_kvc_retention_range_t_priority_get_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2837,7 +2837,7 @@ int _wrap_kvc_retention_range_t_priority_get_kvc_71c838dc4463c0c9(struct kvc_ret
 }
 
 
-void _wrap_kvc_retention_range_t_reserved_set_kvc_71c838dc4463c0c9(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_retention_range_t_reserved_set_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t arg2 ;
   
@@ -2849,7 +2849,7 @@ void _wrap_kvc_retention_range_t_reserved_set_kvc_71c838dc4463c0c9(struct kvc_re
 }
 
 
-int _wrap_kvc_retention_range_t_reserved_get_kvc_71c838dc4463c0c9(struct kvc_retention_range *_swig_go_0) {
+int _wrap_kvc_retention_range_t_reserved_get_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2862,7 +2862,7 @@ int _wrap_kvc_retention_range_t_reserved_get_kvc_71c838dc4463c0c9(struct kvc_ret
 }
 
 
-void _wrap_kvc_retention_range_t_duration_ms_set_kvc_71c838dc4463c0c9(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_duration_ms_set_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -2874,7 +2874,7 @@ void _wrap_kvc_retention_range_t_duration_ms_set_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_71c838dc4463c0c9(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2887,7 +2887,7 @@ long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_71c838dc4463c0c9(struc
 }
 
 
-struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_71c838dc4463c0c9() {
+struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_retention_range *result = 0 ;
   struct kvc_retention_range *_swig_go_result;
   
@@ -2898,7 +2898,7 @@ struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_71c838dc4463c0c9
 }
 
 
-void _wrap_delete_kvc_retention_range_t_kvc_71c838dc4463c0c9(struct kvc_retention_range *_swig_go_0) {
+void _wrap_delete_kvc_retention_range_t_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   
   arg1 = *(struct kvc_retention_range **)&_swig_go_0; 
@@ -2908,7 +2908,7 @@ void _wrap_delete_kvc_retention_range_t_kvc_71c838dc4463c0c9(struct kvc_retentio
 }
 
 
-void _wrap_kvc_sequence_options_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2920,7 +2920,7 @@ void _wrap_kvc_sequence_options_t_struct_size_set_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-int _wrap_kvc_sequence_options_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2933,7 +2933,7 @@ int _wrap_kvc_sequence_options_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2945,7 +2945,7 @@ void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_71c838dc4463c0c9(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2958,7 +2958,7 @@ int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_71c838dc4463c0c9(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2970,7 +2970,7 @@ void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_71c838dc4463c0c9(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2983,7 +2983,7 @@ int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_71c838dc4463c0c9(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_has_lora_set_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
+void _wrap_kvc_sequence_options_t_has_lora_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool arg2 ;
   
@@ -2995,7 +2995,7 @@ void _wrap_kvc_sequence_options_t_has_lora_set_kvc_71c838dc4463c0c9(struct kvc_s
 }
 
 
-bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0) {
+bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -3008,7 +3008,7 @@ bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_71c838dc4463c0c9(struct kvc_s
 }
 
 
-void _wrap_kvc_sequence_options_t_lora_id_set_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_lora_id_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t arg2 ;
   
@@ -3020,7 +3020,7 @@ void _wrap_kvc_sequence_options_t_lora_id_set_kvc_71c838dc4463c0c9(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3033,7 +3033,7 @@ long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_71c838dc4463c0c9(struct k
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_set_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -3045,7 +3045,7 @@ void _wrap_kvc_sequence_options_t_salt_set_kvc_71c838dc4463c0c9(struct kvc_seque
 }
 
 
-void *_wrap_kvc_sequence_options_t_salt_get_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0) {
+void *_wrap_kvc_sequence_options_t_salt_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -3058,7 +3058,7 @@ void *_wrap_kvc_sequence_options_t_salt_get_kvc_71c838dc4463c0c9(struct kvc_sequ
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_size_set_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_size_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3070,7 +3070,7 @@ void _wrap_kvc_sequence_options_t_salt_size_set_kvc_71c838dc4463c0c9(struct kvc_
 }
 
 
-long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3083,7 +3083,7 @@ long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_71c838dc4463c0c9(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *arg2 = (kvc_extra_key_t *) 0 ;
   
@@ -3095,7 +3095,7 @@ void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0) {
+struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
@@ -3108,7 +3108,7 @@ struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_71c838dc44
 }
 
 
-void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3120,7 +3120,7 @@ void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_71c838dc4463c0c9(struct
 }
 
 
-long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3133,7 +3133,7 @@ long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_71c838dc4463c0c9(s
 }
 
 
-void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0, struct kvc_retention_range *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, struct kvc_retention_range *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_retention_range_t *arg2 = (kvc_retention_range_t *) 0 ;
   
@@ -3145,7 +3145,7 @@ void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_71c838dc4463c0c9(stru
 }
 
 
-struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0) {
+struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_retention_range_t *result = 0 ;
   struct kvc_retention_range *_swig_go_result;
@@ -3158,7 +3158,7 @@ struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kv
 }
 
 
-void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3170,7 +3170,7 @@ void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_71c838dc4463c0c9(
 }
 
 
-long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3183,7 +3183,7 @@ long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_71c838dc4463
 }
 
 
-void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t arg2 ;
   
@@ -3195,7 +3195,7 @@ void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_71c838dc4463c0c9(st
 }
 
 
-long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3208,7 +3208,7 @@ long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_71c838dc4463c0
 }
 
 
-struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_71c838dc4463c0c9() {
+struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_sequence_options *result = 0 ;
   struct kvc_sequence_options *_swig_go_result;
   
@@ -3219,7 +3219,7 @@ struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_71c838dc4463c0
 }
 
 
-void _wrap_delete_kvc_sequence_options_t_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_delete_kvc_sequence_options_t_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   
   arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
@@ -3229,7 +3229,7 @@ void _wrap_delete_kvc_sequence_options_t_kvc_71c838dc4463c0c9(struct kvc_sequenc
 }
 
 
-void _wrap_kvc_sequence_options_init_kvc_71c838dc4463c0c9(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_kvc_sequence_options_init_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   kvc_sequence_options_t *arg1 = (kvc_sequence_options_t *) 0 ;
   
   arg1 = *(kvc_sequence_options_t **)&_swig_go_0; 
@@ -3239,7 +3239,7 @@ void _wrap_kvc_sequence_options_init_kvc_71c838dc4463c0c9(struct kvc_sequence_op
 }
 
 
-_gostring_ _wrap_kvc_sequence_add_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
+_gostring_ _wrap_kvc_sequence_add_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3264,7 +3264,7 @@ _gostring_ _wrap_kvc_sequence_add_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_extend_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_sequence_extend_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3285,7 +3285,7 @@ _gostring_ _wrap_kvc_sequence_extend_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_commit_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_commit_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3302,7 +3302,7 @@ _gostring_ _wrap_kvc_sequence_commit_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_rewind_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_rewind_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3319,7 +3319,7 @@ _gostring_ _wrap_kvc_sequence_rewind_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_fork_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_fork_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3336,7 +3336,7 @@ _gostring_ _wrap_kvc_sequence_fork_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_kvc_sequence_remove_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_remove_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3351,7 +3351,7 @@ _gostring_ _wrap_kvc_sequence_remove_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_pin_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_pin_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3366,7 +3366,7 @@ _gostring_ _wrap_kvc_sequence_pin_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_unpin_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_unpin_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3381,7 +3381,7 @@ _gostring_ _wrap_kvc_sequence_unpin_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3393,7 +3393,7 @@ void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_s
 }
 
 
-int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3406,7 +3406,7 @@ int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_se
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_71c838dc4463c0c9(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3418,7 +3418,7 @@ void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_71c838dc4463c0c9(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_71c838dc4463c0c9(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3431,7 +3431,7 @@ int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_71c838dc4463c0c9(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3443,7 +3443,7 @@ void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_71c838dc4463c0c9(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_71c838dc4463c0c9(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3456,7 +3456,7 @@ int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_reserved_set_kvc_71c838dc4463c0c9(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_reserved_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3468,7 +3468,7 @@ void _wrap_kvc_sequence_desc_t_reserved_set_kvc_71c838dc4463c0c9(struct kvc_sequ
 }
 
 
-int _wrap_kvc_sequence_desc_t_reserved_get_kvc_71c838dc4463c0c9(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_reserved_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3481,7 +3481,7 @@ int _wrap_kvc_sequence_desc_t_reserved_get_kvc_71c838dc4463c0c9(struct kvc_seque
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_71c838dc4463c0c9(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3493,7 +3493,7 @@ void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_71c838dc4463c0c9(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_71c838dc4463c0c9(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3506,7 +3506,7 @@ long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_71c838dc4463c0c9(struct k
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_71c838dc4463c0c9(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3518,7 +3518,7 @@ void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_71c838dc4463c0c9(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3531,7 +3531,7 @@ long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_71c838dc4463c0c9(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_71c838dc4463c0c9(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3543,7 +3543,7 @@ void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_71c838dc4463c0c9(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3556,7 +3556,7 @@ long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_71c838dc4463c0c9(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_71c838dc4463c0c9(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3568,7 +3568,7 @@ void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_71c838dc4463c0c9(struct 
 }
 
 
-long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_71c838dc4463c0c9(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3581,7 +3581,7 @@ long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_71c838dc4463c0c9(st
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_71c838dc4463c0c9(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3593,7 +3593,7 @@ void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_71c838dc4463c0c9(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_71c838dc4463c0c9(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3606,7 +3606,7 @@ long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_71c838dc4463c0c9(struct k
 }
 
 
-struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_71c838dc4463c0c9() {
+struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_sequence_desc *result = 0 ;
   struct kvc_sequence_desc *_swig_go_result;
   
@@ -3617,7 +3617,7 @@ struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_71c838dc4463c0c9() {
 }
 
 
-void _wrap_delete_kvc_sequence_desc_t_kvc_71c838dc4463c0c9(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_delete_kvc_sequence_desc_t_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   
   arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
@@ -3627,7 +3627,7 @@ void _wrap_delete_kvc_sequence_desc_t_kvc_71c838dc4463c0c9(struct kvc_sequence_d
 }
 
 
-void _wrap_kvc_sequence_desc_init_kvc_71c838dc4463c0c9(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_kvc_sequence_desc_init_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
   kvc_sequence_desc_t *arg1 = (kvc_sequence_desc_t *) 0 ;
   
   arg1 = *(kvc_sequence_desc_t **)&_swig_go_0; 
@@ -3637,7 +3637,7 @@ void _wrap_kvc_sequence_desc_init_kvc_71c838dc4463c0c9(struct kvc_sequence_desc 
 }
 
 
-_gostring_ _wrap_kvc_sequence_describe_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_sequence_describe_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_sequence_desc_t *arg3 = (kvc_sequence_desc_t *) 0 ;
@@ -3654,7 +3654,7 @@ _gostring_ _wrap_kvc_sequence_describe_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_sequence_block_ids_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
+_gostring_ _wrap_kvc_sequence_block_ids_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint32_t arg3 ;
@@ -3677,7 +3677,7 @@ _gostring_ _wrap_kvc_sequence_block_ids_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
+_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3696,7 +3696,7 @@ _gostring_ _wrap_kvc_sequence_blocks_needed_kvc_71c838dc4463c0c9(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_cache_probe_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
+_gostring_ _wrap_kvc_cache_probe_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -3717,7 +3717,7 @@ _gostring_ _wrap_kvc_cache_probe_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, i
 }
 
 
-_gostring_ _wrap_kvc_cache_advance_clock_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_cache_advance_clock_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3732,7 +3732,7 @@ _gostring_ _wrap_kvc_cache_advance_clock_kvc_71c838dc4463c0c9(kvc_cache_t *_swig
 }
 
 
-_gostring_ _wrap_kvc_batch_extend_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_batch_extend_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3753,7 +3753,7 @@ _gostring_ _wrap_kvc_batch_extend_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_block_table_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3780,7 +3780,7 @@ _gostring_ _wrap_kvc_batch_block_table_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_csr_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
+_gostring_ _wrap_kvc_batch_block_table_csr_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3809,7 +3809,7 @@ _gostring_ _wrap_kvc_batch_block_table_csr_kvc_71c838dc4463c0c9(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
+_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   size_t arg3 ;
@@ -3828,7 +3828,7 @@ _gostring_ _wrap_kvc_batch_sequence_lengths_kvc_71c838dc4463c0c9(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_batch_slot_mapping_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_slot_mapping_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3855,7 +3855,7 @@ _gostring_ _wrap_kvc_batch_slot_mapping_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_
 }
 
 
-void _wrap_kvc_cache_stats_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -3867,7 +3867,7 @@ void _wrap_kvc_cache_stats_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_cac
 }
 
 
-int _wrap_kvc_cache_stats_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3880,7 +3880,7 @@ int _wrap_kvc_cache_stats_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_reserved_set_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reserved_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -3892,7 +3892,7 @@ void _wrap_kvc_cache_stats_t_reserved_set_kvc_71c838dc4463c0c9(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_stats_t_reserved_get_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_reserved_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3905,7 +3905,7 @@ int _wrap_kvc_cache_stats_t_reserved_get_kvc_71c838dc4463c0c9(struct kvc_cache_s
 }
 
 
-void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3917,7 +3917,7 @@ void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_71c838dc4463c0c9(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3930,7 +3930,7 @@ long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3942,7 +3942,7 @@ void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_71c838dc4463c0c9(struct kvc_cac
 }
 
 
-long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3955,7 +3955,7 @@ long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3967,7 +3967,7 @@ void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_71c838dc4463c0c9(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3980,7 +3980,7 @@ long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_71c838dc4463c0c9(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3992,7 +3992,7 @@ void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_71c838dc4463c0c9(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4005,7 +4005,7 @@ long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_71c838dc4463c0c9(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4017,7 +4017,7 @@ void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_71c838dc4463c0c9(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4030,7 +4030,7 @@ long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_71c838dc4463c0c9(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4042,7 +4042,7 @@ void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_71c838dc4463c0c9(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4055,7 +4055,7 @@ long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_71c838dc4463c0c9(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double arg2 ;
   
@@ -4067,7 +4067,7 @@ void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_71c838dc4463c0c9(struct kvc_cache_
 }
 
 
-double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0) {
+double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -4080,7 +4080,7 @@ double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_71c838dc4463c0c9(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4092,7 +4092,7 @@ void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_71c838dc4463c0c9(struct kvc_
 }
 
 
-long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4105,7 +4105,7 @@ long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_71c838dc4463c0c9(struct
 }
 
 
-void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4117,7 +4117,7 @@ void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_71c838dc4463c0c9(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4130,7 +4130,7 @@ long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_71c838dc4463c0c9(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4142,7 +4142,7 @@ void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_71c838dc4463c0c9(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4155,7 +4155,7 @@ long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4167,7 +4167,7 @@ void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_71c838dc4463c0c9(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4180,7 +4180,7 @@ long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4192,7 +4192,7 @@ void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4205,7 +4205,7 @@ long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_71c838dc4463c0c9(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4217,7 +4217,7 @@ void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4230,7 +4230,7 @@ long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_71c838dc4463c0c9(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4242,7 +4242,7 @@ void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4255,7 +4255,7 @@ long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_71c838dc4463c0c9(struc
 }
 
 
-void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4267,7 +4267,7 @@ void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4280,7 +4280,7 @@ long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_71c838dc4463c0c9(struc
 }
 
 
-void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4292,7 +4292,7 @@ void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_71c838dc4463c0c9(struct kvc_cac
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4305,7 +4305,7 @@ long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4317,7 +4317,7 @@ void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4330,7 +4330,7 @@ long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_71c838dc4463c0c9(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4342,7 +4342,7 @@ void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_71c838dc4463c0c9(struct 
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4355,7 +4355,7 @@ long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_71c838dc4463c0c9(st
 }
 
 
-struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_71c838dc4463c0c9() {
+struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_cache_stats *result = 0 ;
   struct kvc_cache_stats *_swig_go_result;
   
@@ -4366,7 +4366,7 @@ struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_71c838dc4463c0c9() {
 }
 
 
-void _wrap_delete_kvc_cache_stats_t_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_delete_kvc_cache_stats_t_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   
   arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
@@ -4376,7 +4376,7 @@ void _wrap_delete_kvc_cache_stats_t_kvc_71c838dc4463c0c9(struct kvc_cache_stats 
 }
 
 
-void _wrap_kvc_cache_stats_init_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_kvc_cache_stats_init_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   kvc_cache_stats_t *arg1 = (kvc_cache_stats_t *) 0 ;
   
   arg1 = *(kvc_cache_stats_t **)&_swig_go_0; 
@@ -4386,7 +4386,7 @@ void _wrap_kvc_cache_stats_init_kvc_71c838dc4463c0c9(struct kvc_cache_stats *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_get_stats_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_get_stats_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_stats_t *arg2 = (kvc_cache_stats_t *) 0 ;
   kvc_status_t result;
@@ -4401,7 +4401,7 @@ _gostring_ _wrap_kvc_cache_get_stats_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_
 }
 
 
-void _wrap_kvc_group_stats_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_stats_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -4413,7 +4413,7 @@ void _wrap_kvc_group_stats_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_gro
 }
 
 
-int _wrap_kvc_group_stats_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_group_stats *_swig_go_0) {
+int _wrap_kvc_group_stats_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4426,7 +4426,7 @@ int _wrap_kvc_group_stats_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_grou
 }
 
 
-void _wrap_kvc_group_stats_t_pool_set_kvc_71c838dc4463c0c9(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_stats_t_pool_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -4438,7 +4438,7 @@ void _wrap_kvc_group_stats_t_pool_set_kvc_71c838dc4463c0c9(struct kvc_group_stat
 }
 
 
-int _wrap_kvc_group_stats_t_pool_get_kvc_71c838dc4463c0c9(struct kvc_group_stats *_swig_go_0) {
+int _wrap_kvc_group_stats_t_pool_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4451,7 +4451,7 @@ int _wrap_kvc_group_stats_t_pool_get_kvc_71c838dc4463c0c9(struct kvc_group_stats
 }
 
 
-void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_71c838dc4463c0c9(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4463,7 +4463,7 @@ void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_71c838dc4463c0c9(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_71c838dc4463c0c9(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4476,7 +4476,7 @@ long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_71c838dc4463c0c9(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_71c838dc4463c0c9(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4488,7 +4488,7 @@ void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_71c838dc4463c0c9(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_71c838dc4463c0c9(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4501,7 +4501,7 @@ long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_71c838dc4463c0c9(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_71c838dc4463c0c9(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4513,7 +4513,7 @@ void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_71c838dc4463c0c9(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4526,7 +4526,7 @@ long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_71c838dc4463c0c9(stru
 }
 
 
-void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_71c838dc4463c0c9(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4538,7 +4538,7 @@ void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_71c838dc4463c0c9(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_71c838dc4463c0c9(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4551,7 +4551,7 @@ long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_71c838dc4463c0c9(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_71c838dc4463c0c9(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4563,7 +4563,7 @@ void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_71c838dc4463c0c9(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_71c838dc4463c0c9(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4576,7 +4576,7 @@ long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_71c838dc4463c0c9(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_71c838dc4463c0c9(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4588,7 +4588,7 @@ void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_71c838dc4463c0c9(struct kvc_
 }
 
 
-long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_71c838dc4463c0c9(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4601,7 +4601,7 @@ long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_71c838dc4463c0c9(struct
 }
 
 
-void _wrap_kvc_group_stats_t_released_blocks_set_kvc_71c838dc4463c0c9(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_released_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4613,7 +4613,7 @@ void _wrap_kvc_group_stats_t_released_blocks_set_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_71c838dc4463c0c9(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4626,7 +4626,7 @@ long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_71c838dc4463c0c9(struc
 }
 
 
-struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_71c838dc4463c0c9() {
+struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_group_stats *result = 0 ;
   struct kvc_group_stats *_swig_go_result;
   
@@ -4637,7 +4637,7 @@ struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_71c838dc4463c0c9() {
 }
 
 
-void _wrap_delete_kvc_group_stats_t_kvc_71c838dc4463c0c9(struct kvc_group_stats *_swig_go_0) {
+void _wrap_delete_kvc_group_stats_t_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   
   arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
@@ -4647,7 +4647,7 @@ void _wrap_delete_kvc_group_stats_t_kvc_71c838dc4463c0c9(struct kvc_group_stats 
 }
 
 
-void _wrap_kvc_group_stats_init_kvc_71c838dc4463c0c9(struct kvc_group_stats *_swig_go_0) {
+void _wrap_kvc_group_stats_init_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
   kvc_group_stats_t *arg1 = (kvc_group_stats_t *) 0 ;
   
   arg1 = *(kvc_group_stats_t **)&_swig_go_0; 
@@ -4657,7 +4657,7 @@ void _wrap_kvc_group_stats_init_kvc_71c838dc4463c0c9(struct kvc_group_stats *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_get_group_stats_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_stats *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_get_group_stats_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_stats *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_group_stats_t *arg3 = (kvc_group_stats_t *) 0 ;
@@ -4674,7 +4674,7 @@ _gostring_ _wrap_kvc_cache_get_group_stats_kvc_71c838dc4463c0c9(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_reset_reuse_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_reset_reuse_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -4687,7 +4687,7 @@ _gostring_ _wrap_kvc_cache_reset_reuse_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_check_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_check_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -4700,7 +4700,7 @@ _gostring_ _wrap_kvc_cache_check_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_store_args_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4712,7 +4712,7 @@ void _wrap_kvc_store_args_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_stor
 }
 
 
-int _wrap_kvc_store_args_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4725,7 +4725,7 @@ int _wrap_kvc_store_args_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_store
 }
 
 
-void _wrap_kvc_store_args_t_layer_set_kvc_71c838dc4463c0c9(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4737,7 +4737,7 @@ void _wrap_kvc_store_args_t_layer_set_kvc_71c838dc4463c0c9(struct kvc_store_args
 }
 
 
-int _wrap_kvc_store_args_t_layer_get_kvc_71c838dc4463c0c9(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4750,7 +4750,7 @@ int _wrap_kvc_store_args_t_layer_get_kvc_71c838dc4463c0c9(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_num_tokens_set_kvc_71c838dc4463c0c9(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_num_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4762,7 +4762,7 @@ void _wrap_kvc_store_args_t_num_tokens_set_kvc_71c838dc4463c0c9(struct kvc_store
 }
 
 
-int _wrap_kvc_store_args_t_num_tokens_get_kvc_71c838dc4463c0c9(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_num_tokens_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4775,7 +4775,7 @@ int _wrap_kvc_store_args_t_num_tokens_get_kvc_71c838dc4463c0c9(struct kvc_store_
 }
 
 
-void _wrap_kvc_store_args_t_src_dtype_set_kvc_71c838dc4463c0c9(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_src_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -4787,7 +4787,7 @@ void _wrap_kvc_store_args_t_src_dtype_set_kvc_71c838dc4463c0c9(struct kvc_store_
 }
 
 
-int _wrap_kvc_store_args_t_src_dtype_get_kvc_71c838dc4463c0c9(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_src_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -4800,7 +4800,7 @@ int _wrap_kvc_store_args_t_src_dtype_get_kvc_71c838dc4463c0c9(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_key_set_kvc_71c838dc4463c0c9(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_key_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4812,7 +4812,7 @@ void _wrap_kvc_store_args_t_key_set_kvc_71c838dc4463c0c9(struct kvc_store_args *
 }
 
 
-void *_wrap_kvc_store_args_t_key_get_kvc_71c838dc4463c0c9(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_key_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4825,7 +4825,7 @@ void *_wrap_kvc_store_args_t_key_get_kvc_71c838dc4463c0c9(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_value_set_kvc_71c838dc4463c0c9(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_value_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4837,7 +4837,7 @@ void _wrap_kvc_store_args_t_value_set_kvc_71c838dc4463c0c9(struct kvc_store_args
 }
 
 
-void *_wrap_kvc_store_args_t_value_get_kvc_71c838dc4463c0c9(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_value_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4850,7 +4850,7 @@ void *_wrap_kvc_store_args_t_value_get_kvc_71c838dc4463c0c9(struct kvc_store_arg
 }
 
 
-void _wrap_kvc_store_args_t_slot_mapping_set_kvc_71c838dc4463c0c9(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
+void _wrap_kvc_store_args_t_slot_mapping_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   
@@ -4862,7 +4862,7 @@ void _wrap_kvc_store_args_t_slot_mapping_set_kvc_71c838dc4463c0c9(struct kvc_sto
 }
 
 
-int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_71c838dc4463c0c9(struct kvc_store_args *_swig_go_0) {
+int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *result = 0 ;
   int64_t *_swig_go_result;
@@ -4875,7 +4875,7 @@ int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-void _wrap_kvc_store_args_t_k_scale_set_kvc_71c838dc4463c0c9(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_k_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -4887,7 +4887,7 @@ void _wrap_kvc_store_args_t_k_scale_set_kvc_71c838dc4463c0c9(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_k_scale_get_kvc_71c838dc4463c0c9(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_k_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4900,7 +4900,7 @@ float _wrap_kvc_store_args_t_k_scale_get_kvc_71c838dc4463c0c9(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_v_scale_set_kvc_71c838dc4463c0c9(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_v_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -4912,7 +4912,7 @@ void _wrap_kvc_store_args_t_v_scale_set_kvc_71c838dc4463c0c9(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_v_scale_get_kvc_71c838dc4463c0c9(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_v_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4925,7 +4925,7 @@ float _wrap_kvc_store_args_t_v_scale_get_kvc_71c838dc4463c0c9(struct kvc_store_a
 }
 
 
-struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_71c838dc4463c0c9() {
+struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_store_args *result = 0 ;
   struct kvc_store_args *_swig_go_result;
   
@@ -4936,7 +4936,7 @@ struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_71c838dc4463c0c9() {
 }
 
 
-void _wrap_delete_kvc_store_args_t_kvc_71c838dc4463c0c9(struct kvc_store_args *_swig_go_0) {
+void _wrap_delete_kvc_store_args_t_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   
   arg1 = *(struct kvc_store_args **)&_swig_go_0; 
@@ -4946,7 +4946,7 @@ void _wrap_delete_kvc_store_args_t_kvc_71c838dc4463c0c9(struct kvc_store_args *_
 }
 
 
-void _wrap_kvc_store_args_init_kvc_71c838dc4463c0c9(struct kvc_store_args *_swig_go_0) {
+void _wrap_kvc_store_args_init_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
   kvc_store_args_t *arg1 = (kvc_store_args_t *) 0 ;
   
   arg1 = *(kvc_store_args_t **)&_swig_go_0; 
@@ -4956,7 +4956,7 @@ void _wrap_kvc_store_args_init_kvc_71c838dc4463c0c9(struct kvc_store_args *_swig
 }
 
 
-_gostring_ _wrap_kvc_store_kv_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_store_kv_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_store_args_t *arg2 = (kvc_store_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -4973,7 +4973,7 @@ _gostring_ _wrap_kvc_store_kv_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, stru
 }
 
 
-void _wrap_kvc_store_strides_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_strides_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t arg2 ;
   
@@ -4985,7 +4985,7 @@ void _wrap_kvc_store_strides_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_s
 }
 
 
-int _wrap_kvc_store_strides_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_store_strides *_swig_go_0) {
+int _wrap_kvc_store_strides_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4998,7 +4998,7 @@ int _wrap_kvc_store_strides_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_st
 }
 
 
-void _wrap_kvc_store_strides_t_seq_len_set_kvc_71c838dc4463c0c9(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_strides_t_seq_len_set_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t arg2 ;
   
@@ -5010,7 +5010,7 @@ void _wrap_kvc_store_strides_t_seq_len_set_kvc_71c838dc4463c0c9(struct kvc_store
 }
 
 
-int _wrap_kvc_store_strides_t_seq_len_get_kvc_71c838dc4463c0c9(struct kvc_store_strides *_swig_go_0) {
+int _wrap_kvc_store_strides_t_seq_len_get_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5023,7 +5023,7 @@ int _wrap_kvc_store_strides_t_seq_len_get_kvc_71c838dc4463c0c9(struct kvc_store_
 }
 
 
-void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_71c838dc4463c0c9(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5035,7 +5035,7 @@ void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_71c838dc4463c0c9(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5048,7 +5048,7 @@ long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_71c838dc4463c0c9(stru
 }
 
 
-void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_71c838dc4463c0c9(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5060,7 +5060,7 @@ void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_71c838dc4463c0c9(struct 
 }
 
 
-long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_71c838dc4463c0c9(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5073,7 +5073,7 @@ long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_71c838dc4463c0c9(st
 }
 
 
-void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_71c838dc4463c0c9(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5085,7 +5085,7 @@ void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_71c838dc4463c0c9(struct k
 }
 
 
-long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_71c838dc4463c0c9(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5098,7 +5098,7 @@ long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_71c838dc4463c0c9(str
 }
 
 
-void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_71c838dc4463c0c9(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5110,7 +5110,7 @@ void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_71c838dc4463c0c9(struct 
 }
 
 
-long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_71c838dc4463c0c9(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5123,7 +5123,7 @@ long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_71c838dc4463c0c9(st
 }
 
 
-void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_71c838dc4463c0c9(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5135,7 +5135,7 @@ void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_71c838dc4463c0c9(struc
 }
 
 
-long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_71c838dc4463c0c9(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5148,7 +5148,7 @@ long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_71c838dc4463c0c9(
 }
 
 
-void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_71c838dc4463c0c9(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5160,7 +5160,7 @@ void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_71c838dc4463c0c9(struct
 }
 
 
-long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_71c838dc4463c0c9(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5173,7 +5173,7 @@ long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_71c838dc4463c0c9(s
 }
 
 
-struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_71c838dc4463c0c9() {
+struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_store_strides *result = 0 ;
   struct kvc_store_strides *_swig_go_result;
   
@@ -5184,7 +5184,7 @@ struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_71c838dc4463c0c9() {
 }
 
 
-void _wrap_delete_kvc_store_strides_t_kvc_71c838dc4463c0c9(struct kvc_store_strides *_swig_go_0) {
+void _wrap_delete_kvc_store_strides_t_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   
   arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
@@ -5194,7 +5194,7 @@ void _wrap_delete_kvc_store_strides_t_kvc_71c838dc4463c0c9(struct kvc_store_stri
 }
 
 
-void _wrap_kvc_store_strides_init_kvc_71c838dc4463c0c9(struct kvc_store_strides *_swig_go_0) {
+void _wrap_kvc_store_strides_init_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
   kvc_store_strides_t *arg1 = (kvc_store_strides_t *) 0 ;
   
   arg1 = *(kvc_store_strides_t **)&_swig_go_0; 
@@ -5204,7 +5204,7 @@ void _wrap_kvc_store_strides_init_kvc_71c838dc4463c0c9(struct kvc_store_strides 
 }
 
 
-_gostring_ _wrap_kvc_store_kv_strided_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, struct kvc_store_strides *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_kvc_store_kv_strided_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, struct kvc_store_strides *_swig_go_2, void *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_store_args_t *arg2 = (kvc_store_args_t *) 0 ;
   kvc_store_strides_t *arg3 = (kvc_store_strides_t *) 0 ;
@@ -5223,7 +5223,7 @@ _gostring_ _wrap_kvc_store_kv_strided_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_copy_blocks_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
+_gostring_ _wrap_kvc_copy_blocks_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -5248,7 +5248,7 @@ _gostring_ _wrap_kvc_copy_blocks_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, i
 }
 
 
-intgo _wrap_KVC_TABLE_PADDED_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_TABLE_PADDED_kvc_0a5df17ca90a3f7d() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -5260,7 +5260,7 @@ intgo _wrap_KVC_TABLE_PADDED_kvc_71c838dc4463c0c9() {
 }
 
 
-intgo _wrap_KVC_TABLE_CSR_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_TABLE_CSR_kvc_0a5df17ca90a3f7d() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -5272,7 +5272,7 @@ intgo _wrap_KVC_TABLE_CSR_kvc_71c838dc4463c0c9() {
 }
 
 
-void _wrap_kvc_decode_args_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5284,7 +5284,7 @@ void _wrap_kvc_decode_args_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5297,7 +5297,7 @@ int _wrap_kvc_decode_args_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_layer_set_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5309,7 +5309,7 @@ void _wrap_kvc_decode_args_t_layer_set_kvc_71c838dc4463c0c9(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_layer_get_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5322,7 +5322,7 @@ int _wrap_kvc_decode_args_t_layer_get_kvc_71c838dc4463c0c9(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_batch_set_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_batch_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5334,7 +5334,7 @@ void _wrap_kvc_decode_args_t_batch_set_kvc_71c838dc4463c0c9(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_batch_get_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_batch_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5347,7 +5347,7 @@ int _wrap_kvc_decode_args_t_batch_get_kvc_71c838dc4463c0c9(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_q_heads_set_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_heads_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5359,7 +5359,7 @@ void _wrap_kvc_decode_args_t_q_heads_set_kvc_71c838dc4463c0c9(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_heads_get_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_heads_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5372,7 +5372,7 @@ int _wrap_kvc_decode_args_t_q_heads_get_kvc_71c838dc4463c0c9(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_q_dtype_set_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -5384,7 +5384,7 @@ void _wrap_kvc_decode_args_t_q_dtype_set_kvc_71c838dc4463c0c9(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_dtype_get_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -5397,7 +5397,7 @@ int _wrap_kvc_decode_args_t_q_dtype_get_kvc_71c838dc4463c0c9(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_table_format_set_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_format_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t arg2 ;
   
@@ -5409,7 +5409,7 @@ void _wrap_kvc_decode_args_t_table_format_set_kvc_71c838dc4463c0c9(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_format_get_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_format_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t result;
   int _swig_go_result;
@@ -5422,7 +5422,7 @@ int _wrap_kvc_decode_args_t_table_format_get_kvc_71c838dc4463c0c9(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_query_set_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_query_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5434,7 +5434,7 @@ void _wrap_kvc_decode_args_t_query_set_kvc_71c838dc4463c0c9(struct kvc_decode_ar
 }
 
 
-void *_wrap_kvc_decode_args_t_query_get_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_query_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -5447,7 +5447,7 @@ void *_wrap_kvc_decode_args_t_query_get_kvc_71c838dc4463c0c9(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_out_set_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_out_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5459,7 +5459,7 @@ void _wrap_kvc_decode_args_t_out_set_kvc_71c838dc4463c0c9(struct kvc_decode_args
 }
 
 
-void *_wrap_kvc_decode_args_t_out_get_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_out_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -5472,7 +5472,7 @@ void *_wrap_kvc_decode_args_t_out_get_kvc_71c838dc4463c0c9(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_seq_lens_set_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_seq_lens_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -5484,7 +5484,7 @@ void _wrap_kvc_decode_args_t_seq_lens_set_kvc_71c838dc4463c0c9(struct kvc_decode
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -5497,7 +5497,7 @@ int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_71c838dc4463c0c9(struct kvc_de
 }
 
 
-void _wrap_kvc_decode_args_t_block_table_set_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_block_table_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -5509,7 +5509,7 @@ void _wrap_kvc_decode_args_t_block_table_set_kvc_71c838dc4463c0c9(struct kvc_dec
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -5522,7 +5522,7 @@ int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-void _wrap_kvc_decode_args_t_indptr_set_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_indptr_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -5534,7 +5534,7 @@ void _wrap_kvc_decode_args_t_indptr_set_kvc_71c838dc4463c0c9(struct kvc_decode_a
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -5547,7 +5547,7 @@ int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_71c838dc4463c0c9(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_table_stride_set_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5559,7 +5559,7 @@ void _wrap_kvc_decode_args_t_table_stride_set_kvc_71c838dc4463c0c9(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_stride_get_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5572,7 +5572,7 @@ int _wrap_kvc_decode_args_t_table_stride_get_kvc_71c838dc4463c0c9(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5584,7 +5584,7 @@ void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_71c838dc4463c0c9(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5597,7 +5597,7 @@ int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_71c838dc4463c0c9(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_window_set_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_window_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5609,7 +5609,7 @@ void _wrap_kvc_decode_args_t_window_set_kvc_71c838dc4463c0c9(struct kvc_decode_a
 }
 
 
-int _wrap_kvc_decode_args_t_window_get_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_window_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5622,7 +5622,7 @@ int _wrap_kvc_decode_args_t_window_get_kvc_71c838dc4463c0c9(struct kvc_decode_ar
 }
 
 
-void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -5634,7 +5634,7 @@ void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_71c838dc4463c0c9(struct kvc_d
 }
 
 
-float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -5647,7 +5647,7 @@ float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_71c838dc4463c0c9(struct kvc_
 }
 
 
-void _wrap_kvc_decode_args_t_k_scale_set_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_k_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -5659,7 +5659,7 @@ void _wrap_kvc_decode_args_t_k_scale_set_kvc_71c838dc4463c0c9(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_k_scale_get_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_k_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -5672,7 +5672,7 @@ float _wrap_kvc_decode_args_t_k_scale_get_kvc_71c838dc4463c0c9(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_v_scale_set_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_v_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -5684,7 +5684,7 @@ void _wrap_kvc_decode_args_t_v_scale_set_kvc_71c838dc4463c0c9(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_v_scale_get_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_v_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -5697,7 +5697,7 @@ float _wrap_kvc_decode_args_t_v_scale_get_kvc_71c838dc4463c0c9(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_set_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5709,7 +5709,7 @@ void _wrap_kvc_decode_args_t_workspace_set_kvc_71c838dc4463c0c9(struct kvc_decod
 }
 
 
-void *_wrap_kvc_decode_args_t_workspace_get_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_workspace_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -5722,7 +5722,7 @@ void *_wrap_kvc_decode_args_t_workspace_get_kvc_71c838dc4463c0c9(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t arg2 ;
   
@@ -5734,7 +5734,7 @@ void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0) {
+long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5747,7 +5747,7 @@ long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_71c838dc4463c0c9(struc
 }
 
 
-struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_71c838dc4463c0c9() {
+struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_decode_args *result = 0 ;
   struct kvc_decode_args *_swig_go_result;
   
@@ -5758,7 +5758,7 @@ struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_71c838dc4463c0c9() {
 }
 
 
-void _wrap_delete_kvc_decode_args_t_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0) {
+void _wrap_delete_kvc_decode_args_t_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   
   arg1 = *(struct kvc_decode_args **)&_swig_go_0; 
@@ -5768,7 +5768,7 @@ void _wrap_delete_kvc_decode_args_t_kvc_71c838dc4463c0c9(struct kvc_decode_args 
 }
 
 
-void _wrap_kvc_decode_args_init_kvc_71c838dc4463c0c9(struct kvc_decode_args *_swig_go_0) {
+void _wrap_kvc_decode_args_init_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   kvc_decode_args_t *arg1 = (kvc_decode_args_t *) 0 ;
   
   arg1 = *(kvc_decode_args_t **)&_swig_go_0; 
@@ -5778,7 +5778,7 @@ void _wrap_kvc_decode_args_init_kvc_71c838dc4463c0c9(struct kvc_decode_args *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_workspace_size_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_workspace_size_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -5795,7 +5795,7 @@ _gostring_ _wrap_kvc_decode_workspace_size_kvc_71c838dc4463c0c9(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_attention_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_attention_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5812,7 +5812,647 @@ _gostring_ _wrap_kvc_decode_attention_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_cache_get_async_error_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
+void _wrap_kvc_prefill_args_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->layer = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->layer);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_batch_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->batch = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_batch_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->batch);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_total_q_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->total_q = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_total_q_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->total_q);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_q_heads_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->q_heads = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_q_heads_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->q_heads);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  kvc_dtype_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (kvc_dtype_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->q_dtype = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  kvc_dtype_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (kvc_dtype_t) ((arg1)->q_dtype);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_table_format_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  kvc_table_format_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (kvc_table_format_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->table_format = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_table_format_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  kvc_table_format_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (kvc_table_format_t) ((arg1)->table_format);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_query_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  void *arg2 = (void *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = *(void **)&_swig_go_1; 
+  
+  if (arg1) (arg1)->query = (void const *)arg2;
+  
+}
+
+
+void *_wrap_kvc_prefill_args_t_query_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  void *result = 0 ;
+  void *_swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (void *) ((arg1)->query);
+  *(void **)&_swig_go_result = (void *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_out_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  void *arg2 = (void *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = *(void **)&_swig_go_1; 
+  
+  if (arg1) (arg1)->out = arg2;
+  
+}
+
+
+void *_wrap_kvc_prefill_args_t_out_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  void *result = 0 ;
+  void *_swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (void *) ((arg1)->out);
+  *(void **)&_swig_go_result = (void *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_lse_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, float *_swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float *arg2 = (float *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (float *)_swig_go_1; 
+  
+  if (arg1) (arg1)->lse = arg2;
+  
+}
+
+
+float *_wrap_kvc_prefill_args_t_lse_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float *result = 0 ;
+  float *_swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (float *) ((arg1)->lse);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1; 
+  
+  if (arg1) (arg1)->qo_indptr = (int32_t const *)arg2;
+  
+}
+
+
+int32_t *_wrap_kvc_prefill_args_t_qo_indptr_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  int32_t *result = 0 ;
+  int32_t *_swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (int32_t *) ((arg1)->qo_indptr);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1; 
+  
+  if (arg1) (arg1)->kv_lens = (int32_t const *)arg2;
+  
+}
+
+
+int32_t *_wrap_kvc_prefill_args_t_kv_lens_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  int32_t *result = 0 ;
+  int32_t *_swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (int32_t *) ((arg1)->kv_lens);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_block_table_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1; 
+  
+  if (arg1) (arg1)->block_table = (int32_t const *)arg2;
+  
+}
+
+
+int32_t *_wrap_kvc_prefill_args_t_block_table_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  int32_t *result = 0 ;
+  int32_t *_swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (int32_t *) ((arg1)->block_table);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_indptr_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1; 
+  
+  if (arg1) (arg1)->indptr = (int32_t const *)arg2;
+  
+}
+
+
+int32_t *_wrap_kvc_prefill_args_t_indptr_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  int32_t *result = 0 ;
+  int32_t *_swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (int32_t *) ((arg1)->indptr);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_table_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->table_stride = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_table_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->table_stride);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->max_kv_len = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->max_kv_len);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_window_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->window = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_window_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->window);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  if (arg1) (arg1)->softmax_scale = arg2;
+  
+}
+
+
+float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float result;
+  float _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (float) ((arg1)->softmax_scale);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  if (arg1) (arg1)->logits_soft_cap = arg2;
+  
+}
+
+
+float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float result;
+  float _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (float) ((arg1)->logits_soft_cap);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_k_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  if (arg1) (arg1)->k_scale = arg2;
+  
+}
+
+
+float _wrap_kvc_prefill_args_t_k_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float result;
+  float _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (float) ((arg1)->k_scale);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_v_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  if (arg1) (arg1)->v_scale = arg2;
+  
+}
+
+
+float _wrap_kvc_prefill_args_t_v_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float result;
+  float _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (float) ((arg1)->v_scale);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_workspace_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  void *arg2 = (void *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = *(void **)&_swig_go_1; 
+  
+  if (arg1) (arg1)->workspace = arg2;
+  
+}
+
+
+void *_wrap_kvc_prefill_args_t_workspace_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  void *result = 0 ;
+  void *_swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (void *) ((arg1)->workspace);
+  *(void **)&_swig_go_result = (void *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, long long _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->workspace_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->workspace_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_prefill_args *_wrap_new_kvc_prefill_args_t_kvc_0a5df17ca90a3f7d() {
+  struct kvc_prefill_args *result = 0 ;
+  struct kvc_prefill_args *_swig_go_result;
+  
+  
+  result = (struct kvc_prefill_args *)calloc(1, sizeof(struct kvc_prefill_args));
+  *(struct kvc_prefill_args **)&_swig_go_result = (struct kvc_prefill_args *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_prefill_args_t_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_prefill_args_init_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  kvc_prefill_args_t *arg1 = (kvc_prefill_args_t *) 0 ;
+  
+  arg1 = *(kvc_prefill_args_t **)&_swig_go_0; 
+  
+  kvc_prefill_args_init(arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_prefill_workspace_size_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, long long *_swig_go_2) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  kvc_prefill_args_t *arg2 = (kvc_prefill_args_t *) 0 ;
+  uint64_t *arg3 = (uint64_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = *(kvc_prefill_args_t **)&_swig_go_1; 
+  arg3 = (uint64_t *)_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_prefill_workspace_size((struct kvc_cache const *)arg1,(struct kvc_prefill_args const *)arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_prefill_attention_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, void *_swig_go_2) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  kvc_prefill_args_t *arg2 = (kvc_prefill_args_t *) 0 ;
+  void *arg3 = (void *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = *(kvc_prefill_args_t **)&_swig_go_1; 
+  arg3 = *(void **)&_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_prefill_attention(arg1,(struct kvc_prefill_args const *)arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_cache_get_async_error_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t *arg3 = (kvc_status_t *) 0 ;
@@ -5829,7 +6469,7 @@ _gostring_ _wrap_kvc_cache_get_async_error_kvc_71c838dc4463c0c9(kvc_cache_t *_sw
 }
 
 
-intgo _wrap_KVC_GROWTH_STAGGERED_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_GROWTH_STAGGERED_kvc_0a5df17ca90a3f7d() {
   enum kvc_growth_policy result;
   intgo _swig_go_result;
   
@@ -5841,7 +6481,7 @@ intgo _wrap_KVC_GROWTH_STAGGERED_kvc_71c838dc4463c0c9() {
 }
 
 
-intgo _wrap_KVC_GROWTH_UNIFORM_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_GROWTH_UNIFORM_kvc_0a5df17ca90a3f7d() {
   enum kvc_growth_policy result;
   intgo _swig_go_result;
   
@@ -5853,7 +6493,7 @@ intgo _wrap_KVC_GROWTH_UNIFORM_kvc_71c838dc4463c0c9() {
 }
 
 
-intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_71c838dc4463c0c9() {
+intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_0a5df17ca90a3f7d() {
   unsigned int result;
   intgo _swig_go_result;
   
@@ -5864,7 +6504,7 @@ intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_71c838dc4463c0c9() {
 }
 
 
-void _wrap_kvc_stateful_options_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -5876,7 +6516,7 @@ void _wrap_kvc_stateful_options_t_struct_size_set_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-int _wrap_kvc_stateful_options_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5889,7 +6529,7 @@ int _wrap_kvc_stateful_options_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-void _wrap_kvc_stateful_options_t_batch_set_kvc_71c838dc4463c0c9(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_batch_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -5901,7 +6541,7 @@ void _wrap_kvc_stateful_options_t_batch_set_kvc_71c838dc4463c0c9(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_options_t_batch_get_kvc_71c838dc4463c0c9(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_batch_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5914,7 +6554,7 @@ int _wrap_kvc_stateful_options_t_batch_get_kvc_71c838dc4463c0c9(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_options_t_layout_set_kvc_71c838dc4463c0c9(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_layout_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -5926,7 +6566,7 @@ void _wrap_kvc_stateful_options_t_layout_set_kvc_71c838dc4463c0c9(struct kvc_sta
 }
 
 
-int _wrap_kvc_stateful_options_t_layout_get_kvc_71c838dc4463c0c9(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_layout_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -5939,7 +6579,7 @@ int _wrap_kvc_stateful_options_t_layout_get_kvc_71c838dc4463c0c9(struct kvc_stat
 }
 
 
-void _wrap_kvc_stateful_options_t_growth_step_set_kvc_71c838dc4463c0c9(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_growth_step_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -5951,7 +6591,7 @@ void _wrap_kvc_stateful_options_t_growth_step_set_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-int _wrap_kvc_stateful_options_t_growth_step_get_kvc_71c838dc4463c0c9(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_growth_step_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5964,7 +6604,7 @@ int _wrap_kvc_stateful_options_t_growth_step_get_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_71c838dc4463c0c9(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_growth_policy_t arg2 ;
   
@@ -5976,7 +6616,7 @@ void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_71c838dc4463c0c9(struct 
 }
 
 
-int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_71c838dc4463c0c9(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_growth_policy_t result;
   int _swig_go_result;
@@ -5989,7 +6629,7 @@ int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_71c838dc4463c0c9(struct k
 }
 
 
-void _wrap_kvc_stateful_options_t_max_length_set_kvc_71c838dc4463c0c9(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_max_length_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -6001,7 +6641,7 @@ void _wrap_kvc_stateful_options_t_max_length_set_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-int _wrap_kvc_stateful_options_t_max_length_get_kvc_71c838dc4463c0c9(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_max_length_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6014,7 +6654,7 @@ int _wrap_kvc_stateful_options_t_max_length_get_kvc_71c838dc4463c0c9(struct kvc_
 }
 
 
-void _wrap_kvc_stateful_options_t_initial_length_set_kvc_71c838dc4463c0c9(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_initial_length_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -6026,7 +6666,7 @@ void _wrap_kvc_stateful_options_t_initial_length_set_kvc_71c838dc4463c0c9(struct
 }
 
 
-int _wrap_kvc_stateful_options_t_initial_length_get_kvc_71c838dc4463c0c9(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_initial_length_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6039,7 +6679,7 @@ int _wrap_kvc_stateful_options_t_initial_length_get_kvc_71c838dc4463c0c9(struct 
 }
 
 
-struct kvc_stateful_options *_wrap_new_kvc_stateful_options_t_kvc_71c838dc4463c0c9() {
+struct kvc_stateful_options *_wrap_new_kvc_stateful_options_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_stateful_options *result = 0 ;
   struct kvc_stateful_options *_swig_go_result;
   
@@ -6050,7 +6690,7 @@ struct kvc_stateful_options *_wrap_new_kvc_stateful_options_t_kvc_71c838dc4463c0
 }
 
 
-void _wrap_delete_kvc_stateful_options_t_kvc_71c838dc4463c0c9(struct kvc_stateful_options *_swig_go_0) {
+void _wrap_delete_kvc_stateful_options_t_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   
   arg1 = *(struct kvc_stateful_options **)&_swig_go_0; 
@@ -6060,7 +6700,7 @@ void _wrap_delete_kvc_stateful_options_t_kvc_71c838dc4463c0c9(struct kvc_statefu
 }
 
 
-void _wrap_kvc_stateful_options_init_kvc_71c838dc4463c0c9(struct kvc_stateful_options *_swig_go_0) {
+void _wrap_kvc_stateful_options_init_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
   kvc_stateful_options_t *arg1 = (kvc_stateful_options_t *) 0 ;
   
   arg1 = *(kvc_stateful_options_t **)&_swig_go_0; 
@@ -6070,7 +6710,7 @@ void _wrap_kvc_stateful_options_init_kvc_71c838dc4463c0c9(struct kvc_stateful_op
 }
 
 
-_gostring_ _wrap_kvc_stateful_create_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go_0, struct kvc_stateful_options *_swig_go_1, kvc_stateful_t **_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_create_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, struct kvc_stateful_options *_swig_go_1, kvc_stateful_t **_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_stateful_options_t *arg2 = (kvc_stateful_options_t *) 0 ;
   kvc_stateful_t **arg3 = (kvc_stateful_t **) 0 ;
@@ -6087,7 +6727,7 @@ _gostring_ _wrap_kvc_stateful_create_kvc_71c838dc4463c0c9(kvc_config_t *_swig_go
 }
 
 
-void _wrap_kvc_stateful_destroy_kvc_71c838dc4463c0c9(kvc_stateful_t *_swig_go_0) {
+void _wrap_kvc_stateful_destroy_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   
   arg1 = (kvc_stateful_t *)_swig_go_0; 
@@ -6097,7 +6737,7 @@ void _wrap_kvc_stateful_destroy_kvc_71c838dc4463c0c9(kvc_stateful_t *_swig_go_0)
 }
 
 
-void _wrap_kvc_stateful_view_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -6109,7 +6749,7 @@ void _wrap_kvc_stateful_view_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_s
 }
 
 
-int _wrap_kvc_stateful_view_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6122,7 +6762,7 @@ int _wrap_kvc_stateful_view_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_st
 }
 
 
-void _wrap_kvc_stateful_view_t_layer_set_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -6134,7 +6774,7 @@ void _wrap_kvc_stateful_view_t_layer_set_kvc_71c838dc4463c0c9(struct kvc_statefu
 }
 
 
-int _wrap_kvc_stateful_view_t_layer_get_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6147,7 +6787,7 @@ int _wrap_kvc_stateful_view_t_layer_get_kvc_71c838dc4463c0c9(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_key_set_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_key_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6159,7 +6799,7 @@ void _wrap_kvc_stateful_view_t_key_set_kvc_71c838dc4463c0c9(struct kvc_stateful_
 }
 
 
-void *_wrap_kvc_stateful_view_t_key_get_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0) {
+void *_wrap_kvc_stateful_view_t_key_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6172,7 +6812,7 @@ void *_wrap_kvc_stateful_view_t_key_get_kvc_71c838dc4463c0c9(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_value_set_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_value_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6184,7 +6824,7 @@ void _wrap_kvc_stateful_view_t_value_set_kvc_71c838dc4463c0c9(struct kvc_statefu
 }
 
 
-void *_wrap_kvc_stateful_view_t_value_get_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0) {
+void *_wrap_kvc_stateful_view_t_value_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6197,7 +6837,7 @@ void *_wrap_kvc_stateful_view_t_value_get_kvc_71c838dc4463c0c9(struct kvc_statef
 }
 
 
-void _wrap_kvc_stateful_view_t_row_stride_set_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_view_t_row_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t arg2 ;
   
@@ -6209,7 +6849,7 @@ void _wrap_kvc_stateful_view_t_row_stride_set_kvc_71c838dc4463c0c9(struct kvc_st
 }
 
 
-long long _wrap_kvc_stateful_view_t_row_stride_get_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0) {
+long long _wrap_kvc_stateful_view_t_row_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6222,7 +6862,7 @@ long long _wrap_kvc_stateful_view_t_row_stride_get_kvc_71c838dc4463c0c9(struct k
 }
 
 
-void _wrap_kvc_stateful_view_t_head_stride_set_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_view_t_head_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t arg2 ;
   
@@ -6234,7 +6874,7 @@ void _wrap_kvc_stateful_view_t_head_stride_set_kvc_71c838dc4463c0c9(struct kvc_s
 }
 
 
-long long _wrap_kvc_stateful_view_t_head_stride_get_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0) {
+long long _wrap_kvc_stateful_view_t_head_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6247,7 +6887,7 @@ long long _wrap_kvc_stateful_view_t_head_stride_get_kvc_71c838dc4463c0c9(struct 
 }
 
 
-void _wrap_kvc_stateful_view_t_token_stride_set_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_view_t_token_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t arg2 ;
   
@@ -6259,7 +6899,7 @@ void _wrap_kvc_stateful_view_t_token_stride_set_kvc_71c838dc4463c0c9(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_view_t_token_stride_get_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0) {
+long long _wrap_kvc_stateful_view_t_token_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6272,7 +6912,7 @@ long long _wrap_kvc_stateful_view_t_token_stride_get_kvc_71c838dc4463c0c9(struct
 }
 
 
-void _wrap_kvc_stateful_view_t_batch_set_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_batch_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -6284,7 +6924,7 @@ void _wrap_kvc_stateful_view_t_batch_set_kvc_71c838dc4463c0c9(struct kvc_statefu
 }
 
 
-int _wrap_kvc_stateful_view_t_batch_get_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_batch_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6297,7 +6937,7 @@ int _wrap_kvc_stateful_view_t_batch_get_kvc_71c838dc4463c0c9(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_capacity_set_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_capacity_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -6309,7 +6949,7 @@ void _wrap_kvc_stateful_view_t_capacity_set_kvc_71c838dc4463c0c9(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_view_t_capacity_get_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_capacity_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6322,7 +6962,7 @@ int _wrap_kvc_stateful_view_t_capacity_get_kvc_71c838dc4463c0c9(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -6334,7 +6974,7 @@ void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_71c838dc4463c0c9(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6347,7 +6987,7 @@ int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_71c838dc4463c0c9(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_view_t_head_dim_set_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_head_dim_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -6359,7 +6999,7 @@ void _wrap_kvc_stateful_view_t_head_dim_set_kvc_71c838dc4463c0c9(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_view_t_head_dim_get_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_head_dim_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6372,7 +7012,7 @@ int _wrap_kvc_stateful_view_t_head_dim_get_kvc_71c838dc4463c0c9(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_view_t_dtype_set_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -6384,7 +7024,7 @@ void _wrap_kvc_stateful_view_t_dtype_set_kvc_71c838dc4463c0c9(struct kvc_statefu
 }
 
 
-int _wrap_kvc_stateful_view_t_dtype_get_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -6397,7 +7037,7 @@ int _wrap_kvc_stateful_view_t_dtype_get_kvc_71c838dc4463c0c9(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_layout_set_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_layout_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -6409,7 +7049,7 @@ void _wrap_kvc_stateful_view_t_layout_set_kvc_71c838dc4463c0c9(struct kvc_statef
 }
 
 
-int _wrap_kvc_stateful_view_t_layout_get_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_layout_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -6422,7 +7062,7 @@ int _wrap_kvc_stateful_view_t_layout_get_kvc_71c838dc4463c0c9(struct kvc_statefu
 }
 
 
-void _wrap_kvc_stateful_view_t_max_length_set_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_max_length_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -6434,7 +7074,7 @@ void _wrap_kvc_stateful_view_t_max_length_set_kvc_71c838dc4463c0c9(struct kvc_st
 }
 
 
-int _wrap_kvc_stateful_view_t_max_length_get_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_max_length_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6447,7 +7087,7 @@ int _wrap_kvc_stateful_view_t_max_length_get_kvc_71c838dc4463c0c9(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -6459,7 +7099,7 @@ void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_71c838dc4463c0c9(struct
 }
 
 
-int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6472,7 +7112,7 @@ int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_71c838dc4463c0c9(struct 
 }
 
 
-void _wrap_kvc_stateful_view_t_lengths_set_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_lengths_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6484,7 +7124,7 @@ void _wrap_kvc_stateful_view_t_lengths_set_kvc_71c838dc4463c0c9(struct kvc_state
 }
 
 
-int32_t *_wrap_kvc_stateful_view_t_lengths_get_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0) {
+int32_t *_wrap_kvc_stateful_view_t_lengths_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6497,7 +7137,7 @@ int32_t *_wrap_kvc_stateful_view_t_lengths_get_kvc_71c838dc4463c0c9(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_view_t_beam_table_set_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_beam_table_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6509,7 +7149,7 @@ void _wrap_kvc_stateful_view_t_beam_table_set_kvc_71c838dc4463c0c9(struct kvc_st
 }
 
 
-int32_t *_wrap_kvc_stateful_view_t_beam_table_get_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0) {
+int32_t *_wrap_kvc_stateful_view_t_beam_table_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6522,7 +7162,7 @@ int32_t *_wrap_kvc_stateful_view_t_beam_table_get_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-struct kvc_stateful_view *_wrap_new_kvc_stateful_view_t_kvc_71c838dc4463c0c9() {
+struct kvc_stateful_view *_wrap_new_kvc_stateful_view_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_stateful_view *result = 0 ;
   struct kvc_stateful_view *_swig_go_result;
   
@@ -6533,7 +7173,7 @@ struct kvc_stateful_view *_wrap_new_kvc_stateful_view_t_kvc_71c838dc4463c0c9() {
 }
 
 
-void _wrap_delete_kvc_stateful_view_t_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0) {
+void _wrap_delete_kvc_stateful_view_t_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   
   arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
@@ -6543,7 +7183,7 @@ void _wrap_delete_kvc_stateful_view_t_kvc_71c838dc4463c0c9(struct kvc_stateful_v
 }
 
 
-void _wrap_kvc_stateful_view_init_kvc_71c838dc4463c0c9(struct kvc_stateful_view *_swig_go_0) {
+void _wrap_kvc_stateful_view_init_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
   kvc_stateful_view_t *arg1 = (kvc_stateful_view_t *) 0 ;
   
   arg1 = *(kvc_stateful_view_t **)&_swig_go_0; 
@@ -6553,7 +7193,7 @@ void _wrap_kvc_stateful_view_init_kvc_71c838dc4463c0c9(struct kvc_stateful_view 
 }
 
 
-_gostring_ _wrap_kvc_stateful_layer_view_kvc_71c838dc4463c0c9(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_view *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_layer_view_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_view *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   kvc_stateful_view_t *arg3 = (kvc_stateful_view_t *) 0 ;
@@ -6570,7 +7210,7 @@ _gostring_ _wrap_kvc_stateful_layer_view_kvc_71c838dc4463c0c9(kvc_stateful_t *_s
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_lengths_kvc_71c838dc4463c0c9(kvc_stateful_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int _swig_go_3) {
+_gostring_ _wrap_kvc_stateful_get_lengths_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int _swig_go_3) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -6589,7 +7229,7 @@ _gostring_ _wrap_kvc_stateful_get_lengths_kvc_71c838dc4463c0c9(kvc_stateful_t *_
 }
 
 
-void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6601,7 +7241,7 @@ void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_71c838dc4463c0c9(struc
 }
 
 
-int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6614,7 +7254,7 @@ int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_71c838dc4463c0c9(struct
 }
 
 
-void _wrap_kvc_stateful_append_args_t_layer_set_kvc_71c838dc4463c0c9(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6626,7 +7266,7 @@ void _wrap_kvc_stateful_append_args_t_layer_set_kvc_71c838dc4463c0c9(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_append_args_t_layer_get_kvc_71c838dc4463c0c9(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6639,7 +7279,7 @@ int _wrap_kvc_stateful_append_args_t_layer_get_kvc_71c838dc4463c0c9(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_71c838dc4463c0c9(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6651,7 +7291,7 @@ void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_71c838dc4463c0c9(struct
 }
 
 
-int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_71c838dc4463c0c9(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6664,7 +7304,7 @@ int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_71c838dc4463c0c9(struct 
 }
 
 
-void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_71c838dc4463c0c9(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -6676,7 +7316,7 @@ void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_71c838dc4463c0c9(struct 
 }
 
 
-int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_71c838dc4463c0c9(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -6689,7 +7329,7 @@ int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_71c838dc4463c0c9(struct k
 }
 
 
-void _wrap_kvc_stateful_append_args_t_key_set_kvc_71c838dc4463c0c9(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_key_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6701,7 +7341,7 @@ void _wrap_kvc_stateful_append_args_t_key_set_kvc_71c838dc4463c0c9(struct kvc_st
 }
 
 
-void *_wrap_kvc_stateful_append_args_t_key_get_kvc_71c838dc4463c0c9(struct kvc_stateful_append_args *_swig_go_0) {
+void *_wrap_kvc_stateful_append_args_t_key_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6714,7 +7354,7 @@ void *_wrap_kvc_stateful_append_args_t_key_get_kvc_71c838dc4463c0c9(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_append_args_t_value_set_kvc_71c838dc4463c0c9(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_value_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6726,7 +7366,7 @@ void _wrap_kvc_stateful_append_args_t_value_set_kvc_71c838dc4463c0c9(struct kvc_
 }
 
 
-void *_wrap_kvc_stateful_append_args_t_value_get_kvc_71c838dc4463c0c9(struct kvc_stateful_append_args *_swig_go_0) {
+void *_wrap_kvc_stateful_append_args_t_value_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6739,7 +7379,7 @@ void *_wrap_kvc_stateful_append_args_t_value_get_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_71c838dc4463c0c9(struct kvc_stateful_append_args *_swig_go_0, uint32_t *_swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, uint32_t *_swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   
@@ -6751,7 +7391,7 @@ void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_71c838dc4463c0c9(struct
 }
 
 
-uint32_t *_wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_71c838dc4463c0c9(struct kvc_stateful_append_args *_swig_go_0) {
+uint32_t *_wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t *result = 0 ;
   uint32_t *_swig_go_result;
@@ -6764,7 +7404,7 @@ uint32_t *_wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_71c838dc4463c0c9(s
 }
 
 
-void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_71c838dc4463c0c9(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float arg2 ;
   
@@ -6776,7 +7416,7 @@ void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_71c838dc4463c0c9(struct kvc_stateful_append_args *_swig_go_0) {
+float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6789,7 +7429,7 @@ float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_71c838dc4463c0c9(struct k
 }
 
 
-void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_71c838dc4463c0c9(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float arg2 ;
   
@@ -6801,7 +7441,7 @@ void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_71c838dc4463c0c9(struct kvc_stateful_append_args *_swig_go_0) {
+float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6814,7 +7454,7 @@ float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_71c838dc4463c0c9(struct k
 }
 
 
-struct kvc_stateful_append_args *_wrap_new_kvc_stateful_append_args_t_kvc_71c838dc4463c0c9() {
+struct kvc_stateful_append_args *_wrap_new_kvc_stateful_append_args_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_stateful_append_args *result = 0 ;
   struct kvc_stateful_append_args *_swig_go_result;
   
@@ -6825,7 +7465,7 @@ struct kvc_stateful_append_args *_wrap_new_kvc_stateful_append_args_t_kvc_71c838
 }
 
 
-void _wrap_delete_kvc_stateful_append_args_t_kvc_71c838dc4463c0c9(struct kvc_stateful_append_args *_swig_go_0) {
+void _wrap_delete_kvc_stateful_append_args_t_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   
   arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
@@ -6835,7 +7475,7 @@ void _wrap_delete_kvc_stateful_append_args_t_kvc_71c838dc4463c0c9(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_append_args_init_kvc_71c838dc4463c0c9(struct kvc_stateful_append_args *_swig_go_0) {
+void _wrap_kvc_stateful_append_args_init_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
   kvc_stateful_append_args_t *arg1 = (kvc_stateful_append_args_t *) 0 ;
   
   arg1 = *(kvc_stateful_append_args_t **)&_swig_go_0; 
@@ -6845,7 +7485,7 @@ void _wrap_kvc_stateful_append_args_init_kvc_71c838dc4463c0c9(struct kvc_statefu
 }
 
 
-_gostring_ _wrap_kvc_stateful_append_kvc_71c838dc4463c0c9(kvc_stateful_t *_swig_go_0, struct kvc_stateful_append_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_append_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, struct kvc_stateful_append_args *_swig_go_1, void *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_append_args_t *arg2 = (kvc_stateful_append_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -6862,7 +7502,7 @@ _gostring_ _wrap_kvc_stateful_append_kvc_71c838dc4463c0c9(kvc_stateful_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_stateful_reorder_kvc_71c838dc4463c0c9(kvc_stateful_t *_swig_go_0, int *_swig_go_1, int _swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_kvc_stateful_reorder_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, int *_swig_go_1, int _swig_go_2, void *_swig_go_3) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   uint32_t arg3 ;
@@ -6881,7 +7521,7 @@ _gostring_ _wrap_kvc_stateful_reorder_kvc_71c838dc4463c0c9(kvc_stateful_t *_swig
 }
 
 
-_gostring_ _wrap_kvc_stateful_compact_kvc_71c838dc4463c0c9(kvc_stateful_t *_swig_go_0, void *_swig_go_1) {
+_gostring_ _wrap_kvc_stateful_compact_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, void *_swig_go_1) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t result;
@@ -6896,7 +7536,7 @@ _gostring_ _wrap_kvc_stateful_compact_kvc_71c838dc4463c0c9(kvc_stateful_t *_swig
 }
 
 
-_gostring_ _wrap_kvc_stateful_trim_kvc_71c838dc4463c0c9(kvc_stateful_t *_swig_go_0, int _swig_go_1, int _swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_kvc_stateful_trim_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, int _swig_go_1, int _swig_go_2, void *_swig_go_3) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   uint32_t arg3 ;
@@ -6915,7 +7555,7 @@ _gostring_ _wrap_kvc_stateful_trim_kvc_71c838dc4463c0c9(kvc_stateful_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_stateful_reset_kvc_71c838dc4463c0c9(kvc_stateful_t *_swig_go_0, bool _swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_reset_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, bool _swig_go_1, void *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   bool arg2 ;
   void *arg3 = (void *) 0 ;
@@ -6932,7 +7572,7 @@ _gostring_ _wrap_kvc_stateful_reset_kvc_71c838dc4463c0c9(kvc_stateful_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_stateful_export_row_kvc_71c838dc4463c0c9(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, void *_swig_go_5) {
+_gostring_ _wrap_kvc_stateful_export_row_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, void *_swig_go_5) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -6955,7 +7595,7 @@ _gostring_ _wrap_kvc_stateful_export_row_kvc_71c838dc4463c0c9(kvc_stateful_t *_s
 }
 
 
-_gostring_ _wrap_kvc_stateful_import_row_kvc_71c838dc4463c0c9(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_stateful_import_row_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -6976,7 +7616,7 @@ _gostring_ _wrap_kvc_stateful_import_row_kvc_71c838dc4463c0c9(kvc_stateful_t *_s
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6988,7 +7628,7 @@ void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_71c838dc4463c0c9(struc
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7001,7 +7641,7 @@ int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_71c838dc4463c0c9(struct
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7013,7 +7653,7 @@ void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_71c838dc4463c0c9(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7026,7 +7666,7 @@ int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_71c838dc4463c0c9(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7038,7 +7678,7 @@ void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7051,7 +7691,7 @@ int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -7063,7 +7703,7 @@ void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -7076,7 +7716,7 @@ int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_query_set_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_query_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7088,7 +7728,7 @@ void _wrap_kvc_stateful_decode_args_t_query_set_kvc_71c838dc4463c0c9(struct kvc_
 }
 
 
-void *_wrap_kvc_stateful_decode_args_t_query_get_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0) {
+void *_wrap_kvc_stateful_decode_args_t_query_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7101,7 +7741,7 @@ void *_wrap_kvc_stateful_decode_args_t_query_get_kvc_71c838dc4463c0c9(struct kvc
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_out_set_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_out_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7113,7 +7753,7 @@ void _wrap_kvc_stateful_decode_args_t_out_set_kvc_71c838dc4463c0c9(struct kvc_st
 }
 
 
-void *_wrap_kvc_stateful_decode_args_t_out_get_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0) {
+void *_wrap_kvc_stateful_decode_args_t_out_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7126,7 +7766,7 @@ void *_wrap_kvc_stateful_decode_args_t_out_get_kvc_71c838dc4463c0c9(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7138,7 +7778,7 @@ void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_71c838dc4463c0c9(struc
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7151,7 +7791,7 @@ int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_71c838dc4463c0c9(struct
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float arg2 ;
   
@@ -7163,7 +7803,7 @@ void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_71c838dc4463c0c9(str
 }
 
 
-float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0) {
+float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -7176,7 +7816,7 @@ float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_71c838dc4463c0c9(st
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float arg2 ;
   
@@ -7188,7 +7828,7 @@ void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0) {
+float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -7201,7 +7841,7 @@ float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_71c838dc4463c0c9(struct k
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float arg2 ;
   
@@ -7213,7 +7853,7 @@ void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0) {
+float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -7226,7 +7866,7 @@ float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_71c838dc4463c0c9(struct k
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7238,7 +7878,7 @@ void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_71c838dc4463c0c9(struct 
 }
 
 
-void *_wrap_kvc_stateful_decode_args_t_workspace_get_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0) {
+void *_wrap_kvc_stateful_decode_args_t_workspace_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7251,7 +7891,7 @@ void *_wrap_kvc_stateful_decode_args_t_workspace_get_kvc_71c838dc4463c0c9(struct
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint64_t arg2 ;
   
@@ -7263,7 +7903,7 @@ void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_71c838dc4463c0c9(s
 }
 
 
-long long _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0) {
+long long _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7276,7 +7916,7 @@ long long _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_71c838dc4463c
 }
 
 
-struct kvc_stateful_decode_args *_wrap_new_kvc_stateful_decode_args_t_kvc_71c838dc4463c0c9() {
+struct kvc_stateful_decode_args *_wrap_new_kvc_stateful_decode_args_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_stateful_decode_args *result = 0 ;
   struct kvc_stateful_decode_args *_swig_go_result;
   
@@ -7287,7 +7927,7 @@ struct kvc_stateful_decode_args *_wrap_new_kvc_stateful_decode_args_t_kvc_71c838
 }
 
 
-void _wrap_delete_kvc_stateful_decode_args_t_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0) {
+void _wrap_delete_kvc_stateful_decode_args_t_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   
   arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
@@ -7297,7 +7937,7 @@ void _wrap_delete_kvc_stateful_decode_args_t_kvc_71c838dc4463c0c9(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_decode_args_init_kvc_71c838dc4463c0c9(struct kvc_stateful_decode_args *_swig_go_0) {
+void _wrap_kvc_stateful_decode_args_init_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
   kvc_stateful_decode_args_t *arg1 = (kvc_stateful_decode_args_t *) 0 ;
   
   arg1 = *(kvc_stateful_decode_args_t **)&_swig_go_0; 
@@ -7307,7 +7947,7 @@ void _wrap_kvc_stateful_decode_args_init_kvc_71c838dc4463c0c9(struct kvc_statefu
 }
 
 
-_gostring_ _wrap_kvc_stateful_decode_workspace_size_kvc_71c838dc4463c0c9(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_decode_workspace_size_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, long long *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_decode_args_t *arg2 = (kvc_stateful_decode_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -7324,7 +7964,7 @@ _gostring_ _wrap_kvc_stateful_decode_workspace_size_kvc_71c838dc4463c0c9(kvc_sta
 }
 
 
-_gostring_ _wrap_kvc_stateful_decode_kvc_71c838dc4463c0c9(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_decode_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, void *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_decode_args_t *arg2 = (kvc_stateful_decode_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -7341,7 +7981,7 @@ _gostring_ _wrap_kvc_stateful_decode_kvc_71c838dc4463c0c9(kvc_stateful_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_async_error_kvc_71c838dc4463c0c9(kvc_stateful_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_get_async_error_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t *arg3 = (kvc_status_t *) 0 ;
@@ -7358,7 +7998,7 @@ _gostring_ _wrap_kvc_stateful_get_async_error_kvc_71c838dc4463c0c9(kvc_stateful_
 }
 
 
-void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -7370,7 +8010,7 @@ void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_stateful_stats *_swig_go_0) {
+int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7383,7 +8023,7 @@ int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_71c838dc4463c0c9(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -7395,7 +8035,7 @@ void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_71c838dc4463c0c9(struct kvc_s
 }
 
 
-int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_71c838dc4463c0c9(struct kvc_stateful_stats *_swig_go_0) {
+int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7408,7 +8048,7 @@ int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_71c838dc4463c0c9(struct kvc_st
 }
 
 
-void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_71c838dc4463c0c9(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -7420,7 +8060,7 @@ void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_71c838dc4463c0c9(struct 
 }
 
 
-long long _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_71c838dc4463c0c9(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7433,7 +8073,7 @@ long long _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_71c838dc4463c0c9(st
 }
 
 
-void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_71c838dc4463c0c9(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -7445,7 +8085,7 @@ void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_71c838dc4463c0c9(struct kvc_s
 }
 
 
-long long _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_71c838dc4463c0c9(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7458,7 +8098,7 @@ long long _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_71c838dc4463c0c9(struct 
 }
 
 
-void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_71c838dc4463c0c9(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -7470,7 +8110,7 @@ void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_71c838dc4463c0c9(struct kvc_sta
 }
 
 
-long long _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_71c838dc4463c0c9(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7483,7 +8123,7 @@ long long _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_71c838dc4463c0c9(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -7495,7 +8135,7 @@ void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_71c838dc4463c0c9(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_71c838dc4463c0c9(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7508,7 +8148,7 @@ long long _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_71c838dc4463c0c9(struct
 }
 
 
-void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_71c838dc4463c0c9(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -7520,7 +8160,7 @@ void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-long long _wrap_kvc_stateful_stats_t_reallocations_get_kvc_71c838dc4463c0c9(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_reallocations_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7533,7 +8173,7 @@ long long _wrap_kvc_stateful_stats_t_reallocations_get_kvc_71c838dc4463c0c9(stru
 }
 
 
-void _wrap_kvc_stateful_stats_t_reorders_set_kvc_71c838dc4463c0c9(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_reorders_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -7545,7 +8185,7 @@ void _wrap_kvc_stateful_stats_t_reorders_set_kvc_71c838dc4463c0c9(struct kvc_sta
 }
 
 
-long long _wrap_kvc_stateful_stats_t_reorders_get_kvc_71c838dc4463c0c9(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_reorders_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7558,7 +8198,7 @@ long long _wrap_kvc_stateful_stats_t_reorders_get_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_71c838dc4463c0c9(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -7570,7 +8210,7 @@ void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_71c838dc4463c0c9(st
 }
 
 
-long long _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_71c838dc4463c0c9(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7583,7 +8223,7 @@ long long _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_71c838dc4463c0
 }
 
 
-void _wrap_kvc_stateful_stats_t_compactions_set_kvc_71c838dc4463c0c9(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_compactions_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -7595,7 +8235,7 @@ void _wrap_kvc_stateful_stats_t_compactions_set_kvc_71c838dc4463c0c9(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_stats_t_compactions_get_kvc_71c838dc4463c0c9(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_compactions_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7608,7 +8248,7 @@ long long _wrap_kvc_stateful_stats_t_compactions_get_kvc_71c838dc4463c0c9(struct
 }
 
 
-struct kvc_stateful_stats *_wrap_new_kvc_stateful_stats_t_kvc_71c838dc4463c0c9() {
+struct kvc_stateful_stats *_wrap_new_kvc_stateful_stats_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_stateful_stats *result = 0 ;
   struct kvc_stateful_stats *_swig_go_result;
   
@@ -7619,7 +8259,7 @@ struct kvc_stateful_stats *_wrap_new_kvc_stateful_stats_t_kvc_71c838dc4463c0c9()
 }
 
 
-void _wrap_delete_kvc_stateful_stats_t_kvc_71c838dc4463c0c9(struct kvc_stateful_stats *_swig_go_0) {
+void _wrap_delete_kvc_stateful_stats_t_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   
   arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
@@ -7629,7 +8269,7 @@ void _wrap_delete_kvc_stateful_stats_t_kvc_71c838dc4463c0c9(struct kvc_stateful_
 }
 
 
-void _wrap_kvc_stateful_stats_init_kvc_71c838dc4463c0c9(struct kvc_stateful_stats *_swig_go_0) {
+void _wrap_kvc_stateful_stats_init_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
   kvc_stateful_stats_t *arg1 = (kvc_stateful_stats_t *) 0 ;
   
   arg1 = *(kvc_stateful_stats_t **)&_swig_go_0; 
@@ -7639,7 +8279,7 @@ void _wrap_kvc_stateful_stats_init_kvc_71c838dc4463c0c9(struct kvc_stateful_stat
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_stats_kvc_71c838dc4463c0c9(kvc_stateful_t *_swig_go_0, struct kvc_stateful_stats *_swig_go_1) {
+_gostring_ _wrap_kvc_stateful_get_stats_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, struct kvc_stateful_stats *_swig_go_1) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_stats_t *arg2 = (kvc_stateful_stats_t *) 0 ;
   kvc_status_t result;
@@ -7654,7 +8294,7 @@ _gostring_ _wrap_kvc_stateful_get_stats_kvc_71c838dc4463c0c9(kvc_stateful_t *_sw
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_71c838dc4463c0c9(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -7666,7 +8306,7 @@ void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_71c838dc4463c0c9(struc
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_71c838dc4463c0c9(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7679,7 +8319,7 @@ int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_71c838dc4463c0c9(struct
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_71c838dc4463c0c9(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -7691,7 +8331,7 @@ void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_71c838dc4463c0c9(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_71c838dc4463c0c9(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7704,7 +8344,7 @@ int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_71c838dc4463c0c9(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_71c838dc4463c0c9(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -7716,7 +8356,7 @@ void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_71c838dc4463c0c9(struct k
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_71c838dc4463c0c9(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7729,7 +8369,7 @@ int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_71c838dc4463c0c9(struct kv
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_71c838dc4463c0c9(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -7741,7 +8381,7 @@ void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_71c838dc4463c0c9(str
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_71c838dc4463c0c9(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7754,7 +8394,7 @@ int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_71c838dc4463c0c9(stru
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_71c838dc4463c0c9(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -7766,7 +8406,7 @@ void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_71c838dc4463c0c9(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_71c838dc4463c0c9(struct kvc_stateful_layer_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7779,7 +8419,7 @@ long long _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_71c838dc4463c0c9(struct
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_71c838dc4463c0c9(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -7791,7 +8431,7 @@ void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_71c838dc4463c0c9(str
 }
 
 
-long long _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_71c838dc4463c0c9(struct kvc_stateful_layer_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7804,7 +8444,7 @@ long long _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_71c838dc4463c0c
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_71c838dc4463c0c9(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -7816,7 +8456,7 @@ void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_71c838dc4463c0c
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_71c838dc4463c0c9(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7829,7 +8469,7 @@ int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_71c838dc4463c0c9
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_71c838dc4463c0c9(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -7841,7 +8481,7 @@ void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_71c838dc4463c0c9(struct
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_71c838dc4463c0c9(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7854,7 +8494,7 @@ int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_71c838dc4463c0c9(struct 
 }
 
 
-struct kvc_stateful_layer_stats *_wrap_new_kvc_stateful_layer_stats_t_kvc_71c838dc4463c0c9() {
+struct kvc_stateful_layer_stats *_wrap_new_kvc_stateful_layer_stats_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_stateful_layer_stats *result = 0 ;
   struct kvc_stateful_layer_stats *_swig_go_result;
   
@@ -7865,7 +8505,7 @@ struct kvc_stateful_layer_stats *_wrap_new_kvc_stateful_layer_stats_t_kvc_71c838
 }
 
 
-void _wrap_delete_kvc_stateful_layer_stats_t_kvc_71c838dc4463c0c9(struct kvc_stateful_layer_stats *_swig_go_0) {
+void _wrap_delete_kvc_stateful_layer_stats_t_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   
   arg1 = *(struct kvc_stateful_layer_stats **)&_swig_go_0; 
@@ -7875,7 +8515,7 @@ void _wrap_delete_kvc_stateful_layer_stats_t_kvc_71c838dc4463c0c9(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_layer_stats_init_kvc_71c838dc4463c0c9(struct kvc_stateful_layer_stats *_swig_go_0) {
+void _wrap_kvc_stateful_layer_stats_init_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
   kvc_stateful_layer_stats_t *arg1 = (kvc_stateful_layer_stats_t *) 0 ;
   
   arg1 = *(kvc_stateful_layer_stats_t **)&_swig_go_0; 
@@ -7885,7 +8525,7 @@ void _wrap_kvc_stateful_layer_stats_init_kvc_71c838dc4463c0c9(struct kvc_statefu
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_layer_stats_kvc_71c838dc4463c0c9(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_layer_stats *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_get_layer_stats_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_layer_stats *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   kvc_stateful_layer_stats_t *arg3 = (kvc_stateful_layer_stats_t *) 0 ;
@@ -7902,7 +8542,7 @@ _gostring_ _wrap_kvc_stateful_get_layer_stats_kvc_71c838dc4463c0c9(kvc_stateful_
 }
 
 
-uintptr_t _wrap_kvcgo_buffer_new_kvc_71c838dc4463c0c9(char *_swig_go_0, long long _swig_go_1) {
+uintptr_t _wrap_kvcgo_buffer_new_kvc_0a5df17ca90a3f7d(char *_swig_go_0, long long _swig_go_1) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   uintptr_t result;
@@ -7917,7 +8557,7 @@ uintptr_t _wrap_kvcgo_buffer_new_kvc_71c838dc4463c0c9(char *_swig_go_0, long lon
 }
 
 
-void _wrap_kvcgo_buffer_free_kvc_71c838dc4463c0c9(uintptr_t _swig_go_0) {
+void _wrap_kvcgo_buffer_free_kvc_0a5df17ca90a3f7d(uintptr_t _swig_go_0) {
   uintptr_t arg1 ;
   
   arg1 = (uintptr_t)_swig_go_0; 
@@ -7927,7 +8567,7 @@ void _wrap_kvcgo_buffer_free_kvc_71c838dc4463c0c9(uintptr_t _swig_go_0) {
 }
 
 
-void _wrap_kvcgo_buffer_read_kvc_71c838dc4463c0c9(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_read_kvc_0a5df17ca90a3f7d(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   uintptr_t arg2 ;
   size_t arg3 ;
@@ -7941,7 +8581,7 @@ void _wrap_kvcgo_buffer_read_kvc_71c838dc4463c0c9(char *_swig_go_0, uintptr_t _s
 }
 
 
-void _wrap_kvcgo_buffer_write_kvc_71c838dc4463c0c9(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_write_kvc_0a5df17ca90a3f7d(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
   uintptr_t arg1 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -7955,7 +8595,7 @@ void _wrap_kvcgo_buffer_write_kvc_71c838dc4463c0c9(uintptr_t _swig_go_0, char *_
 }
 
 
-void _wrap_kvcgo_extra_key_set_kvc_71c838dc4463c0c9(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
+void _wrap_kvcgo_extra_key_set_kvc_0a5df17ca90a3f7d(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
   uintptr_t arg1 ;
   size_t arg2 ;
   uint64_t arg3 ;
@@ -7975,7 +8615,7 @@ void _wrap_kvcgo_extra_key_set_kvc_71c838dc4463c0c9(uintptr_t _swig_go_0, long l
 }
 
 
-_gostring_ _wrap_kvcgo_cache_async_error_kvc_71c838dc4463c0c9(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
+_gostring_ _wrap_kvcgo_cache_async_error_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   bool *arg3 = (bool *) 0 ;
@@ -7992,7 +8632,7 @@ _gostring_ _wrap_kvcgo_cache_async_error_kvc_71c838dc4463c0c9(kvc_cache_t *_swig
 }
 
 
-_gostring_ _wrap_kvcgo_stateful_async_error_kvc_71c838dc4463c0c9(kvc_stateful_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
+_gostring_ _wrap_kvcgo_stateful_async_error_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   void *arg2 = (void *) 0 ;
   bool *arg3 = (bool *) 0 ;
@@ -8009,7 +8649,7 @@ _gostring_ _wrap_kvcgo_stateful_async_error_kvc_71c838dc4463c0c9(kvc_stateful_t 
 }
 
 
-long long _wrap_kvcgo_extra_key_size_kvc_71c838dc4463c0c9() {
+long long _wrap_kvcgo_extra_key_size_kvc_0a5df17ca90a3f7d() {
   size_t result;
   long long _swig_go_result;
   
@@ -8020,7 +8660,7 @@ long long _wrap_kvcgo_extra_key_size_kvc_71c838dc4463c0c9() {
 }
 
 
-void _wrap_kvcgo_retention_range_set_kvc_71c838dc4463c0c9(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, int _swig_go_4, long long _swig_go_5) {
+void _wrap_kvcgo_retention_range_set_kvc_0a5df17ca90a3f7d(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, int _swig_go_4, long long _swig_go_5) {
   uintptr_t arg1 ;
   size_t arg2 ;
   uint64_t arg3 ;
@@ -8040,7 +8680,7 @@ void _wrap_kvcgo_retention_range_set_kvc_71c838dc4463c0c9(uintptr_t _swig_go_0, 
 }
 
 
-long long _wrap_kvcgo_retention_range_size_kvc_71c838dc4463c0c9() {
+long long _wrap_kvcgo_retention_range_size_kvc_0a5df17ca90a3f7d() {
   size_t result;
   long long _swig_go_result;
   

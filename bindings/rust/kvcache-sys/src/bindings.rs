@@ -4174,6 +4174,591 @@ extern "C" {
         stream: *mut ::std::os::raw::c_void,
     ) -> kvc_status_t;
 }
+#[doc = " @brief What kvc_prefill_attention() computes. Transparent; begins with"]
+#[doc = "        struct_size."]
+#[doc = ""]
+#[doc = " A ragged batch: sequence b has `q_len = qo_indptr[b + 1] - qo_indptr[b]`"]
+#[doc = " new query tokens, rows `qo_indptr[b] .. qo_indptr[b + 1]` of `query` and"]
+#[doc = " `out` (FlashInfer's qo_indptr), and `L = kv_lens[b]` tokens in the cache,"]
+#[doc = " new ones included (their K/V were stored first, e.g. by kvc_store_kv())."]
+#[doc = " Query token i of the sequence sits at position `p = L - q_len + i` and"]
+#[doc = " attends causally to the tokens t in [max(0, p + 1 - window), p + 1):"]
+#[doc = " for query head h (kv head `h / (q_heads / kv_heads)`),"]
+#[doc = " `s_t = softmax_scale * q[h] . K[t]`, with a soft cap `s_t = cap *"]
+#[doc = " tanh(s_t / cap)` when `logits_soft_cap` (cap) is > 0 (Gemma 2), and"]
+#[doc = " `out[h] = sum_t softmax_t(s_t) V[t]`, computed in f32 and rounded once to"]
+#[doc = " q_dtype. The tokens before the reused prefix (p < L - q_len) are read"]
+#[doc = " from the blocks where they lie; nothing is copied. When `lse` is not"]
+#[doc = " NULL, `lse[row * q_heads + h] = log(sum_t exp(s_t))` (natural log), so"]
+#[doc = " that a caller can merge partial results."]
+#[doc = ""]
+#[doc = " Decode rows (q_len 1) and prefill rows may be mixed in one call: every"]
+#[doc = " sequence is computed by the same launch (no per-sequence dispatch); a"]
+#[doc = " kv head's query heads share the rows of a tile, so a decode row of a"]
+#[doc = " group of G query heads fills G rows. A step of only decode rows is"]
+#[doc = " faster through kvc_decode_attention()."]
+#[doc = ""]
+#[doc = " `qo_indptr` and `kv_lens` are small host arrays on every device (as"]
+#[doc = " FlashInfer's plan() reads them): the call checks them and sizes the"]
+#[doc = " launch from them. The block table (and its CSR indptr), queries, outputs"]
+#[doc = " and workspace are device memory on a CUDA cache. Entries of blocks wholly"]
+#[doc = " before every query's window are not read (they may be -1)."]
+#[doc = ""]
+#[doc = " Element types, head dims (64, 128, 256) and GQA/MQA are as for"]
+#[doc = " kvc_decode_args_t. On a CUDA cache query and out must be 16-byte aligned"]
+#[doc = " and lse 4-byte aligned."]
+#[doc = " @since 0.3.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_prefill_args {
+    #[doc = "< sizeof(kvc_prefill_args_t) of the caller."]
+    pub struct_size: u32,
+    #[doc = "< Model layer, 0 <= layer < num_layers."]
+    pub layer: u32,
+    #[doc = "< Sequences; 0 is a no-op."]
+    pub batch: u32,
+    #[doc = "< Query rows: must equal qo_indptr[batch]."]
+    pub total_q: u32,
+    #[doc = "< Query heads, a multiple of kv_heads."]
+    pub q_heads: u32,
+    #[doc = "< Element type of query and out."]
+    pub q_dtype: kvc_dtype_t,
+    #[doc = "< KVC_TABLE_PADDED or KVC_TABLE_CSR."]
+    pub table_format: kvc_table_format_t,
+    #[doc = "< [total_q][q_heads][head_dim]; borrowed."]
+    pub query: *const ::std::os::raw::c_void,
+    #[doc = "< [total_q][q_heads][head_dim]; written."]
+    pub out: *mut ::std::os::raw::c_void,
+    #[doc = "< [total_q][q_heads] log-sum-exp, or NULL."]
+    pub lse: *mut f32,
+    #[doc = "< HOST [batch + 1] query row offsets,"]
+    #[doc = "qo_indptr[0] == 0, non-decreasing."]
+    pub qo_indptr: *const i32,
+    #[doc = "< HOST [batch] tokens per sequence, each"]
+    #[doc = ">= its q_len and <= max_kv_len."]
+    pub kv_lens: *const i32,
+    #[doc = "< Padded [batch][table_stride], or CSR"]
+    #[doc = "indices; borrowed."]
+    pub block_table: *const i32,
+    #[doc = "< CSR: [batch + 1] offsets; NULL if padded."]
+    pub indptr: *const i32,
+    #[doc = "< Padded: entries per row; 0 for CSR."]
+    pub table_stride: u32,
+    #[doc = "< Upper bound of every kv_lens[b] (> 0 when"]
+    #[doc = "batch > 0); sizes the workspace."]
+    pub max_kv_len: u32,
+    #[doc = "< Attend to the last `window` tokens of each"]
+    #[doc = "query; 0 = the layer's window (full if none)."]
+    pub window: u32,
+    #[doc = "< Score scale; 0 = 1 / sqrt(head_dim)."]
+    pub softmax_scale: f32,
+    #[doc = "< Soft cap of the scores; 0 = none."]
+    pub logits_soft_cap: f32,
+    #[doc = "< fp8 dequantization scale of K; default 1."]
+    pub k_scale: f32,
+    #[doc = "< fp8 dequantization scale of V; default 1."]
+    pub v_scale: f32,
+    #[doc = "< Scratch of workspace_bytes (device memory on"]
+    #[doc = "CUDA), see kvc_prefill_workspace_size()."]
+    pub workspace: *mut ::std::os::raw::c_void,
+    #[doc = "< Bytes at workspace."]
+    pub workspace_bytes: u64,
+}
+#[test]
+fn bindgen_test_layout_kvc_prefill_args() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_prefill_args>(),
+        136usize,
+        concat!("Size of: ", stringify!(kvc_prefill_args))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_prefill_args>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_prefill_args))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_layer() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).layer) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(layer)
+            )
+        );
+    }
+    test_field_layer();
+    fn test_field_batch() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).batch) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(batch)
+            )
+        );
+    }
+    test_field_batch();
+    fn test_field_total_q() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).total_q) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(total_q)
+            )
+        );
+    }
+    test_field_total_q();
+    fn test_field_q_heads() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).q_heads) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(q_heads)
+            )
+        );
+    }
+    test_field_q_heads();
+    fn test_field_q_dtype() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).q_dtype) as usize - ptr as usize
+            },
+            20usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(q_dtype)
+            )
+        );
+    }
+    test_field_q_dtype();
+    fn test_field_table_format() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).table_format) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(table_format)
+            )
+        );
+    }
+    test_field_table_format();
+    fn test_field_query() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).query) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(query)
+            )
+        );
+    }
+    test_field_query();
+    fn test_field_out() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).out) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(out)
+            )
+        );
+    }
+    test_field_out();
+    fn test_field_lse() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).lse) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(lse)
+            )
+        );
+    }
+    test_field_lse();
+    fn test_field_qo_indptr() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).qo_indptr) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(qo_indptr)
+            )
+        );
+    }
+    test_field_qo_indptr();
+    fn test_field_kv_lens() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).kv_lens) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(kv_lens)
+            )
+        );
+    }
+    test_field_kv_lens();
+    fn test_field_block_table() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).block_table) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(block_table)
+            )
+        );
+    }
+    test_field_block_table();
+    fn test_field_indptr() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).indptr) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(indptr)
+            )
+        );
+    }
+    test_field_indptr();
+    fn test_field_table_stride() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).table_stride) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(table_stride)
+            )
+        );
+    }
+    test_field_table_stride();
+    fn test_field_max_kv_len() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).max_kv_len) as usize - ptr as usize
+            },
+            92usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(max_kv_len)
+            )
+        );
+    }
+    test_field_max_kv_len();
+    fn test_field_window() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).window) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(window)
+            )
+        );
+    }
+    test_field_window();
+    fn test_field_softmax_scale() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).softmax_scale) as usize - ptr as usize
+            },
+            100usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(softmax_scale)
+            )
+        );
+    }
+    test_field_softmax_scale();
+    fn test_field_logits_soft_cap() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).logits_soft_cap) as usize - ptr as usize
+            },
+            104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(logits_soft_cap)
+            )
+        );
+    }
+    test_field_logits_soft_cap();
+    fn test_field_k_scale() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).k_scale) as usize - ptr as usize
+            },
+            108usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(k_scale)
+            )
+        );
+    }
+    test_field_k_scale();
+    fn test_field_v_scale() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).v_scale) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(v_scale)
+            )
+        );
+    }
+    test_field_v_scale();
+    fn test_field_workspace() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).workspace) as usize - ptr as usize
+            },
+            120usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(workspace)
+            )
+        );
+    }
+    test_field_workspace();
+    fn test_field_workspace_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).workspace_bytes) as usize - ptr as usize
+            },
+            128usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(workspace_bytes)
+            )
+        );
+    }
+    test_field_workspace_bytes();
+}
+#[doc = " @brief What kvc_prefill_attention() computes. Transparent; begins with"]
+#[doc = "        struct_size."]
+#[doc = ""]
+#[doc = " A ragged batch: sequence b has `q_len = qo_indptr[b + 1] - qo_indptr[b]`"]
+#[doc = " new query tokens, rows `qo_indptr[b] .. qo_indptr[b + 1]` of `query` and"]
+#[doc = " `out` (FlashInfer's qo_indptr), and `L = kv_lens[b]` tokens in the cache,"]
+#[doc = " new ones included (their K/V were stored first, e.g. by kvc_store_kv())."]
+#[doc = " Query token i of the sequence sits at position `p = L - q_len + i` and"]
+#[doc = " attends causally to the tokens t in [max(0, p + 1 - window), p + 1):"]
+#[doc = " for query head h (kv head `h / (q_heads / kv_heads)`),"]
+#[doc = " `s_t = softmax_scale * q[h] . K[t]`, with a soft cap `s_t = cap *"]
+#[doc = " tanh(s_t / cap)` when `logits_soft_cap` (cap) is > 0 (Gemma 2), and"]
+#[doc = " `out[h] = sum_t softmax_t(s_t) V[t]`, computed in f32 and rounded once to"]
+#[doc = " q_dtype. The tokens before the reused prefix (p < L - q_len) are read"]
+#[doc = " from the blocks where they lie; nothing is copied. When `lse` is not"]
+#[doc = " NULL, `lse[row * q_heads + h] = log(sum_t exp(s_t))` (natural log), so"]
+#[doc = " that a caller can merge partial results."]
+#[doc = ""]
+#[doc = " Decode rows (q_len 1) and prefill rows may be mixed in one call: every"]
+#[doc = " sequence is computed by the same launch (no per-sequence dispatch); a"]
+#[doc = " kv head's query heads share the rows of a tile, so a decode row of a"]
+#[doc = " group of G query heads fills G rows. A step of only decode rows is"]
+#[doc = " faster through kvc_decode_attention()."]
+#[doc = ""]
+#[doc = " `qo_indptr` and `kv_lens` are small host arrays on every device (as"]
+#[doc = " FlashInfer's plan() reads them): the call checks them and sizes the"]
+#[doc = " launch from them. The block table (and its CSR indptr), queries, outputs"]
+#[doc = " and workspace are device memory on a CUDA cache. Entries of blocks wholly"]
+#[doc = " before every query's window are not read (they may be -1)."]
+#[doc = ""]
+#[doc = " Element types, head dims (64, 128, 256) and GQA/MQA are as for"]
+#[doc = " kvc_decode_args_t. On a CUDA cache query and out must be 16-byte aligned"]
+#[doc = " and lse 4-byte aligned."]
+#[doc = " @since 0.3.0"]
+pub type kvc_prefill_args_t = kvc_prefill_args;
+extern "C" {
+    #[doc = " @brief Sets `args` to KVC_PREFILL_ARGS_INIT. NULL is ignored. @since 0.3.0"]
+    pub fn kvc_prefill_args_init(args: *mut kvc_prefill_args_t);
+}
+extern "C" {
+    #[doc = " @brief Bytes of workspace kvc_prefill_attention() needs for `args`."]
+    #[doc = ""]
+    #[doc = " Depends only on the layer, batch, total_q, q_heads and max_kv_len of"]
+    #[doc = " `args` (not on its pointers) and never decreases when one of them grows,"]
+    #[doc = " so a caller sizes one workspace at start for its largest step and reuses"]
+    #[doc = " it for every call. A CPU cache needs none (0)."]
+    #[doc = " @param[out] bytes Receives the size."]
+    #[doc = " @return KVC_OK or KVC_ERR_INVALID_ARGUMENT / KVC_ERR_UNSUPPORTED (as"]
+    #[doc = "         kvc_prefill_attention() for those fields). Reads only."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_prefill_workspace_size(
+        cache: *const kvc_cache_t,
+        args: *const kvc_prefill_args_t,
+        bytes: *mut u64,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Paged prefill attention of one layer: each sequence's new query"]
+    #[doc = "        tokens, causal among themselves, against all its cached K/V"]
+    #[doc = "        through a block table (chunked prefill, prefix reuse, mixed"]
+    #[doc = "        prefill and decode steps)."]
+    #[doc = ""]
+    #[doc = " On CUDA a flash-attention style tiled kernel on the tensor cores; when"]
+    #[doc = " the batch is too small to fill the GPU, long contexts are split over"]
+    #[doc = " several thread blocks and merged through the caller's workspace, so"]
+    #[doc = " nothing is allocated."]
+    #[doc = " @param args Borrowed for the call; its device arrays must stay valid"]
+    #[doc = "        until the work completes; the host arrays only for the call."]
+    #[doc = " @param stream cudaStream_t on a CUDA cache; ignored on a CPU cache."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (NULL pointer, layer out of"]
+    #[doc = "         range, q_heads not a multiple of kv_heads, q_dtype not accepted,"]
+    #[doc = "         qo_indptr not starting at 0 or decreasing, qo_indptr[batch] not"]
+    #[doc = "         total_q, a q_len above its kv_len, a kv_len above max_kv_len,"]
+    #[doc = "         table format or stride wrong for max_kv_len, a pointer not aligned"]
+    #[doc = "         on a CUDA cache, and on a CPU cache a block id out of range or a"]
+    #[doc = "         CSR row shorter than its kv_len needs); KVC_ERR_UNSUPPORTED (head"]
+    #[doc = "         dim other than 64, 128, 256; f32 K/V on a CUDA cache);"]
+    #[doc = "         KVC_ERR_BUFFER_TOO_SMALL (workspace smaller than"]
+    #[doc = "         kvc_prefill_workspace_size(); the message gives the size);"]
+    #[doc = "         KVC_ERR_DEVICE. Nothing is launched when a check fails. On a CUDA"]
+    #[doc = "         cache, values found wrong while running are reported by"]
+    #[doc = "         kvc_cache_get_async_error(): a sequence whose CSR row is too short"]
+    #[doc = "         gets zeros; a block id out of range is not read (its tokens count"]
+    #[doc = "         as zero keys and values)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_prefill_attention(
+        cache: *mut kvc_cache_t,
+        args: *const kvc_prefill_args_t,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> kvc_status_t;
+}
 extern "C" {
     #[doc = " @brief Reports the first error of kernel work enqueued on this cache."]
     #[doc = ""]

@@ -5,7 +5,7 @@
 use kvcache_sys as sys;
 
 use crate::cache::sized;
-use crate::kernels::{RawDecodeArgs, RawStoreArgs, StoreStrides};
+use crate::kernels::{RawDecodeArgs, RawPrefillArgs, RawStoreArgs, StoreStrides};
 use crate::sequence::SequenceOptions;
 use crate::stateful_args::{RawStatefulAppend, RawStatefulDecode, StatefulOptions};
 
@@ -112,5 +112,9 @@ fn argument_defaults_match_their_init_functions() {
     same(
         ours,
         c_init!(sys::kvc_stateful_options_t, kvc_stateful_options_init),
+    );
+    same(
+        RawPrefillArgs::default().to_c(),
+        c_init!(sys::kvc_prefill_args_t, kvc_prefill_args_init),
     );
 }

@@ -68,7 +68,8 @@ pub use cache::{Cache, CacheDesc, GroupDesc, GroupStats, LayerView, OnStream, Po
 pub use config::{Config, ConfigBuilder};
 pub use error::{Error, Result, Status};
 pub use kernels::{
-    BlockTables, Decode, RawDecodeArgs, RawStoreArgs, StoreKv, StoreStrides, TableFormat,
+    BlockTables, Decode, Prefill, RawDecodeArgs, RawPrefillArgs, RawStoreArgs, StoreKv,
+    StoreStrides, TableFormat,
 };
 pub use sequence::{
     ExtraKey, RetentionRange, SequenceDesc, SequenceOptions, DEFAULT_PRIORITY, RETENTION_OPEN_END,

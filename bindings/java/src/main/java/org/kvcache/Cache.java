@@ -1153,6 +1153,135 @@ public final class Cache implements AutoCloseable {
   }
 
   /**
+   * Fills a kvc_prefill_args_t; the host arrays qo_indptr and kv_lens go to
+   * {@code s}, with 8 more bytes for a result whose offset goes to
+   * {@code result[0]}, all allocated before any address is taken.
+   */
+  private kvc_prefill_args_t prefillStruct(PrefillArgs args, boolean required, Scratch s,
+      int[] result) {
+    Args.notNull("q_dtype", args.qDtype);
+    LayerView v = view(args.layer);
+    boolean dev = onDevice();
+    int batch = args.kvLens == null ? 0 : args.kvLens.length;
+    if (args.qoIndptr != null && args.qoIndptr.length != batch + 1) {
+      throw Args.invalid("qo_indptr has " + args.qoIndptr.length + " entries, " + batch
+          + " sequences need " + (batch + 1));
+    }
+    long totalQ = args.totalQ >= 0 || args.qoIndptr == null ? Math.max(args.totalQ, 0)
+        : args.qoIndptr[batch];
+    if (totalQ < 0) {
+      throw Args.invalid("qo_indptr[" + batch + "] = " + totalQ + " is negative");
+    }
+    boolean req = required && batch > 0;
+    kvc_prefill_args_t a = new kvc_prefill_args_t();
+    try {
+      KvcNative.kvc_prefill_args_init(a);
+      a.setLayer(args.layer);
+      a.setBatch(batch);
+      a.setTotal_q(totalQ);
+      a.setQ_heads(args.qHeads);
+      a.setQ_dtype(args.qDtype.code());
+      a.setTable_format(args.tableFormat.code());
+      a.setTable_stride(args.tableStride);
+      a.setMax_kv_len(args.maxKvLen);
+      a.setWindow(args.window);
+      a.setSoftmax_scale(args.softmaxScale);
+      a.setLogits_soft_cap(args.logitsSoftCap);
+      a.setK_scale(args.kScale);
+      a.setV_scale(args.vScale);
+      a.setWorkspace_bytes(args.workspaceBytes);
+      long qBytes = totalQ * args.qHeads * v.headDim() * args.qDtype.size();
+      a.setQuery(need(args.query, "query", qBytes, dev, req && totalQ > 0));
+      a.setOut(need(args.out, "out", qBytes, dev, req && totalQ > 0));
+      a.setLse(need(args.lse, "lse", 4 * totalQ * args.qHeads, dev, false));
+      long b = batch;
+      if (args.tableFormat == TableFormat.CSR) {
+        a.setIndptr(need(args.indptr, "indptr", 4 * (b + 1), dev, req));
+        long entries = -1;
+        if (args.indptr != null && args.indptr.isBuffer() && b > 0) {
+          entries = args.indptr.intAt(b);
+          if (entries < 0) {
+            throw Args.invalid("indptr[" + b + "] = " + entries + " is negative");
+          }
+        }
+        a.setBlock_table(need(args.blockTable, "block_table", entries < 0 ? -1 : 4 * entries,
+            dev, req));
+      } else {
+        a.setBlock_table(need(args.blockTable, "block_table", 4 * b * args.tableStride, dev,
+            req));
+      }
+      a.setWorkspace(need(args.workspace, "workspace", args.workspaceBytes, dev,
+          req && args.workspaceBytes > 0));
+      int qo = s.alloc(4L * (batch + 1));
+      int kl = s.alloc(4L * Math.max(batch, 1));
+      result[0] = s.alloc(8);
+      if (batch > 0) {
+        if (args.qoIndptr != null) {
+          s.putInts(qo, args.qoIndptr, 0, batch + 1);
+        }
+        s.putInts(kl, args.kvLens, 0, batch);
+        a.setQo_indptr(args.qoIndptr == null ? 0 : s.address(qo));
+        a.setKv_lens(s.address(kl));
+      }
+      return a;
+    } catch (RuntimeException e) {
+      a.delete();
+      throw e;
+    }
+  }
+
+  /**
+   * Bytes of workspace {@link #prefillAttention} needs for these arguments
+   * (kvc_prefill_workspace_size); the size depends only on layer, batch,
+   * total query rows, q heads and max kv length and never decreases as one
+   * of them grows: size one workspace for the largest step. 0 on a CPU
+   * cache.
+   */
+  public long prefillWorkspaceSize(PrefillArgs args) {
+    Args.notNull("args", args);
+    long h = handle.acquire();
+    kvc_prefill_args_t a = null;
+    try {
+      Scratch s = Scratch.get();
+      int[] out = new int[1];
+      a = prefillStruct(args, false, s, out);
+      KvcNative.kvc_prefill_workspace_size(h, a, s.address(out[0]));
+      return s.getLong(out[0]);
+    } finally {
+      if (a != null) {
+        a.delete();
+      }
+      handle.release();
+    }
+  }
+
+  /** {@link #prefillAttention(PrefillArgs, long)} on the default stream. */
+  public void prefillAttention(PrefillArgs args) {
+    prefillAttention(args, 0);
+  }
+
+  /**
+   * Paged prefill attention of one layer (kvc_prefill_attention): new query
+   * tokens, causal among themselves, against all the cached K/V of their
+   * sequences. Host buffers are checked against the arguments' shapes.
+   */
+  public void prefillAttention(PrefillArgs args, long stream) {
+    Args.notNull("args", args);
+    long h = handle.acquire();
+    kvc_prefill_args_t a = null;
+    try {
+      a = prefillStruct(args, true, Scratch.get(), new int[1]);
+      KvcNative.kvc_prefill_attention(h, a, stream);
+    } finally {
+      if (a != null) {
+        a.delete();
+      }
+      Reference.reachabilityFence(args);
+      handle.release();
+    }
+  }
+
+  /**
    * Waits for the kernel work enqueued on {@code stream} and throws the
    * first error it recorded since the previous check
    * (kvc_cache_get_async_error; the status and message are read inside the
