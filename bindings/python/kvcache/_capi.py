@@ -120,6 +120,9 @@ kvc_status_t kvc_copy_blocks(kvc_cache_t *cache, uint32_t group, const int32_t *
 void kvc_decode_args_init(kvc_decode_args_t *args);
 kvc_status_t kvc_decode_workspace_size(const kvc_cache_t *cache, const kvc_decode_args_t *args, uint64_t *bytes);
 kvc_status_t kvc_decode_attention(kvc_cache_t *cache, const kvc_decode_args_t *args, void *stream);
+void kvc_prefill_args_init(kvc_prefill_args_t *args);
+kvc_status_t kvc_prefill_workspace_size(const kvc_cache_t *cache, const kvc_prefill_args_t *args, uint64_t *bytes);
+kvc_status_t kvc_prefill_attention(kvc_cache_t *cache, const kvc_prefill_args_t *args, void *stream);
 kvc_status_t kvc_cache_get_async_error(kvc_cache_t *cache, void *stream, kvc_status_t *async_error);
 
 void kvc_stateful_options_init(kvc_stateful_options_t *options);
@@ -195,6 +198,13 @@ STRUCTS = {
         const void *query; void *out; const int32_t *seq_lens; const int32_t *block_table;
         const int32_t *indptr; uint32_t table_stride; uint32_t max_seq_len; uint32_t window;
         float softmax_scale; float k_scale; float v_scale; void *workspace;
+        uint64_t workspace_bytes;""",
+    "kvc_prefill_args_t": """uint32_t struct_size; uint32_t layer; uint32_t batch;
+        uint32_t total_q; uint32_t q_heads; kvc_dtype_t q_dtype; kvc_table_format_t table_format;
+        const void *query; void *out; float *lse; const int32_t *qo_indptr;
+        const int32_t *kv_lens; const int32_t *block_table; const int32_t *indptr;
+        uint32_t table_stride; uint32_t max_kv_len; uint32_t window; float softmax_scale;
+        float logits_soft_cap; float k_scale; float v_scale; void *workspace;
         uint64_t workspace_bytes;""",
     "kvc_stateful_options_t": """uint32_t struct_size; uint32_t batch; kvc_layout_t layout;
         uint32_t growth_step; kvc_growth_policy_t growth_policy; uint32_t max_length;

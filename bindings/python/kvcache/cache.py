@@ -1,6 +1,6 @@
 """Cache: a kvcache cache (kvc_cache_t). Lifetime, description, layer
 views, statistics and the retention clock live here; sequences, batch
-tables and kernels come from the mixins beside it."""
+tables, kernels and prefill attention come from the mixins beside it."""
 import ctypes
 
 from ._batch import BatchCalls
@@ -8,6 +8,7 @@ from ._buffers import stream_handle
 from ._capi import lib
 from ._handle import NativeHandle
 from ._kernels import KernelCalls
+from ._prefill import PrefillCalls
 from ._sequences import SequenceCalls
 from ._types import DeviceKind, Status
 from .config import Config
@@ -21,7 +22,7 @@ _CACHE, _GROUP, _POOL, _LAYER, _STATS, _GROUP_STATS = (
     read_record(k) for k in ("cache", "group", "pool", "layer", "stats", "group_stats"))
 
 
-class Cache(NativeHandle, SequenceCalls, BatchCalls, KernelCalls):
+class Cache(NativeHandle, SequenceCalls, BatchCalls, KernelCalls, PrefillCalls):
     """A KV cache: Cache(config) or Cache(**settings) (a Config is made
     from the settings and freed).
 
