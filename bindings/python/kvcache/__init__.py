@@ -35,13 +35,13 @@ from .records import (CacheDescription, CacheStats, CsrTable, GroupDescription, 
 from .stateful import StatefulCache
 
 __all__ = ["Cache", "Config", "StatefulCache", "KvCacheError", "Status", "DType", "Layout",
-           "DeviceKind", "TableFormat", "Feature", "GrowthPolicy", "SequenceOptions", "ExtraKey", "RetentionRange",
-           "StoreStrides", "DecodeStep", "CacheDescription", "GroupDescription", "PoolDescription",
-           "LayerView", "SequenceDescription", "CacheStats", "GroupStats", "CsrTable",
-           "SlotMapping", "StatefulView", "StatefulStats", "StatefulLayerStats",
-           "DEFAULT_PRIORITY", "RETENTION_OPEN_END", "ALL_ROWS", "STATEFUL_MAX_BATCH",
-           "STATEFUL_MAX_LENGTH", "version",
-           "version_string", "abi_version", "features", "status_string", "library_path"]
+           "DeviceKind", "TableFormat", "Feature", "GrowthPolicy", "SequenceOptions", "ExtraKey",
+           "RetentionRange", "StoreStrides", "DecodeStep", "CacheDescription",
+           "GroupDescription", "PoolDescription", "LayerView", "SequenceDescription",
+           "CacheStats", "GroupStats", "CsrTable", "SlotMapping", "StatefulView", "StatefulStats",
+           "StatefulLayerStats", "DEFAULT_PRIORITY", "RETENTION_OPEN_END", "ALL_ROWS",
+           "STATEFUL_MAX_BATCH", "STATEFUL_MAX_LENGTH", "version", "version_string",
+           "abi_version", "features", "status_string", "library_path"]
 
 
 def version():

@@ -10,7 +10,7 @@ import numpy as np
 
 import kvcache
 from kvcache import KvCacheError, Status
-from test_kernels import DLPackOnly
+from support import DLPackOnly
 
 D, T = 64, 16
 

@@ -10,7 +10,7 @@ import numpy as np
 
 import kvcache
 from kvcache import GrowthPolicy, KvCacheError, Layout, Status
-from test_kernels import DLPackOnly
+from support import DLPackOnly
 
 RNG = np.random.default_rng(11)
 D = 64
