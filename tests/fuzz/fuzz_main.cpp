@@ -153,7 +153,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace kvc_fuzz;
   Input in(data, size);
   ++g_count.inputs;
-  g_current.clear();
+  set_current(0, nullptr);
   const uint8_t head = in.u8();
   std::vector<std::unique_ptr<CacheModel>> caches;
   for (int i = 0; i < 1 + (head & 1); ++i) caches.push_back(make_cache(in, i));

@@ -5,17 +5,20 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 namespace kvc_fuzz {
 
 Counters g_count;
 bool g_trace = false;
-std::string g_current;
+const char* g_current = nullptr;
+int g_current_cache = 0;
 
 void finding(const char* fmt, ...) {
   std::fflush(stdout);
-  std::fprintf(stderr, "\n==kvcache_fuzz== FINDING during %s\n==kvcache_fuzz== ",
-               g_current.empty() ? "(setup)" : g_current.c_str());
+  std::fprintf(stderr, "\n==kvcache_fuzz== FINDING during %s on cache %d (program call %llu)\n"
+               "==kvcache_fuzz== ", g_current ? g_current : "(setup)", g_current_cache,
+               (unsigned long long)g_count.calls);
   va_list ap;
   va_start(ap, fmt);
   std::vfprintf(stderr, fmt, ap);
@@ -89,8 +92,19 @@ CacheModel::CacheModel(int idx, const kvc_config_t* config, bool has_host, bool 
         row_bytes_ += size_t(v.head_dim) * elem_size;
       }
   }
-  last = take();
+  for (const kvc_pool_desc_t& p : pools) {
+    where_base_.push_back(where_.size());
+    where_.resize(where_.size() + p.num_blocks, 0);
+  }
+  take(last);
   verify(last);
+}
+
+const SeqState& Snapshot::seq(uint64_t id) const {
+  const auto it = std::lower_bound(seqs.begin(), seqs.end(), id,
+                                   [](const std::pair<uint64_t, SeqState>& e, uint64_t k) { return e.first < k; });
+  if (it == seqs.end() || it->first != id) finding("no snapshot of sequence %llu", (unsigned long long)id);
+  return it->second;
 }
 
 CacheModel::~CacheModel() { kvc_cache_destroy(cache); }
@@ -157,8 +171,7 @@ bool CacheModel::sets_exceed_all(uint64_t sets) const {
   return false;
 }
 
-Snapshot CacheModel::take() {
-  Snapshot s;
+void CacheModel::take(Snapshot& s) {
   ++g_count.check_calls;
   if (kvc_cache_check(cache) != KVC_OK)
     finding("kvc_cache_check (cache %d): %s", index, kvc_last_error_message());
@@ -169,8 +182,11 @@ Snapshot CacheModel::take() {
     kvc_group_stats_init(&s.groups[g]);
     must(kvc_cache_get_group_stats(cache, g, &s.groups[g]), "kvc_cache_get_group_stats");
   }
+  s.seqs.resize(seqs.size());
+  size_t i = 0;
   for (const auto& [id, m] : seqs) {
-    SeqState& st = s.seqs[id];
+    s.seqs[i].first = id;
+    SeqState& st = s.seqs[i++].second;
     kvc_sequence_desc_init(&st.desc);
     must(kvc_sequence_describe(cache, id, &st.desc), "kvc_sequence_describe of a live sequence");
     if (st.desc.num_blocks > 100000) finding("sequence %llu has %llu blocks", (unsigned long long)id,
@@ -186,17 +202,20 @@ Snapshot CacheModel::take() {
                 (unsigned long long)id, count, (unsigned long long)st.desc.num_blocks);
     }
   }
+  size_t bytes = 0;
+  for (const kvc_pool_desc_t& p : pools) bytes += p.bytes;
+  s.pools.resize(bytes);
+  bytes = 0;
   for (const kvc_pool_desc_t& p : pools) {
-    const unsigned char* b = static_cast<const unsigned char*>(p.base);
-    s.pools.insert(s.pools.end(), b, b + p.bytes);
+    std::memcpy(s.pools.data() + bytes, p.base, p.bytes);
+    bytes += p.bytes;
   }
-  return s;
 }
 
 void CacheModel::check_all() {
-  Snapshot now = take();
-  verify(now);
-  last = std::move(now);
+  take(scratch_);
+  verify(scratch_);
+  std::swap(last, scratch_);
 }
 
 void CacheModel::checked(const char* what, const Expect& e, kvc_status_t st, bool reads_only) {
@@ -207,15 +226,18 @@ void CacheModel::checked(const char* what, const Expect& e, kvc_status_t st, boo
     if (kvc_last_error_message()[0] == '\0') finding("%s failed with an empty message", what);
     ++g_count.failed_calls;
   }
-  if (st != KVC_OK || reads_only) unchanged(take(), what);
+  if (st != KVC_OK || reads_only) {
+    take(scratch_);
+    unchanged(scratch_, what);
+  }
 }
 
 void CacheModel::settle(const std::vector<uint64_t>& ids, const std::vector<uint64_t>& from,
                         bool small_buffer_first) {
   if (!ids.empty()) write_kv(ids, from, small_buffer_first);
-  Snapshot now = take();
-  verify(now);
-  last = std::move(now);
+  take(scratch_);
+  verify(scratch_);
+  std::swap(last, scratch_);
 }
 
 namespace {
@@ -247,16 +269,19 @@ void CacheModel::unchanged(const Snapshot& now, const char* what) const {
     KVC_GROUP_FIELDS(X)
 #undef X
   }
-  for (const auto& [id, st] : now.seqs) {
-    const auto it = was.seqs.find(id);
-    if (it == was.seqs.end()) continue;  // the shadow changed (never on a failure)
-    if (std::memcmp(&st.desc, &it->second.desc, sizeof(st.desc)) != 0)
+  if (now.seqs.size() != was.seqs.size()) finding("%s (cache %d) changed the sequences", what, index);
+  for (size_t i = 0; i < now.seqs.size(); ++i) {
+    const uint64_t id = now.seqs[i].first;
+    const SeqState& st = now.seqs[i].second;
+    const SeqState& old = was.seqs[i].second;
+    if (was.seqs[i].first != id) finding("%s (cache %d) changed the sequences", what, index);
+    if (std::memcmp(&st.desc, &old.desc, sizeof(st.desc)) != 0)
       finding("%s (cache %d) changed the description of sequence %llu (length %llu -> %llu, "
               "committed %llu -> %llu)", what, index, (unsigned long long)id,
-              (unsigned long long)it->second.desc.num_tokens, (unsigned long long)st.desc.num_tokens,
-              (unsigned long long)it->second.desc.committed_tokens,
+              (unsigned long long)old.desc.num_tokens, (unsigned long long)st.desc.num_tokens,
+              (unsigned long long)old.desc.committed_tokens,
               (unsigned long long)st.desc.committed_tokens);
-    if (st.ids != it->second.ids)
+    if (st.ids != old.ids)
       finding("%s (cache %d) changed the block ids of sequence %llu", what, index,
               (unsigned long long)id);
   }
@@ -322,10 +347,12 @@ void CacheModel::verify(const Snapshot& now) {
             (unsigned long long)s.cached_blocks, (unsigned long long)s.free_blocks);
 
   // Sequences as the shadow says; a block at one place only.
-  std::map<uint64_t, std::pair<uint32_t, uint64_t>> where;  // (pool, block) -> (group, position)
-  std::vector<std::set<int32_t>> held(num_groups);
+  std::fill(where_.begin(), where_.end(), 0);
+  std::vector<uint64_t>& held = held_;
+  held.assign(num_groups, 0);
+  size_t i = 0;
   for (const auto& [id, m] : seqs) {
-    const SeqState& st = now.seqs.at(id);
+    const SeqState& st = now.seqs[i++].second;
     const kvc_sequence_desc_t& d = st.desc;
     if (d.num_tokens != m.length() || d.prompt_tokens != m.prompt_len ||
         d.cached_tokens != m.cached || d.committed_tokens != m.committed ||
@@ -354,27 +381,31 @@ void CacheModel::verify(const Snapshot& now) {
         if (blk < 0 || uint64_t(blk) >= pool_blocks)
           finding("sequence %llu group %u: block id %d outside the pool's %llu blocks",
                   (unsigned long long)id, g, blk, (unsigned long long)pool_blocks);
-        const uint64_t key = uint64_t(group_pool[g]) << 32 | uint32_t(blk);
-        const auto [it, fresh] = where.emplace(key, std::make_pair(g, b));
-        if (!fresh && it->second != std::make_pair(g, b))
-          finding("block %d of pool %u is at group %u position %llu and at group %u position "
-                  "%llu (sequence %llu)", blk, group_pool[g], it->second.first,
-                  (unsigned long long)it->second.second, g, (unsigned long long)b,
+        int64_t& at = where_[where_base_[group_pool[g]] + uint32_t(blk)];
+        const int64_t here = int64_t(uint64_t(g) << 40 | b) + 1;
+        if (at == 0) {
+          at = here;
+          ++held[g];
+        } else if (at != here) {
+          finding("block %d of pool %u is at group %llu position %llu and at group %u position "
+                  "%llu (sequence %llu)", blk, group_pool[g], (unsigned long long)((at - 1) >> 40),
+                  (unsigned long long)((at - 1) & 0xFFFFFFFFFFull), g, (unsigned long long)b,
                   (unsigned long long)id);
-        held[g].insert(blk);
+        }
       }
     }
   }
   for (uint32_t g = 0; g < num_groups; ++g)
-    if (held[g].size() > now.groups[g].in_use_blocks)
-      finding("group %u: sequences hold %zu distinct blocks but %llu are in use", g,
-              held[g].size(), (unsigned long long)now.groups[g].in_use_blocks);
+    if (held[g] > now.groups[g].in_use_blocks)
+      finding("group %u: sequences hold %llu distinct blocks but %llu are in use", g,
+              (unsigned long long)held[g], (unsigned long long)now.groups[g].in_use_blocks);
   verify_content(now);
 }
 
 void CacheModel::verify_content(const Snapshot& now) const {
+  size_t i = 0;
   for (const auto& [id, m] : seqs) {
-    const SeqState& st = now.seqs.at(id);
+    const SeqState& st = now.seqs[i++].second;
     for (uint64_t pos = 0; pos < m.length(); ++pos) {
       const unsigned char* want = m.rows.data() + pos * row_bytes_;
       for (uint32_t l = 0; l < num_layers; ++l) {

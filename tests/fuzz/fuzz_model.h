@@ -34,8 +34,14 @@ struct Counters {
   uint64_t failed_calls = 0; // failed calls whose snapshot was compared
 };
 extern Counters g_count;
-extern bool g_trace;          // KVC_FUZZ_TRACE: print every call of the program
-extern std::string g_current; // the call being checked, for finding()
+extern bool g_trace;  // KVC_FUZZ_TRACE: print every call of the program
+// The call being checked, for finding(): its name and cache (no allocation).
+extern const char* g_current;
+extern int g_current_cache;
+inline void set_current(int cache, const char* what) {
+  g_current = what;
+  g_current_cache = cache;
+}
 
 // The statuses a call may return.
 class Expect {
@@ -75,8 +81,9 @@ struct SeqState {
 struct Snapshot {
   kvc_cache_stats_t stats;
   std::vector<kvc_group_stats_t> groups;
-  std::map<uint64_t, SeqState> seqs;
+  std::vector<std::pair<uint64_t, SeqState>> seqs;  // by id, as the shadow's
   std::vector<unsigned char> pools;  // every byte of every primary pool
+  const SeqState& seq(uint64_t id) const;
 };
 
 class CacheModel {
@@ -138,8 +145,8 @@ class CacheModel {
   bool sets_fit_free(uint64_t sets) const;
   bool sets_exceed_all(uint64_t sets) const;
 
-  Snapshot take();  // through the public API
-  void check_all(); // take + verify + remember: after end-of-input cleanup
+  void take(Snapshot& s);  // through the public API (reusing s's buffers)
+  void check_all();  // take + verify + remember: after end-of-input cleanup
 
  private:
   void checked(const char* what, const Expect& e, kvc_status_t st, bool reads_only);
@@ -151,6 +158,10 @@ class CacheModel {
   void elem(unsigned char* out, uint64_t h, uint32_t layer, uint32_t kv, uint32_t head,
             uint32_t d) const;
 
+  Snapshot scratch_;
+  std::vector<int64_t> where_;  // per pool block: (group, position) + 1 during verify
+  std::vector<size_t> where_base_;  // per pool: its first entry in where_
+  std::vector<uint64_t> held_;      // per group: distinct blocks sequences hold
   size_t row_bytes_ = 0;
   std::vector<size_t> chunk_;  // offset of (layer, kv, head) in a row: [layer][kv][head]
   std::vector<uint32_t> layer_chunk_;  // first chunk index of each layer

@@ -27,12 +27,6 @@ std::string tokens_str(const int32_t* t, uint64_t n) {
   return s + (n > 64 ? ",...}" : "}");
 }
 
-void set_current(int cache, const char* what) {
-  char buf[96];
-  std::snprintf(buf, sizeof(buf), "call %llu on cache %d: %s",
-                (unsigned long long)g_count.calls + 1, cache, what);
-  g_current = buf;
-}
 
 }  // namespace
 
@@ -69,14 +63,18 @@ std::vector<int32_t> Program::prompt() {
   std::vector<int32_t> t;
   const uint32_t mode = b & 3;
   if (mode == 2 && !c().seqs.empty()) {
-    const SeqModel& s = c().seqs.at(live_id());
+    auto it = c().seqs.begin();
+    std::advance(it, in_.below(uint32_t(c().seqs.size())));
+    const SeqModel& s = it->second;
     const uint64_t n = std::min<uint64_t>(s.length(), 1 + in_.below(48));
     t.assign(s.tokens.begin(), s.tokens.begin() + long(n));
   } else if (mode == 3) {
     for (uint32_t n = 1 + in_.below(20); n > 0; --n) t.push_back(small_token());
   } else {
+    // Mostly prompts the cache can hold.
+    const uint32_t room = uint32_t(std::min<uint64_t>(40, c().desc.token_capacity * 3 / 2 + 2));
     const int32_t doc = 1000 * int32_t(1 + ((b >> 2) & 3));
-    for (uint32_t i = 0, n = 1 + in_.below(40); i < n; ++i) t.push_back(doc + int32_t(i));
+    for (uint32_t i = 0, n = 1 + in_.below(room); i < n; ++i) t.push_back(doc + int32_t(i));
   }
   for (uint32_t k = (b >> 4) & 3; k > 0; --k) t.push_back(small_token());
   if (t.empty()) t.push_back(1);
@@ -145,11 +143,11 @@ void Program::add() {
   const int32_t* tp = tokens.data();
   uint64_t n = tokens.size();
   bool want_cached = true;
-  switch (f % 16) {
+  switch (f % 32) {
     case 0: tp = nullptr; break;
     case 1: n = 0; break;
-    case 2: n = (f & 0x10) ? UINT64_MAX : kMaxTokens + 1; break;
-    case 3: want_cached = false; break;
+    case 2: n = (f & 0x80) ? UINT64_MAX : kMaxTokens + 1; break;
+    case 3: case 4: want_cached = false; break;
     default: break;
   }
   const bool bad_args = (tp == nullptr && n > 0) || n == 0 || n > kMaxTokens;
@@ -176,8 +174,10 @@ void Program::add() {
   const uint64_t nb = m.blocks_for(n);
   if (!bad_args && !opts->invalid && !exists) {
     const uint64_t lower = nb - std::min<uint64_t>(nb, (n - 1) / m.T + 1);
+    // At most a set per block, and with a host tier one more: a partly
+    // matched block found there is onboarded, then copied.
     if (m.sets_exceed_all(lower)) e.allow(KVC_ERR_OUT_OF_BLOCKS);
-    else if (m.sets_fit_free(nb)) e.allow(KVC_OK);
+    else if (m.sets_fit_free(nb + (m.host ? 1 : 0))) e.allow(KVC_OK);
     else e.allow(KVC_OK).allow(KVC_ERR_OUT_OF_BLOCKS);
   }
   uint64_t cached = UINT64_MAX;
@@ -493,7 +493,7 @@ void Program::advance_clock() {
 }
 
 void Program::drain(CacheModel& m) {
-  g_current = "draining cache " + std::to_string(m.index) + " at the end of the input";
+  set_current(m.index, "the drain at the end of the input");
   while (!m.seqs.empty()) {
     const uint64_t id = m.seqs.begin()->first;
     ++g_count.check_calls;

@@ -18,7 +18,7 @@ uint64_t mix64(uint64_t x) {
 
 namespace {
 
-const uint32_t kPriorities[8] = {35, 0, 10, 60, 90, 100, 35, 101};
+const uint32_t kPriorities[8] = {35, 0, 10, 60, 90, 100, 35, 35};
 
 uint64_t hash_bytes(uint64_t h, const std::string& s) {
   h = mix64(h ^ (s.size() + 0x51));
@@ -77,7 +77,7 @@ std::unique_ptr<Options> Options::decode(Input& in) {
     const uint8_t a = in.u8(), b = in.u8();
     kvc_extra_key_t k{};
     k.offset = a % 24;
-    k.length = b % 9;  // 0 is refused
+    k.length = 1 + b % 8;
     if ((b & 0xF0) == 0xF0) k.length = kMaxTokens + 1;  // beyond the longest sequence
     o->key_data_.push_back(kData[(a >> 5) & 3]);
     k.data = o->key_data_.back().empty() && (a & 0x10) ? nullptr : o->key_data_.back().data();
@@ -88,13 +88,16 @@ std::unique_ptr<Options> Options::decode(Input& in) {
   for (uint32_t i = 0; i < nranges; ++i) {
     const uint8_t a = in.u8(), b = in.u8(), c = in.u8();
     kvc_retention_range_t r{};
-    r.start = at + (a & 7) - ((a & 0x38) == 0x38 ? 3 : 0);  // sometimes overlapping the previous one
+    r.start = at + (a & 7) - ((a & 0x3F) == 0x3F ? 3 : 0);  // rarely overlapping the previous one
     if (r.start > at + 7) r.start = 0;
     r.end = (b & 0xF0) == 0xF0 ? KVC_RETENTION_OPEN_END : r.start + (b & 15);  // +0: end <= start
     r.priority = kPriorities[c & 7];
     r.duration_ms = (c >> 3) & 1 ? (c >> 4) * 5 : 0;
-    r.reserved = (a & 0xC0) == 0xC0 ? 1 : 0;
-    if ((a & 0xC0) == 0x80) r.start = 60 - r.start % 8, r.end = r.end == KVC_RETENTION_OPEN_END ? r.end : r.start + 2;  // out of order
+    r.reserved = 0 && (a & 0xC7) == 0xC0 ? 1 : 0;  // DEV-ONLY
+    if ((a & 0xC7) == 0x87) {  // out of token order
+      r.start = 60 - r.start % 8;
+      if (r.end != KVC_RETENTION_OPEN_END) r.end = r.start + 2;
+    }
     o->ranges_.push_back(r);
     at = r.end == KVC_RETENTION_OPEN_END ? r.start + 1 : r.end;
   }
@@ -109,13 +112,17 @@ std::unique_ptr<Options> Options::decode(Input& in) {
   if ((b1 >> 6) == 3) {
     const uint8_t s = in.u8();
     switch (s % 16) {
-      case 0: size = 0; break;
-      case 1: size = 3; break;
+      case 0: size = (s >> 4) % 2 ? 0 : 3; break;
+      case 1:
+        if (s & 0x10) v.prompt_priority = 101;
+        else v.decode_priority = 101;
+        break;
       case 12: size = sizeof(v) + 8; break;
       case 13: size = sizeof(v) + 8; nonzero_tail = int(sizeof(v) + (s >> 4) % 8); break;
       case 14: v.salt = nullptr; v.salt_size = 3; break;  // NULL salt with a size
       case 15:
-        if (!o->keys_.empty()) o->keys_[0].data = nullptr, o->keys_[0].size = 2;  // NULL key data
+        if (!o->keys_.empty() && (s & 0x10)) o->keys_[0].length = 0;
+        else if (!o->keys_.empty()) o->keys_[0].data = nullptr, o->keys_[0].size = 2;  // NULL key data
         else if (!o->ranges_.empty()) v.retention_ranges = nullptr;
         else v.extra_keys = nullptr, v.num_extra_keys = 1;
         break;

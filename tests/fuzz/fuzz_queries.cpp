@@ -11,10 +11,6 @@ namespace kvc_fuzz {
 
 namespace {
 
-void set_current(int cache, const char* what) {
-  g_current = "call " + std::to_string(g_count.calls + 1) + " on cache " + std::to_string(cache) +
-              ": " + what;
-}
 
 constexpr unsigned char kSentinel = 0xCD;
 
@@ -165,7 +161,7 @@ void Program::block_table() {
   for (size_t i = 0; i < table.size(); ++i) {
     int32_t want = -9;
     if (st == KVC_OK && i < count * max_blocks) {
-      const std::vector<int32_t>& row = m.last.seqs.at(ids[i / max_blocks]).ids[group];
+      const std::vector<int32_t>& row = m.last.seq(ids[i / max_blocks]).ids[group];
       const size_t b = i % max_blocks;
       want = b < row.size() && row[b] != -1 ? row[b] : pad;
     }
@@ -219,7 +215,7 @@ void Program::block_table_csr() {
     size_t at = 0;
     wp[0] = 0;
     for (size_t i = 0; i < count; ++i) {
-      for (int32_t b : m.last.seqs.at(ids[i]).ids[group]) wx[at++] = b == -1 ? 0 : b;
+      for (int32_t b : m.last.seq(ids[i]).ids[group]) wx[at++] = b == -1 ? 0 : b;
       wp[i + 1] = int32_t(at);
       const uint64_t len = find(ids[i])->length();
       wl[i] = len == 0 ? 0 : int32_t((len - 1) % m.T + 1);
@@ -322,7 +318,7 @@ void Program::describe_sequence() {
   const uint8_t f = in_.u8();
   Expect e;
   if (find(id) == nullptr) e.allow(KVC_ERR_NOT_FOUND);
-  const kvc_sequence_desc_t want = find(id) ? m.last.seqs.at(id).desc : kvc_sequence_desc_t{};
+  const kvc_sequence_desc_t want = find(id) ? m.last.seq(id).desc : kvc_sequence_desc_t{};
   sized_out<kvc_sequence_desc_t>(m, "kvc_sequence_describe", want, f, e, [&](kvc_sequence_desc_t* o) {
     return kvc_sequence_describe(m.cache, id, o);
   });
@@ -360,7 +356,7 @@ void Program::block_ids() {
   if (!null_count && count != (st == KVC_OK || st == KVC_ERR_BUFFER_TOO_SMALL ? nb : 12345))
     finding("block_ids: count %zu after %s, expected %zu", count, kvc_status_string(st), nb);
   for (size_t i = 0; i < ids.size(); ++i) {
-    const int32_t want = st == KVC_OK && i < nb ? m.last.seqs.at(id).ids[group][i] : -9;
+    const int32_t want = st == KVC_OK && i < nb ? m.last.seq(id).ids[group][i] : -9;
     if (ids[i] != want) finding("block_ids[%zu] = %d after %s, expected %d", i, ids[i], kvc_status_string(st), want);
   }
 }
