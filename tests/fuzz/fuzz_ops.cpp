@@ -136,18 +136,24 @@ void Program::run() {
 
 void Program::add() {
   CacheModel& m = c();
-  const uint64_t id = read_id();
+  uint64_t id = read_id();
+  if (m.seqs.count(id) != 0 && in_.u8() < 0xC0)  // mostly a new id (0..7) instead
+    for (uint64_t k = 0; k < 8; ++k)
+      if (m.seqs.count(k) == 0) {
+        id = k;
+        break;
+      }
   std::vector<int32_t> tokens = prompt();
   const auto opts = Options::decode(in_);
   const uint8_t f = in_.u8();
   const int32_t* tp = tokens.data();
   uint64_t n = tokens.size();
   bool want_cached = true;
-  switch (f % 32) {
-    case 0: tp = nullptr; break;
-    case 1: n = 0; break;
-    case 2: n = (f & 0x80) ? UINT64_MAX : kMaxTokens + 1; break;
-    case 3: case 4: want_cached = false; break;
+  switch (f % 32) {  // zero bytes (common in mutations) give the normal call
+    case 31: tp = nullptr; break;
+    case 30: n = 0; break;
+    case 29: n = (f & 0x80) ? UINT64_MAX : kMaxTokens + 1; break;
+    case 28: case 27: want_cached = false; break;
     default: break;
   }
   const bool bad_args = (tp == nullptr && n > 0) || n == 0 || n > kMaxTokens;
@@ -239,7 +245,7 @@ void Program::extend() {
   const uint64_t len = s ? s->length() : 0;
   uint64_t n = f % 6;
   const int32_t* tp = tokens.data();
-  if ((f >> 3) % 8 == 0) {
+  if ((f >> 3) % 8 == 7) {
     if (f & 0x80) tp = nullptr, n = 1 + n % 3;
     else n = hostile_count(in_, len);
   }
@@ -279,8 +285,8 @@ void Program::batch_extend() {
   const uint8_t f = in_.u8();
   const uint64_t* ip = ids.data();
   const int32_t* tp = tokens.data();
-  if (f % 16 == 0) ip = nullptr;
-  if (f % 16 == 1) tp = nullptr;
+  if (f % 16 == 15) ip = nullptr;
+  if (f % 16 == 14) tp = nullptr;
   Expect e;
   const size_t count = ids.size();
   if (count > 0 && (ip == nullptr || tp == nullptr)) e.allow(KVC_ERR_INVALID_ARGUMENT);

@@ -23,12 +23,12 @@ void sized_out(CacheModel& m, const char* what, const T& want, uint8_t f, Expect
   size_t size = sizeof(T);
   bool null_out = false;
   switch (f % 8) {
-    case 0: null_out = true; break;
-    case 1: size = 0; break;
-    case 2: size = 3; break;
-    case 3: size = 8; break;
-    case 4: size = sizeof(T) - 8; break;
-    case 5: size = sizeof(T) + 8; break;
+    case 7: null_out = true; break;
+    case 6: size = 0; break;
+    case 5: size = 3; break;
+    case 4: size = 8; break;
+    case 3: size = sizeof(T) - 8; break;
+    case 2: size = sizeof(T) + 8; break;
     default: break;
   }
   const uint32_t s32 = uint32_t(size);
@@ -64,10 +64,10 @@ void Program::probe() {
   uint64_t n = tokens.size();
   bool null_out = false;
   switch (f % 8) {
-    case 0: tp = nullptr; break;
-    case 1: n = 0; break;
-    case 2: n = (f & 0x80) ? UINT64_MAX : kMaxTokens + 1; break;
-    case 3: null_out = true; break;
+    case 7: tp = nullptr; break;
+    case 6: n = 0; break;
+    case 5: n = (f & 0x80) ? UINT64_MAX : kMaxTokens + 1; break;
+    case 4: null_out = true; break;
     default: break;
   }
   Expect e;
@@ -94,9 +94,9 @@ void Program::blocks_needed() {
   uint64_t n = f % 10;
   bool null_out = false;
   switch ((f >> 4) % 8) {
-    case 0: n = hostile_count(in_, len); break;
-    case 1: n = kMaxTokens - len; break;  // the longest allowed
-    case 2: null_out = true; break;
+    case 7: n = hostile_count(in_, len); break;
+    case 6: n = kMaxTokens - len; break;  // the longest allowed
+    case 5: null_out = true; break;
     default: break;
   }
   Expect e;
@@ -233,8 +233,8 @@ void Program::lengths() {
   const uint8_t f = in_.u8();
   std::vector<int32_t> out(ids.size() + 1, -9);
   const size_t count = ids.size();
-  const uint64_t* ip = f % 8 == 0 && count > 0 ? nullptr : ids.data();
-  int32_t* op = f % 8 == 1 && count > 0 ? nullptr : out.data();
+  const uint64_t* ip = f % 8 == 7 && count > 0 ? nullptr : ids.data();
+  int32_t* op = f % 8 == 6 && count > 0 ? nullptr : out.data();
   Expect e;
   const bool invalid = count > 0 && (ip == nullptr || op == nullptr);
   if (invalid) e.allow(KVC_ERR_INVALID_ARGUMENT);
@@ -337,11 +337,11 @@ void Program::block_ids() {
   size_t count = 12345;
   bool null_count = false;
   switch (f % 6) {
-    case 0: cap = nb > 0 ? nb - 1 : 0; break;
-    case 1: ip = nullptr, cap = 3; break;
-    case 2: null_count = true; break;
-    case 3: group = (f & 0x80) ? UINT32_MAX : m.num_groups; break;
-    case 4: ip = nullptr, cap = 0; break;
+    case 5: cap = nb > 0 ? nb - 1 : 0; break;
+    case 4: ip = nullptr, cap = 3; break;
+    case 3: null_count = true; break;
+    case 2: group = (f & 0x80) ? UINT32_MAX : m.num_groups; break;
+    case 1: ip = nullptr, cap = 0; break;
     default: break;
   }
   Expect e;
