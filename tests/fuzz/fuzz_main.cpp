@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "fuzz_feedback.h"
 #include "fuzz_ops.h"
 
 #ifndef KVC_FUZZ_WINDOW_TIER
@@ -20,6 +21,10 @@
 #endif
 
 namespace kvc_fuzz {
+
+__attribute__((used, section("__libfuzzer_extra_counters")))
+uint8_t g_feedback[kNumKinds * kFeedbackPerKind];
+
 namespace {
 
 void must(kvc_status_t st, const char* what) {

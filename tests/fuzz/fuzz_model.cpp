@@ -1,5 +1,7 @@
 #include "fuzz_model.h"
 
+#include "fuzz_feedback.h"
+
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
@@ -10,6 +12,7 @@
 namespace kvc_fuzz {
 
 Counters g_count;
+uint32_t g_op = 0;
 bool g_trace = false;
 const char* g_current = nullptr;
 int g_current_cache = 0;
@@ -219,6 +222,7 @@ void CacheModel::check_all() {
 }
 
 void CacheModel::checked(const char* what, const Expect& e, kvc_status_t st, bool reads_only) {
+  feedback(kOpStatus, g_op, uint32_t(-st) % 32);
   if (!e.allows(st))
     finding("%s (cache %d) returned %s, expected %s; message: %s", what, index,
             kvc_status_string(st), e.str().c_str(), st == KVC_OK ? "" : kvc_last_error_message());
@@ -237,6 +241,13 @@ void CacheModel::settle(const std::vector<uint64_t>& ids, const std::vector<uint
   if (!ids.empty()) write_kv(ids, from, small_buffer_first);
   take(scratch_);
   verify(scratch_);
+  const kvc_cache_stats_t& a = last.stats;
+  const kvc_cache_stats_t& b = scratch_.stats;
+  feedback(kTierMoves, bucket(b.offloaded_blocks - a.offloaded_blocks) * 6 +
+                           bucket(b.onboarded_blocks - a.onboarded_blocks),
+           bucket(b.evicted_blocks - a.evicted_blocks));
+  feedback(kPopulation, uint32_t(std::min<size_t>(seqs.size(), 15)),
+           uint32_t(std::min<size_t>(pins.size(), 7)));
   std::swap(last, scratch_);
 }
 

@@ -34,6 +34,7 @@ struct Counters {
   uint64_t failed_calls = 0; // failed calls whose snapshot was compared
 };
 extern Counters g_count;
+extern uint32_t g_op;  // the program's operation code, for feedback
 extern bool g_trace;  // KVC_FUZZ_TRACE: print every call of the program
 // The call being checked, for finding(): its name and cache (no allocation).
 extern const char* g_current;
@@ -70,6 +71,8 @@ struct SeqModel {
   uint64_t scope = 0;
   std::vector<ExtraKeyModel> extras;
   std::vector<uint64_t> window_begin;  // per group: blocks before it released (-1)
+  uint32_t scope_index = 0;  // for feedback
+  uint32_t fork_depth = 0;
   uint64_t length() const { return tokens.size(); }
 };
 
@@ -114,6 +117,7 @@ class CacheModel {
 
   std::map<uint64_t, SeqModel> seqs;
   std::set<uint64_t> pins;
+  std::map<int32_t, uint32_t> committed_scope;  // first token -> scope index of its last commit
   Snapshot last;  // the state after the last checked call
 
   // --- calls ------------------------------------------------------------

@@ -2,6 +2,8 @@
 // steps, commit, rewind, fork, remove, pin, unpin, reset, the clock.
 #include "fuzz_ops.h"
 
+#include "fuzz_feedback.h"
+
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
@@ -55,19 +57,33 @@ int32_t Program::small_token() {
   return b < 0xF0 ? int32_t(b % 4) : kTokens[b & 7];
 }
 
-// Prompts that share prefixes: a document's first tokens, a live
-// sequence's tokens (prompt or generated), or a few small tokens; then a
-// short tail.
+void Program::remember(const std::vector<int32_t>& tokens) {
+  if (tokens.empty()) return;
+  if (recent_.size() < 16) recent_.push_back(tokens);
+  else recent_[recent_next_++ % 16] = tokens;
+}
+
+// Prompts that share prefixes: a document's first tokens, a recent prompt
+// or a live or removed sequence's tokens (prompt and generated), or a few
+// small tokens; then a short tail.
 std::vector<int32_t> Program::prompt() {
   const uint8_t b = in_.u8();
   std::vector<int32_t> t;
   const uint32_t mode = b & 3;
-  if (mode == 2 && !c().seqs.empty()) {
-    auto it = c().seqs.begin();
-    std::advance(it, in_.below(uint32_t(c().seqs.size())));
-    const SeqModel& s = it->second;
-    const uint64_t n = std::min<uint64_t>(s.length(), 1 + in_.below(48));
-    t.assign(s.tokens.begin(), s.tokens.begin() + long(n));
+  const auto& seqs = c().seqs;
+  if (mode == 2 && !(recent_.empty() && seqs.empty())) {
+    const uint32_t k = in_.below(uint32_t(recent_.size() + seqs.size()));
+    const std::vector<int32_t>* from = nullptr;
+    if (k < recent_.size()) {
+      from = &recent_[k];
+    } else {
+      auto it = seqs.begin();
+      std::advance(it, k - recent_.size());
+      from = &it->second.tokens;
+    }
+    const uint8_t cut = in_.u8();  // mostly all of it
+    const uint64_t n = cut < 0xC0 ? from->size() : std::min<uint64_t>(from->size(), 1 + cut % 32);
+    t.assign(from->begin(), from->begin() + long(n));
   } else if (mode == 3) {
     for (uint32_t n = 1 + in_.below(20); n > 0; --n) t.push_back(small_token());
   } else {
@@ -100,41 +116,42 @@ void Program::run() {
   for (int i = 0; i < kMaxCalls && !in_.empty(); ++i) {
     const uint8_t op = in_.u8();
     cur_ = caches_.size() > 1 ? (op >> 5) & 1 : 0;
+    g_op = op % 32;
     switch (op % 32) {
-      case 0: case 1: case 2: case 3: case 4: add(); break;
-      case 5: case 6: case 7: case 8: extend(); break;
-      case 9: case 10: batch_extend(); break;
-      case 11: case 12: case 13: case 14: commit(); break;
-      case 15: case 16: rewind(); break;
-      case 17: case 18: fork(); break;
-      case 19: case 20: case 21: remove(); break;
-      case 22: pin(); break;
-      case 23: unpin(); break;
-      case 24: probe(); break;
-      case 25: blocks_needed(); break;
-      case 26: switch (in_.below(4)) {
+      case 0: case 1: case 2: case 3: add(false); break;
+      case 4: case 5: case 6: add(true); break;  // and commit it: an engine's prefill
+      case 7: case 8: case 9: case 10: extend(); break;
+      case 11: case 12: batch_extend(); break;
+      case 13: case 14: case 15: commit(); break;
+      case 16: case 17: rewind(); break;
+      case 18: case 19: fork(); break;
+      case 20: case 21: case 22: remove(); break;
+      case 23: pin(); break;
+      case 24: unpin(); break;
+      case 25: probe(); break;
+      case 26: blocks_needed(); break;
+      case 27: switch (in_.below(4)) {
           case 0: block_table(); break;
           case 1: block_table_csr(); break;
           case 2: lengths(); break;
           default: slot_mapping(); break;
         }
         break;
-      case 27: switch (in_.below(4)) {
+      case 28: switch (in_.below(4)) {
           case 0: stats(); break;
           case 1: describe_sequence(); break;
           case 2: block_ids(); break;
           default: describe_cache(); break;
         }
         break;
-      case 28: reset_reuse(); break;
-      case 29: advance_clock(); break;
-      case 30: kernels(); break;
-      default: add(); break;
+      case 29: reset_reuse(); break;
+      case 30: advance_clock(); break;
+      default: kernels(); break;
     }
   }
 }
 
-void Program::add() {
+void Program::add(bool and_commit) {
   CacheModel& m = c();
   uint64_t id = read_id();
   if (m.seqs.count(id) != 0 && in_.u8() < 0xC0)  // mostly a new id (0..7) instead
@@ -158,6 +175,7 @@ void Program::add() {
   }
   const bool bad_args = (tp == nullptr && n > 0) || n == 0 || n > kMaxTokens;
   const bool exists = m.seqs.count(id) != 0;
+  remember(tokens);
   // The probe first: what the add must find.
   uint64_t probed = UINT64_MAX;
   if (tp != nullptr && n > 0 && n <= kMaxTokens) {
@@ -211,6 +229,10 @@ void Program::add() {
   s.window_begin.assign(m.num_groups, 0);
   for (uint32_t g = 0; g < m.num_groups; ++g)
     s.window_begin[g] = std::min(m.first_needed(g, probed), probed / m.T);
+  s.scope_index = opts->scope_index();
+  feedback(kAddScope, s.scope_index, probed == 0 ? 0 : probed % m.T ? 1 : 2);
+  const auto prev = m.committed_scope.find(tokens[0]);
+  if (prev != m.committed_scope.end()) feedback(kScopePair, s.scope_index, prev->second);
   m.fill(s, 0);
   m.seqs[id] = std::move(s);
   m.settle({id}, {0}, (f & 0x20) != 0);
@@ -233,6 +255,14 @@ void Program::add() {
               (unsigned long long)(m.last.groups[g].missed_blocks - gbefore[g].missed_blocks),
               (unsigned long long)r, (unsigned long long)(nb - reused));
   }
+  if (!and_commit) return;
+  set_current(m.index, "kvc_sequence_commit of a prompt");
+  Expect ok;
+  ok.allow(KVC_OK);
+  m.call("kvc_sequence_commit", ok, false, [&] { return kvc_sequence_commit(m.cache, id, n); });
+  trace("c%d commit(id %llu, %llu) -> KVC_OK\n", m.index, (unsigned long long)id,
+        (unsigned long long)n);
+  after_commit(id, n);
 }
 
 void Program::extend() {
@@ -343,11 +373,23 @@ void Program::commit() {
   trace("c%d commit(id %llu, %llu) -> %s\n", m.index, (unsigned long long)id,
         (unsigned long long)n, kvc_status_string(st));
   if (st != KVC_OK) return;
+  after_commit(id, n);
+}
+
+void Program::after_commit(uint64_t id, uint64_t n) {
+  CacheModel& m = c();
   SeqModel& q = m.seqs.at(id);
+  const uint64_t len = q.length();
   q.committed = std::max(q.committed, n);
-  for (uint32_t g = 0; g < m.num_groups; ++g)
-    q.window_begin[g] = std::max(q.window_begin[g],
-                                 std::min(m.first_needed(g, q.committed), m.blocks_for(len)));
+  uint64_t released = 0;
+  for (uint32_t g = 0; g < m.num_groups; ++g) {
+    const uint64_t begin = std::max(q.window_begin[g],
+                                    std::min(m.first_needed(g, q.committed), m.blocks_for(len)));
+    released += begin - q.window_begin[g];
+    q.window_begin[g] = begin;
+  }
+  if (q.committed >= m.T) m.committed_scope[q.tokens[0]] = q.scope_index;
+  feedback(kWindowRelease, bucket(released));
   m.settle();
 }
 
@@ -387,6 +429,7 @@ void Program::rewind() {
   if (st != KVC_OK || n == 0) return;
   SeqModel& q = m.seqs.at(id);
   const uint64_t keep = len - n;
+  feedback(kRewindShape, keep < q.committed, keep % m.T != 0);
   q.tokens.resize(keep);
   q.hash.resize(keep);
   m.fill(q, keep);  // shrinks the rows
@@ -409,7 +452,9 @@ void Program::fork() {
   trace("c%d fork(%llu -> %llu) -> %s\n", m.index, (unsigned long long)parent,
         (unsigned long long)child, kvc_status_string(st));
   if (st != KVC_OK) return;
-  m.seqs[child] = m.seqs.at(parent);
+  SeqModel& q = m.seqs[child] = m.seqs.at(parent);
+  q.fork_depth = std::min<uint32_t>(q.fork_depth + 1, 7);
+  feedback(kForkDepth, q.fork_depth, m.window.size() > 1 || m.window[0] != 0);
   m.settle();
 }
 
@@ -423,6 +468,7 @@ void Program::remove() {
       m.call("kvc_sequence_remove", e, false, [&] { return kvc_sequence_remove(m.cache, id); });
   trace("c%d remove(%llu) -> %s\n", m.index, (unsigned long long)id, kvc_status_string(st));
   if (st != KVC_OK) return;
+  remember(m.seqs.at(id).tokens);
   m.seqs.erase(id);
   m.settle();
 }

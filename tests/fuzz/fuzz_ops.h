@@ -31,7 +31,8 @@ class Program {
   std::vector<int32_t> prompt();
   std::vector<uint64_t> batch_ids(bool* unknown, bool* repeated);
 
-  void add();
+  void add(bool and_commit);
+  void after_commit(uint64_t id, uint64_t n);
   void extend();
   void batch_extend();
   void commit();
@@ -57,6 +58,12 @@ class Program {
   Input& in_;
   std::vector<std::unique_ptr<CacheModel>>& caches_;
   size_t cur_ = 0;
+  // Prompts added lately and the tokens of removed sequences: adds that
+  // come back to them (in another scope, after evictions) are where reuse
+  // can go wrong.
+  std::vector<std::vector<int32_t>> recent_;
+  size_t recent_next_ = 0;
+  void remember(const std::vector<int32_t>& tokens);
 };
 
 }  // namespace kvc_fuzz

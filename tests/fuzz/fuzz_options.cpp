@@ -55,22 +55,25 @@ std::unique_ptr<Options> Options::decode(Input& in) {
     return o;
   }
   kvc_sequence_options_t v = KVC_SEQUENCE_OPTIONS_INIT;
-  switch (b0 & 3) {
-    case 1: o->salt_store_ = ""; v.salt = o->salt_store_.data(); break;
-    case 2: o->salt_store_ = "a"; v.salt = o->salt_store_.data(); v.salt_size = 1; break;
-    case 3: o->salt_store_ = "ab"; v.salt = o->salt_store_.data(); v.salt_size = 1 + (b0 >> 7); break;
-    default: break;
+  // Scopes that differ by little: no salt, an empty one, "a", "ab" passed
+  // with size 1 (the same as "a"), "ab", "b"; no LoRA, LoRA 0, 1 or 2^63.
+  static const char* const kSalts[8] = {nullptr, nullptr, "", "a", "ab", "ab", "b", "ba"};
+  static const size_t kSaltSizes[8] = {0, 0, 0, 1, 1, 2, 1, 2};
+  if (kSalts[b0 & 7] != nullptr) {
+    o->salt_store_ = kSalts[b0 & 7];
+    v.salt = o->salt_store_.data();
+    v.salt_size = kSaltSizes[b0 & 7];
   }
-  switch ((b0 >> 2) & 3) {
+  switch ((b0 >> 3) & 3) {
     case 1: v.has_lora = true; v.lora_id = 0; break;
     case 2: v.has_lora = true; v.lora_id = 1; break;
-    case 3: v.has_lora = (b0 & 0x80) != 0; v.lora_id = uint64_t(1) << 63; break;  // an id without has_lora is ignored
+    case 3: v.has_lora = (b1 & 0x80) != 0; v.lora_id = uint64_t(1) << 63; break;  // an id without has_lora is ignored
     default: break;
   }
   v.prompt_priority = kPriorities[b1 & 7];
   v.decode_priority = kPriorities[(b1 >> 3) & 7];
-  const uint32_t nkeys = ((b0 >> 4) & 3) == 3 ? 2 : ((b0 >> 4) & 3) == 2 ? 1 : 0;
-  const uint32_t nranges = ((b0 >> 6) & 1) ? 1 + in.below(3) : 0;
+  const uint32_t nkeys = ((b0 >> 5) & 3) == 3 ? 2 : ((b0 >> 5) & 3) == 2 ? 1 : 0;
+  const uint32_t nranges = (b0 >> 7) ? 1 + in.below(3) : 0;
   static const char* const kData[4] = {"img", "vid", "", "img"};
   o->key_data_.reserve(nkeys);
   for (uint32_t i = 0; i < nkeys; ++i) {
@@ -194,6 +197,16 @@ uint64_t Options::scope_hash() const {
   h = mix64(h ^ (has_lora ? 3 : 4));
   if (has_lora) h = mix64(h ^ lora_id);
   return h;
+}
+
+uint32_t Options::scope_index() const {
+  static const char* const kKnown[5] = {"", "a", "ab", "b", "ba"};
+  uint32_t salt_index = 6;
+  if (!has_salt) salt_index = 0;
+  for (uint32_t i = 0; i < 5 && has_salt; ++i)
+    if (salt == kKnown[i]) salt_index = i + 1;
+  const uint32_t lora = !has_lora ? 0 : lora_id == 0 ? 1 : lora_id == 1 ? 2 : 3;
+  return salt_index * 4 + lora;
 }
 
 std::string Options::describe() const {

@@ -48,6 +48,8 @@ class Options {
 
   // Hash of the scope (salt, LoRA): the seed of every position's content.
   uint64_t scope_hash() const;
+  // A small number per scope the decoder makes (0..27), for feedback.
+  uint32_t scope_index() const;
   // One-line description for failure reports and C reproducers.
   std::string describe() const;
 
