@@ -34,7 +34,7 @@ constexpr uint64_t kMaxTokens = 0x7fffffff;
 // Hostile counts: each one makes the sequence overlong, some by wrapping
 // `length + n` around 2^64 to a small number.
 inline uint64_t hostile_count(Input& in, uint64_t length) {
-  switch (in.below(6) % 2 * 5) {  // DEV-ONLY
+  switch (in.below(6)) {
     case 0: return kMaxTokens + 1;
     case 1: return UINT64_MAX;
     case 2: return UINT64_MAX - length + 1;  // length + n wraps to 0

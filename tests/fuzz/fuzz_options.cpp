@@ -96,7 +96,7 @@ std::unique_ptr<Options> Options::decode(Input& in) {
     r.end = (b & 0xF0) == 0xF0 ? KVC_RETENTION_OPEN_END : r.start + (b & 15);  // +0: end <= start
     r.priority = kPriorities[c & 7];
     r.duration_ms = (c >> 3) & 1 ? (c >> 4) * 5 : 0;
-    r.reserved = 0 && (a & 0xC7) == 0xC0 ? 1 : 0;  // DEV-ONLY
+    r.reserved = (a & 0xC7) == 0xC0 ? 1 : 0;  // must be refused
     if ((a & 0xC7) == 0x87) {  // out of token order
       r.start = 60 - r.start % 8;
       if (r.end != KVC_RETENTION_OPEN_END) r.end = r.start + 2;
