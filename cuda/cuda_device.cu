@@ -69,6 +69,9 @@ DeviceMemoryInfo CudaDevice::memory_info() const {
 
 void* CudaDevice::allocate(uint64_t bytes) {
   activate();
+  if (inject(FaultSite::kAllocate))
+    fail(KVC_ERR_OUT_OF_MEMORY, "cudaMalloc of " + std::to_string(bytes) + " bytes on " + name_ +
+                                    " failed (injected fault)");
   void* p = nullptr;
   const cudaError_t err = cudaMalloc(&p, bytes);
   if (err != cudaSuccess) {
@@ -76,11 +79,13 @@ void* CudaDevice::allocate(uint64_t bytes) {
     fail(KVC_ERR_OUT_OF_MEMORY, "cudaMalloc of " + std::to_string(bytes) + " bytes on " + name_ +
                                     " failed: " + cudaGetErrorName(err));
   }
+  note_allocated(FaultSite::kAllocate, p);
   return p;
 }
 
 void CudaDevice::deallocate(void* ptr) noexcept {
   if (ptr == nullptr) return;
+  note_released(FaultSite::kAllocate, ptr);
   cudaSetDevice(ordinal_);
   cudaFree(ptr);
 }
@@ -94,6 +99,10 @@ void CudaDevice::copy_blocks(void* pool_base, const BlockGeometry& g, const Bloc
 
 void* CudaDevice::allocate_host(uint64_t bytes) {
   activate();
+  if (inject(FaultSite::kAllocateHost))
+    fail(KVC_ERR_OUT_OF_MEMORY, "cudaHostAlloc of " + std::to_string(bytes) +
+                                    " bytes of pinned host memory for the host tier failed "
+                                    "(injected fault)");
   void* p = nullptr;
   const cudaError_t err =
       cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocMapped | cudaHostAllocPortable);
@@ -112,11 +121,13 @@ void* CudaDevice::allocate_host(uint64_t bytes) {
                              " failed: " + cudaGetErrorName(map_err));
   }
   host_maps_.emplace_back(p, dev);
+  note_allocated(FaultSite::kAllocateHost, p);
   return p;
 }
 
 void CudaDevice::deallocate_host(void* ptr) noexcept {
   if (ptr == nullptr) return;
+  note_released(FaultSite::kAllocateHost, ptr);
   for (size_t i = 0; i < host_maps_.size(); ++i)
     if (host_maps_[i].first == ptr) {
       host_maps_.erase(host_maps_.begin() + long(i));
@@ -136,8 +147,16 @@ void CudaDevice::copy_tier(TierDirection direction, void* device_pool, void* hos
   if (host_dev == nullptr)
     fail(KVC_ERR_INTERNAL, "tier copy from a host pool this device did not allocate");
   auto s = static_cast<cudaStream_t>(stream);
-  launch_tier_copy(direction == TierDirection::kOffload, device_pool, host_dev, block_bytes,
-                   copies, count, s);
+  // An injected fault copies the first half, as a copy that broke off would.
+  const bool broken = inject(FaultSite::kCopyTier);
+  const size_t done = broken ? count / 2 : count;
+  if (done > 0)
+    launch_tier_copy(direction == TierDirection::kOffload, device_pool, host_dev, block_bytes,
+                     copies, done, s);
+  if (broken)
+    fail(KVC_ERR_DEVICE, std::string(direction == TierDirection::kOffload ? "offload" : "onboard") +
+                             " copy of " + std::to_string(count) + " blocks failed after " +
+                             std::to_string(done) + " (injected fault)");
   cuda_check(cudaEventRecord(tier_event_, s), "cudaEventRecord");
   tier_recorded_ = true;
   tier_stream_ = stream;

@@ -1,12 +1,15 @@
 // store_kv: scatters the K/V of each token to its slot. One thread moves one
 // item (E elements of one head row, up to 16 bytes) and keeps several items
-// in flight; the fp8 path quantizes x / scale on the way.
+// in flight; the fp8 path quantizes x / scale on the way. A contiguous
+// source ([tokens][heads][dim]) is addressed from one token stride; a
+// strided one (kvc_store_kv_strided) through its byte strides, in a kernel
+// of its own so the contiguous one keeps its instructions.
 #include <cuda_runtime.h>
 
 #include <initializer_list>
 #include <type_traits>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_kernels.h"
 #include "cuda/cuda_numeric.cuh"
@@ -35,6 +38,8 @@ struct StoreParams {
   uint32_t items_per_kv;     // kv_heads * items_per_row
   uint32_t items_per_row;    // head_dim / E
   uint32_t src_token_bytes;  // kv_heads * head_dim * src elem size
+  uint32_t seq_len;          // strided: tokens per source sequence
+  int64_t src_strides[2][3]; // strided: [key, value][seq, token, head] in bytes
   uint32_t block_shift;      // log2(tokens_per_block)
   float k_scale;
   float v_scale;
@@ -57,7 +62,7 @@ __device__ __forceinline__ fp8_t convert<bf16_t, fp8_t>(bf16_t x, float s) {
   return from_f32<fp8_t>(to_f32(x) / s);
 }
 
-template <class In, class Out, int E>
+template <class In, class Out, int E, bool Strided>
 __global__ void __launch_bounds__(kThreads) store_kv_kernel(StoreParams p) {
   constexpr uint32_t kDstItemBytes = sizeof(Out) * E;
   constexpr uint32_t kSrcItemBytes = sizeof(In) * E;
@@ -80,8 +85,16 @@ __global__ void __launch_bounds__(kThreads) store_kv_kernel(StoreParams p) {
     const uint64_t token = uint64_t(p.token_begin) + tok;
     // The source row does not depend on the slot: load both at once rather
     // than one after the other (two memory latencies per small call).
-    const unsigned char* src =
-        (kv == 0 ? p.key : p.value) + token * p.src_token_bytes + uint64_t(rr) * kSrcItemBytes;
+    const unsigned char* src;
+    if constexpr (Strided) {
+      const uint32_t b = uint32_t(token) / p.seq_len;
+      const uint32_t t = uint32_t(token) - b * p.seq_len;
+      const int64_t* st = p.src_strides[kv];
+      src = (kv == 0 ? p.key : p.value) + int64_t(b) * st[0] + int64_t(t) * st[1] +
+            int64_t(h) * st[2] + int64_t(v) * kSrcItemBytes;
+    } else {
+      src = (kv == 0 ? p.key : p.value) + token * p.src_token_bytes + uint64_t(rr) * kSrcItemBytes;
+    }
     load_pack(data[j], src);
     const int64_t slot = p.slots[token];
     if (slot < 0 || slot >= p.num_slots) {
@@ -109,8 +122,8 @@ __global__ void __launch_bounds__(kThreads) store_kv_kernel(StoreParams p) {
   }
 }
 
-template <class In, class Out, int E>
-void launch(StoreParams p, uint32_t num_tokens, cudaStream_t stream) {
+template <class In, class Out, int E, bool Strided>
+void launch_with(StoreParams p, uint32_t num_tokens, cudaStream_t stream) {
   // 32-bit item indices: a launch takes at most 2^31 items.
   const uint32_t max_tokens = uint32_t((uint64_t(1) << 31) / p.items_per_token);
   for (uint32_t begin = 0; begin < num_tokens; begin += max_tokens) {
@@ -119,9 +132,17 @@ void launch(StoreParams p, uint32_t num_tokens, cudaStream_t stream) {
     p.num_items = n * p.items_per_token;
     const uint32_t per_block = kThreads * kItemsPerThread;
     const uint32_t blocks = (p.num_items + per_block - 1) / per_block;
-    store_kv_kernel<In, Out, E><<<blocks, kThreads, 0, stream>>>(p);
+    store_kv_kernel<In, Out, E, Strided><<<blocks, kThreads, 0, stream>>>(p);
     cuda_check(cudaGetLastError(), "store_kv kernel launch");
   }
+}
+
+template <class In, class Out, int E>
+void launch(StoreParams p, uint32_t num_tokens, cudaStream_t stream) {
+  if (p.seq_len == 0)
+    launch_with<In, Out, E, false>(p, num_tokens, stream);
+  else
+    launch_with<In, Out, E, true>(p, num_tokens, stream);
 }
 
 }  // namespace
@@ -153,12 +174,28 @@ void launch_store_kv(const StoreKvWork& w, KernelErrorRecord* err, cudaStream_t 
   const uint64_t key_addr = reinterpret_cast<uintptr_t>(w.key);
   const uint64_t value_addr = reinterpret_cast<uintptr_t>(p.value);
   const uint64_t base_addr = reinterpret_cast<uintptr_t>(kv.base);
+  // Strided sources: seq_len != 0 selects the strided kernel; the strides'
+  // bytes bound the vector width like the addresses do. (Negative strides
+  // wrap to the same residues modulo the power-of-two widths.)
+  uint64_t stride_align = 16;
+  if (!w.contiguous_source()) {
+    p.seq_len = w.seq_len;
+    const uint32_t kvs = w.value != nullptr ? 2 : 1;
+    for (uint32_t k = 0; k < 2; ++k)
+      for (int j = 0; j < 3; ++j) {
+        p.src_strides[k][j] = w.src_strides[k < kvs ? k : 0][j] * int64_t(src_es);
+        // The sequence stride is never multiplied by a non-zero b with one sequence.
+        if (j == 0 && w.seq_len == w.num_tokens) continue;
+        stride_align = uint64_t(common_alignment({stride_align, uint64_t(p.src_strides[k][j])}));
+      }
+  }
 
   if (w.src_dtype == kv.dtype) {
     // A byte copy of each head row, in the widest vectors every address allows.
     const uint64_t row = uint64_t(kv.head_dim) * src_es;
     const int width = common_alignment({row, key_addr, value_addr, base_addr, kv.block_stride,
-                                        kv.kv_stride, kv.token_stride, kv.head_stride});
+                                        kv.kv_stride, kv.token_stride, kv.head_stride,
+                                        stride_align});
     p.items_per_row = uint32_t(row / width);
     p.items_per_kv = kv.kv_heads * p.items_per_row;
     p.items_per_token = kv.kv_factor * p.items_per_kv;
@@ -172,7 +209,8 @@ void launch_store_kv(const StoreKvWork& w, KernelErrorRecord* err, cudaStream_t 
   }
   // fp8 quantization: 8 elements per item when the rows and addresses allow.
   const bool by8 = kv.head_dim % 8 == 0 &&
-                   common_alignment({key_addr, value_addr}) >= int(src_es * 8 > 16 ? 16 : src_es * 8) &&
+                   common_alignment({key_addr, value_addr, stride_align}) >=
+                       int(src_es * 8 > 16 ? 16 : src_es * 8) &&
                    common_alignment({base_addr, kv.block_stride, kv.kv_stride, kv.token_stride,
                                      kv.head_stride}) >= 8;
   items(by8 ? 8 : 1);

@@ -65,6 +65,106 @@ func (c *Cache) StoreKV(a *StoreArgs, stream Stream) error {
 	return wrap(op, kvc.Kvc_store_kv(h, s, uintptr(stream)))
 }
 
+// StoreStrides says where StoreKVStrided reads each token's K and V
+// (kvc_store_strides_t): token i is token i % SeqLen of source sequence
+// i / SeqLen (SeqLen 0: one sequence), and head h of it starts at element
+// b*Key[0] + t*Key[1] + h*Key[2] of the key (Value likewise); the head
+// dimension is contiguous. Strides count elements of SrcDType, of any
+// sign. A model's [batch][kv_heads][n][head_dim] tensor with strides
+// (s0, s1, s2, 1) is SeqLen n, Key {s0, s2, s1}.
+type StoreStrides struct {
+	SeqLen uint32
+	Key    [3]int64 // sequence, token, head
+	Value  [3]int64 // unread when the kv factor is 1
+}
+
+func fillStoreStrides(s kvc.Kvc_store_strides_t, st *StoreStrides) {
+	kvc.Kvc_store_strides_init(s)
+	s.SetSeq_len(st.SeqLen)
+	s.SetKey_seq_stride(st.Key[0])
+	s.SetKey_token_stride(st.Key[1])
+	s.SetKey_head_stride(st.Key[2])
+	s.SetValue_seq_stride(st.Value[0])
+	s.SetValue_token_stride(st.Value[1])
+	s.SetValue_head_stride(st.Value[2])
+}
+
+// StoreKVStrided is StoreKV reading K and V through strides
+// (kvc_store_kv_strided), so a model's K/V views are stored without a
+// copy: Key and Value are the addresses of element 0 of their tensors.
+func (c *Cache) StoreKVStrided(a *StoreArgs, st *StoreStrides, stream Stream) error {
+	const op = "kvc_store_kv_strided"
+	h := c.acquire()
+	if h == 0 {
+		return closedError(op)
+	}
+	defer c.mu.RUnlock()
+	s := kvc.NewKvc_store_args_t()
+	defer kvc.DeleteKvc_store_args_t(s)
+	kvc.Kvc_store_args_init(s)
+	s.SetLayer(a.Layer)
+	s.SetNum_tokens(a.NumTokens)
+	s.SetSrc_dtype(uint32(a.SrcDType))
+	s.SetKey(a.Key)
+	s.SetValue(a.Value)
+	s.SetSlot_mapping(a.SlotMapping)
+	s.SetK_scale(scaleOrOne(a.KScale))
+	s.SetV_scale(scaleOrOne(a.VScale))
+	t := kvc.NewKvc_store_strides_t()
+	defer kvc.DeleteKvc_store_strides_t(t)
+	fillStoreStrides(t, st)
+	return wrap(op, kvc.Kvc_store_kv_strided(h, s, t, uintptr(stream)))
+}
+
+// StoreKVStridedHost is StoreKVStrided on a CPU cache with Go buffers:
+// Key and Value start at element 0 of their tensors and are copied to C
+// memory whole for the call; the strides must stay inside them (the
+// library cannot check that: a stride reaching past a buffer reads C
+// memory beyond the copy).
+func (c *Cache) StoreKVStridedHost(a *HostStoreArgs, st *StoreStrides) error {
+	const op = "kvcache.StoreKVStridedHost"
+	h := c.acquire()
+	if h == 0 {
+		return closedError(op)
+	}
+	defer c.mu.RUnlock()
+	if err := requireCPU(h, op); err != nil {
+		return err
+	}
+	var bufs cBuffers
+	defer bufs.free()
+	key, err := bufs.copyIn(op, firstByte(a.Key), len(a.Key))
+	if err != nil {
+		return err
+	}
+	var value uintptr
+	if a.Value != nil {
+		if value, err = bufs.alloc(op, firstByte(a.Value), len(a.Value)); err != nil {
+			return err
+		}
+	}
+	p, n := int64Bytes(a.SlotMapping)
+	slots, err := bufs.copyIn(op, p, n)
+	if err != nil {
+		return err
+	}
+	s := kvc.NewKvc_store_args_t()
+	defer kvc.DeleteKvc_store_args_t(s)
+	kvc.Kvc_store_args_init(s)
+	s.SetLayer(a.Layer)
+	s.SetNum_tokens(uint32(len(a.SlotMapping)))
+	s.SetSrc_dtype(uint32(a.SrcDType))
+	s.SetKey(key)
+	s.SetValue(value)
+	s.SetSlot_mapping(slots)
+	s.SetK_scale(scaleOrOne(a.KScale))
+	s.SetV_scale(scaleOrOne(a.VScale))
+	t := kvc.NewKvc_store_strides_t()
+	defer kvc.DeleteKvc_store_strides_t(t)
+	fillStoreStrides(t, st)
+	return wrap("kvc_store_kv_strided", kvc.Kvc_store_kv_strided(h, s, t, 0))
+}
+
 // HostStoreArgs is StoreArgs over Go memory, for StoreKVHost on a CPU
 // cache: NumTokens is len(SlotMapping); Key and Value hold NumTokens *
 // kv_heads * head_dim elements of SrcDType, little-endian.

@@ -161,7 +161,11 @@ func TestConfigRoundTrip(t *testing.T) {
 	must(t, cfg.SetBlockReuse(false))
 	must(t, cfg.SetPartialReuse(false))
 	must(t, cfg.SetCopyOnPartialReuse(false))
-	must(t, cfg.SetEventBufferSize(1024))
+	// Events are not implemented yet: only 0 is accepted.
+	if err := cfg.SetEventBufferSize(1024); !errors.Is(err, kvcache.ErrUnsupported) {
+		t.Errorf("SetEventBufferSize(1024) = %v, want ErrUnsupported", err)
+	}
+	must(t, cfg.SetEventBufferSize(0))
 	must(t, cfg.Validate())
 
 	clone, err := cfg.Clone()
@@ -188,7 +192,7 @@ func TestConfigRoundTrip(t *testing.T) {
 		uint32(0), uint32(256), kvcache.DeviceCPU, int32(0),
 		uint64(1 << 40), uint64(1 << 33), 0.5,
 		uint64(1 << 35), uint32(60), false,
-		false, false, uint32(1024),
+		false, false, uint32(0),
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("clone getters\n got %v\nwant %v", got, want)
@@ -334,6 +338,8 @@ func TestUseAfterClose(t *testing.T) {
 	record("SlotMapping", func() error { _, _, err := c.SlotMapping(0, ids); return err }())
 	record("StoreKV", c.StoreKV(&kvcache.StoreArgs{}, 0))
 	record("StoreKVHost", c.StoreKVHost(&kvcache.HostStoreArgs{}))
+	record("StoreKVStrided", c.StoreKVStrided(&kvcache.StoreArgs{}, &kvcache.StoreStrides{}, 0))
+	record("StoreKVStridedHost", c.StoreKVStridedHost(&kvcache.HostStoreArgs{}, &kvcache.StoreStrides{}))
 	record("CopyBlocks", c.CopyBlocks(0, nil, nil, nil, 0))
 	record("DecodeWorkspaceSize", func() error { _, err := c.DecodeWorkspaceSize(&kvcache.DecodeArgs{}); return err }())
 	record("DecodeAttention", c.DecodeAttention(&kvcache.DecodeArgs{}, 0))

@@ -63,10 +63,11 @@ typedef struct kvc_config kvc_config_t;
  *
  * Defaults: no layers (must be set), kv_heads and head_dim unset (must be
  * set), dtype bf16, kv_factor 2, layout NHD, 16 tokens per block, every
- * layer full attention, device cpu, no byte or token limit,
- * free_gpu_memory_fraction 0.9, host cache 0 bytes, offload min priority 35,
- * block reuse on, partial reuse on, copy on partial reuse on, event buffer
- * 0 (events off).
+ * layer full attention, device cpu, no byte or token limit (a CPU cache
+ * with neither then takes 1 GiB; a CUDA cache takes
+ * free_gpu_memory_fraction of the free GPU memory), free_gpu_memory_fraction
+ * 0.9, host cache 0 bytes, offload min priority 35, block reuse on, partial
+ * reuse on, copy on partial reuse on, event buffer 0 (events off).
  * @param[out] out Receives the new config; untouched on failure. The caller
  *             owns it and frees it with kvc_config_destroy().
  * @return KVC_OK, KVC_ERR_INVALID_ARGUMENT (out is NULL),
@@ -97,9 +98,8 @@ KVC_API void kvc_config_destroy(kvc_config_t *config);
  * Fails on: zero layers, kv heads or head dim; a per-layer kv heads array or
  * a window list longer than the number of layers (a window list shorter
  * than it repeats, as TensorRT-LLM's max_attention_window does; a per-layer
- * heads array must match exactly); a CPU cache with neither primary_bytes
- * nor max_tokens set; a byte or token budget too small for one block of
- * every pool. The message names the setting and its value.
+ * heads array must match exactly); a byte or token budget too small for
+ * one block of every pool. The message names the setting and its value.
  * @return KVC_OK or KVC_ERR_INVALID_ARGUMENT. Reads only.
  * @since 0.1.0
  */
@@ -221,7 +221,9 @@ KVC_API kvc_status_t kvc_config_get_device(const kvc_config_t *config,
  * @brief Upper bound on the primary pool, in bytes; 0 = no byte bound.
  *
  * The pool is the lesser of this, max_tokens and (on CUDA)
- * free_gpu_memory_fraction of the free device memory.
+ * free_gpu_memory_fraction of the free device memory. A CPU cache with
+ * neither this nor max_tokens set takes 1 GiB (since 0.3.0; before, it was
+ * refused).
  * @since 0.1.0
  */
 KVC_API kvc_status_t kvc_config_set_primary_bytes(kvc_config_t *config,
@@ -313,6 +315,10 @@ KVC_API kvc_status_t kvc_config_get_copy_on_partial_reuse(
 
 /**
  * @brief Capacity of the event ring, in events; 0 (default) turns events off.
+ *
+ * Events are not implemented yet: any value but 0 is refused with
+ * KVC_ERR_UNSUPPORTED (rather than accepted and ignored).
+ * @return KVC_OK (0), KVC_ERR_UNSUPPORTED (any other value).
  * @since 0.1.0
  */
 KVC_API kvc_status_t kvc_config_set_event_buffer_size(kvc_config_t *config,

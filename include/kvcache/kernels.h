@@ -91,6 +91,68 @@ KVC_API void kvc_store_args_init(kvc_store_args_t *args);
 KVC_API kvc_status_t kvc_store_kv(kvc_cache_t *cache,
                                   const kvc_store_args_t *args, void *stream);
 
+/**
+ * @brief Where kvc_store_kv_strided() reads each token's K and V: element
+ *        strides of the source tensors. Transparent; begins with struct_size.
+ *
+ * Token i of the call is token `t = i % seq_len` of source sequence
+ * `b = i / seq_len`; element d of its head h is read at element
+ * `b * key_seq_stride + t * key_token_stride + h * key_head_stride + d`
+ * of `key` (and likewise of `value`): the head dimension is contiguous,
+ * the other strides are free (any sign, 0 included). Strides count
+ * elements of src_dtype, as `torch.Tensor.stride()` and NumPy's strides
+ * divided by the item size do.
+ *
+ * A model's `[batch][kv_heads][n][head_dim]` K (transformers' layout,
+ * or any view of it with a contiguous last dimension) with strides
+ * `(s0, s1, s2, 1)` is `seq_len = n`, `key_seq_stride = s0`,
+ * `key_head_stride = s1`, `key_token_stride = s2`, with
+ * `num_tokens = batch * n` and `slot_mapping` in (b, t) order. The
+ * contiguous input of kvc_store_kv() is `seq_len = num_tokens`,
+ * `token_stride = kv_heads * head_dim`, `head_stride = head_dim`.
+ * @since 0.3.0
+ */
+typedef struct kvc_store_strides {
+  uint32_t struct_size;       /**< sizeof(kvc_store_strides_t) of the caller. */
+  uint32_t seq_len;           /**< Tokens per source sequence; num_tokens must
+                                   be a multiple of it; 0 = num_tokens (one
+                                   sequence). */
+  int64_t key_seq_stride;     /**< Elements between sequences b and b + 1 of key. */
+  int64_t key_token_stride;   /**< Elements between tokens t and t + 1 of key. */
+  int64_t key_head_stride;    /**< Elements between heads h and h + 1 of key. */
+  int64_t value_seq_stride;   /**< As key_seq_stride, of value (unread if kv_factor 1). */
+  int64_t value_token_stride; /**< As key_token_stride, of value. */
+  int64_t value_head_stride;  /**< As key_head_stride, of value. */
+} kvc_store_strides_t;
+
+/** Static initializer for kvc_store_strides_t (one sequence; the strides
+ *  are 0 and must be set). */
+#define KVC_STORE_STRIDES_INIT {sizeof(kvc_store_strides_t), 0, 0, 0, 0, 0, 0, 0}
+
+/** @brief Sets `strides` to KVC_STORE_STRIDES_INIT. NULL is ignored.
+ *  @since 0.3.0 */
+KVC_API void kvc_store_strides_init(kvc_store_strides_t *strides);
+
+/**
+ * @brief kvc_store_kv() reading K and V through strides, so a model's
+ *        K/V views (`[batch][kv_heads][n][head_dim]`, or a transposed
+ *        projection) are stored without a copy into the contiguous layout.
+ *
+ * Writes the same bytes as kvc_store_kv() would for the contiguous copy
+ * of the strided tensors (same conversions, same slot -1 skips), with the
+ * same stream, ordering and error rules.
+ * @param args What to store; `key` and `value` point at element 0 of
+ *        their tensors (sequence 0, token 0, head 0). Borrowed, as for
+ *        kvc_store_kv().
+ * @param strides How to address them; borrowed for the call.
+ * @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (as kvc_store_kv(), and NULL
+ *         strides, an unset struct_size, num_tokens not a multiple of
+ *         seq_len); KVC_ERR_DEVICE (the launch failed).
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_store_kv_strided(kvc_cache_t *cache, const kvc_store_args_t *args,
+                                          const kvc_store_strides_t *strides, void *stream);
+
 /* ===================================================================== */
 /* Block copies                                                          */
 /* ===================================================================== */

@@ -12,6 +12,11 @@
  *    with their `kvc_x_init()` or `KVC_X_INIT`;
  *  - threading: see common.h. Streams are opaque `void *` (a cudaStream_t
  *    cast); device memory is `void *`.
+ * Modules: config.h (the config object), cache.h (create, destroy,
+ * describe, layer views), sequence.h (sequences, and the probe and the
+ * retention clock that go with them), batch.h (per-step tables for a
+ * batch), stats.h (statistics, reset, invariant check), kernels.h (store,
+ * decode attention, block copies).
  */
 #ifndef KVCACHE_KVCACHE_H
 #define KVCACHE_KVCACHE_H

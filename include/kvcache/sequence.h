@@ -4,6 +4,15 @@
  *        much of it is cached, extend, commit computed tokens, rewind, fork,
  *        remove, pin; probe a prompt without side effects.
  *
+ * What lives here: every call about sequences (kvc_sequence_*), and two
+ * cache-wide calls that belong with them: kvc_cache_probe() answers the
+ * question kvc_sequence_add() answers (how much of this prompt is cached,
+ * with the same options) without adding anything, and
+ * kvc_cache_advance_clock() moves the clock that retention durations
+ * (kvc_sequence_options_t) run on. The cache's lifetime, shape and views are
+ * in cache.h; per-step tables for a batch of sequences in batch.h;
+ * statistics, kvc_cache_reset_reuse() and kvc_cache_check() in stats.h.
+ *
  * Sequences are named by caller-chosen 64-bit ids, as TensorRT-LLM's
  * request ids. Tokens are int32 ids. A block holds `tokens_per_block`
  * tokens of every layer of one layer group; a sequence holds one block per

@@ -6,7 +6,7 @@
 
 #include "backend/cpu_kernels.h"
 #include "backend/kernel_checks.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace kvc {
 
@@ -14,16 +14,35 @@ namespace {
 constexpr size_t kAlignment = 256;  // the same alignment cudaMalloc gives
 }
 
-void* CpuDevice::allocate(uint64_t bytes) {
+void* CpuDevice::allocate_at(FaultSite site, uint64_t bytes) {
+  const char* what = site == FaultSite::kAllocate ? "the pool" : "the host tier";
+  if (inject(site))
+    fail(KVC_ERR_OUT_OF_MEMORY, "could not allocate " + std::to_string(bytes) +
+                                    " bytes of host memory for " + what + " (injected fault)");
   const uint64_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* p = rounded == 0 ? nullptr : std::aligned_alloc(kAlignment, rounded);
   if (p == nullptr)
     fail(KVC_ERR_OUT_OF_MEMORY,
-         "could not allocate " + std::to_string(bytes) + " bytes of host memory for the pool");
+         "could not allocate " + std::to_string(bytes) + " bytes of host memory for " + what);
+  note_allocated(site, p);
   return p;
 }
 
-void CpuDevice::deallocate(void* ptr) noexcept { std::free(ptr); }
+void* CpuDevice::allocate(uint64_t bytes) { return allocate_at(FaultSite::kAllocate, bytes); }
+
+void CpuDevice::deallocate(void* ptr) noexcept {
+  note_released(FaultSite::kAllocate, ptr);
+  std::free(ptr);
+}
+
+void* CpuDevice::allocate_host(uint64_t bytes) {
+  return allocate_at(FaultSite::kAllocateHost, bytes);
+}
+
+void CpuDevice::deallocate_host(void* ptr) noexcept {
+  note_released(FaultSite::kAllocateHost, ptr);
+  std::free(ptr);
+}
 
 void CpuDevice::copy_blocks(void* pool_base, const BlockGeometry& g, const BlockCopy* copies,
                             size_t count, void* /*stream*/) {
@@ -47,12 +66,19 @@ void CpuDevice::copy_tier(TierDirection direction, void* device_pool, void* host
                           void* /*stream*/) {
   auto* dev = static_cast<unsigned char*>(device_pool);
   auto* host = static_cast<unsigned char*>(host_pool);
-  for (size_t i = 0; i < count; ++i) {
+  // An injected fault copies the first half, as a copy that broke off would.
+  const bool broken = inject(FaultSite::kCopyTier);
+  const size_t done = broken ? count / 2 : count;
+  for (size_t i = 0; i < done; ++i) {
     unsigned char* d = dev + uint64_t(copies[i].device_block) * block_bytes;
     unsigned char* h = host + uint64_t(copies[i].host_block) * block_bytes;
     if (direction == TierDirection::kOffload) std::memcpy(h, d, block_bytes);
     else std::memcpy(d, h, block_bytes);
   }
+  if (broken)
+    fail(KVC_ERR_DEVICE, std::string(direction == TierDirection::kOffload ? "offload" : "onboard") +
+                             " copy of " + std::to_string(count) +
+                             " blocks failed after " + std::to_string(done) + " (injected fault)");
 }
 
 void CpuDevice::store_kv(const StoreKvWork& work, void* /*stream*/) {

@@ -17,8 +17,8 @@ class CpuDevice final : public Device {
   void deallocate(void* ptr) noexcept override;
   void copy_blocks(void* pool_base, const BlockGeometry& geometry, const BlockCopy* copies,
                    size_t count, void* stream) override;
-  void* allocate_host(uint64_t bytes) override { return allocate(bytes); }
-  void deallocate_host(void* ptr) noexcept override { deallocate(ptr); }
+  void* allocate_host(uint64_t bytes) override;
+  void deallocate_host(void* ptr) noexcept override;
   // Host to host: memcpy, in the call.
   void copy_tier(TierDirection direction, void* device_pool, void* host_pool,
                  uint64_t block_bytes, const TierCopy* copies, size_t count,
@@ -32,6 +32,9 @@ class CpuDevice final : public Device {
   uint64_t decode_workspace_bytes(const DecodeWork&) const override { return 0; }
   // Work runs in the call, so there is never an error left to report.
   AsyncError async_error(void*) override { return {}; }
+
+ private:
+  void* allocate_at(FaultSite site, uint64_t bytes);
 };
 
 }  // namespace kvc

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "backend/numeric.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 namespace kvc {
 
@@ -27,25 +27,29 @@ void cpu_store_kv(const StoreKvWork& w) {
   const uint64_t D = kv.head_dim;
   const uint64_t src_es = dtype_size(w.src_dtype);
   const bool same = w.src_dtype == kv.dtype;
-  const void* src[2] = {w.key, w.value};
+  const unsigned char* src[2] = {static_cast<const unsigned char*>(w.key),
+                                 static_cast<const unsigned char*>(w.value)};
   const float scale[2] = {w.k_scale, w.v_scale};
   for (uint32_t i = 0; i < w.num_tokens; ++i) {
     const int64_t slot = w.slot_mapping[i];
     if (slot < 0) continue;
     const uint64_t block = uint64_t(slot) / T;
     const uint32_t offset = uint32_t(uint64_t(slot) % T);
+    const int64_t b = i / w.seq_len, t = i % w.seq_len;
     for (uint32_t k = 0; k < kv.kv_factor; ++k) {
+      const int64_t* st = w.src_strides[k];
       for (uint32_t h = 0; h < kv.kv_heads; ++h) {
-        const uint64_t first = (uint64_t(i) * kv.kv_heads + h) * D;
+        const int64_t first = b * st[0] + t * st[1] + int64_t(h) * st[2];
+        const unsigned char* row = src[k] + first * int64_t(src_es);
         unsigned char* dst = element_row(kv, block, k, offset, h);
         if (same) {
-          std::memcpy(dst, static_cast<const unsigned char*>(src[k]) + first * src_es, D * src_es);
+          std::memcpy(dst, row, D * src_es);
           continue;
         }
         // fp8 quantization: x / scale (a division, as the CUDA kernel does,
         // so both round identically).
         for (uint64_t d = 0; d < D; ++d)
-          dst[d] = f32_to_fp8e4m3(load_f32(src[k], w.src_dtype, first + d) / scale[k]);
+          dst[d] = f32_to_fp8e4m3(load_f32(row, w.src_dtype, d) / scale[k]);
       }
     }
   }

@@ -1,7 +1,7 @@
 // Stands in for the CUDA backend in builds without it (KVCACHE_CUDA=OFF or
 // no nvcc): CUDA caches fail with KVC_ERR_DEVICE and say why.
 #include "backend/cuda_entry.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace kvc {
 

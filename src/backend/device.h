@@ -8,8 +8,9 @@
 #include <memory>
 #include <string>
 
+#include "backend/fault_hook.h"
 #include "backend/kernel_work.h"
-#include "core/block_geometry.h"
+#include "base/block_geometry.h"
 #include "kvcache/config.h"
 
 namespace kvc {
@@ -88,6 +89,22 @@ class Device {
   // Waits for `stream`, then returns (and clears, unless sticky) the first
   // error recorded by enqueued kernel work.
   virtual AsyncError async_error(void* stream);
+
+  // Tests only (fault_hook.h): the hook asked before every allocation and
+  // tier copy; nullptr (the default) injects nothing. Not owned.
+  void set_fault_hook(FaultHook* hook) { fault_hook_ = hook; }
+
+ protected:
+  bool inject(FaultSite site) const { return fault_hook_ != nullptr && fault_hook_->fail(site); }
+  void note_allocated(FaultSite site, const void* p) const {
+    if (fault_hook_ != nullptr) fault_hook_->allocated(site, p);
+  }
+  void note_released(FaultSite site, const void* p) const {
+    if (fault_hook_ != nullptr && p != nullptr) fault_hook_->released(site, p);
+  }
+
+ private:
+  FaultHook* fault_hook_ = nullptr;
 };
 
 // Creates the device of a config: the CPU backend, or CUDA device `ordinal`.

@@ -2,7 +2,7 @@
 // cuda_entry.h; without it, asking for CUDA fails with a clear message.
 #include "backend/cpu_device.h"
 #include "backend/cuda_entry.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace kvc {
 

@@ -1,6 +1,6 @@
 // Defaults of the Device kernel entry points, for backends that have none.
 #include "backend/device.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace kvc {
 

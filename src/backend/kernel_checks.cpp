@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
-#include "core/error.h"
+#include "base/dtype.h"
+#include "base/error.h"
 
 namespace kvc {
 

@@ -42,6 +42,34 @@ struct StoreKvWork {
   const int64_t* slot_mapping = nullptr;
   float k_scale = 1.0f;
   float v_scale = 1.0f;
+  // Source addressing, in elements of src_dtype (kvc_store_strides_t):
+  // token i is token i % seq_len of source sequence i / seq_len, and head h
+  // of it starts at element b*stride[0] + t*stride[1] + h*stride[2] of key
+  // (src_strides[0]) or value (src_strides[1]). set_contiguous_source()
+  // gives kvc_store_kv's [num_tokens][kv_heads][head_dim].
+  uint32_t seq_len = 0;
+  int64_t src_strides[2][3] = {{0, 0, 0}, {0, 0, 0}};
+
+  void set_contiguous_source() {
+    const int64_t head = kv.head_dim, token = int64_t(kv.kv_heads) * kv.head_dim;
+    seq_len = num_tokens;
+    for (auto& s : src_strides) {
+      s[0] = token * num_tokens;
+      s[1] = token;
+      s[2] = head;
+    }
+  }
+  // Whether the source is laid out as set_contiguous_source() says (the
+  // sequence stride does not matter then: one sequence, or back to back).
+  bool contiguous_source() const {
+    const int64_t head = kv.head_dim, token = int64_t(kv.kv_heads) * kv.head_dim;
+    for (uint32_t k = 0; k < kv.kv_factor; ++k) {
+      const int64_t* s = src_strides[k];
+      if (s[1] != token || s[2] != head) return false;
+      if (seq_len != num_tokens && s[0] != token * seq_len) return false;
+    }
+    return true;
+  }
 };
 
 struct DecodeWork {

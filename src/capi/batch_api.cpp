@@ -29,9 +29,8 @@ KVC_API kvc_status_t kvc_batch_extend(kvc_cache_t* cache, const uint64_t* ids,
     kvc::Cache& c = cache_of(cache);
     require_array(ids, count, "ids", "count");
     require_array(tokens, count, "tokens", "count");
-    std::lock_guard<std::mutex> lock(c.mutex());
-    if (!c.manager().try_extend_batch(ids, tokens, count, stream))
-      return refused(c.manager().refusal());
+    kvc::Refusal refusal;
+    if (!c.extend_batch(ids, tokens, count, stream, &refusal)) return refused(refusal);
     return KVC_OK;
   });
 }
@@ -47,9 +46,7 @@ KVC_API kvc_status_t kvc_batch_block_table(const kvc_cache_t* cache, uint32_t gr
     if (max_blocks != 0 && count > SIZE_MAX / max_blocks)
       kvc::invalid_argument("count * max_blocks overflows: count " + std::to_string(count) +
                             ", max_blocks " + std::to_string(max_blocks));
-    std::lock_guard<std::mutex> lock(c.mutex());
-    const kvc::TableSize size =
-        kvc::write_block_table(c.manager(), group, ids, count, table, max_blocks, pad);
+    const kvc::TableSize size = c.block_table(group, ids, count, table, max_blocks, pad);
     if (blocks_needed != nullptr) *blocks_needed = size.needed;
     if (!size.fits) return too_small("table rows (max_blocks)", max_blocks, size.needed, "blocks");
     return KVC_OK;
@@ -67,9 +64,8 @@ KVC_API kvc_status_t kvc_batch_block_table_csr(const kvc_cache_t* cache, uint32_
     require(indptr, "indptr");
     require_array(indices, indices_capacity, "indices", "indices_capacity");
     require_array(last_page_len, count, "last_page_len", "count");
-    std::lock_guard<std::mutex> lock(c.mutex());
-    const kvc::TableSize size = kvc::write_block_table_csr(
-        c.manager(), group, ids, count, indptr, indices, indices_capacity, last_page_len);
+    const kvc::TableSize size =
+        c.block_table_csr(group, ids, count, indptr, indices, indices_capacity, last_page_len);
     if (num_indices != nullptr) *num_indices = size.needed;
     if (!size.fits) return too_small("indices", indices_capacity, size.needed, "entries");
     return KVC_OK;
@@ -82,8 +78,7 @@ KVC_API kvc_status_t kvc_batch_sequence_lengths(const kvc_cache_t* cache, const 
     const kvc::Cache& c = cache_of(cache);
     require_array(ids, count, "ids", "count");
     require_array(lengths, count, "lengths", "count");
-    std::lock_guard<std::mutex> lock(c.mutex());
-    kvc::write_sequence_lengths(c.manager(), ids, count, lengths);
+    c.sequence_lengths(ids, count, lengths);
   });
 }
 
@@ -95,9 +90,7 @@ KVC_API kvc_status_t kvc_batch_slot_mapping(kvc_cache_t* cache, uint32_t group,
     kvc::Cache& c = cache_of(cache);
     require_array(ids, count, "ids", "count");
     require_array(slots, capacity, "slots", "capacity");
-    std::lock_guard<std::mutex> lock(c.mutex());
-    const kvc::TableSize size =
-        kvc::write_slot_mapping(c.manager(), group, ids, count, slots, capacity, new_tokens);
+    const kvc::TableSize size = c.slot_mapping(group, ids, count, slots, capacity, new_tokens);
     if (num_slots != nullptr) *num_slots = size.needed;
     if (!size.fits) return too_small("slots", capacity, size.needed, "entries");
     return KVC_OK;

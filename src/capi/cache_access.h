@@ -1,8 +1,6 @@
-// Handle checks shared by the shims that work on a cache's sequences: the
-// NULL check and the lock every call on one cache takes.
+// Handle checks shared by the shims that work on a cache: the NULL check.
+// The lock is kvc::Cache's own (its facade methods take it).
 #pragma once
-
-#include <mutex>
 
 #include "capi/guard.h"
 #include "capi/handles.h"

@@ -2,7 +2,7 @@
 #include "capi/cache_access.h"
 #include "capi/guard.h"
 #include "capi/handles.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 using kvc::capi::guarded;
 using kvc::capi::require;

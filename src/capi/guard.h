@@ -10,7 +10,7 @@
 #include <type_traits>
 
 #include "capi/last_error.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace kvc::capi {
 

@@ -2,6 +2,7 @@
 // arguments on the host, and hand the work to the cache's Device. Kernels
 // only read the cache's shape, so they do not take the cache lock.
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,21 @@ kvc::DecodeWork decode_work_of(const kvc::Cache& c, const kvc_decode_args_t* arg
   return w;
 }
 
+kvc::StoreKvWork store_work_of(const kvc::Cache& c, const kvc_store_args_t* args) {
+  static const kvc_store_args_t defaults = KVC_STORE_ARGS_INIT;
+  const kvc_store_args_t a = read_sized(args, defaults, "args");
+  kvc::StoreKvWork w;
+  w.kv = c.layer_view(a.layer);
+  w.num_tokens = a.num_tokens;
+  w.src_dtype = a.src_dtype;
+  w.key = a.key;
+  w.value = a.value;
+  w.slot_mapping = a.slot_mapping;
+  w.k_scale = a.k_scale;
+  w.v_scale = a.v_scale;
+  return w;
+}
+
 }  // namespace
 
 extern "C" {
@@ -64,21 +80,39 @@ KVC_API void kvc_decode_args_init(kvc_decode_args_t* args) {
   if (args != nullptr) *args = init;
 }
 
+KVC_API void kvc_store_strides_init(kvc_store_strides_t* strides) {
+  const kvc_store_strides_t init = KVC_STORE_STRIDES_INIT;
+  if (strides != nullptr) *strides = init;
+}
+
 KVC_API kvc_status_t kvc_store_kv(kvc_cache_t* cache, const kvc_store_args_t* args,
                                   void* stream) {
   return guarded([&] {
     kvc::Cache& c = kvc::capi::cache_of(cache);
-    static const kvc_store_args_t defaults = KVC_STORE_ARGS_INIT;
-    const kvc_store_args_t a = read_sized(args, defaults, "args");
-    kvc::StoreKvWork w;
-    w.kv = c.layer_view(a.layer);
-    w.num_tokens = a.num_tokens;
-    w.src_dtype = a.src_dtype;
-    w.key = a.key;
-    w.value = a.value;
-    w.slot_mapping = a.slot_mapping;
-    w.k_scale = a.k_scale;
-    w.v_scale = a.v_scale;
+    kvc::StoreKvWork w = store_work_of(c, args);
+    w.set_contiguous_source();
+    kvc::check_store_args(w);
+    if (w.num_tokens == 0) return;
+    c.device().store_kv(w, stream);
+  });
+}
+
+KVC_API kvc_status_t kvc_store_kv_strided(kvc_cache_t* cache, const kvc_store_args_t* args,
+                                          const kvc_store_strides_t* strides, void* stream) {
+  return guarded([&] {
+    kvc::Cache& c = kvc::capi::cache_of(cache);
+    kvc::StoreKvWork w = store_work_of(c, args);
+    static const kvc_store_strides_t no_strides = KVC_STORE_STRIDES_INIT;
+    const kvc_store_strides_t s = read_sized(strides, no_strides, "strides");
+    w.seq_len = s.seq_len != 0 ? s.seq_len : w.num_tokens;
+    if (w.num_tokens % (w.seq_len != 0 ? w.seq_len : 1) != 0)
+      kvc::invalid_argument("num_tokens (" + std::to_string(w.num_tokens) +
+                            ") must be a multiple of strides->seq_len (" +
+                            std::to_string(w.seq_len) + ")");
+    const int64_t given[2][3] = {
+        {s.key_seq_stride, s.key_token_stride, s.key_head_stride},
+        {s.value_seq_stride, s.value_token_stride, s.value_head_stride}};
+    std::memcpy(w.src_strides, given, sizeof given);
     kvc::check_store_args(w);
     if (w.num_tokens == 0) return;
     c.device().store_kv(w, stream);

@@ -1,4 +1,5 @@
-// Sequence shims: argument checks, the cache lock, no logic.
+// Sequence shims: argument checks and conversions, no logic, no lock (the
+// kvc::Cache facade locks).
 #include "capi/cache_access.h"
 #include "kvcache/sequence.h"
 
@@ -40,6 +41,9 @@ kvc::SequenceOptions options_of(const kvc_sequence_options_t* in) {
                 "options->num_retention_ranges");
   for (size_t i = 0; i < v.num_retention_ranges; ++i) {
     const kvc_retention_range_t& r = v.retention_ranges[i];
+    if (r.reserved != 0)  // kept zero so a later version can give it a meaning
+      kvc::invalid_argument("options->retention_ranges[" + std::to_string(i) +
+                            "].reserved must be 0, got " + std::to_string(r.reserved));
     kvc::RetentionRange e;
     e.start = r.start;
     e.end = r.end;
@@ -73,10 +77,9 @@ KVC_API kvc_status_t kvc_sequence_add(kvc_cache_t* cache, uint64_t id, const int
     kvc::Cache& c = cache_of(cache);
     require_tokens(tokens, num_tokens);
     const kvc::SequenceOptions o = options_of(options);
-    std::lock_guard<std::mutex> lock(c.mutex());
     uint64_t cached = 0;
-    if (!c.manager().try_add(id, tokens, num_tokens, o, stream, &cached))
-      return refused(c.manager().refusal());
+    kvc::Refusal refusal;
+    if (!c.add(id, tokens, num_tokens, o, stream, &cached, &refusal)) return refused(refusal);
     if (cached_tokens != nullptr) *cached_tokens = cached;
     return KVC_OK;
   });
@@ -87,8 +90,8 @@ KVC_API kvc_status_t kvc_sequence_extend(kvc_cache_t* cache, uint64_t id, const 
   return guarded([&]() -> kvc_status_t {
     kvc::Cache& c = cache_of(cache);
     require_tokens(tokens, num_tokens);
-    std::lock_guard<std::mutex> lock(c.mutex());
-    if (!c.manager().try_extend(id, tokens, num_tokens, stream)) return refused(c.manager().refusal());
+    kvc::Refusal refusal;
+    if (!c.extend(id, tokens, num_tokens, stream, &refusal)) return refused(refusal);
     return KVC_OK;
   });
 }
@@ -96,48 +99,42 @@ KVC_API kvc_status_t kvc_sequence_extend(kvc_cache_t* cache, uint64_t id, const 
 KVC_API kvc_status_t kvc_sequence_commit(kvc_cache_t* cache, uint64_t id, uint64_t num_computed) {
   return guarded([&] {
     kvc::Cache& c = cache_of(cache);
-    std::lock_guard<std::mutex> lock(c.mutex());
-    c.manager().commit(id, num_computed);
+    c.commit(id, num_computed);
   });
 }
 
 KVC_API kvc_status_t kvc_sequence_rewind(kvc_cache_t* cache, uint64_t id, uint64_t num_tokens) {
   return guarded([&] {
     kvc::Cache& c = cache_of(cache);
-    std::lock_guard<std::mutex> lock(c.mutex());
-    c.manager().rewind(id, num_tokens);
+    c.rewind(id, num_tokens);
   });
 }
 
 KVC_API kvc_status_t kvc_sequence_fork(kvc_cache_t* cache, uint64_t parent, uint64_t child) {
   return guarded([&] {
     kvc::Cache& c = cache_of(cache);
-    std::lock_guard<std::mutex> lock(c.mutex());
-    c.manager().fork(parent, child);
+    c.fork(parent, child);
   });
 }
 
 KVC_API kvc_status_t kvc_sequence_remove(kvc_cache_t* cache, uint64_t id) {
   return guarded([&] {
     kvc::Cache& c = cache_of(cache);
-    std::lock_guard<std::mutex> lock(c.mutex());
-    c.manager().remove(id);
+    c.remove(id);
   });
 }
 
 KVC_API kvc_status_t kvc_sequence_pin(kvc_cache_t* cache, uint64_t id) {
   return guarded([&] {
     kvc::Cache& c = cache_of(cache);
-    std::lock_guard<std::mutex> lock(c.mutex());
-    c.manager().pin(id);
+    c.pin(id);
   });
 }
 
 KVC_API kvc_status_t kvc_sequence_unpin(kvc_cache_t* cache, uint64_t id) {
   return guarded([&] {
     kvc::Cache& c = cache_of(cache);
-    std::lock_guard<std::mutex> lock(c.mutex());
-    c.manager().unpin(id);
+    c.unpin(id);
   });
 }
 
@@ -146,18 +143,15 @@ KVC_API kvc_status_t kvc_sequence_describe(const kvc_cache_t* cache, uint64_t id
   return guarded([&] {
     const kvc::Cache& c = cache_of(cache);
     require(out, "out");
+    const kvc::SequenceSummary q = c.describe_sequence(id);
     kvc_sequence_desc_t d{};
-    {
-      std::lock_guard<std::mutex> lock(c.mutex());
-      const kvc::Sequence& s = c.manager().sequence(id);
-      d.prompt_priority = s.prompt_priority;
-      d.decode_priority = s.decode_priority;
-      d.num_tokens = s.length();
-      d.prompt_tokens = s.prompt_len;
-      d.cached_tokens = s.cached;
-      d.committed_tokens = s.committed;
-      d.num_blocks = s.num_blocks();
-    }
+    d.prompt_priority = q.prompt_priority;
+    d.decode_priority = q.decode_priority;
+    d.num_tokens = q.num_tokens;
+    d.prompt_tokens = q.prompt_tokens;
+    d.cached_tokens = q.cached_tokens;
+    d.committed_tokens = q.committed_tokens;
+    d.num_blocks = q.num_blocks;
     kvc::capi::write_sized(out, d, "out");
   });
 }
@@ -169,21 +163,12 @@ KVC_API kvc_status_t kvc_sequence_block_ids(const kvc_cache_t* cache, uint64_t i
     const kvc::Cache& c = cache_of(cache);
     require(count, "count");
     require_array(ids, capacity, "ids", "capacity");
-    std::lock_guard<std::mutex> lock(c.mutex());
-    const kvc::BlockManager& m = c.manager();
-    if (group >= m.num_groups())
-      kvc::invalid_argument("group must be < num_groups (" + std::to_string(m.num_groups()) +
-                            "), got " + std::to_string(group));
-    const kvc::Sequence& s = m.sequence(id);
-    const auto& blocks = s.blocks[group];
-    if (blocks.size() > capacity) {
-      *count = blocks.size();
+    const kvc::TableSize size = c.sequence_block_ids(id, group, ids, capacity);
+    *count = size.needed;
+    if (!size.fits)
       kvc::fail(KVC_ERR_BUFFER_TOO_SMALL, "ids holds " + std::to_string(capacity) +
                                               " entries but sequence " + std::to_string(id) +
-                                              " has " + std::to_string(blocks.size()) + " blocks");
-    }
-    for (size_t i = 0; i < blocks.size(); ++i) ids[i] = int32_t(blocks[i]);
-    *count = blocks.size();
+                                              " has " + std::to_string(size.needed) + " blocks");
   });
 }
 
@@ -192,16 +177,14 @@ KVC_API kvc_status_t kvc_sequence_blocks_needed(const kvc_cache_t* cache, uint64
   return guarded([&] {
     const kvc::Cache& c = cache_of(cache);
     require(out, "out");
-    std::lock_guard<std::mutex> lock(c.mutex());
-    *out = c.manager().blocks_needed(id, num_tokens);
+    *out = c.blocks_needed(id, num_tokens);
   });
 }
 
 KVC_API kvc_status_t kvc_cache_advance_clock(kvc_cache_t* cache, uint64_t milliseconds) {
   return guarded([&] {
     kvc::Cache& c = cache_of(cache);
-    std::lock_guard<std::mutex> lock(c.mutex());
-    c.manager().advance_clock(milliseconds);
+    c.advance_clock(milliseconds);
   });
 }
 
@@ -213,8 +196,7 @@ KVC_API kvc_status_t kvc_cache_probe(const kvc_cache_t* cache, const int32_t* to
     require_tokens(tokens, num_tokens);
     require(cached_tokens, "cached_tokens");
     const kvc::SequenceOptions o = options_of(options);
-    std::lock_guard<std::mutex> lock(c.mutex());
-    *cached_tokens = c.manager().probe(tokens, num_tokens, o);
+    *cached_tokens = c.probe(tokens, num_tokens, o);
   });
 }
 

@@ -13,11 +13,7 @@ KVC_API kvc_status_t kvc_cache_get_stats(const kvc_cache_t* cache, kvc_cache_sta
   return guarded([&] {
     const kvc::Cache& c = cache_of(cache);
     kvc::capi::require(out, "out");
-    kvc::CacheStats s;
-    {
-      std::lock_guard<std::mutex> lock(c.mutex());
-      s = c.manager().stats();
-    }
+    const kvc::CacheStats s = c.stats();
     kvc_cache_stats_t d{};
     d.num_blocks = s.num_blocks;
     d.free_blocks = s.free_blocks;
@@ -49,21 +45,16 @@ KVC_API kvc_status_t kvc_cache_get_group_stats(const kvc_cache_t* cache, uint32_
   return guarded([&] {
     const kvc::Cache& c = cache_of(cache);
     kvc::capi::require(out, "out");
+    const kvc::GroupSummary g = c.group_stats(group);  // checks the range
     kvc_group_stats_t d{};
-    {
-      std::lock_guard<std::mutex> lock(c.mutex());
-      const kvc::BlockManager& m = c.manager();
-      const kvc::GroupStats s = m.group_stats(group);  // checks the range
-      const uint32_t pool = m.pool_of_group(group);
-      d.pool = pool;
-      d.in_use_blocks = s.in_use_blocks;
-      d.cached_blocks = s.cached_blocks;
-      d.pool_free_blocks = m.pool(pool).num_free();
-      d.reused_blocks = s.reused_blocks;
-      d.missed_blocks = s.missed_blocks;
-      d.evicted_blocks = s.evicted_blocks;
-      d.released_blocks = s.released_blocks;
-    }
+    d.pool = g.pool;
+    d.in_use_blocks = g.counts.in_use_blocks;
+    d.cached_blocks = g.counts.cached_blocks;
+    d.pool_free_blocks = g.pool_free_blocks;
+    d.reused_blocks = g.counts.reused_blocks;
+    d.missed_blocks = g.counts.missed_blocks;
+    d.evicted_blocks = g.counts.evicted_blocks;
+    d.released_blocks = g.counts.released_blocks;
     kvc::capi::write_sized(out, d, "out");
   });
 }
@@ -71,16 +62,14 @@ KVC_API kvc_status_t kvc_cache_get_group_stats(const kvc_cache_t* cache, uint32_
 KVC_API kvc_status_t kvc_cache_reset_reuse(kvc_cache_t* cache) {
   return guarded([&] {
     kvc::Cache& c = cache_of(cache);
-    std::lock_guard<std::mutex> lock(c.mutex());
-    c.manager().reset_reuse();
+    c.reset_reuse();
   });
 }
 
 KVC_API kvc_status_t kvc_cache_check(const kvc_cache_t* cache) {
   return guarded([&] {
     const kvc::Cache& c = cache_of(cache);
-    std::lock_guard<std::mutex> lock(c.mutex());
-    c.manager().check_invariants();
+    c.check_invariants();
   });
 }
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "core/block_hash.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace kvc {
 
@@ -306,6 +306,19 @@ uint32_t BlockManager::lead_group(const Sequence& s, uint64_t b) const {
   for (uint32_t g = 0; g < num_groups(); ++g)
     if (s.blocks[g][b] != kNoBlock) return g;
   return UINT32_MAX;
+}
+
+// Every group's block, not only one: a rewind gives a sequence back a
+// windowed block it had lent a node (rewind()), and that block may be shared
+// with a pin or a fork while the sequence's anchor blocks are its own.
+bool BlockManager::holds_alone(const Sequence& s, uint64_t b) const {
+  for (uint32_t g = 0; g < num_groups(); ++g) {
+    const uint32_t blk = s.blocks[g][b];
+    if (blk == kNoBlock) continue;
+    const BlockInfo& info = pools_[group_pool_[g]].info(blk);
+    if (info.ref != 1 || info.node != kNoNode) return false;
+  }
+  return true;
 }
 
 bool BlockManager::holds_anchor(const Sequence& s, uint64_t b) const {
@@ -849,6 +862,15 @@ void check_length(uint64_t n, const char* what) {
                      " tokens long; the limit is " + std::to_string(kMaxSequenceTokens));
 }
 
+// `n` more tokens on a sequence of `length` (<= kMaxSequenceTokens): compared
+// without forming length + n, which wraps for n near UINT64_MAX.
+void check_growth(uint64_t length, uint64_t n, const char* what) {
+  if (n > kMaxSequenceTokens - length)
+    invalid_argument(std::string(what) + " = " + std::to_string(n) + " on a sequence of " +
+                     std::to_string(length) + " tokens would pass the limit of " +
+                     std::to_string(kMaxSequenceTokens) + " tokens");
+}
+
 std::vector<ExtraKey> sorted_extras(const SequenceOptions& o) {
   std::vector<ExtraKey> keys = o.extra_keys;
   sort_extra_keys(keys);
@@ -937,7 +959,7 @@ bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
   seqs_.reserve_one();
   seq->scope = scopes_.intern(scope_bytes);
   try {
-    prepare_sets(sets, match_full_, m.partial, stream);  // host tier: onboard, offload
+    prepare_sets(sets, match_full_, m.partial, window_scratch_.data(), stream);  // host tier: onboard, offload
   } catch (...) {
     scopes_.unref(seq->scope);
     throw;
@@ -1032,14 +1054,14 @@ bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
 bool BlockManager::try_extend(uint64_t id, const int32_t* tokens, uint64_t n, void* stream) {
   Sequence& s = sequence(id);
   if (n == 0) return true;
-  check_length(s.length() + n, "num_tokens");
+  check_growth(s.length(), n, "num_tokens");
   const uint64_t len = s.length();
   const bool cow = needs_copy_on_write(s);
   const uint64_t new_blocks = blocks_for(len + n, T_) - s.num_blocks();
   if (!have_sets(new_blocks + (cow ? 1 : 0), "extending", id)) return false;
   grow(s.tokens, s.tokens.size() + n);
   reserve_blocks(s, s.num_blocks() + new_blocks);
-  prepare_sets(new_blocks + (cow ? 1 : 0), no_nodes_, kNoNode, stream);
+  prepare_sets(new_blocks + (cow ? 1 : 0), no_nodes_, kNoNode, nullptr, stream);
   move_pages();
 
   if (cow) copy_on_write(s, stream);
@@ -1112,7 +1134,7 @@ bool BlockManager::try_extend_batch(const uint64_t* ids, const int32_t* tokens, 
     __builtin_prefetch(s->tokens.data() + s->tokens.size(), 1);
   }
   if (!have_sets(needed, "this decode step")) return false;
-  prepare_sets(needed, no_nodes_, kNoNode, stream);
+  prepare_sets(needed, no_nodes_, kNoNode, nullptr, stream);
   move_pages();
   for (size_t i = 0; i < count; ++i) {
     if (i + kSeqAhead < count) {
@@ -1160,13 +1182,11 @@ bool BlockManager::publish_full(Sequence& s, uint64_t b, const std::string& extr
     }
     return true;
   }
-  // A block shared with a fork sibling waits until this sequence holds it
-  // alone: the sibling may not hold the ancestors it would be linked under.
-  // Judged on a group that still holds the position.
-  const uint32_t lead = lead_group(s, b);
-  if (lead == UINT32_MAX || tree_.full()) return false;  // nothing left to publish / no room
-  const BlockInfo& own = pools_[group_pool_[lead]].info(s.blocks[lead][b]);
-  if (own.ref != 1 || own.node != kNoNode) return false;
+  // A block shared with a fork sibling or a pin waits until this sequence
+  // holds it alone: the sibling may not hold the ancestors it would be
+  // linked under.
+  if (lead_group(s, b) == UINT32_MAX || tree_.full()) return false;  // nothing to publish / no room
+  if (!holds_alone(s, b)) return false;
   for (uint32_t g = 0; g < num_groups(); ++g) set_scratch_[g] = s.blocks[g][b];
   std::string key_extra = extra;  // small or empty: no allocation in the common case
   const uint32_t node =
@@ -1250,8 +1270,10 @@ void BlockManager::rewind(uint64_t id, uint64_t n) {
     const uint32_t node = s.nodes[b];
     if (node != kNoNode) {
       if (holds_anchor(s, b)) {
-        // Windowed blocks this sequence gave the node go back to it alone:
-        // it no longer holds the node's anchor blocks.
+        // Windowed blocks this sequence gave the node go back to it: it no
+        // longer holds the node's anchor blocks. A pin or fork sharing such
+        // a block keeps it as a block of no node (holds_alone() then keeps
+        // it out of any new node until one holder is left).
         for (uint32_t g : windowed_) {
           const uint32_t own = s.blocks[g][b];
           if (own == kNoBlock || tree_.block(node, g) != own) continue;
@@ -1301,9 +1323,7 @@ void BlockManager::publish_tail(Sequence& s) {
   if (parent == kNoNode) return;
   if (b != s.published) return;  // its parent is not published
   if (tree_.full()) return;
-  // The tail is inside every window: every group holds it.
-  const BlockInfo& own = pools_[group_pool_[0]].info(s.blocks[0][b]);
-  if (own.ref != 1 || own.node != kNoNode) return;  // shared or already in the tree
+  if (!holds_alone(s, b)) return;  // shared or already in the tree
   if (any_extra_overlaps(s.extra_keys, b * T_, b * T_ + rows)) return;
   const int32_t* toks = s.token_at(b * T_);
   const uint64_t h = hash_block(tree_.node(parent).hash, scopes_.digest(s.scope), 0, toks, rows);
@@ -1374,7 +1394,7 @@ uint64_t BlockManager::probe(const int32_t* tokens, uint64_t n,
 uint64_t BlockManager::blocks_needed(uint64_t id, uint64_t n) const {
   const Sequence& s = sequence(id);
   if (n == 0) return 0;
-  check_length(s.length() + n, "num_tokens");
+  check_growth(s.length(), n, "num_tokens");
   return blocks_for(s.length() + n, T_) - s.num_blocks() + (needs_copy_on_write(s) ? 1 : 0);
 }
 

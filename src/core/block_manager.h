@@ -32,7 +32,7 @@
 #include "core/block_key.h"
 #include "core/block_pool.h"
 #include "core/cache_config.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/eviction_policy.h"
 #include "core/expiry_heap.h"
 #include "core/host_tier.h"
@@ -219,6 +219,8 @@ class BlockManager {
   bool needs_copy_on_write(const Sequence& s) const;
   // The first group still holding position b of s (UINT32_MAX: none).
   uint32_t lead_group(const Sequence& s, uint64_t b) const;
+  // Whether s holds every block it has at position b alone, none in a node.
+  bool holds_alone(const Sequence& s, uint64_t b) const;
   // Whether sequence s holds node s.nodes[b] apart from its own blocks.
   bool holds_anchor(const Sequence& s, uint64_t b) const;
   // The expiry heap key of a node's anchor (k = 0) or windowed slot k + 1.
@@ -291,8 +293,10 @@ class BlockManager {
   // are free, so that alloc_set evicts nothing. A failed copy throws
   // Error(KVC_ERR_DEVICE): the nodes whose copy failed stay where they were,
   // the copies' destinations are freed. Without a host tier: nothing.
+  // window_begin[g]: the first position of `held` whose windowed slot of
+  // group g the call takes (nullptr: none held).
   void prepare_sets(uint64_t sets, const std::vector<uint32_t>& held, uint32_t partial,
-                    void* stream);
+                    const int64_t* window_begin, void* stream);
   // Host-tier nodes among the matched ones (each needs a fresh block set).
   uint64_t count_in_host(const std::vector<uint32_t>& nodes, uint32_t partial) const;
   // commit found `node`, a host-tier node, under the key of the sequence's
@@ -306,7 +310,8 @@ class BlockManager {
   void drop_host_children(uint32_t node);
   void check_host_tier() const;
   // prepare_sets' parts.
-  void plan_victims(uint64_t count, const std::vector<uint32_t>& held, uint32_t partial);
+  void plan_victims(uint64_t sets, const std::vector<uint32_t>& held, uint32_t partial,
+                    const int64_t* window_begin);
   void offload_node(uint32_t node, const uint32_t* host_blocks);
   void onboard_node(uint32_t node, const uint32_t* blocks);
   void release_host_blocks(const uint32_t* blocks);

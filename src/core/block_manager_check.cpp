@@ -7,7 +7,7 @@
 
 #include "core/block_hash.h"
 #include "core/block_manager.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace kvc {
 

@@ -1,6 +1,6 @@
 #include "core/cache.h"
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace kvc {
 
@@ -68,6 +68,163 @@ LayerSlabs Cache::layer_view(uint32_t layer) const {
   v.window = g.window;
   v.layer = layer;
   return v;
+}
+
+// ---------------------------------------------------------------------------
+// The locked facade
+// ---------------------------------------------------------------------------
+
+namespace {
+using Lock = std::lock_guard<std::mutex>;
+}
+
+bool Cache::add(uint64_t id, const int32_t* tokens, uint64_t num_tokens,
+                const SequenceOptions& options, void* stream, uint64_t* cached_tokens,
+                Refusal* refusal) {
+  Lock lock(mutex_);
+  if (manager_->try_add(id, tokens, num_tokens, options, stream, cached_tokens)) return true;
+  *refusal = manager_->refusal();
+  return false;
+}
+
+bool Cache::extend(uint64_t id, const int32_t* tokens, uint64_t num_tokens, void* stream,
+                   Refusal* refusal) {
+  Lock lock(mutex_);
+  if (manager_->try_extend(id, tokens, num_tokens, stream)) return true;
+  *refusal = manager_->refusal();
+  return false;
+}
+
+bool Cache::extend_batch(const uint64_t* ids, const int32_t* tokens, size_t count, void* stream,
+                         Refusal* refusal) {
+  Lock lock(mutex_);
+  if (manager_->try_extend_batch(ids, tokens, count, stream)) return true;
+  *refusal = manager_->refusal();
+  return false;
+}
+
+void Cache::commit(uint64_t id, uint64_t num_computed) {
+  Lock lock(mutex_);
+  manager_->commit(id, num_computed);
+}
+
+void Cache::rewind(uint64_t id, uint64_t num_tokens) {
+  Lock lock(mutex_);
+  manager_->rewind(id, num_tokens);
+}
+
+void Cache::fork(uint64_t parent, uint64_t child) {
+  Lock lock(mutex_);
+  manager_->fork(parent, child);
+}
+
+void Cache::remove(uint64_t id) {
+  Lock lock(mutex_);
+  manager_->remove(id);
+}
+
+void Cache::pin(uint64_t id) {
+  Lock lock(mutex_);
+  manager_->pin(id);
+}
+
+void Cache::unpin(uint64_t id) {
+  Lock lock(mutex_);
+  manager_->unpin(id);
+}
+
+SequenceSummary Cache::describe_sequence(uint64_t id) const {
+  Lock lock(mutex_);
+  const Sequence& s = manager_->sequence(id);
+  SequenceSummary d;
+  d.prompt_priority = s.prompt_priority;
+  d.decode_priority = s.decode_priority;
+  d.num_tokens = s.length();
+  d.prompt_tokens = s.prompt_len;
+  d.cached_tokens = s.cached;
+  d.committed_tokens = s.committed;
+  d.num_blocks = s.num_blocks();
+  return d;
+}
+
+TableSize Cache::sequence_block_ids(uint64_t id, uint32_t group, int32_t* ids,
+                                    size_t capacity) const {
+  Lock lock(mutex_);
+  if (group >= manager_->num_groups())
+    invalid_argument("group must be < num_groups (" + std::to_string(manager_->num_groups()) +
+                     "), got " + std::to_string(group));
+  const auto& blocks = manager_->sequence(id).blocks[group];
+  TableSize size;
+  size.needed = blocks.size();
+  size.fits = blocks.size() <= capacity;
+  if (size.fits)
+    for (size_t i = 0; i < blocks.size(); ++i) ids[i] = int32_t(blocks[i]);
+  return size;
+}
+
+uint64_t Cache::blocks_needed(uint64_t id, uint64_t num_tokens) const {
+  Lock lock(mutex_);
+  return manager_->blocks_needed(id, num_tokens);
+}
+
+uint64_t Cache::probe(const int32_t* tokens, uint64_t num_tokens,
+                      const SequenceOptions& options) const {
+  Lock lock(mutex_);
+  return manager_->probe(tokens, num_tokens, options);
+}
+
+void Cache::advance_clock(uint64_t milliseconds) {
+  Lock lock(mutex_);
+  manager_->advance_clock(milliseconds);
+}
+
+void Cache::reset_reuse() {
+  Lock lock(mutex_);
+  manager_->reset_reuse();
+}
+
+void Cache::check_invariants() const {
+  Lock lock(mutex_);
+  manager_->check_invariants();
+}
+
+CacheStats Cache::stats() const {
+  Lock lock(mutex_);
+  return manager_->stats();
+}
+
+GroupSummary Cache::group_stats(uint32_t group) const {
+  Lock lock(mutex_);
+  GroupSummary g;
+  g.counts = manager_->group_stats(group);  // checks the range
+  g.pool = manager_->pool_of_group(group);
+  g.pool_free_blocks = manager_->pool(g.pool).num_free();
+  return g;
+}
+
+TableSize Cache::block_table(uint32_t group, const uint64_t* ids, size_t count, int32_t* table,
+                             size_t max_blocks, int32_t pad) const {
+  Lock lock(mutex_);
+  return write_block_table(*manager_, group, ids, count, table, max_blocks, pad);
+}
+
+TableSize Cache::block_table_csr(uint32_t group, const uint64_t* ids, size_t count,
+                                 int32_t* indptr, int32_t* indices, size_t indices_capacity,
+                                 int32_t* last_page_len) const {
+  Lock lock(mutex_);
+  return write_block_table_csr(*manager_, group, ids, count, indptr, indices, indices_capacity,
+                               last_page_len);
+}
+
+void Cache::sequence_lengths(const uint64_t* ids, size_t count, int32_t* lengths) const {
+  Lock lock(mutex_);
+  write_sequence_lengths(*manager_, ids, count, lengths);
+}
+
+TableSize Cache::slot_mapping(uint32_t group, const uint64_t* ids, size_t count, int64_t* slots,
+                              size_t capacity, int32_t* new_tokens) {
+  Lock lock(mutex_);
+  return write_slot_mapping(*manager_, group, ids, count, slots, capacity, new_tokens);
 }
 
 }  // namespace kvc

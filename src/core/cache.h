@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/device.h"
+#include "core/batch_tables.h"
 #include "core/block_manager.h"
 #include "core/cache_config.h"
 #include "core/layer_groups.h"
@@ -15,6 +16,24 @@
 #include "core/pool_memory.h"
 
 namespace kvc {
+
+// What kvc_sequence_describe reports.
+struct SequenceSummary {
+  uint32_t prompt_priority = 0;
+  uint32_t decode_priority = 0;
+  uint64_t num_tokens = 0;
+  uint64_t prompt_tokens = 0;
+  uint64_t cached_tokens = 0;
+  uint64_t committed_tokens = 0;
+  uint64_t num_blocks = 0;
+};
+
+// A group's counters with its pool (kvc_group_stats_t).
+struct GroupSummary {
+  GroupStats counts;
+  uint32_t pool = 0;
+  uint64_t pool_free_blocks = 0;
+};
 
 class Cache {
  public:
@@ -40,10 +59,47 @@ class Cache {
   // kernels take). Throws KVC_ERR_INVALID_ARGUMENT for a layer out of range.
   LayerSlabs layer_view(uint32_t layer) const;
 
-  // Serializes the mutating calls on this cache.
-  std::mutex& mutex() const { return mutex_; }
+  // --- The locked facade --------------------------------------------------
+  // Every call below takes this cache's lock itself, so any thread may call
+  // any of them (the C API's threading promise is kept here, in one place).
+  // Errors throw kvc::Error; running out of blocks returns false with the
+  // reason in *refusal (nothing changed), as BlockManager::try_add does.
+  bool add(uint64_t id, const int32_t* tokens, uint64_t num_tokens, const SequenceOptions& options,
+           void* stream, uint64_t* cached_tokens, Refusal* refusal);
+  bool extend(uint64_t id, const int32_t* tokens, uint64_t num_tokens, void* stream,
+              Refusal* refusal);
+  bool extend_batch(const uint64_t* ids, const int32_t* tokens, size_t count, void* stream,
+                    Refusal* refusal);
+  void commit(uint64_t id, uint64_t num_computed);
+  void rewind(uint64_t id, uint64_t num_tokens);
+  void fork(uint64_t parent, uint64_t child);
+  void remove(uint64_t id);
+  void pin(uint64_t id);
+  void unpin(uint64_t id);
+  SequenceSummary describe_sequence(uint64_t id) const;
+  // The block ids of one group into ids[capacity]; .needed is the count
+  // (also when they do not fit).
+  TableSize sequence_block_ids(uint64_t id, uint32_t group, int32_t* ids, size_t capacity) const;
+  uint64_t blocks_needed(uint64_t id, uint64_t num_tokens) const;
+  uint64_t probe(const int32_t* tokens, uint64_t num_tokens, const SequenceOptions& options) const;
+  void advance_clock(uint64_t milliseconds);
+  void reset_reuse();
+  void check_invariants() const;
+  CacheStats stats() const;
+  GroupSummary group_stats(uint32_t group) const;
+  // The batch tables (batch_tables.h).
+  TableSize block_table(uint32_t group, const uint64_t* ids, size_t count, int32_t* table,
+                        size_t max_blocks, int32_t pad) const;
+  TableSize block_table_csr(uint32_t group, const uint64_t* ids, size_t count, int32_t* indptr,
+                            int32_t* indices, size_t indices_capacity,
+                            int32_t* last_page_len) const;
+  void sequence_lengths(const uint64_t* ids, size_t count, int32_t* lengths) const;
+  TableSize slot_mapping(uint32_t group, const uint64_t* ids, size_t count, int64_t* slots,
+                         size_t capacity, int32_t* new_tokens);
 
-  // Sequences, blocks, the radix tree and eviction; callers hold mutex().
+  // The manager itself, unsynchronized: for the core's own tests and tools
+  // that own the cache on one thread. The C API never uses it
+  // (tests/structure checks).
   BlockManager& manager() { return *manager_; }
   const BlockManager& manager() const { return *manager_; }
 
@@ -58,7 +114,7 @@ class Cache {
   std::vector<std::unique_ptr<PoolMemory>> pools_;
   std::vector<std::unique_ptr<PoolMemory>> host_pools_;
   std::unique_ptr<BlockManager> manager_;
-  mutable std::mutex mutex_;
+  mutable std::mutex mutex_;  // serializes the facade's calls
 };
 
 }  // namespace kvc

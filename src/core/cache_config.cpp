@@ -3,7 +3,7 @@
 #include <cmath>
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/layer_groups.h"
 #include "core/memory_plan.h"
 
@@ -80,6 +80,12 @@ void CacheConfig::check_device(kvc_device_kind_t kind, int32_t ordinal) {
   }
   invalid_argument("device kind must be KVC_DEVICE_CPU (1) or KVC_DEVICE_CUDA (2), got " +
                    std::to_string(kind));
+}
+
+void CacheConfig::check_event_buffer_size(uint32_t v) {
+  if (v != 0)
+    fail(KVC_ERR_UNSUPPORTED, "event_buffer_size must be 0, got " + std::to_string(v) +
+                                  ": KV events are not implemented in this version");
 }
 
 void CacheConfig::check_fraction(double v) {

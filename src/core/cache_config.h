@@ -52,6 +52,8 @@ struct CacheConfig {
   static void check_device(kvc_device_kind_t kind, int32_t ordinal);
   static void check_fraction(double v);
   static void check_priority(uint32_t v, const char* what);
+  // Events are not implemented yet: 0 only (KVC_ERR_UNSUPPORTED otherwise).
+  static void check_event_buffer_size(uint32_t v);
 
   // Whole-config checks, except the memory budget against the pools, which
   // needs the layer groups (see memory_plan.h).

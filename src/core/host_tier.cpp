@@ -5,7 +5,7 @@
 #include "core/host_tier.h"
 
 #include "core/block_manager.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace kvc {
 
@@ -51,87 +51,150 @@ uint64_t BlockManager::set_bytes() const {
 // Planning: which nodes the call evicts, and how
 // ---------------------------------------------------------------------------
 
-// Picks `count` primary victims as alloc_set would evict them one by one
-// (the nodes the call holds excepted), decides each one's fate and the host
-// nodes evicted to make room for the offloads. Only the queues change while
-// it looks ahead, and every such change is undone before it returns.
-void BlockManager::plan_victims(uint64_t count, const std::vector<uint32_t>& held,
-                                uint32_t partial) {
+// Picks the victims that free enough primary blocks in every pool for
+// `sets` block sets, in the order alloc_block() would evict them one by one
+// (evict_one: the lowest (priority, age) among the anchor queue and the
+// windowed groups' queues of a pool still short), the nodes the call holds
+// excepted: their anchor entries, and their windowed slots the call takes
+// (positions >= window_begin[g]; every slot of `partial`). An anchor victim
+// frees every block it has, its queued windowed slots with it. Decides each
+// anchor victim's fate (offload or drop) and the host nodes evicted to make
+// room for the offloads, counted in blocks per pool (a node whose windowed
+// slot is empty has fewer). Only the queues change while it looks ahead,
+// and every such change is undone before it returns.
+void BlockManager::plan_victims(uint64_t sets, const std::vector<uint32_t>& held,
+                                uint32_t partial, const int64_t* window_begin) {
+  const size_t P = pools_.size();
+  host_.short_blocks.resize(P);
+  bool short_any = false;
+  for (size_t p = 0; p < P; ++p) {
+    host_.short_blocks[p] = int64_t(sets * pool_groups_[p]) - int64_t(pools_[p].num_free());
+    short_any |= host_.short_blocks[p] > 0;
+  }
+  if (!short_any) return;
   expire_due();  // the victim order must be current
+  host_.host_room.resize(P);
+  for (size_t p = 0; p < P; ++p) host_.host_room[p] = int64_t(host_.pools[p].num_free());
+  host_.freed.resize(P);
+
+  auto queue = [&](uint32_t q) -> EvictionPolicy& {
+    return q == HostTier::kPrimaryQueue ? policy_
+           : q == HostTier::kHostQueue  ? host_.policy
+                                        : window_policies_[q - HostTier::kWindowQueue];
+  };
+  auto take_out = [&](uint32_t n, uint32_t q) {
+    EvictionPolicy& e = queue(q);
+    host_.undo.push_back({n, q, false, e.priority(n), e.age(n)});
+    e.remove(n);
+  };
+  auto put_in = [&](uint32_t n, uint32_t q) {
+    const TreeNode& t = tree_.node(n);
+    queue(q).insert_by_age(n, t.priority, t.age);
+    host_.undo.push_back({n, q, true, t.priority, t.age});
+  };
   auto touch = [&](uint32_t n) {
     if (!host_.excluded[n] && host_.gone_primary[n] == 0 && host_.gone_host[n] == 0)
       host_.touched.push_back(n);
   };
-  auto exclude = [&](uint32_t n) {
+  auto slot_queue = [&](uint32_t g) { return HostTier::kWindowQueue + uint32_t(window_slot_[g]); };
+  auto exclude = [&](uint32_t n, int64_t position) {
     touch(n);
     host_.excluded[n] = 1;
-    if (policy_.contains(n)) {
-      policy_.remove(n);
-      host_.undo.push_back({n, false, false});
+    if (policy_.contains(n)) take_out(n, HostTier::kPrimaryQueue);
+    if (host_.policy.contains(n)) take_out(n, HostTier::kHostQueue);
+    for (uint32_t g : windowed_)
+      if ((position < 0 || window_begin == nullptr || position >= window_begin[g]) &&
+          queue(slot_queue(g)).contains(n))
+        take_out(n, slot_queue(g));
+  };
+  auto undo_all = [&] {
+    for (size_t i = host_.undo.size(); i > 0; --i) {
+      const HostTier::Undo& u = host_.undo[i - 1];
+      if (u.inserted) queue(u.queue).remove(u.node);
+      else queue(u.queue).insert_by_age(u.node, u.priority, u.age);
     }
-    if (host_.policy.contains(n)) {
-      host_.policy.remove(n);
-      host_.undo.push_back({n, true, false});
+    host_.undo.clear();
+    for (uint32_t n : host_.touched) {
+      host_.excluded[n] = 0;
+      host_.gone_primary[n] = 0;
+      host_.gone_host[n] = 0;
+    }
+    host_.touched.clear();
+  };
+  // Host nodes leave the tree until every pool has room for `freed` blocks.
+  auto make_host_room = [&]() {
+    for (;;) {
+      size_t q = 0;
+      while (q < P && host_.freed[q] <= host_.host_room[q]) ++q;
+      if (q == P) return true;
+      const uint32_t h = host_.policy.victim();
+      if (h == kNoNode) return false;
+      take_out(h, HostTier::kHostQueue);
+      host_.host_victims.push_back(h);
+      for (uint32_t g = 0; g < num_groups(); ++g)
+        if (tree_.block(h, g) != kNoBlock) ++host_.host_room[group_pool_[g]];
+      const uint32_t hp = tree_.node(h).parent;
+      touch(hp);
+      ++host_.gone_host[hp];
+      if (hp != RadixTree::kRoot && in_host_tier(hp) && !host_.excluded[hp] &&
+          tree_.node(hp).num_children == host_.gone_host[hp])
+        put_in(hp, HostTier::kHostQueue);
     }
   };
-  for (uint32_t n : held) exclude(n);
-  if (partial != kNoNode) exclude(partial);
 
-  uint64_t host_room = host_free_sets();
-  for (uint64_t i = 0; i < count; ++i) {
-    // Cached windowed slots of nodes in use are no anchor victims: what the
-    // plan cannot cover, alloc_block() evicts (drops) on its own.
-    const uint32_t v = policy_.victim();
-    if (v == kNoNode) break;
-    policy_.remove(v);
-    host_.undo.push_back({v, false, false});
-    const TreeNode& t = tree_.node(v);
-    bool offload = false;
-    if (t.priority >= host_.min_priority) {
-      if (host_room > 0) {
-        --host_room;
-        offload = true;
-      } else if (const uint32_t h = host_.policy.victim(); h != kNoNode) {
-        host_.policy.remove(h);
-        host_.undo.push_back({h, true, false});
-        host_.host_victims.push_back(h);
-        const uint32_t hp = tree_.node(h).parent;
-        touch(hp);
-        ++host_.gone_host[hp];
-        if (hp != RadixTree::kRoot && in_host_tier(hp) && !host_.excluded[hp] &&
-            tree_.node(hp).num_children == host_.gone_host[hp]) {
-          host_.policy.insert_by_age(hp, tree_.node(hp).priority, tree_.node(hp).age);
-          host_.undo.push_back({hp, true, true});
-        }
-        offload = true;
+  for (size_t b = 0; b < held.size(); ++b) exclude(held[b], int64_t(b));
+  if (partial != kNoNode) exclude(partial, -1);
+
+  for (;;) {
+    size_t p = 0;
+    while (p < P && host_.short_blocks[p] <= 0) ++p;
+    if (p == P) break;
+    uint32_t best = kNoNode, best_queue = 0, best_group = 0, best_priority = UINT32_MAX;
+    uint64_t best_age = 0;
+    auto consider = [&](uint32_t q, uint32_t g) {
+      const EvictionPolicy& e = queue(q);
+      const uint32_t n = e.victim();
+      if (n == kNoNode) return;
+      if (e.priority(n) < best_priority || (e.priority(n) == best_priority && e.age(n) < best_age))
+        best = n, best_queue = q, best_group = g, best_priority = e.priority(n), best_age = e.age(n);
+    };
+    if (pool_has_anchor_[p]) consider(HostTier::kPrimaryQueue, 0);
+    for (uint32_t g : pool_windowed_[p]) consider(slot_queue(g), g);
+    if (best == kNoNode) {  // have_blocks() rules this out
+      undo_all();
+      fail(KVC_ERR_INTERNAL, "pool " + std::to_string(p) + " has no block to evict");
+    }
+    take_out(best, best_queue);
+    if (best_queue != HostTier::kPrimaryQueue) {  // a windowed slot, on its own
+      host_.slot_victims.push_back({best, best_group});
+      --host_.short_blocks[p];
+      continue;
+    }
+    const uint32_t v = best;
+    for (size_t q = 0; q < P; ++q) host_.freed[q] = 0;
+    for (uint32_t g = 0; g < num_groups(); ++g) {
+      if (windowed(g)) {
+        if (!queue(slot_queue(g)).contains(v)) continue;  // empty (a cached node's slot is never in use)
+        take_out(v, slot_queue(g));
       }
+      ++host_.freed[group_pool_[g]];
     }
+    for (size_t q = 0; q < P; ++q) host_.short_blocks[q] -= host_.freed[q];
+    const TreeNode& t = tree_.node(v);
+    const bool offload = t.priority >= host_.min_priority && make_host_room();
+    if (offload)
+      for (size_t q = 0; q < P; ++q) host_.host_room[q] -= host_.freed[q];
     host_.victims.push_back({v, offload});
-    const uint32_t p = t.parent;
-    if (p == RadixTree::kRoot) continue;
-    touch(p);
-    ++host_.gone_primary[p];
-    const TreeNode& pt = tree_.node(p);
-    if (!in_host_tier(p) && !host_.excluded[p] && node_ref(p) == 0 &&
-        pt.num_children - host_.host_children[p] == host_.gone_primary[p]) {
-      policy_.insert_by_age(p, pt.priority, pt.age);
-      host_.undo.push_back({p, false, true});
-    }
+    const uint32_t parent = t.parent;
+    if (parent == RadixTree::kRoot) continue;
+    touch(parent);
+    ++host_.gone_primary[parent];
+    const TreeNode& pt = tree_.node(parent);
+    if (!in_host_tier(parent) && !host_.excluded[parent] && node_ref(parent) == 0 &&
+        pt.num_children - host_.host_children[parent] == host_.gone_primary[parent])
+      put_in(parent, HostTier::kPrimaryQueue);
   }
-
-  for (size_t i = host_.undo.size(); i > 0; --i) {
-    const HostTier::Undo& u = host_.undo[i - 1];
-    EvictionPolicy& q = u.host_policy ? host_.policy : policy_;
-    if (u.inserted) q.remove(u.node);
-    else q.insert_by_age(u.node, tree_.node(u.node).priority, tree_.node(u.node).age);
-  }
-  host_.undo.clear();
-  for (uint32_t n : host_.touched) {
-    host_.excluded[n] = 0;
-    host_.gone_primary[n] = 0;
-    host_.gone_host[n] = 0;
-  }
-  host_.touched.clear();
+  undo_all();
 }
 
 // ---------------------------------------------------------------------------
@@ -139,7 +202,7 @@ void BlockManager::plan_victims(uint64_t count, const std::vector<uint32_t>& hel
 // ---------------------------------------------------------------------------
 
 void BlockManager::prepare_sets(uint64_t sets, const std::vector<uint32_t>& held,
-                                uint32_t partial, void* stream) {
+                                uint32_t partial, const int64_t* window_begin, void* stream) {
   if (!host_.enabled() || sets == 0) return;
   device_.order_after_tier_copies(stream);
   const uint32_t G = num_groups();
@@ -148,11 +211,26 @@ void BlockManager::prepare_sets(uint64_t sets, const std::vector<uint32_t>& held
     if (in_host_tier(n)) host_.onboards.push_back(n);
   if (partial != kNoNode && in_host_tier(partial)) host_.onboards.push_back(partial);
   host_.victims.clear();
+  host_.slot_victims.clear();
   host_.host_victims.clear();
-  const uint64_t free = free_sets();
-  if (sets > free) plan_victims(sets - free, held, partial);
+  plan_victims(sets, held, partial, window_begin);
 
-  // 1. Room in the host tier: its victims leave the tree.
+  // 1. Windowed slots evicted on their own. Without anchor groups a node
+  // left with nothing leaves the tree: the call's own nodes must stay.
+  if (!host_.slot_victims.empty()) {
+    const bool guard = anchors_.empty();
+    if (guard) {
+      for (uint32_t n : held) ++tree_.holders(n);
+      if (partial != kNoNode) ++tree_.holders(partial);
+    }
+    for (const HostTier::SlotVictim& v : host_.slot_victims) evict_window_slot(v.node, v.group);
+    if (guard) {
+      for (uint32_t n : held) --tree_.holders(n);
+      if (partial != kNoNode) --tree_.holders(partial);
+    }
+  }
+
+  // Room in the host tier: its victims leave the tree.
   for (uint32_t h : host_.host_victims) evict_host_node(h);
 
   // 2. Offloads: every copy of the call in one batch, into fresh host sets.
@@ -283,10 +361,7 @@ void BlockManager::onboard_node(uint32_t node, const uint32_t* blocks) {
 }
 
 bool BlockManager::adopt_host_node(Sequence& s, uint64_t b, uint32_t node) {
-  const uint32_t lead = lead_group(s, b);
-  if (lead == UINT32_MAX) return false;
-  const BlockInfo& own = pools_[group_pool_[lead]].info(s.blocks[lead][b]);
-  if (own.ref != 1 || own.node != kNoNode) return false;
+  if (lead_group(s, b) == UINT32_MAX || !holds_alone(s, b)) return false;
   if (host_.policy.contains(node)) host_.policy.remove(node);
   expiry_.cancel(expiry_key(node, 0));  // in use from now on
   for (uint32_t g = 0; g < num_groups(); ++g) {

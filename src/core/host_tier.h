@@ -63,16 +63,29 @@ struct HostTier {
     uint32_t node;
     bool offload;  // else dropped
   };
-  std::vector<Victim> victims;        // primary victims, in eviction order
+  std::vector<Victim> victims;        // primary (anchor) victims, in eviction order
+  struct SlotVictim {
+    uint32_t node;
+    uint32_t group;  // a windowed group
+  };
+  std::vector<SlotVictim> slot_victims; // cached windowed slots evicted on their own
   std::vector<uint32_t> host_victims; // host nodes evicted to make room, in order
   std::vector<uint32_t> onboards;     // held host nodes, root-down
   std::vector<uint32_t> dest;         // destination blocks, num_groups per moved node
+  // Which queue a simulated change touched: the primary anchor queue, the
+  // host queue, or windowed group k's queue (kWindowQueue + k).
+  static constexpr uint32_t kPrimaryQueue = 0, kHostQueue = 1, kWindowQueue = 2;
   struct Undo {
     uint32_t node;
-    bool host_policy;  // which queue
-    bool inserted;     // else removed
+    uint32_t queue;
+    bool inserted;      // else removed
+    uint32_t priority;  // the entry's, to put it back as it was
+    uint64_t age;
   };
   std::vector<Undo> undo;             // simulated queue changes, undone in reverse
+  std::vector<int64_t> short_blocks;  // per pool: primary blocks the plan must still free
+  std::vector<int64_t> host_room;     // per pool: host blocks free for offloads
+  std::vector<int64_t> freed;         // per pool: blocks of the victim being planned
   std::vector<uint8_t> excluded;      // per node: held by the call, never a victim
   std::vector<uint32_t> gone_primary; // per node: primary children chosen as victims
   std::vector<uint32_t> gone_host;    // per node: host children chosen as host victims

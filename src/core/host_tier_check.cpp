@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/block_manager.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace kvc {
 

@@ -2,7 +2,7 @@
 
 #include <tuple>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 namespace kvc {
 

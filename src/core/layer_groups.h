@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/block_geometry.h"
+#include "base/block_geometry.h"
 #include "core/cache_config.h"
 
 namespace kvc {

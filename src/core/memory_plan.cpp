@@ -5,7 +5,7 @@
 #include <limits>
 #include <numeric>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace kvc {
 
@@ -62,9 +62,10 @@ MemoryPlan plan_memory(const CacheConfig& cfg, const LayerGrouping& grouping,
     bound(uint64_t(std::floor(double(device_free_bytes) * cfg.free_gpu_memory_fraction)),
           "free_gpu_memory_fraction");
   }
-  if (plan.limited_by.empty())
-    invalid_argument("a CPU cache needs primary_bytes or max_tokens to bound its pool; "
-                     "both are 0");
+  // A CPU cache with no bound at all gets a modest default, as vLLM's CPU
+  // backend does (its KV cache space): enough to try things, never the
+  // whole machine.
+  if (plan.limited_by.empty()) bound(kDefaultCpuPoolBytes, "the CPU default of 1 GiB");
 
   plan.blocks_per_group = plan.budget_bytes / bytes_per_block_set;
   if (plan.blocks_per_group == 0)

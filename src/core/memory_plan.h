@@ -1,7 +1,8 @@
 // How many blocks each pool gets. The budget is the least of primary_bytes,
 // the bytes of max_tokens tokens in every group, and (on a device that
-// reports free memory) free_gpu_memory_fraction of it. Every group gets the
-// same number of blocks, so every layer can hold the same number of tokens.
+// reports free memory) free_gpu_memory_fraction of it; a CPU cache with none
+// of these takes kDefaultCpuPoolBytes. Every group gets the same number of
+// blocks, so every layer can hold the same number of tokens.
 #pragma once
 
 #include <cstdint>
@@ -13,13 +14,15 @@
 
 namespace kvc {
 
+constexpr uint64_t kDefaultCpuPoolBytes = uint64_t(1) << 30;
+
 struct MemoryPlan {
   uint64_t budget_bytes = 0;        // the least of the bounds
   uint64_t blocks_per_group = 0;    // every group gets this many
   uint64_t token_capacity = 0;      // blocks_per_group * tokens_per_block
   std::vector<uint64_t> pool_blocks;  // per pool
   uint64_t total_bytes = 0;         // sum of pool_blocks * block_bytes
-  std::string limited_by;           // "primary_bytes", "max_tokens" or "free_gpu_memory_fraction"
+  std::string limited_by;           // "primary_bytes", "max_tokens", "free_gpu_memory_fraction" or the CPU default
   // Pools of different block bytes share pages of page_bytes (page_arena.h):
   // then pool_blocks are id bounds (every page carved for that pool), and
   // one allocation of num_pages * page_bytes holds them all. 0: one

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/eviction_policy.h"
 
 namespace kvc {

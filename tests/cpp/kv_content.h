@@ -13,7 +13,7 @@
 
 #include "backend/cpu_device.h"
 #include "core/cache.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace kvc {
 namespace test {
@@ -119,46 +119,41 @@ inline std::string check_tree(const Cache& c) {
   return {};
 }
 
-// The CPU backend whose tier copies fail when armed: the failing call first
-// scribbles over every destination (a copy that died half way), then throws.
-class FailingCopyDevice final : public Device {
+// Faults for the real CPU backend through its fault hook (fault_hook.h):
+// chosen tier copies or allocations fail, and allocations are counted.
+class FaultPlan final : public FaultHook {
  public:
   // The n-th tier copy call from now fails (1: the next); 0 disarms.
-  void fail_copy(uint32_t n) { fail_in_ = n; }
-  uint64_t copies = 0;  // tier copy calls that succeeded
+  void fail_copy(uint32_t n) { copy_in_ = n; }
+  // The n-th allocation (either kind) from now fails; 0 disarms.
+  void fail_allocation(uint32_t n) { alloc_in_ = n; }
+  uint64_t copies = 0;     // tier copy calls that went through
+  int64_t live = 0;        // allocations not yet released
+  uint64_t allocations = 0;
 
-  kvc_device_kind_t kind() const override { return inner_.kind(); }
-  int32_t ordinal() const override { return 0; }
-  std::string name() const override { return "cpu (failing tier copies)"; }
-  DeviceMemoryInfo memory_info() const override { return {}; }
-  void* allocate(uint64_t bytes) override { return inner_.allocate(bytes); }
-  void deallocate(void* p) noexcept override { inner_.deallocate(p); }
-  void* allocate_host(uint64_t bytes) override { return inner_.allocate_host(bytes); }
-  void deallocate_host(void* p) noexcept override { inner_.deallocate_host(p); }
-  void copy_blocks(void* base, const BlockGeometry& g, const BlockCopy* c, size_t n,
-                   void* stream) override {
-    inner_.copy_blocks(base, g, c, n, stream);
-  }
-  void copy_tier(TierDirection d, void* dev, void* host, uint64_t block_bytes, const TierCopy* c,
-                 size_t n, void* stream) override {
-    if (fail_in_ != 0 && --fail_in_ == 0) {
-      for (size_t i = 0; i < n; ++i) {
-        unsigned char* dst = d == TierDirection::kOffload
-                                 ? static_cast<unsigned char*>(host) + c[i].host_block * block_bytes
-                                 : static_cast<unsigned char*>(dev) + c[i].device_block * block_bytes;
-        std::memset(dst, 0xA5, block_bytes / 2);
-      }
-      fail(KVC_ERR_DEVICE, "injected tier copy failure");
+  bool fail(FaultSite site) override {
+    if (site == FaultSite::kCopyTier) {
+      if (copy_in_ != 0 && --copy_in_ == 0) return true;
+      ++copies;
+      return false;
     }
-    inner_.copy_tier(d, dev, host, block_bytes, c, n, stream);
-    ++copies;
+    return alloc_in_ != 0 && --alloc_in_ == 0;
   }
-  void synchronize(void*) override {}
+  void allocated(FaultSite, const void*) override { ++live, ++allocations; }
+  void released(FaultSite, const void*) override { --live; }
 
  private:
-  CpuDevice inner_;
-  uint32_t fail_in_ = 0;
+  uint32_t copy_in_ = 0;
+  uint32_t alloc_in_ = 0;
 };
+
+// A cache on the CPU backend with `faults` as its device's hook (`faults`
+// must outlive it).
+inline std::unique_ptr<Cache> faulty_cache(const CacheConfig& c, FaultPlan& faults) {
+  auto dev = std::make_unique<CpuDevice>();
+  dev->set_fault_hook(&faults);
+  return std::make_unique<Cache>(c, std::move(dev));
+}
 
 }  // namespace test
 }  // namespace kvc

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/cache.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace kvc {
 namespace test {

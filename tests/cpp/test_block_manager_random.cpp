@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/cache.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace kvc {
 namespace {
@@ -66,6 +66,12 @@ class RandomOps {
     }
   }
 
+  // Calls go mostly to the newest sequences, so forks of forks, pins,
+  // rewinds and removals meet the same few blocks (what the fuzzer found
+  // and the uniform choice rarely reached); prompts of at most 19 tokens
+  // for tiny pools.
+  void focus_on_families() { families_ = true; }
+
   void run(int ops) {
     for (int i = 0; i < ops; ++i) {
       step();
@@ -95,8 +101,8 @@ class RandomOps {
 
   std::vector<int32_t> prompt() {
     const auto& doc = docs_[pick(uint32_t(docs_.size()))];
-    std::vector<int32_t> p(doc.begin(), doc.begin() + 1 + pick(40));
-    for (uint32_t k = pick(9); k > 0; --k) p.push_back(int32_t(pick(50)));
+    std::vector<int32_t> p(doc.begin(), doc.begin() + 1 + pick(families_ ? 16 : 40));
+    for (uint32_t k = pick(families_ ? 4 : 9); k > 0; --k) p.push_back(int32_t(pick(50)));
     return p;
   }
   SequenceOptions options() {
@@ -159,6 +165,15 @@ class RandomOps {
       attempt([&] { m().advance_clock(pick(25)); });
       return;
     }
+    if (families_ && ids_.size() > 4) {  // tiny pools: few sequences and pins live
+      remove_at(0);
+      return;
+    }
+    if (families_ && pins_.size() > 1) {
+      m().unpin(pins_.front());
+      pins_.erase(pins_.begin());
+      return;
+    }
     const uint32_t op = pick(100);
     if (op < 22 || ids_.empty()) {
       const auto p = prompt();
@@ -183,7 +198,11 @@ class RandomOps {
       }
       return;
     }
-    const size_t i = pick(uint32_t(ids_.size()));
+    // Families: most calls on the newest sequences (forks of forks).
+    const size_t n_ids = ids_.size();
+    const size_t i = families_ && pick(3) != 0
+                         ? n_ids - 1 - pick(uint32_t(std::min<size_t>(n_ids, 3)))
+                         : pick(uint32_t(n_ids));
     const uint64_t id = ids_[i];
     const Sequence& s = m().sequence(id);
     if (op < 36) {
@@ -235,6 +254,7 @@ class RandomOps {
   std::vector<uint64_t> pins_;
   uint64_t next_id_ = 1;
   bool retention_;  // retention ranges, durations and clock advances
+  bool families_ = false;
 };
 
 CacheConfig base(uint64_t blocks) {
@@ -373,6 +393,55 @@ TEST(RandomOps, HostTierTwoGroupsMinPriority80) {
   RandomOps r(c, 15);
   r.run(10000);
   EXPECT_GT(r.m().stats().host.offloaded_blocks, 100u);
+}
+
+// Tiny pools where nearly every call evicts, one full and one windowed
+// layer (window 9, blocks of 4), calls focused on fork families: forks of
+// forks, pins, rewinds into published blocks and removals interleave on the
+// same blocks, with and without a host tier, and windowed only. The
+// defects the C API fuzzer found (a windowed block shared with a pin
+// published into a new node; an onboard short of primary blocks) live here.
+TEST(RandomOps, TinyPoolWindowFamilies) {
+  CacheConfig c = base(10);
+  c.windows = {0, 9};
+  RandomOps r(c, 31);
+  r.focus_on_families();
+  r.run(30000);
+  EXPECT_GT(r.successes, 15000u);
+  EXPECT_GT(r.groups[1].evicted_blocks, 1000u);
+}
+
+TEST(RandomOps, TinyPoolWindowFamiliesHostTier) {
+  CacheConfig c = base(10);
+  c.windows = {0, 9};
+  c.host_cache_bytes = 6 * 128;  // 6 sets of two 64-byte blocks
+  c.manual_clock = true;
+  RandomOps r(c, 32);
+  r.focus_on_families();
+  r.run(30000);
+  // One shared pool: windowed slots are mostly evicted before their node,
+  // so few offloaded prefixes stay reusable (onboards: the next test).
+  EXPECT_GT(r.m().stats().host.offloaded_blocks, 1000u);
+}
+
+TEST(RandomOps, TinyPoolWindowFamiliesSharedPoolHostTier) {
+  CacheConfig c = base(10);
+  c.num_layers = 3;
+  c.windows = {0, 9, 0};  // the full layers form one group: block bytes 2:1, two pools
+  c.host_cache_bytes = 6 * 192;
+  RandomOps r(c, 33);
+  r.focus_on_families();
+  r.run(20000);
+  EXPECT_GT(r.m().stats().host.onboarded_blocks, 100u);
+}
+
+TEST(RandomOps, TinyPoolWindowedOnlyFamilies) {
+  CacheConfig c = base(10);
+  c.windows = {9};
+  RandomOps r(c, 34);
+  r.focus_on_families();
+  r.run(20000);
+  EXPECT_GT(r.groups[0].evicted_blocks, 1000u);
 }
 
 TEST(RandomOps, BlockReuseOff) {

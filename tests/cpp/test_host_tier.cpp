@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/cache.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "kv_content.h"
 #include "manager_fixture.h"
 
@@ -19,7 +19,8 @@ namespace {
 
 using test::check_sequence;
 using test::check_tree;
-using test::FailingCopyDevice;
+using test::FaultPlan;
+using test::faulty_cache;
 using test::write_sequence;
 
 constexpr uint64_t kSetBytes = 512;  // 2 layers x K,V x 4 tokens x 2 heads x 4 dims x f32
@@ -43,9 +44,7 @@ using test::status_of;
 class HostTierTest : public ::testing::Test {
  protected:
   void make(const CacheConfig& c) {
-    auto dev = std::make_unique<FailingCopyDevice>();
-    device_ = dev.get();
-    cache_ = std::make_unique<Cache>(c, std::move(dev));
+    cache_ = faulty_cache(c, faults_);
   }
   BlockManager& m() { return cache_->manager(); }
   void check() {
@@ -98,8 +97,8 @@ class HostTierTest : public ::testing::Test {
   }
   CacheStats stats() { return m().stats(); }
 
+  FaultPlan faults_;  // outlives the cache's device
   std::unique_ptr<Cache> cache_;
-  FailingCopyDevice* device_ = nullptr;
 };
 
 TEST_F(HostTierTest, SizedFromHostCacheBytesLikeThePrimaryPools) {
@@ -183,11 +182,11 @@ TEST_F(HostTierTest, RoundTripKeepsEveryByteInTwoPools) {
   add(2, seq(5000, 24));  // takes all 6 blocks: the 4 cached ones are offloaded
   EXPECT_EQ(tiers(nodes, P), "HHHH");
   EXPECT_EQ(stats().host.offloaded_blocks, 4u);
-  EXPECT_EQ(device_->copies, 2u);  // one batch per pool
+  EXPECT_EQ(faults_.copies, 2u);  // one batch per pool
   remove(2);
   EXPECT_EQ(add(3, P), 16u);  // checks the 16 onboarded rows in both groups
   EXPECT_EQ(tiers(nodes, P), "PPPP");
-  EXPECT_EQ(device_->copies, 4u);
+  EXPECT_EQ(faults_.copies, 4u);
 }
 
 TEST_F(HostTierTest, OffloadedChildrenDoNotPinTheirParent) {
@@ -242,9 +241,9 @@ TEST_F(HostTierTest, CommitAdoptsAHostParentAndPublishesAPrimaryChild) {
   const auto a = cache_prompt(1, A);
   add(2, seq(100, 9));  // 3 blocks, 1 free: a1 then a0 are offloaded
   EXPECT_EQ(tiers(a, A), "HH");
-  const uint64_t copies = device_->copies;
+  const uint64_t copies = faults_.copies;
   commit_all(9);  // finds a0 in the host tier: adopts Y's block, publishes y1 under it
-  EXPECT_EQ(device_->copies, copies);
+  EXPECT_EQ(faults_.copies, copies);
   EXPECT_EQ(tiers(a, A), "PH");
   EXPECT_EQ(m().sequence(9).nodes[0], a[0]);
   EXPECT_EQ(m().sequence(9).blocks[0][0], m().tree().block(a[0], 0));
@@ -313,7 +312,7 @@ TEST_F(HostTierTest, FailedOffloadLeavesTheBlocksInPrimaryMemory) {
   const auto A = seq(0, 9);
   const auto a = cache_prompt(1, A);
   const auto before = stats();
-  device_->fail_copy(1);
+  faults_.fail_copy(1);
   const std::vector<int32_t> B = seq(100, 13);
   EXPECT_EQ(status_of([&] { m().add(2, B.data(), B.size(), {}, nullptr); }), KVC_ERR_DEVICE);
   check();  // no tree entry points at the scribbled destinations
@@ -336,7 +335,7 @@ TEST_F(HostTierTest, FailedOnboardLeavesTheBlocksInTheHostTier) {
   remove(2);
   EXPECT_EQ(tiers(a, A), "HH");
   const auto before = stats();
-  device_->fail_copy(1);
+  faults_.fail_copy(1);
   EXPECT_EQ(status_of([&] { m().add(3, A.data(), A.size(), {}, nullptr); }), KVC_ERR_DEVICE);
   check();
   EXPECT_EQ(tiers(a, A), "HH");
@@ -355,7 +354,7 @@ TEST_F(HostTierTest, FailedOnboardAfterOffloadsKeepsTheOffloads) {
   EXPECT_EQ(tiers(a, A), "HH");
   // A again: b1, b0 make room (offload batch), then a0, a1 come back
   // (onboard batch), which fails.
-  device_->fail_copy(2);
+  faults_.fail_copy(2);
   EXPECT_EQ(status_of([&] { m().add(3, A.data(), A.size(), {}, nullptr); }), KVC_ERR_DEVICE);
   check();
   EXPECT_EQ(tiers(a, A), "HH");  // still in the host tier, intact

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "core/cache_config.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/layer_groups.h"
 #include "core/memory_plan.h"
 
@@ -102,10 +102,14 @@ TEST(MemoryPlan, TooSmallForOneBlockFails) {
   }
 }
 
-TEST(MemoryPlan, CpuNeedsABound) {
+TEST(MemoryPlan, CpuWithoutABoundTakesOneGiB) {
   CacheConfig c = llama8b();
   c.primary_bytes = 0;
-  EXPECT_THROW(plan_memory(c, group_layers(c), 0), Error);
+  const MemoryPlan plan = plan_memory(c, group_layers(c), 0);
+  EXPECT_EQ(plan.budget_bytes, kDefaultCpuPoolBytes);
+  EXPECT_EQ(plan.limited_by, "the CPU default of 1 GiB");
+  EXPECT_LE(plan.total_bytes, kDefaultCpuPoolBytes);
+  EXPECT_EQ(plan.token_capacity, 8192u);  // 128 KiB per token
 }
 
 }  // namespace

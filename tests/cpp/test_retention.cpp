@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/cache.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "manager_fixture.h"
 
 namespace kvc {

@@ -11,7 +11,7 @@
 
 #include "core/batch_tables.h"
 #include "core/cache.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "manager_fixture.h"
 
 namespace kvc {

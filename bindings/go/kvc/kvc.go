@@ -245,26 +245,39 @@ typedef _gostring_ swig_type_215;
 typedef _gostring_ swig_type_216;
 typedef _gostring_ swig_type_217;
 typedef _gostring_ swig_type_218;
-typedef _gostring_ swig_type_219;
+typedef long long swig_type_219;
 typedef long long swig_type_220;
 typedef long long swig_type_221;
-typedef _gostring_ swig_type_222;
-typedef _gostring_ swig_type_223;
-typedef _gostring_ swig_type_224;
+typedef long long swig_type_222;
+typedef long long swig_type_223;
+typedef long long swig_type_224;
 typedef long long swig_type_225;
 typedef long long swig_type_226;
 typedef long long swig_type_227;
 typedef long long swig_type_228;
 typedef long long swig_type_229;
 typedef long long swig_type_230;
-typedef long long swig_type_231;
+typedef _gostring_ swig_type_231;
 typedef _gostring_ swig_type_232;
 typedef long long swig_type_233;
 typedef long long swig_type_234;
-typedef long long swig_type_235;
-typedef long long swig_type_236;
-typedef long long swig_type_237;
+typedef _gostring_ swig_type_235;
+typedef _gostring_ swig_type_236;
+typedef _gostring_ swig_type_237;
 typedef long long swig_type_238;
+typedef long long swig_type_239;
+typedef long long swig_type_240;
+typedef long long swig_type_241;
+typedef long long swig_type_242;
+typedef long long swig_type_243;
+typedef long long swig_type_244;
+typedef _gostring_ swig_type_245;
+typedef long long swig_type_246;
+typedef long long swig_type_247;
+typedef long long swig_type_248;
+typedef long long swig_type_249;
+typedef long long swig_type_250;
+typedef long long swig_type_251;
 extern void _wrap_Swig_free_kvc_fcbb5e12893c1662(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_kvc_fcbb5e12893c1662(swig_intgo arg1);
 extern swig_intgo _wrap_KVC_OK_kvc_fcbb5e12893c1662(void);
@@ -625,7 +638,27 @@ extern uintptr_t _wrap_new_kvc_store_args_t_kvc_fcbb5e12893c1662(void);
 extern void _wrap_delete_kvc_store_args_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
 extern void _wrap_kvc_store_args_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
 extern swig_type_218 _wrap_kvc_store_kv_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_219 _wrap_kvc_copy_blocks_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, int arg6, uintptr_t arg7);
+extern void _wrap_kvc_store_strides_t_struct_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_store_strides_t_struct_size_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_seq_len_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_store_strides_t_seq_len_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_219 arg2);
+extern swig_type_220 _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_221 arg2);
+extern swig_type_222 _wrap_kvc_store_strides_t_key_token_stride_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_223 arg2);
+extern swig_type_224 _wrap_kvc_store_strides_t_key_head_stride_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_225 arg2);
+extern swig_type_226 _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_227 arg2);
+extern swig_type_228 _wrap_kvc_store_strides_t_value_token_stride_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_229 arg2);
+extern swig_type_230 _wrap_kvc_store_strides_t_value_head_stride_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_store_strides_t_kvc_fcbb5e12893c1662(void);
+extern void _wrap_delete_kvc_store_strides_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern swig_type_231 _wrap_kvc_store_kv_strided_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_232 _wrap_kvc_copy_blocks_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, int arg6, uintptr_t arg7);
 extern swig_intgo _wrap_KVC_TABLE_PADDED_kvc_fcbb5e12893c1662(void);
 extern swig_intgo _wrap_KVC_TABLE_CSR_kvc_fcbb5e12893c1662(void);
 extern void _wrap_kvc_decode_args_t_struct_size_set_kvc_fcbb5e12893c1662(uintptr_t arg1, int arg2);
@@ -664,23 +697,23 @@ extern void _wrap_kvc_decode_args_t_v_scale_set_kvc_fcbb5e12893c1662(uintptr_t a
 extern float _wrap_kvc_decode_args_t_v_scale_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
 extern void _wrap_kvc_decode_args_t_workspace_set_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_decode_args_t_workspace_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_220 arg2);
-extern swig_type_221 _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_233 arg2);
+extern swig_type_234 _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_fcbb5e12893c1662(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_decode_args_t_kvc_fcbb5e12893c1662(void);
 extern void _wrap_delete_kvc_decode_args_t_kvc_fcbb5e12893c1662(uintptr_t arg1);
 extern void _wrap_kvc_decode_args_init_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern swig_type_222 _wrap_kvc_decode_workspace_size_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_223 _wrap_kvc_decode_attention_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_224 _wrap_kvc_cache_get_async_error_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_kvcgo_buffer_new_kvc_fcbb5e12893c1662(swig_voidp arg1, swig_type_225 arg2);
+extern swig_type_235 _wrap_kvc_decode_workspace_size_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_236 _wrap_kvc_decode_attention_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_237 _wrap_kvc_cache_get_async_error_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_kvcgo_buffer_new_kvc_fcbb5e12893c1662(swig_voidp arg1, swig_type_238 arg2);
 extern void _wrap_kvcgo_buffer_free_kvc_fcbb5e12893c1662(uintptr_t arg1);
-extern void _wrap_kvcgo_buffer_read_kvc_fcbb5e12893c1662(swig_voidp arg1, uintptr_t arg2, swig_type_226 arg3);
-extern void _wrap_kvcgo_buffer_write_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2, swig_type_227 arg3);
-extern void _wrap_kvcgo_extra_key_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_228 arg2, swig_type_229 arg3, swig_type_230 arg4, uintptr_t arg5, swig_type_231 arg6);
-extern swig_type_232 _wrap_kvcgo_cache_async_error_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_233 _wrap_kvcgo_extra_key_size_kvc_fcbb5e12893c1662(void);
-extern void _wrap_kvcgo_retention_range_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_234 arg2, swig_type_235 arg3, swig_type_236 arg4, int arg5, swig_type_237 arg6);
-extern swig_type_238 _wrap_kvcgo_retention_range_size_kvc_fcbb5e12893c1662(void);
+extern void _wrap_kvcgo_buffer_read_kvc_fcbb5e12893c1662(swig_voidp arg1, uintptr_t arg2, swig_type_239 arg3);
+extern void _wrap_kvcgo_buffer_write_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_voidp arg2, swig_type_240 arg3);
+extern void _wrap_kvcgo_extra_key_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_241 arg2, swig_type_242 arg3, swig_type_243 arg4, uintptr_t arg5, swig_type_244 arg6);
+extern swig_type_245 _wrap_kvcgo_cache_async_error_kvc_fcbb5e12893c1662(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_246 _wrap_kvcgo_extra_key_size_kvc_fcbb5e12893c1662(void);
+extern void _wrap_kvcgo_retention_range_set_kvc_fcbb5e12893c1662(uintptr_t arg1, swig_type_247 arg2, swig_type_248 arg3, swig_type_249 arg4, int arg5, swig_type_250 arg6);
+extern swig_type_251 _wrap_kvcgo_retention_range_size_kvc_fcbb5e12893c1662(void);
 #undef intgo
 */
 import "C"
@@ -3849,6 +3882,169 @@ func Kvc_store_kv(arg1 Cache, arg2 Kvc_store_args_t, arg3 uintptr) (_swig_ret er
 	return swig_r_1
 }
 
+type SwigcptrKvc_store_strides_t uintptr
+
+func (p SwigcptrKvc_store_strides_t) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrKvc_store_strides_t) SwigIsKvc_store_strides_t() {
+}
+
+func (arg1 SwigcptrKvc_store_strides_t) SetStruct_size(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_store_strides_t_struct_size_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_store_strides_t) GetStruct_size() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_store_strides_t_struct_size_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_store_strides_t) SetSeq_len(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_store_strides_t_seq_len_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_store_strides_t) GetSeq_len() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_store_strides_t_seq_len_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_store_strides_t) SetKey_seq_stride(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_store_strides_t_key_seq_stride_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_219(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_store_strides_t) GetKey_seq_stride() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_store_strides_t_key_seq_stride_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_store_strides_t) SetKey_token_stride(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_store_strides_t_key_token_stride_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_221(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_store_strides_t) GetKey_token_stride() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_store_strides_t_key_token_stride_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_store_strides_t) SetKey_head_stride(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_store_strides_t_key_head_stride_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_223(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_store_strides_t) GetKey_head_stride() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_store_strides_t_key_head_stride_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_store_strides_t) SetValue_seq_stride(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_store_strides_t_value_seq_stride_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_225(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_store_strides_t) GetValue_seq_stride() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_store_strides_t_value_seq_stride_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_store_strides_t) SetValue_token_stride(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_store_strides_t_value_token_stride_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_227(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_store_strides_t) GetValue_token_stride() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_store_strides_t_value_token_stride_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_store_strides_t) SetValue_head_stride(arg2 int64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_store_strides_t_value_head_stride_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_229(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_store_strides_t) GetValue_head_stride() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_kvc_store_strides_t_value_head_stride_get_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewKvc_store_strides_t() (_swig_ret Kvc_store_strides_t) {
+	var swig_r Kvc_store_strides_t
+	swig_r = (Kvc_store_strides_t)(SwigcptrKvc_store_strides_t(C._wrap_new_kvc_store_strides_t_kvc_fcbb5e12893c1662()))
+	return swig_r
+}
+
+func DeleteKvc_store_strides_t(arg1 Kvc_store_strides_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_kvc_store_strides_t_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+}
+
+type Kvc_store_strides_t interface {
+	Swigcptr() uintptr
+	SwigIsKvc_store_strides_t()
+	SetStruct_size(arg2 uint32)
+	GetStruct_size() (_swig_ret uint32)
+	SetSeq_len(arg2 uint32)
+	GetSeq_len() (_swig_ret uint32)
+	SetKey_seq_stride(arg2 int64)
+	GetKey_seq_stride() (_swig_ret int64)
+	SetKey_token_stride(arg2 int64)
+	GetKey_token_stride() (_swig_ret int64)
+	SetKey_head_stride(arg2 int64)
+	GetKey_head_stride() (_swig_ret int64)
+	SetValue_seq_stride(arg2 int64)
+	GetValue_seq_stride() (_swig_ret int64)
+	SetValue_token_stride(arg2 int64)
+	GetValue_token_stride() (_swig_ret int64)
+	SetValue_head_stride(arg2 int64)
+	GetValue_head_stride() (_swig_ret int64)
+}
+
+func Kvc_store_strides_init(arg1 Kvc_store_strides_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_kvc_store_strides_init_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0))
+}
+
+func Kvc_store_kv_strided(arg1 Cache, arg2 Kvc_store_args_t, arg3 Kvc_store_strides_t, arg4 uintptr) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := getSwigcptr(arg3)
+	_swig_i_3 := arg4
+	swig_r_p := C._wrap_kvc_store_kv_strided_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
 func Kvc_copy_blocks(arg1 Cache, arg2 uint32, arg3 *int32, arg4 *int32, arg5 *uint32, arg6 uint32, arg7 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
@@ -4129,7 +4325,7 @@ func (arg1 SwigcptrKvc_decode_args_t) GetWorkspace() (_swig_ret uintptr) {
 func (arg1 SwigcptrKvc_decode_args_t) SetWorkspace_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_workspace_bytes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_220(_swig_i_1))
+	C._wrap_kvc_decode_args_t_workspace_bytes_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_233(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetWorkspace_bytes() (_swig_ret uint64) {
@@ -4238,7 +4434,7 @@ func Kvcgo_buffer_new(arg1 *byte, arg2 uint64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (uintptr)(C._wrap_kvcgo_buffer_new_kvc_fcbb5e12893c1662(C.swig_voidp(_swig_i_0), C.swig_type_225(_swig_i_1)))
+	swig_r = (uintptr)(C._wrap_kvcgo_buffer_new_kvc_fcbb5e12893c1662(C.swig_voidp(_swig_i_0), C.swig_type_238(_swig_i_1)))
 	return swig_r
 }
 
@@ -4251,14 +4447,14 @@ func Kvcgo_buffer_read(arg1 *byte, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_buffer_read_kvc_fcbb5e12893c1662(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_226(_swig_i_2))
+	C._wrap_kvcgo_buffer_read_kvc_fcbb5e12893c1662(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_239(_swig_i_2))
 }
 
 func Kvcgo_buffer_write(arg1 uintptr, arg2 *byte, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_buffer_write_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_227(_swig_i_2))
+	C._wrap_kvcgo_buffer_write_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_240(_swig_i_2))
 }
 
 func Kvcgo_extra_key_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, arg5 uintptr, arg6 uint64) {
@@ -4268,7 +4464,7 @@ func Kvcgo_extra_key_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_kvcgo_extra_key_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_228(_swig_i_1), C.swig_type_229(_swig_i_2), C.swig_type_230(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_231(_swig_i_5))
+	C._wrap_kvcgo_extra_key_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_241(_swig_i_1), C.swig_type_242(_swig_i_2), C.swig_type_243(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_244(_swig_i_5))
 }
 
 func Kvcgo_cache_async_error(arg1 Cache, arg2 uintptr, arg3 *bool) (_swig_ret error) {
@@ -4296,7 +4492,7 @@ func Kvcgo_retention_range_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_kvcgo_retention_range_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_234(_swig_i_1), C.swig_type_235(_swig_i_2), C.swig_type_236(_swig_i_3), C.int(_swig_i_4), C.swig_type_237(_swig_i_5))
+	C._wrap_kvcgo_retention_range_set_kvc_fcbb5e12893c1662(C.uintptr_t(_swig_i_0), C.swig_type_247(_swig_i_1), C.swig_type_248(_swig_i_2), C.swig_type_249(_swig_i_3), C.int(_swig_i_4), C.swig_type_250(_swig_i_5))
 }
 
 func Kvcgo_retention_range_size() (_swig_ret uint64) {

@@ -4965,6 +4965,256 @@ _gostring_ _wrap_kvc_store_kv_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, stru
 }
 
 
+void _wrap_kvc_store_strides_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
+  struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_store_strides_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0) {
+  struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_store_strides_t_seq_len_set_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
+  struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->seq_len = arg2;
+  
+}
+
+
+int _wrap_kvc_store_strides_t_seq_len_get_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0) {
+  struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->seq_len);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+  struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->key_seq_stride = arg2;
+  
+}
+
+
+long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0) {
+  struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->key_seq_stride);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+  struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->key_token_stride = arg2;
+  
+}
+
+
+long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0) {
+  struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->key_token_stride);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+  struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->key_head_stride = arg2;
+  
+}
+
+
+long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0) {
+  struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->key_head_stride);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+  struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->value_seq_stride = arg2;
+  
+}
+
+
+long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0) {
+  struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->value_seq_stride);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+  struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->value_token_stride = arg2;
+  
+}
+
+
+long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0) {
+  struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->value_token_stride);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+  struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
+  int64_t arg2 ;
+  
+  arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->value_head_stride = arg2;
+  
+}
+
+
+long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0) {
+  struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
+  
+  result = (int64_t) ((arg1)->value_head_stride);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_fcbb5e12893c1662() {
+  struct kvc_store_strides *result = 0 ;
+  struct kvc_store_strides *_swig_go_result;
+  
+  
+  result = (struct kvc_store_strides *)calloc(1, sizeof(struct kvc_store_strides));
+  *(struct kvc_store_strides **)&_swig_go_result = (struct kvc_store_strides *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_store_strides_t_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0) {
+  struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
+  
+  arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_store_strides_init_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0) {
+  kvc_store_strides_t *arg1 = (kvc_store_strides_t *) 0 ;
+  
+  arg1 = *(kvc_store_strides_t **)&_swig_go_0; 
+  
+  kvc_store_strides_init(arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_store_kv_strided_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, struct kvc_store_strides *_swig_go_2, void *_swig_go_3) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  kvc_store_args_t *arg2 = (kvc_store_args_t *) 0 ;
+  kvc_store_strides_t *arg3 = (kvc_store_strides_t *) 0 ;
+  void *arg4 = (void *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = *(kvc_store_args_t **)&_swig_go_1; 
+  arg3 = *(kvc_store_strides_t **)&_swig_go_2; 
+  arg4 = *(void **)&_swig_go_3; 
+  
+  result = (kvc_status_t)kvc_store_kv_strided(arg1,(struct kvc_store_args const *)arg2,(struct kvc_store_strides const *)arg3,arg4);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
 _gostring_ _wrap_kvc_copy_blocks_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;

@@ -127,10 +127,11 @@ extern "C" {
     #[doc = ""]
     #[doc = " Defaults: no layers (must be set), kv_heads and head_dim unset (must be"]
     #[doc = " set), dtype bf16, kv_factor 2, layout NHD, 16 tokens per block, every"]
-    #[doc = " layer full attention, device cpu, no byte or token limit,"]
-    #[doc = " free_gpu_memory_fraction 0.9, host cache 0 bytes, offload min priority 35,"]
-    #[doc = " block reuse on, partial reuse on, copy on partial reuse on, event buffer"]
-    #[doc = " 0 (events off)."]
+    #[doc = " layer full attention, device cpu, no byte or token limit (a CPU cache"]
+    #[doc = " with neither then takes 1 GiB; a CUDA cache takes"]
+    #[doc = " free_gpu_memory_fraction of the free GPU memory), free_gpu_memory_fraction"]
+    #[doc = " 0.9, host cache 0 bytes, offload min priority 35, block reuse on, partial"]
+    #[doc = " reuse on, copy on partial reuse on, event buffer 0 (events off)."]
     #[doc = " @param[out] out Receives the new config; untouched on failure. The caller"]
     #[doc = "             owns it and frees it with kvc_config_destroy()."]
     #[doc = " @return KVC_OK, KVC_ERR_INVALID_ARGUMENT (out is NULL),"]
@@ -160,9 +161,8 @@ extern "C" {
     #[doc = " Fails on: zero layers, kv heads or head dim; a per-layer kv heads array or"]
     #[doc = " a window list longer than the number of layers (a window list shorter"]
     #[doc = " than it repeats, as TensorRT-LLM's max_attention_window does; a per-layer"]
-    #[doc = " heads array must match exactly); a CPU cache with neither primary_bytes"]
-    #[doc = " nor max_tokens set; a byte or token budget too small for one block of"]
-    #[doc = " every pool. The message names the setting and its value."]
+    #[doc = " heads array must match exactly); a byte or token budget too small for"]
+    #[doc = " one block of every pool. The message names the setting and its value."]
     #[doc = " @return KVC_OK or KVC_ERR_INVALID_ARGUMENT. Reads only."]
     #[doc = " @since 0.1.0"]
     pub fn kvc_config_validate(config: *const kvc_config_t) -> kvc_status_t;
@@ -295,7 +295,9 @@ extern "C" {
     #[doc = " @brief Upper bound on the primary pool, in bytes; 0 = no byte bound."]
     #[doc = ""]
     #[doc = " The pool is the lesser of this, max_tokens and (on CUDA)"]
-    #[doc = " free_gpu_memory_fraction of the free device memory."]
+    #[doc = " free_gpu_memory_fraction of the free device memory. A CPU cache with"]
+    #[doc = " neither this nor max_tokens set takes 1 GiB (since 0.3.0; before, it was"]
+    #[doc = " refused)."]
     #[doc = " @since 0.1.0"]
     pub fn kvc_config_set_primary_bytes(config: *mut kvc_config_t, bytes: u64) -> kvc_status_t;
 }
@@ -404,6 +406,10 @@ extern "C" {
 }
 extern "C" {
     #[doc = " @brief Capacity of the event ring, in events; 0 (default) turns events off."]
+    #[doc = ""]
+    #[doc = " Events are not implemented yet: any value but 0 is refused with"]
+    #[doc = " KVC_ERR_UNSUPPORTED (rather than accepted and ignored)."]
+    #[doc = " @return KVC_OK (0), KVC_ERR_UNSUPPORTED (any other value)."]
     #[doc = " @since 0.1.0"]
     pub fn kvc_config_set_event_buffer_size(config: *mut kvc_config_t, events: u32)
         -> kvc_status_t;
@@ -3417,6 +3423,244 @@ extern "C" {
     pub fn kvc_store_kv(
         cache: *mut kvc_cache_t,
         args: *const kvc_store_args_t,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> kvc_status_t;
+}
+#[doc = " @brief Where kvc_store_kv_strided() reads each token's K and V: element"]
+#[doc = "        strides of the source tensors. Transparent; begins with struct_size."]
+#[doc = ""]
+#[doc = " Token i of the call is token `t = i % seq_len` of source sequence"]
+#[doc = " `b = i / seq_len`; element d of its head h is read at element"]
+#[doc = " `b * key_seq_stride + t * key_token_stride + h * key_head_stride + d`"]
+#[doc = " of `key` (and likewise of `value`): the head dimension is contiguous,"]
+#[doc = " the other strides are free (any sign, 0 included). Strides count"]
+#[doc = " elements of src_dtype, as `torch.Tensor.stride()` and NumPy's strides"]
+#[doc = " divided by the item size do."]
+#[doc = ""]
+#[doc = " A model's `[batch][kv_heads][n][head_dim]` K (transformers' layout,"]
+#[doc = " or any view of it with a contiguous last dimension) with strides"]
+#[doc = " `(s0, s1, s2, 1)` is `seq_len = n`, `key_seq_stride = s0`,"]
+#[doc = " `key_head_stride = s1`, `key_token_stride = s2`, with"]
+#[doc = " `num_tokens = batch * n` and `slot_mapping` in (b, t) order. The"]
+#[doc = " contiguous input of kvc_store_kv() is `seq_len = num_tokens`,"]
+#[doc = " `token_stride = kv_heads * head_dim`, `head_stride = head_dim`."]
+#[doc = " @since 0.3.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_store_strides {
+    #[doc = "< sizeof(kvc_store_strides_t) of the caller."]
+    pub struct_size: u32,
+    #[doc = "< Tokens per source sequence; num_tokens must"]
+    #[doc = "be a multiple of it; 0 = num_tokens (one"]
+    #[doc = "sequence)."]
+    pub seq_len: u32,
+    #[doc = "< Elements between sequences b and b + 1 of key."]
+    pub key_seq_stride: i64,
+    #[doc = "< Elements between tokens t and t + 1 of key."]
+    pub key_token_stride: i64,
+    #[doc = "< Elements between heads h and h + 1 of key."]
+    pub key_head_stride: i64,
+    #[doc = "< As key_seq_stride, of value (unread if kv_factor 1)."]
+    pub value_seq_stride: i64,
+    #[doc = "< As key_token_stride, of value."]
+    pub value_token_stride: i64,
+    #[doc = "< As key_head_stride, of value."]
+    pub value_head_stride: i64,
+}
+#[test]
+fn bindgen_test_layout_kvc_store_strides() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_store_strides>(),
+        56usize,
+        concat!("Size of: ", stringify!(kvc_store_strides))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_store_strides>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_store_strides))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_store_strides>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_store_strides),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_seq_len() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_store_strides>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).seq_len) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_store_strides),
+                "::",
+                stringify!(seq_len)
+            )
+        );
+    }
+    test_field_seq_len();
+    fn test_field_key_seq_stride() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_store_strides>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).key_seq_stride) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_store_strides),
+                "::",
+                stringify!(key_seq_stride)
+            )
+        );
+    }
+    test_field_key_seq_stride();
+    fn test_field_key_token_stride() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_store_strides>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).key_token_stride) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_store_strides),
+                "::",
+                stringify!(key_token_stride)
+            )
+        );
+    }
+    test_field_key_token_stride();
+    fn test_field_key_head_stride() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_store_strides>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).key_head_stride) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_store_strides),
+                "::",
+                stringify!(key_head_stride)
+            )
+        );
+    }
+    test_field_key_head_stride();
+    fn test_field_value_seq_stride() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_store_strides>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).value_seq_stride) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_store_strides),
+                "::",
+                stringify!(value_seq_stride)
+            )
+        );
+    }
+    test_field_value_seq_stride();
+    fn test_field_value_token_stride() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_store_strides>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).value_token_stride) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_store_strides),
+                "::",
+                stringify!(value_token_stride)
+            )
+        );
+    }
+    test_field_value_token_stride();
+    fn test_field_value_head_stride() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_store_strides>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).value_head_stride) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_store_strides),
+                "::",
+                stringify!(value_head_stride)
+            )
+        );
+    }
+    test_field_value_head_stride();
+}
+#[doc = " @brief Where kvc_store_kv_strided() reads each token's K and V: element"]
+#[doc = "        strides of the source tensors. Transparent; begins with struct_size."]
+#[doc = ""]
+#[doc = " Token i of the call is token `t = i % seq_len` of source sequence"]
+#[doc = " `b = i / seq_len`; element d of its head h is read at element"]
+#[doc = " `b * key_seq_stride + t * key_token_stride + h * key_head_stride + d`"]
+#[doc = " of `key` (and likewise of `value`): the head dimension is contiguous,"]
+#[doc = " the other strides are free (any sign, 0 included). Strides count"]
+#[doc = " elements of src_dtype, as `torch.Tensor.stride()` and NumPy's strides"]
+#[doc = " divided by the item size do."]
+#[doc = ""]
+#[doc = " A model's `[batch][kv_heads][n][head_dim]` K (transformers' layout,"]
+#[doc = " or any view of it with a contiguous last dimension) with strides"]
+#[doc = " `(s0, s1, s2, 1)` is `seq_len = n`, `key_seq_stride = s0`,"]
+#[doc = " `key_head_stride = s1`, `key_token_stride = s2`, with"]
+#[doc = " `num_tokens = batch * n` and `slot_mapping` in (b, t) order. The"]
+#[doc = " contiguous input of kvc_store_kv() is `seq_len = num_tokens`,"]
+#[doc = " `token_stride = kv_heads * head_dim`, `head_stride = head_dim`."]
+#[doc = " @since 0.3.0"]
+pub type kvc_store_strides_t = kvc_store_strides;
+extern "C" {
+    #[doc = " @brief Sets `strides` to KVC_STORE_STRIDES_INIT. NULL is ignored."]
+    #[doc = "  @since 0.3.0"]
+    pub fn kvc_store_strides_init(strides: *mut kvc_store_strides_t);
+}
+extern "C" {
+    #[doc = " @brief kvc_store_kv() reading K and V through strides, so a model's"]
+    #[doc = "        K/V views (`[batch][kv_heads][n][head_dim]`, or a transposed"]
+    #[doc = "        projection) are stored without a copy into the contiguous layout."]
+    #[doc = ""]
+    #[doc = " Writes the same bytes as kvc_store_kv() would for the contiguous copy"]
+    #[doc = " of the strided tensors (same conversions, same slot -1 skips), with the"]
+    #[doc = " same stream, ordering and error rules."]
+    #[doc = " @param args What to store; `key` and `value` point at element 0 of"]
+    #[doc = "        their tensors (sequence 0, token 0, head 0). Borrowed, as for"]
+    #[doc = "        kvc_store_kv()."]
+    #[doc = " @param strides How to address them; borrowed for the call."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (as kvc_store_kv(), and NULL"]
+    #[doc = "         strides, an unset struct_size, num_tokens not a multiple of"]
+    #[doc = "         seq_len); KVC_ERR_DEVICE (the launch failed)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_store_kv_strided(
+        cache: *mut kvc_cache_t,
+        args: *const kvc_store_args_t,
+        strides: *const kvc_store_strides_t,
         stream: *mut ::std::os::raw::c_void,
     ) -> kvc_status_t;
 }

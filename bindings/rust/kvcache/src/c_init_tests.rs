@@ -5,7 +5,7 @@
 use kvcache_sys as sys;
 
 use crate::cache::sized;
-use crate::kernels::{RawDecodeArgs, RawStoreArgs};
+use crate::kernels::{RawDecodeArgs, RawStoreArgs, StoreStrides};
 use crate::sequence::SequenceOptions;
 
 /// Debug output compares every field (padding bytes excluded).
@@ -69,5 +69,9 @@ fn argument_defaults_match_their_init_functions() {
     same(
         RawDecodeArgs::default().to_c(),
         c_init!(sys::kvc_decode_args_t, kvc_decode_args_init),
+    );
+    same(
+        StoreStrides::default().to_c(),
+        c_init!(sys::kvc_store_strides_t, kvc_store_strides_init),
     );
 }

@@ -214,6 +214,61 @@ impl RawStoreArgs {
     }
 }
 
+/// `kvc_store_strides_t`: where [`Cache::store_kv_strided`] and
+/// [`OnStream::store_kv_strided_raw`] read each token's K and V. Token i is
+/// token `i % seq_len` of source sequence `i / seq_len`; head h of it
+/// starts at element `b * key[0] + t * key[1] + h * key[2]` of the key
+/// (`value` likewise); the head dimension is contiguous. Strides count
+/// elements of `src_dtype`. A model's `[batch][kv_heads][n][head_dim]`
+/// tensor with strides `(s0, s1, s2, 1)` is `seq_len: n, key: [s0, s2, s1]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreStrides {
+    /// Tokens per source sequence; 0 means all tokens (one sequence).
+    pub seq_len: u32,
+    /// Element strides of the key: between sequences, tokens, heads.
+    pub key: [i64; 3],
+    /// Element strides of the value (unread when kv_factor is 1).
+    pub value: [i64; 3],
+}
+
+impl StoreStrides {
+    pub(crate) fn to_c(self) -> sys::kvc_store_strides_t {
+        let mut s = sized!(sys::kvc_store_strides_t);
+        s.seq_len = self.seq_len;
+        s.key_seq_stride = self.key[0];
+        s.key_token_stride = self.key[1];
+        s.key_head_stride = self.key[2];
+        s.value_seq_stride = self.value[0];
+        s.value_token_stride = self.value[1];
+        s.value_head_stride = self.value[2];
+        s
+    }
+
+    /// Bytes a source read through `strides` spans from its element 0:
+    /// the farthest element read plus one, of `elem` bytes each. Strides
+    /// must be >= 0 (a slice has no elements before its first).
+    fn reach(
+        what: &str,
+        name: &str,
+        strides: [i64; 3],
+        counts: [usize; 3],
+        head_dim: u32,
+        elem: usize,
+    ) -> Result<usize> {
+        if strides.iter().any(|&s| s < 0) {
+            return Err(Error::invalid(format!(
+                "{what}: {name} strides {strides:?} must be >= 0 for a slice; use store_kv_strided_raw"
+            )));
+        }
+        let mut last = head_dim as u128;
+        for (s, n) in strides.iter().zip(counts) {
+            last += (*s as u128) * (n.saturating_sub(1) as u128);
+        }
+        usize::try_from(last * elem as u128)
+            .map_err(|_| Error::invalid(format!("{what}: the {name} reach overflows")))
+    }
+}
+
 /// `kvc_decode_args_t` with raw pointers (device pointers on a CUDA cache),
 /// for [`OnStream::decode_attention_raw`] and
 /// [`Cache::decode_workspace_size`].
@@ -319,6 +374,18 @@ fn tensor_bytes(what: &str, rows: usize, heads: u32, head_dim: u32, dtype: Dtype
         .ok_or_else(|| Error::invalid(format!("{what}: the tensor size overflows")))
 }
 
+/// Checks that `slice` holds at least `bytes` bytes of `dtype` elements,
+/// aligned for them.
+fn check_reach<T>(what: &str, name: &str, slice: &[T], bytes: usize, dtype: Dtype) -> Result<()> {
+    if size_of_val(slice) < bytes {
+        return Err(Error::invalid(format!(
+            "{what}: {name} has {} bytes, the strides reach {bytes}",
+            size_of_val(slice)
+        )));
+    }
+    check_len(what, name, slice, size_of_val(slice), dtype)
+}
+
 /// Checks that `slice` holds exactly `bytes` bytes of `dtype` elements,
 /// aligned for them (a `&[u8]` may hold f32 data).
 fn check_len<T>(what: &str, name: &str, slice: &[T], bytes: usize, dtype: Dtype) -> Result<()> {
@@ -380,6 +447,65 @@ impl Cache {
         // layer's shape (checked above); the library checks the slots
         // before writing.
         check(unsafe { sys::kvc_store_kv(self.as_ptr(), &raw, ptr::null_mut()) })
+    }
+
+    /// [`Cache::store_kv`] reading K and V through `strides` on a CPU
+    /// cache (`kvc_store_kv_strided`), e.g. from a model's
+    /// `[batch][kv_heads][n][head_dim]` tensors without a copy. Each slice
+    /// must reach the farthest element the strides address (non-negative
+    /// strides); `slot_mapping.len()` tokens, a multiple of `seq_len`.
+    pub fn store_kv_strided<T: Element>(
+        &self,
+        args: &StoreKv<'_, T>,
+        strides: &StoreStrides,
+    ) -> Result<()> {
+        const WHAT: &str = "store_kv_strided";
+        let view = self.host_layer(WHAT, args.layer)?;
+        let tokens = args.slot_mapping.len();
+        let num_tokens = u32::try_from(tokens).map_err(|_| {
+            Error::invalid(format!("{WHAT}: {tokens} tokens is more than 2^32 - 1"))
+        })?;
+        let seq_len = if strides.seq_len == 0 {
+            tokens.max(1)
+        } else {
+            strides.seq_len as usize
+        };
+        if tokens % seq_len != 0 {
+            return Err(Error::invalid(format!(
+                "{WHAT}: {tokens} tokens is not a multiple of seq_len {seq_len}"
+            )));
+        }
+        let elem = args
+            .src_dtype
+            .size()
+            .ok_or_else(|| Error::invalid(format!("{WHAT}: unknown dtype {:?}", args.src_dtype)))?;
+        let counts = [tokens / seq_len, seq_len, view.kv_heads as usize];
+        if tokens > 0 {
+            let need = StoreStrides::reach(WHAT, "key", strides.key, counts, view.head_dim, elem)?;
+            check_reach(WHAT, "key", args.key, need, args.src_dtype)?;
+            if let Some(value) = args.value {
+                let need =
+                    StoreStrides::reach(WHAT, "value", strides.value, counts, view.head_dim, elem)?;
+                check_reach(WHAT, "value", value, need, args.src_dtype)?;
+            }
+        }
+        let raw = RawStoreArgs {
+            layer: args.layer,
+            num_tokens,
+            src_dtype: args.src_dtype,
+            key: args.key.as_ptr().cast(),
+            value: args.value.map_or(ptr::null(), |v| v.as_ptr().cast()),
+            slot_mapping: args.slot_mapping.as_ptr(),
+            k_scale: args.k_scale,
+            v_scale: args.v_scale,
+        }
+        .to_c();
+        let strides = strides.to_c();
+        let _memory = self.memory_write();
+        // SAFETY: CPU cache: the work runs in the call on host memory; every
+        // element the strides address lies inside key and value (checked
+        // above, strides >= 0); the library checks the slots before writing.
+        check(unsafe { sys::kvc_store_kv_strided(self.as_ptr(), &raw, &strides, ptr::null_mut()) })
     }
 
     /// Paged decode attention of one layer on a CPU cache
@@ -493,6 +619,18 @@ impl Cache {
         self.on(Stream::DEFAULT).store_kv_raw(args)
     }
 
+    /// [`OnStream::store_kv_strided_raw`] on the default stream.
+    ///
+    /// # Safety
+    /// As [`OnStream::store_kv_strided_raw`].
+    pub unsafe fn store_kv_strided_raw(
+        &self,
+        args: &RawStoreArgs,
+        strides: &StoreStrides,
+    ) -> Result<()> {
+        self.on(Stream::DEFAULT).store_kv_strided_raw(args, strides)
+    }
+
     /// [`OnStream::decode_attention_raw`] on the default stream.
     ///
     /// # Safety
@@ -565,6 +703,30 @@ impl OnStream<'_> {
         check(sys::kvc_store_kv(
             self.cache.as_ptr(),
             &raw,
+            self.stream.as_raw(),
+        ))
+    }
+
+    /// Stores K/V read through `strides` with raw pointers
+    /// (`kvc_store_kv_strided`), enqueued on this stream on a CUDA cache:
+    /// `key` and `value` point at element 0 of their tensors.
+    ///
+    /// # Safety
+    /// Every element the strides address must be valid on the cache's
+    /// device and stay valid until the work completes; as
+    /// [`OnStream::store_kv_raw`] otherwise.
+    pub unsafe fn store_kv_strided_raw(
+        &self,
+        args: &RawStoreArgs,
+        strides: &StoreStrides,
+    ) -> Result<()> {
+        let raw = args.to_c();
+        let strides = strides.to_c();
+        let _memory = self.cache.memory_write();
+        check(sys::kvc_store_kv_strided(
+            self.cache.as_ptr(),
+            &raw,
+            &strides,
             self.stream.as_raw(),
         ))
     }

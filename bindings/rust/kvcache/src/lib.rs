@@ -62,7 +62,9 @@ pub use batch::{BlockTable, CsrTable, SlotMapping};
 pub use cache::{Cache, CacheDesc, GroupDesc, GroupStats, LayerView, OnStream, PoolDesc, Stats};
 pub use config::{Config, ConfigBuilder};
 pub use error::{Error, Result, Status};
-pub use kernels::{BlockTables, Decode, RawDecodeArgs, RawStoreArgs, StoreKv, TableFormat};
+pub use kernels::{
+    BlockTables, Decode, RawDecodeArgs, RawStoreArgs, StoreKv, StoreStrides, TableFormat,
+};
 pub use sequence::{
     ExtraKey, RetentionRange, SequenceDesc, SequenceOptions, DEFAULT_PRIORITY, RETENTION_OPEN_END,
 };

@@ -45,7 +45,15 @@ fn setters_round_trip() {
     c.set_block_reuse(false).unwrap();
     c.set_partial_reuse(false).unwrap();
     c.set_copy_on_partial_reuse(false).unwrap();
-    c.set_event_buffer_size(64).unwrap();
+    // Events are not implemented yet: only 0 is accepted.
+    let e = c.set_event_buffer_size(64).unwrap_err();
+    assert_eq!(e.status, Status::Unsupported);
+    assert!(
+        e.message.contains("KV events are not implemented"),
+        "{}",
+        e.message
+    );
+    c.set_event_buffer_size(0).unwrap();
     assert_eq!(c.num_layers().unwrap(), 4);
     assert_eq!(
         (0..4).map(|l| c.kv_heads(l).unwrap()).collect::<Vec<_>>(),
@@ -70,7 +78,7 @@ fn setters_round_trip() {
     assert!(!c.block_reuse().unwrap());
     assert!(!c.partial_reuse().unwrap());
     assert!(!c.copy_on_partial_reuse().unwrap());
-    assert_eq!(c.event_buffer_size().unwrap(), 64);
+    assert_eq!(c.event_buffer_size().unwrap(), 0);
     c.validate().unwrap();
 
     c.set_device(Device::Cuda(3)).unwrap();
@@ -113,16 +121,25 @@ fn validation_checks_the_settings_together() {
     assert_eq!(e.status, Status::InvalidArgument);
     assert!(e.message.contains("kv_heads"), "{}", e.message);
 
-    // A CPU cache needs a byte or token budget; Cache::new validates too.
-    let c = Config::builder()
+    // Cache::new validates too: a budget too small for one block is refused.
+    let mut c = Config::builder()
         .num_layers(1)
         .kv_heads(1)
         .head_dim(64)
         .build_unvalidated()
         .unwrap();
+    c.set_primary_bytes(100).unwrap();
     let e = Cache::new(&c).unwrap_err();
     assert_eq!(e.status, Status::InvalidArgument);
-    assert!(!e.message.is_empty());
+    assert!(
+        e.message.contains("too small for one block"),
+        "{}",
+        e.message
+    );
+    // With no bound at all a CPU cache takes 1 GiB.
+    c.set_primary_bytes(0).unwrap();
+    let cache = Cache::new(&c).unwrap();
+    assert!(cache.describe().unwrap().primary_bytes <= 1 << 30);
 }
 
 #[test]

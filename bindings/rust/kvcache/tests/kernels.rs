@@ -6,7 +6,7 @@ mod common;
 use common::{tokens, TPB};
 use kvcache::{
     BlockTables, Cache, Decode, Dtype, LayerView, RawDecodeArgs, RawStoreArgs, SequenceOptions,
-    Status, StoreKv,
+    Status, StoreKv, StoreStrides,
 };
 
 const HEADS: usize = 2;
@@ -83,6 +83,122 @@ fn store_kv_writes_each_token_into_its_slot() {
                 );
             }
         }
+    }
+}
+
+/// `[batch][heads][n_alloc][dim]` of f(token, head, dim) with token
+/// `b * 100 + t`: a model's cache tensors.
+fn bhnd(batch: usize, n_alloc: usize, f: fn(usize, usize, usize) -> f32) -> Vec<f32> {
+    let mut v = Vec::new();
+    for b in 0..batch {
+        for h in 0..HEADS {
+            for t in 0..n_alloc {
+                for d in 0..DIM {
+                    v.push(f(b * 100 + t, h, d));
+                }
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn store_kv_strided_reads_a_batch_heads_tokens_dim_view() {
+    // Tokens 1..4 of each of 2 sequences of a [2][2][5][64] tensor: no copy.
+    let (batch, n_alloc, first, n) = (2, 5, 1, 3);
+    let k = bhnd(batch, n_alloc, key_of);
+    let v = bhnd(batch, n_alloc, value_of);
+    let cache = common::cache(64);
+    let slots: Vec<i64> = vec![3, 9, -1, 20, 21, 0];
+    let strides = StoreStrides {
+        seq_len: n as u32,
+        key: [
+            (HEADS * n_alloc * DIM) as i64,
+            DIM as i64,
+            (n_alloc * DIM) as i64,
+        ],
+        value: [
+            (HEADS * n_alloc * DIM) as i64,
+            DIM as i64,
+            (n_alloc * DIM) as i64,
+        ],
+    };
+    let at = first * DIM;
+    cache
+        .store_kv_strided(
+            &StoreKv::new(1, Dtype::F32, &k[at..], Some(&v[at..]), &slots),
+            &strides,
+        )
+        .unwrap();
+    let view = cache.layer_view(1).unwrap();
+    for (i, &slot) in slots.iter().enumerate() {
+        if slot < 0 {
+            continue;
+        }
+        let token = (i / n) * 100 + first + i % n;
+        let (block, off) = (slot / i64::from(TPB), (slot % i64::from(TPB)) as u64);
+        for h in 0..HEADS {
+            for d in [0, 5, DIM - 1] {
+                let (hh, dd) = (h as u64, d as u64);
+                assert_eq!(read(&view, block, 0, off, hh, dd), key_of(token, h, d));
+                assert_eq!(read(&view, block, 1, off, hh, dd), value_of(token, h, d));
+            }
+        }
+    }
+    // A slice too short for what the strides reach, a negative stride, a
+    // token count that is not a multiple of seq_len: refused, nothing written.
+    let short = cache
+        .store_kv_strided(
+            &StoreKv::new(1, Dtype::F32, &k[at..at + 1000], Some(&v[at..]), &slots),
+            &strides,
+        )
+        .unwrap_err();
+    assert!(short.message.contains("strides reach"), "{short}");
+    let negative = StoreStrides {
+        key: [0, -(DIM as i64), DIM as i64],
+        ..strides
+    };
+    let err = cache
+        .store_kv_strided(
+            &StoreKv::new(1, Dtype::F32, &k, Some(&v), &slots),
+            &negative,
+        )
+        .unwrap_err();
+    assert!(err.message.contains(">= 0"), "{err}");
+    let err = cache
+        .store_kv_strided(
+            &StoreKv::new(1, Dtype::F32, &k, Some(&v), &slots[..5]),
+            &strides,
+        )
+        .unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument);
+    // The raw call takes negative strides: tokens in reverse order.
+    let rev = tensor(4, key_of);
+    let raw = RawStoreArgs {
+        layer: 0,
+        num_tokens: 4,
+        src_dtype: Dtype::F32,
+        key: rev[3 * HEADS * DIM..].as_ptr().cast(),
+        value: rev.as_ptr().cast(),
+        slot_mapping: [40i64, 41, 42, 43].as_ptr(),
+        ..RawStoreArgs::default()
+    };
+    let back = StoreStrides {
+        seq_len: 0,
+        key: [0, -((HEADS * DIM) as i64), DIM as i64],
+        value: [0, (HEADS * DIM) as i64, DIM as i64],
+    };
+    // SAFETY: CPU cache; the strides address tokens 3, 2, 1, 0 of `rev`.
+    unsafe { cache.store_kv_strided_raw(&raw, &back) }.unwrap();
+    let view = cache.layer_view(0).unwrap();
+    for t in 0..4u64 {
+        let slot = 40 + t as i64;
+        let (block, off) = (slot / i64::from(TPB), (slot % i64::from(TPB)) as u64);
+        assert_eq!(
+            read(&view, block, 0, off, 1, 2),
+            key_of(3 - t as usize, 1, 2)
+        );
+        assert_eq!(read(&view, block, 1, off, 1, 2), key_of(t as usize, 1, 2));
     }
 }
 

@@ -957,6 +957,66 @@ public final class Cache implements AutoCloseable {
     }
   }
 
+  /** {@link #storeKvStrided(StoreArgs, StoreStrides, long)} on the default stream. */
+  public void storeKvStrided(StoreArgs args, StoreStrides strides) {
+    storeKvStrided(args, strides, 0);
+  }
+
+  /**
+   * {@link #storeKv} reading K and V through {@code strides}
+   * (kvc_store_kv_strided), so a model's {@code [batch][kvHeads][n][headDim]}
+   * tensors are stored without a copy: {@code key} and {@code value} start
+   * at element 0 of their tensors. Host buffers must hold every element the
+   * strides reach; {@code numTokens} must be a multiple of the sequence
+   * length.
+   */
+  public void storeKvStrided(StoreArgs args, StoreStrides strides, long stream) {
+    Args.notNull("args", args);
+    Args.notNull("strides", strides);
+    Args.notNull("src_dtype", args.srcDtype);
+    LayerView v = view(args.layer);
+    long seqLen = strides.seqLen == 0 ? args.numTokens : strides.seqLen;
+    if (seqLen > 0 && args.numTokens % seqLen != 0) {
+      throw Args.invalid("num_tokens (" + args.numTokens + ") must be a multiple of seq_len ("
+          + seqLen + ")");
+    }
+    long sequences = seqLen == 0 ? 0 : args.numTokens / seqLen;
+    long keyBytes = strides.reach(strides.key, sequences, seqLen, v.kvHeads(), v.headDim(),
+        args.srcDtype.size());
+    long valueBytes = strides.reach(strides.value, sequences, seqLen, v.kvHeads(), v.headDim(),
+        args.srcDtype.size());
+    long h = handle.acquire();
+    kvc_store_args_t a = new kvc_store_args_t();
+    kvc_store_strides_t s = new kvc_store_strides_t();
+    try {
+      boolean dev = onDevice();
+      boolean any = args.numTokens > 0;
+      KvcNative.kvc_store_args_init(a);
+      a.setLayer(args.layer);
+      a.setNum_tokens(args.numTokens);
+      a.setSrc_dtype(args.srcDtype.code());
+      a.setKey(need(args.key, "key", any ? keyBytes : 0, dev, any));
+      a.setValue(need(args.value, "value", any ? valueBytes : 0, dev, false));
+      a.setSlot_mapping(need(args.slotMapping, "slot_mapping", 8L * args.numTokens, dev, any));
+      a.setK_scale(args.kScale);
+      a.setV_scale(args.vScale);
+      KvcNative.kvc_store_strides_init(s);
+      s.setSeq_len(strides.seqLen);
+      s.setKey_seq_stride(strides.key[0]);
+      s.setKey_token_stride(strides.key[1]);
+      s.setKey_head_stride(strides.key[2]);
+      s.setValue_seq_stride(strides.value[0]);
+      s.setValue_token_stride(strides.value[1]);
+      s.setValue_head_stride(strides.value[2]);
+      KvcNative.kvc_store_kv_strided(h, a, s, stream);
+    } finally {
+      a.delete();
+      s.delete();
+      Reference.reachabilityFence(args);
+      handle.release();
+    }
+  }
+
   /** {@link #copyBlocks(int, int[], int[], int[], long)} on the default stream. */
   public void copyBlocks(int group, int[] src, int[] dst, int[] numTokens) {
     copyBlocks(group, src, dst, numTokens, 0);

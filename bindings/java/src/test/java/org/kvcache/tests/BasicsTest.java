@@ -87,7 +87,10 @@ class BasicsTest {
           .setAttentionWindows(0, 256).setPrimaryBytes(1L << 40).setMaxTokens(5_000_000_000L)
           .setFreeGpuMemoryFraction(0.5).setHostCacheBytes(3L << 33)
           .setSecondaryOffloadMinPriority(50).setBlockReuse(false).setPartialReuse(false)
-          .setCopyOnPartialReuse(false).setEventBufferSize(1024);
+          .setCopyOnPartialReuse(false).setEventBufferSize(0);
+      // Events are not implemented yet: only 0 is accepted.
+      KvCacheException e = assertThrows(KvCacheException.class, () -> c.setEventBufferSize(1024));
+      assertEquals(Status.UNSUPPORTED, e.status());
       assertEquals(4, c.getNumLayers());
       assertEquals(8, c.getKvHeads(1));
       assertEquals(4, c.getKvHeads(3));
@@ -106,7 +109,7 @@ class BasicsTest {
       assertFalse(c.getBlockReuse());
       assertFalse(c.getPartialReuse());
       assertFalse(c.getCopyOnPartialReuse());
-      assertEquals(1024, c.getEventBufferSize());
+      assertEquals(0, c.getEventBufferSize());
 
       try (Config copy = c.copy()) {
         c.setNumLayers(7);

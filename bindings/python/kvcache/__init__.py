@@ -1,0 +1,61 @@
+"""kvcache: the KV-cache system of an LLM inference engine, from Python.
+
+A pure-Python binding of libkvcache's C API through ctypes (no compiled
+extension; CPython >= 3.9). The library is found through the
+KVCACHE_LIBRARY environment variable (a path), a build folder of the
+checkout this package sits in (build/, build/release/, build/debug/), or
+the system's library path.
+
+    import kvcache
+    with kvcache.Cache(num_layers=32, kv_heads=8, head_dim=128,
+                       device="cuda:0", free_gpu_memory_fraction=0.3) as cache:
+        cached = cache.add_sequence(1, prompt_tokens)
+
+On CUDA the pool takes free_gpu_memory_fraction (default 0.9) of the free
+GPU memory unless max_tokens or primary_bytes is less: in a process that
+also holds a model, set one of them. See bindings/python/README.md.
+"""
+from ._capi import lib as _lib, library_path
+from ._types import (DEFAULT_PRIORITY, RETENTION_OPEN_END, DeviceKind, DType, Feature, Layout,
+                     Status, TableFormat)
+from .cache import Cache
+from .config import Config
+from .errors import KvCacheError, status_string
+from ._batch import DecodeStep
+from ._kernels import StoreStrides
+from ._sequences import ExtraKey, RetentionRange, SequenceOptions
+from .records import (CacheDescription, CacheStats, CsrTable, GroupDescription, GroupStats,
+                      LayerView, PoolDescription, SequenceDescription, SlotMapping)
+
+__all__ = ["Cache", "Config", "KvCacheError", "Status", "DType", "Layout", "DeviceKind",
+           "TableFormat", "Feature", "SequenceOptions", "ExtraKey", "RetentionRange",
+           "StoreStrides", "DecodeStep", "CacheDescription", "GroupDescription", "PoolDescription",
+           "LayerView", "SequenceDescription", "CacheStats", "GroupStats", "CsrTable",
+           "SlotMapping", "DEFAULT_PRIORITY", "RETENTION_OPEN_END", "version",
+           "version_string", "abi_version", "features", "status_string", "library_path"]
+
+
+def version():
+    """Version of the loaded library, MAJOR * 10000 + MINOR * 100 + PATCH
+    (kvc_version)."""
+    return _lib.kvc_version()
+
+
+def version_string():
+    """"MAJOR.MINOR.PATCH" of the loaded library (kvc_version_string)."""
+    return _lib.kvc_version_string().decode()
+
+
+def abi_version():
+    """ABI major of the loaded library, the N of libkvcache.so.N
+    (kvc_abi_version)."""
+    return _lib.kvc_abi_version()
+
+
+def features():
+    """Feature flags of the library and machine (kvc_features):
+    Feature.CUDA_COMPILED, Feature.CUDA_DEVICE."""
+    return Feature(_lib.kvc_features())
+
+
+__version__ = version_string()

@@ -1,0 +1,110 @@
+"""Enumerations of the C API (values never change) and the parsing of
+their Python spellings ("bf16", "cuda:1", "hnd")."""
+import enum
+
+__all__ = ["Status", "DType", "Layout", "DeviceKind", "TableFormat", "Feature",
+           "DEFAULT_PRIORITY", "RETENTION_OPEN_END", "dtype_of", "layout_of", "device_of",
+           "DTYPE_SIZE"]
+
+DEFAULT_PRIORITY = 35           # KVC_DEFAULT_PRIORITY
+RETENTION_OPEN_END = 2**64 - 1  # KVC_RETENTION_OPEN_END
+
+
+class Status(enum.IntEnum):
+    """kvc_status_t values (enum kvc_status_code)."""
+    OK = 0
+    INVALID_ARGUMENT = -1
+    NOT_FOUND = -2
+    ALREADY_EXISTS = -3
+    OUT_OF_BLOCKS = -4
+    BUFFER_TOO_SMALL = -5
+    UNSUPPORTED = -6
+    DEVICE = -7
+    OUT_OF_MEMORY = -8
+    INVALID_STATE = -9
+    INTERNAL = -100
+
+
+class DType(enum.IntEnum):
+    """Element types (enum kvc_dtype)."""
+    F32 = 1
+    F16 = 2
+    BF16 = 3
+    FP8_E4M3 = 4
+
+
+DTYPE_SIZE = {DType.F32: 4, DType.F16: 2, DType.BF16: 2, DType.FP8_E4M3: 1}
+
+
+class Layout(enum.IntEnum):
+    """Block layouts (enum kvc_layout)."""
+    NHD = 1
+    HND = 2
+
+
+class DeviceKind(enum.IntEnum):
+    """Devices (enum kvc_device_kind)."""
+    CPU = 1
+    CUDA = 2
+
+
+class TableFormat(enum.IntEnum):
+    """Block table formats of decode attention (enum kvc_table_format)."""
+    PADDED = 1
+    CSR = 2
+
+
+class Feature(enum.IntFlag):
+    """kvc_features() bits (enum kvc_feature_bits)."""
+    CUDA_COMPILED = 1 << 0
+    CUDA_DEVICE = 1 << 1
+
+
+_DTYPE_NAMES = {
+    "f32": DType.F32, "float32": DType.F32, "float": DType.F32,
+    "f16": DType.F16, "float16": DType.F16, "half": DType.F16,
+    "bf16": DType.BF16, "bfloat16": DType.BF16,
+    "fp8": DType.FP8_E4M3, "fp8_e4m3": DType.FP8_E4M3, "float8_e4m3fn": DType.FP8_E4M3,
+}
+
+
+def dtype_of(value, what="dtype"):
+    """A DType from a DType, an int, a name ("bf16", "bfloat16") or an
+    object whose str() ends in such a name (torch.bfloat16)."""
+    if isinstance(value, DType):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return DType(value)
+    name = str(value).lower().rsplit(".", 1)[-1]
+    if name in _DTYPE_NAMES:
+        return _DTYPE_NAMES[name]
+    raise ValueError("%s must be one of f32, f16, bf16, fp8_e4m3 (or a DType), got %r"
+                     % (what, value))
+
+
+def layout_of(value):
+    if isinstance(value, Layout):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return Layout(value)
+    try:
+        return Layout[str(value).upper()]
+    except KeyError:
+        raise ValueError("layout must be 'nhd' or 'hnd' (or a Layout), got %r" % (value,))
+
+
+def device_of(value):
+    """(DeviceKind, ordinal) from "cpu", "cuda", "cuda:1", a DeviceKind, a
+    (kind, ordinal) pair or an object with .type and .index (torch.device)."""
+    if isinstance(value, tuple) and len(value) == 2:
+        kind, ordinal = value
+        return (DeviceKind(kind) if isinstance(kind, int) else device_of(kind)[0]), int(ordinal)
+    if isinstance(value, DeviceKind):
+        return value, 0
+    if hasattr(value, "type") and hasattr(value, "index"):
+        return device_of("%s:%d" % (value.type, value.index or 0))
+    text = str(value).lower()
+    name, _, ordinal = text.partition(":")
+    if name in ("cpu", "cuda") and (ordinal == "" or ordinal.isdigit()):
+        return DeviceKind[name.upper()], int(ordinal or 0)
+    raise ValueError("device must be 'cpu', 'cuda' or 'cuda:N', got %r" % (value,))

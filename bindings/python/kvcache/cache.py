@@ -1,0 +1,201 @@
+"""Cache: a kvcache cache (kvc_cache_t). Lifetime, description, layer
+views, statistics and the retention clock live here; sequences, batch
+tables and kernels come from the mixins beside it."""
+import ctypes
+import threading
+import time
+
+from ._batch import BatchCalls
+from ._buffers import stream_handle
+from ._capi import lib
+from ._kernels import KernelCalls
+from ._sequences import SequenceCalls
+from ._types import DeviceKind, Status
+from .config import Config
+from .errors import KvCacheError, check
+from .records import read_record
+
+__all__ = ["Cache"]
+
+_message = lib.kvc_last_error_message
+_CACHE, _GROUP, _POOL, _LAYER, _STATS, _GROUP_STATS = (
+    read_record(k) for k in ("cache", "group", "pool", "layer", "stats", "group_stats"))
+
+
+class Cache(SequenceCalls, BatchCalls, KernelCalls):
+    """A KV cache: Cache(config) or Cache(**settings) (a Config is made
+    from the settings and freed).
+
+    Use it as a context manager or call close(); close() is idempotent and
+    every later call raises KvCacheError(INVALID_STATE). Calls are safe
+    from any thread (the library serializes them on one cache); close()
+    waits for calls other threads have in flight. Kernel work enqueued on
+    a CUDA stream must be finished (synchronize the stream) before close().
+
+    Every failing call raises KvCacheError(status, message, op) with the
+    message the library gave in that call, and changes nothing.
+    """
+
+    def __init__(self, config=None, **settings):
+        self._handle = None
+        self._inflight = []
+        self._close_lock = threading.Lock()
+        if config is None:
+            with Config(**settings) as cfg:
+                self._create(cfg)
+        else:
+            if settings:
+                raise TypeError("pass a Config or settings, not both")
+            self._create(config)
+        d = self.describe()
+        self.description = d
+        self.device = ("cpu", 0) if d.device_kind == DeviceKind.CPU else ("cuda", d.device_ordinal)
+        # Layer shapes for the binding's own argument checks (kernels).
+        self._layers = [self.layer_view(i) for i in range(d.num_layers)]
+
+    def _create(self, config):
+        out = ctypes.c_void_p()
+        check(lib.kvc_cache_create(config._use("kvc_cache_create"), ctypes.byref(out)),
+              "kvc_cache_create")
+        self._handle = out.value
+
+    # -- calls ---------------------------------------------------------------
+    def _call(self, op, fn, *args):
+        """fn(handle, *args) for C function `op`; raises KvCacheError on a
+        failure, with the message read right after the call."""
+        self._inflight.append(None)
+        try:
+            handle = self._handle
+            if handle is None:
+                raise KvCacheError(Status.INVALID_STATE, "use of a closed Cache", op)
+            status = fn(handle, *args)
+        finally:
+            self._inflight.pop()
+        if status != 0:
+            raise KvCacheError(status, _message().decode("utf-8", "replace"), op)
+
+    def _status(self, op, fn, *args):
+        """As _call, but returns the status (and the message when it is
+        not KVC_OK) for the calls where a refusal is an answer."""
+        self._inflight.append(None)
+        try:
+            handle = self._handle
+            if handle is None:
+                raise KvCacheError(Status.INVALID_STATE, "use of a closed Cache", op)
+            status = fn(handle, *args)
+        finally:
+            self._inflight.pop()
+        return status, (_message().decode("utf-8", "replace") if status != 0 else "")
+
+    # -- lifetime ------------------------------------------------------------
+    @property
+    def closed(self):
+        return self._handle is None
+
+    def close(self):
+        """Frees the cache (kvc_cache_destroy); idempotent. Waits for calls
+        other threads have in flight; later calls raise KvCacheError."""
+        with self._close_lock:
+            handle, self._handle = self._handle, None
+            if handle is None:
+                return
+            while self._inflight:
+                time.sleep(0)  # yield to the threads finishing their call
+            lib.kvc_cache_destroy(handle)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_handle", None) is not None:
+            self.close()
+
+    # -- description ---------------------------------------------------------
+    def describe(self):
+        """CacheDescription (kvc_cache_describe)."""
+        s = _CACHE.new()
+        self._call("kvc_cache_describe", lib.kvc_cache_describe, ctypes.byref(s))
+        return _CACHE.read(s)
+
+    def describe_group(self, group):
+        """GroupDescription of layer group `group` (kvc_cache_describe_group)."""
+        s = _GROUP.new()
+        self._call("kvc_cache_describe_group", lib.kvc_cache_describe_group, group, ctypes.byref(s))
+        return _GROUP.read(s)
+
+    def describe_pool(self, pool):
+        """PoolDescription of pool `pool` (kvc_cache_describe_pool)."""
+        s = _POOL.new()
+        self._call("kvc_cache_describe_pool", lib.kvc_cache_describe_pool, pool, ctypes.byref(s))
+        return _POOL.read(s)
+
+    def layer_view(self, layer):
+        """LayerView of layer `layer` (kvc_cache_layer_view)."""
+        s = _LAYER.new()
+        self._call("kvc_cache_layer_view", lib.kvc_cache_layer_view, layer, ctypes.byref(s))
+        return _LAYER.read(s)
+
+    def pool_memory(self, pool=0):
+        """The bytes of pool `pool` of a CPU cache as a writable memoryview
+        (for tests and debugging: read K/V through layer_view offsets).
+        Valid until close(). A CUDA pool is device memory: use
+        describe_pool(pool).base with your framework."""
+        op = "kvcache.Cache.pool_memory"
+        if self.device != ("cpu", 0):
+            raise KvCacheError(Status.UNSUPPORTED, "pool %d is device memory on cuda:%d; read "
+                               "it through describe_pool().base" % (pool, self.device[1]), op)
+        d = self.describe_pool(pool)
+        return memoryview((ctypes.c_char * d.bytes).from_address(d.base)).cast("B")
+
+    # -- statistics ----------------------------------------------------------
+    def stats(self):
+        """CacheStats (kvc_cache_get_stats)."""
+        s = _STATS.new()
+        self._call("kvc_cache_get_stats", lib.kvc_cache_get_stats, ctypes.byref(s))
+        return _STATS.read(s)
+
+    def group_stats(self, group):
+        """GroupStats of layer group `group` (kvc_cache_get_group_stats)."""
+        s = _GROUP_STATS.new()
+        self._call("kvc_cache_get_group_stats", lib.kvc_cache_get_group_stats, group,
+                   ctypes.byref(s))
+        return _GROUP_STATS.read(s)
+
+    def check(self):
+        """Runs the invariant checker (kvc_cache_check); raises on a broken
+        invariant (KVC_ERR_INTERNAL)."""
+        self._call("kvc_cache_check", lib.kvc_cache_check)
+
+    def reset_reuse(self):
+        """Evicts every cached block (kvc_cache_reset_reuse)."""
+        self._call("kvc_cache_reset_reuse", lib.kvc_cache_reset_reuse)
+
+    def advance_clock(self, milliseconds):
+        """Moves the manual retention clock (kvc_cache_advance_clock)."""
+        self._call("kvc_cache_advance_clock", lib.kvc_cache_advance_clock, milliseconds)
+
+    # -- errors of enqueued work ----------------------------------------------
+    def async_error(self, stream=None):
+        """Waits for the kernel work on `stream` and returns the first error
+        this cache's kernels recorded since the last report, as a
+        KvCacheError (op "kvc_cache_get_async_error"), or None. Raises when
+        the check itself fails (kvc_cache_get_async_error)."""
+        op = "kvc_cache_get_async_error"
+        found = ctypes.c_int32(0)
+        self._call(op, lib.kvc_cache_get_async_error, stream_handle(stream, op), ctypes.byref(found))
+        if found.value != 0:
+            return KvCacheError(found.value, _message().decode("utf-8", "replace"),
+                                op + " (enqueued work)")
+        return None
+
+    def __repr__(self):
+        if self._handle is None:
+            return "Cache(<closed>)"
+        d = self.description
+        where = "cpu" if self.device[0] == "cpu" else "cuda:%d" % self.device[1]
+        return ("Cache(%s, %s, %d layers, %d blocks of %d tokens, %d bytes)"
+                % (where, d.dtype.name.lower(), d.num_layers, d.num_blocks, d.tokens_per_block,
+                   d.primary_bytes))

@@ -1,0 +1,216 @@
+"""Config: the cache configuration (kvc_config_t), typed properties over
+its setters and getters."""
+import ctypes
+
+from ._capi import lib
+from ._types import DeviceKind, DType, Layout, device_of, dtype_of, layout_of
+from .errors import KvCacheError, Status, check
+
+__all__ = ["Config"]
+
+_u32, _u64, _i32, _f64, _bool = (ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32,
+                                 ctypes.c_double, ctypes.c_bool)
+
+
+def _setting(setter, getter, ctype, convert=None, out=None, doc=""):
+    """A property over a kvc_config_set_x / kvc_config_get_x pair."""
+    set_op, get_op = setter.__name__, getter.__name__
+
+    def get(self):
+        value = ctype()
+        check(getter(self._use(get_op), ctypes.byref(value)), get_op)
+        return out(value.value) if out else value.value
+
+    def set_(self, value):
+        check(setter(self._use(set_op), convert(value) if convert else value), set_op)
+
+    return property(get, set_, doc=doc)
+
+
+class Config:
+    """A cache configuration, holding the defaults until set: bf16, NHD,
+    16 tokens per block, full attention, device cpu, no byte or token
+    bound, free_gpu_memory_fraction 0.9, reuse and partial reuse on.
+
+    Config(num_layers=32, kv_heads=8, head_dim=128, device="cuda:0",
+           free_gpu_memory_fraction=0.3, max_tokens=200_000)
+
+    Keyword arguments set the properties of the same name; kv_heads also
+    takes a per-layer list and attention_windows a list of windows.
+    Setters check a value alone and raise KvCacheError without changing
+    anything; validate() checks the whole (Cache() does too).
+
+    On CUDA the pool takes the least of primary_bytes, max_tokens and
+    free_gpu_memory_fraction (default 0.9!) of the free GPU memory: in a
+    process that also runs a model (PyTorch allocates after the cache),
+    set free_gpu_memory_fraction or max_tokens.
+    """
+
+    def __init__(self, **settings):
+        handle = ctypes.c_void_p()
+        check(lib.kvc_config_create(ctypes.byref(handle)), "kvc_config_create")
+        self._handle = handle.value
+        try:
+            for key, value in settings.items():
+                if not hasattr(type(self), key) or key.startswith("_"):
+                    raise TypeError("Config has no setting %r" % key)
+                setattr(self, key, value)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- lifetime ----------------------------------------------------------
+    def _use(self, op):
+        if self._handle is None:
+            raise KvCacheError(Status.INVALID_STATE, "use of a closed Config", op)
+        return self._handle
+
+    def close(self):
+        """Frees the config (kvc_config_destroy); idempotent. A cache made
+        from it keeps its own copy."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            lib.kvc_config_destroy(handle)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        # No finalizer semantics are promised; this only avoids a leak
+        # when a Config is dropped without close().
+        if getattr(self, "_handle", None) is not None:
+            self.close()
+
+    def clone(self):
+        """An independent copy (kvc_config_clone)."""
+        out = ctypes.c_void_p()
+        check(lib.kvc_config_clone(self._use("kvc_config_clone"), ctypes.byref(out)),
+              "kvc_config_clone")
+        copy = Config.__new__(Config)
+        copy._handle = out.value
+        return copy
+
+    def validate(self):
+        """Checks the config as a whole, as Cache() will (kvc_config_validate)."""
+        check(lib.kvc_config_validate(self._use("kvc_config_validate")), "kvc_config_validate")
+
+    # -- model shape -------------------------------------------------------
+    num_layers = _setting(
+        lib.kvc_config_set_num_layers, lib.kvc_config_get_num_layers,
+        _u32, doc="Attention layers (> 0).")
+    head_dim = _setting(
+        lib.kvc_config_set_head_dim, lib.kvc_config_get_head_dim,
+        _u32, doc="Head dimension (> 0).")
+    dtype = _setting(
+        lib.kvc_config_set_dtype, lib.kvc_config_get_dtype,
+        _u32, dtype_of, DType, "Stored element type (DType or 'bf16').")
+    kv_factor = _setting(
+        lib.kvc_config_set_kv_factor, lib.kvc_config_get_kv_factor,
+        _u32, doc="2 (K and V) or 1 (K == V, MLA).")
+    layout = _setting(
+        lib.kvc_config_set_layout, lib.kvc_config_get_layout,
+        _u32, layout_of, Layout, "Block layout: 'nhd' or 'hnd'.")
+    tokens_per_block = _setting(
+        lib.kvc_config_set_tokens_per_block, lib.kvc_config_get_tokens_per_block,
+        _u32, doc="A power of two > 1.")
+
+    @property
+    def kv_heads(self):
+        """KV heads of layer 0; per layer see kv_heads_of(). Set an int
+        (every layer) or a list (one per layer)."""
+        return self.kv_heads_of(0)
+
+    @kv_heads.setter
+    def kv_heads(self, value):
+        if isinstance(value, int):
+            check(lib.kvc_config_set_kv_heads(self._use("kvc_config_set_kv_heads"), value),
+                  "kvc_config_set_kv_heads")
+            return
+        arr = (ctypes.c_uint32 * len(value))(*value)
+        op = "kvc_config_set_kv_heads_per_layer"
+        check(lib.kvc_config_set_kv_heads_per_layer(self._use(op), arr, len(value)), op)
+
+    def kv_heads_of(self, layer):
+        out = _u32()
+        op = "kvc_config_get_kv_heads"
+        check(lib.kvc_config_get_kv_heads(self._use(op), layer, ctypes.byref(out)), op)
+        return out.value
+
+    @property
+    def attention_windows(self):
+        """The window of every layer after repetition (0 = full attention).
+        Set a list that repeats over the layers ([] = full everywhere)."""
+        return [self.attention_window(i) for i in range(self.num_layers)]
+
+    @attention_windows.setter
+    def attention_windows(self, windows):
+        windows = list(windows)
+        arr = (ctypes.c_uint32 * len(windows))(*windows)
+        op = "kvc_config_set_attention_windows"
+        check(lib.kvc_config_set_attention_windows(self._use(op), arr, len(windows)), op)
+
+    def attention_window(self, layer):
+        out = _u32()
+        op = "kvc_config_get_attention_window"
+        check(lib.kvc_config_get_attention_window(self._use(op), layer, ctypes.byref(out)), op)
+        return out.value
+
+    # -- device and memory -------------------------------------------------
+    @property
+    def device(self):
+        """'cpu' or 'cuda:N'. Set 'cpu', 'cuda', 'cuda:N', a torch.device or
+        a (DeviceKind, ordinal) pair."""
+        kind, ordinal = _u32(), _i32()
+        op = "kvc_config_get_device"
+        check(lib.kvc_config_get_device(self._use(op), ctypes.byref(kind), ctypes.byref(ordinal)), op)
+        return "cpu" if kind.value == DeviceKind.CPU else "cuda:%d" % ordinal.value
+
+    @device.setter
+    def device(self, value):
+        kind, ordinal = device_of(value)
+        op = "kvc_config_set_device"
+        check(lib.kvc_config_set_device(self._use(op), kind, ordinal), op)
+
+    primary_bytes = _setting(
+        lib.kvc_config_set_primary_bytes, lib.kvc_config_get_primary_bytes,
+        _u64, doc="Byte bound of the pool (0 = none).")
+    max_tokens = _setting(
+        lib.kvc_config_set_max_tokens, lib.kvc_config_get_max_tokens,
+        _u64, doc="Token bound per layer (0 = none).")
+    free_gpu_memory_fraction = _setting(
+        lib.kvc_config_set_free_gpu_memory_fraction, lib.kvc_config_get_free_gpu_memory_fraction,
+        _f64, doc="Share of the free GPU memory the pool may take, in (0, 1]; default 0.9.")
+    host_cache_bytes = _setting(
+        lib.kvc_config_set_host_cache_bytes, lib.kvc_config_get_host_cache_bytes,
+        _u64, doc="Host tier bytes (0 = none).")
+    secondary_offload_min_priority = _setting(
+        lib.kvc_config_set_secondary_offload_min_priority, lib.kvc_config_get_secondary_offload_min_priority,
+        _u32, doc="Offload threshold, 0..100 (35).")
+
+    # -- reuse, events, clock ----------------------------------------------
+    block_reuse = _setting(
+        lib.kvc_config_set_block_reuse, lib.kvc_config_get_block_reuse,
+        _bool, bool, doc="Reuse across sequences (on).")
+    partial_reuse = _setting(
+        lib.kvc_config_set_partial_reuse, lib.kvc_config_get_partial_reuse,
+        _bool, bool, doc="Token-wise reuse (on).")
+    copy_on_partial_reuse = _setting(
+        lib.kvc_config_set_copy_on_partial_reuse, lib.kvc_config_get_copy_on_partial_reuse,
+        _bool, bool, doc="(on)")
+    event_buffer_size = _setting(
+        lib.kvc_config_set_event_buffer_size, lib.kvc_config_get_event_buffer_size,
+        _u32, doc="Event ring (0 = off).")
+    manual_clock = _setting(
+        lib.kvc_config_set_manual_clock, lib.kvc_config_get_manual_clock,
+        _bool, bool, doc="Retention on a manual clock.")
+
+    def __repr__(self):
+        if self._handle is None:
+            return "Config(<closed>)"
+        return ("Config(num_layers=%d, head_dim=%d, dtype=%s, device=%r, max_tokens=%d, "
+                "free_gpu_memory_fraction=%g)" % (self.num_layers, self.head_dim,
+                                                  self.dtype.name.lower(), self.device,
+                                                  self.max_tokens, self.free_gpu_memory_fraction))

@@ -1,0 +1,102 @@
+"""Read-only results of the describe and stats calls: named tuples whose
+fields are the members of the C structs (less struct_size and reserved),
+filled from the struct the call wrote. Their fields follow the headers by
+construction: a member added to a struct in _capi.STRUCTS appears here."""
+import collections
+import ctypes
+import operator
+
+from ._capi import lib, struct
+from ._types import DeviceKind, DType, Layout
+
+__all__ = ["CacheDescription", "GroupDescription", "PoolDescription", "LayerView",
+           "SequenceDescription", "CacheStats", "GroupStats", "CsrTable", "SlotMapping",
+           "read_record"]
+
+_SKIP = ("struct_size", "reserved")
+_CONVERT = {"device_kind": DeviceKind, "dtype": DType, "layout": Layout}
+
+
+class _Record:
+    """A C struct type, its init function and the named tuple it becomes."""
+    __slots__ = ("ctype", "init", "tuple", "fields", "get", "converters")
+
+    def __init__(self, cname, init, pytype):
+        self.ctype = struct(cname)
+        self.init = init
+        self.tuple = pytype
+        self.fields = pytype._fields
+        self.get = operator.attrgetter(*self.fields)
+        # Enum members by value (a dict lookup; constructing the enum costs
+        # more than the C call); a value a newer library added stays an int.
+        self.converters = [(i, {m.value: m for m in _CONVERT[f]})
+                           for i, f in enumerate(self.fields) if f in _CONVERT]
+
+    def new(self):
+        """A fresh struct, initialised by its kvc_x_init()."""
+        s = self.ctype()
+        self.init(ctypes.byref(s))
+        return s
+
+    def read(self, s):
+        values = self.get(s)
+        if self.converters:
+            values = list(values)
+            for i, members in self.converters:
+                values[i] = members.get(values[i], values[i])
+        return self.tuple._make(values)
+
+
+def _fields(cname):
+    return [f for f, _ in struct(cname)._fields_ if f not in _SKIP]
+
+
+CacheDescription = collections.namedtuple("CacheDescription", _fields("kvc_cache_desc_t"))
+CacheDescription.__doc__ = "kvc_cache_desc_t: device, dtype, layout, layers, groups, pools, " \
+                           "blocks, token capacity and bytes of a cache."
+GroupDescription = collections.namedtuple("GroupDescription", _fields("kvc_group_desc_t"))
+GroupDescription.__doc__ = "kvc_group_desc_t: one layer group (window, kv heads, head dim)."
+PoolDescription = collections.namedtuple("PoolDescription", _fields("kvc_pool_desc_t"))
+PoolDescription.__doc__ = "kvc_pool_desc_t: one block pool; base is its address (device " \
+                          "memory on CUDA)."
+SequenceDescription = collections.namedtuple("SequenceDescription",
+                                             _fields("kvc_sequence_desc_t"))
+SequenceDescription.__doc__ = "kvc_sequence_desc_t: the state of one sequence."
+CacheStats = collections.namedtuple("CacheStats", _fields("kvc_cache_stats_t"))
+CacheStats.__doc__ = "kvc_cache_stats_t: block counts per state and tier, reuse, evictions."
+GroupStats = collections.namedtuple("GroupStats", _fields("kvc_group_stats_t"))
+GroupStats.__doc__ = "kvc_group_stats_t: the counts of one layer group."
+
+
+class LayerView(collections.namedtuple("LayerView", _fields("kvc_layer_view_t"))):
+    """kvc_layer_view_t: where one layer's K and V live. Element (block b,
+    kv k, token t, head h, dim d) is at byte offset(b, k, t, h) + d *
+    elem_size from base (device memory on CUDA). Strides are bytes."""
+    __slots__ = ()
+
+    def offset(self, block, kv, token, head):
+        """Byte offset of (block, kv, token, head, dim 0) from base."""
+        return (block * self.block_stride + kv * self.kv_stride + token * self.token_stride +
+                head * self.head_stride)
+
+
+CsrTable = collections.namedtuple("CsrTable", "indptr indices last_page_len num_indices")
+CsrTable.__doc__ = "Block tables in CSR form (FlashInfer's indptr, indices, last_page_len); " \
+                   "indices holds num_indices entries."
+SlotMapping = collections.namedtuple("SlotMapping", "slots num_slots new_tokens")
+SlotMapping.__doc__ = "Slots of the new tokens (slots[:num_slots]; -1 for cached ones) and, " \
+                      "when asked, the count per sequence."
+
+RECORDS = {
+    "cache": _Record("kvc_cache_desc_t", lib.kvc_cache_desc_init, CacheDescription),
+    "group": _Record("kvc_group_desc_t", lib.kvc_group_desc_init, GroupDescription),
+    "pool": _Record("kvc_pool_desc_t", lib.kvc_pool_desc_init, PoolDescription),
+    "layer": _Record("kvc_layer_view_t", lib.kvc_layer_view_init, LayerView),
+    "sequence": _Record("kvc_sequence_desc_t", lib.kvc_sequence_desc_init, SequenceDescription),
+    "stats": _Record("kvc_cache_stats_t", lib.kvc_cache_stats_init, CacheStats),
+    "group_stats": _Record("kvc_group_stats_t", lib.kvc_group_stats_init, GroupStats),
+}
+
+
+def read_record(kind):
+    return RECORDS[kind]
