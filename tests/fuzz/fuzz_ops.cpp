@@ -63,9 +63,9 @@ void Program::remember(const std::vector<int32_t>& tokens) {
   else recent_[recent_next_++ % 16] = tokens;
 }
 
-// Prompts that share prefixes: a document's first tokens, a recent prompt
-// or a live or removed sequence's tokens (prompt and generated), or a few
-// small tokens; then a short tail.
+// Prompts that share prefixes: a document's first tokens (with one token
+// changed or not), a recent prompt or a live or removed sequence's tokens
+// (prompt and generated), or a few small tokens; then a short tail.
 std::vector<int32_t> Program::prompt() {
   const uint8_t b = in_.u8();
   std::vector<int32_t> t;
@@ -82,15 +82,18 @@ std::vector<int32_t> Program::prompt() {
       from = &it->second.tokens;
     }
     const uint8_t cut = in_.u8();  // mostly all of it
-    const uint64_t n = cut < 0xC0 ? from->size() : std::min<uint64_t>(from->size(), 1 + cut % 32);
+    const uint64_t n = cut < 0xC0 ? from->size() : std::min<uint64_t>(from->size(), 1 + cut % 64);
     t.assign(from->begin(), from->begin() + long(n));
   } else if (mode == 3) {
     for (uint32_t n = 1 + in_.below(20); n > 0; --n) t.push_back(small_token());
   } else {
     // Mostly prompts the cache can hold.
-    const uint32_t room = uint32_t(std::min<uint64_t>(40, c().desc.token_capacity * 3 / 2 + 2));
+    const uint32_t room = uint32_t(std::min<uint64_t>(250, c().desc.token_capacity * 3 / 2 + 2));
     const int32_t doc = 1000 * int32_t(1 + ((b >> 2) & 3));
     for (uint32_t i = 0, n = 1 + in_.below(room); i < n; ++i) t.push_back(doc + int32_t(i));
+    // Mode 1: one token changed, so prompts part inside a block (a block
+    // with the same parent and first token but other tokens).
+    if (mode == 1) t[in_.below(uint32_t(t.size()))] = small_token();
   }
   for (uint32_t k = (b >> 4) & 3; k > 0; --k) t.push_back(small_token());
   if (t.empty()) t.push_back(1);
