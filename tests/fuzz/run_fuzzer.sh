@@ -21,6 +21,7 @@ mkdir -p "$work/corpus" "$work/findings" "$seeds"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}:abort_on_error=1:malloc_context_size=10
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}:halt_on_error=1
 
+start=$SECONDS
 pids=()
 for ((i = 0; i < procs; ++i)); do
   "$bin" -max_total_time="$secs" -max_len=4096 -len_control=0 -timeout=60 -rss_limit_mb=4096 \
@@ -30,6 +31,8 @@ for ((i = 0; i < procs; ++i)); do
 done
 rc=0
 for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+elapsed=$((SECONDS - start))
+((elapsed < 1)) && elapsed=1
 
 # Figures: executions and API calls summed over the processes, coverage
 # (libFuzzer's cov: edges, ft: features) from the best of them.
@@ -48,7 +51,7 @@ done
 findings=$(find "$work/findings" -type f | wc -l)
 corpus=$(find "$work/corpus" -type f | wc -l)
 printf '%-12s %3d proc %5ds  execs %10d (%6d/s)  program calls %11d (%7d/s, %d failed)  check calls %11d  cov %5d  ft %6d  new corpus %5d  findings %d\n' \
-  "$name" "$procs" "$secs" "$execs" $((execs / secs / procs)) "$calls" $((calls / secs)) "$failed" \
+  "$name" "$procs" "$elapsed" "$execs" $((execs / elapsed)) "$calls" $((calls / elapsed)) "$failed" \
   "$checks" "$cov" "$ft" "$corpus" "$findings" | tee "$work/summary"
 
 if ((rc != 0 || findings != 0)); then
