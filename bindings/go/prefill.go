@@ -95,39 +95,33 @@ func fillPrefillArgs(op string, s kvc.Kvc_prefill_args_t, a *PrefillArgs, bufs *
 // one of them grows: size one workspace for the largest step.
 func (c *Cache) PrefillWorkspaceSize(a *PrefillArgs) (bytes uint64, err error) {
 	const op = "kvc_prefill_workspace_size"
-	h := c.acquire()
-	if h == 0 {
-		return 0, closedError(op)
-	}
-	defer c.mu.RUnlock()
-	var bufs cBuffers
-	defer bufs.free()
-	s := kvc.NewKvc_prefill_args_t()
-	defer kvc.DeleteKvc_prefill_args_t(s)
-	if err := fillPrefillArgs(op, s, a, &bufs); err != nil {
-		return 0, err
-	}
-	err = kvc.Kvc_prefill_workspace_size(h, s, &bytes)
-	return bytes, wrap(op, err)
+	return withCache(c, op, func(h kvc.Cache) (uint64, error) {
+		var bufs cBuffers
+		defer bufs.free()
+		s := kvc.NewKvc_prefill_args_t()
+		defer kvc.DeleteKvc_prefill_args_t(s)
+		if err := fillPrefillArgs(op, s, a, &bufs); err != nil {
+			return 0, err
+		}
+		err = kvc.Kvc_prefill_workspace_size(h, s, &bytes)
+		return bytes, wrap(op, err)
+	})
 }
 
 // PrefillAttention runs paged prefill attention of one layer
 // (kvc_prefill_attention), enqueued on stream on a CUDA cache.
 func (c *Cache) PrefillAttention(a *PrefillArgs, stream Stream) error {
 	const op = "kvc_prefill_attention"
-	h := c.acquire()
-	if h == 0 {
-		return closedError(op)
-	}
-	defer c.mu.RUnlock()
-	var bufs cBuffers
-	defer bufs.free()
-	s := kvc.NewKvc_prefill_args_t()
-	defer kvc.DeleteKvc_prefill_args_t(s)
-	if err := fillPrefillArgs(op, s, a, &bufs); err != nil {
-		return err
-	}
-	return wrap(op, kvc.Kvc_prefill_attention(h, s, uintptr(stream)))
+	return c.with(op, func(h kvc.Cache) error {
+		var bufs cBuffers
+		defer bufs.free()
+		s := kvc.NewKvc_prefill_args_t()
+		defer kvc.DeleteKvc_prefill_args_t(s)
+		if err := fillPrefillArgs(op, s, a, &bufs); err != nil {
+			return err
+		}
+		return wrap(op, kvc.Kvc_prefill_attention(h, s, uintptr(stream)))
+	})
 }
 
 // HostPrefillArgs is PrefillArgs over Go memory, for PrefillAttentionHost
@@ -160,69 +154,66 @@ type HostPrefillArgs struct {
 // work is done before it returns).
 func (c *Cache) PrefillAttentionHost(a *HostPrefillArgs) error {
 	const op = "kvcache.PrefillAttentionHost"
-	h := c.acquire()
-	if h == 0 {
-		return closedError(op)
-	}
-	defer c.mu.RUnlock()
-	if err := requireCPU(h, op); err != nil {
-		return err
-	}
-	var bufs cBuffers
-	defer bufs.free()
-	d := PrefillArgs{
-		Layer: a.Layer, QHeads: a.QHeads, QDType: a.QDType, TableFormat: TablePadded,
-		QOIndptr: a.QOIndptr, KVLens: a.KVLens, TableStride: a.TableStride, MaxKVLen: a.MaxKVLen,
-		Window: a.Window, SoftmaxScale: a.SoftmaxScale, LogitsSoftCap: a.LogitsSoftCap,
-		KScale: a.KScale, VScale: a.VScale,
-	}
-	if a.Indptr != nil {
-		d.TableFormat = TableCSR
-	}
-	var err error
-	if d.Query, err = bufs.copyIn(op, firstByte(a.Query), len(a.Query)); err != nil {
-		return err
-	}
-	if d.Out, err = bufs.copyIn(op, firstByte(a.Out), len(a.Out)); err != nil {
-		return err
-	}
-	if len(a.LSE) > 0 {
-		if d.LSE, err = bufs.alloc(op, (*byte)(unsafe.Pointer(&a.LSE[0])), 4*len(a.LSE)); err != nil {
+	return c.with(op, func(h kvc.Cache) error {
+		if err := requireCPU(h, op); err != nil {
 			return err
 		}
-	}
-	for _, in := range []struct {
-		dst *uintptr
-		s   []int32
-	}{{&d.BlockTable, a.BlockTable}, {&d.Indptr, a.Indptr}} {
-		p, n := int32Bytes(in.s)
-		if *in.dst, err = bufs.copyIn(op, p, n); err != nil {
+		var bufs cBuffers
+		defer bufs.free()
+		d := PrefillArgs{
+			Layer: a.Layer, QHeads: a.QHeads, QDType: a.QDType, TableFormat: TablePadded,
+			QOIndptr: a.QOIndptr, KVLens: a.KVLens, TableStride: a.TableStride, MaxKVLen: a.MaxKVLen,
+			Window: a.Window, SoftmaxScale: a.SoftmaxScale, LogitsSoftCap: a.LogitsSoftCap,
+			KScale: a.KScale, VScale: a.VScale,
+		}
+		if a.Indptr != nil {
+			d.TableFormat = TableCSR
+		}
+		var err error
+		if d.Query, err = bufs.copyIn(op, firstByte(a.Query), len(a.Query)); err != nil {
 			return err
 		}
-	}
-	// The library reads Query, Out and LSE for QOIndptr[batch] rows: check
-	// that the Go buffers hold that many before handing over their copies
-	// (a short one would be read past its end).
-	if len(a.QOIndptr) > 0 {
-		if err := checkPrefillHostSizes(h, op, a); err != nil {
+		if d.Out, err = bufs.copyIn(op, firstByte(a.Out), len(a.Out)); err != nil {
 			return err
 		}
-	}
-	s := kvc.NewKvc_prefill_args_t()
-	defer kvc.DeleteKvc_prefill_args_t(s)
-	if err := fillPrefillArgs(op, s, &d, &bufs); err != nil {
-		return err
-	}
-	if err := kvc.Kvc_prefill_attention(h, s, 0); err != nil {
-		return wrap("kvc_prefill_attention", err)
-	}
-	if len(a.Out) > 0 {
-		kvc.Kvcgo_buffer_read(&a.Out[0], d.Out, uint64(len(a.Out)))
-	}
-	if len(a.LSE) > 0 {
-		kvc.Kvcgo_buffer_read((*byte)(unsafe.Pointer(&a.LSE[0])), d.LSE, uint64(4*len(a.LSE)))
-	}
-	return nil
+		if len(a.LSE) > 0 {
+			if d.LSE, err = bufs.alloc(op, (*byte)(unsafe.Pointer(&a.LSE[0])), 4*len(a.LSE)); err != nil {
+				return err
+			}
+		}
+		for _, in := range []struct {
+			dst *uintptr
+			s   []int32
+		}{{&d.BlockTable, a.BlockTable}, {&d.Indptr, a.Indptr}} {
+			p, n := int32Bytes(in.s)
+			if *in.dst, err = bufs.copyIn(op, p, n); err != nil {
+				return err
+			}
+		}
+		// The library reads Query, Out and LSE for QOIndptr[batch] rows: check
+		// that the Go buffers hold that many before handing over their copies
+		// (a short one would be read past its end).
+		if len(a.QOIndptr) > 0 {
+			if err := checkPrefillHostSizes(h, op, a); err != nil {
+				return err
+			}
+		}
+		s := kvc.NewKvc_prefill_args_t()
+		defer kvc.DeleteKvc_prefill_args_t(s)
+		if err := fillPrefillArgs(op, s, &d, &bufs); err != nil {
+			return err
+		}
+		if err := kvc.Kvc_prefill_attention(h, s, 0); err != nil {
+			return wrap("kvc_prefill_attention", err)
+		}
+		if len(a.Out) > 0 {
+			kvc.Kvcgo_buffer_read(&a.Out[0], d.Out, uint64(len(a.Out)))
+		}
+		if len(a.LSE) > 0 {
+			kvc.Kvcgo_buffer_read((*byte)(unsafe.Pointer(&a.LSE[0])), d.LSE, uint64(4*len(a.LSE)))
+		}
+		return nil
+	})
 }
 
 // checkPrefillHostSizes checks Query, Out and LSE against the rows

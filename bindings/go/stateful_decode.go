@@ -93,17 +93,14 @@ func (c *StatefulCache) DecodeHost(layer, qHeads uint32, qDType DType, query, ou
 // cache enqueued (kvc_stateful_get_async_error): nil when there is none.
 func (c *StatefulCache) AsyncError(stream Stream) error {
 	const op = "kvc_stateful_get_async_error"
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if c.h == 0 {
-		return closedError(op)
-	}
-	var callFailed bool
-	err := kvc.Kvcgo_stateful_async_error(c.h, uintptr(stream), &callFailed)
-	if err != nil && !callFailed {
-		return wrap(op+" (enqueued work)", err)
-	}
-	return wrap(op, err)
+	return c.call(op, func(h kvc.Stateful) error {
+		var callFailed bool
+		err := kvc.Kvcgo_stateful_async_error(h, uintptr(stream), &callFailed)
+		if err != nil && !callFailed {
+			return wrap(op+" (enqueued work)", err)
+		}
+		return err // call wraps it as op
+	})
 }
 
 // StatefulStats are a stateful cache's memory and work counts

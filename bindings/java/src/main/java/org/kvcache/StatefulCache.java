@@ -32,20 +32,19 @@ public final class StatefulCache implements AutoCloseable {
   public StatefulCache(Config config, StatefulOptions options) {
     Args.notNull("config", config);
     Args.notNull("options", options);
-    long c = config.acquire();
-    long address;
-    kvc_stateful_options_t o = new kvc_stateful_options_t();
-    try {
-      KvcNative.kvc_stateful_options_init(o);
-      options.toNative(o);
-      Scratch s = Scratch.get();
-      int out = s.alloc(8);
-      KvcNative.kvc_stateful_create(c, o, s.address(out));
-      address = s.getLong(out);
-    } finally {
-      o.delete();
-      config.release();
-    }
+    long address = config.callLong(c -> {
+      kvc_stateful_options_t o = new kvc_stateful_options_t();
+      try {
+        KvcNative.kvc_stateful_options_init(o);
+        options.toNative(o);
+        Scratch s = Scratch.get();
+        int out = s.alloc(8);
+        KvcNative.kvc_stateful_create(c, o, s.address(out));
+        return s.getLong(out);
+      } finally {
+        o.delete();
+      }
+    });
     handle = new NativeHandle(address, "StatefulCache");
     batch = options.batch;
     device = config.getDeviceKind() == DeviceKind.CUDA;
@@ -87,36 +86,33 @@ public final class StatefulCache implements AutoCloseable {
   /** Layer {@code layer}'s view (kvc_stateful_layer_view). */
   public StatefulView view(int layer) {
     Args.u32("layer", layer);
-    long h = handle.acquire();
-    kvc_stateful_view_t v = new kvc_stateful_view_t();
-    try {
-      KvcNative.kvc_stateful_view_init(v);
-      KvcNative.kvc_stateful_layer_view(h, layer, v);
-      return new StatefulView(Args.toInt(v.getLayer()), v.getKey(), v.getValue(),
-          v.getRow_stride(), v.getHead_stride(), v.getToken_stride(), Args.toInt(v.getBatch()),
-          Args.toInt(v.getCapacity()), Args.toInt(v.getKv_heads()), Args.toInt(v.getHead_dim()),
-          DType.of(v.getDtype()), Layout.of(v.getLayout()), Args.toInt(v.getMax_length()),
-          v.getLengths(), v.getBeam_table(), Args.toInt(v.getBeam_table_stride()));
-    } finally {
-      v.delete();
-      handle.release();
-    }
+    return handle.call(h -> {
+      kvc_stateful_view_t v = new kvc_stateful_view_t();
+      try {
+        KvcNative.kvc_stateful_view_init(v);
+        KvcNative.kvc_stateful_layer_view(h, layer, v);
+        return new StatefulView(Args.toInt(v.getLayer()), v.getKey(), v.getValue(),
+            v.getRow_stride(), v.getHead_stride(), v.getToken_stride(), Args.toInt(v.getBatch()),
+            Args.toInt(v.getCapacity()), Args.toInt(v.getKv_heads()), Args.toInt(v.getHead_dim()),
+            DType.of(v.getDtype()), Layout.of(v.getLayout()), Args.toInt(v.getMax_length()),
+            v.getLengths(), v.getBeam_table(), Args.toInt(v.getBeam_table_stride()));
+      } finally {
+        v.delete();
+      }
+    });
   }
 
   /** The rows' lengths in layer {@code layer} (kvc_stateful_get_lengths). */
   public int[] lengths(int layer) {
     Args.u32("layer", layer);
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       Scratch s = Scratch.get();
       int out = s.alloc(4L * batch);
       KvcNative.kvc_stateful_get_lengths(h, layer, s.address(out), batch);
       int[] r = new int[batch];
       s.getInts(out, r, 0, batch);
       return r;
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** {@link #append(int, int, DType, Memory, Memory, int[], float, float, long)}: scales 1, default stream. */
@@ -142,30 +138,30 @@ public final class StatefulCache implements AutoCloseable {
           + batch);
     }
     long bytes = (long) batch * numTokens * kvHeads[layer] * headDim[layer] * srcDtype.size();
-    long h = handle.acquire();
-    kvc_stateful_append_args_t a = new kvc_stateful_append_args_t();
-    try {
-      Scratch s = Scratch.get();
-      int rows = rowTokens == null ? -1 : s.alloc(4L * batch);
-      if (rowTokens != null) {
-        s.putInts(rows, rowTokens, 0, batch);
+    handle.run(h -> {
+      kvc_stateful_append_args_t a = new kvc_stateful_append_args_t();
+      try {
+        Scratch s = Scratch.get();
+        int rows = rowTokens == null ? -1 : s.alloc(4L * batch);
+        if (rowTokens != null) {
+          s.putInts(rows, rowTokens, 0, batch);
+        }
+        KvcNative.kvc_stateful_append_args_init(a);
+        a.setLayer(layer);
+        a.setNum_tokens(numTokens);
+        a.setSrc_dtype(srcDtype.code());
+        a.setKey(key == null ? 0 : key.resolve("key", bytes, device));
+        a.setValue(value == null ? 0 : value.resolve("value", bytes, device));
+        a.setRow_tokens(rows < 0 ? 0 : s.address(rows));
+        a.setK_scale(kScale);
+        a.setV_scale(vScale);
+        KvcNative.kvc_stateful_append(h, a, stream);
+      } finally {
+        a.delete();
+        Reference.reachabilityFence(key);
+        Reference.reachabilityFence(value);
       }
-      KvcNative.kvc_stateful_append_args_init(a);
-      a.setLayer(layer);
-      a.setNum_tokens(numTokens);
-      a.setSrc_dtype(srcDtype.code());
-      a.setKey(key == null ? 0 : key.resolve("key", bytes, device));
-      a.setValue(value == null ? 0 : value.resolve("value", bytes, device));
-      a.setRow_tokens(rows < 0 ? 0 : s.address(rows));
-      a.setK_scale(kScale);
-      a.setV_scale(vScale);
-      KvcNative.kvc_stateful_append(h, a, stream);
-    } finally {
-      a.delete();
-      Reference.reachabilityFence(key);
-      Reference.reachabilityFence(value);
-      handle.release();
-    }
+    });
   }
 
   /** {@link #reorder(int[], long)} on the default stream. */
@@ -179,15 +175,12 @@ public final class StatefulCache implements AutoCloseable {
    */
   public void reorder(int[] beamIdx, long stream) {
     Args.notNull("beam_idx", beamIdx);
-    long h = handle.acquire();
-    try {
+    handle.run(h -> {
       Scratch s = Scratch.get();
       int idx = s.alloc(4L * beamIdx.length);
       s.putInts(idx, beamIdx, 0, beamIdx.length);
       KvcNative.kvc_stateful_reorder(h, s.address(idx), beamIdx.length, stream);
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** {@link #compact(long)} on the default stream. */
@@ -197,12 +190,7 @@ public final class StatefulCache implements AutoCloseable {
 
   /** Gathers the K/V by the beam table and drops it (kvc_stateful_compact). */
   public void compact(long stream) {
-    long h = handle.acquire();
-    try {
-      KvcNative.kvc_stateful_compact(h, stream);
-    } finally {
-      handle.release();
-    }
+    handle.run(h -> KvcNative.kvc_stateful_compact(h, stream));
   }
 
   /** {@link #trim(int, int, long)} on the default stream. */
@@ -217,12 +205,7 @@ public final class StatefulCache implements AutoCloseable {
   public void trim(int row, int numTokens, long stream) {
     Args.u32("num_tokens", numTokens);
     long r = row == ALL_ROWS ? 0xffffffffL : Args.u32("row", row);
-    long h = handle.acquire();
-    try {
-      KvcNative.kvc_stateful_trim(h, r, numTokens, stream);
-    } finally {
-      handle.release();
-    }
+    handle.run(h -> KvcNative.kvc_stateful_trim(h, r, numTokens, stream));
   }
 
   /** {@link #reset(boolean, long)} on the default stream. */
@@ -232,12 +215,7 @@ public final class StatefulCache implements AutoCloseable {
 
   /** Empties every row; {@code releaseMemory} frees the buffers too (kvc_stateful_reset). */
   public void reset(boolean releaseMemory, long stream) {
-    long h = handle.acquire();
-    try {
-      KvcNative.kvc_stateful_reset(h, releaseMemory, stream);
-    } finally {
-      handle.release();
-    }
+    handle.run(h -> KvcNative.kvc_stateful_reset(h, releaseMemory, stream));
   }
 
   /** {@link #exportRow(int, long)} on the default stream. */
@@ -248,8 +226,7 @@ public final class StatefulCache implements AutoCloseable {
   /** Row {@code row}'s state as bytes (kvc_stateful_export_row). */
   public byte[] exportRow(int row, long stream) {
     Args.u32("row", row);
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       Scratch s = Scratch.get();
       int size = s.alloc(8);
       try {
@@ -266,9 +243,7 @@ public final class StatefulCache implements AutoCloseable {
       byte[] out = new byte[n];
       buf.get(out);
       return out;
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** {@link #importRow(int, byte[], long)} on the default stream. */
@@ -282,14 +257,14 @@ public final class StatefulCache implements AutoCloseable {
     Args.notNull("state", state);
     ByteBuffer buf = ByteBuffer.allocateDirect(Math.max(state.length, 1));
     buf.put(state).flip();
-    long h = handle.acquire();
-    try {
-      KvcNative.kvc_stateful_import_row(h, row, KvcNative.kvcj_buffer_address(buf), state.length,
-          stream);
-    } finally {
-      Reference.reachabilityFence(buf);
-      handle.release();
-    }
+    handle.run(h -> {
+      try {
+        KvcNative.kvc_stateful_import_row(h, row, KvcNative.kvcj_buffer_address(buf), state.length,
+            stream);
+      } finally {
+        Reference.reachabilityFence(buf);
+      }
+    });
   }
 
   /**
@@ -332,46 +307,43 @@ public final class StatefulCache implements AutoCloseable {
    * enqueued (kvc_stateful_get_async_error).
    */
   public void checkAsyncError(long stream) {
-    long h = handle.acquire();
-    try {
+    handle.run(h -> {
       Scratch s = Scratch.get();
       int out = s.alloc(8);
       KvcNative.kvc_stateful_get_async_error(h, stream, s.address(out));
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** Memory and work counts (kvc_stateful_get_stats). */
   public StatefulStats stats() {
-    long h = handle.acquire();
-    kvc_stateful_stats_t st = new kvc_stateful_stats_t();
-    try {
-      KvcNative.kvc_stateful_stats_init(st);
-      KvcNative.kvc_stateful_get_stats(h, st);
-      return new StatefulStats(Args.toInt(st.getNum_layers()), st.getBytes_allocated(),
-          st.getPeak_bytes(), st.getKv_bytes(), st.getTable_bytes(), st.getReallocations(),
-          st.getReorders(), st.getTable_entries_copied(), st.getCompactions());
-    } finally {
-      st.delete();
-      handle.release();
-    }
+    return handle.call(h -> {
+      kvc_stateful_stats_t st = new kvc_stateful_stats_t();
+      try {
+        KvcNative.kvc_stateful_stats_init(st);
+        KvcNative.kvc_stateful_get_stats(h, st);
+        return new StatefulStats(Args.toInt(st.getNum_layers()), st.getBytes_allocated(),
+            st.getPeak_bytes(), st.getKv_bytes(), st.getTable_bytes(), st.getReallocations(),
+            st.getReorders(), st.getTable_entries_copied(), st.getCompactions());
+      } finally {
+        st.delete();
+      }
+    });
   }
 
   /** One layer's statistics (kvc_stateful_get_layer_stats). */
   public StatefulLayerStats layerStats(int layer) {
     Args.u32("layer", layer);
-    long h = handle.acquire();
-    kvc_stateful_layer_stats_t st = new kvc_stateful_layer_stats_t();
-    try {
-      KvcNative.kvc_stateful_layer_stats_init(st);
-      KvcNative.kvc_stateful_get_layer_stats(h, layer, st);
-      return new StatefulLayerStats(Args.toInt(st.getLayer()), Args.toInt(st.getCapacity()),
-          Args.toInt(st.getGrowth_offset()), st.getBytes(), st.getReallocations(),
-          Args.toInt(st.getLast_growth_length()), Args.toInt(st.getMax_length()));
-    } finally {
-      st.delete();
-      handle.release();
-    }
+    return handle.call(h -> {
+      kvc_stateful_layer_stats_t st = new kvc_stateful_layer_stats_t();
+      try {
+        KvcNative.kvc_stateful_layer_stats_init(st);
+        KvcNative.kvc_stateful_get_layer_stats(h, layer, st);
+        return new StatefulLayerStats(Args.toInt(st.getLayer()), Args.toInt(st.getCapacity()),
+            Args.toInt(st.getGrowth_offset()), st.getBytes(), st.getReallocations(),
+            Args.toInt(st.getLast_growth_length()), Args.toInt(st.getMax_length()));
+      } finally {
+        st.delete();
+      }
+    });
   }
 }
