@@ -1,0 +1,177 @@
+// libFuzzer entry point: the input decodes into one or two tiny caches
+// (3-17 blocks of 2 or 4 tokens, sometimes up to 160; optional windowed
+// layers, host tier, other
+// dtypes, layouts and head counts) and a program of up to kMaxCalls calls
+// on them (fuzz_ops.h), checked call by call (fuzz_model.h). At exit the
+// harness prints how many API calls it made.
+//
+// Built three ways (CMakeLists.txt): kvcache_fuzz (any configuration),
+// kvcache_fuzz_hash8 (the library with 8-bit bucket hashes) and
+// kvcache_fuzz_window_tier (KVC_FUZZ_WINDOW_TIER: every cache has a
+// windowed layer group and a host tier).
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "fuzz_feedback.h"
+#include "fuzz_ops.h"
+
+#ifndef KVC_FUZZ_WINDOW_TIER
+#define KVC_FUZZ_WINDOW_TIER 0
+#endif
+
+namespace kvc_fuzz {
+
+__attribute__((used, section("__libfuzzer_extra_counters")))
+uint8_t g_feedback[kNumKinds * kFeedbackPerKind];
+
+namespace {
+
+void must(kvc_status_t st, const char* what) {
+  ++g_count.check_calls;
+  if (st != KVC_OK) finding("%s failed: %s", what, kvc_last_error_message());
+}
+
+// One setter with a value the header rules out: refused, config unchanged.
+void hostile_setter(kvc_config_t* cfg, uint8_t k) {
+  uint32_t before = 0, after = 0;
+  kvc_status_t st = KVC_OK;
+  switch (k % 6) {
+    case 0:
+      kvc_config_get_tokens_per_block(cfg, &before);
+      st = kvc_config_set_tokens_per_block(cfg, 12);
+      kvc_config_get_tokens_per_block(cfg, &after);
+      break;
+    case 1:
+      kvc_config_get_num_layers(cfg, &before);
+      st = kvc_config_set_num_layers(cfg, 0);
+      kvc_config_get_num_layers(cfg, &after);
+      break;
+    case 2:
+      kvc_config_get_dtype(cfg, &before);
+      st = kvc_config_set_dtype(cfg, 99);
+      kvc_config_get_dtype(cfg, &after);
+      break;
+    case 3:
+      kvc_config_get_attention_window(cfg, 0, &before);
+      st = kvc_config_set_attention_windows(cfg, nullptr, 2);
+      kvc_config_get_attention_window(cfg, 0, &after);
+      break;
+    case 4:
+      kvc_config_get_secondary_offload_min_priority(cfg, &before);
+      st = kvc_config_set_secondary_offload_min_priority(cfg, 101);
+      kvc_config_get_secondary_offload_min_priority(cfg, &after);
+      break;
+    default:
+      kvc_config_get_layout(cfg, &before);
+      st = kvc_config_set_layout(cfg, 0);
+      kvc_config_get_layout(cfg, &after);
+      break;
+  }
+  g_count.calls += 1;
+  g_count.check_calls += 2;
+  if (st != KVC_ERR_INVALID_ARGUMENT || before != after)
+    finding("hostile config setter %u: %s, value %u -> %u", k % 6, kvc_status_string(st), before, after);
+}
+
+std::unique_ptr<CacheModel> make_cache(Input& in, int index) {
+  static const kvc_dtype_t kDtypes[4] = {KVC_DTYPE_F32, KVC_DTYPE_F16, KVC_DTYPE_BF16, KVC_DTYPE_F32};
+  static const uint32_t kOffload[4] = {35, 0, 60, 100};
+  const uint8_t f = in.u8(), g = in.u8(), nb = in.u8(), w = in.u8(), h = in.u8(), t = in.u8();
+  const uint32_t T = (f & 1) ? 4 : 2;
+  const kvc_dtype_t dtype = kDtypes[(f >> 1) & 3];
+  const uint32_t es = dtype == KVC_DTYPE_F32 ? 4 : 2;
+  const uint32_t kv_factor = ((f >> 4) & 3) == 3 ? 1 : 2;
+  const uint32_t layers = 2 + ((g >> 2) & 1);
+  uint32_t window_mode = g & 3;
+  bool host = (g >> 3) & 1;
+  if (KVC_FUZZ_WINDOW_TIER) {
+    if (window_mode == 0) window_mode = 1 + ((g >> 2) & 1);
+    host = true;
+  }
+  const bool reuse = ((g >> 4) & 7) != 7;
+  const bool manual = (g >> 7) & 1;
+  // Mostly 3-17 blocks, where every call evicts; sometimes 40-160, so a
+  // prompt can span more blocks than the prefix walk takes in one chunk.
+  const uint32_t blocks = nb < 0xF0 ? 3 + nb % 15 : 40 + (nb & 15) * 8;
+  const uint32_t W = 1 + w % 12;
+  const uint32_t heads = 1 + (h & 1), head_dim = (h >> 1) & 1 ? 4 : 2;
+  const bool per_layer_heads = ((h >> 2) & 3) == 3;
+
+  kvc_config_t* cfg = nullptr;
+  must(kvc_config_create(&cfg), "kvc_config_create");
+  must(kvc_config_set_num_layers(cfg, layers), "set_num_layers");
+  uint64_t set_bytes = 0;
+  if (per_layer_heads) {
+    uint32_t hs[3];
+    for (uint32_t l = 0; l < layers; ++l) hs[l] = l % 2 ? 3 - heads : heads, set_bytes += hs[l];
+    must(kvc_config_set_kv_heads_per_layer(cfg, hs, layers), "set_kv_heads_per_layer");
+  } else {
+    must(kvc_config_set_kv_heads(cfg, heads), "set_kv_heads");
+    set_bytes = uint64_t(heads) * layers;
+  }
+  set_bytes *= uint64_t(T) * head_dim * es * kv_factor;
+  must(kvc_config_set_head_dim(cfg, head_dim), "set_head_dim");
+  must(kvc_config_set_dtype(cfg, dtype), "set_dtype");
+  must(kvc_config_set_layout(cfg, (f >> 3) & 1 ? KVC_LAYOUT_HND : KVC_LAYOUT_NHD), "set_layout");
+  must(kvc_config_set_kv_factor(cfg, kv_factor), "set_kv_factor");
+  must(kvc_config_set_tokens_per_block(cfg, T), "set_tokens_per_block");
+  must(kvc_config_set_max_tokens(cfg, uint64_t(blocks) * T), "set_max_tokens");
+  must(kvc_config_set_partial_reuse(cfg, !((f >> 6) & 1)), "set_partial_reuse");
+  must(kvc_config_set_copy_on_partial_reuse(cfg, !((f >> 7) & 1)), "set_copy_on_partial_reuse");
+  must(kvc_config_set_block_reuse(cfg, reuse), "set_block_reuse");
+  must(kvc_config_set_manual_clock(cfg, manual), "set_manual_clock");
+  if (window_mode != 0) {
+    const uint32_t modes[3][2] = {{0, W}, {W, W}, {W, 0}};
+    must(kvc_config_set_attention_windows(cfg, modes[window_mode - 1], window_mode == 2 ? 1 : 2),
+         "set_attention_windows");
+  }
+  if (host) {
+    must(kvc_config_set_host_cache_bytes(cfg, (1 + t % 8) * set_bytes + (t >> 5)), "set_host_cache_bytes");
+    must(kvc_config_set_secondary_offload_min_priority(cfg, kOffload[(t >> 3) & 3]),
+         "set_secondary_offload_min_priority");
+  }
+  if (t >= 0xF8) hostile_setter(cfg, t);
+  must(kvc_config_validate(cfg), "kvc_config_validate of a valid config");
+  auto model = std::make_unique<CacheModel>(index, cfg, host, manual, reuse);
+  kvc_config_destroy(cfg);
+  return model;
+}
+
+void report() {
+  std::fprintf(stderr,
+               "kvcache_fuzz: %llu inputs, %llu API calls in the programs (%llu failed, each "
+               "checked to change nothing), %llu more API calls by the checks\n",
+               (unsigned long long)g_count.inputs, (unsigned long long)g_count.calls,
+               (unsigned long long)g_count.failed_calls, (unsigned long long)g_count.check_calls);
+}
+
+}  // namespace
+}  // namespace kvc_fuzz
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  const char* t = std::getenv("KVC_FUZZ_TRACE");
+  kvc_fuzz::g_trace = t != nullptr && t[0] != '\0' && t[0] != '0';
+  std::atexit(kvc_fuzz::report);
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace kvc_fuzz;
+  Input in(data, size);
+  ++g_count.inputs;
+  set_current(0, nullptr);
+  const uint8_t head = in.u8();
+  std::vector<std::unique_ptr<CacheModel>> caches;
+  for (int i = 0; i < 1 + (head & 1); ++i) caches.push_back(make_cache(in, i));
+  if (g_trace)
+    for (const auto& c : caches)
+      std::printf("cache %d: %u layers, %u groups, %u pools, %llu blocks, T %u, host %d\n",
+                  c->index, c->num_layers, c->num_groups, c->num_pools,
+                  (unsigned long long)c->desc.num_blocks, c->T, c->host);
+  Program program(in, caches);
+  program.run();
+  for (const auto& c : caches) Program::drain(*c);
+  return 0;
+}

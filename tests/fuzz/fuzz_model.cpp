@@ -1,0 +1,518 @@
+#include "fuzz_model.h"
+
+#include "fuzz_feedback.h"
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+namespace kvc_fuzz {
+
+Counters g_count;
+uint32_t g_op = 0;
+bool g_trace = false;
+const char* g_current = nullptr;
+int g_current_cache = 0;
+
+void finding(const char* fmt, ...) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "\n==kvcache_fuzz== FINDING during %s on cache %d (program call %llu)\n"
+               "==kvcache_fuzz== ", g_current ? g_current : "(setup)", g_current_cache,
+               (unsigned long long)g_count.calls);
+  va_list ap;
+  va_start(ap, fmt);
+  std::vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "\n==kvcache_fuzz== rerun the input with KVC_FUZZ_TRACE=1 to see the program\n");
+  std::fflush(stderr);
+  std::abort();
+}
+
+std::string Expect::str() const {
+  static const kvc_status_t all[] = {KVC_OK, KVC_ERR_INVALID_ARGUMENT, KVC_ERR_NOT_FOUND,
+                                     KVC_ERR_ALREADY_EXISTS, KVC_ERR_OUT_OF_BLOCKS,
+                                     KVC_ERR_BUFFER_TOO_SMALL, KVC_ERR_UNSUPPORTED,
+                                     KVC_ERR_DEVICE, KVC_ERR_OUT_OF_MEMORY,
+                                     KVC_ERR_INVALID_STATE, KVC_ERR_INTERNAL};
+  std::string s;
+  for (kvc_status_t st : all)
+    if (allows(st)) s += (s.empty() ? "" : "|") + std::string(kvc_status_string(st));
+  return s.empty() ? "nothing" : s;
+}
+
+namespace {
+
+void must(kvc_status_t st, const char* what) {
+  ++g_count.check_calls;
+  if (st != KVC_OK)
+    finding("%s failed: %s: %s", what, kvc_status_string(st), kvc_last_error_message());
+}
+
+}  // namespace
+
+CacheModel::CacheModel(int idx, const kvc_config_t* config, bool has_host, bool manual,
+                       bool reuse)
+    : index(idx), host(has_host), manual_clock(manual), block_reuse(reuse) {
+  must(kvc_cache_create(config, &cache), "kvc_cache_create of a valid config");
+  kvc_cache_desc_init(&desc);
+  must(kvc_cache_describe(cache, &desc), "kvc_cache_describe");
+  T = desc.tokens_per_block;
+  num_layers = desc.num_layers;
+  num_groups = desc.num_groups;
+  num_pools = desc.num_pools;
+  kv_factor = desc.kv_factor;
+  dtype = desc.dtype;
+  elem_size = dtype == KVC_DTYPE_F32 ? 4 : dtype == KVC_DTYPE_FP8_E4M3 ? 1 : 2;
+  static_pools = num_pools == 1 || host;
+  pool_groups.assign(num_pools, 0);
+  for (uint32_t g = 0; g < num_groups; ++g) {
+    kvc_group_desc_t gd;
+    kvc_group_desc_init(&gd);
+    must(kvc_cache_describe_group(cache, g, &gd), "kvc_cache_describe_group");
+    window.push_back(gd.window);
+    group_pool.push_back(gd.pool);
+    ++pool_groups[gd.pool];
+  }
+  for (uint32_t p = 0; p < num_pools; ++p) {
+    kvc_pool_desc_t pd;
+    kvc_pool_desc_init(&pd);
+    must(kvc_cache_describe_pool(cache, p, &pd), "kvc_cache_describe_pool");
+    pools.push_back(pd);
+  }
+  for (uint32_t l = 0; l < num_layers; ++l) {
+    kvc_layer_view_t v;
+    kvc_layer_view_init(&v);
+    must(kvc_cache_layer_view(cache, l, &v), "kvc_cache_layer_view");
+    views.push_back(v);
+    head_dim = v.head_dim;
+    layer_chunk_.push_back(uint32_t(chunk_.size()));
+    for (uint32_t kv = 0; kv < kv_factor; ++kv)
+      for (uint32_t h = 0; h < v.kv_heads; ++h) {
+        chunk_.push_back(row_bytes_);
+        row_bytes_ += size_t(v.head_dim) * elem_size;
+      }
+  }
+  for (const kvc_pool_desc_t& p : pools) {
+    where_base_.push_back(where_.size());
+    where_.resize(where_.size() + p.num_blocks, 0);
+  }
+  take(last);
+  verify(last);
+}
+
+const SeqState& Snapshot::seq(uint64_t id) const {
+  const auto it = std::lower_bound(seqs.begin(), seqs.end(), id,
+                                   [](const std::pair<uint64_t, SeqState>& e, uint64_t k) { return e.first < k; });
+  if (it == seqs.end() || it->first != id) finding("no snapshot of sequence %llu", (unsigned long long)id);
+  return it->second;
+}
+
+CacheModel::~CacheModel() { kvc_cache_destroy(cache); }
+
+void CacheModel::elem(unsigned char* out, uint64_t h, uint32_t layer, uint32_t kv,
+                      uint32_t head, uint32_t d) const {
+  const uint64_t bits = mix64(h ^ (uint64_t(layer) << 56) ^ (uint64_t(kv) << 52) ^
+                              (uint64_t(head) << 44) ^ d);
+  if (dtype == KVC_DTYPE_F32) {
+    const uint32_t v = 0x3F800000u | uint32_t(bits & 0x7FFFFFu);  // finite, normal
+    std::memcpy(out, &v, 4);
+  } else if (dtype == KVC_DTYPE_F16) {
+    const uint16_t v = uint16_t(0x3C00u | (bits & 0x3FFu));
+    std::memcpy(out, &v, 2);
+  } else {
+    const uint16_t v = uint16_t(0x3F80u | (bits & 0x7Fu));
+    std::memcpy(out, &v, 2);
+  }
+}
+
+// The K/V of a position is a function of its scope, every token up to it
+// and the extra keys begun by then: what a model would compute. Reuse that
+// gives a position another's bytes is caught bit for bit.
+void CacheModel::fill(SeqModel& s, uint64_t from) const {
+  const uint64_t n = s.length();
+  s.hash.resize(n);
+  s.rows.resize(n * row_bytes_);
+  for (uint64_t pos = from; pos < n; ++pos) {
+    uint64_t h = pos == 0 ? s.scope : s.hash[pos - 1];
+    h = mix64(h + 0x9E3779B97F4A7C15ull * (uint64_t(uint32_t(s.tokens[pos])) + 1) + (pos << 40));
+    for (const ExtraKeyModel& k : s.extras) {
+      if (k.offset != pos) continue;
+      uint64_t kh = mix64(k.length ^ 0xE7);
+      for (unsigned char c : k.data) kh = mix64(kh ^ c);
+      h = mix64(h ^ kh ^ k.data.size());
+    }
+    s.hash[pos] = h;
+    unsigned char* row = s.rows.data() + pos * row_bytes_;
+    for (uint32_t l = 0; l < num_layers; ++l) {
+      size_t c = layer_chunk_[l];
+      for (uint32_t kv = 0; kv < kv_factor; ++kv)
+        for (uint32_t hd = 0; hd < views[l].kv_heads; ++hd, ++c)
+          for (uint32_t d = 0; d < views[l].head_dim; ++d)
+            elem(row + chunk_[c] + size_t(d) * elem_size, h, l, kv, hd, d);
+    }
+  }
+}
+
+bool CacheModel::sets_fit_free(uint64_t sets) const {
+  if (!static_pools) return false;
+  for (uint32_t g = 0; g < num_groups; ++g)
+    if (sets * pool_groups[group_pool[g]] > last.groups[g].pool_free_blocks) return false;
+  return true;
+}
+
+bool CacheModel::sets_exceed_all(uint64_t sets) const {
+  if (!static_pools) return false;
+  for (uint32_t p = 0; p < num_pools; ++p) {
+    uint64_t free = 0, cached = 0;
+    for (uint32_t g = 0; g < num_groups; ++g)
+      if (group_pool[g] == p) free = last.groups[g].pool_free_blocks, cached += last.groups[g].cached_blocks;
+    if (sets * pool_groups[p] > free + cached) return true;
+  }
+  return false;
+}
+
+void CacheModel::take(Snapshot& s) {
+  ++g_count.check_calls;
+  if (kvc_cache_check(cache) != KVC_OK)
+    finding("kvc_cache_check (cache %d): %s", index, kvc_last_error_message());
+  kvc_cache_stats_init(&s.stats);
+  must(kvc_cache_get_stats(cache, &s.stats), "kvc_cache_get_stats");
+  s.groups.resize(num_groups);
+  for (uint32_t g = 0; g < num_groups; ++g) {
+    kvc_group_stats_init(&s.groups[g]);
+    must(kvc_cache_get_group_stats(cache, g, &s.groups[g]), "kvc_cache_get_group_stats");
+  }
+  s.seqs.resize(seqs.size());
+  size_t i = 0;
+  for (const auto& [id, m] : seqs) {
+    s.seqs[i].first = id;
+    SeqState& st = s.seqs[i++].second;
+    kvc_sequence_desc_init(&st.desc);
+    must(kvc_sequence_describe(cache, id, &st.desc), "kvc_sequence_describe of a live sequence");
+    if (st.desc.num_blocks > 100000) finding("sequence %llu has %llu blocks", (unsigned long long)id,
+                                             (unsigned long long)st.desc.num_blocks);
+    st.ids.resize(num_groups);
+    for (uint32_t g = 0; g < num_groups; ++g) {
+      st.ids[g].resize(st.desc.num_blocks);
+      size_t count = 0;
+      must(kvc_sequence_block_ids(cache, id, g, st.ids[g].data(), st.ids[g].size(), &count),
+           "kvc_sequence_block_ids with room for num_blocks");
+      if (count != st.desc.num_blocks)
+        finding("sequence %llu: block_ids count %zu, describe says %llu blocks",
+                (unsigned long long)id, count, (unsigned long long)st.desc.num_blocks);
+    }
+  }
+  size_t bytes = 0;
+  for (const kvc_pool_desc_t& p : pools) bytes += p.bytes;
+  s.pools.resize(bytes);
+  bytes = 0;
+  for (const kvc_pool_desc_t& p : pools) {
+    std::memcpy(s.pools.data() + bytes, p.base, p.bytes);
+    bytes += p.bytes;
+  }
+}
+
+void CacheModel::check_all() {
+  take(scratch_);
+  verify(scratch_);
+  std::swap(last, scratch_);
+}
+
+void CacheModel::checked(const char* what, const Expect& e, kvc_status_t st, bool reads_only) {
+  feedback(kOpStatus, g_op, uint32_t(-st) % 32);
+  if (!e.allows(st))
+    finding("%s (cache %d) returned %s, expected %s; message: %s", what, index,
+            kvc_status_string(st), e.str().c_str(), st == KVC_OK ? "" : kvc_last_error_message());
+  if (st != KVC_OK) {
+    if (kvc_last_error_message()[0] == '\0') finding("%s failed with an empty message", what);
+    ++g_count.failed_calls;
+  }
+  if (st != KVC_OK || reads_only) {
+    take(scratch_);
+    unchanged(scratch_, what);
+  }
+}
+
+void CacheModel::settle(const std::vector<uint64_t>& ids, const std::vector<uint64_t>& from,
+                        bool small_buffer_first) {
+  if (!ids.empty()) write_kv(ids, from, small_buffer_first);
+  take(scratch_);
+  verify(scratch_);
+  const kvc_cache_stats_t& a = last.stats;
+  const kvc_cache_stats_t& b = scratch_.stats;
+  feedback(kTierMoves, bucket(b.offloaded_blocks - a.offloaded_blocks) * 6 +
+                           bucket(b.onboarded_blocks - a.onboarded_blocks),
+           bucket(b.evicted_blocks - a.evicted_blocks));
+  feedback(kPopulation, uint32_t(std::min<size_t>(seqs.size(), 15)),
+           uint32_t(std::min<size_t>(pins.size(), 7)));
+  std::swap(last, scratch_);
+}
+
+namespace {
+
+#define KVC_STATS_FIELDS(X)                                                                    \
+  X(num_blocks) X(free_blocks) X(cached_blocks) X(in_use_blocks) X(reused_blocks)              \
+  X(missed_blocks) X(evicted_blocks) X(num_sequences) X(num_pinned) X(tree_nodes)              \
+  X(offloaded_blocks) X(onboarded_blocks) X(offloaded_bytes) X(onboarded_bytes) X(host_blocks) \
+  X(host_free_blocks) X(host_cached_blocks)
+#define KVC_GROUP_FIELDS(X)                                                              \
+  X(pool) X(in_use_blocks) X(cached_blocks) X(pool_free_blocks) X(reused_blocks) \
+  X(missed_blocks) X(evicted_blocks) X(released_blocks)
+
+}  // namespace
+
+void CacheModel::unchanged(const Snapshot& now, const char* what) const {
+  const Snapshot& was = last;
+#define X(f)                                                                               \
+  if (now.stats.f != was.stats.f)                                                          \
+    finding("%s (cache %d) changed stats." #f ": %llu -> %llu", what, index,               \
+            (unsigned long long)was.stats.f, (unsigned long long)now.stats.f);
+  KVC_STATS_FIELDS(X)
+#undef X
+  for (uint32_t g = 0; g < num_groups; ++g) {
+#define X(f)                                                                               \
+  if (now.groups[g].f != was.groups[g].f)                                                  \
+    finding("%s (cache %d) changed group %u stats." #f ": %llu -> %llu", what, index, g,   \
+            (unsigned long long)was.groups[g].f, (unsigned long long)now.groups[g].f);
+    KVC_GROUP_FIELDS(X)
+#undef X
+  }
+  if (now.seqs.size() != was.seqs.size()) finding("%s (cache %d) changed the sequences", what, index);
+  for (size_t i = 0; i < now.seqs.size(); ++i) {
+    const uint64_t id = now.seqs[i].first;
+    const SeqState& st = now.seqs[i].second;
+    const SeqState& old = was.seqs[i].second;
+    if (was.seqs[i].first != id) finding("%s (cache %d) changed the sequences", what, index);
+    if (std::memcmp(&st.desc, &old.desc, sizeof(st.desc)) != 0)
+      finding("%s (cache %d) changed the description of sequence %llu (length %llu -> %llu, "
+              "committed %llu -> %llu)", what, index, (unsigned long long)id,
+              (unsigned long long)old.desc.num_tokens, (unsigned long long)st.desc.num_tokens,
+              (unsigned long long)old.desc.committed_tokens,
+              (unsigned long long)st.desc.committed_tokens);
+    if (st.ids != old.ids)
+      finding("%s (cache %d) changed the block ids of sequence %llu", what, index,
+              (unsigned long long)id);
+  }
+  if (now.pools != was.pools) {
+    size_t i = 0;
+    while (now.pools[i] == was.pools[i]) ++i;
+    finding("%s (cache %d) changed pool memory (first at byte %zu)", what, index, i);
+  }
+}
+
+void CacheModel::verify(const Snapshot& now) {
+  const kvc_cache_stats_t& s = now.stats;
+  const kvc_cache_stats_t& w = last.stats;
+  if (s.free_blocks + s.cached_blocks + s.in_use_blocks != s.num_blocks)
+    finding("stats: free %llu + cached %llu + in use %llu != %llu blocks",
+            (unsigned long long)s.free_blocks, (unsigned long long)s.cached_blocks,
+            (unsigned long long)s.in_use_blocks, (unsigned long long)s.num_blocks);
+  if (s.host_free_blocks + s.host_cached_blocks != s.host_blocks)
+    finding("stats: host free %llu + host cached %llu != %llu host blocks",
+            (unsigned long long)s.host_free_blocks, (unsigned long long)s.host_cached_blocks,
+            (unsigned long long)s.host_blocks);
+  if (s.num_sequences != seqs.size() || s.num_pinned != pins.size())
+    finding("stats: %llu sequences and %llu pins, the shadow has %zu and %zu",
+            (unsigned long long)s.num_sequences, (unsigned long long)s.num_pinned, seqs.size(),
+            pins.size());
+  const uint64_t asked = s.reused_blocks + s.missed_blocks;
+  const double rate = asked == 0 ? 0.0 : double(s.reused_blocks) / double(asked);
+  if (s.hit_rate != rate) finding("stats: hit_rate %g, reused/(reused+missed) is %g", s.hit_rate, rate);
+  if (&now != &last) {
+#define X(f)                                                                    \
+  if (s.f < w.f)                                                                \
+    finding("stats." #f " went down: %llu -> %llu", (unsigned long long)w.f,    \
+            (unsigned long long)s.f);
+    X(reused_blocks) X(missed_blocks) X(evicted_blocks) X(offloaded_blocks) X(onboarded_blocks)
+    X(offloaded_bytes) X(onboarded_bytes)
+#undef X
+    if (static_pools && s.num_blocks != w.num_blocks) finding("stats.num_blocks changed");
+    if (s.host_blocks != w.host_blocks) finding("stats.host_blocks changed");
+  }
+  if (host != (s.host_blocks > 0)) finding("host tier %d but %llu host blocks", host,
+                                           (unsigned long long)s.host_blocks);
+  // Groups: their blocks add up to the cache's.
+  uint64_t in_use = 0, cached = 0, free = 0;
+  std::vector<int> pool_seen(num_pools, 0);
+  for (uint32_t g = 0; g < num_groups; ++g) {
+    const kvc_group_stats_t& gs = now.groups[g];
+    in_use += gs.in_use_blocks;
+    cached += gs.cached_blocks;
+    if (gs.pool != group_pool[g]) finding("group %u stats: pool %u, described %u", g, gs.pool, group_pool[g]);
+    if (!pool_seen[gs.pool]) free += gs.pool_free_blocks, pool_seen[gs.pool] = 1;
+    if (&now != &last) {
+      const kvc_group_stats_t& gw = last.groups[g];
+#define X(f) \
+  if (gs.f < gw.f) finding("group %u stats." #f " went down", g);
+      X(reused_blocks) X(missed_blocks) X(evicted_blocks) X(released_blocks)
+#undef X
+    }
+  }
+  if (in_use != s.in_use_blocks || cached != s.cached_blocks || (static_pools && free != s.free_blocks))
+    finding("group stats add up to %llu in use, %llu cached, %llu free; the cache says %llu, "
+            "%llu, %llu", (unsigned long long)in_use, (unsigned long long)cached,
+            (unsigned long long)free, (unsigned long long)s.in_use_blocks,
+            (unsigned long long)s.cached_blocks, (unsigned long long)s.free_blocks);
+
+  // Sequences as the shadow says; a block at one place only.
+  std::fill(where_.begin(), where_.end(), 0);
+  std::vector<uint64_t>& held = held_;
+  held.assign(num_groups, 0);
+  size_t i = 0;
+  for (const auto& [id, m] : seqs) {
+    const SeqState& st = now.seqs[i++].second;
+    const kvc_sequence_desc_t& d = st.desc;
+    if (d.num_tokens != m.length() || d.prompt_tokens != m.prompt_len ||
+        d.cached_tokens != m.cached || d.committed_tokens != m.committed ||
+        d.prompt_priority != m.prompt_priority || d.decode_priority != m.decode_priority ||
+        d.num_blocks != blocks_for(m.length()) || d.reserved != 0)
+      finding("sequence %llu: described length %llu prompt %llu cached %llu committed %llu "
+              "priorities %u/%u blocks %llu; the shadow: %llu %llu %llu %llu %u/%u %llu",
+              (unsigned long long)id, (unsigned long long)d.num_tokens,
+              (unsigned long long)d.prompt_tokens, (unsigned long long)d.cached_tokens,
+              (unsigned long long)d.committed_tokens, d.prompt_priority, d.decode_priority,
+              (unsigned long long)d.num_blocks, (unsigned long long)m.length(),
+              (unsigned long long)m.prompt_len, (unsigned long long)m.cached,
+              (unsigned long long)m.committed, m.prompt_priority, m.decode_priority,
+              (unsigned long long)blocks_for(m.length()));
+    for (uint32_t g = 0; g < num_groups; ++g) {
+      const uint64_t pool_blocks = pools[group_pool[g]].num_blocks;
+      for (uint64_t b = 0; b < st.ids[g].size(); ++b) {
+        const int32_t blk = st.ids[g][b];
+        const bool released = b < m.window_begin[g];
+        if (released != (blk == -1))
+          finding("sequence %llu group %u (window %u) position %llu: block %d; the shadow has "
+                  "the blocks before %llu released (committed %llu)", (unsigned long long)id, g,
+                  window[g], (unsigned long long)b, blk, (unsigned long long)m.window_begin[g],
+                  (unsigned long long)m.committed);
+        if (blk == -1) continue;
+        if (blk < 0 || uint64_t(blk) >= pool_blocks)
+          finding("sequence %llu group %u: block id %d outside the pool's %llu blocks",
+                  (unsigned long long)id, g, blk, (unsigned long long)pool_blocks);
+        int64_t& at = where_[where_base_[group_pool[g]] + uint32_t(blk)];
+        const int64_t here = int64_t(uint64_t(g) << 40 | b) + 1;
+        if (at == 0) {
+          at = here;
+          ++held[g];
+        } else if (at != here) {
+          finding("block %d of pool %u is at group %llu position %llu and at group %u position "
+                  "%llu (sequence %llu)", blk, group_pool[g], (unsigned long long)((at - 1) >> 40),
+                  (unsigned long long)((at - 1) & 0xFFFFFFFFFFull), g, (unsigned long long)b,
+                  (unsigned long long)id);
+        }
+      }
+    }
+  }
+  for (uint32_t g = 0; g < num_groups; ++g)
+    if (held[g] > now.groups[g].in_use_blocks)
+      finding("group %u: sequences hold %llu distinct blocks but %llu are in use", g,
+              (unsigned long long)held[g], (unsigned long long)now.groups[g].in_use_blocks);
+  verify_content(now);
+}
+
+void CacheModel::verify_content(const Snapshot& now) const {
+  size_t i = 0;
+  for (const auto& [id, m] : seqs) {
+    const SeqState& st = now.seqs[i++].second;
+    for (uint64_t pos = 0; pos < m.length(); ++pos) {
+      const unsigned char* want = m.rows.data() + pos * row_bytes_;
+      for (uint32_t l = 0; l < num_layers; ++l) {
+        const kvc_layer_view_t& v = views[l];
+        const int32_t blk = st.ids[v.group][pos / T];
+        if (blk < 0) continue;
+        const unsigned char* at = static_cast<const unsigned char*>(v.base) +
+                                  uint64_t(blk) * v.block_stride + (pos % T) * v.token_stride;
+        size_t c = layer_chunk_[l];
+        for (uint32_t kv = 0; kv < kv_factor; ++kv)
+          for (uint32_t h = 0; h < v.kv_heads; ++h, ++c)
+            if (std::memcmp(at + kv * v.kv_stride + h * v.head_stride, want + chunk_[c],
+                            size_t(v.head_dim) * elem_size) != 0)
+              finding("K/V bytes: sequence %llu position %llu (token %d, committed %llu, cached "
+                      "%llu) layer %u kv %u head %u in block %d of group %u hold another "
+                      "position's bytes", (unsigned long long)id, (unsigned long long)pos,
+                      m.tokens[pos], (unsigned long long)m.committed,
+                      (unsigned long long)m.cached, l, kv, h, blk, v.group);
+      }
+    }
+  }
+}
+
+void CacheModel::write_kv(const std::vector<uint64_t>& ids, const std::vector<uint64_t>& from,
+                          bool small_buffer_first) {
+  size_t total = 0;
+  for (size_t i = 0; i < ids.size(); ++i) total += seqs.at(ids[i]).length() - from[i];
+  std::vector<int64_t> slots(total + 1, -7);
+  std::vector<int32_t> added(ids.size(), -7);
+  std::vector<unsigned char> key, value;
+  for (uint32_t g = 0; g < num_groups; ++g) {
+    size_t num = 0;
+    std::fill(slots.begin(), slots.end(), -7);
+    std::fill(added.begin(), added.end(), -7);
+    if (small_buffer_first && total > 0) {
+      ++g_count.check_calls;
+      const kvc_status_t st = kvc_batch_slot_mapping(cache, g, ids.data(), ids.size(),
+                                                     slots.data(), total - 1, &num, added.data());
+      if (st != KVC_ERR_BUFFER_TOO_SMALL || num != total || slots[0] != -7 || added[0] != -7)
+        finding("slot mapping with room for %zu of %zu slots: %s, num_slots %zu, buffers %s",
+                total - 1, total, kvc_status_string(st), num,
+                slots[0] != -7 || added[0] != -7 ? "written" : "untouched");
+    }
+    must(kvc_batch_slot_mapping(cache, g, ids.data(), ids.size(), slots.data(), total, &num,
+                                added.data()),
+         "kvc_batch_slot_mapping of the new tokens");
+    if (num != total) finding("slot mapping of group %u: %zu slots, the shadow adds %zu", g, num, total);
+    // Each slot is the position's block and row, -1 where reused.
+    size_t at = 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const SeqModel& m = seqs.at(ids[i]);
+      if (uint64_t(added[i]) != m.length() - from[i])
+        finding("slot mapping: new_tokens[%zu] = %d, the shadow adds %llu", i, added[i],
+                (unsigned long long)(m.length() - from[i]));
+      std::vector<int32_t> blocks(blocks_for(m.length()));
+      size_t count = 0;
+      must(kvc_sequence_block_ids(cache, ids[i], g, blocks.data(), blocks.size(), &count),
+           "kvc_sequence_block_ids");
+      for (uint64_t pos = from[i]; pos < m.length(); ++pos, ++at) {
+        const int32_t blk = blocks[pos / T];
+        const int64_t want = pos < m.cached || blk < 0 ? -1 : int64_t(blk) * T + int64_t(pos % T);
+        if (slots[at] != want)
+          finding("slot mapping of group %u: sequence %llu position %llu (cached %llu) got slot "
+                  "%lld, expected %lld", g, (unsigned long long)ids[i], (unsigned long long)pos,
+                  (unsigned long long)m.cached, (long long)slots[at], (long long)want);
+      }
+    }
+    for (uint32_t l = 0; l < num_layers; ++l) {
+      const kvc_layer_view_t& v = views[l];
+      if (v.group != g) continue;
+      const size_t chunk = size_t(v.head_dim) * elem_size;
+      key.assign(total * v.kv_heads * chunk + 1, 0xEE);
+      value.assign(total * v.kv_heads * chunk + 1, 0xEE);
+      size_t t = 0;
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const SeqModel& m = seqs.at(ids[i]);
+        for (uint64_t pos = from[i]; pos < m.length(); ++pos, ++t)
+          for (uint32_t h = 0; h < v.kv_heads; ++h) {
+            const unsigned char* row = m.rows.data() + pos * row_bytes_;
+            std::memcpy(&key[(t * v.kv_heads + h) * chunk], row + chunk_[layer_chunk_[l] + h], chunk);
+            if (kv_factor == 2)
+              std::memcpy(&value[(t * v.kv_heads + h) * chunk],
+                          row + chunk_[layer_chunk_[l] + v.kv_heads + h], chunk);
+          }
+      }
+      kvc_store_args_t a;
+      kvc_store_args_init(&a);
+      a.layer = l;
+      a.num_tokens = uint32_t(total);
+      a.src_dtype = dtype;
+      a.key = key.data();
+      a.value = kv_factor == 2 ? value.data() : nullptr;
+      a.slot_mapping = slots.data();
+      must(kvc_store_kv(cache, &a, nullptr), "kvc_store_kv of the new tokens");
+    }
+  }
+}
+
+}  // namespace kvc_fuzz

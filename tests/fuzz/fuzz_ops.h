@@ -1,0 +1,69 @@
+// The fuzzed program: up to kMaxCalls operations decoded from the input,
+// each one or a few calls of the public API on one of the caches, with the
+// statuses the header allows for its arguments and the shadow updated on
+// success (fuzz_model.h checks the rest).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "fuzz_input.h"
+#include "fuzz_model.h"
+
+namespace kvc_fuzz {
+
+constexpr int kMaxCalls = 300;
+
+class Program {
+ public:
+  Program(Input& in, std::vector<std::unique_ptr<CacheModel>>& caches) : in_(in), caches_(caches) {}
+  void run();
+  // Removes every sequence and pin; the cache must end with nothing in use
+  // and, after kvc_cache_reset_reuse, every block free.
+  static void drain(CacheModel& c);
+
+ private:
+  CacheModel& c() { return *caches_[cur_]; }
+  uint64_t read_id();
+  uint64_t live_id();
+  const SeqModel* find(uint64_t id) { auto it = c().seqs.find(id); return it == c().seqs.end() ? nullptr : &it->second; }
+  int32_t small_token();
+  std::vector<int32_t> prompt();
+  std::vector<uint64_t> batch_ids(bool* unknown, bool* repeated);
+
+  void add(bool and_commit);
+  void after_commit(uint64_t id, uint64_t n);
+  void extend();
+  void batch_extend();
+  void commit();
+  void rewind();
+  void fork();
+  void remove();
+  void pin();
+  void unpin();
+  void probe();
+  void blocks_needed();
+  void block_table();
+  void block_table_csr();
+  void lengths();
+  void slot_mapping();
+  void stats();
+  void describe_sequence();
+  void block_ids();
+  void describe_cache();
+  void reset_reuse();
+  void advance_clock();
+  void kernels();
+
+  Input& in_;
+  std::vector<std::unique_ptr<CacheModel>>& caches_;
+  size_t cur_ = 0;
+  // Prompts added lately and the tokens of removed sequences: adds that
+  // come back to them (in another scope, after evictions) are where reuse
+  // can go wrong.
+  std::vector<std::vector<int32_t>> recent_;
+  size_t recent_next_ = 0;
+  void remember(const std::vector<int32_t>& tokens);
+};
+
+}  // namespace kvc_fuzz
