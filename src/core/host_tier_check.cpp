@@ -2,7 +2,7 @@
 // block is free or cached (never in use) and held by a live host node; the
 // counts add up per pool; every host node's children are host nodes; the
 // host queue holds exactly the host nodes without children, by (priority,
-// age).
+// age); a call's plan leaves no mark behind.
 #include <string>
 #include <vector>
 
@@ -99,6 +99,11 @@ void HostTier::check() const {
       last = policy_.age(n);
     });
   }
+  // A plan's look-ahead leaves nothing behind.
+  if (!undo_.empty() || !touched_.empty()) broken("a plan's look-ahead was not undone");
+  for (uint32_t n = 0; n < tree_.id_bound(); ++n)
+    if (excluded_[n] != 0 || gone_primary_[n] != 0 || gone_host_[n] != 0)
+      broken("tree node " + std::to_string(n) + " keeps a plan's marks");
 }
 
 }  // namespace kvc

@@ -74,7 +74,7 @@ struct Reservation {
   Refusal refusal;                      // why the last plan failed
 
  private:
-  const std::vector<uint32_t> no_nodes;
+  const std::vector<uint32_t> no_nodes{};
 };
 
 }  // namespace kvc

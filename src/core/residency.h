@@ -139,16 +139,16 @@ class Residency {
   // Gives back blocks taken with take_free (one per group, kNoBlock
   // skipped) that never joined the tree (a failed copy).
   void return_taken(const uint32_t* blocks);
-  // The first victims chosen ahead (evict_ahead) go straight to a new
-  // owner: one group, the free list untouched (BlockPool::evict_into_use).
+  // The eviction fast path (Eviction::alloc_sets_ahead) settles the group
+  // counts itself, once per call: the blocks of victims taken out of the
+  // tree ahead go straight to a new owner (evict_into_use: one group, the
+  // free list untouched) or are freed (evict_uncounted), fresh blocks are
+  // taken one by one (acquire_free), and count_taken adds them all.
   void evict_into_use(uint32_t g, const uint32_t* blocks, size_t n) {
     pools_[layout_.group_pool[g]].evict_into_use(blocks, n);
   }
-  // The same bookkeeping in bulk, counted by the caller: the eviction fast
-  // path (Eviction::alloc_sets_ahead) frees and takes blocks one by one
-  // and settles the counts once.
-  uint32_t acquire_free(uint32_t g) { return pools_[layout_.group_pool[g]].acquire_free(); }
   void evict_uncounted(uint32_t g, uint32_t blk) { pools_[layout_.group_pool[g]].evict(blk); }
+  uint32_t acquire_free(uint32_t g) { return pools_[layout_.group_pool[g]].acquire_free(); }
   void count_taken(uint32_t g, uint64_t n) { counters_.groups[g].in_use_blocks += n; }
 
   // Copies the first `rows` token rows of every group's block src[g] into
