@@ -11,8 +11,12 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/merged" "$tmp/picked"
 "$bin" -merge=1 -max_len=4096 "$tmp/merged" "$corpus" >"$tmp/merge.log" 2>&1
-ls -S "$tmp/merged" | head -n "$n" | while read -r f; do cp "$tmp/merged/$f" "$tmp/picked/"; done
-features() { "$bin" -runs=0 -max_len=4096 "$1" 2>&1 | grep -o 'INITED cov: [0-9]* ft: [0-9]*' | tail -1; }
+ls -S "$tmp/merged" >"$tmp/by-size"
+head -n "$n" "$tmp/by-size" | while read -r f; do cp "$tmp/merged/$f" "$tmp/picked/"; done
+features() {
+  "$bin" -runs=0 -max_len=4096 "$1" >"$tmp/run.log" 2>&1 || true
+  grep -o 'INITED cov: [0-9]* ft: [0-9]*' "$tmp/run.log" | tail -1
+}
 echo "corpus ($(ls "$corpus" | wc -l) inputs): $(features "$corpus")"
 echo "merged ($(ls "$tmp/merged" | wc -l) inputs): $(features "$tmp/merged")"
 echo "picked ($(ls "$tmp/picked" | wc -l) inputs): $(features "$tmp/picked")"
