@@ -1,7 +1,7 @@
 // libFuzzer entry point: the input decodes into one or two tiny caches
-// (3-17 blocks of 2 or 4 tokens, sometimes up to 160; optional windowed
-// layers, host tier, other
-// dtypes, layouts and head counts) and a program of up to kMaxCalls calls
+// (3-17 blocks of 2 or 4 tokens, sometimes 40-68; optional windowed layers,
+// host tier, other dtypes, layouts and head counts) and a program of up to
+// kMaxCalls calls
 // on them (fuzz_ops.h), checked call by call (fuzz_model.h). At exit the
 // harness prints how many API calls it made.
 //
@@ -93,9 +93,10 @@ std::unique_ptr<CacheModel> make_cache(Input& in, int index) {
   }
   const bool reuse = ((g >> 4) & 7) != 7;
   const bool manual = (g >> 7) & 1;
-  // Mostly 3-17 blocks, where every call evicts; sometimes 40-160, so a
-  // prompt can span more blocks than the prefix walk takes in one chunk.
-  const uint32_t blocks = nb < 0xF0 ? 3 + nb % 15 : 40 + (nb & 15) * 8;
+  // Mostly 3-17 blocks, where every call evicts; one in 32 gets 40-68, so
+  // a prompt can span more blocks than the prefix walk takes in one chunk
+  // (they cost more to check, hence rarely).
+  const uint32_t blocks = nb < 0xF8 ? 3 + nb % 15 : 40 + (nb & 7) * 4;
   const uint32_t W = 1 + w % 12;
   const uint32_t heads = 1 + (h & 1), head_dim = (h >> 1) & 1 ? 4 : 2;
   const bool per_layer_heads = ((h >> 2) & 3) == 3;
