@@ -132,7 +132,9 @@ TEST_P(StatefulBeams, IndirectDecodeEqualsGatherThenDecode) {
     const auto got = stateful_decode(c, layer, q_heads, p.q_dtype, q.data(), D);
     const auto want = gathered_decode(ref, layer, q_heads, p.q_dtype, q.data(), p.dtype);
     ASSERT_EQ(got, want) << "step " << s;
-    if (s % 25 == 0) ASSERT_EQ(compare_layer(c, layer, ref), "") << "step " << s;
+    if (s % 25 == 0) {
+      ASSERT_EQ(compare_layer(c, layer, ref), "") << "step " << s;
+    }
   }
   const StatefulStats st = c.stats();
   EXPECT_GT(st.reorders, 150u);

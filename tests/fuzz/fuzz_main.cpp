@@ -1,7 +1,7 @@
 // libFuzzer entry point: the input decodes into one or two tiny caches
-// (3-17 blocks of 2 or 4 tokens, sometimes up to 160; optional windowed
-// layers, host tier, other
-// dtypes, layouts and head counts) and a program of up to kMaxCalls calls
+// (3-17 blocks of 2 or 4 tokens, sometimes 40-68; optional windowed layers,
+// host tier, other dtypes, layouts and head counts) and a program of up to
+// kMaxCalls calls
 // on them (fuzz_ops.h), checked call by call (fuzz_model.h). At exit the
 // harness prints how many API calls it made.
 //
@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "fuzz_emit.h"
 #include "fuzz_feedback.h"
 #include "fuzz_ops.h"
 
@@ -92,48 +93,62 @@ std::unique_ptr<CacheModel> make_cache(Input& in, int index) {
   }
   const bool reuse = ((g >> 4) & 7) != 7;
   const bool manual = (g >> 7) & 1;
-  // Mostly 3-17 blocks, where every call evicts; sometimes 40-160, so a
-  // prompt can span more blocks than the prefix walk takes in one chunk.
-  const uint32_t blocks = nb < 0xF0 ? 3 + nb % 15 : 40 + (nb & 15) * 8;
+  // Mostly 3-17 blocks, where every call evicts; one in 32 gets 40-68, so
+  // a prompt can span more blocks than the prefix walk takes in one chunk
+  // (they cost more to check, hence rarely).
+  const uint32_t blocks = nb < 0xF8 ? 3 + nb % 15 : 40 + (nb & 7) * 4;
   const uint32_t W = 1 + w % 12;
   const uint32_t heads = 1 + (h & 1), head_dim = (h >> 1) & 1 ? 4 : 2;
   const bool per_layer_heads = ((h >> 2) & 3) == 3;
 
   kvc_config_t* cfg = nullptr;
   must(kvc_config_create(&cfg), "kvc_config_create");
-  must(kvc_config_set_num_layers(cfg, layers), "set_num_layers");
+  emit_line("kvc_config_create(&cfg);");
+  // A setter that must succeed, written to the C reproducer too.
+  auto set = [&](kvc_status_t (*setter)(kvc_config_t*, uint64_t), const char* name, uint64_t v) {
+    must(setter(cfg, v), name);
+    emit_line("%s(cfg, %llu);", name, (unsigned long long)v);
+  };
+#define KVC_SET(fn, v) set([](kvc_config_t* c, uint64_t x) { return fn(c, x); }, #fn, uint64_t(v))
+  KVC_SET(kvc_config_set_num_layers, layers);
   uint64_t set_bytes = 0;
   if (per_layer_heads) {
-    uint32_t hs[3];
+    uint32_t hs[3] = {0, 0, 0};
     for (uint32_t l = 0; l < layers; ++l) hs[l] = l % 2 ? 3 - heads : heads, set_bytes += hs[l];
     must(kvc_config_set_kv_heads_per_layer(cfg, hs, layers), "set_kv_heads_per_layer");
+    emit_line("kvc_config_set_kv_heads_per_layer(cfg, (const uint32_t[]){%u, %u, %u}, %u);", hs[0],
+              hs[1], hs[2], layers);
   } else {
-    must(kvc_config_set_kv_heads(cfg, heads), "set_kv_heads");
+    KVC_SET(kvc_config_set_kv_heads, heads);
     set_bytes = uint64_t(heads) * layers;
   }
   set_bytes *= uint64_t(T) * head_dim * es * kv_factor;
-  must(kvc_config_set_head_dim(cfg, head_dim), "set_head_dim");
-  must(kvc_config_set_dtype(cfg, dtype), "set_dtype");
-  must(kvc_config_set_layout(cfg, (f >> 3) & 1 ? KVC_LAYOUT_HND : KVC_LAYOUT_NHD), "set_layout");
-  must(kvc_config_set_kv_factor(cfg, kv_factor), "set_kv_factor");
-  must(kvc_config_set_tokens_per_block(cfg, T), "set_tokens_per_block");
-  must(kvc_config_set_max_tokens(cfg, uint64_t(blocks) * T), "set_max_tokens");
-  must(kvc_config_set_partial_reuse(cfg, !((f >> 6) & 1)), "set_partial_reuse");
-  must(kvc_config_set_copy_on_partial_reuse(cfg, !((f >> 7) & 1)), "set_copy_on_partial_reuse");
-  must(kvc_config_set_block_reuse(cfg, reuse), "set_block_reuse");
-  must(kvc_config_set_manual_clock(cfg, manual), "set_manual_clock");
+  KVC_SET(kvc_config_set_head_dim, head_dim);
+  KVC_SET(kvc_config_set_dtype, dtype);
+  KVC_SET(kvc_config_set_layout, (f >> 3) & 1 ? KVC_LAYOUT_HND : KVC_LAYOUT_NHD);
+  KVC_SET(kvc_config_set_kv_factor, kv_factor);
+  KVC_SET(kvc_config_set_tokens_per_block, T);
+  KVC_SET(kvc_config_set_max_tokens, uint64_t(blocks) * T);
+  KVC_SET(kvc_config_set_partial_reuse, !((f >> 6) & 1));
+  KVC_SET(kvc_config_set_copy_on_partial_reuse, !((f >> 7) & 1));
+  KVC_SET(kvc_config_set_block_reuse, reuse);
+  KVC_SET(kvc_config_set_manual_clock, manual);
   if (window_mode != 0) {
     const uint32_t modes[3][2] = {{0, W}, {W, W}, {W, 0}};
-    must(kvc_config_set_attention_windows(cfg, modes[window_mode - 1], window_mode == 2 ? 1 : 2),
-         "set_attention_windows");
+    const uint32_t* w2 = modes[window_mode - 1];
+    must(kvc_config_set_attention_windows(cfg, w2, window_mode == 2 ? 1 : 2), "set_attention_windows");
+    emit_line("kvc_config_set_attention_windows(cfg, (const uint32_t[]){%u, %u}, %u);", w2[0], w2[1],
+              window_mode == 2 ? 1 : 2);
   }
   if (host) {
-    must(kvc_config_set_host_cache_bytes(cfg, (1 + t % 8) * set_bytes + (t >> 5)), "set_host_cache_bytes");
-    must(kvc_config_set_secondary_offload_min_priority(cfg, kOffload[(t >> 3) & 3]),
-         "set_secondary_offload_min_priority");
+    KVC_SET(kvc_config_set_host_cache_bytes, (1 + t % 8) * set_bytes + (t >> 5));
+    KVC_SET(kvc_config_set_secondary_offload_min_priority, kOffload[(t >> 3) & 3]);
   }
+#undef KVC_SET
   if (t >= 0xF8) hostile_setter(cfg, t);
   must(kvc_config_validate(cfg), "kvc_config_validate of a valid config");
+  emit_line("if (kvc_cache_create(cfg, &c[%d]) != KVC_OK) return 2;", index);
+  emit_line("kvc_config_destroy(cfg);");
   auto model = std::make_unique<CacheModel>(index, cfg, host, manual, reuse);
   kvc_config_destroy(cfg);
   return model;
@@ -151,6 +166,7 @@ void report() {
 }  // namespace kvc_fuzz
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  kvc_fuzz::g_emit_path = std::getenv("KVC_FUZZ_EMIT_C");
   const char* t = std::getenv("KVC_FUZZ_TRACE");
   kvc_fuzz::g_trace = t != nullptr && t[0] != '\0' && t[0] != '0';
   std::atexit(kvc_fuzz::report);
@@ -162,6 +178,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Input in(data, size);
   ++g_count.inputs;
   set_current(0, nullptr);
+  emit_begin();
   const uint8_t head = in.u8();
   std::vector<std::unique_ptr<CacheModel>> caches;
   for (int i = 0; i < 1 + (head & 1); ++i) caches.push_back(make_cache(in, i));
@@ -172,6 +189,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                   (unsigned long long)c->desc.num_blocks, c->T, c->host);
   Program program(in, caches);
   program.run();
+  emit_end();
   for (const auto& c : caches) Program::drain(*c);
   return 0;
 }

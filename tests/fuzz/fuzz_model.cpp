@@ -1,5 +1,6 @@
 #include "fuzz_model.h"
 
+#include "fuzz_emit.h"
 #include "fuzz_feedback.h"
 
 #include <algorithm>
@@ -22,10 +23,15 @@ void finding(const char* fmt, ...) {
   std::fprintf(stderr, "\n==kvcache_fuzz== FINDING during %s on cache %d (program call %llu)\n"
                "==kvcache_fuzz== ", g_current ? g_current : "(setup)", g_current_cache,
                (unsigned long long)g_count.calls);
+  char why[1024];
   va_list ap;
   va_start(ap, fmt);
-  std::vfprintf(stderr, fmt, ap);
+  std::vsnprintf(why, sizeof(why), fmt, ap);
   va_end(ap);
+  std::fputs(why, stderr);
+  for (char* p = why; *p != '\0'; ++p)
+    if (*p == '*' && p[1] == '/') *p = '+';  // keep the C comment closed
+  emit_stop(why);
   std::fprintf(stderr, "\n==kvcache_fuzz== rerun the input with KVC_FUZZ_TRACE=1 to see the program\n");
   std::fflush(stderr);
   std::abort();
@@ -314,6 +320,7 @@ void CacheModel::verify(const Snapshot& now) {
     finding("stats: host free %llu + host cached %llu != %llu host blocks",
             (unsigned long long)s.host_free_blocks, (unsigned long long)s.host_cached_blocks,
             (unsigned long long)s.host_blocks);
+  if (s.reserved != 0) finding("stats.reserved is %u", s.reserved);
   if (s.num_sequences != seqs.size() || s.num_pinned != pins.size())
     finding("stats: %llu sequences and %llu pins, the shadow has %zu and %zu",
             (unsigned long long)s.num_sequences, (unsigned long long)s.num_pinned, seqs.size(),

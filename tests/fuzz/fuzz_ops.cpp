@@ -2,6 +2,7 @@
 // steps, commit, rewind, fork, remove, pin, unpin, reset, the clock.
 #include "fuzz_ops.h"
 
+#include "fuzz_emit.h"
 #include "fuzz_feedback.h"
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 namespace kvc_fuzz {
 
 namespace {
+
+int g_emit_n = 0;  // names the options of each add in the C reproducer
 
 void trace(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 void trace(const char* fmt, ...) {
@@ -179,9 +182,17 @@ void Program::add(bool and_commit) {
   const bool bad_args = (tp == nullptr && n > 0) || n == 0 || n > kMaxTokens;
   const bool exists = m.seqs.count(id) != 0;
   remember(tokens);
+  const int on = ++g_emit_n;
+  if (emitting()) {
+    if (!opts->c_decl(on).empty()) emit_line("%s", opts->c_decl(on).c_str());
+    emit_line("const int32_t *t%d = %s;", on, c_ints(tp, std::min<uint64_t>(n, tokens.size())).c_str());
+  }
   // The probe first: what the add must find.
   uint64_t probed = UINT64_MAX;
   if (tp != nullptr && n > 0 && n <= kMaxTokens) {
+    if (emitting())
+      emit_call(m.index, "kvc_cache_probe(c[" + std::to_string(m.index) + "], t" + std::to_string(on) +
+                ", " + c_u64(n) + ", " + opts->c_arg(on) + ", &u64)", "probe");
     Expect pe;
     if (opts->invalid || opts->unchecked_precondition) pe.allow(KVC_ERR_INVALID_ARGUMENT);
     if (!opts->invalid) pe.allow(KVC_OK);
@@ -209,6 +220,10 @@ void Program::add(bool and_commit) {
   }
   uint64_t cached = UINT64_MAX;
   set_current(m.index, "kvc_sequence_add");
+  if (emitting())
+    emit_call(m.index, "kvc_sequence_add(c[" + std::to_string(m.index) + "], " + c_u64(id) + ", t" +
+              std::to_string(on) + ", " + c_u64(n) + ", " + opts->c_arg(on) + ", NULL, " +
+              (want_cached ? "&u64)" : "NULL)"), "add " + std::to_string(id));
   const kvc_cache_stats_t before = m.last.stats;
   const std::vector<kvc_group_stats_t> gbefore = m.last.groups;
   const kvc_status_t st = m.call("kvc_sequence_add", e, false, [&] {
@@ -218,6 +233,7 @@ void Program::add(bool and_commit) {
         (unsigned long long)id, (unsigned long long)n, tokens_str(tp, std::min<uint64_t>(n, tokens.size())).c_str(),
         opts->describe().c_str(), kvc_status_string(st), (long long)(st == KVC_OK ? probed : -1));
   if (st != KVC_OK) return;
+  if (probed == UINT64_MAX) finding("the add accepted what the probe just before refused");
   if (want_cached && cached != probed)
     finding("add found %llu tokens cached, the probe just before %llu", (unsigned long long)cached,
             (unsigned long long)probed);
@@ -260,6 +276,9 @@ void Program::add(bool and_commit) {
   }
   if (!and_commit) return;
   set_current(m.index, "kvc_sequence_commit of a prompt");
+  if (emitting())
+    emit_call(m.index, "kvc_sequence_commit(c[" + std::to_string(m.index) + "], " + c_u64(id) + ", " +
+              c_u64(n) + ")", "commit " + std::to_string(id));
   Expect ok;
   ok.allow(KVC_OK);
   m.call("kvc_sequence_commit", ok, false, [&] { return kvc_sequence_commit(m.cache, id, n); });
@@ -297,6 +316,8 @@ void Program::extend() {
       else e.allow(KVC_OK).allow(KVC_ERR_OUT_OF_BLOCKS);
     }
   }
+  if (emitting())
+    emit_call(m.index, "kvc_sequence_extend(c[" + std::to_string(m.index) + "], " + c_u64(id) + ", " + c_ints(tp, std::min<uint64_t>(n, 8)) + ", " + c_u64(n) + ", NULL)", "extend " + std::to_string(id));
   set_current(m.index, "kvc_sequence_extend");
   const kvc_status_t st = m.call("kvc_sequence_extend", e, n == 0,
                                  [&] { return kvc_sequence_extend(m.cache, id, tp, n, nullptr); });
@@ -332,6 +353,8 @@ void Program::batch_extend() {
     else if (m.sets_fit_free(sets + count)) e.allow(KVC_OK);
     else e.allow(KVC_OK).allow(KVC_ERR_OUT_OF_BLOCKS);
   }
+  if (emitting())
+    emit_call(m.index, "kvc_batch_extend(c[" + std::to_string(m.index) + "], " + c_ids(ip, count) + ", " + c_ints(tp, count) + ", " + std::to_string(count) + ", NULL)", "batch_extend");
   set_current(m.index, "kvc_batch_extend");
   const kvc_status_t st = m.call("kvc_batch_extend", e, count == 0,
                                  [&] { return kvc_batch_extend(m.cache, ip, tp, count, nullptr); });
@@ -370,6 +393,8 @@ void Program::commit() {
   if (s == nullptr) e.allow(KVC_ERR_NOT_FOUND);
   else if (n > len) e.allow(KVC_ERR_INVALID_ARGUMENT);
   else e.allow(KVC_OK);
+  if (emitting())
+    emit_call(m.index, "kvc_sequence_commit(c[" + std::to_string(m.index) + "], " + c_u64(id) + ", " + c_u64(n) + ")", "commit " + std::to_string(id));
   set_current(m.index, "kvc_sequence_commit");
   const kvc_status_t st =
       m.call("kvc_sequence_commit", e, false, [&] { return kvc_sequence_commit(m.cache, id, n); });
@@ -424,6 +449,8 @@ void Program::rewind() {
     }
     e.allow(refused ? KVC_ERR_INVALID_ARGUMENT : KVC_OK);
   }
+  if (emitting())
+    emit_call(m.index, "kvc_sequence_rewind(c[" + std::to_string(m.index) + "], " + c_u64(id) + ", " + c_u64(n) + ")", "rewind " + std::to_string(id));
   set_current(m.index, "kvc_sequence_rewind");
   const kvc_status_t st =
       m.call("kvc_sequence_rewind", e, n == 0, [&] { return kvc_sequence_rewind(m.cache, id, n); });
@@ -449,6 +476,8 @@ void Program::fork() {
   if (find(parent) == nullptr) e.allow(KVC_ERR_NOT_FOUND);
   if (find(child) != nullptr) e.allow(KVC_ERR_ALREADY_EXISTS);
   if (e.empty()) e.allow(KVC_OK);
+  if (emitting())
+    emit_call(m.index, "kvc_sequence_fork(c[" + std::to_string(m.index) + "], " + c_u64(parent) + ", " + c_u64(child) + ")", "fork " + std::to_string(parent) + " -> " + std::to_string(child));
   set_current(m.index, "kvc_sequence_fork");
   const kvc_status_t st = m.call("kvc_sequence_fork", e, false,
                                  [&] { return kvc_sequence_fork(m.cache, parent, child); });
@@ -466,6 +495,8 @@ void Program::remove() {
   const uint64_t id = live_id();
   Expect e;
   e.allow(find(id) == nullptr ? KVC_ERR_NOT_FOUND : KVC_OK);
+  if (emitting())
+    emit_call(m.index, "kvc_sequence_remove(c[" + std::to_string(m.index) + "], " + c_u64(id) + ")", "remove " + std::to_string(id));
   set_current(m.index, "kvc_sequence_remove");
   const kvc_status_t st =
       m.call("kvc_sequence_remove", e, false, [&] { return kvc_sequence_remove(m.cache, id); });
@@ -483,6 +514,8 @@ void Program::pin() {
   if (find(id) == nullptr) e.allow(KVC_ERR_NOT_FOUND);
   if (m.pins.count(id) != 0) e.allow(KVC_ERR_ALREADY_EXISTS);
   if (e.empty()) e.allow(KVC_OK);
+  if (emitting())
+    emit_call(m.index, "kvc_sequence_pin(c[" + std::to_string(m.index) + "], " + c_u64(id) + ")", "pin " + std::to_string(id));
   set_current(m.index, "kvc_sequence_pin");
   const kvc_status_t st =
       m.call("kvc_sequence_pin", e, false, [&] { return kvc_sequence_pin(m.cache, id); });
@@ -503,6 +536,8 @@ void Program::unpin() {
   }
   Expect e;
   e.allow(m.pins.count(id) == 0 ? KVC_ERR_NOT_FOUND : KVC_OK);
+  if (emitting())
+    emit_call(m.index, "kvc_sequence_unpin(c[" + std::to_string(m.index) + "], " + c_u64(id) + ")", "unpin " + std::to_string(id));
   set_current(m.index, "kvc_sequence_unpin");
   const kvc_status_t st =
       m.call("kvc_sequence_unpin", e, false, [&] { return kvc_sequence_unpin(m.cache, id); });
@@ -516,6 +551,8 @@ void Program::reset_reuse() {
   CacheModel& m = c();
   Expect e;
   e.allow(m.last.stats.in_use_blocks == 0 ? KVC_OK : KVC_ERR_INVALID_STATE);
+  if (emitting())
+    emit_call(m.index, "kvc_cache_reset_reuse(c[" + std::to_string(m.index) + "])", "reset_reuse");
   set_current(m.index, "kvc_cache_reset_reuse");
   const kvc_status_t st =
       m.call("kvc_cache_reset_reuse", e, false, [&] { return kvc_cache_reset_reuse(m.cache); });
@@ -538,6 +575,8 @@ void Program::advance_clock() {
   if (!m.manual_clock) e.allow(KVC_ERR_INVALID_STATE);
   if (ms > UINT64_MAX - m.clock_ms) e.allow(KVC_ERR_INVALID_ARGUMENT);
   if (e.empty()) e.allow(KVC_OK);
+  if (emitting())
+    emit_call(m.index, "kvc_cache_advance_clock(c[" + std::to_string(m.index) + "], " + c_u64(ms) + ")", "advance_clock");
   set_current(m.index, "kvc_cache_advance_clock");
   const kvc_status_t st = m.call("kvc_cache_advance_clock", e, false,
                                  [&] { return kvc_cache_advance_clock(m.cache, ms); });

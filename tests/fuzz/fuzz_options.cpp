@@ -133,6 +133,8 @@ std::unique_ptr<Options> Options::decode(Input& in) {
     }
   }
   v.struct_size = uint32_t(size);
+  o->raw_ = v;
+  o->nonzero_tail_ = nonzero_tail;
   o->buf_.assign((std::max(size, sizeof(v)) + 7) / 8, 0);
   std::memcpy(o->buf_.data(), &v, sizeof(v));
   if (nonzero_tail >= 0) reinterpret_cast<unsigned char*>(o->buf_.data())[nonzero_tail] = 0x5A;
@@ -207,6 +209,66 @@ uint32_t Options::scope_index() const {
     if (salt == kKnown[i]) salt_index = i + 1;
   const uint32_t lora = !has_lora ? 0 : lora_id == 0 ? 1 : lora_id == 1 ? 2 : 3;
   return salt_index * 4 + lora;
+}
+
+namespace {
+
+std::string c_string(const char* p, size_t n) {
+  if (p == nullptr) return "NULL";
+  std::string s = "\"";
+  for (size_t i = 0; i < n; ++i) s += p[i];
+  return s + "\"";
+}
+
+}  // namespace
+
+std::string Options::c_decl(int n) const {
+  if (null_) return "";
+  const std::string N = std::to_string(n);
+  const kvc_sequence_options_t& v = raw_;
+  std::string s;
+  if (v.extra_keys != nullptr) {
+    s += "kvc_extra_key_t k" + N + "[] = {";
+    for (size_t i = 0; i < keys_.size(); ++i) {
+      const kvc_extra_key_t& k = keys_[i];
+      s += (i ? ", {" : "{") + std::to_string(k.offset) + ", " + std::to_string(k.length) + "ull, " +
+           c_string(static_cast<const char*>(k.data), k.size) + ", " + std::to_string(k.size) + "}";
+    }
+    s += "}; ";
+  }
+  if (v.retention_ranges != nullptr) {
+    s += "kvc_retention_range_t r" + N + "[] = {";
+    for (size_t i = 0; i < ranges_.size(); ++i) {
+      const kvc_retention_range_t& r = ranges_[i];
+      s += (i ? ", {" : "{") + std::to_string(r.start) + ", " +
+           (r.end == KVC_RETENTION_OPEN_END ? std::string("KVC_RETENTION_OPEN_END") : std::to_string(r.end)) +
+           ", " + std::to_string(r.priority) + ", " + std::to_string(r.reserved) + ", " +
+           std::to_string(r.duration_ms) + "}";
+    }
+    s += "}; ";
+  }
+  s += "kvc_sequence_options_t o" + N + " = KVC_SEQUENCE_OPTIONS_INIT; ";
+  const std::string o = "o" + N + ".";
+  s += o + "prompt_priority = " + std::to_string(v.prompt_priority) + "; " + o + "decode_priority = " +
+       std::to_string(v.decode_priority) + "; ";
+  if (v.has_lora) s += o + "has_lora = true; ";
+  if (v.lora_id != 0) s += o + "lora_id = " + std::to_string(v.lora_id) + "ull; ";
+  if (v.salt != nullptr || v.salt_size != 0)
+    s += o + "salt = " + c_string(static_cast<const char*>(v.salt), salt_store_.size()) + "; " + o +
+         "salt_size = " + std::to_string(v.salt_size) + "; ";
+  if (v.extra_keys != nullptr || v.num_extra_keys != 0)
+    s += o + "extra_keys = " + (v.extra_keys ? "k" + N : std::string("NULL")) + "; " + o +
+         "num_extra_keys = " + std::to_string(v.num_extra_keys) + "; ";
+  if (v.retention_ranges != nullptr || v.num_retention_ranges != 0)
+    s += o + "retention_ranges = " + (v.retention_ranges ? "r" + N : std::string("NULL")) + "; " + o +
+         "num_retention_ranges = " + std::to_string(v.num_retention_ranges) + "; ";
+  if (v.decode_duration_ms != 0)
+    s += o + "decode_duration_ms = " + std::to_string(v.decode_duration_ms) + "; ";
+  if (v.struct_size < sizeof(v)) s += o + "struct_size = " + std::to_string(v.struct_size) + "; ";
+  else if (v.struct_size > sizeof(v))
+    s += "/* struct_size " + std::to_string(v.struct_size) + " with " +
+         (nonzero_tail_ >= 0 ? "a non-zero" : "a zero") + " tail past the struct: not reproduced */ ";
+  return s;
 }
 
 std::string Options::describe() const {

@@ -50,13 +50,19 @@ class Options {
   uint64_t scope_hash() const;
   // A small number per scope the decoder makes (0..27), for feedback.
   uint32_t scope_index() const;
-  // One-line description for failure reports and C reproducers.
+  // One-line description for traces and failure reports.
   std::string describe() const;
+  // C statements declaring `oN` as passed (fuzz_emit.h), and the argument
+  // that passes it ("&oN" or "NULL").
+  std::string c_decl(int n) const;
+  std::string c_arg(int n) const { return null_ ? "NULL" : "&o" + std::to_string(n); }
 
  private:
   void finish();
 
   bool null_ = false;
+  kvc_sequence_options_t raw_{};  // the struct's fields as set, whatever struct_size
+  int nonzero_tail_ = -1;
   std::vector<uint64_t> buf_;  // the struct's bytes (8-byte aligned), struct_size of them
   std::string salt_store_;
   std::vector<std::string> key_data_;

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "fuzz_emit.h"
 #include "fuzz_ops.h"
 
 namespace kvc_fuzz {
@@ -35,6 +36,7 @@ void sized_out(CacheModel& m, const char* what, const T& want, uint8_t f, Expect
   std::memcpy(buf.data(), &s32, 4);
   if (null_out || size < 4) errors.allow(KVC_ERR_INVALID_ARGUMENT);
   if (errors.empty()) errors.allow(KVC_OK);
+  if (emitting()) emit_line("/* %s with a hostile buffer (checked by the harness) */", what);
   set_current(m.index, what);
   const kvc_status_t st = m.call(what, errors, true, [&] {
     return get(null_out ? nullptr : reinterpret_cast<T*>(buf.data()));
@@ -77,6 +79,7 @@ void Program::probe() {
   if (!((tp == nullptr && n > 0) || n == 0 || n > kMaxTokens || null_out || opts->invalid))
     e.allow(KVC_OK);
   uint64_t p = UINT64_MAX;
+  if (emitting()) emit_line("/* kvc_cache_probe (checked by the harness) */");
   set_current(m.index, "kvc_cache_probe");
   const kvc_status_t st = m.call("kvc_cache_probe", e, true, [&] {
     return kvc_cache_probe(m.cache, tp, n, opts->ptr(), null_out ? nullptr : &p);
@@ -104,6 +107,9 @@ void Program::blocks_needed() {
   if (s == nullptr) e.allow(KVC_ERR_NOT_FOUND);
   if (e.empty()) e.allow(n != 0 && n > kMaxTokens - len ? KVC_ERR_INVALID_ARGUMENT : KVC_OK);
   uint64_t need = UINT64_MAX;
+  if (emitting())
+    emit_call(m.index, "kvc_sequence_blocks_needed(c[" + std::to_string(m.index) + "], " + c_u64(id) +
+              ", " + c_u64(n) + (null_out ? ", NULL)" : ", &u64)"), "blocks_needed " + std::to_string(id));
   set_current(m.index, "kvc_sequence_blocks_needed");
   const kvc_status_t st = m.call("kvc_sequence_blocks_needed", e, true, [&] {
     return kvc_sequence_blocks_needed(m.cache, id, n, null_out ? nullptr : &need);
@@ -151,6 +157,7 @@ void Program::block_table() {
   if (unknown) e.allow(KVC_ERR_NOT_FOUND);
   if (repeated) e.allow(KVC_ERR_INVALID_ARGUMENT);  // a repeated id: not documented either way
   if (!invalid && !unknown) e.allow(needed > max_blocks ? KVC_ERR_BUFFER_TOO_SMALL : KVC_OK);
+  if (emitting()) emit_line("/* kvc_batch_block_table (checked by the harness) */");
   set_current(m.index, "kvc_batch_block_table");
   const kvc_status_t st = m.call("kvc_batch_block_table", e, true, [&] {
     return kvc_batch_block_table(m.cache, group, ip, count, tp, max_blocks, pad,
@@ -203,6 +210,7 @@ void Program::block_table_csr() {
   if (unknown) e.allow(KVC_ERR_NOT_FOUND);
   if (repeated) e.allow(KVC_ERR_INVALID_ARGUMENT);  // a repeated id: not documented either way
   if (!invalid && !unknown) e.allow(total > cap ? KVC_ERR_BUFFER_TOO_SMALL : KVC_OK);
+  if (emitting()) emit_line("/* kvc_batch_block_table_csr (checked by the harness) */");
   set_current(m.index, "kvc_batch_block_table_csr");
   const kvc_status_t st = m.call("kvc_batch_block_table_csr", e, true, [&] {
     return kvc_batch_block_table_csr(m.cache, group, ip, count, pp, xp, cap, lp,
@@ -241,6 +249,7 @@ void Program::lengths() {
   if (unknown) e.allow(KVC_ERR_NOT_FOUND);
   if (repeated) e.allow(KVC_ERR_INVALID_ARGUMENT);  // a repeated id: not documented either way
   if (!invalid && !unknown) e.allow(KVC_OK);
+  if (emitting()) emit_line("/* kvc_batch_sequence_lengths (checked by the harness) */");
   set_current(m.index, "kvc_batch_sequence_lengths");
   const kvc_status_t st = m.call("kvc_batch_sequence_lengths", e, true, [&] {
     return kvc_batch_sequence_lengths(m.cache, ip, count, op);
@@ -272,6 +281,7 @@ void Program::slot_mapping() {
   if (unknown) e.allow(KVC_ERR_NOT_FOUND);
   if (repeated) e.allow(KVC_ERR_INVALID_ARGUMENT);
   if (e.empty()) e.allow(KVC_OK);
+  if (emitting()) emit_line("/* kvc_batch_slot_mapping (checked by the harness) */");
   set_current(m.index, "kvc_batch_slot_mapping");
   const kvc_status_t st = m.call("kvc_batch_slot_mapping", e, true, [&] {
     return kvc_batch_slot_mapping(m.cache, group, ip, count, sp, cap, (f & 0x20) ? nullptr : &got, ap);
@@ -349,6 +359,7 @@ void Program::block_ids() {
     e.allow(KVC_ERR_INVALID_ARGUMENT);
   if (s == nullptr) e.allow(KVC_ERR_NOT_FOUND);
   if (e.empty()) e.allow(nb > cap ? KVC_ERR_BUFFER_TOO_SMALL : KVC_OK);
+  if (emitting()) emit_line("/* kvc_sequence_block_ids (checked by the harness) */");
   set_current(m.index, "kvc_sequence_block_ids");
   const kvc_status_t st = m.call("kvc_sequence_block_ids", e, true, [&] {
     return kvc_sequence_block_ids(m.cache, id, group, ip, cap, null_count ? nullptr : &count);
@@ -437,7 +448,8 @@ void Program::kernels() {
     }
     Expect e;
     e.allow(KVC_ERR_INVALID_ARGUMENT);
-    set_current(m.index, "kvc_store_kv with a bad argument");
+    if (emitting()) emit_line("/* kvc_store_kv with a bad argument (checked by the harness) */");
+  set_current(m.index, "kvc_store_kv with a bad argument");
     m.call("kvc_store_kv", e, true, [&] { return kvc_store_kv(m.cache, &a, nullptr); });
     if (f & 0x80) {  // nothing to write: a no-op
       slots[0] = slots[1] = -1;
@@ -468,6 +480,7 @@ void Program::kernels() {
   }
   Expect e;
   e.allow(count == 0 && grp < m.num_groups ? KVC_OK : KVC_ERR_INVALID_ARGUMENT);
+  if (emitting()) emit_line("/* kvc_copy_blocks with a bad argument (checked by the harness) */");
   set_current(m.index, "kvc_copy_blocks with a bad argument");
   m.call("kvc_copy_blocks", e, true,
          [&] { return kvc_copy_blocks(m.cache, grp, src, dst, nullptr, count, nullptr); });
