@@ -2,9 +2,13 @@
 # One call on the GPU machine: build the CUDA backend, run the GPU tests,
 # compute-sanitizer memcheck over them, and the kernel benchmarks with their
 # PyTorch peers. Logs and the report go to $OUT (default ./out).
-#   bench/gpu_check.sh [tests|bench|all|tier]
+#   bench/gpu_check.sh [tests|bench|all|tier|prefill|prefill-bench]
 # tier: the GPU tests, memcheck over the host-tier tests, and the host-tier
 # copy benchmark (bench/cuda/bench_tier_copy.cu) alone.
+# prefill: the GPU tests, compute-sanitizer memcheck and racecheck over the
+# prefill attention tests, and the prefill benchmark with its PyTorch peers
+# (bench/cuda/bench_prefill_attention.cu, bench/torch_prefill.py);
+# prefill-bench: that benchmark alone.
 # Dependencies the machine lacks come as .deb packages unpacked here first
 # (.device-deps/ is git-ignored; pass it to the device call as carried):
 #   (prepared as tests/gpu/device_env.sh says)
@@ -25,7 +29,10 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVCACHE_CUDA=ON \
   -DKVCACHE_BUILD_TESTS=ON -DKVCACHE_BUILD_BENCH=ON -DKVCACHE_BUILD_EXAMPLES=OFF \
   -DKVCACHE_BINDING_RUST=OFF -DKVCACHE_BINDING_GO=OFF -DKVCACHE_BINDING_JAVA=OFF \
   -DCMAKE_PREFIX_PATH="$DEPS" >"$WORK/configure.log" 2>&1 || { tail -40 "$WORK/configure.log"; exit 1; }
-cmake --build "$BUILD" -j16 --target kvcache_gpu_tests bench_store_kv bench_decode_attention bench_tier_copy \
+TARGETS="kvcache_gpu_tests bench_store_kv bench_decode_attention bench_tier_copy"
+case "$MODE" in prefill|prefill-bench) TARGETS="kvcache_gpu_tests bench_prefill_attention" ;; esac
+# shellcheck disable=SC2086
+cmake --build "$BUILD" -j16 --target $TARGETS \
   >"$OUT/build.log" 2>&1 || { grep -B2 -A12 -E "error|Error" "$OUT/build.log" | head -80; exit 1; }
 echo "built in $(( $(date +%s) - t0 )) s"
 
@@ -62,6 +69,40 @@ fi
 if [ "$MODE" = tier ] || [ "$MODE" = all ]; then
   echo "== host-tier copy benchmark"
   timeout 240 "$BUILD/bench/bench_tier_copy" --json "$WORK/tier.jsonl" | tee "$OUT/tier-h100.md" || STATUS=1
+fi
+
+if [ "$MODE" = prefill ]; then
+  # Every GPU test, then both sanitizers over the prefill cases that cover
+  # every kernel variant (the long prompts only cost CPU time for the
+  # reference).
+  echo "== GPU tests (all)"
+  timeout 240 "$BUILD/tests/gpu/kvcache_gpu_tests" >"$OUT/gpu_tests.log" 2>&1
+  rc=$?; [ $rc -ne 0 ] && STATUS=1
+  grep -E "^\[  (FAILED|PASSED|SKIPPED) |Prefill.*OK \]|Failure|Expected|Which is|relative|lse\[" \
+    "$OUT/gpu_tests.log" | head -60
+  echo "gpu tests exit code $rc"
+  for tool in memcheck racecheck; do
+    echo "== compute-sanitizer $tool (prefill tests)"
+    filter='PrefillGpu.*:-PrefillGpu.LongPrompts*'
+    # racecheck instruments every shared-memory access: fewer cases.
+    [ $tool = racecheck ] && filter='PrefillGpu.EveryDtype*:PrefillGpu.SplitKv*:PrefillGpu.EveryThreadBlock*'
+    timeout 110 compute-sanitizer --tool $tool --error-exitcode 99 \
+      "$BUILD/tests/gpu/kvcache_gpu_tests" --gtest_filter="$filter" >"$OUT/$tool.log" 2>&1
+    rc=$?; [ $rc -ne 0 ] && STATUS=1
+    grep -E "^\[       OK|^\[  FAILED|ERROR SUMMARY|RACECHECK SUMMARY|Hazard|Invalid" "$OUT/$tool.log" | head -20
+    echo "$tool exit code $rc"
+  done
+fi
+
+if [ "$MODE" = prefill ] || [ "$MODE" = prefill-bench ]; then
+  echo "== prefill benchmark"
+  timeout 90 "$BUILD/bench/bench_prefill_attention" --json "$WORK/prefill.jsonl" | tee "$OUT/prefill_bench.log" || STATUS=1
+  if [ "${PREFILL_TORCH:-1}" = 1 ]; then
+    PYTHONUNBUFFERED=1 timeout 200 python3 bench/torch_prefill.py --prefill-json "$WORK/prefill.jsonl" \
+      --out "$OUT/prefill-h100.md" --command "bench/gpu_check.sh $MODE" >>"$OUT/prefill_bench.log" 2>&1 ||
+      { tail -20 "$OUT/prefill_bench.log"; STATUS=1; }
+    cat "$OUT/prefill-h100.md" 2>/dev/null
+  fi
 fi
 
 if [ "$MODE" = bench ] || [ "$MODE" = all ]; then

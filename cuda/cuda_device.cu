@@ -6,6 +6,7 @@
 
 #include "backend/cuda_entry.h"
 #include "cuda/cuda_check.h"
+#include "cuda/stateful_kernels.h"
 
 namespace kvc {
 
@@ -49,6 +50,8 @@ CudaDevice::CudaDevice(int32_t ordinal) : ordinal_(ordinal) {
 }
 
 CudaDevice::~CudaDevice() {
+  // Outstanding frees of the pool complete on their own (cudaMemPoolDestroy).
+  if (pool_ != nullptr) cudaMemPoolDestroy(pool_);
   deallocate(errors_);
   if (tier_event_ != nullptr) cudaEventDestroy(tier_event_);
 }
@@ -169,6 +172,66 @@ void CudaDevice::order_after_tier_copies(void* stream) {
              "cudaStreamWaitEvent");
 }
 
+void* CudaDevice::allocate_on(uint64_t bytes, void* stream) {
+  if (bytes == 0) return nullptr;
+  if (inject(FaultSite::kAllocate))
+    fail(KVC_ERR_OUT_OF_MEMORY, "cudaMallocFromPoolAsync of " + std::to_string(bytes) +
+                                    " bytes on " + name_ + " failed (injected fault)");
+  activate();
+  if (pool_ == nullptr) {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = ordinal_;
+    cuda_check(cudaMemPoolCreate(&pool_, &props), "cudaMemPoolCreate");
+  }
+  cuda_check(cudaMemPoolTrimTo(pool_, 0), "cudaMemPoolTrimTo");
+  void* p = nullptr;
+  const cudaError_t err =
+      cudaMallocFromPoolAsync(&p, bytes, pool_, static_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    fail(KVC_ERR_OUT_OF_MEMORY, "cudaMallocFromPoolAsync of " + std::to_string(bytes) +
+                                    " bytes on " + name_ + " failed: " + cudaGetErrorName(err));
+  }
+  note_allocated(FaultSite::kAllocate, p);
+  return p;
+}
+
+void CudaDevice::deallocate_on(void* ptr, void* stream) noexcept {
+  if (ptr == nullptr) return;
+  note_released(FaultSite::kAllocate, ptr);
+  cudaSetDevice(ordinal_);
+  cudaFreeAsync(ptr, static_cast<cudaStream_t>(stream));
+}
+
+void CudaDevice::copy_2d(void* dst, uint64_t dst_pitch, const void* src, uint64_t src_pitch,
+                         uint64_t width, uint64_t height, CopyKind /*kind*/, void* stream) {
+  if (width == 0 || height == 0) return;
+  activate();
+  auto s = static_cast<cudaStream_t>(stream);
+  if (height == 1)
+    cuda_check(cudaMemcpyAsync(dst, src, width, cudaMemcpyDefault, s), "cudaMemcpyAsync");
+  else
+    cuda_check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height, cudaMemcpyDefault, s),
+               "cudaMemcpy2DAsync");
+}
+
+void CudaDevice::stateful_append(const StatefulAppendWork& work, void* stream) {
+  activate();
+  launch_stateful_append(work, static_cast<cudaStream_t>(stream));
+}
+
+void CudaDevice::table_reorder(const TableReorderWork& work, void* stream) {
+  activate();
+  launch_table_reorder(work, static_cast<cudaStream_t>(stream));
+}
+
+void CudaDevice::gather_rows(const RowGatherWork& work, void* stream) {
+  activate();
+  launch_gather_rows(work, static_cast<cudaStream_t>(stream));
+}
+
 void CudaDevice::store_kv(const StoreKvWork& work, void* stream) {
   activate();
   launch_store_kv(work, errors_, static_cast<cudaStream_t>(stream));
@@ -182,6 +245,16 @@ void CudaDevice::decode_attention(const DecodeWork& work, void* stream) {
 uint64_t CudaDevice::decode_workspace_bytes(const DecodeWork& work) const {
   activate();
   return kvc::decode_workspace_bytes(work, gpu_);
+}
+
+void CudaDevice::prefill_attention(const PrefillWork& work, void* stream) {
+  activate();
+  launch_prefill_attention(work, gpu_, errors_, static_cast<cudaStream_t>(stream));
+}
+
+uint64_t CudaDevice::prefill_workspace_bytes(const PrefillWork& work) const {
+  activate();
+  return kvc::prefill_workspace_bytes(work, gpu_);
 }
 
 AsyncError CudaDevice::async_error(void* stream) {

@@ -39,9 +39,21 @@ class CudaDevice final : public Device {
   void order_after_tier_copies(void* stream) override;
   void synchronize(void* stream) override;
 
+  // Stream-ordered (cudaMallocAsync / cudaFreeAsync on the stream).
+  void* allocate_on(uint64_t bytes, void* stream) override;
+  void deallocate_on(void* ptr, void* stream) noexcept override;
+  // cudaMemcpy2DAsync (cudaMemcpyAsync for one row), cudaMemcpyDefault.
+  void copy_2d(void* dst, uint64_t dst_pitch, const void* src, uint64_t src_pitch, uint64_t width,
+               uint64_t height, CopyKind kind, void* stream) override;
+  void stateful_append(const StatefulAppendWork& work, void* stream) override;
+  void table_reorder(const TableReorderWork& work, void* stream) override;
+  void gather_rows(const RowGatherWork& work, void* stream) override;
+
   void store_kv(const StoreKvWork& work, void* stream) override;
   void decode_attention(const DecodeWork& work, void* stream) override;
   uint64_t decode_workspace_bytes(const DecodeWork& work) const override;
+  void prefill_attention(const PrefillWork& work, void* stream) override;
+  uint64_t prefill_workspace_bytes(const PrefillWork& work) const override;
   AsyncError async_error(void* stream) override;
 
  private:
@@ -62,6 +74,12 @@ class CudaDevice final : public Device {
   cudaEvent_t tier_event_ = nullptr;
   bool tier_recorded_ = false;
   void* tier_stream_ = nullptr;
+  // The stream-ordered pool of allocate_on (stateful growth): this
+  // device's own, trimmed before each allocation so that buffers freed by
+  // earlier, completed work go back to the driver instead of staying
+  // reserved (the default pool keeps them until the process synchronizes
+  // in a way it notices, and other users share it).
+  cudaMemPool_t pool_ = nullptr;
 };
 
 }  // namespace kvc

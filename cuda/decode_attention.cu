@@ -53,6 +53,7 @@ struct DecodeParams {
   uint64_t table_stride;
   uint32_t num_blocks;
   uint32_t block_shift;
+  uint32_t token_mask;     // paged: tokens_per_block - 1; stateful rows: all ones
   uint32_t q_heads;
   uint32_t group;          // query heads per kv head
   uint32_t head_chunks;    // group / GB
@@ -186,7 +187,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const __grid_consta
   }
 
   const uint64_t head_offset = uint64_t(kvh) * p.head_stride + uint64_t(lane) * 16;
-  const uint32_t block_mask = (1u << p.block_shift) - 1;
+  const uint32_t block_mask = p.token_mask;
   const uint32_t steps = (t1 - t0 + TILE - 1) / TILE;
   uint32_t valid_bits = 0;  // bit stage * U + u: that token of the stage was loaded
 
@@ -554,6 +555,8 @@ void launch_decode_attention(const DecodeWork& w, const GpuInfo& gpu, KernelErro
   p.table_stride = w.table_stride;
   p.num_blocks = uint32_t(std::min<uint64_t>(kv.num_blocks, INT32_MAX));
   p.block_shift = block_shift_of(kv.tokens_per_block);
+  // Stateful rows (DecodeWork::contiguous_rows): the offset keeps all of t.
+  p.token_mask = w.contiguous_rows ? 0xffffffffu : (1u << p.block_shift) - 1;
   p.q_heads = w.q_heads;
   p.group = w.q_heads / kv.kv_heads;
   p.head_chunks = shape.head_chunks;

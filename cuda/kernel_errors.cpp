@@ -21,6 +21,15 @@ std::string describe_kernel_error(const KernelErrorRecord& r) {
       return "decode_attention" + layer + "indptr gives sequence " + std::to_string(r.index) +
              " " + std::to_string(r.value) + " blocks, fewer than the " +
              std::to_string(r.limit) + " its length spans; the sequence's output is zero";
+    case kPrefillBlockOutOfRange:
+      return "prefill_attention" + layer + "block table entry " + std::to_string(r.aux) +
+             " of sequence " + std::to_string(r.index) + " is " + std::to_string(r.value) +
+             ", outside [0, " + std::to_string(r.limit) +
+             "); its tokens were read as zero keys and values";
+    case kPrefillTableTooShort:
+      return "prefill_attention" + layer + "indptr gives sequence " + std::to_string(r.index) +
+             " " + std::to_string(r.value) + " blocks, fewer than the " +
+             std::to_string(r.limit) + " its kv_len spans; the sequence's output is zero";
     default:
       return "a kernel recorded unknown error code " + std::to_string(r.code);
   }

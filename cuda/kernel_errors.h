@@ -15,6 +15,8 @@ enum KernelErrorCode : int32_t {
   kSeqLenOutOfRange = 2,  // decode: index = sequence, value = length, limit = max_seq_len
   kBlockOutOfRange = 3,   // decode: index = sequence, aux = table entry, value = id, limit = blocks
   kTableTooShort = 4,     // decode CSR: index = sequence, value = entries, limit = blocks needed
+  kPrefillBlockOutOfRange = 5,  // prefill: as kBlockOutOfRange
+  kPrefillTableTooShort = 6,    // prefill CSR: as kTableTooShort
 };
 
 struct KernelErrorRecord {

@@ -24,12 +24,9 @@ func (c *Cache) BatchExtend(ids []uint64, tokens []int32, stream Stream) error {
 	if len(ids) != len(tokens) {
 		return invalidArgument(op, "len(ids) and len(tokens) differ")
 	}
-	h := c.acquire()
-	if h == 0 {
-		return closedError(op)
-	}
-	defer c.mu.RUnlock()
-	return wrap(op, kvc.Kvc_batch_extend(h, firstUint64(ids), firstInt32(tokens), uint64(len(ids)), uintptr(stream)))
+	return c.with(op, func(h kvc.Cache) error {
+		return wrap(op, kvc.Kvc_batch_extend(h, firstUint64(ids), firstInt32(tokens), uint64(len(ids)), uintptr(stream)))
+	})
 }
 
 // BlockTable returns the padded block tables of sequences ids in layer
@@ -48,30 +45,30 @@ func (c *Cache) BlockTableInto(dst []int32, group uint32, ids []uint64, minStrid
 	if len(ids) == 0 {
 		return dst[:0], minStride, nil
 	}
-	h := c.acquire()
-	if h == 0 {
-		return nil, 0, closedError(op)
-	}
-	defer c.mu.RUnlock()
-	stride = minStride
-	if stride < 1 {
-		stride = cap(dst) / len(ids)
-	}
-	for {
-		if stride > 0 && cap(dst) < len(ids)*stride {
-			dst = make([]int32, len(ids)*stride)
+	err = c.with(op, func(h kvc.Cache) error {
+		stride = minStride
+		if stride < 1 {
+			stride = cap(dst) / len(ids)
 		}
-		dst = dst[:len(ids)*stride]
-		var needed uint64
-		err = kvc.Kvc_batch_block_table(h, group, &ids[0], uint64(len(ids)), firstInt32(dst), uint64(stride), pad, &needed)
-		if err == nil {
-			return compactRows(dst, len(ids), stride, max(minStride, int(needed))), max(minStride, int(needed)), nil
+		for {
+			if stride > 0 && cap(dst) < len(ids)*stride {
+				dst = make([]int32, len(ids)*stride)
+			}
+			dst = dst[:len(ids)*stride]
+			var needed uint64
+			err := kvc.Kvc_batch_block_table(h, group, &ids[0], uint64(len(ids)), firstInt32(dst), uint64(stride), pad, &needed)
+			if err == nil {
+				table, stride = compactRows(dst, len(ids), stride, max(minStride, int(needed))), max(minStride, int(needed))
+				return nil
+			}
+			if !isTooSmall(err) || int(needed) <= stride {
+				table, stride = nil, 0
+				return wrap(op, err)
+			}
+			stride = int(needed)
 		}
-		if !isTooSmall(err) || int(needed) <= stride {
-			return nil, 0, wrap(op, err)
-		}
-		stride = int(needed)
-	}
+	})
+	return table, stride, err
 }
 
 // CSRTable is a batch's block tables in CSR form, as FlashInfer takes them
@@ -104,28 +101,25 @@ func (c *Cache) BlockTableCSRInto(t *CSRTable, group uint32, ids []uint64) error
 		t.Indices = t.Indices[:0]
 		return nil
 	}
-	h := c.acquire()
-	if h == 0 {
-		return closedError(op)
-	}
-	defer c.mu.RUnlock()
-	indices := t.Indices[:cap(t.Indices)]
-	if len(indices) == 0 {
-		indices = make([]int32, n*initialBlocksPerSequence)
-	}
-	for {
-		var total uint64
-		err := kvc.Kvc_batch_block_table_csr(h, group, &ids[0], uint64(n), &t.Indptr[0],
-			firstInt32(indices), uint64(len(indices)), &t.LastPageLen[0], &total)
-		if err == nil {
-			t.Indices = indices[:total]
-			return nil
+	return c.with(op, func(h kvc.Cache) error {
+		indices := t.Indices[:cap(t.Indices)]
+		if len(indices) == 0 {
+			indices = make([]int32, n*initialBlocksPerSequence)
 		}
-		if !isTooSmall(err) || total <= uint64(len(indices)) {
-			return wrap(op, err)
+		for {
+			var total uint64
+			err := kvc.Kvc_batch_block_table_csr(h, group, &ids[0], uint64(n), &t.Indptr[0],
+				firstInt32(indices), uint64(len(indices)), &t.LastPageLen[0], &total)
+			if err == nil {
+				t.Indices = indices[:total]
+				return nil
+			}
+			if !isTooSmall(err) || total <= uint64(len(indices)) {
+				return wrap(op, err)
+			}
+			indices = make([]int32, total)
 		}
-		indices = make([]int32, total)
-	}
+	})
 }
 
 // SequenceLengths returns the current lengths of sequences ids
@@ -146,12 +140,9 @@ func (c *Cache) SequenceLengthsInto(lengths []int32, ids []uint64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	h := c.acquire()
-	if h == 0 {
-		return closedError(op)
-	}
-	defer c.mu.RUnlock()
-	return wrap(op, kvc.Kvc_batch_sequence_lengths(h, &ids[0], uint64(len(ids)), &lengths[0]))
+	return c.with(op, func(h kvc.Cache) error {
+		return wrap(op, kvc.Kvc_batch_sequence_lengths(h, &ids[0], uint64(len(ids)), &lengths[0]))
+	})
 }
 
 // SlotMapping returns the slot mapping of the tokens added to each of the
@@ -174,27 +165,24 @@ func (c *Cache) SlotMappingInto(slots []int64, newTokens []int32, group uint32, 
 	if newTokens != nil && len(newTokens) < len(ids) {
 		return nil, invalidArgument(op, "newTokens is shorter than ids")
 	}
-	h := c.acquire()
-	if h == 0 {
-		return nil, closedError(op)
-	}
-	defer c.mu.RUnlock()
-	buf := slots[:cap(slots)]
-	if len(buf) == 0 {
-		buf = make([]int64, len(ids)*initialBlocksPerSequence)
-	}
-	for {
-		var n uint64
-		err := kvc.Kvc_batch_slot_mapping(h, group, firstUint64(ids), uint64(len(ids)),
-			firstInt64(buf), uint64(len(buf)), &n, firstInt32(newTokens))
-		if err == nil {
-			return buf[:n], nil
+	return withCache(c, op, func(h kvc.Cache) ([]int64, error) {
+		buf := slots[:cap(slots)]
+		if len(buf) == 0 {
+			buf = make([]int64, len(ids)*initialBlocksPerSequence)
 		}
-		if !isTooSmall(err) || n <= uint64(len(buf)) {
-			return nil, wrap(op, err)
+		for {
+			var n uint64
+			err := kvc.Kvc_batch_slot_mapping(h, group, firstUint64(ids), uint64(len(ids)),
+				firstInt64(buf), uint64(len(buf)), &n, firstInt32(newTokens))
+			if err == nil {
+				return buf[:n], nil
+			}
+			if !isTooSmall(err) || n <= uint64(len(buf)) {
+				return nil, wrap(op, err)
+			}
+			buf = make([]int64, n)
 		}
-		buf = make([]int64, n)
-	}
+	})
 }
 
 // compactRows moves the rows of a [rows][from] table to a [rows][to]

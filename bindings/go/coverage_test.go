@@ -81,8 +81,9 @@ func TestWholeCAPIWrapped(t *testing.T) {
 		"kvc_last_error_message": "thread-local: every error carries the message read in the failing call",
 	}
 	calledThrough := map[string]string{
-		"kvc_last_error_message":    "kvcgo_capture (kvcache.i) reads it inside every failing call",
-		"kvc_cache_get_async_error": "kvcgo_cache_async_error (kvcache.i) captures the message of the report",
+		"kvc_last_error_message":       "kvcgo_capture (kvcache.i) reads it inside every failing call",
+		"kvc_cache_get_async_error":    "kvcgo_cache_async_error (kvcache.i) captures the message of the report",
+		"kvc_stateful_get_async_error": "kvcgo_stateful_async_error (kvcache.i) captures the message of the report",
 	}
 	for _, sym := range exportedSymbols(t) {
 		goName := "Kvc_" + strings.TrimPrefix(sym, "kvc_")

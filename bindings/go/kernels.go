@@ -46,23 +46,20 @@ func scaleOrOne(s float32) float32 {
 // without the cache's lock; a Close must wait for the stream.
 func (c *Cache) StoreKV(a *StoreArgs, stream Stream) error {
 	const op = "kvc_store_kv"
-	h := c.acquire()
-	if h == 0 {
-		return closedError(op)
-	}
-	defer c.mu.RUnlock()
-	s := kvc.NewKvc_store_args_t()
-	defer kvc.DeleteKvc_store_args_t(s)
-	kvc.Kvc_store_args_init(s)
-	s.SetLayer(a.Layer)
-	s.SetNum_tokens(a.NumTokens)
-	s.SetSrc_dtype(uint32(a.SrcDType))
-	s.SetKey(a.Key)
-	s.SetValue(a.Value)
-	s.SetSlot_mapping(a.SlotMapping)
-	s.SetK_scale(scaleOrOne(a.KScale))
-	s.SetV_scale(scaleOrOne(a.VScale))
-	return wrap(op, kvc.Kvc_store_kv(h, s, uintptr(stream)))
+	return c.with(op, func(h kvc.Cache) error {
+		s := kvc.NewKvc_store_args_t()
+		defer kvc.DeleteKvc_store_args_t(s)
+		kvc.Kvc_store_args_init(s)
+		s.SetLayer(a.Layer)
+		s.SetNum_tokens(a.NumTokens)
+		s.SetSrc_dtype(uint32(a.SrcDType))
+		s.SetKey(a.Key)
+		s.SetValue(a.Value)
+		s.SetSlot_mapping(a.SlotMapping)
+		s.SetK_scale(scaleOrOne(a.KScale))
+		s.SetV_scale(scaleOrOne(a.VScale))
+		return wrap(op, kvc.Kvc_store_kv(h, s, uintptr(stream)))
+	})
 }
 
 // StoreStrides says where StoreKVStrided reads each token's K and V
@@ -94,26 +91,23 @@ func fillStoreStrides(s kvc.Kvc_store_strides_t, st *StoreStrides) {
 // copy: Key and Value are the addresses of element 0 of their tensors.
 func (c *Cache) StoreKVStrided(a *StoreArgs, st *StoreStrides, stream Stream) error {
 	const op = "kvc_store_kv_strided"
-	h := c.acquire()
-	if h == 0 {
-		return closedError(op)
-	}
-	defer c.mu.RUnlock()
-	s := kvc.NewKvc_store_args_t()
-	defer kvc.DeleteKvc_store_args_t(s)
-	kvc.Kvc_store_args_init(s)
-	s.SetLayer(a.Layer)
-	s.SetNum_tokens(a.NumTokens)
-	s.SetSrc_dtype(uint32(a.SrcDType))
-	s.SetKey(a.Key)
-	s.SetValue(a.Value)
-	s.SetSlot_mapping(a.SlotMapping)
-	s.SetK_scale(scaleOrOne(a.KScale))
-	s.SetV_scale(scaleOrOne(a.VScale))
-	t := kvc.NewKvc_store_strides_t()
-	defer kvc.DeleteKvc_store_strides_t(t)
-	fillStoreStrides(t, st)
-	return wrap(op, kvc.Kvc_store_kv_strided(h, s, t, uintptr(stream)))
+	return c.with(op, func(h kvc.Cache) error {
+		s := kvc.NewKvc_store_args_t()
+		defer kvc.DeleteKvc_store_args_t(s)
+		kvc.Kvc_store_args_init(s)
+		s.SetLayer(a.Layer)
+		s.SetNum_tokens(a.NumTokens)
+		s.SetSrc_dtype(uint32(a.SrcDType))
+		s.SetKey(a.Key)
+		s.SetValue(a.Value)
+		s.SetSlot_mapping(a.SlotMapping)
+		s.SetK_scale(scaleOrOne(a.KScale))
+		s.SetV_scale(scaleOrOne(a.VScale))
+		t := kvc.NewKvc_store_strides_t()
+		defer kvc.DeleteKvc_store_strides_t(t)
+		fillStoreStrides(t, st)
+		return wrap(op, kvc.Kvc_store_kv_strided(h, s, t, uintptr(stream)))
+	})
 }
 
 // StoreKVStridedHost is StoreKVStrided on a CPU cache with Go buffers:
@@ -123,46 +117,43 @@ func (c *Cache) StoreKVStrided(a *StoreArgs, st *StoreStrides, stream Stream) er
 // memory beyond the copy).
 func (c *Cache) StoreKVStridedHost(a *HostStoreArgs, st *StoreStrides) error {
 	const op = "kvcache.StoreKVStridedHost"
-	h := c.acquire()
-	if h == 0 {
-		return closedError(op)
-	}
-	defer c.mu.RUnlock()
-	if err := requireCPU(h, op); err != nil {
-		return err
-	}
-	var bufs cBuffers
-	defer bufs.free()
-	key, err := bufs.copyIn(op, firstByte(a.Key), len(a.Key))
-	if err != nil {
-		return err
-	}
-	var value uintptr
-	if a.Value != nil {
-		if value, err = bufs.alloc(op, firstByte(a.Value), len(a.Value)); err != nil {
+	return c.with(op, func(h kvc.Cache) error {
+		if err := requireCPU(h, op); err != nil {
 			return err
 		}
-	}
-	p, n := int64Bytes(a.SlotMapping)
-	slots, err := bufs.copyIn(op, p, n)
-	if err != nil {
-		return err
-	}
-	s := kvc.NewKvc_store_args_t()
-	defer kvc.DeleteKvc_store_args_t(s)
-	kvc.Kvc_store_args_init(s)
-	s.SetLayer(a.Layer)
-	s.SetNum_tokens(uint32(len(a.SlotMapping)))
-	s.SetSrc_dtype(uint32(a.SrcDType))
-	s.SetKey(key)
-	s.SetValue(value)
-	s.SetSlot_mapping(slots)
-	s.SetK_scale(scaleOrOne(a.KScale))
-	s.SetV_scale(scaleOrOne(a.VScale))
-	t := kvc.NewKvc_store_strides_t()
-	defer kvc.DeleteKvc_store_strides_t(t)
-	fillStoreStrides(t, st)
-	return wrap("kvc_store_kv_strided", kvc.Kvc_store_kv_strided(h, s, t, 0))
+		var bufs cBuffers
+		defer bufs.free()
+		key, err := bufs.copyIn(op, firstByte(a.Key), len(a.Key))
+		if err != nil {
+			return err
+		}
+		var value uintptr
+		if a.Value != nil {
+			if value, err = bufs.alloc(op, firstByte(a.Value), len(a.Value)); err != nil {
+				return err
+			}
+		}
+		p, n := int64Bytes(a.SlotMapping)
+		slots, err := bufs.copyIn(op, p, n)
+		if err != nil {
+			return err
+		}
+		s := kvc.NewKvc_store_args_t()
+		defer kvc.DeleteKvc_store_args_t(s)
+		kvc.Kvc_store_args_init(s)
+		s.SetLayer(a.Layer)
+		s.SetNum_tokens(uint32(len(a.SlotMapping)))
+		s.SetSrc_dtype(uint32(a.SrcDType))
+		s.SetKey(key)
+		s.SetValue(value)
+		s.SetSlot_mapping(slots)
+		s.SetK_scale(scaleOrOne(a.KScale))
+		s.SetV_scale(scaleOrOne(a.VScale))
+		t := kvc.NewKvc_store_strides_t()
+		defer kvc.DeleteKvc_store_strides_t(t)
+		fillStoreStrides(t, st)
+		return wrap("kvc_store_kv_strided", kvc.Kvc_store_kv_strided(h, s, t, 0))
+	})
 }
 
 // HostStoreArgs is StoreArgs over Go memory, for StoreKVHost on a CPU
@@ -240,43 +231,40 @@ func requireCPU(h kvc.Cache, op string) error {
 // C memory for the call (the work is done before it returns).
 func (c *Cache) StoreKVHost(a *HostStoreArgs) error {
 	const op = "kvcache.StoreKVHost"
-	h := c.acquire()
-	if h == 0 {
-		return closedError(op)
-	}
-	defer c.mu.RUnlock()
-	if err := requireCPU(h, op); err != nil {
-		return err
-	}
-	var bufs cBuffers
-	defer bufs.free()
-	key, err := bufs.copyIn(op, firstByte(a.Key), len(a.Key))
-	if err != nil {
-		return err
-	}
-	var value uintptr
-	if a.Value != nil {
-		if value, err = bufs.alloc(op, firstByte(a.Value), len(a.Value)); err != nil {
+	return c.with(op, func(h kvc.Cache) error {
+		if err := requireCPU(h, op); err != nil {
 			return err
 		}
-	}
-	p, n := int64Bytes(a.SlotMapping)
-	slots, err := bufs.copyIn(op, p, n)
-	if err != nil {
-		return err
-	}
-	s := kvc.NewKvc_store_args_t()
-	defer kvc.DeleteKvc_store_args_t(s)
-	kvc.Kvc_store_args_init(s)
-	s.SetLayer(a.Layer)
-	s.SetNum_tokens(uint32(len(a.SlotMapping)))
-	s.SetSrc_dtype(uint32(a.SrcDType))
-	s.SetKey(key)
-	s.SetValue(value)
-	s.SetSlot_mapping(slots)
-	s.SetK_scale(scaleOrOne(a.KScale))
-	s.SetV_scale(scaleOrOne(a.VScale))
-	return wrap("kvc_store_kv", kvc.Kvc_store_kv(h, s, 0))
+		var bufs cBuffers
+		defer bufs.free()
+		key, err := bufs.copyIn(op, firstByte(a.Key), len(a.Key))
+		if err != nil {
+			return err
+		}
+		var value uintptr
+		if a.Value != nil {
+			if value, err = bufs.alloc(op, firstByte(a.Value), len(a.Value)); err != nil {
+				return err
+			}
+		}
+		p, n := int64Bytes(a.SlotMapping)
+		slots, err := bufs.copyIn(op, p, n)
+		if err != nil {
+			return err
+		}
+		s := kvc.NewKvc_store_args_t()
+		defer kvc.DeleteKvc_store_args_t(s)
+		kvc.Kvc_store_args_init(s)
+		s.SetLayer(a.Layer)
+		s.SetNum_tokens(uint32(len(a.SlotMapping)))
+		s.SetSrc_dtype(uint32(a.SrcDType))
+		s.SetKey(key)
+		s.SetValue(value)
+		s.SetSlot_mapping(slots)
+		s.SetK_scale(scaleOrOne(a.KScale))
+		s.SetV_scale(scaleOrOne(a.VScale))
+		return wrap("kvc_store_kv", kvc.Kvc_store_kv(h, s, 0))
+	})
 }
 
 // CopyBlocks copies blocks of layer group group inside its pool, every
@@ -288,12 +276,9 @@ func (c *Cache) CopyBlocks(group uint32, src, dst []int32, numTokens []uint32, s
 	if len(src) != len(dst) || (numTokens != nil && len(numTokens) != len(src)) {
 		return invalidArgument(op, "src, dst and numTokens differ in length")
 	}
-	h := c.acquire()
-	if h == 0 {
-		return closedError(op)
-	}
-	defer c.mu.RUnlock()
-	return wrap(op, kvc.Kvc_copy_blocks(h, group, firstInt32(src), firstInt32(dst), firstUint32(numTokens), uint32(len(src)), uintptr(stream)))
+	return c.with(op, func(h kvc.Cache) error {
+		return wrap(op, kvc.Kvc_copy_blocks(h, group, firstInt32(src), firstInt32(dst), firstUint32(numTokens), uint32(len(src)), uintptr(stream)))
+	})
 }
 
 // DecodeArgs is what DecodeAttention computes (kvc_decode_args_t): one
@@ -350,31 +335,25 @@ func fillDecodeArgs(s kvc.Kvc_decode_args_t, a *DecodeArgs) {
 // CPU cache.
 func (c *Cache) DecodeWorkspaceSize(a *DecodeArgs) (bytes uint64, err error) {
 	const op = "kvc_decode_workspace_size"
-	h := c.acquire()
-	if h == 0 {
-		return 0, closedError(op)
-	}
-	defer c.mu.RUnlock()
-	s := kvc.NewKvc_decode_args_t()
-	defer kvc.DeleteKvc_decode_args_t(s)
-	fillDecodeArgs(s, a)
-	err = kvc.Kvc_decode_workspace_size(h, s, &bytes)
-	return bytes, wrap(op, err)
+	return withCache(c, op, func(h kvc.Cache) (uint64, error) {
+		s := kvc.NewKvc_decode_args_t()
+		defer kvc.DeleteKvc_decode_args_t(s)
+		fillDecodeArgs(s, a)
+		err = kvc.Kvc_decode_workspace_size(h, s, &bytes)
+		return bytes, wrap(op, err)
+	})
 }
 
 // DecodeAttention runs paged decode attention of one layer
 // (kvc_decode_attention), enqueued on stream on a CUDA cache.
 func (c *Cache) DecodeAttention(a *DecodeArgs, stream Stream) error {
 	const op = "kvc_decode_attention"
-	h := c.acquire()
-	if h == 0 {
-		return closedError(op)
-	}
-	defer c.mu.RUnlock()
-	s := kvc.NewKvc_decode_args_t()
-	defer kvc.DeleteKvc_decode_args_t(s)
-	fillDecodeArgs(s, a)
-	return wrap(op, kvc.Kvc_decode_attention(h, s, uintptr(stream)))
+	return c.with(op, func(h kvc.Cache) error {
+		s := kvc.NewKvc_decode_args_t()
+		defer kvc.DeleteKvc_decode_args_t(s)
+		fillDecodeArgs(s, a)
+		return wrap(op, kvc.Kvc_decode_attention(h, s, uintptr(stream)))
+	})
 }
 
 // HostDecodeArgs is DecodeArgs over Go memory, for DecodeAttentionHost on
@@ -403,50 +382,47 @@ type HostDecodeArgs struct {
 // before it returns).
 func (c *Cache) DecodeAttentionHost(a *HostDecodeArgs) error {
 	const op = "kvcache.DecodeAttentionHost"
-	h := c.acquire()
-	if h == 0 {
-		return closedError(op)
-	}
-	defer c.mu.RUnlock()
-	if err := requireCPU(h, op); err != nil {
-		return err
-	}
-	var bufs cBuffers
-	defer bufs.free()
-	d := DecodeArgs{
-		Layer: a.Layer, Batch: uint32(len(a.SeqLens)), QHeads: a.QHeads, QDType: a.QDType,
-		TableFormat: TablePadded, TableStride: a.TableStride, MaxSeqLen: a.MaxSeqLen,
-		Window: a.Window, SoftmaxScale: a.SoftmaxScale, KScale: a.KScale, VScale: a.VScale,
-	}
-	if a.Indptr != nil {
-		d.TableFormat = TableCSR
-	}
-	var err error
-	if d.Query, err = bufs.copyIn(op, firstByte(a.Query), len(a.Query)); err != nil {
-		return err
-	}
-	if d.Out, err = bufs.copyIn(op, firstByte(a.Out), len(a.Out)); err != nil {
-		return err
-	}
-	for _, in := range []struct {
-		dst *uintptr
-		s   []int32
-	}{{&d.SeqLens, a.SeqLens}, {&d.BlockTable, a.BlockTable}, {&d.Indptr, a.Indptr}} {
-		p, n := int32Bytes(in.s)
-		if *in.dst, err = bufs.copyIn(op, p, n); err != nil {
+	return c.with(op, func(h kvc.Cache) error {
+		if err := requireCPU(h, op); err != nil {
 			return err
 		}
-	}
-	s := kvc.NewKvc_decode_args_t()
-	defer kvc.DeleteKvc_decode_args_t(s)
-	fillDecodeArgs(s, &d)
-	if err := kvc.Kvc_decode_attention(h, s, 0); err != nil {
-		return wrap("kvc_decode_attention", err)
-	}
-	if len(a.Out) > 0 {
-		kvc.Kvcgo_buffer_read(&a.Out[0], d.Out, uint64(len(a.Out)))
-	}
-	return nil
+		var bufs cBuffers
+		defer bufs.free()
+		d := DecodeArgs{
+			Layer: a.Layer, Batch: uint32(len(a.SeqLens)), QHeads: a.QHeads, QDType: a.QDType,
+			TableFormat: TablePadded, TableStride: a.TableStride, MaxSeqLen: a.MaxSeqLen,
+			Window: a.Window, SoftmaxScale: a.SoftmaxScale, KScale: a.KScale, VScale: a.VScale,
+		}
+		if a.Indptr != nil {
+			d.TableFormat = TableCSR
+		}
+		var err error
+		if d.Query, err = bufs.copyIn(op, firstByte(a.Query), len(a.Query)); err != nil {
+			return err
+		}
+		if d.Out, err = bufs.copyIn(op, firstByte(a.Out), len(a.Out)); err != nil {
+			return err
+		}
+		for _, in := range []struct {
+			dst *uintptr
+			s   []int32
+		}{{&d.SeqLens, a.SeqLens}, {&d.BlockTable, a.BlockTable}, {&d.Indptr, a.Indptr}} {
+			p, n := int32Bytes(in.s)
+			if *in.dst, err = bufs.copyIn(op, p, n); err != nil {
+				return err
+			}
+		}
+		s := kvc.NewKvc_decode_args_t()
+		defer kvc.DeleteKvc_decode_args_t(s)
+		fillDecodeArgs(s, &d)
+		if err := kvc.Kvc_decode_attention(h, s, 0); err != nil {
+			return wrap("kvc_decode_attention", err)
+		}
+		if len(a.Out) > 0 {
+			kvc.Kvcgo_buffer_read(&a.Out[0], d.Out, uint64(len(a.Out)))
+		}
+		return nil
+	})
 }
 
 // AsyncError waits for the kernel work enqueued on stream (CUDA) and
@@ -457,15 +433,12 @@ func (c *Cache) DecodeAttentionHost(a *HostDecodeArgs) error {
 // too, with Op "kvc_cache_get_async_error".
 func (c *Cache) AsyncError(stream Stream) error {
 	const op = "kvc_cache_get_async_error"
-	h := c.acquire()
-	if h == 0 {
-		return closedError(op)
-	}
-	defer c.mu.RUnlock()
-	var callFailed bool
-	err := kvc.Kvcgo_cache_async_error(h, uintptr(stream), &callFailed)
-	if err != nil && !callFailed {
-		return wrap("kvc_cache_get_async_error (enqueued work)", err)
-	}
-	return wrap(op, err)
+	return c.with(op, func(h kvc.Cache) error {
+		var callFailed bool
+		err := kvc.Kvcgo_cache_async_error(h, uintptr(stream), &callFailed)
+		if err != nil && !callFailed {
+			return wrap("kvc_cache_get_async_error (enqueued work)", err)
+		}
+		return wrap(op, err)
+	})
 }

@@ -177,6 +177,12 @@ KVCGO_ADDRESS_MEMBER(const int64_t *, slot_mapping)   /* kvc_store_args_t */
 KVCGO_ADDRESS_MEMBER(const int32_t *, seq_lens)       /* kvc_decode_args_t */
 KVCGO_ADDRESS_MEMBER(const int32_t *, block_table)    /* kvc_decode_args_t */
 KVCGO_ADDRESS_MEMBER(const int32_t *, indptr)         /* kvc_decode_args_t */
+KVCGO_ADDRESS_MEMBER(const uint32_t *, row_tokens)    /* kvc_stateful_append_args_t */
+KVCGO_ADDRESS_MEMBER(const int32_t *, lengths)        /* kvc_stateful_view_t */
+KVCGO_ADDRESS_MEMBER(const int32_t *, beam_table)     /* kvc_stateful_view_t */
+KVCGO_ADDRESS_MEMBER(const int32_t *, qo_indptr)      /* kvc_prefill_args_t */
+KVCGO_ADDRESS_MEMBER(const int32_t *, kv_lens)        /* kvc_prefill_args_t */
+KVCGO_ADDRESS_MEMBER(float *, lse)                    /* kvc_prefill_args_t */
 
 /* Static strings (kvc_status_string, kvc_version_string): copied into Go
  * memory on return; the C string is owned by the library and not freed. */
@@ -203,9 +209,14 @@ type Config uintptr
 
 // Cache is a kvc_cache_t * owned by C (kvc_cache_create / kvc_cache_destroy).
 type Cache uintptr
+
+// Stateful is a kvc_stateful_t * owned by C (kvc_stateful_create /
+// kvc_stateful_destroy).
+type Stateful uintptr
 %}
 KVCGO_HANDLE(kvc_config_t, Config)
 KVCGO_HANDLE(kvc_cache_t, Cache)
+KVCGO_HANDLE(kvc_stateful_t, Stateful)
 
 /* Thread-local and meaningless from Go: every error carries its message. */
 %ignore kvc_last_error_message;
@@ -220,6 +231,7 @@ KVCGO_HANDLE(kvc_cache_t, Cache)
 %include "kvcache/batch.h"
 %include "kvcache/stats.h"
 %include "kvcache/kernels.h"
+%include "kvcache/stateful.h"
 
 /* C memory for the pointer fields of the transparent structs (salt bytes,
  * extra keys, host buffers on a CPU cache): Go memory may not be stored in
@@ -265,6 +277,14 @@ static kvc_status_t kvcgo_cache_async_error(kvc_cache_t *cache, void *stream,
                                             bool *call_failed) {
   kvc_status_t async_error = KVC_OK;
   kvc_status_t status = kvc_cache_get_async_error(cache, stream, &async_error);
+  *call_failed = status != KVC_OK;
+  return status != KVC_OK ? status : async_error;
+}
+/* kvc_stateful_get_async_error, as kvcgo_cache_async_error. */
+static kvc_status_t kvcgo_stateful_async_error(kvc_stateful_t *cache, void *stream,
+                                               bool *call_failed) {
+  kvc_status_t async_error = KVC_OK;
+  kvc_status_t status = kvc_stateful_get_async_error(cache, stream, &async_error);
   *call_failed = status != KVC_OK;
   return status != KVC_OK ? status : async_error;
 }

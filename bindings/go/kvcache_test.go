@@ -344,6 +344,9 @@ func TestUseAfterClose(t *testing.T) {
 	record("DecodeWorkspaceSize", func() error { _, err := c.DecodeWorkspaceSize(&kvcache.DecodeArgs{}); return err }())
 	record("DecodeAttention", c.DecodeAttention(&kvcache.DecodeArgs{}, 0))
 	record("DecodeAttentionHost", c.DecodeAttentionHost(&kvcache.HostDecodeArgs{}))
+	record("PrefillWorkspaceSize", func() error { _, err := c.PrefillWorkspaceSize(&kvcache.PrefillArgs{}); return err }())
+	record("PrefillAttention", c.PrefillAttention(&kvcache.PrefillArgs{}, 0))
+	record("PrefillAttentionHost", c.PrefillAttentionHost(&kvcache.HostPrefillArgs{}))
 	record("AsyncError", c.AsyncError(0))
 	for name, err := range calls {
 		if !errors.Is(err, kvcache.ErrClosed) || !errors.Is(err, kvcache.ErrInvalidState) {

@@ -172,18 +172,15 @@ func (c *cOptions) free() {
 // ErrInvalidArgument.
 func (c *Cache) AddSequence(id uint64, tokens []int32, opts *SequenceOptions, stream Stream) (cached uint64, err error) {
 	const op = "kvc_sequence_add"
-	h := c.acquire()
-	if h == 0 {
-		return 0, closedError(op)
-	}
-	defer c.mu.RUnlock()
-	o, err := newCOptions(opts)
-	if err != nil {
-		return 0, err
-	}
-	defer o.free()
-	err = kvc.Kvc_sequence_add(h, id, firstInt32(tokens), uint64(len(tokens)), o.handle(), uintptr(stream), &cached)
-	return cached, wrap(op, err)
+	return withCache(c, op, func(h kvc.Cache) (uint64, error) {
+		o, err := newCOptions(opts)
+		if err != nil {
+			return 0, err
+		}
+		defer o.free()
+		err = kvc.Kvc_sequence_add(h, id, firstInt32(tokens), uint64(len(tokens)), o.handle(), uintptr(stream), &cached)
+		return cached, wrap(op, err)
+	})
 }
 
 // Probe reports how many tokens of this prompt AddSequence would find
@@ -191,30 +188,24 @@ func (c *Cache) AddSequence(id uint64, tokens []int32, opts *SequenceOptions, st
 // the add will use; nil means the default scope.
 func (c *Cache) Probe(tokens []int32, opts *SequenceOptions) (cached uint64, err error) {
 	const op = "kvc_cache_probe"
-	h := c.acquire()
-	if h == 0 {
-		return 0, closedError(op)
-	}
-	defer c.mu.RUnlock()
-	o, err := newCOptions(opts)
-	if err != nil {
-		return 0, err
-	}
-	defer o.free()
-	err = kvc.Kvc_cache_probe(h, firstInt32(tokens), uint64(len(tokens)), o.handle(), &cached)
-	return cached, wrap(op, err)
+	return withCache(c, op, func(h kvc.Cache) (uint64, error) {
+		o, err := newCOptions(opts)
+		if err != nil {
+			return 0, err
+		}
+		defer o.free()
+		err = kvc.Kvc_cache_probe(h, firstInt32(tokens), uint64(len(tokens)), o.handle(), &cached)
+		return cached, wrap(op, err)
+	})
 }
 
 // ExtendSequence appends tokens to sequence id, allocating blocks as needed
 // (kvc_sequence_extend). A shared partial tail is copied on stream first.
 func (c *Cache) ExtendSequence(id uint64, tokens []int32, stream Stream) error {
 	const op = "kvc_sequence_extend"
-	h := c.acquire()
-	if h == 0 {
-		return closedError(op)
-	}
-	defer c.mu.RUnlock()
-	return wrap(op, kvc.Kvc_sequence_extend(h, id, firstInt32(tokens), uint64(len(tokens)), uintptr(stream)))
+	return c.with(op, func(h kvc.Cache) error {
+		return wrap(op, kvc.Kvc_sequence_extend(h, id, firstInt32(tokens), uint64(len(tokens)), uintptr(stream)))
+	})
 }
 
 // CommitSequence declares the KV of the first numComputed tokens of
@@ -222,48 +213,36 @@ func (c *Cache) ExtendSequence(id uint64, tokens []int32, stream Stream) error {
 // (kvc_sequence_commit).
 func (c *Cache) CommitSequence(id uint64, numComputed uint64) error {
 	const op = "kvc_sequence_commit"
-	h := c.acquire()
-	if h == 0 {
-		return closedError(op)
-	}
-	defer c.mu.RUnlock()
-	return wrap(op, kvc.Kvc_sequence_commit(h, id, numComputed))
+	return c.with(op, func(h kvc.Cache) error {
+		return wrap(op, kvc.Kvc_sequence_commit(h, id, numComputed))
+	})
 }
 
 // RewindSequence drops the last numTokens tokens of sequence id (rejected
 // draft tokens of speculative decoding; kvc_sequence_rewind).
 func (c *Cache) RewindSequence(id uint64, numTokens uint64) error {
 	const op = "kvc_sequence_rewind"
-	h := c.acquire()
-	if h == 0 {
-		return closedError(op)
-	}
-	defer c.mu.RUnlock()
-	return wrap(op, kvc.Kvc_sequence_rewind(h, id, numTokens))
+	return c.with(op, func(h kvc.Cache) error {
+		return wrap(op, kvc.Kvc_sequence_rewind(h, id, numTokens))
+	})
 }
 
 // ForkSequence creates sequence child sharing every block of parent (beam
 // search, parallel sampling; kvc_sequence_fork).
 func (c *Cache) ForkSequence(parent, child uint64) error {
 	const op = "kvc_sequence_fork"
-	h := c.acquire()
-	if h == 0 {
-		return closedError(op)
-	}
-	defer c.mu.RUnlock()
-	return wrap(op, kvc.Kvc_sequence_fork(h, parent, child))
+	return c.with(op, func(h kvc.Cache) error {
+		return wrap(op, kvc.Kvc_sequence_fork(h, parent, child))
+	})
 }
 
 // RemoveSequence removes sequence id; its committed blocks stay cached for
 // reuse until evicted (kvc_sequence_remove).
 func (c *Cache) RemoveSequence(id uint64) error {
 	const op = "kvc_sequence_remove"
-	h := c.acquire()
-	if h == 0 {
-		return closedError(op)
-	}
-	defer c.mu.RUnlock()
-	return wrap(op, kvc.Kvc_sequence_remove(h, id))
+	return c.with(op, func(h kvc.Cache) error {
+		return wrap(op, kvc.Kvc_sequence_remove(h, id))
+	})
 }
 
 // PinSequence pins the current blocks of sequence id: they are never
@@ -271,24 +250,18 @@ func (c *Cache) RemoveSequence(id uint64) error {
 // (kvc_sequence_pin).
 func (c *Cache) PinSequence(id uint64) error {
 	const op = "kvc_sequence_pin"
-	h := c.acquire()
-	if h == 0 {
-		return closedError(op)
-	}
-	defer c.mu.RUnlock()
-	return wrap(op, kvc.Kvc_sequence_pin(h, id))
+	return c.with(op, func(h kvc.Cache) error {
+		return wrap(op, kvc.Kvc_sequence_pin(h, id))
+	})
 }
 
 // UnpinSequence releases the blocks pinned by PinSequence(id)
 // (kvc_sequence_unpin).
 func (c *Cache) UnpinSequence(id uint64) error {
 	const op = "kvc_sequence_unpin"
-	h := c.acquire()
-	if h == 0 {
-		return closedError(op)
-	}
-	defer c.mu.RUnlock()
-	return wrap(op, kvc.Kvc_sequence_unpin(h, id))
+	return c.with(op, func(h kvc.Cache) error {
+		return wrap(op, kvc.Kvc_sequence_unpin(h, id))
+	})
 }
 
 // SequenceDesc is the state of one sequence (kvc_sequence_desc_t).
@@ -306,26 +279,23 @@ type SequenceDesc struct {
 // (kvc_sequence_describe).
 func (c *Cache) DescribeSequence(id uint64) (SequenceDesc, error) {
 	const op = "kvc_sequence_describe"
-	h := c.acquire()
-	if h == 0 {
-		return SequenceDesc{}, closedError(op)
-	}
-	defer c.mu.RUnlock()
-	d := kvc.NewKvc_sequence_desc_t()
-	defer kvc.DeleteKvc_sequence_desc_t(d)
-	kvc.Kvc_sequence_desc_init(d)
-	if err := kvc.Kvc_sequence_describe(h, id, d); err != nil {
-		return SequenceDesc{}, wrap(op, err)
-	}
-	return SequenceDesc{
-		PromptPriority:  d.GetPrompt_priority(),
-		DecodePriority:  d.GetDecode_priority(),
-		NumTokens:       d.GetNum_tokens(),
-		PromptTokens:    d.GetPrompt_tokens(),
-		CachedTokens:    d.GetCached_tokens(),
-		CommittedTokens: d.GetCommitted_tokens(),
-		NumBlocks:       d.GetNum_blocks(),
-	}, nil
+	return withCache(c, op, func(h kvc.Cache) (SequenceDesc, error) {
+		d := kvc.NewKvc_sequence_desc_t()
+		defer kvc.DeleteKvc_sequence_desc_t(d)
+		kvc.Kvc_sequence_desc_init(d)
+		if err := kvc.Kvc_sequence_describe(h, id, d); err != nil {
+			return SequenceDesc{}, wrap(op, err)
+		}
+		return SequenceDesc{
+			PromptPriority:  d.GetPrompt_priority(),
+			DecodePriority:  d.GetDecode_priority(),
+			NumTokens:       d.GetNum_tokens(),
+			PromptTokens:    d.GetPrompt_tokens(),
+			CachedTokens:    d.GetCached_tokens(),
+			CommittedTokens: d.GetCommitted_tokens(),
+			NumBlocks:       d.GetNum_blocks(),
+		}, nil
+	})
 }
 
 // SequenceBlockIDs returns the block ids of sequence id in layer group
@@ -340,32 +310,33 @@ func (c *Cache) SequenceBlockIDs(id uint64, group uint32) ([]int32, error) {
 // not allocate.
 func (c *Cache) AppendSequenceBlockIDs(dst []int32, id uint64, group uint32) ([]int32, error) {
 	const op = "kvc_sequence_block_ids"
-	h := c.acquire()
-	if h == 0 {
-		return dst, closedError(op)
-	}
-	defer c.mu.RUnlock()
-	if cap(dst)-len(dst) == 0 {
-		// A guess that fits most sequences: a buffer that is too small costs
-		// a failed call (KVC_ERR_BUFFER_TOO_SMALL) and a retry.
-		grown := make([]int32, len(dst), len(dst)+initialBlocksPerSequence)
-		copy(grown, dst)
-		dst = grown
-	}
-	for {
-		spare := dst[len(dst):cap(dst)]
-		var count uint64
-		err := kvc.Kvc_sequence_block_ids(h, id, group, firstInt32(spare), uint64(len(spare)), &count)
-		if err == nil {
-			return dst[:len(dst)+int(count)], nil
+	out := dst // what a closed cache returns
+	err := c.with(op, func(h kvc.Cache) error {
+		if cap(dst)-len(dst) == 0 {
+			// A guess that fits most sequences: a buffer that is too small costs
+			// a failed call (KVC_ERR_BUFFER_TOO_SMALL) and a retry.
+			grown := make([]int32, len(dst), len(dst)+initialBlocksPerSequence)
+			copy(grown, dst)
+			dst = grown
 		}
-		if e, ok := err.(*kvc.Error); !ok || Status(e.Status) != StatusBufferTooSmall || count <= uint64(len(spare)) {
-			return dst, wrap(op, err)
+		for {
+			spare := dst[len(dst):cap(dst)]
+			var count uint64
+			err := kvc.Kvc_sequence_block_ids(h, id, group, firstInt32(spare), uint64(len(spare)), &count)
+			if err == nil {
+				out = dst[:len(dst)+int(count)]
+				return nil
+			}
+			if e, ok := err.(*kvc.Error); !ok || Status(e.Status) != StatusBufferTooSmall || count <= uint64(len(spare)) {
+				out = dst
+				return wrap(op, err)
+			}
+			grown := make([]int32, len(dst), len(dst)+int(count))
+			copy(grown, dst)
+			dst = grown
 		}
-		grown := make([]int32, len(dst), len(dst)+int(count))
-		copy(grown, dst)
-		dst = grown
-	}
+	})
+	return out, err
 }
 
 // BlocksNeeded is the number of blocks per layer group that numTokens more
@@ -373,11 +344,8 @@ func (c *Cache) AppendSequenceBlockIDs(dst []int32, id uint64, group uint32) ([]
 // (kvc_sequence_blocks_needed).
 func (c *Cache) BlocksNeeded(id uint64, numTokens uint64) (n uint64, err error) {
 	const op = "kvc_sequence_blocks_needed"
-	h := c.acquire()
-	if h == 0 {
-		return 0, closedError(op)
-	}
-	defer c.mu.RUnlock()
-	err = kvc.Kvc_sequence_blocks_needed(h, id, numTokens, &n)
-	return n, wrap(op, err)
+	return withCache(c, op, func(h kvc.Cache) (uint64, error) {
+		err = kvc.Kvc_sequence_blocks_needed(h, id, numTokens, &n)
+		return n, wrap(op, err)
+	})
 }

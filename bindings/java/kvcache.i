@@ -143,6 +143,7 @@ KVC_ADDRESS(float *, const float *, double *, const double *)
 /* Opaque handles, pointers to handles (create's out), arrays of structs. */
 KVC_ADDRESS(kvc_config_t *, const kvc_config_t *, kvc_config_t **)
 KVC_ADDRESS(kvc_cache_t *, const kvc_cache_t *, kvc_cache_t **)
+KVC_ADDRESS(kvc_stateful_t *, const kvc_stateful_t *, kvc_stateful_t **)
 KVC_ADDRESS(kvc_extra_key_t *, const kvc_extra_key_t *)
 KVC_ADDRESS(kvc_retention_range_t *, const kvc_retention_range_t *)
 

@@ -87,11 +87,8 @@ void KvWriter::store(const std::vector<std::vector<int64_t>> &slots) {
   for (int64_t slot : slots.front()) stored_tokens_ += slot >= 0;
 }
 
-void KvWriter::attend(const std::vector<std::vector<int32_t>> &tables, uint32_t stride,
-                      const std::vector<int32_t> &seq_lens, uint32_t batch) {
-  if (batch == 0) return;
-  int32_t longest = *std::max_element(seq_lens.begin(), seq_lens.begin() + batch);
-  const size_t q_elems = static_cast<size_t>(batch) * q_heads_ * head_dim_;
+void KvWriter::upload_query(size_t rows) {
+  const size_t q_elems = rows * q_heads_ * head_dim_;
   if (query_.size() < q_elems * 2) {
     std::vector<uint16_t> host(q_elems);
     for (size_t i = 0; i < q_elems; ++i) host[i] = pattern_bf16(i + 7);
@@ -99,13 +96,24 @@ void KvWriter::attend(const std::vector<std::vector<int32_t>> &tables, uint32_t 
     query_.upload(host.data(), q_elems * 2);
   }
   out_.reserve(q_elems * 2);
-  lens_.reserve(batch * sizeof(int32_t));
-  lens_.upload(seq_lens.data(), batch * sizeof(int32_t));
-  const size_t table_bytes = static_cast<size_t>(batch) * stride * sizeof(int32_t);
+}
+
+void KvWriter::attend(const std::vector<std::vector<int32_t>> &tables, uint32_t stride,
+                      const std::vector<int32_t> &seq_lens, uint32_t batch,
+                      const std::vector<int32_t> &q_lens) {
+  const size_t rows = static_cast<size_t>(batch) + q_lens.size();
+  if (rows == 0) return;
+  const size_t table_bytes = rows * stride * sizeof(int32_t);
   for (size_t g = 0; g < tables.size(); ++g) {
     tables_[g].reserve(table_bytes);
     tables_[g].upload(tables[g].data(), table_bytes);
   }
+  if (!q_lens.empty()) prefill(batch, seq_lens, q_lens, stride);
+  if (batch == 0) return;
+  int32_t longest = *std::max_element(seq_lens.begin(), seq_lens.begin() + batch);
+  upload_query(batch);
+  lens_.reserve(batch * sizeof(int32_t));
+  lens_.upload(seq_lens.data(), batch * sizeof(int32_t));
   for (uint32_t l = 0; l < layers_.size(); ++l) {
     const uint32_t g = layers_[l].group;
     kvc_decode_args_t a = KVC_DECODE_ARGS_INIT;
@@ -130,6 +138,50 @@ void KvWriter::attend(const std::vector<std::vector<int32_t>> &tables, uint32_t 
     check(kvc_decode_attention(cache_, &a, nullptr), "kvc_decode_attention");
     ++attention_calls_;
   }
+  attended_queries_ += batch;
+}
+
+// Prefill attention of the chunks in table rows first_row.. (their query
+// rows packed one after another; the lengths are host arrays).
+void KvWriter::prefill(uint32_t first_row, const std::vector<int32_t> &seq_lens,
+                       const std::vector<int32_t> &q_lens, uint32_t stride) {
+  std::vector<int32_t> qo_indptr(1, 0), kv_lens;
+  int32_t longest = 1;
+  for (size_t i = 0; i < q_lens.size(); ++i) {
+    qo_indptr.push_back(qo_indptr.back() + q_lens[i]);
+    kv_lens.push_back(seq_lens[first_row + i]);
+    longest = std::max(longest, kv_lens.back());
+  }
+  const uint32_t total_q = static_cast<uint32_t>(qo_indptr.back());
+  if (total_q == 0) return;
+  upload_query(total_q);
+  for (uint32_t l = 0; l < layers_.size(); ++l) {
+    const uint32_t g = layers_[l].group;
+    kvc_prefill_args_t a = KVC_PREFILL_ARGS_INIT;
+    a.layer = l;
+    a.batch = static_cast<uint32_t>(q_lens.size());
+    a.total_q = total_q;
+    a.q_heads = q_heads_;
+    a.q_dtype = KVC_DTYPE_BF16;
+    a.table_format = KVC_TABLE_PADDED;
+    a.query = query_.data();
+    a.out = out_.data();
+    a.qo_indptr = qo_indptr.data();
+    a.kv_lens = kv_lens.data();
+    a.block_table = static_cast<const int32_t *>(tables_[g].data()) + size_t(first_row) * stride;
+    a.table_stride = stride;
+    a.max_kv_len = static_cast<uint32_t>(longest);
+    uint64_t ws = 0;
+    check(kvc_prefill_workspace_size(cache_, &a, &ws), "kvc_prefill_workspace_size");
+    if (ws) {
+      workspace_.reserve(ws);
+      a.workspace = workspace_.data();
+      a.workspace_bytes = workspace_.size();
+    }
+    check(kvc_prefill_attention(cache_, &a, nullptr), "kvc_prefill_attention");
+    ++prefill_calls_;
+  }
+  attended_queries_ += total_q;
 }
 
 void KvWriter::finish() {

@@ -115,9 +115,14 @@ void print_table(std::FILE *out, const Workload &workload, const std::vector<Run
       [](const RunResult &r) { return micros(r.bookkeeping_p99_us) + " us"; });
   add("KV written", "tokens stored through kvc_store_kv, every layer",
       [](const RunResult &r) { return count(r.stored_tokens); });
-  if (c.attention)
-    add("attention calls", "kvc_decode_attention calls (one per layer per step)",
+  if (c.attention) {
+    add("attention calls", "kvc_decode_attention calls (one per layer per step with decode rows)",
         [](const RunResult &r) { return count(r.attention_calls); });
+    add("prefill attention calls", "kvc_prefill_attention calls (one per layer per step with prefill chunks)",
+        [](const RunResult &r) { return count(r.prefill_calls); });
+    add("queries attended", "computed tokens read back through attention (each every layer)",
+        [](const RunResult &r) { return count(r.attended_queries); });
+  }
   add("kernel time", "wall time in the store (and attention) kernels",
       [](const RunResult &r) { return fmt("%.1f s", r.kv_write_s); });
   add("simulated time", "serving time on the modelled GPU",
@@ -181,8 +186,10 @@ void print_json(std::FILE *out, const Workload &workload, const std::vector<RunR
     std::fprintf(out,
                  "\"bookkeeping_us_p50\": %.3f, \"bookkeeping_us_p99\": %.3f"
                  ", \"stored_tokens\": %" PRIu64 ", \"attention_calls\": %" PRIu64
+                 ", \"prefill_attention_calls\": %" PRIu64 ", \"attended_queries\": %" PRIu64
                  ", \"kernel_s\": %.3f, \"simulated_s\": %.3f, \"wall_s\": %.3f,\n   ",
                  r.bookkeeping_p50_us, r.bookkeeping_p99_us, r.stored_tokens, r.attention_calls,
+                 r.prefill_calls, r.attended_queries,
                  r.kv_write_s, r.simulated_s, r.wall_s);
     std::fprintf(out, "\"timeline_columns\": [\"time_s\", \"hit_rate\", \"in_use\", \"cached\"],\n   ");
     std::fprintf(out, "\"timeline\": [");

@@ -34,7 +34,9 @@ struct RunResult {
   uint64_t steps = 0;
   uint64_t peak_in_use = 0;       // blocks
   uint64_t stored_tokens = 0;     // tokens written through the store kernel
-  uint64_t attention_calls = 0;
+  uint64_t attention_calls = 0;   // kvc_decode_attention calls
+  uint64_t prefill_calls = 0;     // kvc_prefill_attention calls
+  uint64_t attended_queries = 0;  // query tokens read back by attention (per layer)
   CacheCounters counters;         // at the end
   uint64_t capacity_blocks = 0;
   uint64_t block_bytes_per_token = 0;

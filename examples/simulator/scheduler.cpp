@@ -79,7 +79,7 @@ RunResult Scheduler::run() {
   std::vector<uint64_t> ids;
   std::vector<std::vector<int64_t>> slots;
   std::vector<std::vector<int32_t>> tables;
-  std::vector<int32_t> seq_lens;
+  std::vector<int32_t> seq_lens, q_lens;
   std::vector<int32_t> tokens;
   Stopwatch book;
   size_t next = 0;
@@ -185,7 +185,7 @@ RunResult Scheduler::run() {
     // 3. Slot mappings (and block tables for attention) of this step.
     ids.clear();
     for (const Running &s : running) ids.push_back(s.request->id);
-    const bool attend = config_.attention && decoding > 0;
+    const bool attend = config_.attention;
     uint32_t stride = 0;
     cache_.batch(ids, slots, attend ? &tables : nullptr, &stride, attend ? &seq_lens : nullptr);
     book.stop();
@@ -193,7 +193,13 @@ RunResult Scheduler::run() {
     // 4. The forward pass writes the KV of the computed tokens.
     const auto k0 = Clock::now();
     writer_.store(slots);
-    if (attend) writer_.attend(tables, stride, seq_lens, static_cast<uint32_t>(decoding));
+    if (attend) {
+      // Decode rows first, then each admitted prompt's computed tokens.
+      q_lens.clear();
+      for (size_t i = decoding; i < running.size(); ++i)
+        q_lens.push_back(static_cast<int32_t>(running[i].computed));
+      writer_.attend(tables, stride, seq_lens, static_cast<uint32_t>(decoding), q_lens);
+    }
     r.kv_write_s += std::chrono::duration<double>(Clock::now() - k0).count();
 
     // 5. Publish the computed blocks; every sequence emits one token.
@@ -233,6 +239,8 @@ RunResult Scheduler::run() {
   r.capacity_blocks = r.counters.capacity;
   r.stored_tokens = writer_.stored_tokens();
   r.attention_calls = writer_.attention_calls();
+  r.prefill_calls = writer_.prefill_calls();
+  r.attended_queries = writer_.attended_queries();
   r.bookkeeping_p50_us = 1e6 * percentile(bookkeeping, 0.50);
   r.bookkeeping_p99_us = 1e6 * percentile(bookkeeping, 0.99);
   r.simulated_s = now;

@@ -27,7 +27,7 @@ struct SimConfig {
   bool partial_reuse = true;       // the library's default
   uint64_t host_cache_bytes = 0;   // secondary (host) tier
   std::string device = "cpu";      // "cpu" or "cuda:N"
-  bool attention = false;          // read the KV back with decode attention
+  bool attention = false;          // read the KV back with decode and prefill attention
   uint32_t max_batch_tokens = 8192;// tokens per step (prefill + decode)
   uint32_t max_running = 256;      // sequences in flight
   uint32_t max_prefills = 0;       // new sequences per step, 0 = no limit

@@ -1,7 +1,7 @@
 /**
  * @file kernels.h
  * @brief Kernels on a cache's memory: store K/V through a slot mapping,
- *        paged decode attention, and batched block copies.
+ *        paged decode and prefill attention, and batched block copies.
  *
  * Every kernel runs on the cache's device. On a CPU cache the pointers are
  * host pointers and the work runs synchronously in the call. On a CUDA cache
@@ -293,6 +293,136 @@ KVC_API kvc_status_t kvc_decode_workspace_size(const kvc_cache_t *cache,
 KVC_API kvc_status_t kvc_decode_attention(kvc_cache_t *cache,
                                           const kvc_decode_args_t *args,
                                           void *stream);
+
+/* ===================================================================== */
+/* Paged prefill attention                                               */
+/* ===================================================================== */
+
+/**
+ * @brief What kvc_prefill_attention() computes. Transparent; begins with
+ *        struct_size.
+ *
+ * A ragged batch: sequence b has `q_len = qo_indptr[b + 1] - qo_indptr[b]`
+ * new query tokens, rows `qo_indptr[b] .. qo_indptr[b + 1]` of `query` and
+ * `out` (FlashInfer's qo_indptr), and `L = kv_lens[b]` tokens in the cache,
+ * new ones included (their K/V were stored first, e.g. by kvc_store_kv()).
+ * Query token i of the sequence sits at position `p = L - q_len + i` and
+ * attends causally to the tokens t in [max(0, p + 1 - window), p + 1):
+ * for query head h (kv head `h / (q_heads / kv_heads)`),
+ * `s_t = softmax_scale * q[h] . K[t]`, with a soft cap `s_t = cap *
+ * tanh(s_t / cap)` when `logits_soft_cap` (cap) is > 0 (Gemma 2), and
+ * `out[h] = sum_t softmax_t(s_t) V[t]`, computed in f32 and rounded once to
+ * q_dtype. The tokens before the reused prefix (p < L - q_len) are read
+ * from the blocks where they lie; nothing is copied. When `lse` is not
+ * NULL, `lse[row * q_heads + h] = log(sum_t exp(s_t))` (natural log), so
+ * that a caller can merge partial results.
+ *
+ * Decode rows (q_len 1) and prefill rows may be mixed in one call: every
+ * sequence is computed by the same launch (no per-sequence dispatch); a
+ * kv head's query heads share the rows of a tile, so a decode row of a
+ * group of G query heads fills G rows. A step of only decode rows is
+ * faster through kvc_decode_attention().
+ *
+ * `qo_indptr` and `kv_lens` are small host arrays on every device (as
+ * FlashInfer's plan() reads them): the call checks them and sizes the
+ * launch from them. The block table (and its CSR indptr), queries, outputs
+ * and workspace are device memory on a CUDA cache. Entries of blocks wholly
+ * before every query's window are not read (they may be -1).
+ *
+ * Element types, head dims (64, 128, 256) and GQA/MQA are as for
+ * kvc_decode_args_t. On a CUDA cache query and out must be 16-byte aligned
+ * and lse 4-byte aligned.
+ * @since 0.3.0
+ */
+typedef struct kvc_prefill_args {
+  uint32_t struct_size;    /**< sizeof(kvc_prefill_args_t) of the caller. */
+  uint32_t layer;          /**< Model layer, 0 <= layer < num_layers. */
+  uint32_t batch;          /**< Sequences; 0 is a no-op. */
+  uint32_t total_q;        /**< Query rows: must equal qo_indptr[batch]. */
+  uint32_t q_heads;        /**< Query heads, a multiple of kv_heads. */
+  kvc_dtype_t q_dtype;     /**< Element type of query and out. */
+  kvc_table_format_t table_format; /**< KVC_TABLE_PADDED or KVC_TABLE_CSR. */
+  const void *query;       /**< [total_q][q_heads][head_dim]; borrowed. */
+  void *out;               /**< [total_q][q_heads][head_dim]; written. */
+  float *lse;              /**< [total_q][q_heads] log-sum-exp, or NULL. */
+  const int32_t *qo_indptr; /**< HOST [batch + 1] query row offsets,
+                                 qo_indptr[0] == 0, non-decreasing. */
+  const int32_t *kv_lens;  /**< HOST [batch] tokens per sequence, each
+                                >= its q_len and <= max_kv_len. */
+  const int32_t *block_table; /**< Padded [batch][table_stride], or CSR
+                                   indices; borrowed. */
+  const int32_t *indptr;   /**< CSR: [batch + 1] offsets; NULL if padded. */
+  uint32_t table_stride;   /**< Padded: entries per row; 0 for CSR. */
+  uint32_t max_kv_len;     /**< Upper bound of every kv_lens[b] (> 0 when
+                                batch > 0); sizes the workspace. */
+  uint32_t window;         /**< Attend to the last `window` tokens of each
+                                query; 0 = the layer's window (full if none). */
+  float softmax_scale;     /**< Score scale; 0 = 1 / sqrt(head_dim). */
+  float logits_soft_cap;   /**< Soft cap of the scores; 0 = none. */
+  float k_scale;           /**< fp8 dequantization scale of K; default 1. */
+  float v_scale;           /**< fp8 dequantization scale of V; default 1. */
+  void *workspace;         /**< Scratch of workspace_bytes (device memory on
+                                CUDA), see kvc_prefill_workspace_size(). */
+  uint64_t workspace_bytes; /**< Bytes at workspace. */
+} kvc_prefill_args_t;
+
+/** Static initializer for kvc_prefill_args_t (padded tables, scales 1). */
+#define KVC_PREFILL_ARGS_INIT                                                  \
+  {sizeof(kvc_prefill_args_t), 0, 0, 0, 0, 0, KVC_TABLE_PADDED, NULL, NULL,    \
+   NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0.0f, 0.0f, 1.0f, 1.0f, NULL, 0}
+
+/** @brief Sets `args` to KVC_PREFILL_ARGS_INIT. NULL is ignored. @since 0.3.0 */
+KVC_API void kvc_prefill_args_init(kvc_prefill_args_t *args);
+
+/**
+ * @brief Bytes of workspace kvc_prefill_attention() needs for `args`.
+ *
+ * Depends only on the layer, batch, total_q, q_heads and max_kv_len of
+ * `args` (not on its pointers) and never decreases when one of them grows,
+ * so a caller sizes one workspace at start for its largest step and reuses
+ * it for every call. A CPU cache needs none (0).
+ * @param[out] bytes Receives the size.
+ * @return KVC_OK or KVC_ERR_INVALID_ARGUMENT / KVC_ERR_UNSUPPORTED (as
+ *         kvc_prefill_attention() for those fields). Reads only.
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_prefill_workspace_size(const kvc_cache_t *cache,
+                                                const kvc_prefill_args_t *args,
+                                                uint64_t *bytes);
+
+/**
+ * @brief Paged prefill attention of one layer: each sequence's new query
+ *        tokens, causal among themselves, against all its cached K/V
+ *        through a block table (chunked prefill, prefix reuse, mixed
+ *        prefill and decode steps).
+ *
+ * On CUDA a flash-attention style tiled kernel on the tensor cores; when
+ * the batch is too small to fill the GPU, long contexts are split over
+ * several thread blocks and merged through the caller's workspace, so
+ * nothing is allocated.
+ * @param args Borrowed for the call; its device arrays must stay valid
+ *        until the work completes; the host arrays only for the call.
+ * @param stream cudaStream_t on a CUDA cache; ignored on a CPU cache.
+ * @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (NULL pointer, layer out of
+ *         range, q_heads not a multiple of kv_heads, q_dtype not accepted,
+ *         qo_indptr not starting at 0 or decreasing, qo_indptr[batch] not
+ *         total_q, a q_len above its kv_len, a kv_len above max_kv_len,
+ *         table format or stride wrong for max_kv_len, a pointer not aligned
+ *         on a CUDA cache, and on a CPU cache a block id out of range or a
+ *         CSR row shorter than its kv_len needs); KVC_ERR_UNSUPPORTED (head
+ *         dim other than 64, 128, 256; f32 K/V on a CUDA cache);
+ *         KVC_ERR_BUFFER_TOO_SMALL (workspace smaller than
+ *         kvc_prefill_workspace_size(); the message gives the size);
+ *         KVC_ERR_DEVICE. Nothing is launched when a check fails. On a CUDA
+ *         cache, values found wrong while running are reported by
+ *         kvc_cache_get_async_error(): a sequence whose CSR row is too short
+ *         gets zeros; a block id out of range is not read (its tokens count
+ *         as zero keys and values).
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_prefill_attention(kvc_cache_t *cache,
+                                           const kvc_prefill_args_t *args,
+                                           void *stream);
 
 /* ===================================================================== */
 /* Errors of enqueued work                                               */

@@ -29,5 +29,6 @@
 #include "kvcache/batch.h"
 #include "kvcache/stats.h"
 #include "kvcache/kernels.h"
+#include "kvcache/stateful.h"
 
 #endif /* KVCACHE_KVCACHE_H */

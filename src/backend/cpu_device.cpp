@@ -91,4 +91,9 @@ void CpuDevice::decode_attention(const DecodeWork& work, void* /*stream*/) {
   cpu_decode_attention(work);
 }
 
+void CpuDevice::prefill_attention(const PrefillWork& work, void* /*stream*/) {
+  check_prefill_tables(work);
+  cpu_prefill_attention(work);
+}
+
 }  // namespace kvc

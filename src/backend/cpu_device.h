@@ -30,6 +30,14 @@ class CpuDevice final : public Device {
   void store_kv(const StoreKvWork& work, void* stream) override;
   void decode_attention(const DecodeWork& work, void* stream) override;
   uint64_t decode_workspace_bytes(const DecodeWork&) const override { return 0; }
+  // The stateful mode: plain loops (cpu_stateful_kernels.cpp).
+  void copy_2d(void* dst, uint64_t dst_pitch, const void* src, uint64_t src_pitch, uint64_t width,
+               uint64_t height, CopyKind kind, void* stream) override;
+  void stateful_append(const StatefulAppendWork& work, void* stream) override;
+  void table_reorder(const TableReorderWork& work, void* stream) override;
+  void gather_rows(const RowGatherWork& work, void* stream) override;
+  void prefill_attention(const PrefillWork& work, void* stream) override;
+  uint64_t prefill_workspace_bytes(const PrefillWork&) const override { return 0; }
   // Work runs in the call, so there is never an error left to report.
   AsyncError async_error(void*) override { return {}; }
 

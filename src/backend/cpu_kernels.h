@@ -9,5 +9,6 @@ namespace kvc {
 
 void cpu_store_kv(const StoreKvWork& w);
 void cpu_decode_attention(const DecodeWork& w);
+void cpu_prefill_attention(const PrefillWork& w);
 
 }  // namespace kvc

@@ -10,6 +10,7 @@
 
 #include "backend/fault_hook.h"
 #include "backend/kernel_work.h"
+#include "backend/stateful_work.h"
 #include "base/block_geometry.h"
 #include "kvcache/config.h"
 
@@ -32,6 +33,9 @@ struct TierCopy {
   uint32_t device_block = 0;
   uint32_t host_block = 0;
 };
+
+// Direction of a 2D copy (copy_2d); host memory may be pageable.
+enum class CopyKind : uint8_t { kDeviceToDevice, kHostToDevice, kDeviceToHost };
 
 struct DeviceMemoryInfo {
   uint64_t free_bytes = 0;   // 0 when the device does not report it (CPU)
@@ -78,6 +82,25 @@ class Device {
   // Waits for the work enqueued on `stream`.
   virtual void synchronize(void* stream) = 0;
 
+  // Stream-ordered memory for buffers replaced while work may still read
+  // them (stateful growth): freeing waits for the work enqueued on `stream`
+  // so far. allocate_on throws Error(KVC_ERR_OUT_OF_MEMORY). The defaults
+  // use allocate and synchronize.
+  virtual void* allocate_on(uint64_t bytes, void* stream);
+  virtual void deallocate_on(void* ptr, void* stream) noexcept;
+  // `height` rows of `width` bytes, rows `src_pitch` / `dst_pitch` apart,
+  // enqueued on `stream`. A copy from or to host memory may complete before
+  // it returns (pageable memory); one to the host is complete after
+  // synchronize(stream). Throws Error(KVC_ERR_DEVICE).
+  virtual void copy_2d(void* dst, uint64_t dst_pitch, const void* src, uint64_t src_pitch,
+                       uint64_t width, uint64_t height, CopyKind kind, void* stream);
+
+  // Stateful kernels (stateful_work.h); the stateful cache checked the
+  // arguments. The defaults fail with KVC_ERR_UNSUPPORTED.
+  virtual void stateful_append(const StatefulAppendWork& work, void* stream);
+  virtual void table_reorder(const TableReorderWork& work, void* stream);
+  virtual void gather_rows(const RowGatherWork& work, void* stream);
+
   // Kernels (kvcache/kernels.h). The arguments passed check_*_args()
   // (kernel_checks.h); values inside the arrays are the backend's to check.
   // A backend without them (a test double) fails with KVC_ERR_UNSUPPORTED.
@@ -86,6 +109,12 @@ class Device {
   // Workspace bytes decode_attention needs; never decreases as batch or
   // max_seq_len grows.
   virtual uint64_t decode_workspace_bytes(const DecodeWork& work) const;
+  // Paged prefill attention; qo_indptr and kv_lens (host arrays) passed
+  // check_prefill_args().
+  virtual void prefill_attention(const PrefillWork& work, void* stream);
+  // Workspace bytes prefill_attention needs; never decreases as batch,
+  // total_q or max_kv_len grows.
+  virtual uint64_t prefill_workspace_bytes(const PrefillWork& work) const;
   // Waits for `stream`, then returns (and clears, unless sticky) the first
   // error recorded by enqueued kernel work.
   virtual AsyncError async_error(void* stream);

@@ -14,6 +14,41 @@ void Device::decode_attention(const DecodeWork&, void*) {
 
 uint64_t Device::decode_workspace_bytes(const DecodeWork&) const { return 0; }
 
+void Device::prefill_attention(const PrefillWork&, void*) {
+  fail(KVC_ERR_UNSUPPORTED, "device " + name() + " has no prefill attention kernel");
+}
+
+uint64_t Device::prefill_workspace_bytes(const PrefillWork&) const { return 0; }
+
 AsyncError Device::async_error(void*) { return {}; }
+
+void* Device::allocate_on(uint64_t bytes, void* /*stream*/) { return allocate(bytes); }
+
+void Device::deallocate_on(void* ptr, void* stream) noexcept {
+  if (ptr == nullptr) return;
+  try {
+    synchronize(stream);
+  } catch (...) {
+    // A failed device is reported by the next call; the memory goes anyway.
+  }
+  deallocate(ptr);
+}
+
+void Device::copy_2d(void*, uint64_t, const void*, uint64_t, uint64_t, uint64_t, CopyKind,
+                     void*) {
+  fail(KVC_ERR_UNSUPPORTED, "device " + name() + " has no 2D copy");
+}
+
+void Device::stateful_append(const StatefulAppendWork&, void*) {
+  fail(KVC_ERR_UNSUPPORTED, "device " + name() + " has no stateful append kernel");
+}
+
+void Device::table_reorder(const TableReorderWork&, void*) {
+  fail(KVC_ERR_UNSUPPORTED, "device " + name() + " has no beam table reorder kernel");
+}
+
+void Device::gather_rows(const RowGatherWork&, void*) {
+  fail(KVC_ERR_UNSUPPORTED, "device " + name() + " has no row gather kernel");
+}
 
 }  // namespace kvc

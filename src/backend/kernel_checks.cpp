@@ -154,6 +154,120 @@ void check_decode_tables(const DecodeWork& w) {
   }
 }
 
+void check_prefill_shape(const PrefillWork& w) {
+  const LayerSlabs& kv = w.kv;
+  if (kv.head_dim != 64 && kv.head_dim != 128 && kv.head_dim != 256)
+    fail(KVC_ERR_UNSUPPORTED, "prefill attention supports head_dim 64, 128 or 256; layer " +
+                                  str(kv.layer) + " has head_dim " + str(kv.head_dim));
+  if (w.q_heads == 0 || w.q_heads % kv.kv_heads != 0)
+    invalid_argument("q_heads must be a positive multiple of the layer's kv_heads (" +
+                     str(kv.kv_heads) + "), got " + str(w.q_heads));
+  const bool q_ok = is_fp8(kv.dtype)
+                        ? (w.q_dtype == KVC_DTYPE_F16 || w.q_dtype == KVC_DTYPE_BF16)
+                        : w.q_dtype == kv.dtype;
+  if (!q_ok)
+    invalid_argument("q_dtype " + dtype_str(w.q_dtype) + " does not fit a " + dtype_str(kv.dtype) +
+                     " cache (it must equal the cache dtype; an fp8_e4m3 cache takes f16 or "
+                     "bf16 queries)");
+  if (w.table_format != KVC_TABLE_PADDED && w.table_format != KVC_TABLE_CSR)
+    invalid_argument("table_format must be KVC_TABLE_PADDED (1) or KVC_TABLE_CSR (2), got " +
+                     str(w.table_format));
+  if (w.total_q > (1u << 30)) invalid_argument("total_q must be <= 2^30, got " + str(w.total_q));
+  if (w.batch == 0) return;
+  if (w.max_kv_len == 0) invalid_argument("max_kv_len must be > 0 when batch > 0");
+  if (w.max_kv_len > (1u << 30))
+    invalid_argument("max_kv_len must be <= 2^30, got " + str(w.max_kv_len));
+  if (w.table_format == KVC_TABLE_PADDED) {
+    const uint64_t need = blocks_for(w.max_kv_len, kv.tokens_per_block);
+    if (w.table_stride < need)
+      invalid_argument("table_stride (" + str(w.table_stride) + ") is less than the " +
+                       str(need) + " blocks that max_kv_len " + str(w.max_kv_len) +
+                       " spans at " + str(kv.tokens_per_block) + " tokens per block");
+  } else if (w.table_stride != 0) {
+    invalid_argument("table_stride must be 0 for KVC_TABLE_CSR, got " + str(w.table_stride));
+  }
+}
+
+void check_prefill_args(const PrefillWork& w) {
+  check_prefill_shape(w);
+  const LayerSlabs& kv = w.kv;
+  if (!std::isfinite(w.softmax_scale))
+    invalid_argument("softmax_scale must be finite, got " + str(w.softmax_scale));
+  if (!(std::isfinite(w.soft_cap) && w.soft_cap >= 0.0f))
+    invalid_argument("logits_soft_cap must be finite and >= 0 (0 = none), got " +
+                     str(w.soft_cap));
+  if (is_fp8(kv.dtype)) {
+    check_scale(w.k_scale, "k_scale");
+    check_scale(w.v_scale, "v_scale");
+  }
+  if (w.batch == 0) {
+    if (w.total_q != 0) invalid_argument("total_q must be 0 when batch is 0, got " + str(w.total_q));
+    return;
+  }
+  require_ptr(w.qo_indptr, "qo_indptr");
+  require_ptr(w.kv_lens, "kv_lens");
+  require_ptr(w.block_table, "block_table");
+  if (w.table_format == KVC_TABLE_PADDED) {
+    if (w.indptr != nullptr) invalid_argument("indptr must be NULL for KVC_TABLE_PADDED");
+  } else {
+    require_ptr(w.indptr, "indptr");
+  }
+  if (w.total_q > 0) {
+    require_ptr(w.query, "query");
+    require_ptr(w.out, "out");
+  }
+  // The host arrays: a ragged batch FlashInfer's way.
+  if (w.qo_indptr[0] != 0) invalid_argument("qo_indptr[0] must be 0, got " + str(w.qo_indptr[0]));
+  for (uint32_t b = 0; b < w.batch; ++b) {
+    const int32_t lo = w.qo_indptr[b], hi = w.qo_indptr[b + 1];
+    if (hi < lo)
+      invalid_argument("qo_indptr must not decrease: qo_indptr[" + str(b + 1) + "] = " + str(hi) +
+                       " < qo_indptr[" + str(b) + "] = " + str(lo));
+    const int32_t len = w.kv_lens[b];
+    if (len < 0 || uint32_t(len) > w.max_kv_len)
+      invalid_argument("kv_lens[" + str(b) + "] = " + str(len) + " is outside [0, max_kv_len " +
+                       str(w.max_kv_len) + "]");
+    if (hi - lo > len)
+      invalid_argument("sequence " + str(b) + " has q_len " + str(hi - lo) +
+                       " (qo_indptr) above its kv_len " + str(len) +
+                       " (kv_lens counts the new tokens too)");
+  }
+  if (uint32_t(w.qo_indptr[w.batch]) != w.total_q)
+    invalid_argument("qo_indptr[batch] = " + str(w.qo_indptr[w.batch]) +
+                     " does not match total_q = " + str(w.total_q));
+}
+
+void check_prefill_tables(const PrefillWork& w) {
+  const LayerSlabs& kv = w.kv;
+  const uint32_t T = kv.tokens_per_block;
+  if (w.table_format == KVC_TABLE_CSR && w.batch > 0 && w.indptr[0] != 0)
+    invalid_argument("indptr[0] must be 0, got " + str(w.indptr[0]));
+  for (uint32_t b = 0; b < w.batch; ++b) {
+    const uint32_t q_len = uint32_t(w.qo_indptr[b + 1] - w.qo_indptr[b]);
+    const uint32_t len = uint32_t(w.kv_lens[b]);
+    const int32_t* row = w.block_table + uint64_t(b) * w.table_stride;
+    const uint64_t end_block = blocks_for(len, T);
+    if (w.table_format == KVC_TABLE_CSR) {
+      const int32_t begin = w.indptr[b], end = w.indptr[b + 1];
+      if (end < begin || uint64_t(end - begin) < end_block)
+        invalid_argument("indptr[" + str(b) + "..] = [" + str(begin) + ", " + str(end) +
+                         ") holds fewer than the " + str(end_block) + " blocks kv_lens[" +
+                         str(b) + "] = " + str(len) + " spans");
+      row = w.block_table + begin;
+    }
+    if (q_len == 0) continue;  // nothing is read
+    // Only the blocks the first query's window reaches are read.
+    const uint32_t first_pos = len - q_len;
+    const uint32_t lo = (w.window != 0 && first_pos + 1 > w.window) ? first_pos + 1 - w.window : 0;
+    for (uint64_t j = lo / T; j < end_block; ++j) {
+      const int32_t id = row[j];
+      if (id < 0 || uint64_t(id) >= kv.num_blocks)
+        invalid_argument("block table entry " + str(j) + " of sequence " + str(b) + " is " +
+                         str(id) + ", outside [0, " + str(kv.num_blocks) + ")");
+    }
+  }
+}
+
 void check_block_copies(const BlockCopy* copies, size_t count, uint64_t num_blocks) {
   std::vector<uint32_t> dsts;
   dsts.reserve(count);

@@ -19,6 +19,15 @@ void check_decode_shape(const DecodeWork& w);
 // check_decode_shape() and the pointers.
 void check_decode_args(const DecodeWork& w);
 
+// The shape of a prefill call (layer, heads, dtypes, table format and
+// stride, total_q, max_kv_len), without its pointers.
+void check_prefill_shape(const PrefillWork& w);
+// check_prefill_shape(), the pointers and the host arrays qo_indptr and
+// kv_lens (monotone, totals, q_len <= kv_len <= max_kv_len).
+void check_prefill_args(const PrefillWork& w);
+// A CPU cache's block table (ids in range, CSR rows long enough).
+void check_prefill_tables(const PrefillWork& w);
+
 // Checks of the values inside host arrays (a CPU cache's slots, lengths and
 // tables), done before anything is written so a failed call changes nothing.
 void check_store_slots(const StoreKvWork& w);

@@ -91,6 +91,37 @@ struct DecodeWork {
   float v_scale = 1.0f;
   void* workspace = nullptr;
   uint64_t workspace_bytes = 0;
+  // The stateful mode's rows (src/stateful): token t of a sequence is at
+  // position t of the row its table entry t / tokens_per_block names
+  // (base + id*block_stride + t*token_stride), not at row t % tokens_per_block
+  // of a block. tokens_per_block is then 1 (a beam table: one entry per
+  // position) or 2^31 (one entry per sequence: its own row).
+  bool contiguous_rows = false;
+};
+
+struct PrefillWork {
+  LayerSlabs kv;
+  uint32_t batch = 0;
+  uint32_t total_q = 0;
+  uint32_t q_heads = 0;
+  kvc_dtype_t q_dtype = 0;
+  kvc_table_format_t table_format = KVC_TABLE_PADDED;
+  const void* query = nullptr;
+  void* out = nullptr;
+  float* lse = nullptr;
+  const int32_t* qo_indptr = nullptr;  // host
+  const int32_t* kv_lens = nullptr;    // host
+  const int32_t* block_table = nullptr;
+  const int32_t* indptr = nullptr;
+  uint32_t table_stride = 0;
+  uint32_t max_kv_len = 0;
+  uint32_t window = 0;         // resolved: 0 = full attention
+  float softmax_scale = 0.0f;  // resolved: never 0
+  float soft_cap = 0.0f;       // 0 = none
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
+  void* workspace = nullptr;
+  uint64_t workspace_bytes = 0;
 };
 
 // The first failure of enqueued kernel work (see kvc_cache_get_async_error).

@@ -66,9 +66,49 @@ kvc::StoreKvWork store_work_of(const kvc::Cache& c, const kvc_store_args_t* args
   return w;
 }
 
+kvc::PrefillWork prefill_work_of(const kvc::Cache& c, const kvc_prefill_args_t* args,
+                                 bool shape_only) {
+  static const kvc_prefill_args_t defaults = KVC_PREFILL_ARGS_INIT;
+  const kvc_prefill_args_t a = read_sized(args, defaults, "args");
+  kvc::PrefillWork w;
+  w.kv = c.layer_view(a.layer);
+  w.batch = a.batch;
+  w.total_q = a.total_q;
+  w.q_heads = a.q_heads;
+  w.q_dtype = a.q_dtype;
+  w.table_format = a.table_format;
+  w.query = a.query;
+  w.out = a.out;
+  w.lse = a.lse;
+  w.qo_indptr = a.qo_indptr;
+  w.kv_lens = a.kv_lens;
+  w.block_table = a.block_table;
+  w.indptr = a.indptr;
+  w.table_stride = a.table_stride;
+  w.max_kv_len = a.max_kv_len;
+  w.window = a.window != 0 ? a.window : w.kv.window;
+  w.softmax_scale =
+      a.softmax_scale != 0.0f ? a.softmax_scale : 1.0f / std::sqrt(float(w.kv.head_dim));
+  w.soft_cap = a.logits_soft_cap;
+  w.k_scale = a.k_scale;
+  w.v_scale = a.v_scale;
+  w.workspace = a.workspace;
+  w.workspace_bytes = a.workspace_bytes;
+  if (shape_only)
+    kvc::check_prefill_shape(w);
+  else
+    kvc::check_prefill_args(w);
+  return w;
+}
+
 }  // namespace
 
 extern "C" {
+
+KVC_API void kvc_prefill_args_init(kvc_prefill_args_t* args) {
+  const kvc_prefill_args_t init = KVC_PREFILL_ARGS_INIT;
+  if (args != nullptr) *args = init;
+}
 
 KVC_API void kvc_store_args_init(kvc_store_args_t* args) {
   const kvc_store_args_t init = KVC_STORE_ARGS_INIT;
@@ -172,6 +212,37 @@ KVC_API kvc_status_t kvc_decode_attention(kvc_cache_t* cache, const kvc_decode_a
                     std::to_string(w.batch) + ", max_seq_len " + std::to_string(w.max_seq_len) +
                     "); see kvc_decode_workspace_size()");
     c.device().decode_attention(w, stream);
+  });
+}
+
+KVC_API kvc_status_t kvc_prefill_workspace_size(const kvc_cache_t* cache,
+                                                const kvc_prefill_args_t* args, uint64_t* bytes) {
+  return guarded([&] {
+    const kvc::Cache& c = kvc::capi::cache_of(cache);
+    require(bytes, "bytes");
+    const kvc::PrefillWork w = prefill_work_of(c, args, true);
+    *bytes = c.device().prefill_workspace_bytes(w);
+  });
+}
+
+KVC_API kvc_status_t kvc_prefill_attention(kvc_cache_t* cache, const kvc_prefill_args_t* args,
+                                           void* stream) {
+  return guarded([&] {
+    kvc::Cache& c = kvc::capi::cache_of(cache);
+    const kvc::PrefillWork w = prefill_work_of(c, args, false);
+    if (w.total_q == 0) return;
+    if (w.workspace == nullptr && w.workspace_bytes != 0)
+      kvc::invalid_argument("workspace is NULL but workspace_bytes is " +
+                            std::to_string(w.workspace_bytes));
+    const uint64_t need = c.device().prefill_workspace_bytes(w);
+    if (w.workspace_bytes < need)
+      kvc::fail(KVC_ERR_BUFFER_TOO_SMALL,
+                "workspace_bytes (" + std::to_string(w.workspace_bytes) + ") is less than the " +
+                    std::to_string(need) + " bytes this call needs (batch " +
+                    std::to_string(w.batch) + ", total_q " + std::to_string(w.total_q) +
+                    ", max_kv_len " + std::to_string(w.max_kv_len) +
+                    "); see kvc_prefill_workspace_size()");
+    c.device().prefill_attention(w, stream);
   });
 }
 

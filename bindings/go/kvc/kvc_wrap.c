@@ -257,6 +257,14 @@ static kvc_status_t kvcgo_cache_async_error(kvc_cache_t *cache, void *stream,
   *call_failed = status != KVC_OK;
   return status != KVC_OK ? status : async_error;
 }
+/* kvc_stateful_get_async_error, as kvcgo_cache_async_error. */
+static kvc_status_t kvcgo_stateful_async_error(kvc_stateful_t *cache, void *stream,
+                                               bool *call_failed) {
+  kvc_status_t async_error = KVC_OK;
+  kvc_status_t status = kvc_stateful_get_async_error(cache, stream, &async_error);
+  *call_failed = status != KVC_OK;
+  return status != KVC_OK ? status : async_error;
+}
 /* sizeof(kvc_extra_key_t). */
 static size_t kvcgo_extra_key_size(void) { return sizeof(kvc_extra_key_t); }
 /* Stores entry `index` of a kvc_retention_range_t array at C address
@@ -277,7 +285,7 @@ static size_t kvcgo_retention_range_size(void) { return sizeof(kvc_retention_ran
 extern "C" {
 #endif
 
-void _wrap_Swig_free_kvc_fcbb5e12893c1662(void *_swig_go_0) {
+void _wrap_Swig_free_kvc_0a5df17ca90a3f7d(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -287,7 +295,7 @@ void _wrap_Swig_free_kvc_fcbb5e12893c1662(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_kvc_fcbb5e12893c1662(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_kvc_0a5df17ca90a3f7d(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -300,7 +308,7 @@ void *_wrap_Swig_malloc_kvc_fcbb5e12893c1662(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_OK_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_OK_kvc_0a5df17ca90a3f7d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -312,7 +320,7 @@ intgo _wrap_KVC_OK_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_0a5df17ca90a3f7d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -324,7 +332,7 @@ intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_ERR_NOT_FOUND_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_ERR_NOT_FOUND_kvc_0a5df17ca90a3f7d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -336,7 +344,7 @@ intgo _wrap_KVC_ERR_NOT_FOUND_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_0a5df17ca90a3f7d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -348,7 +356,7 @@ intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_0a5df17ca90a3f7d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -360,7 +368,7 @@ intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_0a5df17ca90a3f7d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -372,7 +380,7 @@ intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_0a5df17ca90a3f7d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -384,7 +392,7 @@ intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_ERR_DEVICE_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_ERR_DEVICE_kvc_0a5df17ca90a3f7d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -396,7 +404,7 @@ intgo _wrap_KVC_ERR_DEVICE_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_0a5df17ca90a3f7d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -408,7 +416,7 @@ intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_STATE_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_ERR_INVALID_STATE_kvc_0a5df17ca90a3f7d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -420,7 +428,7 @@ intgo _wrap_KVC_ERR_INVALID_STATE_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_ERR_INTERNAL_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_ERR_INTERNAL_kvc_0a5df17ca90a3f7d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -432,7 +440,7 @@ intgo _wrap_KVC_ERR_INTERNAL_kvc_fcbb5e12893c1662() {
 }
 
 
-_gostring_ _wrap_kvc_status_string_kvc_fcbb5e12893c1662(int _swig_go_0) {
+_gostring_ _wrap_kvc_status_string_kvc_0a5df17ca90a3f7d(int _swig_go_0) {
   kvc_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -445,7 +453,7 @@ _gostring_ _wrap_kvc_status_string_kvc_fcbb5e12893c1662(int _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_VERSION_NUMBER_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_VERSION_NUMBER_kvc_0a5df17ca90a3f7d() {
   int result;
   intgo _swig_go_result;
   
@@ -456,7 +464,7 @@ intgo _wrap_KVC_VERSION_NUMBER_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_0a5df17ca90a3f7d() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -468,7 +476,7 @@ intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_0a5df17ca90a3f7d() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -480,7 +488,7 @@ intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_fcbb5e12893c1662() {
 }
 
 
-int _wrap_kvc_version_kvc_fcbb5e12893c1662() {
+int _wrap_kvc_version_kvc_0a5df17ca90a3f7d() {
   uint32_t result;
   int _swig_go_result;
   
@@ -491,7 +499,7 @@ int _wrap_kvc_version_kvc_fcbb5e12893c1662() {
 }
 
 
-_gostring_ _wrap_kvc_version_string_kvc_fcbb5e12893c1662() {
+_gostring_ _wrap_kvc_version_string_kvc_0a5df17ca90a3f7d() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -502,7 +510,7 @@ _gostring_ _wrap_kvc_version_string_kvc_fcbb5e12893c1662() {
 }
 
 
-int _wrap_kvc_abi_version_kvc_fcbb5e12893c1662() {
+int _wrap_kvc_abi_version_kvc_0a5df17ca90a3f7d() {
   uint32_t result;
   int _swig_go_result;
   
@@ -513,7 +521,7 @@ int _wrap_kvc_abi_version_kvc_fcbb5e12893c1662() {
 }
 
 
-long long _wrap_kvc_features_kvc_fcbb5e12893c1662() {
+long long _wrap_kvc_features_kvc_0a5df17ca90a3f7d() {
   uint64_t result;
   long long _swig_go_result;
   
@@ -524,7 +532,7 @@ long long _wrap_kvc_features_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F32_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_DTYPE_F32_kvc_0a5df17ca90a3f7d() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -536,7 +544,7 @@ intgo _wrap_KVC_DTYPE_F32_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F16_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_DTYPE_F16_kvc_0a5df17ca90a3f7d() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -548,7 +556,7 @@ intgo _wrap_KVC_DTYPE_F16_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_DTYPE_BF16_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_DTYPE_BF16_kvc_0a5df17ca90a3f7d() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -560,7 +568,7 @@ intgo _wrap_KVC_DTYPE_BF16_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_0a5df17ca90a3f7d() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -572,7 +580,7 @@ intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_NHD_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_LAYOUT_NHD_kvc_0a5df17ca90a3f7d() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -584,7 +592,7 @@ intgo _wrap_KVC_LAYOUT_NHD_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_HND_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_LAYOUT_HND_kvc_0a5df17ca90a3f7d() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -596,7 +604,7 @@ intgo _wrap_KVC_LAYOUT_HND_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CPU_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_DEVICE_CPU_kvc_0a5df17ca90a3f7d() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -608,7 +616,7 @@ intgo _wrap_KVC_DEVICE_CPU_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CUDA_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_DEVICE_CUDA_kvc_0a5df17ca90a3f7d() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -620,7 +628,7 @@ intgo _wrap_KVC_DEVICE_CUDA_kvc_fcbb5e12893c1662() {
 }
 
 
-_gostring_ _wrap_kvc_config_create_kvc_fcbb5e12893c1662(kvc_config_t **_swig_go_0) {
+_gostring_ _wrap_kvc_config_create_kvc_0a5df17ca90a3f7d(kvc_config_t **_swig_go_0) {
   kvc_config_t **arg1 = (kvc_config_t **) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -633,7 +641,7 @@ _gostring_ _wrap_kvc_config_create_kvc_fcbb5e12893c1662(kvc_config_t **_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_config_clone_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
+_gostring_ _wrap_kvc_config_clone_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_config_t **arg2 = (kvc_config_t **) 0 ;
   kvc_status_t result;
@@ -648,7 +656,7 @@ _gostring_ _wrap_kvc_config_clone_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_config_destroy_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0) {
+void _wrap_kvc_config_destroy_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   
   arg1 = (kvc_config_t *)_swig_go_0; 
@@ -658,7 +666,7 @@ void _wrap_kvc_config_destroy_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_kvc_config_validate_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0) {
+_gostring_ _wrap_kvc_config_validate_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -671,7 +679,7 @@ _gostring_ _wrap_kvc_config_validate_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_config_set_num_layers_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_num_layers_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -686,7 +694,7 @@ _gostring_ _wrap_kvc_config_set_num_layers_kvc_fcbb5e12893c1662(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_num_layers_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_num_layers_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -701,7 +709,7 @@ _gostring_ _wrap_kvc_config_get_num_layers_kvc_fcbb5e12893c1662(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_heads_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -716,7 +724,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_kvc_fcbb5e12893c1662(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -733,7 +741,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_fcbb5e12893c1662(kvc_conf
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_heads_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_kv_heads_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -750,7 +758,7 @@ _gostring_ _wrap_kvc_config_get_kv_heads_kvc_fcbb5e12893c1662(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_head_dim_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_head_dim_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -765,7 +773,7 @@ _gostring_ _wrap_kvc_config_set_head_dim_kvc_fcbb5e12893c1662(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_get_head_dim_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_head_dim_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -780,7 +788,7 @@ _gostring_ _wrap_kvc_config_get_head_dim_kvc_fcbb5e12893c1662(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_dtype_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_dtype_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t arg2 ;
   kvc_status_t result;
@@ -795,7 +803,7 @@ _gostring_ _wrap_kvc_config_set_dtype_kvc_fcbb5e12893c1662(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_get_dtype_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_dtype_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t *arg2 = (kvc_dtype_t *) 0 ;
   kvc_status_t result;
@@ -810,7 +818,7 @@ _gostring_ _wrap_kvc_config_get_dtype_kvc_fcbb5e12893c1662(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_factor_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_factor_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -825,7 +833,7 @@ _gostring_ _wrap_kvc_config_set_kv_factor_kvc_fcbb5e12893c1662(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_factor_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_kv_factor_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -840,7 +848,7 @@ _gostring_ _wrap_kvc_config_get_kv_factor_kvc_fcbb5e12893c1662(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_set_layout_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_layout_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t arg2 ;
   kvc_status_t result;
@@ -855,7 +863,7 @@ _gostring_ _wrap_kvc_config_set_layout_kvc_fcbb5e12893c1662(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_layout_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_layout_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t *arg2 = (kvc_layout_t *) 0 ;
   kvc_status_t result;
@@ -870,7 +878,7 @@ _gostring_ _wrap_kvc_config_get_layout_kvc_fcbb5e12893c1662(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -885,7 +893,7 @@ _gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_fcbb5e12893c1662(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -900,7 +908,7 @@ _gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_fcbb5e12893c1662(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_attention_windows_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_attention_windows_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -917,7 +925,7 @@ _gostring_ _wrap_kvc_config_set_attention_windows_kvc_fcbb5e12893c1662(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_attention_window_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_attention_window_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -934,7 +942,7 @@ _gostring_ _wrap_kvc_config_get_attention_window_kvc_fcbb5e12893c1662(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_device_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_device_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t arg2 ;
   int32_t arg3 ;
@@ -951,7 +959,7 @@ _gostring_ _wrap_kvc_config_set_device_kvc_fcbb5e12893c1662(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_device_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_device_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t *arg2 = (kvc_device_kind_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -968,7 +976,7 @@ _gostring_ _wrap_kvc_config_get_device_kvc_fcbb5e12893c1662(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -983,7 +991,7 @@ _gostring_ _wrap_kvc_config_set_primary_bytes_kvc_fcbb5e12893c1662(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -998,7 +1006,7 @@ _gostring_ _wrap_kvc_config_get_primary_bytes_kvc_fcbb5e12893c1662(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_max_tokens_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_max_tokens_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1013,7 +1021,7 @@ _gostring_ _wrap_kvc_config_set_max_tokens_kvc_fcbb5e12893c1662(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_max_tokens_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_max_tokens_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1028,7 +1036,7 @@ _gostring_ _wrap_kvc_config_get_max_tokens_kvc_fcbb5e12893c1662(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, double _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, double _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double arg2 ;
   kvc_status_t result;
@@ -1043,7 +1051,7 @@ _gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_fcbb5e12893c1662(kv
 }
 
 
-_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, double *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, double *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double *arg2 = (double *) 0 ;
   kvc_status_t result;
@@ -1058,7 +1066,7 @@ _gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_fcbb5e12893c1662(kv
 }
 
 
-_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1073,7 +1081,7 @@ _gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_fcbb5e12893c1662(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1088,7 +1096,7 @@ _gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_fcbb5e12893c1662(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1103,7 +1111,7 @@ _gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_fcbb5e12893c1
 }
 
 
-_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1118,7 +1126,7 @@ _gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_fcbb5e12893c1
 }
 
 
-_gostring_ _wrap_kvc_config_set_block_reuse_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_block_reuse_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1133,7 +1141,7 @@ _gostring_ _wrap_kvc_config_set_block_reuse_kvc_fcbb5e12893c1662(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_get_block_reuse_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_block_reuse_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1148,7 +1156,7 @@ _gostring_ _wrap_kvc_config_get_block_reuse_kvc_fcbb5e12893c1662(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1163,7 +1171,7 @@ _gostring_ _wrap_kvc_config_set_partial_reuse_kvc_fcbb5e12893c1662(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1178,7 +1186,7 @@ _gostring_ _wrap_kvc_config_get_partial_reuse_kvc_fcbb5e12893c1662(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1193,7 +1201,7 @@ _gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_fcbb5e12893c1662(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1208,7 +1216,7 @@ _gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_fcbb5e12893c1662(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1223,7 +1231,7 @@ _gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_fcbb5e12893c1662(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1238,7 +1246,7 @@ _gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_fcbb5e12893c1662(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_set_manual_clock_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_manual_clock_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1253,7 +1261,7 @@ _gostring_ _wrap_kvc_config_set_manual_clock_kvc_fcbb5e12893c1662(kvc_config_t *
 }
 
 
-_gostring_ _wrap_kvc_config_get_manual_clock_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_manual_clock_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1268,7 +1276,7 @@ _gostring_ _wrap_kvc_config_get_manual_clock_kvc_fcbb5e12893c1662(kvc_config_t *
 }
 
 
-_gostring_ _wrap_kvc_cache_create_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
+_gostring_ _wrap_kvc_cache_create_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_cache_t **arg2 = (kvc_cache_t **) 0 ;
   kvc_status_t result;
@@ -1283,7 +1291,7 @@ _gostring_ _wrap_kvc_cache_create_kvc_fcbb5e12893c1662(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_cache_destroy_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0) {
+void _wrap_kvc_cache_destroy_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   
   arg1 = (kvc_cache_t *)_swig_go_0; 
@@ -1293,7 +1301,7 @@ void _wrap_kvc_cache_destroy_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_cache_desc_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1305,7 +1313,7 @@ void _wrap_kvc_cache_desc_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1318,7 +1326,7 @@ int _wrap_kvc_cache_desc_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_kind_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_kind_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t arg2 ;
   
@@ -1330,7 +1338,7 @@ void _wrap_kvc_cache_desc_t_device_kind_set_kvc_fcbb5e12893c1662(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_device_kind_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_kind_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t result;
   int _swig_go_result;
@@ -1343,7 +1351,7 @@ int _wrap_kvc_cache_desc_t_device_kind_get_kvc_fcbb5e12893c1662(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t arg2 ;
   
@@ -1355,7 +1363,7 @@ void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_fcbb5e12893c1662(struct kvc_c
 }
 
 
-int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t result;
   int _swig_go_result;
@@ -1368,7 +1376,7 @@ int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_fcbb5e12893c1662(struct kvc_ca
 }
 
 
-void _wrap_kvc_cache_desc_t_dtype_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -1380,7 +1388,7 @@ void _wrap_kvc_cache_desc_t_dtype_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc
 }
 
 
-int _wrap_kvc_cache_desc_t_dtype_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -1393,7 +1401,7 @@ int _wrap_kvc_cache_desc_t_dtype_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc 
 }
 
 
-void _wrap_kvc_cache_desc_t_layout_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_layout_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -1405,7 +1413,7 @@ void _wrap_kvc_cache_desc_t_layout_set_kvc_fcbb5e12893c1662(struct kvc_cache_des
 }
 
 
-int _wrap_kvc_cache_desc_t_layout_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_layout_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -1418,7 +1426,7 @@ int _wrap_kvc_cache_desc_t_layout_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc
 }
 
 
-void _wrap_kvc_cache_desc_t_num_layers_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_layers_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1430,7 +1438,7 @@ void _wrap_kvc_cache_desc_t_num_layers_set_kvc_fcbb5e12893c1662(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_layers_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_layers_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1443,7 +1451,7 @@ int _wrap_kvc_cache_desc_t_num_layers_get_kvc_fcbb5e12893c1662(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_groups_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_groups_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1455,7 +1463,7 @@ void _wrap_kvc_cache_desc_t_num_groups_set_kvc_fcbb5e12893c1662(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_groups_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_groups_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1468,7 +1476,7 @@ int _wrap_kvc_cache_desc_t_num_groups_get_kvc_fcbb5e12893c1662(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_pools_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_pools_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1480,7 +1488,7 @@ void _wrap_kvc_cache_desc_t_num_pools_set_kvc_fcbb5e12893c1662(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_num_pools_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_pools_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1493,7 +1501,7 @@ int _wrap_kvc_cache_desc_t_num_pools_get_kvc_fcbb5e12893c1662(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1505,7 +1513,7 @@ void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1518,7 +1526,7 @@ int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_fcbb5e12893c1662(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1530,7 +1538,7 @@ void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_fcbb5e12893c1662(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1543,7 +1551,7 @@ int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_fcbb5e12893c1662(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1555,7 +1563,7 @@ void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache
 }
 
 
-long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1568,7 +1576,7 @@ long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1580,7 +1588,7 @@ void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_fcbb5e12893c1662(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1593,7 +1601,7 @@ long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_fcbb5e12893c1662(struct 
 }
 
 
-void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1605,7 +1613,7 @@ void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_fcbb5e12893c1662(struct kvc_ca
 }
 
 
-long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1618,7 +1626,7 @@ long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_fcbb5e12893c1662(struct k
 }
 
 
-void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1630,7 +1638,7 @@ void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1643,7 +1651,7 @@ long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_fcbb5e12893c1662(struc
 }
 
 
-void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1655,7 +1663,7 @@ void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1668,7 +1676,7 @@ long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_fcbb5e12893c1662(stru
 }
 
 
-void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1680,7 +1688,7 @@ void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_fcbb5e12893c1662(struct k
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1693,7 +1701,7 @@ long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_fcbb5e12893c1662(str
 }
 
 
-struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_fcbb5e12893c1662() {
+struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_cache_desc *result = 0 ;
   struct kvc_cache_desc *_swig_go_result;
   
@@ -1704,7 +1712,7 @@ struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_delete_kvc_cache_desc_t_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_delete_kvc_cache_desc_t_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   
   arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
@@ -1714,7 +1722,7 @@ void _wrap_delete_kvc_cache_desc_t_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_
 }
 
 
-void _wrap_kvc_cache_desc_init_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_kvc_cache_desc_init_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
   kvc_cache_desc_t *arg1 = (kvc_cache_desc_t *) 0 ;
   
   arg1 = *(kvc_cache_desc_t **)&_swig_go_0; 
@@ -1724,7 +1732,7 @@ void _wrap_kvc_cache_desc_init_kvc_fcbb5e12893c1662(struct kvc_cache_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_describe_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_desc_t *arg2 = (kvc_cache_desc_t *) 0 ;
   kvc_status_t result;
@@ -1739,7 +1747,7 @@ _gostring_ _wrap_kvc_cache_describe_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_group_desc_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1751,7 +1759,7 @@ void _wrap_kvc_group_desc_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_grou
 }
 
 
-int _wrap_kvc_group_desc_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1764,7 +1772,7 @@ int _wrap_kvc_group_desc_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_group
 }
 
 
-void _wrap_kvc_group_desc_t_window_set_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_window_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1776,7 +1784,7 @@ void _wrap_kvc_group_desc_t_window_set_kvc_fcbb5e12893c1662(struct kvc_group_des
 }
 
 
-int _wrap_kvc_group_desc_t_window_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_window_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1789,7 +1797,7 @@ int _wrap_kvc_group_desc_t_window_get_kvc_fcbb5e12893c1662(struct kvc_group_desc
 }
 
 
-void _wrap_kvc_group_desc_t_kv_heads_set_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_kv_heads_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1801,7 +1809,7 @@ void _wrap_kvc_group_desc_t_kv_heads_set_kvc_fcbb5e12893c1662(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_kv_heads_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_kv_heads_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1814,7 +1822,7 @@ int _wrap_kvc_group_desc_t_kv_heads_get_kvc_fcbb5e12893c1662(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_head_dim_set_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_head_dim_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1826,7 +1834,7 @@ void _wrap_kvc_group_desc_t_head_dim_set_kvc_fcbb5e12893c1662(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_head_dim_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_head_dim_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1839,7 +1847,7 @@ int _wrap_kvc_group_desc_t_head_dim_get_kvc_fcbb5e12893c1662(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_num_layers_set_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_num_layers_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1851,7 +1859,7 @@ void _wrap_kvc_group_desc_t_num_layers_set_kvc_fcbb5e12893c1662(struct kvc_group
 }
 
 
-int _wrap_kvc_group_desc_t_num_layers_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_num_layers_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1864,7 +1872,7 @@ int _wrap_kvc_group_desc_t_num_layers_get_kvc_fcbb5e12893c1662(struct kvc_group_
 }
 
 
-void _wrap_kvc_group_desc_t_pool_set_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_pool_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1876,7 +1884,7 @@ void _wrap_kvc_group_desc_t_pool_set_kvc_fcbb5e12893c1662(struct kvc_group_desc 
 }
 
 
-int _wrap_kvc_group_desc_t_pool_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_pool_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1889,7 +1897,7 @@ int _wrap_kvc_group_desc_t_pool_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *
 }
 
 
-void _wrap_kvc_group_desc_t_block_bytes_set_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_block_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1901,7 +1909,7 @@ void _wrap_kvc_group_desc_t_block_bytes_set_kvc_fcbb5e12893c1662(struct kvc_grou
 }
 
 
-long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1914,7 +1922,7 @@ long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1926,7 +1934,7 @@ void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_fcbb5e12893c1662(struct kvc_
 }
 
 
-long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1939,7 +1947,7 @@ long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_fcbb5e12893c1662(struct
 }
 
 
-struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_fcbb5e12893c1662() {
+struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_group_desc *result = 0 ;
   struct kvc_group_desc *_swig_go_result;
   
@@ -1950,7 +1958,7 @@ struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_delete_kvc_group_desc_t_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
+void _wrap_delete_kvc_group_desc_t_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   
   arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
@@ -1960,7 +1968,7 @@ void _wrap_delete_kvc_group_desc_t_kvc_fcbb5e12893c1662(struct kvc_group_desc *_
 }
 
 
-void _wrap_kvc_group_desc_init_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig_go_0) {
+void _wrap_kvc_group_desc_init_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
   kvc_group_desc_t *arg1 = (kvc_group_desc_t *) 0 ;
   
   arg1 = *(kvc_group_desc_t **)&_swig_go_0; 
@@ -1970,7 +1978,7 @@ void _wrap_kvc_group_desc_init_kvc_fcbb5e12893c1662(struct kvc_group_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_group_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_group_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_group_desc_t *arg3 = (kvc_group_desc_t *) 0 ;
@@ -1987,7 +1995,7 @@ _gostring_ _wrap_kvc_cache_describe_group_kvc_fcbb5e12893c1662(kvc_cache_t *_swi
 }
 
 
-void _wrap_kvc_pool_desc_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1999,7 +2007,7 @@ void _wrap_kvc_pool_desc_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_pool_
 }
 
 
-int _wrap_kvc_pool_desc_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2012,7 +2020,7 @@ int _wrap_kvc_pool_desc_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_num_groups_set_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_groups_set_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2024,7 +2032,7 @@ void _wrap_kvc_pool_desc_t_num_groups_set_kvc_fcbb5e12893c1662(struct kvc_pool_d
 }
 
 
-int _wrap_kvc_pool_desc_t_num_groups_get_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_num_groups_get_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2037,7 +2045,7 @@ int _wrap_kvc_pool_desc_t_num_groups_get_kvc_fcbb5e12893c1662(struct kvc_pool_de
 }
 
 
-void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2049,7 +2057,7 @@ void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_fcbb5e12893c1662(struct kvc_pool_
 }
 
 
-long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2062,7 +2070,7 @@ long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_fcbb5e12893c1662(struct kvc_
 }
 
 
-void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2074,7 +2082,7 @@ void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_pool_d
 }
 
 
-long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2087,7 +2095,7 @@ long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(struct kvc_p
 }
 
 
-void _wrap_kvc_pool_desc_t_bytes_set_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2099,7 +2107,7 @@ void _wrap_kvc_pool_desc_t_bytes_set_kvc_fcbb5e12893c1662(struct kvc_pool_desc *
 }
 
 
-long long _wrap_kvc_pool_desc_t_bytes_get_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2112,7 +2120,7 @@ long long _wrap_kvc_pool_desc_t_bytes_get_kvc_fcbb5e12893c1662(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_base_set_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_pool_desc_t_base_set_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2124,7 +2132,7 @@ void _wrap_kvc_pool_desc_t_base_set_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_
 }
 
 
-void *_wrap_kvc_pool_desc_t_base_get_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0) {
+void *_wrap_kvc_pool_desc_t_base_get_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2137,7 +2145,7 @@ void *_wrap_kvc_pool_desc_t_base_get_kvc_fcbb5e12893c1662(struct kvc_pool_desc *
 }
 
 
-struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_fcbb5e12893c1662() {
+struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_pool_desc *result = 0 ;
   struct kvc_pool_desc *_swig_go_result;
   
@@ -2148,7 +2156,7 @@ struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_delete_kvc_pool_desc_t_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_delete_kvc_pool_desc_t_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   
   arg1 = *(struct kvc_pool_desc **)&_swig_go_0; 
@@ -2158,7 +2166,7 @@ void _wrap_delete_kvc_pool_desc_t_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_sw
 }
 
 
-void _wrap_kvc_pool_desc_init_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_kvc_pool_desc_init_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0) {
   kvc_pool_desc_t *arg1 = (kvc_pool_desc_t *) 0 ;
   
   arg1 = *(kvc_pool_desc_t **)&_swig_go_0; 
@@ -2168,7 +2176,7 @@ void _wrap_kvc_pool_desc_init_kvc_fcbb5e12893c1662(struct kvc_pool_desc *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_pool_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_pool_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_pool_desc_t *arg3 = (kvc_pool_desc_t *) 0 ;
@@ -2185,7 +2193,7 @@ _gostring_ _wrap_kvc_cache_describe_pool_kvc_fcbb5e12893c1662(kvc_cache_t *_swig
 }
 
 
-void _wrap_kvc_layer_view_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2197,7 +2205,7 @@ void _wrap_kvc_layer_view_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_laye
 }
 
 
-int _wrap_kvc_layer_view_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2210,7 +2218,7 @@ int _wrap_kvc_layer_view_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_layer
 }
 
 
-void _wrap_kvc_layer_view_t_group_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_group_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2222,7 +2230,7 @@ void _wrap_kvc_layer_view_t_group_set_kvc_fcbb5e12893c1662(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_group_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_group_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2235,7 +2243,7 @@ int _wrap_kvc_layer_view_t_group_get_kvc_fcbb5e12893c1662(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_pool_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_pool_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2247,7 +2255,7 @@ void _wrap_kvc_layer_view_t_pool_set_kvc_fcbb5e12893c1662(struct kvc_layer_view 
 }
 
 
-int _wrap_kvc_layer_view_t_pool_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_pool_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2260,7 +2268,7 @@ int _wrap_kvc_layer_view_t_pool_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *
 }
 
 
-void _wrap_kvc_layer_view_t_dtype_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -2272,7 +2280,7 @@ void _wrap_kvc_layer_view_t_dtype_set_kvc_fcbb5e12893c1662(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_dtype_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -2285,7 +2293,7 @@ int _wrap_kvc_layer_view_t_dtype_get_kvc_fcbb5e12893c1662(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_layout_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_layout_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -2297,7 +2305,7 @@ void _wrap_kvc_layer_view_t_layout_set_kvc_fcbb5e12893c1662(struct kvc_layer_vie
 }
 
 
-int _wrap_kvc_layer_view_t_layout_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_layout_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -2310,7 +2318,7 @@ int _wrap_kvc_layer_view_t_layout_get_kvc_fcbb5e12893c1662(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_kv_heads_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_heads_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2322,7 +2330,7 @@ void _wrap_kvc_layer_view_t_kv_heads_set_kvc_fcbb5e12893c1662(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_kv_heads_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_heads_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2335,7 +2343,7 @@ int _wrap_kvc_layer_view_t_kv_heads_get_kvc_fcbb5e12893c1662(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_head_dim_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_dim_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2347,7 +2355,7 @@ void _wrap_kvc_layer_view_t_head_dim_set_kvc_fcbb5e12893c1662(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_head_dim_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_head_dim_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2360,7 +2368,7 @@ int _wrap_kvc_layer_view_t_head_dim_get_kvc_fcbb5e12893c1662(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2372,7 +2380,7 @@ void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2385,7 +2393,7 @@ int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_fcbb5e12893c1662(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_kv_factor_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_factor_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2397,7 +2405,7 @@ void _wrap_kvc_layer_view_t_kv_factor_set_kvc_fcbb5e12893c1662(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_kv_factor_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_factor_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2410,7 +2418,7 @@ int _wrap_kvc_layer_view_t_kv_factor_get_kvc_fcbb5e12893c1662(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_elem_size_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_elem_size_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2422,7 +2430,7 @@ void _wrap_kvc_layer_view_t_elem_size_set_kvc_fcbb5e12893c1662(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_elem_size_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_elem_size_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2435,7 +2443,7 @@ int _wrap_kvc_layer_view_t_elem_size_get_kvc_fcbb5e12893c1662(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_base_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_layer_view_t_base_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2447,7 +2455,7 @@ void _wrap_kvc_layer_view_t_base_set_kvc_fcbb5e12893c1662(struct kvc_layer_view 
 }
 
 
-void *_wrap_kvc_layer_view_t_base_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+void *_wrap_kvc_layer_view_t_base_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2460,7 +2468,7 @@ void *_wrap_kvc_layer_view_t_base_get_kvc_fcbb5e12893c1662(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_num_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2472,7 +2480,7 @@ void _wrap_kvc_layer_view_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_layer
 }
 
 
-long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2485,7 +2493,7 @@ long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_fcbb5e12893c1662(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_block_stride_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_block_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2497,7 +2505,7 @@ void _wrap_kvc_layer_view_t_block_stride_set_kvc_fcbb5e12893c1662(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_block_stride_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_block_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2510,7 +2518,7 @@ long long _wrap_kvc_layer_view_t_block_stride_get_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_kv_stride_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2522,7 +2530,7 @@ void _wrap_kvc_layer_view_t_kv_stride_set_kvc_fcbb5e12893c1662(struct kvc_layer_
 }
 
 
-long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2535,7 +2543,7 @@ long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_fcbb5e12893c1662(struct kvc_l
 }
 
 
-void _wrap_kvc_layer_view_t_token_stride_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_token_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2547,7 +2555,7 @@ void _wrap_kvc_layer_view_t_token_stride_set_kvc_fcbb5e12893c1662(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_token_stride_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_token_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2560,7 +2568,7 @@ long long _wrap_kvc_layer_view_t_token_stride_get_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_head_stride_set_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2572,7 +2580,7 @@ void _wrap_kvc_layer_view_t_head_stride_set_kvc_fcbb5e12893c1662(struct kvc_laye
 }
 
 
-long long _wrap_kvc_layer_view_t_head_stride_get_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_head_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2585,7 +2593,7 @@ long long _wrap_kvc_layer_view_t_head_stride_get_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_fcbb5e12893c1662() {
+struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_layer_view *result = 0 ;
   struct kvc_layer_view *_swig_go_result;
   
@@ -2596,7 +2604,7 @@ struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_delete_kvc_layer_view_t_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+void _wrap_delete_kvc_layer_view_t_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   
   arg1 = *(struct kvc_layer_view **)&_swig_go_0; 
@@ -2606,7 +2614,7 @@ void _wrap_delete_kvc_layer_view_t_kvc_fcbb5e12893c1662(struct kvc_layer_view *_
 }
 
 
-void _wrap_kvc_layer_view_init_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig_go_0) {
+void _wrap_kvc_layer_view_init_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
   kvc_layer_view_t *arg1 = (kvc_layer_view_t *) 0 ;
   
   arg1 = *(kvc_layer_view_t **)&_swig_go_0; 
@@ -2616,7 +2624,7 @@ void _wrap_kvc_layer_view_init_kvc_fcbb5e12893c1662(struct kvc_layer_view *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_layer_view_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_layer_view_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_layer_view_t *arg3 = (kvc_layer_view_t *) 0 ;
@@ -2633,7 +2641,7 @@ _gostring_ _wrap_kvc_cache_layer_view_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go
 }
 
 
-void _wrap_kvc_extra_key_t_offset_set_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_offset_set_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -2645,7 +2653,7 @@ void _wrap_kvc_extra_key_t_offset_set_kvc_fcbb5e12893c1662(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_offset_get_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_offset_get_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2658,7 +2666,7 @@ long long _wrap_kvc_extra_key_t_offset_get_kvc_fcbb5e12893c1662(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_length_set_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_length_set_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -2670,7 +2678,7 @@ void _wrap_kvc_extra_key_t_length_set_kvc_fcbb5e12893c1662(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_length_get_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_length_get_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2683,7 +2691,7 @@ long long _wrap_kvc_extra_key_t_length_get_kvc_fcbb5e12893c1662(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_data_set_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_extra_key_t_data_set_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2695,7 +2703,7 @@ void _wrap_kvc_extra_key_t_data_set_kvc_fcbb5e12893c1662(struct kvc_extra_key *_
 }
 
 
-void *_wrap_kvc_extra_key_t_data_get_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0) {
+void *_wrap_kvc_extra_key_t_data_get_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2708,7 +2716,7 @@ void *_wrap_kvc_extra_key_t_data_get_kvc_fcbb5e12893c1662(struct kvc_extra_key *
 }
 
 
-void _wrap_kvc_extra_key_t_size_set_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_size_set_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t arg2 ;
   
@@ -2720,7 +2728,7 @@ void _wrap_kvc_extra_key_t_size_set_kvc_fcbb5e12893c1662(struct kvc_extra_key *_
 }
 
 
-long long _wrap_kvc_extra_key_t_size_get_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_size_get_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -2733,7 +2741,7 @@ long long _wrap_kvc_extra_key_t_size_get_kvc_fcbb5e12893c1662(struct kvc_extra_k
 }
 
 
-struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_fcbb5e12893c1662() {
+struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_extra_key *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
   
@@ -2744,7 +2752,7 @@ struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_delete_kvc_extra_key_t_kvc_fcbb5e12893c1662(struct kvc_extra_key *_swig_go_0) {
+void _wrap_delete_kvc_extra_key_t_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   
   arg1 = *(struct kvc_extra_key **)&_swig_go_0; 
@@ -2754,7 +2762,7 @@ void _wrap_delete_kvc_extra_key_t_kvc_fcbb5e12893c1662(struct kvc_extra_key *_sw
 }
 
 
-void _wrap_kvc_retention_range_t_start_set_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_start_set_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -2766,7 +2774,7 @@ void _wrap_kvc_retention_range_t_start_set_kvc_fcbb5e12893c1662(struct kvc_reten
 }
 
 
-long long _wrap_kvc_retention_range_t_start_get_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_start_get_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2779,7 +2787,7 @@ long long _wrap_kvc_retention_range_t_start_get_kvc_fcbb5e12893c1662(struct kvc_
 }
 
 
-void _wrap_kvc_retention_range_t_end_set_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_end_set_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -2791,7 +2799,7 @@ void _wrap_kvc_retention_range_t_end_set_kvc_fcbb5e12893c1662(struct kvc_retenti
 }
 
 
-long long _wrap_kvc_retention_range_t_end_get_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_end_get_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2804,7 +2812,7 @@ long long _wrap_kvc_retention_range_t_end_get_kvc_fcbb5e12893c1662(struct kvc_re
 }
 
 
-void _wrap_kvc_retention_range_t_priority_set_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_retention_range_t_priority_set_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t arg2 ;
   
@@ -2816,7 +2824,7 @@ void _wrap_kvc_retention_range_t_priority_set_kvc_fcbb5e12893c1662(struct kvc_re
 }
 
 
-int _wrap_kvc_retention_range_t_priority_get_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0) {
+int _wrap_kvc_retention_range_t_priority_get_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2829,7 +2837,7 @@ int _wrap_kvc_retention_range_t_priority_get_kvc_fcbb5e12893c1662(struct kvc_ret
 }
 
 
-void _wrap_kvc_retention_range_t_reserved_set_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_retention_range_t_reserved_set_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t arg2 ;
   
@@ -2841,7 +2849,7 @@ void _wrap_kvc_retention_range_t_reserved_set_kvc_fcbb5e12893c1662(struct kvc_re
 }
 
 
-int _wrap_kvc_retention_range_t_reserved_get_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0) {
+int _wrap_kvc_retention_range_t_reserved_get_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2854,7 +2862,7 @@ int _wrap_kvc_retention_range_t_reserved_get_kvc_fcbb5e12893c1662(struct kvc_ret
 }
 
 
-void _wrap_kvc_retention_range_t_duration_ms_set_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_duration_ms_set_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -2866,7 +2874,7 @@ void _wrap_kvc_retention_range_t_duration_ms_set_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2879,7 +2887,7 @@ long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_fcbb5e12893c1662(struc
 }
 
 
-struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_fcbb5e12893c1662() {
+struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_retention_range *result = 0 ;
   struct kvc_retention_range *_swig_go_result;
   
@@ -2890,7 +2898,7 @@ struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_fcbb5e12893c1662
 }
 
 
-void _wrap_delete_kvc_retention_range_t_kvc_fcbb5e12893c1662(struct kvc_retention_range *_swig_go_0) {
+void _wrap_delete_kvc_retention_range_t_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   
   arg1 = *(struct kvc_retention_range **)&_swig_go_0; 
@@ -2900,7 +2908,7 @@ void _wrap_delete_kvc_retention_range_t_kvc_fcbb5e12893c1662(struct kvc_retentio
 }
 
 
-void _wrap_kvc_sequence_options_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2912,7 +2920,7 @@ void _wrap_kvc_sequence_options_t_struct_size_set_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-int _wrap_kvc_sequence_options_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2925,7 +2933,7 @@ int _wrap_kvc_sequence_options_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2937,7 +2945,7 @@ void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_fcbb5e12893c1662(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2950,7 +2958,7 @@ int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_fcbb5e12893c1662(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2962,7 +2970,7 @@ void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_fcbb5e12893c1662(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2975,7 +2983,7 @@ int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_fcbb5e12893c1662(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_has_lora_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
+void _wrap_kvc_sequence_options_t_has_lora_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool arg2 ;
   
@@ -2987,7 +2995,7 @@ void _wrap_kvc_sequence_options_t_has_lora_set_kvc_fcbb5e12893c1662(struct kvc_s
 }
 
 
-bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -3000,7 +3008,7 @@ bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_fcbb5e12893c1662(struct kvc_s
 }
 
 
-void _wrap_kvc_sequence_options_t_lora_id_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_lora_id_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t arg2 ;
   
@@ -3012,7 +3020,7 @@ void _wrap_kvc_sequence_options_t_lora_id_set_kvc_fcbb5e12893c1662(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3025,7 +3033,7 @@ long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_fcbb5e12893c1662(struct k
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -3037,7 +3045,7 @@ void _wrap_kvc_sequence_options_t_salt_set_kvc_fcbb5e12893c1662(struct kvc_seque
 }
 
 
-void *_wrap_kvc_sequence_options_t_salt_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+void *_wrap_kvc_sequence_options_t_salt_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -3050,7 +3058,7 @@ void *_wrap_kvc_sequence_options_t_salt_get_kvc_fcbb5e12893c1662(struct kvc_sequ
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_size_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_size_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3062,7 +3070,7 @@ void _wrap_kvc_sequence_options_t_salt_size_set_kvc_fcbb5e12893c1662(struct kvc_
 }
 
 
-long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3075,7 +3083,7 @@ long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_fcbb5e12893c1662(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *arg2 = (kvc_extra_key_t *) 0 ;
   
@@ -3087,7 +3095,7 @@ void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
@@ -3100,7 +3108,7 @@ struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_fcbb5e1289
 }
 
 
-void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3112,7 +3120,7 @@ void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_fcbb5e12893c1662(struct
 }
 
 
-long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3125,7 +3133,7 @@ long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_fcbb5e12893c1662(s
 }
 
 
-void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, struct kvc_retention_range *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, struct kvc_retention_range *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_retention_range_t *arg2 = (kvc_retention_range_t *) 0 ;
   
@@ -3137,7 +3145,7 @@ void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_fcbb5e12893c1662(stru
 }
 
 
-struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_retention_range_t *result = 0 ;
   struct kvc_retention_range *_swig_go_result;
@@ -3150,7 +3158,7 @@ struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kv
 }
 
 
-void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3162,7 +3170,7 @@ void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_fcbb5e12893c1662(
 }
 
 
-long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3175,7 +3183,7 @@ long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_fcbb5e12893c
 }
 
 
-void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t arg2 ;
   
@@ -3187,7 +3195,7 @@ void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_fcbb5e12893c1662(st
 }
 
 
-long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3200,7 +3208,7 @@ long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_fcbb5e12893c16
 }
 
 
-struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_fcbb5e12893c1662() {
+struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_sequence_options *result = 0 ;
   struct kvc_sequence_options *_swig_go_result;
   
@@ -3211,7 +3219,7 @@ struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_fcbb5e12893c16
 }
 
 
-void _wrap_delete_kvc_sequence_options_t_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_delete_kvc_sequence_options_t_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   
   arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
@@ -3221,7 +3229,7 @@ void _wrap_delete_kvc_sequence_options_t_kvc_fcbb5e12893c1662(struct kvc_sequenc
 }
 
 
-void _wrap_kvc_sequence_options_init_kvc_fcbb5e12893c1662(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_kvc_sequence_options_init_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
   kvc_sequence_options_t *arg1 = (kvc_sequence_options_t *) 0 ;
   
   arg1 = *(kvc_sequence_options_t **)&_swig_go_0; 
@@ -3231,7 +3239,7 @@ void _wrap_kvc_sequence_options_init_kvc_fcbb5e12893c1662(struct kvc_sequence_op
 }
 
 
-_gostring_ _wrap_kvc_sequence_add_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
+_gostring_ _wrap_kvc_sequence_add_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3256,7 +3264,7 @@ _gostring_ _wrap_kvc_sequence_add_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_extend_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_sequence_extend_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3277,7 +3285,7 @@ _gostring_ _wrap_kvc_sequence_extend_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_commit_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_commit_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3294,7 +3302,7 @@ _gostring_ _wrap_kvc_sequence_commit_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_rewind_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_rewind_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3311,7 +3319,7 @@ _gostring_ _wrap_kvc_sequence_rewind_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_fork_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_fork_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3328,7 +3336,7 @@ _gostring_ _wrap_kvc_sequence_fork_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_kvc_sequence_remove_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_remove_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3343,7 +3351,7 @@ _gostring_ _wrap_kvc_sequence_remove_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_pin_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_pin_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3358,7 +3366,7 @@ _gostring_ _wrap_kvc_sequence_pin_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_unpin_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_unpin_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3373,7 +3381,7 @@ _gostring_ _wrap_kvc_sequence_unpin_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3385,7 +3393,7 @@ void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_s
 }
 
 
-int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3398,7 +3406,7 @@ int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_se
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3410,7 +3418,7 @@ void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_fcbb5e12893c1662(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3423,7 +3431,7 @@ int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3435,7 +3443,7 @@ void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_fcbb5e12893c1662(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3448,7 +3456,7 @@ int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_reserved_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_reserved_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3460,7 +3468,7 @@ void _wrap_kvc_sequence_desc_t_reserved_set_kvc_fcbb5e12893c1662(struct kvc_sequ
 }
 
 
-int _wrap_kvc_sequence_desc_t_reserved_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_reserved_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3473,7 +3481,7 @@ int _wrap_kvc_sequence_desc_t_reserved_get_kvc_fcbb5e12893c1662(struct kvc_seque
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3485,7 +3493,7 @@ void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_fcbb5e12893c1662(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3498,7 +3506,7 @@ long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_fcbb5e12893c1662(struct k
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3510,7 +3518,7 @@ void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3523,7 +3531,7 @@ long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_fcbb5e12893c1662(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3535,7 +3543,7 @@ void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3548,7 +3556,7 @@ long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_fcbb5e12893c1662(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3560,7 +3568,7 @@ void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_fcbb5e12893c1662(struct 
 }
 
 
-long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3573,7 +3581,7 @@ long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_fcbb5e12893c1662(st
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3585,7 +3593,7 @@ void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3598,7 +3606,7 @@ long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_fcbb5e12893c1662(struct k
 }
 
 
-struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_fcbb5e12893c1662() {
+struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_sequence_desc *result = 0 ;
   struct kvc_sequence_desc *_swig_go_result;
   
@@ -3609,7 +3617,7 @@ struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_delete_kvc_sequence_desc_t_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_delete_kvc_sequence_desc_t_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   
   arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
@@ -3619,7 +3627,7 @@ void _wrap_delete_kvc_sequence_desc_t_kvc_fcbb5e12893c1662(struct kvc_sequence_d
 }
 
 
-void _wrap_kvc_sequence_desc_init_kvc_fcbb5e12893c1662(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_kvc_sequence_desc_init_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
   kvc_sequence_desc_t *arg1 = (kvc_sequence_desc_t *) 0 ;
   
   arg1 = *(kvc_sequence_desc_t **)&_swig_go_0; 
@@ -3629,7 +3637,7 @@ void _wrap_kvc_sequence_desc_init_kvc_fcbb5e12893c1662(struct kvc_sequence_desc 
 }
 
 
-_gostring_ _wrap_kvc_sequence_describe_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_sequence_describe_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_sequence_desc_t *arg3 = (kvc_sequence_desc_t *) 0 ;
@@ -3646,7 +3654,7 @@ _gostring_ _wrap_kvc_sequence_describe_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_sequence_block_ids_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
+_gostring_ _wrap_kvc_sequence_block_ids_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint32_t arg3 ;
@@ -3669,7 +3677,7 @@ _gostring_ _wrap_kvc_sequence_block_ids_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
+_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3688,7 +3696,7 @@ _gostring_ _wrap_kvc_sequence_blocks_needed_kvc_fcbb5e12893c1662(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_cache_probe_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
+_gostring_ _wrap_kvc_cache_probe_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -3709,7 +3717,7 @@ _gostring_ _wrap_kvc_cache_probe_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, i
 }
 
 
-_gostring_ _wrap_kvc_cache_advance_clock_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_cache_advance_clock_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3724,7 +3732,7 @@ _gostring_ _wrap_kvc_cache_advance_clock_kvc_fcbb5e12893c1662(kvc_cache_t *_swig
 }
 
 
-_gostring_ _wrap_kvc_batch_extend_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_batch_extend_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3745,7 +3753,7 @@ _gostring_ _wrap_kvc_batch_extend_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_block_table_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3772,7 +3780,7 @@ _gostring_ _wrap_kvc_batch_block_table_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_csr_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
+_gostring_ _wrap_kvc_batch_block_table_csr_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3801,7 +3809,7 @@ _gostring_ _wrap_kvc_batch_block_table_csr_kvc_fcbb5e12893c1662(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
+_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   size_t arg3 ;
@@ -3820,7 +3828,7 @@ _gostring_ _wrap_kvc_batch_sequence_lengths_kvc_fcbb5e12893c1662(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_batch_slot_mapping_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_slot_mapping_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3847,7 +3855,7 @@ _gostring_ _wrap_kvc_batch_slot_mapping_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_
 }
 
 
-void _wrap_kvc_cache_stats_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -3859,7 +3867,7 @@ void _wrap_kvc_cache_stats_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_cac
 }
 
 
-int _wrap_kvc_cache_stats_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3872,7 +3880,7 @@ int _wrap_kvc_cache_stats_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_reserved_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reserved_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -3884,7 +3892,7 @@ void _wrap_kvc_cache_stats_t_reserved_set_kvc_fcbb5e12893c1662(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_stats_t_reserved_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_reserved_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3897,7 +3905,7 @@ int _wrap_kvc_cache_stats_t_reserved_get_kvc_fcbb5e12893c1662(struct kvc_cache_s
 }
 
 
-void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3909,7 +3917,7 @@ void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3922,7 +3930,7 @@ long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3934,7 +3942,7 @@ void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cac
 }
 
 
-long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3947,7 +3955,7 @@ long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3959,7 +3967,7 @@ void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_fcbb5e12893c1662(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3972,7 +3980,7 @@ long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_fcbb5e12893c1662(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3984,7 +3992,7 @@ void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_fcbb5e12893c1662(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3997,7 +4005,7 @@ long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_fcbb5e12893c1662(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4009,7 +4017,7 @@ void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_fcbb5e12893c1662(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4022,7 +4030,7 @@ long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_fcbb5e12893c1662(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4034,7 +4042,7 @@ void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_fcbb5e12893c1662(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4047,7 +4055,7 @@ long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_fcbb5e12893c1662(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double arg2 ;
   
@@ -4059,7 +4067,7 @@ void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_fcbb5e12893c1662(struct kvc_cache_
 }
 
 
-double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -4072,7 +4080,7 @@ double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_fcbb5e12893c1662(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4084,7 +4092,7 @@ void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_fcbb5e12893c1662(struct kvc_
 }
 
 
-long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4097,7 +4105,7 @@ long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_fcbb5e12893c1662(struct
 }
 
 
-void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4109,7 +4117,7 @@ void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_fcbb5e12893c1662(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4122,7 +4130,7 @@ long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_fcbb5e12893c1662(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4134,7 +4142,7 @@ void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_fcbb5e12893c1662(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4147,7 +4155,7 @@ long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4159,7 +4167,7 @@ void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_fcbb5e12893c1662(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4172,7 +4180,7 @@ long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4184,7 +4192,7 @@ void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4197,7 +4205,7 @@ long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_fcbb5e12893c1662(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4209,7 +4217,7 @@ void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4222,7 +4230,7 @@ long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_fcbb5e12893c1662(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4234,7 +4242,7 @@ void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4247,7 +4255,7 @@ long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_fcbb5e12893c1662(struc
 }
 
 
-void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4259,7 +4267,7 @@ void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4272,7 +4280,7 @@ long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_fcbb5e12893c1662(struc
 }
 
 
-void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4284,7 +4292,7 @@ void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cac
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4297,7 +4305,7 @@ long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4309,7 +4317,7 @@ void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4322,7 +4330,7 @@ long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_fcbb5e12893c1662(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4334,7 +4342,7 @@ void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_fcbb5e12893c1662(struct 
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4347,7 +4355,7 @@ long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_fcbb5e12893c1662(st
 }
 
 
-struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_fcbb5e12893c1662() {
+struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_cache_stats *result = 0 ;
   struct kvc_cache_stats *_swig_go_result;
   
@@ -4358,7 +4366,7 @@ struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_delete_kvc_cache_stats_t_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_delete_kvc_cache_stats_t_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   
   arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
@@ -4368,7 +4376,7 @@ void _wrap_delete_kvc_cache_stats_t_kvc_fcbb5e12893c1662(struct kvc_cache_stats 
 }
 
 
-void _wrap_kvc_cache_stats_init_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_kvc_cache_stats_init_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
   kvc_cache_stats_t *arg1 = (kvc_cache_stats_t *) 0 ;
   
   arg1 = *(kvc_cache_stats_t **)&_swig_go_0; 
@@ -4378,7 +4386,7 @@ void _wrap_kvc_cache_stats_init_kvc_fcbb5e12893c1662(struct kvc_cache_stats *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_get_stats_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_get_stats_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_stats_t *arg2 = (kvc_cache_stats_t *) 0 ;
   kvc_status_t result;
@@ -4393,7 +4401,7 @@ _gostring_ _wrap_kvc_cache_get_stats_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_
 }
 
 
-void _wrap_kvc_group_stats_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_stats_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -4405,7 +4413,7 @@ void _wrap_kvc_group_stats_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_gro
 }
 
 
-int _wrap_kvc_group_stats_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+int _wrap_kvc_group_stats_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4418,7 +4426,7 @@ int _wrap_kvc_group_stats_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_grou
 }
 
 
-void _wrap_kvc_group_stats_t_pool_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_stats_t_pool_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -4430,7 +4438,7 @@ void _wrap_kvc_group_stats_t_pool_set_kvc_fcbb5e12893c1662(struct kvc_group_stat
 }
 
 
-int _wrap_kvc_group_stats_t_pool_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+int _wrap_kvc_group_stats_t_pool_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4443,7 +4451,7 @@ int _wrap_kvc_group_stats_t_pool_get_kvc_fcbb5e12893c1662(struct kvc_group_stats
 }
 
 
-void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4455,7 +4463,7 @@ void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_fcbb5e12893c1662(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4468,7 +4476,7 @@ long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_fcbb5e12893c1662(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4480,7 +4488,7 @@ void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_fcbb5e12893c1662(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4493,7 +4501,7 @@ long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_fcbb5e12893c1662(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4505,7 +4513,7 @@ void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4518,7 +4526,7 @@ long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_fcbb5e12893c1662(stru
 }
 
 
-void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4530,7 +4538,7 @@ void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_fcbb5e12893c1662(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4543,7 +4551,7 @@ long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_fcbb5e12893c1662(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4555,7 +4563,7 @@ void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_fcbb5e12893c1662(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4568,7 +4576,7 @@ long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_fcbb5e12893c1662(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4580,7 +4588,7 @@ void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_fcbb5e12893c1662(struct kvc_
 }
 
 
-long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4593,7 +4601,7 @@ long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_fcbb5e12893c1662(struct
 }
 
 
-void _wrap_kvc_group_stats_t_released_blocks_set_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_released_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4605,7 +4613,7 @@ void _wrap_kvc_group_stats_t_released_blocks_set_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4618,7 +4626,7 @@ long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_fcbb5e12893c1662(struc
 }
 
 
-struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_fcbb5e12893c1662() {
+struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_group_stats *result = 0 ;
   struct kvc_group_stats *_swig_go_result;
   
@@ -4629,7 +4637,7 @@ struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_delete_kvc_group_stats_t_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+void _wrap_delete_kvc_group_stats_t_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   
   arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
@@ -4639,7 +4647,7 @@ void _wrap_delete_kvc_group_stats_t_kvc_fcbb5e12893c1662(struct kvc_group_stats 
 }
 
 
-void _wrap_kvc_group_stats_init_kvc_fcbb5e12893c1662(struct kvc_group_stats *_swig_go_0) {
+void _wrap_kvc_group_stats_init_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
   kvc_group_stats_t *arg1 = (kvc_group_stats_t *) 0 ;
   
   arg1 = *(kvc_group_stats_t **)&_swig_go_0; 
@@ -4649,7 +4657,7 @@ void _wrap_kvc_group_stats_init_kvc_fcbb5e12893c1662(struct kvc_group_stats *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_get_group_stats_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_stats *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_get_group_stats_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_stats *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_group_stats_t *arg3 = (kvc_group_stats_t *) 0 ;
@@ -4666,7 +4674,7 @@ _gostring_ _wrap_kvc_cache_get_group_stats_kvc_fcbb5e12893c1662(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_reset_reuse_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_reset_reuse_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -4679,7 +4687,7 @@ _gostring_ _wrap_kvc_cache_reset_reuse_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_check_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_check_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -4692,7 +4700,7 @@ _gostring_ _wrap_kvc_cache_check_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_store_args_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4704,7 +4712,7 @@ void _wrap_kvc_store_args_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_stor
 }
 
 
-int _wrap_kvc_store_args_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4717,7 +4725,7 @@ int _wrap_kvc_store_args_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_store
 }
 
 
-void _wrap_kvc_store_args_t_layer_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4729,7 +4737,7 @@ void _wrap_kvc_store_args_t_layer_set_kvc_fcbb5e12893c1662(struct kvc_store_args
 }
 
 
-int _wrap_kvc_store_args_t_layer_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4742,7 +4750,7 @@ int _wrap_kvc_store_args_t_layer_get_kvc_fcbb5e12893c1662(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_num_tokens_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_num_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4754,7 +4762,7 @@ void _wrap_kvc_store_args_t_num_tokens_set_kvc_fcbb5e12893c1662(struct kvc_store
 }
 
 
-int _wrap_kvc_store_args_t_num_tokens_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_num_tokens_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4767,7 +4775,7 @@ int _wrap_kvc_store_args_t_num_tokens_get_kvc_fcbb5e12893c1662(struct kvc_store_
 }
 
 
-void _wrap_kvc_store_args_t_src_dtype_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_src_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -4779,7 +4787,7 @@ void _wrap_kvc_store_args_t_src_dtype_set_kvc_fcbb5e12893c1662(struct kvc_store_
 }
 
 
-int _wrap_kvc_store_args_t_src_dtype_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_src_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -4792,7 +4800,7 @@ int _wrap_kvc_store_args_t_src_dtype_get_kvc_fcbb5e12893c1662(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_key_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_key_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4804,7 +4812,7 @@ void _wrap_kvc_store_args_t_key_set_kvc_fcbb5e12893c1662(struct kvc_store_args *
 }
 
 
-void *_wrap_kvc_store_args_t_key_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_key_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4817,7 +4825,7 @@ void *_wrap_kvc_store_args_t_key_get_kvc_fcbb5e12893c1662(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_value_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_value_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4829,7 +4837,7 @@ void _wrap_kvc_store_args_t_value_set_kvc_fcbb5e12893c1662(struct kvc_store_args
 }
 
 
-void *_wrap_kvc_store_args_t_value_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_value_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4842,7 +4850,7 @@ void *_wrap_kvc_store_args_t_value_get_kvc_fcbb5e12893c1662(struct kvc_store_arg
 }
 
 
-void _wrap_kvc_store_args_t_slot_mapping_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
+void _wrap_kvc_store_args_t_slot_mapping_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   
@@ -4854,7 +4862,7 @@ void _wrap_kvc_store_args_t_slot_mapping_set_kvc_fcbb5e12893c1662(struct kvc_sto
 }
 
 
-int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
+int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *result = 0 ;
   int64_t *_swig_go_result;
@@ -4867,7 +4875,7 @@ int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-void _wrap_kvc_store_args_t_k_scale_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_k_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -4879,7 +4887,7 @@ void _wrap_kvc_store_args_t_k_scale_set_kvc_fcbb5e12893c1662(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_k_scale_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_k_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4892,7 +4900,7 @@ float _wrap_kvc_store_args_t_k_scale_get_kvc_fcbb5e12893c1662(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_v_scale_set_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_v_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -4904,7 +4912,7 @@ void _wrap_kvc_store_args_t_v_scale_set_kvc_fcbb5e12893c1662(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_v_scale_get_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_v_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4917,7 +4925,7 @@ float _wrap_kvc_store_args_t_v_scale_get_kvc_fcbb5e12893c1662(struct kvc_store_a
 }
 
 
-struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_fcbb5e12893c1662() {
+struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_store_args *result = 0 ;
   struct kvc_store_args *_swig_go_result;
   
@@ -4928,7 +4936,7 @@ struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_delete_kvc_store_args_t_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
+void _wrap_delete_kvc_store_args_t_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   
   arg1 = *(struct kvc_store_args **)&_swig_go_0; 
@@ -4938,7 +4946,7 @@ void _wrap_delete_kvc_store_args_t_kvc_fcbb5e12893c1662(struct kvc_store_args *_
 }
 
 
-void _wrap_kvc_store_args_init_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig_go_0) {
+void _wrap_kvc_store_args_init_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
   kvc_store_args_t *arg1 = (kvc_store_args_t *) 0 ;
   
   arg1 = *(kvc_store_args_t **)&_swig_go_0; 
@@ -4948,7 +4956,7 @@ void _wrap_kvc_store_args_init_kvc_fcbb5e12893c1662(struct kvc_store_args *_swig
 }
 
 
-_gostring_ _wrap_kvc_store_kv_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_store_kv_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_store_args_t *arg2 = (kvc_store_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -4965,7 +4973,7 @@ _gostring_ _wrap_kvc_store_kv_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, stru
 }
 
 
-void _wrap_kvc_store_strides_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_strides_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t arg2 ;
   
@@ -4977,7 +4985,7 @@ void _wrap_kvc_store_strides_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_s
 }
 
 
-int _wrap_kvc_store_strides_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0) {
+int _wrap_kvc_store_strides_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4990,7 +4998,7 @@ int _wrap_kvc_store_strides_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_st
 }
 
 
-void _wrap_kvc_store_strides_t_seq_len_set_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_strides_t_seq_len_set_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t arg2 ;
   
@@ -5002,7 +5010,7 @@ void _wrap_kvc_store_strides_t_seq_len_set_kvc_fcbb5e12893c1662(struct kvc_store
 }
 
 
-int _wrap_kvc_store_strides_t_seq_len_get_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0) {
+int _wrap_kvc_store_strides_t_seq_len_get_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5015,7 +5023,7 @@ int _wrap_kvc_store_strides_t_seq_len_get_kvc_fcbb5e12893c1662(struct kvc_store_
 }
 
 
-void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5027,7 +5035,7 @@ void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_fcbb5e12893c1662(struct kv
 }
 
 
-long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5040,7 +5048,7 @@ long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_fcbb5e12893c1662(stru
 }
 
 
-void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5052,7 +5060,7 @@ void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_fcbb5e12893c1662(struct 
 }
 
 
-long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5065,7 +5073,7 @@ long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_fcbb5e12893c1662(st
 }
 
 
-void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5077,7 +5085,7 @@ void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_fcbb5e12893c1662(struct k
 }
 
 
-long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5090,7 +5098,7 @@ long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_fcbb5e12893c1662(str
 }
 
 
-void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5102,7 +5110,7 @@ void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_fcbb5e12893c1662(struct 
 }
 
 
-long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5115,7 +5123,7 @@ long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_fcbb5e12893c1662(st
 }
 
 
-void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5127,7 +5135,7 @@ void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_fcbb5e12893c1662(struc
 }
 
 
-long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5140,7 +5148,7 @@ long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_fcbb5e12893c1662(
 }
 
 
-void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5152,7 +5160,7 @@ void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_fcbb5e12893c1662(struct
 }
 
 
-long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5165,7 +5173,7 @@ long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_fcbb5e12893c1662(s
 }
 
 
-struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_fcbb5e12893c1662() {
+struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_store_strides *result = 0 ;
   struct kvc_store_strides *_swig_go_result;
   
@@ -5176,7 +5184,7 @@ struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_delete_kvc_store_strides_t_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0) {
+void _wrap_delete_kvc_store_strides_t_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   
   arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
@@ -5186,7 +5194,7 @@ void _wrap_delete_kvc_store_strides_t_kvc_fcbb5e12893c1662(struct kvc_store_stri
 }
 
 
-void _wrap_kvc_store_strides_init_kvc_fcbb5e12893c1662(struct kvc_store_strides *_swig_go_0) {
+void _wrap_kvc_store_strides_init_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
   kvc_store_strides_t *arg1 = (kvc_store_strides_t *) 0 ;
   
   arg1 = *(kvc_store_strides_t **)&_swig_go_0; 
@@ -5196,7 +5204,7 @@ void _wrap_kvc_store_strides_init_kvc_fcbb5e12893c1662(struct kvc_store_strides 
 }
 
 
-_gostring_ _wrap_kvc_store_kv_strided_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, struct kvc_store_strides *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_kvc_store_kv_strided_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, struct kvc_store_strides *_swig_go_2, void *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_store_args_t *arg2 = (kvc_store_args_t *) 0 ;
   kvc_store_strides_t *arg3 = (kvc_store_strides_t *) 0 ;
@@ -5215,7 +5223,7 @@ _gostring_ _wrap_kvc_store_kv_strided_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_copy_blocks_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
+_gostring_ _wrap_kvc_copy_blocks_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -5240,7 +5248,7 @@ _gostring_ _wrap_kvc_copy_blocks_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, i
 }
 
 
-intgo _wrap_KVC_TABLE_PADDED_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_TABLE_PADDED_kvc_0a5df17ca90a3f7d() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -5252,7 +5260,7 @@ intgo _wrap_KVC_TABLE_PADDED_kvc_fcbb5e12893c1662() {
 }
 
 
-intgo _wrap_KVC_TABLE_CSR_kvc_fcbb5e12893c1662() {
+intgo _wrap_KVC_TABLE_CSR_kvc_0a5df17ca90a3f7d() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -5264,7 +5272,7 @@ intgo _wrap_KVC_TABLE_CSR_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_kvc_decode_args_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5276,7 +5284,7 @@ void _wrap_kvc_decode_args_t_struct_size_set_kvc_fcbb5e12893c1662(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5289,7 +5297,7 @@ int _wrap_kvc_decode_args_t_struct_size_get_kvc_fcbb5e12893c1662(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_layer_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5301,7 +5309,7 @@ void _wrap_kvc_decode_args_t_layer_set_kvc_fcbb5e12893c1662(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_layer_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5314,7 +5322,7 @@ int _wrap_kvc_decode_args_t_layer_get_kvc_fcbb5e12893c1662(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_batch_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_batch_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5326,7 +5334,7 @@ void _wrap_kvc_decode_args_t_batch_set_kvc_fcbb5e12893c1662(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_batch_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_batch_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5339,7 +5347,7 @@ int _wrap_kvc_decode_args_t_batch_get_kvc_fcbb5e12893c1662(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_q_heads_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_heads_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5351,7 +5359,7 @@ void _wrap_kvc_decode_args_t_q_heads_set_kvc_fcbb5e12893c1662(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_heads_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_heads_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5364,7 +5372,7 @@ int _wrap_kvc_decode_args_t_q_heads_get_kvc_fcbb5e12893c1662(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_q_dtype_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -5376,7 +5384,7 @@ void _wrap_kvc_decode_args_t_q_dtype_set_kvc_fcbb5e12893c1662(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_dtype_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -5389,7 +5397,7 @@ int _wrap_kvc_decode_args_t_q_dtype_get_kvc_fcbb5e12893c1662(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_table_format_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_format_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t arg2 ;
   
@@ -5401,7 +5409,7 @@ void _wrap_kvc_decode_args_t_table_format_set_kvc_fcbb5e12893c1662(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_format_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_format_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t result;
   int _swig_go_result;
@@ -5414,7 +5422,7 @@ int _wrap_kvc_decode_args_t_table_format_get_kvc_fcbb5e12893c1662(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_query_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_query_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5426,7 +5434,7 @@ void _wrap_kvc_decode_args_t_query_set_kvc_fcbb5e12893c1662(struct kvc_decode_ar
 }
 
 
-void *_wrap_kvc_decode_args_t_query_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_query_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -5439,7 +5447,7 @@ void *_wrap_kvc_decode_args_t_query_get_kvc_fcbb5e12893c1662(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_out_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_out_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5451,7 +5459,7 @@ void _wrap_kvc_decode_args_t_out_set_kvc_fcbb5e12893c1662(struct kvc_decode_args
 }
 
 
-void *_wrap_kvc_decode_args_t_out_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_out_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -5464,7 +5472,7 @@ void *_wrap_kvc_decode_args_t_out_get_kvc_fcbb5e12893c1662(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_seq_lens_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_seq_lens_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -5476,7 +5484,7 @@ void _wrap_kvc_decode_args_t_seq_lens_set_kvc_fcbb5e12893c1662(struct kvc_decode
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -5489,7 +5497,7 @@ int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_fcbb5e12893c1662(struct kvc_de
 }
 
 
-void _wrap_kvc_decode_args_t_block_table_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_block_table_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -5501,7 +5509,7 @@ void _wrap_kvc_decode_args_t_block_table_set_kvc_fcbb5e12893c1662(struct kvc_dec
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -5514,7 +5522,7 @@ int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-void _wrap_kvc_decode_args_t_indptr_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_indptr_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -5526,7 +5534,7 @@ void _wrap_kvc_decode_args_t_indptr_set_kvc_fcbb5e12893c1662(struct kvc_decode_a
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -5539,7 +5547,7 @@ int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_fcbb5e12893c1662(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_table_stride_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5551,7 +5559,7 @@ void _wrap_kvc_decode_args_t_table_stride_set_kvc_fcbb5e12893c1662(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_stride_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5564,7 +5572,7 @@ int _wrap_kvc_decode_args_t_table_stride_get_kvc_fcbb5e12893c1662(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5576,7 +5584,7 @@ void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_fcbb5e12893c1662(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5589,7 +5597,7 @@ int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_fcbb5e12893c1662(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_window_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_window_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5601,7 +5609,7 @@ void _wrap_kvc_decode_args_t_window_set_kvc_fcbb5e12893c1662(struct kvc_decode_a
 }
 
 
-int _wrap_kvc_decode_args_t_window_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_window_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5614,7 +5622,7 @@ int _wrap_kvc_decode_args_t_window_get_kvc_fcbb5e12893c1662(struct kvc_decode_ar
 }
 
 
-void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -5626,7 +5634,7 @@ void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_fcbb5e12893c1662(struct kvc_d
 }
 
 
-float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -5639,7 +5647,7 @@ float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_fcbb5e12893c1662(struct kvc_
 }
 
 
-void _wrap_kvc_decode_args_t_k_scale_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_k_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -5651,7 +5659,7 @@ void _wrap_kvc_decode_args_t_k_scale_set_kvc_fcbb5e12893c1662(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_k_scale_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_k_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -5664,7 +5672,7 @@ float _wrap_kvc_decode_args_t_k_scale_get_kvc_fcbb5e12893c1662(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_v_scale_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_v_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -5676,7 +5684,7 @@ void _wrap_kvc_decode_args_t_v_scale_set_kvc_fcbb5e12893c1662(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_v_scale_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_v_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -5689,7 +5697,7 @@ float _wrap_kvc_decode_args_t_v_scale_get_kvc_fcbb5e12893c1662(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5701,7 +5709,7 @@ void _wrap_kvc_decode_args_t_workspace_set_kvc_fcbb5e12893c1662(struct kvc_decod
 }
 
 
-void *_wrap_kvc_decode_args_t_workspace_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_workspace_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -5714,7 +5722,7 @@ void *_wrap_kvc_decode_args_t_workspace_get_kvc_fcbb5e12893c1662(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t arg2 ;
   
@@ -5726,7 +5734,7 @@ void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_fcbb5e12893c1662(struct kvc
 }
 
 
-long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5739,7 +5747,7 @@ long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_fcbb5e12893c1662(struc
 }
 
 
-struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_fcbb5e12893c1662() {
+struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_0a5df17ca90a3f7d() {
   struct kvc_decode_args *result = 0 ;
   struct kvc_decode_args *_swig_go_result;
   
@@ -5750,7 +5758,7 @@ struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_delete_kvc_decode_args_t_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+void _wrap_delete_kvc_decode_args_t_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   
   arg1 = *(struct kvc_decode_args **)&_swig_go_0; 
@@ -5760,7 +5768,7 @@ void _wrap_delete_kvc_decode_args_t_kvc_fcbb5e12893c1662(struct kvc_decode_args 
 }
 
 
-void _wrap_kvc_decode_args_init_kvc_fcbb5e12893c1662(struct kvc_decode_args *_swig_go_0) {
+void _wrap_kvc_decode_args_init_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
   kvc_decode_args_t *arg1 = (kvc_decode_args_t *) 0 ;
   
   arg1 = *(kvc_decode_args_t **)&_swig_go_0; 
@@ -5770,7 +5778,7 @@ void _wrap_kvc_decode_args_init_kvc_fcbb5e12893c1662(struct kvc_decode_args *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_workspace_size_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_workspace_size_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -5787,7 +5795,7 @@ _gostring_ _wrap_kvc_decode_workspace_size_kvc_fcbb5e12893c1662(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_attention_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_attention_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5804,7 +5812,647 @@ _gostring_ _wrap_kvc_decode_attention_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_cache_get_async_error_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
+void _wrap_kvc_prefill_args_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->layer = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->layer);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_batch_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->batch = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_batch_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->batch);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_total_q_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->total_q = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_total_q_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->total_q);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_q_heads_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->q_heads = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_q_heads_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->q_heads);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  kvc_dtype_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (kvc_dtype_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->q_dtype = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  kvc_dtype_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (kvc_dtype_t) ((arg1)->q_dtype);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_table_format_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  kvc_table_format_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (kvc_table_format_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->table_format = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_table_format_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  kvc_table_format_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (kvc_table_format_t) ((arg1)->table_format);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_query_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  void *arg2 = (void *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = *(void **)&_swig_go_1; 
+  
+  if (arg1) (arg1)->query = (void const *)arg2;
+  
+}
+
+
+void *_wrap_kvc_prefill_args_t_query_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  void *result = 0 ;
+  void *_swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (void *) ((arg1)->query);
+  *(void **)&_swig_go_result = (void *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_out_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  void *arg2 = (void *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = *(void **)&_swig_go_1; 
+  
+  if (arg1) (arg1)->out = arg2;
+  
+}
+
+
+void *_wrap_kvc_prefill_args_t_out_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  void *result = 0 ;
+  void *_swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (void *) ((arg1)->out);
+  *(void **)&_swig_go_result = (void *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_lse_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, float *_swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float *arg2 = (float *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (float *)_swig_go_1; 
+  
+  if (arg1) (arg1)->lse = arg2;
+  
+}
+
+
+float *_wrap_kvc_prefill_args_t_lse_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float *result = 0 ;
+  float *_swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (float *) ((arg1)->lse);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1; 
+  
+  if (arg1) (arg1)->qo_indptr = (int32_t const *)arg2;
+  
+}
+
+
+int32_t *_wrap_kvc_prefill_args_t_qo_indptr_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  int32_t *result = 0 ;
+  int32_t *_swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (int32_t *) ((arg1)->qo_indptr);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1; 
+  
+  if (arg1) (arg1)->kv_lens = (int32_t const *)arg2;
+  
+}
+
+
+int32_t *_wrap_kvc_prefill_args_t_kv_lens_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  int32_t *result = 0 ;
+  int32_t *_swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (int32_t *) ((arg1)->kv_lens);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_block_table_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1; 
+  
+  if (arg1) (arg1)->block_table = (int32_t const *)arg2;
+  
+}
+
+
+int32_t *_wrap_kvc_prefill_args_t_block_table_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  int32_t *result = 0 ;
+  int32_t *_swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (int32_t *) ((arg1)->block_table);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_indptr_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1; 
+  
+  if (arg1) (arg1)->indptr = (int32_t const *)arg2;
+  
+}
+
+
+int32_t *_wrap_kvc_prefill_args_t_indptr_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  int32_t *result = 0 ;
+  int32_t *_swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (int32_t *) ((arg1)->indptr);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_table_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->table_stride = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_table_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->table_stride);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->max_kv_len = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->max_kv_len);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_window_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->window = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_window_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->window);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  if (arg1) (arg1)->softmax_scale = arg2;
+  
+}
+
+
+float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float result;
+  float _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (float) ((arg1)->softmax_scale);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  if (arg1) (arg1)->logits_soft_cap = arg2;
+  
+}
+
+
+float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float result;
+  float _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (float) ((arg1)->logits_soft_cap);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_k_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  if (arg1) (arg1)->k_scale = arg2;
+  
+}
+
+
+float _wrap_kvc_prefill_args_t_k_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float result;
+  float _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (float) ((arg1)->k_scale);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_v_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  if (arg1) (arg1)->v_scale = arg2;
+  
+}
+
+
+float _wrap_kvc_prefill_args_t_v_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  float result;
+  float _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (float) ((arg1)->v_scale);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_workspace_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  void *arg2 = (void *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = *(void **)&_swig_go_1; 
+  
+  if (arg1) (arg1)->workspace = arg2;
+  
+}
+
+
+void *_wrap_kvc_prefill_args_t_workspace_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  void *result = 0 ;
+  void *_swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (void *) ((arg1)->workspace);
+  *(void **)&_swig_go_result = (void *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, long long _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->workspace_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->workspace_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_prefill_args *_wrap_new_kvc_prefill_args_t_kvc_0a5df17ca90a3f7d() {
+  struct kvc_prefill_args *result = 0 ;
+  struct kvc_prefill_args *_swig_go_result;
+  
+  
+  result = (struct kvc_prefill_args *)calloc(1, sizeof(struct kvc_prefill_args));
+  *(struct kvc_prefill_args **)&_swig_go_result = (struct kvc_prefill_args *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_prefill_args_t_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_prefill_args_init_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+  kvc_prefill_args_t *arg1 = (kvc_prefill_args_t *) 0 ;
+  
+  arg1 = *(kvc_prefill_args_t **)&_swig_go_0; 
+  
+  kvc_prefill_args_init(arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_prefill_workspace_size_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, long long *_swig_go_2) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  kvc_prefill_args_t *arg2 = (kvc_prefill_args_t *) 0 ;
+  uint64_t *arg3 = (uint64_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = *(kvc_prefill_args_t **)&_swig_go_1; 
+  arg3 = (uint64_t *)_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_prefill_workspace_size((struct kvc_cache const *)arg1,(struct kvc_prefill_args const *)arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_prefill_attention_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, void *_swig_go_2) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  kvc_prefill_args_t *arg2 = (kvc_prefill_args_t *) 0 ;
+  void *arg3 = (void *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = *(kvc_prefill_args_t **)&_swig_go_1; 
+  arg3 = *(void **)&_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_prefill_attention(arg1,(struct kvc_prefill_args const *)arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_cache_get_async_error_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t *arg3 = (kvc_status_t *) 0 ;
@@ -5821,7 +6469,2080 @@ _gostring_ _wrap_kvc_cache_get_async_error_kvc_fcbb5e12893c1662(kvc_cache_t *_sw
 }
 
 
-uintptr_t _wrap_kvcgo_buffer_new_kvc_fcbb5e12893c1662(char *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_KVC_GROWTH_STAGGERED_kvc_0a5df17ca90a3f7d() {
+  enum kvc_growth_policy result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_GROWTH_STAGGERED;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_GROWTH_UNIFORM_kvc_0a5df17ca90a3f7d() {
+  enum kvc_growth_policy result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_GROWTH_UNIFORM;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_0a5df17ca90a3f7d() {
+  unsigned int result;
+  intgo _swig_go_result;
+  
+  
+  result = (unsigned int)((1u << 30));
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_options_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_options **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_options_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
+  struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_options **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_options_t_batch_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_options **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->batch = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_options_t_batch_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
+  struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_options **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->batch);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_options_t_layout_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
+  kvc_layout_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_options **)&_swig_go_0; 
+  arg2 = (kvc_layout_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->layout = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_options_t_layout_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
+  struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
+  kvc_layout_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_options **)&_swig_go_0; 
+  
+  result = (kvc_layout_t) ((arg1)->layout);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_options_t_growth_step_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_options **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->growth_step = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_options_t_growth_step_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
+  struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_options **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->growth_step);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
+  kvc_growth_policy_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_options **)&_swig_go_0; 
+  arg2 = (kvc_growth_policy_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->growth_policy = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
+  struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
+  kvc_growth_policy_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_options **)&_swig_go_0; 
+  
+  result = (kvc_growth_policy_t) ((arg1)->growth_policy);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_options_t_max_length_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_options **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->max_length = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_options_t_max_length_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
+  struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_options **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->max_length);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_options_t_initial_length_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_options **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->initial_length = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_options_t_initial_length_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
+  struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_options **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->initial_length);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_stateful_options *_wrap_new_kvc_stateful_options_t_kvc_0a5df17ca90a3f7d() {
+  struct kvc_stateful_options *result = 0 ;
+  struct kvc_stateful_options *_swig_go_result;
+  
+  
+  result = (struct kvc_stateful_options *)calloc(1, sizeof(struct kvc_stateful_options));
+  *(struct kvc_stateful_options **)&_swig_go_result = (struct kvc_stateful_options *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_stateful_options_t_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
+  struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
+  
+  arg1 = *(struct kvc_stateful_options **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_stateful_options_init_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
+  kvc_stateful_options_t *arg1 = (kvc_stateful_options_t *) 0 ;
+  
+  arg1 = *(kvc_stateful_options_t **)&_swig_go_0; 
+  
+  kvc_stateful_options_init(arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_stateful_create_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, struct kvc_stateful_options *_swig_go_1, kvc_stateful_t **_swig_go_2) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  kvc_stateful_options_t *arg2 = (kvc_stateful_options_t *) 0 ;
+  kvc_stateful_t **arg3 = (kvc_stateful_t **) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = *(kvc_stateful_options_t **)&_swig_go_1; 
+  arg3 = (kvc_stateful_t **)_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_stateful_create((struct kvc_config const *)arg1,(struct kvc_stateful_options const *)arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_destroy_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0) {
+  kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
+  
+  arg1 = (kvc_stateful_t *)_swig_go_0; 
+  
+  kvc_stateful_destroy(arg1);
+  
+}
+
+
+void _wrap_kvc_stateful_view_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_view_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_view_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->layer = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_view_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->layer);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_view_t_key_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  void *arg2 = (void *) 0 ;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  arg2 = *(void **)&_swig_go_1; 
+  
+  if (arg1) (arg1)->key = arg2;
+  
+}
+
+
+void *_wrap_kvc_stateful_view_t_key_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  void *result = 0 ;
+  void *_swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  
+  result = (void *) ((arg1)->key);
+  *(void **)&_swig_go_result = (void *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_view_t_value_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  void *arg2 = (void *) 0 ;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  arg2 = *(void **)&_swig_go_1; 
+  
+  if (arg1) (arg1)->value = arg2;
+  
+}
+
+
+void *_wrap_kvc_stateful_view_t_value_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  void *result = 0 ;
+  void *_swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  
+  result = (void *) ((arg1)->value);
+  *(void **)&_swig_go_result = (void *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_view_t_row_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->row_stride = arg2;
+  
+}
+
+
+long long _wrap_kvc_stateful_view_t_row_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->row_stride);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_view_t_head_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->head_stride = arg2;
+  
+}
+
+
+long long _wrap_kvc_stateful_view_t_head_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->head_stride);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_view_t_token_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->token_stride = arg2;
+  
+}
+
+
+long long _wrap_kvc_stateful_view_t_token_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->token_stride);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_view_t_batch_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->batch = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_view_t_batch_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->batch);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_view_t_capacity_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->capacity = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_view_t_capacity_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->capacity);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->kv_heads = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->kv_heads);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_view_t_head_dim_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->head_dim = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_view_t_head_dim_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->head_dim);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_view_t_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  kvc_dtype_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  arg2 = (kvc_dtype_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->dtype = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_view_t_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  kvc_dtype_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  
+  result = (kvc_dtype_t) ((arg1)->dtype);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_view_t_layout_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  kvc_layout_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  arg2 = (kvc_layout_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->layout = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_view_t_layout_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  kvc_layout_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  
+  result = (kvc_layout_t) ((arg1)->layout);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_view_t_max_length_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->max_length = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_view_t_max_length_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->max_length);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->beam_table_stride = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->beam_table_stride);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_view_t_lengths_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1; 
+  
+  if (arg1) (arg1)->lengths = (int32_t const *)arg2;
+  
+}
+
+
+int32_t *_wrap_kvc_stateful_view_t_lengths_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  int32_t *result = 0 ;
+  int32_t *_swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  
+  result = (int32_t *) ((arg1)->lengths);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_view_t_beam_table_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1; 
+  
+  if (arg1) (arg1)->beam_table = (int32_t const *)arg2;
+  
+}
+
+
+int32_t *_wrap_kvc_stateful_view_t_beam_table_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  int32_t *result = 0 ;
+  int32_t *_swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  
+  result = (int32_t *) ((arg1)->beam_table);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_stateful_view *_wrap_new_kvc_stateful_view_t_kvc_0a5df17ca90a3f7d() {
+  struct kvc_stateful_view *result = 0 ;
+  struct kvc_stateful_view *_swig_go_result;
+  
+  
+  result = (struct kvc_stateful_view *)calloc(1, sizeof(struct kvc_stateful_view));
+  *(struct kvc_stateful_view **)&_swig_go_result = (struct kvc_stateful_view *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_stateful_view_t_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+  struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
+  
+  arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_stateful_view_init_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+  kvc_stateful_view_t *arg1 = (kvc_stateful_view_t *) 0 ;
+  
+  arg1 = *(kvc_stateful_view_t **)&_swig_go_0; 
+  
+  kvc_stateful_view_init(arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_stateful_layer_view_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_view *_swig_go_2) {
+  kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
+  uint32_t arg2 ;
+  kvc_stateful_view_t *arg3 = (kvc_stateful_view_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_stateful_t *)_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  arg3 = *(kvc_stateful_view_t **)&_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_stateful_layer_view((struct kvc_stateful const *)arg1,arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_stateful_get_lengths_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int _swig_go_3) {
+  kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
+  uint32_t arg2 ;
+  uint32_t *arg3 = (uint32_t *) 0 ;
+  uint32_t arg4 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_stateful_t *)_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  arg3 = (uint32_t *)_swig_go_2; 
+  arg4 = (uint32_t)_swig_go_3; 
+  
+  result = (kvc_status_t)kvc_stateful_get_lengths((struct kvc_stateful const *)arg1,arg2,arg3,arg4);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
+  struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_append_args_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->layer = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_append_args_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
+  struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->layer);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_tokens = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
+  struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->num_tokens);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
+  kvc_dtype_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
+  arg2 = (kvc_dtype_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->src_dtype = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
+  struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
+  kvc_dtype_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
+  
+  result = (kvc_dtype_t) ((arg1)->src_dtype);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_append_args_t_key_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
+  struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
+  void *arg2 = (void *) 0 ;
+  
+  arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
+  arg2 = *(void **)&_swig_go_1; 
+  
+  if (arg1) (arg1)->key = (void const *)arg2;
+  
+}
+
+
+void *_wrap_kvc_stateful_append_args_t_key_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
+  struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
+  void *result = 0 ;
+  void *_swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
+  
+  result = (void *) ((arg1)->key);
+  *(void **)&_swig_go_result = (void *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_append_args_t_value_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
+  struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
+  void *arg2 = (void *) 0 ;
+  
+  arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
+  arg2 = *(void **)&_swig_go_1; 
+  
+  if (arg1) (arg1)->value = (void const *)arg2;
+  
+}
+
+
+void *_wrap_kvc_stateful_append_args_t_value_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
+  struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
+  void *result = 0 ;
+  void *_swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
+  
+  result = (void *) ((arg1)->value);
+  *(void **)&_swig_go_result = (void *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, uint32_t *_swig_go_1) {
+  struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
+  uint32_t *arg2 = (uint32_t *) 0 ;
+  
+  arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
+  arg2 = (uint32_t *)_swig_go_1; 
+  
+  if (arg1) (arg1)->row_tokens = (uint32_t const *)arg2;
+  
+}
+
+
+uint32_t *_wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
+  struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
+  uint32_t *result = 0 ;
+  uint32_t *_swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
+  
+  result = (uint32_t *) ((arg1)->row_tokens);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
+  struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
+  float arg2 ;
+  
+  arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  if (arg1) (arg1)->k_scale = arg2;
+  
+}
+
+
+float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
+  struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
+  float result;
+  float _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
+  
+  result = (float) ((arg1)->k_scale);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
+  struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
+  float arg2 ;
+  
+  arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  if (arg1) (arg1)->v_scale = arg2;
+  
+}
+
+
+float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
+  struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
+  float result;
+  float _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
+  
+  result = (float) ((arg1)->v_scale);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_stateful_append_args *_wrap_new_kvc_stateful_append_args_t_kvc_0a5df17ca90a3f7d() {
+  struct kvc_stateful_append_args *result = 0 ;
+  struct kvc_stateful_append_args *_swig_go_result;
+  
+  
+  result = (struct kvc_stateful_append_args *)calloc(1, sizeof(struct kvc_stateful_append_args));
+  *(struct kvc_stateful_append_args **)&_swig_go_result = (struct kvc_stateful_append_args *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_stateful_append_args_t_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
+  struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
+  
+  arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_stateful_append_args_init_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
+  kvc_stateful_append_args_t *arg1 = (kvc_stateful_append_args_t *) 0 ;
+  
+  arg1 = *(kvc_stateful_append_args_t **)&_swig_go_0; 
+  
+  kvc_stateful_append_args_init(arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_stateful_append_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, struct kvc_stateful_append_args *_swig_go_1, void *_swig_go_2) {
+  kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
+  kvc_stateful_append_args_t *arg2 = (kvc_stateful_append_args_t *) 0 ;
+  void *arg3 = (void *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_stateful_t *)_swig_go_0; 
+  arg2 = *(kvc_stateful_append_args_t **)&_swig_go_1; 
+  arg3 = *(void **)&_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_stateful_append(arg1,(struct kvc_stateful_append_args const *)arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_stateful_reorder_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, int *_swig_go_1, int _swig_go_2, void *_swig_go_3) {
+  kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  uint32_t arg3 ;
+  void *arg4 = (void *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_stateful_t *)_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1; 
+  arg3 = (uint32_t)_swig_go_2; 
+  arg4 = *(void **)&_swig_go_3; 
+  
+  result = (kvc_status_t)kvc_stateful_reorder(arg1,(int const *)arg2,arg3,arg4);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_stateful_compact_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, void *_swig_go_1) {
+  kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
+  void *arg2 = (void *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_stateful_t *)_swig_go_0; 
+  arg2 = *(void **)&_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_stateful_compact(arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_stateful_trim_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, int _swig_go_1, int _swig_go_2, void *_swig_go_3) {
+  kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
+  uint32_t arg2 ;
+  uint32_t arg3 ;
+  void *arg4 = (void *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_stateful_t *)_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  arg3 = (uint32_t)_swig_go_2; 
+  arg4 = *(void **)&_swig_go_3; 
+  
+  result = (kvc_status_t)kvc_stateful_trim(arg1,arg2,arg3,arg4);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_stateful_reset_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, bool _swig_go_1, void *_swig_go_2) {
+  kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
+  bool arg2 ;
+  void *arg3 = (void *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_stateful_t *)_swig_go_0; 
+  arg2 = (bool)_swig_go_1; 
+  arg3 = *(void **)&_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_stateful_reset(arg1,arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_stateful_export_row_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, void *_swig_go_5) {
+  kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
+  uint32_t arg2 ;
+  void *arg3 = (void *) 0 ;
+  uint64_t arg4 ;
+  uint64_t *arg5 = (uint64_t *) 0 ;
+  void *arg6 = (void *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_stateful_t *)_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  arg3 = *(void **)&_swig_go_2; 
+  arg4 = (uint64_t)_swig_go_3; 
+  arg5 = (uint64_t *)_swig_go_4; 
+  arg6 = *(void **)&_swig_go_5; 
+  
+  result = (kvc_status_t)kvc_stateful_export_row(arg1,arg2,arg3,arg4,arg5,arg6);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_stateful_import_row_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+  kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
+  uint32_t arg2 ;
+  void *arg3 = (void *) 0 ;
+  uint64_t arg4 ;
+  void *arg5 = (void *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_stateful_t *)_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  arg3 = *(void **)&_swig_go_2; 
+  arg4 = (uint64_t)_swig_go_3; 
+  arg5 = *(void **)&_swig_go_4; 
+  
+  result = (kvc_status_t)kvc_stateful_import_row(arg1,arg2,(void const *)arg3,arg4,arg5);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->layer = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->layer);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->q_heads = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->q_heads);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  kvc_dtype_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  arg2 = (kvc_dtype_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->q_dtype = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  kvc_dtype_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  
+  result = (kvc_dtype_t) ((arg1)->q_dtype);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_decode_args_t_query_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  void *arg2 = (void *) 0 ;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  arg2 = *(void **)&_swig_go_1; 
+  
+  if (arg1) (arg1)->query = (void const *)arg2;
+  
+}
+
+
+void *_wrap_kvc_stateful_decode_args_t_query_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  void *result = 0 ;
+  void *_swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  
+  result = (void *) ((arg1)->query);
+  *(void **)&_swig_go_result = (void *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_decode_args_t_out_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  void *arg2 = (void *) 0 ;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  arg2 = *(void **)&_swig_go_1; 
+  
+  if (arg1) (arg1)->out = arg2;
+  
+}
+
+
+void *_wrap_kvc_stateful_decode_args_t_out_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  void *result = 0 ;
+  void *_swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  
+  result = (void *) ((arg1)->out);
+  *(void **)&_swig_go_result = (void *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->max_seq_len = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->max_seq_len);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  float arg2 ;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  if (arg1) (arg1)->softmax_scale = arg2;
+  
+}
+
+
+float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  float result;
+  float _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  
+  result = (float) ((arg1)->softmax_scale);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  float arg2 ;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  if (arg1) (arg1)->k_scale = arg2;
+  
+}
+
+
+float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  float result;
+  float _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  
+  result = (float) ((arg1)->k_scale);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  float arg2 ;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  if (arg1) (arg1)->v_scale = arg2;
+  
+}
+
+
+float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  float result;
+  float _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  
+  result = (float) ((arg1)->v_scale);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  void *arg2 = (void *) 0 ;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  arg2 = *(void **)&_swig_go_1; 
+  
+  if (arg1) (arg1)->workspace = arg2;
+  
+}
+
+
+void *_wrap_kvc_stateful_decode_args_t_workspace_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  void *result = 0 ;
+  void *_swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  
+  result = (void *) ((arg1)->workspace);
+  *(void **)&_swig_go_result = (void *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, long long _swig_go_1) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->workspace_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->workspace_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_stateful_decode_args *_wrap_new_kvc_stateful_decode_args_t_kvc_0a5df17ca90a3f7d() {
+  struct kvc_stateful_decode_args *result = 0 ;
+  struct kvc_stateful_decode_args *_swig_go_result;
+  
+  
+  result = (struct kvc_stateful_decode_args *)calloc(1, sizeof(struct kvc_stateful_decode_args));
+  *(struct kvc_stateful_decode_args **)&_swig_go_result = (struct kvc_stateful_decode_args *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_stateful_decode_args_t_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+  struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
+  
+  arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_stateful_decode_args_init_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+  kvc_stateful_decode_args_t *arg1 = (kvc_stateful_decode_args_t *) 0 ;
+  
+  arg1 = *(kvc_stateful_decode_args_t **)&_swig_go_0; 
+  
+  kvc_stateful_decode_args_init(arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_stateful_decode_workspace_size_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, long long *_swig_go_2) {
+  kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
+  kvc_stateful_decode_args_t *arg2 = (kvc_stateful_decode_args_t *) 0 ;
+  uint64_t *arg3 = (uint64_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_stateful_t *)_swig_go_0; 
+  arg2 = *(kvc_stateful_decode_args_t **)&_swig_go_1; 
+  arg3 = (uint64_t *)_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_stateful_decode_workspace_size((struct kvc_stateful const *)arg1,(struct kvc_stateful_decode_args const *)arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_stateful_decode_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, void *_swig_go_2) {
+  kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
+  kvc_stateful_decode_args_t *arg2 = (kvc_stateful_decode_args_t *) 0 ;
+  void *arg3 = (void *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_stateful_t *)_swig_go_0; 
+  arg2 = *(kvc_stateful_decode_args_t **)&_swig_go_1; 
+  arg3 = *(void **)&_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_stateful_decode(arg1,(struct kvc_stateful_decode_args const *)arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_stateful_get_async_error_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
+  kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
+  void *arg2 = (void *) 0 ;
+  kvc_status_t *arg3 = (kvc_status_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_stateful_t *)_swig_go_0; 
+  arg2 = *(void **)&_swig_go_1; 
+  arg3 = (kvc_status_t *)_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_stateful_get_async_error(arg1,arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
+  struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_layers = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
+  struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->num_layers);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->bytes_allocated = arg2;
+  
+}
+
+
+long long _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
+  struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->bytes_allocated);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->peak_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
+  struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->peak_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->kv_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
+  struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->kv_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->table_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
+  struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->table_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->reallocations = arg2;
+  
+}
+
+
+long long _wrap_kvc_stateful_stats_t_reallocations_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
+  struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->reallocations);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_stats_t_reorders_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->reorders = arg2;
+  
+}
+
+
+long long _wrap_kvc_stateful_stats_t_reorders_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
+  struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->reorders);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->table_entries_copied = arg2;
+  
+}
+
+
+long long _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
+  struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->table_entries_copied);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_stats_t_compactions_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->compactions = arg2;
+  
+}
+
+
+long long _wrap_kvc_stateful_stats_t_compactions_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
+  struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->compactions);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_stateful_stats *_wrap_new_kvc_stateful_stats_t_kvc_0a5df17ca90a3f7d() {
+  struct kvc_stateful_stats *result = 0 ;
+  struct kvc_stateful_stats *_swig_go_result;
+  
+  
+  result = (struct kvc_stateful_stats *)calloc(1, sizeof(struct kvc_stateful_stats));
+  *(struct kvc_stateful_stats **)&_swig_go_result = (struct kvc_stateful_stats *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_stateful_stats_t_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
+  struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
+  
+  arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_stateful_stats_init_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
+  kvc_stateful_stats_t *arg1 = (kvc_stateful_stats_t *) 0 ;
+  
+  arg1 = *(kvc_stateful_stats_t **)&_swig_go_0; 
+  
+  kvc_stateful_stats_init(arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_stateful_get_stats_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, struct kvc_stateful_stats *_swig_go_1) {
+  kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
+  kvc_stateful_stats_t *arg2 = (kvc_stateful_stats_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_stateful_t *)_swig_go_0; 
+  arg2 = *(kvc_stateful_stats_t **)&_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_stateful_get_stats((struct kvc_stateful const *)arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_layer_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
+  struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_layer_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_layer_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->layer = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
+  struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_layer_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->layer);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_layer_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->capacity = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
+  struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_layer_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->capacity);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_layer_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->growth_offset = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
+  struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_layer_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->growth_offset);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_layer_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
+  struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_layer_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_layer_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->reallocations = arg2;
+  
+}
+
+
+long long _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
+  struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_layer_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->reallocations);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_layer_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->last_growth_length = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
+  struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_layer_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->last_growth_length);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+  struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_stateful_layer_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->max_length = arg2;
+  
+}
+
+
+int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
+  struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_stateful_layer_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->max_length);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_stateful_layer_stats *_wrap_new_kvc_stateful_layer_stats_t_kvc_0a5df17ca90a3f7d() {
+  struct kvc_stateful_layer_stats *result = 0 ;
+  struct kvc_stateful_layer_stats *_swig_go_result;
+  
+  
+  result = (struct kvc_stateful_layer_stats *)calloc(1, sizeof(struct kvc_stateful_layer_stats));
+  *(struct kvc_stateful_layer_stats **)&_swig_go_result = (struct kvc_stateful_layer_stats *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_stateful_layer_stats_t_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
+  struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
+  
+  arg1 = *(struct kvc_stateful_layer_stats **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_stateful_layer_stats_init_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
+  kvc_stateful_layer_stats_t *arg1 = (kvc_stateful_layer_stats_t *) 0 ;
+  
+  arg1 = *(kvc_stateful_layer_stats_t **)&_swig_go_0; 
+  
+  kvc_stateful_layer_stats_init(arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_stateful_get_layer_stats_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_layer_stats *_swig_go_2) {
+  kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
+  uint32_t arg2 ;
+  kvc_stateful_layer_stats_t *arg3 = (kvc_stateful_layer_stats_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_stateful_t *)_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  arg3 = *(kvc_stateful_layer_stats_t **)&_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_stateful_get_layer_stats((struct kvc_stateful const *)arg1,arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+uintptr_t _wrap_kvcgo_buffer_new_kvc_0a5df17ca90a3f7d(char *_swig_go_0, long long _swig_go_1) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   uintptr_t result;
@@ -5836,7 +8557,7 @@ uintptr_t _wrap_kvcgo_buffer_new_kvc_fcbb5e12893c1662(char *_swig_go_0, long lon
 }
 
 
-void _wrap_kvcgo_buffer_free_kvc_fcbb5e12893c1662(uintptr_t _swig_go_0) {
+void _wrap_kvcgo_buffer_free_kvc_0a5df17ca90a3f7d(uintptr_t _swig_go_0) {
   uintptr_t arg1 ;
   
   arg1 = (uintptr_t)_swig_go_0; 
@@ -5846,7 +8567,7 @@ void _wrap_kvcgo_buffer_free_kvc_fcbb5e12893c1662(uintptr_t _swig_go_0) {
 }
 
 
-void _wrap_kvcgo_buffer_read_kvc_fcbb5e12893c1662(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_read_kvc_0a5df17ca90a3f7d(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   uintptr_t arg2 ;
   size_t arg3 ;
@@ -5860,7 +8581,7 @@ void _wrap_kvcgo_buffer_read_kvc_fcbb5e12893c1662(char *_swig_go_0, uintptr_t _s
 }
 
 
-void _wrap_kvcgo_buffer_write_kvc_fcbb5e12893c1662(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_write_kvc_0a5df17ca90a3f7d(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
   uintptr_t arg1 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -5874,7 +8595,7 @@ void _wrap_kvcgo_buffer_write_kvc_fcbb5e12893c1662(uintptr_t _swig_go_0, char *_
 }
 
 
-void _wrap_kvcgo_extra_key_set_kvc_fcbb5e12893c1662(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
+void _wrap_kvcgo_extra_key_set_kvc_0a5df17ca90a3f7d(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
   uintptr_t arg1 ;
   size_t arg2 ;
   uint64_t arg3 ;
@@ -5894,7 +8615,7 @@ void _wrap_kvcgo_extra_key_set_kvc_fcbb5e12893c1662(uintptr_t _swig_go_0, long l
 }
 
 
-_gostring_ _wrap_kvcgo_cache_async_error_kvc_fcbb5e12893c1662(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
+_gostring_ _wrap_kvcgo_cache_async_error_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   bool *arg3 = (bool *) 0 ;
@@ -5911,7 +8632,24 @@ _gostring_ _wrap_kvcgo_cache_async_error_kvc_fcbb5e12893c1662(kvc_cache_t *_swig
 }
 
 
-long long _wrap_kvcgo_extra_key_size_kvc_fcbb5e12893c1662() {
+_gostring_ _wrap_kvcgo_stateful_async_error_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
+  kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
+  void *arg2 = (void *) 0 ;
+  bool *arg3 = (bool *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_stateful_t *)_swig_go_0; 
+  arg2 = *(void **)&_swig_go_1; 
+  arg3 = (bool *)_swig_go_2; 
+  
+  result = (kvc_status_t)kvcgo_stateful_async_error(arg1,arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+long long _wrap_kvcgo_extra_key_size_kvc_0a5df17ca90a3f7d() {
   size_t result;
   long long _swig_go_result;
   
@@ -5922,7 +8660,7 @@ long long _wrap_kvcgo_extra_key_size_kvc_fcbb5e12893c1662() {
 }
 
 
-void _wrap_kvcgo_retention_range_set_kvc_fcbb5e12893c1662(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, int _swig_go_4, long long _swig_go_5) {
+void _wrap_kvcgo_retention_range_set_kvc_0a5df17ca90a3f7d(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, int _swig_go_4, long long _swig_go_5) {
   uintptr_t arg1 ;
   size_t arg2 ;
   uint64_t arg3 ;
@@ -5942,7 +8680,7 @@ void _wrap_kvcgo_retention_range_set_kvc_fcbb5e12893c1662(uintptr_t _swig_go_0, 
 }
 
 
-long long _wrap_kvcgo_retention_range_size_kvc_fcbb5e12893c1662() {
+long long _wrap_kvcgo_retention_range_size_kvc_0a5df17ca90a3f7d() {
   size_t result;
   long long _swig_go_result;
   

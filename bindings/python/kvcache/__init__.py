@@ -11,13 +11,18 @@ the system's library path.
                        device="cuda:0", free_gpu_memory_fraction=0.3) as cache:
         cached = cache.add_sequence(1, prompt_tokens)
 
+kvcache.StatefulCache is the stateful contiguous mode (OpenVINO's:
+one K/V buffer per layer for a fixed batch of rows, beam search through a
+beam table).
+
 On CUDA the pool takes free_gpu_memory_fraction (default 0.9) of the free
 GPU memory unless max_tokens or primary_bytes is less: in a process that
 also holds a model, set one of them. See bindings/python/README.md.
 """
 from ._capi import lib as _lib, library_path
-from ._types import (DEFAULT_PRIORITY, RETENTION_OPEN_END, DeviceKind, DType, Feature, Layout,
-                     Status, TableFormat)
+from ._types import (ALL_ROWS, DEFAULT_PRIORITY, RETENTION_OPEN_END, STATEFUL_MAX_BATCH,
+                     STATEFUL_MAX_LENGTH, DeviceKind, DType, Feature, GrowthPolicy, Layout, Status,
+                     TableFormat)
 from .cache import Cache
 from .config import Config
 from .errors import KvCacheError, status_string
@@ -25,14 +30,18 @@ from ._batch import DecodeStep
 from ._kernels import StoreStrides
 from ._sequences import ExtraKey, RetentionRange, SequenceOptions
 from .records import (CacheDescription, CacheStats, CsrTable, GroupDescription, GroupStats,
-                      LayerView, PoolDescription, SequenceDescription, SlotMapping)
+                      LayerView, PoolDescription, SequenceDescription, SlotMapping,
+                      StatefulLayerStats, StatefulStats, StatefulView)
+from .stateful import StatefulCache
 
-__all__ = ["Cache", "Config", "KvCacheError", "Status", "DType", "Layout", "DeviceKind",
-           "TableFormat", "Feature", "SequenceOptions", "ExtraKey", "RetentionRange",
-           "StoreStrides", "DecodeStep", "CacheDescription", "GroupDescription", "PoolDescription",
-           "LayerView", "SequenceDescription", "CacheStats", "GroupStats", "CsrTable",
-           "SlotMapping", "DEFAULT_PRIORITY", "RETENTION_OPEN_END", "version",
-           "version_string", "abi_version", "features", "status_string", "library_path"]
+__all__ = ["Cache", "Config", "StatefulCache", "KvCacheError", "Status", "DType", "Layout",
+           "DeviceKind", "TableFormat", "Feature", "GrowthPolicy", "SequenceOptions", "ExtraKey",
+           "RetentionRange", "StoreStrides", "DecodeStep", "CacheDescription",
+           "GroupDescription", "PoolDescription", "LayerView", "SequenceDescription",
+           "CacheStats", "GroupStats", "CsrTable", "SlotMapping", "StatefulView", "StatefulStats",
+           "StatefulLayerStats", "DEFAULT_PRIORITY", "RETENTION_OPEN_END", "ALL_ROWS",
+           "STATEFUL_MAX_BATCH", "STATEFUL_MAX_LENGTH", "version", "version_string",
+           "abi_version", "features", "status_string", "library_path"]
 
 
 def version():

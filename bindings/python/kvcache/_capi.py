@@ -120,7 +120,33 @@ kvc_status_t kvc_copy_blocks(kvc_cache_t *cache, uint32_t group, const int32_t *
 void kvc_decode_args_init(kvc_decode_args_t *args);
 kvc_status_t kvc_decode_workspace_size(const kvc_cache_t *cache, const kvc_decode_args_t *args, uint64_t *bytes);
 kvc_status_t kvc_decode_attention(kvc_cache_t *cache, const kvc_decode_args_t *args, void *stream);
+void kvc_prefill_args_init(kvc_prefill_args_t *args);
+kvc_status_t kvc_prefill_workspace_size(const kvc_cache_t *cache, const kvc_prefill_args_t *args, uint64_t *bytes);
+kvc_status_t kvc_prefill_attention(kvc_cache_t *cache, const kvc_prefill_args_t *args, void *stream);
 kvc_status_t kvc_cache_get_async_error(kvc_cache_t *cache, void *stream, kvc_status_t *async_error);
+
+void kvc_stateful_options_init(kvc_stateful_options_t *options);
+kvc_status_t kvc_stateful_create(const kvc_config_t *config, const kvc_stateful_options_t *options, kvc_stateful_t **out);
+void kvc_stateful_destroy(kvc_stateful_t *cache);
+void kvc_stateful_view_init(kvc_stateful_view_t *view);
+kvc_status_t kvc_stateful_layer_view(const kvc_stateful_t *cache, uint32_t layer, kvc_stateful_view_t *view);
+kvc_status_t kvc_stateful_get_lengths(const kvc_stateful_t *cache, uint32_t layer, uint32_t *lengths, uint32_t count);
+void kvc_stateful_append_args_init(kvc_stateful_append_args_t *args);
+kvc_status_t kvc_stateful_append(kvc_stateful_t *cache, const kvc_stateful_append_args_t *args, void *stream);
+kvc_status_t kvc_stateful_reorder(kvc_stateful_t *cache, const int32_t *beam_idx, uint32_t count, void *stream);
+kvc_status_t kvc_stateful_compact(kvc_stateful_t *cache, void *stream);
+kvc_status_t kvc_stateful_trim(kvc_stateful_t *cache, uint32_t row, uint32_t num_tokens, void *stream);
+kvc_status_t kvc_stateful_reset(kvc_stateful_t *cache, bool release_memory, void *stream);
+kvc_status_t kvc_stateful_export_row(kvc_stateful_t *cache, uint32_t row, void *buffer, uint64_t capacity, uint64_t *size, void *stream);
+kvc_status_t kvc_stateful_import_row(kvc_stateful_t *cache, uint32_t row, const void *buffer, uint64_t size, void *stream);
+void kvc_stateful_decode_args_init(kvc_stateful_decode_args_t *args);
+kvc_status_t kvc_stateful_decode_workspace_size(const kvc_stateful_t *cache, const kvc_stateful_decode_args_t *args, uint64_t *bytes);
+kvc_status_t kvc_stateful_decode(kvc_stateful_t *cache, const kvc_stateful_decode_args_t *args, void *stream);
+kvc_status_t kvc_stateful_get_async_error(kvc_stateful_t *cache, void *stream, kvc_status_t *async_error);
+void kvc_stateful_stats_init(kvc_stateful_stats_t *stats);
+kvc_status_t kvc_stateful_get_stats(const kvc_stateful_t *cache, kvc_stateful_stats_t *stats);
+void kvc_stateful_layer_stats_init(kvc_stateful_layer_stats_t *stats);
+kvc_status_t kvc_stateful_get_layer_stats(const kvc_stateful_t *cache, uint32_t layer, kvc_stateful_layer_stats_t *stats);
 """
 
 # Transparent structs, members in header order.
@@ -173,6 +199,34 @@ STRUCTS = {
         const int32_t *indptr; uint32_t table_stride; uint32_t max_seq_len; uint32_t window;
         float softmax_scale; float k_scale; float v_scale; void *workspace;
         uint64_t workspace_bytes;""",
+    "kvc_prefill_args_t": """uint32_t struct_size; uint32_t layer; uint32_t batch;
+        uint32_t total_q; uint32_t q_heads; kvc_dtype_t q_dtype; kvc_table_format_t table_format;
+        const void *query; void *out; float *lse; const int32_t *qo_indptr;
+        const int32_t *kv_lens; const int32_t *block_table; const int32_t *indptr;
+        uint32_t table_stride; uint32_t max_kv_len; uint32_t window; float softmax_scale;
+        float logits_soft_cap; float k_scale; float v_scale; void *workspace;
+        uint64_t workspace_bytes;""",
+    "kvc_stateful_options_t": """uint32_t struct_size; uint32_t batch; kvc_layout_t layout;
+        uint32_t growth_step; kvc_growth_policy_t growth_policy; uint32_t max_length;
+        uint32_t initial_length;""",
+    "kvc_stateful_view_t": """uint32_t struct_size; uint32_t layer; void *key; void *value;
+        uint64_t row_stride; uint64_t head_stride; uint64_t token_stride; uint32_t batch;
+        uint32_t capacity; uint32_t kv_heads; uint32_t head_dim; kvc_dtype_t dtype;
+        kvc_layout_t layout; uint32_t max_length; uint32_t beam_table_stride;
+        const int32_t *lengths; const int32_t *beam_table;""",
+    "kvc_stateful_append_args_t": """uint32_t struct_size; uint32_t layer; uint32_t num_tokens;
+        kvc_dtype_t src_dtype; const void *key; const void *value; const uint32_t *row_tokens;
+        float k_scale; float v_scale;""",
+    "kvc_stateful_decode_args_t": """uint32_t struct_size; uint32_t layer; uint32_t q_heads;
+        kvc_dtype_t q_dtype; const void *query; void *out; uint32_t max_seq_len;
+        float softmax_scale; float k_scale; float v_scale; void *workspace;
+        uint64_t workspace_bytes;""",
+    "kvc_stateful_stats_t": """uint32_t struct_size; uint32_t num_layers; uint64_t bytes_allocated;
+        uint64_t peak_bytes; uint64_t kv_bytes; uint64_t table_bytes; uint64_t reallocations;
+        uint64_t reorders; uint64_t table_entries_copied; uint64_t compactions;""",
+    "kvc_stateful_layer_stats_t": """uint32_t struct_size; uint32_t layer; uint32_t capacity;
+        uint32_t growth_offset; uint64_t bytes; uint64_t reallocations;
+        uint32_t last_growth_length; uint32_t max_length;""",
 }
 
 _SCALARS = {
@@ -190,6 +244,7 @@ _SCALARS = {
     "kvc_layout_t": ctypes.c_uint32,
     "kvc_device_kind_t": ctypes.c_uint32,
     "kvc_table_format_t": ctypes.c_uint32,
+    "kvc_growth_policy_t": ctypes.c_uint32,
 }
 
 

@@ -2,12 +2,15 @@
 their Python spellings ("bf16", "cuda:1", "hnd")."""
 import enum
 
-__all__ = ["Status", "DType", "Layout", "DeviceKind", "TableFormat", "Feature",
-           "DEFAULT_PRIORITY", "RETENTION_OPEN_END", "dtype_of", "layout_of", "device_of",
-           "DTYPE_SIZE"]
+__all__ = ["Status", "DType", "Layout", "DeviceKind", "TableFormat", "Feature", "GrowthPolicy",
+           "DEFAULT_PRIORITY", "RETENTION_OPEN_END", "STATEFUL_MAX_BATCH", "STATEFUL_MAX_LENGTH",
+           "ALL_ROWS", "dtype_of", "layout_of", "device_of", "growth_policy_of", "DTYPE_SIZE"]
 
 DEFAULT_PRIORITY = 35           # KVC_DEFAULT_PRIORITY
 RETENTION_OPEN_END = 2**64 - 1  # KVC_RETENTION_OPEN_END
+STATEFUL_MAX_BATCH = 1024       # KVC_STATEFUL_MAX_BATCH
+STATEFUL_MAX_LENGTH = 1 << 30   # KVC_STATEFUL_MAX_LENGTH
+ALL_ROWS = 0xffffffff           # KVC_STATEFUL_ALL_ROWS (StatefulCache.trim)
 
 
 class Status(enum.IntEnum):
@@ -52,6 +55,12 @@ class TableFormat(enum.IntEnum):
     """Block table formats of decode attention (enum kvc_table_format)."""
     PADDED = 1
     CSR = 2
+
+
+class GrowthPolicy(enum.IntEnum):
+    """Growth policies of a StatefulCache (enum kvc_growth_policy)."""
+    STAGGERED = 1
+    UNIFORM = 2
 
 
 class Feature(enum.IntFlag):
@@ -108,3 +117,16 @@ def device_of(value):
     if name in ("cpu", "cuda") and (ordinal == "" or ordinal.isdigit()):
         return DeviceKind[name.upper()], int(ordinal or 0)
     raise ValueError("device must be 'cpu', 'cuda' or 'cuda:N', got %r" % (value,))
+
+
+def growth_policy_of(value):
+    """A GrowthPolicy from a GrowthPolicy, an int or "staggered"/"uniform"."""
+    if isinstance(value, GrowthPolicy):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return GrowthPolicy(value)
+    try:
+        return GrowthPolicy[str(value).upper()]
+    except KeyError:
+        raise ValueError("growth_policy must be 'staggered' or 'uniform' (or a GrowthPolicy), "
+                         "got %r" % (value,))

@@ -1,14 +1,14 @@
 """Cache: a kvcache cache (kvc_cache_t). Lifetime, description, layer
 views, statistics and the retention clock live here; sequences, batch
-tables and kernels come from the mixins beside it."""
+tables, kernels and prefill attention come from the mixins beside it."""
 import ctypes
-import threading
-import time
 
 from ._batch import BatchCalls
 from ._buffers import stream_handle
 from ._capi import lib
+from ._handle import NativeHandle
 from ._kernels import KernelCalls
+from ._prefill import PrefillCalls
 from ._sequences import SequenceCalls
 from ._types import DeviceKind, Status
 from .config import Config
@@ -22,7 +22,7 @@ _CACHE, _GROUP, _POOL, _LAYER, _STATS, _GROUP_STATS = (
     read_record(k) for k in ("cache", "group", "pool", "layer", "stats", "group_stats"))
 
 
-class Cache(SequenceCalls, BatchCalls, KernelCalls):
+class Cache(NativeHandle, SequenceCalls, BatchCalls, KernelCalls, PrefillCalls):
     """A KV cache: Cache(config) or Cache(**settings) (a Config is made
     from the settings and freed).
 
@@ -36,10 +36,11 @@ class Cache(SequenceCalls, BatchCalls, KernelCalls):
     message the library gave in that call, and changes nothing.
     """
 
+    _NAME = "Cache"
+    _DESTROY = lib.kvc_cache_destroy
+
     def __init__(self, config=None, **settings):
-        self._handle = None
-        self._inflight = []
-        self._close_lock = threading.Lock()
+        self._init_handle()
         if config is None:
             with Config(**settings) as cfg:
                 self._create(cfg)
@@ -58,60 +59,6 @@ class Cache(SequenceCalls, BatchCalls, KernelCalls):
         check(lib.kvc_cache_create(config._use("kvc_cache_create"), ctypes.byref(out)),
               "kvc_cache_create")
         self._handle = out.value
-
-    # -- calls ---------------------------------------------------------------
-    def _call(self, op, fn, *args):
-        """fn(handle, *args) for C function `op`; raises KvCacheError on a
-        failure, with the message read right after the call."""
-        self._inflight.append(None)
-        try:
-            handle = self._handle
-            if handle is None:
-                raise KvCacheError(Status.INVALID_STATE, "use of a closed Cache", op)
-            status = fn(handle, *args)
-        finally:
-            self._inflight.pop()
-        if status != 0:
-            raise KvCacheError(status, _message().decode("utf-8", "replace"), op)
-
-    def _status(self, op, fn, *args):
-        """As _call, but returns the status (and the message when it is
-        not KVC_OK) for the calls where a refusal is an answer."""
-        self._inflight.append(None)
-        try:
-            handle = self._handle
-            if handle is None:
-                raise KvCacheError(Status.INVALID_STATE, "use of a closed Cache", op)
-            status = fn(handle, *args)
-        finally:
-            self._inflight.pop()
-        return status, (_message().decode("utf-8", "replace") if status != 0 else "")
-
-    # -- lifetime ------------------------------------------------------------
-    @property
-    def closed(self):
-        return self._handle is None
-
-    def close(self):
-        """Frees the cache (kvc_cache_destroy); idempotent. Waits for calls
-        other threads have in flight; later calls raise KvCacheError."""
-        with self._close_lock:
-            handle, self._handle = self._handle, None
-            if handle is None:
-                return
-            while self._inflight:
-                time.sleep(0)  # yield to the threads finishing their call
-            lib.kvc_cache_destroy(handle)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_handle", None) is not None:
-            self.close()
 
     # -- description ---------------------------------------------------------
     def describe(self):

@@ -11,7 +11,7 @@ from ._types import DeviceKind, DType, Layout
 
 __all__ = ["CacheDescription", "GroupDescription", "PoolDescription", "LayerView",
            "SequenceDescription", "CacheStats", "GroupStats", "CsrTable", "SlotMapping",
-           "read_record"]
+           "StatefulView", "StatefulStats", "StatefulLayerStats", "read_record"]
 
 _SKIP = ("struct_size", "reserved")
 _CONVERT = {"device_kind": DeviceKind, "dtype": DType, "layout": Layout}
@@ -87,6 +87,32 @@ SlotMapping = collections.namedtuple("SlotMapping", "slots num_slots new_tokens"
 SlotMapping.__doc__ = "Slots of the new tokens (slots[:num_slots]; -1 for cached ones) and, " \
                       "when asked, the count per sequence."
 
+
+
+class StatefulView(collections.namedtuple("StatefulView", _fields("kvc_stateful_view_t"))):
+    """kvc_stateful_view_t: where one layer of a StatefulCache lives.
+    Element (row r, head h, position t, dim d) of K is at byte
+    offset(r, h, t) + d * elem_size from key (V the same from value;
+    value == key when kv_factor is 1); with a beam table (beam_table not
+    0), position t of row r is read from row beam_table[r *
+    beam_table_stride + t]. Addresses are device memory on CUDA (lengths
+    and beam_table too) and stay valid until the next append, import_row,
+    compact or reset."""
+    __slots__ = ()
+
+    def offset(self, row, head, position):
+        """Byte offset of (row, head, position, dim 0) from key or value."""
+        return row * self.row_stride + head * self.head_stride + position * self.token_stride
+
+
+StatefulStats = collections.namedtuple("StatefulStats", _fields("kvc_stateful_stats_t"))
+StatefulStats.__doc__ = "kvc_stateful_stats_t: bytes held (now, peak, K/V, beam table) and " \
+                        "counts of growths, reorders, table entries copied, compactions."
+StatefulLayerStats = collections.namedtuple("StatefulLayerStats",
+                                            _fields("kvc_stateful_layer_stats_t"))
+StatefulLayerStats.__doc__ = "kvc_stateful_layer_stats_t: one layer's capacity, growth " \
+                             "offset, bytes, growths, and longest row."
+
 RECORDS = {
     "cache": _Record("kvc_cache_desc_t", lib.kvc_cache_desc_init, CacheDescription),
     "group": _Record("kvc_group_desc_t", lib.kvc_group_desc_init, GroupDescription),
@@ -95,6 +121,10 @@ RECORDS = {
     "sequence": _Record("kvc_sequence_desc_t", lib.kvc_sequence_desc_init, SequenceDescription),
     "stats": _Record("kvc_cache_stats_t", lib.kvc_cache_stats_init, CacheStats),
     "group_stats": _Record("kvc_group_stats_t", lib.kvc_group_stats_init, GroupStats),
+    "stateful_view": _Record("kvc_stateful_view_t", lib.kvc_stateful_view_init, StatefulView),
+    "stateful_stats": _Record("kvc_stateful_stats_t", lib.kvc_stateful_stats_init, StatefulStats),
+    "stateful_layer_stats": _Record("kvc_stateful_layer_stats_t",
+                                    lib.kvc_stateful_layer_stats_init, StatefulLayerStats),
 }
 
 

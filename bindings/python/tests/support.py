@@ -13,3 +13,16 @@ def small_cache(**settings):
 
 def prompt(n, start=0):
     return list(range(start + 1000, start + 1000 + n))
+
+
+class DLPackOnly:
+    """Exposes an array only through DLPack (as a torch CPU tensor does)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, stream=None):
+        return self.a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()

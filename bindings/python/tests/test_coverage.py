@@ -26,7 +26,9 @@ PACKAGE = os.path.join(HERE, "..", "kvcache")
 # Structs the library reads (the package must set each member) and the
 # members with no information to give.
 INPUT_STRUCTS = ("kvc_store_args_t", "kvc_store_strides_t", "kvc_decode_args_t",
-                 "kvc_sequence_options_t", "kvc_extra_key_t", "kvc_retention_range_t")
+                 "kvc_sequence_options_t", "kvc_extra_key_t", "kvc_retention_range_t",
+                 "kvc_stateful_options_t", "kvc_stateful_append_args_t",
+                 "kvc_stateful_decode_args_t", "kvc_prefill_args_t")
 NOT_SET = ("struct_size", "reserved")
 
 
@@ -122,7 +124,8 @@ class CoverageTest(unittest.TestCase):
         constants = c_headers.enum_constants(ROOT)
         enums = {"KVC_ERR_": _types.Status, "KVC_DTYPE_": _types.DType,
                  "KVC_LAYOUT_": _types.Layout, "KVC_DEVICE_": _types.DeviceKind,
-                 "KVC_TABLE_": _types.TableFormat, "KVC_FEATURE_": _types.Feature}
+                 "KVC_TABLE_": _types.TableFormat, "KVC_FEATURE_": _types.Feature,
+                 "KVC_GROWTH_": _types.GrowthPolicy}
         for cname, value in constants.items():
             value = eval(value.replace("u", ""))  # "1u << 0"
             if cname == "KVC_OK":
@@ -139,6 +142,21 @@ class CoverageTest(unittest.TestCase):
                 if cname.startswith("KVC_VERSION") or cname == "KVC_ABI_VERSION":
                     continue
                 self.fail("constant %s has no Python counterpart" % cname)
+
+    def test_unsigned_constants_match(self):
+        # The #defines with a u suffix or an expression, which
+        # enum_constants() leaves out.
+        expected = {"KVC_STATEFUL_MAX_BATCH": _types.STATEFUL_MAX_BATCH,
+                    "KVC_STATEFUL_MAX_LENGTH": _types.STATEFUL_MAX_LENGTH,
+                    "KVC_STATEFUL_ALL_ROWS": _types.ALL_ROWS}
+        found = {}
+        for text in c_headers.header_texts(ROOT).values():
+            for name, value in re.findall(r"#define\s+(KVC_\w+)\s+(\(?[0-9xa-fA-F]+u[^\n]*)$",
+                                          text, re.M):
+                found[name] = eval(re.sub(r"(?<=[0-9a-fA-F])u", "", value))
+        self.assertEqual({k: found.get(k) for k in expected}, expected)
+        self.assertEqual(sorted(set(found) - set(expected)), [],
+                         "unsigned constants with no Python counterpart")
 
 
 if __name__ == "__main__":

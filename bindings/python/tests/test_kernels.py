@@ -10,7 +10,7 @@ import numpy as np
 
 import kvcache
 from kvcache import KvCacheError, Status, StoreStrides
-from support import prompt, small_cache
+from support import DLPackOnly, prompt, small_cache
 
 RNG = np.random.default_rng(7)
 
@@ -35,19 +35,6 @@ def read_layer(cache, layer, slots, dtype):
                 off = base + v.offset(b, k, t, h)
                 out[k, i, h] = pool[off:off + row]
     return out.view(dtype)
-
-
-class DLPackOnly:
-    """Exposes an array only through DLPack (as a torch CPU tensor does)."""
-
-    def __init__(self, a):
-        self.a = a
-
-    def __dlpack__(self, stream=None):
-        return self.a.__dlpack__()
-
-    def __dlpack_device__(self):
-        return self.a.__dlpack_device__()
 
 
 class FakeCuda:

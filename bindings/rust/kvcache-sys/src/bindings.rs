@@ -10,6 +10,9 @@ pub const KVC_VERSION_STRING: &[u8; 6usize] = b"0.2.0\0";
 pub const KVC_VERSION_NUMBER: u32 = 200;
 pub const KVC_ABI_VERSION: u32 = 0;
 pub const KVC_DEFAULT_PRIORITY: u32 = 35;
+pub const KVC_STATEFUL_MAX_BATCH: u32 = 1024;
+pub const KVC_STATEFUL_MAX_LENGTH: u32 = 1073741824;
+pub const KVC_STATEFUL_ALL_ROWS: u32 = 4294967295;
 pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
 pub type __int64_t = ::std::os::raw::c_long;
@@ -4171,6 +4174,591 @@ extern "C" {
         stream: *mut ::std::os::raw::c_void,
     ) -> kvc_status_t;
 }
+#[doc = " @brief What kvc_prefill_attention() computes. Transparent; begins with"]
+#[doc = "        struct_size."]
+#[doc = ""]
+#[doc = " A ragged batch: sequence b has `q_len = qo_indptr[b + 1] - qo_indptr[b]`"]
+#[doc = " new query tokens, rows `qo_indptr[b] .. qo_indptr[b + 1]` of `query` and"]
+#[doc = " `out` (FlashInfer's qo_indptr), and `L = kv_lens[b]` tokens in the cache,"]
+#[doc = " new ones included (their K/V were stored first, e.g. by kvc_store_kv())."]
+#[doc = " Query token i of the sequence sits at position `p = L - q_len + i` and"]
+#[doc = " attends causally to the tokens t in [max(0, p + 1 - window), p + 1):"]
+#[doc = " for query head h (kv head `h / (q_heads / kv_heads)`),"]
+#[doc = " `s_t = softmax_scale * q[h] . K[t]`, with a soft cap `s_t = cap *"]
+#[doc = " tanh(s_t / cap)` when `logits_soft_cap` (cap) is > 0 (Gemma 2), and"]
+#[doc = " `out[h] = sum_t softmax_t(s_t) V[t]`, computed in f32 and rounded once to"]
+#[doc = " q_dtype. The tokens before the reused prefix (p < L - q_len) are read"]
+#[doc = " from the blocks where they lie; nothing is copied. When `lse` is not"]
+#[doc = " NULL, `lse[row * q_heads + h] = log(sum_t exp(s_t))` (natural log), so"]
+#[doc = " that a caller can merge partial results."]
+#[doc = ""]
+#[doc = " Decode rows (q_len 1) and prefill rows may be mixed in one call: every"]
+#[doc = " sequence is computed by the same launch (no per-sequence dispatch); a"]
+#[doc = " kv head's query heads share the rows of a tile, so a decode row of a"]
+#[doc = " group of G query heads fills G rows. A step of only decode rows is"]
+#[doc = " faster through kvc_decode_attention()."]
+#[doc = ""]
+#[doc = " `qo_indptr` and `kv_lens` are small host arrays on every device (as"]
+#[doc = " FlashInfer's plan() reads them): the call checks them and sizes the"]
+#[doc = " launch from them. The block table (and its CSR indptr), queries, outputs"]
+#[doc = " and workspace are device memory on a CUDA cache. Entries of blocks wholly"]
+#[doc = " before every query's window are not read (they may be -1)."]
+#[doc = ""]
+#[doc = " Element types, head dims (64, 128, 256) and GQA/MQA are as for"]
+#[doc = " kvc_decode_args_t. On a CUDA cache query and out must be 16-byte aligned"]
+#[doc = " and lse 4-byte aligned."]
+#[doc = " @since 0.3.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_prefill_args {
+    #[doc = "< sizeof(kvc_prefill_args_t) of the caller."]
+    pub struct_size: u32,
+    #[doc = "< Model layer, 0 <= layer < num_layers."]
+    pub layer: u32,
+    #[doc = "< Sequences; 0 is a no-op."]
+    pub batch: u32,
+    #[doc = "< Query rows: must equal qo_indptr[batch]."]
+    pub total_q: u32,
+    #[doc = "< Query heads, a multiple of kv_heads."]
+    pub q_heads: u32,
+    #[doc = "< Element type of query and out."]
+    pub q_dtype: kvc_dtype_t,
+    #[doc = "< KVC_TABLE_PADDED or KVC_TABLE_CSR."]
+    pub table_format: kvc_table_format_t,
+    #[doc = "< [total_q][q_heads][head_dim]; borrowed."]
+    pub query: *const ::std::os::raw::c_void,
+    #[doc = "< [total_q][q_heads][head_dim]; written."]
+    pub out: *mut ::std::os::raw::c_void,
+    #[doc = "< [total_q][q_heads] log-sum-exp, or NULL."]
+    pub lse: *mut f32,
+    #[doc = "< HOST [batch + 1] query row offsets,"]
+    #[doc = "qo_indptr[0] == 0, non-decreasing."]
+    pub qo_indptr: *const i32,
+    #[doc = "< HOST [batch] tokens per sequence, each"]
+    #[doc = ">= its q_len and <= max_kv_len."]
+    pub kv_lens: *const i32,
+    #[doc = "< Padded [batch][table_stride], or CSR"]
+    #[doc = "indices; borrowed."]
+    pub block_table: *const i32,
+    #[doc = "< CSR: [batch + 1] offsets; NULL if padded."]
+    pub indptr: *const i32,
+    #[doc = "< Padded: entries per row; 0 for CSR."]
+    pub table_stride: u32,
+    #[doc = "< Upper bound of every kv_lens[b] (> 0 when"]
+    #[doc = "batch > 0); sizes the workspace."]
+    pub max_kv_len: u32,
+    #[doc = "< Attend to the last `window` tokens of each"]
+    #[doc = "query; 0 = the layer's window (full if none)."]
+    pub window: u32,
+    #[doc = "< Score scale; 0 = 1 / sqrt(head_dim)."]
+    pub softmax_scale: f32,
+    #[doc = "< Soft cap of the scores; 0 = none."]
+    pub logits_soft_cap: f32,
+    #[doc = "< fp8 dequantization scale of K; default 1."]
+    pub k_scale: f32,
+    #[doc = "< fp8 dequantization scale of V; default 1."]
+    pub v_scale: f32,
+    #[doc = "< Scratch of workspace_bytes (device memory on"]
+    #[doc = "CUDA), see kvc_prefill_workspace_size()."]
+    pub workspace: *mut ::std::os::raw::c_void,
+    #[doc = "< Bytes at workspace."]
+    pub workspace_bytes: u64,
+}
+#[test]
+fn bindgen_test_layout_kvc_prefill_args() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_prefill_args>(),
+        136usize,
+        concat!("Size of: ", stringify!(kvc_prefill_args))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_prefill_args>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_prefill_args))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_layer() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).layer) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(layer)
+            )
+        );
+    }
+    test_field_layer();
+    fn test_field_batch() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).batch) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(batch)
+            )
+        );
+    }
+    test_field_batch();
+    fn test_field_total_q() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).total_q) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(total_q)
+            )
+        );
+    }
+    test_field_total_q();
+    fn test_field_q_heads() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).q_heads) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(q_heads)
+            )
+        );
+    }
+    test_field_q_heads();
+    fn test_field_q_dtype() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).q_dtype) as usize - ptr as usize
+            },
+            20usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(q_dtype)
+            )
+        );
+    }
+    test_field_q_dtype();
+    fn test_field_table_format() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).table_format) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(table_format)
+            )
+        );
+    }
+    test_field_table_format();
+    fn test_field_query() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).query) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(query)
+            )
+        );
+    }
+    test_field_query();
+    fn test_field_out() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).out) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(out)
+            )
+        );
+    }
+    test_field_out();
+    fn test_field_lse() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).lse) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(lse)
+            )
+        );
+    }
+    test_field_lse();
+    fn test_field_qo_indptr() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).qo_indptr) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(qo_indptr)
+            )
+        );
+    }
+    test_field_qo_indptr();
+    fn test_field_kv_lens() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).kv_lens) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(kv_lens)
+            )
+        );
+    }
+    test_field_kv_lens();
+    fn test_field_block_table() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).block_table) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(block_table)
+            )
+        );
+    }
+    test_field_block_table();
+    fn test_field_indptr() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).indptr) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(indptr)
+            )
+        );
+    }
+    test_field_indptr();
+    fn test_field_table_stride() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).table_stride) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(table_stride)
+            )
+        );
+    }
+    test_field_table_stride();
+    fn test_field_max_kv_len() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).max_kv_len) as usize - ptr as usize
+            },
+            92usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(max_kv_len)
+            )
+        );
+    }
+    test_field_max_kv_len();
+    fn test_field_window() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).window) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(window)
+            )
+        );
+    }
+    test_field_window();
+    fn test_field_softmax_scale() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).softmax_scale) as usize - ptr as usize
+            },
+            100usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(softmax_scale)
+            )
+        );
+    }
+    test_field_softmax_scale();
+    fn test_field_logits_soft_cap() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).logits_soft_cap) as usize - ptr as usize
+            },
+            104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(logits_soft_cap)
+            )
+        );
+    }
+    test_field_logits_soft_cap();
+    fn test_field_k_scale() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).k_scale) as usize - ptr as usize
+            },
+            108usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(k_scale)
+            )
+        );
+    }
+    test_field_k_scale();
+    fn test_field_v_scale() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).v_scale) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(v_scale)
+            )
+        );
+    }
+    test_field_v_scale();
+    fn test_field_workspace() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).workspace) as usize - ptr as usize
+            },
+            120usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(workspace)
+            )
+        );
+    }
+    test_field_workspace();
+    fn test_field_workspace_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).workspace_bytes) as usize - ptr as usize
+            },
+            128usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(workspace_bytes)
+            )
+        );
+    }
+    test_field_workspace_bytes();
+}
+#[doc = " @brief What kvc_prefill_attention() computes. Transparent; begins with"]
+#[doc = "        struct_size."]
+#[doc = ""]
+#[doc = " A ragged batch: sequence b has `q_len = qo_indptr[b + 1] - qo_indptr[b]`"]
+#[doc = " new query tokens, rows `qo_indptr[b] .. qo_indptr[b + 1]` of `query` and"]
+#[doc = " `out` (FlashInfer's qo_indptr), and `L = kv_lens[b]` tokens in the cache,"]
+#[doc = " new ones included (their K/V were stored first, e.g. by kvc_store_kv())."]
+#[doc = " Query token i of the sequence sits at position `p = L - q_len + i` and"]
+#[doc = " attends causally to the tokens t in [max(0, p + 1 - window), p + 1):"]
+#[doc = " for query head h (kv head `h / (q_heads / kv_heads)`),"]
+#[doc = " `s_t = softmax_scale * q[h] . K[t]`, with a soft cap `s_t = cap *"]
+#[doc = " tanh(s_t / cap)` when `logits_soft_cap` (cap) is > 0 (Gemma 2), and"]
+#[doc = " `out[h] = sum_t softmax_t(s_t) V[t]`, computed in f32 and rounded once to"]
+#[doc = " q_dtype. The tokens before the reused prefix (p < L - q_len) are read"]
+#[doc = " from the blocks where they lie; nothing is copied. When `lse` is not"]
+#[doc = " NULL, `lse[row * q_heads + h] = log(sum_t exp(s_t))` (natural log), so"]
+#[doc = " that a caller can merge partial results."]
+#[doc = ""]
+#[doc = " Decode rows (q_len 1) and prefill rows may be mixed in one call: every"]
+#[doc = " sequence is computed by the same launch (no per-sequence dispatch); a"]
+#[doc = " kv head's query heads share the rows of a tile, so a decode row of a"]
+#[doc = " group of G query heads fills G rows. A step of only decode rows is"]
+#[doc = " faster through kvc_decode_attention()."]
+#[doc = ""]
+#[doc = " `qo_indptr` and `kv_lens` are small host arrays on every device (as"]
+#[doc = " FlashInfer's plan() reads them): the call checks them and sizes the"]
+#[doc = " launch from them. The block table (and its CSR indptr), queries, outputs"]
+#[doc = " and workspace are device memory on a CUDA cache. Entries of blocks wholly"]
+#[doc = " before every query's window are not read (they may be -1)."]
+#[doc = ""]
+#[doc = " Element types, head dims (64, 128, 256) and GQA/MQA are as for"]
+#[doc = " kvc_decode_args_t. On a CUDA cache query and out must be 16-byte aligned"]
+#[doc = " and lse 4-byte aligned."]
+#[doc = " @since 0.3.0"]
+pub type kvc_prefill_args_t = kvc_prefill_args;
+extern "C" {
+    #[doc = " @brief Sets `args` to KVC_PREFILL_ARGS_INIT. NULL is ignored. @since 0.3.0"]
+    pub fn kvc_prefill_args_init(args: *mut kvc_prefill_args_t);
+}
+extern "C" {
+    #[doc = " @brief Bytes of workspace kvc_prefill_attention() needs for `args`."]
+    #[doc = ""]
+    #[doc = " Depends only on the layer, batch, total_q, q_heads and max_kv_len of"]
+    #[doc = " `args` (not on its pointers) and never decreases when one of them grows,"]
+    #[doc = " so a caller sizes one workspace at start for its largest step and reuses"]
+    #[doc = " it for every call. A CPU cache needs none (0)."]
+    #[doc = " @param[out] bytes Receives the size."]
+    #[doc = " @return KVC_OK or KVC_ERR_INVALID_ARGUMENT / KVC_ERR_UNSUPPORTED (as"]
+    #[doc = "         kvc_prefill_attention() for those fields). Reads only."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_prefill_workspace_size(
+        cache: *const kvc_cache_t,
+        args: *const kvc_prefill_args_t,
+        bytes: *mut u64,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Paged prefill attention of one layer: each sequence's new query"]
+    #[doc = "        tokens, causal among themselves, against all its cached K/V"]
+    #[doc = "        through a block table (chunked prefill, prefix reuse, mixed"]
+    #[doc = "        prefill and decode steps)."]
+    #[doc = ""]
+    #[doc = " On CUDA a flash-attention style tiled kernel on the tensor cores; when"]
+    #[doc = " the batch is too small to fill the GPU, long contexts are split over"]
+    #[doc = " several thread blocks and merged through the caller's workspace, so"]
+    #[doc = " nothing is allocated."]
+    #[doc = " @param args Borrowed for the call; its device arrays must stay valid"]
+    #[doc = "        until the work completes; the host arrays only for the call."]
+    #[doc = " @param stream cudaStream_t on a CUDA cache; ignored on a CPU cache."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (NULL pointer, layer out of"]
+    #[doc = "         range, q_heads not a multiple of kv_heads, q_dtype not accepted,"]
+    #[doc = "         qo_indptr not starting at 0 or decreasing, qo_indptr[batch] not"]
+    #[doc = "         total_q, a q_len above its kv_len, a kv_len above max_kv_len,"]
+    #[doc = "         table format or stride wrong for max_kv_len, a pointer not aligned"]
+    #[doc = "         on a CUDA cache, and on a CPU cache a block id out of range or a"]
+    #[doc = "         CSR row shorter than its kv_len needs); KVC_ERR_UNSUPPORTED (head"]
+    #[doc = "         dim other than 64, 128, 256; f32 K/V on a CUDA cache);"]
+    #[doc = "         KVC_ERR_BUFFER_TOO_SMALL (workspace smaller than"]
+    #[doc = "         kvc_prefill_workspace_size(); the message gives the size);"]
+    #[doc = "         KVC_ERR_DEVICE. Nothing is launched when a check fails. On a CUDA"]
+    #[doc = "         cache, values found wrong while running are reported by"]
+    #[doc = "         kvc_cache_get_async_error(): a sequence whose CSR row is too short"]
+    #[doc = "         gets zeros; a block id out of range is not read (its tokens count"]
+    #[doc = "         as zero keys and values)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_prefill_attention(
+        cache: *mut kvc_cache_t,
+        args: *const kvc_prefill_args_t,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> kvc_status_t;
+}
 extern "C" {
     #[doc = " @brief Reports the first error of kernel work enqueued on this cache."]
     #[doc = ""]
@@ -4191,5 +4779,1653 @@ extern "C" {
         cache: *mut kvc_cache_t,
         stream: *mut ::std::os::raw::c_void,
         async_error: *mut kvc_status_t,
+    ) -> kvc_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_stateful {
+    _unused: [u8; 0],
+}
+#[doc = " A stateful contiguous KV cache. Opaque."]
+pub type kvc_stateful_t = kvc_stateful;
+#[doc = " Growth policy of kvc_stateful_options_t (values of enum kvc_growth_policy)."]
+pub type kvc_growth_policy_t = u32;
+#[doc = " Per-layer offsets: no two layers grow on the same decode step (default)."]
+pub const KVC_GROWTH_STAGGERED: kvc_growth_policy = 1;
+#[doc = " Every layer on the same grid: they all grow on the same step."]
+pub const KVC_GROWTH_UNIFORM: kvc_growth_policy = 2;
+#[doc = " Growth policies; see the file comment."]
+pub type kvc_growth_policy = ::std::os::raw::c_uint;
+#[doc = " @brief Settings of a stateful cache beside the config's model spec."]
+#[doc = "        Transparent; begins with struct_size. A zero field takes its"]
+#[doc = "        default."]
+#[doc = " @since 0.3.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_stateful_options {
+    #[doc = "< sizeof(kvc_stateful_options_t) of the caller."]
+    pub struct_size: u32,
+    #[doc = "< Rows B, 1..KVC_STATEFUL_MAX_BATCH (no default)."]
+    pub batch: u32,
+    #[doc = "< KVC_LAYOUT_HND (0 = default) or KVC_LAYOUT_NHD."]
+    pub layout: kvc_layout_t,
+    #[doc = "< S in tokens, 1..65536; 0 = 128."]
+    pub growth_step: u32,
+    #[doc = "< 0 = KVC_GROWTH_STAGGERED."]
+    pub growth_policy: kvc_growth_policy_t,
+    #[doc = "< Longest row allowed; 0 = KVC_STATEFUL_MAX_LENGTH."]
+    pub max_length: u32,
+    #[doc = "< Tokens per row preallocated at creation (on the"]
+    #[doc = "policy's grid); 0 = nothing until the first append."]
+    pub initial_length: u32,
+}
+#[test]
+fn bindgen_test_layout_kvc_stateful_options() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_stateful_options>(),
+        28usize,
+        concat!("Size of: ", stringify!(kvc_stateful_options))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_stateful_options>(),
+        4usize,
+        concat!("Alignment of ", stringify!(kvc_stateful_options))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_options),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_batch() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).batch) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_options),
+                "::",
+                stringify!(batch)
+            )
+        );
+    }
+    test_field_batch();
+    fn test_field_layout() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).layout) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_options),
+                "::",
+                stringify!(layout)
+            )
+        );
+    }
+    test_field_layout();
+    fn test_field_growth_step() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).growth_step) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_options),
+                "::",
+                stringify!(growth_step)
+            )
+        );
+    }
+    test_field_growth_step();
+    fn test_field_growth_policy() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).growth_policy) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_options),
+                "::",
+                stringify!(growth_policy)
+            )
+        );
+    }
+    test_field_growth_policy();
+    fn test_field_max_length() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).max_length) as usize - ptr as usize
+            },
+            20usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_options),
+                "::",
+                stringify!(max_length)
+            )
+        );
+    }
+    test_field_max_length();
+    fn test_field_initial_length() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).initial_length) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_options),
+                "::",
+                stringify!(initial_length)
+            )
+        );
+    }
+    test_field_initial_length();
+}
+#[doc = " @brief Settings of a stateful cache beside the config's model spec."]
+#[doc = "        Transparent; begins with struct_size. A zero field takes its"]
+#[doc = "        default."]
+#[doc = " @since 0.3.0"]
+pub type kvc_stateful_options_t = kvc_stateful_options;
+extern "C" {
+    #[doc = " @brief Sets `options` to KVC_STATEFUL_OPTIONS_INIT. NULL is ignored. @since 0.3.0"]
+    pub fn kvc_stateful_options_init(options: *mut kvc_stateful_options_t);
+}
+extern "C" {
+    #[doc = " @brief Creates a stateful cache for the model of `config` on its device."]
+    #[doc = " @param config Borrowed for the call; later changes do not affect the cache."]
+    #[doc = " @param options Borrowed for the call."]
+    #[doc = " @param[out] out Receives the handle, owned by the caller (free with"]
+    #[doc = "        kvc_stateful_destroy()); untouched on failure."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (NULL, config not valid, batch"]
+    #[doc = "         0 or too large, layout, growth step or policy out of range,"]
+    #[doc = "         max_length too large, initial_length above max_length);"]
+    #[doc = "         KVC_ERR_UNSUPPORTED (attention windows); KVC_ERR_DEVICE (no such"]
+    #[doc = "         device); KVC_ERR_OUT_OF_MEMORY (initial_length does not fit)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_stateful_create(
+        config: *const kvc_config_t,
+        options: *const kvc_stateful_options_t,
+        out: *mut *mut kvc_stateful_t,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Frees the cache and its device memory. NULL is ignored. @since 0.3.0"]
+    pub fn kvc_stateful_destroy(cache: *mut kvc_stateful_t);
+}
+#[doc = " @brief Where one layer's K/V are, for the caller's kernels. Transparent."]
+#[doc = ""]
+#[doc = " Element (row r, head h, position t, dim d) of K is at"]
+#[doc = " `key + r*row_stride + h*head_stride + t*token_stride + d*elem_size`"]
+#[doc = " bytes, V the same from `value`. Positions [0, lengths[r]) of a row are"]
+#[doc = " its tokens; with a beam table, position t of row r is read from row"]
+#[doc = " `beam_table[r * beam_table_stride + t]` instead of r."]
+#[doc = " @since 0.3.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_stateful_view {
+    #[doc = "< sizeof(kvc_stateful_view_t) of the caller."]
+    pub struct_size: u32,
+    #[doc = "< The layer described."]
+    pub layer: u32,
+    #[doc = "< K of row 0 (device memory on CUDA)."]
+    pub key: *mut ::std::os::raw::c_void,
+    #[doc = "< V of row 0; equals key when kv_factor is 1."]
+    pub value: *mut ::std::os::raw::c_void,
+    #[doc = "< Bytes between rows."]
+    pub row_stride: u64,
+    #[doc = "< Bytes between heads."]
+    pub head_stride: u64,
+    #[doc = "< Bytes between positions."]
+    pub token_stride: u64,
+    #[doc = "< Rows B."]
+    pub batch: u32,
+    #[doc = "< Positions allocated per row (0: none yet)."]
+    pub capacity: u32,
+    #[doc = "< Heads of this layer."]
+    pub kv_heads: u32,
+    #[doc = "< Elements per head."]
+    pub head_dim: u32,
+    #[doc = "< Element type."]
+    pub dtype: kvc_dtype_t,
+    #[doc = "< KVC_LAYOUT_HND or KVC_LAYOUT_NHD."]
+    pub layout: kvc_layout_t,
+    #[doc = "< Longest row of this layer now."]
+    pub max_length: u32,
+    #[doc = "< Entries per beam table row; 0 without a table."]
+    pub beam_table_stride: u32,
+    #[doc = "< [batch] int32 lengths (device memory on CUDA)."]
+    pub lengths: *const i32,
+    #[doc = "< [batch][beam_table_stride] source rows, or NULL"]
+    #[doc = "when every row reads its own history."]
+    pub beam_table: *const i32,
+}
+#[test]
+fn bindgen_test_layout_kvc_stateful_view() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_stateful_view>(),
+        96usize,
+        concat!("Size of: ", stringify!(kvc_stateful_view))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_stateful_view>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_stateful_view))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_view),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_layer() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).layer) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_view),
+                "::",
+                stringify!(layer)
+            )
+        );
+    }
+    test_field_layer();
+    fn test_field_key() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).key) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_view),
+                "::",
+                stringify!(key)
+            )
+        );
+    }
+    test_field_key();
+    fn test_field_value() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).value) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_view),
+                "::",
+                stringify!(value)
+            )
+        );
+    }
+    test_field_value();
+    fn test_field_row_stride() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).row_stride) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_view),
+                "::",
+                stringify!(row_stride)
+            )
+        );
+    }
+    test_field_row_stride();
+    fn test_field_head_stride() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).head_stride) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_view),
+                "::",
+                stringify!(head_stride)
+            )
+        );
+    }
+    test_field_head_stride();
+    fn test_field_token_stride() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).token_stride) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_view),
+                "::",
+                stringify!(token_stride)
+            )
+        );
+    }
+    test_field_token_stride();
+    fn test_field_batch() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).batch) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_view),
+                "::",
+                stringify!(batch)
+            )
+        );
+    }
+    test_field_batch();
+    fn test_field_capacity() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).capacity) as usize - ptr as usize
+            },
+            52usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_view),
+                "::",
+                stringify!(capacity)
+            )
+        );
+    }
+    test_field_capacity();
+    fn test_field_kv_heads() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).kv_heads) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_view),
+                "::",
+                stringify!(kv_heads)
+            )
+        );
+    }
+    test_field_kv_heads();
+    fn test_field_head_dim() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).head_dim) as usize - ptr as usize
+            },
+            60usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_view),
+                "::",
+                stringify!(head_dim)
+            )
+        );
+    }
+    test_field_head_dim();
+    fn test_field_dtype() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).dtype) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_view),
+                "::",
+                stringify!(dtype)
+            )
+        );
+    }
+    test_field_dtype();
+    fn test_field_layout() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).layout) as usize - ptr as usize
+            },
+            68usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_view),
+                "::",
+                stringify!(layout)
+            )
+        );
+    }
+    test_field_layout();
+    fn test_field_max_length() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).max_length) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_view),
+                "::",
+                stringify!(max_length)
+            )
+        );
+    }
+    test_field_max_length();
+    fn test_field_beam_table_stride() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).beam_table_stride) as usize - ptr as usize
+            },
+            76usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_view),
+                "::",
+                stringify!(beam_table_stride)
+            )
+        );
+    }
+    test_field_beam_table_stride();
+    fn test_field_lengths() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).lengths) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_view),
+                "::",
+                stringify!(lengths)
+            )
+        );
+    }
+    test_field_lengths();
+    fn test_field_beam_table() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).beam_table) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_view),
+                "::",
+                stringify!(beam_table)
+            )
+        );
+    }
+    test_field_beam_table();
+}
+#[doc = " @brief Where one layer's K/V are, for the caller's kernels. Transparent."]
+#[doc = ""]
+#[doc = " Element (row r, head h, position t, dim d) of K is at"]
+#[doc = " `key + r*row_stride + h*head_stride + t*token_stride + d*elem_size`"]
+#[doc = " bytes, V the same from `value`. Positions [0, lengths[r]) of a row are"]
+#[doc = " its tokens; with a beam table, position t of row r is read from row"]
+#[doc = " `beam_table[r * beam_table_stride + t]` instead of r."]
+#[doc = " @since 0.3.0"]
+pub type kvc_stateful_view_t = kvc_stateful_view;
+extern "C" {
+    #[doc = " @brief Zeroes `view` and sets its struct_size. NULL is ignored. @since 0.3.0"]
+    pub fn kvc_stateful_view_init(view: *mut kvc_stateful_view_t);
+}
+extern "C" {
+    #[doc = " @brief Describes layer `layer`. Reads only."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (NULL, layer >= num_layers,"]
+    #[doc = "         struct_size unset)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_stateful_layer_view(
+        cache: *const kvc_stateful_t,
+        layer: u32,
+        view: *mut kvc_stateful_view_t,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Copies the lengths of layer `layer`'s rows into `lengths` (host)."]
+    #[doc = " @param lengths Caller array of `count` >= batch entries."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (NULL, layer out of range);"]
+    #[doc = "         KVC_ERR_BUFFER_TOO_SMALL (count < batch). Reads only."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_stateful_get_lengths(
+        cache: *const kvc_stateful_t,
+        layer: u32,
+        lengths: *mut u32,
+        count: u32,
+    ) -> kvc_status_t;
+}
+#[doc = " @brief What kvc_stateful_append() writes. Transparent; begins with"]
+#[doc = "        struct_size."]
+#[doc = ""]
+#[doc = " `key` and `value` hold `num_tokens` positions for every row, in the"]
+#[doc = " cache's layout: `[batch][num_tokens][heads][head_dim]` (NHD) or"]
+#[doc = " `[batch][heads][num_tokens][head_dim]` (HND), contiguous, of `src_dtype`."]
+#[doc = " Row r appends its first `row_tokens[r]` positions (all num_tokens when"]
+#[doc = " row_tokens is NULL; 0 appends nothing to that row). `src_dtype` must equal"]
+#[doc = " the cache dtype, except that an fp8-e4m3 cache also takes f32, f16 or"]
+#[doc = " bf16, stored as `x / k_scale` and `x / v_scale` (as kvc_store_kv())."]
+#[doc = " @since 0.3.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_stateful_append_args {
+    #[doc = "< sizeof(kvc_stateful_append_args_t) of the caller."]
+    pub struct_size: u32,
+    #[doc = "< Layer, < num_layers."]
+    pub layer: u32,
+    #[doc = "< Positions per row in key/value; 0 is a no-op."]
+    pub num_tokens: u32,
+    #[doc = "< Element type of key and value."]
+    pub src_dtype: kvc_dtype_t,
+    #[doc = "< See above; borrowed (device memory on CUDA)."]
+    pub key: *const ::std::os::raw::c_void,
+    #[doc = "< Same shape; NULL iff kv_factor is 1."]
+    pub value: *const ::std::os::raw::c_void,
+    #[doc = "< Host [batch] tokens per row (<= num_tokens), or NULL."]
+    pub row_tokens: *const u32,
+    #[doc = "< fp8 quantization scale of K (> 0); default 1."]
+    pub k_scale: f32,
+    #[doc = "< fp8 quantization scale of V (> 0); default 1."]
+    pub v_scale: f32,
+}
+#[test]
+fn bindgen_test_layout_kvc_stateful_append_args() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_stateful_append_args>(),
+        48usize,
+        concat!("Size of: ", stringify!(kvc_stateful_append_args))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_stateful_append_args>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_stateful_append_args))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_append_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_append_args),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_layer() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_append_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).layer) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_append_args),
+                "::",
+                stringify!(layer)
+            )
+        );
+    }
+    test_field_layer();
+    fn test_field_num_tokens() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_append_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_tokens) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_append_args),
+                "::",
+                stringify!(num_tokens)
+            )
+        );
+    }
+    test_field_num_tokens();
+    fn test_field_src_dtype() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_append_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).src_dtype) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_append_args),
+                "::",
+                stringify!(src_dtype)
+            )
+        );
+    }
+    test_field_src_dtype();
+    fn test_field_key() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_append_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).key) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_append_args),
+                "::",
+                stringify!(key)
+            )
+        );
+    }
+    test_field_key();
+    fn test_field_value() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_append_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).value) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_append_args),
+                "::",
+                stringify!(value)
+            )
+        );
+    }
+    test_field_value();
+    fn test_field_row_tokens() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_append_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).row_tokens) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_append_args),
+                "::",
+                stringify!(row_tokens)
+            )
+        );
+    }
+    test_field_row_tokens();
+    fn test_field_k_scale() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_append_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).k_scale) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_append_args),
+                "::",
+                stringify!(k_scale)
+            )
+        );
+    }
+    test_field_k_scale();
+    fn test_field_v_scale() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_append_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).v_scale) as usize - ptr as usize
+            },
+            44usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_append_args),
+                "::",
+                stringify!(v_scale)
+            )
+        );
+    }
+    test_field_v_scale();
+}
+#[doc = " @brief What kvc_stateful_append() writes. Transparent; begins with"]
+#[doc = "        struct_size."]
+#[doc = ""]
+#[doc = " `key` and `value` hold `num_tokens` positions for every row, in the"]
+#[doc = " cache's layout: `[batch][num_tokens][heads][head_dim]` (NHD) or"]
+#[doc = " `[batch][heads][num_tokens][head_dim]` (HND), contiguous, of `src_dtype`."]
+#[doc = " Row r appends its first `row_tokens[r]` positions (all num_tokens when"]
+#[doc = " row_tokens is NULL; 0 appends nothing to that row). `src_dtype` must equal"]
+#[doc = " the cache dtype, except that an fp8-e4m3 cache also takes f32, f16 or"]
+#[doc = " bf16, stored as `x / k_scale` and `x / v_scale` (as kvc_store_kv())."]
+#[doc = " @since 0.3.0"]
+pub type kvc_stateful_append_args_t = kvc_stateful_append_args;
+extern "C" {
+    #[doc = " @brief Sets `args` to KVC_STATEFUL_APPEND_ARGS_INIT. NULL is ignored. @since 0.3.0"]
+    pub fn kvc_stateful_append_args_init(args: *mut kvc_stateful_append_args_t);
+}
+extern "C" {
+    #[doc = " @brief Appends the K/V of new tokens of one layer in place, growing the"]
+    #[doc = "        layer first when a row would pass its capacity."]
+    #[doc = " @param stream cudaStream_t on a CUDA cache; ignored on a CPU cache."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (NULL, layer out of range,"]
+    #[doc = "         src_dtype, value given or missing against kv_factor, a scale not"]
+    #[doc = "         finite and > 0, row_tokens[r] > num_tokens, a row passing"]
+    #[doc = "         max_length); KVC_ERR_INVALID_STATE (a row would overwrite"]
+    #[doc = "         positions another row reads through the beam table);"]
+    #[doc = "         KVC_ERR_OUT_OF_MEMORY (the growth allocation failed: nothing"]
+    #[doc = "         changed); KVC_ERR_DEVICE."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_stateful_append(
+        cache: *mut kvc_stateful_t,
+        args: *const kvc_stateful_append_args_t,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Row b continues the history of row `beam_idx[b]` (OpenVINO's"]
+    #[doc = "        beam_idx), without moving K/V: only beam table entries change."]
+    #[doc = ""]
+    #[doc = " Every layer must hold the same length per row (call it between steps)."]
+    #[doc = " The identity permutation does nothing. Several rows may take the same"]
+    #[doc = " source; a row that no one takes is dropped."]
+    #[doc = " @param beam_idx Host array of `count` entries, borrowed for the call."]
+    #[doc = " @param count Must equal batch."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (NULL, count != batch, an"]
+    #[doc = "         entry outside [0, batch)); KVC_ERR_INVALID_STATE (layers of"]
+    #[doc = "         different lengths); KVC_ERR_OUT_OF_MEMORY (creating the table)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_stateful_reorder(
+        cache: *mut kvc_stateful_t,
+        beam_idx: *const i32,
+        count: u32,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Gathers every layer's K/V by the beam table so that each row's"]
+    #[doc = "        buffer holds its own history, then drops the table."]
+    #[doc = ""]
+    #[doc = " Uses a scratch buffer of the largest layer's size, freed before return"]
+    #[doc = " (stream-ordered on CUDA). Without a table it does nothing."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_STATE (layers of different lengths);"]
+    #[doc = "         KVC_ERR_OUT_OF_MEMORY (the scratch buffer; nothing changed);"]
+    #[doc = "         KVC_ERR_DEVICE."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_stateful_compact(
+        cache: *mut kvc_stateful_t,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Drops the last `num_tokens` tokens of row `row` (or of every row"]
+    #[doc = "        with KVC_STATEFUL_ALL_ROWS) in every layer (speculative decoding,"]
+    #[doc = "        chat edits). Capacity is kept."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (row out of range, num_tokens"]
+    #[doc = "         above a row's length); KVC_ERR_INVALID_STATE (layers of"]
+    #[doc = "         different lengths)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_stateful_trim(
+        cache: *mut kvc_stateful_t,
+        row: u32,
+        num_tokens: u32,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Empties every row of every layer and drops the beam table. With"]
+    #[doc = "        `release_memory` the layers' buffers are freed too (capacity 0),"]
+    #[doc = "        else they are kept for the next conversation."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (NULL); KVC_ERR_DEVICE."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_stateful_reset(
+        cache: *mut kvc_stateful_t,
+        release_memory: bool,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Saves row `row`'s state (every layer's K/V of its length, read"]
+    #[doc = "        through the beam table) into a caller host buffer."]
+    #[doc = ""]
+    #[doc = " The bytes are a header (magic, version, geometry, length) followed by"]
+    #[doc = " each layer's K then V in the cache's layout with capacity = length; only"]
+    #[doc = " kvc_stateful_import_row() of a cache of the same geometry reads them."]
+    #[doc = " The call waits for the copy: the buffer is filled on return."]
+    #[doc = " @param buffer Host memory of `capacity` bytes; may be NULL when capacity"]
+    #[doc = "        is 0 (to learn the size)."]
+    #[doc = " @param[out] size Receives the bytes the state takes (also on"]
+    #[doc = "        KVC_ERR_BUFFER_TOO_SMALL)."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (NULL size, row out of range);"]
+    #[doc = "         KVC_ERR_BUFFER_TOO_SMALL; KVC_ERR_INVALID_STATE (layers of"]
+    #[doc = "         different lengths); KVC_ERR_OUT_OF_MEMORY (CUDA staging);"]
+    #[doc = "         KVC_ERR_DEVICE."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_stateful_export_row(
+        cache: *mut kvc_stateful_t,
+        row: u32,
+        buffer: *mut ::std::os::raw::c_void,
+        capacity: u64,
+        size: *mut u64,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Restores a state saved by kvc_stateful_export_row() into row"]
+    #[doc = "        `row`, replacing its history in every layer (growing layers as"]
+    #[doc = "        needed). The row then reads its own buffer."]
+    #[doc = " @param buffer Host memory of `size` bytes, borrowed for the call."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (NULL, row out of range, not a"]
+    #[doc = "         state, a size or geometry (layers, heads, head_dim, dtype,"]
+    #[doc = "         layout, kv_factor) that differs from this cache's, a length past"]
+    #[doc = "         max_length); KVC_ERR_INVALID_STATE (another row reads this row's"]
+    #[doc = "         buffer through the beam table; compact first);"]
+    #[doc = "         KVC_ERR_OUT_OF_MEMORY (a growth; nothing changed); KVC_ERR_DEVICE."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_stateful_import_row(
+        cache: *mut kvc_stateful_t,
+        row: u32,
+        buffer: *const ::std::os::raw::c_void,
+        size: u64,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> kvc_status_t;
+}
+#[doc = " @brief What kvc_stateful_decode() computes. Transparent; begins with"]
+#[doc = "        struct_size."]
+#[doc = ""]
+#[doc = " For every row b and query head h (kv head h / (q_heads / kv_heads)):"]
+#[doc = " `out[b][h] = sum_t softmax_t(softmax_scale * q[b][h] . K[t]) V[t]` over"]
+#[doc = " the row's positions t < length, K/V of position t read from the row the"]
+#[doc = " beam table names. The same arithmetic as kvc_decode_attention(): query"]
+#[doc = " and out of q_dtype (the cache dtype; f16 or bf16 for fp8-e4m3, whose K/V"]
+#[doc = " are read as x * k_scale, x * v_scale), head dims 64/128/256, GQA/MQA, f32"]
+#[doc = " on the CPU only; on CUDA the query is 16-byte aligned."]
+#[doc = " @since 0.3.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_stateful_decode_args {
+    #[doc = "< sizeof(kvc_stateful_decode_args_t) of the caller."]
+    pub struct_size: u32,
+    #[doc = "< Layer, < num_layers."]
+    pub layer: u32,
+    #[doc = "< Query heads, a multiple of the layer's kv_heads."]
+    pub q_heads: u32,
+    #[doc = "< Element type of query and out."]
+    pub q_dtype: kvc_dtype_t,
+    #[doc = "< [batch][q_heads][head_dim]; borrowed."]
+    pub query: *const ::std::os::raw::c_void,
+    #[doc = "< [batch][q_heads][head_dim]; written."]
+    pub out: *mut ::std::os::raw::c_void,
+    #[doc = "< Workspace sizing only: the longest length to plan"]
+    #[doc = "for; 0 = the layer's longest row now."]
+    pub max_seq_len: u32,
+    #[doc = "< 0 = 1 / sqrt(head_dim)."]
+    pub softmax_scale: f32,
+    #[doc = "< fp8 dequantization scale of K; default 1."]
+    pub k_scale: f32,
+    #[doc = "< fp8 dequantization scale of V; default 1."]
+    pub v_scale: f32,
+    #[doc = "< Scratch (device memory on CUDA); see"]
+    #[doc = "kvc_stateful_decode_workspace_size()."]
+    pub workspace: *mut ::std::os::raw::c_void,
+    #[doc = "< Bytes at workspace."]
+    pub workspace_bytes: u64,
+}
+#[test]
+fn bindgen_test_layout_kvc_stateful_decode_args() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_stateful_decode_args>(),
+        64usize,
+        concat!("Size of: ", stringify!(kvc_stateful_decode_args))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_stateful_decode_args>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_stateful_decode_args))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_decode_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_decode_args),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_layer() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_decode_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).layer) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_decode_args),
+                "::",
+                stringify!(layer)
+            )
+        );
+    }
+    test_field_layer();
+    fn test_field_q_heads() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_decode_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).q_heads) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_decode_args),
+                "::",
+                stringify!(q_heads)
+            )
+        );
+    }
+    test_field_q_heads();
+    fn test_field_q_dtype() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_decode_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).q_dtype) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_decode_args),
+                "::",
+                stringify!(q_dtype)
+            )
+        );
+    }
+    test_field_q_dtype();
+    fn test_field_query() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_decode_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).query) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_decode_args),
+                "::",
+                stringify!(query)
+            )
+        );
+    }
+    test_field_query();
+    fn test_field_out() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_decode_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).out) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_decode_args),
+                "::",
+                stringify!(out)
+            )
+        );
+    }
+    test_field_out();
+    fn test_field_max_seq_len() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_decode_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).max_seq_len) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_decode_args),
+                "::",
+                stringify!(max_seq_len)
+            )
+        );
+    }
+    test_field_max_seq_len();
+    fn test_field_softmax_scale() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_decode_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).softmax_scale) as usize - ptr as usize
+            },
+            36usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_decode_args),
+                "::",
+                stringify!(softmax_scale)
+            )
+        );
+    }
+    test_field_softmax_scale();
+    fn test_field_k_scale() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_decode_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).k_scale) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_decode_args),
+                "::",
+                stringify!(k_scale)
+            )
+        );
+    }
+    test_field_k_scale();
+    fn test_field_v_scale() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_decode_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).v_scale) as usize - ptr as usize
+            },
+            44usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_decode_args),
+                "::",
+                stringify!(v_scale)
+            )
+        );
+    }
+    test_field_v_scale();
+    fn test_field_workspace() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_decode_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).workspace) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_decode_args),
+                "::",
+                stringify!(workspace)
+            )
+        );
+    }
+    test_field_workspace();
+    fn test_field_workspace_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_decode_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).workspace_bytes) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_decode_args),
+                "::",
+                stringify!(workspace_bytes)
+            )
+        );
+    }
+    test_field_workspace_bytes();
+}
+#[doc = " @brief What kvc_stateful_decode() computes. Transparent; begins with"]
+#[doc = "        struct_size."]
+#[doc = ""]
+#[doc = " For every row b and query head h (kv head h / (q_heads / kv_heads)):"]
+#[doc = " `out[b][h] = sum_t softmax_t(softmax_scale * q[b][h] . K[t]) V[t]` over"]
+#[doc = " the row's positions t < length, K/V of position t read from the row the"]
+#[doc = " beam table names. The same arithmetic as kvc_decode_attention(): query"]
+#[doc = " and out of q_dtype (the cache dtype; f16 or bf16 for fp8-e4m3, whose K/V"]
+#[doc = " are read as x * k_scale, x * v_scale), head dims 64/128/256, GQA/MQA, f32"]
+#[doc = " on the CPU only; on CUDA the query is 16-byte aligned."]
+#[doc = " @since 0.3.0"]
+pub type kvc_stateful_decode_args_t = kvc_stateful_decode_args;
+extern "C" {
+    #[doc = " @brief Sets `args` to KVC_STATEFUL_DECODE_ARGS_INIT. NULL is ignored. @since 0.3.0"]
+    pub fn kvc_stateful_decode_args_init(args: *mut kvc_stateful_decode_args_t);
+}
+extern "C" {
+    #[doc = " @brief Workspace bytes kvc_stateful_decode() needs for `args` (its layer,"]
+    #[doc = "        q_heads, q_dtype and max_seq_len); never decreases as max_seq_len"]
+    #[doc = "        grows. 0 on a CPU cache. Reads only."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT; KVC_ERR_UNSUPPORTED (as decode)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_stateful_decode_workspace_size(
+        cache: *const kvc_stateful_t,
+        args: *const kvc_stateful_decode_args_t,
+        bytes: *mut u64,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Decode attention of one layer for every row, through the beam"]
+    #[doc = "        table (indirect SDPA): one query token per row."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (NULL, layer, q_heads, q_dtype,"]
+    #[doc = "         scales); KVC_ERR_UNSUPPORTED (head_dim, f32 on CUDA);"]
+    #[doc = "         KVC_ERR_BUFFER_TOO_SMALL (workspace); KVC_ERR_DEVICE."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_stateful_decode(
+        cache: *mut kvc_stateful_t,
+        args: *const kvc_stateful_decode_args_t,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Reports the first error of work enqueued by this cache (as"]
+    #[doc = "        kvc_cache_get_async_error()); waits for `stream`."]
+    #[doc = " @return KVC_OK if the check ran; KVC_ERR_INVALID_ARGUMENT (NULL)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_stateful_get_async_error(
+        cache: *mut kvc_stateful_t,
+        stream: *mut ::std::os::raw::c_void,
+        async_error: *mut kvc_status_t,
+    ) -> kvc_status_t;
+}
+#[doc = " @brief Whole-cache statistics. Transparent; begins with struct_size. @since 0.3.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_stateful_stats {
+    #[doc = "< sizeof(kvc_stateful_stats_t) of the caller."]
+    pub struct_size: u32,
+    #[doc = "< Layers."]
+    pub num_layers: u32,
+    #[doc = "< Device bytes held now (K/V, table, lengths)."]
+    pub bytes_allocated: u64,
+    #[doc = "< Most bytes held at once since creation,"]
+    #[doc = "growth and compaction scratch included."]
+    pub peak_bytes: u64,
+    #[doc = "< Of bytes_allocated: the layers' buffers."]
+    pub kv_bytes: u64,
+    #[doc = "< Of bytes_allocated: the beam table."]
+    pub table_bytes: u64,
+    #[doc = "< Layer growths since creation (all layers;"]
+    #[doc = "a first allocation is not one)."]
+    pub reallocations: u64,
+    #[doc = "< kvc_stateful_reorder() calls that changed rows."]
+    pub reorders: u64,
+    #[doc = "< Beam table entries those reorders moved."]
+    pub table_entries_copied: u64,
+    #[doc = "< kvc_stateful_compact() calls that gathered."]
+    pub compactions: u64,
+}
+#[test]
+fn bindgen_test_layout_kvc_stateful_stats() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_stateful_stats>(),
+        72usize,
+        concat!("Size of: ", stringify!(kvc_stateful_stats))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_stateful_stats>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_stateful_stats))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_stats),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_num_layers() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_layers) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_stats),
+                "::",
+                stringify!(num_layers)
+            )
+        );
+    }
+    test_field_num_layers();
+    fn test_field_bytes_allocated() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).bytes_allocated) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_stats),
+                "::",
+                stringify!(bytes_allocated)
+            )
+        );
+    }
+    test_field_bytes_allocated();
+    fn test_field_peak_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).peak_bytes) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_stats),
+                "::",
+                stringify!(peak_bytes)
+            )
+        );
+    }
+    test_field_peak_bytes();
+    fn test_field_kv_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).kv_bytes) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_stats),
+                "::",
+                stringify!(kv_bytes)
+            )
+        );
+    }
+    test_field_kv_bytes();
+    fn test_field_table_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).table_bytes) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_stats),
+                "::",
+                stringify!(table_bytes)
+            )
+        );
+    }
+    test_field_table_bytes();
+    fn test_field_reallocations() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reallocations) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_stats),
+                "::",
+                stringify!(reallocations)
+            )
+        );
+    }
+    test_field_reallocations();
+    fn test_field_reorders() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reorders) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_stats),
+                "::",
+                stringify!(reorders)
+            )
+        );
+    }
+    test_field_reorders();
+    fn test_field_table_entries_copied() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).table_entries_copied) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_stats),
+                "::",
+                stringify!(table_entries_copied)
+            )
+        );
+    }
+    test_field_table_entries_copied();
+    fn test_field_compactions() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).compactions) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_stats),
+                "::",
+                stringify!(compactions)
+            )
+        );
+    }
+    test_field_compactions();
+}
+#[doc = " @brief Whole-cache statistics. Transparent; begins with struct_size. @since 0.3.0"]
+pub type kvc_stateful_stats_t = kvc_stateful_stats;
+extern "C" {
+    #[doc = " @brief Zeroes `stats` and sets its struct_size. NULL is ignored. @since 0.3.0"]
+    pub fn kvc_stateful_stats_init(stats: *mut kvc_stateful_stats_t);
+}
+extern "C" {
+    #[doc = " @brief Fills `stats`. Reads only. @return KVC_OK or KVC_ERR_INVALID_ARGUMENT. @since 0.3.0"]
+    pub fn kvc_stateful_get_stats(
+        cache: *const kvc_stateful_t,
+        stats: *mut kvc_stateful_stats_t,
+    ) -> kvc_status_t;
+}
+#[doc = " @brief One layer's statistics. Transparent; begins with struct_size. @since 0.3.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_stateful_layer_stats {
+    #[doc = "< sizeof(kvc_stateful_layer_stats_t) of the caller."]
+    pub struct_size: u32,
+    #[doc = "< The layer described."]
+    pub layer: u32,
+    #[doc = "< Positions allocated per row."]
+    pub capacity: u32,
+    #[doc = "< o_l of the growth policy."]
+    pub growth_offset: u32,
+    #[doc = "< Bytes of the layer's buffer."]
+    pub bytes: u64,
+    #[doc = "< Growths of this layer's allocated buffer (the"]
+    #[doc = "first allocation is not one)."]
+    pub reallocations: u64,
+    #[doc = "< Longest row when the layer last grew."]
+    pub last_growth_length: u32,
+    #[doc = "< Longest row now."]
+    pub max_length: u32,
+}
+#[test]
+fn bindgen_test_layout_kvc_stateful_layer_stats() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_stateful_layer_stats>(),
+        40usize,
+        concat!("Size of: ", stringify!(kvc_stateful_layer_stats))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_stateful_layer_stats>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_stateful_layer_stats))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_layer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_layer_stats),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_layer() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_layer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).layer) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_layer_stats),
+                "::",
+                stringify!(layer)
+            )
+        );
+    }
+    test_field_layer();
+    fn test_field_capacity() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_layer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).capacity) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_layer_stats),
+                "::",
+                stringify!(capacity)
+            )
+        );
+    }
+    test_field_capacity();
+    fn test_field_growth_offset() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_layer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).growth_offset) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_layer_stats),
+                "::",
+                stringify!(growth_offset)
+            )
+        );
+    }
+    test_field_growth_offset();
+    fn test_field_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_layer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).bytes) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_layer_stats),
+                "::",
+                stringify!(bytes)
+            )
+        );
+    }
+    test_field_bytes();
+    fn test_field_reallocations() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_layer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reallocations) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_layer_stats),
+                "::",
+                stringify!(reallocations)
+            )
+        );
+    }
+    test_field_reallocations();
+    fn test_field_last_growth_length() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_layer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).last_growth_length) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_layer_stats),
+                "::",
+                stringify!(last_growth_length)
+            )
+        );
+    }
+    test_field_last_growth_length();
+    fn test_field_max_length() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_stateful_layer_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).max_length) as usize - ptr as usize
+            },
+            36usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_stateful_layer_stats),
+                "::",
+                stringify!(max_length)
+            )
+        );
+    }
+    test_field_max_length();
+}
+#[doc = " @brief One layer's statistics. Transparent; begins with struct_size. @since 0.3.0"]
+pub type kvc_stateful_layer_stats_t = kvc_stateful_layer_stats;
+extern "C" {
+    #[doc = " @brief Zeroes `stats` and sets its struct_size. NULL is ignored. @since 0.3.0"]
+    pub fn kvc_stateful_layer_stats_init(stats: *mut kvc_stateful_layer_stats_t);
+}
+extern "C" {
+    #[doc = " @brief Fills `stats` for layer `layer`. Reads only."]
+    #[doc = " @return KVC_OK or KVC_ERR_INVALID_ARGUMENT (NULL, layer out of range)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_stateful_get_layer_stats(
+        cache: *const kvc_stateful_t,
+        layer: u32,
+        stats: *mut kvc_stateful_layer_stats_t,
     ) -> kvc_status_t;
 }

@@ -5,8 +5,9 @@
 use kvcache_sys as sys;
 
 use crate::cache::sized;
-use crate::kernels::{RawDecodeArgs, RawStoreArgs, StoreStrides};
+use crate::kernels::{RawDecodeArgs, RawPrefillArgs, RawStoreArgs, StoreStrides};
 use crate::sequence::SequenceOptions;
+use crate::stateful_args::{RawStatefulAppend, RawStatefulDecode, StatefulOptions};
 
 /// Debug output compares every field (padding bytes excluded).
 fn same<T: std::fmt::Debug>(ours: T, theirs: T) {
@@ -54,6 +55,21 @@ fn descriptors_match_their_init_functions() {
         sized!(sys::kvc_sequence_desc_t),
         c_init!(sys::kvc_sequence_desc_t, kvc_sequence_desc_init),
     );
+    same(
+        sized!(sys::kvc_stateful_view_t),
+        c_init!(sys::kvc_stateful_view_t, kvc_stateful_view_init),
+    );
+    same(
+        sized!(sys::kvc_stateful_stats_t),
+        c_init!(sys::kvc_stateful_stats_t, kvc_stateful_stats_init),
+    );
+    same(
+        sized!(sys::kvc_stateful_layer_stats_t),
+        c_init!(
+            sys::kvc_stateful_layer_stats_t,
+            kvc_stateful_layer_stats_init
+        ),
+    );
 }
 
 #[test]
@@ -73,5 +89,32 @@ fn argument_defaults_match_their_init_functions() {
     same(
         StoreStrides::default().to_c(),
         c_init!(sys::kvc_store_strides_t, kvc_store_strides_init),
+    );
+    same(
+        RawStatefulAppend::default().to_c(),
+        c_init!(
+            sys::kvc_stateful_append_args_t,
+            kvc_stateful_append_args_init
+        ),
+    );
+    same(
+        RawStatefulDecode::default().to_c(),
+        c_init!(
+            sys::kvc_stateful_decode_args_t,
+            kvc_stateful_decode_args_init
+        ),
+    );
+    // The options' defaults differ from the C initializer in batch only
+    // (which has no default) and in spelling out HND and staggered growth.
+    let mut ours = StatefulOptions::new(0).to_c();
+    ours.layout = 0;
+    ours.growth_policy = 0;
+    same(
+        ours,
+        c_init!(sys::kvc_stateful_options_t, kvc_stateful_options_init),
+    );
+    same(
+        RawPrefillArgs::default().to_c(),
+        c_init!(sys::kvc_prefill_args_t, kvc_prefill_args_init),
     );
 }

@@ -10,6 +10,9 @@
 //!   [`Cache::slot_mapping`], ...), reports [`Stats`] (and per layer
 //!   group, [`GroupStats`]), and runs kernels
 //!   (safe on CPU caches, `unsafe` with device pointers).
+//! - [`StatefulCache`]: the stateful contiguous mode (OpenVINO's): per-layer
+//!   buffers for a fixed batch, in-place append, beam search through a beam
+//!   table, indirect decode attention, row export/import.
 //! - Every failure is an [`Error`] carrying the C status and the library's
 //!   message, read inside the failing call.
 //!
@@ -53,6 +56,8 @@ mod config;
 mod error;
 mod kernels;
 mod sequence;
+mod stateful;
+mod stateful_args;
 mod types;
 mod version;
 
@@ -63,10 +68,15 @@ pub use cache::{Cache, CacheDesc, GroupDesc, GroupStats, LayerView, OnStream, Po
 pub use config::{Config, ConfigBuilder};
 pub use error::{Error, Result, Status};
 pub use kernels::{
-    BlockTables, Decode, RawDecodeArgs, RawStoreArgs, StoreKv, StoreStrides, TableFormat,
+    BlockTables, Decode, Prefill, RawDecodeArgs, RawPrefillArgs, RawStoreArgs, StoreKv,
+    StoreStrides, TableFormat,
 };
 pub use sequence::{
     ExtraKey, RetentionRange, SequenceDesc, SequenceOptions, DEFAULT_PRIORITY, RETENTION_OPEN_END,
+};
+pub use stateful::{
+    GrowthPolicy, RawStatefulAppend, RawStatefulDecode, StatefulCache, StatefulLayerStats,
+    StatefulOn, StatefulOptions, StatefulStats, StatefulView,
 };
 pub use types::{Device, Dtype, Element, Features, Layout, Stream};
 pub use version::{

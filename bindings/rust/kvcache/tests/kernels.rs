@@ -1,12 +1,13 @@
-//! Kernels on a CPU cache: store K/V through a slot mapping, decode
-//! attention against a reference, block copies, and the shape checks.
+//! Kernels on a CPU cache: store K/V through a slot mapping, decode and
+//! prefill attention against a reference, block copies, and the shape
+//! checks.
 
 mod common;
 
 use common::{tokens, TPB};
 use kvcache::{
-    BlockTables, Cache, Decode, Dtype, LayerView, RawDecodeArgs, RawStoreArgs, SequenceOptions,
-    Status, StoreKv, StoreStrides,
+    BlockTables, Cache, Decode, Dtype, LayerView, Prefill, RawDecodeArgs, RawPrefillArgs,
+    RawStoreArgs, SequenceOptions, Status, StoreKv, StoreStrides,
 };
 
 const HEADS: usize = 2;
@@ -277,6 +278,99 @@ fn decode_attention_matches_a_reference_with_padded_and_csr_tables() {
     assert_eq!(out, out2);
 
     assert_eq!(cache.async_error().unwrap(), None);
+}
+
+#[test]
+fn prefill_attention_matches_a_reference_causally() {
+    // The last 4 of 6 stored tokens are new: row i attends tokens 0..=2+i.
+    let n = 6;
+    let (cache, _) = stored(n);
+    let (q_heads, q_len) = (4, 4);
+    let query: Vec<f32> = (0..q_len * q_heads * DIM)
+        .map(|i| ((i % 13) as f32 - 6.0) * 0.02)
+        .collect();
+    let blocks = cache.block_ids(1, 0).unwrap();
+    let qo_indptr = [0, q_len as i32];
+    let kv_lens = [n as i32];
+    let padded = BlockTables::Padded {
+        table: &blocks,
+        stride: 2,
+    };
+    let args = Prefill::new(
+        1,
+        q_heads as u32,
+        Dtype::F32,
+        &query,
+        &qo_indptr,
+        &kv_lens,
+        padded,
+        8,
+    );
+    let mut out = vec![0.0f32; q_len * q_heads * DIM];
+    let mut lse = vec![0.0f32; q_len * q_heads];
+    cache
+        .prefill_attention(&args, &mut out, Some(&mut lse))
+        .unwrap();
+    for i in 0..q_len {
+        let row = &query[i * q_heads * DIM..(i + 1) * q_heads * DIM];
+        close(
+            &out[i * q_heads * DIM..(i + 1) * q_heads * DIM],
+            &reference(row, q_heads, n - q_len + i + 1),
+        );
+    }
+    assert!(lse.iter().all(|x| x.is_finite()));
+
+    // The same through a CSR table and the raw call, without lse.
+    let csr = cache.block_table_csr(0, &[1]).unwrap();
+    let mut out2 = vec![0.0f32; out.len()];
+    let raw = RawPrefillArgs {
+        layer: 1,
+        batch: 1,
+        total_q: q_len as u32,
+        q_heads: q_heads as u32,
+        q_dtype: Dtype::F32,
+        table_format: kvcache::TableFormat::Csr,
+        query: query.as_ptr().cast(),
+        out: out2.as_mut_ptr().cast(),
+        qo_indptr: qo_indptr.as_ptr(),
+        kv_lens: kv_lens.as_ptr(),
+        block_table: csr.indices.as_ptr(),
+        indptr: csr.indptr.as_ptr(),
+        max_kv_len: 8,
+        ..RawPrefillArgs::default()
+    };
+    assert_eq!(cache.prefill_workspace_size(&raw).unwrap(), 0);
+    // SAFETY: CPU cache; every pointer names live host memory of the shapes.
+    unsafe { cache.prefill_attention_raw(&raw).unwrap() };
+    assert_eq!(out, out2);
+
+    // More new tokens than the sequence holds: refused, out untouched.
+    let bad_lens = [3];
+    let padded = BlockTables::Padded {
+        table: &blocks,
+        stride: 2,
+    };
+    let args = Prefill::new(
+        1,
+        q_heads as u32,
+        Dtype::F32,
+        &query,
+        &qo_indptr,
+        &bad_lens,
+        padded,
+        8,
+    );
+    let mut untouched = vec![7.0f32; out.len()];
+    let e = cache
+        .prefill_attention(&args, &mut untouched, None)
+        .unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument);
+    assert!(
+        e.message.contains("q_len 4 (qo_indptr) above its kv_len 3"),
+        "{}",
+        e.message
+    );
+    assert!(untouched.iter().all(|&x| x == 7.0));
 }
 
 #[test]

@@ -30,15 +30,12 @@ public final class Config implements AutoCloseable {
 
   /** An independent copy (kvc_config_clone). */
   public Config copy() {
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       Scratch s = Scratch.get();
       int out = s.alloc(8);
       KvcNative.kvc_config_clone(h, s.address(out));
       return new Config(s.getLong(out));
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** Frees the native config. A second close does nothing. */
@@ -57,21 +54,15 @@ public final class Config implements AutoCloseable {
 
   /** Checks the config as a whole, as cache creation will. */
   public Config validate() {
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       KvcNative.kvc_config_validate(h);
       return this;
-    } finally {
-      handle.release();
-    }
+    });
   }
 
-  long acquire() {
-    return handle.acquire();
-  }
-
-  void release() {
-    handle.release();
+  /** Runs {@code f} on the native config, as the caches' constructors read it. */
+  long callLong(NativeHandle.LongCall f) {
+    return handle.callLong(f);
   }
 
   // ----- helpers: one out value through the scratch ---------------------
@@ -81,52 +72,40 @@ public final class Config implements AutoCloseable {
   }
 
   private long getU32(Getter g) {
-    long h = handle.acquire();
-    try {
+    return handle.callLong(h -> {
       Scratch s = Scratch.get();
       int out = s.alloc(8);
       g.call(h, s.address(out));
       return s.getUnsignedInt(out);
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   private long getU64(Getter g) {
-    long h = handle.acquire();
-    try {
+    return handle.callLong(h -> {
       Scratch s = Scratch.get();
       int out = s.alloc(8);
       g.call(h, s.address(out));
       return s.getLong(out);
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   private boolean getBool(Getter g) {
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       Scratch s = Scratch.get();
       int out = s.alloc(8);
       g.call(h, s.address(out));
       return s.getBool(out);
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   // ----- model shape -----------------------------------------------------
 
   /** Number of attention layers (> 0). */
   public Config setNumLayers(int numLayers) {
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       KvcNative.kvc_config_set_num_layers(h, Args.u32("num_layers", numLayers));
       return this;
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** Number of attention layers; 0 if unset. */
@@ -136,20 +115,16 @@ public final class Config implements AutoCloseable {
 
   /** The same number of KV heads (> 0) for every layer. */
   public Config setKvHeads(int kvHeads) {
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       KvcNative.kvc_config_set_kv_heads(h, Args.u32("kv_heads", kvHeads));
       return this;
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** KV heads per layer; the array length must equal the number of layers (checked by validate). */
   public Config setKvHeadsPerLayer(int... kvHeads) {
     Args.notNull("kv_heads", kvHeads);
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       Scratch s = Scratch.get();
       int arr = s.alloc(4L * kvHeads.length);
       s.putInts(arr, kvHeads, 0, kvHeads.length);
@@ -158,34 +133,26 @@ public final class Config implements AutoCloseable {
       }
       KvcNative.kvc_config_set_kv_heads_per_layer(h, s.address(arr), kvHeads.length);
       return this;
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** KV heads of one layer, as the cache will use them. */
   public int getKvHeads(int layer) {
     Args.u32("layer", layer);
-    long h = handle.acquire();
-    try {
+    return handle.callInt(h -> {
       Scratch s = Scratch.get();
       int out = s.alloc(8);
       KvcNative.kvc_config_get_kv_heads(h, layer, s.address(out));
       return Args.toInt(s.getUnsignedInt(out));
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** Head dimension (> 0). */
   public Config setHeadDim(int headDim) {
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       KvcNative.kvc_config_set_head_dim(h, Args.u32("head_dim", headDim));
       return this;
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** Head dimension; 0 if unset. */
@@ -196,13 +163,10 @@ public final class Config implements AutoCloseable {
   /** Element type of the stored K/V. */
   public Config setDtype(DType dtype) {
     Args.notNull("dtype", dtype);
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       KvcNative.kvc_config_set_dtype(h, dtype.code());
       return this;
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** Element type of the stored K/V. */
@@ -212,13 +176,10 @@ public final class Config implements AutoCloseable {
 
   /** 2 to store K and V, 1 when K and V are one tensor (MLA). */
   public Config setKvFactor(int kvFactor) {
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       KvcNative.kvc_config_set_kv_factor(h, Args.u32("kv_factor", kvFactor));
       return this;
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** The kv factor (1 or 2). */
@@ -229,13 +190,10 @@ public final class Config implements AutoCloseable {
   /** Block layout. */
   public Config setLayout(Layout layout) {
     Args.notNull("layout", layout);
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       KvcNative.kvc_config_set_layout(h, layout.code());
       return this;
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** Block layout. */
@@ -245,13 +203,10 @@ public final class Config implements AutoCloseable {
 
   /** Tokens per block: a power of two > 1 (at most 1024). */
   public Config setTokensPerBlock(int tokens) {
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       KvcNative.kvc_config_set_tokens_per_block(h, Args.u32("tokens_per_block", tokens));
       return this;
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** Tokens per block. */
@@ -268,30 +223,24 @@ public final class Config implements AutoCloseable {
     for (int i = 0; i < windows.length; i++) {
       Args.u32("windows[" + i + "]", windows[i]);
     }
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       Scratch s = Scratch.get();
       int arr = s.alloc(4L * windows.length);
       s.putInts(arr, windows, 0, windows.length);
       KvcNative.kvc_config_set_attention_windows(h, s.address(arr), windows.length);
       return this;
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** Attention window of one layer after repetition (0 = full). */
   public int getAttentionWindow(int layer) {
     Args.u32("layer", layer);
-    long h = handle.acquire();
-    try {
+    return handle.callInt(h -> {
       Scratch s = Scratch.get();
       int out = s.alloc(8);
       KvcNative.kvc_config_get_attention_window(h, layer, s.address(out));
       return Args.toInt(s.getUnsignedInt(out));
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   // ----- device and memory ----------------------------------------------
@@ -299,50 +248,38 @@ public final class Config implements AutoCloseable {
   /** Device of the primary pool: CPU (ordinal 0) or a CUDA ordinal. */
   public Config setDevice(DeviceKind kind, int ordinal) {
     Args.notNull("kind", kind);
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       KvcNative.kvc_config_set_device(h, kind.code(), ordinal);
       return this;
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** Device kind of the primary pool. */
   public DeviceKind getDeviceKind() {
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       Scratch s = Scratch.get();
       int out = s.alloc(8);
       KvcNative.kvc_config_get_device(h, s.address(out), 0);
       return DeviceKind.of(s.getUnsignedInt(out));
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** Device ordinal of the primary pool. */
   public int getDeviceOrdinal() {
-    long h = handle.acquire();
-    try {
+    return handle.callInt(h -> {
       Scratch s = Scratch.get();
       int out = s.alloc(8);
       KvcNative.kvc_config_get_device(h, 0, s.address(out));
       return s.getInt(out);
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** Upper bound of the primary pool in bytes; 0 = none. */
   public Config setPrimaryBytes(long bytes) {
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       KvcNative.kvc_config_set_primary_bytes(h, Args.count("primary_bytes", bytes));
       return this;
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** Byte bound of the primary pool (0 = none). */
@@ -352,13 +289,10 @@ public final class Config implements AutoCloseable {
 
   /** Upper bound of the primary pool in tokens per layer; 0 = none. */
   public Config setMaxTokens(long maxTokens) {
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       KvcNative.kvc_config_set_max_tokens(h, Args.count("max_tokens", maxTokens));
       return this;
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** Token bound of the primary pool (0 = none). */
@@ -368,37 +302,28 @@ public final class Config implements AutoCloseable {
 
   /** Share of the free GPU memory the primary pool may take, in (0, 1]. */
   public Config setFreeGpuMemoryFraction(double fraction) {
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       KvcNative.kvc_config_set_free_gpu_memory_fraction(h, fraction);
       return this;
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** Share of free GPU memory. */
   public double getFreeGpuMemoryFraction() {
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       Scratch s = Scratch.get();
       int out = s.alloc(8);
       KvcNative.kvc_config_get_free_gpu_memory_fraction(h, s.address(out));
       return s.getDouble(out);
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** Bytes of host memory for the secondary tier; 0 = none. */
   public Config setHostCacheBytes(long bytes) {
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       KvcNative.kvc_config_set_host_cache_bytes(h, Args.count("host_cache_bytes", bytes));
       return this;
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** Bytes of the secondary tier. */
@@ -408,13 +333,10 @@ public final class Config implements AutoCloseable {
 
   /** Blocks evicted with a priority below this (0..100) are dropped, not offloaded. */
   public Config setSecondaryOffloadMinPriority(int priority) {
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       KvcNative.kvc_config_set_secondary_offload_min_priority(h, Args.u32("priority", priority));
       return this;
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** Offload priority threshold. */
@@ -430,13 +352,10 @@ public final class Config implements AutoCloseable {
    * off; for tests and simulators).
    */
   public Config setManualClock(boolean enable) {
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       KvcNative.kvc_config_set_manual_clock(h, enable);
       return this;
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** Whether the cache will use a manual retention clock. */
@@ -446,13 +365,10 @@ public final class Config implements AutoCloseable {
 
   /** Reuse of blocks across sequences (default on). */
   public Config setBlockReuse(boolean enable) {
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       KvcNative.kvc_config_set_block_reuse(h, enable);
       return this;
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** Reuse of blocks across sequences. */
@@ -462,13 +378,10 @@ public final class Config implements AutoCloseable {
 
   /** Token-by-token reuse of a partly matching block (default on). */
   public Config setPartialReuse(boolean enable) {
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       KvcNative.kvc_config_set_partial_reuse(h, enable);
       return this;
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** Partial reuse. */
@@ -478,13 +391,10 @@ public final class Config implements AutoCloseable {
 
   /** Copy a partly matched block instead of using it in place (default on). */
   public Config setCopyOnPartialReuse(boolean enable) {
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       KvcNative.kvc_config_set_copy_on_partial_reuse(h, enable);
       return this;
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** Copy on partial reuse. */
@@ -494,13 +404,10 @@ public final class Config implements AutoCloseable {
 
   /** Capacity of the event ring in events; 0 turns events off. */
   public Config setEventBufferSize(int events) {
-    long h = handle.acquire();
-    try {
+    return handle.call(h -> {
       KvcNative.kvc_config_set_event_buffer_size(h, Args.u32("events", events));
       return this;
-    } finally {
-      handle.release();
-    }
+    });
   }
 
   /** Capacity of the event ring. */

@@ -4,11 +4,12 @@ import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * A native handle that closes once and is never used after it is freed,
- * whatever the threads do: every use runs between {@link #acquire} and
- * {@link #release}; {@link #close} marks the handle closed (later acquires
- * throw {@link KvCacheException} with {@link Status#INVALID_STATE}), waits
- * for the uses in flight, and only then lets the caller free the native
- * object.
+ * whatever the threads do: every use runs in {@link #call} (or
+ * {@link #callLong}, {@link #callInt}, {@link #run}), which counts it in
+ * flight for the duration of the native call; {@link #close} marks the
+ * handle closed (later calls throw {@link KvCacheException} with
+ * {@link Status#INVALID_STATE}), waits for the uses in flight, and only then
+ * lets the caller free the native object.
  */
 final class NativeHandle {
   private static final long CLOSED = 1L << 62;
@@ -23,7 +24,7 @@ final class NativeHandle {
   }
 
   /** The address, counted as in use until {@link #release}. */
-  long acquire() {
+  private long acquire() {
     for (;;) {
       long s = state.get();
       if ((s & CLOSED) != 0) {
@@ -35,11 +36,77 @@ final class NativeHandle {
     }
   }
 
-  void release() {
+  private void release() {
     if (state.decrementAndGet() == CLOSED) {
       synchronized (this) {
         notifyAll();
       }
+    }
+  }
+
+  /** A native call on the address; it may throw (a failing status is a KvCacheException). */
+  @FunctionalInterface
+  interface Call<T> {
+    T apply(long address);
+  }
+
+  /** {@link Call} returning a long, without boxing. */
+  @FunctionalInterface
+  interface LongCall {
+    long apply(long address);
+  }
+
+  /** {@link Call} returning an int, without boxing. */
+  @FunctionalInterface
+  interface IntCall {
+    int apply(long address);
+  }
+
+  /** {@link Call} returning nothing. */
+  @FunctionalInterface
+  interface Run {
+    void apply(long address);
+  }
+
+  /**
+   * Runs {@code f} on the address between {@link #acquire} and
+   * {@link #release}; a failing native call throws out of {@code f} as
+   * {@link KvCacheException}. Every use of the handle goes through here or
+   * the variants below, so no caller pairs acquire and release by hand.
+   */
+  <T> T call(Call<T> f) {
+    long address = acquire();
+    try {
+      return f.apply(address);
+    } finally {
+      release();
+    }
+  }
+
+  long callLong(LongCall f) {
+    long address = acquire();
+    try {
+      return f.apply(address);
+    } finally {
+      release();
+    }
+  }
+
+  int callInt(IntCall f) {
+    long address = acquire();
+    try {
+      return f.apply(address);
+    } finally {
+      release();
+    }
+  }
+
+  void run(Run f) {
+    long address = acquire();
+    try {
+      f.apply(address);
+    } finally {
+      release();
     }
   }
 

@@ -13,11 +13,12 @@ import org.kvcache.DType;
 import org.kvcache.DecodeArgs;
 import org.kvcache.KvCacheException;
 import org.kvcache.Memory;
+import org.kvcache.PrefillArgs;
 import org.kvcache.SlotMapping;
 import org.kvcache.Status;
 import org.kvcache.StoreArgs;
 
-/** Store K/V, copy blocks and decode attention on a CPU cache, checked against Java. */
+/** Store K/V, copy blocks, decode and prefill attention on a CPU cache, checked against Java. */
 class KernelsTest {
   private static final int DIM = 64;
 
@@ -140,6 +141,70 @@ class KernelsTest {
           .query(Memory.of(query)).out(Memory.of(out3)).seqLens(Memory.of(lens))
           .paddedTable(Memory.of(table2), 2).maxSeqLen(n));
       assertEquals(out, out3);
+    }
+  }
+
+  @Test
+  void prefillOverACachedPrefixMatchesJava() {
+    try (Cache cache = Fixtures.cache(16)) {
+      final int n = 6;
+      final int qLen = 3;
+      final int qHeads = 2;
+      cache.addSequence(1, Fixtures.tokens(0, n));
+      SlotMapping m = cache.slotMapping(0, new long[] {1});
+      ByteBuffer key = direct(4 * n * DIM);
+      ByteBuffer value = direct(4 * n * DIM);
+      ByteBuffer slots = direct(8 * n);
+      for (int t = 0; t < n; t++) {
+        for (int d = 0; d < DIM; d++) {
+          key.putFloat(4 * (t * DIM + d), k(t, d));
+          value.putFloat(4 * (t * DIM + d), v(t, d));
+        }
+        slots.putLong(8 * t, m.slots()[t]);
+      }
+      cache.storeKv(new StoreArgs().layer(1).numTokens(n).srcDtype(DType.F32)
+          .key(Memory.of(key)).value(Memory.of(value)).slotMapping(Memory.of(slots)));
+      // The last 3 tokens are new; every row holds the same query heads.
+      ByteBuffer query = direct(4 * qLen * qHeads * DIM);
+      for (int i = 0; i < qLen; i++) {
+        for (int h = 0; h < qHeads; h++) {
+          for (int d = 0; d < DIM; d++) {
+            query.putFloat(4 * ((i * qHeads + h) * DIM + d), q(h, d));
+          }
+        }
+      }
+      ByteBuffer out = direct(4 * qLen * qHeads * DIM);
+      ByteBuffer lse = direct(4 * qLen * qHeads);
+      int[] blocks = cache.blockIds(1, 0);
+      ByteBuffer table = direct(4 * blocks.length);
+      for (int i = 0; i < blocks.length; i++) {
+        table.putInt(4 * i, blocks[i]);
+      }
+      PrefillArgs args = new PrefillArgs().layer(1).qHeads(qHeads).qDtype(DType.F32)
+          .sequences(new int[] {0, qLen}, new int[] {n}).query(Memory.of(query))
+          .out(Memory.of(out)).lse(Memory.of(lse)).paddedTable(Memory.of(table), blocks.length)
+          .maxKvLen(n);
+      assertEquals(0, cache.prefillWorkspaceSize(args));
+      cache.prefillAttention(args);
+      for (int i = 0; i < qLen; i++) {
+        for (int h = 0; h < qHeads; h++) {
+          double[] ref = reference(h, n - qLen + i + 1);  // causal: tokens 0 .. its position
+          for (int d = 0; d < DIM; d++) {
+            assertEquals(ref[d], out.getFloat(4 * ((i * qHeads + h) * DIM + d)), 1e-4,
+                "row " + i + " head " + h + " dim " + d);
+          }
+          assertTrue(Float.isFinite(lse.getFloat(4 * (i * qHeads + h))));
+        }
+      }
+      // A q_len above the kv_len is refused with the library's message.
+      KvCacheException bad = assertThrows(KvCacheException.class,
+          () -> cache.prefillAttention(new PrefillArgs().layer(1).qHeads(qHeads)
+              .qDtype(DType.F32).sequences(new int[] {0, qLen}, new int[] {2})
+              .query(Memory.of(query)).out(Memory.of(out))
+              .paddedTable(Memory.of(table), blocks.length).maxKvLen(n)));
+      assertEquals(Status.INVALID_ARGUMENT, bad.status());
+      assertTrue(bad.nativeMessage().contains("q_len 3 (qo_indptr) above its kv_len 2"),
+          bad.nativeMessage());
     }
   }
 

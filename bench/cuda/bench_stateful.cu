@@ -1,0 +1,371 @@
+// The stateful mode (issue 18) on one GPU, each figure against a peer run
+// in the same process:
+//  1. append of one token per row, 32 layers of 8 kv heads x 128, bf16,
+//     B = 1/8, at 1K/4K/16K context: kvc_stateful_append (in place; growth
+//     copies amortized, as they come) against re-concatenating past + new
+//     into a fresh buffer (the unfused Concat the seed describes);
+//  2. a beam search step, B = 4/8 beams, 2K-16K context, 32 layers: reorder
+//     + decode through the beam table against gather-then-decode (the K/V
+//     gathered by beam_idx into a second cache, then decoded); the token
+//     append of the step is done, untimed, in both;
+//  3. the indirect decode alone against the paged decode kernel on the same
+//     bytes (16-token blocks in random places);
+//  4. memory over a 4K-token generation (B = 1, 32 layers), staggered
+//     against uniform growth: the cache's peak live bytes and the device
+//     memory in use at its peak (cudaMemGetInfo after every append), each
+//     over the final size.
+// Prints a markdown table per part.
+#include <cstring>
+#include <numeric>
+#include <string>
+
+#include "bench_common.cuh"
+
+namespace {
+
+constexpr uint32_t kLayers = 32, kHkv = 8, kHq = 32, kD = 128;
+
+kvc_stateful_t* make_stateful(uint32_t batch, uint32_t layers, kvc_growth_policy_t policy,
+                              uint32_t initial, kvc_layout_t layout = KVC_LAYOUT_HND) {
+  kvc_config_t* c = nullptr;
+  BENCH_KVC(kvc_config_create(&c));
+  BENCH_KVC(kvc_config_set_num_layers(c, layers));
+  BENCH_KVC(kvc_config_set_kv_heads(c, kHkv));
+  BENCH_KVC(kvc_config_set_head_dim(c, kD));
+  BENCH_KVC(kvc_config_set_dtype(c, KVC_DTYPE_BF16));
+  BENCH_KVC(kvc_config_set_device(c, KVC_DEVICE_CUDA, 0));
+  kvc_stateful_options_t o = KVC_STATEFUL_OPTIONS_INIT;
+  o.batch = batch;
+  o.growth_policy = policy;
+  o.initial_length = initial;
+  o.layout = layout;
+  kvc_stateful_t* s = nullptr;
+  BENCH_KVC(kvc_stateful_create(c, &o, &s));
+  kvc_config_destroy(c);
+  return s;
+}
+
+// Appends n positions of `src` (random bf16, B x H x n x D) to every layer.
+void append_all(kvc_stateful_t* s, uint32_t layers, uint32_t n, const void* src,
+                cudaStream_t stream) {
+  for (uint32_t l = 0; l < layers; ++l) {
+    kvc_stateful_append_args_t a = KVC_STATEFUL_APPEND_ARGS_INIT;
+    a.layer = l;
+    a.num_tokens = n;
+    a.src_dtype = KVC_DTYPE_BF16;
+    a.key = src;
+    a.value = src;
+    BENCH_KVC(kvc_stateful_append(s, &a, stream));
+  }
+}
+
+kvc_stateful_view_t view_of(kvc_stateful_t* s, uint32_t layer) {
+  kvc_stateful_view_t v;
+  kvc_stateful_view_init(&v);
+  BENCH_KVC(kvc_stateful_layer_view(s, layer, &v));
+  return v;
+}
+
+void* dmalloc(size_t n) {
+  void* p = nullptr;
+  BENCH_CUDA(cudaMalloc(&p, n));
+  return p;
+}
+
+// 1. Append against re-concatenation.
+void bench_append(cudaStream_t stream) {
+  std::printf("\n### 1. Append one token per row, 32 layers (8 kv heads x 128, bf16)\n\n");
+  std::printf("| B | context | append us/step | re-concat us/step | speedup |\n|---|---|---|---|---|\n");
+  for (uint32_t B : {1u, 8u}) {
+    void* src = dmalloc(size_t(B) * kHkv * 16384 * kD * 2);
+    fill_bf16(src, size_t(B) * kHkv * 16384 * kD, 3);
+    for (uint32_t ctx : {1024u, 4096u, 16384u}) {
+      kvc_stateful_t* s = make_stateful(B, kLayers, KVC_GROWTH_STAGGERED, 0);
+      append_all(s, kLayers, ctx, src, stream);
+      // In place: 128 steps, so each layer meets its growth about once.
+      const double append = time_us(stream, 32, 4, [&] { append_all(s, kLayers, 1, src, stream); });
+      // Re-concatenation: per layer, past (ctx positions of K and V) and the
+      // new token copied into a fresh buffer of ctx + 1 positions.
+      const size_t row = size_t(ctx) * kD * 2, row1 = row + kD * 2;
+      void* fresh = dmalloc(2 * size_t(B) * kHkv * row1);
+      const kvc_stateful_view_t v0 = view_of(s, 0);
+      const double concat = time_us(stream, 4, 5, [&] {
+        for (uint32_t l = 0; l < kLayers; ++l) {
+          const kvc_stateful_view_t& v = v0;  // the same bytes for every layer
+          BENCH_CUDA(cudaMemcpy2DAsync(fresh, row1, v.key, v.head_stride, row,
+                                       2 * size_t(B) * kHkv, cudaMemcpyDeviceToDevice, stream));
+          BENCH_CUDA(cudaMemcpy2DAsync(static_cast<char*>(fresh) + row, row1, src, kD * 2,
+                                       kD * 2, 2 * size_t(B) * kHkv, cudaMemcpyDeviceToDevice,
+                                       stream));
+        }
+      });
+      std::printf("| %u | %u | %.1f | %.1f | %.1fx |\n", B, ctx, append, concat, concat / append);
+      BENCH_CUDA(cudaFree(fresh));
+      kvc_stateful_destroy(s);
+    }
+    BENCH_CUDA(cudaFree(src));
+  }
+}
+
+// The baseline's gather: row b of dst gets row idx[b] of src, [0, len).
+struct GatherRows {
+  const uint4* src;
+  uint4* dst;
+  uint64_t row_stride16, head_stride16;  // in 16-byte units
+  uint32_t heads, chunks;                // chunks of one head's [0, len) run
+  int32_t idx[8];
+};
+
+__global__ void gather_rows_kernel(const __grid_constant__ GatherRows p) {
+  const uint32_t b = blockIdx.z, kv = blockIdx.y / p.heads, h = blockIdx.y % p.heads;
+  const uint64_t kvs = p.row_stride16 * gridDim.z;
+  const uint4* s = p.src + kv * kvs + uint64_t(p.idx[b]) * p.row_stride16 + h * p.head_stride16;
+  uint4* d = p.dst + kv * kvs + uint64_t(b) * p.row_stride16 + h * p.head_stride16;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < p.chunks; i += gridDim.x * blockDim.x)
+    d[i] = s[i];
+}
+
+struct Decoder {
+  void* query;
+  void* out;
+  void* ws = nullptr;
+  uint64_t ws_bytes = 0;
+  void run(kvc_stateful_t* s, uint32_t layer, cudaStream_t stream) {
+    kvc_stateful_decode_args_t a = KVC_STATEFUL_DECODE_ARGS_INIT;
+    a.layer = layer;
+    a.q_heads = kHq;
+    a.q_dtype = KVC_DTYPE_BF16;
+    a.query = query;
+    a.out = out;
+    a.max_seq_len = 16384 + 4096;
+    uint64_t need = 0;
+    BENCH_KVC(kvc_stateful_decode_workspace_size(s, &a, &need));
+    if (need > ws_bytes) {  // sized for the largest batch seen
+      if (ws != nullptr) BENCH_CUDA(cudaFree(ws));
+      ws = dmalloc(need);
+      ws_bytes = need;
+    }
+    a.workspace = ws;
+    a.workspace_bytes = ws_bytes;
+    BENCH_KVC(kvc_stateful_decode(s, &a, stream));
+  }
+};
+
+float elapsed_us(cudaEvent_t a, cudaEvent_t b) {
+  float ms = 0;
+  BENCH_CUDA(cudaEventElapsedTime(&ms, a, b));
+  return 1000.0f * ms;
+}
+
+// 2. Beam step: reorder + decode against gather + decode.
+void bench_beam(cudaStream_t stream, Decoder& dec) {
+  std::printf("\n### 2. Beam search step, 32 layers (32 q heads, 8 kv heads x 128, bf16)\n\n");
+  std::printf("| beams | context | table: reorder + decode us | gather + decode us | speedup |"
+              " gather + concat + decode us | speedup |\n|---|---|---|---|---|---|---|\n");
+  cudaEvent_t e0, e1;
+  BENCH_CUDA(cudaEventCreate(&e0));
+  BENCH_CUDA(cudaEventCreate(&e1));
+  std::mt19937 rng(11);
+  for (uint32_t B : {4u, 8u}) {
+    void* src = dmalloc(size_t(B) * kHkv * 16384 * kD * 2);
+    fill_bf16(src, size_t(B) * kHkv * 16384 * kD, 5);
+    for (uint32_t ctx : {2048u, 4096u, 8192u, 16384u}) {
+      const uint32_t steps = 12;
+      kvc_stateful_t* t = make_stateful(B, kLayers, KVC_GROWTH_STAGGERED, ctx + steps);
+      kvc_stateful_t* a = make_stateful(B, kLayers, KVC_GROWTH_STAGGERED, ctx + steps);
+      kvc_stateful_t* b = make_stateful(B, kLayers, KVC_GROWTH_STAGGERED, ctx + steps);
+      for (kvc_stateful_t* s : {t, a, b}) append_all(s, kLayers, ctx, src, stream);
+      double table_us = 0, gather_us = 0, concat_us = 0;
+      // The seed's unfused graph also re-concatenates past + new after the
+      // gather: timed apart, per layer, into one scratch buffer.
+      const size_t crow = size_t(ctx + steps) * kD * 2;
+      void* scratch = dmalloc(2 * size_t(B) * kHkv * crow);
+      std::vector<int32_t> idx(B);
+      for (uint32_t step = 0; step < steps; ++step) {
+        const uint32_t survivors = 1 + rng() % (B / 2);
+        for (uint32_t i = 0; i < B; ++i) idx[i] = int32_t(rng() % survivors);
+        // Through the table.
+        BENCH_CUDA(cudaEventRecord(e0, stream));
+        BENCH_KVC(kvc_stateful_reorder(t, idx.data(), B, stream));
+        for (uint32_t l = 0; l < kLayers; ++l) dec.run(t, l, stream);
+        BENCH_CUDA(cudaEventRecord(e1, stream));
+        BENCH_CUDA(cudaEventSynchronize(e1));
+        if (step > 1) table_us += elapsed_us(e0, e1);
+        append_all(t, kLayers, 1, src, stream);
+        // Gather a -> b by beam_idx, then decode b.
+        BENCH_CUDA(cudaEventRecord(e0, stream));
+        const uint32_t len = ctx + step;
+        for (uint32_t l = 0; l < kLayers; ++l) {
+          const kvc_stateful_view_t va = view_of(a, l), vb = view_of(b, l);
+          GatherRows g{};
+          g.src = static_cast<const uint4*>(va.key);
+          g.dst = static_cast<uint4*>(vb.key);
+          g.row_stride16 = va.row_stride / 16;
+          g.head_stride16 = va.head_stride / 16;
+          g.heads = kHkv;
+          g.chunks = uint32_t(uint64_t(len) * kD * 2 / 16);
+          for (uint32_t i = 0; i < B; ++i) g.idx[i] = idx[i];
+          gather_rows_kernel<<<dim3(8, 2 * kHkv, B), 256, 0, stream>>>(g);
+          BENCH_CUDA(cudaGetLastError());
+          dec.run(b, l, stream);
+        }
+        BENCH_CUDA(cudaEventRecord(e1, stream));
+        BENCH_CUDA(cudaEventSynchronize(e1));
+        if (step > 1) gather_us += elapsed_us(e0, e1);
+        BENCH_CUDA(cudaEventRecord(e0, stream));
+        for (uint32_t l = 0; l < kLayers; ++l) {
+          const kvc_stateful_view_t vb = view_of(b, l);
+          BENCH_CUDA(cudaMemcpy2DAsync(scratch, crow, vb.key, vb.head_stride,
+                                       size_t(len) * kD * 2, 2 * size_t(B) * kHkv,
+                                       cudaMemcpyDeviceToDevice, stream));
+          BENCH_CUDA(cudaMemcpy2DAsync(static_cast<char*>(scratch) + size_t(len) * kD * 2, crow,
+                                       src, kD * 2, kD * 2, 2 * size_t(B) * kHkv,
+                                       cudaMemcpyDeviceToDevice, stream));
+        }
+        BENCH_CUDA(cudaEventRecord(e1, stream));
+        BENCH_CUDA(cudaEventSynchronize(e1));
+        if (step > 1) concat_us += elapsed_us(e0, e1);
+        append_all(a, kLayers, 1, src, stream);
+        append_all(b, kLayers, 1, src, stream);
+        std::swap(a, b);
+      }
+      table_us /= steps - 2;
+      gather_us /= steps - 2;
+      concat_us /= steps - 2;
+      std::printf("| %u | %u | %.0f | %.0f | %.2fx | %.0f | %.2fx |\n", B, ctx, table_us,
+                  gather_us, gather_us / table_us, gather_us + concat_us,
+                  (gather_us + concat_us) / table_us);
+      BENCH_CUDA(cudaFree(scratch));
+      for (kvc_stateful_t* s : {t, a, b}) kvc_stateful_destroy(s);
+    }
+    BENCH_CUDA(cudaFree(src));
+  }
+}
+
+// 3. Indirect decode against the paged decode kernel, same bytes.
+void bench_decode(cudaStream_t stream, Decoder& dec) {
+  std::printf("\n### 3. Decode attention alone, one layer: indirect (beam table) vs paged\n\n");
+  std::printf("| B | context | stateful layout | indirect us | paged (HND) us | paged / indirect |\n"
+              "|---|---|---|---|---|---|\n");
+  for (uint32_t B : {4u, 8u})
+   for (uint32_t ctx : {4096u, 16384u})
+    for (kvc_layout_t layout : {KVC_LAYOUT_HND, KVC_LAYOUT_NHD}) {
+      // The stateful side, with a beam table (two reorders mix the rows).
+      kvc_stateful_t* s = make_stateful(B, 1, KVC_GROWTH_STAGGERED, ctx, layout);
+      void* src = dmalloc(size_t(B) * kHkv * ctx * kD * 2);
+      fill_bf16(src, size_t(B) * kHkv * ctx * kD, 7);
+      append_all(s, 1, ctx / 2, src, stream);
+      std::vector<int32_t> idx(B);
+      for (uint32_t i = 0; i < B; ++i) idx[i] = int32_t((i + 1) % B);
+      BENCH_KVC(kvc_stateful_reorder(s, idx.data(), B, stream));
+      append_all(s, 1, ctx - ctx / 2, src, stream);
+      BENCH_KVC(kvc_stateful_reorder(s, idx.data(), B, stream));
+      const double indirect = time_us(stream, 10, 7, [&] { dec.run(s, 0, stream); });
+      // The paged side: the same tokens in 16-token blocks in random places.
+      kvc_cache_t* c = make_llama_cache(KVC_LAYOUT_HND, uint64_t(B) * ctx + 64);
+      kvc_pool_desc_t pool = KVC_POOL_DESC_INIT;
+      BENCH_KVC(kvc_cache_describe_pool(c, 0, &pool));
+      fill_bf16(pool.base, pool.bytes / 2, 9);
+      std::vector<int32_t> blocks(pool.num_blocks);
+      std::iota(blocks.begin(), blocks.end(), 0);
+      std::shuffle(blocks.begin(), blocks.end(), std::mt19937_64(3));
+      const uint32_t stride = ctx / 16;
+      std::vector<int32_t> table(blocks.begin(), blocks.begin() + size_t(B) * stride);
+      std::vector<int32_t> lens(B, int32_t(ctx));
+      void* dtable = dmalloc(table.size() * 4);
+      void* dlens = dmalloc(lens.size() * 4);
+      BENCH_CUDA(cudaMemcpy(dtable, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+      BENCH_CUDA(cudaMemcpy(dlens, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice));
+      kvc_decode_args_t a = KVC_DECODE_ARGS_INIT;
+      a.batch = B;
+      a.q_heads = kHq;
+      a.q_dtype = KVC_DTYPE_BF16;
+      a.query = dec.query;
+      a.out = dec.out;
+      a.seq_lens = static_cast<const int32_t*>(dlens);
+      a.block_table = static_cast<const int32_t*>(dtable);
+      a.table_stride = stride;
+      a.max_seq_len = ctx;
+      uint64_t ws = 0;
+      BENCH_KVC(kvc_decode_workspace_size(c, &a, &ws));
+      void* dws = dmalloc(ws + 1);
+      a.workspace = dws;
+      a.workspace_bytes = ws;
+      const double paged = time_us(stream, 10, 7, [&] { BENCH_KVC(kvc_decode_attention(c, &a, stream)); });
+      std::printf("| %u | %u | %s | %.1f | %.1f | %.2fx |\n", B, ctx,
+                  layout == KVC_LAYOUT_HND ? "HND" : "NHD", indirect, paged, paged / indirect);
+      for (void* p : {src, dtable, dlens, dws}) BENCH_CUDA(cudaFree(p));
+      kvc_cache_destroy(c);
+      kvc_stateful_destroy(s);
+    }
+}
+
+// 4. Memory over a 4K-token generation.
+void bench_memory(cudaStream_t stream) {
+  std::printf("\n### 4. Memory over a 4K-token generation (B = 1, 32 layers, 128-token prompt, "
+              "growth step 128)\n\n");
+  std::printf("| policy | final bytes | peak live / final | device memory peak / final | growths |"
+              " most growths in one step |\n|---|---|---|---|---|---|\n");
+  void* src = dmalloc(size_t(kHkv) * 128 * kD * 2);
+  fill_bf16(src, size_t(kHkv) * 128 * kD, 13);
+  for (kvc_growth_policy_t policy : {KVC_GROWTH_STAGGERED, KVC_GROWTH_UNIFORM}) {
+    BENCH_CUDA(cudaDeviceSynchronize());
+    size_t free0 = 0, total = 0, low = ~size_t(0);
+    BENCH_CUDA(cudaMemGetInfo(&free0, &total));
+    kvc_stateful_t* s = make_stateful(1, kLayers, policy, 0);
+    append_all(s, kLayers, 128, src, stream);
+    uint64_t before = 0, most = 0;
+    for (uint32_t t = 0; t < 4096; ++t) {
+      // Device memory in use is sampled after every layer's append (the
+      // stateful cache's own pool returns what completed frees released).
+      for (uint32_t l = 0; l < kLayers; ++l) {
+        kvc_stateful_append_args_t a = KVC_STATEFUL_APPEND_ARGS_INIT;
+        a.layer = l;
+        a.num_tokens = 1;
+        a.src_dtype = KVC_DTYPE_BF16;
+        a.key = src;
+        a.value = src;
+        BENCH_KVC(kvc_stateful_append(s, &a, stream));
+        size_t f = 0, tt = 0;
+        BENCH_CUDA(cudaMemGetInfo(&f, &tt));
+        low = std::min(low, f);
+      }
+      BENCH_CUDA(cudaStreamSynchronize(stream));  // a decode loop samples each step
+      kvc_stateful_stats_t st;
+      kvc_stateful_stats_init(&st);
+      BENCH_KVC(kvc_stateful_get_stats(s, &st));
+      most = std::max<uint64_t>(most, st.reallocations - before);
+      before = st.reallocations;
+    }
+    kvc_stateful_stats_t st;
+    kvc_stateful_stats_init(&st);
+    BENCH_KVC(kvc_stateful_get_stats(s, &st));
+    const double high = double(free0 - low);
+    std::printf("| %s | %llu | %.3f | %.3f | %llu | %llu |\n",
+                policy == KVC_GROWTH_STAGGERED ? "staggered" : "uniform",
+                (unsigned long long)st.bytes_allocated, double(st.peak_bytes) / st.bytes_allocated,
+                high / double(st.bytes_allocated), (unsigned long long)st.reallocations,
+                (unsigned long long)most);
+    kvc_stateful_destroy(s);
+  }
+  BENCH_CUDA(cudaFree(src));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string only = argc > 1 ? argv[1] : "all";
+  cudaStream_t stream;
+  BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::printf("device: %s; 1 GiB device-to-device copy: %.0f GB/s (read + write)\n", device_name(),
+              copy_bandwidth_gbs(stream, size_t(1) << 30));
+  Decoder dec;
+  dec.query = dmalloc(size_t(8) * kHq * kD * 2);
+  dec.out = dmalloc(size_t(8) * kHq * kD * 2);
+  fill_bf16(dec.query, size_t(8) * kHq * kD, 17);
+  if (only == "all" || only == "memory") bench_memory(stream);
+  if (only == "all" || only == "append") bench_append(stream);
+  if (only == "all" || only == "decode") bench_decode(stream, dec);
+  if (only == "all" || only == "beam") bench_beam(stream, dec);
+  return 0;
+}
