@@ -1,9 +1,8 @@
 // libFuzzer entry point: the input decodes into one or two tiny caches
 // (3-17 blocks of 2 or 4 tokens, sometimes 40-68; optional windowed layers,
 // host tier, other dtypes, layouts and head counts) and a program of up to
-// kMaxCalls calls
-// on them (fuzz_ops.h), checked call by call (fuzz_model.h). At exit the
-// harness prints how many API calls it made.
+// kMaxCalls calls on them (fuzz_ops.h), checked call by call
+// (fuzz_model.h). At exit the harness prints how many API calls it made.
 //
 // Built three ways (CMakeLists.txt): kvcache_fuzz (any configuration),
 // kvcache_fuzz_hash8 (the library with 8-bit bucket hashes) and
