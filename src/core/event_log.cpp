@@ -37,11 +37,18 @@ kvc_event_t& EventLog::push(uint32_t kind, uint32_t node) {
 void EventLog::stored(uint32_t node, uint32_t parent, const std::string& scope_bytes,
                       const std::string& extra_bytes, const int32_t* tokens, uint32_t num_tokens,
                       uint64_t groups, uint32_t priority) {
+  if (!scope_known_ || scope_bytes != scope_bytes_) {
+    scope_bytes_ = scope_bytes;
+    scope_digest_ = hasher_.scope_digest(scope_bytes);
+    scope_has_lora_ = scope_lora(scope_bytes, &scope_lora_);
+    if (!scope_has_lora_) scope_lora_ = 0;
+    scope_known_ = true;
+  }
   NodeLabel& label = nodes_[node];
-  label.hash = hasher_.block(nodes_[parent].hash, hasher_.scope_digest(scope_bytes),
-                             hasher_.extra_digest(extra_bytes), tokens, num_tokens);
-  label.has_lora = scope_lora(scope_bytes, &label.lora);
-  if (!label.has_lora) label.lora = 0;
+  label.hash = hasher_.block(nodes_[parent].hash, scope_digest_, hasher_.extra_digest(extra_bytes),
+                             tokens, num_tokens);
+  label.has_lora = scope_has_lora_;
+  label.lora = scope_lora_;
   stored_groups(node, parent, tokens, num_tokens, groups, priority);
 }
 

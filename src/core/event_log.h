@@ -75,6 +75,10 @@ class EventLog {
   int32_t* slot_tokens(size_t slot) { return tokens_.data() + slot * tokens_per_block_; }
 
   PortableHasher hasher_;
+  // The last scope seen: a commit publishes its blocks in one scope.
+  std::string scope_bytes_;
+  uint64_t scope_digest_ = 0, scope_lora_ = 0;
+  bool scope_has_lora_ = false, scope_known_ = false;
   uint32_t tokens_per_block_;
   std::vector<NodeLabel> nodes_;      // per tree node id
   std::vector<kvc_event_t> ring_;

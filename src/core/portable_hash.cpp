@@ -2,6 +2,9 @@
 
 #include <cstring>
 
+#ifndef XXH_INLINE_ALL
+#define XXH_INLINE_ALL
+#endif
 #include <xxhash.h>
 
 namespace kvc {
@@ -34,15 +37,19 @@ uint64_t PortableHasher::block(uint64_t parent_hash, uint64_t scope_digest, uint
   // (CacheConfig's bound) fit on the stack.
   constexpr uint32_t kMax = 1024;
   unsigned char buf[28 + 4 * kMax];
+  const uint32_t n = num_tokens < kMax ? num_tokens : kMax;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  // The host's layout is the little-endian one: copy whole fields.
+  const uint64_t head[3] = {parent_hash, scope_digest, extra_digest};
+  std::memcpy(buf, head, 24);
+  std::memcpy(buf + 24, &num_tokens, 4);
+  std::memcpy(buf + 28, tokens, 4 * size_t(n));
+  unsigned char* p = buf + 28 + 4 * size_t(n);
+#else
   unsigned char* p = put_u64(buf, parent_hash);
   p = put_u64(p, scope_digest);
   p = put_u64(p, extra_digest);
   p = put_u32(p, num_tokens);
-  const uint32_t n = num_tokens < kMax ? num_tokens : kMax;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  std::memcpy(p, tokens, 4 * size_t(n));
-  p += 4 * size_t(n);
-#else
   for (uint32_t i = 0; i < n; ++i) p = put_u32(p, static_cast<uint32_t>(tokens[i]));
 #endif
   return XXH3_64bits_withSeed(buf, size_t(p - buf), seed_);
