@@ -318,7 +318,7 @@ KVC_API kvc_status_t kvc_config_get_copy_on_partial_reuse(
  *        (no cost). See events.h: when more events are pending than this,
  *        the oldest are dropped and the next drain reports them as lost.
  *        A cache with events on needs at most 64 layer groups.
- * @return KVC_OK, KVC_ERR_INVALID_ARGUMENT (more than 2^24 events).
+ * @return KVC_OK, KVC_ERR_INVALID_ARGUMENT (more than 2^20 events).
  * @since 0.1.0 (events work since 0.3.0; before, any value but 0 was
  *        refused with KVC_ERR_UNSUPPORTED)
  */

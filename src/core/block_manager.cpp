@@ -68,6 +68,15 @@ BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& group
       seqs_(config, layout_, index_, residency_, eviction_, *tier_, counters_) {
   eviction_.set_tier(*tier_);
   residency_.set_reclaimer(&eviction_);
+  if (config.event_buffer_size != 0) {
+    if (layout_.num_groups() > 64)
+      fail(KVC_ERR_UNSUPPORTED, "events name layer groups in a 64-bit mask; this model has " +
+                                    std::to_string(layout_.num_groups()) +
+                                    " layer groups (set event_buffer_size to 0)");
+    events_ = std::make_unique<EventLog>(config.event_buffer_size, config.tokens_per_block,
+                                         config.event_hash_seed, index_.tree().max_nodes());
+    index_.set_events(events_.get());
+  }
 }
 
 void BlockManager::debug_check() const {
@@ -169,8 +178,30 @@ void BlockManager::reset_reuse() {
   if (in_use > 0)
     fail(KVC_ERR_INVALID_STATE, "cannot reset the reuse state while " + std::to_string(in_use) +
                                     " blocks are in use (by sequences or pins)");
+  // Consumers learn of a reset from one CLEARED, not from each block.
+  if (events_) events_->set_muted(true);
   eviction_.evict_all();
+  if (events_) {
+    events_->set_muted(false);
+    events_->cleared();
+  }
   debug_check();
+}
+
+void BlockManager::drain_events(kvc_event_t* out, size_t capacity, int32_t* tokens,
+                                size_t token_capacity, kvc_event_drain_t& result) {
+  if (!events_)
+    fail(KVC_ERR_UNSUPPORTED,
+         "events are off for this cache: create it with kvc_config_set_event_buffer_size > 0");
+  events_->drain(out, capacity, tokens, token_capacity, result);
+}
+
+void BlockManager::snapshot(std::vector<kvc_snapshot_entry_t>& out, uint64_t* event_id) const {
+  if (!events_)
+    fail(KVC_ERR_UNSUPPORTED,
+         "events are off for this cache: create it with kvc_config_set_event_buffer_size > 0");
+  events_->snapshot(index_, out);
+  if (event_id != nullptr) *event_id = events_->last_id();
 }
 
 CacheStats BlockManager::stats() const {

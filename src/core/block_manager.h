@@ -13,6 +13,8 @@
 //   Sequences   (sequences.h)     sequences and pins; add, extend, commit,
 //                                 rewind, fork, remove planned in a
 //                                 Reservation (reservation.h), then applied
+//   EventLog    (event_log.h)     KV events and portable block hashes, when
+//                                 the config turns events on
 // It builds them, forwards the calls, runs the invariant checker over all
 // of them after every mutation in debug builds (block_manager_check.cpp)
 // and gathers the statistics.
@@ -48,6 +50,7 @@
 #include "core/cache_config.h"
 #include "core/cache_stats.h"
 #include "core/eviction.h"
+#include "core/event_log.h"
 #include "core/eviction_policy.h"
 #include "core/expiry_heap.h"
 #include "core/group_layout.h"
@@ -123,6 +126,13 @@ class BlockManager {
   const RetentionClock& retention_clock() const { return eviction_.clock(); }
   const ExpiryHeap& expiries() const { return eviction_.expiries(); }
 
+  // --- Events (events.h); the log is nullptr with events off -------------
+  EventLog* events() { return events_.get(); }
+  const EventLog* events() const { return events_.get(); }
+  void drain_events(kvc_event_t* out, size_t capacity, int32_t* tokens, size_t token_capacity,
+                    kvc_event_drain_t& result);
+  void snapshot(std::vector<kvc_snapshot_entry_t>& out, uint64_t* event_id) const;
+
   CacheStats stats() const;
   GroupStats group_stats(uint32_t group) const;
   // Throws Error(KVC_ERR_INTERNAL) describing the first broken invariant.
@@ -170,6 +180,7 @@ class BlockManager {
   Eviction eviction_;
   std::unique_ptr<Tier> tier_;  // HostTier, or NoTier
   Sequences seqs_;
+  std::unique_ptr<EventLog> events_;  // with events on
 };
 
 }  // namespace kvc

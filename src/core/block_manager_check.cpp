@@ -64,6 +64,9 @@ void BlockManager::check_invariants() const {
   // 4. Eviction's queues and expiries (eviction_check.cpp), the tier's.
   eviction_.check();
   tier_->check();
+
+  // 5. The event log: its ring, and every node's portable hash (event_snapshot.cpp).
+  if (events_) events_->check(index_);
 }
 
 }  // namespace kvc

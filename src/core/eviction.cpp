@@ -97,6 +97,7 @@ void Eviction::release_node(uint32_t node, BlockRetention r) {
 
 void Eviction::on_cached(uint32_t node, BlockRetention r) {
   TreeNode& t = index_.node(node);
+  const uint8_t before = t.priority;
   t.priority = r.priority;
   t.duration_ms = r.duration_ms;
   t.age = ++clock_;
@@ -106,6 +107,8 @@ void Eviction::on_cached(uint32_t node, BlockRetention r) {
     if (at <= time_.now_ms()) t.priority = kDefaultPriority;
     else expiry_.schedule(expiry_key(node, 0), at);
   }
+  if (t.priority != before)
+    if (EventLog* ev = index_.events()) ev->priority_changed(node, t.priority);
   if (index_.primary_leaf(node)) policy_.push_newest(node, t.priority, t.age);
 }
 
@@ -140,6 +143,8 @@ void Eviction::expire_due() {
     const uint32_t k = key % expiry_stride_;
     if (k == 0) {
       TreeNode& t = index_.node(node);
+      if (t.priority != kDefaultPriority)
+        if (EventLog* ev = index_.events()) ev->priority_changed(node, kDefaultPriority);
       t.priority = kDefaultPriority;
       if (policy_.contains(node)) {
         policy_.remove(node);
@@ -228,6 +233,7 @@ void Eviction::evict_window_slot(uint32_t node, uint32_t g) {
   expiry_.cancel(expiry_key(node, k + 1));
   residency_.evict_block(g, tree_.block(node, g));
   index_.set_block(node, g, kNoBlock);
+  if (EventLog* ev = index_.events()) ev->removed(node, uint64_t(1) << g, tree_.node(node).tier);
   if (layout_.anchors.empty()) erase_if_unused(node);
 }
 

@@ -170,6 +170,8 @@ void HostTier::offload_node(uint32_t node, const uint32_t* host_blocks) {
     index_.set_block(node, g, host_blocks[g]);
   }
   t.tier = kHostTier;
+  if (EventLog* ev = index_.events())
+    ev->tier_changed(node, KVC_TIER_HOST, index_.group_mask(node), t.priority);
   index_.add_tier_child(t.parent);
   eviction_.on_moved_out(node, host_blocks);
   if (tree_.is_leaf(node)) policy_.insert_by_age(node, t.priority, t.age);
@@ -187,6 +189,8 @@ void HostTier::onboard_node(uint32_t node, const uint32_t* blocks) {
     index_.set_block(node, g, blocks[g]);
   }
   t.tier = kPrimaryTier;
+  if (EventLog* ev = index_.events())
+    ev->tier_changed(node, KVC_TIER_PRIMARY, index_.group_mask(node), t.priority);
   index_.drop_tier_child(t.parent);
   eviction_.on_moved_in(node, blocks);
   ++counters_.onboarded_blocks;
@@ -204,6 +208,8 @@ void HostTier::adopt(uint32_t node, const uint32_t* blocks) {
   if (layout_.anchors.empty()) ++index_.holders(node);  // the sequence names it
   TreeNode& t = index_.node(node);
   t.tier = kPrimaryTier;
+  if (EventLog* ev = index_.events())
+    ev->tier_changed(node, KVC_TIER_PRIMARY, index_.group_mask(node), t.priority);
   index_.drop_tier_child(t.parent);  // the parent is held: not queued
 }
 

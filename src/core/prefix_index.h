@@ -17,6 +17,7 @@
 #include "core/block_key.h"
 #include "core/block_pool.h"
 #include "core/cache_config.h"
+#include "core/event_log.h"
 #include "core/group_layout.h"
 #include "core/radix_tree.h"
 #include "core/residency.h"
@@ -66,8 +67,10 @@ class PrefixIndex {
   // Links a new node with `blocks` (one per group) for `key` and references
   // its scope. The key must be absent and the tree not full.
   uint32_t insert(const BlockKey& key, const uint32_t* blocks);
-  // Unlinks a leaf and drops its scope reference.
+  // Unlinks a leaf and drops its scope reference; with events on, the
+  // blocks it held are REMOVED.
   void erase(uint32_t node) {
+    if (events_ != nullptr) emit_removed(node);
     scopes_.unref(tree_.node(node).scope);
     tree_.erase(node);
   }
@@ -84,6 +87,7 @@ class PrefixIndex {
       run.scope = scope;
     }
     ++run.refs;
+    if (events_ != nullptr) emit_removed(node);
     tree_.erase(node);
   }
   void flush(ScopeRun& run) {
@@ -100,6 +104,12 @@ class PrefixIndex {
   uint32_t tier_children(uint32_t node) const { return tier_children_[node]; }
   void add_tier_child(uint32_t parent) { ++tier_children_[parent]; }
   void drop_tier_child(uint32_t parent) { --tier_children_[parent]; }
+
+  // --- Events -------------------------------------------------------------
+  // The event log (event_log.h), or nullptr with events off; set once.
+  void set_events(EventLog* events) { events_ = events; }
+  EventLog* events() const { return events_; }
+  const std::string& scope_bytes(uint32_t scope) const { return scopes_.bytes(scope); }
 
   // --- Scopes -------------------------------------------------------------
   uint32_t find_scope(const std::string& bytes) const { return scopes_.find(bytes); }
@@ -126,6 +136,14 @@ class PrefixIndex {
   uint32_t anchor_ref(uint32_t node) const {
     return residency_.info(layout_.ref_group, tree_.block(node, layout_.ref_group)).ref;
   }
+  // Bit g set: the node holds a block of group g (events name groups so;
+  // a cache with events has at most 64 groups).
+  uint64_t group_mask(uint32_t node) const {
+    uint64_t m = 0;
+    for (uint32_t g = 0; g < layout_.num_groups(); ++g)
+      if (tree_.block(node, g) != kNoBlock) m |= uint64_t(1) << g;
+    return m;
+  }
   bool node_has_block(uint32_t node) const {
     for (uint32_t g = 0; g < layout_.num_groups(); ++g)
       if (tree_.block(node, g) != kNoBlock) return true;
@@ -140,6 +158,9 @@ class PrefixIndex {
 
  private:
   uint32_t windowed_node_ref(uint32_t node) const;
+  void emit_removed(uint32_t node) {
+    events_->removed(node, group_mask(node), tree_.node(node).tier);
+  }
   // Shortens m.full to the longest prefix every windowed group can reuse
   // (the blocks covering the window before the reuse point present).
   void trim_to_windows(PrefixMatch& m) const;
@@ -150,6 +171,7 @@ class PrefixIndex {
   RadixTree tree_;
   ScopeTable scopes_;
   std::vector<uint32_t> tier_children_;  // per node
+  EventLog* events_ = nullptr;
   // Lookup scratch (lookups change nothing, so they may run in const calls).
   mutable std::string extra_scratch_;
   mutable std::vector<int64_t> last_missing_;  // per windowed group

@@ -40,7 +40,11 @@ uint32_t Sequences::link_new_node(Sequence& s, uint64_t b, const BlockKey& key) 
   const uint32_t node = index_.insert(key, blocks);
   for (uint32_t g = 0; g < layout_.num_groups(); ++g)
     if (blocks[g] != kNoBlock) residency_.set_node(g, blocks[g], node);
-  eviction_.mark_published(node, s.priority_of_block(b, T_));
+  const uint8_t priority = s.priority_of_block(b, T_);
+  eviction_.mark_published(node, priority);
+  if (EventLog* ev = index_.events())
+    ev->stored(node, key.parent, index_.scope_bytes(s.scope), *key.extra, key.tokens,
+               key.num_tokens, index_.group_mask(node), priority);
   return node;
 }
 
@@ -71,6 +75,9 @@ bool Sequences::publish_full(Sequence& s, uint64_t b, const std::string& extra) 
       if (info.ref != 1 || info.node != kNoNode) continue;
       index_.set_block(found, g, own);
       residency_.set_node(g, own, found);
+      if (EventLog* ev = index_.events())
+        ev->stored_groups(found, parent, key.tokens, key.num_tokens, uint64_t(1) << g,
+                          tree_.node(found).priority);
     }
     return true;
   }

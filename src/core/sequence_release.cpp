@@ -91,6 +91,8 @@ void Sequences::rewind(uint64_t id, uint64_t n) {
           if (own == kNoBlock || tree_.block(node, g) != own) continue;
           index_.set_block(node, g, kNoBlock);
           residency_.set_node(g, own, kNoNode);
+          if (EventLog* ev = index_.events())
+            ev->removed(node, uint64_t(1) << g, tree_.node(node).tier);
         }
         eviction_.release_anchor(node, s.retention_of_block(b, T_));
       }

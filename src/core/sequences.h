@@ -100,6 +100,10 @@ class Sequences {
   // what sequences and pins hold, into h (sized by the caller).
   void count_holdings(Holdings& h) const;
 
+  // Refuses options an add would refuse (Error(KVC_ERR_INVALID_ARGUMENT)
+  // naming the field); kvc_block_hashes() checks its options so too.
+  static void check_options(const SequenceOptions& o);
+
  private:
   struct Pin {
     std::vector<uint32_t> blocks;           // num_groups per entry
@@ -146,7 +150,6 @@ class Sequences {
 
   // sequences.cpp: argument checks (Error(KVC_ERR_INVALID_ARGUMENT)).
   static std::string name(uint64_t id);  // "sequence 7"
-  static void check_options(const SequenceOptions& o);
   // A sequence of n tokens.
   static void check_length(uint64_t n, const char* what);
   // n more tokens on a sequence of `length`, compared without forming
