@@ -146,6 +146,7 @@ func (c *Cache) DrainEvents(dst []Event, withTokens bool) ([]Event, error) {
 				return wrap(op, err)
 			}
 			n := res.GetEvents()
+			tokens = tokens[:res.GetTokens()] // the ids written: the events' Tokens lie in them
 			if n > 0 {
 				kvc.Kvcgo_events_read(&words[0], buf, n)
 				for i := uint64(0); i < n; i++ {

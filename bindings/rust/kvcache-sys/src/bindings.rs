@@ -412,7 +412,7 @@ extern "C" {
     #[doc = "        (no cost). See events.h: when more events are pending than this,"]
     #[doc = "        the oldest are dropped and the next drain reports them as lost."]
     #[doc = "        A cache with events on needs at most 64 layer groups."]
-    #[doc = " @return KVC_OK, KVC_ERR_INVALID_ARGUMENT (more than 2^24 events)."]
+    #[doc = " @return KVC_OK, KVC_ERR_INVALID_ARGUMENT (more than 2^20 events)."]
     #[doc = " @since 0.1.0 (events work since 0.3.0; before, any value but 0 was"]
     #[doc = "        refused with KVC_ERR_UNSUPPORTED)"]
     pub fn kvc_config_set_event_buffer_size(config: *mut kvc_config_t, events: u32)
