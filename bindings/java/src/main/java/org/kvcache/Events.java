@@ -70,8 +70,9 @@ final class Events {
           KvcNative.kvc_cache_drain_events(h, s.address(ev), capacity,
               withTokens ? s.address(tok) : 0, tokens, r);
           int n = Math.toIntExact(r.getEvents());
+          long written = r.getTokens(); // the events' token ids lie in these
           for (int i = 0; i < n; i++) {
-            out.add(event(s, ev + (int) (k[0] * i), k, tok));
+            out.add(event(s, ev + (int) (k[0] * i), k, tok, written));
           }
           if (n > 0) {
             KvEvent last = out.get(out.size() - 1);
@@ -99,7 +100,7 @@ final class Events {
     });
   }
 
-  private static KvEvent event(Scratch s, int at, long[] k, int tok) {
+  private static KvEvent event(Scratch s, int at, long[] k, int tok, long written) {
     long id = s.getLong(at + (int) k[1]);
     int kind = s.getInt(at + (int) k[2]);
     long tierCode = s.getUnsignedInt(at + (int) k[3]);
@@ -110,7 +111,8 @@ final class Events {
       int numTokens = s.getInt(at + (int) k[10]);
       long offset = s.getLong(at + (int) k[12]);
       int[] tokens = null;
-      if (offset != -1L) { // KVC_EVENT_NO_TOKENS is UINT64_MAX
+      // KVC_EVENT_NO_TOKENS is UINT64_MAX (-1 as a long).
+      if (offset != -1L && offset >= 0 && offset + numTokens <= written) {
         tokens = new int[numTokens];
         s.getInts(tok + Math.toIntExact(4 * offset), tokens, 0, numTokens);
       }
