@@ -137,7 +137,8 @@ func (c *cluster) pick(p Policy, hashes []uint64) (engine, predicted int) {
 		if limit < 1 {
 			limit = 1
 		}
-		engine, best := -1, -1
+		engine = -1
+		best := -1
 		for i := 0; i < n; i++ {
 			if c.inFlight[i] >= limit {
 				continue
