@@ -25,6 +25,7 @@ func (p Policy) String() string {
 type Options struct {
 	Engines        int     // engine instances
 	Blocks         uint64  // primary blocks of each engine
+	HostBlocks     uint64  // host-tier blocks of each engine (0: no host tier)
 	TokensPerBlock uint32  // tokens per block (engines and router)
 	Window         int     // requests in flight over all engines
 	CapFactor      float64 // kv-aware: at most ceil(CapFactor * Window / Engines) in flight per engine
@@ -38,14 +39,15 @@ type Result struct {
 	Policy          Policy
 	Requests        int
 	PromptTokens    uint64
-	CachedTokens    uint64 // reported cached by the engines' AddSequence
-	PredictedTokens uint64 // the router's index prefix for the chosen engine, in tokens
-	Events          uint64 // events applied to the index
-	Resyncs         int    // snapshots taken after LOST events
-	MaxInFlight     int    // most requests in flight on one engine
-	EarlyFinishes   int    // requests removed before their window ended, to make room
-	Skipped         int    // requests that did not fit an empty engine
-	IndexBlocks     []int  // blocks in each engine's index at the end, equal to its snapshot
+	CachedTokens    uint64    // reported cached by the engines' AddSequence
+	PredictedTokens uint64    // the router's index prefix for the chosen engine, in tokens
+	Events          uint64    // events applied to the index
+	Kinds           [7]uint64 // of which, by kvcache.EventKind
+	Resyncs         int       // snapshots taken after LOST events
+	MaxInFlight     int       // most requests in flight on one engine
+	EarlyFinishes   int       // requests removed before their window ended, to make room
+	Skipped         int       // requests that did not fit an empty engine
+	IndexBlocks     []int     // blocks in each engine's index at the end, equal to its snapshot
 }
 
 // engineConfig is the configuration of every engine. The block count is
@@ -62,6 +64,8 @@ func engineConfig(o Options) (*kvcache.Config, error) {
 		cfg.SetTokensPerBlock(o.TokensPerBlock),
 		cfg.SetMaxTokens(o.Blocks * uint64(o.TokensPerBlock)),
 		cfg.SetPartialReuse(false), // routers match whole blocks
+		// The host tier mirrors the pool: 2 (K, V) x 2 bytes per token.
+		cfg.SetHostCacheBytes(o.HostBlocks * uint64(o.TokensPerBlock) * 4),
 		cfg.SetEventBufferSize(o.Ring),
 		cfg.SetEventHashSeed(o.HashSeed),
 	} {
@@ -108,9 +112,10 @@ func newCluster(o Options) (*cluster, error) {
 		c.indexes = append(c.indexes, newBlockIndex())
 	}
 	d, err := c.engines[0].Describe()
-	if err != nil || d.NumBlocks != o.Blocks {
+	if err != nil || d.NumBlocks != o.Blocks || d.HostCacheBytes != o.HostBlocks*uint64(o.TokensPerBlock)*4 {
 		c.close()
-		return nil, fmt.Errorf("engine of %d blocks, want %d (%v)", d.NumBlocks, o.Blocks, err)
+		return nil, fmt.Errorf("engine of %d blocks and %d host bytes, want %d blocks and %d host blocks (%v)",
+			d.NumBlocks, d.HostCacheBytes, o.Blocks, o.HostBlocks, err)
 	}
 	return c, nil
 }
@@ -272,6 +277,9 @@ func run(p Policy, trace []Request, o Options) (Result, error) {
 			return r, fmt.Errorf("%v: engine %d: the router's index differs from the snapshot: %w", p, i, err)
 		}
 		r.Events += c.indexes[i].events
+		for k, n := range c.indexes[i].kinds {
+			r.Kinds[k] += n
+		}
 		r.Resyncs += c.indexes[i].resyncs
 		r.IndexBlocks = append(r.IndexBlocks, len(c.indexes[i].blocks))
 	}

@@ -11,9 +11,10 @@ import (
 // a snapshot when events were lost.
 type blockIndex struct {
 	blocks  map[uint64]kvcache.SnapshotEntry
-	applied uint64 // the newest event id reflected in blocks
-	resyncs int    // snapshots taken after a LOST event
-	events  uint64 // events applied
+	applied uint64    // the newest event id reflected in blocks
+	resyncs int       // snapshots taken after a LOST event
+	events  uint64    // events applied
+	kinds   [7]uint64 // events applied by kind (kvcache.EventKind)
 }
 
 func newBlockIndex() *blockIndex {
@@ -49,6 +50,9 @@ func (ix *blockIndex) feed(c *kvcache.Cache, buf []kvcache.Event) ([]kvcache.Eve
 		}
 		ix.applied = e.ID
 		ix.events++
+		if int(e.Kind) < len(ix.kinds) {
+			ix.kinds[e.Kind]++
+		}
 	}
 	return events, nil
 }

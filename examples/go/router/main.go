@@ -27,6 +27,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"kvcache"
 )
 
 func main() {
@@ -36,6 +38,7 @@ func main() {
 	var o Options
 	flag.IntVar(&o.Engines, "engines", 4, "engine instances")
 	flag.Uint64Var(&o.Blocks, "blocks", 24576, "primary blocks per engine (24576 x 16 tokens: Llama-3-8B with 48 GiB of bf16 KV)")
+	flag.Uint64Var(&o.HostBlocks, "host-blocks", 0, "host-tier blocks per engine: evicted blocks are offloaded there and onboarded on a hit (0: no host tier)")
 	tpb := flag.Uint("tokens-per-block", 16, "tokens per block")
 	flag.IntVar(&o.Window, "window", 32, "requests in flight over all engines")
 	flag.Float64Var(&o.CapFactor, "cap", 1.25, "kv-aware load cap: at most ceil(cap * window / engines) requests in flight per engine")
@@ -62,8 +65,11 @@ func main() {
 		fail(fmt.Errorf("give -trace FILE or -synthetic N (see -help)"))
 	}
 	fmt.Printf("trace: %s\n", source)
-	fmt.Printf("engines: %d x %d blocks of %d tokens (%d tokens each); window %d requests in flight, kv-aware cap %.2fx; event ring %d\n\n",
-		o.Engines, o.Blocks, o.TokensPerBlock, o.Blocks*uint64(o.TokensPerBlock), o.Window, o.CapFactor, o.Ring)
+	fmt.Printf("engines: %d x %d blocks of %d tokens (%d tokens each)", o.Engines, o.Blocks, o.TokensPerBlock, o.Blocks*uint64(o.TokensPerBlock))
+	if o.HostBlocks > 0 {
+		fmt.Printf(" + a host tier of %d blocks each", o.HostBlocks)
+	}
+	fmt.Printf("; window %d requests in flight, kv-aware cap %.2fx; event ring %d\n\n", o.Window, o.CapFactor, o.Ring)
 
 	var results []Result
 	for _, p := range []Policy{KVAware, RoundRobin, Random} {
@@ -97,6 +103,14 @@ func printTable(results []Result) {
 		fmt.Printf("| %s | %d | %s | %s | %.2f%% | %s | %s | %d | %d | %d |\n",
 			r.Policy, r.Requests, thousands(r.PromptTokens), thousands(r.CachedTokens), 100*r.hitRate(),
 			thousands(r.PredictedTokens), thousands(r.Events), r.Resyncs, r.MaxInFlight, r.EarlyFinishes)
+	}
+	fmt.Println()
+	for _, r := range results {
+		fmt.Printf("%s events:", r.Policy)
+		for k := kvcache.EventStored; k <= kvcache.EventCleared; k++ {
+			fmt.Printf(" %s %s", k, thousands(r.Kinds[k]))
+		}
+		fmt.Println()
 	}
 	for _, r := range results {
 		if r.Skipped > 0 {
