@@ -32,7 +32,8 @@ public sealed interface KvEvent {
    * @param priority eviction priority (0..100)
    * @param numTokens tokens in the block
    * @param lora the LoRA id of the block's scope, if any
-   * @param tokens the block's token ids when the drain asked for them, else null
+   * @param tokens the block's token ids when the drain asked for them, else null (an
+   *     array: {@code equals} compares it by identity)
    */
   record Stored(long id, long hash, long parentHash, long groups, Tier tier, int priority,
       int numTokens, OptionalLong lora, int[] tokens) implements KvEvent {}
