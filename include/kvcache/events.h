@@ -81,7 +81,7 @@ enum {
 typedef uint32_t kvc_tier_t;
 enum {
   KVC_TIER_PRIMARY = 0, /**< The cache's device (or CPU) pools. */
-  KVC_TIER_HOST = 1     /**< The host tier (kvc_config_set_host_tier_bytes). */
+  KVC_TIER_HOST = 1     /**< The host tier (kvc_config_set_host_cache_bytes). */
 };
 
 /** kvc_event_t::token_offset of an event that carries no token ids. */
