@@ -83,16 +83,25 @@ const char* dtype_name(kvc_dtype_t d) { return d == KVC_DTYPE_FP8_E4M3 ? "fp8_e4
 int main(int argc, char** argv) {
   const char* json_path = nullptr;
   bool quick = false;  // one context per batch: a smoke run
+  // --profile Q/KV/BATCH/CTX: that bf16 row only, each kernel run twice
+  // untimed (for ncu: decode_kernel, BatchDecode..., BatchPrefill...).
+  uint32_t only[4] = {0, 0, 0, 0};
+  bool profile = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) json_path = argv[++i];
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    if (std::strcmp(argv[i], "--profile") == 0 && i + 1 < argc)
+      profile = std::sscanf(argv[++i], "%u/%u/%u/%u", &only[0], &only[1], &only[2], &only[3]) == 4;
   }
+  auto selected = [&](uint32_t hq, uint32_t hkv, kvc_dtype_t dt, uint32_t b, uint32_t ctx) {
+    return !profile || (hq == only[0] && hkv == only[1] && dt == KVC_DTYPE_BF16 && b == only[2] && ctx == only[3]);
+  };
   FILE* json = json_path ? std::fopen(json_path, "w") : nullptr;
 
   cudaStream_t stream;
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  const double copy_gbs = copy_bandwidth_gbs(stream, size_t(1) << 30);
-  const double read_gbs = read_bandwidth_gbs(stream, size_t(1) << 30);
+  const double copy_gbs = profile ? 1 : copy_bandwidth_gbs(stream, size_t(1) << 30);
+  const double read_gbs = profile ? 1 : read_bandwidth_gbs(stream, size_t(1) << 30);
   std::printf("device: %s; 1 GiB copy %.0f GB/s (read + write), 1 GiB read-only stream %.0f GB/s\n",
               device_name(), copy_gbs, read_gbs);
 #ifdef KVC_BENCH_FLASHINFER
@@ -127,7 +136,9 @@ int main(int argc, char** argv) {
     uint64_t max_tokens = 0;
     for (uint32_t b : c.batches)
       for (uint32_t ctx : contexts)
-        max_tokens = std::max<uint64_t>(max_tokens, uint64_t(sets_of(kv_bytes_of(c, b, ctx))) * b * ctx);
+        if (selected(c.q_heads, c.kv_heads, c.dtype, b, ctx))
+          max_tokens = std::max<uint64_t>(max_tokens, uint64_t(sets_of(kv_bytes_of(c, b, ctx))) * b * ctx);
+    if (max_tokens == 0) continue;
     kvc_cache_t* cache = make_cache(c.kv_heads, c.dtype, KVC_LAYOUT_NHD, max_tokens + 4096);
     kvc_pool_desc_t pool = KVC_POOL_DESC_INIT;
     BENCH_KVC(kvc_cache_describe_pool(cache, 0, &pool));
@@ -144,6 +155,7 @@ int main(int argc, char** argv) {
 
     for (uint32_t batch : c.batches) {
       for (uint32_t ctx : contexts) {
+        if (!selected(c.q_heads, c.kv_heads, c.dtype, batch, ctx)) continue;
         const double kv_bytes = kv_bytes_of(c, batch, ctx);
         const uint32_t sets = sets_of(kv_bytes);
         const uint32_t pages = ctx / kTokensPerBlock;
@@ -187,15 +199,21 @@ int main(int argc, char** argv) {
           BENCH_KVC(kvc_decode_attention(cache, &a, stream));
           return true;
         };
-        const int calls = calls_of(sets, kv_bytes);
+        const int calls = profile ? 2 : calls_of(sets, kv_bytes);
         std::string method;  // how each GPU time was taken: G graph, E events
-        const double cold = gpu_time_us(stream, calls, kSamples, [&](int i) { return kvc_call(i % sets); });
+        auto gpu_or_profile = [&](int n, const std::function<bool(int)>& f) {
+          if (!profile) return gpu_time_us(stream, n, kSamples, f);
+          for (int i = 0; i < 2; ++i) f(i);
+          BENCH_CUDA(cudaStreamSynchronize(stream));
+          return -1.0;
+        };
+        const double cold = gpu_or_profile(calls, [&](int i) { return kvc_call(i % sets); });
         method += g_last_timing;
-        const double warm = gpu_time_us(stream, std::max(calls / int(sets), 3), kSamples,
-                                        [&](int) { return kvc_call(0); });
+        const double warm = profile ? -1 : gpu_time_us(stream, std::max(calls / int(sets), 3), kSamples,
+                                                       [&](int) { return kvc_call(0); });
         // Per host call where launch cost can matter (small rows).
         double host = -1;
-        if (kv_bytes <= 600e6)
+        if (kv_bytes <= 600e6 && !profile)
           host = host_call_us(stream, calls, kSamples, [&](int i) { kvc_call(i % sets); });
         kvc_status_t async = KVC_OK;
         BENCH_KVC(kvc_cache_get_async_error(cache, stream, &async));
@@ -238,10 +256,11 @@ int main(int argc, char** argv) {
               std::fprintf(stderr, "flashinfer %s run: %s\n", k ? "tc" : "cc", fi_note[k].c_str());
               return false;
             };
-            fi[k][0] = gpu_time_us(stream, calls, kSamples, [&](int i) { return fi_call(i % sets); });
+            fi[k][0] = gpu_or_profile(calls, [&](int i) { return fi_call(i % sets); });
             method += g_last_timing;
-            fi[k][1] = gpu_time_us(stream, std::max(calls / int(sets), 3), kSamples,
-                                   [&](int) { return fi_call(0); });
+            if (!profile)
+              fi[k][1] = gpu_time_us(stream, std::max(calls / int(sets), 3), kSamples,
+                                     [&](int) { return fi_call(0); });
             if (kv_bytes <= 600e6 && fi[k][0] > 0)
               fi[k][2] = host_call_us(stream, calls, kSamples, [&](int i) { fi_call(i % sets); });
             BENCH_CUDA(cudaMemset(peer_out, 0xFF, size_t(batch) * c.q_heads * kHeadDim * 2));
