@@ -49,11 +49,10 @@ kvc_cache_stats_t stats_of(kvc_cache_t* cache) {
 
 // The C API's host tier on a Llama-3.1-8B cache (32 layers, 8 kv heads, dim
 // 128, bf16, 16-token blocks): a primary pool of exactly `positions` block
-// positions and a host tier of twice that. Each round: prompt B (fresh
-// tokens, as long as the pool) evicts prompt A's cached blocks, which are
-// offloaded; B is dropped uncommitted; prompt A again finds its blocks in
-// the host tier and onboards them; A is committed and removed (cached
-// again). Each add is timed from the call to its stream's completion (wall)
+// positions and a host tier of twice that. Each round, with fresh prompts
+// A and B as long as the pool: A is added, committed and removed (cached);
+// B's add evicts A's blocks, which are offloaded; B is dropped uncommitted;
+// A's add finds its blocks in the host tier and onboards them. Each add is timed from the call to its stream's completion (wall)
 // and by events around it on the stream (GPU time of the copies it
 // enqueued); the bytes are the cache's own counters.
 void api_rows(kvc::Device& dev, cudaStream_t stream, FILE* jf) {
@@ -78,10 +77,6 @@ void api_rows(kvc::Device& dev, cudaStream_t stream, FILE* jf) {
 
   const size_t n = size_t(kPositions) * kTokens;
   std::vector<int32_t> prompt_a(n), prompt_b(n);
-  std::iota(prompt_a.begin(), prompt_a.end(), 1000000);
-  BENCH_KVC(kvc_sequence_add(cache, 1, prompt_a.data(), n, nullptr, stream, nullptr));
-  BENCH_KVC(kvc_sequence_commit(cache, 1, n));
-  BENCH_KVC(kvc_sequence_remove(cache, 1));
   BENCH_CUDA(cudaStreamSynchronize(stream));
 
   cudaEvent_t e0, e1;
@@ -102,25 +97,32 @@ void api_rows(kvc::Device& dev, cudaStream_t stream, FILE* jf) {
   };
   std::vector<double> off_wall, off_gpu, on_wall, on_gpu;
   uint64_t off_bytes = 0, on_bytes = 0, off_blocks = 0, on_blocks = 0;
+  // Fresh prompts every round, so every timed add copies every block
+  // (the host tier may still hold an earlier round's blocks).
   for (uint32_t r = 0; r < kRounds; ++r) {
-    std::iota(prompt_b.begin(), prompt_b.end(), int32_t(2000000 + r * n));
+    std::iota(prompt_a.begin(), prompt_a.end(), int32_t(1000000 + 2 * r * n));
+    std::iota(prompt_b.begin(), prompt_b.end(), int32_t(1000000 + (2 * r + 1) * n));
+    const uint64_t a_id = 1 + 2 * r, b_id = 2 + 2 * r;
+    BENCH_KVC(kvc_sequence_add(cache, a_id, prompt_a.data(), n, nullptr, stream, nullptr));
+    BENCH_KVC(kvc_sequence_commit(cache, a_id, n));
+    BENCH_KVC(kvc_sequence_remove(cache, a_id));  // A cached in the primary pool
     kvc_cache_stats_t s0 = stats_of(cache);
     double w, g;
-    timed_add(100 + r, prompt_b, &w, &g);  // evicts A: offloads
+    timed_add(b_id, prompt_b, &w, &g);  // B evicts A: offloads
     kvc_cache_stats_t s1 = stats_of(cache);
     off_wall.push_back(w);
     off_gpu.push_back(g);
     off_bytes = s1.offloaded_bytes - s0.offloaded_bytes;
     off_blocks = s1.offloaded_blocks - s0.offloaded_blocks;
-    BENCH_KVC(kvc_sequence_remove(cache, 100 + r));  // uncommitted: freed
-    timed_add(1, prompt_a, &w, &g);  // hits the host tier: onboards
+    BENCH_KVC(kvc_sequence_remove(cache, b_id));  // uncommitted: freed
+    timed_add(a_id, prompt_a, &w, &g);  // A hits the host tier: onboards
     kvc_cache_stats_t s2 = stats_of(cache);
     on_wall.push_back(w);
     on_gpu.push_back(g);
     on_bytes = s2.onboarded_bytes - s1.onboarded_bytes;
     on_blocks = s2.onboarded_blocks - s1.onboarded_blocks;
-    BENCH_KVC(kvc_sequence_commit(cache, 1, n));
-    BENCH_KVC(kvc_sequence_remove(cache, 1));
+    BENCH_KVC(kvc_sequence_commit(cache, a_id, n));
+    BENCH_KVC(kvc_sequence_remove(cache, a_id));
   }
   kvc_status_t async = KVC_OK;
   BENCH_KVC(kvc_cache_get_async_error(cache, stream, &async));
