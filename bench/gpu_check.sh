@@ -133,24 +133,26 @@ fi
 
 case "$MODE" in kernels*|bench|all)
   echo "== kernel benchmarks"
-  timeout 120 "$BUILD/bench/bench_store_kv" --json "$WORK/store.jsonl" >"$WORK/store.log" 2>&1 || { tail -20 "$WORK/store.log"; STATUS=1; }
-  timeout 240 "$BUILD/bench/bench_decode_attention" --json "$WORK/decode.jsonl" >"$WORK/decode.log" 2>&1 ||
-    { tail -20 "$WORK/decode.log"; STATUS=1; }
-  timeout 120 "$BUILD/bench/bench_tier_copy" --json "$WORK/tier.jsonl" >"$WORK/tier.log" 2>&1 || { tail -20 "$WORK/tier.log"; STATUS=1; }
-  timeout 120 "$BUILD/bench/bench_prefill_attention" --json "$WORK/prefill.jsonl" >"$WORK/prefill.log" 2>&1 ||
-    { tail -20 "$WORK/prefill.log"; STATUS=1; }
+  # Raw tables go to bench.log as they come (a cut-off run keeps them); the
+  # JSON rows to rows.jsonl at the end (at most 8 files come back).
+  for b in "bench_store_kv 120 store" "bench_decode_attention 240 decode" "bench_tier_copy 120 tier" \
+           "bench_prefill_attention 120 prefill"; do
+    set -- $b
+    echo "-- $1" >>"$OUT/bench.log"
+    timeout "$2" "$BUILD/bench/$1" --json "$WORK/$3.jsonl" >>"$OUT/bench.log" 2>&1 ||
+      { echo "$1 exit code $?"; tail -20 "$OUT/bench.log"; STATUS=1; }
+  done
+  cat "$WORK"/store.jsonl "$WORK"/decode.jsonl "$WORK"/tier.jsonl "$WORK"/prefill.jsonl >"$OUT/rows.jsonl" 2>/dev/null
   PYTHONUNBUFFERED=1 timeout 120 python3 bench/kernel_report.py --store-json "$WORK/store.jsonl" \
     --decode-json "$WORK/decode.jsonl" --tier-json "$WORK/tier.jsonl" --prefill-json "$WORK/prefill.jsonl" \
     --flashinfer "${FI_FLAG:+$(cat bench/flashinfer/COMMIT)}" --out "$OUT/kernels-h100.md" \
-    --command "bench/gpu_check.sh $MODE" >"$WORK/report.log" 2>&1 || { tail -20 "$WORK/report.log"; STATUS=1; }
-  cat "$WORK"/store.log "$WORK"/decode.log "$WORK"/tier.log "$WORK"/prefill.log "$WORK"/report.log \
-    >"$OUT/bench.log" 2>/dev/null  # at most 8 files come back
+    --command "bench/gpu_check.sh $MODE" >>"$OUT/bench.log" 2>&1 || { tail -20 "$OUT/bench.log"; STATUS=1; }
   cat "$OUT/kernels-h100.md" 2>/dev/null
   NCU_ROW=${NCU_ROW-64/8/32/8192}
   case "$MODE" in kernels*) ;; *) NCU_ROW="" ;; esac
   if [ -n "$NCU_ROW" ] && command -v ncu >/dev/null; then
     echo "== ncu: decode row $NCU_ROW (kvcache decode, FlashInfer cc and tc)"
-    timeout 150 ncu --target-processes all -k 'regex:decode_kernel|BatchDecodeWithPagedKVCacheKernel|BatchPrefillWithPagedKVCacheKernel' \
+    timeout 90 ncu --target-processes all -k 'regex:decode_kernel|BatchDecodeWithPagedKVCacheKernel|BatchPrefillWithPagedKVCacheKernel' \
       --launch-count 9 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
       --section LaunchStats --section WarpStateStats --metrics dram__bytes_read.sum,lts__t_bytes.sum \
       "$BUILD/bench/bench_decode_attention" --profile "$NCU_ROW" >"$OUT/ncu.log" 2>&1 || echo "ncu exit code $?"

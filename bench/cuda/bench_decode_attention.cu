@@ -57,7 +57,7 @@ float bf16_to_f32(unsigned short x) {
   return f;
 }
 
-double max_abs_diff(const void* a, const void* b, size_t n) {
+[[maybe_unused]] double max_abs_diff(const void* a, const void* b, size_t n) {
   std::vector<unsigned short> ha(n), hb(n);
   BENCH_CUDA(cudaMemcpy(ha.data(), a, n * 2, cudaMemcpyDeviceToHost));
   BENCH_CUDA(cudaMemcpy(hb.data(), b, n * 2, cudaMemcpyDeviceToHost));
