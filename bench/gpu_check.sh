@@ -7,9 +7,9 @@
 # kernels: the kernel report of issue 28 (bench/kernel_report.py): store,
 # decode, host-tier (C API) and prefill benchmarks, with FlashInfer's
 # kernels built in as peers when .device-deps-flashinfer/ holds its pinned
-# headers (bench/flashinfer/README.md), ncu over one decode row
-# (NCU_ROW=Q/KV/BATCH/CTX, empty to skip); kernels-tests: the GPU tests and
-# compute-sanitizer memcheck first.
+# headers (bench/flashinfer/README.md), ncu over decode rows
+# (NCU_ROWS="Q/KV/BATCH/CTX[/fp8] ...", empty to skip); kernels-tests: the
+# GPU tests and compute-sanitizer memcheck first.
 # tier: the GPU tests, memcheck over the host-tier tests, and the host-tier
 # copy benchmark (bench/cuda/bench_tier_copy.cu) alone.
 # prefill: the GPU tests, compute-sanitizer memcheck and racecheck over the
@@ -148,15 +148,23 @@ case "$MODE" in kernels*|bench|all)
     --flashinfer "${FI_FLAG:+$(cat bench/flashinfer/COMMIT)}" --out "$OUT/kernels-h100.md" \
     --command "bench/gpu_check.sh $MODE" >>"$OUT/bench.log" 2>&1 || { tail -20 "$OUT/bench.log"; STATUS=1; }
   cat "$OUT/kernels-h100.md" 2>/dev/null
-  NCU_ROW=${NCU_ROW-64/8/32/8192}
-  case "$MODE" in kernels*) ;; *) NCU_ROW="" ;; esac
-  if [ -n "$NCU_ROW" ] && command -v ncu >/dev/null; then
-    echo "== ncu: decode row $NCU_ROW (kvcache decode, FlashInfer cc and tc)"
-    timeout 90 ncu --target-processes all -k 'regex:decode_kernel|BatchDecodeWithPagedKVCacheKernel|BatchPrefillWithPagedKVCacheKernel' \
-      --launch-count 9 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
-      --section LaunchStats --section WarpStateStats --metrics dram__bytes_read.sum,lts__t_bytes.sum \
-      "$BUILD/bench/bench_decode_attention" --profile "$NCU_ROW" >"$OUT/ncu.log" 2>&1 || echo "ncu exit code $?"
-    grep -E "decode_kernel|BatchDecode|BatchPrefill|Duration|DRAM Throughput|Memory Throughput|dram__bytes_read|lts__t_bytes|Achieved Occupancy|Registers Per|Theoretical Occupancy|Block Limit|Grid Size|Dynamic Shared|L2 Hit|Stall|Warp Cycles Per Issued" "$OUT/ncu.log" | head -90
+  # ncu over decode rows (NCU_ROWS: Q/KV/BATCH/CTX[/fp8] ..., empty: none):
+  # kvcache's decode kernel, FlashInfer's, and kvcache's prefill kernel on
+  # the same row. ncu locks the clocks to base and flushes caches between
+  # passes: compare kernels with each other, not with the tables.
+  NCU_ROWS=${NCU_ROWS-64/8/32/8192}
+  case "$MODE" in kernels*) ;; *) NCU_ROWS="" ;; esac
+  if [ -n "$NCU_ROWS" ] && command -v ncu >/dev/null; then
+    for row in $NCU_ROWS; do
+      echo "== ncu: decode row $row" | tee -a "$OUT/ncu.log"
+      timeout 90 ncu --target-processes all \
+        -k 'regex:decode_kernel|prefill_kernel|BatchDecodeWithPagedKVCacheKernel|BatchPrefillWithPagedKVCacheKernel' \
+        --launch-count 12 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+        --section LaunchStats --section WarpStateStats --section ComputeWorkloadAnalysis \
+        --section InstructionStats --metrics dram__bytes_read.sum,lts__t_bytes.sum \
+        "$BUILD/bench/bench_decode_attention" --profile "$row" >>"$OUT/ncu.log" 2>&1 || echo "ncu exit code $?"
+    done
+    grep -E "^== ncu|  void |Duration|DRAM Throughput|dram__bytes_read|lts__t_bytes|Achieved Occupancy|Registers Per|Warp Cycles Per Issued|Issue Slots Busy|Executed Ipc A" "$OUT/ncu.log" | head -150
   fi ;;
 esac
 exit $STATUS

@@ -10,7 +10,9 @@
 //    warm: every call reads the same set;
 //  - GPU time: a CUDA graph of N calls, replayed (bench_common.cuh); per
 //    host call: events around calls issued one at a time (cold sets);
-//  - FlashInfer's output is compared with kvcache's (max |difference|).
+//  - FlashInfer's output is compared with kvcache's (max |difference|);
+//  - for the diagnosis, kvcache's own tensor-core kernel
+//    (kvc_prefill_attention with one query per sequence) on the bf16 rows.
 // Prints one line per row; --json FILE writes one JSON object per row for
 // bench/kernel_report.py.
 #include <cmath>
@@ -57,7 +59,7 @@ float bf16_to_f32(unsigned short x) {
   return f;
 }
 
-[[maybe_unused]] double max_abs_diff(const void* a, const void* b, size_t n) {
+double max_abs_diff(const void* a, const void* b, size_t n) {
   std::vector<unsigned short> ha(n), hb(n);
   BENCH_CUDA(cudaMemcpy(ha.data(), a, n * 2, cudaMemcpyDeviceToHost));
   BENCH_CUDA(cudaMemcpy(hb.data(), b, n * 2, cudaMemcpyDeviceToHost));
@@ -83,18 +85,23 @@ const char* dtype_name(kvc_dtype_t d) { return d == KVC_DTYPE_FP8_E4M3 ? "fp8_e4
 int main(int argc, char** argv) {
   const char* json_path = nullptr;
   bool quick = false;  // one context per batch: a smoke run
-  // --profile Q/KV/BATCH/CTX: that bf16 row only, each kernel run twice
-  // untimed (for ncu: decode_kernel, BatchDecode..., BatchPrefill...).
+  // --profile Q/KV/BATCH/CTX[/fp8]: that row only (bf16 unless /fp8),
+  // each kernel run twice untimed (for ncu: decode_kernel, BatchDecode...,
+  // BatchPrefill..., prefill kernels).
   uint32_t only[4] = {0, 0, 0, 0};
-  bool profile = false;
+  bool profile = false, profile_fp8 = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) json_path = argv[++i];
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     if (std::strcmp(argv[i], "--profile") == 0 && i + 1 < argc)
+    {
       profile = std::sscanf(argv[++i], "%u/%u/%u/%u", &only[0], &only[1], &only[2], &only[3]) == 4;
+      profile_fp8 = std::strstr(argv[i], "fp8") != nullptr;
+    }
   }
   auto selected = [&](uint32_t hq, uint32_t hkv, kvc_dtype_t dt, uint32_t b, uint32_t ctx) {
-    return !profile || (hq == only[0] && hkv == only[1] && dt == KVC_DTYPE_BF16 && b == only[2] && ctx == only[3]);
+    const kvc_dtype_t want = profile_fp8 ? KVC_DTYPE_FP8_E4M3 : KVC_DTYPE_BF16;
+    return !profile || (hq == only[0] && hkv == only[1] && dt == want && b == only[2] && ctx == only[3]);
   };
   FILE* json = json_path ? std::fopen(json_path, "w") : nullptr;
 
@@ -110,9 +117,9 @@ int main(int argc, char** argv) {
   const bool peers = false;
   std::printf("FlashInfer peers: not built (bench/flashinfer/README.md)\n");
 #endif
-  std::printf("%-5s %-8s %5s %6s %4s %10s %10s %10s %10s %10s %10s %10s %9s\n", "q/kv", "kv", "batch",
+  std::printf("%-5s %-8s %5s %6s %4s %10s %10s %10s %10s %10s %10s %10s %9s %10s\n", "q/kv", "kv", "batch",
               "ctx", "sets", "cold us", "warm us", "host us", "fi_cc us", "fi_tc us", "fi_cc wm",
-              "fi_tc wm", "max diff");
+              "fi_tc wm", "max diff", "kvc tc us");
 
   const std::vector<uint32_t> contexts =
       quick ? std::vector<uint32_t>{8192} : std::vector<uint32_t>{4096, 8192, 16384, 32768};
@@ -225,6 +232,47 @@ int main(int argc, char** argv) {
         kvc_call(0);
         BENCH_CUDA(cudaStreamSynchronize(stream));
 
+        // kvcache's own tensor-core kernel, kvc_prefill_attention, with one
+        // query per sequence (as FlashInfer's tensor-core decode runs its
+        // prefill kernel): bf16 only.
+        double tc_cold = -1, tc_warm = -1, tc_diff = -1;
+        if (c.dtype == KVC_DTYPE_BF16) {
+          std::vector<int32_t> qo(batch + 1);
+          for (uint32_t b = 0; b <= batch; ++b) qo[b] = int32_t(b);
+          kvc_prefill_args_t pa = KVC_PREFILL_ARGS_INIT;
+          pa.batch = batch;
+          pa.total_q = batch;
+          pa.q_heads = c.q_heads;
+          pa.q_dtype = KVC_DTYPE_BF16;
+          pa.query = query;
+          pa.out = peer_out;
+          pa.qo_indptr = qo.data();
+          pa.kv_lens = lens.data();
+          pa.block_table = tables[0];
+          pa.table_stride = pages;
+          pa.max_kv_len = ctx;
+          uint64_t pws = 0;
+          BENCH_KVC(kvc_prefill_workspace_size(cache, &pa, &pws));
+          void* pw = nullptr;
+          if (pws) BENCH_CUDA(cudaMalloc(&pw, pws));
+          pa.workspace = pw;
+          pa.workspace_bytes = pws;
+          auto pf_call = [&](uint32_t set) {
+            pa.block_table = tables[set];
+            BENCH_KVC(kvc_prefill_attention(cache, &pa, stream));
+            return true;
+          };
+          tc_cold = gpu_or_profile(calls, [&](int i) { return pf_call(i % sets); });
+          method += g_last_timing;
+          if (!profile)
+            tc_warm = gpu_time_us(stream, std::max(calls / int(sets), 3), kSamples, [&](int) { return pf_call(0); });
+          BENCH_CUDA(cudaMemset(peer_out, 0xFF, size_t(batch) * c.q_heads * kHeadDim * 2));
+          pf_call(0);
+          BENCH_CUDA(cudaStreamSynchronize(stream));
+          tc_diff = max_abs_diff(out, peer_out, size_t(batch) * c.q_heads * kHeadDim);
+          if (pw) BENCH_CUDA(cudaFree(pw));
+        }
+
         double fi[2][3] = {{-1, -1, -1}, {-1, -1, -1}};  // [cc|tc][cold, warm, host]
         double fi_diff[2] = {-1, -1};
         std::string fi_note[2];
@@ -275,9 +323,9 @@ int main(int argc, char** argv) {
 #endif
         (void)peers;
         const double diff = std::max(fi_diff[0], fi_diff[1]);
-        std::printf("%2u/%-2u %-8s %5u %6u %4u %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f %9.2g\n",
+        std::printf("%2u/%-2u %-8s %5u %6u %4u %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f %9.2g %10.1f\n",
                     c.q_heads, c.kv_heads, dtype_name(c.dtype), batch, ctx, sets, cold, warm, host,
-                    fi[0][0], fi[1][0], fi[0][1], fi[1][1], diff);
+                    fi[0][0], fi[1][0], fi[0][1], fi[1][1], diff, tc_cold);
         std::fflush(stdout);
         if (json)
           std::fprintf(json,
@@ -287,11 +335,12 @@ int main(int argc, char** argv) {
                        "\"fi_cc_cold_us\":%.3f,\"fi_cc_warm_us\":%.3f,\"fi_cc_host_us\":%.3f,"
                        "\"fi_tc_cold_us\":%.3f,\"fi_tc_warm_us\":%.3f,\"fi_tc_host_us\":%.3f,"
                        "\"fi_cc_diff\":%.4g,\"fi_tc_diff\":%.4g,\"fi_cc_note\":\"%s\","
-                       "\"fi_tc_note\":\"%s\",\"timing\":\"%s\",\"copy_gbs\":%.1f,\"read_gbs\":%.1f}\n",
+                       "\"fi_tc_note\":\"%s\",\"timing\":\"%s\",\"kvc_tc_cold_us\":%.3f,\"kvc_tc_warm_us\":%.3f,"
+                       "\"kvc_tc_diff\":%.4g,\"copy_gbs\":%.1f,\"read_gbs\":%.1f}\n",
                        c.q_heads, c.kv_heads, dtype_name(c.dtype), batch, ctx, kv_bytes, sets, calls,
                        cold, warm, host, fi[0][0], fi[0][1], fi[0][2], fi[1][0], fi[1][1], fi[1][2],
                        fi_diff[0], fi_diff[1], json_safe(fi_note[0]).c_str(),
-                       json_safe(fi_note[1]).c_str(), method.c_str(), copy_gbs, read_gbs);
+                       json_safe(fi_note[1]).c_str(), method.c_str(), tc_cold, tc_warm, tc_diff, copy_gbs, read_gbs);
         for (int32_t* p : tables) BENCH_CUDA(cudaFree(p));
         BENCH_CUDA(cudaFree(dlens));
         BENCH_CUDA(cudaFree(dindptr));

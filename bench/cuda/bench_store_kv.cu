@@ -7,10 +7,13 @@
 //    one thread block per token, min(heads * head_dim, 512) threads copying
 //    K then V in 16-byte vectors; per-head warps for HND). Not vLLM's
 //    source: a re-implementation of its algorithm, bf16 only.
-// Each is timed as GPU time (50 calls in a CUDA graph) and per host call
-// (events around calls issued one at a time). Slots are those of a prefill:
+// Each is timed as GPU time, cold (calls in a CUDA graph rotating over
+// disjoint sets of sources, slots and destinations, >= 256 MB in all, 5x
+// the L2) and warm (50 calls on one set), and per host call (events around
+// calls issued one at a time, rotating). Slots are those of a prefill:
 // consecutive tokens in randomly placed blocks. --json FILE writes one JSON
 // object per row for bench/kernel_report.py (which adds torch index_copy_).
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -21,6 +24,7 @@ namespace {
 
 constexpr int kGraphCalls = 50;
 constexpr int kSamples = 9;
+constexpr double kColdBytes = 256e6;
 
 // vLLM's reshape_and_cache_flash algorithm (see the file comment).
 // Strides in elements: block, token (page), head.
@@ -82,9 +86,11 @@ int main(int argc, char** argv) {
   int sms = 0;
   BENCH_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   std::printf("device: %s; 1 GiB device-to-device copy: %.0f GB/s (read + write)\n", device_name(), ceiling);
-  std::printf("GPU us: %d calls in a CUDA graph; host us: one call at a time from the host\n", kGraphCalls);
-  std::printf("%-4s %6s | %8s %8s | %8s %8s | %8s %8s | %8s %8s\n", "lay", "tokens", "store", "host",
-              "memcpy", "host", "copy k.", "host", "fused", "host");
+  std::printf("cold / warm: GPU us per call, calls in a CUDA graph rotating over `sets` (>= 256 MB) or "
+              "on one set; host: one call at a time from the host (rotating)\n");
+  std::printf("%-4s %6s %4s | %-26s | %-26s | %-26s | %-26s\n", "lay", "tokens", "sets",
+              "store cold/warm/host", "2 memcpy cold/warm/host", "copy kernel cold/warm/host",
+              "fused peer cold/warm/host");
 
   const uint64_t max_tokens = 1u << 17;
   const uint32_t H = 8, D = 128, T = 16;
@@ -102,69 +108,85 @@ int main(int argc, char** argv) {
 
     for (uint32_t tokens : {256u, 1024u, 4096u, 16384u, 65536u}) {
       const size_t bytes = size_t(tokens) * H * D * 2;  // K (and V) each
-      void *key, *value, *copy_dst, *dslots;
-      BENCH_CUDA(cudaMalloc(&key, bytes));
-      BENCH_CUDA(cudaMalloc(&value, bytes));
-      BENCH_CUDA(cudaMalloc(&copy_dst, 2 * bytes));
-      fill_bf16(key, bytes / 2, 11);
-      fill_bf16(value, bytes / 2, 13);
-      std::vector<int64_t> slots(tokens);
-      for (uint32_t i = 0; i < tokens; ++i) slots[i] = blocks[i / T] * T + i % T;
-      BENCH_CUDA(cudaMalloc(&dslots, tokens * sizeof(int64_t)));
-      BENCH_CUDA(cudaMemcpy(dslots, slots.data(), tokens * sizeof(int64_t), cudaMemcpyHostToDevice));
+      // Cold: calls rotate over `sets` disjoint sets of sources, slots and
+      // copy destinations, >= 256 MB touched in all (5x the L2); warm: set 0.
+      const uint32_t sets = uint32_t(std::max<double>(1, std::ceil(kColdBytes / (4.0 * bytes))));
+      const int calls = int((std::max<uint32_t>(kGraphCalls, sets) + sets - 1) / sets * sets);
+      char *key, *value, *copy_dst;
+      int64_t* dslots;
+      BENCH_CUDA(cudaMalloc(&key, sets * bytes));
+      BENCH_CUDA(cudaMalloc(&value, sets * bytes));
+      BENCH_CUDA(cudaMalloc(&copy_dst, sets * 2 * bytes));
+      fill_bf16(key, sets * bytes / 2, 11);
+      fill_bf16(value, sets * bytes / 2, 13);
+      std::vector<int64_t> slots(size_t(sets) * tokens);
+      for (size_t i = 0; i < slots.size(); ++i) slots[i] = blocks[i / T] * T + int64_t(i % T);
+      BENCH_CUDA(cudaMalloc(&dslots, slots.size() * sizeof(int64_t)));
+      BENCH_CUDA(cudaMemcpy(dslots, slots.data(), slots.size() * sizeof(int64_t), cudaMemcpyHostToDevice));
 
       kvc_store_args_t a = KVC_STORE_ARGS_INIT;
       a.num_tokens = tokens;
       a.src_dtype = KVC_DTYPE_BF16;
-      a.key = key;
-      a.value = value;
-      a.slot_mapping = static_cast<const int64_t*>(dslots);
-      auto store = [&] { BENCH_KVC(kvc_store_kv(cache, &a, stream)); };
-      auto memcpy2 = [&] {
-        BENCH_CUDA(cudaMemcpyAsync(copy_dst, key, bytes, cudaMemcpyDeviceToDevice, stream));
-        BENCH_CUDA(cudaMemcpyAsync(static_cast<char*>(copy_dst) + bytes, value, bytes,
-                                   cudaMemcpyDeviceToDevice, stream));
+      auto store = [&](uint32_t set) {
+        a.key = key + set * bytes;
+        a.value = value + set * bytes;
+        a.slot_mapping = dslots + size_t(set) * tokens;
+        BENCH_KVC(kvc_store_kv(cache, &a, stream));
+      };
+      auto memcpy2 = [&](uint32_t set) {
+        char* dst = copy_dst + set * 2 * bytes;
+        BENCH_CUDA(cudaMemcpyAsync(dst, key + set * bytes, bytes, cudaMemcpyDeviceToDevice, stream));
+        BENCH_CUDA(cudaMemcpyAsync(dst + bytes, value + set * bytes, bytes, cudaMemcpyDeviceToDevice, stream));
       };
       const size_t n_vec = bytes / 16;
       const int copy_blocks = int(std::min<size_t>((2 * n_vec + 511) / 512, size_t(sms) * 8));
-      auto copy_kernel = [&] {
-        copy_kv_kernel<<<copy_blocks, 512, 0, stream>>>(static_cast<const uint4*>(key),
-                                                        static_cast<const uint4*>(value),
-                                                        static_cast<uint4*>(copy_dst), n_vec);
+      auto copy_kernel = [&](uint32_t set) {
+        copy_kv_kernel<<<copy_blocks, 512, 0, stream>>>(reinterpret_cast<const uint4*>(key + set * bytes),
+                                                        reinterpret_cast<const uint4*>(value + set * bytes),
+                                                        reinterpret_cast<uint4*>(copy_dst + set * 2 * bytes), n_vec);
       };
       const int64_t es = 2;
       const int64_t block_stride = int64_t(view.block_stride) / es, page_stride = int64_t(view.token_stride) / es,
                     head_stride = int64_t(view.head_stride) / es;
       unsigned short* k_cache = static_cast<unsigned short*>(view.base);
       unsigned short* v_cache = reinterpret_cast<unsigned short*>(static_cast<char*>(view.base) + view.kv_stride);
-      auto fused = [&] {
+      auto fused = [&](uint32_t set) {
         fused_reshape_and_cache<<<tokens, std::min<uint32_t>(H * D, 512), 0, stream>>>(
-            static_cast<const uint4*>(key), static_cast<const uint4*>(value), k_cache, v_cache,
-            static_cast<const int64_t*>(dslots), block_stride, page_stride, head_stride, int(H), int(D), int(T));
+            reinterpret_cast<const uint4*>(key + set * bytes), reinterpret_cast<const uint4*>(value + set * bytes),
+            k_cache, v_cache, dslots + size_t(set) * tokens, block_stride, page_stride, head_stride, int(H), int(D),
+            int(T));
       };
-      const int host_calls = tokens <= 4096 ? 200 : 20;
-      auto gpu = [&](auto&& f) {
-        return gpu_time_us(stream, kGraphCalls, kSamples, [&](int) {
-          f();
+      const int host_calls = std::max<int>(calls, tokens <= 4096 ? 200 : 20);
+      struct Times { double cold, warm, host; };
+      auto measure = [&](auto&& f) {
+        Times t;
+        t.cold = gpu_time_us(stream, calls, kSamples, [&](int i) {
+          f(uint32_t(i) % sets);
           return true;
         });
+        t.warm = gpu_time_us(stream, kGraphCalls, kSamples, [&](int) {
+          f(0);
+          return true;
+        });
+        t.host = host_call_us(stream, host_calls, kSamples, [&](int i) { f(uint32_t(i) % sets); });
+        BENCH_CUDA(cudaGetLastError());
+        return t;
       };
-      auto host = [&](auto&& f) { return host_call_us(stream, host_calls, kSamples, [&](int) { f(); }); };
-      const double store_gpu = gpu(store), store_host = host(store);
-      const double memcpy_gpu = gpu(memcpy2), memcpy_host = host(memcpy2);
-      const double kernel_gpu = gpu(copy_kernel), kernel_host = host(copy_kernel);
-      BENCH_CUDA(cudaGetLastError());
+      const Times st = measure(store), mc = measure(memcpy2), ck = measure(copy_kernel);
       // The fused peer last: the rows it leaves in the pool are checked
       // against the source (it writes the cells kvcache's store writes).
-      const double fused_gpu = gpu(fused), fused_host = host(fused);
-      BENCH_CUDA(cudaGetLastError());
+      const Times fu = measure(fused);
       kvc_status_t async = KVC_OK;
       BENCH_KVC(kvc_cache_get_async_error(cache, stream, &async));
       if (async != KVC_OK) {
         std::fprintf(stderr, "store reported: %s\n", kvc_last_error_message());
         return 1;
       }
-      // Token 0's and the last token's K and V rows, every head.
+      // Set 0's first and last tokens' K and V rows, every head (the last
+      // call of the host timing wrote set (host_calls - 1) % sets, so store
+      // set 0 with the peer once more).
+      fused(0);
+      BENCH_CUDA(cudaStreamSynchronize(stream));
       bool same = true;
       for (uint32_t t : {0u, tokens - 1}) {
         const uint64_t slot = uint64_t(slots[t]);
@@ -174,25 +196,27 @@ int main(int argc, char** argv) {
                                kv * view.kv_stride + (slot % T) * view.token_stride + h * view.head_stride;
             std::vector<char> peer_row(D * 2), src_row(D * 2);
             BENCH_CUDA(cudaMemcpy(peer_row.data(), cell, D * 2, cudaMemcpyDeviceToHost));
-            BENCH_CUDA(cudaMemcpy(src_row.data(), static_cast<const char*>(kv ? value : key) + (size_t(t) * H + h) * D * 2,
-                                  D * 2, cudaMemcpyDeviceToHost));
+            BENCH_CUDA(cudaMemcpy(src_row.data(), (kv ? value : key) + (size_t(t) * H + h) * D * 2, D * 2,
+                                  cudaMemcpyDeviceToHost));
             same = same && std::memcmp(peer_row.data(), src_row.data(), D * 2) == 0;
           }
       }
       const double moved = 4.0 * double(bytes);  // K and V, read and written
       const char* lname = layout == KVC_LAYOUT_NHD ? "NHD" : "HND";
-      std::printf("%-4s %6u | %8.2f %8.2f | %8.2f %8.2f | %8.2f %8.2f | %8.2f %8.2f %s\n", lname, tokens,
-                  store_gpu, store_host, memcpy_gpu, memcpy_host, kernel_gpu, kernel_host, fused_gpu,
-                  fused_host, same ? "" : "PEER WROTE OTHER BYTES");
+      std::printf("%-4s %6u %4u | %8.2f %8.2f %8.2f | %8.2f %8.2f %8.2f | %8.2f %8.2f %8.2f | %8.2f %8.2f %8.2f %s\n",
+                  lname, tokens, sets, st.cold, st.warm, st.host, mc.cold, mc.warm, mc.host, ck.cold, ck.warm,
+                  ck.host, fu.cold, fu.warm, fu.host, same ? "" : "PEER WROTE OTHER BYTES");
+      std::fflush(stdout);
       if (json)
         std::fprintf(json,
-                     "{\"bench\":\"store\",\"layout\":\"%s\",\"tokens\":%u,\"bytes\":%.0f,"
-                     "\"store_gpu_us\":%.3f,\"store_host_us\":%.3f,\"memcpy_gpu_us\":%.3f,"
-                     "\"memcpy_host_us\":%.3f,\"copy_kernel_gpu_us\":%.3f,\"copy_kernel_host_us\":%.3f,"
-                     "\"fused_gpu_us\":%.3f,\"fused_host_us\":%.3f,\"fused_same_bytes\":%s,"
-                     "\"ceiling_gbs\":%.1f,\"timing\":\"%c\"}\n",
-                     lname, tokens, moved, store_gpu, store_host, memcpy_gpu, memcpy_host, kernel_gpu,
-                     kernel_host, fused_gpu, fused_host, same ? "true" : "false", ceiling, g_last_timing);
+                     "{\"bench\":\"store\",\"layout\":\"%s\",\"tokens\":%u,\"sets\":%u,\"bytes\":%.0f,"
+                     "\"store_gpu_us\":%.3f,\"store_warm_us\":%.3f,\"store_host_us\":%.3f,"
+                     "\"memcpy_gpu_us\":%.3f,\"memcpy_warm_us\":%.3f,\"memcpy_host_us\":%.3f,"
+                     "\"copy_kernel_gpu_us\":%.3f,\"copy_kernel_warm_us\":%.3f,\"copy_kernel_host_us\":%.3f,"
+                     "\"fused_gpu_us\":%.3f,\"fused_warm_us\":%.3f,\"fused_host_us\":%.3f,"
+                     "\"fused_same_bytes\":%s,\"ceiling_gbs\":%.1f,\"timing\":\"%c\"}\n",
+                     lname, tokens, sets, moved, st.cold, st.warm, st.host, mc.cold, mc.warm, mc.host, ck.cold,
+                     ck.warm, ck.host, fu.cold, fu.warm, fu.host, same ? "true" : "false", ceiling, g_last_timing);
       BENCH_CUDA(cudaFree(key));
       BENCH_CUDA(cudaFree(value));
       BENCH_CUDA(cudaFree(copy_dst));

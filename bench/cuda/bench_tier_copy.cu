@@ -48,7 +48,7 @@ kvc_cache_stats_t stats_of(kvc_cache_t* cache) {
 }
 
 // The C API's host tier on a Llama-3.1-8B cache (32 layers, 8 kv heads, dim
-// 128, bf16, 16-token blocks): a primary pool of exactly `positions` block
+// 128, bf16, 16-token blocks): a primary pool of `positions` + 1 block
 // positions and a host tier of twice that. Each round, with fresh prompts
 // A and B as long as the pool: A is added, committed and removed (cached);
 // B's add evicts A's blocks, which are offloaded; B is dropped uncommitted;
@@ -64,10 +64,13 @@ void api_rows(kvc::Device& dev, cudaStream_t stream, FILE* jf) {
   BENCH_KVC(kvc_config_set_head_dim(c, 128));
   BENCH_KVC(kvc_config_set_dtype(c, KVC_DTYPE_BF16));
   BENCH_KVC(kvc_config_set_tokens_per_block(c, kTokens));
-  BENCH_KVC(kvc_config_set_max_tokens(c, uint64_t(kPositions) * kTokens));
+  // One position more than the prompts: an add that onboards takes a fresh
+  // block for each host-tier node (the partly matched last block too) and
+  // one for the tokens it computes.
+  BENCH_KVC(kvc_config_set_max_tokens(c, uint64_t(kPositions + 1) * kTokens));
   BENCH_KVC(kvc_config_set_device(c, KVC_DEVICE_CUDA, 0));
   const uint64_t position_bytes = uint64_t(kLayers) * 2 * kTokens * 8 * 128 * 2;
-  BENCH_KVC(kvc_config_set_host_cache_bytes(c, 2 * kPositions * position_bytes));
+  BENCH_KVC(kvc_config_set_host_cache_bytes(c, 2 * (kPositions + 1) * position_bytes));
   kvc_cache_t* cache = nullptr;
   BENCH_KVC(kvc_cache_create(c, &cache));
   kvc_config_destroy(c);
