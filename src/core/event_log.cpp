@@ -21,10 +21,13 @@ kvc_event_t& EventLog::push(uint32_t kind, uint32_t node) {
     if (lost_count_ == 0) lost_first_ = old.id;
     ++lost_count_;
     if (old.token_offset != KVC_EVENT_NO_TOKENS) token_count_ -= old.num_tokens;
-    head_ = (head_ + 1) % ring_.size();
+    if (++head_ == ring_.size()) head_ = 0;
     --size_;
   }
-  kvc_event_t& e = ring_[(head_ + size_) % ring_.size()];
+  // The ring's capacity is any number: wrap by comparison, not division.
+  size_t slot = head_ + size_;
+  if (slot >= ring_.size()) slot -= ring_.size();
+  kvc_event_t& e = ring_[slot];
   ++size_;
   e = kvc_event_t{};
   e.id = next_id_++;
@@ -124,7 +127,7 @@ void EventLog::drain(kvc_event_t* out, size_t capacity, int32_t* tokens, size_t 
         o.token_offset = KVC_EVENT_NO_TOKENS;
       }
     }
-    head_ = (head_ + 1) % ring_.size();
+    if (++head_ == ring_.size()) head_ = 0;
     --size_;
   }
   r.events = written;

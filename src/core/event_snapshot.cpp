@@ -12,7 +12,7 @@ namespace kvc {
 namespace {
 
 [[noreturn]] void broken(const std::string& what) {
-  broken("" + what);
+  fail(KVC_ERR_INTERNAL, "cache invariant broken: " + what);
 }
 
 }  // namespace
