@@ -11,6 +11,7 @@ namespace kvc {
 
 namespace {
 
+#if !(defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__)
 // Little-endian writers: the hashed bytes are the same on every host.
 inline unsigned char* put_u64(unsigned char* p, uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
@@ -20,6 +21,7 @@ inline unsigned char* put_u32(unsigned char* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
   return p + 4;
 }
+#endif
 
 }  // namespace
 
