@@ -99,6 +99,9 @@ std::unique_ptr<CacheModel> make_cache(Input& in, int index) {
   const uint32_t W = 1 + w % 12;
   const uint32_t heads = 1 + (h & 1), head_dim = (h >> 1) & 1 ? 4 : 2;
   const bool per_layer_heads = ((h >> 2) & 3) == 3;
+  // Events on in half the caches, some with a ring of 3 (LOST, resyncs).
+  static const uint32_t kRings[4] = {0, 0, 3, 256};
+  const uint32_t ring = kRings[(h >> 4) & 3];
 
   kvc_config_t* cfg = nullptr;
   must(kvc_config_create(&cfg), "kvc_config_create");
@@ -132,6 +135,7 @@ std::unique_ptr<CacheModel> make_cache(Input& in, int index) {
   KVC_SET(kvc_config_set_copy_on_partial_reuse, !((f >> 7) & 1));
   KVC_SET(kvc_config_set_block_reuse, reuse);
   KVC_SET(kvc_config_set_manual_clock, manual);
+  if (ring != 0) KVC_SET(kvc_config_set_event_buffer_size, ring);
   if (window_mode != 0) {
     const uint32_t modes[3][2] = {{0, W}, {W, W}, {W, 0}};
     const uint32_t* w2 = modes[window_mode - 1];
@@ -148,7 +152,7 @@ std::unique_ptr<CacheModel> make_cache(Input& in, int index) {
   must(kvc_config_validate(cfg), "kvc_config_validate of a valid config");
   emit_line("if (kvc_cache_create(cfg, &c[%d]) != KVC_OK) return 2;", index);
   emit_line("kvc_config_destroy(cfg);");
-  auto model = std::make_unique<CacheModel>(index, cfg, host, manual, reuse);
+  auto model = std::make_unique<CacheModel>(index, cfg, host, manual, reuse, ring != 0);
   kvc_config_destroy(cfg);
   return model;
 }

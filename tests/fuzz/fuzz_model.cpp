@@ -60,8 +60,8 @@ void must(kvc_status_t st, const char* what) {
 }  // namespace
 
 CacheModel::CacheModel(int idx, const kvc_config_t* config, bool has_host, bool manual,
-                       bool reuse)
-    : index(idx), host(has_host), manual_clock(manual), block_reuse(reuse) {
+                       bool reuse, bool with_events)
+    : index(idx), host(has_host), manual_clock(manual), block_reuse(reuse), events(with_events) {
   must(kvc_cache_create(config, &cache), "kvc_cache_create of a valid config");
   kvc_cache_desc_init(&desc);
   must(kvc_cache_describe(cache, &desc), "kvc_cache_describe");
@@ -186,6 +186,7 @@ void CacheModel::take(Snapshot& s) {
     finding("kvc_cache_check (cache %d): %s", index, kvc_last_error_message());
   kvc_cache_stats_init(&s.stats);
   must(kvc_cache_get_stats(cache, &s.stats), "kvc_cache_get_stats");
+  if (events) s.event_id = EventMirror::last_emitted(cache);
   s.groups.resize(num_groups);
   for (uint32_t g = 0; g < num_groups; ++g) {
     kvc_group_stats_init(&s.groups[g]);
@@ -224,6 +225,7 @@ void CacheModel::take(Snapshot& s) {
 void CacheModel::check_all() {
   take(scratch_);
   verify(scratch_);
+  if (events) mirror.sync(cache, index, 64);
   std::swap(last, scratch_);
 }
 
@@ -247,6 +249,7 @@ void CacheModel::settle(const std::vector<uint64_t>& ids, const std::vector<uint
   if (!ids.empty()) write_kv(ids, from, small_buffer_first);
   take(scratch_);
   verify(scratch_);
+  if (events) mirror.sync(cache, index, 1 + scratch_.stats.tree_nodes % 7);
   const kvc_cache_stats_t& a = last.stats;
   const kvc_cache_stats_t& b = scratch_.stats;
   feedback(kTierMoves, bucket(b.offloaded_blocks - a.offloaded_blocks) * 6 +
@@ -286,6 +289,9 @@ void CacheModel::unchanged(const Snapshot& now, const char* what) const {
     KVC_GROUP_FIELDS(X)
 #undef X
   }
+  if (now.event_id != was.event_id)
+    finding("%s (cache %d) emitted events %llu..%llu", what, index,
+            (unsigned long long)was.event_id + 1, (unsigned long long)now.event_id);
   if (now.seqs.size() != was.seqs.size()) finding("%s (cache %d) changed the sequences", what, index);
   for (size_t i = 0; i < now.seqs.size(); ++i) {
     const uint64_t id = now.seqs[i].first;

@@ -19,6 +19,8 @@
 
 #include <kvcache/kvcache.h>
 
+#include "fuzz_events.h"
+
 #include "fuzz_options.h"
 
 namespace kvc_fuzz {
@@ -86,6 +88,7 @@ struct Snapshot {
   std::vector<kvc_group_stats_t> groups;
   std::vector<std::pair<uint64_t, SeqState>> seqs;  // by id, as the shadow's
   std::vector<unsigned char> pools;  // every byte of every primary pool
+  uint64_t event_id = 0;             // newest event emitted (events on)
   const SeqState& seq(uint64_t id) const;
 };
 
@@ -93,7 +96,7 @@ class CacheModel {
  public:
   // Creates the cache from `config` (must succeed) and learns its shape.
   CacheModel(int index, const kvc_config_t* config, bool host, bool manual_clock,
-             bool block_reuse);
+             bool block_reuse, bool events = false);
   ~CacheModel();
   CacheModel(const CacheModel&) = delete;
   CacheModel& operator=(const CacheModel&) = delete;
@@ -104,6 +107,8 @@ class CacheModel {
   kvc_dtype_t dtype = 0;
   uint32_t elem_size = 0;
   bool host = false, manual_clock = false, block_reuse = true;
+  bool events = false;  // an event ring: mirrored after every change (fuzz_events.h)
+  EventMirror mirror;
   // One pool, or pools split statically: a pool's free and cached blocks
   // tell exactly what a call can have (with shared pages they move).
   bool static_pools = true;
