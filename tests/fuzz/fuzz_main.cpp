@@ -187,9 +187,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (int i = 0; i < 1 + (head & 1); ++i) caches.push_back(make_cache(in, i));
   if (g_trace)
     for (const auto& c : caches)
-      std::printf("cache %d: %u layers, %u groups, %u pools, %llu blocks, T %u, host %d\n",
+      std::printf("cache %d: %u layers, %u groups, %u pools, %llu blocks, T %u, host %d, events %d\n",
                   c->index, c->num_layers, c->num_groups, c->num_pools,
-                  (unsigned long long)c->desc.num_blocks, c->T, c->host);
+                  (unsigned long long)c->desc.num_blocks, c->T, c->host, c->events);
   Program program(in, caches);
   program.run();
   emit_end();
