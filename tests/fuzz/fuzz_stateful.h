@@ -112,13 +112,6 @@ class StModel {
   std::vector<uint64_t> reallocs;         // per layer
   std::vector<uint32_t> last_growth;      // per layer: longest row when it last allocated
   bool table = false;
-  // The library's bound of who reads whom (stateful/beam_book.h: refs[c][x],
-  // row c reads row x's buffer below refs[c][x] only). Where it exceeds the
-  // exact readers the library may refuse a write that corrupts nothing:
-  // allowed (the header promises only that corrupting writes fail), counted.
-  std::vector<uint32_t> refs;
-  uint32_t& ref(uint32_t c, uint32_t x) { return refs[size_t(c) * g.B + x]; }
-  uint32_t bound_reader(uint32_t x) const;  // max over c != x of refs[c][x]
   uint64_t reallocations = 0, reorders = 0, compactions = 0;
   uint64_t fixed_bytes = 0;               // bytes_allocated beside K/V and table
   uint64_t header_bytes = 0;              // of an exported state (learned)
@@ -179,7 +172,6 @@ class StModel {
 
 // Counts of what the stateful programs met, printed at exit.
 struct StCounters {
-  uint64_t conservative = 0;  // writes refused by the library's bound, no reader hit
   uint64_t faults = 0;        // injected allocation failures
   uint64_t decodes = 0;       // decodes compared with a plain copy and the reference
 };

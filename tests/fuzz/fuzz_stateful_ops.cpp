@@ -11,14 +11,6 @@
 
 namespace kvc_fuzz {
 
-uint32_t StModel::bound_reader(uint32_t x) const {
-  if (!table) return 0;
-  uint32_t p = 0;
-  for (uint32_t c = 0; c < g.B; ++c)
-    if (c != x) p = std::max(p, refs[size_t(c) * g.B + x]);
-  return p;
-}
-
 // New tokens for every layer: 1-4 per row mostly, sometimes a prompt, and
 // rows that append nothing or fewer; a beam step reorders first.
 void StProgram::step(bool beam) {
@@ -176,11 +168,12 @@ kvc_status_t StProgram::append(uint32_t layer, uint32_t n, const std::vector<uin
   const uint32_t num = ap == nullptr ? 0 : ap->num_tokens;
   const uint32_t* cnt = ap == nullptr ? nullptr : ap->row_tokens;
   // Rows are checked in order after the other arguments: a row count above
-  // num_tokens or past max_length (INVALID_ARGUMENT) and a write over what
-  // another row reads (INVALID_STATE) may each be met first.
+  // num_tokens or past max_length (INVALID_ARGUMENT) and a write over a
+  // position another row reads (INVALID_STATE, exactly then) may each be
+  // met first.
   Expect e;
   uint32_t need = 0;
-  bool bad_row = hostile % 16 == 10 && layer < g.L, conflict = false, bound = false;
+  bool bad_row = hostile % 16 == 10 && layer < g.L, conflict = false;
   if (!invalid || bad_row) {
     for (uint32_t r = 0; r < B; ++r) {
       const uint32_t k = cnt != nullptr ? cnt[r] : num;
@@ -189,14 +182,12 @@ kvc_status_t StProgram::append(uint32_t layer, uint32_t n, const std::vector<uin
       if (uint64_t(pos) + k > g.max_length) bad_row = invalid = true;
       need = std::max(need, pos + k);
       if (m.read_by_other(l, r, pos, pos + k)) conflict = true;
-      if (m.table && pos < m.bound_reader(r)) bound = true;
     }
   }
   if (invalid) e.allow(KVC_ERR_INVALID_ARGUMENT);
-  if ((conflict || bound) && (!invalid || bad_row)) e.allow(KVC_ERR_INVALID_STATE);
+  if (conflict && (!invalid || bad_row)) e.allow(KVC_ERR_INVALID_STATE);
   if (!invalid && !conflict) e.allow(KVC_OK);
   if (either) e.allow(KVC_OK).allow(KVC_ERR_INVALID_ARGUMENT);
-  if (conflict && !bound) finding("harness: the library's bound misses a reader of a row");
   const bool grows = need > m.cap[l], table_grows = m.table && need > m.table_stride();
   if (g_trace)
     std::printf("cache %zu: append layer %u, %u tokens%s, src dtype %u, scales %g/%g, hostile %u%s\n",
@@ -205,8 +196,7 @@ kvc_status_t StProgram::append(uint32_t layer, uint32_t n, const std::vector<uin
   // num_tokens 0 is a no-op: checked to change nothing.
   const kvc_status_t st = m.call("kvc_stateful_append", e, num == 0, grows + table_grows,
                                  [&] { return kvc_stateful_append(m.h, ap, nullptr); });
-  feedback(kStBeams, 64 + conflict * 2 + bound, uint32_t(-st) % 16);
-  if (st == KVC_ERR_INVALID_STATE && !conflict) ++g_st.conservative;
+  feedback(kStBeams, 64 + conflict, uint32_t(-st) % 16);
   if (st != KVC_OK || num == 0) return st;
   feedback(kStGrowth, l * 4 + (need > m.cap[l]) * 2 + table_grows, cnt ? 1 : bucket(num));
   StChange ch;
@@ -229,7 +219,6 @@ kvc_status_t StProgram::append(uint32_t layer, uint32_t n, const std::vector<uin
         }
     if (m.src[r].size() < pos + k) m.src[r].resize(pos + k);
     std::fill(m.src[r].begin() + pos, m.src[r].begin() + pos + k, int32_t(r));
-    if (m.table) m.ref(r, r) = std::max(m.ref(r, r), pos + k);
   }
   m.settle(ch);
   return st;
@@ -289,19 +278,13 @@ void StProgram::reorder() {
   feedback(kStBeams, distinct * 2 + m.table, bucket(m.max_len(0)));
   StChange ch;
   ch.table_alloc = creates;
-  if (!m.table) {
-    m.table = true;
-    m.refs.assign(size_t(g.B) * g.B, 0);
-    for (uint32_t r = 0; r < g.B; ++r) m.ref(r, r) = m.len(0, r);
-  }
+  m.table = true;
   const auto hist = m.hist;
   const auto src = m.src;
-  const auto refs = m.refs;
   for (uint32_t b = 0; b < g.B; ++b) {
     const uint32_t s = uint32_t(idx[b]);
     for (uint32_t l = 0; l < g.L; ++l) m.hist[l][b] = hist[l][s];
     m.src[b] = src[s];
-    std::copy_n(refs.begin() + size_t(s) * g.B, g.B, m.refs.begin() + size_t(b) * g.B);
     if (s != b) ch.copied_bound += hist[0][s].size() / g.pos_bytes(0);
   }
   ++m.reorders;
@@ -349,8 +332,6 @@ void StProgram::do_trim(uint32_t row, uint32_t n) {
     const uint32_t keep = m.len(0, r) - n;
     for (uint32_t l = 0; l < g.L; ++l) m.hist[l][r].resize(size_t(keep) * g.pos_bytes(l));
     m.src[r].resize(keep);
-    if (m.table)
-      for (uint32_t x = 0; x < g.B; ++x) m.ref(r, x) = std::min(m.ref(r, x), keep);
   }
   m.settle(StChange{});
 }
@@ -366,7 +347,6 @@ void StProgram::do_reset(bool release) {
     for (auto& row : layer) row.clear();
   for (auto& row : m.src) row.clear();
   m.table = false;
-  m.refs.clear();
   if (release) std::fill(m.cap.begin(), m.cap.end(), 0);
   StChange ch;
   ch.may_move = true;
@@ -387,7 +367,6 @@ void StProgram::compact() {
   if (st != KVC_OK || !gathers) return;
   for (uint32_t r = 0; r < m.g.B; ++r) std::fill(m.src[r].begin(), m.src[r].end(), int32_t(r));
   m.table = false;
-  m.refs.clear();
   ++m.compactions;
   StChange ch;
   ch.may_move = true;

@@ -170,12 +170,10 @@ void StProgram::import_row() {
   const bool bad = row >= g.B || bp == nullptr || !valid_state || s.length > g.max_length;
   const bool equal = m.equal_layers();
   const bool exact = row < g.B && m.read_by_other_any(row);
-  const bool bound = row < g.B && m.bound_reader(row) > 0;
   Expect e;
   if (bad || either) e.allow(KVC_ERR_INVALID_ARGUMENT);
-  if (!bad && (!equal || exact || bound)) e.allow(KVC_ERR_INVALID_STATE);
+  if (!bad && (!equal || exact)) e.allow(KVC_ERR_INVALID_STATE);
   if (!bad && equal && !exact) e.allow(KVC_OK);
-  if (exact && !bound) finding("harness: the library's bound misses a reader of row %u", row);
   uint32_t allocs = 0;
   for (uint32_t l = 0; l < g.L; ++l) allocs += s.length > m.cap[l];
   const bool table_grows = m.table && s.length > m.table_stride();
@@ -185,8 +183,7 @@ void StProgram::import_row() {
                            kind < 8 ? 0 : kind, exact ? ", a row reads it" : "");
   const kvc_status_t st = m.call("kvc_stateful_import_row", e, false, allocs,
                                  [&] { return kvc_stateful_import_row(m.h, row, bp, size, nullptr); });
-  feedback(kStBeams, 128 + exact * 2 + bound, uint32_t(-st) % 16);
-  if (st == KVC_ERR_INVALID_STATE && equal && !exact) ++g_st.conservative;
+  feedback(kStBeams, 128 + exact, uint32_t(-st) % 16);
   if (st != KVC_OK) return;
   StChange ch;
   ch.may_move = true;
@@ -200,10 +197,6 @@ void StProgram::import_row() {
     std::memcpy(m.hist[l][row].data() + off, b.data() + s.header + at, chunk);
   });
   m.src[row].assign(s.length, int32_t(row));
-  if (m.table) {
-    for (uint32_t x = 0; x < g.B; ++x) m.ref(row, x) = 0;
-    m.ref(row, row) = s.length;
-  }
   m.settle(ch);
 }
 
