@@ -259,7 +259,8 @@ KVC_API void kvc_stateful_append_args_init(kvc_stateful_append_args_t *args);
  * @param stream cudaStream_t on a CUDA cache; ignored on a CPU cache.
  * @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (NULL, layer out of range,
  *         src_dtype, value given or missing against kv_factor, a scale not
- *         finite and > 0, row_tokens[r] > num_tokens, a row passing
+ *         finite and > 0, num_tokens above max_length (even when no row
+ *         takes that many), row_tokens[r] > num_tokens, a row passing
  *         max_length); KVC_ERR_INVALID_STATE (a row would overwrite
  *         positions another row reads through the beam table);
  *         KVC_ERR_OUT_OF_MEMORY (the growth allocation failed: nothing

@@ -6,18 +6,13 @@
 
 #include "capi/guard.h"
 #include "capi/handles.h"
-#include "kvcache/stateful.h"
-#include "stateful/stateful_cache.h"
+#include "capi/stateful_handle.h"
 
 using kvc::capi::guarded;
 using kvc::capi::init_sized;
 using kvc::capi::read_sized;
 using kvc::capi::require;
 using kvc::capi::write_sized;
-
-struct kvc_stateful {
-  std::unique_ptr<kvc::StatefulCache> impl;
-};
 
 namespace {
 

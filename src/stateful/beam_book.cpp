@@ -78,6 +78,17 @@ void BeamBook::commit(Reorder&& r) noexcept {
   refs_.swap(r.refs);
 }
 
+void BeamBook::tighten(const int32_t* table, uint32_t stride,
+                       const std::vector<uint32_t>& lengths) noexcept {
+  if (!active_) return;
+  for (uint32_t c = 0; c < rows_; ++c) {
+    std::fill_n(refs_.begin() + int64_t(uint64_t(c) * rows_), rows_, 0u);
+    const int32_t* row = table + uint64_t(c) * stride;
+    for (uint32_t t = 0; t < lengths[c] && t < stride; ++t)
+      if (row[t] >= 0 && uint32_t(row[t]) < rows_) refs(c, uint32_t(row[t])) = t + 1;
+  }
+}
+
 void BeamBook::on_append(uint32_t row, uint32_t end) noexcept {
   if (!active_) return;
   refs(row, row) = std::max(refs(row, row), end);

@@ -52,6 +52,13 @@ class BeamBook {
   Reorder plan_reorder(const int32_t* beam_idx, const std::vector<uint32_t>& lengths) const;
   void commit(Reorder&& r) noexcept;
 
+  // Makes every reader bound exact from the table as it is now (a host copy
+  // of `rows` x `stride` entries; `lengths[c]` the positions row c reads):
+  // refs[c][x] becomes one past the last position below lengths[c] that
+  // reads row x. The bounds only grow loose through trims; the cache calls
+  // this when a bound says a write may hit a reader.
+  void tighten(const int32_t* table, uint32_t stride, const std::vector<uint32_t>& lengths) noexcept;
+
   // Row `row` wrote its own positions up to `end`.
   void on_append(uint32_t row, uint32_t end) noexcept;
   // Row `row` was cut to `length` positions.
@@ -69,7 +76,7 @@ class BeamBook {
   // more than either row's length (a != b).
   std::vector<uint32_t> common_;
   // refs_[c][x]: row c's table reads physical row x at positions below
-  // refs_[c][x] only (an upper bound; 0: not at all).
+  // refs_[c][x] only (an upper bound, exact but after trims; 0: not at all).
   std::vector<uint32_t> refs_;
 };
 

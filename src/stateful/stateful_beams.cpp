@@ -24,6 +24,33 @@ void StatefulCache::fill_table(uint32_t first, uint32_t n, uint32_t from, uint32
                 4 * width, 4 * width, n, CopyKind::kHostToDevice, stream);
 }
 
+int64_t StatefulCache::exact_reader(std::vector<int32_t>& table, uint32_t layer, uint32_t row,
+                                    uint32_t from, uint32_t to, uint32_t* position, void* stream) {
+  if (table.empty()) {
+    table.resize(uint64_t(B_) * table_cap_);
+    dev_->copy_2d(table.data(), 4ull * table_cap_, table_, 4ull * table_cap_, 4ull * table_cap_, B_,
+                  CopyKind::kDeviceToHost, stream);
+    dev_->synchronize(stream);
+    std::vector<uint32_t> longest(B_, 0);
+    for (uint32_t l = 0; l < L_; ++l)
+      for (uint32_t r = 0; r < B_; ++r) longest[r] = std::max(longest[r], len(l, r));
+    book_.tighten(table.data(), table_cap_, longest);
+  }
+  for (uint32_t c = 0; c < B_; ++c) {
+    if (c == row) continue;
+    uint32_t end = 0;
+    for (uint32_t l = 0; l < L_; ++l)
+      if (layer == L_ || l == layer) end = std::max(end, len(l, c));
+    end = std::min(end, to);
+    for (uint32_t t = from; t < end; ++t)
+      if (table[uint64_t(c) * table_cap_ + t] == int32_t(row)) {
+        *position = t;
+        return c;
+      }
+  }
+  return -1;
+}
+
 void StatefulCache::create_table(uint32_t capacity, void* stream) {
   const uint64_t bytes = 4ull * B_ * capacity;
   auto* t = static_cast<int32_t*>(dev_->allocate_on(bytes, stream));

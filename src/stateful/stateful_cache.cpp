@@ -330,6 +330,7 @@ void StatefulCache::append(const kvc_stateful_append_args_t& a, void* stream) {
 
   const uint32_t l = a.layer;
   std::vector<uint32_t> pos(B_), cnt(B_);
+  std::vector<int32_t> table;  // read back when a reader bound says a write may hit a reader
   uint32_t need = 0;
   for (uint32_t r = 0; r < B_; ++r) {
     cnt[r] = a.row_tokens != nullptr ? a.row_tokens[r] : a.num_tokens;
@@ -343,12 +344,15 @@ void StatefulCache::append(const kvc_stateful_append_args_t& a, void* stream) {
       invalid_argument("appending " + str(cnt[r]) + " tokens to row " + str(r) + " of layer " +
                        str(l) + " (length " + str(pos[r]) + ") would pass max_length " +
                        str(policy_.max_length));
-    const uint32_t guard = book_.protected_length(r);
-    if (pos[r] < guard)
+    uint32_t at = 0;
+    const int64_t reader = pos[r] < book_.protected_length(r)
+                               ? exact_reader(table, l, r, pos[r], uint32_t(end), &at, stream)
+                               : -1;
+    if (reader >= 0)
       fail(KVC_ERR_INVALID_STATE,
-           "row " + str(r) + " of layer " + str(l) + " would write positions from " +
-               str(pos[r]) + ", but row " + str(uint64_t(book_.reader_of(r, pos[r]))) +
-               " reads row " + str(r) + "'s buffer below position " + str(guard) +
+           "row " + str(r) + " of layer " + str(l) + " would write positions [" + str(pos[r]) +
+               ", " + str(end) + "), but row " + str(uint64_t(reader)) + " reads row " + str(r) +
+               "'s buffer at position " + str(at) +
                " through the beam table; call kvc_stateful_compact() first");
     need = std::max(need, uint32_t(end));
   }

@@ -159,6 +159,13 @@ class StatefulCache {
   // Identity entries r for positions [from, to) of rows [first, first + n).
   void fill_table(uint32_t first, uint32_t n, uint32_t from, uint32_t to, void* stream);
   void upload_lengths(void* stream);
+  // The readers' bounds of book_ said a write into row `row` may hit a
+  // reader: reads the table back (once per call, into `table`), makes the
+  // bounds exact, and returns a row other than `row` that reads one of
+  // `row`'s positions [from, to) in layer `layer` (to = UINT32_MAX: any
+  // layer, any position), with the position, or -1.
+  int64_t exact_reader(std::vector<int32_t>& table, uint32_t layer, uint32_t row, uint32_t from,
+                       uint32_t to, uint32_t* position, void* stream);
 
   void track_alloc(uint64_t bytes);
   void track_free(uint64_t bytes);

@@ -122,10 +122,15 @@ void StatefulCache::import_row(uint32_t row, const void* buffer, uint64_t size, 
     invalid_argument("state buffer holds " + str(length) + " positions, above max_length " +
                      str(policy_.max_length));
   require_equal_layers("kvc_stateful_import_row");
-  const int64_t reader = book_.reader_of(row, 0);
+  std::vector<int32_t> table;
+  uint32_t at = 0;
+  const int64_t reader = book_.reader_of(row, 0) >= 0
+                             ? exact_reader(table, L_, row, 0, UINT32_MAX, &at, stream)
+                             : -1;
   if (reader >= 0)
     fail(KVC_ERR_INVALID_STATE, "row " + str(uint64_t(reader)) + " reads row " + str(row) +
-                                    "'s buffer through the beam table, so importing into row " +
+                                    "'s buffer at position " + str(at) +
+                                    " through the beam table, so importing into row " +
                                     str(row) + " would change its history; call "
                                     "kvc_stateful_compact() first");
   std::vector<Growth> growths;

@@ -19,6 +19,10 @@ enum FeedbackKind : uint32_t {
   kTierMoves,     // (offloaded, onboarded, evicted blocks by one call, bucketed)
   kRewindShape,   // (below the committed tokens, into a block)
   kWindowRelease, // (blocks released by a commit, bucketed)
+  kStFault,       // stateful: (armed allocation, allocations the call makes), fired
+  kStShape,       // stateful: (rows reading another row, table, layers equal), longest row
+  kStGrowth,      // stateful: (layer, layer grew, table grew), rows appended
+  kStBeams,       // stateful: (distinct sources of a reorder, table existed), conflict kind
   kNumKinds
 };
 

@@ -4,10 +4,11 @@
 // kMaxCalls calls on them (fuzz_ops.h), checked call by call
 // (fuzz_model.h). At exit the harness prints how many API calls it made.
 //
-// Built three ways (CMakeLists.txt): kvcache_fuzz (any configuration),
-// kvcache_fuzz_hash8 (the library with 8-bit bucket hashes) and
+// Built four ways (CMakeLists.txt): kvcache_fuzz (any configuration),
+// kvcache_fuzz_hash8 (the library with 8-bit bucket hashes),
 // kvcache_fuzz_window_tier (KVC_FUZZ_WINDOW_TIER: every cache has a
-// windowed layer group and a host tier).
+// windowed layer group and a host tier) and kvcache_fuzz_stateful
+// (KVC_FUZZ_STATEFUL: the stateful mode instead, fuzz_stateful.h).
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -19,6 +20,12 @@
 
 #ifndef KVC_FUZZ_WINDOW_TIER
 #define KVC_FUZZ_WINDOW_TIER 0
+#endif
+#ifndef KVC_FUZZ_STATEFUL
+#define KVC_FUZZ_STATEFUL 0
+#endif
+#if KVC_FUZZ_STATEFUL
+#include "fuzz_stateful.h"
 #endif
 
 namespace kvc_fuzz {
@@ -163,6 +170,11 @@ void report() {
                "checked to change nothing), %llu more API calls by the checks\n",
                (unsigned long long)g_count.inputs, (unsigned long long)g_count.calls,
                (unsigned long long)g_count.failed_calls, (unsigned long long)g_count.check_calls);
+#if KVC_FUZZ_STATEFUL
+  std::fprintf(stderr,
+               "kvcache_fuzz stateful: %llu decodes compared, %llu injected allocation failures\n",
+               (unsigned long long)g_st.decodes, (unsigned long long)g_st.faults);
+#endif
 }
 
 }  // namespace
@@ -172,6 +184,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   kvc_fuzz::g_emit_path = std::getenv("KVC_FUZZ_EMIT_C");
   const char* t = std::getenv("KVC_FUZZ_TRACE");
   kvc_fuzz::g_trace = t != nullptr && t[0] != '\0' && t[0] != '0';
+  if (kvc_fuzz::g_trace) std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a sanitizer abort keeps the trace
   std::atexit(kvc_fuzz::report);
   return 0;
 }
@@ -181,6 +194,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Input in(data, size);
   ++g_count.inputs;
   set_current(0, nullptr);
+#if KVC_FUZZ_STATEFUL
+  stateful_one_input(in);
+  return 0;
+#endif
   emit_begin();
   const uint8_t head = in.u8();
   std::vector<std::unique_ptr<CacheModel>> caches;

@@ -523,7 +523,44 @@ void CacheModel::write_kv(const std::vector<uint64_t>& ids, const std::vector<ui
       a.key = key.data();
       a.value = kv_factor == 2 ? value.data() : nullptr;
       a.slot_mapping = slots.data();
-      must(kvc_store_kv(cache, &a, nullptr), "kvc_store_kv of the new tokens");
+      // One write in four through kvc_store_kv_strided for each source
+      // shape (the bytes checks after it see what it stored).
+      const uint32_t shape = total == 0 ? 0 : uint32_t(l + total + from[0]) % 4;
+      if (shape == 0) {
+        must(kvc_store_kv(cache, &a, nullptr), "kvc_store_kv of the new tokens");
+        continue;
+      }
+      const int64_t H = v.kv_heads, D = v.head_dim, n = int64_t(total);
+      kvc_store_strides_t st;
+      kvc_store_strides_init(&st);
+      int64_t base = 0, elems = 0, nseq = 1;
+      if (shape == 1) {  // head-major [H][n][D] (transformers' layout)
+        st.key_head_stride = n * D, st.key_token_stride = D;
+        elems = H * n * D;
+      } else if (shape == 2) {  // tokens last to first, a spare head between them
+        st.key_token_stride = -(H + 1) * D, st.key_head_stride = D;
+        base = (n - 1) * (H + 1) * D, elems = n * (H + 1) * D;
+      } else {  // two sequences (when n is even) [b][H][n/b][D], a gap between them
+        nseq = n % 2 == 0 ? 2 : 1;
+        st.seq_len = uint32_t(n / nseq);
+        st.key_seq_stride = H * (n / nseq) * D + D, st.key_head_stride = (n / nseq) * D,
+        st.key_token_stride = D;
+        elems = nseq * st.key_seq_stride;
+      }
+      st.value_seq_stride = st.key_seq_stride, st.value_token_stride = st.key_token_stride,
+      st.value_head_stride = st.key_head_stride;
+      std::vector<unsigned char> skey(size_t(elems) * elem_size, 0xEE), sval(skey.size(), 0xEE);
+      const int64_t per = n / nseq;
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t h = 0; h < H; ++h) {
+          const int64_t e = base + (t / per) * st.key_seq_stride + (t % per) * st.key_token_stride +
+                            h * st.key_head_stride;
+          std::memcpy(&skey[size_t(e) * elem_size], &key[size_t(t * H + h) * chunk], chunk);
+          std::memcpy(&sval[size_t(e) * elem_size], &value[size_t(t * H + h) * chunk], chunk);
+        }
+      a.key = skey.data() + base * elem_size;
+      a.value = kv_factor == 2 ? sval.data() + base * elem_size : nullptr;
+      must(kvc_store_kv_strided(cache, &a, &st, nullptr), "kvc_store_kv_strided of the new tokens");
     }
   }
 }

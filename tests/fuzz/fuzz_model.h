@@ -53,6 +53,10 @@ class Expect {
     bits_ |= bit(s);
     return *this;
   }
+  Expect& forbid(kvc_status_t s) {
+    bits_ &= ~bit(s);
+    return *this;
+  }
   bool allows(kvc_status_t s) const { return (bits_ & bit(s)) != 0; }
   bool empty() const { return bits_ == 0; }
   std::string str() const;

@@ -451,6 +451,31 @@ void Program::kernels() {
     if (emitting()) emit_line("/* kvc_store_kv with a bad argument (checked by the harness) */");
   set_current(m.index, "kvc_store_kv with a bad argument");
     m.call("kvc_store_kv", e, true, [&] { return kvc_store_kv(m.cache, &a, nullptr); });
+    if (f & 0x20) {
+      // The strided store: the same bad arguments with good strides, then
+      // good arguments (skipped slots) with bad strides.
+      kvc_store_strides_t s;
+      kvc_store_strides_init(&s);
+      s.key_token_stride = s.value_token_stride = int64_t(v.kv_heads) * v.head_dim;
+      s.key_head_stride = s.value_head_stride = v.head_dim;
+      set_current(m.index, "kvc_store_kv_strided with a bad argument");
+      m.call("kvc_store_kv_strided", e, true, [&] { return kvc_store_kv_strided(m.cache, &a, &s, nullptr); });
+      int64_t skip[2] = {-1, -1};
+      a.layer = g % m.num_layers;
+      a.src_dtype = m.dtype;
+      a.key = key.data();
+      a.value = m.kv_factor == 2 ? value.data() : nullptr;
+      a.slot_mapping = skip;
+      a.num_tokens = 2;
+      const kvc_store_strides_t* sp = &s;
+      switch ((f >> 6) & 3) {
+        case 0: sp = nullptr; break;
+        case 1: s.struct_size = 0; break;
+        default: s.seq_len = 3; break;  // 2 tokens are not sequences of 3
+      }
+      set_current(m.index, "kvc_store_kv_strided with bad strides");
+      m.call("kvc_store_kv_strided", e, true, [&] { return kvc_store_kv_strided(m.cache, &a, sp, nullptr); });
+    }
     if (f & 0x80) {  // nothing to write: a no-op
       slots[0] = slots[1] = -1;
       a.layer = g % m.num_layers;
