@@ -497,9 +497,10 @@ int main(int argc, char** argv) {
   dec.query = dmalloc(size_t(8) * kHq * kD * 2);
   dec.out = dmalloc(size_t(8) * kHq * kD * 2);
   fill_bf16(dec.query, size_t(8) * kHq * kD, 17);
+  // The parts with targets first.
   if (only == "all" || only == "memory") bench_memory(stream);
-  if (only == "all" || only == "append") bench_append(stream);
-  if (only == "all" || only == "decode") bench_decode(stream, dec);
   if (only == "all" || only == "beam") bench_beam(stream, dec);
+  if (only == "all" || only == "decode") bench_decode(stream, dec);
+  if (only == "all" || only == "append") bench_append(stream);
   return 0;
 }
