@@ -98,7 +98,12 @@ DecodeShape shape_of(const DecodeWork& w, const Variant& v, const GpuInfo& gpu) 
   s.head_dim = w.kv.head_dim;
   s.max_tokens = std::max<uint32_t>(w.max_seq_len, 1);
   s.tile = uint32_t(sd::kTile);
-  s.wave = uint64_t(gpu.sm_count) * uint64_t(v.blocks_per_sm);
+  // The planner is told of twice the resident blocks: rows that share their
+  // history need fewer blocks than it counts (one per row), and the chunks
+  // must not depend on the sharing, so they are cut finer than a launch
+  // without sharing needs (more blocks when the rows share, shorter ones
+  // when they do not).
+  s.wave = 2 * uint64_t(gpu.sm_count) * uint64_t(v.blocks_per_sm);
   return s;
 }
 

@@ -10,7 +10,8 @@
 //  - K/V tiles of 64 positions go global -> shared memory with cp.async,
 //    kStages deep, addressed through the beam table (the byte offsets of a
 //    tile's positions are computed kStages tiles ahead into a ring in shared
-//    memory, so no copy waits on a table load);
+//    memory from table entries loaded two tiles before that, so neither a
+//    copy nor the offsets wait on a table load);
 //  - each of the 4 warps takes 16 positions of every tile: S = Q K^T and
 //    O += P V with mma.sync m16n8k16 (f32 accumulation), an online softmax
 //    per warp in the exp2 domain (O rescaled only when a row's max grew by
@@ -264,6 +265,9 @@ __global__ void __launch_bounds__(kThreads, 1) attend_kernel(const __grid_consta
   }
 #pragma unroll
   for (int jt = 0; jt < NST; ++jt) store_offset(jt, load_id(jt));
+  // The table entries of the next two tiles to store, loaded two tiles
+  // before they are stored so that no thread waits on the load.
+  int32_t ids[2] = {load_id(NST), load_id(NST + 1)};
   __syncthreads();
 #pragma unroll
   for (int jt = 0; jt < NST - 1; ++jt) {
@@ -289,7 +293,7 @@ __global__ void __launch_bounds__(kThreads, 1) attend_kernel(const __grid_consta
     __syncthreads();  // tile j visible; every warp is done with tile j-1
     if (j + NST - 1 < n_tiles) issue_tile(j + NST - 1);
     cp_async_commit();
-    const int32_t next_id = load_id(j + NST);  // stored after the math hid the load
+    const int32_t later = load_id(j + NST + 2);  // stored two tiles from now
 
     // This warp's 16 positions of the tile: S = Q K^T.
     const uint32_t k_tile = s_base + stage_k(st) + uint32_t(warp * 16 * D * 2);
@@ -364,7 +368,9 @@ __global__ void __launch_bounds__(kThreads, 1) attend_kernel(const __grid_consta
     }
     // Slot (j + NST) % SLOTS is tile j-1's: read for the last time before
     // this tile's barrier.
-    store_offset(j + NST, next_id);
+    store_offset(j + NST, ids[0]);
+    ids[0] = ids[1];
+    ids[1] = later;
   }
   cp_async_wait<0>();
   __syncthreads();  // the stages become the merge area
