@@ -84,6 +84,7 @@ GrowthMemory::GrowthMemory(int ordinal) : ordinal_(ordinal) {
 GrowthMemory::~GrowthMemory() {
   std::lock_guard<std::mutex> lock(mu_);
   reap(true);
+  if (spare_.size != 0) unmap(spare_);
   for (const Mapping& m : live_) unmap(m);
   for (cudaEvent_t e : spare_events_) cudaEventDestroy(e);
 }
@@ -144,10 +145,21 @@ void GrowthMemory::reap(bool wait) noexcept {
     }
     // Completed, or the context failed (then nothing reads the buffer any more).
     if (state != cudaSuccess) cudaGetLastError();
-    unmap(p.mapping);
+    keep_or_unmap(p.mapping);
     spare_events_.push_back(p.done);
   }
   pending_.resize(kept);
+}
+
+void GrowthMemory::keep_or_unmap(const Mapping& m) noexcept {
+  if (spare_.size == 0) {
+    spare_ = m;
+  } else if (m.size > spare_.size) {
+    unmap(spare_);
+    spare_ = m;
+  } else {
+    unmap(m);
+  }
 }
 
 void* GrowthMemory::allocate(uint64_t bytes, const char** why) {
@@ -155,10 +167,20 @@ void* GrowthMemory::allocate(uint64_t bytes, const char** why) {
   reap(false);
   const uint64_t size = (bytes + granularity_ - 1) / granularity_ * granularity_;
   Mapping m;
-  if (!map(size, &m, why)) {
-    if (pending_.empty()) return nullptr;
-    reap(true);  // the memory of buffers freed on the way may be what is missing
-    if (!map(size, &m, why)) return nullptr;
+  if (spare_.size == size) {
+    m = spare_;  // no driver call
+    spare_ = Mapping{};
+  } else {
+    // A spare that does not fit goes first, so it never adds to a peak.
+    if (spare_.size != 0) unmap(spare_);
+    spare_ = Mapping{};
+    if (!map(size, &m, why)) {
+      // The memory of buffers freed on the way may be what is missing.
+      reap(true);
+      if (spare_.size != 0) unmap(spare_);
+      spare_ = Mapping{};
+      if (!map(size, &m, why)) return nullptr;
+    }
   }
   // The end of the buffer at the end of the mapping: an access past it
   // faults instead of reading the granularity's padding.
@@ -187,7 +209,7 @@ bool GrowthMemory::release(void* ptr, cudaStream_t stream) noexcept {
     cudaGetLastError();
     cudaStreamSynchronize(stream);
     cudaGetLastError();
-    unmap(m);
+    keep_or_unmap(m);
     if (e != nullptr) spare_events_.push_back(e);
   } else {
     pending_.push_back(Pending{m, e});

@@ -3,9 +3,14 @@
 // API (cuMemCreate / cuMemMap). A freed buffer goes back to the driver once
 // the work enqueued before the free has completed: the free records an event
 // on the stream, and every later allocation or free unmaps the buffers
-// whose events have completed. So the device memory in use follows the
-// buffers held, each rounded up to the allocation granularity (2 MiB on
-// H100), plus the replaced buffers still read by work in flight.
+// whose events have completed, except one kept as a spare: the next
+// allocation of its size (rounded to the granularity) takes it without
+// calling the driver, and an allocation of another size unmaps it first.
+// Under staggered growth the next layer to grow usually fits the buffer
+// the last one left (a step of 128 tokens is a fraction of the 2 MiB
+// granularity). So the device memory in use follows the buffers held, each
+// rounded up to the allocation granularity (2 MiB on H100), plus the last
+// replaced buffer (in flight, or kept as the spare).
 //
 // Why not a stream-ordered pool: a pool maps memory in chunks that several
 // buffers share and releases a chunk only when all of its buffers are free;
@@ -61,7 +66,10 @@ class GrowthMemory {
     cudaEvent_t done = nullptr;
   };
 
-  void reap(bool wait) noexcept;  // unmaps completed (or, waiting, all) pending frees
+  // Completed (or, waiting, all) pending frees: the largest becomes the
+  // spare (the old spare is unmapped), the others are unmapped.
+  void reap(bool wait) noexcept;
+  void keep_or_unmap(const Mapping& m) noexcept;
   void unmap(const Mapping& m) noexcept;
   bool map(uint64_t size, Mapping* out, const char** why);
 
@@ -72,6 +80,7 @@ class GrowthMemory {
   std::vector<Mapping> live_;
   std::vector<Pending> pending_;
   std::vector<cudaEvent_t> spare_events_;
+  Mapping spare_;  // size 0: none
 };
 
 }  // namespace kvc

@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <vector>
 
@@ -35,6 +36,8 @@ struct Variant {
 };
 
 constexpr int kMaxDevices = 64;
+constexpr uint32_t kDefaultWavePercent = 200;
+std::atomic<uint32_t> g_wave_percent{kDefaultWavePercent};
 
 template <class Q, class KV, int D>
 const Variant& variant() {
@@ -103,7 +106,9 @@ DecodeShape shape_of(const DecodeWork& w, const Variant& v, const GpuInfo& gpu) 
   // must not depend on the sharing, so they are cut finer than a launch
   // without sharing needs (more blocks when the rows share, shorter ones
   // when they do not).
-  s.wave = 2 * uint64_t(gpu.sm_count) * uint64_t(v.blocks_per_sm);
+  s.wave = uint64_t(gpu.sm_count) * uint64_t(v.blocks_per_sm) *
+           g_wave_percent.load(std::memory_order_relaxed) / 100;
+  s.wave = std::max<uint64_t>(s.wave, 1);
   return s;
 }
 
@@ -186,6 +191,10 @@ bool plan_groups(const StatefulDecodeWork& w, const DecodeSplit& split, sd::Para
 }
 
 }  // namespace
+
+void set_stateful_decode_wave_percent(uint32_t percent) {
+  g_wave_percent.store(percent == 0 ? kDefaultWavePercent : percent, std::memory_order_relaxed);
+}
 
 uint64_t stateful_decode_workspace_bytes(const DecodeWork& w, const GpuInfo& gpu) {
   const Variant& v = pick(w);

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "bench_common.cuh"
+#include "cuda/cuda_kernels.h"
 
 namespace {
 
@@ -488,7 +489,12 @@ void bench_memory(cudaStream_t stream) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // usage: bench_stateful [all|memory|beam|decode|append] [wave=PERCENT]
   std::string only = argc > 1 ? argv[1] : "all";
+  if (argc > 2 && std::strncmp(argv[2], "wave=", 5) == 0) {
+    kvc::set_stateful_decode_wave_percent(uint32_t(std::atoi(argv[2] + 5)));
+    std::printf("stateful decode planned for %s%% of the resident blocks\n", argv[2] + 5);
+  }
   cudaStream_t stream;
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::printf("device: %s; 1 GiB device-to-device copy: %.0f GB/s (read + write)\n", device_name(),
