@@ -237,6 +237,9 @@ void CudaDevice::copy_2d(void* dst, uint64_t dst_pitch, const void* src, uint64_
 
 void CudaDevice::stateful_append(const StatefulAppendWork& work, void* stream) {
   activate();
+  // Buffers replaced by earlier growths go back to the driver as soon as
+  // their work is done, not only at the next growth.
+  growth_->collect();
   launch_stateful_append(work, static_cast<cudaStream_t>(stream));
 }
 

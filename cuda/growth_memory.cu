@@ -189,6 +189,11 @@ void* GrowthMemory::allocate(uint64_t bytes, const char** why) {
   return m.ptr;
 }
 
+void GrowthMemory::collect() noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!pending_.empty()) reap(false);
+}
+
 bool GrowthMemory::release(void* ptr, cudaStream_t stream) noexcept {
   std::lock_guard<std::mutex> lock(mu_);
   const auto it = std::find_if(live_.begin(), live_.end(),

@@ -3,7 +3,8 @@
 // API (cuMemCreate / cuMemMap). A freed buffer goes back to the driver once
 // the work enqueued before the free has completed: the free records an event
 // on the stream, and every later allocation or free unmaps the buffers
-// whose events have completed, except one kept as a spare: the next
+// whose events have completed (so does every stateful append), except one
+// kept as a spare: the next
 // allocation of its size (rounded to the granularity) takes it without
 // calling the driver, and an allocation of another size unmaps it first.
 // Under staggered growth the next layer to grow usually fits the buffer
@@ -53,6 +54,8 @@ class GrowthMemory {
   // Unmaps `ptr` once the work enqueued on `stream` so far has completed.
   // False when `ptr` is not a buffer of this object.
   bool release(void* ptr, cudaStream_t stream) noexcept;
+  // Unmaps the frees whose work has completed (cheap when none is pending).
+  void collect() noexcept;
 
  private:
   struct Mapping {

@@ -29,14 +29,16 @@ namespace kvc {
 namespace {
 
 struct Variant {
-  void (*attend)(sd::Params);
+  void (*attend)(sd::Params);       // two blocks per SM
+  void (*attend_deep)(sd::Params);  // one block per SM, deepest pipeline
   void (*merge)(sd::Params);
   size_t smem_bytes;
+  size_t smem_deep;
   int blocks_per_sm;
 };
 
 constexpr int kMaxDevices = 64;
-constexpr uint32_t kDefaultWavePercent = 200;
+constexpr uint32_t kDefaultWavePercent = 100;
 std::atomic<uint32_t> g_wave_percent{kDefaultWavePercent};
 
 template <class Q, class KV, int D>
@@ -50,11 +52,17 @@ const Variant& variant() {
     int dev = 0;
     cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
     Variant& r = per_device[dev];
-    r.attend = sd::attend_kernel<Q, KV, D>;
+    using C = sd::Cfg<Q, KV, D>;
+    r.attend = sd::attend_kernel<Q, KV, D, C::kNormal>;
+    r.attend_deep = sd::attend_kernel<Q, KV, D, C::kDeep>;
     r.merge = sd::merge_kernel<Q, D>;
-    r.smem_bytes = size_t(sd::Cfg<Q, KV, D>::kBytes);
+    r.smem_bytes = size_t(sd::Layout<Q, KV, D, C::kNormal>::kBytes);
+    r.smem_deep = size_t(sd::Layout<Q, KV, D, C::kDeep>::kBytes);
     cuda_check(cudaFuncSetAttribute(r.attend, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(r.smem_bytes)),
+               "cudaFuncSetAttribute");
+    cuda_check(cudaFuncSetAttribute(r.attend_deep, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(r.smem_deep)),
                "cudaFuncSetAttribute");
     cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&r.blocks_per_sm, r.attend,
                                                              sd::kThreads, r.smem_bytes),
@@ -101,11 +109,10 @@ DecodeShape shape_of(const DecodeWork& w, const Variant& v, const GpuInfo& gpu) 
   s.head_dim = w.kv.head_dim;
   s.max_tokens = std::max<uint32_t>(w.max_seq_len, 1);
   s.tile = uint32_t(sd::kTile);
-  // The planner is told of twice the resident blocks: rows that share their
-  // history need fewer blocks than it counts (one per row), and the chunks
-  // must not depend on the sharing, so they are cut finer than a launch
-  // without sharing needs (more blocks when the rows share, shorter ones
-  // when they do not).
+  // The chunks must not depend on the sharing (a row's bits would): they
+  // are planned for the resident blocks as if no row shared (benchmarks may
+  // scale that, set_stateful_decode_wave_percent). Rows that share take
+  // fewer blocks, which then run the deep pipeline.
   s.wave = uint64_t(gpu.sm_count) * uint64_t(v.blocks_per_sm) *
            g_wave_percent.load(std::memory_order_relaxed) / 100;
   s.wave = std::max<uint64_t>(s.wave, 1);
@@ -257,8 +264,15 @@ void launch_stateful_decode(const StatefulDecodeWork& sw, const GpuInfo& gpu,
   if (items > uint64_t(INT32_MAX) || uint64_t(kv.kv_heads) * p.head_chunks > 65535)
     fail(KVC_ERR_UNSUPPORTED, "stateful decode: the launch exceeds the grid limits");
   if (items > 0) {
-    v.attend<<<dim3(uint32_t(items), kv.kv_heads * p.head_chunks), sd::kThreads, v.smem_bytes,
-               stream>>>(p);
+    // At most one block per SM (rows sharing their history): the deep
+    // pipeline, one block per SM streaming with more copies in flight.
+    const uint64_t blocks = items * kv.kv_heads * p.head_chunks;
+    const bool deep = blocks <= uint64_t(gpu.sm_count);
+    const dim3 grid(uint32_t(items), kv.kv_heads * p.head_chunks);
+    if (deep)
+      v.attend_deep<<<grid, sd::kThreads, v.smem_deep, stream>>>(p);
+    else
+      v.attend<<<grid, sd::kThreads, v.smem_bytes, stream>>>(p);
     cuda_check(cudaGetLastError(), "stateful decode attention kernel launch");
   }
   // The merge writes every row (zeros for empty ones); programmatic

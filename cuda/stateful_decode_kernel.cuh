@@ -8,7 +8,7 @@
 //    stateful_decode.cu), so a tile of K/V is loaded once and one MMA tile
 //    scores every row of it; without sharing a block serves one row;
 //  - K/V tiles of 64 positions go global -> shared memory with cp.async,
-//    kStages deep, addressed through the beam table (the byte offsets of a
+//    2 to 8 stages deep (Cfg), addressed through the beam table (the byte offsets of a
 //    tile's positions are computed kStages tiles ahead into a ring in shared
 //    memory from table entries loaded two tiles before that, so neither a
 //    copy nor the offsets wait on a table load);
@@ -83,22 +83,43 @@ struct Params {
   uint16_t group_rows[kMaxGroups];  // bit r: row r
 };
 
-template <class Q, class KV, int D>
-struct Cfg {
+// Shared memory of a variant with NST pipeline stages.
+template <class Q, class KV, int D, int NST>
+struct Layout {
   static constexpr bool kFp8 = std::is_same_v<KV, fp8_t>;
-  static constexpr int kStages = D == 256 ? 2 : 3;
-  static constexpr int kSlots = kStages + 1;  // offsets ring
+  static constexpr int kStages = NST;
+  static constexpr int kSlots = NST + 1;  // offsets ring
   static constexpr int kTileBytes = kTile * D * 2;
   static constexpr int kQ = 0;
   static constexpr int kK = kRowsPerCta * D * 2;
-  static constexpr int kV = kK + kStages * kTileBytes;
-  static constexpr int kOffs = kV + kStages * kTileBytes;
+  static constexpr int kV = kK + NST * kTileBytes;
+  static constexpr int kOffs = kV + NST * kTileBytes;
   static constexpr int kRaw = kOffs + kSlots * kTile * 8;  // fp8: per stage raw K, raw V
   static constexpr int kRawStage = 2 * kTile * D;
-  static constexpr int kBytes = kFp8 ? kRaw + kStages * kRawStage : kRaw;
+  static constexpr int kBytes = kFp8 ? kRaw + NST * kRawStage : kRaw;
   // Epilogue: per warp O [16][D], max [16], sum [16], over the K/V stages.
   static constexpr int kMergeBytes = kWarps * kRowsPerCta * (D + 2) * 4;
   static_assert(kK + kMergeBytes <= kOffs, "the merge area must fit the K/V stages");
+};
+
+// Deepest pipeline (at most 8 stages) whose shared memory fits one block
+// per SM (227 KiB on H100, a little kept for the static variables).
+template <class Q, class KV, int D, int NST = 8>
+constexpr int deepest() {
+  if constexpr (NST <= 2 || Layout<Q, KV, D, NST>::kBytes <= 220 * 1024) return NST;
+  else return deepest<Q, KV, D, NST - 1>();
+}
+
+// The two variants of a (dtypes, head dim): `Normal` fits two blocks per SM
+// (three stages; two for head dim 256), `Deep` one block per SM with the
+// deepest pipeline, for launches of at most one block per SM (rows that
+// share their history need few blocks, each must stream fast). The stages
+// change only how far the copies run ahead, never the arithmetic: a row's
+// result is the same bits in both.
+template <class Q, class KV, int D>
+struct Cfg {
+  static constexpr int kNormal = D == 256 ? 2 : 3;
+  static constexpr int kDeep = deepest<Q, KV, D>();
 };
 
 // Length of row r (device lengths checked against max_seq_len).
@@ -112,10 +133,10 @@ __device__ __forceinline__ uint32_t row_length(const Params& p, uint32_t r, bool
   return uint32_t(raw);
 }
 
-template <class Q, class KV, int D>
+template <class Q, class KV, int D, int NST>
 __global__ void __launch_bounds__(kThreads, 1) attend_kernel(const __grid_constant__ Params p) {
-  using C = Cfg<Q, KV, D>;
-  constexpr int NST = C::kStages, SLOTS = C::kSlots, DT = D / 8;
+  using C = Layout<Q, KV, D, NST>;
+  constexpr int SLOTS = C::kSlots, DT = D / 8;
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ uint32_t s_rows[kRowsPerCta];
   __shared__ uint32_t s_n;
