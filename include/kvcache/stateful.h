@@ -42,16 +42,18 @@
  * stream-ordered (the copy of the past is still in flight): every buffer
  * is a mapping of its own (the driver's virtual memory API, 2 MiB
  * granularity on H100), unmapped once the work enqueued before its free
- * has completed (checked at the next growth or free), so the device
- * memory in use is the live buffers, each rounded up to the granularity,
- * plus the buffers replaced by work still in flight: about one under the
- * staggered policy, up to one per layer under the uniform one. (A driver
- * without that API gets a stream-ordered pool, which may hold more: chunks
- * shared by several buffers stay reserved until all of them are free.) A
- * step also pays one past-copy instead of L. The steady size exceeds the live tokens by at
- * most S tokens per layer (S / 2 on average). With L > S, at most
- * ceil(L / S) layers share an offset. A multi-token append (a prompt)
- * may grow every layer in that step.
+ * has completed (checked at every append), so the device memory in use is
+ * the live buffers, each rounded up to the granularity, plus the buffers
+ * replaced by work still in flight: about one under the staggered policy,
+ * up to one per layer under the uniform one. The last replaced buffer is
+ * kept for the next growth of its rounded size (under the staggered
+ * policy most growths take it without calling the driver). A driver
+ * without that API gets a stream-ordered pool, which may hold more (a
+ * chunk shared by several buffers stays reserved until all are free). A
+ * step also pays one past-copy instead of L. The steady size exceeds the
+ * live tokens by at most S tokens per layer (S / 2 on average). With
+ * L > S, at most ceil(L / S) layers share an offset. A multi-token append
+ * (a prompt) may grow every layer in that step.
  *
  * **Beam search.** Rows are beams. kvc_stateful_reorder(beam_idx) makes
  * row b continue the history of row beam_idx[b] without moving any K/V: a
