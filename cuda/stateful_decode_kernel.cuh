@@ -94,7 +94,8 @@ struct Layout {
   static constexpr int kK = kRowsPerCta * D * 2;
   static constexpr int kV = kK + NST * kTileBytes;
   static constexpr int kOffs = kV + NST * kTileBytes;
-  static constexpr int kRaw = kOffs + kSlots * kTile * 8;  // fp8: per stage raw K, raw V
+  static constexpr int kMasks = kOffs + kSlots * kTile * 8;  // per slot: 64 bits, attended positions
+  static constexpr int kRaw = kMasks + kSlots * 8;  // fp8: per stage raw K, raw V
   static constexpr int kRawStage = 2 * kTile * D;
   static constexpr int kBytes = kFp8 ? kRaw + NST * kRawStage : kRaw;
   // Epilogue: per warp O [16][D], max [16], sum [16], over the K/V stages.
@@ -194,6 +195,7 @@ __global__ void __launch_bounds__(kThreads, 1) attend_kernel(const __grid_consta
   // offset of its K (or V) row, or -1 when it is not attended (past the
   // end, or a bad table entry).
   int64_t* offs = reinterpret_cast<int64_t*>(smem + C::kOffs);
+  uint32_t* masks = reinterpret_cast<uint32_t*>(smem + C::kMasks);
   auto load_id = [&](int jt) -> int32_t {
     const uint32_t t = t0 + uint32_t(jt) * kTile + uint32_t(tid);
     if (tid >= kTile || t >= end) return -1;
@@ -212,32 +214,45 @@ __global__ void __launch_bounds__(kThreads, 1) attend_kernel(const __grid_consta
       }
     }
     offs[(jt % SLOTS) * kTile + tid] = off;
+    // The tile's attended positions as bits, for the scores' mask (warps 0
+    // and 1 hold positions 0-31 and 32-63).
+    const uint32_t bits = __ballot_sync(0xffffffffu, off >= 0);
+    if (lane == 0) masks[(jt % SLOTS) * 2 + warp] = bits;
   };
 
-  // Starts the copies of tile jt's K or V into stage `stage`.
-  auto issue = [&](const unsigned char* base, int jt, uint32_t tile_smem, uint32_t raw_smem) {
+  // Starts the copies of tile jt's K and V into stage jt % NST (fp8: its
+  // raw staging), one offset read for both.
+  auto issue_tile = [&](int jt) {
+    const int st = jt % NST;
     const int64_t* slot = offs + (jt % SLOTS) * kTile;
     if constexpr (!C::kFp8) {
       constexpr int CPR = D / 8;
       constexpr int PER = kTile * CPR / kThreads;
+      const uint32_t k_tile = s_base + uint32_t(C::kK + st * C::kTileBytes);
+      const uint32_t v_tile = s_base + uint32_t(C::kV + st * C::kTileBytes);
 #pragma unroll
       for (int k = 0; k < PER; ++k) {
         const int idx = k * kThreads + tid;
         const int r = idx / CPR, c = idx % CPR;
         const int64_t off = slot[r];
-        const unsigned char* src = off >= 0 ? base + off + c * 16 : base;
-        cp_async16(tile_smem + swz<D>(r, c), src, off >= 0 ? 16u : 0u);
+        const uint64_t at = off >= 0 ? uint64_t(off) + uint64_t(c) * 16 : 0;
+        const uint32_t n = off >= 0 ? 16u : 0u;
+        cp_async16(k_tile + swz<D>(r, c), p.k_base + at, n);
+        cp_async16(v_tile + swz<D>(r, c), p.v_base + at, n);
       }
     } else {
       constexpr int CPR = D / 16;
       constexpr int PER = kTile * CPR / kThreads;
+      const uint32_t raw = s_base + uint32_t(C::kRaw + st * C::kRawStage);
 #pragma unroll
       for (int k = 0; k < PER; ++k) {
         const int idx = k * kThreads + tid;
         const int r = idx / CPR, c = idx % CPR;
         const int64_t off = slot[r];
-        const unsigned char* src = off >= 0 ? base + off + c * 16 : base;
-        cp_async16(raw_smem + uint32_t(idx * 16), src, off >= 0 ? 16u : 0u);
+        const uint64_t at = off >= 0 ? uint64_t(off) + uint64_t(c) * 16 : 0;
+        const uint32_t n = off >= 0 ? 16u : 0u;
+        cp_async16(raw + uint32_t(idx * 16), p.k_base + at, n);
+        cp_async16(raw + uint32_t(kTile * D + idx * 16), p.v_base + at, n);
       }
     }
   };
@@ -262,11 +277,6 @@ __global__ void __launch_bounds__(kThreads, 1) attend_kernel(const __grid_consta
   auto stage_v = [](int st) { return uint32_t(C::kV + st * C::kTileBytes); };
   auto raw_k = [](int st) { return uint32_t(C::kRaw + st * C::kRawStage); };
   auto raw_v = [](int st) { return uint32_t(C::kRaw + st * C::kRawStage + kTile * D); };
-  auto issue_tile = [&](int jt) {
-    const int st = jt % NST;
-    issue(p.k_base, jt, s_base + stage_k(st), s_base + raw_k(st));
-    issue(p.v_base, jt, s_base + stage_v(st), s_base + raw_v(st));
-  };
 
   // Prologue: Q (zeros for unused packed rows), the offsets of tiles
   // 0 .. NST-1, then the copies of tiles 0 .. NST-2 (Q rides in the first group).
@@ -299,6 +309,10 @@ __global__ void __launch_bounds__(kThreads, 1) attend_kernel(const __grid_consta
   const uint32_t q_off = swz<D>(lane & 15, lane >> 4);
   const uint32_t k_off = swz<D>(((lane >> 4) & 1) * 8 + (lane & 7), (lane >> 3) & 1);
   const uint32_t v_off = swz<D>(((lane >> 3) & 1) * 8 + (lane & 7), lane >> 4);
+  // Q's A fragments, loaded from shared memory once (head dims up to 128;
+  // 256 would not leave the registers for O).
+  constexpr bool kQInRegisters = D <= 128;
+  uint32_t qa[kQInRegisters ? D / 16 : 1][4];
   float o[DT][4];
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -319,27 +333,42 @@ __global__ void __launch_bounds__(kThreads, 1) attend_kernel(const __grid_consta
     // This warp's 16 positions of the tile: S = Q K^T.
     const uint32_t k_tile = s_base + stage_k(st) + uint32_t(warp * 16 * D * 2);
     const uint32_t v_tile = s_base + stage_v(st) + uint32_t(warp * 16 * D * 2);
-    float s[2][4];
+    // Even and odd k-steps go to separate accumulators (two short MMA
+    // chains per n-tile instead of one long one), summed at the end.
+    float s[2][4], s2[2][4];
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) s[nt][e] = 0.0f;
+      for (int e = 0; e < 4; ++e) s[nt][e] = s2[nt][e] = 0.0f;
+    if constexpr (kQInRegisters) {
+      if (j == 0) {
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qa[kk], s_q + (q_off ^ uint32_t(kk << 5)));
+      }
+    }
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       uint32_t a[4], b[4];
-      ldmatrix_x4(a, s_q + (q_off ^ uint32_t(kk << 5)));
+      if constexpr (kQInRegisters) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[i] = qa[kk][i];
+      } else {
+        ldmatrix_x4(a, s_q + (q_off ^ uint32_t(kk << 5)));
+      }
       ldmatrix_x4(b, k_tile + (k_off ^ uint32_t(kk << 5)));
-      mma16816<Q>(s[0], a, b[0], b[1]);
-      mma16816<Q>(s[1], a, b[2], b[3]);
+      float(*acc)[4] = (kk & 1) != 0 ? s2 : s;
+      mma16816<Q>(acc[0], a, b[0], b[1]);
+      mma16816<Q>(acc[1], a, b[2], b[3]);
     }
     // Scale, mask (positions without an offset), online softmax.
-    const int64_t* slot = offs + (j % SLOTS) * kTile + warp * 16;
+    const uint32_t valid = masks[(j % SLOTS) * 2 + (warp >> 1)] >> ((warp & 1) * 16);
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int col = nt * 8 + (lane & 3) * 2 + (e & 1);
-        s[nt][e] = slot[col] >= 0 ? s[nt][e] * p.score_scale : -INFINITY;
+        const float v = s[nt][e] + s2[nt][e];
+        s[nt][e] = (valid >> col) & 1u ? v * p.score_scale : -INFINITY;
       }
     float corr[2];
     bool grew = false;
