@@ -95,12 +95,16 @@ struct Layout {
   static constexpr int kV = kK + NST * kTileBytes;
   static constexpr int kOffs = kV + NST * kTileBytes;
   static constexpr int kMasks = kOffs + kSlots * kTile * 8;  // per slot: 64 bits, attended positions
-  static constexpr int kRaw = kMasks + kSlots * 8;  // fp8: per stage raw K, raw V
+  // fp8: per stage raw K, raw V (16-byte copies: aligned to 128 bytes).
+  static constexpr int kRaw = kMasks + (kSlots * 8 + 127) / 128 * 128;
   static constexpr int kRawStage = 2 * kTile * D;
   static constexpr int kBytes = kFp8 ? kRaw + NST * kRawStage : kRaw;
   // Epilogue: per warp O [16][D], max [16], sum [16], over the K/V stages.
   static constexpr int kMergeBytes = kWarps * kRowsPerCta * (D + 2) * 4;
   static_assert(kK + kMergeBytes <= kOffs, "the merge area must fit the K/V stages");
+  static_assert(kK % 128 == 0 && kV % 128 == 0 && kOffs % 128 == 0 && kMasks % 128 == 0 &&
+                    kRaw % 128 == 0 && kRawStage % 128 == 0,
+                "shared memory regions aligned for 16-byte copies");
 };
 
 // Deepest pipeline (at most 8 stages) whose shared memory fits one block
