@@ -8,14 +8,17 @@
 //    stateful_decode.cu), so a tile of K/V is loaded once and one MMA tile
 //    scores every row of it; without sharing a block serves one row;
 //  - K/V tiles of 64 positions go global -> shared memory with cp.async,
-//    2 to 8 stages deep (Cfg), addressed through the beam table (the byte offsets of a
-//    tile's positions are computed kStages tiles ahead into a ring in shared
-//    memory from table entries loaded two tiles before that, so neither a
-//    copy nor the offsets wait on a table load);
-//  - each of the 4 warps takes 16 positions of every tile: S = Q K^T and
-//    O += P V with mma.sync m16n8k16 (f32 accumulation), an online softmax
-//    per warp in the exp2 domain (O rescaled only when a row's max grew by
-//    more than 2^8, as the prefill kernel), the warps merged at the end;
+//    2 to 8 stages deep (Cfg), addressed through the beam table: the byte
+//    offsets of a tile's positions (and a word of bits saying which are
+//    attended) are computed a pipeline's depth ahead into a ring in shared
+//    memory, from table entries loaded two tiles before that, so neither a
+//    copy nor the offsets wait on a table load;
+//  - each of the 4 warps takes 16 positions of every tile: S = Q K^T (Q's
+//    fragments kept in registers for head dims up to 128, even and odd
+//    k-steps in two accumulators) and O += P V with mma.sync m16n8k16 (f32
+//    accumulation), an online softmax per warp in the exp2 domain (O
+//    rescaled only when a row's max grew by more than 2^8, as the prefill
+//    kernel), the warps merged at the end;
 //  - the chunk's partial row (O, max, sum) goes to the workspace and a merge
 //    kernel combines the chunks of each (row, head).
 // A row's result depends only on its own query and K/V and on the chunk
