@@ -6,6 +6,7 @@
 
 #include "backend/cuda_entry.h"
 #include "cuda/cuda_check.h"
+#include "cuda/growth_memory.h"
 #include "cuda/stateful_kernels.h"
 
 namespace kvc {
@@ -47,10 +48,14 @@ CudaDevice::CudaDevice(int32_t ordinal) : ordinal_(ordinal) {
   errors_ = static_cast<KernelErrorRecord*>(allocate(sizeof(KernelErrorRecord)));
   cuda_check(cudaMemset(errors_, 0, sizeof(KernelErrorRecord)), "cudaMemset");
   cuda_check(cudaEventCreateWithFlags(&tier_event_, cudaEventDisableTiming), "cudaEventCreate");
+  growth_ = std::make_unique<GrowthMemory>(ordinal);
 }
 
 CudaDevice::~CudaDevice() {
-  // Outstanding frees of the pool complete on their own (cudaMemPoolDestroy).
+  // Waits for the pending frees of growth buffers. Outstanding frees of
+  // the pool complete on their own (cudaMemPoolDestroy).
+  cudaSetDevice(ordinal_);
+  growth_.reset();
   if (pool_ != nullptr) cudaMemPoolDestroy(pool_);
   deallocate(errors_);
   if (tier_event_ != nullptr) cudaEventDestroy(tier_event_);
@@ -175,24 +180,36 @@ void CudaDevice::order_after_tier_copies(void* stream) {
 void* CudaDevice::allocate_on(uint64_t bytes, void* stream) {
   if (bytes == 0) return nullptr;
   if (inject(FaultSite::kAllocate))
-    fail(KVC_ERR_OUT_OF_MEMORY, "cudaMallocFromPoolAsync of " + std::to_string(bytes) +
-                                    " bytes on " + name_ + " failed (injected fault)");
+    fail(KVC_ERR_OUT_OF_MEMORY, "allocation of " + std::to_string(bytes) +
+                                    " bytes of growth memory on " + name_ + " failed (injected fault)");
   activate();
-  if (pool_ == nullptr) {
-    cudaMemPoolProps props{};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = ordinal_;
-    cuda_check(cudaMemPoolCreate(&pool_, &props), "cudaMemPoolCreate");
-  }
-  cuda_check(cudaMemPoolTrimTo(pool_, 0), "cudaMemPoolTrimTo");
   void* p = nullptr;
-  const cudaError_t err =
-      cudaMallocFromPoolAsync(&p, bytes, pool_, static_cast<cudaStream_t>(stream));
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    fail(KVC_ERR_OUT_OF_MEMORY, "cudaMallocFromPoolAsync of " + std::to_string(bytes) +
-                                    " bytes on " + name_ + " failed: " + cudaGetErrorName(err));
+  if (growth_->available()) {
+    // One mapping per buffer (growth_memory.h): freed memory goes back to
+    // the driver when the work before the free is done.
+    const char* why = "";
+    p = growth_->allocate(bytes, &why);
+    if (p == nullptr)
+      fail(KVC_ERR_OUT_OF_MEMORY, std::string(why) + " for a buffer of " + std::to_string(bytes) +
+                                      " bytes on " + name_ + " failed");
+  } else {
+    // No virtual memory API: a stream-ordered pool of this device's own,
+    // trimmed before each allocation.
+    if (pool_ == nullptr) {
+      cudaMemPoolProps props{};
+      props.allocType = cudaMemAllocationTypePinned;
+      props.location.type = cudaMemLocationTypeDevice;
+      props.location.id = ordinal_;
+      cuda_check(cudaMemPoolCreate(&pool_, &props), "cudaMemPoolCreate");
+    }
+    cuda_check(cudaMemPoolTrimTo(pool_, 0), "cudaMemPoolTrimTo");
+    const cudaError_t err =
+        cudaMallocFromPoolAsync(&p, bytes, pool_, static_cast<cudaStream_t>(stream));
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      fail(KVC_ERR_OUT_OF_MEMORY, "cudaMallocFromPoolAsync of " + std::to_string(bytes) +
+                                      " bytes on " + name_ + " failed: " + cudaGetErrorName(err));
+    }
   }
   note_allocated(FaultSite::kAllocate, p);
   return p;
@@ -202,7 +219,8 @@ void CudaDevice::deallocate_on(void* ptr, void* stream) noexcept {
   if (ptr == nullptr) return;
   note_released(FaultSite::kAllocate, ptr);
   cudaSetDevice(ordinal_);
-  cudaFreeAsync(ptr, static_cast<cudaStream_t>(stream));
+  if (!growth_->release(ptr, static_cast<cudaStream_t>(stream)))
+    cudaFreeAsync(ptr, static_cast<cudaStream_t>(stream));
 }
 
 void CudaDevice::copy_2d(void* dst, uint64_t dst_pitch, const void* src, uint64_t src_pitch,
@@ -219,6 +237,9 @@ void CudaDevice::copy_2d(void* dst, uint64_t dst_pitch, const void* src, uint64_
 
 void CudaDevice::stateful_append(const StatefulAppendWork& work, void* stream) {
   activate();
+  // Buffers replaced by earlier growths go back to the driver as soon as
+  // their work is done, not only at the next growth.
+  growth_->collect();
   launch_stateful_append(work, static_cast<cudaStream_t>(stream));
 }
 
@@ -230,6 +251,16 @@ void CudaDevice::table_reorder(const TableReorderWork& work, void* stream) {
 void CudaDevice::gather_rows(const RowGatherWork& work, void* stream) {
   activate();
   launch_gather_rows(work, static_cast<cudaStream_t>(stream));
+}
+
+void CudaDevice::stateful_decode(const StatefulDecodeWork& work, void* stream) {
+  activate();
+  launch_stateful_decode(work, gpu_, errors_, static_cast<cudaStream_t>(stream));
+}
+
+uint64_t CudaDevice::stateful_decode_workspace_bytes(const DecodeWork& work) const {
+  activate();
+  return kvc::stateful_decode_workspace_bytes(work, gpu_);
 }
 
 void CudaDevice::store_kv(const StoreKvWork& work, void* stream) {

@@ -2,6 +2,7 @@
 // and kernels enqueued on the caller's stream.
 #pragma once
 
+#include <memory>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -11,6 +12,8 @@
 #include "cuda/kernel_errors.h"
 
 namespace kvc {
+
+class GrowthMemory;
 
 class CudaDevice final : public Device {
  public:
@@ -39,7 +42,9 @@ class CudaDevice final : public Device {
   void order_after_tier_copies(void* stream) override;
   void synchronize(void* stream) override;
 
-  // Stream-ordered (cudaMallocAsync / cudaFreeAsync on the stream).
+  // Stream-ordered: one virtual memory mapping per buffer, unmapped when
+  // the work enqueued before the free is done (growth_memory.h); a
+  // stream-ordered pool when the driver lacks that API.
   void* allocate_on(uint64_t bytes, void* stream) override;
   void deallocate_on(void* ptr, void* stream) noexcept override;
   // cudaMemcpy2DAsync (cudaMemcpyAsync for one row), cudaMemcpyDefault.
@@ -48,6 +53,8 @@ class CudaDevice final : public Device {
   void stateful_append(const StatefulAppendWork& work, void* stream) override;
   void table_reorder(const TableReorderWork& work, void* stream) override;
   void gather_rows(const RowGatherWork& work, void* stream) override;
+  void stateful_decode(const StatefulDecodeWork& work, void* stream) override;
+  uint64_t stateful_decode_workspace_bytes(const DecodeWork& work) const override;
 
   void store_kv(const StoreKvWork& work, void* stream) override;
   void decode_attention(const DecodeWork& work, void* stream) override;
@@ -74,7 +81,9 @@ class CudaDevice final : public Device {
   cudaEvent_t tier_event_ = nullptr;
   bool tier_recorded_ = false;
   void* tier_stream_ = nullptr;
-  // The stream-ordered pool of allocate_on (stateful growth): this
+  // The buffers of allocate_on (stateful growth).
+  std::unique_ptr<GrowthMemory> growth_;
+  // The fallback of allocate_on without the virtual memory API: this
   // device's own, trimmed before each allocation so that buffers freed by
   // earlier, completed work go back to the driver instead of staying
   // reserved (the default pool keeps them until the process synchronizes

@@ -48,6 +48,16 @@ uint64_t decode_workspace_bytes(const DecodeWork& w, const GpuInfo& gpu);
 void launch_decode_attention(const DecodeWork& w, const GpuInfo& gpu, KernelErrorRecord* err,
                              cudaStream_t stream);
 
+// Stateful decode attention (stateful_decode.cu): through the beam table,
+// rows that read the same K/V over a chunk read it once.
+uint64_t stateful_decode_workspace_bytes(const DecodeWork& w, const GpuInfo& gpu);
+void launch_stateful_decode(const StatefulDecodeWork& w, const GpuInfo& gpu,
+                            KernelErrorRecord* err, cudaStream_t stream);
+// Benchmarks only: the resident blocks the chunk planner is told of, in
+// percent of the real ones (0 restores the default). Not thread safe; not
+// in the C API.
+void set_stateful_decode_wave_percent(uint32_t percent);
+
 // Paged prefill attention (prefill_attention.cu); qo_indptr and kv_lens are
 // host arrays, read here to size and plan the launch.
 uint64_t prefill_workspace_bytes(const PrefillWork& w, const GpuInfo& gpu);

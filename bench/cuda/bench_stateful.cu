@@ -7,19 +7,25 @@
 //  2. a beam search step, B = 4/8 beams, 2K-16K context, 32 layers: reorder
 //     + decode through the beam table against gather-then-decode (the K/V
 //     gathered by beam_idx into a second cache, then decoded); the token
-//     append of the step is done, untimed, in both;
+//     append of the step is done, untimed, in both. Random beam_idx (at most
+//     half the beams survive a step, so beams come to share their history),
+//     and a rotation (every beam keeps a history of its own: nothing to
+//     share), with the share of K/V the table step has to read;
 //  3. the indirect decode alone against the paged decode kernel on the same
 //     bytes (16-token blocks in random places);
 //  4. memory over a 4K-token generation (B = 1, 32 layers), staggered
 //     against uniform growth: the cache's peak live bytes and the device
 //     memory in use at its peak (cudaMemGetInfo after every append), each
-//     over the final size.
+//     over the final size; then the same growths replayed through a
+//     stream-ordered pool (the allocator before growth_memory.h) to show
+//     what the pool holds beside the live bytes.
 // Prints a markdown table per part.
 #include <cstring>
 #include <numeric>
 #include <string>
 
 #include "bench_common.cuh"
+#include "cuda/cuda_kernels.h"
 
 namespace {
 
@@ -157,20 +163,55 @@ float elapsed_us(cudaEvent_t a, cudaEvent_t b) {
   return 1000.0f * ms;
 }
 
+// Share of the K/V rows the step reads through the table: distinct
+// (source row, position) pairs over all rows' positions (1: nothing shared).
+double distinct_share(kvc_stateful_t* s, uint32_t B) {
+  const kvc_stateful_view_t v = view_of(s, 0);
+  if (v.beam_table == nullptr) return 1.0;
+  std::vector<int32_t> table(size_t(B) * v.beam_table_stride), lens(B);
+  BENCH_CUDA(cudaMemcpy(table.data(), v.beam_table, table.size() * 4, cudaMemcpyDeviceToHost));
+  BENCH_CUDA(cudaMemcpy(lens.data(), v.lengths, B * 4, cudaMemcpyDeviceToHost));
+  uint64_t all = 0, distinct = 0;
+  const int32_t longest = *std::max_element(lens.begin(), lens.end());
+  for (int32_t t = 0; t < longest; ++t) {
+    uint64_t seen = 0;
+    for (uint32_t b = 0; b < B; ++b)
+      if (t < lens[b]) {
+        ++all;
+        seen |= 1ull << table[size_t(b) * v.beam_table_stride + t];
+      }
+    distinct += uint64_t(__builtin_popcountll(seen));
+  }
+  return double(distinct) / double(all);
+}
+
 // 2. Beam step: reorder + decode against gather + decode.
 void bench_beam(cudaStream_t stream, Decoder& dec) {
   std::printf("\n### 2. Beam search step, 32 layers (32 q heads, 8 kv heads x 128, bf16)\n\n");
-  std::printf("| beams | context | table: reorder + decode us | gather + decode us | speedup |"
-              " gather + concat + decode us | speedup |\n|---|---|---|---|---|---|---|\n");
+  std::printf("| beams | context | table: reorder + decode us | K/V read | gather + decode us |"
+              " speedup | gather + concat + decode us | speedup |"
+              " rotation: table us | K/V read | speedup |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|\n");
   cudaEvent_t e0, e1;
   BENCH_CUDA(cudaEventCreate(&e0));
   BENCH_CUDA(cudaEventCreate(&e1));
   std::mt19937 rng(11);
+  constexpr uint32_t steps = 12;
+  // Reorder + 32 decodes through the table, timed; then the step's token.
+  auto table_step = [&](kvc_stateful_t* t, const std::vector<int32_t>& idx, const void* src) {
+    BENCH_CUDA(cudaEventRecord(e0, stream));
+    BENCH_KVC(kvc_stateful_reorder(t, idx.data(), uint32_t(idx.size()), stream));
+    for (uint32_t l = 0; l < kLayers; ++l) dec.run(t, l, stream);
+    BENCH_CUDA(cudaEventRecord(e1, stream));
+    BENCH_CUDA(cudaEventSynchronize(e1));
+    const double us = elapsed_us(e0, e1);
+    append_all(t, kLayers, 1, src, stream);
+    return us;
+  };
   for (uint32_t B : {4u, 8u}) {
     void* src = dmalloc(size_t(B) * kHkv * 16384 * kD * 2);
     fill_bf16(src, size_t(B) * kHkv * 16384 * kD, 5);
     for (uint32_t ctx : {2048u, 4096u, 8192u, 16384u}) {
-      const uint32_t steps = 12;
       kvc_stateful_t* t = make_stateful(B, kLayers, KVC_GROWTH_STAGGERED, ctx + steps);
       kvc_stateful_t* a = make_stateful(B, kLayers, KVC_GROWTH_STAGGERED, ctx + steps);
       kvc_stateful_t* b = make_stateful(B, kLayers, KVC_GROWTH_STAGGERED, ctx + steps);
@@ -185,13 +226,8 @@ void bench_beam(cudaStream_t stream, Decoder& dec) {
         const uint32_t survivors = 1 + rng() % (B / 2);
         for (uint32_t i = 0; i < B; ++i) idx[i] = int32_t(rng() % survivors);
         // Through the table.
-        BENCH_CUDA(cudaEventRecord(e0, stream));
-        BENCH_KVC(kvc_stateful_reorder(t, idx.data(), B, stream));
-        for (uint32_t l = 0; l < kLayers; ++l) dec.run(t, l, stream);
-        BENCH_CUDA(cudaEventRecord(e1, stream));
-        BENCH_CUDA(cudaEventSynchronize(e1));
-        if (step > 1) table_us += elapsed_us(e0, e1);
-        append_all(t, kLayers, 1, src, stream);
+        const double us = table_step(t, idx, src);
+        if (step > 1) table_us += us;
         // Gather a -> b by beam_idx, then decode b.
         BENCH_CUDA(cudaEventRecord(e0, stream));
         const uint32_t len = ctx + step;
@@ -229,14 +265,28 @@ void bench_beam(cudaStream_t stream, Decoder& dec) {
         append_all(b, kLayers, 1, src, stream);
         std::swap(a, b);
       }
+      const double share = distinct_share(t, B);
       table_us /= steps - 2;
       gather_us /= steps - 2;
       concat_us /= steps - 2;
-      std::printf("| %u | %u | %.0f | %.0f | %.2fx | %.0f | %.2fx |\n", B, ctx, table_us,
-                  gather_us, gather_us / table_us, gather_us + concat_us,
-                  (gather_us + concat_us) / table_us);
       BENCH_CUDA(cudaFree(scratch));
       for (kvc_stateful_t* s : {t, a, b}) kvc_stateful_destroy(s);
+      // A rotation every step: no two beams share a position's K/V, so the
+      // table step reads every row's history (the gather's cost is the same).
+      kvc_stateful_t* u = make_stateful(B, kLayers, KVC_GROWTH_STAGGERED, ctx + steps);
+      append_all(u, kLayers, ctx, src, stream);
+      double rot_us = 0;
+      for (uint32_t step = 0; step < steps; ++step) {
+        for (uint32_t i = 0; i < B; ++i) idx[i] = int32_t((i + 1) % B);
+        const double us = table_step(u, idx, src);
+        if (step > 1) rot_us += us;
+      }
+      rot_us /= steps - 2;
+      const double rot_share = distinct_share(u, B);
+      kvc_stateful_destroy(u);
+      std::printf("| %u | %u | %.0f | %.2f | %.0f | %.2fx | %.0f | %.2fx | %.0f | %.2f | %.2fx |\n",
+                  B, ctx, table_us, share, gather_us, gather_us / table_us, gather_us + concat_us,
+                  (gather_us + concat_us) / table_us, rot_us, rot_share, gather_us / rot_us);
     }
     BENCH_CUDA(cudaFree(src));
   }
@@ -301,23 +351,105 @@ void bench_decode(cudaStream_t stream, Decoder& dec) {
 }
 
 // 4. Memory over a 4K-token generation.
+struct GrowthEvent {
+  uint32_t step;  // 0: the prompt
+  uint32_t layer;
+  uint64_t bytes;
+};
+
+size_t free_now() {
+  size_t f = 0, t = 0;
+  BENCH_CUDA(cudaMemGetInfo(&f, &t));
+  return f;
+}
+
+// The growths of one generation replayed through a stream-ordered pool,
+// trimmed before each allocation and the stream synchronized every step
+// (what CudaDevice::allocate_on did before growth_memory.h): the device
+// memory and the pool's reserved memory at their peaks, each over the
+// final live bytes.
+void replay_pool(const std::vector<GrowthEvent>& events, cudaStream_t stream, double* device,
+                 double* reserved) {
+  cudaMemPool_t pool;
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = 0;
+  BENCH_CUDA(cudaMemPoolCreate(&pool, &props));
+  std::vector<void*> buf(kLayers, nullptr);
+  std::vector<uint64_t> size(kLayers, 0);
+  BENCH_CUDA(cudaDeviceSynchronize());
+  const size_t free0 = free_now();
+  size_t low = free0;
+  uint64_t high = 0;
+  uint32_t step = 0;
+  for (const GrowthEvent& e : events) {
+    if (e.step != step) {
+      BENCH_CUDA(cudaStreamSynchronize(stream));
+      step = e.step;
+    }
+    BENCH_CUDA(cudaMemPoolTrimTo(pool, 0));
+    void* p = nullptr;
+    BENCH_CUDA(cudaMallocFromPoolAsync(&p, e.bytes, pool, stream));
+    if (buf[e.layer] != nullptr) {
+      BENCH_CUDA(cudaMemcpyAsync(p, buf[e.layer], size[e.layer], cudaMemcpyDeviceToDevice, stream));
+      BENCH_CUDA(cudaFreeAsync(buf[e.layer], stream));
+    }
+    buf[e.layer] = p;
+    size[e.layer] = e.bytes;
+    low = std::min(low, free_now());
+    uint64_t r = 0;
+    BENCH_CUDA(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &r));
+    high = std::max(high, r);
+  }
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  uint64_t live = 0;
+  for (uint64_t b : size) live += b;
+  *device = double(free0 - low) / double(live);
+  *reserved = double(high) / double(live);
+  for (void* p : buf) BENCH_CUDA(cudaFreeAsync(p, stream));
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  BENCH_CUDA(cudaMemPoolDestroy(pool));
+}
+
 void bench_memory(cudaStream_t stream) {
   std::printf("\n### 4. Memory over a 4K-token generation (B = 1, 32 layers, 128-token prompt, "
               "growth step 128)\n\n");
-  std::printf("| policy | final bytes | peak live / final | device memory peak / final | growths |"
-              " most growths in one step |\n|---|---|---|---|---|---|\n");
+  std::printf("| policy | final bytes | peak live / final | device memory peak / final |"
+              " device memory at the end / final | growths | most growths in one step |"
+              " pool replay: device peak / final | pool reserved peak / final |\n"
+              "|---|---|---|---|---|---|---|---|---|\n");
   void* src = dmalloc(size_t(kHkv) * 128 * kD * 2);
   fill_bf16(src, size_t(kHkv) * 128 * kD, 13);
+  {
+    // Warm-up: the library's kernels load (and take device memory) at their
+    // first use, which the first policy's figures would otherwise count.
+    kvc_stateful_t* w = make_stateful(1, kLayers, KVC_GROWTH_STAGGERED, 0);
+    for (int i = 0; i < 3; ++i) append_all(w, kLayers, 128, src, stream);
+    BENCH_CUDA(cudaStreamSynchronize(stream));
+    kvc_stateful_destroy(w);
+  }
   for (kvc_growth_policy_t policy : {KVC_GROWTH_STAGGERED, KVC_GROWTH_UNIFORM}) {
     BENCH_CUDA(cudaDeviceSynchronize());
-    size_t free0 = 0, total = 0, low = ~size_t(0);
-    BENCH_CUDA(cudaMemGetInfo(&free0, &total));
+    const size_t free0 = free_now();
+    size_t low = free0;
     kvc_stateful_t* s = make_stateful(1, kLayers, policy, 0);
     append_all(s, kLayers, 128, src, stream);
+    std::vector<GrowthEvent> events;
+    std::vector<uint64_t> bytes(kLayers, 0);
+    auto note_growths = [&](uint32_t step) {
+      for (uint32_t l = 0; l < kLayers; ++l) {
+        kvc_stateful_layer_stats_t ls;
+        kvc_stateful_layer_stats_init(&ls);
+        BENCH_KVC(kvc_stateful_get_layer_stats(s, l, &ls));
+        if (ls.bytes != bytes[l]) events.push_back(GrowthEvent{step, l, ls.bytes});
+        bytes[l] = ls.bytes;
+      }
+    };
+    note_growths(0);
     uint64_t before = 0, most = 0;
     for (uint32_t t = 0; t < 4096; ++t) {
-      // Device memory in use is sampled after every layer's append (the
-      // stateful cache's own pool returns what completed frees released).
+      // Device memory in use is sampled after every layer's append.
       for (uint32_t l = 0; l < kLayers; ++l) {
         kvc_stateful_append_args_t a = KVC_STATEFUL_APPEND_ARGS_INIT;
         a.layer = l;
@@ -326,27 +458,30 @@ void bench_memory(cudaStream_t stream) {
         a.key = src;
         a.value = src;
         BENCH_KVC(kvc_stateful_append(s, &a, stream));
-        size_t f = 0, tt = 0;
-        BENCH_CUDA(cudaMemGetInfo(&f, &tt));
-        low = std::min(low, f);
+        low = std::min(low, free_now());
       }
       BENCH_CUDA(cudaStreamSynchronize(stream));  // a decode loop samples each step
+      note_growths(t + 1);
       kvc_stateful_stats_t st;
       kvc_stateful_stats_init(&st);
       BENCH_KVC(kvc_stateful_get_stats(s, &st));
       most = std::max<uint64_t>(most, st.reallocations - before);
       before = st.reallocations;
     }
+    const size_t free_end = free_now();
     kvc_stateful_stats_t st;
     kvc_stateful_stats_init(&st);
     BENCH_KVC(kvc_stateful_get_stats(s, &st));
-    const double high = double(free0 - low);
-    std::printf("| %s | %llu | %.3f | %.3f | %llu | %llu |\n",
-                policy == KVC_GROWTH_STAGGERED ? "staggered" : "uniform",
-                (unsigned long long)st.bytes_allocated, double(st.peak_bytes) / st.bytes_allocated,
-                high / double(st.bytes_allocated), (unsigned long long)st.reallocations,
-                (unsigned long long)most);
     kvc_stateful_destroy(s);
+    double pool_device = 0, pool_reserved = 0;
+    replay_pool(events, stream, &pool_device, &pool_reserved);
+    const double fin = double(st.bytes_allocated);
+    std::printf("| %s | %llu | %.3f | %.3f | %.3f | %llu | %llu | %.3f | %.3f |\n",
+                policy == KVC_GROWTH_STAGGERED ? "staggered" : "uniform",
+                (unsigned long long)st.bytes_allocated, double(st.peak_bytes) / fin,
+                double(free0 - low) / fin, double(free0 - free_end) / fin,
+                (unsigned long long)st.reallocations, (unsigned long long)most, pool_device,
+                pool_reserved);
   }
   BENCH_CUDA(cudaFree(src));
 }
@@ -354,7 +489,12 @@ void bench_memory(cudaStream_t stream) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // usage: bench_stateful [all|memory|beam|decode|append] [wave=PERCENT]
   std::string only = argc > 1 ? argv[1] : "all";
+  if (argc > 2 && std::strncmp(argv[2], "wave=", 5) == 0) {
+    kvc::set_stateful_decode_wave_percent(uint32_t(std::atoi(argv[2] + 5)));
+    std::printf("stateful decode planned for %s%% of the resident blocks\n", argv[2] + 5);
+  }
   cudaStream_t stream;
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::printf("device: %s; 1 GiB device-to-device copy: %.0f GB/s (read + write)\n", device_name(),
@@ -363,9 +503,10 @@ int main(int argc, char** argv) {
   dec.query = dmalloc(size_t(8) * kHq * kD * 2);
   dec.out = dmalloc(size_t(8) * kHq * kD * 2);
   fill_bf16(dec.query, size_t(8) * kHq * kD, 17);
+  // The parts with targets first.
   if (only == "all" || only == "memory") bench_memory(stream);
-  if (only == "all" || only == "append") bench_append(stream);
-  if (only == "all" || only == "decode") bench_decode(stream, dec);
   if (only == "all" || only == "beam") bench_beam(stream, dec);
+  if (only == "all" || only == "decode") bench_decode(stream, dec);
+  if (only == "all" || only == "append") bench_append(stream);
   return 0;
 }

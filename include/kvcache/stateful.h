@@ -39,16 +39,21 @@
  * are distinct when L <= S, so no two layers grow on the same step. A
  * growth frees the old buffer in the same call, so the live bytes peak at
  * the steady size plus one layer's new buffer. On CUDA the free is
- * stream-ordered (the copy of the past is still in flight): the buffers
- * come from the cache's own stream-ordered pool, trimmed before each
- * growth, so memory freed by completed work goes back to the driver and
- * what stays reserved beside the live bytes is the buffers replaced by
- * work still in flight: about one per step under the staggered policy,
- * up to one per layer under the uniform one. A step also pays one
- * past-copy instead of L. The steady size exceeds the live tokens by at
- * most S tokens per layer (S / 2 on average). With L > S, at most
- * ceil(L / S) layers share an offset. A multi-token append (a prompt)
- * may grow every layer in that step.
+ * stream-ordered (the copy of the past is still in flight): every buffer
+ * is a mapping of its own (the driver's virtual memory API, 2 MiB
+ * granularity on H100), unmapped once the work enqueued before its free
+ * has completed (checked at every append), so the device memory in use is
+ * the live buffers, each rounded up to the granularity, plus the buffers
+ * replaced by work still in flight: about one under the staggered policy,
+ * up to one per layer under the uniform one. The last replaced buffer is
+ * kept for the next growth of its rounded size (under the staggered
+ * policy most growths take it without calling the driver). A driver
+ * without that API gets a stream-ordered pool, which may hold more (a
+ * chunk shared by several buffers stays reserved until all are free). A
+ * step also pays one past-copy instead of L. The steady size exceeds the
+ * live tokens by at most S tokens per layer (S / 2 on average). With
+ * L > S, at most ceil(L / S) layers share an offset. A multi-token append
+ * (a prompt) may grow every layer in that step.
  *
  * **Beam search.** Rows are beams. kvc_stateful_reorder(beam_idx) makes
  * row b continue the history of row beam_idx[b] without moving any K/V: a
@@ -61,8 +66,13 @@
  * from row beam_idx[b] only past that prefix, so the device work is
  * O(B x positions since the beams diverged) int32 moves (O(B x length) at
  * worst), plus O(B^2) host bookkeeping. kvc_stateful_decode() reads K/V
- * through the table (indirect attention). kvc_stateful_compact() gathers
- * the K/V by the table into plain per-row histories and drops the table.
+ * through the table (indirect attention). On CUDA, rows whose table rows
+ * agree over a stretch of positions (beams that share their history, up
+ * to 16 rows) have that stretch's K/V read once for all of them; a row's
+ * result does not depend on which rows it was read with (decoding after
+ * kvc_stateful_compact() gives the same bits). kvc_stateful_compact()
+ * gathers the K/V by the table into plain per-row histories and drops the
+ * table.
  *
  * Writing a row never corrupts another row's history: an append, or an
  * import, into row x at a position that another row still reads through
@@ -380,10 +390,13 @@ KVC_API kvc_status_t kvc_stateful_import_row(kvc_stateful_t *cache, uint32_t row
  * For every row b and query head h (kv head h / (q_heads / kv_heads)):
  * `out[b][h] = sum_t softmax_t(softmax_scale * q[b][h] . K[t]) V[t]` over
  * the row's positions t < length, K/V of position t read from the row the
- * beam table names. The same arithmetic as kvc_decode_attention(): query
- * and out of q_dtype (the cache dtype; f16 or bf16 for fp8-e4m3, whose K/V
- * are read as x * k_scale, x * v_scale), head dims 64/128/256, GQA/MQA, f32
- * on the CPU only; on CUDA the query is 16-byte aligned.
+ * beam table names. Query and out of q_dtype (the cache dtype; f16 or bf16
+ * for fp8-e4m3, whose K/V are read as x * k_scale, x * v_scale), head dims
+ * 64/128/256, GQA/MQA, f32 on the CPU only; on CUDA the query is 16-byte
+ * aligned. The CPU computes as kvc_decode_attention() does; CUDA runs a
+ * tensor-core kernel of its own (the softmax weights rounded to q_dtype
+ * before they multiply V, as in kvc_prefill_attention()), within the
+ * decode tests' tolerance of the CPU.
  * @since 0.3.0
  */
 typedef struct kvc_stateful_decode_args {

@@ -100,6 +100,10 @@ class Device {
   virtual void stateful_append(const StatefulAppendWork& work, void* stream);
   virtual void table_reorder(const TableReorderWork& work, void* stream);
   virtual void gather_rows(const RowGatherWork& work, void* stream);
+  // Stateful decode attention; the defaults run decode_attention on
+  // work.decode (the CPU reference) and size its workspace.
+  virtual void stateful_decode(const StatefulDecodeWork& work, void* stream);
+  virtual uint64_t stateful_decode_workspace_bytes(const DecodeWork& work) const;
 
   // Kernels (kvcache/kernels.h). The arguments passed check_*_args()
   // (kernel_checks.h); values inside the arrays are the backend's to check.

@@ -51,4 +51,12 @@ void Device::gather_rows(const RowGatherWork&, void*) {
   fail(KVC_ERR_UNSUPPORTED, "device " + name() + " has no row gather kernel");
 }
 
+void Device::stateful_decode(const StatefulDecodeWork& work, void* stream) {
+  decode_attention(work.decode, stream);
+}
+
+uint64_t Device::stateful_decode_workspace_bytes(const DecodeWork& work) const {
+  return decode_workspace_bytes(work);
+}
+
 }  // namespace kvc

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "backend/kernel_work.h"
 #include "kvcache/config.h"
 
 namespace kvc {
@@ -85,6 +86,19 @@ struct RowGatherWork {
   uint32_t first_row = 0;
   uint32_t num_rows = 0;
   uint32_t length = 0;
+};
+
+// Decode attention of one stateful layer: the paged decode's arguments
+// (DecodeWork::contiguous_rows) and what the host knows of the rows, so a
+// backend may read K/V that several rows share once for all of them:
+// lengths[r] (the layer's), and with a beam table common[a * rows + b], a
+// length over which the table rows of a and b agree (BeamBook; only the
+// entries off the diagonal are read). Each row must get the result of
+// decoding it alone, whatever the sharing.
+struct StatefulDecodeWork {
+  DecodeWork decode;
+  const uint32_t* lengths = nullptr;  // host [rows]
+  const uint32_t* common = nullptr;   // host [rows][rows], or NULL without a table
 };
 
 }  // namespace kvc

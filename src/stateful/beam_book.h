@@ -35,6 +35,9 @@ class BeamBook {
   explicit BeamBook(uint32_t rows) : rows_(rows) {}
 
   bool active() const { return active_; }
+  // [rows][rows]: entry (a, b) is a length over which the table rows of a
+  // and b agree (see common_). Valid while active().
+  const uint32_t* common_matrix() const { return common_.data(); }
 
   // The books of a fresh table in which row r reads its own `lengths[r]`
   // positions. Throws std::bad_alloc before changing anything.

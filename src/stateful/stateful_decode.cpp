@@ -1,12 +1,16 @@
-// StatefulCache: indirect decode attention. The layer's rows are handed to
-// the paged decode kernels as "blocks" addressed by position
+// StatefulCache: indirect decode attention. The layer's rows are described
+// as the paged decode's "blocks" addressed by position
 // (DecodeWork::contiguous_rows): with a beam table, one table entry per
 // position (tokens_per_block 1) names the row to read; without one, each
 // row reads itself (tokens_per_block 2^31: one entry per row, from an
-// identity array). The arithmetic is the paged decode's, on both backends.
+// identity array). The CPU backend runs the paged decode's arithmetic on
+// it; the CUDA backend a kernel of its own that also gets the rows'
+// lengths and the beam book's shared prefixes, so that rows reading the
+// same history read it once (cuda/stateful_decode_kernel.cuh).
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "backend/kernel_checks.h"
 #include "base/error.h"
@@ -58,7 +62,7 @@ uint64_t StatefulCache::decode_workspace_bytes(const StatefulDecodeArgs& a) cons
   w.kv.tokens_per_block = 1;
   w.table_stride = w.max_seq_len;
   check_decode_shape(w);
-  return dev_->decode_workspace_bytes(w);
+  return dev_->stateful_decode_workspace_bytes(w);
 }
 
 void StatefulCache::decode(const StatefulDecodeArgs& a, void* stream) {
@@ -79,14 +83,20 @@ void StatefulCache::decode(const StatefulDecodeArgs& a, void* stream) {
   if (w.workspace == nullptr && w.workspace_bytes != 0)
     invalid_argument("workspace is NULL but workspace_bytes is " +
                      std::to_string(w.workspace_bytes));
-  const uint64_t need = dev_->decode_workspace_bytes(w);
+  const uint64_t need = dev_->stateful_decode_workspace_bytes(w);
   if (w.workspace_bytes < need)
     fail(KVC_ERR_BUFFER_TOO_SMALL,
          "workspace_bytes (" + std::to_string(w.workspace_bytes) + ") is less than the " +
              std::to_string(need) + " bytes this call needs (batch " + std::to_string(B_) +
              ", longest row " + std::to_string(w.max_seq_len) +
              "); see kvc_stateful_decode_workspace_size()");
-  dev_->decode_attention(w, stream);
+  StatefulDecodeWork sw;
+  sw.decode = w;
+  const std::vector<uint32_t> lens(len_.begin() + int64_t(uint64_t(a.layer) * B_),
+                                   len_.begin() + int64_t(uint64_t(a.layer + 1) * B_));
+  sw.lengths = lens.data();
+  sw.common = book_.active() ? book_.common_matrix() : nullptr;
+  dev_->stateful_decode(sw, stream);
 }
 
 }  // namespace kvc

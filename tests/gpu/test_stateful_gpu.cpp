@@ -329,6 +329,94 @@ TEST_P(StatefulGpuBeams, IndirectDecodeMatchesTheCpuOver200Steps) {
   (void)last;
 }
 
+// Long rows of different lengths whose table rows agree over parts of
+// their history: the CUDA decode serves rows that read the same K/V over a
+// chunk from one thread block (batches up to 16 rows; 20 rows read alone),
+// and each row must still match the CPU, and equal bit for bit its decode
+// after compaction. GQA groups of 4, 3 and 32 (two blocks per row). With
+// 8 kv heads the launches without sharing take more blocks than an H100
+// has SMs (the two-blocks-per-SM kernel), those with sharing fewer (the
+// deep-pipeline one): the compaction check compares the two.
+TEST_F(StatefulGpu, SharedHistoryAcrossChunksMatchesTheCpu) {
+  struct Case {
+    uint32_t batch, kv_heads, q_heads, head_dim;
+    kvc_dtype_t dtype, q_dtype;
+    kvc_layout_t layout;
+  };
+  for (const Case c : {Case{4, 2, 8, 128, KVC_DTYPE_BF16, KVC_DTYPE_BF16, KVC_LAYOUT_HND},
+                       Case{5, 8, 24, 128, KVC_DTYPE_FP8_E4M3, KVC_DTYPE_BF16, KVC_LAYOUT_HND},
+                       Case{6, 1, 32, 64, KVC_DTYPE_F16, KVC_DTYPE_F16, KVC_LAYOUT_NHD},
+                       Case{20, 8, 32, 64, KVC_DTYPE_BF16, KVC_DTYPE_BF16, KVC_LAYOUT_HND}}) {
+    SCOPED_TRACE("batch " + std::to_string(c.batch) + ", " + std::to_string(c.q_heads) + "/" +
+                 std::to_string(c.kv_heads) + " heads of " + std::to_string(c.head_dim));
+    kvc_stateful_destroy(cpu);
+    kvc_stateful_destroy(gpu);
+    Geometry geo;
+    geo.dtype = c.dtype;
+    geo.layout = c.layout;
+    geo.head_dim = c.head_dim;
+    geo.kv_heads = c.kv_heads;
+    geo.batch = c.batch;
+    geo.step = 128;
+    open(geo);
+    if (HasFatalFailure()) return;
+    const kvc_dtype_t src = c.dtype == KVC_DTYPE_FP8_E4M3 ? KVC_DTYPE_BF16 : c.dtype;
+    std::vector<uint32_t> rows(g.batch);
+    std::vector<int32_t> idx(g.batch);
+    auto reorder = [&](auto pick) {
+      for (uint32_t b = 0; b < g.batch; ++b) idx[b] = int32_t(pick(b));
+      KVC_OK_(kvc_stateful_reorder(cpu, idx.data(), g.batch, nullptr));
+      KVC_OK_(kvc_stateful_reorder(gpu, idx.data(), g.batch, stream));
+    };
+    // A prompt of a different length per row, then reorders around a long
+    // append: rows of two lengths whose histories agree over some chunks,
+    // part of a chunk or none. (No append after the second reorder: a row
+    // would write positions that a longer row reads.)
+    for (uint32_t b = 0; b < g.batch; ++b) rows[b] = 600 - 37 * (b % 7);
+    for (uint32_t l = 0; l < g.layers; ++l) append(l, 600, src, &rows);
+    if (HasFatalFailure()) return;
+    reorder([&](uint32_t b) { return b % 2; });
+    for (uint32_t l = 0; l < g.layers; ++l) append(l, 700, src, nullptr);
+    if (HasFatalFailure()) return;
+    reorder([&](uint32_t b) { return b / 2; });
+    for (uint32_t l = 0; l < g.layers; ++l) decode(l, c.q_heads, c.q_dtype);
+    if (HasFatalFailure()) return;
+    reorder([&](uint32_t b) { return (b + 1) % 3 == 0 ? b - 1 : b; });
+    for (uint32_t l = 0; l < g.layers; ++l) decode(l, c.q_heads, c.q_dtype);
+    if (HasFatalFailure()) return;
+    expect_equal("after the reorders");
+    // Through the table and after compaction: the same bits.
+    const size_t n = size_t(g.batch) * c.q_heads * g.head_dim;
+    const auto q = random(c.q_dtype, n, 1.0f);
+    Dev dq(q), dout(q.size());
+    auto run = [&] {
+      kvc_stateful_decode_args_t a = KVC_STATEFUL_DECODE_ARGS_INIT;
+      a.layer = 1;
+      a.q_heads = c.q_heads;
+      a.q_dtype = c.q_dtype;
+      a.k_scale = 0.5f;
+      a.v_scale = 0.25f;
+      a.query = dq.p;
+      a.out = dout.p;
+      uint64_t ws = 0;
+      EXPECT_EQ(kvc_stateful_decode_workspace_size(gpu, &a, &ws), KVC_OK);
+      Dev dws(ws);
+      a.workspace = dws.p;
+      a.workspace_bytes = ws;
+      EXPECT_EQ(kvc_stateful_decode(gpu, &a, stream), KVC_OK) << kvc_last_error_message();
+      std::vector<unsigned char> out(q.size());
+      cudaStreamSynchronize(stream);
+      cudaMemcpy(out.data(), dout.p, out.size(), cudaMemcpyDeviceToHost);
+      return out;
+    };
+    const auto through_table = run();
+    KVC_OK_(kvc_stateful_compact(cpu, nullptr));
+    KVC_OK_(kvc_stateful_compact(gpu, stream));
+    EXPECT_EQ(run(), through_table) << "decode after compaction differs from decode through the table";
+    for (uint32_t l = 0; l < g.layers; ++l) decode(l, c.q_heads, c.q_dtype);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, StatefulGpuBeams,
     ::testing::Values(
