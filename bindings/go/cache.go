@@ -88,31 +88,7 @@ type CacheDesc struct {
 // Describe returns the summary of the cache.
 func (c *Cache) Describe() (CacheDesc, error) {
 	const op = "kvc_cache_describe"
-	return withCache(c, op, func(h kvc.Cache) (CacheDesc, error) {
-		d := kvc.NewKvc_cache_desc_t()
-		defer kvc.DeleteKvc_cache_desc_t(d)
-		kvc.Kvc_cache_desc_init(d)
-		if err := kvc.Kvc_cache_describe(h, d); err != nil {
-			return CacheDesc{}, wrap(op, err)
-		}
-		return CacheDesc{
-			DeviceKind:       DeviceKind(d.GetDevice_kind()),
-			DeviceOrdinal:    d.GetDevice_ordinal(),
-			DType:            DType(d.GetDtype()),
-			Layout:           Layout(d.GetLayout()),
-			NumLayers:        d.GetNum_layers(),
-			NumGroups:        d.GetNum_groups(),
-			NumPools:         d.GetNum_pools(),
-			TokensPerBlock:   d.GetTokens_per_block(),
-			KVFactor:         d.GetKv_factor(),
-			NumBlocks:        d.GetNum_blocks(),
-			TokenCapacity:    d.GetToken_capacity(),
-			PrimaryBytes:     d.GetPrimary_bytes(),
-			HostCacheBytes:   d.GetHost_cache_bytes(),
-			DeviceFreeBytes:  d.GetDevice_free_bytes(),
-			DeviceTotalBytes: d.GetDevice_total_bytes(),
-		}, nil
-	})
+	return withCache(c, op, func(h kvc.Cache) (CacheDesc, error) { return describeCache(h, op) })
 }
 
 // GroupDesc describes a layer group (kvc_group_desc_t).
@@ -129,23 +105,7 @@ type GroupDesc struct {
 // DescribeGroup describes layer group group (0 <= group < NumGroups).
 func (c *Cache) DescribeGroup(group uint32) (GroupDesc, error) {
 	const op = "kvc_cache_describe_group"
-	return withCache(c, op, func(h kvc.Cache) (GroupDesc, error) {
-		d := kvc.NewKvc_group_desc_t()
-		defer kvc.DeleteKvc_group_desc_t(d)
-		kvc.Kvc_group_desc_init(d)
-		if err := kvc.Kvc_cache_describe_group(h, group, d); err != nil {
-			return GroupDesc{}, wrap(op, err)
-		}
-		return GroupDesc{
-			Window:        d.GetWindow(),
-			KVHeads:       d.GetKv_heads(),
-			HeadDim:       d.GetHead_dim(),
-			NumLayers:     d.GetNum_layers(),
-			Pool:          d.GetPool(),
-			BlockBytes:    d.GetBlock_bytes(),
-			BytesPerToken: d.GetBytes_per_token(),
-		}, nil
-	})
+	return withCache(c, op, func(h kvc.Cache) (GroupDesc, error) { return describeGroup(h, op, group) })
 }
 
 // PoolDesc describes a block pool (kvc_pool_desc_t).
@@ -160,21 +120,7 @@ type PoolDesc struct {
 // DescribePool describes pool pool (0 <= pool < NumPools).
 func (c *Cache) DescribePool(pool uint32) (PoolDesc, error) {
 	const op = "kvc_cache_describe_pool"
-	return withCache(c, op, func(h kvc.Cache) (PoolDesc, error) {
-		d := kvc.NewKvc_pool_desc_t()
-		defer kvc.DeleteKvc_pool_desc_t(d)
-		kvc.Kvc_pool_desc_init(d)
-		if err := kvc.Kvc_cache_describe_pool(h, pool, d); err != nil {
-			return PoolDesc{}, wrap(op, err)
-		}
-		return PoolDesc{
-			NumGroups:  d.GetNum_groups(),
-			BlockBytes: d.GetBlock_bytes(),
-			NumBlocks:  d.GetNum_blocks(),
-			Bytes:      d.GetBytes(),
-			Base:       d.GetBase(),
-		}, nil
-	})
+	return withCache(c, op, func(h kvc.Cache) (PoolDesc, error) { return describePool(h, op, pool) })
 }
 
 // LayerView says where one layer's K and V live, as a strided tensor that
@@ -203,31 +149,7 @@ type LayerView struct {
 // The addresses stay valid until Close.
 func (c *Cache) LayerView(layer uint32) (LayerView, error) {
 	const op = "kvc_cache_layer_view"
-	return withCache(c, op, func(h kvc.Cache) (LayerView, error) {
-		v := kvc.NewKvc_layer_view_t()
-		defer kvc.DeleteKvc_layer_view_t(v)
-		kvc.Kvc_layer_view_init(v)
-		if err := kvc.Kvc_cache_layer_view(h, layer, v); err != nil {
-			return LayerView{}, wrap(op, err)
-		}
-		return LayerView{
-			Group:          v.GetGroup(),
-			Pool:           v.GetPool(),
-			DType:          DType(v.GetDtype()),
-			Layout:         Layout(v.GetLayout()),
-			KVHeads:        v.GetKv_heads(),
-			HeadDim:        v.GetHead_dim(),
-			TokensPerBlock: v.GetTokens_per_block(),
-			KVFactor:       v.GetKv_factor(),
-			ElemSize:       v.GetElem_size(),
-			Base:           v.GetBase(),
-			NumBlocks:      v.GetNum_blocks(),
-			BlockStride:    v.GetBlock_stride(),
-			KVStride:       v.GetKv_stride(),
-			TokenStride:    v.GetToken_stride(),
-			HeadStride:     v.GetHead_stride(),
-		}, nil
-	})
+	return withCache(c, op, func(h kvc.Cache) (LayerView, error) { return layerView(h, op, layer) })
 }
 
 // Stats are the counts of a cache's blocks and of its reuse
@@ -259,35 +181,7 @@ type Stats struct {
 // Stats returns the current statistics.
 func (c *Cache) Stats() (Stats, error) {
 	const op = "kvc_cache_get_stats"
-	return withCache(c, op, func(h kvc.Cache) (Stats, error) {
-		s := kvc.NewKvc_cache_stats_t()
-		defer kvc.DeleteKvc_cache_stats_t(s)
-		kvc.Kvc_cache_stats_init(s)
-		if err := kvc.Kvc_cache_get_stats(h, s); err != nil {
-			return Stats{}, wrap(op, err)
-		}
-		return Stats{
-			NumBlocks:     s.GetNum_blocks(),
-			FreeBlocks:    s.GetFree_blocks(),
-			CachedBlocks:  s.GetCached_blocks(),
-			InUseBlocks:   s.GetIn_use_blocks(),
-			ReusedBlocks:  s.GetReused_blocks(),
-			MissedBlocks:  s.GetMissed_blocks(),
-			HitRate:       s.GetHit_rate(),
-			EvictedBlocks: s.GetEvicted_blocks(),
-			NumSequences:  s.GetNum_sequences(),
-			NumPinned:     s.GetNum_pinned(),
-			TreeNodes:     s.GetTree_nodes(),
-
-			OffloadedBlocks:  s.GetOffloaded_blocks(),
-			OnboardedBlocks:  s.GetOnboarded_blocks(),
-			OffloadedBytes:   s.GetOffloaded_bytes(),
-			OnboardedBytes:   s.GetOnboarded_bytes(),
-			HostBlocks:       s.GetHost_blocks(),
-			HostFreeBlocks:   s.GetHost_free_blocks(),
-			HostCachedBlocks: s.GetHost_cached_blocks(),
-		}, nil
-	})
+	return withCache(c, op, func(h kvc.Cache) (Stats, error) { return cacheStats(h, op) })
 }
 
 // GroupStats are the counts of one layer group's blocks and of its reuse
@@ -321,24 +215,7 @@ type GroupStats struct {
 // error.
 func (c *Cache) GroupStats(group uint32) (GroupStats, error) {
 	const op = "kvc_cache_get_group_stats"
-	return withCache(c, op, func(h kvc.Cache) (GroupStats, error) {
-		s := kvc.NewKvc_group_stats_t()
-		defer kvc.DeleteKvc_group_stats_t(s)
-		kvc.Kvc_group_stats_init(s)
-		if err := kvc.Kvc_cache_get_group_stats(h, group, s); err != nil {
-			return GroupStats{}, wrap(op, err)
-		}
-		return GroupStats{
-			Pool:           s.GetPool(),
-			InUseBlocks:    s.GetIn_use_blocks(),
-			CachedBlocks:   s.GetCached_blocks(),
-			PoolFreeBlocks: s.GetPool_free_blocks(),
-			ReusedBlocks:   s.GetReused_blocks(),
-			MissedBlocks:   s.GetMissed_blocks(),
-			EvictedBlocks:  s.GetEvicted_blocks(),
-			ReleasedBlocks: s.GetReleased_blocks(),
-		}, nil
-	})
+	return withCache(c, op, func(h kvc.Cache) (GroupStats, error) { return groupStats(h, op, group) })
 }
 
 // AdvanceClock moves the manual retention clock forward by milliseconds;

@@ -215,13 +215,11 @@ func int32Bytes(s []int32) (*byte, int) {
 // requireCPU fails unless the cache's pool is in host memory: the Host
 // kernels hand Go memory to the library, which a CUDA kernel cannot read.
 func requireCPU(h kvc.Cache, op string) error {
-	d := kvc.NewKvc_cache_desc_t()
-	defer kvc.DeleteKvc_cache_desc_t(d)
-	kvc.Kvc_cache_desc_init(d)
-	if err := kvc.Kvc_cache_describe(h, d); err != nil {
-		return wrap("kvc_cache_describe", err)
+	d, err := describeCache(h, "kvc_cache_describe")
+	if err != nil {
+		return err
 	}
-	if DeviceKind(d.GetDevice_kind()) != DeviceCPU {
+	if d.DeviceKind != DeviceCPU {
 		return &Error{Status: StatusUnsupported, Message: "host buffers need a CPU cache; pass device addresses to the non-Host method", Op: op}
 	}
 	return nil

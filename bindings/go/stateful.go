@@ -126,23 +126,11 @@ type StatefulView struct {
 
 // View describes layer layer.
 func (c *StatefulCache) View(layer uint32) (StatefulView, error) {
+	const op = "kvc_stateful_layer_view"
 	var out StatefulView
-	err := c.call("kvc_stateful_layer_view", func(h kvc.Stateful) error {
-		v := kvc.NewKvc_stateful_view_t()
-		defer kvc.DeleteKvc_stateful_view_t(v)
-		kvc.Kvc_stateful_view_init(v)
-		if err := kvc.Kvc_stateful_layer_view(h, layer, v); err != nil {
-			return err
-		}
-		out = StatefulView{
-			Layer: v.GetLayer(), Key: v.GetKey(), Value: v.GetValue(),
-			RowStride: v.GetRow_stride(), HeadStride: v.GetHead_stride(),
-			TokenStride: v.GetToken_stride(), Batch: v.GetBatch(), Capacity: v.GetCapacity(),
-			KVHeads: v.GetKv_heads(), HeadDim: v.GetHead_dim(), DType: DType(v.GetDtype()),
-			Layout: Layout(v.GetLayout()), MaxLength: v.GetMax_length(), Lengths: v.GetLengths(),
-			BeamTable: v.GetBeam_table(), BeamTableStride: v.GetBeam_table_stride(),
-		}
-		return nil
+	err := c.call(op, func(h kvc.Stateful) (err error) {
+		out, err = statefulView(h, op, layer)
+		return err
 	})
 	return out, err
 }

@@ -119,21 +119,11 @@ type StatefulStats struct {
 
 // Stats returns the cache's statistics.
 func (c *StatefulCache) Stats() (StatefulStats, error) {
+	const op = "kvc_stateful_get_stats"
 	var out StatefulStats
-	err := c.call("kvc_stateful_get_stats", func(h kvc.Stateful) error {
-		s := kvc.NewKvc_stateful_stats_t()
-		defer kvc.DeleteKvc_stateful_stats_t(s)
-		kvc.Kvc_stateful_stats_init(s)
-		if err := kvc.Kvc_stateful_get_stats(h, s); err != nil {
-			return err
-		}
-		out = StatefulStats{
-			NumLayers: s.GetNum_layers(), BytesAllocated: s.GetBytes_allocated(),
-			PeakBytes: s.GetPeak_bytes(), KVBytes: s.GetKv_bytes(), TableBytes: s.GetTable_bytes(),
-			Reallocations: s.GetReallocations(), Reorders: s.GetReorders(),
-			TableEntriesCopied: s.GetTable_entries_copied(), Compactions: s.GetCompactions(),
-		}
-		return nil
+	err := c.call(op, func(h kvc.Stateful) (err error) {
+		out, err = statefulStats(h, op)
+		return err
 	})
 	return out, err
 }
@@ -151,20 +141,11 @@ type StatefulLayerStats struct {
 
 // LayerStats returns layer layer's statistics.
 func (c *StatefulCache) LayerStats(layer uint32) (StatefulLayerStats, error) {
+	const op = "kvc_stateful_get_layer_stats"
 	var out StatefulLayerStats
-	err := c.call("kvc_stateful_get_layer_stats", func(h kvc.Stateful) error {
-		s := kvc.NewKvc_stateful_layer_stats_t()
-		defer kvc.DeleteKvc_stateful_layer_stats_t(s)
-		kvc.Kvc_stateful_layer_stats_init(s)
-		if err := kvc.Kvc_stateful_get_layer_stats(h, layer, s); err != nil {
-			return err
-		}
-		out = StatefulLayerStats{
-			Layer: s.GetLayer(), Capacity: s.GetCapacity(), GrowthOffset: s.GetGrowth_offset(),
-			Bytes: s.GetBytes(), Reallocations: s.GetReallocations(),
-			LastGrowthLength: s.GetLast_growth_length(), MaxLength: s.GetMax_length(),
-		}
-		return nil
+	err := c.call(op, func(h kvc.Stateful) (err error) {
+		out, err = statefulLayerStats(h, op, layer)
+		return err
 	})
 	return out, err
 }
