@@ -22,7 +22,7 @@ func isTooSmall(err error) bool {
 func (c *Cache) BatchExtend(ids []uint64, tokens []int32, stream Stream) error {
 	const op = "kvc_batch_extend"
 	if len(ids) != len(tokens) {
-		return invalidArgument(op, "len(ids) and len(tokens) differ")
+		return c.argError(op, "len(ids) and len(tokens) differ")
 	}
 	return c.with(op, func(h kvc.Cache) error {
 		return wrap(op, kvc.Kvc_batch_extend(h, firstUint64(ids), firstInt32(tokens), uint64(len(ids)), uintptr(stream)))
@@ -42,10 +42,11 @@ func (c *Cache) BlockTable(group uint32, ids []uint64, pad int32) (table []int32
 // gives a kernel a fixed stride). It allocates only when dst is too small.
 func (c *Cache) BlockTableInto(dst []int32, group uint32, ids []uint64, minStride int, pad int32) (table []int32, stride int, err error) {
 	const op = "kvc_batch_block_table"
-	if len(ids) == 0 {
-		return dst[:0], minStride, nil
-	}
 	err = c.with(op, func(h kvc.Cache) error {
+		if len(ids) == 0 {
+			table, stride = dst[:0], minStride
+			return nil
+		}
 		stride = minStride
 		if stride < 1 {
 			stride = cap(dst) / len(ids)
@@ -93,15 +94,18 @@ func (c *Cache) BlockTableCSR(group uint32, ids []uint64) (CSRTable, error) {
 // large enough.
 func (c *Cache) BlockTableCSRInto(t *CSRTable, group uint32, ids []uint64) error {
 	const op = "kvc_batch_block_table_csr"
-	n := len(ids)
-	t.Indptr = resizeInt32(t.Indptr, n+1)
-	t.LastPageLen = resizeInt32(t.LastPageLen, n)
-	if n == 0 {
-		t.Indptr[0] = 0
-		t.Indices = t.Indices[:0]
-		return nil
+	if t == nil {
+		return c.argError(op, "t is a nil *kvcache.CSRTable")
 	}
+	n := len(ids)
 	return c.with(op, func(h kvc.Cache) error {
+		t.Indptr = resizeInt32(t.Indptr, n+1)
+		t.LastPageLen = resizeInt32(t.LastPageLen, n)
+		if n == 0 {
+			t.Indptr[0] = 0
+			t.Indices = t.Indices[:0]
+			return nil
+		}
 		indices := t.Indices[:cap(t.Indices)]
 		if len(indices) == 0 {
 			indices = make([]int32, n*initialBlocksPerSequence)
@@ -135,12 +139,12 @@ func (c *Cache) SequenceLengths(ids []uint64) ([]int32, error) {
 func (c *Cache) SequenceLengthsInto(lengths []int32, ids []uint64) error {
 	const op = "kvc_batch_sequence_lengths"
 	if len(lengths) < len(ids) {
-		return invalidArgument(op, "lengths is shorter than ids")
-	}
-	if len(ids) == 0 {
-		return nil
+		return c.argError(op, "lengths is shorter than ids")
 	}
 	return c.with(op, func(h kvc.Cache) error {
+		if len(ids) == 0 {
+			return nil
+		}
 		return wrap(op, kvc.Kvc_batch_sequence_lengths(h, &ids[0], uint64(len(ids)), &lengths[0]))
 	})
 }
@@ -163,7 +167,7 @@ func (c *Cache) SlotMapping(group uint32, ids []uint64) (slots []int64, newToken
 func (c *Cache) SlotMappingInto(slots []int64, newTokens []int32, group uint32, ids []uint64) ([]int64, error) {
 	const op = "kvc_batch_slot_mapping"
 	if newTokens != nil && len(newTokens) < len(ids) {
-		return nil, invalidArgument(op, "newTokens is shorter than ids")
+		return nil, c.argError(op, "newTokens is shorter than ids")
 	}
 	return withCache(c, op, func(h kvc.Cache) ([]int64, error) {
 		buf := slots[:cap(slots)]

@@ -24,6 +24,9 @@ type Cache struct {
 // NewCache validates cfg, sizes and allocates the primary pool and creates
 // a cache. The cache keeps its own copy of cfg.
 func NewCache(cfg *Config) (*Cache, error) {
+	if cfg == nil {
+		return nil, invalidArgument("kvc_cache_create", "cfg is a nil *kvcache.Config")
+	}
 	var h kvc.Cache
 	err := cfg.with("kvc_cache_create", func(ch kvc.Config) error { return kvc.Kvc_cache_create(ch, &h) })
 	if err != nil {
@@ -33,9 +36,13 @@ func NewCache(cfg *Config) (*Cache, error) {
 }
 
 // Close frees the cache and its pools, after the calls in flight on other
-// goroutines return. It is idempotent and always returns nil. Device work
-// the caller enqueued on a stream must be finished first.
+// goroutines return. It is idempotent and returns nil (an ErrInvalidArgument
+// error on a nil *Cache). Device work the caller enqueued on a stream must
+// be finished first.
 func (c *Cache) Close() error {
+	if c == nil {
+		return nilReceiver("kvcache.Cache.Close", "Cache")
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.h != 0 {
@@ -54,9 +61,20 @@ func (c *Cache) with(op string, f func(h kvc.Cache) error) error {
 	return err
 }
 
+// argError is the error of op for a bad argument, unless c is nil or
+// closed: those errors come first, as for every other call.
+func (c *Cache) argError(op, message string) error {
+	return c.with(op, func(kvc.Cache) error { return invalidArgument(op, message) })
+}
+
 // withCache is with for a call that returns a value: the zero T with
-// closedError(op) on a closed cache, else what f returns.
+// closedError(op) on a closed cache (an ErrInvalidArgument error on a nil
+// one), else what f returns.
 func withCache[T any](c *Cache, op string, f func(h kvc.Cache) (T, error)) (T, error) {
+	if c == nil {
+		var zero T
+		return zero, nilReceiver(op, "Cache")
+	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.h == 0 {

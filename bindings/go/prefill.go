@@ -96,6 +96,9 @@ func fillPrefillArgs(op string, s kvc.Kvc_prefill_args_t, a *PrefillArgs, bufs *
 func (c *Cache) PrefillWorkspaceSize(a *PrefillArgs) (bytes uint64, err error) {
 	const op = "kvc_prefill_workspace_size"
 	return withCache(c, op, func(h kvc.Cache) (uint64, error) {
+		if a == nil {
+			return 0, invalidArgument(op, "a is a nil *kvcache.PrefillArgs")
+		}
 		var bufs cBuffers
 		defer bufs.free()
 		s := kvc.NewKvc_prefill_args_t()
@@ -113,6 +116,9 @@ func (c *Cache) PrefillWorkspaceSize(a *PrefillArgs) (bytes uint64, err error) {
 func (c *Cache) PrefillAttention(a *PrefillArgs, stream Stream) error {
 	const op = "kvc_prefill_attention"
 	return c.with(op, func(h kvc.Cache) error {
+		if a == nil {
+			return invalidArgument(op, "a is a nil *kvcache.PrefillArgs")
+		}
 		var bufs cBuffers
 		defer bufs.free()
 		s := kvc.NewKvc_prefill_args_t()
@@ -155,6 +161,9 @@ type HostPrefillArgs struct {
 func (c *Cache) PrefillAttentionHost(a *HostPrefillArgs) error {
 	const op = "kvcache.PrefillAttentionHost"
 	return c.with(op, func(h kvc.Cache) error {
+		if a == nil {
+			return invalidArgument(op, "a is a nil *kvcache.HostPrefillArgs")
+		}
 		if err := requireCPU(h, op); err != nil {
 			return err
 		}

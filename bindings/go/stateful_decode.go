@@ -41,8 +41,12 @@ func (a *StatefulDecodeArgs) toC() kvc.Kvc_stateful_decode_args_t {
 // DecodeWorkspaceSize is the workspace Decode needs for a's layer, heads,
 // dtype and MaxSeqLen (kvc_stateful_decode_workspace_size); 0 on a CPU cache.
 func (c *StatefulCache) DecodeWorkspaceSize(a *StatefulDecodeArgs) (uint64, error) {
+	const op = "kvc_stateful_decode_workspace_size"
+	if a == nil {
+		return 0, c.argError(op, "a is a nil *kvcache.StatefulDecodeArgs")
+	}
 	var bytes uint64
-	err := c.call("kvc_stateful_decode_workspace_size", func(h kvc.Stateful) error {
+	err := c.call(op, func(h kvc.Stateful) error {
 		s := a.toC()
 		defer kvc.DeleteKvc_stateful_decode_args_t(s)
 		return kvc.Kvc_stateful_decode_workspace_size(h, s, &bytes)
@@ -53,7 +57,11 @@ func (c *StatefulCache) DecodeWorkspaceSize(a *StatefulDecodeArgs) (uint64, erro
 // Decode runs decode attention of one layer for every row through the beam
 // table (kvc_stateful_decode), enqueued on stream on CUDA.
 func (c *StatefulCache) Decode(a *StatefulDecodeArgs, stream Stream) error {
-	return c.call("kvc_stateful_decode", func(h kvc.Stateful) error {
+	const op = "kvc_stateful_decode"
+	if a == nil {
+		return c.argError(op, "a is a nil *kvcache.StatefulDecodeArgs")
+	}
+	return c.call(op, func(h kvc.Stateful) error {
 		s := a.toC()
 		defer kvc.DeleteKvc_stateful_decode_args_t(s)
 		return kvc.Kvc_stateful_decode(h, s, uintptr(stream))
@@ -68,7 +76,7 @@ func (c *StatefulCache) DecodeHost(layer, qHeads uint32, qDType DType, query, ou
 		return err
 	}
 	if len(query) != len(out) {
-		return invalidArgument(op, "query and out differ in length")
+		return c.argError(op, "query and out differ in length")
 	}
 	var bufs cBuffers
 	defer bufs.free()
