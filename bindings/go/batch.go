@@ -1,6 +1,8 @@
 package kvcache
 
 import (
+	"errors"
+
 	"kvcache/kvc"
 )
 
@@ -9,12 +11,6 @@ import (
 // (KVC_ERR_BUFFER_TOO_SMALL, which says the size needed) and a retry, so
 // the first guess is generous. The ...Into variants reuse the caller's.
 const initialBlocksPerSequence = 64
-
-// isTooSmall reports whether err is the low-level KVC_ERR_BUFFER_TOO_SMALL.
-func isTooSmall(err error) bool {
-	e, ok := err.(*kvc.Error)
-	return ok && Status(e.Status) == StatusBufferTooSmall
-}
 
 // BatchExtend is one decode step: it appends tokens[i] to sequence ids[i]
 // for every i, all or nothing (kvc_batch_extend). len(ids) must equal
@@ -56,15 +52,14 @@ func (c *Cache) BlockTableInto(dst []int32, group uint32, ids []uint64, minStrid
 				dst = make([]int32, len(ids)*stride)
 			}
 			dst = dst[:len(ids)*stride]
-			var needed uint64
-			err := kvc.Kvc_batch_block_table(h, group, &ids[0], uint64(len(ids)), firstInt32(dst), uint64(stride), pad, &needed)
+			needed, err := blockTable(h, op, group, ids, dst, stride, pad)
 			if err == nil {
 				table, stride = compactRows(dst, len(ids), stride, max(minStride, int(needed))), max(minStride, int(needed))
 				return nil
 			}
-			if !isTooSmall(err) || int(needed) <= stride {
+			if !errors.Is(err, ErrBufferTooSmall) || int(needed) <= stride {
 				table, stride = nil, 0
-				return wrap(op, err)
+				return err
 			}
 			stride = int(needed)
 		}
@@ -111,15 +106,13 @@ func (c *Cache) BlockTableCSRInto(t *CSRTable, group uint32, ids []uint64) error
 			indices = make([]int32, n*initialBlocksPerSequence)
 		}
 		for {
-			var total uint64
-			err := kvc.Kvc_batch_block_table_csr(h, group, &ids[0], uint64(n), &t.Indptr[0],
-				firstInt32(indices), uint64(len(indices)), &t.LastPageLen[0], &total)
+			total, err := blockTableCSR(h, op, group, ids, t.Indptr, indices, t.LastPageLen)
 			if err == nil {
 				t.Indices = indices[:total]
 				return nil
 			}
-			if !isTooSmall(err) || total <= uint64(len(indices)) {
-				return wrap(op, err)
+			if !errors.Is(err, ErrBufferTooSmall) || total <= uint64(len(indices)) {
+				return err
 			}
 			indices = make([]int32, total)
 		}
@@ -145,7 +138,7 @@ func (c *Cache) SequenceLengthsInto(lengths []int32, ids []uint64) error {
 		if len(ids) == 0 {
 			return nil
 		}
-		return wrap(op, kvc.Kvc_batch_sequence_lengths(h, &ids[0], uint64(len(ids)), &lengths[0]))
+		return sequenceLengths(h, op, ids, lengths)
 	})
 }
 
@@ -175,14 +168,12 @@ func (c *Cache) SlotMappingInto(slots []int64, newTokens []int32, group uint32, 
 			buf = make([]int64, len(ids)*initialBlocksPerSequence)
 		}
 		for {
-			var n uint64
-			err := kvc.Kvc_batch_slot_mapping(h, group, firstUint64(ids), uint64(len(ids)),
-				firstInt64(buf), uint64(len(buf)), &n, firstInt32(newTokens))
+			n, err := slotMapping(h, op, group, ids, buf, newTokens)
 			if err == nil {
 				return buf[:n], nil
 			}
-			if !isTooSmall(err) || n <= uint64(len(buf)) {
-				return nil, wrap(op, err)
+			if !errors.Is(err, ErrBufferTooSmall) || n <= uint64(len(buf)) {
+				return nil, err
 			}
 			buf = make([]int64, n)
 		}

@@ -349,13 +349,6 @@ func firstInt32(s []int32) *int32 {
 	return &s[0]
 }
 
-func firstInt64(s []int64) *int64 {
-	if len(s) == 0 {
-		return nil
-	}
-	return &s[0]
-}
-
 func firstUint64(s []uint64) *uint64 {
 	if len(s) == 0 {
 		return nil

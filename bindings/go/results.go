@@ -8,7 +8,11 @@ package kvcache
 // call took one cgo call per member, plus three for the struct's life
 // (bench/results/2026-11-25-go-overhead.md).
 //
-// Handles are passed as addresses (uintptr): no Go pointer reaches C.
+// The table calls (kvc_batch_*) go through helpers here too: their sizes
+// come back by value, so nothing escapes to the heap, and the SWIG layer's
+// status string is not built. Handles are passed as addresses (uintptr);
+// the only Go pointers reaching C are the caller's slices, borrowed for the
+// call as cgo allows.
 
 /*
 #cgo pkg-config: kvcache
@@ -113,6 +117,55 @@ static kvc_stateful_layer_stats_t_result kvcgo_stateful_get_layer_stats(uintptr_
   kvc_stateful_layer_stats_t_result r;
   kvc_stateful_layer_stats_init(&r.v);
   r.status = kvc_stateful_get_layer_stats((const kvc_stateful_t *)cache, layer, &r.v);
+  r.msg = kvcgo_message(r.status);
+  return r;
+}
+
+// The tables (kvc_batch_*): the caller's Go slices are borrowed for the call
+// (cgo's rule); the sizes come back by value, so nothing escapes to the heap.
+typedef struct { size_t needed; kvc_status_t status; char *msg; } kvcgo_table_result;
+
+static kvcgo_table_result kvcgo_batch_block_table(uintptr_t cache, uint32_t group,
+                                                  const uint64_t *ids, size_t count,
+                                                  int32_t *table, size_t max_blocks, int32_t pad) {
+  kvcgo_table_result r;
+  r.needed = 0;
+  r.status = kvc_batch_block_table((const kvc_cache_t *)cache, group, ids, count, table,
+                                   max_blocks, pad, &r.needed);
+  r.msg = kvcgo_message(r.status);
+  return r;
+}
+
+static kvcgo_table_result kvcgo_batch_block_table_csr(uintptr_t cache, uint32_t group,
+                                                      const uint64_t *ids, size_t count,
+                                                      int32_t *indptr, int32_t *indices,
+                                                      size_t indices_capacity,
+                                                      int32_t *last_page_len) {
+  kvcgo_table_result r;
+  r.needed = 0;
+  r.status = kvc_batch_block_table_csr((const kvc_cache_t *)cache, group, ids, count, indptr,
+                                       indices, indices_capacity, last_page_len, &r.needed);
+  r.msg = kvcgo_message(r.status);
+  return r;
+}
+
+static kvcgo_table_result kvcgo_batch_slot_mapping(uintptr_t cache, uint32_t group,
+                                                   const uint64_t *ids, size_t count,
+                                                   int64_t *slots, size_t capacity,
+                                                   int32_t *new_tokens) {
+  kvcgo_table_result r;
+  r.needed = 0;
+  r.status = kvc_batch_slot_mapping((kvc_cache_t *)cache, group, ids, count, slots, capacity,
+                                    &r.needed, new_tokens);
+  r.msg = kvcgo_message(r.status);
+  return r;
+}
+
+static kvcgo_table_result kvcgo_batch_sequence_lengths(uintptr_t cache, const uint64_t *ids,
+                                                       size_t count, int32_t *lengths) {
+  kvcgo_table_result r;
+  r.needed = 0;
+  r.status = kvc_batch_sequence_lengths((const kvc_cache_t *)cache, ids, count, lengths);
   r.msg = kvcgo_message(r.status);
   return r;
 }
@@ -335,4 +388,49 @@ func statefulLayerStats(h kvc.Stateful, op string, layer uint32) (StatefulLayerS
 		LastGrowthLength: uint32(r.v.last_growth_length),
 		MaxLength:        uint32(r.v.max_length),
 	}, nil
+}
+
+// The table calls: ids is not empty; a slice argument may be empty (nil
+// reaches C). needed is what the call reports (the size a retry needs on
+// ErrBufferTooSmall).
+
+func blockTable(h kvc.Cache, op string, group uint32, ids []uint64, table []int32, maxBlocks int, pad int32) (needed uint64, err error) {
+	r := C.kvcgo_batch_block_table(C.uintptr_t(h), C.uint32_t(group), cUint64s(ids), C.size_t(len(ids)),
+		cInt32s(table), C.size_t(maxBlocks), C.int32_t(pad))
+	return uint64(r.needed), resultError(op, r.status, r.msg)
+}
+
+func blockTableCSR(h kvc.Cache, op string, group uint32, ids []uint64, indptr, indices, lastPageLen []int32) (total uint64, err error) {
+	r := C.kvcgo_batch_block_table_csr(C.uintptr_t(h), C.uint32_t(group), cUint64s(ids), C.size_t(len(ids)),
+		cInt32s(indptr), cInt32s(indices), C.size_t(len(indices)), cInt32s(lastPageLen))
+	return uint64(r.needed), resultError(op, r.status, r.msg)
+}
+
+func slotMapping(h kvc.Cache, op string, group uint32, ids []uint64, slots []int64, newTokens []int32) (n uint64, err error) {
+	var s *C.int64_t
+	if len(slots) > 0 {
+		s = (*C.int64_t)(unsafe.Pointer(&slots[0]))
+	}
+	r := C.kvcgo_batch_slot_mapping(C.uintptr_t(h), C.uint32_t(group), cUint64s(ids), C.size_t(len(ids)),
+		s, C.size_t(len(slots)), cInt32s(newTokens))
+	return uint64(r.needed), resultError(op, r.status, r.msg)
+}
+
+func sequenceLengths(h kvc.Cache, op string, ids []uint64, lengths []int32) error {
+	r := C.kvcgo_batch_sequence_lengths(C.uintptr_t(h), cUint64s(ids), C.size_t(len(ids)), cInt32s(lengths))
+	return resultError(op, r.status, r.msg)
+}
+
+func cUint64s(s []uint64) *C.uint64_t {
+	if len(s) == 0 {
+		return nil
+	}
+	return (*C.uint64_t)(unsafe.Pointer(&s[0]))
+}
+
+func cInt32s(s []int32) *C.int32_t {
+	if len(s) == 0 {
+		return nil
+	}
+	return (*C.int32_t)(unsafe.Pointer(&s[0]))
 }
