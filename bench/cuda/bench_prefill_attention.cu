@@ -8,12 +8,16 @@
 // causal mask exactly: 4 * head_dim * q_heads * pairs. With --json FILE
 // writes one JSON object per row for bench/torch_prefill.py, which times
 // PyTorch's SDPA on the same shapes in the same session.
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <string>
 
 #include "bench_common.cuh"
 #include "cuda/prefill_plan.h"
+#ifdef KVC_BENCH_FLASHINFER
+#include "flashinfer/fi_peer.h"
+#endif
 
 namespace {
 
@@ -108,17 +112,71 @@ int main(int argc, char** argv) {
       std::exit(1);
     }
     const double tflops = flops / us / 1e6;
+    // FlashInfer's paged prefill on the same pool and blocks (printed rows).
+    double fi_us = -1, fi_diff = -1;
+#ifdef KVC_BENCH_FLASHINFER
+    if (print) {
+      std::vector<int32_t> kv_indptr(r.batch + 1), last(r.batch);
+      for (uint32_t b = 0; b <= r.batch; ++b) kv_indptr[b] = int32_t(b * stride);
+      for (uint32_t b = 0; b < r.batch; ++b) last[b] = int32_t(r.kv_len - (stride - 1) * T);
+      int32_t *dqo, *dindptr, *dlast;
+      void* fi_out;
+      BENCH_CUDA(cudaMalloc(&dqo, qo.size() * 4));
+      BENCH_CUDA(cudaMalloc(&dindptr, kv_indptr.size() * 4));
+      BENCH_CUDA(cudaMalloc(&dlast, last.size() * 4));
+      BENCH_CUDA(cudaMalloc(&fi_out, size_t(r.batch) * r.q_len * Hq * D * 2));
+      BENCH_CUDA(cudaMemcpy(dqo, qo.data(), qo.size() * 4, cudaMemcpyHostToDevice));
+      BENCH_CUDA(cudaMemcpy(dindptr, kv_indptr.data(), kv_indptr.size() * 4, cudaMemcpyHostToDevice));
+      BENCH_CUDA(cudaMemcpy(dlast, last.data(), last.size() * 4, cudaMemcpyHostToDevice));
+      kvc_layer_view_t view = KVC_LAYER_VIEW_INIT;
+      BENCH_KVC(kvc_cache_layer_view(cache, 0, &view));
+      fi_peer::PagedKv kv{view.base, static_cast<char*>(view.base) + view.kv_stride,
+                          int64_t(view.block_stride / 2), int64_t(view.token_stride / 2),
+                          int64_t(view.head_stride / 2), Hkv, T, D, false};
+      fi_peer::PageTable t{static_cast<const int32_t*>(dtable), dindptr, dlast, kv_indptr.data(), r.batch};
+      fi_peer::Prefill* pf = fi_peer::prefill_plan(kv, Hq, qo.data(), t, stream);
+      if (pf != nullptr) {
+        bool ok = true;
+        fi_us = time_us(stream, reps, 9, [&] { ok = ok && fi_peer::prefill_run(pf, query, fi_out, dqo, t, stream); });
+        if (!ok) fi_us = -1;
+        BENCH_KVC(kvc_prefill_attention(cache, &a, stream));
+        BENCH_CUDA(cudaStreamSynchronize(stream));
+        const size_t n = size_t(r.batch) * r.q_len * Hq * D;
+        std::vector<unsigned short> x(n), y(n);
+        BENCH_CUDA(cudaMemcpy(x.data(), out, n * 2, cudaMemcpyDeviceToHost));
+        BENCH_CUDA(cudaMemcpy(y.data(), fi_out, n * 2, cudaMemcpyDeviceToHost));
+        fi_diff = 0;
+        for (size_t i = 0; i < n; ++i) {
+          uint32_t ux = uint32_t(x[i]) << 16, uy = uint32_t(y[i]) << 16;
+          float fx, fy;
+          std::memcpy(&fx, &ux, 4);
+          std::memcpy(&fy, &uy, 4);
+          const double d = std::fabs(double(fx) - double(fy));
+          fi_diff = d == d ? std::max(fi_diff, d) : 1e30;
+        }
+        fi_peer::prefill_destroy(pf);
+      } else {
+        std::fprintf(stderr, "flashinfer prefill plan: %s\n", fi_peer::last_error());
+      }
+      BENCH_CUDA(cudaFree(dqo));
+      BENCH_CUDA(cudaFree(dindptr));
+      BENCH_CUDA(cudaFree(dlast));
+      BENCH_CUDA(cudaFree(fi_out));
+    }
+#endif
     BENCH_CUDA(cudaFree(dtable));
     if (ws) BENCH_CUDA(cudaFree(ws));
     if (!print) return tflops;
-    std::printf("%-11s %5u %6u %7u %10.1f %9.1f %7.1f\n", r.kind, r.batch, r.q_len, r.kv_len, us,
+    std::printf("%-11s %5u %6u %7u %10.1f %9.1f %7.1f", r.kind, r.batch, r.q_len, r.kv_len, us,
                 tflops, double(ws_bytes) / 1e6);
+    if (fi_us > 0) std::printf("  flashinfer %10.1f us (diff %.2g)", fi_us, fi_diff);
+    std::printf("\n");
     std::fflush(stdout);
     if (json)
       std::fprintf(json,
                    "{\"bench\":\"prefill\",\"case\":\"%s\",\"batch\":%u,\"q_len\":%u,\"kv_len\":%u,"
-                   "\"us\":%.3f,\"flops\":%.0f}\n",
-                   r.kind, r.batch, r.q_len, r.kv_len, us, flops);
+                   "\"us\":%.3f,\"flops\":%.0f,\"fi_us\":%.3f,\"fi_diff\":%.4g}\n",
+                   r.kind, r.batch, r.q_len, r.kv_len, us, flops, fi_us, fi_diff);
     return tflops;
   };
   for (const Row& r : rows) run_row(r, 0, true);

@@ -333,6 +333,19 @@ func (c *Config) EventBufferSize() (n uint32, err error) {
 	return n, err
 }
 
+// SetEventHashSeed sets the seed of the portable block hashes of events
+// and of BlockHashes (default 0). Engines and routers sharing an index use
+// equal seeds.
+func (c *Config) SetEventHashSeed(seed uint64) error {
+	return c.with("kvc_config_set_event_hash_seed", func(h kvc.Config) error { return kvc.Kvc_config_set_event_hash_seed(h, seed) })
+}
+
+// EventHashSeed is the seed of the portable block hashes.
+func (c *Config) EventHashSeed() (seed uint64, err error) {
+	err = c.with("kvc_config_get_event_hash_seed", func(h kvc.Config) error { return kvc.Kvc_config_get_event_hash_seed(h, &seed) })
+	return seed, err
+}
+
 // Pointers to the first element of a slice, or nil for an empty one: how
 // the low-level layer takes C arrays.
 func firstUint32(s []uint32) *uint32 {

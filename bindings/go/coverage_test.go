@@ -145,6 +145,18 @@ func TestEveryStructMemberUsed(t *testing.T) {
 			idiomatic.WriteString(readHere(t, f))
 		}
 	}
+	iface := readHere(t, "kvcache.i")
+	// Arrays the library writes into C memory, copied to Go by one call.
+	arrayReaders := map[string]string{
+		"Kvc_event_t":          "kvcgo_events_read",
+		"Kvc_snapshot_entry_t": "kvcgo_snapshot_read",
+	}
+	for _, reader := range arrayReaders {
+		goName := "Kvcgo_" + strings.TrimPrefix(reader, "kvcgo_")
+		if !strings.Contains(idiomatic.String(), "kvc."+goName+"(") {
+			t.Errorf("%s (kvcache.i) is not called by package kvcache", reader)
+		}
+	}
 	members := regexp.MustCompile(`func \(arg1 Swigcptr(Kvc_\w+)\) Get(\w+)\(\)`).FindAllStringSubmatch(generated, -1)
 	if len(members) == 0 {
 		t.Fatal("no struct member in kvc/kvc.go")
@@ -157,6 +169,17 @@ func TestEveryStructMemberUsed(t *testing.T) {
 		if structName == "Kvc_extra_key_t" || structName == "Kvc_retention_range_t" {
 			// An array element: written whole by kvcgo_extra_key_set
 			// (kvcache.i), checked below.
+			continue
+		}
+		if reader, ok := arrayReaders[structName]; ok {
+			// An array element read whole by a kvcache.i helper: it must
+			// copy this member (e->member), and package kvcache must call it.
+			body := regexp.MustCompile(`(?s)static void ` + reader + `\(.*?\n}`).FindString(iface)
+			if body == "" {
+				t.Errorf("kvcache.i has no helper %s", reader)
+			} else if !strings.Contains(body, "e->"+strings.ToLower(member)+";") {
+				t.Errorf("%s member %s is not copied by %s (kvcache.i)", structName, strings.ToLower(member), reader)
+			}
 			continue
 		}
 		// results.go reads a struct returned by a C helper as r.v.member.

@@ -232,6 +232,7 @@ KVCGO_HANDLE(kvc_stateful_t, Stateful)
 %include "kvcache/stats.h"
 %include "kvcache/kernels.h"
 %include "kvcache/stateful.h"
+%include "kvcache/events.h"
 
 /* C memory for the pointer fields of the transparent structs (salt bytes,
  * extra keys, host buffers on a CPU cache): Go memory may not be stored in
@@ -303,4 +304,46 @@ static void kvcgo_retention_range_set(uintptr_t ranges, size_t index, uint64_t s
 }
 /* sizeof(kvc_retention_range_t). */
 static size_t kvcgo_retention_range_size(void) { return sizeof(kvc_retention_range_t); }
+/* sizeof(kvc_event_t) and sizeof(kvc_snapshot_entry_t): the drain and the
+ * snapshot write arrays of them into C memory (kvcgo_buffer_new). */
+static size_t kvcgo_event_size(void) { return sizeof(kvc_event_t); }
+static size_t kvcgo_snapshot_entry_size(void) { return sizeof(kvc_snapshot_entry_t); }
+/* Copies `n` events of the kvc_event_t array at C address `events` into Go
+ * memory `dst` in one call, 12 words per event, every member but reserved
+ * (TestEveryStructMemberUsed checks): id, kind, tier, hash, parent_hash,
+ * groups, lora_id, has_lora, priority, num_tokens, token_offset,
+ * lost_count. */
+static void kvcgo_events_read(uint64_t *dst, uintptr_t events, size_t n) {
+  const kvc_event_t *e = (const kvc_event_t *)events;
+  for (size_t i = 0; i < n; ++i, ++e, dst += 12) {
+    dst[0] = e->id;
+    dst[1] = e->kind;
+    dst[2] = e->tier;
+    dst[3] = e->hash;
+    dst[4] = e->parent_hash;
+    dst[5] = e->groups;
+    dst[6] = e->lora_id;
+    dst[7] = e->has_lora;
+    dst[8] = e->priority;
+    dst[9] = e->num_tokens;
+    dst[10] = e->token_offset;
+    dst[11] = e->lost_count;
+  }
+}
+/* The same for `n` kvc_snapshot_entry_t at C address `entries`, 8 words
+ * each: hash, parent_hash, groups, lora_id, has_lora, tier, priority,
+ * num_tokens. */
+static void kvcgo_snapshot_read(uint64_t *dst, uintptr_t entries, size_t n) {
+  const kvc_snapshot_entry_t *e = (const kvc_snapshot_entry_t *)entries;
+  for (size_t i = 0; i < n; ++i, ++e, dst += 8) {
+    dst[0] = e->hash;
+    dst[1] = e->parent_hash;
+    dst[2] = e->groups;
+    dst[3] = e->lora_id;
+    dst[4] = e->has_lora;
+    dst[5] = e->tier;
+    dst[6] = e->priority;
+    dst[7] = e->num_tokens;
+  }
+}
 %}

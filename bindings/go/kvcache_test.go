@@ -161,11 +161,11 @@ func TestConfigRoundTrip(t *testing.T) {
 	must(t, cfg.SetBlockReuse(false))
 	must(t, cfg.SetPartialReuse(false))
 	must(t, cfg.SetCopyOnPartialReuse(false))
-	// Events are not implemented yet: only 0 is accepted.
-	if err := cfg.SetEventBufferSize(1024); !errors.Is(err, kvcache.ErrUnsupported) {
-		t.Errorf("SetEventBufferSize(1024) = %v, want ErrUnsupported", err)
+	if err := cfg.SetEventBufferSize(1<<24 + 1); !errors.Is(err, kvcache.ErrInvalidArgument) {
+		t.Errorf("SetEventBufferSize(2^24+1) = %v, want ErrInvalidArgument", err)
 	}
-	must(t, cfg.SetEventBufferSize(0))
+	must(t, cfg.SetEventBufferSize(1024))
+	must(t, cfg.SetEventHashSeed(0xfeedface12345678))
 	must(t, cfg.Validate())
 
 	clone, err := cfg.Clone()
@@ -185,6 +185,7 @@ func TestConfigRoundTrip(t *testing.T) {
 		get(clone.PrimaryBytes()), get(clone.MaxTokens()), get(clone.FreeGPUMemoryFraction()),
 		get(clone.HostCacheBytes()), get(clone.SecondaryOffloadMinPriority()), get(clone.BlockReuse()),
 		get(clone.PartialReuse()), get(clone.CopyOnPartialReuse()), get(clone.EventBufferSize()),
+		get(clone.EventHashSeed()),
 	}
 	want := []interface{}{
 		uint32(4), uint32(8), uint32(4), uint32(128),
@@ -192,7 +193,8 @@ func TestConfigRoundTrip(t *testing.T) {
 		uint32(0), uint32(256), kvcache.DeviceCPU, int32(0),
 		uint64(1 << 40), uint64(1 << 33), 0.5,
 		uint64(1 << 35), uint32(60), false,
-		false, false, uint32(0),
+		false, false, uint32(1024),
+		uint64(0xfeedface12345678),
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("clone getters\n got %v\nwant %v", got, want)

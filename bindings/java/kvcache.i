@@ -147,6 +147,8 @@ KVC_ADDRESS(kvc_cache_t *, const kvc_cache_t *, kvc_cache_t **)
 KVC_ADDRESS(kvc_stateful_t *, const kvc_stateful_t *, kvc_stateful_t **)
 KVC_ADDRESS(kvc_extra_key_t *, const kvc_extra_key_t *)
 KVC_ADDRESS(kvc_retention_range_t *, const kvc_retention_range_t *)
+KVC_ADDRESS(kvc_event_t *, const kvc_event_t *)
+KVC_ADDRESS(kvc_snapshot_entry_t *, const kvc_snapshot_entry_t *)
 
 /* ---------------------------------------------------------------------- */
 /* Helpers of the binding itself (not part of the C API).                  */
@@ -215,6 +217,49 @@ static int64_t kvcj_retention_range_layout(int32_t what) {
     case 3: return (int64_t)offsetof(kvc_retention_range_t, priority);
     case 4: return (int64_t)offsetof(kvc_retention_range_t, reserved);
     case 5: return (int64_t)offsetof(kvc_retention_range_t, duration_ms);
+    default: return -1;
+  }
+}
+
+/* Layout of kvc_event_t, read by Java from the arrays a drain writes:
+ * 0 size, then the offset of every member (java.api_coverage checks that
+ * each one is here): 1 id, 2 kind, 3 tier, 4 hash, 5 parent_hash,
+ * 6 groups, 7 lora_id, 8 has_lora, 9 priority, 10 num_tokens, 11 reserved,
+ * 12 token_offset, 13 lost_count. */
+static int64_t kvcj_event_layout(int32_t what) {
+  switch (what) {
+    case 0: return (int64_t)sizeof(kvc_event_t);
+    case 1: return (int64_t)offsetof(kvc_event_t, id);
+    case 2: return (int64_t)offsetof(kvc_event_t, kind);
+    case 3: return (int64_t)offsetof(kvc_event_t, tier);
+    case 4: return (int64_t)offsetof(kvc_event_t, hash);
+    case 5: return (int64_t)offsetof(kvc_event_t, parent_hash);
+    case 6: return (int64_t)offsetof(kvc_event_t, groups);
+    case 7: return (int64_t)offsetof(kvc_event_t, lora_id);
+    case 8: return (int64_t)offsetof(kvc_event_t, has_lora);
+    case 9: return (int64_t)offsetof(kvc_event_t, priority);
+    case 10: return (int64_t)offsetof(kvc_event_t, num_tokens);
+    case 11: return (int64_t)offsetof(kvc_event_t, reserved);
+    case 12: return (int64_t)offsetof(kvc_event_t, token_offset);
+    case 13: return (int64_t)offsetof(kvc_event_t, lost_count);
+    default: return -1;
+  }
+}
+
+/* Layout of kvc_snapshot_entry_t, read by Java from snapshot arrays:
+ * 0 size, 1 hash, 2 parent_hash, 3 groups, 4 lora_id, 5 has_lora, 6 tier,
+ * 7 priority, 8 num_tokens. */
+static int64_t kvcj_snapshot_entry_layout(int32_t what) {
+  switch (what) {
+    case 0: return (int64_t)sizeof(kvc_snapshot_entry_t);
+    case 1: return (int64_t)offsetof(kvc_snapshot_entry_t, hash);
+    case 2: return (int64_t)offsetof(kvc_snapshot_entry_t, parent_hash);
+    case 3: return (int64_t)offsetof(kvc_snapshot_entry_t, groups);
+    case 4: return (int64_t)offsetof(kvc_snapshot_entry_t, lora_id);
+    case 5: return (int64_t)offsetof(kvc_snapshot_entry_t, has_lora);
+    case 6: return (int64_t)offsetof(kvc_snapshot_entry_t, tier);
+    case 7: return (int64_t)offsetof(kvc_snapshot_entry_t, priority);
+    case 8: return (int64_t)offsetof(kvc_snapshot_entry_t, num_tokens);
     default: return -1;
   }
 }

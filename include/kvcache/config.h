@@ -314,18 +314,32 @@ KVC_API kvc_status_t kvc_config_get_copy_on_partial_reuse(
     const kvc_config_t *config, bool *out);
 
 /**
- * @brief Capacity of the event ring, in events; 0 (default) turns events off.
- *
- * Events are not implemented yet: any value but 0 is refused with
- * KVC_ERR_UNSUPPORTED (rather than accepted and ignored).
- * @return KVC_OK (0), KVC_ERR_UNSUPPORTED (any other value).
- * @since 0.1.0
+ * @brief Capacity of the event ring, in events; 0 (default) turns events off
+ *        (no cost). See events.h: when more events are pending than this,
+ *        the oldest are dropped and the next drain reports them as lost.
+ *        A cache with events on needs at most 64 layer groups.
+ * @return KVC_OK, KVC_ERR_INVALID_ARGUMENT (more than 2^20 events).
+ * @since 0.1.0 (events work since 0.3.0; before, any value but 0 was
+ *        refused with KVC_ERR_UNSUPPORTED)
  */
 KVC_API kvc_status_t kvc_config_set_event_buffer_size(kvc_config_t *config,
                                                       uint32_t events);
 /** @brief Capacity of the event ring. @since 0.1.0 */
 KVC_API kvc_status_t kvc_config_get_event_buffer_size(
     const kvc_config_t *config, uint32_t *out);
+
+/**
+ * @brief Seed of the portable block hashes of events and of
+ *        kvc_block_hashes() (events.h); default 0. Engines and routers that
+ *        share an index use equal seeds; a deployment may pick its own so
+ *        that hashes do not match another's.
+ * @return KVC_OK. @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_config_set_event_hash_seed(kvc_config_t *config,
+                                                    uint64_t seed);
+/** @brief Seed of the portable block hashes. @since 0.3.0 */
+KVC_API kvc_status_t kvc_config_get_event_hash_seed(
+    const kvc_config_t *config, uint64_t *out);
 
 /* ===================================================================== */
 /* Retention clock                                                       */

@@ -30,5 +30,6 @@
 #include "kvcache/stats.h"
 #include "kvcache/kernels.h"
 #include "kvcache/stateful.h"
+#include "kvcache/events.h"
 
 #endif /* KVCACHE_KVCACHE_H */

@@ -188,6 +188,17 @@ void Cache::check_invariants() const {
   manager_->check_invariants();
 }
 
+void Cache::drain_events(kvc_event_t* out, size_t capacity, int32_t* tokens,
+                         size_t token_capacity, kvc_event_drain_t& result) {
+  Lock lock(mutex_);
+  manager_->drain_events(out, capacity, tokens, token_capacity, result);
+}
+
+void Cache::snapshot(std::vector<kvc_snapshot_entry_t>& out, uint64_t* event_id) const {
+  Lock lock(mutex_);
+  manager_->snapshot(out, event_id);
+}
+
 CacheStats Cache::stats() const {
   Lock lock(mutex_);
   return manager_->stats();

@@ -87,6 +87,11 @@ class Cache {
   void check_invariants() const;
   CacheStats stats() const;
   GroupSummary group_stats(uint32_t group) const;
+  // Events (events.h): KVC_ERR_UNSUPPORTED with events off.
+  void drain_events(kvc_event_t* out, size_t capacity, int32_t* tokens, size_t token_capacity,
+                    kvc_event_drain_t& result);
+  // The snapshot into `out` (the facade's copy, taken under the lock).
+  void snapshot(std::vector<kvc_snapshot_entry_t>& out, uint64_t* event_id) const;
   // The batch tables (batch_tables.h).
   TableSize block_table(uint32_t group, const uint64_t* ids, size_t count, int32_t* table,
                         size_t max_blocks, int32_t pad) const;

@@ -83,9 +83,10 @@ void CacheConfig::check_device(kvc_device_kind_t kind, int32_t ordinal) {
 }
 
 void CacheConfig::check_event_buffer_size(uint32_t v) {
-  if (v != 0)
-    fail(KVC_ERR_UNSUPPORTED, "event_buffer_size must be 0, got " + std::to_string(v) +
-                                  ": KV events are not implemented in this version");
+  // The ring keeps tokens_per_block token ids per event.
+  if (v > kMaxEventBufferSize)
+    invalid_argument("event_buffer_size must be at most " + std::to_string(kMaxEventBufferSize) +
+                     " events, got " + std::to_string(v));
 }
 
 void CacheConfig::check_fraction(double v) {

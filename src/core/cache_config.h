@@ -33,7 +33,8 @@ struct CacheConfig {
   bool block_reuse = true;
   bool partial_reuse = true;
   bool copy_on_partial_reuse = true;
-  uint32_t event_buffer_size = 0;
+  uint32_t event_buffer_size = 0;  // 0: events off
+  uint64_t event_hash_seed = 0;    // portable block hashes (events.h)
 
   // Retention durations run on a manual clock that only
   // kvc_cache_advance_clock() moves (tests), instead of the monotonic clock.
@@ -53,6 +54,7 @@ struct CacheConfig {
   static void check_fraction(double v);
   static void check_priority(uint32_t v, const char* what);
   // Events are not implemented yet: 0 only (KVC_ERR_UNSUPPORTED otherwise).
+  static constexpr uint32_t kMaxEventBufferSize = 1u << 20;
   static void check_event_buffer_size(uint32_t v);
 
   // Whole-config checks, except the memory budget against the pools, which

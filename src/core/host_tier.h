@@ -1,8 +1,6 @@
-// The secondary (host) tier's state in the cache manager (TensorRT-LLM's
-// secondary memory): host pools mirroring the primary pools, their
-// prioritized LRU, per-node counts of offloaded children, the counters, and
-// the scratch a call plans its moves in. The operations are BlockManager
-// members, in host_tier.cpp.
+// The secondary (host) tier (TensorRT-LLM's secondary memory), the first
+// Tier (tier.h): host pools mirroring the primary pools, their prioritized
+// LRU, the moves of nodes each way, and the plan a call makes of them.
 //
 // A tree node lives in one tier with all its blocks (one per group):
 //  - primary: its blocks are in the primary pools (GPU memory on CUDA);
@@ -27,70 +25,104 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "backend/device.h"
 #include "core/block_pool.h"
+#include "core/cache_stats.h"
+#include "core/eviction.h"
 #include "core/eviction_policy.h"
+#include "core/group_layout.h"
+#include "core/layer_groups.h"
+#include "core/pool_memory.h"
+#include "core/prefix_index.h"
+#include "core/residency.h"
+#include "core/tier.h"
 #include "core/tier_copy_batch.h"
 
 namespace kvc {
 
-constexpr uint8_t kPrimaryTier = 0;
-constexpr uint8_t kHostTier = 1;
+constexpr uint8_t kHostTier = 1;  // TreeNode::tier of a host node
 
-struct HostTierCounters {
-  uint64_t offloaded_blocks = 0;  // block positions copied primary -> host
-  uint64_t onboarded_blocks = 0;  // block positions copied host -> primary
-  uint64_t offloaded_bytes = 0;
-  uint64_t onboarded_bytes = 0;
-};
+class HostTier final : public Tier {
+ public:
+  // `host_memory`: the host pools, one per primary pool (same groups).
+  HostTier(const GroupLayout& layout, const LayerGrouping& grouping, PrefixIndex& index,
+           Residency& residency, Eviction& eviction, CacheCounters& counters, Device& device,
+           const std::vector<std::unique_ptr<PoolMemory>>& memory,
+           const std::vector<std::unique_ptr<PoolMemory>>& host_memory, uint32_t min_priority);
 
-struct HostTier {
-  HostTier(const std::vector<uint64_t>& pool_blocks, uint32_t id_bound, uint32_t min_priority);
+  const BlockPool& pool(size_t p) const { return pools_[p]; }
+  const EvictionPolicy& policy() const { return policy_; }
 
-  bool enabled() const { return !pools.empty(); }
+  // Tier.
+  bool enabled() const override { return true; }
+  void add_stats(CacheStats& s) const override;
+  uint64_t count_held(const std::vector<uint32_t>& nodes, uint32_t partial) const override;
+  void prepare(const Reservation& r, void* stream) override;
+  void adopt(uint32_t node, const uint32_t* blocks) override;
+  void drop_children(uint32_t node) override;
+  void evict_all() override;
+  void revert_priority(uint32_t node) override;
+  void check() const override;  // host_tier_check.cpp
 
-  std::vector<BlockPool> pools;  // one per primary pool (same groups); empty: no tier
-  EvictionPolicy policy;         // host nodes without children (sized 0 without a tier)
-  // Per tree node: children living in the host tier. A primary node is a
-  // leaf for primary eviction when all its children are counted here.
-  std::vector<uint32_t> host_children;
-  uint32_t min_priority;
-  HostTierCounters counters;
+ private:
+  bool in_host(uint32_t node) const { return tree_.node(node).tier == kHostTier; }
+  // prepare's plan (host_tier_plan.cpp): the victims that free r.sets block
+  // sets, each anchor victim's fate, the host nodes that make room.
+  void plan_victims(const Reservation& r);
+  void offload_node(uint32_t node, const uint32_t* host_blocks);
+  void onboard_node(uint32_t node, const uint32_t* blocks);
+  // Evicts a host node (and its host subtree) from the tree.
+  void evict_node(uint32_t node);
+  void release_blocks(const uint32_t* blocks);
+  uint64_t set_bytes() const;
 
-  // Scratch of one call's plan (capacity kept between calls).
+  const GroupLayout& layout_;
+  const LayerGrouping& grouping_;
+  PrefixIndex& index_;
+  const RadixTree& tree_;  // index_'s, read
+  Residency& residency_;
+  Eviction& eviction_;
+  CacheCounters& cache_counters_;
+  Device& device_;
+  const std::vector<std::unique_ptr<PoolMemory>>& memory_;
+  const std::vector<std::unique_ptr<PoolMemory>>& host_memory_;
+  std::vector<BlockPool> pools_;  // one per primary pool (same groups)
+  EvictionPolicy policy_;         // host nodes without children
+  uint32_t min_priority_;
+  HostTierCounters counters_;
+
+  // The plan of one call (capacity kept between calls).
   struct Victim {
     uint32_t node;
     bool offload;  // else dropped
   };
-  std::vector<Victim> victims;        // primary (anchor) victims, in eviction order
+  std::vector<Victim> victims_;        // primary (anchor) victims, in eviction order
   struct SlotVictim {
     uint32_t node;
     uint32_t group;  // a windowed group
   };
-  std::vector<SlotVictim> slot_victims; // cached windowed slots evicted on their own
-  std::vector<uint32_t> host_victims; // host nodes evicted to make room, in order
-  std::vector<uint32_t> onboards;     // held host nodes, root-down
-  std::vector<uint32_t> dest;         // destination blocks, num_groups per moved node
-  // Which queue a simulated change touched: the primary anchor queue, the
-  // host queue, or windowed group k's queue (kWindowQueue + k).
-  static constexpr uint32_t kPrimaryQueue = 0, kHostQueue = 1, kWindowQueue = 2;
-  struct Undo {
+  std::vector<SlotVictim> slot_victims_; // cached windowed slots evicted on their own
+  std::vector<uint32_t> host_victims_;   // host nodes evicted to make room, in order
+  std::vector<uint32_t> onboards_;       // held host nodes, root-down
+  std::vector<uint32_t> dest_;           // destination blocks, num_groups per moved node
+  struct Undo {                          // host queue changes while planning
     uint32_t node;
-    uint32_t queue;
-    bool inserted;      // else removed
-    uint32_t priority;  // the entry's, to put it back as it was
+    bool inserted;  // else removed
+    uint32_t priority;
     uint64_t age;
   };
-  std::vector<Undo> undo;             // simulated queue changes, undone in reverse
-  std::vector<int64_t> short_blocks;  // per pool: primary blocks the plan must still free
-  std::vector<int64_t> host_room;     // per pool: host blocks free for offloads
-  std::vector<int64_t> freed;         // per pool: blocks of the victim being planned
-  std::vector<uint8_t> excluded;      // per node: held by the call, never a victim
-  std::vector<uint32_t> gone_primary; // per node: primary children chosen as victims
-  std::vector<uint32_t> gone_host;    // per node: host children chosen as host victims
-  std::vector<uint32_t> touched;      // nodes whose scratch entries are set
-  TierCopyBatch batch;
+  std::vector<Undo> undo_;
+  std::vector<int64_t> short_blocks_;  // per pool: primary blocks the plan must still free
+  std::vector<int64_t> host_room_;     // per pool: host blocks free for offloads
+  std::vector<int64_t> freed_;         // per pool: blocks of the victim being planned
+  std::vector<uint8_t> excluded_;      // per node: held by the call, never a victim
+  std::vector<uint32_t> gone_primary_; // per node: primary children chosen as victims
+  std::vector<uint32_t> gone_host_;    // per node: host children chosen as host victims
+  std::vector<uint32_t> touched_;      // nodes whose scratch entries are set
+  TierCopyBatch batch_;
 };
 
 }  // namespace kvc

@@ -10,6 +10,7 @@
 
 #include "core/block_hash.h"
 #include "core/block_hash_inline.h"
+#include "core/key_builder.h"
 
 namespace kvc {
 
@@ -128,9 +129,26 @@ uint32_t RadixTree::find(uint32_t parent, uint32_t scope, const int32_t* tokens,
   }
 }
 
+uint32_t RadixTree::find(const BlockKey& key) const {
+  return find(key.parent, key.scope, key.tokens, key.num_tokens, *key.extra, key.hash);
+}
+
+uint32_t RadixTree::insert(const BlockKey& key, const uint32_t* blocks) {
+  return insert(key.parent, key.scope, key.tokens, key.num_tokens, std::string(*key.extra),
+                key.hash, blocks);
+}
+
 void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, uint32_t scope,
                                   uint64_t scope_digest, const int32_t* tokens,
                                   uint64_t num_blocks, std::vector<uint32_t>& out) const {
+  match_full_blocks(parent, parent_hash, KeyBuilder(scope, scope_digest, tokens_per_block_),
+                    tokens, num_blocks, out);
+}
+
+void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, const KeyBuilder& keys,
+                                  const int32_t* tokens, uint64_t num_blocks,
+                                  std::vector<uint32_t>& out) const {
+  const uint32_t scope = keys.scope();
   // Two ways to find each block's node, the full key deciding either way
   // (parent, scope, tokens, no extra keys: keys are unique, so both give
   // the same node):
@@ -212,7 +230,7 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, uint32_
   // (false), the last block, or a chunk that ends on consecutive ids (back
   // to guessing; the next chunk, already hashed, is dropped).
   auto hashed_run = [&](auto sixteen, uint64_t prev_hash) {
-    BlockChain chain(prev_hash, scope_digest, T);
+    BlockChain chain = keys.chain(prev_hash);
     auto chunk_size = [&](uint64_t base) {
       return base < num_blocks ? uint32_t(std::min<uint64_t>(kChunk, num_blocks - base)) : 0;
     };

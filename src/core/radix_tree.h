@@ -37,6 +37,9 @@
 
 namespace kvc {
 
+struct BlockKey;   // key_builder.h
+class KeyBuilder;  // key_builder.h
+
 // A node's encoded extra keys: empty for almost every node, so it takes one
 // pointer in the node and a heap string only when there are some.
 class NodeExtra {
@@ -58,6 +61,10 @@ class NodeExtra {
   std::unique_ptr<std::string> bytes_;
 };
 
+// TreeNode::tier of a node whose blocks are in the primary pools; other
+// tiers name theirs (tier.h).
+constexpr uint8_t kPrimaryTier = 0;
+
 // What a node holds besides its lookup record: read by eviction, retention
 // and checks, never by a lookup. One cache line.
 struct alignas(64) TreeNode {
@@ -69,7 +76,7 @@ struct alignas(64) TreeNode {
   uint32_t first_tag = 0;   // its key in the first-token table
   uint8_t priority = 35;    // set by the last owner to release it
   bool live = false;
-  uint8_t tier = 0;         // where its blocks are: kPrimaryTier or kHostTier (host_tier.h)
+  uint8_t tier = 0;         // where its blocks are: kPrimaryTier or another tier's id
   uint64_t age = 0;         // moment the last owner released it
   // Retention: when the node was published (ms on the retention clock) and
   // how long after that its priority stays before reverting to 35
@@ -92,6 +99,7 @@ class RadixTree {
             bool track_children = false);
 
   // The node with exactly this key, or kNoNode.
+  uint32_t find(const BlockKey& key) const;
   uint32_t find(uint32_t parent, uint32_t scope, const int32_t* tokens, uint32_t num_tokens,
                 const std::string& extra, uint64_t hash) const;
 
@@ -102,7 +110,11 @@ class RadixTree {
   // the node after the previous block's first (a chain published in one go
   // has consecutive ids), else hashes and probes as find() does, with the
   // hashes, table slots and nodes of the blocks ahead fetched early; the
-  // full key decides either way.
+  // full key decides either way. `keys` builds the hashes (key_builder.h).
+  void match_full_blocks(uint32_t parent, uint64_t parent_hash, const KeyBuilder& keys,
+                         const int32_t* tokens, uint64_t num_blocks,
+                         std::vector<uint32_t>& out) const;
+  // The same with the keys of (scope, scope_digest).
   void match_full_blocks(uint32_t parent, uint64_t parent_hash, uint32_t scope,
                          uint64_t scope_digest, const int32_t* tokens, uint64_t num_blocks,
                          std::vector<uint32_t>& out) const;
@@ -114,6 +126,7 @@ class RadixTree {
                                   F&& f) const;
 
   // Links a new node; the key must not be present and a node must be free.
+  uint32_t insert(const BlockKey& key, const uint32_t* blocks);
   uint32_t insert(uint32_t parent, uint32_t scope, const int32_t* tokens, uint32_t num_tokens,
                   std::string&& extra, uint64_t hash, const uint32_t* blocks);
   // Unlinks a leaf and frees its slot.

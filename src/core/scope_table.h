@@ -23,6 +23,7 @@ class ScopeTable {
   void unref(uint32_t id, uint32_t n = 1);
 
   uint64_t digest(uint32_t id) const { return entries_[id].digest; }
+  const std::string& bytes(uint32_t id) const { return entries_[id].bytes; }
   uint32_t refs(uint32_t id) const { return entries_[id].refs; }
   bool live(uint32_t id) const { return id < entries_.size() && entries_[id].refs > 0; }
   size_t size() const { return index_.size(); }

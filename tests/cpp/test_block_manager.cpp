@@ -387,7 +387,7 @@ TEST_F(EvictionTest, ResetReuseRefusedWhileInUse) {
 }
 
 // An add that evicts many blocks takes its victims out of the tree in one
-// pass (BlockManager::append_new_sets): the same victims, in the same
+// pass (Eviction::alloc_sets_ahead): the same victims, in the same
 // order, with the same blocks for the sequence and the same counts as
 // decode steps evicting one victim per block (alloc_block).
 TEST(EvictionBatch, ManyEvictionsInOneAddMatchOneAtATime) {

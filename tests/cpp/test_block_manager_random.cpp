@@ -2,7 +2,9 @@
 // operation the invariant checker runs; after every failed operation the
 // whole state (every block's ref count and tree node, the counts, every
 // sequence) must equal the state before it; a probe must predict the next
-// add exactly and change nothing.
+// add exactly and change nothing. With events on, a router's index fed only
+// by the drained events must equal the snapshot after every operation, and
+// a failed operation emits nothing.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 
 #include "core/cache.h"
 #include "base/error.h"
+#include "event_shadow.h"
 
 namespace kvc {
 namespace {
@@ -77,6 +80,10 @@ class RandomOps {
       step();
       m().check_invariants();
       max_expiries = std::max<uint64_t>(max_expiries, m().expiries().size());
+      if (m().events() != nullptr) {
+        ASSERT_EQ(shadow.drain(m(), 1 + pick(9)), "") << "after operation " << i;
+        ASSERT_EQ(shadow.compare(m()), "") << "after operation " << i;
+      }
     }
     for (uint32_t g = 0; g < m().num_groups(); ++g) groups.push_back(m().group_stats(g));
     // Drain: everything removed and unpinned leaves no block in use.
@@ -89,8 +96,13 @@ class RandomOps {
     EXPECT_EQ(m().stats().in_use_blocks, 0u);
     m().reset_reuse();
     EXPECT_EQ(m().stats().free_blocks, m().stats().num_blocks);
+    if (m().events() != nullptr) {
+      ASSERT_EQ(shadow.drain(m()), "");
+      ASSERT_EQ(shadow.compare(m()), "");
+    }
   }
 
+  test::EventShadow shadow;  // with events on
   uint64_t successes = 0, failures = 0;
   uint64_t max_expiries = 0;  // most cached blocks waiting for a priority expiry
   std::vector<GroupStats> groups;  // per group, before the drain
@@ -139,6 +151,7 @@ class RandomOps {
   template <class F>
   bool attempt(F&& f) {
     const Snapshot before = Snapshot::of(m(), ids_);
+    const uint64_t events_before = m().events() ? m().events()->last_id() : 0;
     try {
       f();
       ++successes;
@@ -151,6 +164,8 @@ class RandomOps {
           << e.what();
       const Snapshot after = Snapshot::of(m(), ids_);
       EXPECT_TRUE(before == after) << "state changed by a failed call: " << e.what();
+      if (m().events() != nullptr)
+        EXPECT_EQ(m().events()->last_id(), events_before) << "a failed call emitted: " << e.what();
       return false;
     }
   }
@@ -449,6 +464,81 @@ TEST(RandomOps, BlockReuseOff) {
   c.block_reuse = false;
   RandomOps r(c, 11);
   r.run(10000);
+}
+
+// Events on: the shadow index fed by events equals the snapshot after every
+// operation, across windows, host tiers, retention expiry, forks, rewinds,
+// resets and refusals; small rings force LOST and resyncs.
+void expect_events_seen(const RandomOps& r, bool lost) {
+  EXPECT_GT(r.shadow.kinds[KVC_EVENT_STORED], 1000u);
+  EXPECT_GT(r.shadow.kinds[KVC_EVENT_REMOVED], 1000u);
+  EXPECT_GT(r.shadow.kinds[KVC_EVENT_CLEARED], 0u);
+  if (lost) EXPECT_GT(r.shadow.resyncs, 10u);
+  else EXPECT_EQ(r.shadow.resyncs, 0u);
+}
+
+TEST(RandomOps, EventsMirrorTheCacheWithRetention) {
+  CacheConfig c = base(40);
+  c.manual_clock = true;
+  c.event_buffer_size = 4096;
+  RandomOps r(c, 41);
+  r.run(15000);
+  expect_events_seen(r, false);
+  EXPECT_GT(r.shadow.kinds[KVC_EVENT_PRIORITY_CHANGED], 100u);
+}
+
+TEST(RandomOps, EventsMirrorWindowsInOnePool) {
+  CacheConfig c = base(40);
+  c.num_layers = 3;
+  c.windows = {0, 8, 12};
+  c.event_buffer_size = 4096;
+  RandomOps r(c, 42);
+  r.run(15000);
+  expect_events_seen(r, false);
+}
+
+TEST(RandomOps, EventsMirrorWindowedOnly) {
+  CacheConfig c = base(40);
+  c.windows = {8, 12};
+  c.event_buffer_size = 4096;
+  RandomOps r(c, 43);
+  r.run(15000);
+  expect_events_seen(r, false);
+}
+
+TEST(RandomOps, EventsMirrorTheHostTier) {
+  CacheConfig c = base(40);
+  c.host_cache_bytes = 12 * 128;
+  c.manual_clock = true;
+  c.event_buffer_size = 4096;
+  RandomOps r(c, 44);
+  r.run(15000);
+  expect_events_seen(r, false);
+  EXPECT_GT(r.shadow.kinds[KVC_EVENT_TIER_CHANGED], 1000u);
+}
+
+TEST(RandomOps, EventsMirrorTinyPoolFamiliesHostTierWindows) {
+  CacheConfig c = base(10);
+  c.num_layers = 3;
+  c.windows = {0, 9, 0};
+  c.host_cache_bytes = 6 * 192;
+  c.manual_clock = true;
+  c.event_buffer_size = 4096;
+  RandomOps r(c, 45);
+  r.focus_on_families();
+  r.run(15000);
+  EXPECT_GT(r.shadow.kinds[KVC_EVENT_TIER_CHANGED], 500u);
+}
+
+TEST(RandomOps, EventsLostInASmallRingThenResync) {
+  CacheConfig c = base(40);
+  c.windows = {0, 8};
+  c.host_cache_bytes = 8 * 128;
+  c.event_buffer_size = 3;
+  RandomOps r(c, 46);
+  r.run(15000);
+  expect_events_seen(r, true);
+  EXPECT_GT(r.shadow.lost, 100u);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <random>
 #include <thread>
 #include <vector>
@@ -12,7 +13,7 @@
 
 namespace {
 
-kvc_cache_t* make_cache() {
+kvc_cache_t* make_cache(uint32_t event_ring = 0) {
   kvc_config_t* c = nullptr;
   EXPECT_EQ(kvc_config_create(&c), KVC_OK);
   kvc_config_set_num_layers(c, 2);
@@ -21,6 +22,7 @@ kvc_cache_t* make_cache() {
   kvc_config_set_dtype(c, KVC_DTYPE_F32);
   kvc_config_set_tokens_per_block(c, 4);
   kvc_config_set_max_tokens(c, 96 * 4);
+  kvc_config_set_event_buffer_size(c, event_ring);
   kvc_cache_t* cache = nullptr;
   EXPECT_EQ(kvc_cache_create(c, &cache), KVC_OK);
   kvc_config_destroy(c);
@@ -100,6 +102,68 @@ TEST(Threads, FourThreadsOnOneCache) {
   EXPECT_EQ(st.num_sequences, 0u);
   EXPECT_GT(st.reused_blocks, 0u);
   kvc_cache_destroy(cache);
+}
+
+// A feeder thread drains events and takes snapshots while three threads
+// serve: ids arrive in order with no gap (lost ones reported as LOST), and
+// every snapshot is consistent (parents listed before their children).
+TEST(Threads, DrainingThreadBesideThreeWorkers) {
+  kvc_cache_t* cache = make_cache(64);
+  int bad[3] = {0, 0, 0};
+  std::atomic<bool> done{false};
+  uint64_t next_id = 1, drained = 0, lost = 0, snapshots = 0;
+  int feeder_bad = 0;
+  std::thread feeder([&] {
+    std::vector<kvc_event_t> ev(16);
+    std::vector<int32_t> tokens(16 * 4);
+    std::vector<kvc_snapshot_entry_t> snap(256);
+    for (bool last = false; !last;) {
+      last = done.load();  // one more full drain after the workers finish
+      for (;;) {
+        kvc_event_drain_t r = KVC_EVENT_DRAIN_INIT;
+        if (kvc_cache_drain_events(cache, ev.data(), ev.size(), tokens.data(), tokens.size(), &r) !=
+            KVC_OK) {
+          ++feeder_bad;
+          return;
+        }
+        for (uint64_t i = 0; i < r.events; ++i) {
+          if (ev[i].id != next_id) ++feeder_bad;
+          next_id = ev[i].id + (ev[i].kind == KVC_EVENT_LOST ? ev[i].lost_count : 1);
+          if (ev[i].kind == KVC_EVENT_LOST) lost += ev[i].lost_count;
+          ++drained;
+        }
+        if (r.events_pending == 0) break;
+      }
+      size_t count = 0;
+      uint64_t at = 0;
+      if (kvc_cache_snapshot(cache, snap.data(), snap.size(), &count, &at) != KVC_OK) ++feeder_bad;
+      ++snapshots;
+      std::vector<uint64_t> seen;
+      for (size_t i = 0; i < count; ++i) {
+        if (snap[i].parent_hash != 0 &&
+            std::find(seen.begin(), seen.end(), snap[i].parent_hash) == seen.end())
+          ++feeder_bad;
+        seen.push_back(snap[i].hash);
+      }
+      std::this_thread::yield();
+    }
+  });
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < 3; ++t) threads.emplace_back(worker, cache, t, 3000, &bad[t]);
+  for (auto& t : threads) t.join();
+  done = true;
+  feeder.join();
+  for (int b : bad) EXPECT_EQ(b, 0);
+  EXPECT_EQ(feeder_bad, 0);
+  EXPECT_GT(drained, 100u);
+  EXPECT_GT(snapshots, 0u);
+  kvc_event_drain_t r = KVC_EVENT_DRAIN_INIT;
+  ASSERT_EQ(kvc_cache_drain_events(cache, nullptr, 0, nullptr, 0, &r), KVC_OK);
+  EXPECT_EQ(r.events_pending, 0u);
+  EXPECT_EQ(r.last_id + 1, next_id);
+  EXPECT_EQ(kvc_cache_check(cache), KVC_OK) << kvc_last_error_message();
+  kvc_cache_destroy(cache);
+  (void)lost;
 }
 
 }  // namespace

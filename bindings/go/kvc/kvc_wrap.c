@@ -280,12 +280,54 @@ static void kvcgo_retention_range_set(uintptr_t ranges, size_t index, uint64_t s
 }
 /* sizeof(kvc_retention_range_t). */
 static size_t kvcgo_retention_range_size(void) { return sizeof(kvc_retention_range_t); }
+/* sizeof(kvc_event_t) and sizeof(kvc_snapshot_entry_t): the drain and the
+ * snapshot write arrays of them into C memory (kvcgo_buffer_new). */
+static size_t kvcgo_event_size(void) { return sizeof(kvc_event_t); }
+static size_t kvcgo_snapshot_entry_size(void) { return sizeof(kvc_snapshot_entry_t); }
+/* Copies `n` events of the kvc_event_t array at C address `events` into Go
+ * memory `dst` in one call, 12 words per event, every member but reserved
+ * (TestEveryStructMemberUsed checks): id, kind, tier, hash, parent_hash,
+ * groups, lora_id, has_lora, priority, num_tokens, token_offset,
+ * lost_count. */
+static void kvcgo_events_read(uint64_t *dst, uintptr_t events, size_t n) {
+  const kvc_event_t *e = (const kvc_event_t *)events;
+  for (size_t i = 0; i < n; ++i, ++e, dst += 12) {
+    dst[0] = e->id;
+    dst[1] = e->kind;
+    dst[2] = e->tier;
+    dst[3] = e->hash;
+    dst[4] = e->parent_hash;
+    dst[5] = e->groups;
+    dst[6] = e->lora_id;
+    dst[7] = e->has_lora;
+    dst[8] = e->priority;
+    dst[9] = e->num_tokens;
+    dst[10] = e->token_offset;
+    dst[11] = e->lost_count;
+  }
+}
+/* The same for `n` kvc_snapshot_entry_t at C address `entries`, 8 words
+ * each: hash, parent_hash, groups, lora_id, has_lora, tier, priority,
+ * num_tokens. */
+static void kvcgo_snapshot_read(uint64_t *dst, uintptr_t entries, size_t n) {
+  const kvc_snapshot_entry_t *e = (const kvc_snapshot_entry_t *)entries;
+  for (size_t i = 0; i < n; ++i, ++e, dst += 8) {
+    dst[0] = e->hash;
+    dst[1] = e->parent_hash;
+    dst[2] = e->groups;
+    dst[3] = e->lora_id;
+    dst[4] = e->has_lora;
+    dst[5] = e->tier;
+    dst[6] = e->priority;
+    dst[7] = e->num_tokens;
+  }
+}
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-void _wrap_Swig_free_kvc_0a5df17ca90a3f7d(void *_swig_go_0) {
+void _wrap_Swig_free_kvc_c7d74fa2596a9d9b(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -295,7 +337,7 @@ void _wrap_Swig_free_kvc_0a5df17ca90a3f7d(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_kvc_0a5df17ca90a3f7d(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_kvc_c7d74fa2596a9d9b(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -308,7 +350,7 @@ void *_wrap_Swig_malloc_kvc_0a5df17ca90a3f7d(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_OK_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_OK_kvc_c7d74fa2596a9d9b() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -320,7 +362,7 @@ intgo _wrap_KVC_OK_kvc_0a5df17ca90a3f7d() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_c7d74fa2596a9d9b() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -332,7 +374,7 @@ intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_0a5df17ca90a3f7d() {
 }
 
 
-intgo _wrap_KVC_ERR_NOT_FOUND_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_ERR_NOT_FOUND_kvc_c7d74fa2596a9d9b() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -344,7 +386,7 @@ intgo _wrap_KVC_ERR_NOT_FOUND_kvc_0a5df17ca90a3f7d() {
 }
 
 
-intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_c7d74fa2596a9d9b() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -356,7 +398,7 @@ intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_0a5df17ca90a3f7d() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_c7d74fa2596a9d9b() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -368,7 +410,7 @@ intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_0a5df17ca90a3f7d() {
 }
 
 
-intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_c7d74fa2596a9d9b() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -380,7 +422,7 @@ intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_0a5df17ca90a3f7d() {
 }
 
 
-intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_c7d74fa2596a9d9b() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -392,7 +434,7 @@ intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_0a5df17ca90a3f7d() {
 }
 
 
-intgo _wrap_KVC_ERR_DEVICE_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_ERR_DEVICE_kvc_c7d74fa2596a9d9b() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -404,7 +446,7 @@ intgo _wrap_KVC_ERR_DEVICE_kvc_0a5df17ca90a3f7d() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_c7d74fa2596a9d9b() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -416,7 +458,7 @@ intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_0a5df17ca90a3f7d() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_STATE_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_ERR_INVALID_STATE_kvc_c7d74fa2596a9d9b() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -428,7 +470,7 @@ intgo _wrap_KVC_ERR_INVALID_STATE_kvc_0a5df17ca90a3f7d() {
 }
 
 
-intgo _wrap_KVC_ERR_INTERNAL_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_ERR_INTERNAL_kvc_c7d74fa2596a9d9b() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -440,7 +482,7 @@ intgo _wrap_KVC_ERR_INTERNAL_kvc_0a5df17ca90a3f7d() {
 }
 
 
-_gostring_ _wrap_kvc_status_string_kvc_0a5df17ca90a3f7d(int _swig_go_0) {
+_gostring_ _wrap_kvc_status_string_kvc_c7d74fa2596a9d9b(int _swig_go_0) {
   kvc_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -453,7 +495,7 @@ _gostring_ _wrap_kvc_status_string_kvc_0a5df17ca90a3f7d(int _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_VERSION_NUMBER_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_VERSION_NUMBER_kvc_c7d74fa2596a9d9b() {
   int result;
   intgo _swig_go_result;
   
@@ -464,7 +506,7 @@ intgo _wrap_KVC_VERSION_NUMBER_kvc_0a5df17ca90a3f7d() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_c7d74fa2596a9d9b() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -476,7 +518,7 @@ intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_0a5df17ca90a3f7d() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_c7d74fa2596a9d9b() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -488,7 +530,7 @@ intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_0a5df17ca90a3f7d() {
 }
 
 
-int _wrap_kvc_version_kvc_0a5df17ca90a3f7d() {
+int _wrap_kvc_version_kvc_c7d74fa2596a9d9b() {
   uint32_t result;
   int _swig_go_result;
   
@@ -499,7 +541,7 @@ int _wrap_kvc_version_kvc_0a5df17ca90a3f7d() {
 }
 
 
-_gostring_ _wrap_kvc_version_string_kvc_0a5df17ca90a3f7d() {
+_gostring_ _wrap_kvc_version_string_kvc_c7d74fa2596a9d9b() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -510,7 +552,7 @@ _gostring_ _wrap_kvc_version_string_kvc_0a5df17ca90a3f7d() {
 }
 
 
-int _wrap_kvc_abi_version_kvc_0a5df17ca90a3f7d() {
+int _wrap_kvc_abi_version_kvc_c7d74fa2596a9d9b() {
   uint32_t result;
   int _swig_go_result;
   
@@ -521,7 +563,7 @@ int _wrap_kvc_abi_version_kvc_0a5df17ca90a3f7d() {
 }
 
 
-long long _wrap_kvc_features_kvc_0a5df17ca90a3f7d() {
+long long _wrap_kvc_features_kvc_c7d74fa2596a9d9b() {
   uint64_t result;
   long long _swig_go_result;
   
@@ -532,7 +574,7 @@ long long _wrap_kvc_features_kvc_0a5df17ca90a3f7d() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F32_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_DTYPE_F32_kvc_c7d74fa2596a9d9b() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -544,7 +586,7 @@ intgo _wrap_KVC_DTYPE_F32_kvc_0a5df17ca90a3f7d() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F16_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_DTYPE_F16_kvc_c7d74fa2596a9d9b() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -556,7 +598,7 @@ intgo _wrap_KVC_DTYPE_F16_kvc_0a5df17ca90a3f7d() {
 }
 
 
-intgo _wrap_KVC_DTYPE_BF16_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_DTYPE_BF16_kvc_c7d74fa2596a9d9b() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -568,7 +610,7 @@ intgo _wrap_KVC_DTYPE_BF16_kvc_0a5df17ca90a3f7d() {
 }
 
 
-intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_c7d74fa2596a9d9b() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -580,7 +622,7 @@ intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_0a5df17ca90a3f7d() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_NHD_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_LAYOUT_NHD_kvc_c7d74fa2596a9d9b() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -592,7 +634,7 @@ intgo _wrap_KVC_LAYOUT_NHD_kvc_0a5df17ca90a3f7d() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_HND_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_LAYOUT_HND_kvc_c7d74fa2596a9d9b() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -604,7 +646,7 @@ intgo _wrap_KVC_LAYOUT_HND_kvc_0a5df17ca90a3f7d() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CPU_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_DEVICE_CPU_kvc_c7d74fa2596a9d9b() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -616,7 +658,7 @@ intgo _wrap_KVC_DEVICE_CPU_kvc_0a5df17ca90a3f7d() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CUDA_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_DEVICE_CUDA_kvc_c7d74fa2596a9d9b() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -628,7 +670,7 @@ intgo _wrap_KVC_DEVICE_CUDA_kvc_0a5df17ca90a3f7d() {
 }
 
 
-_gostring_ _wrap_kvc_config_create_kvc_0a5df17ca90a3f7d(kvc_config_t **_swig_go_0) {
+_gostring_ _wrap_kvc_config_create_kvc_c7d74fa2596a9d9b(kvc_config_t **_swig_go_0) {
   kvc_config_t **arg1 = (kvc_config_t **) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -641,7 +683,7 @@ _gostring_ _wrap_kvc_config_create_kvc_0a5df17ca90a3f7d(kvc_config_t **_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_config_clone_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
+_gostring_ _wrap_kvc_config_clone_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_config_t **arg2 = (kvc_config_t **) 0 ;
   kvc_status_t result;
@@ -656,7 +698,7 @@ _gostring_ _wrap_kvc_config_clone_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_config_destroy_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0) {
+void _wrap_kvc_config_destroy_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   
   arg1 = (kvc_config_t *)_swig_go_0; 
@@ -666,7 +708,7 @@ void _wrap_kvc_config_destroy_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_kvc_config_validate_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0) {
+_gostring_ _wrap_kvc_config_validate_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -679,7 +721,7 @@ _gostring_ _wrap_kvc_config_validate_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_config_set_num_layers_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_num_layers_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -694,7 +736,7 @@ _gostring_ _wrap_kvc_config_set_num_layers_kvc_0a5df17ca90a3f7d(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_num_layers_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_num_layers_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -709,7 +751,7 @@ _gostring_ _wrap_kvc_config_get_num_layers_kvc_0a5df17ca90a3f7d(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_heads_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -724,7 +766,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_kvc_0a5df17ca90a3f7d(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -741,7 +783,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_0a5df17ca90a3f7d(kvc_conf
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_heads_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_kv_heads_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -758,7 +800,7 @@ _gostring_ _wrap_kvc_config_get_kv_heads_kvc_0a5df17ca90a3f7d(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_head_dim_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_head_dim_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -773,7 +815,7 @@ _gostring_ _wrap_kvc_config_set_head_dim_kvc_0a5df17ca90a3f7d(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_get_head_dim_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_head_dim_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -788,7 +830,7 @@ _gostring_ _wrap_kvc_config_get_head_dim_kvc_0a5df17ca90a3f7d(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_dtype_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_dtype_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t arg2 ;
   kvc_status_t result;
@@ -803,7 +845,7 @@ _gostring_ _wrap_kvc_config_set_dtype_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_get_dtype_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_dtype_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t *arg2 = (kvc_dtype_t *) 0 ;
   kvc_status_t result;
@@ -818,7 +860,7 @@ _gostring_ _wrap_kvc_config_get_dtype_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_factor_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_factor_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -833,7 +875,7 @@ _gostring_ _wrap_kvc_config_set_kv_factor_kvc_0a5df17ca90a3f7d(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_factor_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_kv_factor_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -848,7 +890,7 @@ _gostring_ _wrap_kvc_config_get_kv_factor_kvc_0a5df17ca90a3f7d(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_set_layout_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_layout_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t arg2 ;
   kvc_status_t result;
@@ -863,7 +905,7 @@ _gostring_ _wrap_kvc_config_set_layout_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_layout_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_layout_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t *arg2 = (kvc_layout_t *) 0 ;
   kvc_status_t result;
@@ -878,7 +920,7 @@ _gostring_ _wrap_kvc_config_get_layout_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -893,7 +935,7 @@ _gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_0a5df17ca90a3f7d(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -908,7 +950,7 @@ _gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_0a5df17ca90a3f7d(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_attention_windows_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_attention_windows_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -925,7 +967,7 @@ _gostring_ _wrap_kvc_config_set_attention_windows_kvc_0a5df17ca90a3f7d(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_attention_window_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_attention_window_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -942,7 +984,7 @@ _gostring_ _wrap_kvc_config_get_attention_window_kvc_0a5df17ca90a3f7d(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_device_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_device_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t arg2 ;
   int32_t arg3 ;
@@ -959,7 +1001,7 @@ _gostring_ _wrap_kvc_config_set_device_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_device_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_device_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t *arg2 = (kvc_device_kind_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -976,7 +1018,7 @@ _gostring_ _wrap_kvc_config_get_device_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -991,7 +1033,7 @@ _gostring_ _wrap_kvc_config_set_primary_bytes_kvc_0a5df17ca90a3f7d(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1006,7 +1048,7 @@ _gostring_ _wrap_kvc_config_get_primary_bytes_kvc_0a5df17ca90a3f7d(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_max_tokens_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_max_tokens_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1021,7 +1063,7 @@ _gostring_ _wrap_kvc_config_set_max_tokens_kvc_0a5df17ca90a3f7d(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_max_tokens_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_max_tokens_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1036,7 +1078,7 @@ _gostring_ _wrap_kvc_config_get_max_tokens_kvc_0a5df17ca90a3f7d(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, double _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, double _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double arg2 ;
   kvc_status_t result;
@@ -1051,7 +1093,7 @@ _gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_0a5df17ca90a3f7d(kv
 }
 
 
-_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, double *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, double *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double *arg2 = (double *) 0 ;
   kvc_status_t result;
@@ -1066,7 +1108,7 @@ _gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_0a5df17ca90a3f7d(kv
 }
 
 
-_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1081,7 +1123,7 @@ _gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_0a5df17ca90a3f7d(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1096,7 +1138,7 @@ _gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_0a5df17ca90a3f7d(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1111,7 +1153,7 @@ _gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_0a5df17ca90a3
 }
 
 
-_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1126,7 +1168,7 @@ _gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_0a5df17ca90a3
 }
 
 
-_gostring_ _wrap_kvc_config_set_block_reuse_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_block_reuse_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1141,7 +1183,7 @@ _gostring_ _wrap_kvc_config_set_block_reuse_kvc_0a5df17ca90a3f7d(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_get_block_reuse_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_block_reuse_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1156,7 +1198,7 @@ _gostring_ _wrap_kvc_config_get_block_reuse_kvc_0a5df17ca90a3f7d(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1171,7 +1213,7 @@ _gostring_ _wrap_kvc_config_set_partial_reuse_kvc_0a5df17ca90a3f7d(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1186,7 +1228,7 @@ _gostring_ _wrap_kvc_config_get_partial_reuse_kvc_0a5df17ca90a3f7d(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1201,7 +1243,7 @@ _gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_0a5df17ca90a3f7d(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1216,7 +1258,7 @@ _gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_0a5df17ca90a3f7d(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1231,7 +1273,7 @@ _gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_0a5df17ca90a3f7d(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1246,7 +1288,37 @@ _gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_0a5df17ca90a3f7d(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_set_manual_clock_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_event_hash_seed_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  uint64_t arg2 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_config_set_event_hash_seed(arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_get_event_hash_seed_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  uint64_t *arg2 = (uint64_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (uint64_t *)_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_config_get_event_hash_seed((struct kvc_config const *)arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_set_manual_clock_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1261,7 +1333,7 @@ _gostring_ _wrap_kvc_config_set_manual_clock_kvc_0a5df17ca90a3f7d(kvc_config_t *
 }
 
 
-_gostring_ _wrap_kvc_config_get_manual_clock_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_manual_clock_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1276,7 +1348,7 @@ _gostring_ _wrap_kvc_config_get_manual_clock_kvc_0a5df17ca90a3f7d(kvc_config_t *
 }
 
 
-_gostring_ _wrap_kvc_cache_create_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
+_gostring_ _wrap_kvc_cache_create_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_cache_t **arg2 = (kvc_cache_t **) 0 ;
   kvc_status_t result;
@@ -1291,7 +1363,7 @@ _gostring_ _wrap_kvc_cache_create_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_cache_destroy_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0) {
+void _wrap_kvc_cache_destroy_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   
   arg1 = (kvc_cache_t *)_swig_go_0; 
@@ -1301,7 +1373,7 @@ void _wrap_kvc_cache_destroy_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_cache_desc_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1313,7 +1385,7 @@ void _wrap_kvc_cache_desc_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1326,7 +1398,7 @@ int _wrap_kvc_cache_desc_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_kind_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_kind_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t arg2 ;
   
@@ -1338,7 +1410,7 @@ void _wrap_kvc_cache_desc_t_device_kind_set_kvc_0a5df17ca90a3f7d(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_device_kind_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_kind_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t result;
   int _swig_go_result;
@@ -1351,7 +1423,7 @@ int _wrap_kvc_cache_desc_t_device_kind_get_kvc_0a5df17ca90a3f7d(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t arg2 ;
   
@@ -1363,7 +1435,7 @@ void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_0a5df17ca90a3f7d(struct kvc_c
 }
 
 
-int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t result;
   int _swig_go_result;
@@ -1376,7 +1448,7 @@ int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_0a5df17ca90a3f7d(struct kvc_ca
 }
 
 
-void _wrap_kvc_cache_desc_t_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_dtype_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -1388,7 +1460,7 @@ void _wrap_kvc_cache_desc_t_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc
 }
 
 
-int _wrap_kvc_cache_desc_t_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_dtype_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -1401,7 +1473,7 @@ int _wrap_kvc_cache_desc_t_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc 
 }
 
 
-void _wrap_kvc_cache_desc_t_layout_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_layout_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -1413,7 +1485,7 @@ void _wrap_kvc_cache_desc_t_layout_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_des
 }
 
 
-int _wrap_kvc_cache_desc_t_layout_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_layout_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -1426,7 +1498,7 @@ int _wrap_kvc_cache_desc_t_layout_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc
 }
 
 
-void _wrap_kvc_cache_desc_t_num_layers_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_layers_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1438,7 +1510,7 @@ void _wrap_kvc_cache_desc_t_num_layers_set_kvc_0a5df17ca90a3f7d(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_layers_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_layers_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1451,7 +1523,7 @@ int _wrap_kvc_cache_desc_t_num_layers_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_groups_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_groups_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1463,7 +1535,7 @@ void _wrap_kvc_cache_desc_t_num_groups_set_kvc_0a5df17ca90a3f7d(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_groups_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_groups_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1476,7 +1548,7 @@ int _wrap_kvc_cache_desc_t_num_groups_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_pools_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_pools_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1488,7 +1560,7 @@ void _wrap_kvc_cache_desc_t_num_pools_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_num_pools_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_pools_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1501,7 +1573,7 @@ int _wrap_kvc_cache_desc_t_num_pools_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1513,7 +1585,7 @@ void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1526,7 +1598,7 @@ int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_0a5df17ca90a3f7d(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1538,7 +1610,7 @@ void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1551,7 +1623,7 @@ int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1563,7 +1635,7 @@ void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache
 }
 
 
-long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1576,7 +1648,7 @@ long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1588,7 +1660,7 @@ void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_0a5df17ca90a3f7d(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1601,7 +1673,7 @@ long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_0a5df17ca90a3f7d(struct 
 }
 
 
-void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1613,7 +1685,7 @@ void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_ca
 }
 
 
-long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1626,7 +1698,7 @@ long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_0a5df17ca90a3f7d(struct k
 }
 
 
-void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1638,7 +1710,7 @@ void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1651,7 +1723,7 @@ long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_0a5df17ca90a3f7d(struc
 }
 
 
-void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1663,7 +1735,7 @@ void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1676,7 +1748,7 @@ long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_0a5df17ca90a3f7d(stru
 }
 
 
-void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1688,7 +1760,7 @@ void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_0a5df17ca90a3f7d(struct k
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1701,7 +1773,7 @@ long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_0a5df17ca90a3f7d(str
 }
 
 
-struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_0a5df17ca90a3f7d() {
+struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_c7d74fa2596a9d9b() {
   struct kvc_cache_desc *result = 0 ;
   struct kvc_cache_desc *_swig_go_result;
   
@@ -1712,7 +1784,7 @@ struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_0a5df17ca90a3f7d() {
 }
 
 
-void _wrap_delete_kvc_cache_desc_t_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_delete_kvc_cache_desc_t_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   
   arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
@@ -1722,7 +1794,7 @@ void _wrap_delete_kvc_cache_desc_t_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_
 }
 
 
-void _wrap_kvc_cache_desc_init_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_kvc_cache_desc_init_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
   kvc_cache_desc_t *arg1 = (kvc_cache_desc_t *) 0 ;
   
   arg1 = *(kvc_cache_desc_t **)&_swig_go_0; 
@@ -1732,7 +1804,7 @@ void _wrap_kvc_cache_desc_init_kvc_0a5df17ca90a3f7d(struct kvc_cache_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_describe_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_desc_t *arg2 = (kvc_cache_desc_t *) 0 ;
   kvc_status_t result;
@@ -1747,7 +1819,7 @@ _gostring_ _wrap_kvc_cache_describe_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_group_desc_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1759,7 +1831,7 @@ void _wrap_kvc_group_desc_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_grou
 }
 
 
-int _wrap_kvc_group_desc_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1772,7 +1844,7 @@ int _wrap_kvc_group_desc_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_group
 }
 
 
-void _wrap_kvc_group_desc_t_window_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_window_set_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1784,7 +1856,7 @@ void _wrap_kvc_group_desc_t_window_set_kvc_0a5df17ca90a3f7d(struct kvc_group_des
 }
 
 
-int _wrap_kvc_group_desc_t_window_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_window_get_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1797,7 +1869,7 @@ int _wrap_kvc_group_desc_t_window_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc
 }
 
 
-void _wrap_kvc_group_desc_t_kv_heads_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_kv_heads_set_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1809,7 +1881,7 @@ void _wrap_kvc_group_desc_t_kv_heads_set_kvc_0a5df17ca90a3f7d(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_kv_heads_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_kv_heads_get_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1822,7 +1894,7 @@ int _wrap_kvc_group_desc_t_kv_heads_get_kvc_0a5df17ca90a3f7d(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_head_dim_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_head_dim_set_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1834,7 +1906,7 @@ void _wrap_kvc_group_desc_t_head_dim_set_kvc_0a5df17ca90a3f7d(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_head_dim_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_head_dim_get_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1847,7 +1919,7 @@ int _wrap_kvc_group_desc_t_head_dim_get_kvc_0a5df17ca90a3f7d(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_num_layers_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_num_layers_set_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1859,7 +1931,7 @@ void _wrap_kvc_group_desc_t_num_layers_set_kvc_0a5df17ca90a3f7d(struct kvc_group
 }
 
 
-int _wrap_kvc_group_desc_t_num_layers_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_num_layers_get_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1872,7 +1944,7 @@ int _wrap_kvc_group_desc_t_num_layers_get_kvc_0a5df17ca90a3f7d(struct kvc_group_
 }
 
 
-void _wrap_kvc_group_desc_t_pool_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_pool_set_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1884,7 +1956,7 @@ void _wrap_kvc_group_desc_t_pool_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc 
 }
 
 
-int _wrap_kvc_group_desc_t_pool_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_pool_get_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1897,7 +1969,7 @@ int _wrap_kvc_group_desc_t_pool_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *
 }
 
 
-void _wrap_kvc_group_desc_t_block_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_block_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1909,7 +1981,7 @@ void _wrap_kvc_group_desc_t_block_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_grou
 }
 
 
-long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1922,7 +1994,7 @@ long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1934,7 +2006,7 @@ void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_0a5df17ca90a3f7d(struct kvc_
 }
 
 
-long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1947,7 +2019,7 @@ long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_0a5df17ca90a3f7d(struct
 }
 
 
-struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_0a5df17ca90a3f7d() {
+struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_c7d74fa2596a9d9b() {
   struct kvc_group_desc *result = 0 ;
   struct kvc_group_desc *_swig_go_result;
   
@@ -1958,7 +2030,7 @@ struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_0a5df17ca90a3f7d() {
 }
 
 
-void _wrap_delete_kvc_group_desc_t_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
+void _wrap_delete_kvc_group_desc_t_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   
   arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
@@ -1968,7 +2040,7 @@ void _wrap_delete_kvc_group_desc_t_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_
 }
 
 
-void _wrap_kvc_group_desc_init_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig_go_0) {
+void _wrap_kvc_group_desc_init_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0) {
   kvc_group_desc_t *arg1 = (kvc_group_desc_t *) 0 ;
   
   arg1 = *(kvc_group_desc_t **)&_swig_go_0; 
@@ -1978,7 +2050,7 @@ void _wrap_kvc_group_desc_init_kvc_0a5df17ca90a3f7d(struct kvc_group_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_group_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_group_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_group_desc_t *arg3 = (kvc_group_desc_t *) 0 ;
@@ -1995,7 +2067,7 @@ _gostring_ _wrap_kvc_cache_describe_group_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swi
 }
 
 
-void _wrap_kvc_pool_desc_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2007,7 +2079,7 @@ void _wrap_kvc_pool_desc_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_pool_
 }
 
 
-int _wrap_kvc_pool_desc_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2020,7 +2092,7 @@ int _wrap_kvc_pool_desc_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_num_groups_set_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_groups_set_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2032,7 +2104,7 @@ void _wrap_kvc_pool_desc_t_num_groups_set_kvc_0a5df17ca90a3f7d(struct kvc_pool_d
 }
 
 
-int _wrap_kvc_pool_desc_t_num_groups_get_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_num_groups_get_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2045,7 +2117,7 @@ int _wrap_kvc_pool_desc_t_num_groups_get_kvc_0a5df17ca90a3f7d(struct kvc_pool_de
 }
 
 
-void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2057,7 +2129,7 @@ void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_pool_
 }
 
 
-long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2070,7 +2142,7 @@ long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_
 }
 
 
-void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2082,7 +2154,7 @@ void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_pool_d
 }
 
 
-long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2095,7 +2167,7 @@ long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_p
 }
 
 
-void _wrap_kvc_pool_desc_t_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2107,7 +2179,7 @@ void _wrap_kvc_pool_desc_t_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *
 }
 
 
-long long _wrap_kvc_pool_desc_t_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2120,7 +2192,7 @@ long long _wrap_kvc_pool_desc_t_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_base_set_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_pool_desc_t_base_set_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2132,7 +2204,7 @@ void _wrap_kvc_pool_desc_t_base_set_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_
 }
 
 
-void *_wrap_kvc_pool_desc_t_base_get_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0) {
+void *_wrap_kvc_pool_desc_t_base_get_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2145,7 +2217,7 @@ void *_wrap_kvc_pool_desc_t_base_get_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *
 }
 
 
-struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_0a5df17ca90a3f7d() {
+struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_c7d74fa2596a9d9b() {
   struct kvc_pool_desc *result = 0 ;
   struct kvc_pool_desc *_swig_go_result;
   
@@ -2156,7 +2228,7 @@ struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_0a5df17ca90a3f7d() {
 }
 
 
-void _wrap_delete_kvc_pool_desc_t_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_delete_kvc_pool_desc_t_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   
   arg1 = *(struct kvc_pool_desc **)&_swig_go_0; 
@@ -2166,7 +2238,7 @@ void _wrap_delete_kvc_pool_desc_t_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_sw
 }
 
 
-void _wrap_kvc_pool_desc_init_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_kvc_pool_desc_init_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0) {
   kvc_pool_desc_t *arg1 = (kvc_pool_desc_t *) 0 ;
   
   arg1 = *(kvc_pool_desc_t **)&_swig_go_0; 
@@ -2176,7 +2248,7 @@ void _wrap_kvc_pool_desc_init_kvc_0a5df17ca90a3f7d(struct kvc_pool_desc *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_pool_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_pool_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_pool_desc_t *arg3 = (kvc_pool_desc_t *) 0 ;
@@ -2193,7 +2265,7 @@ _gostring_ _wrap_kvc_cache_describe_pool_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig
 }
 
 
-void _wrap_kvc_layer_view_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2205,7 +2277,7 @@ void _wrap_kvc_layer_view_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_laye
 }
 
 
-int _wrap_kvc_layer_view_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2218,7 +2290,7 @@ int _wrap_kvc_layer_view_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_layer
 }
 
 
-void _wrap_kvc_layer_view_t_group_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_group_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2230,7 +2302,7 @@ void _wrap_kvc_layer_view_t_group_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_group_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_group_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2243,7 +2315,7 @@ int _wrap_kvc_layer_view_t_group_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_pool_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_pool_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2255,7 +2327,7 @@ void _wrap_kvc_layer_view_t_pool_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view 
 }
 
 
-int _wrap_kvc_layer_view_t_pool_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_pool_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2268,7 +2340,7 @@ int _wrap_kvc_layer_view_t_pool_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *
 }
 
 
-void _wrap_kvc_layer_view_t_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_dtype_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -2280,7 +2352,7 @@ void _wrap_kvc_layer_view_t_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_dtype_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -2293,7 +2365,7 @@ int _wrap_kvc_layer_view_t_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_layout_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_layout_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -2305,7 +2377,7 @@ void _wrap_kvc_layer_view_t_layout_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_vie
 }
 
 
-int _wrap_kvc_layer_view_t_layout_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_layout_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -2318,7 +2390,7 @@ int _wrap_kvc_layer_view_t_layout_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_kv_heads_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_heads_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2330,7 +2402,7 @@ void _wrap_kvc_layer_view_t_kv_heads_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_kv_heads_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_heads_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2343,7 +2415,7 @@ int _wrap_kvc_layer_view_t_kv_heads_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_head_dim_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_dim_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2355,7 +2427,7 @@ void _wrap_kvc_layer_view_t_head_dim_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_head_dim_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_head_dim_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2368,7 +2440,7 @@ int _wrap_kvc_layer_view_t_head_dim_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2380,7 +2452,7 @@ void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2393,7 +2465,7 @@ int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_0a5df17ca90a3f7d(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_kv_factor_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_factor_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2405,7 +2477,7 @@ void _wrap_kvc_layer_view_t_kv_factor_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_kv_factor_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_factor_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2418,7 +2490,7 @@ int _wrap_kvc_layer_view_t_kv_factor_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_elem_size_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_elem_size_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2430,7 +2502,7 @@ void _wrap_kvc_layer_view_t_elem_size_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_elem_size_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_elem_size_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2443,7 +2515,7 @@ int _wrap_kvc_layer_view_t_elem_size_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_base_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_layer_view_t_base_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2455,7 +2527,7 @@ void _wrap_kvc_layer_view_t_base_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view 
 }
 
 
-void *_wrap_kvc_layer_view_t_base_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
+void *_wrap_kvc_layer_view_t_base_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2468,7 +2540,7 @@ void *_wrap_kvc_layer_view_t_base_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_num_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_num_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2480,7 +2552,7 @@ void _wrap_kvc_layer_view_t_num_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_layer
 }
 
 
-long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2493,7 +2565,7 @@ long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_block_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_block_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2505,7 +2577,7 @@ void _wrap_kvc_layer_view_t_block_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_block_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_block_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2518,7 +2590,7 @@ long long _wrap_kvc_layer_view_t_block_stride_get_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_kv_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2530,7 +2602,7 @@ void _wrap_kvc_layer_view_t_kv_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_
 }
 
 
-long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2543,7 +2615,7 @@ long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_l
 }
 
 
-void _wrap_kvc_layer_view_t_token_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_token_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2555,7 +2627,7 @@ void _wrap_kvc_layer_view_t_token_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_token_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_token_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2568,7 +2640,7 @@ long long _wrap_kvc_layer_view_t_token_stride_get_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_head_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2580,7 +2652,7 @@ void _wrap_kvc_layer_view_t_head_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_laye
 }
 
 
-long long _wrap_kvc_layer_view_t_head_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_head_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2593,7 +2665,7 @@ long long _wrap_kvc_layer_view_t_head_stride_get_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_0a5df17ca90a3f7d() {
+struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_c7d74fa2596a9d9b() {
   struct kvc_layer_view *result = 0 ;
   struct kvc_layer_view *_swig_go_result;
   
@@ -2604,7 +2676,7 @@ struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_0a5df17ca90a3f7d() {
 }
 
 
-void _wrap_delete_kvc_layer_view_t_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
+void _wrap_delete_kvc_layer_view_t_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   
   arg1 = *(struct kvc_layer_view **)&_swig_go_0; 
@@ -2614,7 +2686,7 @@ void _wrap_delete_kvc_layer_view_t_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_
 }
 
 
-void _wrap_kvc_layer_view_init_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig_go_0) {
+void _wrap_kvc_layer_view_init_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
   kvc_layer_view_t *arg1 = (kvc_layer_view_t *) 0 ;
   
   arg1 = *(kvc_layer_view_t **)&_swig_go_0; 
@@ -2624,7 +2696,7 @@ void _wrap_kvc_layer_view_init_kvc_0a5df17ca90a3f7d(struct kvc_layer_view *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_layer_view_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_layer_view_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_layer_view_t *arg3 = (kvc_layer_view_t *) 0 ;
@@ -2641,7 +2713,7 @@ _gostring_ _wrap_kvc_cache_layer_view_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go
 }
 
 
-void _wrap_kvc_extra_key_t_offset_set_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_offset_set_kvc_c7d74fa2596a9d9b(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -2653,7 +2725,7 @@ void _wrap_kvc_extra_key_t_offset_set_kvc_0a5df17ca90a3f7d(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_offset_get_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_offset_get_kvc_c7d74fa2596a9d9b(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2666,7 +2738,7 @@ long long _wrap_kvc_extra_key_t_offset_get_kvc_0a5df17ca90a3f7d(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_length_set_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_length_set_kvc_c7d74fa2596a9d9b(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -2678,7 +2750,7 @@ void _wrap_kvc_extra_key_t_length_set_kvc_0a5df17ca90a3f7d(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_length_get_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_length_get_kvc_c7d74fa2596a9d9b(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2691,7 +2763,7 @@ long long _wrap_kvc_extra_key_t_length_get_kvc_0a5df17ca90a3f7d(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_data_set_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_extra_key_t_data_set_kvc_c7d74fa2596a9d9b(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2703,7 +2775,7 @@ void _wrap_kvc_extra_key_t_data_set_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_
 }
 
 
-void *_wrap_kvc_extra_key_t_data_get_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0) {
+void *_wrap_kvc_extra_key_t_data_get_kvc_c7d74fa2596a9d9b(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2716,7 +2788,7 @@ void *_wrap_kvc_extra_key_t_data_get_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *
 }
 
 
-void _wrap_kvc_extra_key_t_size_set_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_size_set_kvc_c7d74fa2596a9d9b(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t arg2 ;
   
@@ -2728,7 +2800,7 @@ void _wrap_kvc_extra_key_t_size_set_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_
 }
 
 
-long long _wrap_kvc_extra_key_t_size_get_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_size_get_kvc_c7d74fa2596a9d9b(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -2741,7 +2813,7 @@ long long _wrap_kvc_extra_key_t_size_get_kvc_0a5df17ca90a3f7d(struct kvc_extra_k
 }
 
 
-struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_0a5df17ca90a3f7d() {
+struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_c7d74fa2596a9d9b() {
   struct kvc_extra_key *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
   
@@ -2752,7 +2824,7 @@ struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_0a5df17ca90a3f7d() {
 }
 
 
-void _wrap_delete_kvc_extra_key_t_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_swig_go_0) {
+void _wrap_delete_kvc_extra_key_t_kvc_c7d74fa2596a9d9b(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   
   arg1 = *(struct kvc_extra_key **)&_swig_go_0; 
@@ -2762,7 +2834,7 @@ void _wrap_delete_kvc_extra_key_t_kvc_0a5df17ca90a3f7d(struct kvc_extra_key *_sw
 }
 
 
-void _wrap_kvc_retention_range_t_start_set_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_start_set_kvc_c7d74fa2596a9d9b(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -2774,7 +2846,7 @@ void _wrap_kvc_retention_range_t_start_set_kvc_0a5df17ca90a3f7d(struct kvc_reten
 }
 
 
-long long _wrap_kvc_retention_range_t_start_get_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_start_get_kvc_c7d74fa2596a9d9b(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2787,7 +2859,7 @@ long long _wrap_kvc_retention_range_t_start_get_kvc_0a5df17ca90a3f7d(struct kvc_
 }
 
 
-void _wrap_kvc_retention_range_t_end_set_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_end_set_kvc_c7d74fa2596a9d9b(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -2799,7 +2871,7 @@ void _wrap_kvc_retention_range_t_end_set_kvc_0a5df17ca90a3f7d(struct kvc_retenti
 }
 
 
-long long _wrap_kvc_retention_range_t_end_get_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_end_get_kvc_c7d74fa2596a9d9b(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2812,7 +2884,7 @@ long long _wrap_kvc_retention_range_t_end_get_kvc_0a5df17ca90a3f7d(struct kvc_re
 }
 
 
-void _wrap_kvc_retention_range_t_priority_set_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_retention_range_t_priority_set_kvc_c7d74fa2596a9d9b(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t arg2 ;
   
@@ -2824,7 +2896,7 @@ void _wrap_kvc_retention_range_t_priority_set_kvc_0a5df17ca90a3f7d(struct kvc_re
 }
 
 
-int _wrap_kvc_retention_range_t_priority_get_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0) {
+int _wrap_kvc_retention_range_t_priority_get_kvc_c7d74fa2596a9d9b(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2837,7 +2909,7 @@ int _wrap_kvc_retention_range_t_priority_get_kvc_0a5df17ca90a3f7d(struct kvc_ret
 }
 
 
-void _wrap_kvc_retention_range_t_reserved_set_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_retention_range_t_reserved_set_kvc_c7d74fa2596a9d9b(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t arg2 ;
   
@@ -2849,7 +2921,7 @@ void _wrap_kvc_retention_range_t_reserved_set_kvc_0a5df17ca90a3f7d(struct kvc_re
 }
 
 
-int _wrap_kvc_retention_range_t_reserved_get_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0) {
+int _wrap_kvc_retention_range_t_reserved_get_kvc_c7d74fa2596a9d9b(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2862,7 +2934,7 @@ int _wrap_kvc_retention_range_t_reserved_get_kvc_0a5df17ca90a3f7d(struct kvc_ret
 }
 
 
-void _wrap_kvc_retention_range_t_duration_ms_set_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_duration_ms_set_kvc_c7d74fa2596a9d9b(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -2874,7 +2946,7 @@ void _wrap_kvc_retention_range_t_duration_ms_set_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_c7d74fa2596a9d9b(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2887,7 +2959,7 @@ long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_0a5df17ca90a3f7d(struc
 }
 
 
-struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_0a5df17ca90a3f7d() {
+struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_c7d74fa2596a9d9b() {
   struct kvc_retention_range *result = 0 ;
   struct kvc_retention_range *_swig_go_result;
   
@@ -2898,7 +2970,7 @@ struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_0a5df17ca90a3f7d
 }
 
 
-void _wrap_delete_kvc_retention_range_t_kvc_0a5df17ca90a3f7d(struct kvc_retention_range *_swig_go_0) {
+void _wrap_delete_kvc_retention_range_t_kvc_c7d74fa2596a9d9b(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   
   arg1 = *(struct kvc_retention_range **)&_swig_go_0; 
@@ -2908,7 +2980,7 @@ void _wrap_delete_kvc_retention_range_t_kvc_0a5df17ca90a3f7d(struct kvc_retentio
 }
 
 
-void _wrap_kvc_sequence_options_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2920,7 +2992,7 @@ void _wrap_kvc_sequence_options_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-int _wrap_kvc_sequence_options_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2933,7 +3005,7 @@ int _wrap_kvc_sequence_options_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2945,7 +3017,7 @@ void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_0a5df17ca90a3f7d(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2958,7 +3030,7 @@ int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_0a5df17ca90a3f7d(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2970,7 +3042,7 @@ void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_0a5df17ca90a3f7d(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2983,7 +3055,7 @@ int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_0a5df17ca90a3f7d(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_has_lora_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
+void _wrap_kvc_sequence_options_t_has_lora_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool arg2 ;
   
@@ -2995,7 +3067,7 @@ void _wrap_kvc_sequence_options_t_has_lora_set_kvc_0a5df17ca90a3f7d(struct kvc_s
 }
 
 
-bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
+bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -3008,7 +3080,7 @@ bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_0a5df17ca90a3f7d(struct kvc_s
 }
 
 
-void _wrap_kvc_sequence_options_t_lora_id_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_lora_id_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t arg2 ;
   
@@ -3020,7 +3092,7 @@ void _wrap_kvc_sequence_options_t_lora_id_set_kvc_0a5df17ca90a3f7d(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3033,7 +3105,7 @@ long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_0a5df17ca90a3f7d(struct k
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -3045,7 +3117,7 @@ void _wrap_kvc_sequence_options_t_salt_set_kvc_0a5df17ca90a3f7d(struct kvc_seque
 }
 
 
-void *_wrap_kvc_sequence_options_t_salt_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
+void *_wrap_kvc_sequence_options_t_salt_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -3058,7 +3130,7 @@ void *_wrap_kvc_sequence_options_t_salt_get_kvc_0a5df17ca90a3f7d(struct kvc_sequ
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_size_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_size_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3070,7 +3142,7 @@ void _wrap_kvc_sequence_options_t_salt_size_set_kvc_0a5df17ca90a3f7d(struct kvc_
 }
 
 
-long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3083,7 +3155,7 @@ long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_0a5df17ca90a3f7d(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *arg2 = (kvc_extra_key_t *) 0 ;
   
@@ -3095,7 +3167,7 @@ void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
+struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
@@ -3108,7 +3180,7 @@ struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_0a5df17ca9
 }
 
 
-void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3120,7 +3192,7 @@ void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_0a5df17ca90a3f7d(struct
 }
 
 
-long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3133,7 +3205,7 @@ long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_0a5df17ca90a3f7d(s
 }
 
 
-void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, struct kvc_retention_range *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0, struct kvc_retention_range *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_retention_range_t *arg2 = (kvc_retention_range_t *) 0 ;
   
@@ -3145,7 +3217,7 @@ void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_0a5df17ca90a3f7d(stru
 }
 
 
-struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
+struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_retention_range_t *result = 0 ;
   struct kvc_retention_range *_swig_go_result;
@@ -3158,7 +3230,7 @@ struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kv
 }
 
 
-void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3170,7 +3242,7 @@ void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_0a5df17ca90a3f7d(
 }
 
 
-long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3183,7 +3255,7 @@ long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_0a5df17ca90a
 }
 
 
-void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t arg2 ;
   
@@ -3195,7 +3267,7 @@ void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_0a5df17ca90a3f7d(st
 }
 
 
-long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3208,7 +3280,7 @@ long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_0a5df17ca90a3f
 }
 
 
-struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_0a5df17ca90a3f7d() {
+struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_c7d74fa2596a9d9b() {
   struct kvc_sequence_options *result = 0 ;
   struct kvc_sequence_options *_swig_go_result;
   
@@ -3219,7 +3291,7 @@ struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_0a5df17ca90a3f
 }
 
 
-void _wrap_delete_kvc_sequence_options_t_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_delete_kvc_sequence_options_t_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   
   arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
@@ -3229,7 +3301,7 @@ void _wrap_delete_kvc_sequence_options_t_kvc_0a5df17ca90a3f7d(struct kvc_sequenc
 }
 
 
-void _wrap_kvc_sequence_options_init_kvc_0a5df17ca90a3f7d(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_kvc_sequence_options_init_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
   kvc_sequence_options_t *arg1 = (kvc_sequence_options_t *) 0 ;
   
   arg1 = *(kvc_sequence_options_t **)&_swig_go_0; 
@@ -3239,7 +3311,7 @@ void _wrap_kvc_sequence_options_init_kvc_0a5df17ca90a3f7d(struct kvc_sequence_op
 }
 
 
-_gostring_ _wrap_kvc_sequence_add_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
+_gostring_ _wrap_kvc_sequence_add_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3264,7 +3336,7 @@ _gostring_ _wrap_kvc_sequence_add_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_extend_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_sequence_extend_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3285,7 +3357,7 @@ _gostring_ _wrap_kvc_sequence_extend_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_commit_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_commit_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3302,7 +3374,7 @@ _gostring_ _wrap_kvc_sequence_commit_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_rewind_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_rewind_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3319,7 +3391,7 @@ _gostring_ _wrap_kvc_sequence_rewind_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_fork_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_fork_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3336,7 +3408,7 @@ _gostring_ _wrap_kvc_sequence_fork_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_kvc_sequence_remove_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_remove_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3351,7 +3423,7 @@ _gostring_ _wrap_kvc_sequence_remove_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_pin_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_pin_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3366,7 +3438,7 @@ _gostring_ _wrap_kvc_sequence_pin_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_unpin_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_unpin_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3381,7 +3453,7 @@ _gostring_ _wrap_kvc_sequence_unpin_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3393,7 +3465,7 @@ void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_s
 }
 
 
-int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3406,7 +3478,7 @@ int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_se
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3418,7 +3490,7 @@ void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_0a5df17ca90a3f7d(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3431,7 +3503,7 @@ int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3443,7 +3515,7 @@ void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_0a5df17ca90a3f7d(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3456,7 +3528,7 @@ int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_reserved_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_reserved_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3468,7 +3540,7 @@ void _wrap_kvc_sequence_desc_t_reserved_set_kvc_0a5df17ca90a3f7d(struct kvc_sequ
 }
 
 
-int _wrap_kvc_sequence_desc_t_reserved_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_reserved_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3481,7 +3553,7 @@ int _wrap_kvc_sequence_desc_t_reserved_get_kvc_0a5df17ca90a3f7d(struct kvc_seque
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3493,7 +3565,7 @@ void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3506,7 +3578,7 @@ long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_0a5df17ca90a3f7d(struct k
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3518,7 +3590,7 @@ void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3531,7 +3603,7 @@ long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_0a5df17ca90a3f7d(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3543,7 +3615,7 @@ void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3556,7 +3628,7 @@ long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_0a5df17ca90a3f7d(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3568,7 +3640,7 @@ void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_0a5df17ca90a3f7d(struct 
 }
 
 
-long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3581,7 +3653,7 @@ long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_0a5df17ca90a3f7d(st
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3593,7 +3665,7 @@ void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3606,7 +3678,7 @@ long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_0a5df17ca90a3f7d(struct k
 }
 
 
-struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_0a5df17ca90a3f7d() {
+struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_c7d74fa2596a9d9b() {
   struct kvc_sequence_desc *result = 0 ;
   struct kvc_sequence_desc *_swig_go_result;
   
@@ -3617,7 +3689,7 @@ struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_0a5df17ca90a3f7d() {
 }
 
 
-void _wrap_delete_kvc_sequence_desc_t_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_delete_kvc_sequence_desc_t_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   
   arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
@@ -3627,7 +3699,7 @@ void _wrap_delete_kvc_sequence_desc_t_kvc_0a5df17ca90a3f7d(struct kvc_sequence_d
 }
 
 
-void _wrap_kvc_sequence_desc_init_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_kvc_sequence_desc_init_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0) {
   kvc_sequence_desc_t *arg1 = (kvc_sequence_desc_t *) 0 ;
   
   arg1 = *(kvc_sequence_desc_t **)&_swig_go_0; 
@@ -3637,7 +3709,7 @@ void _wrap_kvc_sequence_desc_init_kvc_0a5df17ca90a3f7d(struct kvc_sequence_desc 
 }
 
 
-_gostring_ _wrap_kvc_sequence_describe_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_sequence_describe_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_sequence_desc_t *arg3 = (kvc_sequence_desc_t *) 0 ;
@@ -3654,7 +3726,7 @@ _gostring_ _wrap_kvc_sequence_describe_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_sequence_block_ids_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
+_gostring_ _wrap_kvc_sequence_block_ids_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint32_t arg3 ;
@@ -3677,7 +3749,7 @@ _gostring_ _wrap_kvc_sequence_block_ids_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
+_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3696,7 +3768,7 @@ _gostring_ _wrap_kvc_sequence_blocks_needed_kvc_0a5df17ca90a3f7d(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_cache_probe_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
+_gostring_ _wrap_kvc_cache_probe_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -3717,7 +3789,7 @@ _gostring_ _wrap_kvc_cache_probe_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, i
 }
 
 
-_gostring_ _wrap_kvc_cache_advance_clock_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_cache_advance_clock_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3732,7 +3804,7 @@ _gostring_ _wrap_kvc_cache_advance_clock_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig
 }
 
 
-_gostring_ _wrap_kvc_batch_extend_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_batch_extend_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3753,7 +3825,7 @@ _gostring_ _wrap_kvc_batch_extend_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_block_table_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3780,7 +3852,7 @@ _gostring_ _wrap_kvc_batch_block_table_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_csr_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
+_gostring_ _wrap_kvc_batch_block_table_csr_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3809,7 +3881,7 @@ _gostring_ _wrap_kvc_batch_block_table_csr_kvc_0a5df17ca90a3f7d(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
+_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   size_t arg3 ;
@@ -3828,7 +3900,7 @@ _gostring_ _wrap_kvc_batch_sequence_lengths_kvc_0a5df17ca90a3f7d(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_batch_slot_mapping_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_slot_mapping_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3855,7 +3927,7 @@ _gostring_ _wrap_kvc_batch_slot_mapping_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_
 }
 
 
-void _wrap_kvc_cache_stats_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -3867,7 +3939,7 @@ void _wrap_kvc_cache_stats_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_cac
 }
 
 
-int _wrap_kvc_cache_stats_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3880,7 +3952,7 @@ int _wrap_kvc_cache_stats_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_reserved_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reserved_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -3892,7 +3964,7 @@ void _wrap_kvc_cache_stats_t_reserved_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_stats_t_reserved_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_reserved_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3905,7 +3977,7 @@ int _wrap_kvc_cache_stats_t_reserved_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_s
 }
 
 
-void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3917,7 +3989,7 @@ void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3930,7 +4002,7 @@ long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3942,7 +4014,7 @@ void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cac
 }
 
 
-long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3955,7 +4027,7 @@ long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3967,7 +4039,7 @@ void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3980,7 +4052,7 @@ long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_0a5df17ca90a3f7d(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3992,7 +4064,7 @@ void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4005,7 +4077,7 @@ long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_0a5df17ca90a3f7d(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4017,7 +4089,7 @@ void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4030,7 +4102,7 @@ long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_0a5df17ca90a3f7d(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4042,7 +4114,7 @@ void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4055,7 +4127,7 @@ long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_0a5df17ca90a3f7d(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double arg2 ;
   
@@ -4067,7 +4139,7 @@ void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_
 }
 
 
-double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
+double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -4080,7 +4152,7 @@ double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_0a5df17ca90a3f7d(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4092,7 +4164,7 @@ void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_
 }
 
 
-long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4105,7 +4177,7 @@ long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_0a5df17ca90a3f7d(struct
 }
 
 
-void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4117,7 +4189,7 @@ void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_0a5df17ca90a3f7d(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4130,7 +4202,7 @@ long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_0a5df17ca90a3f7d(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4142,7 +4214,7 @@ void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_0a5df17ca90a3f7d(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4155,7 +4227,7 @@ long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4167,7 +4239,7 @@ void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_0a5df17ca90a3f7d(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4180,7 +4252,7 @@ long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4192,7 +4264,7 @@ void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4205,7 +4277,7 @@ long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_0a5df17ca90a3f7d(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4217,7 +4289,7 @@ void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4230,7 +4302,7 @@ long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_0a5df17ca90a3f7d(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4242,7 +4314,7 @@ void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4255,7 +4327,7 @@ long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_0a5df17ca90a3f7d(struc
 }
 
 
-void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4267,7 +4339,7 @@ void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4280,7 +4352,7 @@ long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_0a5df17ca90a3f7d(struc
 }
 
 
-void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4292,7 +4364,7 @@ void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cac
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4305,7 +4377,7 @@ long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4317,7 +4389,7 @@ void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4330,7 +4402,7 @@ long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_0a5df17ca90a3f7d(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4342,7 +4414,7 @@ void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_0a5df17ca90a3f7d(struct 
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4355,7 +4427,7 @@ long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_0a5df17ca90a3f7d(st
 }
 
 
-struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_0a5df17ca90a3f7d() {
+struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_c7d74fa2596a9d9b() {
   struct kvc_cache_stats *result = 0 ;
   struct kvc_cache_stats *_swig_go_result;
   
@@ -4366,7 +4438,7 @@ struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_0a5df17ca90a3f7d() {
 }
 
 
-void _wrap_delete_kvc_cache_stats_t_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_delete_kvc_cache_stats_t_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   
   arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
@@ -4376,7 +4448,7 @@ void _wrap_delete_kvc_cache_stats_t_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats 
 }
 
 
-void _wrap_kvc_cache_stats_init_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_kvc_cache_stats_init_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
   kvc_cache_stats_t *arg1 = (kvc_cache_stats_t *) 0 ;
   
   arg1 = *(kvc_cache_stats_t **)&_swig_go_0; 
@@ -4386,7 +4458,7 @@ void _wrap_kvc_cache_stats_init_kvc_0a5df17ca90a3f7d(struct kvc_cache_stats *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_get_stats_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_get_stats_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_stats_t *arg2 = (kvc_cache_stats_t *) 0 ;
   kvc_status_t result;
@@ -4401,7 +4473,7 @@ _gostring_ _wrap_kvc_cache_get_stats_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_
 }
 
 
-void _wrap_kvc_group_stats_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_stats_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -4413,7 +4485,7 @@ void _wrap_kvc_group_stats_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_gro
 }
 
 
-int _wrap_kvc_group_stats_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
+int _wrap_kvc_group_stats_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4426,7 +4498,7 @@ int _wrap_kvc_group_stats_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_grou
 }
 
 
-void _wrap_kvc_group_stats_t_pool_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_stats_t_pool_set_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -4438,7 +4510,7 @@ void _wrap_kvc_group_stats_t_pool_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stat
 }
 
 
-int _wrap_kvc_group_stats_t_pool_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
+int _wrap_kvc_group_stats_t_pool_get_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4451,7 +4523,7 @@ int _wrap_kvc_group_stats_t_pool_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats
 }
 
 
-void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4463,7 +4535,7 @@ void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4476,7 +4548,7 @@ long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_0a5df17ca90a3f7d(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4488,7 +4560,7 @@ void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4501,7 +4573,7 @@ long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_0a5df17ca90a3f7d(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4513,7 +4585,7 @@ void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4526,7 +4598,7 @@ long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_0a5df17ca90a3f7d(stru
 }
 
 
-void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4538,7 +4610,7 @@ void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4551,7 +4623,7 @@ long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_0a5df17ca90a3f7d(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4563,7 +4635,7 @@ void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4576,7 +4648,7 @@ long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_0a5df17ca90a3f7d(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4588,7 +4660,7 @@ void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_
 }
 
 
-long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4601,7 +4673,7 @@ long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_0a5df17ca90a3f7d(struct
 }
 
 
-void _wrap_kvc_group_stats_t_released_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_released_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4613,7 +4685,7 @@ void _wrap_kvc_group_stats_t_released_blocks_set_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4626,7 +4698,7 @@ long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_0a5df17ca90a3f7d(struc
 }
 
 
-struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_0a5df17ca90a3f7d() {
+struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_c7d74fa2596a9d9b() {
   struct kvc_group_stats *result = 0 ;
   struct kvc_group_stats *_swig_go_result;
   
@@ -4637,7 +4709,7 @@ struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_0a5df17ca90a3f7d() {
 }
 
 
-void _wrap_delete_kvc_group_stats_t_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
+void _wrap_delete_kvc_group_stats_t_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   
   arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
@@ -4647,7 +4719,7 @@ void _wrap_delete_kvc_group_stats_t_kvc_0a5df17ca90a3f7d(struct kvc_group_stats 
 }
 
 
-void _wrap_kvc_group_stats_init_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_swig_go_0) {
+void _wrap_kvc_group_stats_init_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0) {
   kvc_group_stats_t *arg1 = (kvc_group_stats_t *) 0 ;
   
   arg1 = *(kvc_group_stats_t **)&_swig_go_0; 
@@ -4657,7 +4729,7 @@ void _wrap_kvc_group_stats_init_kvc_0a5df17ca90a3f7d(struct kvc_group_stats *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_get_group_stats_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_stats *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_get_group_stats_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_stats *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_group_stats_t *arg3 = (kvc_group_stats_t *) 0 ;
@@ -4674,7 +4746,7 @@ _gostring_ _wrap_kvc_cache_get_group_stats_kvc_0a5df17ca90a3f7d(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_reset_reuse_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_reset_reuse_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -4687,7 +4759,7 @@ _gostring_ _wrap_kvc_cache_reset_reuse_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_check_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_check_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -4700,7 +4772,7 @@ _gostring_ _wrap_kvc_cache_check_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_store_args_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4712,7 +4784,7 @@ void _wrap_kvc_store_args_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_stor
 }
 
 
-int _wrap_kvc_store_args_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4725,7 +4797,7 @@ int _wrap_kvc_store_args_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_store
 }
 
 
-void _wrap_kvc_store_args_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_layer_set_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4737,7 +4809,7 @@ void _wrap_kvc_store_args_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args
 }
 
 
-int _wrap_kvc_store_args_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_layer_get_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4750,7 +4822,7 @@ int _wrap_kvc_store_args_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_num_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_num_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4762,7 +4834,7 @@ void _wrap_kvc_store_args_t_num_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc_store
 }
 
 
-int _wrap_kvc_store_args_t_num_tokens_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_num_tokens_get_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4775,7 +4847,7 @@ int _wrap_kvc_store_args_t_num_tokens_get_kvc_0a5df17ca90a3f7d(struct kvc_store_
 }
 
 
-void _wrap_kvc_store_args_t_src_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_src_dtype_set_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -4787,7 +4859,7 @@ void _wrap_kvc_store_args_t_src_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_store_
 }
 
 
-int _wrap_kvc_store_args_t_src_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_src_dtype_get_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -4800,7 +4872,7 @@ int _wrap_kvc_store_args_t_src_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_key_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_key_set_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4812,7 +4884,7 @@ void _wrap_kvc_store_args_t_key_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *
 }
 
 
-void *_wrap_kvc_store_args_t_key_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_key_get_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4825,7 +4897,7 @@ void *_wrap_kvc_store_args_t_key_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_value_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_value_set_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4837,7 +4909,7 @@ void _wrap_kvc_store_args_t_value_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args
 }
 
 
-void *_wrap_kvc_store_args_t_value_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_value_get_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4850,7 +4922,7 @@ void *_wrap_kvc_store_args_t_value_get_kvc_0a5df17ca90a3f7d(struct kvc_store_arg
 }
 
 
-void _wrap_kvc_store_args_t_slot_mapping_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
+void _wrap_kvc_store_args_t_slot_mapping_set_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   
@@ -4862,7 +4934,7 @@ void _wrap_kvc_store_args_t_slot_mapping_set_kvc_0a5df17ca90a3f7d(struct kvc_sto
 }
 
 
-int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
+int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *result = 0 ;
   int64_t *_swig_go_result;
@@ -4875,7 +4947,7 @@ int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-void _wrap_kvc_store_args_t_k_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -4887,7 +4959,7 @@ void _wrap_kvc_store_args_t_k_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_k_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4900,7 +4972,7 @@ float _wrap_kvc_store_args_t_k_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_v_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -4912,7 +4984,7 @@ void _wrap_kvc_store_args_t_v_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_v_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4925,7 +4997,7 @@ float _wrap_kvc_store_args_t_v_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_store_a
 }
 
 
-struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_0a5df17ca90a3f7d() {
+struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_c7d74fa2596a9d9b() {
   struct kvc_store_args *result = 0 ;
   struct kvc_store_args *_swig_go_result;
   
@@ -4936,7 +5008,7 @@ struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_0a5df17ca90a3f7d() {
 }
 
 
-void _wrap_delete_kvc_store_args_t_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
+void _wrap_delete_kvc_store_args_t_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   
   arg1 = *(struct kvc_store_args **)&_swig_go_0; 
@@ -4946,7 +5018,7 @@ void _wrap_delete_kvc_store_args_t_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_
 }
 
 
-void _wrap_kvc_store_args_init_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig_go_0) {
+void _wrap_kvc_store_args_init_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0) {
   kvc_store_args_t *arg1 = (kvc_store_args_t *) 0 ;
   
   arg1 = *(kvc_store_args_t **)&_swig_go_0; 
@@ -4956,7 +5028,7 @@ void _wrap_kvc_store_args_init_kvc_0a5df17ca90a3f7d(struct kvc_store_args *_swig
 }
 
 
-_gostring_ _wrap_kvc_store_kv_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_store_kv_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_store_args_t *arg2 = (kvc_store_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -4973,7 +5045,7 @@ _gostring_ _wrap_kvc_store_kv_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, stru
 }
 
 
-void _wrap_kvc_store_strides_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_strides_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t arg2 ;
   
@@ -4985,7 +5057,7 @@ void _wrap_kvc_store_strides_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_s
 }
 
 
-int _wrap_kvc_store_strides_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
+int _wrap_kvc_store_strides_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4998,7 +5070,7 @@ int _wrap_kvc_store_strides_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_st
 }
 
 
-void _wrap_kvc_store_strides_t_seq_len_set_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_strides_t_seq_len_set_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t arg2 ;
   
@@ -5010,7 +5082,7 @@ void _wrap_kvc_store_strides_t_seq_len_set_kvc_0a5df17ca90a3f7d(struct kvc_store
 }
 
 
-int _wrap_kvc_store_strides_t_seq_len_get_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
+int _wrap_kvc_store_strides_t_seq_len_get_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5023,7 +5095,7 @@ int _wrap_kvc_store_strides_t_seq_len_get_kvc_0a5df17ca90a3f7d(struct kvc_store_
 }
 
 
-void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5035,7 +5107,7 @@ void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5048,7 +5120,7 @@ long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_0a5df17ca90a3f7d(stru
 }
 
 
-void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5060,7 +5132,7 @@ void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_0a5df17ca90a3f7d(struct 
 }
 
 
-long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5073,7 +5145,7 @@ long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_0a5df17ca90a3f7d(st
 }
 
 
-void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5085,7 +5157,7 @@ void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_0a5df17ca90a3f7d(struct k
 }
 
 
-long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5098,7 +5170,7 @@ long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_0a5df17ca90a3f7d(str
 }
 
 
-void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5110,7 +5182,7 @@ void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_0a5df17ca90a3f7d(struct 
 }
 
 
-long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5123,7 +5195,7 @@ long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_0a5df17ca90a3f7d(st
 }
 
 
-void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5135,7 +5207,7 @@ void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_0a5df17ca90a3f7d(struc
 }
 
 
-long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5148,7 +5220,7 @@ long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_0a5df17ca90a3f7d(
 }
 
 
-void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5160,7 +5232,7 @@ void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_0a5df17ca90a3f7d(struct
 }
 
 
-long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5173,7 +5245,7 @@ long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_0a5df17ca90a3f7d(s
 }
 
 
-struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_0a5df17ca90a3f7d() {
+struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_c7d74fa2596a9d9b() {
   struct kvc_store_strides *result = 0 ;
   struct kvc_store_strides *_swig_go_result;
   
@@ -5184,7 +5256,7 @@ struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_0a5df17ca90a3f7d() {
 }
 
 
-void _wrap_delete_kvc_store_strides_t_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
+void _wrap_delete_kvc_store_strides_t_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   
   arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
@@ -5194,7 +5266,7 @@ void _wrap_delete_kvc_store_strides_t_kvc_0a5df17ca90a3f7d(struct kvc_store_stri
 }
 
 
-void _wrap_kvc_store_strides_init_kvc_0a5df17ca90a3f7d(struct kvc_store_strides *_swig_go_0) {
+void _wrap_kvc_store_strides_init_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0) {
   kvc_store_strides_t *arg1 = (kvc_store_strides_t *) 0 ;
   
   arg1 = *(kvc_store_strides_t **)&_swig_go_0; 
@@ -5204,7 +5276,7 @@ void _wrap_kvc_store_strides_init_kvc_0a5df17ca90a3f7d(struct kvc_store_strides 
 }
 
 
-_gostring_ _wrap_kvc_store_kv_strided_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, struct kvc_store_strides *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_kvc_store_kv_strided_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, struct kvc_store_strides *_swig_go_2, void *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_store_args_t *arg2 = (kvc_store_args_t *) 0 ;
   kvc_store_strides_t *arg3 = (kvc_store_strides_t *) 0 ;
@@ -5223,7 +5295,7 @@ _gostring_ _wrap_kvc_store_kv_strided_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_copy_blocks_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
+_gostring_ _wrap_kvc_copy_blocks_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -5248,7 +5320,7 @@ _gostring_ _wrap_kvc_copy_blocks_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, i
 }
 
 
-intgo _wrap_KVC_TABLE_PADDED_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_TABLE_PADDED_kvc_c7d74fa2596a9d9b() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -5260,7 +5332,7 @@ intgo _wrap_KVC_TABLE_PADDED_kvc_0a5df17ca90a3f7d() {
 }
 
 
-intgo _wrap_KVC_TABLE_CSR_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_TABLE_CSR_kvc_c7d74fa2596a9d9b() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -5272,7 +5344,7 @@ intgo _wrap_KVC_TABLE_CSR_kvc_0a5df17ca90a3f7d() {
 }
 
 
-void _wrap_kvc_decode_args_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5284,7 +5356,7 @@ void _wrap_kvc_decode_args_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5297,7 +5369,7 @@ int _wrap_kvc_decode_args_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_layer_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5309,7 +5381,7 @@ void _wrap_kvc_decode_args_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_layer_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5322,7 +5394,7 @@ int _wrap_kvc_decode_args_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_batch_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_batch_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5334,7 +5406,7 @@ void _wrap_kvc_decode_args_t_batch_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_batch_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_batch_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5347,7 +5419,7 @@ int _wrap_kvc_decode_args_t_batch_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_q_heads_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_heads_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5359,7 +5431,7 @@ void _wrap_kvc_decode_args_t_q_heads_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_heads_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_heads_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5372,7 +5444,7 @@ int _wrap_kvc_decode_args_t_q_heads_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_q_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_dtype_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -5384,7 +5456,7 @@ void _wrap_kvc_decode_args_t_q_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_dtype_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -5397,7 +5469,7 @@ int _wrap_kvc_decode_args_t_q_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_table_format_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_format_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t arg2 ;
   
@@ -5409,7 +5481,7 @@ void _wrap_kvc_decode_args_t_table_format_set_kvc_0a5df17ca90a3f7d(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_format_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_format_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t result;
   int _swig_go_result;
@@ -5422,7 +5494,7 @@ int _wrap_kvc_decode_args_t_table_format_get_kvc_0a5df17ca90a3f7d(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_query_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_query_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5434,7 +5506,7 @@ void _wrap_kvc_decode_args_t_query_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_ar
 }
 
 
-void *_wrap_kvc_decode_args_t_query_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_query_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -5447,7 +5519,7 @@ void *_wrap_kvc_decode_args_t_query_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_out_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_out_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5459,7 +5531,7 @@ void _wrap_kvc_decode_args_t_out_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args
 }
 
 
-void *_wrap_kvc_decode_args_t_out_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_out_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -5472,7 +5544,7 @@ void *_wrap_kvc_decode_args_t_out_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_seq_lens_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_seq_lens_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -5484,7 +5556,7 @@ void _wrap_kvc_decode_args_t_seq_lens_set_kvc_0a5df17ca90a3f7d(struct kvc_decode
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -5497,7 +5569,7 @@ int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_0a5df17ca90a3f7d(struct kvc_de
 }
 
 
-void _wrap_kvc_decode_args_t_block_table_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_block_table_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -5509,7 +5581,7 @@ void _wrap_kvc_decode_args_t_block_table_set_kvc_0a5df17ca90a3f7d(struct kvc_dec
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -5522,7 +5594,7 @@ int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-void _wrap_kvc_decode_args_t_indptr_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_indptr_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -5534,7 +5606,7 @@ void _wrap_kvc_decode_args_t_indptr_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_a
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -5547,7 +5619,7 @@ int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_0a5df17ca90a3f7d(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_table_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5559,7 +5631,7 @@ void _wrap_kvc_decode_args_t_table_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5572,7 +5644,7 @@ int _wrap_kvc_decode_args_t_table_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5584,7 +5656,7 @@ void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_0a5df17ca90a3f7d(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5597,7 +5669,7 @@ int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_0a5df17ca90a3f7d(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_window_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_window_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5609,7 +5681,7 @@ void _wrap_kvc_decode_args_t_window_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_a
 }
 
 
-int _wrap_kvc_decode_args_t_window_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_window_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5622,7 +5694,7 @@ int _wrap_kvc_decode_args_t_window_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_ar
 }
 
 
-void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -5634,7 +5706,7 @@ void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_d
 }
 
 
-float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -5647,7 +5719,7 @@ float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_
 }
 
 
-void _wrap_kvc_decode_args_t_k_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -5659,7 +5731,7 @@ void _wrap_kvc_decode_args_t_k_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_k_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -5672,7 +5744,7 @@ float _wrap_kvc_decode_args_t_k_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_v_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -5684,7 +5756,7 @@ void _wrap_kvc_decode_args_t_v_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_v_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -5697,7 +5769,7 @@ float _wrap_kvc_decode_args_t_v_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5709,7 +5781,7 @@ void _wrap_kvc_decode_args_t_workspace_set_kvc_0a5df17ca90a3f7d(struct kvc_decod
 }
 
 
-void *_wrap_kvc_decode_args_t_workspace_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_workspace_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -5722,7 +5794,7 @@ void *_wrap_kvc_decode_args_t_workspace_get_kvc_0a5df17ca90a3f7d(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t arg2 ;
   
@@ -5734,7 +5806,7 @@ void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
+long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5747,7 +5819,7 @@ long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_0a5df17ca90a3f7d(struc
 }
 
 
-struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_0a5df17ca90a3f7d() {
+struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_c7d74fa2596a9d9b() {
   struct kvc_decode_args *result = 0 ;
   struct kvc_decode_args *_swig_go_result;
   
@@ -5758,7 +5830,7 @@ struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_0a5df17ca90a3f7d() {
 }
 
 
-void _wrap_delete_kvc_decode_args_t_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
+void _wrap_delete_kvc_decode_args_t_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   
   arg1 = *(struct kvc_decode_args **)&_swig_go_0; 
@@ -5768,7 +5840,7 @@ void _wrap_delete_kvc_decode_args_t_kvc_0a5df17ca90a3f7d(struct kvc_decode_args 
 }
 
 
-void _wrap_kvc_decode_args_init_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_swig_go_0) {
+void _wrap_kvc_decode_args_init_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
   kvc_decode_args_t *arg1 = (kvc_decode_args_t *) 0 ;
   
   arg1 = *(kvc_decode_args_t **)&_swig_go_0; 
@@ -5778,7 +5850,7 @@ void _wrap_kvc_decode_args_init_kvc_0a5df17ca90a3f7d(struct kvc_decode_args *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_workspace_size_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_workspace_size_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -5795,7 +5867,7 @@ _gostring_ _wrap_kvc_decode_workspace_size_kvc_0a5df17ca90a3f7d(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_attention_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_attention_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5812,7 +5884,7 @@ _gostring_ _wrap_kvc_decode_attention_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go
 }
 
 
-void _wrap_kvc_prefill_args_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5824,7 +5896,7 @@ void _wrap_kvc_prefill_args_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_pr
 }
 
 
-int _wrap_kvc_prefill_args_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5837,7 +5909,7 @@ int _wrap_kvc_prefill_args_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_pre
 }
 
 
-void _wrap_kvc_prefill_args_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_layer_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5849,7 +5921,7 @@ void _wrap_kvc_prefill_args_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_
 }
 
 
-int _wrap_kvc_prefill_args_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_layer_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5862,7 +5934,7 @@ int _wrap_kvc_prefill_args_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_a
 }
 
 
-void _wrap_kvc_prefill_args_t_batch_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_batch_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5874,7 +5946,7 @@ void _wrap_kvc_prefill_args_t_batch_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_
 }
 
 
-int _wrap_kvc_prefill_args_t_batch_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_batch_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5887,7 +5959,7 @@ int _wrap_kvc_prefill_args_t_batch_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_a
 }
 
 
-void _wrap_kvc_prefill_args_t_total_q_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_total_q_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5899,7 +5971,7 @@ void _wrap_kvc_prefill_args_t_total_q_set_kvc_0a5df17ca90a3f7d(struct kvc_prefil
 }
 
 
-int _wrap_kvc_prefill_args_t_total_q_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_total_q_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5912,7 +5984,7 @@ int _wrap_kvc_prefill_args_t_total_q_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill
 }
 
 
-void _wrap_kvc_prefill_args_t_q_heads_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_q_heads_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5924,7 +5996,7 @@ void _wrap_kvc_prefill_args_t_q_heads_set_kvc_0a5df17ca90a3f7d(struct kvc_prefil
 }
 
 
-int _wrap_kvc_prefill_args_t_q_heads_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_q_heads_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5937,7 +6009,7 @@ int _wrap_kvc_prefill_args_t_q_heads_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill
 }
 
 
-void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -5949,7 +6021,7 @@ void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_prefil
 }
 
 
-int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -5962,7 +6034,7 @@ int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill
 }
 
 
-void _wrap_kvc_prefill_args_t_table_format_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_table_format_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   kvc_table_format_t arg2 ;
   
@@ -5974,7 +6046,7 @@ void _wrap_kvc_prefill_args_t_table_format_set_kvc_0a5df17ca90a3f7d(struct kvc_p
 }
 
 
-int _wrap_kvc_prefill_args_t_table_format_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_table_format_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   kvc_table_format_t result;
   int _swig_go_result;
@@ -5987,7 +6059,7 @@ int _wrap_kvc_prefill_args_t_table_format_get_kvc_0a5df17ca90a3f7d(struct kvc_pr
 }
 
 
-void _wrap_kvc_prefill_args_t_query_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_query_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5999,7 +6071,7 @@ void _wrap_kvc_prefill_args_t_query_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_
 }
 
 
-void *_wrap_kvc_prefill_args_t_query_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+void *_wrap_kvc_prefill_args_t_query_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6012,7 +6084,7 @@ void *_wrap_kvc_prefill_args_t_query_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill
 }
 
 
-void _wrap_kvc_prefill_args_t_out_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_out_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6024,7 +6096,7 @@ void _wrap_kvc_prefill_args_t_out_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_ar
 }
 
 
-void *_wrap_kvc_prefill_args_t_out_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+void *_wrap_kvc_prefill_args_t_out_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6037,7 +6109,7 @@ void *_wrap_kvc_prefill_args_t_out_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_a
 }
 
 
-void _wrap_kvc_prefill_args_t_lse_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, float *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_lse_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, float *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float *arg2 = (float *) 0 ;
   
@@ -6049,7 +6121,7 @@ void _wrap_kvc_prefill_args_t_lse_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_ar
 }
 
 
-float *_wrap_kvc_prefill_args_t_lse_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+float *_wrap_kvc_prefill_args_t_lse_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float *result = 0 ;
   float *_swig_go_result;
@@ -6062,7 +6134,7 @@ float *_wrap_kvc_prefill_args_t_lse_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_
 }
 
 
-void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6074,7 +6146,7 @@ void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_0a5df17ca90a3f7d(struct kvc_pref
 }
 
 
-int32_t *_wrap_kvc_prefill_args_t_qo_indptr_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+int32_t *_wrap_kvc_prefill_args_t_qo_indptr_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6087,7 +6159,7 @@ int32_t *_wrap_kvc_prefill_args_t_qo_indptr_get_kvc_0a5df17ca90a3f7d(struct kvc_
 }
 
 
-void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6099,7 +6171,7 @@ void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_0a5df17ca90a3f7d(struct kvc_prefil
 }
 
 
-int32_t *_wrap_kvc_prefill_args_t_kv_lens_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+int32_t *_wrap_kvc_prefill_args_t_kv_lens_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6112,7 +6184,7 @@ int32_t *_wrap_kvc_prefill_args_t_kv_lens_get_kvc_0a5df17ca90a3f7d(struct kvc_pr
 }
 
 
-void _wrap_kvc_prefill_args_t_block_table_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_block_table_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6124,7 +6196,7 @@ void _wrap_kvc_prefill_args_t_block_table_set_kvc_0a5df17ca90a3f7d(struct kvc_pr
 }
 
 
-int32_t *_wrap_kvc_prefill_args_t_block_table_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+int32_t *_wrap_kvc_prefill_args_t_block_table_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6137,7 +6209,7 @@ int32_t *_wrap_kvc_prefill_args_t_block_table_get_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-void _wrap_kvc_prefill_args_t_indptr_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_indptr_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6149,7 +6221,7 @@ void _wrap_kvc_prefill_args_t_indptr_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill
 }
 
 
-int32_t *_wrap_kvc_prefill_args_t_indptr_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+int32_t *_wrap_kvc_prefill_args_t_indptr_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6162,7 +6234,7 @@ int32_t *_wrap_kvc_prefill_args_t_indptr_get_kvc_0a5df17ca90a3f7d(struct kvc_pre
 }
 
 
-void _wrap_kvc_prefill_args_t_table_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_table_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6174,7 +6246,7 @@ void _wrap_kvc_prefill_args_t_table_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_p
 }
 
 
-int _wrap_kvc_prefill_args_t_table_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_table_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6187,7 +6259,7 @@ int _wrap_kvc_prefill_args_t_table_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_pr
 }
 
 
-void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6199,7 +6271,7 @@ void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_0a5df17ca90a3f7d(struct kvc_pre
 }
 
 
-int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6212,7 +6284,7 @@ int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_0a5df17ca90a3f7d(struct kvc_pref
 }
 
 
-void _wrap_kvc_prefill_args_t_window_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_window_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6224,7 +6296,7 @@ void _wrap_kvc_prefill_args_t_window_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill
 }
 
 
-int _wrap_kvc_prefill_args_t_window_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_window_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6237,7 +6309,7 @@ int _wrap_kvc_prefill_args_t_window_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_
 }
 
 
-void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float arg2 ;
   
@@ -6249,7 +6321,7 @@ void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_
 }
 
 
-float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6262,7 +6334,7 @@ float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float arg2 ;
   
@@ -6274,7 +6346,7 @@ void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6287,7 +6359,7 @@ float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_0a5df17ca90a3f7d(struct k
 }
 
 
-void _wrap_kvc_prefill_args_t_k_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_prefill_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float arg2 ;
   
@@ -6299,7 +6371,7 @@ void _wrap_kvc_prefill_args_t_k_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_prefil
 }
 
 
-float _wrap_kvc_prefill_args_t_k_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+float _wrap_kvc_prefill_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6312,7 +6384,7 @@ float _wrap_kvc_prefill_args_t_k_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_prefi
 }
 
 
-void _wrap_kvc_prefill_args_t_v_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_prefill_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float arg2 ;
   
@@ -6324,7 +6396,7 @@ void _wrap_kvc_prefill_args_t_v_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_prefil
 }
 
 
-float _wrap_kvc_prefill_args_t_v_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+float _wrap_kvc_prefill_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6337,7 +6409,7 @@ float _wrap_kvc_prefill_args_t_v_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_prefi
 }
 
 
-void _wrap_kvc_prefill_args_t_workspace_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_workspace_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6349,7 +6421,7 @@ void _wrap_kvc_prefill_args_t_workspace_set_kvc_0a5df17ca90a3f7d(struct kvc_pref
 }
 
 
-void *_wrap_kvc_prefill_args_t_workspace_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+void *_wrap_kvc_prefill_args_t_workspace_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6362,7 +6434,7 @@ void *_wrap_kvc_prefill_args_t_workspace_get_kvc_0a5df17ca90a3f7d(struct kvc_pre
 }
 
 
-void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint64_t arg2 ;
   
@@ -6374,7 +6446,7 @@ void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-long long _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+long long _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6387,7 +6459,7 @@ long long _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_0a5df17ca90a3f7d(stru
 }
 
 
-struct kvc_prefill_args *_wrap_new_kvc_prefill_args_t_kvc_0a5df17ca90a3f7d() {
+struct kvc_prefill_args *_wrap_new_kvc_prefill_args_t_kvc_c7d74fa2596a9d9b() {
   struct kvc_prefill_args *result = 0 ;
   struct kvc_prefill_args *_swig_go_result;
   
@@ -6398,7 +6470,7 @@ struct kvc_prefill_args *_wrap_new_kvc_prefill_args_t_kvc_0a5df17ca90a3f7d() {
 }
 
 
-void _wrap_delete_kvc_prefill_args_t_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+void _wrap_delete_kvc_prefill_args_t_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   
   arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
@@ -6408,7 +6480,7 @@ void _wrap_delete_kvc_prefill_args_t_kvc_0a5df17ca90a3f7d(struct kvc_prefill_arg
 }
 
 
-void _wrap_kvc_prefill_args_init_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_swig_go_0) {
+void _wrap_kvc_prefill_args_init_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
   kvc_prefill_args_t *arg1 = (kvc_prefill_args_t *) 0 ;
   
   arg1 = *(kvc_prefill_args_t **)&_swig_go_0; 
@@ -6418,7 +6490,7 @@ void _wrap_kvc_prefill_args_init_kvc_0a5df17ca90a3f7d(struct kvc_prefill_args *_
 }
 
 
-_gostring_ _wrap_kvc_prefill_workspace_size_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_prefill_workspace_size_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, long long *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_prefill_args_t *arg2 = (kvc_prefill_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -6435,7 +6507,7 @@ _gostring_ _wrap_kvc_prefill_workspace_size_kvc_0a5df17ca90a3f7d(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_prefill_attention_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_prefill_attention_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_prefill_args_t *arg2 = (kvc_prefill_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -6452,7 +6524,7 @@ _gostring_ _wrap_kvc_prefill_attention_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_get_async_error_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_get_async_error_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t *arg3 = (kvc_status_t *) 0 ;
@@ -6469,7 +6541,7 @@ _gostring_ _wrap_kvc_cache_get_async_error_kvc_0a5df17ca90a3f7d(kvc_cache_t *_sw
 }
 
 
-intgo _wrap_KVC_GROWTH_STAGGERED_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_GROWTH_STAGGERED_kvc_c7d74fa2596a9d9b() {
   enum kvc_growth_policy result;
   intgo _swig_go_result;
   
@@ -6481,7 +6553,7 @@ intgo _wrap_KVC_GROWTH_STAGGERED_kvc_0a5df17ca90a3f7d() {
 }
 
 
-intgo _wrap_KVC_GROWTH_UNIFORM_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_GROWTH_UNIFORM_kvc_c7d74fa2596a9d9b() {
   enum kvc_growth_policy result;
   intgo _swig_go_result;
   
@@ -6493,7 +6565,7 @@ intgo _wrap_KVC_GROWTH_UNIFORM_kvc_0a5df17ca90a3f7d() {
 }
 
 
-intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_0a5df17ca90a3f7d() {
+intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_c7d74fa2596a9d9b() {
   unsigned int result;
   intgo _swig_go_result;
   
@@ -6504,7 +6576,7 @@ intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_0a5df17ca90a3f7d() {
 }
 
 
-void _wrap_kvc_stateful_options_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -6516,7 +6588,7 @@ void _wrap_kvc_stateful_options_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-int _wrap_kvc_stateful_options_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6529,7 +6601,7 @@ int _wrap_kvc_stateful_options_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-void _wrap_kvc_stateful_options_t_batch_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_batch_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -6541,7 +6613,7 @@ void _wrap_kvc_stateful_options_t_batch_set_kvc_0a5df17ca90a3f7d(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_options_t_batch_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_batch_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6554,7 +6626,7 @@ int _wrap_kvc_stateful_options_t_batch_get_kvc_0a5df17ca90a3f7d(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_options_t_layout_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_layout_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -6566,7 +6638,7 @@ void _wrap_kvc_stateful_options_t_layout_set_kvc_0a5df17ca90a3f7d(struct kvc_sta
 }
 
 
-int _wrap_kvc_stateful_options_t_layout_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_layout_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -6579,7 +6651,7 @@ int _wrap_kvc_stateful_options_t_layout_get_kvc_0a5df17ca90a3f7d(struct kvc_stat
 }
 
 
-void _wrap_kvc_stateful_options_t_growth_step_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_growth_step_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -6591,7 +6663,7 @@ void _wrap_kvc_stateful_options_t_growth_step_set_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-int _wrap_kvc_stateful_options_t_growth_step_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_growth_step_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6604,7 +6676,7 @@ int _wrap_kvc_stateful_options_t_growth_step_get_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_growth_policy_t arg2 ;
   
@@ -6616,7 +6688,7 @@ void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_0a5df17ca90a3f7d(struct 
 }
 
 
-int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_growth_policy_t result;
   int _swig_go_result;
@@ -6629,7 +6701,7 @@ int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_0a5df17ca90a3f7d(struct k
 }
 
 
-void _wrap_kvc_stateful_options_t_max_length_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_max_length_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -6641,7 +6713,7 @@ void _wrap_kvc_stateful_options_t_max_length_set_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-int _wrap_kvc_stateful_options_t_max_length_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_max_length_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6654,7 +6726,7 @@ int _wrap_kvc_stateful_options_t_max_length_get_kvc_0a5df17ca90a3f7d(struct kvc_
 }
 
 
-void _wrap_kvc_stateful_options_t_initial_length_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_initial_length_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -6666,7 +6738,7 @@ void _wrap_kvc_stateful_options_t_initial_length_set_kvc_0a5df17ca90a3f7d(struct
 }
 
 
-int _wrap_kvc_stateful_options_t_initial_length_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_initial_length_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6679,7 +6751,7 @@ int _wrap_kvc_stateful_options_t_initial_length_get_kvc_0a5df17ca90a3f7d(struct 
 }
 
 
-struct kvc_stateful_options *_wrap_new_kvc_stateful_options_t_kvc_0a5df17ca90a3f7d() {
+struct kvc_stateful_options *_wrap_new_kvc_stateful_options_t_kvc_c7d74fa2596a9d9b() {
   struct kvc_stateful_options *result = 0 ;
   struct kvc_stateful_options *_swig_go_result;
   
@@ -6690,7 +6762,7 @@ struct kvc_stateful_options *_wrap_new_kvc_stateful_options_t_kvc_0a5df17ca90a3f
 }
 
 
-void _wrap_delete_kvc_stateful_options_t_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
+void _wrap_delete_kvc_stateful_options_t_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   
   arg1 = *(struct kvc_stateful_options **)&_swig_go_0; 
@@ -6700,7 +6772,7 @@ void _wrap_delete_kvc_stateful_options_t_kvc_0a5df17ca90a3f7d(struct kvc_statefu
 }
 
 
-void _wrap_kvc_stateful_options_init_kvc_0a5df17ca90a3f7d(struct kvc_stateful_options *_swig_go_0) {
+void _wrap_kvc_stateful_options_init_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0) {
   kvc_stateful_options_t *arg1 = (kvc_stateful_options_t *) 0 ;
   
   arg1 = *(kvc_stateful_options_t **)&_swig_go_0; 
@@ -6710,7 +6782,7 @@ void _wrap_kvc_stateful_options_init_kvc_0a5df17ca90a3f7d(struct kvc_stateful_op
 }
 
 
-_gostring_ _wrap_kvc_stateful_create_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go_0, struct kvc_stateful_options *_swig_go_1, kvc_stateful_t **_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_create_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, struct kvc_stateful_options *_swig_go_1, kvc_stateful_t **_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_stateful_options_t *arg2 = (kvc_stateful_options_t *) 0 ;
   kvc_stateful_t **arg3 = (kvc_stateful_t **) 0 ;
@@ -6727,7 +6799,7 @@ _gostring_ _wrap_kvc_stateful_create_kvc_0a5df17ca90a3f7d(kvc_config_t *_swig_go
 }
 
 
-void _wrap_kvc_stateful_destroy_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0) {
+void _wrap_kvc_stateful_destroy_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   
   arg1 = (kvc_stateful_t *)_swig_go_0; 
@@ -6737,7 +6809,7 @@ void _wrap_kvc_stateful_destroy_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0)
 }
 
 
-void _wrap_kvc_stateful_view_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -6749,7 +6821,7 @@ void _wrap_kvc_stateful_view_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_s
 }
 
 
-int _wrap_kvc_stateful_view_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6762,7 +6834,7 @@ int _wrap_kvc_stateful_view_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_st
 }
 
 
-void _wrap_kvc_stateful_view_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_layer_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -6774,7 +6846,7 @@ void _wrap_kvc_stateful_view_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_statefu
 }
 
 
-int _wrap_kvc_stateful_view_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_layer_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6787,7 +6859,7 @@ int _wrap_kvc_stateful_view_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_key_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_key_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6799,7 +6871,7 @@ void _wrap_kvc_stateful_view_t_key_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_
 }
 
 
-void *_wrap_kvc_stateful_view_t_key_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+void *_wrap_kvc_stateful_view_t_key_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6812,7 +6884,7 @@ void *_wrap_kvc_stateful_view_t_key_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_value_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_value_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6824,7 +6896,7 @@ void _wrap_kvc_stateful_view_t_value_set_kvc_0a5df17ca90a3f7d(struct kvc_statefu
 }
 
 
-void *_wrap_kvc_stateful_view_t_value_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+void *_wrap_kvc_stateful_view_t_value_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6837,7 +6909,7 @@ void *_wrap_kvc_stateful_view_t_value_get_kvc_0a5df17ca90a3f7d(struct kvc_statef
 }
 
 
-void _wrap_kvc_stateful_view_t_row_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_view_t_row_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t arg2 ;
   
@@ -6849,7 +6921,7 @@ void _wrap_kvc_stateful_view_t_row_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_st
 }
 
 
-long long _wrap_kvc_stateful_view_t_row_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+long long _wrap_kvc_stateful_view_t_row_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6862,7 +6934,7 @@ long long _wrap_kvc_stateful_view_t_row_stride_get_kvc_0a5df17ca90a3f7d(struct k
 }
 
 
-void _wrap_kvc_stateful_view_t_head_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_view_t_head_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t arg2 ;
   
@@ -6874,7 +6946,7 @@ void _wrap_kvc_stateful_view_t_head_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_s
 }
 
 
-long long _wrap_kvc_stateful_view_t_head_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+long long _wrap_kvc_stateful_view_t_head_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6887,7 +6959,7 @@ long long _wrap_kvc_stateful_view_t_head_stride_get_kvc_0a5df17ca90a3f7d(struct 
 }
 
 
-void _wrap_kvc_stateful_view_t_token_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_view_t_token_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t arg2 ;
   
@@ -6899,7 +6971,7 @@ void _wrap_kvc_stateful_view_t_token_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_view_t_token_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+long long _wrap_kvc_stateful_view_t_token_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6912,7 +6984,7 @@ long long _wrap_kvc_stateful_view_t_token_stride_get_kvc_0a5df17ca90a3f7d(struct
 }
 
 
-void _wrap_kvc_stateful_view_t_batch_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_batch_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -6924,7 +6996,7 @@ void _wrap_kvc_stateful_view_t_batch_set_kvc_0a5df17ca90a3f7d(struct kvc_statefu
 }
 
 
-int _wrap_kvc_stateful_view_t_batch_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_batch_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6937,7 +7009,7 @@ int _wrap_kvc_stateful_view_t_batch_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_capacity_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_capacity_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -6949,7 +7021,7 @@ void _wrap_kvc_stateful_view_t_capacity_set_kvc_0a5df17ca90a3f7d(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_view_t_capacity_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_capacity_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6962,7 +7034,7 @@ int _wrap_kvc_stateful_view_t_capacity_get_kvc_0a5df17ca90a3f7d(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -6974,7 +7046,7 @@ void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_0a5df17ca90a3f7d(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6987,7 +7059,7 @@ int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_0a5df17ca90a3f7d(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_view_t_head_dim_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_head_dim_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -6999,7 +7071,7 @@ void _wrap_kvc_stateful_view_t_head_dim_set_kvc_0a5df17ca90a3f7d(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_view_t_head_dim_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_head_dim_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7012,7 +7084,7 @@ int _wrap_kvc_stateful_view_t_head_dim_get_kvc_0a5df17ca90a3f7d(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_view_t_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_dtype_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -7024,7 +7096,7 @@ void _wrap_kvc_stateful_view_t_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_statefu
 }
 
 
-int _wrap_kvc_stateful_view_t_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_dtype_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -7037,7 +7109,7 @@ int _wrap_kvc_stateful_view_t_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_layout_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_layout_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -7049,7 +7121,7 @@ void _wrap_kvc_stateful_view_t_layout_set_kvc_0a5df17ca90a3f7d(struct kvc_statef
 }
 
 
-int _wrap_kvc_stateful_view_t_layout_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_layout_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -7062,7 +7134,7 @@ int _wrap_kvc_stateful_view_t_layout_get_kvc_0a5df17ca90a3f7d(struct kvc_statefu
 }
 
 
-void _wrap_kvc_stateful_view_t_max_length_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_max_length_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7074,7 +7146,7 @@ void _wrap_kvc_stateful_view_t_max_length_set_kvc_0a5df17ca90a3f7d(struct kvc_st
 }
 
 
-int _wrap_kvc_stateful_view_t_max_length_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_max_length_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7087,7 +7159,7 @@ int _wrap_kvc_stateful_view_t_max_length_get_kvc_0a5df17ca90a3f7d(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7099,7 +7171,7 @@ void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_0a5df17ca90a3f7d(struct
 }
 
 
-int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7112,7 +7184,7 @@ int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_0a5df17ca90a3f7d(struct 
 }
 
 
-void _wrap_kvc_stateful_view_t_lengths_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_lengths_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -7124,7 +7196,7 @@ void _wrap_kvc_stateful_view_t_lengths_set_kvc_0a5df17ca90a3f7d(struct kvc_state
 }
 
 
-int32_t *_wrap_kvc_stateful_view_t_lengths_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+int32_t *_wrap_kvc_stateful_view_t_lengths_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -7137,7 +7209,7 @@ int32_t *_wrap_kvc_stateful_view_t_lengths_get_kvc_0a5df17ca90a3f7d(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_view_t_beam_table_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_beam_table_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -7149,7 +7221,7 @@ void _wrap_kvc_stateful_view_t_beam_table_set_kvc_0a5df17ca90a3f7d(struct kvc_st
 }
 
 
-int32_t *_wrap_kvc_stateful_view_t_beam_table_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+int32_t *_wrap_kvc_stateful_view_t_beam_table_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -7162,7 +7234,7 @@ int32_t *_wrap_kvc_stateful_view_t_beam_table_get_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-struct kvc_stateful_view *_wrap_new_kvc_stateful_view_t_kvc_0a5df17ca90a3f7d() {
+struct kvc_stateful_view *_wrap_new_kvc_stateful_view_t_kvc_c7d74fa2596a9d9b() {
   struct kvc_stateful_view *result = 0 ;
   struct kvc_stateful_view *_swig_go_result;
   
@@ -7173,7 +7245,7 @@ struct kvc_stateful_view *_wrap_new_kvc_stateful_view_t_kvc_0a5df17ca90a3f7d() {
 }
 
 
-void _wrap_delete_kvc_stateful_view_t_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+void _wrap_delete_kvc_stateful_view_t_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   
   arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
@@ -7183,7 +7255,7 @@ void _wrap_delete_kvc_stateful_view_t_kvc_0a5df17ca90a3f7d(struct kvc_stateful_v
 }
 
 
-void _wrap_kvc_stateful_view_init_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view *_swig_go_0) {
+void _wrap_kvc_stateful_view_init_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
   kvc_stateful_view_t *arg1 = (kvc_stateful_view_t *) 0 ;
   
   arg1 = *(kvc_stateful_view_t **)&_swig_go_0; 
@@ -7193,7 +7265,7 @@ void _wrap_kvc_stateful_view_init_kvc_0a5df17ca90a3f7d(struct kvc_stateful_view 
 }
 
 
-_gostring_ _wrap_kvc_stateful_layer_view_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_view *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_layer_view_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_view *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   kvc_stateful_view_t *arg3 = (kvc_stateful_view_t *) 0 ;
@@ -7210,7 +7282,7 @@ _gostring_ _wrap_kvc_stateful_layer_view_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_s
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_lengths_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int _swig_go_3) {
+_gostring_ _wrap_kvc_stateful_get_lengths_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int _swig_go_3) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -7229,7 +7301,7 @@ _gostring_ _wrap_kvc_stateful_get_lengths_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_
 }
 
 
-void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7241,7 +7313,7 @@ void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_0a5df17ca90a3f7d(struc
 }
 
 
-int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7254,7 +7326,7 @@ int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct
 }
 
 
-void _wrap_kvc_stateful_append_args_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_layer_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7266,7 +7338,7 @@ void _wrap_kvc_stateful_append_args_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_append_args_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_layer_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7279,7 +7351,7 @@ int _wrap_kvc_stateful_append_args_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7291,7 +7363,7 @@ void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_0a5df17ca90a3f7d(struct
 }
 
 
-int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7304,7 +7376,7 @@ int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_0a5df17ca90a3f7d(struct 
 }
 
 
-void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -7316,7 +7388,7 @@ void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_0a5df17ca90a3f7d(struct 
 }
 
 
-int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -7329,7 +7401,7 @@ int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_0a5df17ca90a3f7d(struct k
 }
 
 
-void _wrap_kvc_stateful_append_args_t_key_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_key_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7341,7 +7413,7 @@ void _wrap_kvc_stateful_append_args_t_key_set_kvc_0a5df17ca90a3f7d(struct kvc_st
 }
 
 
-void *_wrap_kvc_stateful_append_args_t_key_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
+void *_wrap_kvc_stateful_append_args_t_key_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7354,7 +7426,7 @@ void *_wrap_kvc_stateful_append_args_t_key_get_kvc_0a5df17ca90a3f7d(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_append_args_t_value_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_value_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7366,7 +7438,7 @@ void _wrap_kvc_stateful_append_args_t_value_set_kvc_0a5df17ca90a3f7d(struct kvc_
 }
 
 
-void *_wrap_kvc_stateful_append_args_t_value_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
+void *_wrap_kvc_stateful_append_args_t_value_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7379,7 +7451,7 @@ void *_wrap_kvc_stateful_append_args_t_value_get_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, uint32_t *_swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0, uint32_t *_swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   
@@ -7391,7 +7463,7 @@ void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_0a5df17ca90a3f7d(struct
 }
 
 
-uint32_t *_wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
+uint32_t *_wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t *result = 0 ;
   uint32_t *_swig_go_result;
@@ -7404,7 +7476,7 @@ uint32_t *_wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_0a5df17ca90a3f7d(s
 }
 
 
-void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float arg2 ;
   
@@ -7416,7 +7488,7 @@ void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
+float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -7429,7 +7501,7 @@ float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_0a5df17ca90a3f7d(struct k
 }
 
 
-void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float arg2 ;
   
@@ -7441,7 +7513,7 @@ void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
+float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -7454,7 +7526,7 @@ float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_0a5df17ca90a3f7d(struct k
 }
 
 
-struct kvc_stateful_append_args *_wrap_new_kvc_stateful_append_args_t_kvc_0a5df17ca90a3f7d() {
+struct kvc_stateful_append_args *_wrap_new_kvc_stateful_append_args_t_kvc_c7d74fa2596a9d9b() {
   struct kvc_stateful_append_args *result = 0 ;
   struct kvc_stateful_append_args *_swig_go_result;
   
@@ -7465,7 +7537,7 @@ struct kvc_stateful_append_args *_wrap_new_kvc_stateful_append_args_t_kvc_0a5df1
 }
 
 
-void _wrap_delete_kvc_stateful_append_args_t_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
+void _wrap_delete_kvc_stateful_append_args_t_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   
   arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
@@ -7475,7 +7547,7 @@ void _wrap_delete_kvc_stateful_append_args_t_kvc_0a5df17ca90a3f7d(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_append_args_init_kvc_0a5df17ca90a3f7d(struct kvc_stateful_append_args *_swig_go_0) {
+void _wrap_kvc_stateful_append_args_init_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0) {
   kvc_stateful_append_args_t *arg1 = (kvc_stateful_append_args_t *) 0 ;
   
   arg1 = *(kvc_stateful_append_args_t **)&_swig_go_0; 
@@ -7485,7 +7557,7 @@ void _wrap_kvc_stateful_append_args_init_kvc_0a5df17ca90a3f7d(struct kvc_statefu
 }
 
 
-_gostring_ _wrap_kvc_stateful_append_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, struct kvc_stateful_append_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_append_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, struct kvc_stateful_append_args *_swig_go_1, void *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_append_args_t *arg2 = (kvc_stateful_append_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -7502,7 +7574,7 @@ _gostring_ _wrap_kvc_stateful_append_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_stateful_reorder_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, int *_swig_go_1, int _swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_kvc_stateful_reorder_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, int *_swig_go_1, int _swig_go_2, void *_swig_go_3) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   uint32_t arg3 ;
@@ -7521,7 +7593,7 @@ _gostring_ _wrap_kvc_stateful_reorder_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig
 }
 
 
-_gostring_ _wrap_kvc_stateful_compact_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, void *_swig_go_1) {
+_gostring_ _wrap_kvc_stateful_compact_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, void *_swig_go_1) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t result;
@@ -7536,7 +7608,7 @@ _gostring_ _wrap_kvc_stateful_compact_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig
 }
 
 
-_gostring_ _wrap_kvc_stateful_trim_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, int _swig_go_1, int _swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_kvc_stateful_trim_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, int _swig_go_1, int _swig_go_2, void *_swig_go_3) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   uint32_t arg3 ;
@@ -7555,7 +7627,7 @@ _gostring_ _wrap_kvc_stateful_trim_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_stateful_reset_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, bool _swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_reset_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, bool _swig_go_1, void *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   bool arg2 ;
   void *arg3 = (void *) 0 ;
@@ -7572,7 +7644,7 @@ _gostring_ _wrap_kvc_stateful_reset_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_stateful_export_row_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, void *_swig_go_5) {
+_gostring_ _wrap_kvc_stateful_export_row_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, void *_swig_go_5) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -7595,7 +7667,7 @@ _gostring_ _wrap_kvc_stateful_export_row_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_s
 }
 
 
-_gostring_ _wrap_kvc_stateful_import_row_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_stateful_import_row_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -7616,7 +7688,7 @@ _gostring_ _wrap_kvc_stateful_import_row_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_s
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7628,7 +7700,7 @@ void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_0a5df17ca90a3f7d(struc
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7641,7 +7713,7 @@ int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7653,7 +7725,7 @@ void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7666,7 +7738,7 @@ int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7678,7 +7750,7 @@ void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7691,7 +7763,7 @@ int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -7703,7 +7775,7 @@ void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -7716,7 +7788,7 @@ int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_query_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_query_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7728,7 +7800,7 @@ void _wrap_kvc_stateful_decode_args_t_query_set_kvc_0a5df17ca90a3f7d(struct kvc_
 }
 
 
-void *_wrap_kvc_stateful_decode_args_t_query_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+void *_wrap_kvc_stateful_decode_args_t_query_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7741,7 +7813,7 @@ void *_wrap_kvc_stateful_decode_args_t_query_get_kvc_0a5df17ca90a3f7d(struct kvc
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_out_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_out_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7753,7 +7825,7 @@ void _wrap_kvc_stateful_decode_args_t_out_set_kvc_0a5df17ca90a3f7d(struct kvc_st
 }
 
 
-void *_wrap_kvc_stateful_decode_args_t_out_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+void *_wrap_kvc_stateful_decode_args_t_out_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7766,7 +7838,7 @@ void *_wrap_kvc_stateful_decode_args_t_out_get_kvc_0a5df17ca90a3f7d(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7778,7 +7850,7 @@ void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_0a5df17ca90a3f7d(struc
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7791,7 +7863,7 @@ int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_0a5df17ca90a3f7d(struct
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float arg2 ;
   
@@ -7803,7 +7875,7 @@ void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_0a5df17ca90a3f7d(str
 }
 
 
-float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -7816,7 +7888,7 @@ float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_0a5df17ca90a3f7d(st
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float arg2 ;
   
@@ -7828,7 +7900,7 @@ void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -7841,7 +7913,7 @@ float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_0a5df17ca90a3f7d(struct k
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float arg2 ;
   
@@ -7853,7 +7925,7 @@ void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -7866,7 +7938,7 @@ float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_0a5df17ca90a3f7d(struct k
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7878,7 +7950,7 @@ void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_0a5df17ca90a3f7d(struct 
 }
 
 
-void *_wrap_kvc_stateful_decode_args_t_workspace_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+void *_wrap_kvc_stateful_decode_args_t_workspace_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7891,7 +7963,7 @@ void *_wrap_kvc_stateful_decode_args_t_workspace_get_kvc_0a5df17ca90a3f7d(struct
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint64_t arg2 ;
   
@@ -7903,7 +7975,7 @@ void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_0a5df17ca90a3f7d(s
 }
 
 
-long long _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+long long _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7916,7 +7988,7 @@ long long _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_0a5df17ca90a3
 }
 
 
-struct kvc_stateful_decode_args *_wrap_new_kvc_stateful_decode_args_t_kvc_0a5df17ca90a3f7d() {
+struct kvc_stateful_decode_args *_wrap_new_kvc_stateful_decode_args_t_kvc_c7d74fa2596a9d9b() {
   struct kvc_stateful_decode_args *result = 0 ;
   struct kvc_stateful_decode_args *_swig_go_result;
   
@@ -7927,7 +7999,7 @@ struct kvc_stateful_decode_args *_wrap_new_kvc_stateful_decode_args_t_kvc_0a5df1
 }
 
 
-void _wrap_delete_kvc_stateful_decode_args_t_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+void _wrap_delete_kvc_stateful_decode_args_t_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   
   arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
@@ -7937,7 +8009,7 @@ void _wrap_delete_kvc_stateful_decode_args_t_kvc_0a5df17ca90a3f7d(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_decode_args_init_kvc_0a5df17ca90a3f7d(struct kvc_stateful_decode_args *_swig_go_0) {
+void _wrap_kvc_stateful_decode_args_init_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
   kvc_stateful_decode_args_t *arg1 = (kvc_stateful_decode_args_t *) 0 ;
   
   arg1 = *(kvc_stateful_decode_args_t **)&_swig_go_0; 
@@ -7947,7 +8019,7 @@ void _wrap_kvc_stateful_decode_args_init_kvc_0a5df17ca90a3f7d(struct kvc_statefu
 }
 
 
-_gostring_ _wrap_kvc_stateful_decode_workspace_size_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_decode_workspace_size_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, long long *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_decode_args_t *arg2 = (kvc_stateful_decode_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -7964,7 +8036,7 @@ _gostring_ _wrap_kvc_stateful_decode_workspace_size_kvc_0a5df17ca90a3f7d(kvc_sta
 }
 
 
-_gostring_ _wrap_kvc_stateful_decode_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_decode_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, void *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_decode_args_t *arg2 = (kvc_stateful_decode_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -7981,7 +8053,7 @@ _gostring_ _wrap_kvc_stateful_decode_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_async_error_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_get_async_error_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t *arg3 = (kvc_status_t *) 0 ;
@@ -7998,7 +8070,7 @@ _gostring_ _wrap_kvc_stateful_get_async_error_kvc_0a5df17ca90a3f7d(kvc_stateful_
 }
 
 
-void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8010,7 +8082,7 @@ void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
+int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8023,7 +8095,7 @@ int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8035,7 +8107,7 @@ void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_0a5df17ca90a3f7d(struct kvc_s
 }
 
 
-int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
+int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8048,7 +8120,7 @@ int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_0a5df17ca90a3f7d(struct kvc_st
 }
 
 
-void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8060,7 +8132,7 @@ void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_0a5df17ca90a3f7d(struct 
 }
 
 
-long long _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8073,7 +8145,7 @@ long long _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_0a5df17ca90a3f7d(st
 }
 
 
-void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8085,7 +8157,7 @@ void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_s
 }
 
 
-long long _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8098,7 +8170,7 @@ long long _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_0a5df17ca90a3f7d(struct 
 }
 
 
-void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8110,7 +8182,7 @@ void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_sta
 }
 
 
-long long _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8123,7 +8195,7 @@ long long _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8135,7 +8207,7 @@ void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8148,7 +8220,7 @@ long long _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_0a5df17ca90a3f7d(struct
 }
 
 
-void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8160,7 +8232,7 @@ void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-long long _wrap_kvc_stateful_stats_t_reallocations_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_reallocations_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8173,7 +8245,7 @@ long long _wrap_kvc_stateful_stats_t_reallocations_get_kvc_0a5df17ca90a3f7d(stru
 }
 
 
-void _wrap_kvc_stateful_stats_t_reorders_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_reorders_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8185,7 +8257,7 @@ void _wrap_kvc_stateful_stats_t_reorders_set_kvc_0a5df17ca90a3f7d(struct kvc_sta
 }
 
 
-long long _wrap_kvc_stateful_stats_t_reorders_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_reorders_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8198,7 +8270,7 @@ long long _wrap_kvc_stateful_stats_t_reorders_get_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8210,7 +8282,7 @@ void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_0a5df17ca90a3f7d(st
 }
 
 
-long long _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8223,7 +8295,7 @@ long long _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_0a5df17ca90a3f
 }
 
 
-void _wrap_kvc_stateful_stats_t_compactions_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_compactions_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8235,7 +8307,7 @@ void _wrap_kvc_stateful_stats_t_compactions_set_kvc_0a5df17ca90a3f7d(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_stats_t_compactions_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_compactions_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8248,7 +8320,7 @@ long long _wrap_kvc_stateful_stats_t_compactions_get_kvc_0a5df17ca90a3f7d(struct
 }
 
 
-struct kvc_stateful_stats *_wrap_new_kvc_stateful_stats_t_kvc_0a5df17ca90a3f7d() {
+struct kvc_stateful_stats *_wrap_new_kvc_stateful_stats_t_kvc_c7d74fa2596a9d9b() {
   struct kvc_stateful_stats *result = 0 ;
   struct kvc_stateful_stats *_swig_go_result;
   
@@ -8259,7 +8331,7 @@ struct kvc_stateful_stats *_wrap_new_kvc_stateful_stats_t_kvc_0a5df17ca90a3f7d()
 }
 
 
-void _wrap_delete_kvc_stateful_stats_t_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
+void _wrap_delete_kvc_stateful_stats_t_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   
   arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
@@ -8269,7 +8341,7 @@ void _wrap_delete_kvc_stateful_stats_t_kvc_0a5df17ca90a3f7d(struct kvc_stateful_
 }
 
 
-void _wrap_kvc_stateful_stats_init_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stats *_swig_go_0) {
+void _wrap_kvc_stateful_stats_init_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0) {
   kvc_stateful_stats_t *arg1 = (kvc_stateful_stats_t *) 0 ;
   
   arg1 = *(kvc_stateful_stats_t **)&_swig_go_0; 
@@ -8279,7 +8351,7 @@ void _wrap_kvc_stateful_stats_init_kvc_0a5df17ca90a3f7d(struct kvc_stateful_stat
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_stats_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, struct kvc_stateful_stats *_swig_go_1) {
+_gostring_ _wrap_kvc_stateful_get_stats_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, struct kvc_stateful_stats *_swig_go_1) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_stats_t *arg2 = (kvc_stateful_stats_t *) 0 ;
   kvc_status_t result;
@@ -8294,7 +8366,7 @@ _gostring_ _wrap_kvc_stateful_get_stats_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_sw
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8306,7 +8378,7 @@ void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_0a5df17ca90a3f7d(struc
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8319,7 +8391,7 @@ int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_0a5df17ca90a3f7d(struct
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8331,7 +8403,7 @@ void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_0a5df17ca90a3f7d(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8344,7 +8416,7 @@ int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_0a5df17ca90a3f7d(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8356,7 +8428,7 @@ void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_0a5df17ca90a3f7d(struct k
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8369,7 +8441,7 @@ int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_0a5df17ca90a3f7d(struct kv
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8381,7 +8453,7 @@ void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_0a5df17ca90a3f7d(str
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8394,7 +8466,7 @@ int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_0a5df17ca90a3f7d(stru
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8406,7 +8478,7 @@ void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_0a5df17ca90a3f7d(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8419,7 +8491,7 @@ long long _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_0a5df17ca90a3f7d(struct
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8431,7 +8503,7 @@ void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_0a5df17ca90a3f7d(str
 }
 
 
-long long _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8444,7 +8516,7 @@ long long _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_0a5df17ca90a3f7
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8456,7 +8528,7 @@ void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_0a5df17ca90a3f7
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8469,7 +8541,7 @@ int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_0a5df17ca90a3f7d
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8481,7 +8553,7 @@ void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_0a5df17ca90a3f7d(struct
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8494,7 +8566,7 @@ int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_0a5df17ca90a3f7d(struct 
 }
 
 
-struct kvc_stateful_layer_stats *_wrap_new_kvc_stateful_layer_stats_t_kvc_0a5df17ca90a3f7d() {
+struct kvc_stateful_layer_stats *_wrap_new_kvc_stateful_layer_stats_t_kvc_c7d74fa2596a9d9b() {
   struct kvc_stateful_layer_stats *result = 0 ;
   struct kvc_stateful_layer_stats *_swig_go_result;
   
@@ -8505,7 +8577,7 @@ struct kvc_stateful_layer_stats *_wrap_new_kvc_stateful_layer_stats_t_kvc_0a5df1
 }
 
 
-void _wrap_delete_kvc_stateful_layer_stats_t_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
+void _wrap_delete_kvc_stateful_layer_stats_t_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   
   arg1 = *(struct kvc_stateful_layer_stats **)&_swig_go_0; 
@@ -8515,7 +8587,7 @@ void _wrap_delete_kvc_stateful_layer_stats_t_kvc_0a5df17ca90a3f7d(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_layer_stats_init_kvc_0a5df17ca90a3f7d(struct kvc_stateful_layer_stats *_swig_go_0) {
+void _wrap_kvc_stateful_layer_stats_init_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0) {
   kvc_stateful_layer_stats_t *arg1 = (kvc_stateful_layer_stats_t *) 0 ;
   
   arg1 = *(kvc_stateful_layer_stats_t **)&_swig_go_0; 
@@ -8525,7 +8597,7 @@ void _wrap_kvc_stateful_layer_stats_init_kvc_0a5df17ca90a3f7d(struct kvc_statefu
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_layer_stats_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_layer_stats *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_get_layer_stats_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_layer_stats *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   kvc_stateful_layer_stats_t *arg3 = (kvc_stateful_layer_stats_t *) 0 ;
@@ -8542,7 +8614,945 @@ _gostring_ _wrap_kvc_stateful_get_layer_stats_kvc_0a5df17ca90a3f7d(kvc_stateful_
 }
 
 
-uintptr_t _wrap_kvcgo_buffer_new_kvc_0a5df17ca90a3f7d(char *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_KVC_EVENT_STORED_kvc_c7d74fa2596a9d9b() {
+  int result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_EVENT_STORED;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_EVENT_REMOVED_kvc_c7d74fa2596a9d9b() {
+  int result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_EVENT_REMOVED;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_EVENT_TIER_CHANGED_kvc_c7d74fa2596a9d9b() {
+  int result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_EVENT_TIER_CHANGED;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_EVENT_PRIORITY_CHANGED_kvc_c7d74fa2596a9d9b() {
+  int result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_EVENT_PRIORITY_CHANGED;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_EVENT_CLEARED_kvc_c7d74fa2596a9d9b() {
+  int result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_EVENT_CLEARED;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_EVENT_LOST_kvc_c7d74fa2596a9d9b() {
+  int result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_EVENT_LOST;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_TIER_PRIMARY_kvc_c7d74fa2596a9d9b() {
+  int result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_TIER_PRIMARY;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_TIER_HOST_kvc_c7d74fa2596a9d9b() {
+  int result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_TIER_HOST;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_event_t_id_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->id = arg2;
+  
+}
+
+
+long long _wrap_kvc_event_t_id_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->id);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_event_t_kind_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, int _swig_go_1) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->kind = arg2;
+  
+}
+
+
+int _wrap_kvc_event_t_kind_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->kind);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_event_t_tier_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, int _swig_go_1) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->tier = arg2;
+  
+}
+
+
+int _wrap_kvc_event_t_tier_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->tier);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_event_t_hash_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->hash = arg2;
+  
+}
+
+
+long long _wrap_kvc_event_t_hash_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->hash);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_event_t_parent_hash_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->parent_hash = arg2;
+  
+}
+
+
+long long _wrap_kvc_event_t_parent_hash_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->parent_hash);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_event_t_groups_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->groups = arg2;
+  
+}
+
+
+long long _wrap_kvc_event_t_groups_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->groups);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_event_t_lora_id_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->lora_id = arg2;
+  
+}
+
+
+long long _wrap_kvc_event_t_lora_id_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->lora_id);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_event_t_has_lora_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, int _swig_go_1) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->has_lora = arg2;
+  
+}
+
+
+int _wrap_kvc_event_t_has_lora_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->has_lora);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_event_t_priority_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, int _swig_go_1) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->priority = arg2;
+  
+}
+
+
+int _wrap_kvc_event_t_priority_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->priority);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_event_t_num_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, int _swig_go_1) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_tokens = arg2;
+  
+}
+
+
+int _wrap_kvc_event_t_num_tokens_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->num_tokens);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_event_t_reserved_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, int _swig_go_1) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->reserved = arg2;
+  
+}
+
+
+int _wrap_kvc_event_t_reserved_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->reserved);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_event_t_token_offset_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->token_offset = arg2;
+  
+}
+
+
+long long _wrap_kvc_event_t_token_offset_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->token_offset);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_event_t_lost_count_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->lost_count = arg2;
+  
+}
+
+
+long long _wrap_kvc_event_t_lost_count_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->lost_count);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_event *_wrap_new_kvc_event_t_kvc_c7d74fa2596a9d9b() {
+  struct kvc_event *result = 0 ;
+  struct kvc_event *_swig_go_result;
+  
+  
+  result = (struct kvc_event *)calloc(1, sizeof(struct kvc_event));
+  *(struct kvc_event **)&_swig_go_result = (struct kvc_event *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_event_t_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+  struct kvc_event *arg1 = (struct kvc_event *) 0 ;
+  
+  arg1 = *(struct kvc_event **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_event_drain_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0, int _swig_go_1) {
+  struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_event_drain **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_event_drain_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0) {
+  struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_event_drain **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_event_drain_t_reserved_set_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0, int _swig_go_1) {
+  struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_event_drain **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->reserved = arg2;
+  
+}
+
+
+int _wrap_kvc_event_drain_t_reserved_get_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0) {
+  struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_event_drain **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->reserved);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_event_drain_t_events_set_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+  struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_event_drain **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->events = arg2;
+  
+}
+
+
+long long _wrap_kvc_event_drain_t_events_get_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0) {
+  struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_event_drain **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->events);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_event_drain_t_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+  struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_event_drain **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->tokens = arg2;
+  
+}
+
+
+long long _wrap_kvc_event_drain_t_tokens_get_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0) {
+  struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_event_drain **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->tokens);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_event_drain_t_events_pending_set_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+  struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_event_drain **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->events_pending = arg2;
+  
+}
+
+
+long long _wrap_kvc_event_drain_t_events_pending_get_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0) {
+  struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_event_drain **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->events_pending);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+  struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_event_drain **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->tokens_pending = arg2;
+  
+}
+
+
+long long _wrap_kvc_event_drain_t_tokens_pending_get_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0) {
+  struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_event_drain **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->tokens_pending);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_event_drain_t_last_id_set_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+  struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_event_drain **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->last_id = arg2;
+  
+}
+
+
+long long _wrap_kvc_event_drain_t_last_id_get_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0) {
+  struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_event_drain **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->last_id);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_event_drain *_wrap_new_kvc_event_drain_t_kvc_c7d74fa2596a9d9b() {
+  struct kvc_event_drain *result = 0 ;
+  struct kvc_event_drain *_swig_go_result;
+  
+  
+  result = (struct kvc_event_drain *)calloc(1, sizeof(struct kvc_event_drain));
+  *(struct kvc_event_drain **)&_swig_go_result = (struct kvc_event_drain *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_event_drain_t_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0) {
+  struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
+  
+  arg1 = *(struct kvc_event_drain **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_event_drain_init_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0) {
+  kvc_event_drain_t *arg1 = (kvc_event_drain_t *) 0 ;
+  
+  arg1 = *(kvc_event_drain_t **)&_swig_go_0; 
+  
+  kvc_event_drain_init(arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_cache_drain_events_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, struct kvc_event *_swig_go_1, long long _swig_go_2, int *_swig_go_3, long long _swig_go_4, struct kvc_event_drain *_swig_go_5) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  kvc_event_t *arg2 = (kvc_event_t *) 0 ;
+  size_t arg3 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  size_t arg5 ;
+  kvc_event_drain_t *arg6 = (kvc_event_drain_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = *(kvc_event_t **)&_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  arg4 = (int32_t *)_swig_go_3; 
+  arg5 = (size_t)_swig_go_4; 
+  arg6 = *(kvc_event_drain_t **)&_swig_go_5; 
+  
+  result = (kvc_status_t)kvc_cache_drain_events(arg1,arg2,arg3,arg4,arg5,arg6);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_entry_t_hash_set_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
+  struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_entry **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->hash = arg2;
+  
+}
+
+
+long long _wrap_kvc_snapshot_entry_t_hash_get_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0) {
+  struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_entry **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->hash);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
+  struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_entry **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->parent_hash = arg2;
+  
+}
+
+
+long long _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0) {
+  struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_entry **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->parent_hash);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_entry_t_groups_set_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
+  struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_entry **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->groups = arg2;
+  
+}
+
+
+long long _wrap_kvc_snapshot_entry_t_groups_get_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0) {
+  struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_entry **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->groups);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
+  struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_entry **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->lora_id = arg2;
+  
+}
+
+
+long long _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0) {
+  struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_entry **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->lora_id);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_entry_t_has_lora_set_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
+  struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_entry **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->has_lora = arg2;
+  
+}
+
+
+int _wrap_kvc_snapshot_entry_t_has_lora_get_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0) {
+  struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_entry **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->has_lora);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_entry_t_tier_set_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
+  struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_entry **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->tier = arg2;
+  
+}
+
+
+int _wrap_kvc_snapshot_entry_t_tier_get_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0) {
+  struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_entry **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->tier);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_entry_t_priority_set_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
+  struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_entry **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->priority = arg2;
+  
+}
+
+
+int _wrap_kvc_snapshot_entry_t_priority_get_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0) {
+  struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_entry **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->priority);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
+  struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_entry **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_tokens = arg2;
+  
+}
+
+
+int _wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0) {
+  struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_entry **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->num_tokens);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_snapshot_entry *_wrap_new_kvc_snapshot_entry_t_kvc_c7d74fa2596a9d9b() {
+  struct kvc_snapshot_entry *result = 0 ;
+  struct kvc_snapshot_entry *_swig_go_result;
+  
+  
+  result = (struct kvc_snapshot_entry *)calloc(1, sizeof(struct kvc_snapshot_entry));
+  *(struct kvc_snapshot_entry **)&_swig_go_result = (struct kvc_snapshot_entry *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_snapshot_entry_t_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0) {
+  struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
+  
+  arg1 = *(struct kvc_snapshot_entry **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_cache_snapshot_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, struct kvc_snapshot_entry *_swig_go_1, long long _swig_go_2, long long *_swig_go_3, long long *_swig_go_4) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  kvc_snapshot_entry_t *arg2 = (kvc_snapshot_entry_t *) 0 ;
+  size_t arg3 ;
+  size_t *arg4 = (size_t *) 0 ;
+  uint64_t *arg5 = (uint64_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = *(kvc_snapshot_entry_t **)&_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  arg4 = (size_t *)_swig_go_3; 
+  arg5 = (uint64_t *)_swig_go_4; 
+  
+  result = (kvc_status_t)kvc_cache_snapshot((struct kvc_cache const *)arg1,arg2,arg3,arg4,arg5);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_block_hashes_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  size_t arg3 ;
+  kvc_sequence_options_t *arg4 = (kvc_sequence_options_t *) 0 ;
+  uint64_t *arg5 = (uint64_t *) 0 ;
+  size_t arg6 ;
+  size_t *arg7 = (size_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  arg4 = *(kvc_sequence_options_t **)&_swig_go_3; 
+  arg5 = (uint64_t *)_swig_go_4; 
+  arg6 = (size_t)_swig_go_5; 
+  arg7 = (size_t *)_swig_go_6; 
+  
+  result = (kvc_status_t)kvc_block_hashes((struct kvc_config const *)arg1,(int const *)arg2,arg3,(struct kvc_sequence_options const *)arg4,arg5,arg6,arg7);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+uintptr_t _wrap_kvcgo_buffer_new_kvc_c7d74fa2596a9d9b(char *_swig_go_0, long long _swig_go_1) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   uintptr_t result;
@@ -8557,7 +9567,7 @@ uintptr_t _wrap_kvcgo_buffer_new_kvc_0a5df17ca90a3f7d(char *_swig_go_0, long lon
 }
 
 
-void _wrap_kvcgo_buffer_free_kvc_0a5df17ca90a3f7d(uintptr_t _swig_go_0) {
+void _wrap_kvcgo_buffer_free_kvc_c7d74fa2596a9d9b(uintptr_t _swig_go_0) {
   uintptr_t arg1 ;
   
   arg1 = (uintptr_t)_swig_go_0; 
@@ -8567,7 +9577,7 @@ void _wrap_kvcgo_buffer_free_kvc_0a5df17ca90a3f7d(uintptr_t _swig_go_0) {
 }
 
 
-void _wrap_kvcgo_buffer_read_kvc_0a5df17ca90a3f7d(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_read_kvc_c7d74fa2596a9d9b(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   uintptr_t arg2 ;
   size_t arg3 ;
@@ -8581,7 +9591,7 @@ void _wrap_kvcgo_buffer_read_kvc_0a5df17ca90a3f7d(char *_swig_go_0, uintptr_t _s
 }
 
 
-void _wrap_kvcgo_buffer_write_kvc_0a5df17ca90a3f7d(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_write_kvc_c7d74fa2596a9d9b(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
   uintptr_t arg1 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -8595,7 +9605,7 @@ void _wrap_kvcgo_buffer_write_kvc_0a5df17ca90a3f7d(uintptr_t _swig_go_0, char *_
 }
 
 
-void _wrap_kvcgo_extra_key_set_kvc_0a5df17ca90a3f7d(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
+void _wrap_kvcgo_extra_key_set_kvc_c7d74fa2596a9d9b(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
   uintptr_t arg1 ;
   size_t arg2 ;
   uint64_t arg3 ;
@@ -8615,7 +9625,7 @@ void _wrap_kvcgo_extra_key_set_kvc_0a5df17ca90a3f7d(uintptr_t _swig_go_0, long l
 }
 
 
-_gostring_ _wrap_kvcgo_cache_async_error_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
+_gostring_ _wrap_kvcgo_cache_async_error_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   bool *arg3 = (bool *) 0 ;
@@ -8632,7 +9642,7 @@ _gostring_ _wrap_kvcgo_cache_async_error_kvc_0a5df17ca90a3f7d(kvc_cache_t *_swig
 }
 
 
-_gostring_ _wrap_kvcgo_stateful_async_error_kvc_0a5df17ca90a3f7d(kvc_stateful_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
+_gostring_ _wrap_kvcgo_stateful_async_error_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   void *arg2 = (void *) 0 ;
   bool *arg3 = (bool *) 0 ;
@@ -8649,7 +9659,7 @@ _gostring_ _wrap_kvcgo_stateful_async_error_kvc_0a5df17ca90a3f7d(kvc_stateful_t 
 }
 
 
-long long _wrap_kvcgo_extra_key_size_kvc_0a5df17ca90a3f7d() {
+long long _wrap_kvcgo_extra_key_size_kvc_c7d74fa2596a9d9b() {
   size_t result;
   long long _swig_go_result;
   
@@ -8660,7 +9670,7 @@ long long _wrap_kvcgo_extra_key_size_kvc_0a5df17ca90a3f7d() {
 }
 
 
-void _wrap_kvcgo_retention_range_set_kvc_0a5df17ca90a3f7d(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, int _swig_go_4, long long _swig_go_5) {
+void _wrap_kvcgo_retention_range_set_kvc_c7d74fa2596a9d9b(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, int _swig_go_4, long long _swig_go_5) {
   uintptr_t arg1 ;
   size_t arg2 ;
   uint64_t arg3 ;
@@ -8680,7 +9690,7 @@ void _wrap_kvcgo_retention_range_set_kvc_0a5df17ca90a3f7d(uintptr_t _swig_go_0, 
 }
 
 
-long long _wrap_kvcgo_retention_range_size_kvc_0a5df17ca90a3f7d() {
+long long _wrap_kvcgo_retention_range_size_kvc_c7d74fa2596a9d9b() {
   size_t result;
   long long _swig_go_result;
   
@@ -8688,6 +9698,56 @@ long long _wrap_kvcgo_retention_range_size_kvc_0a5df17ca90a3f7d() {
   result = kvcgo_retention_range_size();
   _swig_go_result = result; 
   return _swig_go_result;
+}
+
+
+long long _wrap_kvcgo_event_size_kvc_c7d74fa2596a9d9b() {
+  size_t result;
+  long long _swig_go_result;
+  
+  
+  result = kvcgo_event_size();
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+long long _wrap_kvcgo_snapshot_entry_size_kvc_c7d74fa2596a9d9b() {
+  size_t result;
+  long long _swig_go_result;
+  
+  
+  result = kvcgo_snapshot_entry_size();
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvcgo_events_read_kvc_c7d74fa2596a9d9b(long long *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+  uint64_t *arg1 = (uint64_t *) 0 ;
+  uintptr_t arg2 ;
+  size_t arg3 ;
+  
+  arg1 = (uint64_t *)_swig_go_0; 
+  arg2 = (uintptr_t)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  
+  kvcgo_events_read(arg1,arg2,arg3);
+  
+}
+
+
+void _wrap_kvcgo_snapshot_read_kvc_c7d74fa2596a9d9b(long long *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+  uint64_t *arg1 = (uint64_t *) 0 ;
+  uintptr_t arg2 ;
+  size_t arg3 ;
+  
+  arg1 = (uint64_t *)_swig_go_0; 
+  arg2 = (uintptr_t)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  
+  kvcgo_snapshot_read(arg1,arg2,arg3);
+  
 }
 
 

@@ -11,7 +11,10 @@
 # (kvcj_extra_key_layout, kvcj_retention_range_layout) into arrays.
 # Also: no generated or idiomatic class has a finalizer or a Cleaner, and no
 # value is a BigInteger (uint64_t is a Java long).
-# Inputs: MAP, JNI_CLASS, IDIOMATIC_DIR.
+# kvc_event_t and kvc_snapshot_entry_t are read by offset from the arrays
+# a drain or a snapshot writes: each member needs its offsetof in
+# kvcj_event_layout / kvcj_snapshot_entry_layout (kvcache.i, INTERFACE).
+# Inputs: MAP, JNI_CLASS, IDIOMATIC_DIR, INTERFACE.
 cmake_minimum_required(VERSION 3.24)
 set(exempt
   # Read by the JNI wrapper of every failing call (kvcj_throw_status), inside
@@ -33,6 +36,7 @@ if(NOT EXISTS ${JNI_CLASS})
   message(FATAL_ERROR "${JNI_CLASS} does not exist: build the kvcache_java target first")
 endif()
 file(READ ${JNI_CLASS} jni)
+file(READ ${INTERFACE} interface_text)
 file(GLOB idiomatic_files ${IDIOMATIC_DIR}/*.java)
 set(idiomatic "")
 foreach(f ${idiomatic_files})
@@ -69,6 +73,25 @@ file(GLOB proxy_files ${generated_dir}/kvc_*_t.java)
 foreach(f ${proxy_files})
   get_filename_component(cls ${f} NAME_WE)
   if(cls STREQUAL "kvc_extra_key_t" OR cls STREQUAL "kvc_retention_range_t")
+    continue()
+  endif()
+  # Arrays the library writes (events, snapshot entries) are read by
+  # offset: every member must have its offsetof in the layout function of
+  # kvcache.i, and the idiomatic layer must call that function.
+  if(cls STREQUAL "kvc_event_t" OR cls STREQUAL "kvc_snapshot_entry_t")
+    string(REGEX REPLACE "_t$" "_layout" layout_fn "${cls}")
+    string(REPLACE "kvc_" "kvcj_" layout_fn "${layout_fn}")
+    if(NOT idiomatic MATCHES "KvcNative(::|\\.)${layout_fn}[(,; )]")
+      list(APPEND members_not_used "${cls} (${layout_fn} is not called)")
+    endif()
+    file(STRINGS ${f} setters REGEX "public void set[A-Za-z0-9_]+\\(")
+    foreach(line ${setters})
+      string(REGEX REPLACE ".*public void set([A-Za-z0-9_]+)\\(.*" "\\1" member "${line}")
+      string(TOLOWER "${member}" member)
+      if(NOT interface_text MATCHES "offsetof\\(${cls}, ${member}\\)")
+        list(APPEND members_not_used "${cls}.${member} (not in ${layout_fn})")
+      endif()
+    endforeach()
     continue()
   endif()
   file(STRINGS ${f} setters REGEX "public void set[A-Za-z0-9_]+\\(")

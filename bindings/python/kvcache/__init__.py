@@ -20,18 +20,19 @@ GPU memory unless max_tokens or primary_bytes is less: in a process that
 also holds a model, set one of them. See bindings/python/README.md.
 """
 from ._capi import lib as _lib, library_path
-from ._types import (ALL_ROWS, DEFAULT_PRIORITY, RETENTION_OPEN_END, STATEFUL_MAX_BATCH,
-                     STATEFUL_MAX_LENGTH, DeviceKind, DType, Feature, GrowthPolicy, Layout, Status,
-                     TableFormat)
+from ._types import (ALL_ROWS, DEFAULT_PRIORITY, EVENT_NO_TOKENS, RETENTION_OPEN_END,
+                     STATEFUL_MAX_BATCH, STATEFUL_MAX_LENGTH, DeviceKind, DType, EventKind,
+                     Feature, GrowthPolicy, Layout, Status, TableFormat, Tier)
 from .cache import Cache
 from .config import Config
 from .errors import KvCacheError, status_string
 from ._batch import DecodeStep
+from ._events import Event, Snapshot
 from ._kernels import StoreStrides
 from ._sequences import ExtraKey, RetentionRange, SequenceOptions
 from .records import (CacheDescription, CacheStats, CsrTable, GroupDescription, GroupStats,
                       LayerView, PoolDescription, SequenceDescription, SlotMapping,
-                      StatefulLayerStats, StatefulStats, StatefulView)
+                      SnapshotEntry, StatefulLayerStats, StatefulStats, StatefulView)
 from .stateful import StatefulCache
 
 __all__ = ["Cache", "Config", "StatefulCache", "KvCacheError", "Status", "DType", "Layout",
@@ -39,7 +40,8 @@ __all__ = ["Cache", "Config", "StatefulCache", "KvCacheError", "Status", "DType"
            "RetentionRange", "StoreStrides", "DecodeStep", "CacheDescription",
            "GroupDescription", "PoolDescription", "LayerView", "SequenceDescription",
            "CacheStats", "GroupStats", "CsrTable", "SlotMapping", "StatefulView", "StatefulStats",
-           "StatefulLayerStats", "DEFAULT_PRIORITY", "RETENTION_OPEN_END", "ALL_ROWS",
+           "StatefulLayerStats", "EventKind", "Tier", "Event", "Snapshot", "SnapshotEntry",
+           "EVENT_NO_TOKENS", "DEFAULT_PRIORITY", "RETENTION_OPEN_END", "ALL_ROWS",
            "STATEFUL_MAX_BATCH", "STATEFUL_MAX_LENGTH", "version", "version_string",
            "abi_version", "features", "status_string", "library_path"]
 

@@ -69,6 +69,8 @@ kvc_status_t kvc_config_set_copy_on_partial_reuse(kvc_config_t *config, bool ena
 kvc_status_t kvc_config_get_copy_on_partial_reuse(const kvc_config_t *config, bool *out);
 kvc_status_t kvc_config_set_event_buffer_size(kvc_config_t *config, uint32_t events);
 kvc_status_t kvc_config_get_event_buffer_size(const kvc_config_t *config, uint32_t *out);
+kvc_status_t kvc_config_set_event_hash_seed(kvc_config_t *config, uint64_t seed);
+kvc_status_t kvc_config_get_event_hash_seed(const kvc_config_t *config, uint64_t *out);
 kvc_status_t kvc_config_set_manual_clock(kvc_config_t *config, bool enable);
 kvc_status_t kvc_config_get_manual_clock(const kvc_config_t *config, bool *out);
 
@@ -147,6 +149,11 @@ void kvc_stateful_stats_init(kvc_stateful_stats_t *stats);
 kvc_status_t kvc_stateful_get_stats(const kvc_stateful_t *cache, kvc_stateful_stats_t *stats);
 void kvc_stateful_layer_stats_init(kvc_stateful_layer_stats_t *stats);
 kvc_status_t kvc_stateful_get_layer_stats(const kvc_stateful_t *cache, uint32_t layer, kvc_stateful_layer_stats_t *stats);
+
+void kvc_event_drain_init(kvc_event_drain_t *drain);
+kvc_status_t kvc_cache_drain_events(kvc_cache_t *cache, kvc_event_t *events, size_t capacity, int32_t *tokens, size_t token_capacity, kvc_event_drain_t *result);
+kvc_status_t kvc_cache_snapshot(const kvc_cache_t *cache, kvc_snapshot_entry_t *entries, size_t capacity, size_t *count, uint64_t *event_id);
+kvc_status_t kvc_block_hashes(const kvc_config_t *config, const int32_t *tokens, size_t num_tokens, const kvc_sequence_options_t *options, uint64_t *hashes, size_t capacity, size_t *count);
 """
 
 # Transparent structs, members in header order.
@@ -227,6 +234,15 @@ STRUCTS = {
     "kvc_stateful_layer_stats_t": """uint32_t struct_size; uint32_t layer; uint32_t capacity;
         uint32_t growth_offset; uint64_t bytes; uint64_t reallocations;
         uint32_t last_growth_length; uint32_t max_length;""",
+    "kvc_event_t": """uint64_t id; uint32_t kind; uint32_t tier; uint64_t hash;
+        uint64_t parent_hash; uint64_t groups; uint64_t lora_id; uint32_t has_lora;
+        uint32_t priority; uint32_t num_tokens; uint32_t reserved; uint64_t token_offset;
+        uint64_t lost_count;""",
+    "kvc_event_drain_t": """uint32_t struct_size; uint32_t reserved; uint64_t events;
+        uint64_t tokens; uint64_t events_pending; uint64_t tokens_pending; uint64_t last_id;""",
+    "kvc_snapshot_entry_t": """uint64_t hash; uint64_t parent_hash; uint64_t groups;
+        uint64_t lora_id; uint32_t has_lora; uint32_t tier; uint32_t priority;
+        uint32_t num_tokens;""",
 }
 
 _SCALARS = {

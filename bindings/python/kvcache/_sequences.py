@@ -81,6 +81,10 @@ class SequenceOptions:
             self._keep.append(arr)
             s.retention_ranges = ctypes.addressof(arr)
             s.num_retention_ranges = len(ranges)
+        # The struct points into these buffers: it keeps them alive, and
+        # _ref keeps the struct alive, so a temporary SequenceOptions (option
+        # keywords) cannot free them during the call.
+        s._keep = self._keep
         self._struct = s
         self._ref = ctypes.byref(s)
 

@@ -3,6 +3,7 @@ their Python spellings ("bf16", "cuda:1", "hnd")."""
 import enum
 
 __all__ = ["Status", "DType", "Layout", "DeviceKind", "TableFormat", "Feature", "GrowthPolicy",
+           "EventKind", "Tier", "EVENT_NO_TOKENS",
            "DEFAULT_PRIORITY", "RETENTION_OPEN_END", "STATEFUL_MAX_BATCH", "STATEFUL_MAX_LENGTH",
            "ALL_ROWS", "dtype_of", "layout_of", "device_of", "growth_policy_of", "DTYPE_SIZE"]
 
@@ -11,6 +12,7 @@ RETENTION_OPEN_END = 2**64 - 1  # KVC_RETENTION_OPEN_END
 STATEFUL_MAX_BATCH = 1024       # KVC_STATEFUL_MAX_BATCH
 STATEFUL_MAX_LENGTH = 1 << 30   # KVC_STATEFUL_MAX_LENGTH
 ALL_ROWS = 0xffffffff           # KVC_STATEFUL_ALL_ROWS (StatefulCache.trim)
+EVENT_NO_TOKENS = 2**64 - 1     # KVC_EVENT_NO_TOKENS (kvc_event_t.token_offset)
 
 
 class Status(enum.IntEnum):
@@ -26,6 +28,22 @@ class Status(enum.IntEnum):
     OUT_OF_MEMORY = -8
     INVALID_STATE = -9
     INTERNAL = -100
+
+
+class EventKind(enum.IntEnum):
+    """What an event reports (kvc_event_kind_t)."""
+    STORED = 1
+    REMOVED = 2
+    TIER_CHANGED = 3
+    PRIORITY_CHANGED = 4
+    CLEARED = 5
+    LOST = 6
+
+
+class Tier(enum.IntEnum):
+    """Where a cached block lives (kvc_tier_t)."""
+    PRIMARY = 0
+    HOST = 1
 
 
 class DType(enum.IntEnum):

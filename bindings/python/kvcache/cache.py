@@ -6,6 +6,7 @@ import ctypes
 from ._batch import BatchCalls
 from ._buffers import stream_handle
 from ._capi import lib
+from ._events import EventCalls
 from ._handle import NativeHandle
 from ._kernels import KernelCalls
 from ._prefill import PrefillCalls
@@ -22,7 +23,7 @@ _CACHE, _GROUP, _POOL, _LAYER, _STATS, _GROUP_STATS = (
     read_record(k) for k in ("cache", "group", "pool", "layer", "stats", "group_stats"))
 
 
-class Cache(NativeHandle, SequenceCalls, BatchCalls, KernelCalls, PrefillCalls):
+class Cache(NativeHandle, SequenceCalls, BatchCalls, KernelCalls, PrefillCalls, EventCalls):
     """A KV cache: Cache(config) or Cache(**settings) (a Config is made
     from the settings and freed).
 

@@ -203,9 +203,23 @@ class Config:
     event_buffer_size = _setting(
         lib.kvc_config_set_event_buffer_size, lib.kvc_config_get_event_buffer_size,
         _u32, doc="Event ring (0 = off).")
+    event_hash_seed = _setting(
+        lib.kvc_config_set_event_hash_seed, lib.kvc_config_get_event_hash_seed,
+        _u64, doc="Seed of the portable block hashes of events and block_hashes() (0); "
+                  "engines and routers sharing an index use equal seeds.")
     manual_clock = _setting(
         lib.kvc_config_set_manual_clock, lib.kvc_config_get_manual_clock,
         _bool, bool, doc="Retention on a manual clock.")
+
+    def block_hashes(self, tokens, options=None, **option_kwargs):
+        """The portable hashes (a list of ints) of the full blocks of the
+        prompt `tokens` under `options` (a SequenceOptions or its keywords:
+        salt, lora_id, extra_keys), from this config alone (its
+        tokens_per_block and event_hash_seed): what STORED events of a
+        cache built from an equal config report (kvc_block_hashes). Needs
+        no cache and no device."""
+        from ._events import block_hashes
+        return block_hashes(self, tokens, options, option_kwargs)
 
     def __repr__(self):
         if self._handle is None:

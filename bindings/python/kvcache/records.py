@@ -7,14 +7,16 @@ import ctypes
 import operator
 
 from ._capi import lib, struct
-from ._types import DeviceKind, DType, Layout
+from ._types import DeviceKind, DType, EventKind, Layout, Tier
 
 __all__ = ["CacheDescription", "GroupDescription", "PoolDescription", "LayerView",
            "SequenceDescription", "CacheStats", "GroupStats", "CsrTable", "SlotMapping",
-           "StatefulView", "StatefulStats", "StatefulLayerStats", "read_record"]
+           "StatefulView", "StatefulStats", "StatefulLayerStats", "EventDrain", "SnapshotEntry",
+           "read_record"]
 
 _SKIP = ("struct_size", "reserved")
-_CONVERT = {"device_kind": DeviceKind, "dtype": DType, "layout": Layout}
+_CONVERT = {"device_kind": DeviceKind, "dtype": DType, "layout": Layout, "kind": EventKind,
+            "tier": Tier}
 
 
 class _Record:
@@ -113,6 +115,15 @@ StatefulLayerStats = collections.namedtuple("StatefulLayerStats",
 StatefulLayerStats.__doc__ = "kvc_stateful_layer_stats_t: one layer's capacity, growth " \
                              "offset, bytes, growths, and longest row."
 
+RawEvent = collections.namedtuple("RawEvent", _fields("kvc_event_t"))
+RawEvent.__doc__ = "kvc_event_t as the library wrote it (the drain makes Events of them)."
+EventDrain = collections.namedtuple("EventDrain", _fields("kvc_event_drain_t"))
+EventDrain.__doc__ = "kvc_event_drain_t: what one drain wrote and what is left pending."
+SnapshotEntry = collections.namedtuple("SnapshotEntry", _fields("kvc_snapshot_entry_t"))
+SnapshotEntry.__doc__ = "kvc_snapshot_entry_t: one cached block of Cache.snapshot() (hash, " \
+                        "parent_hash, groups bit mask, lora_id if has_lora, tier, priority, " \
+                        "num_tokens)."
+
 RECORDS = {
     "cache": _Record("kvc_cache_desc_t", lib.kvc_cache_desc_init, CacheDescription),
     "group": _Record("kvc_group_desc_t", lib.kvc_group_desc_init, GroupDescription),
@@ -125,6 +136,10 @@ RECORDS = {
     "stateful_stats": _Record("kvc_stateful_stats_t", lib.kvc_stateful_stats_init, StatefulStats),
     "stateful_layer_stats": _Record("kvc_stateful_layer_stats_t",
                                     lib.kvc_stateful_layer_stats_init, StatefulLayerStats),
+    # Arrays the library fills: no init function.
+    "event": _Record("kvc_event_t", None, RawEvent),
+    "event_drain": _Record("kvc_event_drain_t", lib.kvc_event_drain_init, EventDrain),
+    "snapshot_entry": _Record("kvc_snapshot_entry_t", None, SnapshotEntry),
 }
 
 

@@ -48,10 +48,12 @@ class ConfigTest(unittest.TestCase):
             self.assertFalse(c.block_reuse or c.partial_reuse or c.copy_on_partial_reuse)
             self.assertEqual(c.event_buffer_size, 0)
             self.assertTrue(c.manual_clock)
-            # Events are not implemented yet: only 0 is accepted.
             with self.assertRaises(kvcache.KvCacheError) as e:
-                c.event_buffer_size = 64
-            self.assertEqual(e.exception.status, kvcache.Status.UNSUPPORTED)
+                c.event_buffer_size = (1 << 20) + 1
+            self.assertEqual(e.exception.status, kvcache.Status.INVALID_ARGUMENT)
+            c.event_buffer_size = 64
+            c.event_hash_seed = 0xfeedface12345678
+            self.assertEqual((c.event_buffer_size, c.event_hash_seed), (64, 0xfeedface12345678))
             clone = c.clone()
             c.head_dim = 64
             self.assertEqual(clone.head_dim, 128)

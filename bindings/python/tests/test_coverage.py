@@ -125,7 +125,8 @@ class CoverageTest(unittest.TestCase):
         enums = {"KVC_ERR_": _types.Status, "KVC_DTYPE_": _types.DType,
                  "KVC_LAYOUT_": _types.Layout, "KVC_DEVICE_": _types.DeviceKind,
                  "KVC_TABLE_": _types.TableFormat, "KVC_FEATURE_": _types.Feature,
-                 "KVC_GROWTH_": _types.GrowthPolicy}
+                 "KVC_GROWTH_": _types.GrowthPolicy, "KVC_EVENT_": _types.EventKind,
+                 "KVC_TIER_": _types.Tier}
         for cname, value in constants.items():
             value = eval(value.replace("u", ""))  # "1u << 0"
             if cname == "KVC_OK":

@@ -408,12 +408,13 @@ extern "C" {
     ) -> kvc_status_t;
 }
 extern "C" {
-    #[doc = " @brief Capacity of the event ring, in events; 0 (default) turns events off."]
-    #[doc = ""]
-    #[doc = " Events are not implemented yet: any value but 0 is refused with"]
-    #[doc = " KVC_ERR_UNSUPPORTED (rather than accepted and ignored)."]
-    #[doc = " @return KVC_OK (0), KVC_ERR_UNSUPPORTED (any other value)."]
-    #[doc = " @since 0.1.0"]
+    #[doc = " @brief Capacity of the event ring, in events; 0 (default) turns events off"]
+    #[doc = "        (no cost). See events.h: when more events are pending than this,"]
+    #[doc = "        the oldest are dropped and the next drain reports them as lost."]
+    #[doc = "        A cache with events on needs at most 64 layer groups."]
+    #[doc = " @return KVC_OK, KVC_ERR_INVALID_ARGUMENT (more than 2^20 events)."]
+    #[doc = " @since 0.1.0 (events work since 0.3.0; before, any value but 0 was"]
+    #[doc = "        refused with KVC_ERR_UNSUPPORTED)"]
     pub fn kvc_config_set_event_buffer_size(config: *mut kvc_config_t, events: u32)
         -> kvc_status_t;
 }
@@ -422,6 +423,21 @@ extern "C" {
     pub fn kvc_config_get_event_buffer_size(
         config: *const kvc_config_t,
         out: *mut u32,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Seed of the portable block hashes of events and of"]
+    #[doc = "        kvc_block_hashes() (events.h); default 0. Engines and routers that"]
+    #[doc = "        share an index use equal seeds; a deployment may pick its own so"]
+    #[doc = "        that hashes do not match another's."]
+    #[doc = " @return KVC_OK. @since 0.3.0"]
+    pub fn kvc_config_set_event_hash_seed(config: *mut kvc_config_t, seed: u64) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Seed of the portable block hashes. @since 0.3.0"]
+    pub fn kvc_config_get_event_hash_seed(
+        config: *const kvc_config_t,
+        out: *mut u64,
     ) -> kvc_status_t;
 }
 extern "C" {
@@ -6427,5 +6443,721 @@ extern "C" {
         cache: *const kvc_stateful_t,
         layer: u32,
         stats: *mut kvc_stateful_layer_stats_t,
+    ) -> kvc_status_t;
+}
+#[doc = " What an event reports (kvc_event_t::kind). @since 0.3.0"]
+pub type kvc_event_kind_t = u32;
+#[doc = "< A block became reusable (commit)."]
+pub const KVC_EVENT_STORED: _bindgen_ty_1 = 1;
+#[doc = "< Blocks left the cache (eviction)."]
+pub const KVC_EVENT_REMOVED: _bindgen_ty_1 = 2;
+#[doc = "< A block moved between tiers."]
+pub const KVC_EVENT_TIER_CHANGED: _bindgen_ty_1 = 3;
+#[doc = "< A cached block's priority changed."]
+pub const KVC_EVENT_PRIORITY_CHANGED: _bindgen_ty_1 = 4;
+#[doc = "< Every cached block was dropped."]
+pub const KVC_EVENT_CLEARED: _bindgen_ty_1 = 5;
+#[doc = "< Events were dropped (ring full)."]
+pub const KVC_EVENT_LOST: _bindgen_ty_1 = 6;
+pub type _bindgen_ty_1 = ::std::os::raw::c_uint;
+#[doc = " Where a cached block lives (kvc_event_t::tier). @since 0.3.0"]
+pub type kvc_tier_t = u32;
+#[doc = "< The cache's device (or CPU) pools."]
+pub const KVC_TIER_PRIMARY: _bindgen_ty_2 = 0;
+#[doc = "< The host tier (kvc_config_set_host_cache_bytes)."]
+pub const KVC_TIER_HOST: _bindgen_ty_2 = 1;
+pub type _bindgen_ty_2 = ::std::os::raw::c_uint;
+#[doc = " @brief One event. Fixed layout (used in arrays); fields a kind does not"]
+#[doc = "        use are 0."]
+#[doc = " @since 0.3.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_event {
+    #[doc = "< From 1, no gaps; LOST: the first dropped id."]
+    pub id: u64,
+    #[doc = "< kvc_event_kind_t."]
+    pub kind: u32,
+    #[doc = "< STORED: KVC_TIER_PRIMARY; REMOVED: the tier left;"]
+    #[doc = "TIER_CHANGED: the new tier."]
+    pub tier: u32,
+    #[doc = "< The block's portable hash (0: CLEARED, LOST)."]
+    pub hash: u64,
+    #[doc = "< STORED: the previous block's hash, 0 for a first block."]
+    pub parent_hash: u64,
+    #[doc = "< Layer groups (bit g: group g): STORED, the groups"]
+    #[doc = "stored; REMOVED, the groups removed; TIER_CHANGED,"]
+    #[doc = "the groups the block holds in its new tier."]
+    pub groups: u64,
+    #[doc = "< STORED: the LoRA id if has_lora."]
+    pub lora_id: u64,
+    #[doc = "< STORED: 1 if the block's scope has a LoRA id."]
+    pub has_lora: u32,
+    #[doc = "< STORED, TIER_CHANGED, PRIORITY_CHANGED: the block's"]
+    #[doc = "eviction priority (0..100) now."]
+    pub priority: u32,
+    #[doc = "< STORED: tokens in the block (tokens_per_block,"]
+    #[doc = "fewer for a partial block)."]
+    pub num_tokens: u32,
+    #[doc = "< Zero."]
+    pub reserved: u32,
+    #[doc = "< STORED: index of the block's first token id in the"]
+    #[doc = "drain's token buffer; KVC_EVENT_NO_TOKENS when the"]
+    #[doc = "drain asked for none, and for other kinds."]
+    pub token_offset: u64,
+    #[doc = "< LOST: how many events were dropped."]
+    pub lost_count: u64,
+}
+#[test]
+fn bindgen_test_layout_kvc_event() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_event>(),
+        80usize,
+        concat!("Size of: ", stringify!(kvc_event))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_event>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_event))
+    );
+    fn test_field_id() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_event>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).id) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_event),
+                "::",
+                stringify!(id)
+            )
+        );
+    }
+    test_field_id();
+    fn test_field_kind() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_event>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).kind) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_event),
+                "::",
+                stringify!(kind)
+            )
+        );
+    }
+    test_field_kind();
+    fn test_field_tier() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_event>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).tier) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_event),
+                "::",
+                stringify!(tier)
+            )
+        );
+    }
+    test_field_tier();
+    fn test_field_hash() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_event>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).hash) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_event),
+                "::",
+                stringify!(hash)
+            )
+        );
+    }
+    test_field_hash();
+    fn test_field_parent_hash() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_event>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).parent_hash) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_event),
+                "::",
+                stringify!(parent_hash)
+            )
+        );
+    }
+    test_field_parent_hash();
+    fn test_field_groups() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_event>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).groups) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_event),
+                "::",
+                stringify!(groups)
+            )
+        );
+    }
+    test_field_groups();
+    fn test_field_lora_id() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_event>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).lora_id) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_event),
+                "::",
+                stringify!(lora_id)
+            )
+        );
+    }
+    test_field_lora_id();
+    fn test_field_has_lora() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_event>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).has_lora) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_event),
+                "::",
+                stringify!(has_lora)
+            )
+        );
+    }
+    test_field_has_lora();
+    fn test_field_priority() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_event>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).priority) as usize - ptr as usize
+            },
+            52usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_event),
+                "::",
+                stringify!(priority)
+            )
+        );
+    }
+    test_field_priority();
+    fn test_field_num_tokens() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_event>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_tokens) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_event),
+                "::",
+                stringify!(num_tokens)
+            )
+        );
+    }
+    test_field_num_tokens();
+    fn test_field_reserved() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_event>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize
+            },
+            60usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_event),
+                "::",
+                stringify!(reserved)
+            )
+        );
+    }
+    test_field_reserved();
+    fn test_field_token_offset() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_event>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).token_offset) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_event),
+                "::",
+                stringify!(token_offset)
+            )
+        );
+    }
+    test_field_token_offset();
+    fn test_field_lost_count() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_event>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).lost_count) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_event),
+                "::",
+                stringify!(lost_count)
+            )
+        );
+    }
+    test_field_lost_count();
+}
+#[doc = " @brief One event. Fixed layout (used in arrays); fields a kind does not"]
+#[doc = "        use are 0."]
+#[doc = " @since 0.3.0"]
+pub type kvc_event_t = kvc_event;
+#[doc = " @brief What kvc_cache_drain_events() did, and what is left. Transparent;"]
+#[doc = "        begins with struct_size."]
+#[doc = " @since 0.3.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_event_drain {
+    #[doc = "< sizeof(kvc_event_drain_t) of the caller."]
+    pub struct_size: u32,
+    #[doc = "< Zero."]
+    pub reserved: u32,
+    #[doc = "< Events written."]
+    pub events: u64,
+    #[doc = "< Token ids written."]
+    pub tokens: u64,
+    #[doc = "< Events still pending after the call."]
+    pub events_pending: u64,
+    #[doc = "< Token ids the pending events carry."]
+    pub tokens_pending: u64,
+    #[doc = "< Id of the newest event emitted so far (0: none)."]
+    pub last_id: u64,
+}
+#[test]
+fn bindgen_test_layout_kvc_event_drain() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_event_drain>(),
+        48usize,
+        concat!("Size of: ", stringify!(kvc_event_drain))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_event_drain>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_event_drain))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_event_drain>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_event_drain),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_reserved() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_event_drain>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_event_drain),
+                "::",
+                stringify!(reserved)
+            )
+        );
+    }
+    test_field_reserved();
+    fn test_field_events() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_event_drain>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).events) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_event_drain),
+                "::",
+                stringify!(events)
+            )
+        );
+    }
+    test_field_events();
+    fn test_field_tokens() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_event_drain>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).tokens) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_event_drain),
+                "::",
+                stringify!(tokens)
+            )
+        );
+    }
+    test_field_tokens();
+    fn test_field_events_pending() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_event_drain>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).events_pending) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_event_drain),
+                "::",
+                stringify!(events_pending)
+            )
+        );
+    }
+    test_field_events_pending();
+    fn test_field_tokens_pending() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_event_drain>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).tokens_pending) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_event_drain),
+                "::",
+                stringify!(tokens_pending)
+            )
+        );
+    }
+    test_field_tokens_pending();
+    fn test_field_last_id() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_event_drain>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).last_id) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_event_drain),
+                "::",
+                stringify!(last_id)
+            )
+        );
+    }
+    test_field_last_id();
+}
+#[doc = " @brief What kvc_cache_drain_events() did, and what is left. Transparent;"]
+#[doc = "        begins with struct_size."]
+#[doc = " @since 0.3.0"]
+pub type kvc_event_drain_t = kvc_event_drain;
+extern "C" {
+    #[doc = " @brief Zeroes `drain` and sets its struct_size. @since 0.3.0"]
+    pub fn kvc_event_drain_init(drain: *mut kvc_event_drain_t);
+}
+extern "C" {
+    #[doc = " @brief Moves the oldest pending events, in id order, into `events`, and"]
+    #[doc = "        the token ids of STORED events into `tokens`, stopping before the"]
+    #[doc = "        first event that does not fit either buffer. Drained events are"]
+    #[doc = "        gone from the cache."]
+    #[doc = ""]
+    #[doc = " If events were dropped since the last drain, the first event written is"]
+    #[doc = " one KVC_EVENT_LOST (it takes a place in `events`). Call with capacity 0"]
+    #[doc = " to learn the sizes: `result` says how many events and token ids are"]
+    #[doc = " pending."]
+    #[doc = " @param events Caller memory for `capacity` events; may be NULL if"]
+    #[doc = "        capacity is 0."]
+    #[doc = " @param tokens Caller memory for `token_capacity` token ids, or NULL: then"]
+    #[doc = "        no token ids are copied and STORED events say KVC_EVENT_NO_TOKENS."]
+    #[doc = " @param[out] result What was written and what is left; struct_size set"]
+    #[doc = "        by the caller (kvc_event_drain_init)."]
+    #[doc = " @return KVC_OK (also when nothing or only part was drained);"]
+    #[doc = "         KVC_ERR_INVALID_ARGUMENT (NULL cache or result, NULL events with"]
+    #[doc = "         capacity > 0, NULL tokens with token_capacity > 0);"]
+    #[doc = "         KVC_ERR_UNSUPPORTED (events are off: event buffer size 0)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_cache_drain_events(
+        cache: *mut kvc_cache_t,
+        events: *mut kvc_event_t,
+        capacity: usize,
+        tokens: *mut i32,
+        token_capacity: usize,
+        result: *mut kvc_event_drain_t,
+    ) -> kvc_status_t;
+}
+#[doc = " @brief One cached block of kvc_cache_snapshot(). Fixed layout."]
+#[doc = " @since 0.3.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_snapshot_entry {
+    #[doc = "< Portable hash."]
+    pub hash: u64,
+    #[doc = "< The previous block's hash, 0 for a first block."]
+    pub parent_hash: u64,
+    #[doc = "< Layer groups holding a block here (bit g)."]
+    pub groups: u64,
+    #[doc = "< The LoRA id if has_lora."]
+    pub lora_id: u64,
+    #[doc = "< 1 if the block's scope has a LoRA id."]
+    pub has_lora: u32,
+    #[doc = "< kvc_tier_t."]
+    pub tier: u32,
+    #[doc = "< Eviction priority (0..100)."]
+    pub priority: u32,
+    #[doc = "< Tokens in the block."]
+    pub num_tokens: u32,
+}
+#[test]
+fn bindgen_test_layout_kvc_snapshot_entry() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_snapshot_entry>(),
+        48usize,
+        concat!("Size of: ", stringify!(kvc_snapshot_entry))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_snapshot_entry>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_snapshot_entry))
+    );
+    fn test_field_hash() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).hash) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_entry),
+                "::",
+                stringify!(hash)
+            )
+        );
+    }
+    test_field_hash();
+    fn test_field_parent_hash() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).parent_hash) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_entry),
+                "::",
+                stringify!(parent_hash)
+            )
+        );
+    }
+    test_field_parent_hash();
+    fn test_field_groups() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).groups) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_entry),
+                "::",
+                stringify!(groups)
+            )
+        );
+    }
+    test_field_groups();
+    fn test_field_lora_id() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).lora_id) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_entry),
+                "::",
+                stringify!(lora_id)
+            )
+        );
+    }
+    test_field_lora_id();
+    fn test_field_has_lora() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).has_lora) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_entry),
+                "::",
+                stringify!(has_lora)
+            )
+        );
+    }
+    test_field_has_lora();
+    fn test_field_tier() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).tier) as usize - ptr as usize
+            },
+            36usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_entry),
+                "::",
+                stringify!(tier)
+            )
+        );
+    }
+    test_field_tier();
+    fn test_field_priority() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).priority) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_entry),
+                "::",
+                stringify!(priority)
+            )
+        );
+    }
+    test_field_priority();
+    fn test_field_num_tokens() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_tokens) as usize - ptr as usize
+            },
+            44usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_entry),
+                "::",
+                stringify!(num_tokens)
+            )
+        );
+    }
+    test_field_num_tokens();
+}
+#[doc = " @brief One cached block of kvc_cache_snapshot(). Fixed layout."]
+#[doc = " @since 0.3.0"]
+pub type kvc_snapshot_entry_t = kvc_snapshot_entry;
+extern "C" {
+    #[doc = " @brief Lists every cached block (both tiers), parents before children,"]
+    #[doc = "        as of event `*event_id`: applying to the list the events with"]
+    #[doc = "        larger ids gives the cache's state at any later moment."]
+    #[doc = " @param entries Caller memory for `capacity` entries; may be NULL if"]
+    #[doc = "        capacity is 0."]
+    #[doc = " @param[out] count Receives the number of entries (needed, on"]
+    #[doc = "        KVC_ERR_BUFFER_TOO_SMALL)."]
+    #[doc = " @param[out] event_id Receives the id of the newest event emitted before"]
+    #[doc = "        the snapshot (0: none); may be NULL."]
+    #[doc = " @return KVC_OK; KVC_ERR_BUFFER_TOO_SMALL (nothing written but *count);"]
+    #[doc = "         KVC_ERR_INVALID_ARGUMENT (NULL cache or count, NULL entries with"]
+    #[doc = "         capacity > 0); KVC_ERR_UNSUPPORTED (events are off). Reads only."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_cache_snapshot(
+        cache: *const kvc_cache_t,
+        entries: *mut kvc_snapshot_entry_t,
+        capacity: usize,
+        count: *mut usize,
+        event_id: *mut u64,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief The portable hashes (see the file comment) of the full blocks of a"]
+    #[doc = "        prompt under `options`, from a config alone: what STORED events of"]
+    #[doc = "        a cache built from an equal config report for them. Needs no cache"]
+    #[doc = "        and no device."]
+    #[doc = " @param config Its tokens_per_block and event hash seed are read."]
+    #[doc = " @param tokens `num_tokens` token ids, borrowed; may be NULL if num_tokens"]
+    #[doc = "        is 0."]
+    #[doc = " @param options NULL for none (no salt, no LoRA, no extra keys);"]
+    #[doc = "        priorities and retention ranges are not read."]
+    #[doc = " @param hashes Caller memory for `capacity` hashes (one per full block:"]
+    #[doc = "        num_tokens / tokens_per_block); may be NULL if capacity is 0."]
+    #[doc = " @param[out] count Receives the number of full blocks (needed, on"]
+    #[doc = "        KVC_ERR_BUFFER_TOO_SMALL)."]
+    #[doc = " @return KVC_OK; KVC_ERR_BUFFER_TOO_SMALL (nothing written but *count);"]
+    #[doc = "         KVC_ERR_INVALID_ARGUMENT (NULL config or count, NULL tokens with"]
+    #[doc = "         num_tokens > 0, NULL hashes with capacity > 0, a bad extra key:"]
+    #[doc = "         zero length, NULL data with size > 0)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_block_hashes(
+        config: *const kvc_config_t,
+        tokens: *const i32,
+        num_tokens: usize,
+        options: *const kvc_sequence_options_t,
+        hashes: *mut u64,
+        capacity: usize,
+        count: *mut usize,
     ) -> kvc_status_t;
 }

@@ -56,6 +56,10 @@ fn descriptors_match_their_init_functions() {
         c_init!(sys::kvc_sequence_desc_t, kvc_sequence_desc_init),
     );
     same(
+        sized!(sys::kvc_event_drain_t),
+        c_init!(sys::kvc_event_drain_t, kvc_event_drain_init),
+    );
+    same(
         sized!(sys::kvc_stateful_view_t),
         c_init!(sys::kvc_stateful_view_t, kvc_stateful_view_init),
     );

@@ -266,6 +266,11 @@ plain_settings! {
     /// Capacity of the event ring in events; 0 (default) turns events off.
     event_buffer_size: u32 = set_event_buffer_size / event_buffer_size,
         kvc_config_set_event_buffer_size / kvc_config_get_event_buffer_size;
+    /// Seed of the portable block hashes of events and of
+    /// [`Config::block_hashes`] (default 0); engines and routers sharing an
+    /// index use equal seeds.
+    event_hash_seed: u64 = set_event_hash_seed / event_hash_seed,
+        kvc_config_set_event_hash_seed / kvc_config_get_event_hash_seed;
     /// Retention durations run on a manual clock that only
     /// `Cache::advance_clock` moves, instead of the monotonic clock
     /// (default off; for tests and simulators).

@@ -13,6 +13,12 @@
 //! - [`StatefulCache`]: the stateful contiguous mode (OpenVINO's): per-layer
 //!   buffers for a fixed batch, in-place append, beam search through a beam
 //!   table, indirect decode attention, row export/import.
+//! - Events for KV-aware routers: [`Cache::drain_events`] returns
+//!   [`Event`] values (stored, removed, tier and priority changes, cleared,
+//!   and [`Event::Lost`] when the ring overflowed), [`Cache::snapshot`]
+//!   lists every cached block to resynchronize from, and
+//!   [`Config::block_hashes`] computes the portable block hashes of a
+//!   prompt without a cache.
 //! - Every failure is an [`Error`] carrying the C status and the library's
 //!   message, read inside the failing call.
 //!
@@ -54,6 +60,7 @@ mod c_init_tests;
 mod cache;
 mod config;
 mod error;
+mod events;
 mod kernels;
 mod sequence;
 mod stateful;
@@ -67,6 +74,7 @@ pub use batch::{BlockTable, CsrTable, SlotMapping};
 pub use cache::{Cache, CacheDesc, GroupDesc, GroupStats, LayerView, OnStream, PoolDesc, Stats};
 pub use config::{Config, ConfigBuilder};
 pub use error::{Error, Result, Status};
+pub use events::{DrainResult, Event, Snapshot, SnapshotEntry, Tier, EVENT_NO_TOKENS};
 pub use kernels::{
     BlockTables, Decode, Prefill, RawDecodeArgs, RawPrefillArgs, RawStoreArgs, StoreKv,
     StoreStrides, TableFormat,

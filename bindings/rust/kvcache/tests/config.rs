@@ -24,6 +24,7 @@ fn defaults_are_the_documented_ones() {
     assert!(c.partial_reuse().unwrap());
     assert!(c.copy_on_partial_reuse().unwrap());
     assert_eq!(c.event_buffer_size().unwrap(), 0);
+    assert_eq!(c.event_hash_seed().unwrap(), 0);
 }
 
 #[test]
@@ -45,15 +46,10 @@ fn setters_round_trip() {
     c.set_block_reuse(false).unwrap();
     c.set_partial_reuse(false).unwrap();
     c.set_copy_on_partial_reuse(false).unwrap();
-    // Events are not implemented yet: only 0 is accepted.
-    let e = c.set_event_buffer_size(64).unwrap_err();
-    assert_eq!(e.status, Status::Unsupported);
-    assert!(
-        e.message.contains("KV events are not implemented"),
-        "{}",
-        e.message
-    );
-    c.set_event_buffer_size(0).unwrap();
+    let e = c.set_event_buffer_size((1 << 24) + 1).unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument);
+    c.set_event_buffer_size(64).unwrap();
+    c.set_event_hash_seed(0xfeed_face_1234_5678).unwrap();
     assert_eq!(c.num_layers().unwrap(), 4);
     assert_eq!(
         (0..4).map(|l| c.kv_heads(l).unwrap()).collect::<Vec<_>>(),
@@ -78,7 +74,8 @@ fn setters_round_trip() {
     assert!(!c.block_reuse().unwrap());
     assert!(!c.partial_reuse().unwrap());
     assert!(!c.copy_on_partial_reuse().unwrap());
-    assert_eq!(c.event_buffer_size().unwrap(), 0);
+    assert_eq!(c.event_buffer_size().unwrap(), 64);
+    assert_eq!(c.event_hash_seed().unwrap(), 0xfeed_face_1234_5678);
     c.validate().unwrap();
 
     c.set_device(Device::Cuda(3)).unwrap();

@@ -2,6 +2,7 @@ package org.kvcache;
 
 import java.nio.IntBuffer;
 import java.nio.LongBuffer;
+import java.util.List;
 
 /**
  * A KV cache (kvc_cache_t): its memory, its sequences, the tables of a
@@ -29,6 +30,7 @@ import java.nio.LongBuffer;
 public final class Cache implements AutoCloseable {
   private final NativeHandle handle;
   private final Sequences sequences;
+  private final Events events;
   private final Batches batches;
   private final Kernels kernels;
 
@@ -46,6 +48,7 @@ public final class Cache implements AutoCloseable {
     });
     handle = new NativeHandle(address, "Cache");
     sequences = new Sequences(handle);
+    events = new Events(handle);
     batches = new Batches(handle);
     try {
       CacheDescription description = describe();
@@ -383,6 +386,38 @@ public final class Cache implements AutoCloseable {
    */
   public void check() {
     handle.run(h -> KvcNative.kvc_cache_check(h));
+  }
+
+  // ======================================================================
+  // Events
+  // ======================================================================
+
+  /**
+   * Moves every pending event of the cache, in id order, into a list
+   * (kvc_cache_drain_events): drains until nothing is pending or until the
+   * newest event emitted when the call began is drained, so a producer on
+   * another thread cannot keep it looping. With {@code withTokens},
+   * {@link KvEvent.Stored} carries the block's token ids. When events were
+   * dropped because the ring was full, the first event is a
+   * {@link KvEvent.Lost}: rebuild the index from {@link #snapshot()}.
+   * Drained events are gone from the cache. May run on another thread than
+   * the serving calls.
+   *
+   * @throws KvCacheException UNSUPPORTED when events are off
+   *     ({@link Config#setEventBufferSize(int)} 0)
+   */
+  public List<KvEvent> drainEvents(boolean withTokens) {
+    return events.drain(withTokens);
+  }
+
+  /**
+   * Every cached block (both tiers), parents before children, as of the
+   * snapshot's event id (kvc_cache_snapshot).
+   *
+   * @throws KvCacheException UNSUPPORTED when events are off
+   */
+  public Snapshot snapshot() {
+    return events.snapshot();
   }
 
   // ======================================================================

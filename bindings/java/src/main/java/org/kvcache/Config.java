@@ -67,6 +67,11 @@ public final class Config implements AutoCloseable {
     return handle.callLong(f);
   }
 
+  /** Runs {@code f} on the native config (kvc_block_hashes reads it). */
+  <T> T call(NativeHandle.Call<T> f) {
+    return handle.call(f);
+  }
+
   // ----- helpers: one out value through the scratch ---------------------
 
   private interface Getter {
@@ -415,5 +420,40 @@ public final class Config implements AutoCloseable {
   /** Capacity of the event ring. */
   public int getEventBufferSize() {
     return Args.toInt(getU32(KvcNative::kvc_config_get_event_buffer_size));
+  }
+
+  /**
+   * Seed of the portable block hashes of events and of {@link #blockHashes}
+   * (default 0). Engines and routers that share an index use equal seeds.
+   */
+  public Config setEventHashSeed(long seed) {
+    return handle.call(h -> {
+      KvcNative.kvc_config_set_event_hash_seed(h, seed);
+      return this;
+    });
+  }
+
+  /** Seed of the portable block hashes. */
+  public long getEventHashSeed() {
+    return getU64(KvcNative::kvc_config_get_event_hash_seed);
+  }
+
+  /** {@link #blockHashes(int[], int, int, SequenceOptions)} of the whole array. */
+  public long[] blockHashes(int[] tokens, SequenceOptions options) {
+    return blockHashes(tokens, 0, Args.notNull("tokens", tokens).length, options);
+  }
+
+  /**
+   * The portable hashes of the full blocks of the prompt {@code tokens[from
+   * .. from + count)} under {@code options} (its salt, LoRA id and extra
+   * keys; null for none), from this config alone (its tokens per block and
+   * event hash seed): what {@link KvEvent.Stored} events of a cache built
+   * from an equal config report for them (kvc_block_hashes). Needs no cache
+   * and no device; a router in another process computes the same.
+   *
+   * @throws KvCacheException INVALID_ARGUMENT (a bad extra key)
+   */
+  public long[] blockHashes(int[] tokens, int from, int count, SequenceOptions options) {
+    return Events.blockHashes(this, tokens, from, count, options);
   }
 }

@@ -12,7 +12,7 @@ final class Sequences {
     this.handle = handle;
   }
 
-  private static kvc_sequence_options_t nativeOptions(SequenceOptions options, Scratch s,
+  static kvc_sequence_options_t nativeOptions(SequenceOptions options, Scratch s,
       SequenceOptions.Regions regions) {
     if (options == null) {
       return null;

@@ -87,10 +87,11 @@ class BasicsTest {
           .setAttentionWindows(0, 256).setPrimaryBytes(1L << 40).setMaxTokens(5_000_000_000L)
           .setFreeGpuMemoryFraction(0.5).setHostCacheBytes(3L << 33)
           .setSecondaryOffloadMinPriority(50).setBlockReuse(false).setPartialReuse(false)
-          .setCopyOnPartialReuse(false).setEventBufferSize(0);
-      // Events are not implemented yet: only 0 is accepted.
-      KvCacheException e = assertThrows(KvCacheException.class, () -> c.setEventBufferSize(1024));
-      assertEquals(Status.UNSUPPORTED, e.status());
+          .setCopyOnPartialReuse(false).setEventBufferSize(1024)
+          .setEventHashSeed(0xfeedface12345678L);
+      KvCacheException e =
+          assertThrows(KvCacheException.class, () -> c.setEventBufferSize((1 << 24) + 1));
+      assertEquals(Status.INVALID_ARGUMENT, e.status());
       assertEquals(4, c.getNumLayers());
       assertEquals(8, c.getKvHeads(1));
       assertEquals(4, c.getKvHeads(3));
@@ -109,7 +110,8 @@ class BasicsTest {
       assertFalse(c.getBlockReuse());
       assertFalse(c.getPartialReuse());
       assertFalse(c.getCopyOnPartialReuse());
-      assertEquals(0, c.getEventBufferSize());
+      assertEquals(1024, c.getEventBufferSize());
+      assertEquals(0xfeedface12345678L, c.getEventHashSeed());
 
       try (Config copy = c.copy()) {
         c.setNumLayers(7);

@@ -1,0 +1,93 @@
+// The events' view of the tree: the snapshot a consumer resynchronizes
+// from, and the checker's part for the event log.
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "core/event_log.h"
+#include "core/prefix_index.h"
+
+namespace kvc {
+
+namespace {
+
+[[noreturn]] void broken(const std::string& what) {
+  fail(KVC_ERR_INTERNAL, "cache invariant broken: " + what);
+}
+
+}  // namespace
+
+void EventLog::snapshot(const PrefixIndex& index, std::vector<kvc_snapshot_entry_t>& out) const {
+  const RadixTree& tree = index.tree();
+  out.clear();
+  // Parents first: depth of every live node (node ids are reused, so an id
+  // says nothing of the order), then the nodes by depth.
+  std::vector<uint32_t> depth(tree.id_bound(), 0), by_depth;
+  std::vector<uint32_t> count;
+  std::vector<uint32_t> path;
+  for (uint32_t n = 1; n < tree.id_bound(); ++n) {
+    if (!tree.node(n).live || depth[n] != 0) continue;
+    // Climb to a node whose depth is known (the root: 0), then number the path.
+    path.clear();
+    uint32_t m = n;
+    for (; m != RadixTree::kRoot && depth[m] == 0; m = tree.node(m).parent) path.push_back(m);
+    uint32_t d = m == RadixTree::kRoot ? 0 : depth[m];
+    for (size_t i = path.size(); i-- > 0;) depth[path[i]] = ++d;
+  }
+  for (uint32_t n = 1; n < tree.id_bound(); ++n) {
+    if (!tree.node(n).live) continue;
+    if (depth[n] >= count.size()) count.resize(depth[n] + 1, 0);
+    ++count[depth[n]];
+  }
+  std::vector<uint32_t> start(count.size() + 1, 0);
+  for (size_t d = 0; d < count.size(); ++d) start[d + 1] = start[d] + count[d];
+  by_depth.resize(start.back());
+  for (uint32_t n = 1; n < tree.id_bound(); ++n)
+    if (tree.node(n).live) by_depth[start[depth[n]]++] = n;
+  for (uint32_t n : by_depth) {
+    const uint64_t groups = index.group_mask(n);
+    if (groups == 0) continue;  // a node without blocks is not a cached block
+    const TreeNode& t = tree.node(n);
+    kvc_snapshot_entry_t e{};
+    e.hash = nodes_[n].hash;
+    e.parent_hash = nodes_[t.parent].hash;
+    e.groups = groups;
+    e.has_lora = nodes_[n].has_lora ? 1 : 0;
+    e.lora_id = nodes_[n].lora;
+    e.tier = t.tier;
+    e.priority = t.priority;
+    e.num_tokens = t.num_tokens;
+    out.push_back(e);
+  }
+}
+
+void EventLog::check(const PrefixIndex& index) const {
+  if (size_ > ring_.size()) broken("event ring overfull");
+  uint64_t tokens = 0;
+  for (size_t i = 0; i < size_; ++i) {
+    const kvc_event_t& e = ring_[(head_ + i) % ring_.size()];
+    if (e.id != next_id_ - size_ + i)
+      broken("event ids are not consecutive");
+    if (e.token_offset != KVC_EVENT_NO_TOKENS) tokens += e.num_tokens;
+  }
+  if (tokens != token_count_)
+    broken("the event ring's token count is stale");
+  if (lost_count_ != 0 && size_ != 0 && lost_first_ + lost_count_ != ring_[head_].id)
+    broken("lost events are not just before the oldest kept");
+  const RadixTree& tree = index.tree();
+  if (nodes_[RadixTree::kRoot].hash != 0) broken("the root has a portable hash");
+  for (uint32_t n = 1; n < tree.id_bound(); ++n) {
+    const TreeNode& t = tree.node(n);
+    if (!t.live) continue;
+    const std::string& scope = index.scope_bytes(t.scope);
+    const uint64_t h = hasher_.block(nodes_[t.parent].hash, hasher_.scope_digest(scope),
+                                     hasher_.extra_digest(t.extra), tree.tokens(n), t.num_tokens);
+    if (h != nodes_[n].hash) broken("tree node " + std::to_string(n) + " has a stale portable hash");
+    uint64_t lora = 0;
+    const bool has_lora = scope_lora(scope, &lora);
+    if (has_lora != nodes_[n].has_lora || (has_lora && lora != nodes_[n].lora))
+      broken("tree node " + std::to_string(n) + " has a stale LoRA label");
+  }
+}
+
+}  // namespace kvc

@@ -1,0 +1,147 @@
+// The host tier's plan of a call's evictions: which primary victims free
+// the blocks the call needs, in the order allocation would evict them one
+// by one (Eviction::next_victim), which of them are offloaded and which
+// dropped, and which host nodes leave the tree to make room for the
+// offloads. It looks ahead by changing the queues (its own, and Eviction's
+// through the trial calls) and undoes every change before it returns.
+#include <string>
+
+#include "base/error.h"
+#include "core/host_tier.h"
+
+namespace kvc {
+
+// Picks the victims that free enough primary blocks in every pool for
+// r.sets block sets, in the order alloc_block() would evict them one by one
+// (evict_one: the lowest (priority, age) among the anchor queue and the
+// windowed groups' queues of a pool still short), the nodes the call holds
+// excepted: their anchor entries, and their windowed slots the call takes
+// (positions >= window_begin[g]; every slot of `partial`). An anchor victim
+// frees every block it has, its queued windowed slots with it. Decides each
+// anchor victim's fate (offload or drop) and the host nodes evicted to make
+// room for the offloads, counted in blocks per pool (a node whose windowed
+// slot is empty has fewer).
+void HostTier::plan_victims(const Reservation& r) {
+  const size_t P = residency_.num_pools();
+  const uint32_t G = layout_.num_groups();
+  const std::vector<uint32_t>& held = *r.held;
+  const uint32_t partial = r.partial;
+  const int64_t* window_begin = r.window_begin;
+  short_blocks_.resize(P);
+  bool short_any = false;
+  for (size_t p = 0; p < P; ++p) {
+    short_blocks_[p] =
+        int64_t(r.sets * layout_.pool_groups[p]) - int64_t(residency_.pool(p).num_free());
+    short_any |= short_blocks_[p] > 0;
+  }
+  if (!short_any) return;
+  eviction_.expire_due();  // the victim order must be current
+  host_room_.resize(P);
+  for (size_t p = 0; p < P; ++p) host_room_[p] = int64_t(pools_[p].num_free());
+  freed_.resize(P);
+
+  constexpr uint32_t kAnchor = Eviction::kAnchor;
+  auto take_out_host = [&](uint32_t n) {
+    undo_.push_back({n, false, policy_.priority(n), policy_.age(n)});
+    policy_.remove(n);
+  };
+  auto put_in_host = [&](uint32_t n) {
+    const TreeNode& t = tree_.node(n);
+    policy_.insert_by_age(n, t.priority, t.age);
+    undo_.push_back({n, true, t.priority, t.age});
+  };
+  auto touch = [&](uint32_t n) {
+    if (!excluded_[n] && gone_primary_[n] == 0 && gone_host_[n] == 0) touched_.push_back(n);
+  };
+  auto exclude = [&](uint32_t n, int64_t position) {
+    touch(n);
+    excluded_[n] = 1;
+    if (eviction_.queued(n, kAnchor)) eviction_.trial_take_out(n, kAnchor);
+    if (policy_.contains(n)) take_out_host(n);
+    for (uint32_t g : layout_.windowed)
+      if ((position < 0 || window_begin == nullptr || position >= window_begin[g]) &&
+          eviction_.queued(n, g))
+        eviction_.trial_take_out(n, g);
+  };
+  auto undo_all = [&] {
+    eviction_.undo_trial();
+    for (size_t i = undo_.size(); i > 0; --i) {
+      const Undo& u = undo_[i - 1];
+      if (u.inserted) policy_.remove(u.node);
+      else policy_.insert_by_age(u.node, u.priority, u.age);
+    }
+    undo_.clear();
+    for (uint32_t n : touched_) {
+      excluded_[n] = 0;
+      gone_primary_[n] = 0;
+      gone_host_[n] = 0;
+    }
+    touched_.clear();
+  };
+  // Host nodes leave the tree until every pool has room for `freed` blocks.
+  auto make_host_room = [&]() {
+    for (;;) {
+      size_t q = 0;
+      while (q < P && freed_[q] <= host_room_[q]) ++q;
+      if (q == P) return true;
+      const uint32_t h = policy_.victim();
+      if (h == kNoNode) return false;
+      take_out_host(h);
+      host_victims_.push_back(h);
+      for (uint32_t g = 0; g < G; ++g)
+        if (tree_.block(h, g) != kNoBlock) ++host_room_[layout_.group_pool[g]];
+      const uint32_t hp = tree_.node(h).parent;
+      touch(hp);
+      ++gone_host_[hp];
+      if (hp != RadixTree::kRoot && in_host(hp) && !excluded_[hp] &&
+          tree_.node(hp).num_children == gone_host_[hp])
+        put_in_host(hp);
+    }
+  };
+
+  for (size_t b = 0; b < held.size(); ++b) exclude(held[b], int64_t(b));
+  if (partial != kNoNode) exclude(partial, -1);
+
+  for (;;) {
+    size_t p = 0;
+    while (p < P && short_blocks_[p] <= 0) ++p;
+    if (p == P) break;
+    const Eviction::Victim best = eviction_.next_victim(uint32_t(p));
+    if (best.node == kNoNode) {  // have_blocks() rules this out
+      undo_all();
+      fail(KVC_ERR_INTERNAL, "pool " + std::to_string(p) + " has no block to evict");
+    }
+    eviction_.trial_take_out(best.node, best.group);
+    if (best.group != kAnchor) {  // a windowed slot, on its own
+      slot_victims_.push_back({best.node, best.group});
+      --short_blocks_[p];
+      continue;
+    }
+    const uint32_t v = best.node;
+    for (size_t q = 0; q < P; ++q) freed_[q] = 0;
+    for (uint32_t g = 0; g < G; ++g) {
+      if (layout_.is_windowed(g)) {
+        if (!eviction_.queued(v, g)) continue;  // empty (a cached node's slot is never in use)
+        eviction_.trial_take_out(v, g);
+      }
+      ++freed_[layout_.group_pool[g]];
+    }
+    for (size_t q = 0; q < P; ++q) short_blocks_[q] -= freed_[q];
+    const TreeNode& t = tree_.node(v);
+    const bool offload = t.priority >= min_priority_ && make_host_room();
+    if (offload)
+      for (size_t q = 0; q < P; ++q) host_room_[q] -= freed_[q];
+    victims_.push_back({v, offload});
+    const uint32_t parent = t.parent;
+    if (parent == RadixTree::kRoot) continue;
+    touch(parent);
+    ++gone_primary_[parent];
+    const TreeNode& pt = tree_.node(parent);
+    if (!in_host(parent) && !excluded_[parent] && index_.node_ref(parent) == 0 &&
+        pt.num_children - index_.tier_children(parent) == gone_primary_[parent])
+      eviction_.trial_put_in(parent, kAnchor);
+  }
+  undo_all();
+}
+
+}  // namespace kvc

@@ -1,0 +1,111 @@
+// Publishing: commit makes a sequence's full computed blocks reusable (a
+// node each in the prefix index, or the node already there); remove
+// publishes a partial tail with partial reuse on (publish_tail).
+#include <algorithm>
+#include <string>
+
+#include "core/key_builder.h"
+#include "core/sequences.h"
+
+namespace kvc {
+
+void Sequences::commit(uint64_t id, uint64_t num_computed) {
+  // Plan: checks, and the extra keys of every block to publish encoded
+  // first (the only allocation).
+  Sequence& s = sequence(id);
+  if (num_computed > s.length())
+    invalid_argument("num_computed (" + std::to_string(num_computed) + ") exceeds the length (" +
+                     std::to_string(s.length()) + " tokens) of " + name(id));
+  const uint64_t committed = std::max(s.committed, num_computed);
+  const uint64_t first = s.published;
+  const uint64_t end = cfg_.block_reuse ? committed / T_ : first;
+  if (end > first) {
+    if (block_extras_.size() < end - first) block_extras_.resize(end - first);
+    for (uint64_t b = first; b < end; ++b) {
+      if (s.extra_keys.empty()) block_extras_[b - first].clear();
+      else encode_block_extras(s.extra_keys, b * T_, (b + 1) * T_, block_extras_[b - first]);
+    }
+  }
+  // Apply: publish every full computed block not yet published, in order
+  // (also ones an earlier commit had to leave while a fork sibling shared
+  // them), until one cannot be.
+  while (s.published < end && publish_full(s, s.published, block_extras_[s.published - first]))
+    ++s.published;
+  s.committed = committed;
+  if (!layout_.windowed.empty()) release_out_of_window(s);
+}
+
+uint32_t Sequences::link_new_node(Sequence& s, uint64_t b, const BlockKey& key) {
+  const uint32_t* blocks = position(s, b);
+  const uint32_t node = index_.insert(key, blocks);
+  for (uint32_t g = 0; g < layout_.num_groups(); ++g)
+    if (blocks[g] != kNoBlock) residency_.set_node(g, blocks[g], node);
+  const uint8_t priority = s.priority_of_block(b, T_);
+  eviction_.mark_published(node, priority);
+  if (EventLog* ev = index_.events())
+    ev->stored(node, key.parent, index_.scope_bytes(s.scope), *key.extra, key.tokens,
+               key.num_tokens, index_.group_mask(node), priority);
+  return node;
+}
+
+bool Sequences::publish_full(Sequence& s, uint64_t b, const std::string& extra) {
+  const uint32_t parent = b == 0 ? RadixTree::kRoot : s.nodes[b - 1];
+  const BlockKey key = index_.key(parent, s.scope, s.token_at(b * T_), T_, extra);
+  const uint32_t found = index_.find(key);
+  if (found != kNoNode && !index_.in_primary(found)) {
+    // In another tier: the node takes this sequence's (equal) blocks and
+    // comes back without a copy, if the sequence holds them alone (as for
+    // a new node: publish waits).
+    if (lead_group(s, b) == UINT32_MAX || !holds_alone(s, b)) return false;
+    tier_.adopt(found, position(s, b));
+    s.nodes[b] = found;
+    return true;
+  }
+  if (found != kNoNode) {
+    // Already cached: keep our own copy, anchor the cached one.
+    s.nodes[b] = found;
+    if (holds_anchor(s, b)) eviction_.hold_anchor(found);
+    // A windowed slot the node lost to eviction takes this sequence's block,
+    // so the prefix is reusable again in that group; only a block this
+    // sequence holds alone (a fork sibling may not hold the node's anchor).
+    for (uint32_t g : layout_.windowed) {
+      const uint32_t own = s.blocks[g][b];
+      if (own == kNoBlock || tree_.block(found, g) != kNoBlock) continue;
+      const BlockInfo& info = residency_.info(g, own);
+      if (info.ref != 1 || info.node != kNoNode) continue;
+      index_.set_block(found, g, own);
+      residency_.set_node(g, own, found);
+      if (EventLog* ev = index_.events())
+        ev->stored_groups(found, parent, key.tokens, key.num_tokens, uint64_t(1) << g,
+                          tree_.node(found).priority);
+    }
+    return true;
+  }
+  // A block shared with a fork sibling or a pin waits until this sequence
+  // holds it alone: the sibling may not hold the ancestors it would be
+  // linked under.
+  if (lead_group(s, b) == UINT32_MAX || tree_.full()) return false;  // nothing to publish / no room
+  if (!holds_alone(s, b)) return false;
+  const uint32_t node = link_new_node(s, b, key);
+  s.nodes[b] = node;
+  if (layout_.anchors.empty()) ++index_.holders(node);
+  return true;
+}
+
+void Sequences::publish_tail(Sequence& s) {
+  const uint64_t b = s.committed / T_;
+  const uint32_t rows = uint32_t(s.committed % T_);
+  if (rows == 0 || b >= s.num_blocks()) return;
+  const uint32_t parent = b == 0 ? RadixTree::kRoot : s.nodes[b - 1];
+  if (parent == kNoNode) return;
+  if (b != s.published) return;  // its parent is not published
+  if (tree_.full()) return;
+  if (!holds_alone(s, b)) return;  // shared or already in the tree
+  if (any_extra_overlaps(s.extra_keys, b * T_, b * T_ + rows)) return;
+  const std::string no_extra;
+  const BlockKey key = index_.key(parent, s.scope, s.token_at(b * T_), rows, no_extra);
+  if (index_.find(key) != kNoNode) return;
+  link_new_node(s, b, key);
+}
+
+}  // namespace kvc

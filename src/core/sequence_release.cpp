@@ -1,0 +1,168 @@
+// What gives blocks back: rewind (speculative decoding), remove, windowed
+// groups releasing blocks that left the window, and the pins; fork, which
+// shares every block of a sequence with a new one.
+#include <algorithm>
+#include <string>
+
+#include "core/sequences.h"
+
+namespace kvc {
+
+namespace {
+
+uint64_t blocks_for(uint64_t tokens, uint32_t T) { return (tokens + T - 1) / T; }
+
+}  // namespace
+
+void Sequences::release_position(Sequence& s, uint64_t b) {
+  const BlockRetention retention = s.retention_of_block(b, T_);
+  const bool anchor = holds_anchor(s, b);
+  eviction_.release_set(position(s, b), 1, retention);
+  if (anchor) eviction_.release_anchor(s.nodes[b], retention);
+}
+
+void Sequences::release_out_of_window(Sequence& s) {
+  for (uint32_t g : layout_.windowed) {
+    const uint64_t end = std::min<uint64_t>(layout_.first_needed(g, s.committed), s.num_blocks());
+    for (uint64_t b = s.window_begin[g]; b < end; ++b) {
+      const uint32_t blk = s.blocks[g][b];
+      s.blocks[g][b] = kNoBlock;
+      if (blk == kNoBlock) continue;
+      ++counters_.groups[g].released_blocks;
+      eviction_.release_window_block(g, blk, s.retention_of_block(b, T_));
+    }
+    if (end > s.window_begin[g]) s.window_begin[g] = end;
+  }
+}
+
+void Sequences::rewind(uint64_t id, uint64_t n) {
+  // Plan: checks; the tokens a rebase takes back are reserved first.
+  Sequence& s = sequence(id);
+  if (n > s.length())
+    invalid_argument("cannot rewind " + std::to_string(n) + " tokens: " + name(id) +
+                     " has only " + std::to_string(s.length()));
+  if (n == 0) return;
+  const uint64_t new_len = s.length() - n;
+  for (uint32_t g : layout_.windowed) {
+    // The blocks a windowed group released are gone: the new last token
+    // must still see its whole window.
+    const uint64_t begin = s.window_begin[g];
+    if (begin == 0) continue;
+    const uint64_t shortest = begin * T_ + layout_.window[g] - 1;
+    if (new_len < shortest)
+      invalid_argument("cannot rewind " + std::to_string(n) + " tokens: " + name(id) +
+                       " would be " + std::to_string(new_len) + " tokens long, but layer group " +
+                       std::to_string(g) + " (window " + std::to_string(layout_.window[g]) +
+                       ") has released the blocks before token " + std::to_string(begin * T_) +
+                       ", so it can rewind at most " + std::to_string(s.length() - shortest) +
+                       " tokens (rewind before committing rejected tokens)");
+  }
+  const uint64_t keep = blocks_for(new_len, T_);
+  // Rewinding into the published blocks whose tokens only the tree keeps:
+  // take the kept rows of the new tail back from its node.
+  const bool rebase = new_len < s.token_base;
+  const uint64_t base = new_len / T_ * T_;
+  if (rebase) s.tokens.reserve(new_len - base);
+  // Apply.
+  if (rebase) {
+    const int32_t* kept = new_len > base ? tree_.tokens(s.nodes[new_len / T_]) : nullptr;
+    s.tokens.assign(kept, kept + (new_len - base));
+    s.token_base = base;
+  }
+  while (s.num_blocks() > keep) {
+    const uint64_t b = s.num_blocks() - 1;
+    release_position(s, b);
+    for (auto& v : s.blocks) v.pop_back();
+    s.nodes.pop_back();
+  }
+  if (new_len % T_ != 0) {
+    // The tail is no longer full: it is no longer the published block. A
+    // tree block kept as the tail is copied before the next write.
+    const uint64_t b = keep - 1;
+    const uint32_t node = s.nodes[b];
+    if (node != kNoNode) {
+      if (holds_anchor(s, b)) {
+        // Windowed blocks this sequence gave the node go back to it: it no
+        // longer holds the node's anchor blocks. A pin or fork sharing such
+        // a block keeps it as a block of no node (holds_alone() then keeps
+        // it out of any new node until one holder is left).
+        for (uint32_t g : layout_.windowed) {
+          const uint32_t own = s.blocks[g][b];
+          if (own == kNoBlock || tree_.block(node, g) != own) continue;
+          index_.set_block(node, g, kNoBlock);
+          residency_.set_node(g, own, kNoNode);
+          if (EventLog* ev = index_.events())
+            ev->removed(node, uint64_t(1) << g, tree_.node(node).tier);
+        }
+        eviction_.release_anchor(node, s.retention_of_block(b, T_));
+      }
+      s.nodes[b] = kNoNode;
+    }
+  }
+  s.published = std::min<uint64_t>(s.published, new_len / T_);
+  if (!rebase) s.tokens.resize(new_len - s.token_base);
+  s.tail_private = false;  // the new tail may be a shared or published block
+  s.committed = std::min(s.committed, new_len);
+  s.cached = std::min(s.cached, new_len);
+  for (uint64_t& c : s.slot_cursor) c = std::min(c, new_len);
+}
+
+void Sequences::fork(uint64_t parent, uint64_t child) {
+  // Plan: checks, the copy and the table's room (every allocation).
+  Sequence& p = sequence(parent);
+  if (seqs_.find(child) != nullptr) fail(KVC_ERR_ALREADY_EXISTS, name(child) + " already exists");
+  auto c = std::make_unique<Sequence>(p);
+  c->id = child;
+  c->batch_mark = 0;
+  c->tail_private = false;
+  seqs_.reserve_one();
+  // Apply: the child holds every block and anchor the parent holds.
+  p.tail_private = false;
+  index_.ref_scope(c->scope);
+  for (uint64_t b = 0; b < c->num_blocks(); ++b) {
+    for (uint32_t g = 0; g < layout_.num_groups(); ++g)
+      if (c->blocks[g][b] != kNoBlock) residency_.add_ref(g, c->blocks[g][b]);
+    if (holds_anchor(*c, b)) eviction_.hold_anchor(c->nodes[b]);
+  }
+  seqs_.insert(std::move(c));
+}
+
+void Sequences::remove(uint64_t id) {
+  Sequence& s = sequence(id);
+  if (cfg_.block_reuse && cfg_.partial_reuse) publish_tail(s);
+  // Deepest first, so a parent is always released after its children.
+  for (uint64_t b = s.num_blocks(); b > 0; --b) release_position(s, b - 1);
+  index_.unref_scope(s.scope);
+  seqs_.erase(id);
+}
+
+void Sequences::pin(uint64_t id) {
+  // Plan: the published blocks, the ones that outlive the sequence in the
+  // tree, a chain from the root, so a pin never holds a node without its
+  // parent; the record is built (allocated) first.
+  Sequence& s = sequence(id);
+  if (pins_.count(id) != 0) fail(KVC_ERR_ALREADY_EXISTS, name(id) + " is already pinned");
+  Pin pin;
+  const uint32_t G = layout_.num_groups();
+  pin.blocks.reserve(s.published * G);
+  pin.retention.reserve(s.published);
+  for (uint64_t b = 0; b < s.published; ++b) {
+    for (uint32_t g = 0; g < G; ++g) pin.blocks.push_back(tree_.block(s.nodes[b], g));
+    pin.retention.push_back(s.retention_of_block(b, T_));
+  }
+  pins_.emplace(id, std::move(pin));
+  // Apply.
+  for (uint64_t b = 0; b < s.published; ++b) eviction_.hold_node(s.nodes[b]);
+}
+
+void Sequences::unpin(uint64_t id) {
+  auto it = pins_.find(id);
+  if (it == pins_.end()) fail(KVC_ERR_NOT_FOUND, name(id) + " is not pinned");
+  const Pin& p = it->second;
+  const uint32_t G = layout_.num_groups();
+  for (size_t e = p.retention.size(); e > 0; --e)
+    eviction_.release_set(&p.blocks[(e - 1) * G], 1, p.retention[e - 1]);
+  pins_.erase(it);
+}
+
+}  // namespace kvc

@@ -1,0 +1,205 @@
+// The sequences of a cache and what they do: add, extend (one sequence or
+// a decode batch), commit, rewind, fork, remove, pin. Owns the sequence
+// table, the pins and the Reservation every call that takes blocks plans
+// in. Each call is written as plan, then apply: the plan checks every
+// argument and, for a call that takes blocks, fills the Reservation (block
+// sets, per-pool needs, cached blocks it takes, the nodes it will hold) and
+// asks Residency whether the pools can give them; only a plan that holds is
+// applied, and applying cannot fail (the host allocations it needs are made
+// before: vectors reserved, the scope interned, the tier's copies done).
+// Running out of blocks is a refusal the try_ calls return (the
+// Reservation's refusal says why), not an exception.
+//
+// The methods live by concept: sequences.cpp (lookups, argument checks,
+// block-position helpers), sequence_add.cpp, sequence_extend.cpp,
+// sequence_publish.cpp (commit), sequence_release.cpp (rewind, fork,
+// remove, pins), sequences_check.cpp.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/error.h"
+#include "core/block_key.h"
+#include "core/cache_config.h"
+#include "core/cache_stats.h"
+#include "core/eviction.h"
+#include "core/group_layout.h"
+#include "core/prefix_index.h"
+#include "core/reservation.h"
+#include "core/residency.h"
+#include "core/retention.h"
+#include "core/sequence.h"
+#include "core/sequence_table.h"
+#include "core/tier.h"
+
+namespace kvc {
+
+// Longest sequence, in tokens: lengths and offsets are int32 in the tables
+// attention kernels take.
+constexpr uint64_t kMaxSequenceTokens = 0x7fffffff;
+
+struct SequenceOptions {
+  uint32_t prompt_priority = kDefaultPriority;
+  uint32_t decode_priority = kDefaultPriority;
+  uint64_t decode_duration_ms = kNoDuration;
+  std::vector<RetentionRange> retention_ranges;  // prompt token ranges, in order
+  bool has_salt = false;  // absent differs from empty
+  std::string salt;
+  bool has_lora = false;  // absent differs from LoRA 0
+  uint64_t lora_id = 0;
+  std::vector<ExtraKey> extra_keys;
+};
+
+// What sequences and pins hold, recounted by the invariant checker.
+struct Holdings {
+  std::vector<std::vector<uint32_t>> refs;      // per pool, per block: owners found
+  std::vector<std::vector<uint32_t>> group_of;  // per pool, per block: the group it serves
+  std::vector<uint32_t> holders;                // per node: sequences naming it (no anchors)
+  std::vector<uint64_t> scope_refs;             // per scope: sequences in it
+};
+
+class Sequences {
+ public:
+  Sequences(const CacheConfig& config, const GroupLayout& layout, PrefixIndex& index,
+            Residency& residency, Eviction& eviction, Tier& tier, CacheCounters& counters);
+
+  // --- Calls that take blocks (false: refused, nothing changed, refusal()
+  // says why; every other error throws) -------------------------------------
+  bool try_add(uint64_t id, const int32_t* tokens, uint64_t num_tokens,
+               const SequenceOptions& options, void* stream, uint64_t* cached_tokens);
+  bool try_extend(uint64_t id, const int32_t* tokens, uint64_t num_tokens, void* stream);
+  bool try_extend_batch(const uint64_t* ids, const int32_t* tokens, size_t count, void* stream);
+  const Refusal& refusal() const { return reservation_.refusal; }
+
+  // --- The others -----------------------------------------------------------
+  void commit(uint64_t id, uint64_t num_computed);
+  void rewind(uint64_t id, uint64_t num_tokens);
+  void fork(uint64_t parent, uint64_t child);
+  void remove(uint64_t id);
+  void pin(uint64_t id);
+  void unpin(uint64_t id);
+
+  // --- Queries --------------------------------------------------------------
+  uint64_t probe(const int32_t* tokens, uint64_t num_tokens, const SequenceOptions& options) const;
+  uint64_t blocks_needed(uint64_t id, uint64_t num_tokens) const;
+  const Sequence& sequence(uint64_t id) const;
+  Sequence& sequence(uint64_t id);
+  const Sequence* find(uint64_t id) const { return seqs_.find(id); }
+  uint64_t size() const { return seqs_.size(); }
+  uint64_t num_pins() const { return pins_.size(); }
+  uint64_t next_batch_epoch() { return ++batch_epoch_; }
+  Sequence& sequence_for_batch(const uint64_t* ids, size_t i, uint64_t epoch);
+  Sequence& claim_for_batch(Sequence* s, const uint64_t* ids, size_t i, uint64_t epoch);
+
+  // The checker (sequences_check.cpp): each sequence's own invariants, and
+  // what sequences and pins hold, into h (sized by the caller).
+  void count_holdings(Holdings& h) const;
+
+  // Refuses options an add would refuse (Error(KVC_ERR_INVALID_ARGUMENT)
+  // naming the field); kvc_block_hashes() checks its options so too.
+  static void check_options(const SequenceOptions& o);
+
+ private:
+  struct Pin {
+    std::vector<uint32_t> blocks;           // num_groups per entry
+    std::vector<BlockRetention> retention;  // per entry
+  };
+  // An add's plan besides its Reservation: what the prompt reuses.
+  struct AddPlan {
+    PrefixMatch match;
+    std::vector<int64_t> window_begin;  // per group: the first reused position it holds
+    uint64_t num_blocks = 0;
+    uint64_t cached_tokens = 0;
+  };
+
+  // sequence_add.cpp
+  bool plan_add(const int32_t* tokens, uint64_t n, const std::string& scope_bytes,
+                const std::vector<ExtraKey>& extras, Reservation& r, AddPlan& plan);
+  std::unique_ptr<Sequence> stage_add(uint64_t id, const int32_t* tokens, uint64_t n,
+                                      const SequenceOptions& options,
+                                      std::vector<ExtraKey>&& extras,
+                                      const std::string& scope_bytes, Reservation& r,
+                                      const AddPlan& plan, void* stream);
+  void apply_add(Sequence& s, Reservation& r, const AddPlan& plan, void* stream);
+
+  // sequence_extend.cpp
+  // Plans `sets` fresh block sets for the call r began.
+  bool reserve_sets(Reservation& r, uint64_t sets);
+  bool needs_copy_on_write(const Sequence& s) const;
+  void copy_on_write(Sequence& s, void* stream);
+  void append_new_set(Sequence& s);
+  // append_new_set `count` times (s has the capacity); where every eviction
+  // takes whole nodes, through Eviction::alloc_sets_ahead.
+  void append_new_sets(Sequence& s, uint64_t count);
+
+  // sequence_publish.cpp
+  bool publish_full(Sequence& s, uint64_t b, const std::string& extra);
+  void publish_tail(Sequence& s);
+  // A new node for s's block b under `key`: its blocks point to it.
+  uint32_t link_new_node(Sequence& s, uint64_t b, const BlockKey& key);
+
+  // sequence_release.cpp
+  void release_position(Sequence& s, uint64_t b);
+  // Releases a windowed group's blocks that left the window.
+  void release_out_of_window(Sequence& s);
+
+  // sequences.cpp: argument checks (Error(KVC_ERR_INVALID_ARGUMENT)).
+  static std::string name(uint64_t id);  // "sequence 7"
+  // A sequence of n tokens.
+  static void check_length(uint64_t n, const char* what);
+  // n more tokens on a sequence of `length`, compared without forming
+  // length + n (which wraps for n near UINT64_MAX).
+  static void check_growth(uint64_t length, uint64_t n, const char* what);
+
+  // sequences.cpp: positions of a sequence.
+  // The first group still holding position b of s (UINT32_MAX: none).
+  uint32_t lead_group(const Sequence& s, uint64_t b) const;
+  // Whether s holds every block it has at position b alone, none in a node.
+  bool holds_alone(const Sequence& s, uint64_t b) const;
+  // Whether sequence s holds node s.nodes[b] apart from its own blocks.
+  bool holds_anchor(const Sequence& s, uint64_t b) const;
+  // position_[g] = s.blocks[g][b].
+  const uint32_t* position(const Sequence& s, uint64_t b);
+  // Capacity for n tokens / n block positions (no visible change).
+  static void grow(std::vector<int32_t>& v, uint64_t n) {
+    if (v.capacity() < n) v.reserve(std::max<uint64_t>(n, 2 * v.capacity()));
+  }
+  static void reserve_blocks(Sequence& s, uint64_t n) {
+    if (s.nodes.capacity() >= n) return;
+    const uint64_t cap = std::max<uint64_t>(n, 2 * s.nodes.capacity());
+    for (auto& b : s.blocks) b.reserve(cap);
+    s.nodes.reserve(cap);
+  }
+
+  const CacheConfig& cfg_;
+  const GroupLayout& layout_;
+  const uint32_t T_;
+  PrefixIndex& index_;
+  const RadixTree& tree_;  // index_'s, read
+  Residency& residency_;
+  Eviction& eviction_;
+  Tier& tier_;
+  CacheCounters& counters_;
+  SequenceTable seqs_;
+  std::unordered_map<uint64_t, Pin> pins_;
+  uint64_t batch_epoch_ = 0;
+
+  // What the calls plan and apply with (capacity kept: no allocation on
+  // the hot paths).
+  Reservation reservation_;
+  AddPlan add_plan_;
+  mutable PrefixMatch probe_match_;
+  std::vector<uint32_t> new_set_;   // a block set being allocated
+  std::vector<uint32_t> old_set_;   // the set a copy reads
+  std::vector<uint32_t> position_;  // one position's blocks
+  std::vector<Sequence*> batch_seqs_;
+  std::vector<uint8_t> batch_cow_;
+  std::vector<std::string> block_extras_;  // commit: each block's encoded extra keys
+};
+
+}  // namespace kvc
