@@ -186,3 +186,8 @@ func (b *ConfigBuilder) CopyOnPartialReuse(on bool) *ConfigBuilder {
 func (b *ConfigBuilder) EventBufferSize(n uint32) *ConfigBuilder {
 	return b.set(func(c *Config) error { return c.SetEventBufferSize(n) })
 }
+
+// EventHashSeed is Config.SetEventHashSeed.
+func (b *ConfigBuilder) EventHashSeed(seed uint64) *ConfigBuilder {
+	return b.set(func(c *Config) error { return c.SetEventHashSeed(seed) })
+}
