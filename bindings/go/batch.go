@@ -1,6 +1,8 @@
 package kvcache
 
 import (
+	"errors"
+
 	"kvcache/kvc"
 )
 
@@ -10,19 +12,13 @@ import (
 // the first guess is generous. The ...Into variants reuse the caller's.
 const initialBlocksPerSequence = 64
 
-// isTooSmall reports whether err is the low-level KVC_ERR_BUFFER_TOO_SMALL.
-func isTooSmall(err error) bool {
-	e, ok := err.(*kvc.Error)
-	return ok && Status(e.Status) == StatusBufferTooSmall
-}
-
 // BatchExtend is one decode step: it appends tokens[i] to sequence ids[i]
 // for every i, all or nothing (kvc_batch_extend). len(ids) must equal
 // len(tokens).
 func (c *Cache) BatchExtend(ids []uint64, tokens []int32, stream Stream) error {
 	const op = "kvc_batch_extend"
 	if len(ids) != len(tokens) {
-		return invalidArgument(op, "len(ids) and len(tokens) differ")
+		return c.argError(op, "len(ids) and len(tokens) differ")
 	}
 	return c.with(op, func(h kvc.Cache) error {
 		return wrap(op, kvc.Kvc_batch_extend(h, firstUint64(ids), firstInt32(tokens), uint64(len(ids)), uintptr(stream)))
@@ -42,10 +38,11 @@ func (c *Cache) BlockTable(group uint32, ids []uint64, pad int32) (table []int32
 // gives a kernel a fixed stride). It allocates only when dst is too small.
 func (c *Cache) BlockTableInto(dst []int32, group uint32, ids []uint64, minStride int, pad int32) (table []int32, stride int, err error) {
 	const op = "kvc_batch_block_table"
-	if len(ids) == 0 {
-		return dst[:0], minStride, nil
-	}
 	err = c.with(op, func(h kvc.Cache) error {
+		if len(ids) == 0 {
+			table, stride = dst[:0], minStride
+			return nil
+		}
 		stride = minStride
 		if stride < 1 {
 			stride = cap(dst) / len(ids)
@@ -55,15 +52,14 @@ func (c *Cache) BlockTableInto(dst []int32, group uint32, ids []uint64, minStrid
 				dst = make([]int32, len(ids)*stride)
 			}
 			dst = dst[:len(ids)*stride]
-			var needed uint64
-			err := kvc.Kvc_batch_block_table(h, group, &ids[0], uint64(len(ids)), firstInt32(dst), uint64(stride), pad, &needed)
+			needed, err := blockTable(h, op, group, ids, dst, stride, pad)
 			if err == nil {
 				table, stride = compactRows(dst, len(ids), stride, max(minStride, int(needed))), max(minStride, int(needed))
 				return nil
 			}
-			if !isTooSmall(err) || int(needed) <= stride {
+			if !errors.Is(err, ErrBufferTooSmall) || int(needed) <= stride {
 				table, stride = nil, 0
-				return wrap(op, err)
+				return err
 			}
 			stride = int(needed)
 		}
@@ -93,29 +89,30 @@ func (c *Cache) BlockTableCSR(group uint32, ids []uint64) (CSRTable, error) {
 // large enough.
 func (c *Cache) BlockTableCSRInto(t *CSRTable, group uint32, ids []uint64) error {
 	const op = "kvc_batch_block_table_csr"
-	n := len(ids)
-	t.Indptr = resizeInt32(t.Indptr, n+1)
-	t.LastPageLen = resizeInt32(t.LastPageLen, n)
-	if n == 0 {
-		t.Indptr[0] = 0
-		t.Indices = t.Indices[:0]
-		return nil
+	if t == nil {
+		return c.argError(op, "t is a nil *kvcache.CSRTable")
 	}
+	n := len(ids)
 	return c.with(op, func(h kvc.Cache) error {
+		t.Indptr = resizeInt32(t.Indptr, n+1)
+		t.LastPageLen = resizeInt32(t.LastPageLen, n)
+		if n == 0 {
+			t.Indptr[0] = 0
+			t.Indices = t.Indices[:0]
+			return nil
+		}
 		indices := t.Indices[:cap(t.Indices)]
 		if len(indices) == 0 {
 			indices = make([]int32, n*initialBlocksPerSequence)
 		}
 		for {
-			var total uint64
-			err := kvc.Kvc_batch_block_table_csr(h, group, &ids[0], uint64(n), &t.Indptr[0],
-				firstInt32(indices), uint64(len(indices)), &t.LastPageLen[0], &total)
+			total, err := blockTableCSR(h, op, group, ids, t.Indptr, indices, t.LastPageLen)
 			if err == nil {
 				t.Indices = indices[:total]
 				return nil
 			}
-			if !isTooSmall(err) || total <= uint64(len(indices)) {
-				return wrap(op, err)
+			if !errors.Is(err, ErrBufferTooSmall) || total <= uint64(len(indices)) {
+				return err
 			}
 			indices = make([]int32, total)
 		}
@@ -135,13 +132,13 @@ func (c *Cache) SequenceLengths(ids []uint64) ([]int32, error) {
 func (c *Cache) SequenceLengthsInto(lengths []int32, ids []uint64) error {
 	const op = "kvc_batch_sequence_lengths"
 	if len(lengths) < len(ids) {
-		return invalidArgument(op, "lengths is shorter than ids")
-	}
-	if len(ids) == 0 {
-		return nil
+		return c.argError(op, "lengths is shorter than ids")
 	}
 	return c.with(op, func(h kvc.Cache) error {
-		return wrap(op, kvc.Kvc_batch_sequence_lengths(h, &ids[0], uint64(len(ids)), &lengths[0]))
+		if len(ids) == 0 {
+			return nil
+		}
+		return sequenceLengths(h, op, ids, lengths)
 	})
 }
 
@@ -163,7 +160,7 @@ func (c *Cache) SlotMapping(group uint32, ids []uint64) (slots []int64, newToken
 func (c *Cache) SlotMappingInto(slots []int64, newTokens []int32, group uint32, ids []uint64) ([]int64, error) {
 	const op = "kvc_batch_slot_mapping"
 	if newTokens != nil && len(newTokens) < len(ids) {
-		return nil, invalidArgument(op, "newTokens is shorter than ids")
+		return nil, c.argError(op, "newTokens is shorter than ids")
 	}
 	return withCache(c, op, func(h kvc.Cache) ([]int64, error) {
 		buf := slots[:cap(slots)]
@@ -171,14 +168,12 @@ func (c *Cache) SlotMappingInto(slots []int64, newTokens []int32, group uint32, 
 			buf = make([]int64, len(ids)*initialBlocksPerSequence)
 		}
 		for {
-			var n uint64
-			err := kvc.Kvc_batch_slot_mapping(h, group, firstUint64(ids), uint64(len(ids)),
-				firstInt64(buf), uint64(len(buf)), &n, firstInt32(newTokens))
+			n, err := slotMapping(h, op, group, ids, buf, newTokens)
 			if err == nil {
 				return buf[:n], nil
 			}
-			if !isTooSmall(err) || n <= uint64(len(buf)) {
-				return nil, wrap(op, err)
+			if !errors.Is(err, ErrBufferTooSmall) || n <= uint64(len(buf)) {
+				return nil, err
 			}
 			buf = make([]int64, n)
 		}

@@ -24,6 +24,9 @@ type Cache struct {
 // NewCache validates cfg, sizes and allocates the primary pool and creates
 // a cache. The cache keeps its own copy of cfg.
 func NewCache(cfg *Config) (*Cache, error) {
+	if cfg == nil {
+		return nil, invalidArgument("kvc_cache_create", "cfg is a nil *kvcache.Config")
+	}
 	var h kvc.Cache
 	err := cfg.with("kvc_cache_create", func(ch kvc.Config) error { return kvc.Kvc_cache_create(ch, &h) })
 	if err != nil {
@@ -33,9 +36,13 @@ func NewCache(cfg *Config) (*Cache, error) {
 }
 
 // Close frees the cache and its pools, after the calls in flight on other
-// goroutines return. It is idempotent and always returns nil. Device work
-// the caller enqueued on a stream must be finished first.
+// goroutines return. It is idempotent and returns nil (an ErrInvalidArgument
+// error on a nil *Cache). Device work the caller enqueued on a stream must
+// be finished first.
 func (c *Cache) Close() error {
+	if c == nil {
+		return nilReceiver("kvcache.Cache.Close", "Cache")
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.h != 0 {
@@ -54,9 +61,20 @@ func (c *Cache) with(op string, f func(h kvc.Cache) error) error {
 	return err
 }
 
+// argError is the error of op for a bad argument, unless c is nil or
+// closed: those errors come first, as for every other call.
+func (c *Cache) argError(op, message string) error {
+	return c.with(op, func(kvc.Cache) error { return invalidArgument(op, message) })
+}
+
 // withCache is with for a call that returns a value: the zero T with
-// closedError(op) on a closed cache, else what f returns.
+// closedError(op) on a closed cache (an ErrInvalidArgument error on a nil
+// one), else what f returns.
 func withCache[T any](c *Cache, op string, f func(h kvc.Cache) (T, error)) (T, error) {
+	if c == nil {
+		var zero T
+		return zero, nilReceiver(op, "Cache")
+	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.h == 0 {
@@ -88,31 +106,7 @@ type CacheDesc struct {
 // Describe returns the summary of the cache.
 func (c *Cache) Describe() (CacheDesc, error) {
 	const op = "kvc_cache_describe"
-	return withCache(c, op, func(h kvc.Cache) (CacheDesc, error) {
-		d := kvc.NewKvc_cache_desc_t()
-		defer kvc.DeleteKvc_cache_desc_t(d)
-		kvc.Kvc_cache_desc_init(d)
-		if err := kvc.Kvc_cache_describe(h, d); err != nil {
-			return CacheDesc{}, wrap(op, err)
-		}
-		return CacheDesc{
-			DeviceKind:       DeviceKind(d.GetDevice_kind()),
-			DeviceOrdinal:    d.GetDevice_ordinal(),
-			DType:            DType(d.GetDtype()),
-			Layout:           Layout(d.GetLayout()),
-			NumLayers:        d.GetNum_layers(),
-			NumGroups:        d.GetNum_groups(),
-			NumPools:         d.GetNum_pools(),
-			TokensPerBlock:   d.GetTokens_per_block(),
-			KVFactor:         d.GetKv_factor(),
-			NumBlocks:        d.GetNum_blocks(),
-			TokenCapacity:    d.GetToken_capacity(),
-			PrimaryBytes:     d.GetPrimary_bytes(),
-			HostCacheBytes:   d.GetHost_cache_bytes(),
-			DeviceFreeBytes:  d.GetDevice_free_bytes(),
-			DeviceTotalBytes: d.GetDevice_total_bytes(),
-		}, nil
-	})
+	return withCache(c, op, func(h kvc.Cache) (CacheDesc, error) { return describeCache(h, op) })
 }
 
 // GroupDesc describes a layer group (kvc_group_desc_t).
@@ -129,23 +123,7 @@ type GroupDesc struct {
 // DescribeGroup describes layer group group (0 <= group < NumGroups).
 func (c *Cache) DescribeGroup(group uint32) (GroupDesc, error) {
 	const op = "kvc_cache_describe_group"
-	return withCache(c, op, func(h kvc.Cache) (GroupDesc, error) {
-		d := kvc.NewKvc_group_desc_t()
-		defer kvc.DeleteKvc_group_desc_t(d)
-		kvc.Kvc_group_desc_init(d)
-		if err := kvc.Kvc_cache_describe_group(h, group, d); err != nil {
-			return GroupDesc{}, wrap(op, err)
-		}
-		return GroupDesc{
-			Window:        d.GetWindow(),
-			KVHeads:       d.GetKv_heads(),
-			HeadDim:       d.GetHead_dim(),
-			NumLayers:     d.GetNum_layers(),
-			Pool:          d.GetPool(),
-			BlockBytes:    d.GetBlock_bytes(),
-			BytesPerToken: d.GetBytes_per_token(),
-		}, nil
-	})
+	return withCache(c, op, func(h kvc.Cache) (GroupDesc, error) { return describeGroup(h, op, group) })
 }
 
 // PoolDesc describes a block pool (kvc_pool_desc_t).
@@ -160,21 +138,7 @@ type PoolDesc struct {
 // DescribePool describes pool pool (0 <= pool < NumPools).
 func (c *Cache) DescribePool(pool uint32) (PoolDesc, error) {
 	const op = "kvc_cache_describe_pool"
-	return withCache(c, op, func(h kvc.Cache) (PoolDesc, error) {
-		d := kvc.NewKvc_pool_desc_t()
-		defer kvc.DeleteKvc_pool_desc_t(d)
-		kvc.Kvc_pool_desc_init(d)
-		if err := kvc.Kvc_cache_describe_pool(h, pool, d); err != nil {
-			return PoolDesc{}, wrap(op, err)
-		}
-		return PoolDesc{
-			NumGroups:  d.GetNum_groups(),
-			BlockBytes: d.GetBlock_bytes(),
-			NumBlocks:  d.GetNum_blocks(),
-			Bytes:      d.GetBytes(),
-			Base:       d.GetBase(),
-		}, nil
-	})
+	return withCache(c, op, func(h kvc.Cache) (PoolDesc, error) { return describePool(h, op, pool) })
 }
 
 // LayerView says where one layer's K and V live, as a strided tensor that
@@ -203,31 +167,7 @@ type LayerView struct {
 // The addresses stay valid until Close.
 func (c *Cache) LayerView(layer uint32) (LayerView, error) {
 	const op = "kvc_cache_layer_view"
-	return withCache(c, op, func(h kvc.Cache) (LayerView, error) {
-		v := kvc.NewKvc_layer_view_t()
-		defer kvc.DeleteKvc_layer_view_t(v)
-		kvc.Kvc_layer_view_init(v)
-		if err := kvc.Kvc_cache_layer_view(h, layer, v); err != nil {
-			return LayerView{}, wrap(op, err)
-		}
-		return LayerView{
-			Group:          v.GetGroup(),
-			Pool:           v.GetPool(),
-			DType:          DType(v.GetDtype()),
-			Layout:         Layout(v.GetLayout()),
-			KVHeads:        v.GetKv_heads(),
-			HeadDim:        v.GetHead_dim(),
-			TokensPerBlock: v.GetTokens_per_block(),
-			KVFactor:       v.GetKv_factor(),
-			ElemSize:       v.GetElem_size(),
-			Base:           v.GetBase(),
-			NumBlocks:      v.GetNum_blocks(),
-			BlockStride:    v.GetBlock_stride(),
-			KVStride:       v.GetKv_stride(),
-			TokenStride:    v.GetToken_stride(),
-			HeadStride:     v.GetHead_stride(),
-		}, nil
-	})
+	return withCache(c, op, func(h kvc.Cache) (LayerView, error) { return layerView(h, op, layer) })
 }
 
 // Stats are the counts of a cache's blocks and of its reuse
@@ -259,35 +199,7 @@ type Stats struct {
 // Stats returns the current statistics.
 func (c *Cache) Stats() (Stats, error) {
 	const op = "kvc_cache_get_stats"
-	return withCache(c, op, func(h kvc.Cache) (Stats, error) {
-		s := kvc.NewKvc_cache_stats_t()
-		defer kvc.DeleteKvc_cache_stats_t(s)
-		kvc.Kvc_cache_stats_init(s)
-		if err := kvc.Kvc_cache_get_stats(h, s); err != nil {
-			return Stats{}, wrap(op, err)
-		}
-		return Stats{
-			NumBlocks:     s.GetNum_blocks(),
-			FreeBlocks:    s.GetFree_blocks(),
-			CachedBlocks:  s.GetCached_blocks(),
-			InUseBlocks:   s.GetIn_use_blocks(),
-			ReusedBlocks:  s.GetReused_blocks(),
-			MissedBlocks:  s.GetMissed_blocks(),
-			HitRate:       s.GetHit_rate(),
-			EvictedBlocks: s.GetEvicted_blocks(),
-			NumSequences:  s.GetNum_sequences(),
-			NumPinned:     s.GetNum_pinned(),
-			TreeNodes:     s.GetTree_nodes(),
-
-			OffloadedBlocks:  s.GetOffloaded_blocks(),
-			OnboardedBlocks:  s.GetOnboarded_blocks(),
-			OffloadedBytes:   s.GetOffloaded_bytes(),
-			OnboardedBytes:   s.GetOnboarded_bytes(),
-			HostBlocks:       s.GetHost_blocks(),
-			HostFreeBlocks:   s.GetHost_free_blocks(),
-			HostCachedBlocks: s.GetHost_cached_blocks(),
-		}, nil
-	})
+	return withCache(c, op, func(h kvc.Cache) (Stats, error) { return cacheStats(h, op) })
 }
 
 // GroupStats are the counts of one layer group's blocks and of its reuse
@@ -321,24 +233,7 @@ type GroupStats struct {
 // error.
 func (c *Cache) GroupStats(group uint32) (GroupStats, error) {
 	const op = "kvc_cache_get_group_stats"
-	return withCache(c, op, func(h kvc.Cache) (GroupStats, error) {
-		s := kvc.NewKvc_group_stats_t()
-		defer kvc.DeleteKvc_group_stats_t(s)
-		kvc.Kvc_group_stats_init(s)
-		if err := kvc.Kvc_cache_get_group_stats(h, group, s); err != nil {
-			return GroupStats{}, wrap(op, err)
-		}
-		return GroupStats{
-			Pool:           s.GetPool(),
-			InUseBlocks:    s.GetIn_use_blocks(),
-			CachedBlocks:   s.GetCached_blocks(),
-			PoolFreeBlocks: s.GetPool_free_blocks(),
-			ReusedBlocks:   s.GetReused_blocks(),
-			MissedBlocks:   s.GetMissed_blocks(),
-			EvictedBlocks:  s.GetEvicted_blocks(),
-			ReleasedBlocks: s.GetReleased_blocks(),
-		}, nil
-	})
+	return withCache(c, op, func(h kvc.Cache) (GroupStats, error) { return groupStats(h, op, group) })
 }
 
 // AdvanceClock moves the manual retention clock forward by milliseconds;

@@ -56,8 +56,12 @@ func NewConfig() (*Config, error) {
 	return &Config{h: h}, nil
 }
 
-// Close frees the config. It is idempotent and always returns nil.
+// Close frees the config. It is idempotent and returns nil (an
+// ErrInvalidArgument error on a nil *Config).
 func (c *Config) Close() error {
+	if c == nil {
+		return nilReceiver("kvcache.Config.Close", "Config")
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.h != 0 {
@@ -67,8 +71,12 @@ func (c *Config) Close() error {
 	return nil
 }
 
-// with runs f on the live handle under the config's lock.
+// with runs f on the live handle under the config's lock; ErrClosed after
+// Close, an ErrInvalidArgument error on a nil *Config.
 func (c *Config) with(op string, f func(h kvc.Config) error) error {
+	if c == nil {
+		return nilReceiver(op, "Config")
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.h == 0 {
@@ -348,13 +356,6 @@ func firstUint32(s []uint32) *uint32 {
 }
 
 func firstInt32(s []int32) *int32 {
-	if len(s) == 0 {
-		return nil
-	}
-	return &s[0]
-}
-
-func firstInt64(s []int64) *int64 {
 	if len(s) == 0 {
 		return nil
 	}

@@ -41,6 +41,9 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if e == nil {
+		return "kvcache: <nil *kvcache.Error>"
+	}
 	s := "kvcache: "
 	if e.Op != "" {
 		s += e.Op + ": "
@@ -56,7 +59,7 @@ func (e *Error) Error() string {
 // target has a Message, the same Message: errors.Is(err, ErrNotFound).
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	if !ok || t.Status != e.Status {
+	if !ok || e == nil || t == nil || t.Status != e.Status {
 		return false
 	}
 	return t.Message == "" || t.Message == e.Message
@@ -98,4 +101,9 @@ func closedError(op string) error {
 
 func invalidArgument(op, message string) error {
 	return &Error{Status: StatusInvalidArgument, Message: message, Op: op}
+}
+
+// nilReceiver is the error of method op called on a nil *T.
+func nilReceiver(op, typ string) error {
+	return invalidArgument(op, "nil *kvcache."+typ)
 }

@@ -47,6 +47,9 @@ func scaleOrOne(s float32) float32 {
 func (c *Cache) StoreKV(a *StoreArgs, stream Stream) error {
 	const op = "kvc_store_kv"
 	return c.with(op, func(h kvc.Cache) error {
+		if a == nil {
+			return invalidArgument(op, "a is a nil *kvcache.StoreArgs")
+		}
 		s := kvc.NewKvc_store_args_t()
 		defer kvc.DeleteKvc_store_args_t(s)
 		kvc.Kvc_store_args_init(s)
@@ -92,6 +95,12 @@ func fillStoreStrides(s kvc.Kvc_store_strides_t, st *StoreStrides) {
 func (c *Cache) StoreKVStrided(a *StoreArgs, st *StoreStrides, stream Stream) error {
 	const op = "kvc_store_kv_strided"
 	return c.with(op, func(h kvc.Cache) error {
+		if a == nil {
+			return invalidArgument(op, "a is a nil *kvcache.StoreArgs")
+		}
+		if st == nil {
+			return invalidArgument(op, "st is a nil *kvcache.StoreStrides")
+		}
 		s := kvc.NewKvc_store_args_t()
 		defer kvc.DeleteKvc_store_args_t(s)
 		kvc.Kvc_store_args_init(s)
@@ -118,6 +127,12 @@ func (c *Cache) StoreKVStrided(a *StoreArgs, st *StoreStrides, stream Stream) er
 func (c *Cache) StoreKVStridedHost(a *HostStoreArgs, st *StoreStrides) error {
 	const op = "kvcache.StoreKVStridedHost"
 	return c.with(op, func(h kvc.Cache) error {
+		if a == nil {
+			return invalidArgument(op, "a is a nil *kvcache.HostStoreArgs")
+		}
+		if st == nil {
+			return invalidArgument(op, "st is a nil *kvcache.StoreStrides")
+		}
 		if err := requireCPU(h, op); err != nil {
 			return err
 		}
@@ -215,13 +230,11 @@ func int32Bytes(s []int32) (*byte, int) {
 // requireCPU fails unless the cache's pool is in host memory: the Host
 // kernels hand Go memory to the library, which a CUDA kernel cannot read.
 func requireCPU(h kvc.Cache, op string) error {
-	d := kvc.NewKvc_cache_desc_t()
-	defer kvc.DeleteKvc_cache_desc_t(d)
-	kvc.Kvc_cache_desc_init(d)
-	if err := kvc.Kvc_cache_describe(h, d); err != nil {
-		return wrap("kvc_cache_describe", err)
+	d, err := describeCache(h, "kvc_cache_describe")
+	if err != nil {
+		return err
 	}
-	if DeviceKind(d.GetDevice_kind()) != DeviceCPU {
+	if d.DeviceKind != DeviceCPU {
 		return &Error{Status: StatusUnsupported, Message: "host buffers need a CPU cache; pass device addresses to the non-Host method", Op: op}
 	}
 	return nil
@@ -232,6 +245,9 @@ func requireCPU(h kvc.Cache, op string) error {
 func (c *Cache) StoreKVHost(a *HostStoreArgs) error {
 	const op = "kvcache.StoreKVHost"
 	return c.with(op, func(h kvc.Cache) error {
+		if a == nil {
+			return invalidArgument(op, "a is a nil *kvcache.HostStoreArgs")
+		}
 		if err := requireCPU(h, op); err != nil {
 			return err
 		}
@@ -274,7 +290,7 @@ func (c *Cache) StoreKVHost(a *HostStoreArgs) error {
 func (c *Cache) CopyBlocks(group uint32, src, dst []int32, numTokens []uint32, stream Stream) error {
 	const op = "kvc_copy_blocks"
 	if len(src) != len(dst) || (numTokens != nil && len(numTokens) != len(src)) {
-		return invalidArgument(op, "src, dst and numTokens differ in length")
+		return c.argError(op, "src, dst and numTokens differ in length")
 	}
 	return c.with(op, func(h kvc.Cache) error {
 		return wrap(op, kvc.Kvc_copy_blocks(h, group, firstInt32(src), firstInt32(dst), firstUint32(numTokens), uint32(len(src)), uintptr(stream)))
@@ -336,6 +352,9 @@ func fillDecodeArgs(s kvc.Kvc_decode_args_t, a *DecodeArgs) {
 func (c *Cache) DecodeWorkspaceSize(a *DecodeArgs) (bytes uint64, err error) {
 	const op = "kvc_decode_workspace_size"
 	return withCache(c, op, func(h kvc.Cache) (uint64, error) {
+		if a == nil {
+			return 0, invalidArgument(op, "a is a nil *kvcache.DecodeArgs")
+		}
 		s := kvc.NewKvc_decode_args_t()
 		defer kvc.DeleteKvc_decode_args_t(s)
 		fillDecodeArgs(s, a)
@@ -349,6 +368,9 @@ func (c *Cache) DecodeWorkspaceSize(a *DecodeArgs) (bytes uint64, err error) {
 func (c *Cache) DecodeAttention(a *DecodeArgs, stream Stream) error {
 	const op = "kvc_decode_attention"
 	return c.with(op, func(h kvc.Cache) error {
+		if a == nil {
+			return invalidArgument(op, "a is a nil *kvcache.DecodeArgs")
+		}
 		s := kvc.NewKvc_decode_args_t()
 		defer kvc.DeleteKvc_decode_args_t(s)
 		fillDecodeArgs(s, a)
@@ -383,6 +405,9 @@ type HostDecodeArgs struct {
 func (c *Cache) DecodeAttentionHost(a *HostDecodeArgs) error {
 	const op = "kvcache.DecodeAttentionHost"
 	return c.with(op, func(h kvc.Cache) error {
+		if a == nil {
+			return invalidArgument(op, "a is a nil *kvcache.HostDecodeArgs")
+		}
 		if err := requireCPU(h, op); err != nil {
 			return err
 		}

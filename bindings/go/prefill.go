@@ -96,6 +96,9 @@ func fillPrefillArgs(op string, s kvc.Kvc_prefill_args_t, a *PrefillArgs, bufs *
 func (c *Cache) PrefillWorkspaceSize(a *PrefillArgs) (bytes uint64, err error) {
 	const op = "kvc_prefill_workspace_size"
 	return withCache(c, op, func(h kvc.Cache) (uint64, error) {
+		if a == nil {
+			return 0, invalidArgument(op, "a is a nil *kvcache.PrefillArgs")
+		}
 		var bufs cBuffers
 		defer bufs.free()
 		s := kvc.NewKvc_prefill_args_t()
@@ -113,6 +116,9 @@ func (c *Cache) PrefillWorkspaceSize(a *PrefillArgs) (bytes uint64, err error) {
 func (c *Cache) PrefillAttention(a *PrefillArgs, stream Stream) error {
 	const op = "kvc_prefill_attention"
 	return c.with(op, func(h kvc.Cache) error {
+		if a == nil {
+			return invalidArgument(op, "a is a nil *kvcache.PrefillArgs")
+		}
 		var bufs cBuffers
 		defer bufs.free()
 		s := kvc.NewKvc_prefill_args_t()
@@ -155,6 +161,9 @@ type HostPrefillArgs struct {
 func (c *Cache) PrefillAttentionHost(a *HostPrefillArgs) error {
 	const op = "kvcache.PrefillAttentionHost"
 	return c.with(op, func(h kvc.Cache) error {
+		if a == nil {
+			return invalidArgument(op, "a is a nil *kvcache.HostPrefillArgs")
+		}
 		if err := requireCPU(h, op); err != nil {
 			return err
 		}
@@ -224,18 +233,16 @@ func checkPrefillHostSizes(h kvc.Cache, op string, a *HostPrefillArgs) error {
 	if rows < 0 {
 		return nil // the library refuses it
 	}
-	v := kvc.NewKvc_layer_view_t()
-	defer kvc.DeleteKvc_layer_view_t(v)
-	kvc.Kvc_layer_view_init(v)
-	if kvc.Kvc_cache_layer_view(h, a.Layer, v) != nil {
+	v, err := layerView(h, "kvc_cache_layer_view", a.Layer)
+	if err != nil {
 		return nil // the library names the bad layer
 	}
 	elem := map[DType]int64{DTypeF32: 4, DTypeF16: 2, DTypeBF16: 2, DTypeFP8E4M3: 1}[a.QDType]
-	want := rows * int64(a.QHeads) * int64(v.GetHead_dim()) * elem
+	want := rows * int64(a.QHeads) * int64(v.HeadDim) * elem
 	if elem != 0 && (int64(len(a.Query)) < want || int64(len(a.Out)) < want) {
 		return &Error{Status: StatusInvalidArgument, Op: op,
 			Message: fmt.Sprintf("Query and Out must hold %d bytes (%d rows x %d heads x head dim %d), got %d and %d",
-				want, rows, a.QHeads, v.GetHead_dim(), len(a.Query), len(a.Out))}
+				want, rows, a.QHeads, v.HeadDim, len(a.Query), len(a.Out))}
 	}
 	if len(a.LSE) > 0 && int64(len(a.LSE)) != rows*int64(a.QHeads) {
 		return &Error{Status: StatusInvalidArgument, Op: op,

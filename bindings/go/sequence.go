@@ -279,23 +279,7 @@ type SequenceDesc struct {
 // (kvc_sequence_describe).
 func (c *Cache) DescribeSequence(id uint64) (SequenceDesc, error) {
 	const op = "kvc_sequence_describe"
-	return withCache(c, op, func(h kvc.Cache) (SequenceDesc, error) {
-		d := kvc.NewKvc_sequence_desc_t()
-		defer kvc.DeleteKvc_sequence_desc_t(d)
-		kvc.Kvc_sequence_desc_init(d)
-		if err := kvc.Kvc_sequence_describe(h, id, d); err != nil {
-			return SequenceDesc{}, wrap(op, err)
-		}
-		return SequenceDesc{
-			PromptPriority:  d.GetPrompt_priority(),
-			DecodePriority:  d.GetDecode_priority(),
-			NumTokens:       d.GetNum_tokens(),
-			PromptTokens:    d.GetPrompt_tokens(),
-			CachedTokens:    d.GetCached_tokens(),
-			CommittedTokens: d.GetCommitted_tokens(),
-			NumBlocks:       d.GetNum_blocks(),
-		}, nil
-	})
+	return withCache(c, op, func(h kvc.Cache) (SequenceDesc, error) { return describeSequence(h, op, id) })
 }
 
 // SequenceBlockIDs returns the block ids of sequence id in layer group

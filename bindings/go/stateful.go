@@ -50,6 +50,13 @@ type StatefulCache struct {
 // kv heads, head dim, dtype, kv factor, device; the paged settings are not
 // read) with options o.
 func NewStatefulCache(cfg *Config, o *StatefulOptions) (*StatefulCache, error) {
+	const op = "kvc_stateful_create"
+	switch {
+	case cfg == nil:
+		return nil, invalidArgument(op, "cfg is a nil *kvcache.Config")
+	case o == nil:
+		return nil, invalidArgument(op, "o is a nil *kvcache.StatefulOptions (Batch must be set)")
+	}
 	opts := kvc.NewKvc_stateful_options_t()
 	defer kvc.DeleteKvc_stateful_options_t(opts)
 	kvc.Kvc_stateful_options_init(opts)
@@ -61,7 +68,7 @@ func NewStatefulCache(cfg *Config, o *StatefulOptions) (*StatefulCache, error) {
 	opts.SetInitial_length(o.InitialLength)
 	var h kvc.Stateful
 	var cpu bool
-	err := cfg.with("kvc_stateful_create", func(ch kvc.Config) error {
+	err := cfg.with(op, func(ch kvc.Config) error {
 		var kind uint32
 		var ordinal int32
 		if err := kvc.Kvc_config_get_device(ch, &kind, &ordinal); err != nil {
@@ -76,8 +83,12 @@ func NewStatefulCache(cfg *Config, o *StatefulOptions) (*StatefulCache, error) {
 	return &StatefulCache{h: h, batch: o.Batch, cpu: cpu}, nil
 }
 
-// Close frees the cache after the calls in flight return. Idempotent.
+// Close frees the cache after the calls in flight return. Idempotent; an
+// ErrInvalidArgument error on a nil *StatefulCache.
 func (c *StatefulCache) Close() error {
+	if c == nil {
+		return nilReceiver("kvcache.StatefulCache.Close", "StatefulCache")
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.h != 0 {
@@ -87,8 +98,12 @@ func (c *StatefulCache) Close() error {
 	return nil
 }
 
-// call runs f with the handle under the read lock.
+// call runs f with the handle under the read lock: ErrClosed after Close,
+// an ErrInvalidArgument error on a nil *StatefulCache.
 func (c *StatefulCache) call(op string, f func(h kvc.Stateful) error) error {
+	if c == nil {
+		return nilReceiver(op, "StatefulCache")
+	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.h == 0 {
@@ -97,8 +112,19 @@ func (c *StatefulCache) call(op string, f func(h kvc.Stateful) error) error {
 	return wrap(op, f(c.h))
 }
 
-// Batch is the number of rows.
-func (c *StatefulCache) Batch() uint32 { return c.batch }
+// argError is the error of op for a bad argument, unless c is nil or
+// closed: those errors come first, as for every other call.
+func (c *StatefulCache) argError(op, message string) error {
+	return c.call(op, func(kvc.Stateful) error { return invalidArgument(op, message) })
+}
+
+// Batch is the number of rows (0 on a nil *StatefulCache).
+func (c *StatefulCache) Batch() uint32 {
+	if c == nil {
+		return 0
+	}
+	return c.batch
+}
 
 // StatefulView is where one layer's K/V are (kvc_stateful_view_t): element
 // (row r, head h, position t, dim d) of K at Key + r*RowStride +
@@ -126,31 +152,20 @@ type StatefulView struct {
 
 // View describes layer layer.
 func (c *StatefulCache) View(layer uint32) (StatefulView, error) {
+	const op = "kvc_stateful_layer_view"
 	var out StatefulView
-	err := c.call("kvc_stateful_layer_view", func(h kvc.Stateful) error {
-		v := kvc.NewKvc_stateful_view_t()
-		defer kvc.DeleteKvc_stateful_view_t(v)
-		kvc.Kvc_stateful_view_init(v)
-		if err := kvc.Kvc_stateful_layer_view(h, layer, v); err != nil {
-			return err
-		}
-		out = StatefulView{
-			Layer: v.GetLayer(), Key: v.GetKey(), Value: v.GetValue(),
-			RowStride: v.GetRow_stride(), HeadStride: v.GetHead_stride(),
-			TokenStride: v.GetToken_stride(), Batch: v.GetBatch(), Capacity: v.GetCapacity(),
-			KVHeads: v.GetKv_heads(), HeadDim: v.GetHead_dim(), DType: DType(v.GetDtype()),
-			Layout: Layout(v.GetLayout()), MaxLength: v.GetMax_length(), Lengths: v.GetLengths(),
-			BeamTable: v.GetBeam_table(), BeamTableStride: v.GetBeam_table_stride(),
-		}
-		return nil
+	err := c.call(op, func(h kvc.Stateful) (err error) {
+		out, err = statefulView(h, op, layer)
+		return err
 	})
 	return out, err
 }
 
 // Lengths returns the rows' lengths in layer layer.
 func (c *StatefulCache) Lengths(layer uint32) ([]uint32, error) {
-	out := make([]uint32, c.batch)
+	var out []uint32
 	err := c.call("kvc_stateful_get_lengths", func(h kvc.Stateful) error {
+		out = make([]uint32, c.batch)
 		return kvc.Kvc_stateful_get_lengths(h, layer, &out[0], c.batch)
 	})
 	return out, err
@@ -176,8 +191,11 @@ type StatefulAppendArgs struct {
 // row would pass its capacity (kvc_stateful_append).
 func (c *StatefulCache) Append(a *StatefulAppendArgs, stream Stream) error {
 	const op = "kvc_stateful_append"
+	if c == nil || a == nil {
+		return c.argError(op, "a is a nil *kvcache.StatefulAppendArgs")
+	}
 	if a.RowTokens != nil && len(a.RowTokens) != int(c.batch) {
-		return invalidArgument(op, "RowTokens must hold one entry per row")
+		return c.argError(op, "RowTokens must hold one entry per row")
 	}
 	var bufs cBuffers
 	defer bufs.free()
@@ -205,6 +223,9 @@ func (c *StatefulCache) Append(a *StatefulAppendArgs, stream Stream) error {
 }
 
 func (c *StatefulCache) requireCPU(op string) error {
+	if c == nil {
+		return nilReceiver(op, "StatefulCache")
+	}
 	if !c.cpu {
 		return &Error{Status: StatusUnsupported, Message: "host buffers need a CPU cache; pass device addresses to the non-Host method", Op: op}
 	}

@@ -41,8 +41,12 @@ func (a *StatefulDecodeArgs) toC() kvc.Kvc_stateful_decode_args_t {
 // DecodeWorkspaceSize is the workspace Decode needs for a's layer, heads,
 // dtype and MaxSeqLen (kvc_stateful_decode_workspace_size); 0 on a CPU cache.
 func (c *StatefulCache) DecodeWorkspaceSize(a *StatefulDecodeArgs) (uint64, error) {
+	const op = "kvc_stateful_decode_workspace_size"
+	if a == nil {
+		return 0, c.argError(op, "a is a nil *kvcache.StatefulDecodeArgs")
+	}
 	var bytes uint64
-	err := c.call("kvc_stateful_decode_workspace_size", func(h kvc.Stateful) error {
+	err := c.call(op, func(h kvc.Stateful) error {
 		s := a.toC()
 		defer kvc.DeleteKvc_stateful_decode_args_t(s)
 		return kvc.Kvc_stateful_decode_workspace_size(h, s, &bytes)
@@ -53,7 +57,11 @@ func (c *StatefulCache) DecodeWorkspaceSize(a *StatefulDecodeArgs) (uint64, erro
 // Decode runs decode attention of one layer for every row through the beam
 // table (kvc_stateful_decode), enqueued on stream on CUDA.
 func (c *StatefulCache) Decode(a *StatefulDecodeArgs, stream Stream) error {
-	return c.call("kvc_stateful_decode", func(h kvc.Stateful) error {
+	const op = "kvc_stateful_decode"
+	if a == nil {
+		return c.argError(op, "a is a nil *kvcache.StatefulDecodeArgs")
+	}
+	return c.call(op, func(h kvc.Stateful) error {
 		s := a.toC()
 		defer kvc.DeleteKvc_stateful_decode_args_t(s)
 		return kvc.Kvc_stateful_decode(h, s, uintptr(stream))
@@ -68,7 +76,7 @@ func (c *StatefulCache) DecodeHost(layer, qHeads uint32, qDType DType, query, ou
 		return err
 	}
 	if len(query) != len(out) {
-		return invalidArgument(op, "query and out differ in length")
+		return c.argError(op, "query and out differ in length")
 	}
 	var bufs cBuffers
 	defer bufs.free()
@@ -119,21 +127,11 @@ type StatefulStats struct {
 
 // Stats returns the cache's statistics.
 func (c *StatefulCache) Stats() (StatefulStats, error) {
+	const op = "kvc_stateful_get_stats"
 	var out StatefulStats
-	err := c.call("kvc_stateful_get_stats", func(h kvc.Stateful) error {
-		s := kvc.NewKvc_stateful_stats_t()
-		defer kvc.DeleteKvc_stateful_stats_t(s)
-		kvc.Kvc_stateful_stats_init(s)
-		if err := kvc.Kvc_stateful_get_stats(h, s); err != nil {
-			return err
-		}
-		out = StatefulStats{
-			NumLayers: s.GetNum_layers(), BytesAllocated: s.GetBytes_allocated(),
-			PeakBytes: s.GetPeak_bytes(), KVBytes: s.GetKv_bytes(), TableBytes: s.GetTable_bytes(),
-			Reallocations: s.GetReallocations(), Reorders: s.GetReorders(),
-			TableEntriesCopied: s.GetTable_entries_copied(), Compactions: s.GetCompactions(),
-		}
-		return nil
+	err := c.call(op, func(h kvc.Stateful) (err error) {
+		out, err = statefulStats(h, op)
+		return err
 	})
 	return out, err
 }
@@ -151,20 +149,11 @@ type StatefulLayerStats struct {
 
 // LayerStats returns layer layer's statistics.
 func (c *StatefulCache) LayerStats(layer uint32) (StatefulLayerStats, error) {
+	const op = "kvc_stateful_get_layer_stats"
 	var out StatefulLayerStats
-	err := c.call("kvc_stateful_get_layer_stats", func(h kvc.Stateful) error {
-		s := kvc.NewKvc_stateful_layer_stats_t()
-		defer kvc.DeleteKvc_stateful_layer_stats_t(s)
-		kvc.Kvc_stateful_layer_stats_init(s)
-		if err := kvc.Kvc_stateful_get_layer_stats(h, layer, s); err != nil {
-			return err
-		}
-		out = StatefulLayerStats{
-			Layer: s.GetLayer(), Capacity: s.GetCapacity(), GrowthOffset: s.GetGrowth_offset(),
-			Bytes: s.GetBytes(), Reallocations: s.GetReallocations(),
-			LastGrowthLength: s.GetLast_growth_length(), MaxLength: s.GetMax_length(),
-		}
-		return nil
+	err := c.call(op, func(h kvc.Stateful) (err error) {
+		out, err = statefulLayerStats(h, op, layer)
+		return err
 	})
 	return out, err
 }

@@ -54,6 +54,7 @@
 %{
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include "kvcache/kvcache.h"
 
@@ -160,7 +161,33 @@ KVC_ADDRESS(kvc_snapshot_entry_t *, const kvc_snapshot_entry_t *)
   $1 = $input ? (*jenv)->GetDirectBufferAddress(jenv, $input) : NULL;
 %}
 
+/* Scratch memory above what a thread keeps (Scratch.java): malloc'd, seen
+ * from Java as a direct buffer over it, freed when the call returns. */
+%typemap(in, numinputs=0) JNIEnv *kvcj_env %{ $1 = jenv; %}
+%typemap(jni) jobject kvcj_direct_buffer "jobject"
+%typemap(jtype) jobject kvcj_direct_buffer "java.nio.ByteBuffer"
+%typemap(jstype) jobject kvcj_direct_buffer "java.nio.ByteBuffer"
+%typemap(javaout) jobject kvcj_direct_buffer { return $jnicall; }
+%typemap(out) jobject kvcj_direct_buffer %{ $result = $1; %}
+
 %inline %{
+/* malloc(size) as an address; 0 when out of memory or size is not positive. */
+static int64_t kvcj_malloc(int64_t size) {
+  return size > 0 ? (int64_t)(intptr_t)malloc((size_t)size) : 0;
+}
+
+/* Frees an address of kvcj_malloc (0 is ignored). */
+static void kvcj_free(int64_t address) {
+  free((void *)(intptr_t)address);
+}
+
+/* A direct ByteBuffer over `size` bytes at `address` (memory the caller
+ * owns and frees; the buffer must not be used after). NULL with an
+ * exception pending when the JVM cannot make one. */
+static jobject kvcj_direct_buffer(JNIEnv *kvcj_env, int64_t address, int64_t size) {
+  return (*kvcj_env)->NewDirectByteBuffer(kvcj_env, (void *)(intptr_t)address, (jlong)size);
+}
+
 /* Address of a direct buffer's first byte (0 for a heap buffer). */
 static int64_t kvcj_buffer_address(void *kvcj_direct_buffer) {
   return (int64_t)(intptr_t)kvcj_direct_buffer;

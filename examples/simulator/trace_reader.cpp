@@ -202,7 +202,8 @@ bool read_trace(const std::string &path, const TraceOptions &options, Workload &
                 std::string &error) {
   std::ifstream f(path, std::ios::binary);
   if (!f) {
-    error = "cannot open trace " + path;
+    error = "cannot open trace " + path +
+            " (traces/README.md says where the Mooncake traces come from)";
     return false;
   }
   std::ostringstream ss;

@@ -1,7 +1,8 @@
-/* Regressions of the defects found by fuzzing the C API from outside
- * (shared/repro/): each reproducer's calls, every one returning KVC_OK, with
- * kvc_cache_check after every call, and the argument checks that let a
- * wrapped length or a non-zero reserved field through. Black box: only the
+/* Regressions of the defects found by fuzzing the C API from outside (each
+ * found with a reproducer, a C program against the public API): each
+ * reproducer's calls, every one returning KVC_OK, with kvc_cache_check after
+ * every call, and the argument checks that let a wrapped length or a
+ * non-zero reserved field through. Black box: only the
  * public header. Under ASan + UBSan (scripts/test asan) the first two were
  * heap-buffer-overflows. */
 #include <setjmp.h>

@@ -1,5 +1,6 @@
 // KVC_FUZZ_EMIT_C=FILE: the program of the input written as a C program
-// against the public API, in the style of ../shared/repro/*.c: every call
+// against the public API (tests/c/test_fuzz_regressions.c replays such
+// reproducers): every call
 // with its arguments, its status printed and kvc_cache_check run after it.
 // The file is flushed before each call, so it ends at the call that
 // crashed. The K/V the harness writes and checks, and the queries with

@@ -50,7 +50,9 @@ struct Record {
 std::vector<Record> read_records(const std::string &path, uint64_t limit) {
   std::FILE *f = std::fopen(path.c_str(), "r");
   if (!f) {
-    std::printf("SKIP: trace %s not found\n", path.c_str());
+    std::printf("SKIP: trace %s not found: it is not in the repository; traces/README.md says "
+                "where Mooncake's traces come from and where to put them\n",
+                path.c_str());
     std::exit(77);
   }
   std::vector<Record> out;

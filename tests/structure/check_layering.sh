@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The layering of shared/DESIGN.md, checked on every project include:
+# The layering of docs/ARCHITECTURE.md, checked on every project include:
 #   capi -> core -> Device interface (src/backend/device.h) <- cpu | cuda,
 #   with base (vocabulary types) beneath all of them.
 # Fails naming each forbidden include: base including anything of the

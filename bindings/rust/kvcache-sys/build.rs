@@ -12,6 +12,15 @@
 //! `DEP_KVCACHE_RPATH`, and the header folders as `DEP_KVCACHE_INCLUDE` (all
 //! `:`-separated), so that their tests can find the shared library at run
 //! time and their C code the headers.
+//!
+//! Running: a library's build script cannot give the programs of the crates
+//! that depend on it an rpath (`cargo:rustc-link-arg` reaches this
+//! package's own targets only), but `cargo run` and `cargo test` put on the
+//! loader's path every link-search folder inside the target directory. So
+//! the script links `libkvcache.so*` of the folder found into
+//! `$OUT_DIR/lib` and names that folder: any crate depending on kvcache
+//! runs under cargo with no `LD_LIBRARY_PATH`. A program started directly
+//! needs the library on the loader's path (README, "Running").
 
 use std::env;
 use std::ffi::OsString;
@@ -108,9 +117,43 @@ fn main() {
     for dir in &rpaths {
         println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
     }
+    // Dependents run under cargo against it (see the top of this file).
+    let run_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("lib");
+    link_library_files(&libdirs, &run_dir);
+    println!("cargo:rustc-link-search=native={}", run_dir.display());
     println!("cargo:libdir={}", libdirs.join(":"));
     println!("cargo:rpath={}", rpaths.join(":"));
     println!("cargo:include={}", includes.join(":"));
+}
+
+/// Makes `run_dir` hold symbolic links to the libkvcache.so* files of the
+/// first of `libdirs` that has them, and nothing else.
+fn link_library_files(libdirs: &[String], run_dir: &std::path::Path) {
+    let _ = std::fs::remove_dir_all(run_dir);
+    if let Err(e) = std::fs::create_dir_all(run_dir) {
+        fail(&format!("cannot create {}: {e}", run_dir.display()));
+    }
+    for dir in libdirs {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(_) => continue,
+        };
+        let mut linked = false;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if !name.to_string_lossy().starts_with("libkvcache.so") {
+                continue;
+            }
+            let link = run_dir.join(&name);
+            if let Err(e) = std::os::unix::fs::symlink(entry.path(), &link) {
+                fail(&format!("cannot link {}: {e}", link.display()));
+            }
+            linked = true;
+        }
+        if linked {
+            return;
+        }
+    }
 }
 
 fn fail(message: &str) -> ! {

@@ -1,9 +1,11 @@
-//! Lets this crate's own tests and examples find libkvcache at run time:
-//! kvcache-sys passes on the run-time library folders that pkg-config
-//! reported (a build tree's kvcache-uninstalled.pc carries an rpath) as
-//! DEP_KVCACHE_RPATH. Crates that depend on kvcache link it through
-//! kvcache-sys; they run against an installed library, or with
-//! LD_LIBRARY_PATH naming the build folder.
+//! Lets this crate's own tests and examples find libkvcache at run time
+//! when run directly: kvcache-sys passes on the run-time library folders
+//! that pkg-config reported (a build tree's kvcache-uninstalled.pc carries an
+//! rpath) as DEP_KVCACHE_RPATH. Crates that depend on kvcache run under
+//! `cargo run` / `cargo test` with no setting (kvcache-sys names a folder of
+//! links to the library inside the target directory, which cargo puts on the
+//! loader's path); started directly, they need the library on the loader's
+//! path (README, "Running").
 
 fn main() {
     println!("cargo:rerun-if-env-changed=DEP_KVCACHE_RPATH");

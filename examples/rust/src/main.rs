@@ -5,8 +5,8 @@
 //! tables.
 //!
 //! Run with `cargo run` when `pkg-config kvcache` finds the library (set
-//! `KVCACHE_BUILD_DIR` to a build folder, and `LD_LIBRARY_PATH` to it when
-//! the library is not installed).
+//! `KVCACHE_BUILD_DIR` to a build folder, or `PKG_CONFIG_PATH` to the
+//! folder of an installed kvcache.pc); cargo finds it at run time too.
 
 use std::process::ExitCode;
 

@@ -88,74 +88,25 @@ public final class Cache implements AutoCloseable {
 
   /** Summary of the cache (kvc_cache_describe). */
   public CacheDescription describe() {
-    return handle.call(h -> {
-      kvc_cache_desc_t d = new kvc_cache_desc_t();
-      try {
-        KvcNative.kvc_cache_desc_init(d);
-        KvcNative.kvc_cache_describe(h, d);
-        return new CacheDescription(DeviceKind.of(d.getDevice_kind()), d.getDevice_ordinal(),
-            DType.of(d.getDtype()), Layout.of(d.getLayout()), Args.toInt(d.getNum_layers()),
-            Args.toInt(d.getNum_groups()), Args.toInt(d.getNum_pools()),
-            Args.toInt(d.getTokens_per_block()), Args.toInt(d.getKv_factor()), d.getNum_blocks(),
-            d.getToken_capacity(), d.getPrimary_bytes(), d.getHost_cache_bytes(),
-            d.getDevice_free_bytes(), d.getDevice_total_bytes());
-      } finally {
-        d.delete();
-      }
-    });
+    return handle.call(h -> Records.cacheDescription(h));
   }
 
   /** Layer group {@code group} (kvc_cache_describe_group). */
   public GroupDescription describeGroup(int group) {
     Args.u32("group", group);
-    return handle.call(h -> {
-      kvc_group_desc_t d = new kvc_group_desc_t();
-      try {
-        KvcNative.kvc_group_desc_init(d);
-        KvcNative.kvc_cache_describe_group(h, group, d);
-        return new GroupDescription(Args.toInt(d.getWindow()), Args.toInt(d.getKv_heads()),
-            Args.toInt(d.getHead_dim()), Args.toInt(d.getNum_layers()), Args.toInt(d.getPool()),
-            d.getBlock_bytes(), d.getBytes_per_token());
-      } finally {
-        d.delete();
-      }
-    });
+    return handle.call(h -> Records.groupDescription(h, group));
   }
 
   /** Block pool {@code pool} (kvc_cache_describe_pool). */
   public PoolDescription describePool(int pool) {
     Args.u32("pool", pool);
-    return handle.call(h -> {
-      kvc_pool_desc_t d = new kvc_pool_desc_t();
-      try {
-        KvcNative.kvc_pool_desc_init(d);
-        KvcNative.kvc_cache_describe_pool(h, pool, d);
-        return new PoolDescription(Args.toInt(d.getNum_groups()), d.getBlock_bytes(),
-            d.getNum_blocks(), d.getBytes(), d.getBase());
-      } finally {
-        d.delete();
-      }
-    });
+    return handle.call(h -> Records.poolDescription(h, pool));
   }
 
   /** Tensor view of layer {@code layer} (kvc_cache_layer_view). */
   public LayerView layerView(int layer) {
     Args.u32("layer", layer);
-    return handle.call(h -> {
-      kvc_layer_view_t v = new kvc_layer_view_t();
-      try {
-        KvcNative.kvc_layer_view_init(v);
-        KvcNative.kvc_cache_layer_view(h, layer, v);
-        return new LayerView(Args.toInt(v.getGroup()), Args.toInt(v.getPool()),
-            DType.of(v.getDtype()), Layout.of(v.getLayout()), Args.toInt(v.getKv_heads()),
-            Args.toInt(v.getHead_dim()), Args.toInt(v.getTokens_per_block()),
-            Args.toInt(v.getKv_factor()), Args.toInt(v.getElem_size()), v.getBase(),
-            v.getNum_blocks(), v.getBlock_stride(), v.getKv_stride(), v.getToken_stride(),
-            v.getHead_stride());
-      } finally {
-        v.delete();
-      }
-    });
+    return handle.call(h -> Records.layerView(h, layer));
   }
 
   // ======================================================================
@@ -398,21 +349,7 @@ public final class Cache implements AutoCloseable {
 
   /** Current statistics (kvc_cache_get_stats). */
   public CacheStats stats() {
-    return handle.call(h -> {
-      kvc_cache_stats_t st = new kvc_cache_stats_t();
-      try {
-        KvcNative.kvc_cache_stats_init(st);
-        KvcNative.kvc_cache_get_stats(h, st);
-        return new CacheStats(st.getNum_blocks(), st.getFree_blocks(), st.getCached_blocks(),
-            st.getIn_use_blocks(), st.getReused_blocks(), st.getMissed_blocks(), st.getHit_rate(),
-            st.getEvicted_blocks(), st.getNum_sequences(), st.getNum_pinned(), st.getTree_nodes(),
-            st.getOffloaded_blocks(), st.getOnboarded_blocks(), st.getOffloaded_bytes(),
-            st.getOnboarded_bytes(), st.getHost_blocks(), st.getHost_free_blocks(),
-            st.getHost_cached_blocks());
-      } finally {
-        st.delete();
-      }
-    });
+    return handle.call(h -> Records.cacheStats(h));
   }
 
   /**
@@ -423,18 +360,7 @@ public final class Cache implements AutoCloseable {
    */
   public GroupStats groupStats(int group) {
     Args.u32("group", group);
-    return handle.call(h -> {
-      kvc_group_stats_t st = new kvc_group_stats_t();
-      try {
-        KvcNative.kvc_group_stats_init(st);
-        KvcNative.kvc_cache_get_group_stats(h, group, st);
-        return new GroupStats(Args.toInt(st.getPool()), st.getIn_use_blocks(),
-            st.getCached_blocks(), st.getPool_free_blocks(), st.getReused_blocks(),
-            st.getMissed_blocks(), st.getEvicted_blocks(), st.getReleased_blocks());
-      } finally {
-        st.delete();
-      }
-    });
+    return handle.call(h -> Records.groupStats(h, group));
   }
 
   /**

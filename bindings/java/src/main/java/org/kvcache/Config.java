@@ -18,10 +18,12 @@ public final class Config implements AutoCloseable {
   /** A config holding the library's defaults (see config.h). */
   public Config() {
     NativeLibrary.load();
-    Scratch s = Scratch.get();
-    int out = s.alloc(8);
-    KvcNative.kvc_config_create(s.address(out));
-    handle = new NativeHandle(s.getLong(out), "Config");
+    handle = new NativeHandle(Scratch.scope(unused -> {
+      Scratch s = Scratch.get();
+      int out = s.alloc(8);
+      KvcNative.kvc_config_create(s.address(out));
+      return s.getLong(out);
+    }), "Config");
   }
 
   private Config(long address) {

@@ -73,39 +73,49 @@ final class NativeHandle {
    * {@link #release}; a failing native call throws out of {@code f} as
    * {@link KvCacheException}. Every use of the handle goes through here or
    * the variants below, so no caller pairs acquire and release by hand.
+   * The call is also a {@link Scratch} call: scratch memory above what a
+   * thread keeps is freed when the outermost one returns.
    */
   <T> T call(Call<T> f) {
     long address = acquire();
+    Scratch scratch = Scratch.enter();
     try {
       return f.apply(address);
     } finally {
+      scratch.exit();
       release();
     }
   }
 
   long callLong(LongCall f) {
     long address = acquire();
+    Scratch scratch = Scratch.enter();
     try {
       return f.apply(address);
     } finally {
+      scratch.exit();
       release();
     }
   }
 
   int callInt(IntCall f) {
     long address = acquire();
+    Scratch scratch = Scratch.enter();
     try {
       return f.apply(address);
     } finally {
+      scratch.exit();
       release();
     }
   }
 
   void run(Run f) {
     long address = acquire();
+    Scratch scratch = Scratch.enter();
     try {
       f.apply(address);
     } finally {
+      scratch.exit();
       release();
     }
   }

@@ -84,18 +84,7 @@ final class Sequences {
   }
 
   SequenceDescription describeSequence(long id) {
-    return handle.call(h -> {
-      kvc_sequence_desc_t d = new kvc_sequence_desc_t();
-      try {
-        KvcNative.kvc_sequence_desc_init(d);
-        KvcNative.kvc_sequence_describe(h, id, d);
-        return new SequenceDescription(Args.toInt(d.getPrompt_priority()),
-            Args.toInt(d.getDecode_priority()), d.getNum_tokens(), d.getPrompt_tokens(),
-            d.getCached_tokens(), d.getCommitted_tokens(), d.getNum_blocks());
-      } finally {
-        d.delete();
-      }
-    });
+    return handle.call(h -> Records.sequenceDescription(h, id));
   }
 
   int[] blockIds(long id, int group) {

@@ -86,20 +86,7 @@ public final class StatefulCache implements AutoCloseable {
   /** Layer {@code layer}'s view (kvc_stateful_layer_view). */
   public StatefulView view(int layer) {
     Args.u32("layer", layer);
-    return handle.call(h -> {
-      kvc_stateful_view_t v = new kvc_stateful_view_t();
-      try {
-        KvcNative.kvc_stateful_view_init(v);
-        KvcNative.kvc_stateful_layer_view(h, layer, v);
-        return new StatefulView(Args.toInt(v.getLayer()), v.getKey(), v.getValue(),
-            v.getRow_stride(), v.getHead_stride(), v.getToken_stride(), Args.toInt(v.getBatch()),
-            Args.toInt(v.getCapacity()), Args.toInt(v.getKv_heads()), Args.toInt(v.getHead_dim()),
-            DType.of(v.getDtype()), Layout.of(v.getLayout()), Args.toInt(v.getMax_length()),
-            v.getLengths(), v.getBeam_table(), Args.toInt(v.getBeam_table_stride()));
-      } finally {
-        v.delete();
-      }
-    });
+    return handle.call(h -> Records.statefulView(h, layer));
   }
 
   /** The rows' lengths in layer {@code layer} (kvc_stateful_get_lengths). */
@@ -316,34 +303,12 @@ public final class StatefulCache implements AutoCloseable {
 
   /** Memory and work counts (kvc_stateful_get_stats). */
   public StatefulStats stats() {
-    return handle.call(h -> {
-      kvc_stateful_stats_t st = new kvc_stateful_stats_t();
-      try {
-        KvcNative.kvc_stateful_stats_init(st);
-        KvcNative.kvc_stateful_get_stats(h, st);
-        return new StatefulStats(Args.toInt(st.getNum_layers()), st.getBytes_allocated(),
-            st.getPeak_bytes(), st.getKv_bytes(), st.getTable_bytes(), st.getReallocations(),
-            st.getReorders(), st.getTable_entries_copied(), st.getCompactions());
-      } finally {
-        st.delete();
-      }
-    });
+    return handle.call(h -> Records.statefulStats(h));
   }
 
   /** One layer's statistics (kvc_stateful_get_layer_stats). */
   public StatefulLayerStats layerStats(int layer) {
     Args.u32("layer", layer);
-    return handle.call(h -> {
-      kvc_stateful_layer_stats_t st = new kvc_stateful_layer_stats_t();
-      try {
-        KvcNative.kvc_stateful_layer_stats_init(st);
-        KvcNative.kvc_stateful_get_layer_stats(h, layer, st);
-        return new StatefulLayerStats(Args.toInt(st.getLayer()), Args.toInt(st.getCapacity()),
-            Args.toInt(st.getGrowth_offset()), st.getBytes(), st.getReallocations(),
-            Args.toInt(st.getLast_growth_length()), Args.toInt(st.getMax_length()));
-      } finally {
-        st.delete();
-      }
-    });
+    return handle.call(h -> Records.statefulLayerStats(h, layer));
   }
 }

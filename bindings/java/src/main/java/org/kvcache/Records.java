@@ -1,0 +1,371 @@
+package org.kvcache;
+
+/**
+ * The records of the calls that return a struct (descriptions, views,
+ * statistics), read in one JNI call each: the struct is initialized in
+ * {@link Scratch} memory from its {@link StructLayout} template, the C call
+ * fills it, and its members are read from the buffer at the offsets the
+ * layout measured. Each struct's layout is measured when first used (one
+ * holder class per struct).
+ *
+ * <p>Every method runs inside a {@link NativeHandle} call on the handle's
+ * address; a failing status throws {@link KvCacheException} from inside the
+ * C call, as everywhere in the binding.
+ */
+final class Records {
+  private Records() {}
+
+  /** {@code kvc_cache_desc_t}. */
+  private static final class CacheDesc {
+    static final StructLayout<kvc_cache_desc_t> L = new StructLayout<>("kvc_cache_desc_t",
+        a -> new kvc_cache_desc_t(a, false), KvcNative::kvc_cache_desc_init);
+    static final int DEVICE_KIND = L.u32(kvc_cache_desc_t::getDevice_kind);
+    static final int DEVICE_ORDINAL = L.i32(kvc_cache_desc_t::getDevice_ordinal);
+    static final int DTYPE = L.u32(kvc_cache_desc_t::getDtype);
+    static final int LAYOUT = L.u32(kvc_cache_desc_t::getLayout);
+    static final int NUM_LAYERS = L.u32(kvc_cache_desc_t::getNum_layers);
+    static final int NUM_GROUPS = L.u32(kvc_cache_desc_t::getNum_groups);
+    static final int NUM_POOLS = L.u32(kvc_cache_desc_t::getNum_pools);
+    static final int TOKENS_PER_BLOCK = L.u32(kvc_cache_desc_t::getTokens_per_block);
+    static final int KV_FACTOR = L.u32(kvc_cache_desc_t::getKv_factor);
+    static final int NUM_BLOCKS = L.u64(kvc_cache_desc_t::getNum_blocks);
+    static final int TOKEN_CAPACITY = L.u64(kvc_cache_desc_t::getToken_capacity);
+    static final int PRIMARY_BYTES = L.u64(kvc_cache_desc_t::getPrimary_bytes);
+    static final int HOST_CACHE_BYTES = L.u64(kvc_cache_desc_t::getHost_cache_bytes);
+    static final int DEVICE_FREE_BYTES = L.u64(kvc_cache_desc_t::getDevice_free_bytes);
+    static final int DEVICE_TOTAL_BYTES = L.u64(kvc_cache_desc_t::getDevice_total_bytes);
+  }
+
+  static CacheDescription cacheDescription(long cache) {
+    Scratch s = Scratch.get();
+    int at = s.alloc(CacheDesc.L.size);
+    kvc_cache_desc_t out = CacheDesc.L.prepare(s, at);
+    KvcNative.kvc_cache_describe(cache, out);
+    return new CacheDescription(
+        DeviceKind.of(s.getUnsignedInt(at + CacheDesc.DEVICE_KIND)),
+        s.getInt(at + CacheDesc.DEVICE_ORDINAL),
+        DType.of(s.getUnsignedInt(at + CacheDesc.DTYPE)),
+        Layout.of(s.getUnsignedInt(at + CacheDesc.LAYOUT)),
+        Args.toInt(s.getUnsignedInt(at + CacheDesc.NUM_LAYERS)),
+        Args.toInt(s.getUnsignedInt(at + CacheDesc.NUM_GROUPS)),
+        Args.toInt(s.getUnsignedInt(at + CacheDesc.NUM_POOLS)),
+        Args.toInt(s.getUnsignedInt(at + CacheDesc.TOKENS_PER_BLOCK)),
+        Args.toInt(s.getUnsignedInt(at + CacheDesc.KV_FACTOR)),
+        s.getLong(at + CacheDesc.NUM_BLOCKS),
+        s.getLong(at + CacheDesc.TOKEN_CAPACITY),
+        s.getLong(at + CacheDesc.PRIMARY_BYTES),
+        s.getLong(at + CacheDesc.HOST_CACHE_BYTES),
+        s.getLong(at + CacheDesc.DEVICE_FREE_BYTES),
+        s.getLong(at + CacheDesc.DEVICE_TOTAL_BYTES));
+  }
+
+  /** {@code kvc_group_desc_t}. */
+  private static final class GroupDesc {
+    static final StructLayout<kvc_group_desc_t> L = new StructLayout<>("kvc_group_desc_t",
+        a -> new kvc_group_desc_t(a, false), KvcNative::kvc_group_desc_init);
+    static final int WINDOW = L.u32(kvc_group_desc_t::getWindow);
+    static final int KV_HEADS = L.u32(kvc_group_desc_t::getKv_heads);
+    static final int HEAD_DIM = L.u32(kvc_group_desc_t::getHead_dim);
+    static final int NUM_LAYERS = L.u32(kvc_group_desc_t::getNum_layers);
+    static final int POOL = L.u32(kvc_group_desc_t::getPool);
+    static final int BLOCK_BYTES = L.u64(kvc_group_desc_t::getBlock_bytes);
+    static final int BYTES_PER_TOKEN = L.u64(kvc_group_desc_t::getBytes_per_token);
+  }
+
+  static GroupDescription groupDescription(long cache, int group) {
+    Scratch s = Scratch.get();
+    int at = s.alloc(GroupDesc.L.size);
+    kvc_group_desc_t out = GroupDesc.L.prepare(s, at);
+    KvcNative.kvc_cache_describe_group(cache, group, out);
+    return new GroupDescription(
+        Args.toInt(s.getUnsignedInt(at + GroupDesc.WINDOW)),
+        Args.toInt(s.getUnsignedInt(at + GroupDesc.KV_HEADS)),
+        Args.toInt(s.getUnsignedInt(at + GroupDesc.HEAD_DIM)),
+        Args.toInt(s.getUnsignedInt(at + GroupDesc.NUM_LAYERS)),
+        Args.toInt(s.getUnsignedInt(at + GroupDesc.POOL)),
+        s.getLong(at + GroupDesc.BLOCK_BYTES),
+        s.getLong(at + GroupDesc.BYTES_PER_TOKEN));
+  }
+
+  /** {@code kvc_pool_desc_t}. */
+  private static final class PoolDesc {
+    static final StructLayout<kvc_pool_desc_t> L = new StructLayout<>("kvc_pool_desc_t",
+        a -> new kvc_pool_desc_t(a, false), KvcNative::kvc_pool_desc_init);
+    static final int NUM_GROUPS = L.u32(kvc_pool_desc_t::getNum_groups);
+    static final int BLOCK_BYTES = L.u64(kvc_pool_desc_t::getBlock_bytes);
+    static final int NUM_BLOCKS = L.u64(kvc_pool_desc_t::getNum_blocks);
+    static final int BYTES = L.u64(kvc_pool_desc_t::getBytes);
+    static final int BASE = L.u64(kvc_pool_desc_t::getBase);
+  }
+
+  static PoolDescription poolDescription(long cache, int pool) {
+    Scratch s = Scratch.get();
+    int at = s.alloc(PoolDesc.L.size);
+    kvc_pool_desc_t out = PoolDesc.L.prepare(s, at);
+    KvcNative.kvc_cache_describe_pool(cache, pool, out);
+    return new PoolDescription(
+        Args.toInt(s.getUnsignedInt(at + PoolDesc.NUM_GROUPS)),
+        s.getLong(at + PoolDesc.BLOCK_BYTES),
+        s.getLong(at + PoolDesc.NUM_BLOCKS),
+        s.getLong(at + PoolDesc.BYTES),
+        s.getLong(at + PoolDesc.BASE));
+  }
+
+  /** {@code kvc_layer_view_t}. */
+  private static final class View {
+    static final StructLayout<kvc_layer_view_t> L = new StructLayout<>("kvc_layer_view_t",
+        a -> new kvc_layer_view_t(a, false), KvcNative::kvc_layer_view_init);
+    static final int GROUP = L.u32(kvc_layer_view_t::getGroup);
+    static final int POOL = L.u32(kvc_layer_view_t::getPool);
+    static final int DTYPE = L.u32(kvc_layer_view_t::getDtype);
+    static final int LAYOUT = L.u32(kvc_layer_view_t::getLayout);
+    static final int KV_HEADS = L.u32(kvc_layer_view_t::getKv_heads);
+    static final int HEAD_DIM = L.u32(kvc_layer_view_t::getHead_dim);
+    static final int TOKENS_PER_BLOCK = L.u32(kvc_layer_view_t::getTokens_per_block);
+    static final int KV_FACTOR = L.u32(kvc_layer_view_t::getKv_factor);
+    static final int ELEM_SIZE = L.u32(kvc_layer_view_t::getElem_size);
+    static final int BASE = L.u64(kvc_layer_view_t::getBase);
+    static final int NUM_BLOCKS = L.u64(kvc_layer_view_t::getNum_blocks);
+    static final int BLOCK_STRIDE = L.u64(kvc_layer_view_t::getBlock_stride);
+    static final int KV_STRIDE = L.u64(kvc_layer_view_t::getKv_stride);
+    static final int TOKEN_STRIDE = L.u64(kvc_layer_view_t::getToken_stride);
+    static final int HEAD_STRIDE = L.u64(kvc_layer_view_t::getHead_stride);
+  }
+
+  static LayerView layerView(long cache, int layer) {
+    Scratch s = Scratch.get();
+    int at = s.alloc(View.L.size);
+    kvc_layer_view_t out = View.L.prepare(s, at);
+    KvcNative.kvc_cache_layer_view(cache, layer, out);
+    return new LayerView(
+        Args.toInt(s.getUnsignedInt(at + View.GROUP)),
+        Args.toInt(s.getUnsignedInt(at + View.POOL)),
+        DType.of(s.getUnsignedInt(at + View.DTYPE)),
+        Layout.of(s.getUnsignedInt(at + View.LAYOUT)),
+        Args.toInt(s.getUnsignedInt(at + View.KV_HEADS)),
+        Args.toInt(s.getUnsignedInt(at + View.HEAD_DIM)),
+        Args.toInt(s.getUnsignedInt(at + View.TOKENS_PER_BLOCK)),
+        Args.toInt(s.getUnsignedInt(at + View.KV_FACTOR)),
+        Args.toInt(s.getUnsignedInt(at + View.ELEM_SIZE)),
+        s.getLong(at + View.BASE),
+        s.getLong(at + View.NUM_BLOCKS),
+        s.getLong(at + View.BLOCK_STRIDE),
+        s.getLong(at + View.KV_STRIDE),
+        s.getLong(at + View.TOKEN_STRIDE),
+        s.getLong(at + View.HEAD_STRIDE));
+  }
+
+  /** {@code kvc_cache_stats_t}. */
+  private static final class Stats {
+    static final StructLayout<kvc_cache_stats_t> L = new StructLayout<>("kvc_cache_stats_t",
+        a -> new kvc_cache_stats_t(a, false), KvcNative::kvc_cache_stats_init);
+    static final int NUM_BLOCKS = L.u64(kvc_cache_stats_t::getNum_blocks);
+    static final int FREE_BLOCKS = L.u64(kvc_cache_stats_t::getFree_blocks);
+    static final int CACHED_BLOCKS = L.u64(kvc_cache_stats_t::getCached_blocks);
+    static final int IN_USE_BLOCKS = L.u64(kvc_cache_stats_t::getIn_use_blocks);
+    static final int REUSED_BLOCKS = L.u64(kvc_cache_stats_t::getReused_blocks);
+    static final int MISSED_BLOCKS = L.u64(kvc_cache_stats_t::getMissed_blocks);
+    static final int HIT_RATE = L.f64(kvc_cache_stats_t::getHit_rate);
+    static final int EVICTED_BLOCKS = L.u64(kvc_cache_stats_t::getEvicted_blocks);
+    static final int NUM_SEQUENCES = L.u64(kvc_cache_stats_t::getNum_sequences);
+    static final int NUM_PINNED = L.u64(kvc_cache_stats_t::getNum_pinned);
+    static final int TREE_NODES = L.u64(kvc_cache_stats_t::getTree_nodes);
+    static final int OFFLOADED_BLOCKS = L.u64(kvc_cache_stats_t::getOffloaded_blocks);
+    static final int ONBOARDED_BLOCKS = L.u64(kvc_cache_stats_t::getOnboarded_blocks);
+    static final int OFFLOADED_BYTES = L.u64(kvc_cache_stats_t::getOffloaded_bytes);
+    static final int ONBOARDED_BYTES = L.u64(kvc_cache_stats_t::getOnboarded_bytes);
+    static final int HOST_BLOCKS = L.u64(kvc_cache_stats_t::getHost_blocks);
+    static final int HOST_FREE_BLOCKS = L.u64(kvc_cache_stats_t::getHost_free_blocks);
+    static final int HOST_CACHED_BLOCKS = L.u64(kvc_cache_stats_t::getHost_cached_blocks);
+  }
+
+  static CacheStats cacheStats(long cache) {
+    Scratch s = Scratch.get();
+    int at = s.alloc(Stats.L.size);
+    kvc_cache_stats_t out = Stats.L.prepare(s, at);
+    KvcNative.kvc_cache_get_stats(cache, out);
+    return new CacheStats(
+        s.getLong(at + Stats.NUM_BLOCKS),
+        s.getLong(at + Stats.FREE_BLOCKS),
+        s.getLong(at + Stats.CACHED_BLOCKS),
+        s.getLong(at + Stats.IN_USE_BLOCKS),
+        s.getLong(at + Stats.REUSED_BLOCKS),
+        s.getLong(at + Stats.MISSED_BLOCKS),
+        s.getDouble(at + Stats.HIT_RATE),
+        s.getLong(at + Stats.EVICTED_BLOCKS),
+        s.getLong(at + Stats.NUM_SEQUENCES),
+        s.getLong(at + Stats.NUM_PINNED),
+        s.getLong(at + Stats.TREE_NODES),
+        s.getLong(at + Stats.OFFLOADED_BLOCKS),
+        s.getLong(at + Stats.ONBOARDED_BLOCKS),
+        s.getLong(at + Stats.OFFLOADED_BYTES),
+        s.getLong(at + Stats.ONBOARDED_BYTES),
+        s.getLong(at + Stats.HOST_BLOCKS),
+        s.getLong(at + Stats.HOST_FREE_BLOCKS),
+        s.getLong(at + Stats.HOST_CACHED_BLOCKS));
+  }
+
+  /** {@code kvc_group_stats_t}. */
+  private static final class GroupStat {
+    static final StructLayout<kvc_group_stats_t> L = new StructLayout<>("kvc_group_stats_t",
+        a -> new kvc_group_stats_t(a, false), KvcNative::kvc_group_stats_init);
+    static final int POOL = L.u32(kvc_group_stats_t::getPool);
+    static final int IN_USE_BLOCKS = L.u64(kvc_group_stats_t::getIn_use_blocks);
+    static final int CACHED_BLOCKS = L.u64(kvc_group_stats_t::getCached_blocks);
+    static final int POOL_FREE_BLOCKS = L.u64(kvc_group_stats_t::getPool_free_blocks);
+    static final int REUSED_BLOCKS = L.u64(kvc_group_stats_t::getReused_blocks);
+    static final int MISSED_BLOCKS = L.u64(kvc_group_stats_t::getMissed_blocks);
+    static final int EVICTED_BLOCKS = L.u64(kvc_group_stats_t::getEvicted_blocks);
+    static final int RELEASED_BLOCKS = L.u64(kvc_group_stats_t::getReleased_blocks);
+  }
+
+  static GroupStats groupStats(long cache, int group) {
+    Scratch s = Scratch.get();
+    int at = s.alloc(GroupStat.L.size);
+    kvc_group_stats_t out = GroupStat.L.prepare(s, at);
+    KvcNative.kvc_cache_get_group_stats(cache, group, out);
+    return new GroupStats(
+        Args.toInt(s.getUnsignedInt(at + GroupStat.POOL)),
+        s.getLong(at + GroupStat.IN_USE_BLOCKS),
+        s.getLong(at + GroupStat.CACHED_BLOCKS),
+        s.getLong(at + GroupStat.POOL_FREE_BLOCKS),
+        s.getLong(at + GroupStat.REUSED_BLOCKS),
+        s.getLong(at + GroupStat.MISSED_BLOCKS),
+        s.getLong(at + GroupStat.EVICTED_BLOCKS),
+        s.getLong(at + GroupStat.RELEASED_BLOCKS));
+  }
+
+  /** {@code kvc_sequence_desc_t}. */
+  private static final class SeqDesc {
+    static final StructLayout<kvc_sequence_desc_t> L = new StructLayout<>("kvc_sequence_desc_t",
+        a -> new kvc_sequence_desc_t(a, false), KvcNative::kvc_sequence_desc_init);
+    static final int PROMPT_PRIORITY = L.u32(kvc_sequence_desc_t::getPrompt_priority);
+    static final int DECODE_PRIORITY = L.u32(kvc_sequence_desc_t::getDecode_priority);
+    static final int NUM_TOKENS = L.u64(kvc_sequence_desc_t::getNum_tokens);
+    static final int PROMPT_TOKENS = L.u64(kvc_sequence_desc_t::getPrompt_tokens);
+    static final int CACHED_TOKENS = L.u64(kvc_sequence_desc_t::getCached_tokens);
+    static final int COMMITTED_TOKENS = L.u64(kvc_sequence_desc_t::getCommitted_tokens);
+    static final int NUM_BLOCKS = L.u64(kvc_sequence_desc_t::getNum_blocks);
+  }
+
+  static SequenceDescription sequenceDescription(long cache, long id) {
+    Scratch s = Scratch.get();
+    int at = s.alloc(SeqDesc.L.size);
+    kvc_sequence_desc_t out = SeqDesc.L.prepare(s, at);
+    KvcNative.kvc_sequence_describe(cache, id, out);
+    return new SequenceDescription(
+        Args.toInt(s.getUnsignedInt(at + SeqDesc.PROMPT_PRIORITY)),
+        Args.toInt(s.getUnsignedInt(at + SeqDesc.DECODE_PRIORITY)),
+        s.getLong(at + SeqDesc.NUM_TOKENS),
+        s.getLong(at + SeqDesc.PROMPT_TOKENS),
+        s.getLong(at + SeqDesc.CACHED_TOKENS),
+        s.getLong(at + SeqDesc.COMMITTED_TOKENS),
+        s.getLong(at + SeqDesc.NUM_BLOCKS));
+  }
+
+  /** {@code kvc_stateful_view_t}. */
+  private static final class StView {
+    static final StructLayout<kvc_stateful_view_t> L = new StructLayout<>("kvc_stateful_view_t",
+        a -> new kvc_stateful_view_t(a, false), KvcNative::kvc_stateful_view_init);
+    static final int LAYER = L.u32(kvc_stateful_view_t::getLayer);
+    static final int KEY = L.u64(kvc_stateful_view_t::getKey);
+    static final int VALUE = L.u64(kvc_stateful_view_t::getValue);
+    static final int ROW_STRIDE = L.u64(kvc_stateful_view_t::getRow_stride);
+    static final int HEAD_STRIDE = L.u64(kvc_stateful_view_t::getHead_stride);
+    static final int TOKEN_STRIDE = L.u64(kvc_stateful_view_t::getToken_stride);
+    static final int BATCH = L.u32(kvc_stateful_view_t::getBatch);
+    static final int CAPACITY = L.u32(kvc_stateful_view_t::getCapacity);
+    static final int KV_HEADS = L.u32(kvc_stateful_view_t::getKv_heads);
+    static final int HEAD_DIM = L.u32(kvc_stateful_view_t::getHead_dim);
+    static final int DTYPE = L.u32(kvc_stateful_view_t::getDtype);
+    static final int LAYOUT = L.u32(kvc_stateful_view_t::getLayout);
+    static final int MAX_LENGTH = L.u32(kvc_stateful_view_t::getMax_length);
+    static final int BEAM_TABLE_STRIDE = L.u32(kvc_stateful_view_t::getBeam_table_stride);
+    static final int LENGTHS = L.u64(kvc_stateful_view_t::getLengths);
+    static final int BEAM_TABLE = L.u64(kvc_stateful_view_t::getBeam_table);
+  }
+
+  static StatefulView statefulView(long cache, int layer) {
+    Scratch s = Scratch.get();
+    int at = s.alloc(StView.L.size);
+    kvc_stateful_view_t out = StView.L.prepare(s, at);
+    KvcNative.kvc_stateful_layer_view(cache, layer, out);
+    return new StatefulView(
+        Args.toInt(s.getUnsignedInt(at + StView.LAYER)),
+        s.getLong(at + StView.KEY),
+        s.getLong(at + StView.VALUE),
+        s.getLong(at + StView.ROW_STRIDE),
+        s.getLong(at + StView.HEAD_STRIDE),
+        s.getLong(at + StView.TOKEN_STRIDE),
+        Args.toInt(s.getUnsignedInt(at + StView.BATCH)),
+        Args.toInt(s.getUnsignedInt(at + StView.CAPACITY)),
+        Args.toInt(s.getUnsignedInt(at + StView.KV_HEADS)),
+        Args.toInt(s.getUnsignedInt(at + StView.HEAD_DIM)),
+        DType.of(s.getUnsignedInt(at + StView.DTYPE)),
+        Layout.of(s.getUnsignedInt(at + StView.LAYOUT)),
+        Args.toInt(s.getUnsignedInt(at + StView.MAX_LENGTH)),
+        s.getLong(at + StView.LENGTHS),
+        s.getLong(at + StView.BEAM_TABLE),
+        Args.toInt(s.getUnsignedInt(at + StView.BEAM_TABLE_STRIDE)));
+  }
+
+  /** {@code kvc_stateful_stats_t}. */
+  private static final class StStats {
+    static final StructLayout<kvc_stateful_stats_t> L = new StructLayout<>("kvc_stateful_stats_t",
+        a -> new kvc_stateful_stats_t(a, false), KvcNative::kvc_stateful_stats_init);
+    static final int NUM_LAYERS = L.u32(kvc_stateful_stats_t::getNum_layers);
+    static final int BYTES_ALLOCATED = L.u64(kvc_stateful_stats_t::getBytes_allocated);
+    static final int PEAK_BYTES = L.u64(kvc_stateful_stats_t::getPeak_bytes);
+    static final int KV_BYTES = L.u64(kvc_stateful_stats_t::getKv_bytes);
+    static final int TABLE_BYTES = L.u64(kvc_stateful_stats_t::getTable_bytes);
+    static final int REALLOCATIONS = L.u64(kvc_stateful_stats_t::getReallocations);
+    static final int REORDERS = L.u64(kvc_stateful_stats_t::getReorders);
+    static final int TABLE_ENTRIES_COPIED = L.u64(kvc_stateful_stats_t::getTable_entries_copied);
+    static final int COMPACTIONS = L.u64(kvc_stateful_stats_t::getCompactions);
+  }
+
+  static StatefulStats statefulStats(long cache) {
+    Scratch s = Scratch.get();
+    int at = s.alloc(StStats.L.size);
+    kvc_stateful_stats_t out = StStats.L.prepare(s, at);
+    KvcNative.kvc_stateful_get_stats(cache, out);
+    return new StatefulStats(
+        Args.toInt(s.getUnsignedInt(at + StStats.NUM_LAYERS)),
+        s.getLong(at + StStats.BYTES_ALLOCATED),
+        s.getLong(at + StStats.PEAK_BYTES),
+        s.getLong(at + StStats.KV_BYTES),
+        s.getLong(at + StStats.TABLE_BYTES),
+        s.getLong(at + StStats.REALLOCATIONS),
+        s.getLong(at + StStats.REORDERS),
+        s.getLong(at + StStats.TABLE_ENTRIES_COPIED),
+        s.getLong(at + StStats.COMPACTIONS));
+  }
+
+  /** {@code kvc_stateful_layer_stats_t}. */
+  private static final class StLayer {
+    static final StructLayout<kvc_stateful_layer_stats_t> L = new StructLayout<>("kvc_stateful_layer_stats_t",
+        a -> new kvc_stateful_layer_stats_t(a, false), KvcNative::kvc_stateful_layer_stats_init);
+    static final int LAYER = L.u32(kvc_stateful_layer_stats_t::getLayer);
+    static final int CAPACITY = L.u32(kvc_stateful_layer_stats_t::getCapacity);
+    static final int GROWTH_OFFSET = L.u32(kvc_stateful_layer_stats_t::getGrowth_offset);
+    static final int BYTES = L.u64(kvc_stateful_layer_stats_t::getBytes);
+    static final int REALLOCATIONS = L.u64(kvc_stateful_layer_stats_t::getReallocations);
+    static final int LAST_GROWTH_LENGTH = L.u32(kvc_stateful_layer_stats_t::getLast_growth_length);
+    static final int MAX_LENGTH = L.u32(kvc_stateful_layer_stats_t::getMax_length);
+  }
+
+  static StatefulLayerStats statefulLayerStats(long cache, int layer) {
+    Scratch s = Scratch.get();
+    int at = s.alloc(StLayer.L.size);
+    kvc_stateful_layer_stats_t out = StLayer.L.prepare(s, at);
+    KvcNative.kvc_stateful_get_layer_stats(cache, layer, out);
+    return new StatefulLayerStats(
+        Args.toInt(s.getUnsignedInt(at + StLayer.LAYER)),
+        Args.toInt(s.getUnsignedInt(at + StLayer.CAPACITY)),
+        Args.toInt(s.getUnsignedInt(at + StLayer.GROWTH_OFFSET)),
+        s.getLong(at + StLayer.BYTES),
+        s.getLong(at + StLayer.REALLOCATIONS),
+        Args.toInt(s.getUnsignedInt(at + StLayer.LAST_GROWTH_LENGTH)),
+        Args.toInt(s.getUnsignedInt(at + StLayer.MAX_LENGTH)));
+  }
+}
