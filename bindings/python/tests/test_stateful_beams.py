@@ -157,7 +157,7 @@ class BeamSearchTest(unittest.TestCase):
             with self.assertRaises(KvCacheError) as e:
                 c.append(0, k, v)
             self.assertEqual(e.exception.status, Status.INVALID_STATE)
-            self.assertIn("row 0 reads row 1's buffer below position 6", e.exception.message)
+            self.assertIn("row 0 reads row 1's buffer at position 4", e.exception.message)
             self.assertEqual(snapshot(c)[1], before[1])
             c.compact()  # plain rows: the append goes through
             c.append(0, k, v)
