@@ -141,6 +141,8 @@ KVC_CONFIG_ACCESSORS(block_reuse, bool, (void)v)
 KVC_CONFIG_ACCESSORS(partial_reuse, bool, (void)v)
 KVC_CONFIG_ACCESSORS(copy_on_partial_reuse, bool, (void)v)
 KVC_CONFIG_ACCESSORS(event_buffer_size, uint32_t, Cfg::check_event_buffer_size(v))
+// Every 64-bit seed is valid: nothing to check; the setter stores it
+// (CacheConfig::event_hash_seed, read by EventLog and kvc_block_hashes).
 KVC_CONFIG_ACCESSORS(event_hash_seed, uint64_t, (void)v)
 KVC_CONFIG_ACCESSORS(manual_clock, bool, (void)v)
 
