@@ -11,91 +11,84 @@ namespace kvc {
 EventLog::EventLog(uint32_t capacity, uint32_t tokens_per_block, uint64_t seed, uint32_t max_nodes)
     : hasher_(seed),
       tokens_per_block_(tokens_per_block),
-      nodes_(size_t(max_nodes) + 1),
+      hashes_(size_t(max_nodes) + 1, 0),
       ring_(capacity),
       tokens_(size_t(capacity) * tokens_per_block) {}
 
-kvc_event_t& EventLog::push(uint32_t kind, uint32_t node) {
+size_t EventLog::push(const Record& r) {
   if (size_ == ring_.size()) {  // full: the oldest goes, reported as lost
-    const kvc_event_t& old = ring_[head_];
-    if (lost_count_ == 0) lost_first_ = old.id;
+    const Record& old = ring_[head_];
+    if (lost_count_ == 0) lost_first_ = id_at(0);
     ++lost_count_;
-    if (old.token_offset != KVC_EVENT_NO_TOKENS) token_count_ -= old.num_tokens;
+    if (old.kind == KVC_EVENT_STORED) token_count_ -= old.num_tokens;
     if (++head_ == ring_.size()) head_ = 0;
     --size_;
   }
   // The ring's capacity is any number: wrap by comparison, not division.
   size_t slot = head_ + size_;
   if (slot >= ring_.size()) slot -= ring_.size();
-  kvc_event_t& e = ring_[slot];
+  ring_[slot] = r;
   ++size_;
-  e = kvc_event_t{};
-  e.id = next_id_++;
-  e.kind = kind;
-  e.hash = node == RadixTree::kRoot ? 0 : nodes_[node].hash;
-  e.token_offset = KVC_EVENT_NO_TOKENS;
-  return e;
+  ++next_id_;
+  return slot;
+}
+
+void EventLog::learn_scope(const std::string& scope_bytes) {
+  scope_bytes_ = scope_bytes;
+  scope_digest_ = hasher_.scope_digest(scope_bytes);
+  scope_has_lora_ = scope_lora(scope_bytes, &scope_lora_);
+  if (!scope_has_lora_) scope_lora_ = 0;
+  scope_known_ = true;
 }
 
 void EventLog::stored(uint32_t node, uint32_t parent, const std::string& scope_bytes,
                       const std::string& extra_bytes, const int32_t* tokens, uint32_t num_tokens,
                       uint64_t groups, uint32_t priority) {
-  if (!scope_known_ || scope_bytes != scope_bytes_) {
-    scope_bytes_ = scope_bytes;
-    scope_digest_ = hasher_.scope_digest(scope_bytes);
-    scope_has_lora_ = scope_lora(scope_bytes, &scope_lora_);
-    if (!scope_has_lora_) scope_lora_ = 0;
-    scope_known_ = true;
-  }
-  NodeLabel& label = nodes_[node];
-  label.hash = hasher_.block(nodes_[parent].hash, scope_digest_, hasher_.extra_digest(extra_bytes),
-                             tokens, num_tokens);
-  label.has_lora = scope_has_lora_;
-  label.lora = scope_lora_;
-  stored_groups(node, parent, tokens, num_tokens, groups, priority);
+  use_scope(scope_bytes);
+  hashes_[node] = hasher_.block(hashes_[parent], scope_digest_,
+                                extra_bytes.empty() ? 0 : hasher_.extra_digest(extra_bytes), tokens,
+                                num_tokens);
+  emit_stored(node, parent, tokens, num_tokens, groups, priority);
 }
 
-void EventLog::stored_groups(uint32_t node, uint32_t parent, const int32_t* tokens,
-                             uint32_t num_tokens, uint64_t groups, uint32_t priority) {
+void EventLog::stored_groups(uint32_t node, uint32_t parent, const std::string& scope_bytes,
+                             const int32_t* tokens, uint32_t num_tokens, uint64_t groups,
+                             uint32_t priority) {
+  use_scope(scope_bytes);
+  emit_stored(node, parent, tokens, num_tokens, groups, priority);
+}
+
+void EventLog::emit_stored(uint32_t node, uint32_t parent, const int32_t* tokens,
+                           uint32_t num_tokens, uint64_t groups, uint32_t priority) {
   if (muted_ || groups == 0) return;
-  kvc_event_t& e = push(KVC_EVENT_STORED, node);
-  const size_t slot = size_t(&e - ring_.data());
-  e.tier = KVC_TIER_PRIMARY;
-  e.parent_hash = nodes_[parent].hash;
-  e.groups = groups;
-  e.has_lora = nodes_[node].has_lora ? 1 : 0;
-  e.lora_id = nodes_[node].lora;
-  e.priority = priority;
-  e.num_tokens = num_tokens;
-  e.token_offset = 0;  // tokens stored with the slot; the drain places them
+  const size_t slot =
+      push(Record{hashes_[node], hashes_[parent], groups, scope_lora_, num_tokens,
+                  uint8_t(KVC_EVENT_STORED), uint8_t(KVC_TIER_PRIMARY), uint8_t(priority),
+                  uint8_t(scope_has_lora_ ? 1 : 0)});
   std::memcpy(slot_tokens(slot), tokens, sizeof(int32_t) * num_tokens);
   token_count_ += num_tokens;
 }
 
 void EventLog::removed(uint32_t node, uint64_t groups, uint32_t tier) {
   if (muted_ || groups == 0) return;
-  kvc_event_t& e = push(KVC_EVENT_REMOVED, node);
-  e.groups = groups;
-  e.tier = tier;
+  push(Record{hashes_[node], 0, groups, 0, 0, uint8_t(KVC_EVENT_REMOVED), uint8_t(tier), 0, 0});
 }
 
 void EventLog::tier_changed(uint32_t node, uint32_t tier, uint64_t groups, uint32_t priority) {
   if (muted_) return;
-  kvc_event_t& e = push(KVC_EVENT_TIER_CHANGED, node);
-  e.tier = tier;
-  e.groups = groups;
-  e.priority = priority;
+  push(Record{hashes_[node], 0, groups, 0, 0, uint8_t(KVC_EVENT_TIER_CHANGED), uint8_t(tier),
+              uint8_t(priority), 0});
 }
 
 void EventLog::priority_changed(uint32_t node, uint32_t priority) {
   if (muted_) return;
-  kvc_event_t& e = push(KVC_EVENT_PRIORITY_CHANGED, node);
-  e.priority = priority;
+  push(Record{hashes_[node], 0, 0, 0, 0, uint8_t(KVC_EVENT_PRIORITY_CHANGED), 0,
+              uint8_t(priority), 0});
 }
 
 void EventLog::cleared() {
   if (muted_) return;
-  push(KVC_EVENT_CLEARED, RadixTree::kRoot);
+  push(Record{0, 0, 0, 0, 0, uint8_t(KVC_EVENT_CLEARED), 0, 0, 0});
 }
 
 void EventLog::drain(kvc_event_t* out, size_t capacity, int32_t* tokens, size_t token_capacity,
@@ -112,19 +105,28 @@ void EventLog::drain(kvc_event_t* out, size_t capacity, int32_t* tokens, size_t 
   }
   // Events wait behind a pending LOST: ids stay in order.
   while (lost_count_ == 0 && size_ != 0 && written < capacity) {
-    const kvc_event_t& e = ring_[head_];
-    const bool carries = e.token_offset != KVC_EVENT_NO_TOKENS;
+    const Record& e = ring_[head_];
+    const bool carries = e.kind == KVC_EVENT_STORED;
     if (carries && tokens != nullptr && tokens_written + e.num_tokens > token_capacity) break;
     kvc_event_t& o = out[written++];
-    o = e;
+    o = kvc_event_t{};
+    o.id = id_at(0);
+    o.kind = e.kind;
+    o.tier = e.tier;
+    o.hash = e.hash;
+    o.parent_hash = e.parent_hash;
+    o.groups = e.groups;
+    o.lora_id = e.lora_id;
+    o.has_lora = e.has_lora;
+    o.priority = e.priority;
+    o.num_tokens = e.num_tokens;
+    o.token_offset = KVC_EVENT_NO_TOKENS;
     if (carries) {
       token_count_ -= e.num_tokens;
       if (tokens != nullptr) {
         o.token_offset = tokens_written;
         std::memcpy(tokens + tokens_written, slot_tokens(head_), sizeof(int32_t) * e.num_tokens);
         tokens_written += e.num_tokens;
-      } else {
-        o.token_offset = KVC_EVENT_NO_TOKENS;
       }
     }
     if (++head_ == ring_.size()) head_ = 0;

@@ -28,9 +28,7 @@ class EventLog {
 
   const PortableHasher& hasher() const { return hasher_; }
   // The portable hash of live tree node `node` (0 for the root).
-  uint64_t hash(uint32_t node) const { return nodes_[node].hash; }
-  bool has_lora(uint32_t node) const { return nodes_[node].has_lora; }
-  uint64_t lora(uint32_t node) const { return nodes_[node].lora; }
+  uint64_t hash(uint32_t node) const { return hashes_[node]; }
 
   // --- Emission ------------------------------------------------------------
   // A new node `node` under `parent` (kRoot: a first block) in the scope
@@ -39,9 +37,11 @@ class EventLog {
   void stored(uint32_t node, uint32_t parent, const std::string& scope_bytes,
               const std::string& extra_bytes, const int32_t* tokens, uint32_t num_tokens,
               uint64_t groups, uint32_t priority);
-  // Live node `node` gained the blocks of `groups` (its hash known).
-  void stored_groups(uint32_t node, uint32_t parent, const int32_t* tokens, uint32_t num_tokens,
-                     uint64_t groups, uint32_t priority);
+  // Live node `node` (in the scope encoded as `scope_bytes`) gained the
+  // blocks of `groups` (its hash known).
+  void stored_groups(uint32_t node, uint32_t parent, const std::string& scope_bytes,
+                     const int32_t* tokens, uint32_t num_tokens, uint64_t groups,
+                     uint32_t priority);
   void removed(uint32_t node, uint64_t groups, uint32_t tier);
   void tier_changed(uint32_t node, uint32_t tier, uint64_t groups, uint32_t priority);
   void priority_changed(uint32_t node, uint32_t priority);
@@ -56,6 +56,8 @@ class EventLog {
              kvc_event_drain_t& result);
   uint64_t last_id() const { return next_id_ - 1; }
   uint64_t pending() const { return size_ + (lost_count_ != 0 ? 1 : 0); }
+  // The id of the event `i` places after the oldest pending one.
+  uint64_t id_at(size_t i) const { return next_id_ - size_ + i; }
 
   // Every block of the tree with its label, parents first (event_snapshot.cpp).
   void snapshot(const PrefixIndex& index, std::vector<kvc_snapshot_entry_t>& out) const;
@@ -65,14 +67,35 @@ class EventLog {
   void check(const PrefixIndex& index) const;
 
  private:
-  struct NodeLabel {
-    uint64_t hash = 0;
-    uint64_t lora = 0;
-    bool has_lora = false;
+  // A pending event: kvc_event_t less what the drain derives (the id from
+  // the place in the ring, the token offset from the kind), 40 bytes
+  // instead of 88: publishing writes one per block, so its size is memory
+  // traffic on the commit path.
+  struct Record {
+    uint64_t hash, parent_hash, groups, lora_id;
+    uint32_t num_tokens;
+    uint8_t kind, tier, priority, has_lora;
   };
-  // The next slot to fill (the oldest dropped when full).
-  kvc_event_t& push(uint32_t kind, uint32_t node);
+  // Takes the next slot (the oldest event dropped when full) for `r`;
+  // answers the slot.
+  size_t push(const Record& r);
   int32_t* slot_tokens(size_t slot) { return tokens_.data() + slot * tokens_per_block_; }
+  // Makes the scope caches describe `scope_bytes`. A commit publishes
+  // every block in one scope: the check runs per block, so it compares
+  // inline (scopes are a few bytes) rather than through memcmp.
+  void use_scope(const std::string& scope_bytes) {
+    if (!scope_known_ || !same_bytes(scope_bytes, scope_bytes_)) learn_scope(scope_bytes);
+  }
+  static bool same_bytes(const std::string& a, const std::string& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (a[i] != b[i]) return false;
+    return true;
+  }
+  void learn_scope(const std::string& scope_bytes);
+  // STORED for `node` in the scope the caches describe.
+  void emit_stored(uint32_t node, uint32_t parent, const int32_t* tokens, uint32_t num_tokens,
+                   uint64_t groups, uint32_t priority);
 
   PortableHasher hasher_;
   // The last scope seen: a commit publishes its blocks in one scope.
@@ -80,8 +103,8 @@ class EventLog {
   uint64_t scope_digest_ = 0, scope_lora_ = 0;
   bool scope_has_lora_ = false, scope_known_ = false;
   uint32_t tokens_per_block_;
-  std::vector<NodeLabel> nodes_;      // per tree node id
-  std::vector<kvc_event_t> ring_;
+  std::vector<uint64_t> hashes_;      // per tree node id: its portable hash
+  std::vector<Record> ring_;
   std::vector<int32_t> tokens_;       // tokens_per_block per ring slot
   size_t head_ = 0;                   // oldest pending event's slot
   size_t size_ = 0;                   // pending events in the ring

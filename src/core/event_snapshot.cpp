@@ -49,11 +49,12 @@ void EventLog::snapshot(const PrefixIndex& index, std::vector<kvc_snapshot_entry
     if (groups == 0) continue;  // a node without blocks is not a cached block
     const TreeNode& t = tree.node(n);
     kvc_snapshot_entry_t e{};
-    e.hash = nodes_[n].hash;
-    e.parent_hash = nodes_[t.parent].hash;
+    e.hash = hashes_[n];
+    e.parent_hash = hashes_[t.parent];
     e.groups = groups;
-    e.has_lora = nodes_[n].has_lora ? 1 : 0;
-    e.lora_id = nodes_[n].lora;
+    uint64_t lora = 0;
+    e.has_lora = scope_lora(index.scope_bytes(t.scope), &lora) ? 1 : 0;
+    e.lora_id = e.has_lora ? lora : 0;
     e.tier = t.tier;
     e.priority = t.priority;
     e.num_tokens = t.num_tokens;
@@ -65,28 +66,22 @@ void EventLog::check(const PrefixIndex& index) const {
   if (size_ > ring_.size()) broken("event ring overfull");
   uint64_t tokens = 0;
   for (size_t i = 0; i < size_; ++i) {
-    const kvc_event_t& e = ring_[(head_ + i) % ring_.size()];
-    if (e.id != next_id_ - size_ + i)
-      broken("event ids are not consecutive");
-    if (e.token_offset != KVC_EVENT_NO_TOKENS) tokens += e.num_tokens;
+    const Record& e = ring_[(head_ + i) % ring_.size()];
+    if (e.kind == KVC_EVENT_STORED) tokens += e.num_tokens;
   }
   if (tokens != token_count_)
     broken("the event ring's token count is stale");
-  if (lost_count_ != 0 && size_ != 0 && lost_first_ + lost_count_ != ring_[head_].id)
+  if (lost_count_ != 0 && size_ != 0 && lost_first_ + lost_count_ != id_at(0))
     broken("lost events are not just before the oldest kept");
   const RadixTree& tree = index.tree();
-  if (nodes_[RadixTree::kRoot].hash != 0) broken("the root has a portable hash");
+  if (hashes_[RadixTree::kRoot] != 0) broken("the root has a portable hash");
   for (uint32_t n = 1; n < tree.id_bound(); ++n) {
     const TreeNode& t = tree.node(n);
     if (!t.live) continue;
     const std::string& scope = index.scope_bytes(t.scope);
-    const uint64_t h = hasher_.block(nodes_[t.parent].hash, hasher_.scope_digest(scope),
+    const uint64_t h = hasher_.block(hashes_[t.parent], hasher_.scope_digest(scope),
                                      hasher_.extra_digest(t.extra), tree.tokens(n), t.num_tokens);
-    if (h != nodes_[n].hash) broken("tree node " + std::to_string(n) + " has a stale portable hash");
-    uint64_t lora = 0;
-    const bool has_lora = scope_lora(scope, &lora);
-    if (has_lora != nodes_[n].has_lora || (has_lora && lora != nodes_[n].lora))
-      broken("tree node " + std::to_string(n) + " has a stale LoRA label");
+    if (h != hashes_[n]) broken("tree node " + std::to_string(n) + " has a stale portable hash");
   }
 }
 

@@ -76,8 +76,8 @@ bool Sequences::publish_full(Sequence& s, uint64_t b, const std::string& extra) 
       index_.set_block(found, g, own);
       residency_.set_node(g, own, found);
       if (EventLog* ev = index_.events())
-        ev->stored_groups(found, parent, key.tokens, key.num_tokens, uint64_t(1) << g,
-                          tree_.node(found).priority);
+        ev->stored_groups(found, parent, index_.scope_bytes(s.scope), key.tokens, key.num_tokens,
+                          uint64_t(1) << g, tree_.node(found).priority);
     }
     return true;
   }
