@@ -132,6 +132,9 @@ std::string usage() {
       "  --json                  print JSON instead of the table\n"
       "  --plot FILE.svg         draw hit rate and cache occupancy over time\n"
       "  --no-progress           no progress bar (it is drawn only on a terminal)\n"
+      "  --profile               time every kvcache call and print where the\n"
+      "                          bookkeeping goes, per call kind (add, extend, commit,\n"
+      "                          remove, tables): calls, total, p50/p99/p99.9/max\n"
       "  --help\n";
 }
 
@@ -189,6 +192,7 @@ bool parse_options(int argc, char **argv, Options &o, std::string &error) {
       {"--json", [&] { o.json = true; }},
       {"--attention", [&] { o.config.attention = true; }},
       {"--no-progress", [&] { o.config.progress = false; }},
+      {"--profile", [&] { o.config.profile = true; }},
       {"--help", [&] { o.help = true; }},
       {"-h", [&] { o.help = true; }},
   };

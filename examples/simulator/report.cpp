@@ -57,6 +57,25 @@ void json_string(std::FILE *out, const std::string &s) {
   std::fputc('"', out);
 }
 
+// --profile: where each run's bookkeeping went, per kind of call.
+void print_profiles(std::FILE *out, const std::vector<RunResult> &runs) {
+  for (const RunResult &r : runs) {
+    if (r.profile.empty()) continue;
+    double all = 0;
+    for (const CallProfile &p : r.profile) all += p.total_s;
+    std::fprintf(out, "\nprofile (%s): wall time of each kvcache call, by kind\n", r.policy.c_str());
+    std::fprintf(out, "%-30s %10s %10s %6s %9s %9s %9s %9s\n", "call", "calls", "total", "share",
+                 "p50 us", "p99 us", "p99.9 us", "max us");
+    for (const CallProfile &p : r.profile)
+      std::fprintf(out, "%-30s %10s %8.3f s %5.1f%% %9s %9s %9s %9s\n", p.kind.c_str(),
+                   count(p.calls).c_str(), p.total_s, all > 0 ? 100.0 * p.total_s / all : 0.0,
+                   micros(p.per_call.p50).c_str(), micros(p.per_call.p99).c_str(),
+                   micros(p.per_call.p999).c_str(), micros(p.per_call.max).c_str());
+    std::fprintf(out, "(a CPU-time reading costs %.2f us here; it is taken off each step's CPU time)\n",
+                 r.cpu_reading_us);
+  }
+}
+
 }  // namespace
 
 void print_table(std::FILE *out, const Workload &workload, const std::vector<RunResult> &runs) {
@@ -109,10 +128,22 @@ void print_table(std::FILE *out, const Workload &workload, const std::vector<Run
       [](const RunResult &r) { return count(r.completed) + " / " + count(r.rejected); });
   add("scheduling steps", "forward passes simulated",
       [](const RunResult &r) { return count(r.steps); });
-  add("bookkeeping/step p50", "us of kvcache calls per step (add, extend, commit, ...)",
-      [](const RunResult &r) { return micros(r.bookkeeping_p50_us) + " us"; });
+  add("bookkeeping/step p50", "us of kvcache calls per step (add, extend, commit, ...), wall",
+      [](const RunResult &r) { return micros(r.bookkeeping_wall.p50) + " us"; });
   add("bookkeeping/step p99", "99th percentile of the same",
-      [](const RunResult &r) { return micros(r.bookkeeping_p99_us) + " us"; });
+      [](const RunResult &r) { return micros(r.bookkeeping_wall.p99) + " us"; });
+  add("bookkeeping/step p99.9", "99.9th percentile of the same",
+      [](const RunResult &r) { return micros(r.bookkeeping_wall.p999) + " us"; });
+  add("bookkeeping/step max", "the slowest step's",
+      [](const RunResult &r) { return micros(r.bookkeeping_wall.max) + " us"; });
+  add("bookkeeping CPU/step p50", "the same calls in this thread's CPU time (not waiting)",
+      [](const RunResult &r) { return micros(r.bookkeeping_cpu.p50) + " us"; });
+  add("bookkeeping CPU/step p99", "99th percentile of the CPU time",
+      [](const RunResult &r) { return micros(r.bookkeeping_cpu.p99) + " us"; });
+  add("bookkeeping CPU/step p99.9", "99.9th percentile of the CPU time",
+      [](const RunResult &r) { return micros(r.bookkeeping_cpu.p999) + " us"; });
+  add("bookkeeping CPU/step max", "the most CPU time of a step",
+      [](const RunResult &r) { return micros(r.bookkeeping_cpu.max) + " us"; });
   add("KV written", "tokens stored through kvc_store_kv, every layer",
       [](const RunResult &r) { return count(r.stored_tokens); });
   if (c.attention) {
@@ -142,6 +173,7 @@ void print_table(std::FILE *out, const Workload &workload, const std::vector<Run
       std::fprintf(out, "  %*s", static_cast<int>(col_w[i]), row.values[i].c_str());
     std::fprintf(out, "  %s\n", row.meaning.c_str());
   }
+  print_profiles(out, runs);
 }
 
 void print_json(std::FILE *out, const Workload &workload, const std::vector<RunResult> &runs) {
@@ -183,12 +215,30 @@ void print_json(std::FILE *out, const Workload &workload, const std::vector<RunR
                  r.counters.reused, r.counters.evicted,
                  r.counters.has_tiers ? std::to_string(r.counters.offloaded).c_str() : "null",
                  r.counters.has_tiers ? std::to_string(r.counters.onboarded).c_str() : "null", r.peak_in_use, r.preemptions, r.steps);
+    const Spread &w = r.bookkeeping_wall, &u = r.bookkeeping_cpu;
     std::fprintf(out,
                  "\"bookkeeping_us_p50\": %.3f, \"bookkeeping_us_p99\": %.3f"
-                 ", \"stored_tokens\": %" PRIu64 ", \"attention_calls\": %" PRIu64
+                 ", \"bookkeeping_us_p999\": %.3f, \"bookkeeping_us_max\": %.3f"
+                 ", \"bookkeeping_cpu_us_p50\": %.3f, \"bookkeeping_cpu_us_p99\": %.3f"
+                 ", \"bookkeeping_cpu_us_p999\": %.3f, \"bookkeeping_cpu_us_max\": %.3f,\n   ",
+                 w.p50, w.p99, w.p999, w.max, u.p50, u.p99, u.p999, u.max);
+    std::fprintf(out, "\"profile\": [");
+    for (size_t k = 0; k < r.profile.size(); ++k) {
+      const CallProfile &p = r.profile[k];
+      std::fprintf(out, "%s{\"kind\": ", k ? ", " : "");
+      json_string(out, p.kind);
+      std::fprintf(out,
+                   ", \"calls\": %" PRIu64 ", \"total_s\": %.6f, \"us_p50\": %.3f"
+                   ", \"us_p99\": %.3f, \"us_p999\": %.3f, \"us_max\": %.3f}",
+                   p.calls, p.total_s, p.per_call.p50, p.per_call.p99, p.per_call.p999,
+                   p.per_call.max);
+    }
+    std::fprintf(out, "],\n   ");
+    std::fprintf(out,
+                 "\"stored_tokens\": %" PRIu64 ", \"attention_calls\": %" PRIu64
                  ", \"prefill_attention_calls\": %" PRIu64 ", \"attended_queries\": %" PRIu64
                  ", \"kernel_s\": %.3f, \"simulated_s\": %.3f, \"wall_s\": %.3f,\n   ",
-                 r.bookkeeping_p50_us, r.bookkeeping_p99_us, r.stored_tokens, r.attention_calls,
+                 r.stored_tokens, r.attention_calls,
                  r.prefill_calls, r.attended_queries,
                  r.kv_write_s, r.simulated_s, r.wall_s);
     std::fprintf(out, "\"timeline_columns\": [\"time_s\", \"hit_rate\", \"in_use\", \"cached\"],\n   ");

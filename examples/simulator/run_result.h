@@ -7,6 +7,7 @@
 
 #include "cache_adapter.h"
 #include "sim_config.h"
+#include "step_clock.h"
 
 namespace sim {
 
@@ -41,8 +42,10 @@ struct RunResult {
   uint64_t capacity_blocks = 0;
   uint64_t block_bytes_per_token = 0;
   uint64_t primary_bytes = 0;
-  double bookkeeping_p50_us = 0;  // cache-manager calls per step
-  double bookkeeping_p99_us = 0;
+  Spread bookkeeping_wall;        // cache-manager calls per step, wall time (us)
+  Spread bookkeeping_cpu;         // the same, this thread's CPU time (us)
+  double cpu_reading_us = 0;      // one CPU-clock reading, taken off each segment
+  std::vector<CallProfile> profile;  // per call kind (--profile)
   double kv_write_s = 0;          // wall time in the store (and attention) kernels
   double simulated_s = 0;
   double wall_s = 0;

@@ -6,29 +6,13 @@
 #include <deque>
 #include <stdexcept>
 
+#include "step_clock.h"
 #include "timeline.h"
 
 namespace sim {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Accumulates the wall time spent in cache-manager calls during one step;
-// the KV kernels are timed apart, they are not bookkeeping.
-class Stopwatch {
- public:
-  void start() { t0_ = Clock::now(); }
-  void stop() { total_ += std::chrono::duration<double>(Clock::now() - t0_).count(); }
-  double take() {
-    double t = total_;
-    total_ = 0;
-    return t;
-  }
-
- private:
-  Clock::time_point t0_;
-  double total_ = 0;
-};
 
 struct Waiting {
   const Request *request;
@@ -44,14 +28,6 @@ struct Running {
 };
 
 int32_t output_token(const Request &r, uint32_t i) { return token_id(r.output_seed, i); }
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  size_t k = static_cast<size_t>(std::ceil(p * static_cast<double>(v.size()))) ;
-  k = std::min(v.size() - 1, k ? k - 1 : 0);
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
-  return v[k];
-}
 
 }  // namespace
 
@@ -75,13 +51,12 @@ RunResult Scheduler::run() {
 
   std::deque<Waiting> waiting;
   std::vector<Running> running;  // admission order: the newest is last
-  std::vector<double> bookkeeping;
   std::vector<uint64_t> ids;
   std::vector<std::vector<int64_t>> slots;
   std::vector<std::vector<int32_t>> tables;
   std::vector<int32_t> seq_lens, q_lens;
   std::vector<int32_t> tokens;
-  Stopwatch book;
+  StepClock clock(config_.profile);
   size_t next = 0;
   double now = 0;
   uint64_t finished = 0;
@@ -100,7 +75,9 @@ RunResult Scheduler::run() {
   // Removes running[i]: its computed blocks stay cached; it waits again at
   // the head of the queue and will be recomputed.
   auto preempt = [&](size_t i) {
-    cache_.remove(running[i].request->id);
+    clock.start();
+    clock.call(CallKind::kRemove, [&] { cache_.remove(running[i].request->id); });
+    clock.stop();
     waiting.push_front({running[i].request, running[i].generated});
     running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
     ++r.preemptions;
@@ -113,7 +90,8 @@ RunResult Scheduler::run() {
       now = requests[next].arrival_s;
       continue;
     }
-    book.start();
+    // Segments of the step clock hold only cache calls: the scheduler's own
+    // work (tokens, queues) happens between them.
 
     // 1. Decode: every running sequence feeds back its last token, in one
     // all-or-nothing call; out of blocks, the newest sequence is preempted.
@@ -124,7 +102,10 @@ RunResult Scheduler::run() {
         ids.push_back(s.request->id);
         tokens.push_back(output_token(*s.request, s.generated - 1));
       }
-      if (cache_.extend(ids, tokens)) break;
+      clock.start();
+      const bool extended = clock.call(CallKind::kExtend, [&] { return cache_.extend(ids, tokens); });
+      clock.stop();
+      if (extended) break;
       preempt(running.size() - 1);
     }
     for (Running &s : running) {
@@ -144,12 +125,20 @@ RunResult Scheduler::run() {
       append_tokens(q.prompt, tokens);
       for (uint32_t i = 0; i < w.generated; ++i) tokens.push_back(output_token(q, i));
       // A prompt larger than the budget still runs, alone (no chunking).
+      const SequenceOptions options = options_for(q);
       if (prefills > 0 && tokens.size() > budget) {
-        const uint64_t hit = cache_.probe(q.id, tokens, options_for(q));
+        clock.start();
+        const uint64_t hit =
+            clock.call(CallKind::kProbe, [&] { return cache_.probe(q.id, tokens, options); });
+        clock.stop();
         if (tokens.size() - hit > budget) break;
       }
       uint64_t cached = 0;
-      if (!cache_.add(q.id, tokens, options_for(q), cached)) {
+      clock.start();
+      const bool added =
+          clock.call(CallKind::kAdd, [&] { return cache_.add(q.id, tokens, options, cached); });
+      clock.stop();
+      if (!added) {
         if (running.empty()) {
           // Larger than the whole cache: it can never run.
           waiting.pop_front();
@@ -178,7 +167,7 @@ RunResult Scheduler::run() {
       ++prefills;
     }
     if (running.empty()) {  // everything waiting was rejected
-      bookkeeping.push_back(book.take());
+      clock.end_step();
       continue;
     }
 
@@ -187,8 +176,11 @@ RunResult Scheduler::run() {
     for (const Running &s : running) ids.push_back(s.request->id);
     const bool attend = config_.attention;
     uint32_t stride = 0;
-    cache_.batch(ids, slots, attend ? &tables : nullptr, &stride, attend ? &seq_lens : nullptr);
-    book.stop();
+    clock.start();
+    clock.call(CallKind::kTables, [&] {
+      cache_.batch(ids, slots, attend ? &tables : nullptr, &stride, attend ? &seq_lens : nullptr);
+    });
+    clock.stop();
 
     // 4. The forward pass writes the KV of the computed tokens.
     const auto k0 = Clock::now();
@@ -202,18 +194,24 @@ RunResult Scheduler::run() {
     }
     r.kv_write_s += std::chrono::duration<double>(Clock::now() - k0).count();
 
-    // 5. Publish the computed blocks; every sequence emits one token.
-    book.start();
+    // 5. Publish the computed blocks; every sequence emits one token, and
+    // those that emitted their last one leave.
+    clock.start();
+    for (const Running &s : running) {
+      clock.call(CallKind::kCommit, [&] { cache_.commit(s.request->id, s.length); });
+      if (s.generated + 1 >= s.output_length)
+        clock.call(CallKind::kRemove, [&] { cache_.remove(s.request->id); });
+    }
+    clock.stop();
+    clock.end_step();
     uint64_t computed = 0, attended = 0;
     for (size_t i = 0; i < running.size();) {
       Running &s = running[i];
-      cache_.commit(s.request->id, s.length);
       computed += s.computed;
       attended += s.length;
       s.computed = 0;
       ++s.generated;
       if (s.generated >= s.output_length) {
-        cache_.remove(s.request->id);
         r.decoded_tokens += s.generated;
         ++r.completed;
         ++finished;
@@ -222,8 +220,6 @@ RunResult Scheduler::run() {
         ++i;
       }
     }
-    book.stop();
-    bookkeeping.push_back(book.take());
 
     const CacheCounters c = cache_.counters();
     r.peak_in_use = std::max(r.peak_in_use, c.in_use);
@@ -241,8 +237,10 @@ RunResult Scheduler::run() {
   r.attention_calls = writer_.attention_calls();
   r.prefill_calls = writer_.prefill_calls();
   r.attended_queries = writer_.attended_queries();
-  r.bookkeeping_p50_us = 1e6 * percentile(bookkeeping, 0.50);
-  r.bookkeeping_p99_us = 1e6 * percentile(bookkeeping, 0.99);
+  r.bookkeeping_wall = clock.wall();
+  r.bookkeeping_cpu = clock.cpu();
+  r.cpu_reading_us = clock.cpu_reading_cost_us();
+  r.profile = clock.profile();
   r.simulated_s = now;
   r.timeline = timeline.samples();
   r.wall_s = std::chrono::duration<double>(Clock::now() - wall0).count();

@@ -34,6 +34,7 @@ struct SimConfig {
   uint32_t max_output = 0;         // cap on decoded tokens per request, 0 = none
   uint32_t samples = 60;           // points of the timeline (plot), at least
   bool progress = false;           // draw a progress bar on stderr
+  bool profile = false;            // time every cache call by kind (--profile)
   Policy policy;
 };
 
