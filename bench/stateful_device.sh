@@ -2,7 +2,8 @@
 # Issue 18 on the H100 (run from a copy of the tree holding .device-deps and
 # prebuilt/, binaries built on the VM: Release, -DKVCACHE_CUDA=ON, sm_90):
 # the GPU tests, compute-sanitizer memcheck over the stateful and decode
-# tests, then bench_stateful. Logs under $OUT.
+# tests, then bench_stateful (all parts) and part 3's B = 4, 16K points over
+# 20 rounds of fresh allocations. Logs under $OUT.
 set -uo pipefail
 source tests/gpu/device_env.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee "$OUT/machine.txt"
@@ -22,3 +23,8 @@ echo "== bench"
 t0=$(date +%s)
 timeout 200 $P/bench_stateful 2>&1 | tee "$OUT/bench_stateful.md"
 echo "bench rc ${PIPESTATUS[0]} in $(( $(date +%s) - t0 )) s"
+# Issue 18's tightest recorded point (B = 4, 16K), on 20 fresh allocations.
+echo "== part 3 at B = 4, 16K, 20 rounds"
+t0=$(date +%s)
+timeout 60 $P/bench_stateful decode B=4 ctx=16384 trials=20 pairs=5 2>&1 | tee "$OUT/bench_decode_b4_16k.md"
+echo "rounds rc ${PIPESTATUS[0]} in $(( $(date +%s) - t0 )) s"

@@ -12,7 +12,9 @@
 //     and a rotation (every beam keeps a history of its own: nothing to
 //     share), with the share of K/V the table step has to read;
 //  3. the indirect decode alone against the paged decode kernel on the same
-//     bytes (16-token blocks in random places);
+//     bytes (16-token blocks in random places): each point over several
+//     rounds on fresh caches of alternating indirect/paged samples, timed
+//     as GPU time (graph replay) and per host call; medians and spread;
 //  4. memory over a 4K-token generation (B = 1, 32 layers), staggered
 //     against uniform growth: the cache's peak live bytes and the device
 //     memory in use at its peak (cudaMemGetInfo after every append), each
@@ -20,12 +22,15 @@
 //     stream-ordered pool (the allocator before growth_memory.h) to show
 //     what the pool holds beside the live bytes.
 // Prints a markdown table per part.
+#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <string>
 
 #include "bench_common.cuh"
+#include "paired_samples.cuh"
 #include "cuda/cuda_kernels.h"
+#include "cuda/decode_split.h"
 
 namespace {
 
@@ -154,6 +159,19 @@ struct Decoder {
     a.workspace = ws;
     a.workspace_bytes = ws_bytes;
     BENCH_KVC(kvc_stateful_decode(s, &a, stream));
+  }
+  // The same call with the workspace as it is (no allocation: may be
+  // captured in a graph); false on failure.
+  bool try_run(kvc_stateful_t* s, uint32_t layer, cudaStream_t stream) {
+    kvc_stateful_decode_args_t a = KVC_STATEFUL_DECODE_ARGS_INIT;
+    a.layer = layer;
+    a.q_heads = kHq;
+    a.q_dtype = KVC_DTYPE_BF16;
+    a.query = query;
+    a.out = out;
+    a.workspace = ws;
+    a.workspace_bytes = ws_bytes;
+    return kvc_stateful_decode(s, &a, stream) == KVC_OK;
   }
 };
 
@@ -293,61 +311,164 @@ void bench_beam(cudaStream_t stream, Decoder& dec) {
 }
 
 // 3. Indirect decode against the paged decode kernel, same bytes.
-void bench_decode(cudaStream_t stream, Decoder& dec) {
+//
+// Each point is measured in `trials` rounds, each on freshly allocated
+// caches (both sides), each round `pairs` alternating pairs of samples:
+// indirect then paged, paged then indirect, ... One sample is `calls`
+// back-to-back calls, per call, timed two ways: GPU time (the calls
+// captured in a CUDA graph, the graph replayed: no host launch cost) and
+// per host call (the calls issued one at a time from the host, events
+// around them; also how long the host took to issue them). A point's ratio
+// is the median of its pairs' ratios; min-max over all pairs and each
+// round's median show the spread, so that no single noisy sample (or one
+// unlucky allocation) decides a point.
+struct DecodeOptions {
+  uint32_t trials = 3, pairs = 7, calls = 10;
+  uint32_t only_batch = 0, only_ctx = 0;  // 0: every point
+  int only_layout = -1;                   // -1: both layouts
+  uint32_t splits = 0;                    // indirect side only; 0: the planner
+  uint32_t pad = 0;                       // extra tokens of stateful capacity
+};
+
+void bench_decode(cudaStream_t stream, Decoder& dec, const DecodeOptions& opt) {
   std::printf("\n### 3. Decode attention alone, one layer: indirect (beam table) vs paged\n\n");
-  std::printf("| B | context | stateful layout | indirect us | paged (HND) us | paged / indirect |\n"
-              "|---|---|---|---|---|---|\n");
+  std::printf("Per point: %u rounds on fresh caches x %u alternating pairs of samples of %u calls;"
+              " ratio = median of the pairs' paged / indirect%s%s\n",
+              opt.trials, opt.pairs, opt.calls, opt.splits != 0 ? "; indirect splits forced" : "",
+              opt.pad != 0 ? "; stateful capacity padded" : "");
+  struct Row {
+    uint32_t B, ctx;
+    kvc_layout_t layout;
+    Series gpu, host;
+    bool graphs;
+  };
+  std::vector<Row> rows;
   for (uint32_t B : {4u, 8u})
    for (uint32_t ctx : {4096u, 16384u})
     for (kvc_layout_t layout : {KVC_LAYOUT_HND, KVC_LAYOUT_NHD}) {
-      // The stateful side, with a beam table (two reorders mix the rows).
-      kvc_stateful_t* s = make_stateful(B, 1, KVC_GROWTH_STAGGERED, ctx, layout);
-      void* src = dmalloc(size_t(B) * kHkv * ctx * kD * 2);
-      fill_bf16(src, size_t(B) * kHkv * ctx * kD, 7);
-      append_all(s, 1, ctx / 2, src, stream);
-      std::vector<int32_t> idx(B);
-      for (uint32_t i = 0; i < B; ++i) idx[i] = int32_t((i + 1) % B);
-      BENCH_KVC(kvc_stateful_reorder(s, idx.data(), B, stream));
-      append_all(s, 1, ctx - ctx / 2, src, stream);
-      BENCH_KVC(kvc_stateful_reorder(s, idx.data(), B, stream));
-      const double indirect = time_us(stream, 10, 7, [&] { dec.run(s, 0, stream); });
-      // The paged side: the same tokens in 16-token blocks in random places.
-      kvc_cache_t* c = make_llama_cache(KVC_LAYOUT_HND, uint64_t(B) * ctx + 64);
-      kvc_pool_desc_t pool = KVC_POOL_DESC_INIT;
-      BENCH_KVC(kvc_cache_describe_pool(c, 0, &pool));
-      fill_bf16(pool.base, pool.bytes / 2, 9);
-      std::vector<int32_t> blocks(pool.num_blocks);
-      std::iota(blocks.begin(), blocks.end(), 0);
-      std::shuffle(blocks.begin(), blocks.end(), std::mt19937_64(3));
-      const uint32_t stride = ctx / 16;
-      std::vector<int32_t> table(blocks.begin(), blocks.begin() + size_t(B) * stride);
-      std::vector<int32_t> lens(B, int32_t(ctx));
-      void* dtable = dmalloc(table.size() * 4);
-      void* dlens = dmalloc(lens.size() * 4);
-      BENCH_CUDA(cudaMemcpy(dtable, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
-      BENCH_CUDA(cudaMemcpy(dlens, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice));
-      kvc_decode_args_t a = KVC_DECODE_ARGS_INIT;
-      a.batch = B;
-      a.q_heads = kHq;
-      a.q_dtype = KVC_DTYPE_BF16;
-      a.query = dec.query;
-      a.out = dec.out;
-      a.seq_lens = static_cast<const int32_t*>(dlens);
-      a.block_table = static_cast<const int32_t*>(dtable);
-      a.table_stride = stride;
-      a.max_seq_len = ctx;
-      uint64_t ws = 0;
-      BENCH_KVC(kvc_decode_workspace_size(c, &a, &ws));
-      void* dws = dmalloc(ws + 1);
-      a.workspace = dws;
-      a.workspace_bytes = ws;
-      const double paged = time_us(stream, 10, 7, [&] { BENCH_KVC(kvc_decode_attention(c, &a, stream)); });
-      std::printf("| %u | %u | %s | %.1f | %.1f | %.2fx |\n", B, ctx,
-                  layout == KVC_LAYOUT_HND ? "HND" : "NHD", indirect, paged, paged / indirect);
-      for (void* p : {src, dtable, dlens, dws}) BENCH_CUDA(cudaFree(p));
-      kvc_cache_destroy(c);
-      kvc_stateful_destroy(s);
+      if ((opt.only_batch != 0 && B != opt.only_batch) || (opt.only_ctx != 0 && ctx != opt.only_ctx) ||
+          (opt.only_layout >= 0 && int(layout) != opt.only_layout))
+        continue;
+      Row row{B, ctx, layout, {}, {}, true};
+      for (uint32_t trial = 0; trial < opt.trials; ++trial) {
+        // The stateful side, with a beam table (two reorders mix the rows).
+        kvc_stateful_t* s = make_stateful(B, 1, KVC_GROWTH_STAGGERED, ctx + opt.pad, layout);
+        void* src = dmalloc(size_t(B) * kHkv * ctx * kD * 2);
+        fill_bf16(src, size_t(B) * kHkv * ctx * kD, 7 + trial);
+        append_all(s, 1, ctx / 2, src, stream);
+        std::vector<int32_t> idx(B);
+        for (uint32_t i = 0; i < B; ++i) idx[i] = int32_t((i + 1) % B);
+        BENCH_KVC(kvc_stateful_reorder(s, idx.data(), B, stream));
+        append_all(s, 1, ctx - ctx / 2, src, stream);
+        BENCH_KVC(kvc_stateful_reorder(s, idx.data(), B, stream));
+        dec.run(s, 0, stream);  // sizes the workspace outside the capture
+        auto indirect = [&]() -> bool {
+          if (opt.splits != 0) kvc::set_decode_split_override(opt.splits);
+          const bool ok = dec.try_run(s, 0, stream);
+          if (opt.splits != 0) kvc::set_decode_split_override(0);
+          return ok;
+        };
+        // The paged side: the same tokens in 16-token blocks in random places.
+        kvc_cache_t* c = make_llama_cache(KVC_LAYOUT_HND, uint64_t(B) * ctx + 64);
+        kvc_pool_desc_t pool = KVC_POOL_DESC_INIT;
+        BENCH_KVC(kvc_cache_describe_pool(c, 0, &pool));
+        fill_bf16(pool.base, pool.bytes / 2, 9 + trial);
+        std::vector<int32_t> blocks(pool.num_blocks);
+        std::iota(blocks.begin(), blocks.end(), 0);
+        std::shuffle(blocks.begin(), blocks.end(), std::mt19937_64(3 + trial));
+        const uint32_t stride = ctx / 16;
+        std::vector<int32_t> table(blocks.begin(), blocks.begin() + size_t(B) * stride);
+        std::vector<int32_t> lens(B, int32_t(ctx));
+        void* dtable = dmalloc(table.size() * 4);
+        void* dlens = dmalloc(lens.size() * 4);
+        BENCH_CUDA(cudaMemcpy(dtable, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+        BENCH_CUDA(cudaMemcpy(dlens, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice));
+        kvc_decode_args_t a = KVC_DECODE_ARGS_INIT;
+        a.batch = B;
+        a.q_heads = kHq;
+        a.q_dtype = KVC_DTYPE_BF16;
+        a.query = dec.query;
+        a.out = dec.out;
+        a.seq_lens = static_cast<const int32_t*>(dlens);
+        a.block_table = static_cast<const int32_t*>(dtable);
+        a.table_stride = stride;
+        a.max_seq_len = ctx;
+        uint64_t ws = 0;
+        BENCH_KVC(kvc_decode_workspace_size(c, &a, &ws));
+        void* dws = dmalloc(ws + 1);
+        a.workspace = dws;
+        a.workspace_bytes = ws;
+        auto paged = [&]() -> bool { return kvc_decode_attention(c, &a, stream) == KVC_OK; };
+        auto must = [](bool ok) {
+          if (!ok) {
+            std::fprintf(stderr, "bench_stateful: decode failed: %s\n", kvc_last_error_message());
+            std::exit(1);
+          }
+        };
+        for (int i = 0; i < 3; ++i) {
+          must(indirect());
+          must(paged());
+        }
+        cudaGraphExec_t gi = capture_calls(stream, opt.calls, indirect);
+        cudaGraphExec_t gp = capture_calls(stream, opt.calls, paged);
+        row.graphs = row.graphs && gi != nullptr && gp != nullptr;
+        if (gi != nullptr && gp != nullptr) {  // warm both graphs
+          BENCH_CUDA(cudaGraphLaunch(gi, stream));
+          BENCH_CUDA(cudaGraphLaunch(gp, stream));
+        }
+        BENCH_CUDA(cudaStreamSynchronize(stream));
+        for (uint32_t r = 0; r < opt.pairs; ++r) {
+          const bool indirect_first = r % 2 == 0;
+          Sample i, p;
+          if (row.graphs) {
+            for (int k = 0; k < 2; ++k) {
+              if ((k == 0) == indirect_first) i.us = graph_sample(stream, opt.calls, gi);
+              else p.us = graph_sample(stream, opt.calls, gp);
+            }
+            row.gpu.add(i, p);
+          }
+          for (int k = 0; k < 2; ++k) {
+            if ((k == 0) == indirect_first) i = host_sample(stream, opt.calls, [&] { must(indirect()); });
+            else p = host_sample(stream, opt.calls, [&] { must(paged()); });
+          }
+          row.host.add(i, p);
+        }
+        if (row.graphs) row.gpu.end_round();
+        row.host.end_round();
+        for (cudaGraphExec_t g : {gi, gp})
+          if (g != nullptr) BENCH_CUDA(cudaGraphExecDestroy(g));
+        for (void* ptr : {src, dtable, dlens, dws}) BENCH_CUDA(cudaFree(ptr));
+        kvc_cache_destroy(c);
+        kvc_stateful_destroy(s);
+      }
+      rows.push_back(std::move(row));
     }
+  const char* head = " | paged / indirect | min-max of pairs | medians of rounds |";
+  std::printf("\nGPU time (calls captured in a CUDA graph, replayed):\n\n"
+              "| B | context | stateful layout | indirect us | paged (HND) us%s\n"
+              "|---|---|---|---|---|---|---|---|\n", head);
+  for (const Row& r : rows)
+    std::printf("| %u | %u | %s | %s |\n", r.B, r.ctx, r.layout == KVC_LAYOUT_HND ? "HND" : "NHD",
+                r.graphs ? r.gpu.cells().c_str() : "capture refused | | | |");
+  std::printf("\nPer host call (issued one at a time; host issue cost per call beside):\n\n"
+              "| B | context | stateful layout | indirect us | paged (HND) us%s"
+              " issue us: indirect | paged |\n"
+              "|---|---|---|---|---|---|---|---|---|---|\n", head);
+  for (const Row& r : rows)
+    std::printf("| %u | %u | %s | %s | %.1f | %.1f |\n", r.B, r.ctx,
+                r.layout == KVC_LAYOUT_HND ? "HND" : "NHD", r.host.cells().c_str(),
+                median_of(r.host.issue_indirect), median_of(r.host.issue_paged));
+  size_t gpu_met = 0, host_met = 0, gpu_rows = 0;
+  for (const Row& r : rows) {
+    if (r.graphs) {
+      ++gpu_rows;
+      gpu_met += median_of(r.gpu.ratio) >= 0.9 ? 1 : 0;
+    }
+    host_met += median_of(r.host.ratio) >= 0.9 ? 1 : 0;
+  }
+  std::printf("\nTarget paged / indirect >= 0.9x (median of pairs): GPU time %zu of %zu points,"
+              " per host call %zu of %zu points\n",
+              gpu_met, gpu_rows, host_met, rows.size());
 }
 
 // 4. Memory over a 4K-token generation.
@@ -489,11 +610,40 @@ void bench_memory(cudaStream_t stream) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // usage: bench_stateful [all|memory|beam|decode|append] [wave=PERCENT]
+  // usage: bench_stateful [all|memory|beam|decode|append] [KEY=VALUE ...]
+  //   wave=PERCENT   stateful decode planned for PERCENT of the resident blocks
+  //   part 3 (decode): trials=N pairs=N calls=N B=N ctx=N layout=hnd|nhd
+  //   splits=N (the indirect side's chunks forced) pad=N (stateful capacity + N tokens)
   std::string only = argc > 1 ? argv[1] : "all";
-  if (argc > 2 && std::strncmp(argv[2], "wave=", 5) == 0) {
-    kvc::set_stateful_decode_wave_percent(uint32_t(std::atoi(argv[2] + 5)));
-    std::printf("stateful decode planned for %s%% of the resident blocks\n", argv[2] + 5);
+  DecodeOptions dopt;
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const size_t eq = arg.find('=');
+    const std::string key = arg.substr(0, eq), val = eq == std::string::npos ? "" : arg.substr(eq + 1);
+    const uint32_t n = uint32_t(std::atoi(val.c_str()));
+    if (key == "wave") {
+      kvc::set_stateful_decode_wave_percent(n);
+      std::printf("stateful decode planned for %u%% of the resident blocks\n", n);
+    } else if (key == "trials" && n > 0) {
+      dopt.trials = n;
+    } else if (key == "pairs" && n > 0) {
+      dopt.pairs = n;
+    } else if (key == "calls" && n > 0) {
+      dopt.calls = n;
+    } else if (key == "B") {
+      dopt.only_batch = n;
+    } else if (key == "ctx") {
+      dopt.only_ctx = n;
+    } else if (key == "layout" && (val == "hnd" || val == "nhd")) {
+      dopt.only_layout = val == "hnd" ? int(KVC_LAYOUT_HND) : int(KVC_LAYOUT_NHD);
+    } else if (key == "splits") {
+      dopt.splits = n;
+    } else if (key == "pad") {
+      dopt.pad = n;
+    } else {
+      std::fprintf(stderr, "bench_stateful: unknown argument %s\n", argv[i]);
+      return 2;
+    }
   }
   cudaStream_t stream;
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -503,10 +653,17 @@ int main(int argc, char** argv) {
   dec.query = dmalloc(size_t(8) * kHq * kD * 2);
   dec.out = dmalloc(size_t(8) * kHq * kD * 2);
   fill_bf16(dec.query, size_t(8) * kHq * kD, 17);
-  // The parts with targets first.
-  if (only == "all" || only == "memory") bench_memory(stream);
-  if (only == "all" || only == "beam") bench_beam(stream, dec);
-  if (only == "all" || only == "decode") bench_decode(stream, dec);
-  if (only == "all" || only == "append") bench_append(stream);
+  // The parts with targets first; when each starts goes to stderr.
+  const auto t0 = std::chrono::steady_clock::now();
+  auto started = [&](const char* part) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "[%.1f s] %s\n",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), part);
+  };
+  if (only == "all" || only == "memory") started("memory"), bench_memory(stream);
+  if (only == "all" || only == "beam") started("beam"), bench_beam(stream, dec);
+  if (only == "all" || only == "decode") started("decode"), bench_decode(stream, dec, dopt);
+  if (only == "all" || only == "append") started("append"), bench_append(stream);
+  started("end");
   return 0;
 }
