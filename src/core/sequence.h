@@ -53,6 +53,24 @@ struct alignas(64) Sequence {
   // Per group: tokens already reported by a slot mapping.
   std::vector<uint64_t> slot_cursor;
 
+  // Back to a new sequence's state, keeping the vectors' capacity: a
+  // sequence recycled this way serves the next add without allocating (and
+  // without touching fresh pages).
+  void reset() {
+    std::vector<int32_t> t = std::move(tokens);
+    std::vector<uint32_t> n = std::move(nodes);
+    std::vector<std::vector<uint32_t>> b = std::move(blocks);
+    std::vector<RetentionRange> r = std::move(retention);
+    std::vector<ExtraKey> e = std::move(extra_keys);
+    std::vector<uint64_t> w = std::move(window_begin), c = std::move(slot_cursor);
+    *this = Sequence{};
+    t.clear(), n.clear(), r.clear(), e.clear(), w.clear(), c.clear();
+    for (auto& g : b) g.clear();
+    tokens = std::move(t), nodes = std::move(n), blocks = std::move(b);
+    retention = std::move(r), extra_keys = std::move(e);
+    window_begin = std::move(w), slot_cursor = std::move(c);
+  }
+
   uint64_t length() const { return token_base + tokens.size(); }
   const int32_t* token_at(uint64_t pos) const { return tokens.data() + (pos - token_base); }
   size_t num_blocks() const { return nodes.size(); }

@@ -89,7 +89,7 @@ std::unique_ptr<Sequence> Sequences::stage_add(uint64_t id, const int32_t* token
   // Everything that allocates on the host, before the first change.
   const uint64_t full = plan.match.full.size();
   const uint32_t G = layout_.num_groups();
-  auto seq = std::make_unique<Sequence>();
+  std::unique_ptr<Sequence> seq = new_sequence(n - full * T_);
   seq->id = id;
   seq->prompt_priority = uint8_t(options.prompt_priority);
   seq->decode_priority = uint8_t(options.decode_priority);
@@ -97,18 +97,23 @@ std::unique_ptr<Sequence> Sequences::stage_add(uint64_t id, const int32_t* token
   seq->retention = options.retention_ranges;
   seq->prompt_len = n;
   seq->token_base = full * T_;
+  // Room for decoding as well (a quarter more, at least a block), so the
+  // first decode steps do not move a long prompt's tokens.
+  const uint64_t own = n - full * T_;
+  grow(seq->tokens, own + std::max<uint64_t>(T_, own / 4));
   seq->tokens.assign(tokens + full * T_, tokens + n);
   seq->extra_keys = std::move(extras);
   seq->blocks.resize(G);
   seq->window_begin.assign(G, 0);
   seq->slot_cursor.assign(G, 0);
-  reserve_blocks(*seq, plan.num_blocks + 1);
+  reserve_blocks(*seq, plan.num_blocks + 1 + plan.num_blocks / 4);
   seqs_.reserve_one();
   seq->scope = index_.intern_scope(scope_bytes);
   try {
     tier_.prepare(r, stream);  // onboard, offload
   } catch (...) {
     index_.unref_scope(seq->scope);
+    recycle(std::move(seq));
     throw;
   }
   return seq;

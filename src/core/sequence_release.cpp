@@ -111,7 +111,8 @@ void Sequences::fork(uint64_t parent, uint64_t child) {
   // Plan: checks, the copy and the table's room (every allocation).
   Sequence& p = sequence(parent);
   if (seqs_.find(child) != nullptr) fail(KVC_ERR_ALREADY_EXISTS, name(child) + " already exists");
-  auto c = std::make_unique<Sequence>(p);
+  std::unique_ptr<Sequence> c = new_sequence(p.tokens.size());
+  *c = p;  // copy-assigned: a recycled sequence's vectors keep their capacity
   c->id = child;
   c->batch_mark = 0;
   c->tail_private = false;
@@ -133,7 +134,29 @@ void Sequences::remove(uint64_t id) {
   // Deepest first, so a parent is always released after its children.
   for (uint64_t b = s.num_blocks(); b > 0; --b) release_position(s, b - 1);
   index_.unref_scope(s.scope);
-  seqs_.erase(id);
+  recycle(seqs_.erase(id));
+}
+
+std::unique_ptr<Sequence> Sequences::new_sequence(uint64_t tokens) {
+  if (spares_.empty()) return std::make_unique<Sequence>();
+  // The smallest that holds `tokens`, else the largest: big prompts keep
+  // finding the big buffers earlier big prompts touched.
+  size_t best = 0;
+  for (size_t i = 1; i < spares_.size(); ++i) {
+    const uint64_t cap = spares_[i]->tokens.capacity(), b = spares_[best]->tokens.capacity();
+    const bool fits = cap >= tokens, best_fits = b >= tokens;
+    if (fits ? !best_fits || cap < b : !best_fits && cap > b) best = i;
+  }
+  std::unique_ptr<Sequence> s = std::move(spares_[best]);
+  spares_[best] = std::move(spares_.back());
+  spares_.pop_back();
+  return s;
+}
+
+void Sequences::recycle(std::unique_ptr<Sequence> s) {
+  if (spares_.size() >= kSpares) return;  // freed
+  s->reset();
+  spares_.push_back(std::move(s));
 }
 
 void Sequences::pin(uint64_t id) {

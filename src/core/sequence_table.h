@@ -40,10 +40,11 @@ class SequenceTable {
     ++size_;
     return slots_[i].seq.get();
   }
-  void erase(uint64_t id) {
+  // Removes id (present) and hands its sequence back, for reuse.
+  std::unique_ptr<Sequence> erase(uint64_t id) {
     uint64_t i = home(id);
     while (slots_[i].id != id || !slots_[i].seq) i = (i + 1) & mask();
-    slots_[i].seq.reset();
+    std::unique_ptr<Sequence> gone = std::move(slots_[i].seq);
     // Shift back every entry of the run that no longer sits at its home.
     for (uint64_t j = (i + 1) & mask(); slots_[j].seq; j = (j + 1) & mask()) {
       const uint64_t h = home(slots_[j].id);
@@ -54,6 +55,7 @@ class SequenceTable {
       }
     }
     --size_;
+    return gone;
   }
 
   uint64_t size() const { return size_; }

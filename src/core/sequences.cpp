@@ -17,6 +17,7 @@ Sequences::Sequences(const CacheConfig& config, const GroupLayout& layout, Prefi
       eviction_(eviction),
       tier_(tier),
       counters_(counters) {
+  spares_.reserve(kSpares);  // recycle() never allocates: remove cannot fail
   const uint32_t G = layout.num_groups();
   add_plan_.window_begin.resize(G);
   new_set_.resize(G);

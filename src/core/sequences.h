@@ -165,6 +165,13 @@ class Sequences {
   bool holds_anchor(const Sequence& s, uint64_t b) const;
   // position_[g] = s.blocks[g][b].
   const uint32_t* position(const Sequence& s, uint64_t b);
+  // A sequence object for an add or a fork of `tokens` own tokens: the
+  // recycled one whose token capacity fits best (its vectors keep their
+  // capacity), else a new one. May allocate.
+  std::unique_ptr<Sequence> new_sequence(uint64_t tokens);
+  // A removed sequence, kept for reuse while fewer than kSpares wait.
+  void recycle(std::unique_ptr<Sequence> s);
+  static constexpr size_t kSpares = 128;
   // Capacity for n tokens / n block positions (no visible change).
   static void grow(std::vector<int32_t>& v, uint64_t n) {
     if (v.capacity() < n) v.reserve(std::max<uint64_t>(n, 2 * v.capacity()));
@@ -186,6 +193,7 @@ class Sequences {
   Tier& tier_;
   CacheCounters& counters_;
   SequenceTable seqs_;
+  std::vector<std::unique_ptr<Sequence>> spares_;  // removed sequences, reset
   std::unordered_map<uint64_t, Pin> pins_;
   uint64_t batch_epoch_ = 0;
 

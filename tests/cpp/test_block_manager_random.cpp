@@ -164,8 +164,9 @@ class RandomOps {
           << e.what();
       const Snapshot after = Snapshot::of(m(), ids_);
       EXPECT_TRUE(before == after) << "state changed by a failed call: " << e.what();
-      if (m().events() != nullptr)
+      if (m().events() != nullptr) {
         EXPECT_EQ(m().events()->last_id(), events_before) << "a failed call emitted: " << e.what();
+      }
       return false;
     }
   }
