@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The layering of docs/ARCHITECTURE.md, checked on every project include:
 #   capi -> core -> Device interface (src/backend/device.h) <- cpu | cuda,
-#   with base (vocabulary types) beneath all of them.
+#   with base (vocabulary types) beneath all of them; src/store (the tiers'
+#   I/O: Redis) implements core's interfaces and only capi includes it.
 # Fails naming each forbidden include: base including anything of the
 # project but base/ and the public headers; core including capi/, cuda/, a
 # backend other than the Device interface, or a CUDA header; backend or
@@ -25,13 +26,15 @@ forbid() {
     bad=1
   fi
 }
-forbid src/base 'core/|backend/|capi/|cuda/|stateful/' "base includes only base/ and kvcache/"
+forbid src/base 'core/|backend/|capi/|cuda/|stateful/|store/' "base includes only base/ and kvcache/"
 forbid src/core 'capi/|cuda/|stateful/|backend/(cpu_|cuda_)|cuda_runtime|cuda\.h|cuda_fp' \
   "core reaches devices only through backend/device.h"
-forbid src/backend 'core/|capi/|stateful/' "backends sit below core"
-forbid cuda 'core/|capi/|stateful/' "the CUDA backend sits below core"
-forbid src/stateful 'core/|capi/|cuda/' "the stateful mode shares base and Device, not the paged manager"
-for d in src/base src/core src/backend src/stateful cuda; do
+forbid src/core 'store/' "core does no I/O: the stores implement its interfaces from src/store"
+forbid src/store 'capi/|cuda/|stateful/|backend/' "a store sees base and core's interfaces, not devices or the C API"
+forbid src/backend 'core/|capi/|stateful/|store/' "backends sit below core"
+forbid cuda 'core/|capi/|stateful/|store/' "the CUDA backend sits below core"
+forbid src/stateful 'core/|capi/|cuda/|store/' "the stateful mode shares base and Device, not the paged manager"
+for d in src/base src/core src/backend src/stateful src/store cuda; do
   forbid "$d" 'capi/' "only src/capi includes capi/"
 done
 hits=$(grep -rnE '\bmutex\(\)|\bmanager\(\)|lock_guard|unique_lock' src/capi 2>/dev/null || true)
