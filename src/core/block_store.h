@@ -80,9 +80,9 @@ class BlockStore {
   virtual const RecordLayout& layout() const = 0;
 
   // Queues a copy of `record` (sealed, layout().record_bytes() bytes) to be
-  // stored under `lookup_hash` with retention `priority` (0..100; a store
-  // with an LRU of its own evicts lower priorities first, older first among
-  // equals). Returns false when the put was dropped (counted). Never waits
+  // stored under `lookup_hash` with retention `priority` (0..100, the one
+  // sealed in the record; a store with an LRU of its own evicts lower
+  // priorities first, older first among equals). Returns false when the put was dropped (counted). Never waits
   // on I/O.
   virtual bool put(uint64_t lookup_hash, uint32_t priority, const unsigned char* record) = 0;
 
