@@ -1,5 +1,5 @@
 // RedisClient: the lookup path on the caller's thread, the worker thread
-// for writes, reconnects and the byte budget.
+// for writes, deletions, reconnects and the byte budget.
 #include "store/redis_client.h"
 
 #include <algorithm>
@@ -10,7 +10,8 @@ namespace kvc {
 
 namespace {
 constexpr size_t kMaxTouches = 4096;  // hits remembered between worker passes
-}
+constexpr size_t kMaxUnlinks = 4096;  // deletions asked for between passes
+}  // namespace
 
 RedisClient::RedisClient(const RedisClientOptions& options)
     : options_(options), backoff_(options.backoff_min) {
@@ -36,13 +37,14 @@ size_t RedisClient::get_chain(const std::string* keys, size_t n, size_t chunk,
   if (chunk == 0) chunk = 1;
   std::unique_lock<std::mutex> lock(serve_mu_);
   if (down_.load() || !serve_conn_) {
-    c_.misses += n;
+    ++c_.misses;
     return 0;
   }
   const auto start = RedisClock::now();
   const auto deadline = start + options_.command_timeout;
   size_t accepted = 0;
   bool stopped = false;
+  bool absent = false;
   bool failed = false;
   std::string error;
   for (size_t begin = 0; begin < n && !stopped; begin += chunk) {
@@ -59,8 +61,10 @@ size_t RedisClient::get_chain(const std::string* keys, size_t n, size_t chunk,
               ++accepted;
               return;
             }
-            ++c_.rejected;
-          } else if (r.kind != RedisReplyView::kNil) {
+            ++c_.refused;
+          } else if (r.kind == RedisReplyView::kNil) {
+            absent = true;
+          } else {
             ++c_.errors;  // an error reply (LOADING, WRONGTYPE...) ends the chain
           }
           stopped = true;
@@ -71,14 +75,10 @@ size_t RedisClient::get_chain(const std::string* keys, size_t n, size_t chunk,
       break;
     }
   }
-  const auto took = RedisClock::now() - start;
-  latency_.add(took);
-  lookup_max_us_ = std::max<uint64_t>(
-      lookup_max_us_,
-      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(took).count()));
+  lookup_latency_.add(micros_since(start));
   ++c_.lookups;
   c_.hits += accepted;
-  c_.misses += n - accepted;
+  if (absent) ++c_.misses;
   if (failed) {
     ++c_.errors;
     serve_conn_.reset();
@@ -96,7 +96,7 @@ size_t RedisClient::get_chain(const std::string* keys, size_t n, size_t chunk,
   return accepted;
 }
 
-bool RedisClient::put(std::string key, std::string value) {
+bool RedisClient::put(std::string key, std::string value, uint32_t priority) {
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
     if (stop_ || down_.load() || queue_bytes_ + value.size() > options_.queue_bytes) {
@@ -104,15 +104,33 @@ bool RedisClient::put(std::string key, std::string value) {
       return false;
     }
     queue_bytes_ += value.size();
-    queue_.push_back(Write{std::move(key), std::move(value)});
+    ++enqueued_;
+    queue_.push_back(Write{std::move(key), std::move(value), std::min<uint32_t>(priority, 100)});
   }
   wake_.notify_one();
   return true;
 }
 
+void RedisClient::unlink(std::string key) {
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (unlinks_.size() >= kMaxUnlinks) return;  // the value stays; the next hit refuses it again
+    unlinks_.push_back(std::move(key));
+    ++enqueued_;
+  }
+  wake_.notify_one();
+}
+
+void RedisClient::flush() {
+  std::unique_lock<std::mutex> lock(queue_mu_);
+  const uint64_t target = enqueued_;
+  done_.wait(lock, [&] { return finished_ >= target; });
+}
+
 bool RedisClient::flush(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(queue_mu_);
-  return drained_.wait_for(lock, timeout, [&] { return queue_.empty() && !busy_; });
+  const uint64_t target = enqueued_;
+  return done_.wait_for(lock, timeout, [&] { return finished_ >= target; });
 }
 
 bool RedisClient::wait_connected(std::chrono::milliseconds timeout) {
@@ -128,10 +146,12 @@ void RedisClient::mark_down() {
       next_attempt_ = RedisClock::now() + backoff_;
     }
     c_.drops += queue_.size();
+    finished_ += queue_.size() + unlinks_.size();
     queue_.clear();
     queue_bytes_ = 0;
+    unlinks_.clear();
   }
-  drained_.notify_all();
+  done_.notify_all();
   wake_.notify_all();
 }
 
@@ -157,19 +177,10 @@ bool RedisClient::reconnect() {
 
 void RedisClient::run_worker() {
   std::vector<Write> batch;
-  std::vector<std::string> touched;
+  std::vector<std::string> touched, unlinks;
   std::unique_lock<std::mutex> lock(queue_mu_);
-  RedisClock::time_point drain_deadline{};
   for (;;) {
-    if (stop_ && drain_deadline == RedisClock::time_point{}) {
-      drain_deadline = RedisClock::now() + options_.command_timeout;
-    }
-    if (stop_ && (down_.load() || queue_.empty() || RedisClock::now() >= drain_deadline)) {
-      c_.drops += queue_.size();
-      queue_.clear();
-      queue_bytes_ = 0;
-      break;
-    }
+    if (stop_ && (down_.load() || (queue_.empty() && unlinks_.empty()))) break;
     if (down_.load()) {
       if (RedisClock::now() < next_attempt_) {
         wake_.wait_until(lock, next_attempt_);
@@ -188,7 +199,7 @@ void RedisClient::run_worker() {
       }
       continue;
     }
-    if (queue_.empty() && touches_.empty()) {
+    if (queue_.empty() && touches_.empty() && unlinks_.empty()) {
       wake_.wait(lock);
       continue;
     }
@@ -201,31 +212,40 @@ void RedisClient::run_worker() {
     }
     queue_bytes_ -= bytes;
     touched.swap(touches_);
-    busy_ = true;
-    const auto deadline = stop_ ? drain_deadline : RedisClock::now() + options_.command_timeout;
+    unlinks.swap(unlinks_);
+    const auto deadline = RedisClock::now() + options_.command_timeout;
     lock.unlock();
-    write_batch(batch, touched, deadline);
+    write_batch(batch, touched, unlinks, deadline);
+    lock.lock();
+    finished_ += batch.size() + unlinks.size();
     batch.clear();
     touched.clear();
-    lock.lock();
-    busy_ = false;
-    if (queue_.empty()) drained_.notify_all();
+    unlinks.clear();
+    done_.notify_all();
   }
-  busy_ = false;
-  drained_.notify_all();
+  // Stopping while down: what is left is dropped.
+  c_.drops += queue_.size();
+  finished_ += queue_.size() + unlinks_.size();
+  unlinks_.clear();
+  queue_.clear();
+  queue_bytes_ = 0;
+  done_.notify_all();
 }
 
 void RedisClient::write_batch(std::vector<Write>& batch, std::vector<std::string>& touched,
+                              std::vector<std::string>& unlinks,
                               RedisClock::time_point deadline) {
   for (const std::string& key : touched) touch_owned(key);
-  if (batch.empty()) return;
+  if (batch.empty() && unlinks.empty()) return;
+  const auto start = RedisClock::now();
   for (const Write& w : batch) write_conn_->append({"SET", w.key, w.value});
+  for (const std::string& key : unlinks) write_conn_->append({"UNLINK", key});
   std::vector<bool> stored(batch.size(), false);
   std::string error;
   bool ok = write_conn_->round_trip(
       deadline,
       [&](size_t i, const RedisReplyView& r) {
-        stored[i] = r.kind == RedisReplyView::kStatus;
+        if (i < batch.size()) stored[i] = r.kind == RedisReplyView::kStatus;
       },
       &error);
   if (!ok) {
@@ -234,16 +254,24 @@ void RedisClient::write_batch(std::vector<Write>& batch, std::vector<std::string
     mark_down();
     return;
   }
+  const uint64_t took = micros_since(start);
+  c_.unlinks += unlinks.size();
+  for (const std::string& key : unlinks) forget_owned(key);
   std::vector<std::string> evicted;
+  size_t written = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!stored[i]) {
       ++c_.errors;  // refused (maxmemory with noeviction, a read-only replica...)
       ++c_.drops;
       continue;
     }
-    ++c_.stores;
-    c_.stored_total_bytes += batch[i].value.size();
-    record_owned(batch[i].key, batch[i].value.size(), evicted);
+    ++written;
+    record_owned(batch[i].key, batch[i].priority, batch[i].value.size(), evicted);
+  }
+  c_.stores += written;
+  if (written > 0) {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    for (size_t i = 0; i < written; ++i) write_latency_.add(took);
   }
   if (evicted.empty()) return;
   for (const std::string& key : evicted) write_conn_->append({"UNLINK", key});
@@ -256,54 +284,60 @@ void RedisClient::write_batch(std::vector<Write>& batch, std::vector<std::string
   c_.deletes += evicted.size();
 }
 
-void RedisClient::record_owned(const std::string& key, uint64_t bytes,
+void RedisClient::record_owned(const std::string& key, uint32_t priority, uint64_t bytes,
                                std::vector<std::string>& evicted) {
-  auto it = owned_index_.find(key);
-  if (it != owned_index_.end()) {
-    c_.stored_bytes -= it->second->bytes;
-    it->second->bytes = bytes;
-    owned_.splice(owned_.end(), owned_, it->second);
-  } else {
-    owned_.push_back(Owned{key, bytes});
-    owned_index_.emplace(key, std::prev(owned_.end()));
-    ++c_.stored_blocks;
-  }
-  c_.stored_bytes += bytes;
-  while (c_.stored_bytes.load() > options_.byte_budget && owned_.size() > 1) {
-    const Owned& oldest = owned_.front();
-    evicted.push_back(oldest.key);
-    c_.stored_bytes -= oldest.bytes;
-    --c_.stored_blocks;
-    owned_index_.erase(oldest.key);
-    owned_.pop_front();
+  forget_owned(key);
+  owned_.emplace(key, Owned{priority, ++owned_clock_, bytes});
+  owned_order_.emplace(priority, owned_clock_, key);
+  ++c_.owned_keys;
+  c_.owned_bytes += bytes;
+  while (c_.owned_bytes.load() > options_.byte_budget && owned_.size() > 1) {
+    const std::string victim = std::get<2>(*owned_order_.begin());
+    forget_owned(victim);
+    evicted.push_back(victim);
   }
 }
 
+void RedisClient::forget_owned(const std::string& key) {
+  auto it = owned_.find(key);
+  if (it == owned_.end()) return;
+  owned_order_.erase(OwnedOrder{it->second.priority, it->second.age, key});
+  --c_.owned_keys;
+  c_.owned_bytes -= it->second.bytes;
+  owned_.erase(it);
+}
+
 void RedisClient::touch_owned(const std::string& key) {
-  auto it = owned_index_.find(key);
-  if (it != owned_index_.end()) owned_.splice(owned_.end(), owned_, it->second);
+  auto it = owned_.find(key);
+  if (it == owned_.end()) return;
+  owned_order_.erase(OwnedOrder{it->second.priority, it->second.age, key});
+  it->second.age = ++owned_clock_;
+  owned_order_.emplace(it->second.priority, it->second.age, key);
 }
 
 RedisClientCounters RedisClient::counters() const {
   RedisClientCounters out;
-  out.stored_blocks = c_.stored_blocks;
-  out.stored_bytes = c_.stored_bytes;
+  out.owned_keys = c_.owned_keys;
+  out.owned_bytes = c_.owned_bytes;
   out.lookups = c_.lookups;
+  out.lookup_round_trips = c_.round_trips;
   out.hits = c_.hits;
   out.misses = c_.misses;
-  out.rejected = c_.rejected;
-  out.lookup_round_trips = c_.round_trips;
+  out.refused = c_.refused;
   out.stores = c_.stores;
-  out.stored_total_bytes = c_.stored_total_bytes;
   out.drops = c_.drops;
   out.deletes = c_.deletes;
+  out.unlinks = c_.unlinks;
   out.errors = c_.errors;
   out.reconnects = c_.reconnects;
   out.connected = !down_.load();
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    out.queued = queue_.size();
+    out.write = write_latency_.summary();
+  }
   std::lock_guard<std::mutex> lock(serve_mu_);
-  out.lookup_p50_us = latency_.percentile_us(50);
-  out.lookup_p99_us = latency_.percentile_us(99);
-  out.lookup_max_us = lookup_max_us_;
+  out.lookup = lookup_latency_.summary();
   return out;
 }
 

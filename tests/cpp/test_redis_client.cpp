@@ -180,7 +180,7 @@ TEST_F(RedisClientTest, ChainLookupIsPipelinedPerChunkAndStopsAtTheFirstMiss) {
   for (int i = 0; i < 10; ++i) {
     keys.push_back("t:k" + std::to_string(i));
     if (i != 6) {
-      ASSERT_TRUE(c.put(keys.back(), value_of(i, 1000 + i)));
+      ASSERT_TRUE(c.put(keys.back(), value_of(i, 1000 + i), 35));
     }
   }
   ASSERT_TRUE(c.flush(milliseconds(10000)));
@@ -194,7 +194,7 @@ TEST_F(RedisClientTest, ChainLookupIsPipelinedPerChunkAndStopsAtTheFirstMiss) {
   EXPECT_EQ(k.lookups, 1u);
   EXPECT_EQ(k.lookup_round_trips, 2u);
   EXPECT_EQ(k.hits, 6u);
-  EXPECT_EQ(k.misses, 4u);
+  EXPECT_EQ(k.misses, 1u);  // the absent key that ended the chain
 
   // All present: ceil(6 / 4) round trips.
   got = chain(c, std::vector<std::string>(keys.begin(), keys.begin() + 6), 4);
@@ -205,8 +205,27 @@ TEST_F(RedisClientTest, ChainLookupIsPipelinedPerChunkAndStopsAtTheFirstMiss) {
   size_t n = c.get_chain(keys.data(), 6, 16, [](size_t i, const char*, size_t) { return i < 3; });
   EXPECT_EQ(n, 3u);
   k = c.counters();
-  EXPECT_EQ(k.rejected, 1u);
+  EXPECT_EQ(k.refused, 1u);
   EXPECT_EQ(k.errors, 0u);
+}
+
+TEST_F(RedisClientTest, ByteBudgetUnlinksTheLowestPriorityThenOldestOwnWrites) {
+  RedisClientOptions o = options_for(server().url());
+  o.byte_budget = 3 * 100;
+  RedisClient c(o);
+  // Priorities 50, 10, 50: a fourth key pushes out the priority 10 one,
+  // a fifth the oldest of priority 50.
+  const uint32_t priority[] = {50, 10, 50, 50, 50};
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(c.put("q:" + std::to_string(i), value_of(i, 100), priority[i]));
+    c.flush();
+  }
+  EXPECT_EQ(c.counters().deletes, 2u);
+  EXPECT_EQ(server().command("EXISTS q:0"), ":0");
+  EXPECT_EQ(server().command("EXISTS q:1"), ":0");
+  for (int i = 2; i < 5; ++i) {
+    EXPECT_EQ(server().command("EXISTS q:" + std::to_string(i)), ":1") << i;
+  }
 }
 
 TEST_F(RedisClientTest, ByteBudgetUnlinksTheOldestOwnWritesAndHitsRefreshThem) {
@@ -216,19 +235,19 @@ TEST_F(RedisClientTest, ByteBudgetUnlinksTheOldestOwnWritesAndHitsRefreshThem) {
   std::vector<std::string> keys;
   for (int i = 0; i < 3; ++i) {
     keys.push_back("b:" + std::to_string(i));
-    ASSERT_TRUE(c.put(keys.back(), value_of(i, 100)));
+    ASSERT_TRUE(c.put(keys.back(), value_of(i, 100), 35));
   }
   ASSERT_TRUE(c.flush(milliseconds(10000)));
   // A hit on b:0 makes it the newest of this client's keys.
   ASSERT_EQ(chain(c, {keys[0]}, 1).size(), 1u);
   for (int i = 3; i < 5; ++i) {
     keys.push_back("b:" + std::to_string(i));
-    ASSERT_TRUE(c.put(keys.back(), value_of(i, 100)));
+    ASSERT_TRUE(c.put(keys.back(), value_of(i, 100), 35));
     ASSERT_TRUE(c.flush(milliseconds(10000)));
   }
   const auto k = c.counters();
-  EXPECT_EQ(k.stored_blocks, 3u);
-  EXPECT_EQ(k.stored_bytes, 300u);
+  EXPECT_EQ(k.owned_keys, 3u);
+  EXPECT_EQ(k.owned_bytes, 300u);
   EXPECT_EQ(k.deletes, 2u);
   EXPECT_EQ(server().command("EXISTS b:0"), ":1");
   EXPECT_EQ(server().command("EXISTS b:1"), ":0");
@@ -240,7 +259,7 @@ TEST_F(RedisClientTest, ByteBudgetUnlinksTheOldestOwnWritesAndHitsRefreshThem) {
 TEST_F(RedisClientTest, KilledServerGivesMissesThenTheClientReconnects) {
   RedisClient c(options_for(server().url()));
   const std::vector<std::string> keys = {"r:0", "r:1"};
-  for (size_t i = 0; i < keys.size(); ++i) ASSERT_TRUE(c.put(keys[i], value_of(int(i), 64)));
+  for (size_t i = 0; i < keys.size(); ++i) ASSERT_TRUE(c.put(keys[i], value_of(int(i), 64), 35));
   ASSERT_TRUE(c.flush(milliseconds(10000)));
   ASSERT_EQ(chain(c, keys, 8).size(), 2u);
 
@@ -252,15 +271,16 @@ TEST_F(RedisClientTest, KilledServerGivesMissesThenTheClientReconnects) {
   auto k = c.counters();
   EXPECT_GE(k.errors, 1u);
   EXPECT_FALSE(k.connected);
-  EXPECT_FALSE(c.put("r:2", "x"));  // dropped while down
+  EXPECT_FALSE(c.put("r:2", "x", 35));  // dropped while down
   EXPECT_GE(c.counters().drops, 1u);
+  c.flush();  // returns: nothing queued survives a down server
 
   // Restarted without persistence: connected again, the old keys are gone.
   ASSERT_TRUE(server().restart()) << server().why();
   ASSERT_TRUE(c.wait_connected(milliseconds(20000)));
   EXPECT_GE(c.counters().reconnects, 1u);
   EXPECT_EQ(chain(c, keys, 8).size(), 0u);
-  ASSERT_TRUE(c.put(keys[0], value_of(7, 64)));
+  ASSERT_TRUE(c.put(keys[0], value_of(7, 64), 35));
   ASSERT_TRUE(c.flush(milliseconds(10000)));
   const std::vector<std::string> got = chain(c, keys, 8);
   ASSERT_EQ(got.size(), 1u);
@@ -274,7 +294,7 @@ TEST_F(RedisClientTest, PausedServerEndsALookupAtTheTimeoutAndDropsWritesWhenFul
   o.write_batch_bytes = 64;
   RedisClient c(o);
   const std::vector<std::string> keys = {"p:0"};
-  ASSERT_TRUE(c.put(keys[0], value_of(1, 64)));
+  ASSERT_TRUE(c.put(keys[0], value_of(1, 64), 35));
   ASSERT_TRUE(c.flush(milliseconds(10000)));
 
   ASSERT_TRUE(server().pause());
@@ -282,7 +302,7 @@ TEST_F(RedisClientTest, PausedServerEndsALookupAtTheTimeoutAndDropsWritesWhenFul
   EXPECT_EQ(chain(c, keys, 1).size(), 0u);
   EXPECT_GE(c.counters().errors, 1u);
   // Writes: the queue holds two values; later ones are dropped.
-  for (int i = 0; i < 10; ++i) c.put("p:w" + std::to_string(i), value_of(i, 64));
+  for (int i = 0; i < 10; ++i) c.put("p:w" + std::to_string(i), value_of(i, 64), 35);
   EXPECT_GE(c.counters().drops, 1u);
 
   ASSERT_TRUE(server().resume());
