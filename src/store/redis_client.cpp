@@ -15,11 +15,26 @@ constexpr size_t kMaxUnlinks = 4096;  // deletions asked for between passes
 
 RedisClient::RedisClient(const RedisClientOptions& options)
     : options_(options), backoff_(options.backoff_min) {
-  serve_conn_ = RedisConnection::open(options_.url, options_.connect_timeout,
-                                      options_.command_timeout);
-  write_conn_ = RedisConnection::open(options_.url, options_.connect_timeout,
-                                      options_.command_timeout);
+  try {
+    serve_conn_ = RedisConnection::open(options_.url, options_.connect_timeout,
+                                        options_.command_timeout);
+    write_conn_ = RedisConnection::open(options_.url, options_.connect_timeout,
+                                        options_.command_timeout);
+  } catch (const Error& e) {
+    if (!options_.start_down_on_failure || e.status() == KVC_ERR_UNSUPPORTED) throw;
+    serve_conn_.reset();
+    write_conn_.reset();
+    last_connect_error_ = e.what();
+    ++c_.errors;
+    down_ = true;
+    next_attempt_ = RedisClock::now() + backoff_;
+  }
   worker_ = std::thread([this] { run_worker(); });
+}
+
+std::string RedisClient::last_connect_error() const {
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  return last_connect_error_;
 }
 
 RedisClient::~RedisClient() {
@@ -32,7 +47,7 @@ RedisClient::~RedisClient() {
 }
 
 size_t RedisClient::get_chain(const std::string* keys, size_t n, size_t chunk,
-                              const std::function<bool(size_t, const char*, size_t)>& accept) {
+                              const std::function<unsigned char*(size_t, size_t)>& where) {
   if (n == 0) return 0;
   if (chunk == 0) chunk = 1;
   std::unique_lock<std::mutex> lock(serve_mu_);
@@ -51,15 +66,16 @@ size_t RedisClient::get_chain(const std::string* keys, size_t n, size_t chunk,
     const size_t end = std::min(n, begin + chunk);
     for (size_t i = begin; i < end; ++i) serve_conn_->append({"GET", keys[i]});
     ++c_.round_trips;
-    const bool ok = serve_conn_->round_trip(
+    size_t accepted_here = 0;  // a prefix of this chunk's replies
+    size_t complete = 0;
+    const bool ok = serve_conn_->round_trip_values(
         deadline,
-        [&](size_t j, const RedisReplyView& r) {
-          if (stopped) return;
-          const size_t i = begin + j;
+        [&](size_t j, const RedisReplyView& r) -> unsigned char* {
+          if (stopped) return nullptr;
           if (r.kind == RedisReplyView::kString) {
-            if (accept(i, r.data, r.size)) {
-              ++accepted;
-              return;
+            if (unsigned char* dst = where(begin + j, r.size)) {
+              ++accepted_here;
+              return dst;
             }
             ++c_.refused;
           } else if (r.kind == RedisReplyView::kNil) {
@@ -68,12 +84,15 @@ size_t RedisClient::get_chain(const std::string* keys, size_t n, size_t chunk,
             ++c_.errors;  // an error reply (LOADING, WRONGTYPE...) ends the chain
           }
           stopped = true;
+          return nullptr;
         },
-        &error);
+        &complete, &error);
     if (!ok) {
+      accepted += std::min(accepted_here, complete);  // a value cut short is no value
       failed = true;
       break;
     }
+    accepted += accepted_here;
   }
   lookup_latency_.add(micros_since(start));
   ++c_.lookups;
@@ -162,8 +181,10 @@ bool RedisClient::reconnect() {
                                   options_.command_timeout);
     write = RedisConnection::open(options_.url, options_.connect_timeout,
                                   options_.command_timeout);
-  } catch (const Error&) {
+  } catch (const Error& e) {
     ++c_.errors;
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    last_connect_error_ = e.what();
     return false;
   }
   write_conn_ = std::move(write);

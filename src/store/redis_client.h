@@ -47,6 +47,10 @@ struct RedisClientOptions {
   uint64_t write_batch_bytes = 8ull << 20;  // values per pipelined write round trip
   std::chrono::milliseconds backoff_min{20};
   std::chrono::milliseconds backoff_max{2000};
+  // When the first connect fails (unreachable, credentials or database
+  // refused): false, the constructor throws; true, the client starts down
+  // and its worker keeps trying with backoff, each failure an error.
+  bool start_down_on_failure = false;
 };
 
 // A snapshot of the client's counters (RedisStore maps them to StoreStats).
@@ -72,7 +76,8 @@ struct RedisClientCounters {
 
 class RedisClient {
  public:
-  // Connects (both connections) or throws RedisConnection::open's error.
+  // Connects (both connections) or throws RedisConnection::open's error
+  // (with start_down_on_failure, only KVC_ERR_UNSUPPORTED: no hiredis).
   explicit RedisClient(const RedisClientOptions& options);
   // Writes what is queued (each batch within one command timeout; a
   // failing server drops the rest), then stops the worker.
@@ -80,14 +85,16 @@ class RedisClient {
   RedisClient(const RedisClient&) = delete;
   RedisClient& operator=(const RedisClient&) = delete;
 
-  // Looks up keys[0..n) in order, `chunk` keys per round trip, and calls
-  // accept(i, data, size) for each value in order until the first absent
-  // key or the first value accept() refuses. Returns how many it
-  // accepted: a prefix of the keys. Returns within the command timeout;
-  // an error or a timeout ends the lookup there (what was accepted stays).
-  // While the client is down it returns 0 at once. Never throws Error.
+  // Looks up keys[0..n) in order, `chunk` keys per round trip. For each
+  // value found, in order, where(i, size) says where its `size` bytes go
+  // (read there straight from the socket) or refuses it (null); the chain
+  // ends at the first absent key or refused value. Returns how many values
+  // it read in full: a prefix of the keys. Returns within the command
+  // timeout; an error or a timeout ends the lookup there (the values read
+  // in full stay). While the client is down it returns 0 at once. Never
+  // throws Error.
   size_t get_chain(const std::string* keys, size_t n, size_t chunk,
-                   const std::function<bool(size_t, const char*, size_t)>& accept);
+                   const std::function<unsigned char*(size_t, size_t)>& where);
 
   // Queues SET key value; `priority` (0..100) orders this client's own
   // deletions (lowest first, oldest first among equals). False when
@@ -108,6 +115,8 @@ class RedisClient {
 
   RedisClientCounters counters() const;
   const RedisClientOptions& options() const { return options_; }
+  // Why the last connect failed ("" when none has).
+  std::string last_connect_error() const;
 
  private:
   struct Write {
@@ -160,6 +169,7 @@ class RedisClient {
   std::chrono::milliseconds backoff_;
   RedisClock::time_point next_attempt_;
   LatencyWindow write_latency_;
+  std::string last_connect_error_;
   bool stop_ = false;
   std::atomic<bool> down_{false};
 

@@ -134,12 +134,9 @@ bool RedisConnection::wait_fd(short events, RedisClock::time_point deadline, std
   }
 }
 
-bool RedisConnection::round_trip(RedisClock::time_point deadline,
-                                 const std::function<void(size_t, const RedisReplyView&)>& visit,
-                                 std::string* error) {
+bool RedisConnection::send_pending(RedisClock::time_point deadline, std::string* error) {
   if (broken_) return break_with("connection broken", error);
-  const size_t expected = pending_;
-  // Send: each write may block only until the deadline (SO_SNDTIMEO).
+  // Each write may block only until the deadline (SO_SNDTIMEO).
   int done = 0;
   while (!done) {
     if (!wait_fd(POLLOUT, deadline, error)) return false;
@@ -150,6 +147,31 @@ bool RedisConnection::round_trip(RedisClock::time_point deadline,
       return break_with(std::string("write: ") + ctx_->errstr, error);
     }
   }
+  return true;
+}
+
+bool RedisConnection::round_trip_values(
+    RedisClock::time_point deadline,
+    const std::function<unsigned char*(size_t, const RedisReplyView&)>& where, size_t* complete,
+    std::string* error) {
+  *complete = 0;
+  const size_t expected = pending_;
+  if (!send_pending(deadline, error)) return false;
+  for (size_t i = 0; i < expected; ++i) {
+    const RespReader::Result r = reader_.read(
+        ctx_->fd, deadline, [&](const RedisReplyView& v) { return where(i, v); }, error);
+    if (r != RespReader::Result::kOk) return break_with(*error, error);
+    --pending_;
+    ++*complete;
+  }
+  return true;
+}
+
+bool RedisConnection::round_trip(RedisClock::time_point deadline,
+                                 const std::function<void(size_t, const RedisReplyView&)>& visit,
+                                 std::string* error) {
+  const size_t expected = pending_;
+  if (!send_pending(deadline, error)) return false;
   // Read: poll, then one read of what arrived, then every complete reply.
   size_t got = 0;
   while (got < expected) {

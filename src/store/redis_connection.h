@@ -11,23 +11,12 @@
 #include <memory>
 #include <string>
 
+#include "store/redis_reply_reader.h"
 #include "store/redis_url.h"
 
 struct redisContext;
 
 namespace kvc {
-
-using RedisClock = std::chrono::steady_clock;
-
-// A reply as the pipeline hands it to its reader, without a copy: `data`
-// is valid only during the visit.
-struct RedisReplyView {
-  enum Kind { kNil, kString, kInteger, kStatus, kError, kOther };
-  Kind kind = kOther;
-  const char* data = nullptr;  // kString, kStatus, kError
-  size_t size = 0;
-  long long integer = 0;       // kInteger
-};
 
 // One argument of a command: bytes, not a C string (values hold zeros).
 struct RedisArg {
@@ -70,15 +59,25 @@ class RedisConnection {
   bool round_trip(RedisClock::time_point deadline,
                   const std::function<void(size_t, const RedisReplyView&)>& visit,
                   std::string* error);
+  // The same for commands whose replies are flat (GET): read with
+  // RespReader, so a bulk string goes straight to where(index, view)'s
+  // answer (null: discarded). *complete: the replies read in full, also
+  // on failure. Use one kind of round trip per connection: the two
+  // readers do not share what they buffered.
+  bool round_trip_values(RedisClock::time_point deadline,
+                         const std::function<unsigned char*(size_t, const RedisReplyView&)>& where,
+                         size_t* complete, std::string* error);
 
   bool broken() const { return broken_; }
 
  private:
   explicit RedisConnection(redisContext* ctx) : ctx_(ctx) {}
   bool wait_fd(short events, RedisClock::time_point deadline, std::string* error);
+  bool send_pending(RedisClock::time_point deadline, std::string* error);
   bool break_with(const std::string& why, std::string* error);
 
   redisContext* ctx_;
+  RespReader reader_;
   size_t pending_ = 0;
   bool broken_ = false;
 };

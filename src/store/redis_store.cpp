@@ -15,7 +15,9 @@ namespace kvc {
 namespace {
 
 constexpr uint64_t kDefaultQueueBytes = uint64_t(64) << 20;
-constexpr uint64_t kChunkBytes = uint64_t(8) << 20;
+// Records per pipelined load round trip: about 4 MiB (the best of 1, 2, 4
+// and 8 MiB on loopback, bench/results/2026-11-25-redis-tier-vm-2cpu.md).
+constexpr uint64_t kChunkBytes = uint64_t(4) << 20;
 constexpr size_t kMaxChunk = 256;
 
 std::string hex16(uint64_t v) {
@@ -58,9 +60,11 @@ RedisStore::RedisStore(const RedisStoreOptions& options, const RecordLayout& lay
   o.queue_bytes = std::max<uint64_t>(options.queue_bytes != 0 ? options.queue_bytes
                                                               : kDefaultQueueBytes,
                                      2 * record);
-  o.write_batch_bytes = std::max<uint64_t>(kChunkBytes, record);
+  o.write_batch_bytes = std::max<uint64_t>(uint64_t(8) << 20, record);
+  o.start_down_on_failure = options.optional;
   prefix_ = options.key_namespace + ":" + hex16(layout_.fingerprint) + ":";
-  chunk_ = static_cast<size_t>(std::clamp<uint64_t>(kChunkBytes / record, 1, kMaxChunk));
+  const uint64_t chunk_bytes = options.chunk_bytes != 0 ? options.chunk_bytes : kChunkBytes;
+  chunk_ = static_cast<size_t>(std::clamp<uint64_t>(chunk_bytes / record, 1, kMaxChunk));
   client_ = std::make_unique<RedisClient>(o);
 }
 
@@ -78,13 +82,12 @@ size_t RedisStore::load(const uint64_t* hashes, size_t n, unsigned char* const* 
   std::vector<std::string> keys(n);
   for (size_t i = 0; i < n; ++i) keys[i] = key_of(hashes[i]);
   const size_t size = layout_.record_bytes();
-  return client_->get_chain(keys.data(), n, chunk_, [&](size_t i, const char* data, size_t len) {
+  return client_->get_chain(keys.data(), n, chunk_, [&](size_t i, size_t len) -> unsigned char* {
     if (len != size) {  // not a record of this geometry: garbage, never KV
       ++rejected_;
-      return false;
+      return nullptr;
     }
-    std::memcpy(out[i], data, size);
-    return true;
+    return out[i];
   });
 }
 

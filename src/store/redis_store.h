@@ -45,15 +45,24 @@ struct RedisStoreOptions {
   std::chrono::milliseconds command_timeout{1000};
   // Bytes of records waiting to be written; 0: 64 MiB (at least 2 records).
   uint64_t queue_bytes = 0;
+  // The server cannot be reached or refuses the credentials or database at
+  // create: false, refused; true, the store starts down and connects when it
+  // can (loads miss and puts drop meanwhile, each failed connect an error).
+  // A malformed URL or namespace or a budget below one record is refused
+  // either way.
+  bool optional = false;
+  // Bytes of records per pipelined round trip of a load; 0: the default
+  // (4 MiB). Not a user setting: the benchmark's knob.
+  uint64_t chunk_bytes = 0;
 };
 
 class RedisStore final : public BlockStore {
  public:
   // Parses the URL, checks the namespace and budget, and connects. Throws
   // Error: KVC_ERR_INVALID_ARGUMENT for a malformed URL, a bad namespace, a
-  // budget below one record, or credentials or a database the server
-  // refuses; KVC_ERR_DEVICE when the server cannot be reached in time;
-  // KVC_ERR_UNSUPPORTED in a build without hiredis.
+  // budget below one record, or (not optional) credentials or a database
+  // the server refuses; KVC_ERR_DEVICE (not optional) when the server cannot
+  // be reached in time; KVC_ERR_UNSUPPORTED in a build without hiredis.
   RedisStore(const RedisStoreOptions& options, const RecordLayout& layout);
   ~RedisStore() override;
 
@@ -67,7 +76,7 @@ class RedisStore final : public BlockStore {
 
   // The Redis key of a record (tests plant values under it).
   std::string key_of(uint64_t lookup_hash) const;
-  // Keys per pipelined round trip of a load (about 8 MiB of records).
+  // Keys per pipelined round trip of a load (about 4 MiB of records).
   size_t chunk() const { return chunk_; }
   RedisClient& client() { return *client_; }
 

@@ -30,6 +30,15 @@ bool RedisConnection::break_with(const std::string& why, std::string* error) {
 bool RedisConnection::wait_fd(short, RedisClock::time_point, std::string* error) {
   return break_with("built without hiredis", error);
 }
+bool RedisConnection::send_pending(RedisClock::time_point, std::string* error) {
+  return break_with("built without hiredis", error);
+}
+bool RedisConnection::round_trip_values(
+    RedisClock::time_point, const std::function<unsigned char*(size_t, const RedisReplyView&)>&,
+    size_t* complete, std::string* error) {
+  *complete = 0;
+  return break_with("built without hiredis", error);
+}
 bool RedisConnection::round_trip(RedisClock::time_point,
                                  const std::function<void(size_t, const RedisReplyView&)>&,
                                  std::string* error) {

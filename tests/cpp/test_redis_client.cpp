@@ -4,7 +4,15 @@
 // server) against a real redis-server on loopback.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/error.h"
@@ -55,16 +63,99 @@ std::string value_of(int seed, size_t n) {
 // Looks up keys and returns the values the chain accepted.
 std::vector<std::string> chain(RedisClient& c, const std::vector<std::string>& keys,
                                size_t chunk) {
-  std::vector<std::string> got;
-  c.get_chain(keys.data(), keys.size(), chunk, [&](size_t i, const char* d, size_t n) {
-    EXPECT_EQ(i, got.size());
-    got.emplace_back(d, n);
-    return true;
+  std::vector<std::string> got(keys.size());
+  const size_t n = c.get_chain(keys.data(), keys.size(), chunk, [&](size_t i, size_t size) {
+    got[i].resize(size);
+    return reinterpret_cast<unsigned char*>(&got[i][0]);
   });
+  got.resize(n);
   return got;
 }
 
+// A server on loopback that answers PING like Redis and every other
+// command with `garbage`: a broken proxy or a foreign service on the port.
+class GarbageServer {
+ public:
+  explicit GarbageServer(std::string garbage) : garbage_(std::move(garbage)) {
+    listen_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    EXPECT_EQ(::bind(listen_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(::listen(listen_, 8), 0);
+    ::getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~GarbageServer() {
+    stop_ = true;
+    thread_.join();
+    ::close(listen_);
+  }
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_) + "/0"; }
+
+ private:
+  void serve() {
+    std::vector<pollfd> fds = {{listen_, POLLIN, 0}};
+    while (!stop_) {
+      if (::poll(fds.data(), fds.size(), 10) <= 0) continue;
+      for (size_t i = 0; i < fds.size(); ++i) {
+        if (!(fds[i].revents & POLLIN)) continue;
+        if (i == 0) {
+          fds.push_back({::accept(listen_, nullptr, nullptr), POLLIN, 0});
+          continue;
+        }
+        char buf[4096];
+        const ssize_t n = ::recv(fds[i].fd, buf, sizeof buf, 0);
+        if (n <= 0) {
+          ::close(fds[i].fd);
+          fds[i].fd = -1;  // poll ignores it
+          continue;
+        }
+        const std::string got(buf, size_t(n));
+        const std::string reply = got.find("PING") != std::string::npos ? "+PONG\r\n" : garbage_;
+        (void)!::write(fds[i].fd, reply.data(), reply.size());
+      }
+    }
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].fd >= 0) ::close(fds[i].fd);
+    }
+  }
+
+  std::string garbage_;
+  int listen_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 }  // namespace
+
+TEST(RedisClientGarbage, AServerAnsweringGarbageGivesMissesAndErrorsNeverBytes) {
+  if (!kvc::redis_built()) GTEST_SKIP() << kvc::kRedisUnavailableMessage;
+  for (const std::string& garbage :
+       {std::string("%%% not redis\r\n"), std::string("$4\r\nabcdEXTRA\r\n"),
+        std::string("*1\r\n$1\r\nx\r\n")}) {
+    GarbageServer server(garbage);
+    RedisClientOptions o = options_for(server.url());
+    o.command_timeout = milliseconds(500);
+    RedisClient c(o);
+    bool called = false;
+    const std::vector<std::string> keys = {"k0", "k1"};
+    std::string sink(16, '\0');
+    const size_t n = c.get_chain(keys.data(), keys.size(), 2, [&](size_t, size_t) {
+      called = true;
+      return reinterpret_cast<unsigned char*>(&sink[0]);
+    });
+    EXPECT_EQ(n, 0u) << garbage;
+    const auto k = c.counters();
+    EXPECT_EQ(k.hits, 0u);
+    EXPECT_GE(k.errors, 1u);
+    EXPECT_FALSE(k.connected);
+    (void)called;  // "$4\r\nabcd..." hands a destination, then fails at its end
+  }
+}
 
 TEST(RedisUrl, ParsesEveryPart) {
   RedisUrl u = kvc::parse_redis_url("redis://alice:s%40cr%3At@cache.local:6380/3");
@@ -202,7 +293,10 @@ TEST_F(RedisClientTest, ChainLookupIsPipelinedPerChunkAndStopsAtTheFirstMiss) {
   EXPECT_EQ(c.counters().lookup_round_trips, 4u);
 
   // A value the caller refuses ends the chain there and is counted.
-  size_t n = c.get_chain(keys.data(), 6, 16, [](size_t i, const char*, size_t) { return i < 3; });
+  std::string scratch(4096, '\0');
+  size_t n = c.get_chain(keys.data(), 6, 16, [&](size_t i, size_t) -> unsigned char* {
+    return i < 3 ? reinterpret_cast<unsigned char*>(&scratch[0]) : nullptr;
+  });
   EXPECT_EQ(n, 3u);
   k = c.counters();
   EXPECT_EQ(k.refused, 1u);

@@ -72,7 +72,7 @@ class RedisStoreTest : public RedisTest {
 };
 
 TEST_F(RedisStoreTest, RoundTripBitForBitOneRoundTripPerChunk) {
-  const RecordLayout l = test_layout(3 << 20);  // 3 MiB records: 2 per 8 MiB chunk
+  const RecordLayout l = test_layout(3 << 19);  // 1.5 MiB records: 2 per 4 MiB chunk
   RedisStore s(options(), l);
   EXPECT_EQ(s.chunk(), 2u);
   std::vector<TestRecord> recs;
@@ -226,6 +226,42 @@ TEST_F(RedisStoreTest, ServerKilledMidRunGivesMissesNeverWrongBytesThenRecovers)
   for (const TestRecord& r : recs) EXPECT_TRUE(s.put(r.key.lookup_hash, 35, r.bytes.data()));
   s.flush();
   EXPECT_EQ(checked(s, want), 4u);
+}
+
+TEST_F(RedisStoreTest, AnOptionalTierWhoseServerIsDownAtCreateConnectsLater) {
+  const RecordLayout l = test_layout();
+  ASSERT_TRUE(server().kill());
+  RedisStoreOptions o = options();
+  // Not optional: refused, naming the server.
+  auto [status, message] = error_of([&] { RedisStore s(o, l); });
+  EXPECT_EQ(status, KVC_ERR_DEVICE);
+  EXPECT_NE(message.find("cannot connect within 2000 ms"), std::string::npos) << message;
+  // Optional: created down; misses and drops, counted, until the server is up.
+  o.optional = true;
+  RedisStore s(o, l);
+  TestRecord a(l, 1);
+  EXPECT_FALSE(s.put(a.key.lookup_hash, 35, a.bytes.data()));
+  EXPECT_EQ(checked(s, {&a}), 0u);
+  StoreStats st = s.stats();
+  EXPECT_GE(st.errors, 1u);
+  EXPECT_EQ(st.drops, 1u);
+  EXPECT_EQ(st.misses, 1u);
+  EXPECT_NE(s.client().last_connect_error().find("cannot connect"), std::string::npos);
+
+  ASSERT_TRUE(server().restart()) << server().why();
+  ASSERT_TRUE(s.client().wait_connected(milliseconds(20000)));
+  EXPECT_TRUE(s.put(a.key.lookup_hash, 35, a.bytes.data()));
+  s.flush();
+  EXPECT_EQ(checked(s, {&a}), 1u);
+}
+
+TEST_F(RedisStoreTest, AnOptionalTierStillRefusesAMalformedConfig) {
+  RedisStoreOptions o = options();
+  o.optional = true;
+  o.url = "redis://127.0.0.1:1/db";
+  const auto [status, message] = error_of([&] { RedisStore s(o, test_layout()); });
+  EXPECT_EQ(status, KVC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("the database \"db\""), std::string::npos) << message;
 }
 
 }  // namespace
