@@ -209,6 +209,17 @@ CacheStats Cache::stats() const {
   return manager_->stats();
 }
 
+std::vector<StoreTierReport> Cache::tier_reports() const {
+  Lock lock(mutex_);
+  const StoreChain* stores = manager_->stores();
+  return stores != nullptr ? stores->reports() : std::vector<StoreTierReport>{};
+}
+
+void Cache::flush_tiers() {
+  Lock lock(mutex_);
+  if (StoreChain* stores = manager_->stores()) stores->flush();
+}
+
 GroupSummary Cache::group_stats(uint32_t group) const {
   Lock lock(mutex_);
   GroupSummary g;
