@@ -31,5 +31,6 @@
 #include "kvcache/kernels.h"
 #include "kvcache/stateful.h"
 #include "kvcache/events.h"
+#include "kvcache/tiers.h"
 
 #endif /* KVCACHE_KVCACHE_H */

@@ -40,10 +40,24 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "core/block_record.h"
 
 namespace kvc {
+
+// The stores a cache's config names (CacheConfig::stores), in chain order.
+// Each tier keeps its settings in its own members; an empty one is off.
+struct StoreSettings {
+  // Disk tier (src/store/disk_store.h): an existing writable directory and
+  // its byte budget; both set or both unset.
+  std::string disk_dir;
+  uint64_t disk_bytes = 0;
+
+  bool any() const { return !disk_dir.empty(); }
+};
 
 // Percentiles of one operation's latency, microseconds, over a store's recent
 // operations (0 when none).
@@ -102,5 +116,12 @@ class BlockStore {
 
   virtual StoreStats stats() const = 0;
 };
+
+// Opens the stores `settings` names for records of `layout`, in chain order
+// (disk, then remote); defined beside the stores (src/store/open_stores.cpp)
+// as create_device is beside the devices. Throws Error(KVC_ERR_INVALID_ARGUMENT)
+// naming the setting that cannot be used.
+std::vector<std::unique_ptr<BlockStore>> open_block_stores(const StoreSettings& settings,
+                                                           const RecordLayout& layout);
 
 }  // namespace kvc

@@ -40,13 +40,17 @@ bool parse_hex16(const char* s, uint64_t* out) {
   return true;
 }
 
-// Reads exactly `size` bytes at offset 0; false on error or a short file.
-bool read_exact(int fd, unsigned char* out, size_t size) {
+// Reads exactly `size` bytes at offset 0; false on error or a short file
+// (*error: errno, EIO for a short file).
+bool read_exact(int fd, unsigned char* out, size_t size, int* error) {
   size_t done = 0;
   while (done < size) {
     const ssize_t r = ::pread(fd, out + done, size - done, static_cast<off_t>(done));
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
+    if (r <= 0) {
+      *error = r < 0 ? errno : EIO;
+      return false;
+    }
     done += static_cast<size_t>(r);
   }
   return true;
@@ -166,8 +170,9 @@ void DiskStore::open_index() {
     struct stat st {};
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
+      int err = 0;
       if (::fstat(fd, &st) == 0 && uint64_t(st.st_size) == layout_.record_bytes() &&
-          read_exact(fd, head.data(), head.size())) {
+          read_exact(fd, head.data(), head.size(), &err)) {
         const RecordHeader h = read_record_header(head.data());
         sound = h.magic_ok && h.version == kRecordVersion &&
                 h.fingerprint == layout_.fingerprint && h.lookup_hash == hash &&
@@ -262,8 +267,7 @@ size_t DiskStore::load(const uint64_t* hashes, size_t n, unsigned char* const* o
     bool ok = false;
     int err = 0;
     if (fd >= 0) {
-      ok = read_exact(fd, out[got], size);
-      if (!ok) err = errno != 0 ? errno : EIO;
+      ok = read_exact(fd, out[got], size, &err);
       ::close(fd);
     } else {
       err = errno;
