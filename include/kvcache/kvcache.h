@@ -32,5 +32,6 @@
 #include "kvcache/stateful.h"
 #include "kvcache/events.h"
 #include "kvcache/tiers.h"
+#include "kvcache/remote_tier.h"
 
 #endif /* KVCACHE_KVCACHE_H */

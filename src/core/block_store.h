@@ -55,8 +55,18 @@ struct StoreSettings {
   // its byte budget; both set or both unset.
   std::string disk_dir;
   uint64_t disk_bytes = 0;
+  // Remote tier (src/store/redis_store.h): a redis:// URL, the key namespace,
+  // the byte budget of this cache's records, the timeouts and whether a
+  // server that cannot be reached at create is refused (false) or connected
+  // to later (true). On when the URL is set.
+  std::string remote_url;
+  std::string remote_namespace = "kvc";
+  uint64_t remote_bytes = 0;
+  uint32_t remote_connect_timeout_ms = 1000;
+  uint32_t remote_command_timeout_ms = 1000;
+  bool remote_optional = false;
 
-  bool any() const { return !disk_dir.empty(); }
+  bool any() const { return !disk_dir.empty() || !remote_url.empty(); }
 };
 
 // Percentiles of one operation's latency, microseconds, over a store's recent
@@ -120,7 +130,9 @@ class BlockStore {
 // Opens the stores `settings` names for records of `layout`, in chain order
 // (disk, then remote); defined beside the stores (src/store/open_stores.cpp)
 // as create_device is beside the devices. Throws Error(KVC_ERR_INVALID_ARGUMENT)
-// naming the setting that cannot be used.
+// naming the setting that cannot be used; for the remote tier also
+// KVC_ERR_DEVICE (a server that cannot be reached, not optional) and
+// KVC_ERR_UNSUPPORTED (a build without hiredis).
 std::vector<std::unique_ptr<BlockStore>> open_block_stores(const StoreSettings& settings,
                                                            const RecordLayout& layout);
 

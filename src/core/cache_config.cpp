@@ -125,6 +125,9 @@ void CacheConfig::validate_shape() const {
   if (!stores.disk_dir.empty() && !block_reuse)
     invalid_argument("the disk cache ('" + stores.disk_dir +
                      "') needs block reuse, which is off (kvc_config_set_block_reuse)");
+  if (!stores.remote_url.empty() && !block_reuse)
+    invalid_argument("the remote cache needs block reuse, which is off "
+                     "(kvc_config_set_block_reuse)");
 }
 
 void CacheConfig::validate() const {

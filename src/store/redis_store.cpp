@@ -64,7 +64,8 @@ RedisStore::RedisStore(const RedisStoreOptions& options, const RecordLayout& lay
   o.start_down_on_failure = options.optional;
   prefix_ = options.key_namespace + ":" + hex16(layout_.fingerprint) + ":";
   const uint64_t chunk_bytes = options.chunk_bytes != 0 ? options.chunk_bytes : kChunkBytes;
-  chunk_ = static_cast<size_t>(std::clamp<uint64_t>(chunk_bytes / record, 1, kMaxChunk));
+  chunk_ = static_cast<size_t>(
+      std::clamp<uint64_t>((chunk_bytes + record - 1) / record, 1, kMaxChunk));
   client_ = std::make_unique<RedisClient>(o);
 }
 

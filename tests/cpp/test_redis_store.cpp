@@ -72,9 +72,9 @@ class RedisStoreTest : public RedisTest {
 };
 
 TEST_F(RedisStoreTest, RoundTripBitForBitOneRoundTripPerChunk) {
-  const RecordLayout l = test_layout(3 << 19);  // 1.5 MiB records: 2 per 4 MiB chunk
+  const RecordLayout l = test_layout(3 << 19);  // 1.5 MiB records: 3 per 4 MiB chunk
   RedisStore s(options(), l);
-  EXPECT_EQ(s.chunk(), 2u);
+  EXPECT_EQ(s.chunk(), 3u);
   std::vector<TestRecord> recs;
   for (uint64_t i = 0; i < 5; ++i) recs.emplace_back(l, i);
   for (const TestRecord& r : recs) EXPECT_TRUE(s.put(r.key.lookup_hash, 35, r.bytes.data()));
@@ -84,7 +84,7 @@ TEST_F(RedisStoreTest, RoundTripBitForBitOneRoundTripPerChunk) {
   std::vector<const TestRecord*> want;
   for (const TestRecord& r : recs) want.push_back(&r);
   EXPECT_EQ(checked(s, want), 5u);
-  EXPECT_EQ(s.client().counters().lookup_round_trips, 3u);  // ceil(5 / 2)
+  EXPECT_EQ(s.client().counters().lookup_round_trips, 2u);  // ceil(5 / 3)
   const StoreStats st = s.stats();
   EXPECT_EQ(st.blocks, 5u);
   EXPECT_EQ(st.bytes, 5 * l.record_bytes());
