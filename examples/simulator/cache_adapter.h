@@ -25,6 +25,11 @@ struct CacheCounters {
   bool has_tiers = false;  // whether the cache has a host tier (the two below)
   uint64_t offloaded = 0;  // primary -> host tier
   uint64_t onboarded = 0;  // host tier -> primary
+  bool has_disk = false;   // whether the cache has a disk tier (the four below)
+  uint64_t disk_offered = 0;    // evicted blocks queued for the disk
+  uint64_t disk_onboarded = 0;  // disk -> primary
+  uint64_t disk_dropped = 0;    // writes dropped (queue full, disk full)
+  uint64_t disk_rejected = 0;   // records refused by the check
 };
 
 struct SequenceOptions {

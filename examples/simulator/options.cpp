@@ -117,6 +117,9 @@ std::string usage() {
       "                          retention range over its first tokens; blocks after\n"
       "                          it take --prompt-priority (default: no range)\n"
       "  --host-cache BYTES      host (secondary) tier for offloaded blocks (0)\n"
+      "  --disk-cache DIR:BYTES  disk tier below it: block files under DIR (an existing\n"
+      "                          directory), at most BYTES; a later run on DIR finds\n"
+      "                          the blocks this one wrote (default none)\n"
       "  --attention             read the KV back with paged attention: decode rows\n"
       "                          through kvc_decode_attention, prefill chunks through\n"
       "                          kvc_prefill_attention\n"
@@ -178,6 +181,12 @@ bool parse_options(int argc, char **argv, Options &o, std::string &error) {
       {"--system-priority", [&](const std::string &v) {
          return parse_u32(v, system_priority) && system_priority >= 1 && system_priority <= 100; }},
       {"--host-cache", [&](const std::string &v) { return parse_bytes(v, o.config.host_cache_bytes); }},
+      {"--disk-cache", [&](const std::string &v) {
+         const size_t colon = v.rfind(':');
+         if (colon == std::string::npos || colon == 0) return false;
+         o.config.disk_cache_dir = v.substr(0, colon);
+         return parse_bytes(v.substr(colon + 1), o.config.disk_cache_bytes) &&
+                o.config.disk_cache_bytes > 0; }},
       {"--max-batch-tokens", [&](const std::string &v) { return parse_u32(v, o.config.max_batch_tokens) && o.config.max_batch_tokens > 0; }},
       {"--max-running", [&](const std::string &v) { return parse_u32(v, o.config.max_running) && o.config.max_running > 0; }},
       {"--max-prefills", [&](const std::string &v) { return parse_u32(v, o.config.max_prefills); }},
@@ -221,6 +230,15 @@ bool parse_options(int argc, char **argv, Options &o, std::string &error) {
       error = "invalid value for " + arg + ": '" + value + "'";
       return false;
     }
+  }
+  if (o.compare && !o.config.disk_cache_dir.empty()) {
+    error = "--disk-cache applies to a single run: --compare's runs would share the directory "
+            "(and reuse off has no disk tier)";
+    return false;
+  }
+  if (!reuse && !o.config.disk_cache_dir.empty()) {
+    error = "--disk-cache needs --reuse on: the disk tier keeps reusable blocks";
+    return false;
   }
   if (o.compare && prompt_priority) {
     error = "--prompt-priority applies to a single run; --compare retains system prompts "

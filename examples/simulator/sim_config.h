@@ -26,6 +26,8 @@ struct SimConfig {
   bool unlimited = false;          // size the pool so that nothing is ever evicted
   bool partial_reuse = true;       // the library's default
   uint64_t host_cache_bytes = 0;   // secondary (host) tier
+  std::string disk_cache_dir;      // disk tier (--disk-cache DIR:BYTES); empty: none
+  uint64_t disk_cache_bytes = 0;
   std::string device = "cpu";      // "cpu" or "cuda:N"
   bool attention = false;          // read the KV back with decode and prefill attention
   uint32_t max_batch_tokens = 8192;// tokens per step (prefill + decode)

@@ -1,6 +1,7 @@
 """Config: the cache configuration (kvc_config_t), typed properties over
 its setters and getters."""
 import ctypes
+import os
 
 from ._capi import lib
 from ._types import DeviceKind, DType, Layout, device_of, dtype_of, layout_of
@@ -189,6 +190,34 @@ class Config:
     secondary_offload_min_priority = _setting(
         lib.kvc_config_set_secondary_offload_min_priority, lib.kvc_config_get_secondary_offload_min_priority,
         _u32, doc="Offload threshold, 0..100 (35).")
+
+    @property
+    def disk_cache(self):
+        """The disk tier as (directory, bytes); ("", 0) when off. Set a
+        (directory, bytes) pair to turn it on (the directory must exist and be
+        writable when the cache is created), None to turn it off. A cache
+        created on a directory a previous cache of the same model geometry and
+        event hash seed used finds its blocks (kvc_config_set_disk_cache)."""
+        op = "kvc_config_get_disk_cache"
+        directory, size = ctypes.c_char_p(), ctypes.c_uint64()
+        check(lib.kvc_config_get_disk_cache(self._use(op), ctypes.byref(directory),
+                                            ctypes.byref(size)), op)
+        return (directory.value or b"").decode("utf-8", "surrogateescape"), size.value
+
+    @disk_cache.setter
+    def disk_cache(self, value):
+        op = "kvc_config_set_disk_cache"
+        directory, size = (None, 0) if value is None else value
+        if size < 0:
+            raise KvCacheError(Status.INVALID_ARGUMENT,
+                               f"disk cache bytes must be >= 0, got {size}", op)
+        raw = None
+        if directory:
+            raw = os.fsencode(directory)
+            if b"\0" in raw:
+                raise KvCacheError(Status.INVALID_ARGUMENT,
+                                   "disk cache directory contains a NUL byte", op)
+        check(lib.kvc_config_set_disk_cache(self._use(op), raw, _u64(size)), op)
 
     # -- reuse, events, clock ----------------------------------------------
     block_reuse = _setting(

@@ -338,6 +338,57 @@ public final class Config implements AutoCloseable {
     return getU64(KvcNative::kvc_config_get_host_cache_bytes);
   }
 
+  /**
+   * Turns the disk tier on: block files under {@code directory} (which must
+   * exist and be writable when the cache is created), at most {@code bytes}
+   * of them; null or "" with 0 turns it off (kvc_config_set_disk_cache). A
+   * cache created on a directory that a previous cache of the same model
+   * geometry and event hash seed used finds its blocks.
+   * @throws KvCacheException INVALID_ARGUMENT for a directory with 0 bytes or
+   *     bytes without a directory
+   */
+  public Config setDiskCache(String directory, long bytes) {
+    return handle.call(h -> {
+      Scratch s = Scratch.get();
+      long dir = 0;
+      if (directory != null && !directory.isEmpty()) {
+        byte[] utf8 = directory.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        int at = s.alloc(utf8.length + 1L);
+        s.putBytes(at, java.util.Arrays.copyOf(utf8, utf8.length + 1));
+        dir = s.address(at);
+      }
+      KvcNative.kvc_config_set_disk_cache(h, dir, bytes);
+      return this;
+    });
+  }
+
+  /** The disk tier's directory; "" when off (kvc_config_get_disk_cache). */
+  public String getDiskCacheDirectory() {
+    return handle.call(h -> {
+      Scratch s = Scratch.get();
+      int out = s.alloc(8);
+      KvcNative.kvc_config_get_disk_cache(h, s.address(out), 0);
+      long address = s.getLong(out);
+      long n = KvcNative.kvcj_strlen(address);
+      if (n == 0) {
+        return "";
+      }
+      byte[] utf8 = new byte[(int) n];
+      KvcNative.kvcj_direct_buffer(address, n).get(utf8);
+      return new String(utf8, java.nio.charset.StandardCharsets.UTF_8);
+    });
+  }
+
+  /** The disk tier's byte budget; 0 when off. */
+  public long getDiskCacheBytes() {
+    return handle.callLong(h -> {
+      Scratch s = Scratch.get();
+      int out = s.alloc(8);
+      KvcNative.kvc_config_get_disk_cache(h, 0, s.address(out));
+      return s.getLong(out);
+    });
+  }
+
   /** Blocks evicted with a priority below this (0..100) are dropped, not offloaded. */
   public Config setSecondaryOffloadMinPriority(int priority) {
     return handle.call(h -> {
