@@ -64,6 +64,9 @@ extern "C" {
 pub const KVC_FEATURE_CUDA_COMPILED: kvc_feature_bits = 1;
 #[doc = " The CUDA backend is built and at least one CUDA device is usable now."]
 pub const KVC_FEATURE_CUDA_DEVICE: kvc_feature_bits = 2;
+#[doc = " The library was built with hiredis: a remote tier (remote_tier.h) can"]
+#[doc = "  be configured. @since 0.3.0"]
+pub const KVC_FEATURE_REDIS: kvc_feature_bits = 4;
 #[doc = " Feature bits returned by kvc_features()."]
 pub type kvc_feature_bits = ::std::os::raw::c_uint;
 extern "C" {
@@ -7730,4 +7733,101 @@ extern "C" {
     #[doc = "         cache."]
     #[doc = " @since 0.3.0"]
     pub fn kvc_cache_flush_tiers(cache: *mut kvc_cache_t) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Turns the remote tier on: the server at `url`, keys under"]
+    #[doc = "        `key_namespace`, at most `bytes` of this cache's records; a NULL or"]
+    #[doc = "        empty url with bytes 0 turns it off (the default)."]
+    #[doc = ""]
+    #[doc = " The URL is `redis://[user:password@]host[:port][/db]` (port 6379 and"]
+    #[doc = " database 0 by default; `%XX` escapes in user and password; no TLS). It is"]
+    #[doc = " parsed here; the server is reached at kvc_cache_create, which fails with"]
+    #[doc = " KVC_ERR_DEVICE when it cannot be reached within the connect timeout"]
+    #[doc = " (\"cannot connect within N ms: Connection refused\"), or with"]
+    #[doc = " KVC_ERR_INVALID_ARGUMENT when it refuses the password (\"AUTH refused:"]
+    #[doc = " WRONGPASS ...\", or \"NOAUTH\" without one) or the database, or when `bytes`"]
+    #[doc = " is below one block's record, unless the tier is optional"]
+    #[doc = " (kvc_config_set_remote_cache_optional). Messages never show the password."]
+    #[doc = " Requires block reuse (kvc_config_set_block_reuse)."]
+    #[doc = " @param url Copied. NULL or \"\" (with bytes 0) for none."]
+    #[doc = " @param key_namespace Copied; 1..64 letters, digits, '.', '_' or '-'"]
+    #[doc = "        separating deployments or models on one server. NULL: \"kvc\"."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT for a NULL config, a malformed"]
+    #[doc = "         URL or namespace (the message names the part at fault), a URL"]
+    #[doc = "         with bytes 0, or bytes without a URL. Nothing changes on failure."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_config_set_remote_cache(
+        config: *mut kvc_config_t,
+        url: *const ::std::os::raw::c_char,
+        key_namespace: *const ::std::os::raw::c_char,
+        bytes: u64,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief The remote tier's settings."]
+    #[doc = " @param[out] url The URL as set (password included), \"\" when off; valid"]
+    #[doc = "        until the config changes or is destroyed. May be NULL."]
+    #[doc = " @param[out] key_namespace The namespace (\"kvc\" unless set). May be NULL."]
+    #[doc = " @param[out] bytes The byte budget, 0 when off. May be NULL."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT for a NULL config."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_config_get_remote_cache(
+        config: *const kvc_config_t,
+        url: *mut *const ::std::os::raw::c_char,
+        key_namespace: *mut *const ::std::os::raw::c_char,
+        bytes: *mut u64,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief The remote tier's timeouts: connecting (at create and each"]
+    #[doc = "        reconnect) and a lookup or a write batch, whole (all its round"]
+    #[doc = "        trips together, not each). Defaults: 1000 and 1000 ms."]
+    #[doc = ""]
+    #[doc = " A serving call waits at most `command_ms` for the tier (a lookup that"]
+    #[doc = " runs out of time uses what it read in full, and the tier reconnects);"]
+    #[doc = " choose it above the time a prompt's blocks take to arrive (about 1 GB/s"]
+    #[doc = " on loopback, bench/results/2026-11-25-redis-tier-vm-2cpu.md)."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT for a NULL config or a timeout"]
+    #[doc = "         outside 1..600000 ms. Nothing changes on failure."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_config_set_remote_cache_timeouts(
+        config: *mut kvc_config_t,
+        connect_ms: u32,
+        command_ms: u32,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief The remote tier's timeouts. Either pointer may be NULL."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT for a NULL config."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_config_get_remote_cache_timeouts(
+        config: *const kvc_config_t,
+        connect_ms: *mut u32,
+        command_ms: *mut u32,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Whether the cache may be created while the server cannot be"]
+    #[doc = "        reached or refuses the credentials or database (default false)."]
+    #[doc = ""]
+    #[doc = " Optional: kvc_cache_create succeeds and the tier starts disconnected: it"]
+    #[doc = " counts an error per failed connect (kvc_tier_stats_t.errors), misses and"]
+    #[doc = " drops meanwhile, and connects as soon as it can. A malformed URL or"]
+    #[doc = " namespace, or a budget below one block, is refused either way, as is a"]
+    #[doc = " build without hiredis."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT for a NULL config."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_config_set_remote_cache_optional(
+        config: *mut kvc_config_t,
+        optional: bool,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Whether the remote tier is optional."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT for a NULL config or out."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_config_get_remote_cache_optional(
+        config: *const kvc_config_t,
+        out: *mut bool,
+    ) -> kvc_status_t;
 }

@@ -62,6 +62,7 @@ mod config;
 mod error;
 mod events;
 mod kernels;
+mod remote_tier;
 mod sequence;
 mod stateful;
 mod stateful_args;
