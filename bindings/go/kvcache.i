@@ -191,6 +191,18 @@ KVCGO_ADDRESS_MEMBER(const char *, directory)
 %typemap(gotype) const char **directory "*uintptr"
 %typemap(imtype) const char **directory "*uintptr"
 %typemap(in) const char **directory %{ $1 = ($1_ltype)$input; %}
+/* The remote tier's URL and key namespace (kvc_config_set_remote_cache):
+ * the same, C copies in, the config's own strings out. */
+KVCGO_ADDRESS_MEMBER(const char *, url)
+%typemap(freearg) const char *url ""
+%typemap(gotype) const char **url "*uintptr"
+%typemap(imtype) const char **url "*uintptr"
+%typemap(in) const char **url %{ $1 = ($1_ltype)$input; %}
+KVCGO_ADDRESS_MEMBER(const char *, key_namespace)
+%typemap(freearg) const char *key_namespace ""
+%typemap(gotype) const char **key_namespace "*uintptr"
+%typemap(imtype) const char **key_namespace "*uintptr"
+%typemap(in) const char **key_namespace %{ $1 = ($1_ltype)$input; %}
 
 /* Static strings (kvc_status_string, kvc_version_string): copied into Go
  * memory on return; the C string is owned by the library and not freed. */
@@ -242,6 +254,7 @@ KVCGO_HANDLE(kvc_stateful_t, Stateful)
 %include "kvcache/stateful.h"
 %include "kvcache/events.h"
 %include "kvcache/tiers.h"
+%include "kvcache/remote_tier.h"
 
 /* C memory for the pointer fields of the transparent structs (salt bytes,
  * extra keys, host buffers on a CPU cache): Go memory may not be stored in

@@ -329,7 +329,7 @@ static void kvcgo_snapshot_read(uint64_t *dst, uintptr_t entries, size_t n) {
 extern "C" {
 #endif
 
-void _wrap_Swig_free_kvc_dc43c61313bc7f67(void *_swig_go_0) {
+void _wrap_Swig_free_kvc_9869b028bd667423(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -339,7 +339,7 @@ void _wrap_Swig_free_kvc_dc43c61313bc7f67(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_kvc_dc43c61313bc7f67(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_kvc_9869b028bd667423(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -352,7 +352,7 @@ void *_wrap_Swig_malloc_kvc_dc43c61313bc7f67(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_OK_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_OK_kvc_9869b028bd667423() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -364,7 +364,7 @@ intgo _wrap_KVC_OK_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_9869b028bd667423() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -376,7 +376,7 @@ intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_ERR_NOT_FOUND_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_ERR_NOT_FOUND_kvc_9869b028bd667423() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -388,7 +388,7 @@ intgo _wrap_KVC_ERR_NOT_FOUND_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_9869b028bd667423() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -400,7 +400,7 @@ intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_9869b028bd667423() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -412,7 +412,7 @@ intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_9869b028bd667423() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -424,7 +424,7 @@ intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_9869b028bd667423() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -436,7 +436,7 @@ intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_ERR_DEVICE_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_ERR_DEVICE_kvc_9869b028bd667423() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -448,7 +448,7 @@ intgo _wrap_KVC_ERR_DEVICE_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_9869b028bd667423() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -460,7 +460,7 @@ intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_STATE_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_ERR_INVALID_STATE_kvc_9869b028bd667423() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -472,7 +472,7 @@ intgo _wrap_KVC_ERR_INVALID_STATE_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_ERR_INTERNAL_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_ERR_INTERNAL_kvc_9869b028bd667423() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -484,7 +484,7 @@ intgo _wrap_KVC_ERR_INTERNAL_kvc_dc43c61313bc7f67() {
 }
 
 
-_gostring_ _wrap_kvc_status_string_kvc_dc43c61313bc7f67(int _swig_go_0) {
+_gostring_ _wrap_kvc_status_string_kvc_9869b028bd667423(int _swig_go_0) {
   kvc_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -497,7 +497,7 @@ _gostring_ _wrap_kvc_status_string_kvc_dc43c61313bc7f67(int _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_VERSION_NUMBER_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_VERSION_NUMBER_kvc_9869b028bd667423() {
   int result;
   intgo _swig_go_result;
   
@@ -508,7 +508,7 @@ intgo _wrap_KVC_VERSION_NUMBER_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_9869b028bd667423() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -520,7 +520,7 @@ intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_9869b028bd667423() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -532,7 +532,19 @@ intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_dc43c61313bc7f67() {
 }
 
 
-int _wrap_kvc_version_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_FEATURE_REDIS_kvc_9869b028bd667423() {
+  enum kvc_feature_bits result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_FEATURE_REDIS;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+int _wrap_kvc_version_kvc_9869b028bd667423() {
   uint32_t result;
   int _swig_go_result;
   
@@ -543,7 +555,7 @@ int _wrap_kvc_version_kvc_dc43c61313bc7f67() {
 }
 
 
-_gostring_ _wrap_kvc_version_string_kvc_dc43c61313bc7f67() {
+_gostring_ _wrap_kvc_version_string_kvc_9869b028bd667423() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -554,7 +566,7 @@ _gostring_ _wrap_kvc_version_string_kvc_dc43c61313bc7f67() {
 }
 
 
-int _wrap_kvc_abi_version_kvc_dc43c61313bc7f67() {
+int _wrap_kvc_abi_version_kvc_9869b028bd667423() {
   uint32_t result;
   int _swig_go_result;
   
@@ -565,7 +577,7 @@ int _wrap_kvc_abi_version_kvc_dc43c61313bc7f67() {
 }
 
 
-long long _wrap_kvc_features_kvc_dc43c61313bc7f67() {
+long long _wrap_kvc_features_kvc_9869b028bd667423() {
   uint64_t result;
   long long _swig_go_result;
   
@@ -576,7 +588,7 @@ long long _wrap_kvc_features_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F32_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_DTYPE_F32_kvc_9869b028bd667423() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -588,7 +600,7 @@ intgo _wrap_KVC_DTYPE_F32_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F16_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_DTYPE_F16_kvc_9869b028bd667423() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -600,7 +612,7 @@ intgo _wrap_KVC_DTYPE_F16_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_DTYPE_BF16_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_DTYPE_BF16_kvc_9869b028bd667423() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -612,7 +624,7 @@ intgo _wrap_KVC_DTYPE_BF16_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_9869b028bd667423() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -624,7 +636,7 @@ intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_NHD_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_LAYOUT_NHD_kvc_9869b028bd667423() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -636,7 +648,7 @@ intgo _wrap_KVC_LAYOUT_NHD_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_HND_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_LAYOUT_HND_kvc_9869b028bd667423() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -648,7 +660,7 @@ intgo _wrap_KVC_LAYOUT_HND_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CPU_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_DEVICE_CPU_kvc_9869b028bd667423() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -660,7 +672,7 @@ intgo _wrap_KVC_DEVICE_CPU_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CUDA_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_DEVICE_CUDA_kvc_9869b028bd667423() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -672,7 +684,7 @@ intgo _wrap_KVC_DEVICE_CUDA_kvc_dc43c61313bc7f67() {
 }
 
 
-_gostring_ _wrap_kvc_config_create_kvc_dc43c61313bc7f67(kvc_config_t **_swig_go_0) {
+_gostring_ _wrap_kvc_config_create_kvc_9869b028bd667423(kvc_config_t **_swig_go_0) {
   kvc_config_t **arg1 = (kvc_config_t **) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -685,7 +697,7 @@ _gostring_ _wrap_kvc_config_create_kvc_dc43c61313bc7f67(kvc_config_t **_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_config_clone_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
+_gostring_ _wrap_kvc_config_clone_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_config_t **arg2 = (kvc_config_t **) 0 ;
   kvc_status_t result;
@@ -700,7 +712,7 @@ _gostring_ _wrap_kvc_config_clone_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_config_destroy_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0) {
+void _wrap_kvc_config_destroy_kvc_9869b028bd667423(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   
   arg1 = (kvc_config_t *)_swig_go_0; 
@@ -710,7 +722,7 @@ void _wrap_kvc_config_destroy_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_kvc_config_validate_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0) {
+_gostring_ _wrap_kvc_config_validate_kvc_9869b028bd667423(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -723,7 +735,7 @@ _gostring_ _wrap_kvc_config_validate_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_config_set_num_layers_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_num_layers_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -738,7 +750,7 @@ _gostring_ _wrap_kvc_config_set_num_layers_kvc_dc43c61313bc7f67(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_num_layers_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_num_layers_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -753,7 +765,7 @@ _gostring_ _wrap_kvc_config_get_num_layers_kvc_dc43c61313bc7f67(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_heads_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -768,7 +780,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_kvc_dc43c61313bc7f67(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -785,7 +797,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_dc43c61313bc7f67(kvc_conf
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_heads_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_kv_heads_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -802,7 +814,7 @@ _gostring_ _wrap_kvc_config_get_kv_heads_kvc_dc43c61313bc7f67(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_head_dim_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_head_dim_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -817,7 +829,7 @@ _gostring_ _wrap_kvc_config_set_head_dim_kvc_dc43c61313bc7f67(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_get_head_dim_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_head_dim_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -832,7 +844,7 @@ _gostring_ _wrap_kvc_config_get_head_dim_kvc_dc43c61313bc7f67(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_dtype_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_dtype_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t arg2 ;
   kvc_status_t result;
@@ -847,7 +859,7 @@ _gostring_ _wrap_kvc_config_set_dtype_kvc_dc43c61313bc7f67(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_get_dtype_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_dtype_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t *arg2 = (kvc_dtype_t *) 0 ;
   kvc_status_t result;
@@ -862,7 +874,7 @@ _gostring_ _wrap_kvc_config_get_dtype_kvc_dc43c61313bc7f67(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_factor_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_factor_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -877,7 +889,7 @@ _gostring_ _wrap_kvc_config_set_kv_factor_kvc_dc43c61313bc7f67(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_factor_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_kv_factor_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -892,7 +904,7 @@ _gostring_ _wrap_kvc_config_get_kv_factor_kvc_dc43c61313bc7f67(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_set_layout_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_layout_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t arg2 ;
   kvc_status_t result;
@@ -907,7 +919,7 @@ _gostring_ _wrap_kvc_config_set_layout_kvc_dc43c61313bc7f67(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_layout_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_layout_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t *arg2 = (kvc_layout_t *) 0 ;
   kvc_status_t result;
@@ -922,7 +934,7 @@ _gostring_ _wrap_kvc_config_get_layout_kvc_dc43c61313bc7f67(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -937,7 +949,7 @@ _gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_dc43c61313bc7f67(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -952,7 +964,7 @@ _gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_dc43c61313bc7f67(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_attention_windows_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_attention_windows_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -969,7 +981,7 @@ _gostring_ _wrap_kvc_config_set_attention_windows_kvc_dc43c61313bc7f67(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_attention_window_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_attention_window_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -986,7 +998,7 @@ _gostring_ _wrap_kvc_config_get_attention_window_kvc_dc43c61313bc7f67(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_device_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_device_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t arg2 ;
   int32_t arg3 ;
@@ -1003,7 +1015,7 @@ _gostring_ _wrap_kvc_config_set_device_kvc_dc43c61313bc7f67(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_device_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_device_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t *arg2 = (kvc_device_kind_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -1020,7 +1032,7 @@ _gostring_ _wrap_kvc_config_get_device_kvc_dc43c61313bc7f67(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1035,7 +1047,7 @@ _gostring_ _wrap_kvc_config_set_primary_bytes_kvc_dc43c61313bc7f67(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1050,7 +1062,7 @@ _gostring_ _wrap_kvc_config_get_primary_bytes_kvc_dc43c61313bc7f67(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_max_tokens_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_max_tokens_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1065,7 +1077,7 @@ _gostring_ _wrap_kvc_config_set_max_tokens_kvc_dc43c61313bc7f67(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_max_tokens_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_max_tokens_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1080,7 +1092,7 @@ _gostring_ _wrap_kvc_config_get_max_tokens_kvc_dc43c61313bc7f67(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, double _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, double _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double arg2 ;
   kvc_status_t result;
@@ -1095,7 +1107,7 @@ _gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_dc43c61313bc7f67(kv
 }
 
 
-_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, double *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, double *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double *arg2 = (double *) 0 ;
   kvc_status_t result;
@@ -1110,7 +1122,7 @@ _gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_dc43c61313bc7f67(kv
 }
 
 
-_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1125,7 +1137,7 @@ _gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_dc43c61313bc7f67(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1140,7 +1152,7 @@ _gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_dc43c61313bc7f67(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1155,7 +1167,7 @@ _gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_dc43c61313bc7
 }
 
 
-_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1170,7 +1182,7 @@ _gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_dc43c61313bc7
 }
 
 
-_gostring_ _wrap_kvc_config_set_block_reuse_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_block_reuse_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1185,7 +1197,7 @@ _gostring_ _wrap_kvc_config_set_block_reuse_kvc_dc43c61313bc7f67(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_get_block_reuse_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_block_reuse_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1200,7 +1212,7 @@ _gostring_ _wrap_kvc_config_get_block_reuse_kvc_dc43c61313bc7f67(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1215,7 +1227,7 @@ _gostring_ _wrap_kvc_config_set_partial_reuse_kvc_dc43c61313bc7f67(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1230,7 +1242,7 @@ _gostring_ _wrap_kvc_config_get_partial_reuse_kvc_dc43c61313bc7f67(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1245,7 +1257,7 @@ _gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_dc43c61313bc7f67(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1260,7 +1272,7 @@ _gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_dc43c61313bc7f67(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1275,7 +1287,7 @@ _gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_dc43c61313bc7f67(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1290,7 +1302,7 @@ _gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_dc43c61313bc7f67(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_set_event_hash_seed_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_event_hash_seed_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1305,7 +1317,7 @@ _gostring_ _wrap_kvc_config_set_event_hash_seed_kvc_dc43c61313bc7f67(kvc_config_
 }
 
 
-_gostring_ _wrap_kvc_config_get_event_hash_seed_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_event_hash_seed_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1320,7 +1332,7 @@ _gostring_ _wrap_kvc_config_get_event_hash_seed_kvc_dc43c61313bc7f67(kvc_config_
 }
 
 
-_gostring_ _wrap_kvc_config_set_manual_clock_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_manual_clock_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1335,7 +1347,7 @@ _gostring_ _wrap_kvc_config_set_manual_clock_kvc_dc43c61313bc7f67(kvc_config_t *
 }
 
 
-_gostring_ _wrap_kvc_config_get_manual_clock_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_manual_clock_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1350,7 +1362,7 @@ _gostring_ _wrap_kvc_config_get_manual_clock_kvc_dc43c61313bc7f67(kvc_config_t *
 }
 
 
-_gostring_ _wrap_kvc_cache_create_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
+_gostring_ _wrap_kvc_cache_create_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_cache_t **arg2 = (kvc_cache_t **) 0 ;
   kvc_status_t result;
@@ -1365,7 +1377,7 @@ _gostring_ _wrap_kvc_cache_create_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_cache_destroy_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0) {
+void _wrap_kvc_cache_destroy_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   
   arg1 = (kvc_cache_t *)_swig_go_0; 
@@ -1375,7 +1387,7 @@ void _wrap_kvc_cache_destroy_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_cache_desc_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_struct_size_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1387,7 +1399,7 @@ void _wrap_kvc_cache_desc_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_struct_size_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1400,7 +1412,7 @@ int _wrap_kvc_cache_desc_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_kind_set_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_kind_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t arg2 ;
   
@@ -1412,7 +1424,7 @@ void _wrap_kvc_cache_desc_t_device_kind_set_kvc_dc43c61313bc7f67(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_device_kind_get_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_kind_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t result;
   int _swig_go_result;
@@ -1425,7 +1437,7 @@ int _wrap_kvc_cache_desc_t_device_kind_get_kvc_dc43c61313bc7f67(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t arg2 ;
   
@@ -1437,7 +1449,7 @@ void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_dc43c61313bc7f67(struct kvc_c
 }
 
 
-int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t result;
   int _swig_go_result;
@@ -1450,7 +1462,7 @@ int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_dc43c61313bc7f67(struct kvc_ca
 }
 
 
-void _wrap_kvc_cache_desc_t_dtype_set_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_dtype_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -1462,7 +1474,7 @@ void _wrap_kvc_cache_desc_t_dtype_set_kvc_dc43c61313bc7f67(struct kvc_cache_desc
 }
 
 
-int _wrap_kvc_cache_desc_t_dtype_get_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_dtype_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -1475,7 +1487,7 @@ int _wrap_kvc_cache_desc_t_dtype_get_kvc_dc43c61313bc7f67(struct kvc_cache_desc 
 }
 
 
-void _wrap_kvc_cache_desc_t_layout_set_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_layout_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -1487,7 +1499,7 @@ void _wrap_kvc_cache_desc_t_layout_set_kvc_dc43c61313bc7f67(struct kvc_cache_des
 }
 
 
-int _wrap_kvc_cache_desc_t_layout_get_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_layout_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -1500,7 +1512,7 @@ int _wrap_kvc_cache_desc_t_layout_get_kvc_dc43c61313bc7f67(struct kvc_cache_desc
 }
 
 
-void _wrap_kvc_cache_desc_t_num_layers_set_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_layers_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1512,7 +1524,7 @@ void _wrap_kvc_cache_desc_t_num_layers_set_kvc_dc43c61313bc7f67(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_layers_get_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_layers_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1525,7 +1537,7 @@ int _wrap_kvc_cache_desc_t_num_layers_get_kvc_dc43c61313bc7f67(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_groups_set_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_groups_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1537,7 +1549,7 @@ void _wrap_kvc_cache_desc_t_num_groups_set_kvc_dc43c61313bc7f67(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_groups_get_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_groups_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1550,7 +1562,7 @@ int _wrap_kvc_cache_desc_t_num_groups_get_kvc_dc43c61313bc7f67(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_pools_set_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_pools_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1562,7 +1574,7 @@ void _wrap_kvc_cache_desc_t_num_pools_set_kvc_dc43c61313bc7f67(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_num_pools_get_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_pools_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1575,7 +1587,7 @@ int _wrap_kvc_cache_desc_t_num_pools_get_kvc_dc43c61313bc7f67(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1587,7 +1599,7 @@ void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1600,7 +1612,7 @@ int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1612,7 +1624,7 @@ void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_dc43c61313bc7f67(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1625,7 +1637,7 @@ int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_dc43c61313bc7f67(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1637,7 +1649,7 @@ void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_dc43c61313bc7f67(struct kvc_cache
 }
 
 
-long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1650,7 +1662,7 @@ long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1662,7 +1674,7 @@ void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_dc43c61313bc7f67(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1675,7 +1687,7 @@ long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_dc43c61313bc7f67(struct 
 }
 
 
-void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1687,7 +1699,7 @@ void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_dc43c61313bc7f67(struct kvc_ca
 }
 
 
-long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1700,7 +1712,7 @@ long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_dc43c61313bc7f67(struct k
 }
 
 
-void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1712,7 +1724,7 @@ void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1725,7 +1737,7 @@ long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_dc43c61313bc7f67(struc
 }
 
 
-void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1737,7 +1749,7 @@ void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1750,7 +1762,7 @@ long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_dc43c61313bc7f67(stru
 }
 
 
-void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1762,7 +1774,7 @@ void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_dc43c61313bc7f67(struct k
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1775,7 +1787,7 @@ long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_dc43c61313bc7f67(str
 }
 
 
-struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_dc43c61313bc7f67() {
+struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_9869b028bd667423() {
   struct kvc_cache_desc *result = 0 ;
   struct kvc_cache_desc *_swig_go_result;
   
@@ -1786,7 +1798,7 @@ struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_dc43c61313bc7f67() {
 }
 
 
-void _wrap_delete_kvc_cache_desc_t_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_delete_kvc_cache_desc_t_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   
   arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
@@ -1796,7 +1808,7 @@ void _wrap_delete_kvc_cache_desc_t_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_
 }
 
 
-void _wrap_kvc_cache_desc_init_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_kvc_cache_desc_init_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   kvc_cache_desc_t *arg1 = (kvc_cache_desc_t *) 0 ;
   
   arg1 = *(kvc_cache_desc_t **)&_swig_go_0; 
@@ -1806,7 +1818,7 @@ void _wrap_kvc_cache_desc_init_kvc_dc43c61313bc7f67(struct kvc_cache_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_describe_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_desc_t *arg2 = (kvc_cache_desc_t *) 0 ;
   kvc_status_t result;
@@ -1821,7 +1833,7 @@ _gostring_ _wrap_kvc_cache_describe_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_group_desc_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_struct_size_set_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1833,7 +1845,7 @@ void _wrap_kvc_group_desc_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_grou
 }
 
 
-int _wrap_kvc_group_desc_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_struct_size_get_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1846,7 +1858,7 @@ int _wrap_kvc_group_desc_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_group
 }
 
 
-void _wrap_kvc_group_desc_t_window_set_kvc_dc43c61313bc7f67(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_window_set_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1858,7 +1870,7 @@ void _wrap_kvc_group_desc_t_window_set_kvc_dc43c61313bc7f67(struct kvc_group_des
 }
 
 
-int _wrap_kvc_group_desc_t_window_get_kvc_dc43c61313bc7f67(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_window_get_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1871,7 +1883,7 @@ int _wrap_kvc_group_desc_t_window_get_kvc_dc43c61313bc7f67(struct kvc_group_desc
 }
 
 
-void _wrap_kvc_group_desc_t_kv_heads_set_kvc_dc43c61313bc7f67(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_kv_heads_set_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1883,7 +1895,7 @@ void _wrap_kvc_group_desc_t_kv_heads_set_kvc_dc43c61313bc7f67(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_kv_heads_get_kvc_dc43c61313bc7f67(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_kv_heads_get_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1896,7 +1908,7 @@ int _wrap_kvc_group_desc_t_kv_heads_get_kvc_dc43c61313bc7f67(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_head_dim_set_kvc_dc43c61313bc7f67(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_head_dim_set_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1908,7 +1920,7 @@ void _wrap_kvc_group_desc_t_head_dim_set_kvc_dc43c61313bc7f67(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_head_dim_get_kvc_dc43c61313bc7f67(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_head_dim_get_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1921,7 +1933,7 @@ int _wrap_kvc_group_desc_t_head_dim_get_kvc_dc43c61313bc7f67(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_num_layers_set_kvc_dc43c61313bc7f67(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_num_layers_set_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1933,7 +1945,7 @@ void _wrap_kvc_group_desc_t_num_layers_set_kvc_dc43c61313bc7f67(struct kvc_group
 }
 
 
-int _wrap_kvc_group_desc_t_num_layers_get_kvc_dc43c61313bc7f67(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_num_layers_get_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1946,7 +1958,7 @@ int _wrap_kvc_group_desc_t_num_layers_get_kvc_dc43c61313bc7f67(struct kvc_group_
 }
 
 
-void _wrap_kvc_group_desc_t_pool_set_kvc_dc43c61313bc7f67(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_pool_set_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1958,7 +1970,7 @@ void _wrap_kvc_group_desc_t_pool_set_kvc_dc43c61313bc7f67(struct kvc_group_desc 
 }
 
 
-int _wrap_kvc_group_desc_t_pool_get_kvc_dc43c61313bc7f67(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_pool_get_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1971,7 +1983,7 @@ int _wrap_kvc_group_desc_t_pool_get_kvc_dc43c61313bc7f67(struct kvc_group_desc *
 }
 
 
-void _wrap_kvc_group_desc_t_block_bytes_set_kvc_dc43c61313bc7f67(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_block_bytes_set_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1983,7 +1995,7 @@ void _wrap_kvc_group_desc_t_block_bytes_set_kvc_dc43c61313bc7f67(struct kvc_grou
 }
 
 
-long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_dc43c61313bc7f67(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1996,7 +2008,7 @@ long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_dc43c61313bc7f67(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2008,7 +2020,7 @@ void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_dc43c61313bc7f67(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2021,7 +2033,7 @@ long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_dc43c61313bc7f67(struct
 }
 
 
-struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_dc43c61313bc7f67() {
+struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_9869b028bd667423() {
   struct kvc_group_desc *result = 0 ;
   struct kvc_group_desc *_swig_go_result;
   
@@ -2032,7 +2044,7 @@ struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_dc43c61313bc7f67() {
 }
 
 
-void _wrap_delete_kvc_group_desc_t_kvc_dc43c61313bc7f67(struct kvc_group_desc *_swig_go_0) {
+void _wrap_delete_kvc_group_desc_t_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   
   arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
@@ -2042,7 +2054,7 @@ void _wrap_delete_kvc_group_desc_t_kvc_dc43c61313bc7f67(struct kvc_group_desc *_
 }
 
 
-void _wrap_kvc_group_desc_init_kvc_dc43c61313bc7f67(struct kvc_group_desc *_swig_go_0) {
+void _wrap_kvc_group_desc_init_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
   kvc_group_desc_t *arg1 = (kvc_group_desc_t *) 0 ;
   
   arg1 = *(kvc_group_desc_t **)&_swig_go_0; 
@@ -2052,7 +2064,7 @@ void _wrap_kvc_group_desc_init_kvc_dc43c61313bc7f67(struct kvc_group_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_group_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_group_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_group_desc_t *arg3 = (kvc_group_desc_t *) 0 ;
@@ -2069,7 +2081,7 @@ _gostring_ _wrap_kvc_cache_describe_group_kvc_dc43c61313bc7f67(kvc_cache_t *_swi
 }
 
 
-void _wrap_kvc_pool_desc_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_struct_size_set_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2081,7 +2093,7 @@ void _wrap_kvc_pool_desc_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_pool_
 }
 
 
-int _wrap_kvc_pool_desc_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_struct_size_get_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2094,7 +2106,7 @@ int _wrap_kvc_pool_desc_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_num_groups_set_kvc_dc43c61313bc7f67(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_groups_set_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2106,7 +2118,7 @@ void _wrap_kvc_pool_desc_t_num_groups_set_kvc_dc43c61313bc7f67(struct kvc_pool_d
 }
 
 
-int _wrap_kvc_pool_desc_t_num_groups_get_kvc_dc43c61313bc7f67(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_num_groups_get_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2119,7 +2131,7 @@ int _wrap_kvc_pool_desc_t_num_groups_get_kvc_dc43c61313bc7f67(struct kvc_pool_de
 }
 
 
-void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_dc43c61313bc7f67(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2131,7 +2143,7 @@ void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_dc43c61313bc7f67(struct kvc_pool_
 }
 
 
-long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_dc43c61313bc7f67(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2144,7 +2156,7 @@ long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_dc43c61313bc7f67(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2156,7 +2168,7 @@ void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_dc43c61313bc7f67(struct kvc_pool_d
 }
 
 
-long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_dc43c61313bc7f67(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2169,7 +2181,7 @@ long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_dc43c61313bc7f67(struct kvc_p
 }
 
 
-void _wrap_kvc_pool_desc_t_bytes_set_kvc_dc43c61313bc7f67(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_bytes_set_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2181,7 +2193,7 @@ void _wrap_kvc_pool_desc_t_bytes_set_kvc_dc43c61313bc7f67(struct kvc_pool_desc *
 }
 
 
-long long _wrap_kvc_pool_desc_t_bytes_get_kvc_dc43c61313bc7f67(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_bytes_get_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2194,7 +2206,7 @@ long long _wrap_kvc_pool_desc_t_bytes_get_kvc_dc43c61313bc7f67(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_base_set_kvc_dc43c61313bc7f67(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_pool_desc_t_base_set_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2206,7 +2218,7 @@ void _wrap_kvc_pool_desc_t_base_set_kvc_dc43c61313bc7f67(struct kvc_pool_desc *_
 }
 
 
-void *_wrap_kvc_pool_desc_t_base_get_kvc_dc43c61313bc7f67(struct kvc_pool_desc *_swig_go_0) {
+void *_wrap_kvc_pool_desc_t_base_get_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2219,7 +2231,7 @@ void *_wrap_kvc_pool_desc_t_base_get_kvc_dc43c61313bc7f67(struct kvc_pool_desc *
 }
 
 
-struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_dc43c61313bc7f67() {
+struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_9869b028bd667423() {
   struct kvc_pool_desc *result = 0 ;
   struct kvc_pool_desc *_swig_go_result;
   
@@ -2230,7 +2242,7 @@ struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_dc43c61313bc7f67() {
 }
 
 
-void _wrap_delete_kvc_pool_desc_t_kvc_dc43c61313bc7f67(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_delete_kvc_pool_desc_t_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   
   arg1 = *(struct kvc_pool_desc **)&_swig_go_0; 
@@ -2240,7 +2252,7 @@ void _wrap_delete_kvc_pool_desc_t_kvc_dc43c61313bc7f67(struct kvc_pool_desc *_sw
 }
 
 
-void _wrap_kvc_pool_desc_init_kvc_dc43c61313bc7f67(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_kvc_pool_desc_init_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0) {
   kvc_pool_desc_t *arg1 = (kvc_pool_desc_t *) 0 ;
   
   arg1 = *(kvc_pool_desc_t **)&_swig_go_0; 
@@ -2250,7 +2262,7 @@ void _wrap_kvc_pool_desc_init_kvc_dc43c61313bc7f67(struct kvc_pool_desc *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_pool_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_pool_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_pool_desc_t *arg3 = (kvc_pool_desc_t *) 0 ;
@@ -2267,7 +2279,7 @@ _gostring_ _wrap_kvc_cache_describe_pool_kvc_dc43c61313bc7f67(kvc_cache_t *_swig
 }
 
 
-void _wrap_kvc_layer_view_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_struct_size_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2279,7 +2291,7 @@ void _wrap_kvc_layer_view_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_laye
 }
 
 
-int _wrap_kvc_layer_view_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_struct_size_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2292,7 +2304,7 @@ int _wrap_kvc_layer_view_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_layer
 }
 
 
-void _wrap_kvc_layer_view_t_group_set_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_group_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2304,7 +2316,7 @@ void _wrap_kvc_layer_view_t_group_set_kvc_dc43c61313bc7f67(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_group_get_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_group_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2317,7 +2329,7 @@ int _wrap_kvc_layer_view_t_group_get_kvc_dc43c61313bc7f67(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_pool_set_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_pool_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2329,7 +2341,7 @@ void _wrap_kvc_layer_view_t_pool_set_kvc_dc43c61313bc7f67(struct kvc_layer_view 
 }
 
 
-int _wrap_kvc_layer_view_t_pool_get_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_pool_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2342,7 +2354,7 @@ int _wrap_kvc_layer_view_t_pool_get_kvc_dc43c61313bc7f67(struct kvc_layer_view *
 }
 
 
-void _wrap_kvc_layer_view_t_dtype_set_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_dtype_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -2354,7 +2366,7 @@ void _wrap_kvc_layer_view_t_dtype_set_kvc_dc43c61313bc7f67(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_dtype_get_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_dtype_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -2367,7 +2379,7 @@ int _wrap_kvc_layer_view_t_dtype_get_kvc_dc43c61313bc7f67(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_layout_set_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_layout_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -2379,7 +2391,7 @@ void _wrap_kvc_layer_view_t_layout_set_kvc_dc43c61313bc7f67(struct kvc_layer_vie
 }
 
 
-int _wrap_kvc_layer_view_t_layout_get_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_layout_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -2392,7 +2404,7 @@ int _wrap_kvc_layer_view_t_layout_get_kvc_dc43c61313bc7f67(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_kv_heads_set_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_heads_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2404,7 +2416,7 @@ void _wrap_kvc_layer_view_t_kv_heads_set_kvc_dc43c61313bc7f67(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_kv_heads_get_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_heads_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2417,7 +2429,7 @@ int _wrap_kvc_layer_view_t_kv_heads_get_kvc_dc43c61313bc7f67(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_head_dim_set_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_dim_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2429,7 +2441,7 @@ void _wrap_kvc_layer_view_t_head_dim_set_kvc_dc43c61313bc7f67(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_head_dim_get_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_head_dim_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2442,7 +2454,7 @@ int _wrap_kvc_layer_view_t_head_dim_get_kvc_dc43c61313bc7f67(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2454,7 +2466,7 @@ void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2467,7 +2479,7 @@ int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_kv_factor_set_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_factor_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2479,7 +2491,7 @@ void _wrap_kvc_layer_view_t_kv_factor_set_kvc_dc43c61313bc7f67(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_kv_factor_get_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_factor_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2492,7 +2504,7 @@ int _wrap_kvc_layer_view_t_kv_factor_get_kvc_dc43c61313bc7f67(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_elem_size_set_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_elem_size_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2504,7 +2516,7 @@ void _wrap_kvc_layer_view_t_elem_size_set_kvc_dc43c61313bc7f67(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_elem_size_get_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_elem_size_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2517,7 +2529,7 @@ int _wrap_kvc_layer_view_t_elem_size_get_kvc_dc43c61313bc7f67(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_base_set_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_layer_view_t_base_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2529,7 +2541,7 @@ void _wrap_kvc_layer_view_t_base_set_kvc_dc43c61313bc7f67(struct kvc_layer_view 
 }
 
 
-void *_wrap_kvc_layer_view_t_base_get_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0) {
+void *_wrap_kvc_layer_view_t_base_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2542,7 +2554,7 @@ void *_wrap_kvc_layer_view_t_base_get_kvc_dc43c61313bc7f67(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_num_blocks_set_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_num_blocks_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2554,7 +2566,7 @@ void _wrap_kvc_layer_view_t_num_blocks_set_kvc_dc43c61313bc7f67(struct kvc_layer
 }
 
 
-long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2567,7 +2579,7 @@ long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_block_stride_set_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_block_stride_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2579,7 +2591,7 @@ void _wrap_kvc_layer_view_t_block_stride_set_kvc_dc43c61313bc7f67(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_block_stride_get_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_block_stride_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2592,7 +2604,7 @@ long long _wrap_kvc_layer_view_t_block_stride_get_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_kv_stride_set_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_stride_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2604,7 +2616,7 @@ void _wrap_kvc_layer_view_t_kv_stride_set_kvc_dc43c61313bc7f67(struct kvc_layer_
 }
 
 
-long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2617,7 +2629,7 @@ long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_dc43c61313bc7f67(struct kvc_l
 }
 
 
-void _wrap_kvc_layer_view_t_token_stride_set_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_token_stride_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2629,7 +2641,7 @@ void _wrap_kvc_layer_view_t_token_stride_set_kvc_dc43c61313bc7f67(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_token_stride_get_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_token_stride_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2642,7 +2654,7 @@ long long _wrap_kvc_layer_view_t_token_stride_get_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_head_stride_set_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_stride_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2654,7 +2666,7 @@ void _wrap_kvc_layer_view_t_head_stride_set_kvc_dc43c61313bc7f67(struct kvc_laye
 }
 
 
-long long _wrap_kvc_layer_view_t_head_stride_get_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_head_stride_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2667,7 +2679,7 @@ long long _wrap_kvc_layer_view_t_head_stride_get_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_dc43c61313bc7f67() {
+struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_9869b028bd667423() {
   struct kvc_layer_view *result = 0 ;
   struct kvc_layer_view *_swig_go_result;
   
@@ -2678,7 +2690,7 @@ struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_dc43c61313bc7f67() {
 }
 
 
-void _wrap_delete_kvc_layer_view_t_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0) {
+void _wrap_delete_kvc_layer_view_t_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   
   arg1 = *(struct kvc_layer_view **)&_swig_go_0; 
@@ -2688,7 +2700,7 @@ void _wrap_delete_kvc_layer_view_t_kvc_dc43c61313bc7f67(struct kvc_layer_view *_
 }
 
 
-void _wrap_kvc_layer_view_init_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig_go_0) {
+void _wrap_kvc_layer_view_init_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   kvc_layer_view_t *arg1 = (kvc_layer_view_t *) 0 ;
   
   arg1 = *(kvc_layer_view_t **)&_swig_go_0; 
@@ -2698,7 +2710,7 @@ void _wrap_kvc_layer_view_init_kvc_dc43c61313bc7f67(struct kvc_layer_view *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_layer_view_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_layer_view_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_layer_view_t *arg3 = (kvc_layer_view_t *) 0 ;
@@ -2715,7 +2727,7 @@ _gostring_ _wrap_kvc_cache_layer_view_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go
 }
 
 
-void _wrap_kvc_extra_key_t_offset_set_kvc_dc43c61313bc7f67(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_offset_set_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -2727,7 +2739,7 @@ void _wrap_kvc_extra_key_t_offset_set_kvc_dc43c61313bc7f67(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_offset_get_kvc_dc43c61313bc7f67(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_offset_get_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2740,7 +2752,7 @@ long long _wrap_kvc_extra_key_t_offset_get_kvc_dc43c61313bc7f67(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_length_set_kvc_dc43c61313bc7f67(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_length_set_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -2752,7 +2764,7 @@ void _wrap_kvc_extra_key_t_length_set_kvc_dc43c61313bc7f67(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_length_get_kvc_dc43c61313bc7f67(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_length_get_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2765,7 +2777,7 @@ long long _wrap_kvc_extra_key_t_length_get_kvc_dc43c61313bc7f67(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_data_set_kvc_dc43c61313bc7f67(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_extra_key_t_data_set_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2777,7 +2789,7 @@ void _wrap_kvc_extra_key_t_data_set_kvc_dc43c61313bc7f67(struct kvc_extra_key *_
 }
 
 
-void *_wrap_kvc_extra_key_t_data_get_kvc_dc43c61313bc7f67(struct kvc_extra_key *_swig_go_0) {
+void *_wrap_kvc_extra_key_t_data_get_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2790,7 +2802,7 @@ void *_wrap_kvc_extra_key_t_data_get_kvc_dc43c61313bc7f67(struct kvc_extra_key *
 }
 
 
-void _wrap_kvc_extra_key_t_size_set_kvc_dc43c61313bc7f67(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_size_set_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t arg2 ;
   
@@ -2802,7 +2814,7 @@ void _wrap_kvc_extra_key_t_size_set_kvc_dc43c61313bc7f67(struct kvc_extra_key *_
 }
 
 
-long long _wrap_kvc_extra_key_t_size_get_kvc_dc43c61313bc7f67(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_size_get_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -2815,7 +2827,7 @@ long long _wrap_kvc_extra_key_t_size_get_kvc_dc43c61313bc7f67(struct kvc_extra_k
 }
 
 
-struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_dc43c61313bc7f67() {
+struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_9869b028bd667423() {
   struct kvc_extra_key *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
   
@@ -2826,7 +2838,7 @@ struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_dc43c61313bc7f67() {
 }
 
 
-void _wrap_delete_kvc_extra_key_t_kvc_dc43c61313bc7f67(struct kvc_extra_key *_swig_go_0) {
+void _wrap_delete_kvc_extra_key_t_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   
   arg1 = *(struct kvc_extra_key **)&_swig_go_0; 
@@ -2836,7 +2848,7 @@ void _wrap_delete_kvc_extra_key_t_kvc_dc43c61313bc7f67(struct kvc_extra_key *_sw
 }
 
 
-void _wrap_kvc_retention_range_t_start_set_kvc_dc43c61313bc7f67(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_start_set_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -2848,7 +2860,7 @@ void _wrap_kvc_retention_range_t_start_set_kvc_dc43c61313bc7f67(struct kvc_reten
 }
 
 
-long long _wrap_kvc_retention_range_t_start_get_kvc_dc43c61313bc7f67(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_start_get_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2861,7 +2873,7 @@ long long _wrap_kvc_retention_range_t_start_get_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-void _wrap_kvc_retention_range_t_end_set_kvc_dc43c61313bc7f67(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_end_set_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -2873,7 +2885,7 @@ void _wrap_kvc_retention_range_t_end_set_kvc_dc43c61313bc7f67(struct kvc_retenti
 }
 
 
-long long _wrap_kvc_retention_range_t_end_get_kvc_dc43c61313bc7f67(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_end_get_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2886,7 +2898,7 @@ long long _wrap_kvc_retention_range_t_end_get_kvc_dc43c61313bc7f67(struct kvc_re
 }
 
 
-void _wrap_kvc_retention_range_t_priority_set_kvc_dc43c61313bc7f67(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_retention_range_t_priority_set_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t arg2 ;
   
@@ -2898,7 +2910,7 @@ void _wrap_kvc_retention_range_t_priority_set_kvc_dc43c61313bc7f67(struct kvc_re
 }
 
 
-int _wrap_kvc_retention_range_t_priority_get_kvc_dc43c61313bc7f67(struct kvc_retention_range *_swig_go_0) {
+int _wrap_kvc_retention_range_t_priority_get_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2911,7 +2923,7 @@ int _wrap_kvc_retention_range_t_priority_get_kvc_dc43c61313bc7f67(struct kvc_ret
 }
 
 
-void _wrap_kvc_retention_range_t_reserved_set_kvc_dc43c61313bc7f67(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_retention_range_t_reserved_set_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t arg2 ;
   
@@ -2923,7 +2935,7 @@ void _wrap_kvc_retention_range_t_reserved_set_kvc_dc43c61313bc7f67(struct kvc_re
 }
 
 
-int _wrap_kvc_retention_range_t_reserved_get_kvc_dc43c61313bc7f67(struct kvc_retention_range *_swig_go_0) {
+int _wrap_kvc_retention_range_t_reserved_get_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2936,7 +2948,7 @@ int _wrap_kvc_retention_range_t_reserved_get_kvc_dc43c61313bc7f67(struct kvc_ret
 }
 
 
-void _wrap_kvc_retention_range_t_duration_ms_set_kvc_dc43c61313bc7f67(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_duration_ms_set_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -2948,7 +2960,7 @@ void _wrap_kvc_retention_range_t_duration_ms_set_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_dc43c61313bc7f67(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2961,7 +2973,7 @@ long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_dc43c61313bc7f67(struc
 }
 
 
-struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_dc43c61313bc7f67() {
+struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_9869b028bd667423() {
   struct kvc_retention_range *result = 0 ;
   struct kvc_retention_range *_swig_go_result;
   
@@ -2972,7 +2984,7 @@ struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_dc43c61313bc7f67
 }
 
 
-void _wrap_delete_kvc_retention_range_t_kvc_dc43c61313bc7f67(struct kvc_retention_range *_swig_go_0) {
+void _wrap_delete_kvc_retention_range_t_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   
   arg1 = *(struct kvc_retention_range **)&_swig_go_0; 
@@ -2982,7 +2994,7 @@ void _wrap_delete_kvc_retention_range_t_kvc_dc43c61313bc7f67(struct kvc_retentio
 }
 
 
-void _wrap_kvc_sequence_options_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_struct_size_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2994,7 +3006,7 @@ void _wrap_kvc_sequence_options_t_struct_size_set_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-int _wrap_kvc_sequence_options_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_struct_size_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3007,7 +3019,7 @@ int _wrap_kvc_sequence_options_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -3019,7 +3031,7 @@ void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_dc43c61313bc7f67(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3032,7 +3044,7 @@ int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_dc43c61313bc7f67(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -3044,7 +3056,7 @@ void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_dc43c61313bc7f67(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3057,7 +3069,7 @@ int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_dc43c61313bc7f67(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_has_lora_set_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
+void _wrap_kvc_sequence_options_t_has_lora_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool arg2 ;
   
@@ -3069,7 +3081,7 @@ void _wrap_kvc_sequence_options_t_has_lora_set_kvc_dc43c61313bc7f67(struct kvc_s
 }
 
 
-bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0) {
+bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -3082,7 +3094,7 @@ bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_dc43c61313bc7f67(struct kvc_s
 }
 
 
-void _wrap_kvc_sequence_options_t_lora_id_set_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_lora_id_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t arg2 ;
   
@@ -3094,7 +3106,7 @@ void _wrap_kvc_sequence_options_t_lora_id_set_kvc_dc43c61313bc7f67(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3107,7 +3119,7 @@ long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_dc43c61313bc7f67(struct k
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_set_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -3119,7 +3131,7 @@ void _wrap_kvc_sequence_options_t_salt_set_kvc_dc43c61313bc7f67(struct kvc_seque
 }
 
 
-void *_wrap_kvc_sequence_options_t_salt_get_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0) {
+void *_wrap_kvc_sequence_options_t_salt_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -3132,7 +3144,7 @@ void *_wrap_kvc_sequence_options_t_salt_get_kvc_dc43c61313bc7f67(struct kvc_sequ
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_size_set_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_size_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3144,7 +3156,7 @@ void _wrap_kvc_sequence_options_t_salt_size_set_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3157,7 +3169,7 @@ long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_dc43c61313bc7f67(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *arg2 = (kvc_extra_key_t *) 0 ;
   
@@ -3169,7 +3181,7 @@ void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0) {
+struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
@@ -3182,7 +3194,7 @@ struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_dc43c61313
 }
 
 
-void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3194,7 +3206,7 @@ void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_dc43c61313bc7f67(struct
 }
 
 
-long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3207,7 +3219,7 @@ long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_dc43c61313bc7f67(s
 }
 
 
-void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0, struct kvc_retention_range *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, struct kvc_retention_range *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_retention_range_t *arg2 = (kvc_retention_range_t *) 0 ;
   
@@ -3219,7 +3231,7 @@ void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_dc43c61313bc7f67(stru
 }
 
 
-struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0) {
+struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_retention_range_t *result = 0 ;
   struct kvc_retention_range *_swig_go_result;
@@ -3232,7 +3244,7 @@ struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kv
 }
 
 
-void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3244,7 +3256,7 @@ void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_dc43c61313bc7f67(
 }
 
 
-long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3257,7 +3269,7 @@ long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_dc43c61313bc
 }
 
 
-void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t arg2 ;
   
@@ -3269,7 +3281,7 @@ void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_dc43c61313bc7f67(st
 }
 
 
-long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3282,7 +3294,7 @@ long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_dc43c61313bc7f
 }
 
 
-struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_dc43c61313bc7f67() {
+struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_9869b028bd667423() {
   struct kvc_sequence_options *result = 0 ;
   struct kvc_sequence_options *_swig_go_result;
   
@@ -3293,7 +3305,7 @@ struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_dc43c61313bc7f
 }
 
 
-void _wrap_delete_kvc_sequence_options_t_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_delete_kvc_sequence_options_t_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   
   arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
@@ -3303,7 +3315,7 @@ void _wrap_delete_kvc_sequence_options_t_kvc_dc43c61313bc7f67(struct kvc_sequenc
 }
 
 
-void _wrap_kvc_sequence_options_init_kvc_dc43c61313bc7f67(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_kvc_sequence_options_init_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   kvc_sequence_options_t *arg1 = (kvc_sequence_options_t *) 0 ;
   
   arg1 = *(kvc_sequence_options_t **)&_swig_go_0; 
@@ -3313,7 +3325,7 @@ void _wrap_kvc_sequence_options_init_kvc_dc43c61313bc7f67(struct kvc_sequence_op
 }
 
 
-_gostring_ _wrap_kvc_sequence_add_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
+_gostring_ _wrap_kvc_sequence_add_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3338,7 +3350,7 @@ _gostring_ _wrap_kvc_sequence_add_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_extend_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_sequence_extend_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3359,7 +3371,7 @@ _gostring_ _wrap_kvc_sequence_extend_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_commit_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_commit_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3376,7 +3388,7 @@ _gostring_ _wrap_kvc_sequence_commit_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_rewind_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_rewind_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3393,7 +3405,7 @@ _gostring_ _wrap_kvc_sequence_rewind_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_fork_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_fork_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3410,7 +3422,7 @@ _gostring_ _wrap_kvc_sequence_fork_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_kvc_sequence_remove_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_remove_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3425,7 +3437,7 @@ _gostring_ _wrap_kvc_sequence_remove_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_pin_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_pin_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3440,7 +3452,7 @@ _gostring_ _wrap_kvc_sequence_pin_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_unpin_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_unpin_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3455,7 +3467,7 @@ _gostring_ _wrap_kvc_sequence_unpin_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3467,7 +3479,7 @@ void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_s
 }
 
 
-int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3480,7 +3492,7 @@ int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_se
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_dc43c61313bc7f67(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3492,7 +3504,7 @@ void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_dc43c61313bc7f67(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_dc43c61313bc7f67(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3505,7 +3517,7 @@ int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_dc43c61313bc7f67(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3517,7 +3529,7 @@ void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_dc43c61313bc7f67(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_dc43c61313bc7f67(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3530,7 +3542,7 @@ int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_reserved_set_kvc_dc43c61313bc7f67(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_reserved_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3542,7 +3554,7 @@ void _wrap_kvc_sequence_desc_t_reserved_set_kvc_dc43c61313bc7f67(struct kvc_sequ
 }
 
 
-int _wrap_kvc_sequence_desc_t_reserved_get_kvc_dc43c61313bc7f67(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_reserved_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3555,7 +3567,7 @@ int _wrap_kvc_sequence_desc_t_reserved_get_kvc_dc43c61313bc7f67(struct kvc_seque
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_dc43c61313bc7f67(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3567,7 +3579,7 @@ void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_dc43c61313bc7f67(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_dc43c61313bc7f67(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3580,7 +3592,7 @@ long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_dc43c61313bc7f67(struct k
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_dc43c61313bc7f67(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3592,7 +3604,7 @@ void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_dc43c61313bc7f67(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3605,7 +3617,7 @@ long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_dc43c61313bc7f67(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_dc43c61313bc7f67(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3617,7 +3629,7 @@ void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_dc43c61313bc7f67(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3630,7 +3642,7 @@ long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_dc43c61313bc7f67(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_dc43c61313bc7f67(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3642,7 +3654,7 @@ void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_dc43c61313bc7f67(struct 
 }
 
 
-long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_dc43c61313bc7f67(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3655,7 +3667,7 @@ long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_dc43c61313bc7f67(st
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_dc43c61313bc7f67(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3667,7 +3679,7 @@ void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_dc43c61313bc7f67(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_dc43c61313bc7f67(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3680,7 +3692,7 @@ long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_dc43c61313bc7f67(struct k
 }
 
 
-struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_dc43c61313bc7f67() {
+struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_9869b028bd667423() {
   struct kvc_sequence_desc *result = 0 ;
   struct kvc_sequence_desc *_swig_go_result;
   
@@ -3691,7 +3703,7 @@ struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_dc43c61313bc7f67() {
 }
 
 
-void _wrap_delete_kvc_sequence_desc_t_kvc_dc43c61313bc7f67(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_delete_kvc_sequence_desc_t_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   
   arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
@@ -3701,7 +3713,7 @@ void _wrap_delete_kvc_sequence_desc_t_kvc_dc43c61313bc7f67(struct kvc_sequence_d
 }
 
 
-void _wrap_kvc_sequence_desc_init_kvc_dc43c61313bc7f67(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_kvc_sequence_desc_init_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
   kvc_sequence_desc_t *arg1 = (kvc_sequence_desc_t *) 0 ;
   
   arg1 = *(kvc_sequence_desc_t **)&_swig_go_0; 
@@ -3711,7 +3723,7 @@ void _wrap_kvc_sequence_desc_init_kvc_dc43c61313bc7f67(struct kvc_sequence_desc 
 }
 
 
-_gostring_ _wrap_kvc_sequence_describe_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_sequence_describe_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_sequence_desc_t *arg3 = (kvc_sequence_desc_t *) 0 ;
@@ -3728,7 +3740,7 @@ _gostring_ _wrap_kvc_sequence_describe_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_sequence_block_ids_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
+_gostring_ _wrap_kvc_sequence_block_ids_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint32_t arg3 ;
@@ -3751,7 +3763,7 @@ _gostring_ _wrap_kvc_sequence_block_ids_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
+_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3770,7 +3782,7 @@ _gostring_ _wrap_kvc_sequence_blocks_needed_kvc_dc43c61313bc7f67(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_cache_probe_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
+_gostring_ _wrap_kvc_cache_probe_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -3791,7 +3803,7 @@ _gostring_ _wrap_kvc_cache_probe_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, i
 }
 
 
-_gostring_ _wrap_kvc_cache_advance_clock_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_cache_advance_clock_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3806,7 +3818,7 @@ _gostring_ _wrap_kvc_cache_advance_clock_kvc_dc43c61313bc7f67(kvc_cache_t *_swig
 }
 
 
-_gostring_ _wrap_kvc_batch_extend_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_batch_extend_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3827,7 +3839,7 @@ _gostring_ _wrap_kvc_batch_extend_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_block_table_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3854,7 +3866,7 @@ _gostring_ _wrap_kvc_batch_block_table_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_csr_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
+_gostring_ _wrap_kvc_batch_block_table_csr_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3883,7 +3895,7 @@ _gostring_ _wrap_kvc_batch_block_table_csr_kvc_dc43c61313bc7f67(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
+_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   size_t arg3 ;
@@ -3902,7 +3914,7 @@ _gostring_ _wrap_kvc_batch_sequence_lengths_kvc_dc43c61313bc7f67(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_batch_slot_mapping_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_slot_mapping_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3929,7 +3941,7 @@ _gostring_ _wrap_kvc_batch_slot_mapping_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_
 }
 
 
-void _wrap_kvc_cache_stats_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_struct_size_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -3941,7 +3953,7 @@ void _wrap_kvc_cache_stats_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_cac
 }
 
 
-int _wrap_kvc_cache_stats_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_struct_size_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3954,7 +3966,7 @@ int _wrap_kvc_cache_stats_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_reserved_set_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reserved_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -3966,7 +3978,7 @@ void _wrap_kvc_cache_stats_t_reserved_set_kvc_dc43c61313bc7f67(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_stats_t_reserved_get_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_reserved_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3979,7 +3991,7 @@ int _wrap_kvc_cache_stats_t_reserved_get_kvc_dc43c61313bc7f67(struct kvc_cache_s
 }
 
 
-void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3991,7 +4003,7 @@ void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_dc43c61313bc7f67(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4004,7 +4016,7 @@ long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4016,7 +4028,7 @@ void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_dc43c61313bc7f67(struct kvc_cac
 }
 
 
-long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4029,7 +4041,7 @@ long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4041,7 +4053,7 @@ void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_dc43c61313bc7f67(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4054,7 +4066,7 @@ long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_dc43c61313bc7f67(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4066,7 +4078,7 @@ void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_dc43c61313bc7f67(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4079,7 +4091,7 @@ long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_dc43c61313bc7f67(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4091,7 +4103,7 @@ void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_dc43c61313bc7f67(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4104,7 +4116,7 @@ long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_dc43c61313bc7f67(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4116,7 +4128,7 @@ void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_dc43c61313bc7f67(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4129,7 +4141,7 @@ long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_dc43c61313bc7f67(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double arg2 ;
   
@@ -4141,7 +4153,7 @@ void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_dc43c61313bc7f67(struct kvc_cache_
 }
 
 
-double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0) {
+double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -4154,7 +4166,7 @@ double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_dc43c61313bc7f67(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4166,7 +4178,7 @@ void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4179,7 +4191,7 @@ long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_dc43c61313bc7f67(struct
 }
 
 
-void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4191,7 +4203,7 @@ void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_dc43c61313bc7f67(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4204,7 +4216,7 @@ long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_dc43c61313bc7f67(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4216,7 +4228,7 @@ void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_dc43c61313bc7f67(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4229,7 +4241,7 @@ long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4241,7 +4253,7 @@ void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_dc43c61313bc7f67(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4254,7 +4266,7 @@ long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4266,7 +4278,7 @@ void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4279,7 +4291,7 @@ long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_dc43c61313bc7f67(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4291,7 +4303,7 @@ void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4304,7 +4316,7 @@ long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_dc43c61313bc7f67(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4316,7 +4328,7 @@ void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4329,7 +4341,7 @@ long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_dc43c61313bc7f67(struc
 }
 
 
-void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4341,7 +4353,7 @@ void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4354,7 +4366,7 @@ long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_dc43c61313bc7f67(struc
 }
 
 
-void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4366,7 +4378,7 @@ void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_dc43c61313bc7f67(struct kvc_cac
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4379,7 +4391,7 @@ long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4391,7 +4403,7 @@ void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4404,7 +4416,7 @@ long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_dc43c61313bc7f67(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4416,7 +4428,7 @@ void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_dc43c61313bc7f67(struct 
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4429,7 +4441,7 @@ long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_dc43c61313bc7f67(st
 }
 
 
-struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_dc43c61313bc7f67() {
+struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_9869b028bd667423() {
   struct kvc_cache_stats *result = 0 ;
   struct kvc_cache_stats *_swig_go_result;
   
@@ -4440,7 +4452,7 @@ struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_dc43c61313bc7f67() {
 }
 
 
-void _wrap_delete_kvc_cache_stats_t_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_delete_kvc_cache_stats_t_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   
   arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
@@ -4450,7 +4462,7 @@ void _wrap_delete_kvc_cache_stats_t_kvc_dc43c61313bc7f67(struct kvc_cache_stats 
 }
 
 
-void _wrap_kvc_cache_stats_init_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_kvc_cache_stats_init_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   kvc_cache_stats_t *arg1 = (kvc_cache_stats_t *) 0 ;
   
   arg1 = *(kvc_cache_stats_t **)&_swig_go_0; 
@@ -4460,7 +4472,7 @@ void _wrap_kvc_cache_stats_init_kvc_dc43c61313bc7f67(struct kvc_cache_stats *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_get_stats_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_get_stats_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_stats_t *arg2 = (kvc_cache_stats_t *) 0 ;
   kvc_status_t result;
@@ -4475,7 +4487,7 @@ _gostring_ _wrap_kvc_cache_get_stats_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_
 }
 
 
-void _wrap_kvc_group_stats_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_stats_t_struct_size_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -4487,7 +4499,7 @@ void _wrap_kvc_group_stats_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_gro
 }
 
 
-int _wrap_kvc_group_stats_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_group_stats *_swig_go_0) {
+int _wrap_kvc_group_stats_t_struct_size_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4500,7 +4512,7 @@ int _wrap_kvc_group_stats_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_grou
 }
 
 
-void _wrap_kvc_group_stats_t_pool_set_kvc_dc43c61313bc7f67(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_stats_t_pool_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -4512,7 +4524,7 @@ void _wrap_kvc_group_stats_t_pool_set_kvc_dc43c61313bc7f67(struct kvc_group_stat
 }
 
 
-int _wrap_kvc_group_stats_t_pool_get_kvc_dc43c61313bc7f67(struct kvc_group_stats *_swig_go_0) {
+int _wrap_kvc_group_stats_t_pool_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4525,7 +4537,7 @@ int _wrap_kvc_group_stats_t_pool_get_kvc_dc43c61313bc7f67(struct kvc_group_stats
 }
 
 
-void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_dc43c61313bc7f67(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4537,7 +4549,7 @@ void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_dc43c61313bc7f67(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_dc43c61313bc7f67(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4550,7 +4562,7 @@ long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_dc43c61313bc7f67(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_dc43c61313bc7f67(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4562,7 +4574,7 @@ void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_dc43c61313bc7f67(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_dc43c61313bc7f67(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4575,7 +4587,7 @@ long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_dc43c61313bc7f67(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_dc43c61313bc7f67(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4587,7 +4599,7 @@ void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_dc43c61313bc7f67(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4600,7 +4612,7 @@ long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_dc43c61313bc7f67(stru
 }
 
 
-void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_dc43c61313bc7f67(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4612,7 +4624,7 @@ void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_dc43c61313bc7f67(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_dc43c61313bc7f67(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4625,7 +4637,7 @@ long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_dc43c61313bc7f67(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_dc43c61313bc7f67(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4637,7 +4649,7 @@ void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_dc43c61313bc7f67(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_dc43c61313bc7f67(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4650,7 +4662,7 @@ long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_dc43c61313bc7f67(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_dc43c61313bc7f67(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4662,7 +4674,7 @@ void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_dc43c61313bc7f67(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4675,7 +4687,7 @@ long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_dc43c61313bc7f67(struct
 }
 
 
-void _wrap_kvc_group_stats_t_released_blocks_set_kvc_dc43c61313bc7f67(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_released_blocks_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4687,7 +4699,7 @@ void _wrap_kvc_group_stats_t_released_blocks_set_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_dc43c61313bc7f67(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4700,7 +4712,7 @@ long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_dc43c61313bc7f67(struc
 }
 
 
-struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_dc43c61313bc7f67() {
+struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_9869b028bd667423() {
   struct kvc_group_stats *result = 0 ;
   struct kvc_group_stats *_swig_go_result;
   
@@ -4711,7 +4723,7 @@ struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_dc43c61313bc7f67() {
 }
 
 
-void _wrap_delete_kvc_group_stats_t_kvc_dc43c61313bc7f67(struct kvc_group_stats *_swig_go_0) {
+void _wrap_delete_kvc_group_stats_t_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   
   arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
@@ -4721,7 +4733,7 @@ void _wrap_delete_kvc_group_stats_t_kvc_dc43c61313bc7f67(struct kvc_group_stats 
 }
 
 
-void _wrap_kvc_group_stats_init_kvc_dc43c61313bc7f67(struct kvc_group_stats *_swig_go_0) {
+void _wrap_kvc_group_stats_init_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
   kvc_group_stats_t *arg1 = (kvc_group_stats_t *) 0 ;
   
   arg1 = *(kvc_group_stats_t **)&_swig_go_0; 
@@ -4731,7 +4743,7 @@ void _wrap_kvc_group_stats_init_kvc_dc43c61313bc7f67(struct kvc_group_stats *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_get_group_stats_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_stats *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_get_group_stats_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_stats *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_group_stats_t *arg3 = (kvc_group_stats_t *) 0 ;
@@ -4748,7 +4760,7 @@ _gostring_ _wrap_kvc_cache_get_group_stats_kvc_dc43c61313bc7f67(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_reset_reuse_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_reset_reuse_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -4761,7 +4773,7 @@ _gostring_ _wrap_kvc_cache_reset_reuse_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_check_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_check_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -4774,7 +4786,7 @@ _gostring_ _wrap_kvc_cache_check_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_store_args_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_struct_size_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4786,7 +4798,7 @@ void _wrap_kvc_store_args_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_stor
 }
 
 
-int _wrap_kvc_store_args_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_struct_size_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4799,7 +4811,7 @@ int _wrap_kvc_store_args_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_store
 }
 
 
-void _wrap_kvc_store_args_t_layer_set_kvc_dc43c61313bc7f67(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_layer_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4811,7 +4823,7 @@ void _wrap_kvc_store_args_t_layer_set_kvc_dc43c61313bc7f67(struct kvc_store_args
 }
 
 
-int _wrap_kvc_store_args_t_layer_get_kvc_dc43c61313bc7f67(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_layer_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4824,7 +4836,7 @@ int _wrap_kvc_store_args_t_layer_get_kvc_dc43c61313bc7f67(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_num_tokens_set_kvc_dc43c61313bc7f67(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_num_tokens_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4836,7 +4848,7 @@ void _wrap_kvc_store_args_t_num_tokens_set_kvc_dc43c61313bc7f67(struct kvc_store
 }
 
 
-int _wrap_kvc_store_args_t_num_tokens_get_kvc_dc43c61313bc7f67(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_num_tokens_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4849,7 +4861,7 @@ int _wrap_kvc_store_args_t_num_tokens_get_kvc_dc43c61313bc7f67(struct kvc_store_
 }
 
 
-void _wrap_kvc_store_args_t_src_dtype_set_kvc_dc43c61313bc7f67(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_src_dtype_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -4861,7 +4873,7 @@ void _wrap_kvc_store_args_t_src_dtype_set_kvc_dc43c61313bc7f67(struct kvc_store_
 }
 
 
-int _wrap_kvc_store_args_t_src_dtype_get_kvc_dc43c61313bc7f67(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_src_dtype_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -4874,7 +4886,7 @@ int _wrap_kvc_store_args_t_src_dtype_get_kvc_dc43c61313bc7f67(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_key_set_kvc_dc43c61313bc7f67(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_key_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4886,7 +4898,7 @@ void _wrap_kvc_store_args_t_key_set_kvc_dc43c61313bc7f67(struct kvc_store_args *
 }
 
 
-void *_wrap_kvc_store_args_t_key_get_kvc_dc43c61313bc7f67(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_key_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4899,7 +4911,7 @@ void *_wrap_kvc_store_args_t_key_get_kvc_dc43c61313bc7f67(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_value_set_kvc_dc43c61313bc7f67(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_value_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4911,7 +4923,7 @@ void _wrap_kvc_store_args_t_value_set_kvc_dc43c61313bc7f67(struct kvc_store_args
 }
 
 
-void *_wrap_kvc_store_args_t_value_get_kvc_dc43c61313bc7f67(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_value_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4924,7 +4936,7 @@ void *_wrap_kvc_store_args_t_value_get_kvc_dc43c61313bc7f67(struct kvc_store_arg
 }
 
 
-void _wrap_kvc_store_args_t_slot_mapping_set_kvc_dc43c61313bc7f67(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
+void _wrap_kvc_store_args_t_slot_mapping_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   
@@ -4936,7 +4948,7 @@ void _wrap_kvc_store_args_t_slot_mapping_set_kvc_dc43c61313bc7f67(struct kvc_sto
 }
 
 
-int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_dc43c61313bc7f67(struct kvc_store_args *_swig_go_0) {
+int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *result = 0 ;
   int64_t *_swig_go_result;
@@ -4949,7 +4961,7 @@ int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-void _wrap_kvc_store_args_t_k_scale_set_kvc_dc43c61313bc7f67(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_k_scale_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -4961,7 +4973,7 @@ void _wrap_kvc_store_args_t_k_scale_set_kvc_dc43c61313bc7f67(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_k_scale_get_kvc_dc43c61313bc7f67(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_k_scale_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4974,7 +4986,7 @@ float _wrap_kvc_store_args_t_k_scale_get_kvc_dc43c61313bc7f67(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_v_scale_set_kvc_dc43c61313bc7f67(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_v_scale_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -4986,7 +4998,7 @@ void _wrap_kvc_store_args_t_v_scale_set_kvc_dc43c61313bc7f67(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_v_scale_get_kvc_dc43c61313bc7f67(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_v_scale_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4999,7 +5011,7 @@ float _wrap_kvc_store_args_t_v_scale_get_kvc_dc43c61313bc7f67(struct kvc_store_a
 }
 
 
-struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_dc43c61313bc7f67() {
+struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_9869b028bd667423() {
   struct kvc_store_args *result = 0 ;
   struct kvc_store_args *_swig_go_result;
   
@@ -5010,7 +5022,7 @@ struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_dc43c61313bc7f67() {
 }
 
 
-void _wrap_delete_kvc_store_args_t_kvc_dc43c61313bc7f67(struct kvc_store_args *_swig_go_0) {
+void _wrap_delete_kvc_store_args_t_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   
   arg1 = *(struct kvc_store_args **)&_swig_go_0; 
@@ -5020,7 +5032,7 @@ void _wrap_delete_kvc_store_args_t_kvc_dc43c61313bc7f67(struct kvc_store_args *_
 }
 
 
-void _wrap_kvc_store_args_init_kvc_dc43c61313bc7f67(struct kvc_store_args *_swig_go_0) {
+void _wrap_kvc_store_args_init_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
   kvc_store_args_t *arg1 = (kvc_store_args_t *) 0 ;
   
   arg1 = *(kvc_store_args_t **)&_swig_go_0; 
@@ -5030,7 +5042,7 @@ void _wrap_kvc_store_args_init_kvc_dc43c61313bc7f67(struct kvc_store_args *_swig
 }
 
 
-_gostring_ _wrap_kvc_store_kv_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_store_kv_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_store_args_t *arg2 = (kvc_store_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5047,7 +5059,7 @@ _gostring_ _wrap_kvc_store_kv_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, stru
 }
 
 
-void _wrap_kvc_store_strides_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_strides_t_struct_size_set_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t arg2 ;
   
@@ -5059,7 +5071,7 @@ void _wrap_kvc_store_strides_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_s
 }
 
 
-int _wrap_kvc_store_strides_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_store_strides *_swig_go_0) {
+int _wrap_kvc_store_strides_t_struct_size_get_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5072,7 +5084,7 @@ int _wrap_kvc_store_strides_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_st
 }
 
 
-void _wrap_kvc_store_strides_t_seq_len_set_kvc_dc43c61313bc7f67(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_strides_t_seq_len_set_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t arg2 ;
   
@@ -5084,7 +5096,7 @@ void _wrap_kvc_store_strides_t_seq_len_set_kvc_dc43c61313bc7f67(struct kvc_store
 }
 
 
-int _wrap_kvc_store_strides_t_seq_len_get_kvc_dc43c61313bc7f67(struct kvc_store_strides *_swig_go_0) {
+int _wrap_kvc_store_strides_t_seq_len_get_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5097,7 +5109,7 @@ int _wrap_kvc_store_strides_t_seq_len_get_kvc_dc43c61313bc7f67(struct kvc_store_
 }
 
 
-void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_dc43c61313bc7f67(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5109,7 +5121,7 @@ void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_dc43c61313bc7f67(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5122,7 +5134,7 @@ long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_dc43c61313bc7f67(stru
 }
 
 
-void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_dc43c61313bc7f67(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5134,7 +5146,7 @@ void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_dc43c61313bc7f67(struct 
 }
 
 
-long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_dc43c61313bc7f67(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5147,7 +5159,7 @@ long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_dc43c61313bc7f67(st
 }
 
 
-void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_dc43c61313bc7f67(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5159,7 +5171,7 @@ void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_dc43c61313bc7f67(struct k
 }
 
 
-long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_dc43c61313bc7f67(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5172,7 +5184,7 @@ long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_dc43c61313bc7f67(str
 }
 
 
-void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_dc43c61313bc7f67(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5184,7 +5196,7 @@ void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_dc43c61313bc7f67(struct 
 }
 
 
-long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_dc43c61313bc7f67(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5197,7 +5209,7 @@ long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_dc43c61313bc7f67(st
 }
 
 
-void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_dc43c61313bc7f67(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5209,7 +5221,7 @@ void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_dc43c61313bc7f67(struc
 }
 
 
-long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_dc43c61313bc7f67(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5222,7 +5234,7 @@ long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_dc43c61313bc7f67(
 }
 
 
-void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_dc43c61313bc7f67(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5234,7 +5246,7 @@ void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_dc43c61313bc7f67(struct
 }
 
 
-long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_dc43c61313bc7f67(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5247,7 +5259,7 @@ long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_dc43c61313bc7f67(s
 }
 
 
-struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_dc43c61313bc7f67() {
+struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_9869b028bd667423() {
   struct kvc_store_strides *result = 0 ;
   struct kvc_store_strides *_swig_go_result;
   
@@ -5258,7 +5270,7 @@ struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_dc43c61313bc7f67() {
 }
 
 
-void _wrap_delete_kvc_store_strides_t_kvc_dc43c61313bc7f67(struct kvc_store_strides *_swig_go_0) {
+void _wrap_delete_kvc_store_strides_t_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   
   arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
@@ -5268,7 +5280,7 @@ void _wrap_delete_kvc_store_strides_t_kvc_dc43c61313bc7f67(struct kvc_store_stri
 }
 
 
-void _wrap_kvc_store_strides_init_kvc_dc43c61313bc7f67(struct kvc_store_strides *_swig_go_0) {
+void _wrap_kvc_store_strides_init_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
   kvc_store_strides_t *arg1 = (kvc_store_strides_t *) 0 ;
   
   arg1 = *(kvc_store_strides_t **)&_swig_go_0; 
@@ -5278,7 +5290,7 @@ void _wrap_kvc_store_strides_init_kvc_dc43c61313bc7f67(struct kvc_store_strides 
 }
 
 
-_gostring_ _wrap_kvc_store_kv_strided_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, struct kvc_store_strides *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_kvc_store_kv_strided_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, struct kvc_store_strides *_swig_go_2, void *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_store_args_t *arg2 = (kvc_store_args_t *) 0 ;
   kvc_store_strides_t *arg3 = (kvc_store_strides_t *) 0 ;
@@ -5297,7 +5309,7 @@ _gostring_ _wrap_kvc_store_kv_strided_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_copy_blocks_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
+_gostring_ _wrap_kvc_copy_blocks_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -5322,7 +5334,7 @@ _gostring_ _wrap_kvc_copy_blocks_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, i
 }
 
 
-intgo _wrap_KVC_TABLE_PADDED_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_TABLE_PADDED_kvc_9869b028bd667423() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -5334,7 +5346,7 @@ intgo _wrap_KVC_TABLE_PADDED_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_TABLE_CSR_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_TABLE_CSR_kvc_9869b028bd667423() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -5346,7 +5358,7 @@ intgo _wrap_KVC_TABLE_CSR_kvc_dc43c61313bc7f67() {
 }
 
 
-void _wrap_kvc_decode_args_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_struct_size_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5358,7 +5370,7 @@ void _wrap_kvc_decode_args_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_struct_size_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5371,7 +5383,7 @@ int _wrap_kvc_decode_args_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_layer_set_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_layer_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5383,7 +5395,7 @@ void _wrap_kvc_decode_args_t_layer_set_kvc_dc43c61313bc7f67(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_layer_get_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_layer_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5396,7 +5408,7 @@ int _wrap_kvc_decode_args_t_layer_get_kvc_dc43c61313bc7f67(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_batch_set_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_batch_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5408,7 +5420,7 @@ void _wrap_kvc_decode_args_t_batch_set_kvc_dc43c61313bc7f67(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_batch_get_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_batch_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5421,7 +5433,7 @@ int _wrap_kvc_decode_args_t_batch_get_kvc_dc43c61313bc7f67(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_q_heads_set_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_heads_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5433,7 +5445,7 @@ void _wrap_kvc_decode_args_t_q_heads_set_kvc_dc43c61313bc7f67(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_heads_get_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_heads_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5446,7 +5458,7 @@ int _wrap_kvc_decode_args_t_q_heads_get_kvc_dc43c61313bc7f67(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_q_dtype_set_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_dtype_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -5458,7 +5470,7 @@ void _wrap_kvc_decode_args_t_q_dtype_set_kvc_dc43c61313bc7f67(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_dtype_get_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_dtype_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -5471,7 +5483,7 @@ int _wrap_kvc_decode_args_t_q_dtype_get_kvc_dc43c61313bc7f67(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_table_format_set_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_format_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t arg2 ;
   
@@ -5483,7 +5495,7 @@ void _wrap_kvc_decode_args_t_table_format_set_kvc_dc43c61313bc7f67(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_format_get_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_format_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t result;
   int _swig_go_result;
@@ -5496,7 +5508,7 @@ int _wrap_kvc_decode_args_t_table_format_get_kvc_dc43c61313bc7f67(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_query_set_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_query_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5508,7 +5520,7 @@ void _wrap_kvc_decode_args_t_query_set_kvc_dc43c61313bc7f67(struct kvc_decode_ar
 }
 
 
-void *_wrap_kvc_decode_args_t_query_get_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_query_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -5521,7 +5533,7 @@ void *_wrap_kvc_decode_args_t_query_get_kvc_dc43c61313bc7f67(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_out_set_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_out_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5533,7 +5545,7 @@ void _wrap_kvc_decode_args_t_out_set_kvc_dc43c61313bc7f67(struct kvc_decode_args
 }
 
 
-void *_wrap_kvc_decode_args_t_out_get_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_out_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -5546,7 +5558,7 @@ void *_wrap_kvc_decode_args_t_out_get_kvc_dc43c61313bc7f67(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_seq_lens_set_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_seq_lens_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -5558,7 +5570,7 @@ void _wrap_kvc_decode_args_t_seq_lens_set_kvc_dc43c61313bc7f67(struct kvc_decode
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -5571,7 +5583,7 @@ int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_dc43c61313bc7f67(struct kvc_de
 }
 
 
-void _wrap_kvc_decode_args_t_block_table_set_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_block_table_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -5583,7 +5595,7 @@ void _wrap_kvc_decode_args_t_block_table_set_kvc_dc43c61313bc7f67(struct kvc_dec
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -5596,7 +5608,7 @@ int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-void _wrap_kvc_decode_args_t_indptr_set_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_indptr_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -5608,7 +5620,7 @@ void _wrap_kvc_decode_args_t_indptr_set_kvc_dc43c61313bc7f67(struct kvc_decode_a
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -5621,7 +5633,7 @@ int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_dc43c61313bc7f67(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_table_stride_set_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_stride_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5633,7 +5645,7 @@ void _wrap_kvc_decode_args_t_table_stride_set_kvc_dc43c61313bc7f67(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_stride_get_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_stride_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5646,7 +5658,7 @@ int _wrap_kvc_decode_args_t_table_stride_get_kvc_dc43c61313bc7f67(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5658,7 +5670,7 @@ void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_dc43c61313bc7f67(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5671,7 +5683,7 @@ int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_dc43c61313bc7f67(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_window_set_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_window_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5683,7 +5695,7 @@ void _wrap_kvc_decode_args_t_window_set_kvc_dc43c61313bc7f67(struct kvc_decode_a
 }
 
 
-int _wrap_kvc_decode_args_t_window_get_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_window_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5696,7 +5708,7 @@ int _wrap_kvc_decode_args_t_window_get_kvc_dc43c61313bc7f67(struct kvc_decode_ar
 }
 
 
-void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -5708,7 +5720,7 @@ void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_dc43c61313bc7f67(struct kvc_d
 }
 
 
-float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -5721,7 +5733,7 @@ float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-void _wrap_kvc_decode_args_t_k_scale_set_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_k_scale_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -5733,7 +5745,7 @@ void _wrap_kvc_decode_args_t_k_scale_set_kvc_dc43c61313bc7f67(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_k_scale_get_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_k_scale_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -5746,7 +5758,7 @@ float _wrap_kvc_decode_args_t_k_scale_get_kvc_dc43c61313bc7f67(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_v_scale_set_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_v_scale_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -5758,7 +5770,7 @@ void _wrap_kvc_decode_args_t_v_scale_set_kvc_dc43c61313bc7f67(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_v_scale_get_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_v_scale_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -5771,7 +5783,7 @@ float _wrap_kvc_decode_args_t_v_scale_get_kvc_dc43c61313bc7f67(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_set_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5783,7 +5795,7 @@ void _wrap_kvc_decode_args_t_workspace_set_kvc_dc43c61313bc7f67(struct kvc_decod
 }
 
 
-void *_wrap_kvc_decode_args_t_workspace_get_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_workspace_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -5796,7 +5808,7 @@ void *_wrap_kvc_decode_args_t_workspace_get_kvc_dc43c61313bc7f67(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t arg2 ;
   
@@ -5808,7 +5820,7 @@ void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0) {
+long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5821,7 +5833,7 @@ long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_dc43c61313bc7f67(struc
 }
 
 
-struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_dc43c61313bc7f67() {
+struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_9869b028bd667423() {
   struct kvc_decode_args *result = 0 ;
   struct kvc_decode_args *_swig_go_result;
   
@@ -5832,7 +5844,7 @@ struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_dc43c61313bc7f67() {
 }
 
 
-void _wrap_delete_kvc_decode_args_t_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0) {
+void _wrap_delete_kvc_decode_args_t_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   
   arg1 = *(struct kvc_decode_args **)&_swig_go_0; 
@@ -5842,7 +5854,7 @@ void _wrap_delete_kvc_decode_args_t_kvc_dc43c61313bc7f67(struct kvc_decode_args 
 }
 
 
-void _wrap_kvc_decode_args_init_kvc_dc43c61313bc7f67(struct kvc_decode_args *_swig_go_0) {
+void _wrap_kvc_decode_args_init_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   kvc_decode_args_t *arg1 = (kvc_decode_args_t *) 0 ;
   
   arg1 = *(kvc_decode_args_t **)&_swig_go_0; 
@@ -5852,7 +5864,7 @@ void _wrap_kvc_decode_args_init_kvc_dc43c61313bc7f67(struct kvc_decode_args *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_workspace_size_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_workspace_size_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -5869,7 +5881,7 @@ _gostring_ _wrap_kvc_decode_workspace_size_kvc_dc43c61313bc7f67(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_attention_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_attention_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5886,7 +5898,7 @@ _gostring_ _wrap_kvc_decode_attention_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go
 }
 
 
-void _wrap_kvc_prefill_args_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_struct_size_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5898,7 +5910,7 @@ void _wrap_kvc_prefill_args_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_pr
 }
 
 
-int _wrap_kvc_prefill_args_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_struct_size_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5911,7 +5923,7 @@ int _wrap_kvc_prefill_args_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_pre
 }
 
 
-void _wrap_kvc_prefill_args_t_layer_set_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_layer_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5923,7 +5935,7 @@ void _wrap_kvc_prefill_args_t_layer_set_kvc_dc43c61313bc7f67(struct kvc_prefill_
 }
 
 
-int _wrap_kvc_prefill_args_t_layer_get_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_layer_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5936,7 +5948,7 @@ int _wrap_kvc_prefill_args_t_layer_get_kvc_dc43c61313bc7f67(struct kvc_prefill_a
 }
 
 
-void _wrap_kvc_prefill_args_t_batch_set_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_batch_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5948,7 +5960,7 @@ void _wrap_kvc_prefill_args_t_batch_set_kvc_dc43c61313bc7f67(struct kvc_prefill_
 }
 
 
-int _wrap_kvc_prefill_args_t_batch_get_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_batch_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5961,7 +5973,7 @@ int _wrap_kvc_prefill_args_t_batch_get_kvc_dc43c61313bc7f67(struct kvc_prefill_a
 }
 
 
-void _wrap_kvc_prefill_args_t_total_q_set_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_total_q_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5973,7 +5985,7 @@ void _wrap_kvc_prefill_args_t_total_q_set_kvc_dc43c61313bc7f67(struct kvc_prefil
 }
 
 
-int _wrap_kvc_prefill_args_t_total_q_get_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_total_q_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5986,7 +5998,7 @@ int _wrap_kvc_prefill_args_t_total_q_get_kvc_dc43c61313bc7f67(struct kvc_prefill
 }
 
 
-void _wrap_kvc_prefill_args_t_q_heads_set_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_q_heads_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5998,7 +6010,7 @@ void _wrap_kvc_prefill_args_t_q_heads_set_kvc_dc43c61313bc7f67(struct kvc_prefil
 }
 
 
-int _wrap_kvc_prefill_args_t_q_heads_get_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_q_heads_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6011,7 +6023,7 @@ int _wrap_kvc_prefill_args_t_q_heads_get_kvc_dc43c61313bc7f67(struct kvc_prefill
 }
 
 
-void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -6023,7 +6035,7 @@ void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_dc43c61313bc7f67(struct kvc_prefil
 }
 
 
-int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -6036,7 +6048,7 @@ int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_dc43c61313bc7f67(struct kvc_prefill
 }
 
 
-void _wrap_kvc_prefill_args_t_table_format_set_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_table_format_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   kvc_table_format_t arg2 ;
   
@@ -6048,7 +6060,7 @@ void _wrap_kvc_prefill_args_t_table_format_set_kvc_dc43c61313bc7f67(struct kvc_p
 }
 
 
-int _wrap_kvc_prefill_args_t_table_format_get_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_table_format_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   kvc_table_format_t result;
   int _swig_go_result;
@@ -6061,7 +6073,7 @@ int _wrap_kvc_prefill_args_t_table_format_get_kvc_dc43c61313bc7f67(struct kvc_pr
 }
 
 
-void _wrap_kvc_prefill_args_t_query_set_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_query_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6073,7 +6085,7 @@ void _wrap_kvc_prefill_args_t_query_set_kvc_dc43c61313bc7f67(struct kvc_prefill_
 }
 
 
-void *_wrap_kvc_prefill_args_t_query_get_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+void *_wrap_kvc_prefill_args_t_query_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6086,7 +6098,7 @@ void *_wrap_kvc_prefill_args_t_query_get_kvc_dc43c61313bc7f67(struct kvc_prefill
 }
 
 
-void _wrap_kvc_prefill_args_t_out_set_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_out_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6098,7 +6110,7 @@ void _wrap_kvc_prefill_args_t_out_set_kvc_dc43c61313bc7f67(struct kvc_prefill_ar
 }
 
 
-void *_wrap_kvc_prefill_args_t_out_get_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+void *_wrap_kvc_prefill_args_t_out_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6111,7 +6123,7 @@ void *_wrap_kvc_prefill_args_t_out_get_kvc_dc43c61313bc7f67(struct kvc_prefill_a
 }
 
 
-void _wrap_kvc_prefill_args_t_lse_set_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0, float *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_lse_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, float *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float *arg2 = (float *) 0 ;
   
@@ -6123,7 +6135,7 @@ void _wrap_kvc_prefill_args_t_lse_set_kvc_dc43c61313bc7f67(struct kvc_prefill_ar
 }
 
 
-float *_wrap_kvc_prefill_args_t_lse_get_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+float *_wrap_kvc_prefill_args_t_lse_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float *result = 0 ;
   float *_swig_go_result;
@@ -6136,7 +6148,7 @@ float *_wrap_kvc_prefill_args_t_lse_get_kvc_dc43c61313bc7f67(struct kvc_prefill_
 }
 
 
-void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6148,7 +6160,7 @@ void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_dc43c61313bc7f67(struct kvc_pref
 }
 
 
-int32_t *_wrap_kvc_prefill_args_t_qo_indptr_get_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+int32_t *_wrap_kvc_prefill_args_t_qo_indptr_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6161,7 +6173,7 @@ int32_t *_wrap_kvc_prefill_args_t_qo_indptr_get_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6173,7 +6185,7 @@ void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_dc43c61313bc7f67(struct kvc_prefil
 }
 
 
-int32_t *_wrap_kvc_prefill_args_t_kv_lens_get_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+int32_t *_wrap_kvc_prefill_args_t_kv_lens_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6186,7 +6198,7 @@ int32_t *_wrap_kvc_prefill_args_t_kv_lens_get_kvc_dc43c61313bc7f67(struct kvc_pr
 }
 
 
-void _wrap_kvc_prefill_args_t_block_table_set_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_block_table_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6198,7 +6210,7 @@ void _wrap_kvc_prefill_args_t_block_table_set_kvc_dc43c61313bc7f67(struct kvc_pr
 }
 
 
-int32_t *_wrap_kvc_prefill_args_t_block_table_get_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+int32_t *_wrap_kvc_prefill_args_t_block_table_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6211,7 +6223,7 @@ int32_t *_wrap_kvc_prefill_args_t_block_table_get_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-void _wrap_kvc_prefill_args_t_indptr_set_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_indptr_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6223,7 +6235,7 @@ void _wrap_kvc_prefill_args_t_indptr_set_kvc_dc43c61313bc7f67(struct kvc_prefill
 }
 
 
-int32_t *_wrap_kvc_prefill_args_t_indptr_get_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+int32_t *_wrap_kvc_prefill_args_t_indptr_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6236,7 +6248,7 @@ int32_t *_wrap_kvc_prefill_args_t_indptr_get_kvc_dc43c61313bc7f67(struct kvc_pre
 }
 
 
-void _wrap_kvc_prefill_args_t_table_stride_set_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_table_stride_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6248,7 +6260,7 @@ void _wrap_kvc_prefill_args_t_table_stride_set_kvc_dc43c61313bc7f67(struct kvc_p
 }
 
 
-int _wrap_kvc_prefill_args_t_table_stride_get_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_table_stride_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6261,7 +6273,7 @@ int _wrap_kvc_prefill_args_t_table_stride_get_kvc_dc43c61313bc7f67(struct kvc_pr
 }
 
 
-void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6273,7 +6285,7 @@ void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_dc43c61313bc7f67(struct kvc_pre
 }
 
 
-int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6286,7 +6298,7 @@ int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_dc43c61313bc7f67(struct kvc_pref
 }
 
 
-void _wrap_kvc_prefill_args_t_window_set_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_window_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6298,7 +6310,7 @@ void _wrap_kvc_prefill_args_t_window_set_kvc_dc43c61313bc7f67(struct kvc_prefill
 }
 
 
-int _wrap_kvc_prefill_args_t_window_get_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_window_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6311,7 +6323,7 @@ int _wrap_kvc_prefill_args_t_window_get_kvc_dc43c61313bc7f67(struct kvc_prefill_
 }
 
 
-void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float arg2 ;
   
@@ -6323,7 +6335,7 @@ void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6336,7 +6348,7 @@ float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float arg2 ;
   
@@ -6348,7 +6360,7 @@ void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6361,7 +6373,7 @@ float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_dc43c61313bc7f67(struct k
 }
 
 
-void _wrap_kvc_prefill_args_t_k_scale_set_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_prefill_args_t_k_scale_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float arg2 ;
   
@@ -6373,7 +6385,7 @@ void _wrap_kvc_prefill_args_t_k_scale_set_kvc_dc43c61313bc7f67(struct kvc_prefil
 }
 
 
-float _wrap_kvc_prefill_args_t_k_scale_get_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+float _wrap_kvc_prefill_args_t_k_scale_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6386,7 +6398,7 @@ float _wrap_kvc_prefill_args_t_k_scale_get_kvc_dc43c61313bc7f67(struct kvc_prefi
 }
 
 
-void _wrap_kvc_prefill_args_t_v_scale_set_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_prefill_args_t_v_scale_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float arg2 ;
   
@@ -6398,7 +6410,7 @@ void _wrap_kvc_prefill_args_t_v_scale_set_kvc_dc43c61313bc7f67(struct kvc_prefil
 }
 
 
-float _wrap_kvc_prefill_args_t_v_scale_get_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+float _wrap_kvc_prefill_args_t_v_scale_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6411,7 +6423,7 @@ float _wrap_kvc_prefill_args_t_v_scale_get_kvc_dc43c61313bc7f67(struct kvc_prefi
 }
 
 
-void _wrap_kvc_prefill_args_t_workspace_set_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_workspace_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6423,7 +6435,7 @@ void _wrap_kvc_prefill_args_t_workspace_set_kvc_dc43c61313bc7f67(struct kvc_pref
 }
 
 
-void *_wrap_kvc_prefill_args_t_workspace_get_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+void *_wrap_kvc_prefill_args_t_workspace_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6436,7 +6448,7 @@ void *_wrap_kvc_prefill_args_t_workspace_get_kvc_dc43c61313bc7f67(struct kvc_pre
 }
 
 
-void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint64_t arg2 ;
   
@@ -6448,7 +6460,7 @@ void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-long long _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+long long _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6461,7 +6473,7 @@ long long _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_dc43c61313bc7f67(stru
 }
 
 
-struct kvc_prefill_args *_wrap_new_kvc_prefill_args_t_kvc_dc43c61313bc7f67() {
+struct kvc_prefill_args *_wrap_new_kvc_prefill_args_t_kvc_9869b028bd667423() {
   struct kvc_prefill_args *result = 0 ;
   struct kvc_prefill_args *_swig_go_result;
   
@@ -6472,7 +6484,7 @@ struct kvc_prefill_args *_wrap_new_kvc_prefill_args_t_kvc_dc43c61313bc7f67() {
 }
 
 
-void _wrap_delete_kvc_prefill_args_t_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+void _wrap_delete_kvc_prefill_args_t_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   
   arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
@@ -6482,7 +6494,7 @@ void _wrap_delete_kvc_prefill_args_t_kvc_dc43c61313bc7f67(struct kvc_prefill_arg
 }
 
 
-void _wrap_kvc_prefill_args_init_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_swig_go_0) {
+void _wrap_kvc_prefill_args_init_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   kvc_prefill_args_t *arg1 = (kvc_prefill_args_t *) 0 ;
   
   arg1 = *(kvc_prefill_args_t **)&_swig_go_0; 
@@ -6492,7 +6504,7 @@ void _wrap_kvc_prefill_args_init_kvc_dc43c61313bc7f67(struct kvc_prefill_args *_
 }
 
 
-_gostring_ _wrap_kvc_prefill_workspace_size_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_prefill_workspace_size_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, long long *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_prefill_args_t *arg2 = (kvc_prefill_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -6509,7 +6521,7 @@ _gostring_ _wrap_kvc_prefill_workspace_size_kvc_dc43c61313bc7f67(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_prefill_attention_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_prefill_attention_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_prefill_args_t *arg2 = (kvc_prefill_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -6526,7 +6538,7 @@ _gostring_ _wrap_kvc_prefill_attention_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_get_async_error_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_get_async_error_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t *arg3 = (kvc_status_t *) 0 ;
@@ -6543,7 +6555,7 @@ _gostring_ _wrap_kvc_cache_get_async_error_kvc_dc43c61313bc7f67(kvc_cache_t *_sw
 }
 
 
-intgo _wrap_KVC_GROWTH_STAGGERED_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_GROWTH_STAGGERED_kvc_9869b028bd667423() {
   enum kvc_growth_policy result;
   intgo _swig_go_result;
   
@@ -6555,7 +6567,7 @@ intgo _wrap_KVC_GROWTH_STAGGERED_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_GROWTH_UNIFORM_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_GROWTH_UNIFORM_kvc_9869b028bd667423() {
   enum kvc_growth_policy result;
   intgo _swig_go_result;
   
@@ -6567,7 +6579,7 @@ intgo _wrap_KVC_GROWTH_UNIFORM_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_9869b028bd667423() {
   unsigned int result;
   intgo _swig_go_result;
   
@@ -6578,7 +6590,7 @@ intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_dc43c61313bc7f67() {
 }
 
 
-void _wrap_kvc_stateful_options_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_struct_size_set_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -6590,7 +6602,7 @@ void _wrap_kvc_stateful_options_t_struct_size_set_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-int _wrap_kvc_stateful_options_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_struct_size_get_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6603,7 +6615,7 @@ int _wrap_kvc_stateful_options_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-void _wrap_kvc_stateful_options_t_batch_set_kvc_dc43c61313bc7f67(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_batch_set_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -6615,7 +6627,7 @@ void _wrap_kvc_stateful_options_t_batch_set_kvc_dc43c61313bc7f67(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_options_t_batch_get_kvc_dc43c61313bc7f67(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_batch_get_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6628,7 +6640,7 @@ int _wrap_kvc_stateful_options_t_batch_get_kvc_dc43c61313bc7f67(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_options_t_layout_set_kvc_dc43c61313bc7f67(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_layout_set_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -6640,7 +6652,7 @@ void _wrap_kvc_stateful_options_t_layout_set_kvc_dc43c61313bc7f67(struct kvc_sta
 }
 
 
-int _wrap_kvc_stateful_options_t_layout_get_kvc_dc43c61313bc7f67(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_layout_get_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -6653,7 +6665,7 @@ int _wrap_kvc_stateful_options_t_layout_get_kvc_dc43c61313bc7f67(struct kvc_stat
 }
 
 
-void _wrap_kvc_stateful_options_t_growth_step_set_kvc_dc43c61313bc7f67(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_growth_step_set_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -6665,7 +6677,7 @@ void _wrap_kvc_stateful_options_t_growth_step_set_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-int _wrap_kvc_stateful_options_t_growth_step_get_kvc_dc43c61313bc7f67(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_growth_step_get_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6678,7 +6690,7 @@ int _wrap_kvc_stateful_options_t_growth_step_get_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_dc43c61313bc7f67(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_growth_policy_t arg2 ;
   
@@ -6690,7 +6702,7 @@ void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_dc43c61313bc7f67(struct 
 }
 
 
-int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_dc43c61313bc7f67(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_growth_policy_t result;
   int _swig_go_result;
@@ -6703,7 +6715,7 @@ int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_dc43c61313bc7f67(struct k
 }
 
 
-void _wrap_kvc_stateful_options_t_max_length_set_kvc_dc43c61313bc7f67(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_max_length_set_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -6715,7 +6727,7 @@ void _wrap_kvc_stateful_options_t_max_length_set_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-int _wrap_kvc_stateful_options_t_max_length_get_kvc_dc43c61313bc7f67(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_max_length_get_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6728,7 +6740,7 @@ int _wrap_kvc_stateful_options_t_max_length_get_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-void _wrap_kvc_stateful_options_t_initial_length_set_kvc_dc43c61313bc7f67(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_initial_length_set_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -6740,7 +6752,7 @@ void _wrap_kvc_stateful_options_t_initial_length_set_kvc_dc43c61313bc7f67(struct
 }
 
 
-int _wrap_kvc_stateful_options_t_initial_length_get_kvc_dc43c61313bc7f67(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_initial_length_get_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6753,7 +6765,7 @@ int _wrap_kvc_stateful_options_t_initial_length_get_kvc_dc43c61313bc7f67(struct 
 }
 
 
-struct kvc_stateful_options *_wrap_new_kvc_stateful_options_t_kvc_dc43c61313bc7f67() {
+struct kvc_stateful_options *_wrap_new_kvc_stateful_options_t_kvc_9869b028bd667423() {
   struct kvc_stateful_options *result = 0 ;
   struct kvc_stateful_options *_swig_go_result;
   
@@ -6764,7 +6776,7 @@ struct kvc_stateful_options *_wrap_new_kvc_stateful_options_t_kvc_dc43c61313bc7f
 }
 
 
-void _wrap_delete_kvc_stateful_options_t_kvc_dc43c61313bc7f67(struct kvc_stateful_options *_swig_go_0) {
+void _wrap_delete_kvc_stateful_options_t_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   
   arg1 = *(struct kvc_stateful_options **)&_swig_go_0; 
@@ -6774,7 +6786,7 @@ void _wrap_delete_kvc_stateful_options_t_kvc_dc43c61313bc7f67(struct kvc_statefu
 }
 
 
-void _wrap_kvc_stateful_options_init_kvc_dc43c61313bc7f67(struct kvc_stateful_options *_swig_go_0) {
+void _wrap_kvc_stateful_options_init_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
   kvc_stateful_options_t *arg1 = (kvc_stateful_options_t *) 0 ;
   
   arg1 = *(kvc_stateful_options_t **)&_swig_go_0; 
@@ -6784,7 +6796,7 @@ void _wrap_kvc_stateful_options_init_kvc_dc43c61313bc7f67(struct kvc_stateful_op
 }
 
 
-_gostring_ _wrap_kvc_stateful_create_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, struct kvc_stateful_options *_swig_go_1, kvc_stateful_t **_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_create_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, struct kvc_stateful_options *_swig_go_1, kvc_stateful_t **_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_stateful_options_t *arg2 = (kvc_stateful_options_t *) 0 ;
   kvc_stateful_t **arg3 = (kvc_stateful_t **) 0 ;
@@ -6801,7 +6813,7 @@ _gostring_ _wrap_kvc_stateful_create_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go
 }
 
 
-void _wrap_kvc_stateful_destroy_kvc_dc43c61313bc7f67(kvc_stateful_t *_swig_go_0) {
+void _wrap_kvc_stateful_destroy_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   
   arg1 = (kvc_stateful_t *)_swig_go_0; 
@@ -6811,7 +6823,7 @@ void _wrap_kvc_stateful_destroy_kvc_dc43c61313bc7f67(kvc_stateful_t *_swig_go_0)
 }
 
 
-void _wrap_kvc_stateful_view_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_struct_size_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -6823,7 +6835,7 @@ void _wrap_kvc_stateful_view_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_s
 }
 
 
-int _wrap_kvc_stateful_view_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_struct_size_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6836,7 +6848,7 @@ int _wrap_kvc_stateful_view_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_st
 }
 
 
-void _wrap_kvc_stateful_view_t_layer_set_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_layer_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -6848,7 +6860,7 @@ void _wrap_kvc_stateful_view_t_layer_set_kvc_dc43c61313bc7f67(struct kvc_statefu
 }
 
 
-int _wrap_kvc_stateful_view_t_layer_get_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_layer_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6861,7 +6873,7 @@ int _wrap_kvc_stateful_view_t_layer_get_kvc_dc43c61313bc7f67(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_key_set_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_key_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6873,7 +6885,7 @@ void _wrap_kvc_stateful_view_t_key_set_kvc_dc43c61313bc7f67(struct kvc_stateful_
 }
 
 
-void *_wrap_kvc_stateful_view_t_key_get_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0) {
+void *_wrap_kvc_stateful_view_t_key_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6886,7 +6898,7 @@ void *_wrap_kvc_stateful_view_t_key_get_kvc_dc43c61313bc7f67(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_value_set_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_value_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6898,7 +6910,7 @@ void _wrap_kvc_stateful_view_t_value_set_kvc_dc43c61313bc7f67(struct kvc_statefu
 }
 
 
-void *_wrap_kvc_stateful_view_t_value_get_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0) {
+void *_wrap_kvc_stateful_view_t_value_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6911,7 +6923,7 @@ void *_wrap_kvc_stateful_view_t_value_get_kvc_dc43c61313bc7f67(struct kvc_statef
 }
 
 
-void _wrap_kvc_stateful_view_t_row_stride_set_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_view_t_row_stride_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t arg2 ;
   
@@ -6923,7 +6935,7 @@ void _wrap_kvc_stateful_view_t_row_stride_set_kvc_dc43c61313bc7f67(struct kvc_st
 }
 
 
-long long _wrap_kvc_stateful_view_t_row_stride_get_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0) {
+long long _wrap_kvc_stateful_view_t_row_stride_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6936,7 +6948,7 @@ long long _wrap_kvc_stateful_view_t_row_stride_get_kvc_dc43c61313bc7f67(struct k
 }
 
 
-void _wrap_kvc_stateful_view_t_head_stride_set_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_view_t_head_stride_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t arg2 ;
   
@@ -6948,7 +6960,7 @@ void _wrap_kvc_stateful_view_t_head_stride_set_kvc_dc43c61313bc7f67(struct kvc_s
 }
 
 
-long long _wrap_kvc_stateful_view_t_head_stride_get_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0) {
+long long _wrap_kvc_stateful_view_t_head_stride_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6961,7 +6973,7 @@ long long _wrap_kvc_stateful_view_t_head_stride_get_kvc_dc43c61313bc7f67(struct 
 }
 
 
-void _wrap_kvc_stateful_view_t_token_stride_set_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_view_t_token_stride_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t arg2 ;
   
@@ -6973,7 +6985,7 @@ void _wrap_kvc_stateful_view_t_token_stride_set_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_view_t_token_stride_get_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0) {
+long long _wrap_kvc_stateful_view_t_token_stride_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6986,7 +6998,7 @@ long long _wrap_kvc_stateful_view_t_token_stride_get_kvc_dc43c61313bc7f67(struct
 }
 
 
-void _wrap_kvc_stateful_view_t_batch_set_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_batch_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -6998,7 +7010,7 @@ void _wrap_kvc_stateful_view_t_batch_set_kvc_dc43c61313bc7f67(struct kvc_statefu
 }
 
 
-int _wrap_kvc_stateful_view_t_batch_get_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_batch_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7011,7 +7023,7 @@ int _wrap_kvc_stateful_view_t_batch_get_kvc_dc43c61313bc7f67(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_capacity_set_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_capacity_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7023,7 +7035,7 @@ void _wrap_kvc_stateful_view_t_capacity_set_kvc_dc43c61313bc7f67(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_view_t_capacity_get_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_capacity_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7036,7 +7048,7 @@ int _wrap_kvc_stateful_view_t_capacity_get_kvc_dc43c61313bc7f67(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7048,7 +7060,7 @@ void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_dc43c61313bc7f67(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7061,7 +7073,7 @@ int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_dc43c61313bc7f67(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_view_t_head_dim_set_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_head_dim_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7073,7 +7085,7 @@ void _wrap_kvc_stateful_view_t_head_dim_set_kvc_dc43c61313bc7f67(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_view_t_head_dim_get_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_head_dim_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7086,7 +7098,7 @@ int _wrap_kvc_stateful_view_t_head_dim_get_kvc_dc43c61313bc7f67(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_view_t_dtype_set_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_dtype_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -7098,7 +7110,7 @@ void _wrap_kvc_stateful_view_t_dtype_set_kvc_dc43c61313bc7f67(struct kvc_statefu
 }
 
 
-int _wrap_kvc_stateful_view_t_dtype_get_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_dtype_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -7111,7 +7123,7 @@ int _wrap_kvc_stateful_view_t_dtype_get_kvc_dc43c61313bc7f67(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_layout_set_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_layout_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -7123,7 +7135,7 @@ void _wrap_kvc_stateful_view_t_layout_set_kvc_dc43c61313bc7f67(struct kvc_statef
 }
 
 
-int _wrap_kvc_stateful_view_t_layout_get_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_layout_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -7136,7 +7148,7 @@ int _wrap_kvc_stateful_view_t_layout_get_kvc_dc43c61313bc7f67(struct kvc_statefu
 }
 
 
-void _wrap_kvc_stateful_view_t_max_length_set_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_max_length_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7148,7 +7160,7 @@ void _wrap_kvc_stateful_view_t_max_length_set_kvc_dc43c61313bc7f67(struct kvc_st
 }
 
 
-int _wrap_kvc_stateful_view_t_max_length_get_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_max_length_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7161,7 +7173,7 @@ int _wrap_kvc_stateful_view_t_max_length_get_kvc_dc43c61313bc7f67(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7173,7 +7185,7 @@ void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_dc43c61313bc7f67(struct
 }
 
 
-int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7186,7 +7198,7 @@ int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_dc43c61313bc7f67(struct 
 }
 
 
-void _wrap_kvc_stateful_view_t_lengths_set_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_lengths_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -7198,7 +7210,7 @@ void _wrap_kvc_stateful_view_t_lengths_set_kvc_dc43c61313bc7f67(struct kvc_state
 }
 
 
-int32_t *_wrap_kvc_stateful_view_t_lengths_get_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0) {
+int32_t *_wrap_kvc_stateful_view_t_lengths_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -7211,7 +7223,7 @@ int32_t *_wrap_kvc_stateful_view_t_lengths_get_kvc_dc43c61313bc7f67(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_view_t_beam_table_set_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_beam_table_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -7223,7 +7235,7 @@ void _wrap_kvc_stateful_view_t_beam_table_set_kvc_dc43c61313bc7f67(struct kvc_st
 }
 
 
-int32_t *_wrap_kvc_stateful_view_t_beam_table_get_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0) {
+int32_t *_wrap_kvc_stateful_view_t_beam_table_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -7236,7 +7248,7 @@ int32_t *_wrap_kvc_stateful_view_t_beam_table_get_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-struct kvc_stateful_view *_wrap_new_kvc_stateful_view_t_kvc_dc43c61313bc7f67() {
+struct kvc_stateful_view *_wrap_new_kvc_stateful_view_t_kvc_9869b028bd667423() {
   struct kvc_stateful_view *result = 0 ;
   struct kvc_stateful_view *_swig_go_result;
   
@@ -7247,7 +7259,7 @@ struct kvc_stateful_view *_wrap_new_kvc_stateful_view_t_kvc_dc43c61313bc7f67() {
 }
 
 
-void _wrap_delete_kvc_stateful_view_t_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0) {
+void _wrap_delete_kvc_stateful_view_t_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   
   arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
@@ -7257,7 +7269,7 @@ void _wrap_delete_kvc_stateful_view_t_kvc_dc43c61313bc7f67(struct kvc_stateful_v
 }
 
 
-void _wrap_kvc_stateful_view_init_kvc_dc43c61313bc7f67(struct kvc_stateful_view *_swig_go_0) {
+void _wrap_kvc_stateful_view_init_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   kvc_stateful_view_t *arg1 = (kvc_stateful_view_t *) 0 ;
   
   arg1 = *(kvc_stateful_view_t **)&_swig_go_0; 
@@ -7267,7 +7279,7 @@ void _wrap_kvc_stateful_view_init_kvc_dc43c61313bc7f67(struct kvc_stateful_view 
 }
 
 
-_gostring_ _wrap_kvc_stateful_layer_view_kvc_dc43c61313bc7f67(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_view *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_layer_view_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_view *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   kvc_stateful_view_t *arg3 = (kvc_stateful_view_t *) 0 ;
@@ -7284,7 +7296,7 @@ _gostring_ _wrap_kvc_stateful_layer_view_kvc_dc43c61313bc7f67(kvc_stateful_t *_s
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_lengths_kvc_dc43c61313bc7f67(kvc_stateful_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int _swig_go_3) {
+_gostring_ _wrap_kvc_stateful_get_lengths_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int _swig_go_3) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -7303,7 +7315,7 @@ _gostring_ _wrap_kvc_stateful_get_lengths_kvc_dc43c61313bc7f67(kvc_stateful_t *_
 }
 
 
-void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7315,7 +7327,7 @@ void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_dc43c61313bc7f67(struc
 }
 
 
-int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7328,7 +7340,7 @@ int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_dc43c61313bc7f67(struct
 }
 
 
-void _wrap_kvc_stateful_append_args_t_layer_set_kvc_dc43c61313bc7f67(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_layer_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7340,7 +7352,7 @@ void _wrap_kvc_stateful_append_args_t_layer_set_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_append_args_t_layer_get_kvc_dc43c61313bc7f67(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_layer_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7353,7 +7365,7 @@ int _wrap_kvc_stateful_append_args_t_layer_get_kvc_dc43c61313bc7f67(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_dc43c61313bc7f67(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7365,7 +7377,7 @@ void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_dc43c61313bc7f67(struct
 }
 
 
-int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_dc43c61313bc7f67(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7378,7 +7390,7 @@ int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_dc43c61313bc7f67(struct 
 }
 
 
-void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_dc43c61313bc7f67(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -7390,7 +7402,7 @@ void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_dc43c61313bc7f67(struct 
 }
 
 
-int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_dc43c61313bc7f67(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -7403,7 +7415,7 @@ int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_dc43c61313bc7f67(struct k
 }
 
 
-void _wrap_kvc_stateful_append_args_t_key_set_kvc_dc43c61313bc7f67(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_key_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7415,7 +7427,7 @@ void _wrap_kvc_stateful_append_args_t_key_set_kvc_dc43c61313bc7f67(struct kvc_st
 }
 
 
-void *_wrap_kvc_stateful_append_args_t_key_get_kvc_dc43c61313bc7f67(struct kvc_stateful_append_args *_swig_go_0) {
+void *_wrap_kvc_stateful_append_args_t_key_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7428,7 +7440,7 @@ void *_wrap_kvc_stateful_append_args_t_key_get_kvc_dc43c61313bc7f67(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_append_args_t_value_set_kvc_dc43c61313bc7f67(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_value_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7440,7 +7452,7 @@ void _wrap_kvc_stateful_append_args_t_value_set_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-void *_wrap_kvc_stateful_append_args_t_value_get_kvc_dc43c61313bc7f67(struct kvc_stateful_append_args *_swig_go_0) {
+void *_wrap_kvc_stateful_append_args_t_value_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7453,7 +7465,7 @@ void *_wrap_kvc_stateful_append_args_t_value_get_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_dc43c61313bc7f67(struct kvc_stateful_append_args *_swig_go_0, uint32_t *_swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, uint32_t *_swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   
@@ -7465,7 +7477,7 @@ void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_dc43c61313bc7f67(struct
 }
 
 
-uint32_t *_wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_dc43c61313bc7f67(struct kvc_stateful_append_args *_swig_go_0) {
+uint32_t *_wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t *result = 0 ;
   uint32_t *_swig_go_result;
@@ -7478,7 +7490,7 @@ uint32_t *_wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_dc43c61313bc7f67(s
 }
 
 
-void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_dc43c61313bc7f67(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float arg2 ;
   
@@ -7490,7 +7502,7 @@ void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_dc43c61313bc7f67(struct kvc_stateful_append_args *_swig_go_0) {
+float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -7503,7 +7515,7 @@ float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_dc43c61313bc7f67(struct k
 }
 
 
-void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_dc43c61313bc7f67(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float arg2 ;
   
@@ -7515,7 +7527,7 @@ void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_dc43c61313bc7f67(struct kvc_stateful_append_args *_swig_go_0) {
+float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -7528,7 +7540,7 @@ float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_dc43c61313bc7f67(struct k
 }
 
 
-struct kvc_stateful_append_args *_wrap_new_kvc_stateful_append_args_t_kvc_dc43c61313bc7f67() {
+struct kvc_stateful_append_args *_wrap_new_kvc_stateful_append_args_t_kvc_9869b028bd667423() {
   struct kvc_stateful_append_args *result = 0 ;
   struct kvc_stateful_append_args *_swig_go_result;
   
@@ -7539,7 +7551,7 @@ struct kvc_stateful_append_args *_wrap_new_kvc_stateful_append_args_t_kvc_dc43c6
 }
 
 
-void _wrap_delete_kvc_stateful_append_args_t_kvc_dc43c61313bc7f67(struct kvc_stateful_append_args *_swig_go_0) {
+void _wrap_delete_kvc_stateful_append_args_t_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   
   arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
@@ -7549,7 +7561,7 @@ void _wrap_delete_kvc_stateful_append_args_t_kvc_dc43c61313bc7f67(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_append_args_init_kvc_dc43c61313bc7f67(struct kvc_stateful_append_args *_swig_go_0) {
+void _wrap_kvc_stateful_append_args_init_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
   kvc_stateful_append_args_t *arg1 = (kvc_stateful_append_args_t *) 0 ;
   
   arg1 = *(kvc_stateful_append_args_t **)&_swig_go_0; 
@@ -7559,7 +7571,7 @@ void _wrap_kvc_stateful_append_args_init_kvc_dc43c61313bc7f67(struct kvc_statefu
 }
 
 
-_gostring_ _wrap_kvc_stateful_append_kvc_dc43c61313bc7f67(kvc_stateful_t *_swig_go_0, struct kvc_stateful_append_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_append_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, struct kvc_stateful_append_args *_swig_go_1, void *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_append_args_t *arg2 = (kvc_stateful_append_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -7576,7 +7588,7 @@ _gostring_ _wrap_kvc_stateful_append_kvc_dc43c61313bc7f67(kvc_stateful_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_stateful_reorder_kvc_dc43c61313bc7f67(kvc_stateful_t *_swig_go_0, int *_swig_go_1, int _swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_kvc_stateful_reorder_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, int *_swig_go_1, int _swig_go_2, void *_swig_go_3) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   uint32_t arg3 ;
@@ -7595,7 +7607,7 @@ _gostring_ _wrap_kvc_stateful_reorder_kvc_dc43c61313bc7f67(kvc_stateful_t *_swig
 }
 
 
-_gostring_ _wrap_kvc_stateful_compact_kvc_dc43c61313bc7f67(kvc_stateful_t *_swig_go_0, void *_swig_go_1) {
+_gostring_ _wrap_kvc_stateful_compact_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, void *_swig_go_1) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t result;
@@ -7610,7 +7622,7 @@ _gostring_ _wrap_kvc_stateful_compact_kvc_dc43c61313bc7f67(kvc_stateful_t *_swig
 }
 
 
-_gostring_ _wrap_kvc_stateful_trim_kvc_dc43c61313bc7f67(kvc_stateful_t *_swig_go_0, int _swig_go_1, int _swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_kvc_stateful_trim_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, int _swig_go_1, int _swig_go_2, void *_swig_go_3) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   uint32_t arg3 ;
@@ -7629,7 +7641,7 @@ _gostring_ _wrap_kvc_stateful_trim_kvc_dc43c61313bc7f67(kvc_stateful_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_stateful_reset_kvc_dc43c61313bc7f67(kvc_stateful_t *_swig_go_0, bool _swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_reset_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, bool _swig_go_1, void *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   bool arg2 ;
   void *arg3 = (void *) 0 ;
@@ -7646,7 +7658,7 @@ _gostring_ _wrap_kvc_stateful_reset_kvc_dc43c61313bc7f67(kvc_stateful_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_stateful_export_row_kvc_dc43c61313bc7f67(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, void *_swig_go_5) {
+_gostring_ _wrap_kvc_stateful_export_row_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, void *_swig_go_5) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -7669,7 +7681,7 @@ _gostring_ _wrap_kvc_stateful_export_row_kvc_dc43c61313bc7f67(kvc_stateful_t *_s
 }
 
 
-_gostring_ _wrap_kvc_stateful_import_row_kvc_dc43c61313bc7f67(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_stateful_import_row_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -7690,7 +7702,7 @@ _gostring_ _wrap_kvc_stateful_import_row_kvc_dc43c61313bc7f67(kvc_stateful_t *_s
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7702,7 +7714,7 @@ void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_dc43c61313bc7f67(struc
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7715,7 +7727,7 @@ int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_dc43c61313bc7f67(struct
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7727,7 +7739,7 @@ void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7740,7 +7752,7 @@ int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_dc43c61313bc7f67(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7752,7 +7764,7 @@ void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7765,7 +7777,7 @@ int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -7777,7 +7789,7 @@ void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -7790,7 +7802,7 @@ int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_query_set_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_query_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7802,7 +7814,7 @@ void _wrap_kvc_stateful_decode_args_t_query_set_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-void *_wrap_kvc_stateful_decode_args_t_query_get_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0) {
+void *_wrap_kvc_stateful_decode_args_t_query_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7815,7 +7827,7 @@ void *_wrap_kvc_stateful_decode_args_t_query_get_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_out_set_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_out_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7827,7 +7839,7 @@ void _wrap_kvc_stateful_decode_args_t_out_set_kvc_dc43c61313bc7f67(struct kvc_st
 }
 
 
-void *_wrap_kvc_stateful_decode_args_t_out_get_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0) {
+void *_wrap_kvc_stateful_decode_args_t_out_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7840,7 +7852,7 @@ void *_wrap_kvc_stateful_decode_args_t_out_get_kvc_dc43c61313bc7f67(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7852,7 +7864,7 @@ void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_dc43c61313bc7f67(struc
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7865,7 +7877,7 @@ int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_dc43c61313bc7f67(struct
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float arg2 ;
   
@@ -7877,7 +7889,7 @@ void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_dc43c61313bc7f67(str
 }
 
 
-float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0) {
+float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -7890,7 +7902,7 @@ float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_dc43c61313bc7f67(st
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float arg2 ;
   
@@ -7902,7 +7914,7 @@ void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0) {
+float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -7915,7 +7927,7 @@ float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_dc43c61313bc7f67(struct k
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float arg2 ;
   
@@ -7927,7 +7939,7 @@ void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0) {
+float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -7940,7 +7952,7 @@ float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_dc43c61313bc7f67(struct k
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7952,7 +7964,7 @@ void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_dc43c61313bc7f67(struct 
 }
 
 
-void *_wrap_kvc_stateful_decode_args_t_workspace_get_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0) {
+void *_wrap_kvc_stateful_decode_args_t_workspace_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7965,7 +7977,7 @@ void *_wrap_kvc_stateful_decode_args_t_workspace_get_kvc_dc43c61313bc7f67(struct
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint64_t arg2 ;
   
@@ -7977,7 +7989,7 @@ void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_dc43c61313bc7f67(s
 }
 
 
-long long _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0) {
+long long _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7990,7 +8002,7 @@ long long _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_dc43c61313bc7
 }
 
 
-struct kvc_stateful_decode_args *_wrap_new_kvc_stateful_decode_args_t_kvc_dc43c61313bc7f67() {
+struct kvc_stateful_decode_args *_wrap_new_kvc_stateful_decode_args_t_kvc_9869b028bd667423() {
   struct kvc_stateful_decode_args *result = 0 ;
   struct kvc_stateful_decode_args *_swig_go_result;
   
@@ -8001,7 +8013,7 @@ struct kvc_stateful_decode_args *_wrap_new_kvc_stateful_decode_args_t_kvc_dc43c6
 }
 
 
-void _wrap_delete_kvc_stateful_decode_args_t_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0) {
+void _wrap_delete_kvc_stateful_decode_args_t_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   
   arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
@@ -8011,7 +8023,7 @@ void _wrap_delete_kvc_stateful_decode_args_t_kvc_dc43c61313bc7f67(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_decode_args_init_kvc_dc43c61313bc7f67(struct kvc_stateful_decode_args *_swig_go_0) {
+void _wrap_kvc_stateful_decode_args_init_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   kvc_stateful_decode_args_t *arg1 = (kvc_stateful_decode_args_t *) 0 ;
   
   arg1 = *(kvc_stateful_decode_args_t **)&_swig_go_0; 
@@ -8021,7 +8033,7 @@ void _wrap_kvc_stateful_decode_args_init_kvc_dc43c61313bc7f67(struct kvc_statefu
 }
 
 
-_gostring_ _wrap_kvc_stateful_decode_workspace_size_kvc_dc43c61313bc7f67(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_decode_workspace_size_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, long long *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_decode_args_t *arg2 = (kvc_stateful_decode_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -8038,7 +8050,7 @@ _gostring_ _wrap_kvc_stateful_decode_workspace_size_kvc_dc43c61313bc7f67(kvc_sta
 }
 
 
-_gostring_ _wrap_kvc_stateful_decode_kvc_dc43c61313bc7f67(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_decode_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, void *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_decode_args_t *arg2 = (kvc_stateful_decode_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -8055,7 +8067,7 @@ _gostring_ _wrap_kvc_stateful_decode_kvc_dc43c61313bc7f67(kvc_stateful_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_async_error_kvc_dc43c61313bc7f67(kvc_stateful_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_get_async_error_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t *arg3 = (kvc_status_t *) 0 ;
@@ -8072,7 +8084,7 @@ _gostring_ _wrap_kvc_stateful_get_async_error_kvc_dc43c61313bc7f67(kvc_stateful_
 }
 
 
-void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8084,7 +8096,7 @@ void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_stateful_stats *_swig_go_0) {
+int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8097,7 +8109,7 @@ int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_dc43c61313bc7f67(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8109,7 +8121,7 @@ void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_dc43c61313bc7f67(struct kvc_s
 }
 
 
-int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_dc43c61313bc7f67(struct kvc_stateful_stats *_swig_go_0) {
+int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8122,7 +8134,7 @@ int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_dc43c61313bc7f67(struct kvc_st
 }
 
 
-void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_dc43c61313bc7f67(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8134,7 +8146,7 @@ void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_dc43c61313bc7f67(struct 
 }
 
 
-long long _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_dc43c61313bc7f67(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8147,7 +8159,7 @@ long long _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_dc43c61313bc7f67(st
 }
 
 
-void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_dc43c61313bc7f67(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8159,7 +8171,7 @@ void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_dc43c61313bc7f67(struct kvc_s
 }
 
 
-long long _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_dc43c61313bc7f67(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8172,7 +8184,7 @@ long long _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_dc43c61313bc7f67(struct 
 }
 
 
-void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_dc43c61313bc7f67(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8184,7 +8196,7 @@ void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_dc43c61313bc7f67(struct kvc_sta
 }
 
 
-long long _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_dc43c61313bc7f67(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8197,7 +8209,7 @@ long long _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_dc43c61313bc7f67(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8209,7 +8221,7 @@ void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_dc43c61313bc7f67(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8222,7 +8234,7 @@ long long _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_dc43c61313bc7f67(struct
 }
 
 
-void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_dc43c61313bc7f67(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8234,7 +8246,7 @@ void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-long long _wrap_kvc_stateful_stats_t_reallocations_get_kvc_dc43c61313bc7f67(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_reallocations_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8247,7 +8259,7 @@ long long _wrap_kvc_stateful_stats_t_reallocations_get_kvc_dc43c61313bc7f67(stru
 }
 
 
-void _wrap_kvc_stateful_stats_t_reorders_set_kvc_dc43c61313bc7f67(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_reorders_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8259,7 +8271,7 @@ void _wrap_kvc_stateful_stats_t_reorders_set_kvc_dc43c61313bc7f67(struct kvc_sta
 }
 
 
-long long _wrap_kvc_stateful_stats_t_reorders_get_kvc_dc43c61313bc7f67(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_reorders_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8272,7 +8284,7 @@ long long _wrap_kvc_stateful_stats_t_reorders_get_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_dc43c61313bc7f67(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8284,7 +8296,7 @@ void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_dc43c61313bc7f67(st
 }
 
 
-long long _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_dc43c61313bc7f67(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8297,7 +8309,7 @@ long long _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_dc43c61313bc7f
 }
 
 
-void _wrap_kvc_stateful_stats_t_compactions_set_kvc_dc43c61313bc7f67(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_compactions_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8309,7 +8321,7 @@ void _wrap_kvc_stateful_stats_t_compactions_set_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_stats_t_compactions_get_kvc_dc43c61313bc7f67(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_compactions_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8322,7 +8334,7 @@ long long _wrap_kvc_stateful_stats_t_compactions_get_kvc_dc43c61313bc7f67(struct
 }
 
 
-struct kvc_stateful_stats *_wrap_new_kvc_stateful_stats_t_kvc_dc43c61313bc7f67() {
+struct kvc_stateful_stats *_wrap_new_kvc_stateful_stats_t_kvc_9869b028bd667423() {
   struct kvc_stateful_stats *result = 0 ;
   struct kvc_stateful_stats *_swig_go_result;
   
@@ -8333,7 +8345,7 @@ struct kvc_stateful_stats *_wrap_new_kvc_stateful_stats_t_kvc_dc43c61313bc7f67()
 }
 
 
-void _wrap_delete_kvc_stateful_stats_t_kvc_dc43c61313bc7f67(struct kvc_stateful_stats *_swig_go_0) {
+void _wrap_delete_kvc_stateful_stats_t_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   
   arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
@@ -8343,7 +8355,7 @@ void _wrap_delete_kvc_stateful_stats_t_kvc_dc43c61313bc7f67(struct kvc_stateful_
 }
 
 
-void _wrap_kvc_stateful_stats_init_kvc_dc43c61313bc7f67(struct kvc_stateful_stats *_swig_go_0) {
+void _wrap_kvc_stateful_stats_init_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
   kvc_stateful_stats_t *arg1 = (kvc_stateful_stats_t *) 0 ;
   
   arg1 = *(kvc_stateful_stats_t **)&_swig_go_0; 
@@ -8353,7 +8365,7 @@ void _wrap_kvc_stateful_stats_init_kvc_dc43c61313bc7f67(struct kvc_stateful_stat
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_stats_kvc_dc43c61313bc7f67(kvc_stateful_t *_swig_go_0, struct kvc_stateful_stats *_swig_go_1) {
+_gostring_ _wrap_kvc_stateful_get_stats_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, struct kvc_stateful_stats *_swig_go_1) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_stats_t *arg2 = (kvc_stateful_stats_t *) 0 ;
   kvc_status_t result;
@@ -8368,7 +8380,7 @@ _gostring_ _wrap_kvc_stateful_get_stats_kvc_dc43c61313bc7f67(kvc_stateful_t *_sw
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8380,7 +8392,7 @@ void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_dc43c61313bc7f67(struc
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8393,7 +8405,7 @@ int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_dc43c61313bc7f67(struct
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_dc43c61313bc7f67(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8405,7 +8417,7 @@ void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_dc43c61313bc7f67(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8418,7 +8430,7 @@ int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_dc43c61313bc7f67(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_dc43c61313bc7f67(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8430,7 +8442,7 @@ void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_dc43c61313bc7f67(struct k
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_dc43c61313bc7f67(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8443,7 +8455,7 @@ int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_dc43c61313bc7f67(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8455,7 +8467,7 @@ void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_dc43c61313bc7f67(str
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_dc43c61313bc7f67(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8468,7 +8480,7 @@ int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_dc43c61313bc7f67(stru
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_dc43c61313bc7f67(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8480,7 +8492,7 @@ void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_dc43c61313bc7f67(struct kvc_stateful_layer_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8493,7 +8505,7 @@ long long _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_dc43c61313bc7f67(struct
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_dc43c61313bc7f67(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8505,7 +8517,7 @@ void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_dc43c61313bc7f67(str
 }
 
 
-long long _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_dc43c61313bc7f67(struct kvc_stateful_layer_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8518,7 +8530,7 @@ long long _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_dc43c61313bc7f6
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_dc43c61313bc7f67(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8530,7 +8542,7 @@ void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_dc43c61313bc7f6
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_dc43c61313bc7f67(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8543,7 +8555,7 @@ int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_dc43c61313bc7f67
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_dc43c61313bc7f67(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8555,7 +8567,7 @@ void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_dc43c61313bc7f67(struct
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_dc43c61313bc7f67(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8568,7 +8580,7 @@ int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_dc43c61313bc7f67(struct 
 }
 
 
-struct kvc_stateful_layer_stats *_wrap_new_kvc_stateful_layer_stats_t_kvc_dc43c61313bc7f67() {
+struct kvc_stateful_layer_stats *_wrap_new_kvc_stateful_layer_stats_t_kvc_9869b028bd667423() {
   struct kvc_stateful_layer_stats *result = 0 ;
   struct kvc_stateful_layer_stats *_swig_go_result;
   
@@ -8579,7 +8591,7 @@ struct kvc_stateful_layer_stats *_wrap_new_kvc_stateful_layer_stats_t_kvc_dc43c6
 }
 
 
-void _wrap_delete_kvc_stateful_layer_stats_t_kvc_dc43c61313bc7f67(struct kvc_stateful_layer_stats *_swig_go_0) {
+void _wrap_delete_kvc_stateful_layer_stats_t_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   
   arg1 = *(struct kvc_stateful_layer_stats **)&_swig_go_0; 
@@ -8589,7 +8601,7 @@ void _wrap_delete_kvc_stateful_layer_stats_t_kvc_dc43c61313bc7f67(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_layer_stats_init_kvc_dc43c61313bc7f67(struct kvc_stateful_layer_stats *_swig_go_0) {
+void _wrap_kvc_stateful_layer_stats_init_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
   kvc_stateful_layer_stats_t *arg1 = (kvc_stateful_layer_stats_t *) 0 ;
   
   arg1 = *(kvc_stateful_layer_stats_t **)&_swig_go_0; 
@@ -8599,7 +8611,7 @@ void _wrap_kvc_stateful_layer_stats_init_kvc_dc43c61313bc7f67(struct kvc_statefu
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_layer_stats_kvc_dc43c61313bc7f67(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_layer_stats *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_get_layer_stats_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_layer_stats *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   kvc_stateful_layer_stats_t *arg3 = (kvc_stateful_layer_stats_t *) 0 ;
@@ -8616,7 +8628,7 @@ _gostring_ _wrap_kvc_stateful_get_layer_stats_kvc_dc43c61313bc7f67(kvc_stateful_
 }
 
 
-intgo _wrap_KVC_EVENT_STORED_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_EVENT_STORED_kvc_9869b028bd667423() {
   int result;
   intgo _swig_go_result;
   
@@ -8628,7 +8640,7 @@ intgo _wrap_KVC_EVENT_STORED_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_EVENT_REMOVED_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_EVENT_REMOVED_kvc_9869b028bd667423() {
   int result;
   intgo _swig_go_result;
   
@@ -8640,7 +8652,7 @@ intgo _wrap_KVC_EVENT_REMOVED_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_EVENT_TIER_CHANGED_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_EVENT_TIER_CHANGED_kvc_9869b028bd667423() {
   int result;
   intgo _swig_go_result;
   
@@ -8652,7 +8664,7 @@ intgo _wrap_KVC_EVENT_TIER_CHANGED_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_EVENT_PRIORITY_CHANGED_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_EVENT_PRIORITY_CHANGED_kvc_9869b028bd667423() {
   int result;
   intgo _swig_go_result;
   
@@ -8664,7 +8676,7 @@ intgo _wrap_KVC_EVENT_PRIORITY_CHANGED_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_EVENT_CLEARED_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_EVENT_CLEARED_kvc_9869b028bd667423() {
   int result;
   intgo _swig_go_result;
   
@@ -8676,7 +8688,7 @@ intgo _wrap_KVC_EVENT_CLEARED_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_EVENT_LOST_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_EVENT_LOST_kvc_9869b028bd667423() {
   int result;
   intgo _swig_go_result;
   
@@ -8688,7 +8700,7 @@ intgo _wrap_KVC_EVENT_LOST_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_TIER_PRIMARY_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_TIER_PRIMARY_kvc_9869b028bd667423() {
   int result;
   intgo _swig_go_result;
   
@@ -8700,7 +8712,7 @@ intgo _wrap_KVC_TIER_PRIMARY_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_TIER_HOST_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_TIER_HOST_kvc_9869b028bd667423() {
   int result;
   intgo _swig_go_result;
   
@@ -8712,7 +8724,7 @@ intgo _wrap_KVC_TIER_HOST_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_TIER_DISK_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_TIER_DISK_kvc_9869b028bd667423() {
   int result;
   intgo _swig_go_result;
   
@@ -8724,7 +8736,7 @@ intgo _wrap_KVC_TIER_DISK_kvc_dc43c61313bc7f67() {
 }
 
 
-intgo _wrap_KVC_TIER_REMOTE_kvc_dc43c61313bc7f67() {
+intgo _wrap_KVC_TIER_REMOTE_kvc_9869b028bd667423() {
   int result;
   intgo _swig_go_result;
   
@@ -8736,7 +8748,7 @@ intgo _wrap_KVC_TIER_REMOTE_kvc_dc43c61313bc7f67() {
 }
 
 
-void _wrap_kvc_event_t_id_set_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_id_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -8748,7 +8760,7 @@ void _wrap_kvc_event_t_id_set_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0,
 }
 
 
-long long _wrap_kvc_event_t_id_get_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_id_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8761,7 +8773,7 @@ long long _wrap_kvc_event_t_id_get_kvc_dc43c61313bc7f67(struct kvc_event *_swig_
 }
 
 
-void _wrap_kvc_event_t_kind_set_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_kind_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -8773,7 +8785,7 @@ void _wrap_kvc_event_t_kind_set_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_
 }
 
 
-int _wrap_kvc_event_t_kind_get_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_kind_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8786,7 +8798,7 @@ int _wrap_kvc_event_t_kind_get_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0
 }
 
 
-void _wrap_kvc_event_t_tier_set_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_tier_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -8798,7 +8810,7 @@ void _wrap_kvc_event_t_tier_set_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_
 }
 
 
-int _wrap_kvc_event_t_tier_get_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_tier_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8811,7 +8823,7 @@ int _wrap_kvc_event_t_tier_get_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0
 }
 
 
-void _wrap_kvc_event_t_hash_set_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_hash_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -8823,7 +8835,7 @@ void _wrap_kvc_event_t_hash_set_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_
 }
 
 
-long long _wrap_kvc_event_t_hash_get_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_hash_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8836,7 +8848,7 @@ long long _wrap_kvc_event_t_hash_get_kvc_dc43c61313bc7f67(struct kvc_event *_swi
 }
 
 
-void _wrap_kvc_event_t_parent_hash_set_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_parent_hash_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -8848,7 +8860,7 @@ void _wrap_kvc_event_t_parent_hash_set_kvc_dc43c61313bc7f67(struct kvc_event *_s
 }
 
 
-long long _wrap_kvc_event_t_parent_hash_get_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_parent_hash_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8861,7 +8873,7 @@ long long _wrap_kvc_event_t_parent_hash_get_kvc_dc43c61313bc7f67(struct kvc_even
 }
 
 
-void _wrap_kvc_event_t_groups_set_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_groups_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -8873,7 +8885,7 @@ void _wrap_kvc_event_t_groups_set_kvc_dc43c61313bc7f67(struct kvc_event *_swig_g
 }
 
 
-long long _wrap_kvc_event_t_groups_get_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_groups_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8886,7 +8898,7 @@ long long _wrap_kvc_event_t_groups_get_kvc_dc43c61313bc7f67(struct kvc_event *_s
 }
 
 
-void _wrap_kvc_event_t_lora_id_set_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_lora_id_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -8898,7 +8910,7 @@ void _wrap_kvc_event_t_lora_id_set_kvc_dc43c61313bc7f67(struct kvc_event *_swig_
 }
 
 
-long long _wrap_kvc_event_t_lora_id_get_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_lora_id_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8911,7 +8923,7 @@ long long _wrap_kvc_event_t_lora_id_get_kvc_dc43c61313bc7f67(struct kvc_event *_
 }
 
 
-void _wrap_kvc_event_t_has_lora_set_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_has_lora_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -8923,7 +8935,7 @@ void _wrap_kvc_event_t_has_lora_set_kvc_dc43c61313bc7f67(struct kvc_event *_swig
 }
 
 
-int _wrap_kvc_event_t_has_lora_get_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_has_lora_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8936,7 +8948,7 @@ int _wrap_kvc_event_t_has_lora_get_kvc_dc43c61313bc7f67(struct kvc_event *_swig_
 }
 
 
-void _wrap_kvc_event_t_priority_set_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_priority_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -8948,7 +8960,7 @@ void _wrap_kvc_event_t_priority_set_kvc_dc43c61313bc7f67(struct kvc_event *_swig
 }
 
 
-int _wrap_kvc_event_t_priority_get_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_priority_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8961,7 +8973,7 @@ int _wrap_kvc_event_t_priority_get_kvc_dc43c61313bc7f67(struct kvc_event *_swig_
 }
 
 
-void _wrap_kvc_event_t_num_tokens_set_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_num_tokens_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -8973,7 +8985,7 @@ void _wrap_kvc_event_t_num_tokens_set_kvc_dc43c61313bc7f67(struct kvc_event *_sw
 }
 
 
-int _wrap_kvc_event_t_num_tokens_get_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_num_tokens_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8986,7 +8998,7 @@ int _wrap_kvc_event_t_num_tokens_get_kvc_dc43c61313bc7f67(struct kvc_event *_swi
 }
 
 
-void _wrap_kvc_event_t_reserved_set_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_reserved_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -8998,7 +9010,7 @@ void _wrap_kvc_event_t_reserved_set_kvc_dc43c61313bc7f67(struct kvc_event *_swig
 }
 
 
-int _wrap_kvc_event_t_reserved_get_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_reserved_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9011,7 +9023,7 @@ int _wrap_kvc_event_t_reserved_get_kvc_dc43c61313bc7f67(struct kvc_event *_swig_
 }
 
 
-void _wrap_kvc_event_t_token_offset_set_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_token_offset_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -9023,7 +9035,7 @@ void _wrap_kvc_event_t_token_offset_set_kvc_dc43c61313bc7f67(struct kvc_event *_
 }
 
 
-long long _wrap_kvc_event_t_token_offset_get_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_token_offset_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9036,7 +9048,7 @@ long long _wrap_kvc_event_t_token_offset_get_kvc_dc43c61313bc7f67(struct kvc_eve
 }
 
 
-void _wrap_kvc_event_t_lost_count_set_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_lost_count_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -9048,7 +9060,7 @@ void _wrap_kvc_event_t_lost_count_set_kvc_dc43c61313bc7f67(struct kvc_event *_sw
 }
 
 
-long long _wrap_kvc_event_t_lost_count_get_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_lost_count_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9061,7 +9073,7 @@ long long _wrap_kvc_event_t_lost_count_get_kvc_dc43c61313bc7f67(struct kvc_event
 }
 
 
-struct kvc_event *_wrap_new_kvc_event_t_kvc_dc43c61313bc7f67() {
+struct kvc_event *_wrap_new_kvc_event_t_kvc_9869b028bd667423() {
   struct kvc_event *result = 0 ;
   struct kvc_event *_swig_go_result;
   
@@ -9072,7 +9084,7 @@ struct kvc_event *_wrap_new_kvc_event_t_kvc_dc43c61313bc7f67() {
 }
 
 
-void _wrap_delete_kvc_event_t_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0) {
+void _wrap_delete_kvc_event_t_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   
   arg1 = *(struct kvc_event **)&_swig_go_0; 
@@ -9082,7 +9094,7 @@ void _wrap_delete_kvc_event_t_kvc_dc43c61313bc7f67(struct kvc_event *_swig_go_0)
 }
 
 
-void _wrap_kvc_event_drain_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_event_drain *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_drain_t_struct_size_set_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0, int _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint32_t arg2 ;
   
@@ -9094,7 +9106,7 @@ void _wrap_kvc_event_drain_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_eve
 }
 
 
-int _wrap_kvc_event_drain_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_event_drain *_swig_go_0) {
+int _wrap_kvc_event_drain_t_struct_size_get_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9107,7 +9119,7 @@ int _wrap_kvc_event_drain_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_even
 }
 
 
-void _wrap_kvc_event_drain_t_reserved_set_kvc_dc43c61313bc7f67(struct kvc_event_drain *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_drain_t_reserved_set_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0, int _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint32_t arg2 ;
   
@@ -9119,7 +9131,7 @@ void _wrap_kvc_event_drain_t_reserved_set_kvc_dc43c61313bc7f67(struct kvc_event_
 }
 
 
-int _wrap_kvc_event_drain_t_reserved_get_kvc_dc43c61313bc7f67(struct kvc_event_drain *_swig_go_0) {
+int _wrap_kvc_event_drain_t_reserved_get_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9132,7 +9144,7 @@ int _wrap_kvc_event_drain_t_reserved_get_kvc_dc43c61313bc7f67(struct kvc_event_d
 }
 
 
-void _wrap_kvc_event_drain_t_events_set_kvc_dc43c61313bc7f67(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_events_set_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -9144,7 +9156,7 @@ void _wrap_kvc_event_drain_t_events_set_kvc_dc43c61313bc7f67(struct kvc_event_dr
 }
 
 
-long long _wrap_kvc_event_drain_t_events_get_kvc_dc43c61313bc7f67(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_events_get_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9157,7 +9169,7 @@ long long _wrap_kvc_event_drain_t_events_get_kvc_dc43c61313bc7f67(struct kvc_eve
 }
 
 
-void _wrap_kvc_event_drain_t_tokens_set_kvc_dc43c61313bc7f67(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_tokens_set_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -9169,7 +9181,7 @@ void _wrap_kvc_event_drain_t_tokens_set_kvc_dc43c61313bc7f67(struct kvc_event_dr
 }
 
 
-long long _wrap_kvc_event_drain_t_tokens_get_kvc_dc43c61313bc7f67(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_tokens_get_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9182,7 +9194,7 @@ long long _wrap_kvc_event_drain_t_tokens_get_kvc_dc43c61313bc7f67(struct kvc_eve
 }
 
 
-void _wrap_kvc_event_drain_t_events_pending_set_kvc_dc43c61313bc7f67(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_events_pending_set_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -9194,7 +9206,7 @@ void _wrap_kvc_event_drain_t_events_pending_set_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-long long _wrap_kvc_event_drain_t_events_pending_get_kvc_dc43c61313bc7f67(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_events_pending_get_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9207,7 +9219,7 @@ long long _wrap_kvc_event_drain_t_events_pending_get_kvc_dc43c61313bc7f67(struct
 }
 
 
-void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_dc43c61313bc7f67(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -9219,7 +9231,7 @@ void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-long long _wrap_kvc_event_drain_t_tokens_pending_get_kvc_dc43c61313bc7f67(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_tokens_pending_get_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9232,7 +9244,7 @@ long long _wrap_kvc_event_drain_t_tokens_pending_get_kvc_dc43c61313bc7f67(struct
 }
 
 
-void _wrap_kvc_event_drain_t_last_id_set_kvc_dc43c61313bc7f67(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_last_id_set_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -9244,7 +9256,7 @@ void _wrap_kvc_event_drain_t_last_id_set_kvc_dc43c61313bc7f67(struct kvc_event_d
 }
 
 
-long long _wrap_kvc_event_drain_t_last_id_get_kvc_dc43c61313bc7f67(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_last_id_get_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9257,7 +9269,7 @@ long long _wrap_kvc_event_drain_t_last_id_get_kvc_dc43c61313bc7f67(struct kvc_ev
 }
 
 
-struct kvc_event_drain *_wrap_new_kvc_event_drain_t_kvc_dc43c61313bc7f67() {
+struct kvc_event_drain *_wrap_new_kvc_event_drain_t_kvc_9869b028bd667423() {
   struct kvc_event_drain *result = 0 ;
   struct kvc_event_drain *_swig_go_result;
   
@@ -9268,7 +9280,7 @@ struct kvc_event_drain *_wrap_new_kvc_event_drain_t_kvc_dc43c61313bc7f67() {
 }
 
 
-void _wrap_delete_kvc_event_drain_t_kvc_dc43c61313bc7f67(struct kvc_event_drain *_swig_go_0) {
+void _wrap_delete_kvc_event_drain_t_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   
   arg1 = *(struct kvc_event_drain **)&_swig_go_0; 
@@ -9278,7 +9290,7 @@ void _wrap_delete_kvc_event_drain_t_kvc_dc43c61313bc7f67(struct kvc_event_drain 
 }
 
 
-void _wrap_kvc_event_drain_init_kvc_dc43c61313bc7f67(struct kvc_event_drain *_swig_go_0) {
+void _wrap_kvc_event_drain_init_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
   kvc_event_drain_t *arg1 = (kvc_event_drain_t *) 0 ;
   
   arg1 = *(kvc_event_drain_t **)&_swig_go_0; 
@@ -9288,7 +9300,7 @@ void _wrap_kvc_event_drain_init_kvc_dc43c61313bc7f67(struct kvc_event_drain *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_drain_events_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, struct kvc_event *_swig_go_1, long long _swig_go_2, int *_swig_go_3, long long _swig_go_4, struct kvc_event_drain *_swig_go_5) {
+_gostring_ _wrap_kvc_cache_drain_events_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_event *_swig_go_1, long long _swig_go_2, int *_swig_go_3, long long _swig_go_4, struct kvc_event_drain *_swig_go_5) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_event_t *arg2 = (kvc_event_t *) 0 ;
   size_t arg3 ;
@@ -9311,7 +9323,7 @@ _gostring_ _wrap_kvc_cache_drain_events_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_
 }
 
 
-void _wrap_kvc_snapshot_entry_t_hash_set_kvc_dc43c61313bc7f67(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_hash_set_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t arg2 ;
   
@@ -9323,7 +9335,7 @@ void _wrap_kvc_snapshot_entry_t_hash_set_kvc_dc43c61313bc7f67(struct kvc_snapsho
 }
 
 
-long long _wrap_kvc_snapshot_entry_t_hash_get_kvc_dc43c61313bc7f67(struct kvc_snapshot_entry *_swig_go_0) {
+long long _wrap_kvc_snapshot_entry_t_hash_get_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9336,7 +9348,7 @@ long long _wrap_kvc_snapshot_entry_t_hash_get_kvc_dc43c61313bc7f67(struct kvc_sn
 }
 
 
-void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_dc43c61313bc7f67(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t arg2 ;
   
@@ -9348,7 +9360,7 @@ void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-long long _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_dc43c61313bc7f67(struct kvc_snapshot_entry *_swig_go_0) {
+long long _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9361,7 +9373,7 @@ long long _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_dc43c61313bc7f67(struct
 }
 
 
-void _wrap_kvc_snapshot_entry_t_groups_set_kvc_dc43c61313bc7f67(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_groups_set_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t arg2 ;
   
@@ -9373,7 +9385,7 @@ void _wrap_kvc_snapshot_entry_t_groups_set_kvc_dc43c61313bc7f67(struct kvc_snaps
 }
 
 
-long long _wrap_kvc_snapshot_entry_t_groups_get_kvc_dc43c61313bc7f67(struct kvc_snapshot_entry *_swig_go_0) {
+long long _wrap_kvc_snapshot_entry_t_groups_get_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9386,7 +9398,7 @@ long long _wrap_kvc_snapshot_entry_t_groups_get_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_dc43c61313bc7f67(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t arg2 ;
   
@@ -9398,7 +9410,7 @@ void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_dc43c61313bc7f67(struct kvc_snap
 }
 
 
-long long _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_dc43c61313bc7f67(struct kvc_snapshot_entry *_swig_go_0) {
+long long _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9411,7 +9423,7 @@ long long _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-void _wrap_kvc_snapshot_entry_t_has_lora_set_kvc_dc43c61313bc7f67(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_has_lora_set_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t arg2 ;
   
@@ -9423,7 +9435,7 @@ void _wrap_kvc_snapshot_entry_t_has_lora_set_kvc_dc43c61313bc7f67(struct kvc_sna
 }
 
 
-int _wrap_kvc_snapshot_entry_t_has_lora_get_kvc_dc43c61313bc7f67(struct kvc_snapshot_entry *_swig_go_0) {
+int _wrap_kvc_snapshot_entry_t_has_lora_get_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9436,7 +9448,7 @@ int _wrap_kvc_snapshot_entry_t_has_lora_get_kvc_dc43c61313bc7f67(struct kvc_snap
 }
 
 
-void _wrap_kvc_snapshot_entry_t_tier_set_kvc_dc43c61313bc7f67(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_tier_set_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t arg2 ;
   
@@ -9448,7 +9460,7 @@ void _wrap_kvc_snapshot_entry_t_tier_set_kvc_dc43c61313bc7f67(struct kvc_snapsho
 }
 
 
-int _wrap_kvc_snapshot_entry_t_tier_get_kvc_dc43c61313bc7f67(struct kvc_snapshot_entry *_swig_go_0) {
+int _wrap_kvc_snapshot_entry_t_tier_get_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9461,7 +9473,7 @@ int _wrap_kvc_snapshot_entry_t_tier_get_kvc_dc43c61313bc7f67(struct kvc_snapshot
 }
 
 
-void _wrap_kvc_snapshot_entry_t_priority_set_kvc_dc43c61313bc7f67(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_priority_set_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t arg2 ;
   
@@ -9473,7 +9485,7 @@ void _wrap_kvc_snapshot_entry_t_priority_set_kvc_dc43c61313bc7f67(struct kvc_sna
 }
 
 
-int _wrap_kvc_snapshot_entry_t_priority_get_kvc_dc43c61313bc7f67(struct kvc_snapshot_entry *_swig_go_0) {
+int _wrap_kvc_snapshot_entry_t_priority_get_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9486,7 +9498,7 @@ int _wrap_kvc_snapshot_entry_t_priority_get_kvc_dc43c61313bc7f67(struct kvc_snap
 }
 
 
-void _wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_dc43c61313bc7f67(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t arg2 ;
   
@@ -9498,7 +9510,7 @@ void _wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_dc43c61313bc7f67(struct kvc_s
 }
 
 
-int _wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_dc43c61313bc7f67(struct kvc_snapshot_entry *_swig_go_0) {
+int _wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9511,7 +9523,7 @@ int _wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_dc43c61313bc7f67(struct kvc_sn
 }
 
 
-struct kvc_snapshot_entry *_wrap_new_kvc_snapshot_entry_t_kvc_dc43c61313bc7f67() {
+struct kvc_snapshot_entry *_wrap_new_kvc_snapshot_entry_t_kvc_9869b028bd667423() {
   struct kvc_snapshot_entry *result = 0 ;
   struct kvc_snapshot_entry *_swig_go_result;
   
@@ -9522,7 +9534,7 @@ struct kvc_snapshot_entry *_wrap_new_kvc_snapshot_entry_t_kvc_dc43c61313bc7f67()
 }
 
 
-void _wrap_delete_kvc_snapshot_entry_t_kvc_dc43c61313bc7f67(struct kvc_snapshot_entry *_swig_go_0) {
+void _wrap_delete_kvc_snapshot_entry_t_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   
   arg1 = *(struct kvc_snapshot_entry **)&_swig_go_0; 
@@ -9532,7 +9544,7 @@ void _wrap_delete_kvc_snapshot_entry_t_kvc_dc43c61313bc7f67(struct kvc_snapshot_
 }
 
 
-_gostring_ _wrap_kvc_cache_snapshot_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, struct kvc_snapshot_entry *_swig_go_1, long long _swig_go_2, long long *_swig_go_3, long long *_swig_go_4) {
+_gostring_ _wrap_kvc_cache_snapshot_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_snapshot_entry *_swig_go_1, long long _swig_go_2, long long *_swig_go_3, long long *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_snapshot_entry_t *arg2 = (kvc_snapshot_entry_t *) 0 ;
   size_t arg3 ;
@@ -9553,7 +9565,7 @@ _gostring_ _wrap_kvc_cache_snapshot_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_kvc_block_hashes_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6) {
+_gostring_ _wrap_kvc_block_hashes_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -9578,7 +9590,7 @@ _gostring_ _wrap_kvc_block_hashes_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_kvc_config_set_disk_cache_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, char *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_disk_cache_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, char *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   char *arg2 = (char *) 0 ;
   uint64_t arg3 ;
@@ -9596,7 +9608,7 @@ _gostring_ _wrap_kvc_config_set_disk_cache_kvc_dc43c61313bc7f67(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_disk_cache_kvc_dc43c61313bc7f67(kvc_config_t *_swig_go_0, char **_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_disk_cache_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, char **_swig_go_1, long long *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   char **arg2 = (char **) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -9613,7 +9625,7 @@ _gostring_ _wrap_kvc_config_get_disk_cache_kvc_dc43c61313bc7f67(kvc_config_t *_s
 }
 
 
-void _wrap_kvc_tier_stats_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_tier_stats_t_struct_size_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -9625,7 +9637,7 @@ void _wrap_kvc_tier_stats_t_struct_size_set_kvc_dc43c61313bc7f67(struct kvc_tier
 }
 
 
-int _wrap_kvc_tier_stats_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+int _wrap_kvc_tier_stats_t_struct_size_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9638,7 +9650,7 @@ int _wrap_kvc_tier_stats_t_struct_size_get_kvc_dc43c61313bc7f67(struct kvc_tier_
 }
 
 
-void _wrap_kvc_tier_stats_t_tier_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_tier_stats_t_tier_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -9650,7 +9662,7 @@ void _wrap_kvc_tier_stats_t_tier_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats 
 }
 
 
-int _wrap_kvc_tier_stats_t_tier_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+int _wrap_kvc_tier_stats_t_tier_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9663,7 +9675,7 @@ int _wrap_kvc_tier_stats_t_tier_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *
 }
 
 
-void _wrap_kvc_tier_stats_t_blocks_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_blocks_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9675,7 +9687,7 @@ void _wrap_kvc_tier_stats_t_blocks_set_kvc_dc43c61313bc7f67(struct kvc_tier_stat
 }
 
 
-long long _wrap_kvc_tier_stats_t_blocks_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_blocks_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9688,7 +9700,7 @@ long long _wrap_kvc_tier_stats_t_blocks_get_kvc_dc43c61313bc7f67(struct kvc_tier
 }
 
 
-void _wrap_kvc_tier_stats_t_bytes_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_bytes_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9700,7 +9712,7 @@ void _wrap_kvc_tier_stats_t_bytes_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats
 }
 
 
-long long _wrap_kvc_tier_stats_t_bytes_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_bytes_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9713,7 +9725,7 @@ long long _wrap_kvc_tier_stats_t_bytes_get_kvc_dc43c61313bc7f67(struct kvc_tier_
 }
 
 
-void _wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9725,7 +9737,7 @@ void _wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_dc43c61313bc7f67(struct kvc_t
 }
 
 
-long long _wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9738,7 +9750,7 @@ long long _wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_dc43c61313bc7f67(struct 
 }
 
 
-void _wrap_kvc_tier_stats_t_hits_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_hits_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9750,7 +9762,7 @@ void _wrap_kvc_tier_stats_t_hits_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats 
 }
 
 
-long long _wrap_kvc_tier_stats_t_hits_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_hits_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9763,7 +9775,7 @@ long long _wrap_kvc_tier_stats_t_hits_get_kvc_dc43c61313bc7f67(struct kvc_tier_s
 }
 
 
-void _wrap_kvc_tier_stats_t_misses_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_misses_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9775,7 +9787,7 @@ void _wrap_kvc_tier_stats_t_misses_set_kvc_dc43c61313bc7f67(struct kvc_tier_stat
 }
 
 
-long long _wrap_kvc_tier_stats_t_misses_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_misses_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9788,7 +9800,7 @@ long long _wrap_kvc_tier_stats_t_misses_get_kvc_dc43c61313bc7f67(struct kvc_tier
 }
 
 
-void _wrap_kvc_tier_stats_t_rejected_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_rejected_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9800,7 +9812,7 @@ void _wrap_kvc_tier_stats_t_rejected_set_kvc_dc43c61313bc7f67(struct kvc_tier_st
 }
 
 
-long long _wrap_kvc_tier_stats_t_rejected_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_rejected_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9813,7 +9825,7 @@ long long _wrap_kvc_tier_stats_t_rejected_get_kvc_dc43c61313bc7f67(struct kvc_ti
 }
 
 
-void _wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9825,7 +9837,7 @@ void _wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-long long _wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9838,7 +9850,7 @@ long long _wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_dc43c61313bc7f67(struc
 }
 
 
-void _wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9850,7 +9862,7 @@ void _wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-long long _wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9863,7 +9875,7 @@ long long _wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_dc43c61313bc7f67(struct
 }
 
 
-void _wrap_kvc_tier_stats_t_offered_blocks_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_offered_blocks_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9875,7 +9887,7 @@ void _wrap_kvc_tier_stats_t_offered_blocks_set_kvc_dc43c61313bc7f67(struct kvc_t
 }
 
 
-long long _wrap_kvc_tier_stats_t_offered_blocks_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_offered_blocks_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9888,7 +9900,7 @@ long long _wrap_kvc_tier_stats_t_offered_blocks_get_kvc_dc43c61313bc7f67(struct 
 }
 
 
-void _wrap_kvc_tier_stats_t_stored_blocks_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_stored_blocks_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9900,7 +9912,7 @@ void _wrap_kvc_tier_stats_t_stored_blocks_set_kvc_dc43c61313bc7f67(struct kvc_ti
 }
 
 
-long long _wrap_kvc_tier_stats_t_stored_blocks_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_stored_blocks_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9913,7 +9925,7 @@ long long _wrap_kvc_tier_stats_t_stored_blocks_get_kvc_dc43c61313bc7f67(struct k
 }
 
 
-void _wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9925,7 +9937,7 @@ void _wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_dc43c61313bc7f67(struct kvc_t
 }
 
 
-long long _wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9938,7 +9950,7 @@ long long _wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_dc43c61313bc7f67(struct 
 }
 
 
-void _wrap_kvc_tier_stats_t_errors_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_errors_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9950,7 +9962,7 @@ void _wrap_kvc_tier_stats_t_errors_set_kvc_dc43c61313bc7f67(struct kvc_tier_stat
 }
 
 
-long long _wrap_kvc_tier_stats_t_errors_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_errors_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9963,7 +9975,7 @@ long long _wrap_kvc_tier_stats_t_errors_get_kvc_dc43c61313bc7f67(struct kvc_tier
 }
 
 
-void _wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9975,7 +9987,7 @@ void _wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_dc43c61313bc7f67(struct kvc_t
 }
 
 
-long long _wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9988,7 +10000,7 @@ long long _wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_dc43c61313bc7f67(struct 
 }
 
 
-void _wrap_kvc_tier_stats_t_queued_blocks_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_queued_blocks_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10000,7 +10012,7 @@ void _wrap_kvc_tier_stats_t_queued_blocks_set_kvc_dc43c61313bc7f67(struct kvc_ti
 }
 
 
-long long _wrap_kvc_tier_stats_t_queued_blocks_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_queued_blocks_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10013,7 +10025,7 @@ long long _wrap_kvc_tier_stats_t_queued_blocks_get_kvc_dc43c61313bc7f67(struct k
 }
 
 
-void _wrap_kvc_tier_stats_t_load_count_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_load_count_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10025,7 +10037,7 @@ void _wrap_kvc_tier_stats_t_load_count_set_kvc_dc43c61313bc7f67(struct kvc_tier_
 }
 
 
-long long _wrap_kvc_tier_stats_t_load_count_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_load_count_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10038,7 +10050,7 @@ long long _wrap_kvc_tier_stats_t_load_count_get_kvc_dc43c61313bc7f67(struct kvc_
 }
 
 
-void _wrap_kvc_tier_stats_t_load_p50_us_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_load_p50_us_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10050,7 +10062,7 @@ void _wrap_kvc_tier_stats_t_load_p50_us_set_kvc_dc43c61313bc7f67(struct kvc_tier
 }
 
 
-long long _wrap_kvc_tier_stats_t_load_p50_us_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_load_p50_us_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10063,7 +10075,7 @@ long long _wrap_kvc_tier_stats_t_load_p50_us_get_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-void _wrap_kvc_tier_stats_t_load_p99_us_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_load_p99_us_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10075,7 +10087,7 @@ void _wrap_kvc_tier_stats_t_load_p99_us_set_kvc_dc43c61313bc7f67(struct kvc_tier
 }
 
 
-long long _wrap_kvc_tier_stats_t_load_p99_us_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_load_p99_us_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10088,7 +10100,7 @@ long long _wrap_kvc_tier_stats_t_load_p99_us_get_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-void _wrap_kvc_tier_stats_t_load_max_us_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_load_max_us_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10100,7 +10112,7 @@ void _wrap_kvc_tier_stats_t_load_max_us_set_kvc_dc43c61313bc7f67(struct kvc_tier
 }
 
 
-long long _wrap_kvc_tier_stats_t_load_max_us_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_load_max_us_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10113,7 +10125,7 @@ long long _wrap_kvc_tier_stats_t_load_max_us_get_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-void _wrap_kvc_tier_stats_t_write_count_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_write_count_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10125,7 +10137,7 @@ void _wrap_kvc_tier_stats_t_write_count_set_kvc_dc43c61313bc7f67(struct kvc_tier
 }
 
 
-long long _wrap_kvc_tier_stats_t_write_count_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_write_count_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10138,7 +10150,7 @@ long long _wrap_kvc_tier_stats_t_write_count_get_kvc_dc43c61313bc7f67(struct kvc
 }
 
 
-void _wrap_kvc_tier_stats_t_write_p50_us_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_write_p50_us_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10150,7 +10162,7 @@ void _wrap_kvc_tier_stats_t_write_p50_us_set_kvc_dc43c61313bc7f67(struct kvc_tie
 }
 
 
-long long _wrap_kvc_tier_stats_t_write_p50_us_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_write_p50_us_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10163,7 +10175,7 @@ long long _wrap_kvc_tier_stats_t_write_p50_us_get_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-void _wrap_kvc_tier_stats_t_write_p99_us_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_write_p99_us_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10175,7 +10187,7 @@ void _wrap_kvc_tier_stats_t_write_p99_us_set_kvc_dc43c61313bc7f67(struct kvc_tie
 }
 
 
-long long _wrap_kvc_tier_stats_t_write_p99_us_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_write_p99_us_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10188,7 +10200,7 @@ long long _wrap_kvc_tier_stats_t_write_p99_us_get_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-void _wrap_kvc_tier_stats_t_write_max_us_set_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_write_max_us_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10200,7 +10212,7 @@ void _wrap_kvc_tier_stats_t_write_max_us_set_kvc_dc43c61313bc7f67(struct kvc_tie
 }
 
 
-long long _wrap_kvc_tier_stats_t_write_max_us_get_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_write_max_us_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10213,7 +10225,7 @@ long long _wrap_kvc_tier_stats_t_write_max_us_get_kvc_dc43c61313bc7f67(struct kv
 }
 
 
-struct kvc_tier_stats *_wrap_new_kvc_tier_stats_t_kvc_dc43c61313bc7f67() {
+struct kvc_tier_stats *_wrap_new_kvc_tier_stats_t_kvc_9869b028bd667423() {
   struct kvc_tier_stats *result = 0 ;
   struct kvc_tier_stats *_swig_go_result;
   
@@ -10224,7 +10236,7 @@ struct kvc_tier_stats *_wrap_new_kvc_tier_stats_t_kvc_dc43c61313bc7f67() {
 }
 
 
-void _wrap_delete_kvc_tier_stats_t_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+void _wrap_delete_kvc_tier_stats_t_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   
   arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
@@ -10234,7 +10246,7 @@ void _wrap_delete_kvc_tier_stats_t_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_
 }
 
 
-void _wrap_kvc_tier_stats_init_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig_go_0) {
+void _wrap_kvc_tier_stats_init_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
   kvc_tier_stats_t *arg1 = (kvc_tier_stats_t *) 0 ;
   
   arg1 = *(kvc_tier_stats_t **)&_swig_go_0; 
@@ -10244,7 +10256,7 @@ void _wrap_kvc_tier_stats_init_kvc_dc43c61313bc7f67(struct kvc_tier_stats *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_get_tier_stats_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_tier_stats *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_get_tier_stats_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_tier_stats *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_tier_t arg2 ;
   kvc_tier_stats_t *arg3 = (kvc_tier_stats_t *) 0 ;
@@ -10261,7 +10273,7 @@ _gostring_ _wrap_kvc_cache_get_tier_stats_kvc_dc43c61313bc7f67(kvc_cache_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_cache_flush_tiers_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_flush_tiers_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -10274,7 +10286,111 @@ _gostring_ _wrap_kvc_cache_flush_tiers_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_g
 }
 
 
-uintptr_t _wrap_kvcgo_buffer_new_kvc_dc43c61313bc7f67(char *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_remote_cache_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, char *_swig_go_1, char *_swig_go_2, long long _swig_go_3) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  char *arg3 = (char *) 0 ;
+  uint64_t arg4 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (char *)_swig_go_1; 
+  arg3 = (char *)_swig_go_2; 
+  arg4 = (uint64_t)_swig_go_3; 
+  
+  result = (kvc_status_t)kvc_config_set_remote_cache(arg1,(char const *)arg2,(char const *)arg3,arg4);
+  _swig_go_result = kvcgo_capture(result); 
+  
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_get_remote_cache_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, char **_swig_go_1, char **_swig_go_2, long long *_swig_go_3) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  char **arg2 = (char **) 0 ;
+  char **arg3 = (char **) 0 ;
+  uint64_t *arg4 = (uint64_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (char **)_swig_go_1; 
+  arg3 = (char **)_swig_go_2; 
+  arg4 = (uint64_t *)_swig_go_3; 
+  
+  result = (kvc_status_t)kvc_config_get_remote_cache((struct kvc_config const *)arg1,(char const **)arg2,(char const **)arg3,arg4);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_set_remote_cache_timeouts_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  uint32_t arg2 ;
+  uint32_t arg3 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  arg3 = (uint32_t)_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_config_set_remote_cache_timeouts(arg1,arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_get_remote_cache_timeouts_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  uint32_t *arg2 = (uint32_t *) 0 ;
+  uint32_t *arg3 = (uint32_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (uint32_t *)_swig_go_1; 
+  arg3 = (uint32_t *)_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_config_get_remote_cache_timeouts((struct kvc_config const *)arg1,arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_set_remote_cache_optional_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  bool arg2 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (bool)_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_config_set_remote_cache_optional(arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_get_remote_cache_optional_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  bool *arg2 = (bool *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (bool *)_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_config_get_remote_cache_optional((struct kvc_config const *)arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+uintptr_t _wrap_kvcgo_buffer_new_kvc_9869b028bd667423(char *_swig_go_0, long long _swig_go_1) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   uintptr_t result;
@@ -10289,7 +10405,7 @@ uintptr_t _wrap_kvcgo_buffer_new_kvc_dc43c61313bc7f67(char *_swig_go_0, long lon
 }
 
 
-void _wrap_kvcgo_buffer_free_kvc_dc43c61313bc7f67(uintptr_t _swig_go_0) {
+void _wrap_kvcgo_buffer_free_kvc_9869b028bd667423(uintptr_t _swig_go_0) {
   uintptr_t arg1 ;
   
   arg1 = (uintptr_t)_swig_go_0; 
@@ -10299,7 +10415,7 @@ void _wrap_kvcgo_buffer_free_kvc_dc43c61313bc7f67(uintptr_t _swig_go_0) {
 }
 
 
-void _wrap_kvcgo_buffer_read_kvc_dc43c61313bc7f67(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_read_kvc_9869b028bd667423(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   uintptr_t arg2 ;
   size_t arg3 ;
@@ -10313,7 +10429,7 @@ void _wrap_kvcgo_buffer_read_kvc_dc43c61313bc7f67(char *_swig_go_0, uintptr_t _s
 }
 
 
-long long _wrap_kvcgo_cstring_length_kvc_dc43c61313bc7f67(uintptr_t _swig_go_0) {
+long long _wrap_kvcgo_cstring_length_kvc_9869b028bd667423(uintptr_t _swig_go_0) {
   uintptr_t arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -10326,7 +10442,7 @@ long long _wrap_kvcgo_cstring_length_kvc_dc43c61313bc7f67(uintptr_t _swig_go_0) 
 }
 
 
-void _wrap_kvcgo_buffer_write_kvc_dc43c61313bc7f67(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_write_kvc_9869b028bd667423(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
   uintptr_t arg1 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -10340,7 +10456,7 @@ void _wrap_kvcgo_buffer_write_kvc_dc43c61313bc7f67(uintptr_t _swig_go_0, char *_
 }
 
 
-void _wrap_kvcgo_extra_key_set_kvc_dc43c61313bc7f67(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
+void _wrap_kvcgo_extra_key_set_kvc_9869b028bd667423(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
   uintptr_t arg1 ;
   size_t arg2 ;
   uint64_t arg3 ;
@@ -10360,7 +10476,7 @@ void _wrap_kvcgo_extra_key_set_kvc_dc43c61313bc7f67(uintptr_t _swig_go_0, long l
 }
 
 
-_gostring_ _wrap_kvcgo_cache_async_error_kvc_dc43c61313bc7f67(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
+_gostring_ _wrap_kvcgo_cache_async_error_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   bool *arg3 = (bool *) 0 ;
@@ -10377,7 +10493,7 @@ _gostring_ _wrap_kvcgo_cache_async_error_kvc_dc43c61313bc7f67(kvc_cache_t *_swig
 }
 
 
-_gostring_ _wrap_kvcgo_stateful_async_error_kvc_dc43c61313bc7f67(kvc_stateful_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
+_gostring_ _wrap_kvcgo_stateful_async_error_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   void *arg2 = (void *) 0 ;
   bool *arg3 = (bool *) 0 ;
@@ -10394,7 +10510,7 @@ _gostring_ _wrap_kvcgo_stateful_async_error_kvc_dc43c61313bc7f67(kvc_stateful_t 
 }
 
 
-long long _wrap_kvcgo_extra_key_size_kvc_dc43c61313bc7f67() {
+long long _wrap_kvcgo_extra_key_size_kvc_9869b028bd667423() {
   size_t result;
   long long _swig_go_result;
   
@@ -10405,7 +10521,7 @@ long long _wrap_kvcgo_extra_key_size_kvc_dc43c61313bc7f67() {
 }
 
 
-void _wrap_kvcgo_retention_range_set_kvc_dc43c61313bc7f67(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, int _swig_go_4, long long _swig_go_5) {
+void _wrap_kvcgo_retention_range_set_kvc_9869b028bd667423(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, int _swig_go_4, long long _swig_go_5) {
   uintptr_t arg1 ;
   size_t arg2 ;
   uint64_t arg3 ;
@@ -10425,7 +10541,7 @@ void _wrap_kvcgo_retention_range_set_kvc_dc43c61313bc7f67(uintptr_t _swig_go_0, 
 }
 
 
-long long _wrap_kvcgo_retention_range_size_kvc_dc43c61313bc7f67() {
+long long _wrap_kvcgo_retention_range_size_kvc_9869b028bd667423() {
   size_t result;
   long long _swig_go_result;
   
@@ -10436,7 +10552,7 @@ long long _wrap_kvcgo_retention_range_size_kvc_dc43c61313bc7f67() {
 }
 
 
-long long _wrap_kvcgo_event_size_kvc_dc43c61313bc7f67() {
+long long _wrap_kvcgo_event_size_kvc_9869b028bd667423() {
   size_t result;
   long long _swig_go_result;
   
@@ -10447,7 +10563,7 @@ long long _wrap_kvcgo_event_size_kvc_dc43c61313bc7f67() {
 }
 
 
-long long _wrap_kvcgo_snapshot_entry_size_kvc_dc43c61313bc7f67() {
+long long _wrap_kvcgo_snapshot_entry_size_kvc_9869b028bd667423() {
   size_t result;
   long long _swig_go_result;
   
@@ -10458,7 +10574,7 @@ long long _wrap_kvcgo_snapshot_entry_size_kvc_dc43c61313bc7f67() {
 }
 
 
-void _wrap_kvcgo_events_read_kvc_dc43c61313bc7f67(long long *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_events_read_kvc_9869b028bd667423(long long *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
   uint64_t *arg1 = (uint64_t *) 0 ;
   uintptr_t arg2 ;
   size_t arg3 ;
@@ -10472,7 +10588,7 @@ void _wrap_kvcgo_events_read_kvc_dc43c61313bc7f67(long long *_swig_go_0, uintptr
 }
 
 
-void _wrap_kvcgo_snapshot_read_kvc_dc43c61313bc7f67(long long *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_snapshot_read_kvc_9869b028bd667423(long long *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
   uint64_t *arg1 = (uint64_t *) 0 ;
   uintptr_t arg2 ;
   size_t arg3 ;
