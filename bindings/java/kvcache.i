@@ -154,6 +154,12 @@ KVC_ADDRESS(kvc_snapshot_entry_t *, const kvc_snapshot_entry_t *)
  * parameter receives the address of the config's string (kvcj_strlen). */
 KVC_ADDRESS(const char *directory, const char **directory)
 %typemap(freearg) const char *directory ""
+/* The remote tier's URL and key namespace (kvc_config_set_remote_cache):
+ * the same. */
+KVC_ADDRESS(const char *url, const char **url, const char *key_namespace,
+            const char **key_namespace)
+%typemap(freearg) const char *url ""
+%typemap(freearg) const char *key_namespace ""
 
 /* ---------------------------------------------------------------------- */
 /* Helpers of the binding itself (not part of the C API).                  */
