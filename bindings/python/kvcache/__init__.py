@@ -65,7 +65,7 @@ def abi_version():
 
 def features():
     """Feature flags of the library and machine (kvc_features):
-    Feature.CUDA_COMPILED, Feature.CUDA_DEVICE."""
+    Feature.CUDA_COMPILED, Feature.CUDA_DEVICE, Feature.REDIS."""
     return Feature(_lib.kvc_features())
 
 

@@ -160,6 +160,13 @@ kvc_status_t kvc_config_get_disk_cache(const kvc_config_t *config, const char **
 void kvc_tier_stats_init(kvc_tier_stats_t *stats);
 kvc_status_t kvc_cache_get_tier_stats(const kvc_cache_t *cache, kvc_tier_t tier, kvc_tier_stats_t *out);
 kvc_status_t kvc_cache_flush_tiers(kvc_cache_t *cache);
+
+kvc_status_t kvc_config_set_remote_cache(kvc_config_t *config, const char *url, const char *key_namespace, uint64_t bytes);
+kvc_status_t kvc_config_get_remote_cache(const kvc_config_t *config, const char **url, const char **key_namespace, uint64_t *bytes);
+kvc_status_t kvc_config_set_remote_cache_timeouts(kvc_config_t *config, uint32_t connect_ms, uint32_t command_ms);
+kvc_status_t kvc_config_get_remote_cache_timeouts(const kvc_config_t *config, uint32_t *connect_ms, uint32_t *command_ms);
+kvc_status_t kvc_config_set_remote_cache_optional(kvc_config_t *config, bool optional);
+kvc_status_t kvc_config_get_remote_cache_optional(const kvc_config_t *config, bool *out);
 """
 
 # Transparent structs, members in header order.

@@ -87,6 +87,7 @@ class Feature(enum.IntFlag):
     """kvc_features() bits (enum kvc_feature_bits)."""
     CUDA_COMPILED = 1 << 0
     CUDA_DEVICE = 1 << 1
+    REDIS = 1 << 2
 
 
 _DTYPE_NAMES = {
