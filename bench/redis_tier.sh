@@ -15,7 +15,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 redis-server --port "$port" --bind 127.0.0.1 --dir "$tmp" --save '' --appendonly no \
   --daemonize no --logfile "$tmp/redis.log" &
 pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 for _ in $(seq 1 500); do
   redis-cli -p "$port" ping 2>/dev/null | grep -q PONG && break
   sleep 0.01

@@ -78,6 +78,11 @@ CacheAdapter::CacheAdapter(const SimConfig &config, uint64_t unlimited_tokens) {
   if (!config.disk_cache_dir.empty())
     check(kvc_config_set_disk_cache(cfg.c, config.disk_cache_dir.c_str(), config.disk_cache_bytes),
           "--disk-cache");
+  if (!config.remote_cache_url.empty()) {
+    check(kvc_config_set_remote_cache(cfg.c, config.remote_cache_url.c_str(), "kvcache-sim",
+                                      config.remote_cache_bytes),
+          "--remote-cache");
+  }
   check(kvc_cache_create(cfg.c, &cache_), "kvc_cache_create");
 
   kvc_cache_desc_t d = KVC_CACHE_DESC_INIT;
@@ -189,6 +194,17 @@ CacheCounters CacheAdapter::counters() const {
     c.disk_onboarded = d.onboarded_blocks;
     c.disk_dropped = d.dropped_blocks;
     c.disk_rejected = d.rejected;
+  }
+  kvc_tier_stats_t rt = KVC_TIER_STATS_INIT;
+  const kvc_status_t rs = kvc_cache_get_tier_stats(cache_, KVC_TIER_REMOTE, &rt);
+  if (rs != KVC_ERR_NOT_FOUND) {
+    check(rs, "kvc_cache_get_tier_stats");
+    c.has_remote = true;
+    c.remote_offered = rt.offered_blocks;
+    c.remote_onboarded = rt.onboarded_blocks;
+    c.remote_dropped = rt.dropped_blocks;
+    c.remote_rejected = rt.rejected;
+    c.remote_errors = rt.errors;
   }
   return c;
 }

@@ -78,6 +78,11 @@ void print_table(std::FILE *out, const Workload &workload, const std::vector<Run
                c.disk_cache_dir.empty()
                    ? ""
                    : (", disk tier " + bytes(c.disk_cache_bytes) + " in " + c.disk_cache_dir).c_str());
+  if (!c.remote_cache_url.empty()) {
+    std::fprintf(out, "remote:   %s, at most %s per instance, %zu instance%s\n",
+                 c.remote_cache_url.c_str(), bytes(c.remote_cache_bytes).c_str(), runs.size(),
+                 runs.size() == 1 ? "" : "s");
+  }
   std::fprintf(out, "\n");
 
   std::vector<Row> rows;
@@ -108,6 +113,17 @@ void print_table(std::FILE *out, const Workload &workload, const std::vector<Run
     add("blocks from disk", "disk-tier blocks loaded on a hit (records refused)",
         [](const RunResult &r) {
           return count(r.counters.disk_onboarded) + " (" + count(r.counters.disk_rejected) + ")";
+        });
+  }
+  if (!c.remote_cache_url.empty()) {
+    add("blocks to remote", "evicted blocks queued for the Redis tier (dropped writes)",
+        [](const RunResult &r) {
+          return count(r.counters.remote_offered) + " (" + count(r.counters.remote_dropped) + ")";
+        });
+    add("blocks from remote", "Redis-tier blocks loaded on a hit (records refused, errors)",
+        [](const RunResult &r) {
+          return count(r.counters.remote_onboarded) + " (" + count(r.counters.remote_rejected) +
+                 ", " + count(r.counters.remote_errors) + ")";
         });
   }
   add("peak blocks in use", "most blocks held by running requests (share of all)",
@@ -195,12 +211,16 @@ void print_json(std::FILE *out, const Workload &workload, const std::vector<RunR
                  ", \"blocks_offloaded\": %s, \"blocks_onboarded\": %s"
                  ", \"peak_blocks_in_use\": %" PRIu64 ", \"preemptions\": %" PRIu64
                  ", \"steps\": %" PRIu64 ", \"disk_blocks_written\": %s"
-                 ", \"disk_blocks_loaded\": %s,\n   ",
+                 ", \"disk_blocks_loaded\": %s, \"remote_blocks_written\": %s"
+                 ", \"remote_blocks_loaded\": %s,\n   ",
                  r.counters.reused, r.counters.evicted,
                  r.counters.has_tiers ? std::to_string(r.counters.offloaded).c_str() : "null",
                  r.counters.has_tiers ? std::to_string(r.counters.onboarded).c_str() : "null", r.peak_in_use, r.preemptions, r.steps,
                  r.counters.has_disk ? std::to_string(r.counters.disk_offered).c_str() : "null",
-                 r.counters.has_disk ? std::to_string(r.counters.disk_onboarded).c_str() : "null");
+                 r.counters.has_disk ? std::to_string(r.counters.disk_onboarded).c_str() : "null",
+                 r.counters.has_remote ? std::to_string(r.counters.remote_offered).c_str() : "null",
+                 r.counters.has_remote ? std::to_string(r.counters.remote_onboarded).c_str()
+                                       : "null");
     std::fprintf(out,
                  "\"bookkeeping_us_p50\": %.3f, \"bookkeeping_us_p99\": %.3f"
                  ", \"stored_tokens\": %" PRIu64 ", \"attention_calls\": %" PRIu64

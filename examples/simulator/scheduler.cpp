@@ -55,24 +55,11 @@ double percentile(std::vector<double> v, double p) {
 
 }  // namespace
 
-Scheduler::Scheduler(const Workload &workload, const SimConfig &config, CacheAdapter &cache,
-                     KvWriter &writer, Progress &progress)
-    : workload_(workload), config_(config), cache_(cache), writer_(writer),
-      progress_(progress) {}
-
-RunResult Scheduler::run() {
-  const auto wall0 = Clock::now();
-  const std::vector<Request> &requests = workload_.requests;
+// What one run keeps between its steps.
+struct Scheduler::State {
+  Clock::time_point wall0 = Clock::now();
   RunResult r;
-  r.policy = config_.policy.name;
-  r.config = config_;
-  r.workload = workload_.name;
-  r.requests = requests.size();
-  r.block_bytes_per_token = cache_.bytes_per_token();
-  r.primary_bytes = cache_.primary_bytes();
-  const double last_arrival = requests.empty() ? 0 : requests.back().arrival_s;
-  Timeline timeline(last_arrival * 1.1 + 1.0, config_.samples);
-
+  Timeline timeline;
   std::deque<Waiting> waiting;
   std::vector<Running> running;  // admission order: the newest is last
   std::vector<double> bookkeeping;
@@ -85,6 +72,55 @@ RunResult Scheduler::run() {
   size_t next = 0;
   double now = 0;
   uint64_t finished = 0;
+
+  explicit State(double horizon_s, uint32_t samples) : timeline(horizon_s, samples) {}
+};
+
+Scheduler::Scheduler(const Workload &workload, const SimConfig &config, CacheAdapter &cache,
+                     KvWriter &writer, Progress &progress)
+    : workload_(workload), config_(config), cache_(cache), writer_(writer),
+      progress_(progress) {
+  const std::vector<Request> &requests = workload_.requests;
+  const double last_arrival = requests.empty() ? 0 : requests.back().arrival_s;
+  s_ = std::make_unique<State>(last_arrival * 1.1 + 1.0, config_.samples);
+  RunResult &r = s_->r;
+  r.policy = config_.policy.name;
+  r.config = config_;
+  r.workload = workload_.name;
+  r.requests = requests.size();
+  r.block_bytes_per_token = cache_.bytes_per_token();
+  r.primary_bytes = cache_.primary_bytes();
+}
+
+Scheduler::~Scheduler() = default;
+
+bool Scheduler::done() const { return s_->finished >= workload_.requests.size(); }
+
+double Scheduler::now() const {
+  // Idle until the next arrival: that is when its next step happens.
+  if (s_->running.empty() && s_->waiting.empty() && s_->next < workload_.requests.size())
+    return std::max(s_->now, workload_.requests[s_->next].arrival_s);
+  return s_->now;
+}
+
+RunResult Scheduler::run() {
+  while (!done()) step();
+  return finish();
+}
+
+void Scheduler::step() {
+  State &st = *s_;
+  const std::vector<Request> &requests = workload_.requests;
+  RunResult &r = st.r;
+  std::deque<Waiting> &waiting = st.waiting;
+  std::vector<Running> &running = st.running;
+  std::vector<uint64_t> &ids = st.ids;
+  std::vector<int32_t> &tokens = st.tokens;
+  Stopwatch &book = st.book;
+  Timeline &timeline = st.timeline;
+  size_t &next = st.next;
+  double &now = st.now;
+  uint64_t &finished = st.finished;
 
   auto options_for = [&](const Request &q) {
     SequenceOptions o;
@@ -106,133 +142,136 @@ RunResult Scheduler::run() {
     ++r.preemptions;
   };
 
-  while (finished < requests.size()) {
-    while (next < requests.size() && requests[next].arrival_s <= now)
-      waiting.push_back({&requests[next++], 0});
-    if (running.empty() && waiting.empty()) {
-      now = requests[next].arrival_s;
-      continue;
-    }
-    book.start();
-
-    // 1. Decode: every running sequence feeds back its last token, in one
-    // all-or-nothing call; out of blocks, the newest sequence is preempted.
-    while (!running.empty()) {
-      ids.clear();
-      tokens.clear();
-      for (const Running &s : running) {
-        ids.push_back(s.request->id);
-        tokens.push_back(output_token(*s.request, s.generated - 1));
-      }
-      if (cache_.extend(ids, tokens)) break;
-      preempt(running.size() - 1);
-    }
-    for (Running &s : running) {
-      s.length += 1;
-      s.computed = 1;
-    }
-    const size_t decoding = running.size();
-
-    // 2. Admit waiting requests, first come first served.
-    uint64_t budget = config_.max_batch_tokens > decoding ? config_.max_batch_tokens - decoding : 0;
-    uint32_t prefills = 0;
-    while (!waiting.empty() && running.size() < config_.max_running &&
-           (config_.max_prefills == 0 || prefills < config_.max_prefills)) {
-      const Waiting w = waiting.front();
-      const Request &q = *w.request;
-      tokens.clear();
-      append_tokens(q.prompt, tokens);
-      for (uint32_t i = 0; i < w.generated; ++i) tokens.push_back(output_token(q, i));
-      // A prompt larger than the budget still runs, alone (no chunking).
-      if (prefills > 0 && tokens.size() > budget) {
-        const uint64_t hit = cache_.probe(q.id, tokens, options_for(q));
-        if (tokens.size() - hit > budget) break;
-      }
-      uint64_t cached = 0;
-      if (!cache_.add(q.id, tokens, options_for(q), cached)) {
-        if (running.empty()) {
-          // Larger than the whole cache: it can never run.
-          waiting.pop_front();
-          ++r.rejected;
-          ++finished;
-          continue;
-        }
-        break;  // wait until running sequences free their blocks
-      }
-      waiting.pop_front();
-      Running s;
-      s.request = &q;
-      s.generated = w.generated;
-      s.length = tokens.size();
-      s.computed = tokens.size() - cached;
-      s.output_length = output_length(q);
-      if (w.generated == 0) {
-        r.prompt_tokens += tokens.size();
-        r.reused_tokens += cached;
-        timeline.admitted(now, tokens.size(), cached);
-      } else {
-        r.recomputed_tokens += s.computed;
-      }
-      budget -= std::min(budget, s.computed);
-      running.push_back(s);
-      ++prefills;
-    }
-    if (running.empty()) {  // everything waiting was rejected
-      bookkeeping.push_back(book.take());
-      continue;
-    }
-
-    // 3. Slot mappings (and block tables for attention) of this step.
-    ids.clear();
-    for (const Running &s : running) ids.push_back(s.request->id);
-    const bool attend = config_.attention;
-    uint32_t stride = 0;
-    cache_.batch(ids, slots, attend ? &tables : nullptr, &stride, attend ? &seq_lens : nullptr);
-    book.stop();
-
-    // 4. The forward pass writes the KV of the computed tokens.
-    const auto k0 = Clock::now();
-    writer_.store(slots);
-    if (attend) {
-      // Decode rows first, then each admitted prompt's computed tokens.
-      q_lens.clear();
-      for (size_t i = decoding; i < running.size(); ++i)
-        q_lens.push_back(static_cast<int32_t>(running[i].computed));
-      writer_.attend(tables, stride, seq_lens, static_cast<uint32_t>(decoding), q_lens);
-    }
-    r.kv_write_s += std::chrono::duration<double>(Clock::now() - k0).count();
-
-    // 5. Publish the computed blocks; every sequence emits one token.
-    book.start();
-    uint64_t computed = 0, attended = 0;
-    for (size_t i = 0; i < running.size();) {
-      Running &s = running[i];
-      cache_.commit(s.request->id, s.length);
-      computed += s.computed;
-      attended += s.length;
-      s.computed = 0;
-      ++s.generated;
-      if (s.generated >= s.output_length) {
-        cache_.remove(s.request->id);
-        r.decoded_tokens += s.generated;
-        ++r.completed;
-        ++finished;
-        running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
-      } else {
-        ++i;
-      }
-    }
-    book.stop();
-    bookkeeping.push_back(book.take());
-
-    const CacheCounters c = cache_.counters();
-    r.peak_in_use = std::max(r.peak_in_use, c.in_use);
-    const double cap = c.capacity ? static_cast<double>(c.capacity) : 1.0;
-    timeline.occupancy(now, static_cast<double>(c.in_use) / cap, static_cast<double>(c.cached) / cap);
-    now += step_seconds(config_.model, computed, attended, cache_.bytes_per_token());
-    ++r.steps;
-    progress_.update(finished, requests.size(), now, r.hit_rate());
+  while (next < requests.size() && requests[next].arrival_s <= now)
+    waiting.push_back({&requests[next++], 0});
+  if (running.empty() && waiting.empty()) {
+    now = requests[next].arrival_s;
+    return;
   }
+  book.start();
+
+  // 1. Decode: every running sequence feeds back its last token, in one
+  // all-or-nothing call; out of blocks, the newest sequence is preempted.
+  while (!running.empty()) {
+    ids.clear();
+    tokens.clear();
+    for (const Running &s : running) {
+      ids.push_back(s.request->id);
+      tokens.push_back(output_token(*s.request, s.generated - 1));
+    }
+    if (cache_.extend(ids, tokens)) break;
+    preempt(running.size() - 1);
+  }
+  for (Running &s : running) {
+    s.length += 1;
+    s.computed = 1;
+  }
+  const size_t decoding = running.size();
+
+  // 2. Admit waiting requests, first come first served.
+  uint64_t budget = config_.max_batch_tokens > decoding ? config_.max_batch_tokens - decoding : 0;
+  uint32_t prefills = 0;
+  while (!waiting.empty() && running.size() < config_.max_running &&
+         (config_.max_prefills == 0 || prefills < config_.max_prefills)) {
+    const Waiting w = waiting.front();
+    const Request &q = *w.request;
+    tokens.clear();
+    append_tokens(q.prompt, tokens);
+    for (uint32_t i = 0; i < w.generated; ++i) tokens.push_back(output_token(q, i));
+    // A prompt larger than the budget still runs, alone (no chunking).
+    if (prefills > 0 && tokens.size() > budget) {
+      const uint64_t hit = cache_.probe(q.id, tokens, options_for(q));
+      if (tokens.size() - hit > budget) break;
+    }
+    uint64_t cached = 0;
+    if (!cache_.add(q.id, tokens, options_for(q), cached)) {
+      if (running.empty()) {
+        // Larger than the whole cache: it can never run.
+        waiting.pop_front();
+        ++r.rejected;
+        ++finished;
+        continue;
+      }
+      break;  // wait until running sequences free their blocks
+    }
+    waiting.pop_front();
+    Running s;
+    s.request = &q;
+    s.generated = w.generated;
+    s.length = tokens.size();
+    s.computed = tokens.size() - cached;
+    s.output_length = output_length(q);
+    if (w.generated == 0) {
+      r.prompt_tokens += tokens.size();
+      r.reused_tokens += cached;
+      timeline.admitted(now, tokens.size(), cached);
+    } else {
+      r.recomputed_tokens += s.computed;
+    }
+    budget -= std::min(budget, s.computed);
+    running.push_back(s);
+    ++prefills;
+  }
+  if (running.empty()) {  // everything waiting was rejected
+    st.bookkeeping.push_back(book.take());
+    return;
+  }
+
+  // 3. Slot mappings (and block tables for attention) of this step.
+  ids.clear();
+  for (const Running &s : running) ids.push_back(s.request->id);
+  const bool attend = config_.attention;
+  uint32_t stride = 0;
+  cache_.batch(ids, st.slots, attend ? &st.tables : nullptr, &stride, attend ? &st.seq_lens : nullptr);
+  book.stop();
+
+  // 4. The forward pass writes the KV of the computed tokens.
+  const auto k0 = Clock::now();
+  writer_.store(st.slots);
+  if (attend) {
+    // Decode rows first, then each admitted prompt's computed tokens.
+    st.q_lens.clear();
+    for (size_t i = decoding; i < running.size(); ++i)
+      st.q_lens.push_back(static_cast<int32_t>(running[i].computed));
+    writer_.attend(st.tables, stride, st.seq_lens, static_cast<uint32_t>(decoding), st.q_lens);
+  }
+  r.kv_write_s += std::chrono::duration<double>(Clock::now() - k0).count();
+
+  // 5. Publish the computed blocks; every sequence emits one token.
+  book.start();
+  uint64_t computed = 0, attended = 0;
+  for (size_t i = 0; i < running.size();) {
+    Running &s = running[i];
+    cache_.commit(s.request->id, s.length);
+    computed += s.computed;
+    attended += s.length;
+    s.computed = 0;
+    ++s.generated;
+    if (s.generated >= s.output_length) {
+      cache_.remove(s.request->id);
+      r.decoded_tokens += s.generated;
+      ++r.completed;
+      ++finished;
+      running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+  book.stop();
+  st.bookkeeping.push_back(book.take());
+
+  const CacheCounters c = cache_.counters();
+  r.peak_in_use = std::max(r.peak_in_use, c.in_use);
+  const double cap = c.capacity ? static_cast<double>(c.capacity) : 1.0;
+  timeline.occupancy(now, static_cast<double>(c.in_use) / cap, static_cast<double>(c.cached) / cap);
+  now += step_seconds(config_.model, computed, attended, cache_.bytes_per_token());
+  ++r.steps;
+  progress_.update(finished, requests.size(), now, r.hit_rate());
+}
+
+RunResult Scheduler::finish() {
+  State &st = *s_;
+  RunResult &r = st.r;
   writer_.finish();
   progress_.finish();
   r.counters = cache_.counters();
@@ -241,12 +280,59 @@ RunResult Scheduler::run() {
   r.attention_calls = writer_.attention_calls();
   r.prefill_calls = writer_.prefill_calls();
   r.attended_queries = writer_.attended_queries();
-  r.bookkeeping_p50_us = 1e6 * percentile(bookkeeping, 0.50);
-  r.bookkeeping_p99_us = 1e6 * percentile(bookkeeping, 0.99);
-  r.simulated_s = now;
-  r.timeline = timeline.samples();
-  r.wall_s = std::chrono::duration<double>(Clock::now() - wall0).count();
+  r.bookkeeping_p50_us = 1e6 * percentile(st.bookkeeping, 0.50);
+  r.bookkeeping_p99_us = 1e6 * percentile(st.bookkeeping, 0.99);
+  r.simulated_s = st.now;
+  r.timeline = st.timeline.samples();
+  r.wall_s = std::chrono::duration<double>(Clock::now() - st.wall0).count();
   return r;
+}
+
+std::vector<RunResult> simulate_instances(const Workload &workload, const SimConfig &config,
+                                          uint32_t instances) {
+  struct Engine {
+    Workload workload;
+    SimConfig config;
+    std::unique_ptr<CacheAdapter> cache;
+    std::unique_ptr<KvWriter> writer;
+    std::unique_ptr<Progress> progress;
+    std::unique_ptr<Scheduler> scheduler;
+  };
+  std::vector<Engine> engines(instances);
+  for (uint32_t k = 0; k < instances; ++k) {
+    engines[k].workload.name = workload.name + " (instance " + std::to_string(k) + ")";
+    engines[k].config = config;
+    engines[k].config.policy.name = "instance " + std::to_string(k);
+    engines[k].config.progress = false;
+  }
+  for (size_t i = 0; i < workload.requests.size(); ++i)
+    engines[i % instances].workload.requests.push_back(workload.requests[i]);
+  for (Engine &e : engines) {
+    uint64_t all_tokens = 0;
+    for (const Request &q : e.workload.requests) {
+      const uint32_t out = config.max_output ? std::min(q.output_length, config.max_output)
+                                             : q.output_length;
+      all_tokens += q.input_length + out + config.tokens_per_block;
+    }
+    e.cache = std::make_unique<CacheAdapter>(e.config, all_tokens);
+    e.writer = std::make_unique<KvWriter>(e.cache->handle(), e.config);
+    e.progress = std::make_unique<Progress>(false, e.config.policy.name);
+    e.scheduler = std::make_unique<Scheduler>(e.workload, e.config, *e.cache, *e.writer,
+                                              *e.progress);
+  }
+  for (;;) {
+    Engine *earliest = nullptr;
+    for (Engine &e : engines) {
+      if (!e.scheduler->done() &&
+          (earliest == nullptr || e.scheduler->now() < earliest->scheduler->now()))
+        earliest = &e;
+    }
+    if (earliest == nullptr) break;
+    earliest->scheduler->step();
+  }
+  std::vector<RunResult> results;
+  for (Engine &e : engines) results.push_back(e.scheduler->finish());
+  return results;
 }
 
 RunResult simulate(const Workload &workload, const SimConfig &config) {
