@@ -7,9 +7,11 @@
 // the core does before a record becomes KV; payload bytes per second (the
 // 192-byte record header is not counted). Peer: `redis-benchmark -t set,get
 // -d SIZE -c 1 -P DEPTH` (one connection, as ours), GET requests per second
-// times SIZE, at its best of the depths 1, 4, 16 and ours (redis-benchmark
-// slows down with deep pipelines of large values: its hiredis reader moves
-// its input buffer after every reply). Target: ours / peer >= 0.80.
+// times SIZE, at its best of the depths 1, 4, 16 and ours, chosen once per
+// size (redis-benchmark slows down with deep pipelines of large values: its
+// hiredis reader moves its input buffer after every reply); then each
+// repetition runs ours and the peer back to back. Target: ours / peer >=
+// 0.80 (median of the per-repetition ratios).
 //   bench_redis_tier --port P [--reps N] [--sizes 32768,262144,2097152]
 //                    [--redis-benchmark PATH]
 #include <algorithm>
@@ -112,8 +114,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: bench_redis_tier --port P [--reps N] [--sizes a,b,c]\n");
     return 2;
   }
-  std::printf("| block | chain | depth | ours GB/s median [min, max] | redis-benchmark GET GB/s "
-              "median [min, max] (best depth) | ours / peer median [min, max] |\n|---|---|---|---|---|---|\n");
+  std::printf("| block | chain | depth ours / peer | ours GB/s median [min, max] | "
+              "redis-benchmark GET GB/s median [min, max] | ours / peer median [min, max] |\n"
+              "|---|---|---|---|---|---|\n");
   bool met = true;
   for (const uint64_t size : sizes) {
     kvc::RecordLayout l;
@@ -144,6 +147,17 @@ int main(int argc, char** argv) {
     for (auto& b : out) ptrs.push_back(b.data());
     const size_t loads = static_cast<size_t>(std::max<uint64_t>(kBytesPerRep / (n * size), 1));
 
+    // The peer's depth: its best of 1, 4, 16 and ours, measured once
+    // (then each repetition runs ours and the peer back to back).
+    size_t peer_depth = 1;
+    double peer_best = 0;
+    for (size_t depth : {size_t(1), size_t(4), size_t(16), store.chunk()}) {
+      const double rate = peer_rate(bin, port, size, depth);
+      if (rate > peer_best) {
+        peer_best = rate;
+        peer_depth = depth;
+      }
+    }
     std::vector<double> ours, peer, ratio;
     for (int r = 0; r < reps; ++r) {
       const auto start = Clock::now();
@@ -163,11 +177,7 @@ int main(int argc, char** argv) {
       }
       const double secs = std::chrono::duration<double>(Clock::now() - start).count();
       ours.push_back(static_cast<double>(loads * n * size) / secs);
-      double best = 0;
-      for (size_t depth : {size_t(1), size_t(4), size_t(16), store.chunk()}) {
-        best = std::max(best, peer_rate(bin, port, size, depth));
-      }
-      peer.push_back(best);
+      peer.push_back(peer_rate(bin, port, size, peer_depth));
       if (peer.back() <= 0) {
         std::fprintf(stderr, "redis-benchmark failed\n");
         return 1;
@@ -177,8 +187,9 @@ int main(int argc, char** argv) {
     auto gb = [](double v) { return v / 1e9; };
     const double rm = median(ratio);
     met = met && rm >= 0.80;
-    std::printf("| %llu KiB | %zu | %zu | %.2f [%.2f, %.2f] | %.2f [%.2f, %.2f] | %.2f [%.2f, %.2f] |\n",
-                static_cast<unsigned long long>(size / 1024), n, store.chunk(), gb(median(ours)),
+    std::printf("| %llu KiB | %zu | %zu / %zu | %.2f [%.2f, %.2f] | %.2f [%.2f, %.2f] | %.2f [%.2f, %.2f] |\n",
+                static_cast<unsigned long long>(size / 1024), n, store.chunk(), peer_depth,
+                gb(median(ours)),
                 gb(*std::min_element(ours.begin(), ours.end())),
                 gb(*std::max_element(ours.begin(), ours.end())), gb(median(peer)),
                 gb(*std::min_element(peer.begin(), peer.end())),

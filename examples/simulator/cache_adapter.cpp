@@ -79,8 +79,8 @@ CacheAdapter::CacheAdapter(const SimConfig &config, uint64_t unlimited_tokens) {
     check(kvc_config_set_disk_cache(cfg.c, config.disk_cache_dir.c_str(), config.disk_cache_bytes),
           "--disk-cache");
   if (!config.remote_cache_url.empty()) {
-    check(kvc_config_set_remote_cache(cfg.c, config.remote_cache_url.c_str(), "kvcache-sim",
-                                      config.remote_cache_bytes),
+    check(kvc_config_set_remote_cache(cfg.c, config.remote_cache_url.c_str(),
+                                      config.remote_namespace.c_str(), config.remote_cache_bytes),
           "--remote-cache");
   }
   check(kvc_cache_create(cfg.c, &cache_), "kvc_cache_create");

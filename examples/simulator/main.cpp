@@ -37,7 +37,7 @@ int main(int argc, char **argv) {
   std::vector<sim::RunResult> runs;
   try {
     if (o.instances > 1) {
-      runs = sim::simulate_instances(workload, o.config, o.instances);
+      runs = sim::simulate_instances(workload, o.config, o.instances, o.remote_private);
     } else {
       for (const sim::Policy &p : policies) {
         sim::SimConfig c = o.config;

@@ -125,6 +125,9 @@ std::string usage() {
       "                          to them in turn (no prefix-aware routing), stepped on\n"
       "                          one simulated clock; with --remote-cache they share\n"
       "                          the Redis tier and reuse each other's evicted blocks (1)\n"
+      "  --remote-private        each instance keeps to a namespace of its own on the\n"
+      "                          server: the same tier, nothing shared (to tell how\n"
+      "                          much of the reuse came from the other instances)\n"
       "  --disk-cache DIR:BYTES  disk tier below it: block files under DIR (an existing\n"
       "                          directory), at most BYTES; a later run on DIR finds\n"
       "                          the blocks this one wrote (default none)\n"
@@ -208,6 +211,7 @@ bool parse_options(int argc, char **argv, Options &o, std::string &error) {
   };
   const std::map<std::string, std::function<void()>> flags = {
       {"--compare", [&] { o.compare = true; }},
+      {"--remote-private", [&] { o.remote_private = true; }},
       {"--json", [&] { o.json = true; }},
       {"--attention", [&] { o.config.attention = true; }},
       {"--no-progress", [&] { o.config.progress = false; }},
@@ -252,6 +256,10 @@ bool parse_options(int argc, char **argv, Options &o, std::string &error) {
   if (o.compare && (!o.config.remote_cache_url.empty() || o.instances > 1)) {
     error = "--remote-cache and --instances apply to a single policy: --compare's runs would "
             "share the server (and reuse off has no remote tier)";
+    return false;
+  }
+  if (o.remote_private && (o.config.remote_cache_url.empty() || o.instances < 2)) {
+    error = "--remote-private needs --remote-cache and --instances 2 or more";
     return false;
   }
   if (!reuse && !o.config.remote_cache_url.empty()) {

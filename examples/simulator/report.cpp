@@ -79,9 +79,11 @@ void print_table(std::FILE *out, const Workload &workload, const std::vector<Run
                    ? ""
                    : (", disk tier " + bytes(c.disk_cache_bytes) + " in " + c.disk_cache_dir).c_str());
   if (!c.remote_cache_url.empty()) {
-    std::fprintf(out, "remote:   %s, at most %s per instance, %zu instance%s\n",
+    const bool shared = runs.size() == 1 || runs[1].config.remote_namespace == c.remote_namespace;
+    std::fprintf(out, "remote:   %s, at most %s per instance, %zu instance%s%s\n",
                  c.remote_cache_url.c_str(), bytes(c.remote_cache_bytes).c_str(), runs.size(),
-                 runs.size() == 1 ? "" : "s");
+                 runs.size() == 1 ? "" : "s",
+                 shared ? "" : ", each in a namespace of its own (nothing shared)");
   }
   std::fprintf(out, "\n");
 

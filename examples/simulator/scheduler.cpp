@@ -289,7 +289,7 @@ RunResult Scheduler::finish() {
 }
 
 std::vector<RunResult> simulate_instances(const Workload &workload, const SimConfig &config,
-                                          uint32_t instances) {
+                                          uint32_t instances, bool private_namespaces) {
   struct Engine {
     Workload workload;
     SimConfig config;
@@ -304,6 +304,8 @@ std::vector<RunResult> simulate_instances(const Workload &workload, const SimCon
     engines[k].config = config;
     engines[k].config.policy.name = "instance " + std::to_string(k);
     engines[k].config.progress = false;
+    if (private_namespaces)
+      engines[k].config.remote_namespace = config.remote_namespace + "-" + std::to_string(k);
   }
   for (size_t i = 0; i < workload.requests.size(); ++i)
     engines[i % instances].workload.requests.push_back(workload.requests[i]);

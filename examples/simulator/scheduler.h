@@ -60,7 +60,9 @@ RunResult simulate(const Workload &workload, const SimConfig &config);
 // engines step on one simulated clock (always the one whose next step is
 // earliest), so an engine finds in Redis what another evicted before. One
 // result per engine, its policy named "instance K".
+// With private_namespaces each engine keys its blocks apart ("NS-K"): the
+// same tier, nothing shared.
 std::vector<RunResult> simulate_instances(const Workload &workload, const SimConfig &config,
-                                          uint32_t instances);
+                                          uint32_t instances, bool private_namespaces = false);
 
 }  // namespace sim

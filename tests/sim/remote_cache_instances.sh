@@ -2,7 +2,8 @@
 # kvcache-sim --instances 2 --remote-cache: two engines, requests dealt to
 # them in turn, on one redis-server this script starts on a free loopback
 # port (and stops). Sharing the Redis tier, an engine loads blocks the other
-# evicted, so the two together reuse more prompt tokens than without it.
+# evicted, so the two together reuse more prompt tokens than without it, and
+# more than with the same tier kept apart per engine (--remote-private).
 # Skips (exit 0, saying why) without redis-server or hiredis.
 #   remote_cache_instances.sh KVCACHE_SIM
 set -euo pipefail
@@ -30,15 +31,19 @@ if ! shared=$(run --remote-cache "redis://127.0.0.1:$port/0" 2>"$dir/err"); then
   cat "$dir/err"; exit 1
 fi
 alone=$(run)
+private=$(run --remote-cache "redis://127.0.0.1:$port/0" --remote-private)
 written=$(echo "$shared" | sum remote_blocks_written)
 loaded=$(echo "$shared" | sum remote_blocks_loaded)
 reused_shared=$(echo "$shared" | sum reused_tokens)
 reused_alone=$(echo "$alone" | sum reused_tokens)
+reused_private=$(echo "$private" | sum reused_tokens)
 echo "two instances sharing Redis: $written blocks written, $loaded loaded, $reused_shared tokens reused"
-echo "two instances alone: $reused_alone tokens reused"
+echo "two instances alone: $reused_alone tokens reused; each its own namespace: $reused_private"
 [ "$written" -gt 0 ] || { echo "FAIL: nothing written to Redis"; exit 1; }
 [ "$loaded" -gt 0 ] || { echo "FAIL: nothing loaded from Redis"; exit 1; }
 [ "$reused_shared" -gt "$reused_alone" ] || { echo "FAIL: sharing Redis reused no more"; exit 1; }
+[ "$reused_shared" -gt "$reused_private" ] || {
+  echo "FAIL: sharing Redis reused no more than private namespaces"; exit 1; }
 if "$sim" --model tiny --remote-cache "redis://127.0.0.1:$port/0" --compare --no-progress \
     >/dev/null 2>&1; then
   echo "FAIL: --compare with --remote-cache was accepted"; exit 1
