@@ -98,6 +98,8 @@ CacheAdapter::CacheAdapter(const SimConfig &config, uint64_t unlimited_tokens) {
 
 CacheAdapter::~CacheAdapter() { kvc_cache_destroy(cache_); }
 
+void CacheAdapter::flush_tiers() { check(kvc_cache_flush_tiers(cache_), "kvc_cache_flush_tiers"); }
+
 bool CacheAdapter::add(uint64_t id, const std::vector<int32_t> &tokens,
                        const SequenceOptions &options, uint64_t &cached) {
   const KvcOptions o(options);

@@ -74,6 +74,8 @@ class CacheAdapter {
   // The first `tokens` tokens of `id` have their KV written.
   void commit(uint64_t id, uint64_t tokens);
   void remove(uint64_t id);
+  // Waits until the block stores wrote what was queued (kvc_cache_flush_tiers).
+  void flush_tiers();
 
   // Slot mappings of the tokens added to `ids` since their last batch call,
   // one array per layer group (`slots[g]`, -1 where nothing is written);
