@@ -49,6 +49,8 @@ type Tier uint32
 const (
 	TierPrimary Tier = 0 // the cache's device (or CPU) pools
 	TierHost    Tier = 1 // the host tier
+	TierDisk    Tier = 2 // the disk tier (Config.SetDiskCache; no event names it)
+	TierRemote  Tier = 3 // a remote store shared by caches (no event names it)
 )
 
 func (t Tier) String() string {
@@ -57,6 +59,10 @@ func (t Tier) String() string {
 		return "primary"
 	case TierHost:
 		return "host"
+	case TierDisk:
+		return "disk"
+	case TierRemote:
+		return "remote"
 	}
 	return "Tier(" + itoa(uint64(t)) + ")"
 }

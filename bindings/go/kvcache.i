@@ -183,6 +183,26 @@ KVCGO_ADDRESS_MEMBER(const int32_t *, beam_table)     /* kvc_stateful_view_t */
 KVCGO_ADDRESS_MEMBER(const int32_t *, qo_indptr)      /* kvc_prefill_args_t */
 KVCGO_ADDRESS_MEMBER(const int32_t *, kv_lens)        /* kvc_prefill_args_t */
 KVCGO_ADDRESS_MEMBER(float *, lse)                    /* kvc_prefill_args_t */
+/* The disk tier's directory (kvc_config_set_disk_cache): a NUL-terminated
+ * copy in C memory (kvcgo_buffer_new); the getter's out parameter receives
+ * the address of the config's own string (kvcgo_cstring_length). */
+KVCGO_ADDRESS_MEMBER(const char *, directory)
+%typemap(freearg) const char *directory ""  /* the caller's buffer: not SWIG's copy */
+%typemap(gotype) const char **directory "*uintptr"
+%typemap(imtype) const char **directory "*uintptr"
+%typemap(in) const char **directory %{ $1 = ($1_ltype)$input; %}
+/* The remote tier's URL and key namespace (kvc_config_set_remote_cache):
+ * the same, C copies in, the config's own strings out. */
+KVCGO_ADDRESS_MEMBER(const char *, url)
+%typemap(freearg) const char *url ""
+%typemap(gotype) const char **url "*uintptr"
+%typemap(imtype) const char **url "*uintptr"
+%typemap(in) const char **url %{ $1 = ($1_ltype)$input; %}
+KVCGO_ADDRESS_MEMBER(const char *, key_namespace)
+%typemap(freearg) const char *key_namespace ""
+%typemap(gotype) const char **key_namespace "*uintptr"
+%typemap(imtype) const char **key_namespace "*uintptr"
+%typemap(in) const char **key_namespace %{ $1 = ($1_ltype)$input; %}
 
 /* Static strings (kvc_status_string, kvc_version_string): copied into Go
  * memory on return; the C string is owned by the library and not freed. */
@@ -233,6 +253,8 @@ KVCGO_HANDLE(kvc_stateful_t, Stateful)
 %include "kvcache/kernels.h"
 %include "kvcache/stateful.h"
 %include "kvcache/events.h"
+%include "kvcache/tiers.h"
+%include "kvcache/remote_tier.h"
 
 /* C memory for the pointer fields of the transparent structs (salt bytes,
  * extra keys, host buffers on a CPU cache): Go memory may not be stored in
@@ -257,6 +279,8 @@ static void kvcgo_buffer_free(uintptr_t buffer) { free((void *)buffer); }
 static void kvcgo_buffer_read(uint8_t *dst, uintptr_t src, size_t size) {
   if (size != 0) memcpy(dst, (const void *)src, size);
 }
+/* strlen of the C string at address `s` (0 for 0). */
+static size_t kvcgo_cstring_length(uintptr_t s) { return s ? strlen((const char *)s) : 0; }
 /* Copies `size` bytes from Go memory `src` to C address `dst`. */
 static void kvcgo_buffer_write(uintptr_t dst, const uint8_t *src, size_t size) {
   if (size != 0) memcpy((void *)dst, src, size);

@@ -119,6 +119,7 @@ func TestStatusValues(t *testing.T) {
 		{int(kvcache.TableCSR), int(kvc.KVC_TABLE_CSR)},
 		{int(kvcache.FeatureCUDACompiled), int(kvc.KVC_FEATURE_CUDA_COMPILED)},
 		{int(kvcache.FeatureCUDADevice), int(kvc.KVC_FEATURE_CUDA_DEVICE)},
+		{int(kvcache.FeatureRedis), int(kvc.KVC_FEATURE_REDIS)},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("enum value: Go %d, C %d", tc.got, tc.want)

@@ -16,6 +16,9 @@ const (
 	FeatureCUDACompiled uint64 = 1 << 0
 	// FeatureCUDADevice: the CUDA backend is built and a device is usable.
 	FeatureCUDADevice uint64 = 1 << 1
+	// FeatureRedis: the library was built with hiredis (a remote tier can
+	// be configured: Config.SetRemoteCache).
+	FeatureRedis uint64 = 1 << 2
 )
 
 // Version of the running library, MAJOR*10000 + MINOR*100 + PATCH

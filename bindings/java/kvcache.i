@@ -149,6 +149,17 @@ KVC_ADDRESS(kvc_extra_key_t *, const kvc_extra_key_t *)
 KVC_ADDRESS(kvc_retention_range_t *, const kvc_retention_range_t *)
 KVC_ADDRESS(kvc_event_t *, const kvc_event_t *)
 KVC_ADDRESS(kvc_snapshot_entry_t *, const kvc_snapshot_entry_t *)
+/* The disk tier's directory (kvc_config_set_disk_cache): UTF-8 bytes and a
+ * NUL in scratch memory, not a JNI string (modified UTF-8); the getter's out
+ * parameter receives the address of the config's string (kvcj_strlen). */
+KVC_ADDRESS(const char *directory, const char **directory)
+%typemap(freearg) const char *directory ""
+/* The remote tier's URL and key namespace (kvc_config_set_remote_cache):
+ * the same. */
+KVC_ADDRESS(const char *url, const char **url, const char *key_namespace,
+            const char **key_namespace)
+%typemap(freearg) const char *url ""
+%typemap(freearg) const char *key_namespace ""
 
 /* ---------------------------------------------------------------------- */
 /* Helpers of the binding itself (not part of the C API).                  */
@@ -186,6 +197,11 @@ static void kvcj_free(int64_t address) {
  * exception pending when the JVM cannot make one. */
 static jobject kvcj_direct_buffer(JNIEnv *kvcj_env, int64_t address, int64_t size) {
   return (*kvcj_env)->NewDirectByteBuffer(kvcj_env, (void *)(intptr_t)address, (jlong)size);
+}
+
+/* strlen of the C string at `address` (0 for 0). */
+static int64_t kvcj_strlen(int64_t address) {
+  return address ? (int64_t)strlen((const char *)(intptr_t)address) : 0;
 }
 
 /* Address of a direct buffer's first byte (0 for a heap buffer). */

@@ -75,6 +75,14 @@ CacheAdapter::CacheAdapter(const SimConfig &config, uint64_t unlimited_tokens) {
   check(kvc_config_set_block_reuse(cfg.c, config.policy.reuse), "--reuse");
   check(kvc_config_set_partial_reuse(cfg.c, config.partial_reuse), "--partial-reuse");
   check(kvc_config_set_host_cache_bytes(cfg.c, config.host_cache_bytes), "--host-cache");
+  if (!config.disk_cache_dir.empty())
+    check(kvc_config_set_disk_cache(cfg.c, config.disk_cache_dir.c_str(), config.disk_cache_bytes),
+          "--disk-cache");
+  if (!config.remote_cache_url.empty()) {
+    check(kvc_config_set_remote_cache(cfg.c, config.remote_cache_url.c_str(),
+                                      config.remote_namespace.c_str(), config.remote_cache_bytes),
+          "--remote-cache");
+  }
   check(kvc_cache_create(cfg.c, &cache_), "kvc_cache_create");
 
   kvc_cache_desc_t d = KVC_CACHE_DESC_INIT;
@@ -89,6 +97,8 @@ CacheAdapter::CacheAdapter(const SimConfig &config, uint64_t unlimited_tokens) {
 }
 
 CacheAdapter::~CacheAdapter() { kvc_cache_destroy(cache_); }
+
+void CacheAdapter::flush_tiers() { check(kvc_cache_flush_tiers(cache_), "kvc_cache_flush_tiers"); }
 
 bool CacheAdapter::add(uint64_t id, const std::vector<int32_t> &tokens,
                        const SequenceOptions &options, uint64_t &cached) {
@@ -177,6 +187,27 @@ CacheCounters CacheAdapter::counters() const {
   c.has_tiers = s.host_blocks > 0;  // a host tier was configured (--host-cache)
   c.offloaded = s.offloaded_blocks;
   c.onboarded = s.onboarded_blocks;
+  kvc_tier_stats_t d = KVC_TIER_STATS_INIT;
+  const kvc_status_t ds = kvc_cache_get_tier_stats(cache_, KVC_TIER_DISK, &d);
+  if (ds != KVC_ERR_NOT_FOUND) {
+    check(ds, "kvc_cache_get_tier_stats");
+    c.has_disk = true;
+    c.disk_offered = d.offered_blocks;
+    c.disk_onboarded = d.onboarded_blocks;
+    c.disk_dropped = d.dropped_blocks;
+    c.disk_rejected = d.rejected;
+  }
+  kvc_tier_stats_t rt = KVC_TIER_STATS_INIT;
+  const kvc_status_t rs = kvc_cache_get_tier_stats(cache_, KVC_TIER_REMOTE, &rt);
+  if (rs != KVC_ERR_NOT_FOUND) {
+    check(rs, "kvc_cache_get_tier_stats");
+    c.has_remote = true;
+    c.remote_offered = rt.offered_blocks;
+    c.remote_onboarded = rt.onboarded_blocks;
+    c.remote_dropped = rt.dropped_blocks;
+    c.remote_rejected = rt.rejected;
+    c.remote_errors = rt.errors;
+  }
   return c;
 }
 

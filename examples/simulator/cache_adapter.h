@@ -25,6 +25,17 @@ struct CacheCounters {
   bool has_tiers = false;  // whether the cache has a host tier (the two below)
   uint64_t offloaded = 0;  // primary -> host tier
   uint64_t onboarded = 0;  // host tier -> primary
+  bool has_disk = false;   // whether the cache has a disk tier (the four below)
+  uint64_t disk_offered = 0;    // evicted blocks queued for the disk
+  uint64_t disk_onboarded = 0;  // disk -> primary
+  uint64_t disk_dropped = 0;    // writes dropped (queue full, disk full)
+  uint64_t disk_rejected = 0;   // records refused by the check
+  bool has_remote = false;        // whether the cache has a remote tier (the five below)
+  uint64_t remote_offered = 0;    // evicted blocks queued for Redis
+  uint64_t remote_onboarded = 0;  // Redis -> primary
+  uint64_t remote_dropped = 0;    // writes dropped (queue full, server down)
+  uint64_t remote_rejected = 0;   // records refused by the check
+  uint64_t remote_errors = 0;     // failed connects, round trips, timeouts
 };
 
 struct SequenceOptions {
@@ -63,6 +74,8 @@ class CacheAdapter {
   // The first `tokens` tokens of `id` have their KV written.
   void commit(uint64_t id, uint64_t tokens);
   void remove(uint64_t id);
+  // Waits until the block stores wrote what was queued (kvc_cache_flush_tiers).
+  void flush_tiers();
 
   // Slot mappings of the tokens added to `ids` since their last batch call,
   // one array per layer group (`slots[g]`, -1 where nothing is written);

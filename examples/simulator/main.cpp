@@ -36,19 +36,37 @@ int main(int argc, char **argv) {
 
   std::vector<sim::RunResult> runs;
   try {
-    for (const sim::Policy &p : policies) {
-      sim::SimConfig c = o.config;
-      c.policy = p;
-      runs.push_back(sim::simulate(workload, c));
+    if (o.instances > 1) {
+      runs = sim::simulate_instances(workload, o.config, o.instances, o.remote_private);
+    } else {
+      for (const sim::Policy &p : policies) {
+        sim::SimConfig c = o.config;
+        c.policy = p;
+        runs.push_back(sim::simulate(workload, c));
+      }
     }
   } catch (const std::exception &e) {
     std::fprintf(stderr, "kvcache-sim: %s\n", e.what());
     return 1;
   }
-  if (o.json)
+  if (o.json) {
     sim::print_json(stdout, workload, runs);
-  else
+  } else {
     sim::print_table(stdout, workload, runs);
+    if (o.instances > 1) {
+      uint64_t prompt = 0, reused = 0, remote = 0;
+      for (const sim::RunResult &r : runs) {
+        prompt += r.prompt_tokens;
+        reused += r.reused_tokens;
+        remote += r.counters.remote_onboarded;
+      }
+      std::printf("\nall %u instances: hit rate %.1f%% (%llu of %llu prompt tokens), %llu blocks "
+                  "loaded from the remote tier\n",
+                  o.instances, prompt ? 100.0 * double(reused) / double(prompt) : 0.0,
+                  static_cast<unsigned long long>(reused), static_cast<unsigned long long>(prompt),
+                  static_cast<unsigned long long>(remote));
+    }
+  }
   if (!o.plot.empty()) {
     if (!sim::write_svg_plot(o.plot, "kvcache-sim: " + workload.name, runs, error)) {
       std::fprintf(stderr, "kvcache-sim: %s\n", error.c_str());

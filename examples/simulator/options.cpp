@@ -117,6 +117,20 @@ std::string usage() {
       "                          retention range over its first tokens; blocks after\n"
       "                          it take --prompt-priority (default: no range)\n"
       "  --host-cache BYTES      host (secondary) tier for offloaded blocks (0)\n"
+      "  --remote-cache URL      remote tier below them: the Redis server at URL\n"
+      "                          (redis://[user:password@]host:port/db), shared by every\n"
+      "                          instance and by later runs (default none)\n"
+      "  --remote-cache-bytes BYTES  what each instance keeps in Redis at most (1G)\n"
+      "  --instances N           N engines, each with its own cache, the requests dealt\n"
+      "                          to them in turn (no prefix-aware routing), stepped on\n"
+      "                          one simulated clock; with --remote-cache they share\n"
+      "                          the Redis tier and reuse each other's evicted blocks (1)\n"
+      "  --remote-private        each instance keeps to a namespace of its own on the\n"
+      "                          server: the same tier, nothing shared (to tell how\n"
+      "                          much of the reuse came from the other instances)\n"
+      "  --disk-cache DIR:BYTES  disk tier below it: block files under DIR (an existing\n"
+      "                          directory), at most BYTES; a later run on DIR finds\n"
+      "                          the blocks this one wrote (default none)\n"
       "  --attention             read the KV back with paged attention: decode rows\n"
       "                          through kvc_decode_attention, prefill chunks through\n"
       "                          kvc_prefill_attention\n"
@@ -181,6 +195,17 @@ bool parse_options(int argc, char **argv, Options &o, std::string &error) {
       {"--system-priority", [&](const std::string &v) {
          return parse_u32(v, system_priority) && system_priority >= 1 && system_priority <= 100; }},
       {"--host-cache", [&](const std::string &v) { return parse_bytes(v, o.config.host_cache_bytes); }},
+      {"--disk-cache", [&](const std::string &v) {
+         const size_t colon = v.rfind(':');
+         if (colon == std::string::npos || colon == 0) return false;
+         o.config.disk_cache_dir = v.substr(0, colon);
+         return parse_bytes(v.substr(colon + 1), o.config.disk_cache_bytes) &&
+                o.config.disk_cache_bytes > 0; }},
+      {"--remote-cache", [&](const std::string &v) { o.config.remote_cache_url = v; return !v.empty(); }},
+      {"--remote-cache-bytes", [&](const std::string &v) {
+         return parse_bytes(v, o.config.remote_cache_bytes) && o.config.remote_cache_bytes > 0; }},
+      {"--instances", [&](const std::string &v) {
+         return parse_u32(v, o.instances) && o.instances >= 1 && o.instances <= 64; }},
       {"--max-batch-tokens", [&](const std::string &v) { return parse_u32(v, o.config.max_batch_tokens) && o.config.max_batch_tokens > 0; }},
       {"--max-running", [&](const std::string &v) { return parse_u32(v, o.config.max_running) && o.config.max_running > 0; }},
       {"--max-prefills", [&](const std::string &v) { return parse_u32(v, o.config.max_prefills); }},
@@ -189,6 +214,7 @@ bool parse_options(int argc, char **argv, Options &o, std::string &error) {
   };
   const std::map<std::string, std::function<void()>> flags = {
       {"--compare", [&] { o.compare = true; }},
+      {"--remote-private", [&] { o.remote_private = true; }},
       {"--json", [&] { o.json = true; }},
       {"--attention", [&] { o.config.attention = true; }},
       {"--no-progress", [&] { o.config.progress = false; }},
@@ -225,6 +251,32 @@ bool parse_options(int argc, char **argv, Options &o, std::string &error) {
       error = "invalid value for " + arg + ": '" + value + "'";
       return false;
     }
+  }
+  if (o.compare && !o.config.disk_cache_dir.empty()) {
+    error = "--disk-cache applies to a single run: --compare's runs would share the directory "
+            "(and reuse off has no disk tier)";
+    return false;
+  }
+  if (o.compare && (!o.config.remote_cache_url.empty() || o.instances > 1)) {
+    error = "--remote-cache and --instances apply to a single policy: --compare's runs would "
+            "share the server (and reuse off has no remote tier)";
+    return false;
+  }
+  if (o.remote_private && (o.config.remote_cache_url.empty() || o.instances < 2)) {
+    error = "--remote-private needs --remote-cache and --instances 2 or more";
+    return false;
+  }
+  if (!reuse && !o.config.remote_cache_url.empty()) {
+    error = "--remote-cache needs --reuse on: the remote tier keeps reusable blocks";
+    return false;
+  }
+  if (o.instances > 1 && !o.config.disk_cache_dir.empty()) {
+    error = "--disk-cache is one directory per cache: not with --instances";
+    return false;
+  }
+  if (!reuse && !o.config.disk_cache_dir.empty()) {
+    error = "--disk-cache needs --reuse on: the disk tier keeps reusable blocks";
+    return false;
   }
   if (o.compare && prompt_priority) {
     error = "--prompt-priority applies to a single run; --compare retains system prompts "

@@ -17,6 +17,8 @@ struct Options {
   SimConfig config;              // the single run (its policy from --reuse,
                                  // --prompt-priority and --system-priority)
   bool compare = false;          // run compare_policies() side by side instead
+  uint32_t instances = 1;        // --instances N: caches sharing the remote tier
+  bool remote_private = false;   // --remote-private: each instance its own namespace
   bool json = false;
   std::string plot;              // --plot FILE.svg
   bool help = false;

@@ -87,13 +87,23 @@ void print_table(std::FILE *out, const Workload &workload, const std::vector<Run
                count(workload.prompt_tokens()).c_str(), count(workload.output_tokens()).c_str());
   std::fprintf(out, "model:    %s\n", c.model.description.c_str());
   std::fprintf(out,
-               "cache:    %s, %s blocks of %u tokens (%s, %s per token)%s%s%s\n",
+               "cache:    %s, %s blocks of %u tokens (%s, %s per token)%s%s%s%s\n",
                c.device.c_str(), count(first.capacity_blocks).c_str(), c.tokens_per_block,
                bytes(first.primary_bytes).c_str(),
                bytes(first.block_bytes_per_token).c_str(),
                c.unlimited ? ", unlimited (sized to never evict)" : "",
                c.partial_reuse ? ", partial reuse" : "",
-               c.host_cache_bytes ? (", host tier " + bytes(c.host_cache_bytes)).c_str() : "");
+               c.host_cache_bytes ? (", host tier " + bytes(c.host_cache_bytes)).c_str() : "",
+               c.disk_cache_dir.empty()
+                   ? ""
+                   : (", disk tier " + bytes(c.disk_cache_bytes) + " in " + c.disk_cache_dir).c_str());
+  if (!c.remote_cache_url.empty()) {
+    const bool shared = runs.size() == 1 || runs[1].config.remote_namespace == c.remote_namespace;
+    std::fprintf(out, "remote:   %s, at most %s per instance, %zu instance%s%s\n",
+                 c.remote_cache_url.c_str(), bytes(c.remote_cache_bytes).c_str(), runs.size(),
+                 runs.size() == 1 ? "" : "s",
+                 shared ? "" : ", each in a namespace of its own (nothing shared)");
+  }
   std::fprintf(out, "\n");
 
   std::vector<Row> rows;
@@ -116,6 +126,27 @@ void print_table(std::FILE *out, const Workload &workload, const std::vector<Run
       [](const RunResult &r) { return r.counters.has_tiers ? count(r.counters.offloaded) : "n/a"; });
   add("blocks onboarded", "host-tier blocks copied back on a hit",
       [](const RunResult &r) { return r.counters.has_tiers ? count(r.counters.onboarded) : "n/a"; });
+  if (!c.disk_cache_dir.empty()) {
+    add("blocks to disk", "evicted blocks queued for the disk tier (dropped writes)",
+        [](const RunResult &r) {
+          return count(r.counters.disk_offered) + " (" + count(r.counters.disk_dropped) + ")";
+        });
+    add("blocks from disk", "disk-tier blocks loaded on a hit (records refused)",
+        [](const RunResult &r) {
+          return count(r.counters.disk_onboarded) + " (" + count(r.counters.disk_rejected) + ")";
+        });
+  }
+  if (!c.remote_cache_url.empty()) {
+    add("blocks to remote", "evicted blocks queued for the Redis tier (dropped writes)",
+        [](const RunResult &r) {
+          return count(r.counters.remote_offered) + " (" + count(r.counters.remote_dropped) + ")";
+        });
+    add("blocks from remote", "Redis-tier blocks loaded on a hit (records refused, errors)",
+        [](const RunResult &r) {
+          return count(r.counters.remote_onboarded) + " (" + count(r.counters.remote_rejected) +
+                 ", " + count(r.counters.remote_errors) + ")";
+        });
+  }
   add("peak blocks in use", "most blocks held by running requests (share of all)",
       [](const RunResult &r) {
         return count(r.peak_in_use) + " (" + percent(r.peak_in_use, r.capacity_blocks) + ")";
@@ -195,11 +226,13 @@ void print_json(std::FILE *out, const Workload &workload, const std::vector<RunR
                  ", \"primary_bytes\": %" PRIu64 ", \"bytes_per_token\": %" PRIu64
                  ", \"unlimited\": %s, \"partial_reuse\": %s, \"reuse\": %s"
                  ", \"prompt_priority\": %u, \"system_priority\": %u"
-                 ", \"host_cache_bytes\": %" PRIu64 ",\n   ",
+                 ", \"host_cache_bytes\": %" PRIu64 ", \"disk_cache_bytes\": %" PRIu64
+                 ",\n   ",
                  c.tokens_per_block, r.capacity_blocks, r.primary_bytes, r.block_bytes_per_token,
                  c.unlimited ? "true" : "false", c.partial_reuse ? "true" : "false",
                  c.policy.reuse ? "true" : "false", c.policy.prompt_priority,
-                 c.policy.system_priority, c.host_cache_bytes);
+                 c.policy.system_priority, c.host_cache_bytes,
+                 c.disk_cache_dir.empty() ? uint64_t(0) : c.disk_cache_bytes);
     std::fprintf(out,
                  "\"requests\": %" PRIu64 ", \"completed\": %" PRIu64 ", \"rejected\": %" PRIu64
                  ", \"prompt_tokens\": %" PRIu64 ", \"reused_tokens\": %" PRIu64
@@ -211,10 +244,17 @@ void print_json(std::FILE *out, const Workload &workload, const std::vector<RunR
                  "\"blocks_reused\": %" PRIu64 ", \"blocks_evicted\": %" PRIu64
                  ", \"blocks_offloaded\": %s, \"blocks_onboarded\": %s"
                  ", \"peak_blocks_in_use\": %" PRIu64 ", \"preemptions\": %" PRIu64
-                 ", \"steps\": %" PRIu64 ",\n   ",
+                 ", \"steps\": %" PRIu64 ", \"disk_blocks_written\": %s"
+                 ", \"disk_blocks_loaded\": %s, \"remote_blocks_written\": %s"
+                 ", \"remote_blocks_loaded\": %s,\n   ",
                  r.counters.reused, r.counters.evicted,
                  r.counters.has_tiers ? std::to_string(r.counters.offloaded).c_str() : "null",
-                 r.counters.has_tiers ? std::to_string(r.counters.onboarded).c_str() : "null", r.peak_in_use, r.preemptions, r.steps);
+                 r.counters.has_tiers ? std::to_string(r.counters.onboarded).c_str() : "null", r.peak_in_use, r.preemptions, r.steps,
+                 r.counters.has_disk ? std::to_string(r.counters.disk_offered).c_str() : "null",
+                 r.counters.has_disk ? std::to_string(r.counters.disk_onboarded).c_str() : "null",
+                 r.counters.has_remote ? std::to_string(r.counters.remote_offered).c_str() : "null",
+                 r.counters.has_remote ? std::to_string(r.counters.remote_onboarded).c_str()
+                                       : "null");
     const Spread &w = r.bookkeeping_wall, &u = r.bookkeeping_cpu;
     std::fprintf(out,
                  "\"bookkeeping_us_p50\": %.3f, \"bookkeeping_us_p99\": %.3f"

@@ -31,24 +31,11 @@ int32_t output_token(const Request &r, uint32_t i) { return token_id(r.output_se
 
 }  // namespace
 
-Scheduler::Scheduler(const Workload &workload, const SimConfig &config, CacheAdapter &cache,
-                     KvWriter &writer, Progress &progress)
-    : workload_(workload), config_(config), cache_(cache), writer_(writer),
-      progress_(progress) {}
-
-RunResult Scheduler::run() {
-  const auto wall0 = Clock::now();
-  const std::vector<Request> &requests = workload_.requests;
+// What one run keeps between its steps.
+struct Scheduler::State {
+  Clock::time_point wall0 = Clock::now();
   RunResult r;
-  r.policy = config_.policy.name;
-  r.config = config_;
-  r.workload = workload_.name;
-  r.requests = requests.size();
-  r.block_bytes_per_token = cache_.bytes_per_token();
-  r.primary_bytes = cache_.primary_bytes();
-  const double last_arrival = requests.empty() ? 0 : requests.back().arrival_s;
-  Timeline timeline(last_arrival * 1.1 + 1.0, config_.samples);
-
+  Timeline timeline;
   std::deque<Waiting> waiting;
   std::vector<Running> running;  // admission order: the newest is last
   std::vector<uint64_t> ids;
@@ -56,10 +43,60 @@ RunResult Scheduler::run() {
   std::vector<std::vector<int32_t>> tables;
   std::vector<int32_t> seq_lens, q_lens;
   std::vector<int32_t> tokens;
-  StepClock clock(config_.profile);
+  StepClock clock;
   size_t next = 0;
   double now = 0;
   uint64_t finished = 0;
+
+  State(double horizon_s, uint32_t samples, bool profile)
+      : timeline(horizon_s, samples), clock(profile) {}
+};
+
+Scheduler::Scheduler(const Workload &workload, const SimConfig &config, CacheAdapter &cache,
+                     KvWriter &writer, Progress &progress)
+    : workload_(workload), config_(config), cache_(cache), writer_(writer),
+      progress_(progress) {
+  const std::vector<Request> &requests = workload_.requests;
+  const double last_arrival = requests.empty() ? 0 : requests.back().arrival_s;
+  s_ = std::make_unique<State>(last_arrival * 1.1 + 1.0, config_.samples, config_.profile);
+  RunResult &r = s_->r;
+  r.policy = config_.policy.name;
+  r.config = config_;
+  r.workload = workload_.name;
+  r.requests = requests.size();
+  r.block_bytes_per_token = cache_.bytes_per_token();
+  r.primary_bytes = cache_.primary_bytes();
+}
+
+Scheduler::~Scheduler() = default;
+
+bool Scheduler::done() const { return s_->finished >= workload_.requests.size(); }
+
+double Scheduler::now() const {
+  // Idle until the next arrival: that is when its next step happens.
+  if (s_->running.empty() && s_->waiting.empty() && s_->next < workload_.requests.size())
+    return std::max(s_->now, workload_.requests[s_->next].arrival_s);
+  return s_->now;
+}
+
+RunResult Scheduler::run() {
+  while (!done()) step();
+  return finish();
+}
+
+void Scheduler::step() {
+  State &st = *s_;
+  const std::vector<Request> &requests = workload_.requests;
+  RunResult &r = st.r;
+  std::deque<Waiting> &waiting = st.waiting;
+  std::vector<Running> &running = st.running;
+  std::vector<uint64_t> &ids = st.ids;
+  std::vector<int32_t> &tokens = st.tokens;
+  StepClock &clock = st.clock;
+  Timeline &timeline = st.timeline;
+  size_t &next = st.next;
+  double &now = st.now;
+  uint64_t &finished = st.finished;
 
   auto options_for = [&](const Request &q) {
     SequenceOptions o;
@@ -83,152 +120,160 @@ RunResult Scheduler::run() {
     ++r.preemptions;
   };
 
-  while (finished < requests.size()) {
-    while (next < requests.size() && requests[next].arrival_s <= now)
-      waiting.push_back({&requests[next++], 0});
-    if (running.empty() && waiting.empty()) {
-      now = requests[next].arrival_s;
-      continue;
-    }
-    // Segments of the step clock hold only cache calls: the scheduler's own
-    // work (tokens, queues) happens between them.
-
-    // 1. Decode: every running sequence feeds back its last token, in one
-    // all-or-nothing call; out of blocks, the newest sequence is preempted.
-    while (!running.empty()) {
-      ids.clear();
-      tokens.clear();
-      for (const Running &s : running) {
-        ids.push_back(s.request->id);
-        tokens.push_back(output_token(*s.request, s.generated - 1));
-      }
-      clock.start();
-      const bool extended = clock.call(CallKind::kExtend, [&] { return cache_.extend(ids, tokens); });
-      clock.stop();
-      if (extended) break;
-      preempt(running.size() - 1);
-    }
-    for (Running &s : running) {
-      s.length += 1;
-      s.computed = 1;
-    }
-    const size_t decoding = running.size();
-
-    // 2. Admit waiting requests, first come first served.
-    uint64_t budget = config_.max_batch_tokens > decoding ? config_.max_batch_tokens - decoding : 0;
-    uint32_t prefills = 0;
-    while (!waiting.empty() && running.size() < config_.max_running &&
-           (config_.max_prefills == 0 || prefills < config_.max_prefills)) {
-      const Waiting w = waiting.front();
-      const Request &q = *w.request;
-      tokens.clear();
-      append_tokens(q.prompt, tokens);
-      for (uint32_t i = 0; i < w.generated; ++i) tokens.push_back(output_token(q, i));
-      // A prompt larger than the budget still runs, alone (no chunking).
-      const SequenceOptions options = options_for(q);
-      if (prefills > 0 && tokens.size() > budget) {
-        clock.start();
-        const uint64_t hit =
-            clock.call(CallKind::kProbe, [&] { return cache_.probe(q.id, tokens, options); });
-        clock.stop();
-        if (tokens.size() - hit > budget) break;
-      }
-      uint64_t cached = 0;
-      clock.start();
-      const bool added =
-          clock.call(CallKind::kAdd, [&] { return cache_.add(q.id, tokens, options, cached); });
-      clock.stop();
-      if (!added) {
-        if (running.empty()) {
-          // Larger than the whole cache: it can never run.
-          waiting.pop_front();
-          ++r.rejected;
-          ++finished;
-          continue;
-        }
-        break;  // wait until running sequences free their blocks
-      }
-      waiting.pop_front();
-      Running s;
-      s.request = &q;
-      s.generated = w.generated;
-      s.length = tokens.size();
-      s.computed = tokens.size() - cached;
-      s.output_length = output_length(q);
-      if (w.generated == 0) {
-        r.prompt_tokens += tokens.size();
-        r.reused_tokens += cached;
-        timeline.admitted(now, tokens.size(), cached);
-      } else {
-        r.recomputed_tokens += s.computed;
-      }
-      budget -= std::min(budget, s.computed);
-      running.push_back(s);
-      ++prefills;
-    }
-    if (running.empty()) {  // everything waiting was rejected
-      clock.end_step();
-      continue;
-    }
-
-    // 3. Slot mappings (and block tables for attention) of this step.
-    ids.clear();
-    for (const Running &s : running) ids.push_back(s.request->id);
-    const bool attend = config_.attention;
-    uint32_t stride = 0;
-    clock.start();
-    clock.call(CallKind::kTables, [&] {
-      cache_.batch(ids, slots, attend ? &tables : nullptr, &stride, attend ? &seq_lens : nullptr);
-    });
-    clock.stop();
-
-    // 4. The forward pass writes the KV of the computed tokens.
-    const auto k0 = Clock::now();
-    writer_.store(slots);
-    if (attend) {
-      // Decode rows first, then each admitted prompt's computed tokens.
-      q_lens.clear();
-      for (size_t i = decoding; i < running.size(); ++i)
-        q_lens.push_back(static_cast<int32_t>(running[i].computed));
-      writer_.attend(tables, stride, seq_lens, static_cast<uint32_t>(decoding), q_lens);
-    }
-    r.kv_write_s += std::chrono::duration<double>(Clock::now() - k0).count();
-
-    // 5. Publish the computed blocks; every sequence emits one token, and
-    // those that emitted their last one leave.
-    clock.start();
-    for (const Running &s : running) {
-      clock.call(CallKind::kCommit, [&] { cache_.commit(s.request->id, s.length); });
-      if (s.generated + 1 >= s.output_length)
-        clock.call(CallKind::kRemove, [&] { cache_.remove(s.request->id); });
-    }
-    clock.stop();
-    clock.end_step();
-    uint64_t computed = 0, attended = 0;
-    for (size_t i = 0; i < running.size();) {
-      Running &s = running[i];
-      computed += s.computed;
-      attended += s.length;
-      s.computed = 0;
-      ++s.generated;
-      if (s.generated >= s.output_length) {
-        r.decoded_tokens += s.generated;
-        ++r.completed;
-        ++finished;
-        running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
-      } else {
-        ++i;
-      }
-    }
-
-    const CacheCounters c = cache_.counters();
-    r.peak_in_use = std::max(r.peak_in_use, c.in_use);
-    const double cap = c.capacity ? static_cast<double>(c.capacity) : 1.0;
-    timeline.occupancy(now, static_cast<double>(c.in_use) / cap, static_cast<double>(c.cached) / cap);
-    now += step_seconds(config_.model, computed, attended, cache_.bytes_per_token());
-    ++r.steps;
-    progress_.update(finished, requests.size(), now, r.hit_rate());
+  while (next < requests.size() && requests[next].arrival_s <= now)
+    waiting.push_back({&requests[next++], 0});
+  if (running.empty() && waiting.empty()) {
+    now = requests[next].arrival_s;
+    return;
   }
+  // Segments of the step clock hold only cache calls: the scheduler's own
+  // work (tokens, queues) happens between them.
+
+  // 1. Decode: every running sequence feeds back its last token, in one
+  // all-or-nothing call; out of blocks, the newest sequence is preempted.
+  while (!running.empty()) {
+    ids.clear();
+    tokens.clear();
+    for (const Running &s : running) {
+      ids.push_back(s.request->id);
+      tokens.push_back(output_token(*s.request, s.generated - 1));
+    }
+    clock.start();
+    const bool extended = clock.call(CallKind::kExtend, [&] { return cache_.extend(ids, tokens); });
+    clock.stop();
+    if (extended) break;
+    preempt(running.size() - 1);
+  }
+  for (Running &s : running) {
+    s.length += 1;
+    s.computed = 1;
+  }
+  const size_t decoding = running.size();
+
+  // 2. Admit waiting requests, first come first served.
+  uint64_t budget = config_.max_batch_tokens > decoding ? config_.max_batch_tokens - decoding : 0;
+  uint32_t prefills = 0;
+  while (!waiting.empty() && running.size() < config_.max_running &&
+         (config_.max_prefills == 0 || prefills < config_.max_prefills)) {
+    const Waiting w = waiting.front();
+    const Request &q = *w.request;
+    tokens.clear();
+    append_tokens(q.prompt, tokens);
+    for (uint32_t i = 0; i < w.generated; ++i) tokens.push_back(output_token(q, i));
+    // A prompt larger than the budget still runs, alone (no chunking).
+    const SequenceOptions options = options_for(q);
+    if (prefills > 0 && tokens.size() > budget) {
+      clock.start();
+      const uint64_t hit =
+          clock.call(CallKind::kProbe, [&] { return cache_.probe(q.id, tokens, options); });
+      clock.stop();
+      if (tokens.size() - hit > budget) break;
+    }
+    uint64_t cached = 0;
+    clock.start();
+    const bool added =
+        clock.call(CallKind::kAdd, [&] { return cache_.add(q.id, tokens, options, cached); });
+    clock.stop();
+    if (!added) {
+      if (running.empty()) {
+        // Larger than the whole cache: it can never run.
+        waiting.pop_front();
+        ++r.rejected;
+        ++finished;
+        continue;
+      }
+      break;  // wait until running sequences free their blocks
+    }
+    waiting.pop_front();
+    Running s;
+    s.request = &q;
+    s.generated = w.generated;
+    s.length = tokens.size();
+    s.computed = tokens.size() - cached;
+    s.output_length = output_length(q);
+    if (w.generated == 0) {
+      r.prompt_tokens += tokens.size();
+      r.reused_tokens += cached;
+      timeline.admitted(now, tokens.size(), cached);
+    } else {
+      r.recomputed_tokens += s.computed;
+    }
+    budget -= std::min(budget, s.computed);
+    running.push_back(s);
+    ++prefills;
+  }
+  if (running.empty()) {  // everything waiting was rejected
+    clock.end_step();
+    return;
+  }
+
+  // 3. Slot mappings (and block tables for attention) of this step.
+  ids.clear();
+  for (const Running &s : running) ids.push_back(s.request->id);
+  const bool attend = config_.attention;
+  uint32_t stride = 0;
+  clock.start();
+  clock.call(CallKind::kTables, [&] {
+    cache_.batch(ids, st.slots, attend ? &st.tables : nullptr, &stride,
+                 attend ? &st.seq_lens : nullptr);
+  });
+  clock.stop();
+
+  // 4. The forward pass writes the KV of the computed tokens.
+  const auto k0 = Clock::now();
+  writer_.store(st.slots);
+  if (attend) {
+    // Decode rows first, then each admitted prompt's computed tokens.
+    st.q_lens.clear();
+    for (size_t i = decoding; i < running.size(); ++i)
+      st.q_lens.push_back(static_cast<int32_t>(running[i].computed));
+    writer_.attend(st.tables, stride, st.seq_lens, static_cast<uint32_t>(decoding), st.q_lens);
+  }
+  r.kv_write_s += std::chrono::duration<double>(Clock::now() - k0).count();
+
+  // 5. Publish the computed blocks; every sequence emits one token, and
+  // those that emitted their last one leave.
+  clock.start();
+  for (const Running &s : running) {
+    clock.call(CallKind::kCommit, [&] { cache_.commit(s.request->id, s.length); });
+    if (s.generated + 1 >= s.output_length)
+      clock.call(CallKind::kRemove, [&] { cache_.remove(s.request->id); });
+  }
+  clock.stop();
+  clock.end_step();
+  uint64_t computed = 0, attended = 0;
+  for (size_t i = 0; i < running.size();) {
+    Running &s = running[i];
+    computed += s.computed;
+    attended += s.length;
+    s.computed = 0;
+    ++s.generated;
+    if (s.generated >= s.output_length) {
+      r.decoded_tokens += s.generated;
+      ++r.completed;
+      ++finished;
+      running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+
+  const CacheCounters c = cache_.counters();
+  r.peak_in_use = std::max(r.peak_in_use, c.in_use);
+  const double cap = c.capacity ? static_cast<double>(c.capacity) : 1.0;
+  timeline.occupancy(now, static_cast<double>(c.in_use) / cap, static_cast<double>(c.cached) / cap);
+  now += step_seconds(config_.model, computed, attended, cache_.bytes_per_token());
+  ++r.steps;
+  // A Redis write takes about 0.1 ms, a simulated step tens of ms: the
+  // writes of a step land before the next one (also another instance's),
+  // whatever the speed of the machine running the simulation.
+  if (!config_.remote_cache_url.empty()) cache_.flush_tiers();
+  progress_.update(finished, requests.size(), now, r.hit_rate());
+}
+
+RunResult Scheduler::finish() {
+  State &st = *s_;
+  RunResult &r = st.r;
   writer_.finish();
   progress_.finish();
   r.counters = cache_.counters();
@@ -237,14 +282,63 @@ RunResult Scheduler::run() {
   r.attention_calls = writer_.attention_calls();
   r.prefill_calls = writer_.prefill_calls();
   r.attended_queries = writer_.attended_queries();
-  r.bookkeeping_wall = clock.wall();
-  r.bookkeeping_cpu = clock.cpu();
-  r.cpu_reading_us = clock.cpu_reading_cost_us();
-  r.profile = clock.profile();
-  r.simulated_s = now;
-  r.timeline = timeline.samples();
-  r.wall_s = std::chrono::duration<double>(Clock::now() - wall0).count();
+  r.bookkeeping_wall = st.clock.wall();
+  r.bookkeeping_cpu = st.clock.cpu();
+  r.cpu_reading_us = st.clock.cpu_reading_cost_us();
+  r.profile = st.clock.profile();
+  r.simulated_s = st.now;
+  r.timeline = st.timeline.samples();
+  r.wall_s = std::chrono::duration<double>(Clock::now() - st.wall0).count();
   return r;
+}
+
+std::vector<RunResult> simulate_instances(const Workload &workload, const SimConfig &config,
+                                          uint32_t instances, bool private_namespaces) {
+  struct Engine {
+    Workload workload;
+    SimConfig config;
+    std::unique_ptr<CacheAdapter> cache;
+    std::unique_ptr<KvWriter> writer;
+    std::unique_ptr<Progress> progress;
+    std::unique_ptr<Scheduler> scheduler;
+  };
+  std::vector<Engine> engines(instances);
+  for (uint32_t k = 0; k < instances; ++k) {
+    engines[k].workload.name = workload.name + " (instance " + std::to_string(k) + ")";
+    engines[k].config = config;
+    engines[k].config.policy.name = "instance " + std::to_string(k);
+    engines[k].config.progress = false;
+    if (private_namespaces)
+      engines[k].config.remote_namespace = config.remote_namespace + "-" + std::to_string(k);
+  }
+  for (size_t i = 0; i < workload.requests.size(); ++i)
+    engines[i % instances].workload.requests.push_back(workload.requests[i]);
+  for (Engine &e : engines) {
+    uint64_t all_tokens = 0;
+    for (const Request &q : e.workload.requests) {
+      const uint32_t out = config.max_output ? std::min(q.output_length, config.max_output)
+                                             : q.output_length;
+      all_tokens += q.input_length + out + config.tokens_per_block;
+    }
+    e.cache = std::make_unique<CacheAdapter>(e.config, all_tokens);
+    e.writer = std::make_unique<KvWriter>(e.cache->handle(), e.config);
+    e.progress = std::make_unique<Progress>(false, e.config.policy.name);
+    e.scheduler = std::make_unique<Scheduler>(e.workload, e.config, *e.cache, *e.writer,
+                                              *e.progress);
+  }
+  for (;;) {
+    Engine *earliest = nullptr;
+    for (Engine &e : engines) {
+      if (!e.scheduler->done() &&
+          (earliest == nullptr || e.scheduler->now() < earliest->scheduler->now()))
+        earliest = &e;
+    }
+    if (earliest == nullptr) break;
+    earliest->scheduler->step();
+  }
+  std::vector<RunResult> results;
+  for (Engine &e : engines) results.push_back(e.scheduler->finish());
+  return results;
 }
 
 RunResult simulate(const Workload &workload, const SimConfig &config) {

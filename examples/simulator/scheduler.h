@@ -13,6 +13,8 @@
 // what presets.h's step-time model says. No sleeps, no wall-clock input.
 #pragma once
 
+#include <memory>
+
 #include "cache_adapter.h"
 #include "kv_writer.h"
 #include "progress.h"
@@ -25,18 +27,42 @@ class Scheduler {
  public:
   Scheduler(const Workload &workload, const SimConfig &config, CacheAdapter &cache,
             KvWriter &writer, Progress &progress);
+  ~Scheduler();
+  // Every step, then finish().
   RunResult run();
 
+  // One step at a time (simulate_instances interleaves several schedulers
+  // on one simulated clock): done() when every request finished or was
+  // rejected; now() the simulated time of the next step; step() runs it
+  // (or, idle, moves the clock to the next arrival); finish() the result.
+  bool done() const;
+  double now() const;
+  void step();
+  RunResult finish();
+
  private:
+  struct State;
   const Workload &workload_;
   const SimConfig &config_;
   CacheAdapter &cache_;
   KvWriter &writer_;
   Progress &progress_;
+  std::unique_ptr<State> s_;
 };
 
 // Creates the cache and runs `workload` under `config`; throws
 // std::runtime_error with kvcache's message on failure.
 RunResult simulate(const Workload &workload, const SimConfig &config);
+
+// `instances` engines, each with a cache of its own under `config` (with
+// --remote-cache all on one Redis server): request i goes to engine
+// i % instances, as a router without prefix affinity deals them, and the
+// engines step on one simulated clock (always the one whose next step is
+// earliest), so an engine finds in Redis what another evicted before. One
+// result per engine, its policy named "instance K".
+// With private_namespaces each engine keys its blocks apart ("NS-K"): the
+// same tier, nothing shared.
+std::vector<RunResult> simulate_instances(const Workload &workload, const SimConfig &config,
+                                          uint32_t instances, bool private_namespaces = false);
 
 }  // namespace sim

@@ -26,6 +26,11 @@ struct SimConfig {
   bool unlimited = false;          // size the pool so that nothing is ever evicted
   bool partial_reuse = true;       // the library's default
   uint64_t host_cache_bytes = 0;   // secondary (host) tier
+  std::string disk_cache_dir;      // disk tier (--disk-cache DIR:BYTES); empty: none
+  uint64_t disk_cache_bytes = 0;
+  std::string remote_cache_url;    // remote tier (--remote-cache URL); empty: none
+  uint64_t remote_cache_bytes = uint64_t(1) << 30;  // --remote-cache-bytes
+  std::string remote_namespace = "kvcache-sim";     // the Redis key namespace
   std::string device = "cpu";      // "cpu" or "cuda:N"
   bool attention = false;          // read the KV back with decode and prefill attention
   uint32_t max_batch_tokens = 8192;// tokens per step (prefill + decode)

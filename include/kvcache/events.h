@@ -81,7 +81,11 @@ enum {
 typedef uint32_t kvc_tier_t;
 enum {
   KVC_TIER_PRIMARY = 0, /**< The cache's device (or CPU) pools. */
-  KVC_TIER_HOST = 1     /**< The host tier (kvc_config_set_host_cache_bytes). */
+  KVC_TIER_HOST = 1,    /**< The host tier (kvc_config_set_host_cache_bytes). */
+  KVC_TIER_DISK = 2,    /**< The disk tier (kvc_config_set_disk_cache, tiers.h).
+                             No event names it: see tiers.h. @since 0.3.0 */
+  KVC_TIER_REMOTE = 3   /**< A remote store shared by caches (tiers.h).
+                             No event names it: see tiers.h. @since 0.3.0 */
 };
 
 /** kvc_event_t::token_offset of an event that carries no token ids. */

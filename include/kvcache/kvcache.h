@@ -31,5 +31,7 @@
 #include "kvcache/kernels.h"
 #include "kvcache/stateful.h"
 #include "kvcache/events.h"
+#include "kvcache/tiers.h"
+#include "kvcache/remote_tier.h"
 
 #endif /* KVCACHE_KVCACHE_H */

@@ -1,6 +1,7 @@
 // kvc_version*, kvc_abi_version, kvc_features.
 #include "backend/device.h"
 #include "kvcache/version.h"
+#include "store/redis_connection.h"
 
 extern "C" {
 
@@ -17,6 +18,7 @@ KVC_API uint64_t kvc_features(void) {
       bits |= KVC_FEATURE_CUDA_COMPILED;
       if (kvc::cuda_device_count() > 0) bits |= KVC_FEATURE_CUDA_DEVICE;
     }
+    if (kvc::redis_built()) bits |= KVC_FEATURE_REDIS;
     return bits;
   } catch (...) {
     return 0;

@@ -55,7 +55,8 @@ std::unique_ptr<Tier> make_tier(const CacheConfig& config, const GroupLayout& la
 BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& grouping,
                            const std::vector<std::unique_ptr<PoolMemory>>& memory,
                            const std::vector<std::unique_ptr<PoolMemory>>& host_memory,
-                           Device& device, uint64_t arena_pages)
+                           Device& device, uint64_t arena_pages,
+                           std::vector<std::unique_ptr<BlockStore>> stores)
     : layout_(grouping, config.tokens_per_block),
       counters_(uint32_t(grouping.groups.size())),
       residency_(layout_, grouping, memory, device, arena_pages, counters_),
@@ -76,6 +77,14 @@ BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& group
     events_ = std::make_unique<EventLog>(config.event_buffer_size, config.tokens_per_block,
                                          config.event_hash_seed, index_.tree().max_nodes());
     index_.set_events(events_.get());
+  }
+  if (!stores.empty()) {
+    stores_ = std::make_unique<StoreChain>(config, layout_, grouping, index_, device, memory,
+                                           host_memory, std::move(stores));
+    index_.set_store_keys(&stores_->keys());
+    eviction_.set_stores(stores_.get());
+    if (auto* host = dynamic_cast<HostTier*>(tier_.get())) host->set_stores(stores_.get());
+    seqs_.set_stores(stores_.get());
   }
 }
 
@@ -180,7 +189,9 @@ void BlockManager::reset_reuse() {
                                     " blocks are in use (by sequences or pins)");
   // Consumers learn of a reset from one CLEARED, not from each block.
   if (events_) events_->set_muted(true);
+  if (stores_) stores_->set_muted(true);  // a reset stores nothing
   eviction_.evict_all();
+  if (stores_) stores_->set_muted(false);
   if (events_) {
     events_->set_muted(false);
     events_->cleared();

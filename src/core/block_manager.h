@@ -15,6 +15,8 @@
 //                                 Reservation (reservation.h), then applied
 //   EventLog    (event_log.h)     KV events and portable block hashes, when
 //                                 the config turns events on
+//   StoreChain  (store_chain.h)   block stores below the tree (disk, then
+//                                 remote), when the config names any
 // It builds them, forwards the calls, runs the invariant checker over all
 // of them after every mutation in debug builds (block_manager_check.cpp)
 // and gathers the statistics.
@@ -64,6 +66,7 @@
 #include "core/retention_clock.h"
 #include "core/sequence.h"
 #include "core/sequences.h"
+#include "core/store_chain.h"
 #include "core/tier.h"
 
 namespace kvc {
@@ -72,11 +75,12 @@ class BlockManager {
  public:
   // `host_memory`: the secondary tier's pools, mirroring `memory` (empty:
   // no host tier); arena_pages != 0: the pools carve pages of one arena
-  // (MemoryPlan).
+  // (MemoryPlan); `stores`: the block stores below the tree, in chain
+  // order, opened for store_record_layout(config, grouping) (empty: none).
   BlockManager(const CacheConfig& config, const LayerGrouping& grouping,
                const std::vector<std::unique_ptr<PoolMemory>>& memory,
                const std::vector<std::unique_ptr<PoolMemory>>& host_memory, Device& device,
-               uint64_t arena_pages = 0);
+               uint64_t arena_pages = 0, std::vector<std::unique_ptr<BlockStore>> stores = {});
 
   // Adds sequence `id` with its prompt; returns the prompt tokens already
   // cached (never the last one). Copies a partially matched block on `stream`.
@@ -169,6 +173,9 @@ class BlockManager {
   // The secondary tier (tier.h; NoTier when the cache has none).
   const Tier& host_tier() const { return *tier_; }
   bool in_host_tier(uint32_t node) const { return tree().node(node).tier == kHostTier; }
+  // The block stores (nullptr: none).
+  StoreChain* stores() { return stores_.get(); }
+  const StoreChain* stores() const { return stores_.get(); }
 
  private:
   void debug_check() const;
@@ -181,6 +188,7 @@ class BlockManager {
   std::unique_ptr<Tier> tier_;  // HostTier, or NoTier
   Sequences seqs_;
   std::unique_ptr<EventLog> events_;  // with events on
+  std::unique_ptr<StoreChain> stores_;  // with stores
 };
 
 }  // namespace kvc

@@ -19,6 +19,11 @@ Cache::Cache(const CacheConfig& cfg)
 Cache::Cache(const CacheConfig& cfg, std::unique_ptr<Device> device) : config_(cfg) {
   config_.validate_shape();
   grouping_ = group_layers(config_);
+  // The stores first: a directory or server that cannot be used is refused
+  // before the pools are allocated.
+  std::vector<std::unique_ptr<BlockStore>> stores;
+  if (config_.stores.any())
+    stores = open_block_stores(config_.stores, store_record_layout(config_, grouping_));
   device_ = std::move(device);
   device_memory_ = device_->memory_info();
   plan_ = plan_memory(config_, grouping_, device_memory_.free_bytes);
@@ -40,7 +45,7 @@ Cache::Cache(const CacheConfig& cfg, std::unique_ptr<Device> device) : config_(c
                                                          host_plan_.pool_blocks[p],
                                                          PoolMemory::Kind::kHost));
   manager_ = std::make_unique<BlockManager>(config_, grouping_, pools_, host_pools_, *device_,
-                                            plan_.num_pages);
+                                            plan_.num_pages, std::move(stores));
 }
 
 Cache::~Cache() = default;
@@ -202,6 +207,17 @@ void Cache::snapshot(std::vector<kvc_snapshot_entry_t>& out, uint64_t* event_id)
 CacheStats Cache::stats() const {
   Lock lock(mutex_);
   return manager_->stats();
+}
+
+std::vector<StoreTierReport> Cache::tier_reports() const {
+  Lock lock(mutex_);
+  const StoreChain* stores = manager_->stores();
+  return stores != nullptr ? stores->reports() : std::vector<StoreTierReport>{};
+}
+
+void Cache::flush_tiers() {
+  Lock lock(mutex_);
+  if (StoreChain* stores = manager_->stores()) stores->flush();
 }
 
 GroupSummary Cache::group_stats(uint32_t group) const {

@@ -87,6 +87,10 @@ class Cache {
   void check_invariants() const;
   CacheStats stats() const;
   GroupSummary group_stats(uint32_t group) const;
+  // The block stores' statistics, in chain order (empty without stores),
+  // and the wait for their queued writes (tiers.h).
+  std::vector<StoreTierReport> tier_reports() const;
+  void flush_tiers();
   // Events (events.h): KVC_ERR_UNSUPPORTED with events off.
   void drain_events(kvc_event_t* out, size_t capacity, int32_t* tokens, size_t token_capacity,
                     kvc_event_drain_t& result);

@@ -120,6 +120,14 @@ void CacheConfig::validate_shape() const {
   check_device(device_kind, device_ordinal);
   check_fraction(free_gpu_memory_fraction);
   check_priority(secondary_offload_min_priority, "secondary_offload_min_priority");
+  // A store serves reuse: with block reuse off nothing would be stored or
+  // looked up, and a setting accepted and ignored is refused instead.
+  if (!stores.disk_dir.empty() && !block_reuse)
+    invalid_argument("the disk cache ('" + stores.disk_dir +
+                     "') needs block reuse, which is off (kvc_config_set_block_reuse)");
+  if (!stores.remote_url.empty() && !block_reuse)
+    invalid_argument("the remote cache needs block reuse, which is off "
+                     "(kvc_config_set_block_reuse)");
 }
 
 void CacheConfig::validate() const {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/block_store.h"
 #include "kvcache/config.h"
 
 namespace kvc {
@@ -35,6 +36,9 @@ struct CacheConfig {
   bool copy_on_partial_reuse = true;
   uint32_t event_buffer_size = 0;  // 0: events off
   uint64_t event_hash_seed = 0;    // portable block hashes (events.h)
+
+  // Block stores below the tree (block_store.h): disk, remote.
+  StoreSettings stores;
 
   // Retention durations run on a manual clock that only
   // kvc_cache_advance_clock() moves (tests), instead of the monotonic clock.

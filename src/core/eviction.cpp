@@ -206,6 +206,7 @@ bool Eviction::retire(uint32_t node, PrefixIndex::ScopeRun& run, TakeBlocks&& ta
 void Eviction::evict_node(uint32_t node) {
   PrefixIndex::ScopeRun run;
   retire<true>(node, run, [&](uint32_t n) {
+    if (stores_ != nullptr) stores_->offer(n);
     if (index_.tier_children(n) != 0) tier_->drop_children(n);  // useless without it
     for (uint32_t g = 0; g < layout_.num_groups(); ++g) {
       const uint32_t blk = tree_.block(n, g);

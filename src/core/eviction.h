@@ -28,6 +28,7 @@
 #include "core/residency.h"
 #include "core/retention.h"
 #include "core/retention_clock.h"
+#include "core/store_chain.h"
 #include "core/tier.h"
 
 namespace kvc {
@@ -38,6 +39,9 @@ class Eviction final : public Residency::Reclaimer {
            CacheCounters& counters, bool manual_clock);
   // The tier evictions offload to (NoTier without one); set once.
   void set_tier(Tier& tier) { tier_ = &tier; }
+  // The block stores a node leaving the tree is offered to (nullptr: none);
+  // set once.
+  void set_stores(StoreChain* stores) { stores_ = stores; }
 
   const EvictionPolicy& policy() const { return policy_; }  // cached anchor leaves
   const EvictionPolicy& window_policy(uint32_t k) const { return window_policies_[k]; }
@@ -98,7 +102,8 @@ class Eviction final : public Residency::Reclaimer {
   // Whether an add may take its victims ahead (alloc_sets_ahead): every
   // eviction takes whole nodes (no windowed group, page arena or tier).
   bool can_evict_ahead() const {
-    return layout_.windowed.empty() && residency_.arena() == nullptr && !tier_->enabled();
+    return layout_.windowed.empty() && residency_.arena() == nullptr && !tier_->enabled() &&
+           stores_ == nullptr;
   }
   // blocks[g][first + i] = a fresh block of group g for i < count, the
   // victims taken out of the tree ahead, a chunk at a time, each one's
@@ -172,6 +177,7 @@ class Eviction final : public Residency::Reclaimer {
   Residency& residency_;
   CacheCounters& counters_;
   Tier* tier_ = nullptr;
+  StoreChain* stores_ = nullptr;
   EvictionPolicy policy_;                        // cached anchor leaves
   std::vector<EvictionPolicy> window_policies_;  // cached windowed slots, per windowed group
   RetentionClock time_;

@@ -226,6 +226,7 @@ void HostTier::evict_node(uint32_t node) {
     const bool last = n == node;
     if (policy_.contains(n)) policy_.remove(n);
     eviction_.cancel_expiry(n);
+    if (stores_ != nullptr) stores_->offer(n);  // the next tier down
     for (uint32_t g = 0; g < layout_.num_groups(); ++g)
       if (tree_.block(n, g) != kNoBlock) pools_[layout_.group_pool[g]].evict(tree_.block(n, g));
     index_.drop_tier_child(parent);

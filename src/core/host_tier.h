@@ -38,6 +38,7 @@
 #include "core/pool_memory.h"
 #include "core/prefix_index.h"
 #include "core/residency.h"
+#include "core/store_chain.h"
 #include "core/tier.h"
 #include "core/tier_copy_batch.h"
 
@@ -52,6 +53,10 @@ class HostTier final : public Tier {
            Residency& residency, Eviction& eviction, CacheCounters& counters, Device& device,
            const std::vector<std::unique_ptr<PoolMemory>>& memory,
            const std::vector<std::unique_ptr<PoolMemory>>& host_memory, uint32_t min_priority);
+
+  // The block stores a host node leaving the tree is offered to (nullptr:
+  // none); set once.
+  void set_stores(StoreChain* stores) { stores_ = stores; }
 
   const BlockPool& pool(size_t p) const { return pools_[p]; }
   const EvictionPolicy& policy() const { return policy_; }
@@ -92,6 +97,7 @@ class HostTier final : public Tier {
   std::vector<BlockPool> pools_;  // one per primary pool (same groups)
   EvictionPolicy policy_;         // host nodes without children
   uint32_t min_priority_;
+  StoreChain* stores_ = nullptr;
   HostTierCounters counters_;
 
   // The plan of one call (capacity kept between calls).

@@ -22,6 +22,7 @@
 #include "core/radix_tree.h"
 #include "core/residency.h"
 #include "core/scope_table.h"
+#include "core/store_keys.h"
 
 namespace kvc {
 
@@ -71,6 +72,7 @@ class PrefixIndex {
   // blocks it held are REMOVED.
   void erase(uint32_t node) {
     if (events_ != nullptr) emit_removed(node);
+    if (store_keys_ != nullptr) store_keys_->forget(node);
     scopes_.unref(tree_.node(node).scope);
     tree_.erase(node);
   }
@@ -88,6 +90,7 @@ class PrefixIndex {
     }
     ++run.refs;
     if (events_ != nullptr) emit_removed(node);
+    if (store_keys_ != nullptr) store_keys_->forget(node);
     tree_.erase(node);
   }
   void flush(ScopeRun& run) {
@@ -109,6 +112,9 @@ class PrefixIndex {
   // The event log (event_log.h), or nullptr with events off; set once.
   void set_events(EventLog* events) { events_ = events; }
   EventLog* events() const { return events_; }
+  // The block stores' node keys (store_keys.h), forgotten as nodes leave;
+  // nullptr without stores; set once.
+  void set_store_keys(StoreKeys* keys) { store_keys_ = keys; }
   const std::string& scope_bytes(uint32_t scope) const { return scopes_.bytes(scope); }
 
   // --- Scopes -------------------------------------------------------------
@@ -172,6 +178,7 @@ class PrefixIndex {
   ScopeTable scopes_;
   std::vector<uint32_t> tier_children_;  // per node
   EventLog* events_ = nullptr;
+  StoreKeys* store_keys_ = nullptr;
   // Lookup scratch (lookups change nothing, so they may run in const calls).
   mutable std::string extra_scratch_;
   mutable std::vector<int64_t> last_missing_;  // per windowed group

@@ -38,8 +38,23 @@ bool Sequences::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
   std::unique_ptr<Sequence> seq =
       stage_add(id, tokens, n, options, std::move(extras), scope_bytes, r, plan, stream);
   apply_add(*seq, r, plan, stream);
-  *cached_tokens_out = seq->cached;
+  // Blocks the stores hold: copied into the fresh sets that would have
+  // been computed, then published as a commit would publish them.
+  const uint64_t loaded = plan.staged > 0 ? stores_->onboard(seq->blocks, seq->extra_keys, stream) : 0;
+  Sequence& s = *seq;
   seqs_.insert(std::move(seq));
+  if (loaded > 0) {
+    const uint64_t full = plan.match.full.size();
+    commit(id, (full + loaded) * T_);
+    s.cached = (full + loaded) * T_;
+    counters_.reused_blocks += loaded;
+    counters_.missed_blocks -= loaded;
+    for (GroupStats& c : counters_.groups) {
+      c.reused_blocks += loaded;
+      c.missed_blocks -= loaded;
+    }
+  }
+  *cached_tokens_out = s.cached;
   return true;
 }
 
@@ -49,6 +64,18 @@ bool Sequences::plan_add(const int32_t* tokens, uint64_t n, const std::string& s
   index_.match(tokens, n, index_.find_scope(scope_bytes), extras, m);
   plan.num_blocks = blocks_for(n, T_);
   const uint64_t full = m.full.size();
+  // Past the tree's match, the stores (the last prompt token is always
+  // computed). A full block from a store beats a partial match.
+  plan.staged = 0;
+  if (stores_ != nullptr && cfg_.block_reuse && (n - 1) / T_ > full) {
+    plan.staged = stores_->stage(full == 0 ? RadixTree::kRoot : m.full.back(), scope_bytes,
+                                 extras, tokens, full, (n - 1) / T_ - full);
+    if (plan.staged > 0) {
+      m.partial = kNoNode;
+      m.partial_tokens = 0;
+      m.in_place = false;
+    }
+  }
   plan.cached_tokens = full * T_ + m.partial_tokens;
   // Per group, the first reused position it holds (a windowed group needs
   // only the blocks the first computed token can attend to).

@@ -35,6 +35,7 @@
 #include "core/retention.h"
 #include "core/sequence.h"
 #include "core/sequence_table.h"
+#include "core/store_chain.h"
 #include "core/tier.h"
 
 namespace kvc {
@@ -67,6 +68,9 @@ class Sequences {
  public:
   Sequences(const CacheConfig& config, const GroupLayout& layout, PrefixIndex& index,
             Residency& residency, Eviction& eviction, Tier& tier, CacheCounters& counters);
+  // The block stores an add looks a prompt up in past the tree's match
+  // (nullptr: none); set once.
+  void set_stores(StoreChain* stores) { stores_ = stores; }
 
   // --- Calls that take blocks (false: refused, nothing changed, refusal()
   // says why; every other error throws) -------------------------------------
@@ -115,6 +119,7 @@ class Sequences {
     std::vector<int64_t> window_begin;  // per group: the first reused position it holds
     uint64_t num_blocks = 0;
     uint64_t cached_tokens = 0;
+    uint64_t staged = 0;  // leading blocks past the match the stores hold (staged)
   };
 
   // sequence_add.cpp
@@ -191,6 +196,7 @@ class Sequences {
   Residency& residency_;
   Eviction& eviction_;
   Tier& tier_;
+  StoreChain* stores_ = nullptr;
   CacheCounters& counters_;
   SequenceTable seqs_;
   std::vector<std::unique_ptr<Sequence>> spares_;  // removed sequences, reset

@@ -25,6 +25,9 @@ plant cuda/a.cu '"core/block_manager.h"'
 plant src/base/a.h '"core/cache.h"'
 plant src/base/a.h '"backend/device.h"'
 plant src/stateful/a.cpp '"core/cache.h"'
+plant src/core/a.cpp '"store/redis_client.h"'
+plant src/store/a.cpp '"capi/guard.h"'
+plant src/store/a.cpp '"backend/cpu_device.h"'
 plant src/capi/a.cpp '"core/cache.h"
   void f(kvc::Cache& c) { std::lock_guard<std::mutex> l(c.mutex()); }'
 plant src/capi/a.cpp '"core/cache.h"

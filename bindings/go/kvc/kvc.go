@@ -356,15 +356,15 @@ typedef long long swig_type_326;
 typedef _gostring_ swig_type_327;
 typedef long long swig_type_328;
 typedef long long swig_type_329;
-typedef long long swig_type_330;
+typedef _gostring_ swig_type_330;
 typedef long long swig_type_331;
-typedef long long swig_type_332;
+typedef _gostring_ swig_type_332;
 typedef long long swig_type_333;
 typedef long long swig_type_334;
 typedef long long swig_type_335;
 typedef long long swig_type_336;
-typedef _gostring_ swig_type_337;
-typedef _gostring_ swig_type_338;
+typedef long long swig_type_337;
+typedef long long swig_type_338;
 typedef long long swig_type_339;
 typedef long long swig_type_340;
 typedef long long swig_type_341;
@@ -375,737 +375,859 @@ typedef long long swig_type_345;
 typedef long long swig_type_346;
 typedef long long swig_type_347;
 typedef long long swig_type_348;
-extern void _wrap_Swig_free_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern uintptr_t _wrap_Swig_malloc_kvc_c7d74fa2596a9d9b(swig_intgo arg1);
-extern swig_intgo _wrap_KVC_OK_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_ERR_NOT_FOUND_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_ERR_DEVICE_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_ERR_INVALID_STATE_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_ERR_INTERNAL_kvc_c7d74fa2596a9d9b(void);
-extern swig_type_1 _wrap_kvc_status_string_kvc_c7d74fa2596a9d9b(int arg1);
-extern swig_intgo _wrap_KVC_VERSION_NUMBER_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_c7d74fa2596a9d9b(void);
-extern int _wrap_kvc_version_kvc_c7d74fa2596a9d9b(void);
-extern swig_type_2 _wrap_kvc_version_string_kvc_c7d74fa2596a9d9b(void);
-extern int _wrap_kvc_abi_version_kvc_c7d74fa2596a9d9b(void);
-extern swig_type_3 _wrap_kvc_features_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_DTYPE_F32_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_DTYPE_F16_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_DTYPE_BF16_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_LAYOUT_NHD_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_LAYOUT_HND_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_DEVICE_CPU_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_DEVICE_CUDA_kvc_c7d74fa2596a9d9b(void);
-extern swig_type_4 _wrap_kvc_config_create_kvc_c7d74fa2596a9d9b(swig_voidp arg1);
-extern swig_type_5 _wrap_kvc_config_clone_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_kvc_config_destroy_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern swig_type_6 _wrap_kvc_config_validate_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern swig_type_7 _wrap_kvc_config_set_num_layers_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern swig_type_8 _wrap_kvc_config_get_num_layers_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_9 _wrap_kvc_config_set_kv_heads_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern swig_type_10 _wrap_kvc_config_set_kv_heads_per_layer_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2, swig_type_11 arg3);
-extern swig_type_12 _wrap_kvc_config_get_kv_heads_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2, swig_voidp arg3);
-extern swig_type_13 _wrap_kvc_config_set_head_dim_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern swig_type_14 _wrap_kvc_config_get_head_dim_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_15 _wrap_kvc_config_set_dtype_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern swig_type_16 _wrap_kvc_config_get_dtype_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_17 _wrap_kvc_config_set_kv_factor_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern swig_type_18 _wrap_kvc_config_get_kv_factor_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_19 _wrap_kvc_config_set_layout_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern swig_type_20 _wrap_kvc_config_get_layout_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_21 _wrap_kvc_config_set_tokens_per_block_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern swig_type_22 _wrap_kvc_config_get_tokens_per_block_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_23 _wrap_kvc_config_set_attention_windows_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2, swig_type_24 arg3);
-extern swig_type_25 _wrap_kvc_config_get_attention_window_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2, swig_voidp arg3);
-extern swig_type_26 _wrap_kvc_config_set_device_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2, int arg3);
-extern swig_type_27 _wrap_kvc_config_get_device_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
-extern swig_type_28 _wrap_kvc_config_set_primary_bytes_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_29 arg2);
-extern swig_type_30 _wrap_kvc_config_get_primary_bytes_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_31 _wrap_kvc_config_set_max_tokens_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_32 arg2);
-extern swig_type_33 _wrap_kvc_config_get_max_tokens_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_34 _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_c7d74fa2596a9d9b(uintptr_t arg1, double arg2);
-extern swig_type_35 _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_36 _wrap_kvc_config_set_host_cache_bytes_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_37 arg2);
-extern swig_type_38 _wrap_kvc_config_get_host_cache_bytes_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_39 _wrap_kvc_config_set_secondary_offload_min_priority_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern swig_type_40 _wrap_kvc_config_get_secondary_offload_min_priority_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_41 _wrap_kvc_config_set_block_reuse_kvc_c7d74fa2596a9d9b(uintptr_t arg1, _Bool arg2);
-extern swig_type_42 _wrap_kvc_config_get_block_reuse_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_43 _wrap_kvc_config_set_partial_reuse_kvc_c7d74fa2596a9d9b(uintptr_t arg1, _Bool arg2);
-extern swig_type_44 _wrap_kvc_config_get_partial_reuse_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_45 _wrap_kvc_config_set_copy_on_partial_reuse_kvc_c7d74fa2596a9d9b(uintptr_t arg1, _Bool arg2);
-extern swig_type_46 _wrap_kvc_config_get_copy_on_partial_reuse_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_47 _wrap_kvc_config_set_event_buffer_size_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern swig_type_48 _wrap_kvc_config_get_event_buffer_size_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_49 _wrap_kvc_config_set_event_hash_seed_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_50 arg2);
-extern swig_type_51 _wrap_kvc_config_get_event_hash_seed_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_52 _wrap_kvc_config_set_manual_clock_kvc_c7d74fa2596a9d9b(uintptr_t arg1, _Bool arg2);
-extern swig_type_53 _wrap_kvc_config_get_manual_clock_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_54 _wrap_kvc_cache_create_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_kvc_cache_destroy_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_struct_size_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_struct_size_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_device_kind_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_device_kind_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_dtype_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_dtype_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_layout_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_layout_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_num_layers_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_num_layers_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_num_groups_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_num_groups_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_num_pools_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_num_pools_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_55 arg2);
-extern swig_type_56 _wrap_kvc_cache_desc_t_num_blocks_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_57 arg2);
-extern swig_type_58 _wrap_kvc_cache_desc_t_token_capacity_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_59 arg2);
-extern swig_type_60 _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_61 arg2);
-extern swig_type_62 _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_63 arg2);
-extern swig_type_64 _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_65 arg2);
-extern swig_type_66 _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_cache_desc_t_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_delete_kvc_cache_desc_t_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_init_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern swig_type_67 _wrap_kvc_cache_describe_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern void _wrap_kvc_group_desc_t_struct_size_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_struct_size_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_window_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_window_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_kv_heads_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_kv_heads_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_head_dim_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_head_dim_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_num_layers_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_num_layers_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_pool_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_pool_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_block_bytes_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_68 arg2);
-extern swig_type_69 _wrap_kvc_group_desc_t_block_bytes_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_70 arg2);
-extern swig_type_71 _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_group_desc_t_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_delete_kvc_group_desc_t_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_init_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern swig_type_72 _wrap_kvc_cache_describe_group_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern void _wrap_kvc_pool_desc_t_struct_size_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_pool_desc_t_struct_size_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_num_groups_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_pool_desc_t_num_groups_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_73 arg2);
-extern swig_type_74 _wrap_kvc_pool_desc_t_block_bytes_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_75 arg2);
-extern swig_type_76 _wrap_kvc_pool_desc_t_num_blocks_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_bytes_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_77 arg2);
-extern swig_type_78 _wrap_kvc_pool_desc_t_bytes_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_base_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_pool_desc_t_base_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_pool_desc_t_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_delete_kvc_pool_desc_t_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_init_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern swig_type_79 _wrap_kvc_cache_describe_pool_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern void _wrap_kvc_layer_view_t_struct_size_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_struct_size_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_group_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_group_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_pool_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_pool_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_dtype_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_dtype_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_layout_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_layout_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_kv_heads_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_kv_heads_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_head_dim_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_head_dim_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_kv_factor_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_kv_factor_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_elem_size_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_elem_size_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_base_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_layer_view_t_base_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_num_blocks_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_80 arg2);
-extern swig_type_81 _wrap_kvc_layer_view_t_num_blocks_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_block_stride_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_82 arg2);
-extern swig_type_83 _wrap_kvc_layer_view_t_block_stride_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_kv_stride_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_84 arg2);
-extern swig_type_85 _wrap_kvc_layer_view_t_kv_stride_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_token_stride_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_86 arg2);
-extern swig_type_87 _wrap_kvc_layer_view_t_token_stride_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_head_stride_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_88 arg2);
-extern swig_type_89 _wrap_kvc_layer_view_t_head_stride_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_layer_view_t_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_delete_kvc_layer_view_t_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_init_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern swig_type_90 _wrap_kvc_cache_layer_view_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern void _wrap_kvc_extra_key_t_offset_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_91 arg2);
-extern swig_type_92 _wrap_kvc_extra_key_t_offset_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_extra_key_t_length_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_93 arg2);
-extern swig_type_94 _wrap_kvc_extra_key_t_length_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_extra_key_t_data_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_extra_key_t_data_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_extra_key_t_size_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_95 arg2);
-extern swig_type_96 _wrap_kvc_extra_key_t_size_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_extra_key_t_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_delete_kvc_extra_key_t_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_retention_range_t_start_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_97 arg2);
-extern swig_type_98 _wrap_kvc_retention_range_t_start_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_retention_range_t_end_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_99 arg2);
-extern swig_type_100 _wrap_kvc_retention_range_t_end_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_retention_range_t_priority_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_retention_range_t_priority_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_retention_range_t_reserved_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_retention_range_t_reserved_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_retention_range_t_duration_ms_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_101 arg2);
-extern swig_type_102 _wrap_kvc_retention_range_t_duration_ms_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_retention_range_t_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_delete_kvc_retention_range_t_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_struct_size_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_options_t_struct_size_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_has_lora_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, _Bool arg2);
-extern _Bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_lora_id_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_103 arg2);
-extern swig_type_104 _wrap_kvc_sequence_options_t_lora_id_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_salt_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_sequence_options_t_salt_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_salt_size_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_105 arg2);
-extern swig_type_106 _wrap_kvc_sequence_options_t_salt_size_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_sequence_options_t_extra_keys_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_107 arg2);
-extern swig_type_108 _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_sequence_options_t_retention_ranges_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_109 arg2);
-extern swig_type_110 _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_111 arg2);
-extern swig_type_112 _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_sequence_options_t_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_delete_kvc_sequence_options_t_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_init_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern swig_type_113 _wrap_kvc_sequence_add_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_114 arg2, swig_voidp arg3, swig_type_115 arg4, uintptr_t arg5, uintptr_t arg6, swig_voidp arg7);
-extern swig_type_116 _wrap_kvc_sequence_extend_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_117 arg2, swig_voidp arg3, swig_type_118 arg4, uintptr_t arg5);
-extern swig_type_119 _wrap_kvc_sequence_commit_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_120 arg2, swig_type_121 arg3);
-extern swig_type_122 _wrap_kvc_sequence_rewind_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_123 arg2, swig_type_124 arg3);
-extern swig_type_125 _wrap_kvc_sequence_fork_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_126 arg2, swig_type_127 arg3);
-extern swig_type_128 _wrap_kvc_sequence_remove_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_129 arg2);
-extern swig_type_130 _wrap_kvc_sequence_pin_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_131 arg2);
-extern swig_type_132 _wrap_kvc_sequence_unpin_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_133 arg2);
-extern void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_reserved_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_desc_t_reserved_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_134 arg2);
-extern swig_type_135 _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_136 arg2);
-extern swig_type_137 _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_138 arg2);
-extern swig_type_139 _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_140 arg2);
-extern swig_type_141 _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_142 arg2);
-extern swig_type_143 _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_sequence_desc_t_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_delete_kvc_sequence_desc_t_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_init_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern swig_type_144 _wrap_kvc_sequence_describe_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_145 arg2, uintptr_t arg3);
-extern swig_type_146 _wrap_kvc_sequence_block_ids_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_147 arg2, int arg3, swig_voidp arg4, swig_type_148 arg5, swig_voidp arg6);
-extern swig_type_149 _wrap_kvc_sequence_blocks_needed_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_150 arg2, swig_type_151 arg3, swig_voidp arg4);
-extern swig_type_152 _wrap_kvc_cache_probe_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2, swig_type_153 arg3, uintptr_t arg4, swig_voidp arg5);
-extern swig_type_154 _wrap_kvc_cache_advance_clock_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_155 arg2);
-extern swig_type_156 _wrap_kvc_batch_extend_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_type_157 arg4, uintptr_t arg5);
-extern swig_type_158 _wrap_kvc_batch_block_table_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_159 arg4, swig_voidp arg5, swig_type_160 arg6, int arg7, swig_voidp arg8);
-extern swig_type_161 _wrap_kvc_batch_block_table_csr_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_162 arg4, swig_voidp arg5, swig_voidp arg6, swig_type_163 arg7, swig_voidp arg8, swig_voidp arg9);
-extern swig_type_164 _wrap_kvc_batch_sequence_lengths_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2, swig_type_165 arg3, swig_voidp arg4);
-extern swig_type_166 _wrap_kvc_batch_slot_mapping_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_167 arg4, swig_voidp arg5, swig_type_168 arg6, swig_voidp arg7, swig_voidp arg8);
-extern void _wrap_kvc_cache_stats_t_struct_size_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_stats_t_struct_size_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_reserved_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_stats_t_reserved_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_169 arg2);
-extern swig_type_170 _wrap_kvc_cache_stats_t_num_blocks_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_171 arg2);
-extern swig_type_172 _wrap_kvc_cache_stats_t_free_blocks_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_173 arg2);
-extern swig_type_174 _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_175 arg2);
-extern swig_type_176 _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_177 arg2);
-extern swig_type_178 _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_179 arg2);
-extern swig_type_180 _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, double arg2);
-extern double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_181 arg2);
-extern swig_type_182 _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_183 arg2);
-extern swig_type_184 _wrap_kvc_cache_stats_t_num_sequences_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_185 arg2);
-extern swig_type_186 _wrap_kvc_cache_stats_t_num_pinned_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_187 arg2);
-extern swig_type_188 _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_189 arg2);
-extern swig_type_190 _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_191 arg2);
-extern swig_type_192 _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_193 arg2);
-extern swig_type_194 _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_195 arg2);
-extern swig_type_196 _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_197 arg2);
-extern swig_type_198 _wrap_kvc_cache_stats_t_host_blocks_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_199 arg2);
-extern swig_type_200 _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_201 arg2);
-extern swig_type_202 _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_cache_stats_t_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_delete_kvc_cache_stats_t_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_init_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern swig_type_203 _wrap_kvc_cache_get_stats_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern void _wrap_kvc_group_stats_t_struct_size_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_stats_t_struct_size_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_pool_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_stats_t_pool_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_204 arg2);
-extern swig_type_205 _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_206 arg2);
-extern swig_type_207 _wrap_kvc_group_stats_t_cached_blocks_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_208 arg2);
-extern swig_type_209 _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_210 arg2);
-extern swig_type_211 _wrap_kvc_group_stats_t_reused_blocks_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_212 arg2);
-extern swig_type_213 _wrap_kvc_group_stats_t_missed_blocks_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_214 arg2);
-extern swig_type_215 _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_released_blocks_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_216 arg2);
-extern swig_type_217 _wrap_kvc_group_stats_t_released_blocks_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_group_stats_t_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_delete_kvc_group_stats_t_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_init_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern swig_type_218 _wrap_kvc_cache_get_group_stats_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern swig_type_219 _wrap_kvc_cache_reset_reuse_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern swig_type_220 _wrap_kvc_cache_check_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_store_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_layer_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_store_args_t_layer_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_num_tokens_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_store_args_t_num_tokens_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_src_dtype_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_store_args_t_src_dtype_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_key_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_store_args_t_key_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_value_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_store_args_t_value_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_slot_mapping_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_store_args_t_slot_mapping_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_store_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_store_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_store_args_t_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_delete_kvc_store_args_t_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_store_args_init_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern swig_type_221 _wrap_kvc_store_kv_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern void _wrap_kvc_store_strides_t_struct_size_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_store_strides_t_struct_size_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_seq_len_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_store_strides_t_seq_len_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_222 arg2);
-extern swig_type_223 _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_224 arg2);
-extern swig_type_225 _wrap_kvc_store_strides_t_key_token_stride_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_226 arg2);
-extern swig_type_227 _wrap_kvc_store_strides_t_key_head_stride_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_228 arg2);
-extern swig_type_229 _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_230 arg2);
-extern swig_type_231 _wrap_kvc_store_strides_t_value_token_stride_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_232 arg2);
-extern swig_type_233 _wrap_kvc_store_strides_t_value_head_stride_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_store_strides_t_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_delete_kvc_store_strides_t_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_init_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern swig_type_234 _wrap_kvc_store_kv_strided_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4);
-extern swig_type_235 _wrap_kvc_copy_blocks_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, int arg6, uintptr_t arg7);
-extern swig_intgo _wrap_KVC_TABLE_PADDED_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_TABLE_CSR_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_kvc_decode_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_layer_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_layer_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_batch_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_batch_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_q_heads_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_q_heads_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_q_dtype_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_q_dtype_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_table_format_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_table_format_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_query_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_decode_args_t_query_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_out_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_decode_args_t_out_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_seq_lens_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_decode_args_t_seq_lens_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_block_table_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_decode_args_t_block_table_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_indptr_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_decode_args_t_indptr_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_table_stride_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_table_stride_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_window_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_window_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_decode_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_decode_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_workspace_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_decode_args_t_workspace_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_236 arg2);
-extern swig_type_237 _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_decode_args_t_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_delete_kvc_decode_args_t_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_init_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern swig_type_238 _wrap_kvc_decode_workspace_size_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_239 _wrap_kvc_decode_attention_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern void _wrap_kvc_prefill_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_prefill_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_layer_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_prefill_args_t_layer_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_batch_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_prefill_args_t_batch_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_total_q_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_prefill_args_t_total_q_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_q_heads_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_prefill_args_t_q_heads_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_table_format_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_prefill_args_t_table_format_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_query_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_prefill_args_t_query_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_out_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_prefill_args_t_out_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_lse_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_prefill_args_t_lse_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_prefill_args_t_qo_indptr_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_prefill_args_t_kv_lens_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_block_table_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_prefill_args_t_block_table_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_indptr_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_prefill_args_t_indptr_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_table_stride_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_prefill_args_t_table_stride_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_window_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_prefill_args_t_window_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_prefill_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_prefill_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_workspace_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_prefill_args_t_workspace_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_240 arg2);
-extern swig_type_241 _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_prefill_args_t_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_delete_kvc_prefill_args_t_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_init_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern swig_type_242 _wrap_kvc_prefill_workspace_size_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_243 _wrap_kvc_prefill_attention_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_244 _wrap_kvc_cache_get_async_error_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_intgo _wrap_KVC_GROWTH_STAGGERED_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_GROWTH_UNIFORM_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_kvc_stateful_options_t_struct_size_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_options_t_struct_size_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_options_t_batch_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_options_t_batch_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_options_t_layout_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_options_t_layout_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_options_t_growth_step_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_options_t_growth_step_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_options_t_max_length_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_options_t_max_length_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_options_t_initial_length_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_options_t_initial_length_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_stateful_options_t_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_delete_kvc_stateful_options_t_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_options_init_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern swig_type_245 _wrap_kvc_stateful_create_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_kvc_stateful_destroy_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_struct_size_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_view_t_struct_size_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_layer_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_view_t_layer_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_key_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_stateful_view_t_key_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_value_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_stateful_view_t_value_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_row_stride_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_246 arg2);
-extern swig_type_247 _wrap_kvc_stateful_view_t_row_stride_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_head_stride_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_248 arg2);
-extern swig_type_249 _wrap_kvc_stateful_view_t_head_stride_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_token_stride_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_250 arg2);
-extern swig_type_251 _wrap_kvc_stateful_view_t_token_stride_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_batch_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_view_t_batch_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_capacity_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_view_t_capacity_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_head_dim_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_view_t_head_dim_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_dtype_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_view_t_dtype_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_layout_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_view_t_layout_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_max_length_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_view_t_max_length_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_lengths_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_stateful_view_t_lengths_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_beam_table_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_stateful_view_t_beam_table_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_stateful_view_t_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_delete_kvc_stateful_view_t_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_init_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern swig_type_252 _wrap_kvc_stateful_layer_view_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern swig_type_253 _wrap_kvc_stateful_get_lengths_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2, swig_voidp arg3, int arg4);
-extern void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_append_args_t_layer_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_append_args_t_layer_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_append_args_t_key_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_stateful_append_args_t_key_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_append_args_t_value_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_stateful_append_args_t_value_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_stateful_append_args_t_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_delete_kvc_stateful_append_args_t_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_append_args_init_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern swig_type_254 _wrap_kvc_stateful_append_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_255 _wrap_kvc_stateful_reorder_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2, int arg3, uintptr_t arg4);
-extern swig_type_256 _wrap_kvc_stateful_compact_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_257 _wrap_kvc_stateful_trim_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2, int arg3, uintptr_t arg4);
-extern swig_type_258 _wrap_kvc_stateful_reset_kvc_c7d74fa2596a9d9b(uintptr_t arg1, _Bool arg2, uintptr_t arg3);
-extern swig_type_259 _wrap_kvc_stateful_export_row_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2, uintptr_t arg3, swig_type_260 arg4, swig_voidp arg5, uintptr_t arg6);
-extern swig_type_261 _wrap_kvc_stateful_import_row_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2, uintptr_t arg3, swig_type_262 arg4, uintptr_t arg5);
-extern void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_query_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_stateful_decode_args_t_query_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_out_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_stateful_decode_args_t_out_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_stateful_decode_args_t_workspace_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_263 arg2);
-extern swig_type_264 _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_stateful_decode_args_t_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_delete_kvc_stateful_decode_args_t_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_init_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern swig_type_265 _wrap_kvc_stateful_decode_workspace_size_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_266 _wrap_kvc_stateful_decode_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_267 _wrap_kvc_stateful_get_async_error_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_268 arg2);
-extern swig_type_269 _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_270 arg2);
-extern swig_type_271 _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_272 arg2);
-extern swig_type_273 _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_274 arg2);
-extern swig_type_275 _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_276 arg2);
-extern swig_type_277 _wrap_kvc_stateful_stats_t_reallocations_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_reorders_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_278 arg2);
-extern swig_type_279 _wrap_kvc_stateful_stats_t_reorders_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_280 arg2);
-extern swig_type_281 _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_compactions_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_282 arg2);
-extern swig_type_283 _wrap_kvc_stateful_stats_t_compactions_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_stateful_stats_t_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_delete_kvc_stateful_stats_t_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_init_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern swig_type_284 _wrap_kvc_stateful_get_stats_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2);
-extern void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_285 arg2);
-extern swig_type_286 _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_287 arg2);
-extern swig_type_288 _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_stateful_layer_stats_t_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_delete_kvc_stateful_layer_stats_t_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_stateful_layer_stats_init_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern swig_type_289 _wrap_kvc_stateful_get_layer_stats_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern swig_intgo _wrap_KVC_EVENT_STORED_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_EVENT_REMOVED_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_EVENT_TIER_CHANGED_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_EVENT_PRIORITY_CHANGED_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_EVENT_CLEARED_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_EVENT_LOST_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_TIER_PRIMARY_kvc_c7d74fa2596a9d9b(void);
-extern swig_intgo _wrap_KVC_TIER_HOST_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_kvc_event_t_id_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_290 arg2);
-extern swig_type_291 _wrap_kvc_event_t_id_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_event_t_kind_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_event_t_kind_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_event_t_tier_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_event_t_tier_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_event_t_hash_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_292 arg2);
-extern swig_type_293 _wrap_kvc_event_t_hash_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_event_t_parent_hash_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_294 arg2);
-extern swig_type_295 _wrap_kvc_event_t_parent_hash_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_event_t_groups_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_296 arg2);
-extern swig_type_297 _wrap_kvc_event_t_groups_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_event_t_lora_id_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_298 arg2);
-extern swig_type_299 _wrap_kvc_event_t_lora_id_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_event_t_has_lora_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_event_t_has_lora_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_event_t_priority_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_event_t_priority_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_event_t_num_tokens_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_event_t_num_tokens_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_event_t_reserved_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_event_t_reserved_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_event_t_token_offset_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_300 arg2);
-extern swig_type_301 _wrap_kvc_event_t_token_offset_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_event_t_lost_count_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_302 arg2);
-extern swig_type_303 _wrap_kvc_event_t_lost_count_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_event_t_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_delete_kvc_event_t_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_struct_size_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_event_drain_t_struct_size_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_reserved_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_event_drain_t_reserved_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_events_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_304 arg2);
-extern swig_type_305 _wrap_kvc_event_drain_t_events_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_tokens_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_306 arg2);
-extern swig_type_307 _wrap_kvc_event_drain_t_tokens_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_events_pending_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_308 arg2);
-extern swig_type_309 _wrap_kvc_event_drain_t_events_pending_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_310 arg2);
-extern swig_type_311 _wrap_kvc_event_drain_t_tokens_pending_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_last_id_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_312 arg2);
-extern swig_type_313 _wrap_kvc_event_drain_t_last_id_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_event_drain_t_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_delete_kvc_event_drain_t_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_init_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern swig_type_314 _wrap_kvc_cache_drain_events_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2, swig_type_315 arg3, swig_voidp arg4, swig_type_316 arg5, uintptr_t arg6);
-extern void _wrap_kvc_snapshot_entry_t_hash_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_317 arg2);
-extern swig_type_318 _wrap_kvc_snapshot_entry_t_hash_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_319 arg2);
-extern swig_type_320 _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_entry_t_groups_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_321 arg2);
-extern swig_type_322 _wrap_kvc_snapshot_entry_t_groups_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_323 arg2);
-extern swig_type_324 _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_entry_t_has_lora_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_snapshot_entry_t_has_lora_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_entry_t_tier_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_snapshot_entry_t_tier_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_entry_t_priority_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_snapshot_entry_t_priority_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_snapshot_entry_t_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_delete_kvc_snapshot_entry_t_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern swig_type_325 _wrap_kvc_cache_snapshot_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2, swig_type_326 arg3, swig_voidp arg4, swig_voidp arg5);
-extern swig_type_327 _wrap_kvc_block_hashes_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2, swig_type_328 arg3, uintptr_t arg4, swig_voidp arg5, swig_type_329 arg6, swig_voidp arg7);
-extern uintptr_t _wrap_kvcgo_buffer_new_kvc_c7d74fa2596a9d9b(swig_voidp arg1, swig_type_330 arg2);
-extern void _wrap_kvcgo_buffer_free_kvc_c7d74fa2596a9d9b(uintptr_t arg1);
-extern void _wrap_kvcgo_buffer_read_kvc_c7d74fa2596a9d9b(swig_voidp arg1, uintptr_t arg2, swig_type_331 arg3);
-extern void _wrap_kvcgo_buffer_write_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_voidp arg2, swig_type_332 arg3);
-extern void _wrap_kvcgo_extra_key_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_333 arg2, swig_type_334 arg3, swig_type_335 arg4, uintptr_t arg5, swig_type_336 arg6);
-extern swig_type_337 _wrap_kvcgo_cache_async_error_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_338 _wrap_kvcgo_stateful_async_error_kvc_c7d74fa2596a9d9b(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_339 _wrap_kvcgo_extra_key_size_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_kvcgo_retention_range_set_kvc_c7d74fa2596a9d9b(uintptr_t arg1, swig_type_340 arg2, swig_type_341 arg3, swig_type_342 arg4, int arg5, swig_type_343 arg6);
-extern swig_type_344 _wrap_kvcgo_retention_range_size_kvc_c7d74fa2596a9d9b(void);
-extern swig_type_345 _wrap_kvcgo_event_size_kvc_c7d74fa2596a9d9b(void);
-extern swig_type_346 _wrap_kvcgo_snapshot_entry_size_kvc_c7d74fa2596a9d9b(void);
-extern void _wrap_kvcgo_events_read_kvc_c7d74fa2596a9d9b(swig_voidp arg1, uintptr_t arg2, swig_type_347 arg3);
-extern void _wrap_kvcgo_snapshot_read_kvc_c7d74fa2596a9d9b(swig_voidp arg1, uintptr_t arg2, swig_type_348 arg3);
+typedef long long swig_type_349;
+typedef long long swig_type_350;
+typedef long long swig_type_351;
+typedef long long swig_type_352;
+typedef long long swig_type_353;
+typedef long long swig_type_354;
+typedef long long swig_type_355;
+typedef long long swig_type_356;
+typedef long long swig_type_357;
+typedef long long swig_type_358;
+typedef long long swig_type_359;
+typedef long long swig_type_360;
+typedef long long swig_type_361;
+typedef long long swig_type_362;
+typedef long long swig_type_363;
+typedef long long swig_type_364;
+typedef long long swig_type_365;
+typedef long long swig_type_366;
+typedef long long swig_type_367;
+typedef long long swig_type_368;
+typedef long long swig_type_369;
+typedef long long swig_type_370;
+typedef long long swig_type_371;
+typedef long long swig_type_372;
+typedef long long swig_type_373;
+typedef long long swig_type_374;
+typedef long long swig_type_375;
+typedef long long swig_type_376;
+typedef _gostring_ swig_type_377;
+typedef _gostring_ swig_type_378;
+typedef _gostring_ swig_type_379;
+typedef long long swig_type_380;
+typedef _gostring_ swig_type_381;
+typedef _gostring_ swig_type_382;
+typedef _gostring_ swig_type_383;
+typedef _gostring_ swig_type_384;
+typedef _gostring_ swig_type_385;
+typedef long long swig_type_386;
+typedef long long swig_type_387;
+typedef long long swig_type_388;
+typedef long long swig_type_389;
+typedef long long swig_type_390;
+typedef long long swig_type_391;
+typedef long long swig_type_392;
+typedef long long swig_type_393;
+typedef _gostring_ swig_type_394;
+typedef _gostring_ swig_type_395;
+typedef long long swig_type_396;
+typedef long long swig_type_397;
+typedef long long swig_type_398;
+typedef long long swig_type_399;
+typedef long long swig_type_400;
+typedef long long swig_type_401;
+typedef long long swig_type_402;
+typedef long long swig_type_403;
+typedef long long swig_type_404;
+typedef long long swig_type_405;
+extern void _wrap_Swig_free_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_Swig_malloc_kvc_9869b028bd667423(swig_intgo arg1);
+extern swig_intgo _wrap_KVC_OK_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_ERR_NOT_FOUND_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_ERR_DEVICE_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_ERR_INVALID_STATE_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_ERR_INTERNAL_kvc_9869b028bd667423(void);
+extern swig_type_1 _wrap_kvc_status_string_kvc_9869b028bd667423(int arg1);
+extern swig_intgo _wrap_KVC_VERSION_NUMBER_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_FEATURE_REDIS_kvc_9869b028bd667423(void);
+extern int _wrap_kvc_version_kvc_9869b028bd667423(void);
+extern swig_type_2 _wrap_kvc_version_string_kvc_9869b028bd667423(void);
+extern int _wrap_kvc_abi_version_kvc_9869b028bd667423(void);
+extern swig_type_3 _wrap_kvc_features_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_DTYPE_F32_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_DTYPE_F16_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_DTYPE_BF16_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_LAYOUT_NHD_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_LAYOUT_HND_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_DEVICE_CPU_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_DEVICE_CUDA_kvc_9869b028bd667423(void);
+extern swig_type_4 _wrap_kvc_config_create_kvc_9869b028bd667423(swig_voidp arg1);
+extern swig_type_5 _wrap_kvc_config_clone_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_kvc_config_destroy_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_6 _wrap_kvc_config_validate_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_7 _wrap_kvc_config_set_num_layers_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern swig_type_8 _wrap_kvc_config_get_num_layers_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_9 _wrap_kvc_config_set_kv_heads_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern swig_type_10 _wrap_kvc_config_set_kv_heads_per_layer_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_type_11 arg3);
+extern swig_type_12 _wrap_kvc_config_get_kv_heads_kvc_9869b028bd667423(uintptr_t arg1, int arg2, swig_voidp arg3);
+extern swig_type_13 _wrap_kvc_config_set_head_dim_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern swig_type_14 _wrap_kvc_config_get_head_dim_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_15 _wrap_kvc_config_set_dtype_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern swig_type_16 _wrap_kvc_config_get_dtype_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_17 _wrap_kvc_config_set_kv_factor_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern swig_type_18 _wrap_kvc_config_get_kv_factor_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_19 _wrap_kvc_config_set_layout_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern swig_type_20 _wrap_kvc_config_get_layout_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_21 _wrap_kvc_config_set_tokens_per_block_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern swig_type_22 _wrap_kvc_config_get_tokens_per_block_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_23 _wrap_kvc_config_set_attention_windows_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_type_24 arg3);
+extern swig_type_25 _wrap_kvc_config_get_attention_window_kvc_9869b028bd667423(uintptr_t arg1, int arg2, swig_voidp arg3);
+extern swig_type_26 _wrap_kvc_config_set_device_kvc_9869b028bd667423(uintptr_t arg1, int arg2, int arg3);
+extern swig_type_27 _wrap_kvc_config_get_device_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_28 _wrap_kvc_config_set_primary_bytes_kvc_9869b028bd667423(uintptr_t arg1, swig_type_29 arg2);
+extern swig_type_30 _wrap_kvc_config_get_primary_bytes_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_31 _wrap_kvc_config_set_max_tokens_kvc_9869b028bd667423(uintptr_t arg1, swig_type_32 arg2);
+extern swig_type_33 _wrap_kvc_config_get_max_tokens_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_34 _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_9869b028bd667423(uintptr_t arg1, double arg2);
+extern swig_type_35 _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_36 _wrap_kvc_config_set_host_cache_bytes_kvc_9869b028bd667423(uintptr_t arg1, swig_type_37 arg2);
+extern swig_type_38 _wrap_kvc_config_get_host_cache_bytes_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_39 _wrap_kvc_config_set_secondary_offload_min_priority_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern swig_type_40 _wrap_kvc_config_get_secondary_offload_min_priority_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_41 _wrap_kvc_config_set_block_reuse_kvc_9869b028bd667423(uintptr_t arg1, _Bool arg2);
+extern swig_type_42 _wrap_kvc_config_get_block_reuse_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_43 _wrap_kvc_config_set_partial_reuse_kvc_9869b028bd667423(uintptr_t arg1, _Bool arg2);
+extern swig_type_44 _wrap_kvc_config_get_partial_reuse_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_45 _wrap_kvc_config_set_copy_on_partial_reuse_kvc_9869b028bd667423(uintptr_t arg1, _Bool arg2);
+extern swig_type_46 _wrap_kvc_config_get_copy_on_partial_reuse_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_47 _wrap_kvc_config_set_event_buffer_size_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern swig_type_48 _wrap_kvc_config_get_event_buffer_size_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_49 _wrap_kvc_config_set_event_hash_seed_kvc_9869b028bd667423(uintptr_t arg1, swig_type_50 arg2);
+extern swig_type_51 _wrap_kvc_config_get_event_hash_seed_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_52 _wrap_kvc_config_set_manual_clock_kvc_9869b028bd667423(uintptr_t arg1, _Bool arg2);
+extern swig_type_53 _wrap_kvc_config_get_manual_clock_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_54 _wrap_kvc_cache_create_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_kvc_cache_destroy_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_device_kind_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_device_kind_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_dtype_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_dtype_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_layout_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_layout_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_num_layers_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_num_layers_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_num_groups_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_num_groups_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_num_pools_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_num_pools_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_55 arg2);
+extern swig_type_56 _wrap_kvc_cache_desc_t_num_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_57 arg2);
+extern swig_type_58 _wrap_kvc_cache_desc_t_token_capacity_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_59 arg2);
+extern swig_type_60 _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_61 arg2);
+extern swig_type_62 _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_63 arg2);
+extern swig_type_64 _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_65 arg2);
+extern swig_type_66 _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_cache_desc_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_cache_desc_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_init_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_67 _wrap_kvc_cache_describe_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern void _wrap_kvc_group_desc_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_window_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_window_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_kv_heads_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_kv_heads_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_head_dim_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_head_dim_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_num_layers_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_num_layers_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_pool_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_pool_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_block_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_68 arg2);
+extern swig_type_69 _wrap_kvc_group_desc_t_block_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_70 arg2);
+extern swig_type_71 _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_group_desc_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_group_desc_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_init_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_72 _wrap_kvc_cache_describe_group_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern void _wrap_kvc_pool_desc_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_pool_desc_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_num_groups_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_pool_desc_t_num_groups_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_73 arg2);
+extern swig_type_74 _wrap_kvc_pool_desc_t_block_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_75 arg2);
+extern swig_type_76 _wrap_kvc_pool_desc_t_num_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_77 arg2);
+extern swig_type_78 _wrap_kvc_pool_desc_t_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_base_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_pool_desc_t_base_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_pool_desc_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_pool_desc_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_init_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_79 _wrap_kvc_cache_describe_pool_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern void _wrap_kvc_layer_view_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_group_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_group_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_pool_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_pool_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_dtype_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_dtype_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_layout_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_layout_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_kv_heads_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_kv_heads_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_head_dim_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_head_dim_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_kv_factor_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_kv_factor_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_elem_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_elem_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_base_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_layer_view_t_base_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_num_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_80 arg2);
+extern swig_type_81 _wrap_kvc_layer_view_t_num_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_block_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_82 arg2);
+extern swig_type_83 _wrap_kvc_layer_view_t_block_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_kv_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_84 arg2);
+extern swig_type_85 _wrap_kvc_layer_view_t_kv_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_token_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_86 arg2);
+extern swig_type_87 _wrap_kvc_layer_view_t_token_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_head_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_88 arg2);
+extern swig_type_89 _wrap_kvc_layer_view_t_head_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_layer_view_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_layer_view_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_init_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_90 _wrap_kvc_cache_layer_view_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern void _wrap_kvc_extra_key_t_offset_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_91 arg2);
+extern swig_type_92 _wrap_kvc_extra_key_t_offset_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_extra_key_t_length_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_93 arg2);
+extern swig_type_94 _wrap_kvc_extra_key_t_length_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_extra_key_t_data_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_extra_key_t_data_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_extra_key_t_size_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_95 arg2);
+extern swig_type_96 _wrap_kvc_extra_key_t_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_extra_key_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_extra_key_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_start_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_97 arg2);
+extern swig_type_98 _wrap_kvc_retention_range_t_start_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_end_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_99 arg2);
+extern swig_type_100 _wrap_kvc_retention_range_t_end_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_priority_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_retention_range_t_priority_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_reserved_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_retention_range_t_reserved_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_duration_ms_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_101 arg2);
+extern swig_type_102 _wrap_kvc_retention_range_t_duration_ms_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_retention_range_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_retention_range_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_options_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_has_lora_set_kvc_9869b028bd667423(uintptr_t arg1, _Bool arg2);
+extern _Bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_lora_id_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_103 arg2);
+extern swig_type_104 _wrap_kvc_sequence_options_t_lora_id_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_salt_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_sequence_options_t_salt_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_salt_size_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_105 arg2);
+extern swig_type_106 _wrap_kvc_sequence_options_t_salt_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_sequence_options_t_extra_keys_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_107 arg2);
+extern swig_type_108 _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_sequence_options_t_retention_ranges_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_109 arg2);
+extern swig_type_110 _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_111 arg2);
+extern swig_type_112 _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_sequence_options_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_sequence_options_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_init_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_113 _wrap_kvc_sequence_add_kvc_9869b028bd667423(uintptr_t arg1, swig_type_114 arg2, swig_voidp arg3, swig_type_115 arg4, uintptr_t arg5, uintptr_t arg6, swig_voidp arg7);
+extern swig_type_116 _wrap_kvc_sequence_extend_kvc_9869b028bd667423(uintptr_t arg1, swig_type_117 arg2, swig_voidp arg3, swig_type_118 arg4, uintptr_t arg5);
+extern swig_type_119 _wrap_kvc_sequence_commit_kvc_9869b028bd667423(uintptr_t arg1, swig_type_120 arg2, swig_type_121 arg3);
+extern swig_type_122 _wrap_kvc_sequence_rewind_kvc_9869b028bd667423(uintptr_t arg1, swig_type_123 arg2, swig_type_124 arg3);
+extern swig_type_125 _wrap_kvc_sequence_fork_kvc_9869b028bd667423(uintptr_t arg1, swig_type_126 arg2, swig_type_127 arg3);
+extern swig_type_128 _wrap_kvc_sequence_remove_kvc_9869b028bd667423(uintptr_t arg1, swig_type_129 arg2);
+extern swig_type_130 _wrap_kvc_sequence_pin_kvc_9869b028bd667423(uintptr_t arg1, swig_type_131 arg2);
+extern swig_type_132 _wrap_kvc_sequence_unpin_kvc_9869b028bd667423(uintptr_t arg1, swig_type_133 arg2);
+extern void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_reserved_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_desc_t_reserved_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_134 arg2);
+extern swig_type_135 _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_136 arg2);
+extern swig_type_137 _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_138 arg2);
+extern swig_type_139 _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_140 arg2);
+extern swig_type_141 _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_142 arg2);
+extern swig_type_143 _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_sequence_desc_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_sequence_desc_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_init_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_144 _wrap_kvc_sequence_describe_kvc_9869b028bd667423(uintptr_t arg1, swig_type_145 arg2, uintptr_t arg3);
+extern swig_type_146 _wrap_kvc_sequence_block_ids_kvc_9869b028bd667423(uintptr_t arg1, swig_type_147 arg2, int arg3, swig_voidp arg4, swig_type_148 arg5, swig_voidp arg6);
+extern swig_type_149 _wrap_kvc_sequence_blocks_needed_kvc_9869b028bd667423(uintptr_t arg1, swig_type_150 arg2, swig_type_151 arg3, swig_voidp arg4);
+extern swig_type_152 _wrap_kvc_cache_probe_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_type_153 arg3, uintptr_t arg4, swig_voidp arg5);
+extern swig_type_154 _wrap_kvc_cache_advance_clock_kvc_9869b028bd667423(uintptr_t arg1, swig_type_155 arg2);
+extern swig_type_156 _wrap_kvc_batch_extend_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_type_157 arg4, uintptr_t arg5);
+extern swig_type_158 _wrap_kvc_batch_block_table_kvc_9869b028bd667423(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_159 arg4, swig_voidp arg5, swig_type_160 arg6, int arg7, swig_voidp arg8);
+extern swig_type_161 _wrap_kvc_batch_block_table_csr_kvc_9869b028bd667423(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_162 arg4, swig_voidp arg5, swig_voidp arg6, swig_type_163 arg7, swig_voidp arg8, swig_voidp arg9);
+extern swig_type_164 _wrap_kvc_batch_sequence_lengths_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_type_165 arg3, swig_voidp arg4);
+extern swig_type_166 _wrap_kvc_batch_slot_mapping_kvc_9869b028bd667423(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_167 arg4, swig_voidp arg5, swig_type_168 arg6, swig_voidp arg7, swig_voidp arg8);
+extern void _wrap_kvc_cache_stats_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_stats_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_reserved_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_stats_t_reserved_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_169 arg2);
+extern swig_type_170 _wrap_kvc_cache_stats_t_num_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_171 arg2);
+extern swig_type_172 _wrap_kvc_cache_stats_t_free_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_173 arg2);
+extern swig_type_174 _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_175 arg2);
+extern swig_type_176 _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_177 arg2);
+extern swig_type_178 _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_179 arg2);
+extern swig_type_180 _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_9869b028bd667423(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_181 arg2);
+extern swig_type_182 _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_183 arg2);
+extern swig_type_184 _wrap_kvc_cache_stats_t_num_sequences_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_185 arg2);
+extern swig_type_186 _wrap_kvc_cache_stats_t_num_pinned_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_187 arg2);
+extern swig_type_188 _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_189 arg2);
+extern swig_type_190 _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_191 arg2);
+extern swig_type_192 _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_193 arg2);
+extern swig_type_194 _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_195 arg2);
+extern swig_type_196 _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_197 arg2);
+extern swig_type_198 _wrap_kvc_cache_stats_t_host_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_199 arg2);
+extern swig_type_200 _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_201 arg2);
+extern swig_type_202 _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_cache_stats_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_cache_stats_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_init_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_203 _wrap_kvc_cache_get_stats_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern void _wrap_kvc_group_stats_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_stats_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_pool_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_stats_t_pool_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_204 arg2);
+extern swig_type_205 _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_206 arg2);
+extern swig_type_207 _wrap_kvc_group_stats_t_cached_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_208 arg2);
+extern swig_type_209 _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_210 arg2);
+extern swig_type_211 _wrap_kvc_group_stats_t_reused_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_212 arg2);
+extern swig_type_213 _wrap_kvc_group_stats_t_missed_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_214 arg2);
+extern swig_type_215 _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_released_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_216 arg2);
+extern swig_type_217 _wrap_kvc_group_stats_t_released_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_group_stats_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_group_stats_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_init_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_218 _wrap_kvc_cache_get_group_stats_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_219 _wrap_kvc_cache_reset_reuse_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_220 _wrap_kvc_cache_check_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_store_args_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_layer_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_store_args_t_layer_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_num_tokens_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_store_args_t_num_tokens_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_src_dtype_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_store_args_t_src_dtype_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_key_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_store_args_t_key_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_value_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_store_args_t_value_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_slot_mapping_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_store_args_t_slot_mapping_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_k_scale_set_kvc_9869b028bd667423(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_store_args_t_k_scale_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_v_scale_set_kvc_9869b028bd667423(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_store_args_t_v_scale_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_store_args_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_store_args_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_store_args_init_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_221 _wrap_kvc_store_kv_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern void _wrap_kvc_store_strides_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_store_strides_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_seq_len_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_store_strides_t_seq_len_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_222 arg2);
+extern swig_type_223 _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_224 arg2);
+extern swig_type_225 _wrap_kvc_store_strides_t_key_token_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_226 arg2);
+extern swig_type_227 _wrap_kvc_store_strides_t_key_head_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_228 arg2);
+extern swig_type_229 _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_230 arg2);
+extern swig_type_231 _wrap_kvc_store_strides_t_value_token_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_232 arg2);
+extern swig_type_233 _wrap_kvc_store_strides_t_value_head_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_store_strides_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_store_strides_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_init_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_234 _wrap_kvc_store_kv_strided_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_235 _wrap_kvc_copy_blocks_kvc_9869b028bd667423(uintptr_t arg1, int arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, int arg6, uintptr_t arg7);
+extern swig_intgo _wrap_KVC_TABLE_PADDED_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_TABLE_CSR_kvc_9869b028bd667423(void);
+extern void _wrap_kvc_decode_args_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_layer_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_layer_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_batch_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_batch_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_q_heads_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_q_heads_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_q_dtype_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_q_dtype_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_table_format_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_table_format_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_query_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_decode_args_t_query_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_out_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_decode_args_t_out_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_seq_lens_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_decode_args_t_seq_lens_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_block_table_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_decode_args_t_block_table_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_indptr_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_decode_args_t_indptr_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_table_stride_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_table_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_window_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_window_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_9869b028bd667423(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_k_scale_set_kvc_9869b028bd667423(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_decode_args_t_k_scale_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_v_scale_set_kvc_9869b028bd667423(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_decode_args_t_v_scale_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_workspace_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_decode_args_t_workspace_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_236 arg2);
+extern swig_type_237 _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_decode_args_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_decode_args_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_init_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_238 _wrap_kvc_decode_workspace_size_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_239 _wrap_kvc_decode_attention_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern void _wrap_kvc_prefill_args_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_layer_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_layer_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_batch_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_batch_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_total_q_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_total_q_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_q_heads_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_q_heads_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_table_format_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_table_format_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_query_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_prefill_args_t_query_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_out_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_prefill_args_t_out_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_lse_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_prefill_args_t_lse_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_prefill_args_t_qo_indptr_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_prefill_args_t_kv_lens_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_block_table_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_prefill_args_t_block_table_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_indptr_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_prefill_args_t_indptr_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_table_stride_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_table_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_window_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_window_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_9869b028bd667423(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_9869b028bd667423(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_k_scale_set_kvc_9869b028bd667423(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_prefill_args_t_k_scale_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_v_scale_set_kvc_9869b028bd667423(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_prefill_args_t_v_scale_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_workspace_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_prefill_args_t_workspace_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_240 arg2);
+extern swig_type_241 _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_prefill_args_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_prefill_args_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_init_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_242 _wrap_kvc_prefill_workspace_size_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_243 _wrap_kvc_prefill_attention_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_244 _wrap_kvc_cache_get_async_error_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_intgo _wrap_KVC_GROWTH_STAGGERED_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_GROWTH_UNIFORM_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_9869b028bd667423(void);
+extern void _wrap_kvc_stateful_options_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_options_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_options_t_batch_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_options_t_batch_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_options_t_layout_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_options_t_layout_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_options_t_growth_step_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_options_t_growth_step_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_options_t_max_length_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_options_t_max_length_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_options_t_initial_length_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_options_t_initial_length_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_stateful_options_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_stateful_options_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_options_init_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_245 _wrap_kvc_stateful_create_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_kvc_stateful_destroy_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_view_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_layer_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_view_t_layer_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_key_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_stateful_view_t_key_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_value_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_stateful_view_t_value_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_row_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_246 arg2);
+extern swig_type_247 _wrap_kvc_stateful_view_t_row_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_head_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_248 arg2);
+extern swig_type_249 _wrap_kvc_stateful_view_t_head_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_token_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_250 arg2);
+extern swig_type_251 _wrap_kvc_stateful_view_t_token_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_batch_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_view_t_batch_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_capacity_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_view_t_capacity_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_head_dim_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_view_t_head_dim_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_dtype_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_view_t_dtype_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_layout_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_view_t_layout_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_max_length_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_view_t_max_length_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_lengths_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_stateful_view_t_lengths_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_beam_table_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_stateful_view_t_beam_table_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_stateful_view_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_stateful_view_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_init_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_252 _wrap_kvc_stateful_layer_view_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_253 _wrap_kvc_stateful_get_lengths_kvc_9869b028bd667423(uintptr_t arg1, int arg2, swig_voidp arg3, int arg4);
+extern void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_append_args_t_layer_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_append_args_t_layer_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_append_args_t_key_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_stateful_append_args_t_key_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_append_args_t_value_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_stateful_append_args_t_value_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_9869b028bd667423(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_9869b028bd667423(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_stateful_append_args_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_stateful_append_args_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_append_args_init_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_254 _wrap_kvc_stateful_append_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_255 _wrap_kvc_stateful_reorder_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, int arg3, uintptr_t arg4);
+extern swig_type_256 _wrap_kvc_stateful_compact_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_257 _wrap_kvc_stateful_trim_kvc_9869b028bd667423(uintptr_t arg1, int arg2, int arg3, uintptr_t arg4);
+extern swig_type_258 _wrap_kvc_stateful_reset_kvc_9869b028bd667423(uintptr_t arg1, _Bool arg2, uintptr_t arg3);
+extern swig_type_259 _wrap_kvc_stateful_export_row_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3, swig_type_260 arg4, swig_voidp arg5, uintptr_t arg6);
+extern swig_type_261 _wrap_kvc_stateful_import_row_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3, swig_type_262 arg4, uintptr_t arg5);
+extern void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_query_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_stateful_decode_args_t_query_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_out_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_stateful_decode_args_t_out_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_9869b028bd667423(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_9869b028bd667423(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_9869b028bd667423(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_stateful_decode_args_t_workspace_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_263 arg2);
+extern swig_type_264 _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_stateful_decode_args_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_stateful_decode_args_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_init_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_265 _wrap_kvc_stateful_decode_workspace_size_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_266 _wrap_kvc_stateful_decode_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_267 _wrap_kvc_stateful_get_async_error_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_268 arg2);
+extern swig_type_269 _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_270 arg2);
+extern swig_type_271 _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_272 arg2);
+extern swig_type_273 _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_274 arg2);
+extern swig_type_275 _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_276 arg2);
+extern swig_type_277 _wrap_kvc_stateful_stats_t_reallocations_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_reorders_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_278 arg2);
+extern swig_type_279 _wrap_kvc_stateful_stats_t_reorders_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_280 arg2);
+extern swig_type_281 _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_compactions_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_282 arg2);
+extern swig_type_283 _wrap_kvc_stateful_stats_t_compactions_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_stateful_stats_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_stateful_stats_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_init_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_284 _wrap_kvc_stateful_get_stats_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_285 arg2);
+extern swig_type_286 _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_287 arg2);
+extern swig_type_288 _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_stateful_layer_stats_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_stateful_layer_stats_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_layer_stats_init_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_289 _wrap_kvc_stateful_get_layer_stats_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_intgo _wrap_KVC_EVENT_STORED_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_EVENT_REMOVED_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_EVENT_TIER_CHANGED_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_EVENT_PRIORITY_CHANGED_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_EVENT_CLEARED_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_EVENT_LOST_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_TIER_PRIMARY_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_TIER_HOST_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_TIER_DISK_kvc_9869b028bd667423(void);
+extern swig_intgo _wrap_KVC_TIER_REMOTE_kvc_9869b028bd667423(void);
+extern void _wrap_kvc_event_t_id_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_290 arg2);
+extern swig_type_291 _wrap_kvc_event_t_id_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_t_kind_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_event_t_kind_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_t_tier_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_event_t_tier_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_t_hash_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_292 arg2);
+extern swig_type_293 _wrap_kvc_event_t_hash_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_t_parent_hash_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_294 arg2);
+extern swig_type_295 _wrap_kvc_event_t_parent_hash_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_t_groups_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_296 arg2);
+extern swig_type_297 _wrap_kvc_event_t_groups_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_t_lora_id_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_298 arg2);
+extern swig_type_299 _wrap_kvc_event_t_lora_id_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_t_has_lora_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_event_t_has_lora_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_t_priority_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_event_t_priority_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_t_num_tokens_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_event_t_num_tokens_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_t_reserved_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_event_t_reserved_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_t_token_offset_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_300 arg2);
+extern swig_type_301 _wrap_kvc_event_t_token_offset_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_t_lost_count_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_302 arg2);
+extern swig_type_303 _wrap_kvc_event_t_lost_count_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_event_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_event_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_event_drain_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_reserved_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_event_drain_t_reserved_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_events_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_304 arg2);
+extern swig_type_305 _wrap_kvc_event_drain_t_events_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_tokens_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_306 arg2);
+extern swig_type_307 _wrap_kvc_event_drain_t_tokens_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_events_pending_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_308 arg2);
+extern swig_type_309 _wrap_kvc_event_drain_t_events_pending_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_310 arg2);
+extern swig_type_311 _wrap_kvc_event_drain_t_tokens_pending_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_last_id_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_312 arg2);
+extern swig_type_313 _wrap_kvc_event_drain_t_last_id_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_event_drain_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_event_drain_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_init_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_314 _wrap_kvc_cache_drain_events_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_type_315 arg3, swig_voidp arg4, swig_type_316 arg5, uintptr_t arg6);
+extern void _wrap_kvc_snapshot_entry_t_hash_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_317 arg2);
+extern swig_type_318 _wrap_kvc_snapshot_entry_t_hash_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_319 arg2);
+extern swig_type_320 _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_entry_t_groups_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_321 arg2);
+extern swig_type_322 _wrap_kvc_snapshot_entry_t_groups_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_323 arg2);
+extern swig_type_324 _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_entry_t_has_lora_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_snapshot_entry_t_has_lora_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_entry_t_tier_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_snapshot_entry_t_tier_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_entry_t_priority_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_snapshot_entry_t_priority_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_snapshot_entry_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_snapshot_entry_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_325 _wrap_kvc_cache_snapshot_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_type_326 arg3, swig_voidp arg4, swig_voidp arg5);
+extern swig_type_327 _wrap_kvc_block_hashes_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_type_328 arg3, uintptr_t arg4, swig_voidp arg5, swig_type_329 arg6, swig_voidp arg7);
+extern swig_type_330 _wrap_kvc_config_set_disk_cache_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_type_331 arg3);
+extern swig_type_332 _wrap_kvc_config_get_disk_cache_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern void _wrap_kvc_tier_stats_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_tier_stats_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_tier_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_tier_stats_t_tier_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_333 arg2);
+extern swig_type_334 _wrap_kvc_tier_stats_t_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_335 arg2);
+extern swig_type_336 _wrap_kvc_tier_stats_t_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_337 arg2);
+extern swig_type_338 _wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_hits_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_339 arg2);
+extern swig_type_340 _wrap_kvc_tier_stats_t_hits_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_misses_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_341 arg2);
+extern swig_type_342 _wrap_kvc_tier_stats_t_misses_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_rejected_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_343 arg2);
+extern swig_type_344 _wrap_kvc_tier_stats_t_rejected_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_345 arg2);
+extern swig_type_346 _wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_347 arg2);
+extern swig_type_348 _wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_offered_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_349 arg2);
+extern swig_type_350 _wrap_kvc_tier_stats_t_offered_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_stored_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_351 arg2);
+extern swig_type_352 _wrap_kvc_tier_stats_t_stored_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_353 arg2);
+extern swig_type_354 _wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_errors_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_355 arg2);
+extern swig_type_356 _wrap_kvc_tier_stats_t_errors_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_357 arg2);
+extern swig_type_358 _wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_queued_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_359 arg2);
+extern swig_type_360 _wrap_kvc_tier_stats_t_queued_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_load_count_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_361 arg2);
+extern swig_type_362 _wrap_kvc_tier_stats_t_load_count_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_load_p50_us_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_363 arg2);
+extern swig_type_364 _wrap_kvc_tier_stats_t_load_p50_us_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_load_p99_us_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_365 arg2);
+extern swig_type_366 _wrap_kvc_tier_stats_t_load_p99_us_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_load_max_us_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_367 arg2);
+extern swig_type_368 _wrap_kvc_tier_stats_t_load_max_us_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_write_count_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_369 arg2);
+extern swig_type_370 _wrap_kvc_tier_stats_t_write_count_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_write_p50_us_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_371 arg2);
+extern swig_type_372 _wrap_kvc_tier_stats_t_write_p50_us_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_write_p99_us_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_373 arg2);
+extern swig_type_374 _wrap_kvc_tier_stats_t_write_p99_us_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_write_max_us_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_375 arg2);
+extern swig_type_376 _wrap_kvc_tier_stats_t_write_max_us_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_tier_stats_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_tier_stats_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_init_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_377 _wrap_kvc_cache_get_tier_stats_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_378 _wrap_kvc_cache_flush_tiers_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_379 _wrap_kvc_config_set_remote_cache_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_380 arg4);
+extern swig_type_381 _wrap_kvc_config_get_remote_cache_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4);
+extern swig_type_382 _wrap_kvc_config_set_remote_cache_timeouts_kvc_9869b028bd667423(uintptr_t arg1, int arg2, int arg3);
+extern swig_type_383 _wrap_kvc_config_get_remote_cache_timeouts_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_384 _wrap_kvc_config_set_remote_cache_optional_kvc_9869b028bd667423(uintptr_t arg1, _Bool arg2);
+extern swig_type_385 _wrap_kvc_config_get_remote_cache_optional_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_kvcgo_buffer_new_kvc_9869b028bd667423(swig_voidp arg1, swig_type_386 arg2);
+extern void _wrap_kvcgo_buffer_free_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvcgo_buffer_read_kvc_9869b028bd667423(swig_voidp arg1, uintptr_t arg2, swig_type_387 arg3);
+extern swig_type_388 _wrap_kvcgo_cstring_length_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvcgo_buffer_write_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_type_389 arg3);
+extern void _wrap_kvcgo_extra_key_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_390 arg2, swig_type_391 arg3, swig_type_392 arg4, uintptr_t arg5, swig_type_393 arg6);
+extern swig_type_394 _wrap_kvcgo_cache_async_error_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_395 _wrap_kvcgo_stateful_async_error_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_396 _wrap_kvcgo_extra_key_size_kvc_9869b028bd667423(void);
+extern void _wrap_kvcgo_retention_range_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_397 arg2, swig_type_398 arg3, swig_type_399 arg4, int arg5, swig_type_400 arg6);
+extern swig_type_401 _wrap_kvcgo_retention_range_size_kvc_9869b028bd667423(void);
+extern swig_type_402 _wrap_kvcgo_event_size_kvc_9869b028bd667423(void);
+extern swig_type_403 _wrap_kvcgo_snapshot_entry_size_kvc_9869b028bd667423(void);
+extern void _wrap_kvcgo_events_read_kvc_9869b028bd667423(swig_voidp arg1, uintptr_t arg2, swig_type_404 arg3);
+extern void _wrap_kvcgo_snapshot_read_kvc_9869b028bd667423(swig_voidp arg1, uintptr_t arg2, swig_type_405 arg3);
 #undef intgo
 */
 import "C"
@@ -1133,13 +1255,13 @@ type _ sync.Mutex
 
 func Swig_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_Swig_free_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_Swig_free_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 func Swig_malloc(arg1 int) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_Swig_malloc_kvc_c7d74fa2596a9d9b(C.swig_intgo(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_Swig_malloc_kvc_9869b028bd667423(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
@@ -1188,7 +1310,7 @@ type Enum_SS_kvc_status_code int
 
 func _swig_getKVC_OK() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_OK_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_OK_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -1196,7 +1318,7 @@ var KVC_OK Enum_SS_kvc_status_code = _swig_getKVC_OK()
 
 func _swig_getKVC_ERR_INVALID_ARGUMENT() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_INVALID_ARGUMENT_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_INVALID_ARGUMENT_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -1204,7 +1326,7 @@ var KVC_ERR_INVALID_ARGUMENT Enum_SS_kvc_status_code = _swig_getKVC_ERR_INVALID_
 
 func _swig_getKVC_ERR_NOT_FOUND() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_NOT_FOUND_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_NOT_FOUND_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -1212,7 +1334,7 @@ var KVC_ERR_NOT_FOUND Enum_SS_kvc_status_code = _swig_getKVC_ERR_NOT_FOUND()
 
 func _swig_getKVC_ERR_ALREADY_EXISTS() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_ALREADY_EXISTS_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_ALREADY_EXISTS_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -1220,7 +1342,7 @@ var KVC_ERR_ALREADY_EXISTS Enum_SS_kvc_status_code = _swig_getKVC_ERR_ALREADY_EX
 
 func _swig_getKVC_ERR_OUT_OF_BLOCKS() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -1228,7 +1350,7 @@ var KVC_ERR_OUT_OF_BLOCKS Enum_SS_kvc_status_code = _swig_getKVC_ERR_OUT_OF_BLOC
 
 func _swig_getKVC_ERR_BUFFER_TOO_SMALL() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -1236,7 +1358,7 @@ var KVC_ERR_BUFFER_TOO_SMALL Enum_SS_kvc_status_code = _swig_getKVC_ERR_BUFFER_T
 
 func _swig_getKVC_ERR_UNSUPPORTED() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_UNSUPPORTED_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_UNSUPPORTED_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -1244,7 +1366,7 @@ var KVC_ERR_UNSUPPORTED Enum_SS_kvc_status_code = _swig_getKVC_ERR_UNSUPPORTED()
 
 func _swig_getKVC_ERR_DEVICE() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_DEVICE_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_DEVICE_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -1252,7 +1374,7 @@ var KVC_ERR_DEVICE Enum_SS_kvc_status_code = _swig_getKVC_ERR_DEVICE()
 
 func _swig_getKVC_ERR_OUT_OF_MEMORY() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_OUT_OF_MEMORY_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_OUT_OF_MEMORY_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -1260,7 +1382,7 @@ var KVC_ERR_OUT_OF_MEMORY Enum_SS_kvc_status_code = _swig_getKVC_ERR_OUT_OF_MEMO
 
 func _swig_getKVC_ERR_INVALID_STATE() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_INVALID_STATE_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_INVALID_STATE_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -1268,7 +1390,7 @@ var KVC_ERR_INVALID_STATE Enum_SS_kvc_status_code = _swig_getKVC_ERR_INVALID_STA
 
 func _swig_getKVC_ERR_INTERNAL() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_INTERNAL_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_INTERNAL_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -1277,7 +1399,7 @@ var KVC_ERR_INTERNAL Enum_SS_kvc_status_code = _swig_getKVC_ERR_INTERNAL()
 func Kvc_status_string(arg1 int32) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_status_string_kvc_c7d74fa2596a9d9b(C.int(_swig_i_0))
+	swig_r_p := C._wrap_kvc_status_string_kvc_9869b028bd667423(C.int(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
 	swig_r_1 = string([]byte(swig_r))
@@ -1291,7 +1413,7 @@ const KVC_VERSION_STRING string = "0.2.0"
 
 func _swig_getKVC_VERSION_NUMBER() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_VERSION_NUMBER_kvc_c7d74fa2596a9d9b())
+	swig_r = (int)(C._wrap_KVC_VERSION_NUMBER_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -1303,7 +1425,7 @@ type Enum_SS_kvc_feature_bits int
 
 func _swig_getKVC_FEATURE_CUDA_COMPILED() (_swig_ret Enum_SS_kvc_feature_bits) {
 	var swig_r Enum_SS_kvc_feature_bits
-	swig_r = (Enum_SS_kvc_feature_bits)(C._wrap_KVC_FEATURE_CUDA_COMPILED_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_feature_bits)(C._wrap_KVC_FEATURE_CUDA_COMPILED_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -1311,21 +1433,29 @@ var KVC_FEATURE_CUDA_COMPILED Enum_SS_kvc_feature_bits = _swig_getKVC_FEATURE_CU
 
 func _swig_getKVC_FEATURE_CUDA_DEVICE() (_swig_ret Enum_SS_kvc_feature_bits) {
 	var swig_r Enum_SS_kvc_feature_bits
-	swig_r = (Enum_SS_kvc_feature_bits)(C._wrap_KVC_FEATURE_CUDA_DEVICE_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_feature_bits)(C._wrap_KVC_FEATURE_CUDA_DEVICE_kvc_9869b028bd667423())
 	return swig_r
 }
 
 var KVC_FEATURE_CUDA_DEVICE Enum_SS_kvc_feature_bits = _swig_getKVC_FEATURE_CUDA_DEVICE()
 
+func _swig_getKVC_FEATURE_REDIS() (_swig_ret Enum_SS_kvc_feature_bits) {
+	var swig_r Enum_SS_kvc_feature_bits
+	swig_r = (Enum_SS_kvc_feature_bits)(C._wrap_KVC_FEATURE_REDIS_kvc_9869b028bd667423())
+	return swig_r
+}
+
+var KVC_FEATURE_REDIS Enum_SS_kvc_feature_bits = _swig_getKVC_FEATURE_REDIS()
+
 func Kvc_version() (_swig_ret uint32) {
 	var swig_r uint32
-	swig_r = (uint32)(C._wrap_kvc_version_kvc_c7d74fa2596a9d9b())
+	swig_r = (uint32)(C._wrap_kvc_version_kvc_9869b028bd667423())
 	return swig_r
 }
 
 func Kvc_version_string() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_kvc_version_string_kvc_c7d74fa2596a9d9b()
+	swig_r_p := C._wrap_kvc_version_string_kvc_9869b028bd667423()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
 	swig_r_1 = string([]byte(swig_r))
@@ -1334,13 +1464,13 @@ func Kvc_version_string() (_swig_ret string) {
 
 func Kvc_abi_version() (_swig_ret uint32) {
 	var swig_r uint32
-	swig_r = (uint32)(C._wrap_kvc_abi_version_kvc_c7d74fa2596a9d9b())
+	swig_r = (uint32)(C._wrap_kvc_abi_version_kvc_9869b028bd667423())
 	return swig_r
 }
 
 func Kvc_features() (_swig_ret uint64) {
 	var swig_r uint64
-	swig_r = (uint64)(C._wrap_kvc_features_kvc_c7d74fa2596a9d9b())
+	swig_r = (uint64)(C._wrap_kvc_features_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -1348,7 +1478,7 @@ type Enum_SS_kvc_dtype int
 
 func _swig_getKVC_DTYPE_F32() (_swig_ret Enum_SS_kvc_dtype) {
 	var swig_r Enum_SS_kvc_dtype
-	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_F32_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_F32_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -1356,7 +1486,7 @@ var KVC_DTYPE_F32 Enum_SS_kvc_dtype = _swig_getKVC_DTYPE_F32()
 
 func _swig_getKVC_DTYPE_F16() (_swig_ret Enum_SS_kvc_dtype) {
 	var swig_r Enum_SS_kvc_dtype
-	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_F16_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_F16_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -1364,7 +1494,7 @@ var KVC_DTYPE_F16 Enum_SS_kvc_dtype = _swig_getKVC_DTYPE_F16()
 
 func _swig_getKVC_DTYPE_BF16() (_swig_ret Enum_SS_kvc_dtype) {
 	var swig_r Enum_SS_kvc_dtype
-	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_BF16_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_BF16_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -1372,7 +1502,7 @@ var KVC_DTYPE_BF16 Enum_SS_kvc_dtype = _swig_getKVC_DTYPE_BF16()
 
 func _swig_getKVC_DTYPE_FP8_E4M3() (_swig_ret Enum_SS_kvc_dtype) {
 	var swig_r Enum_SS_kvc_dtype
-	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_FP8_E4M3_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_FP8_E4M3_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -1382,7 +1512,7 @@ type Enum_SS_kvc_layout int
 
 func _swig_getKVC_LAYOUT_NHD() (_swig_ret Enum_SS_kvc_layout) {
 	var swig_r Enum_SS_kvc_layout
-	swig_r = (Enum_SS_kvc_layout)(C._wrap_KVC_LAYOUT_NHD_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_layout)(C._wrap_KVC_LAYOUT_NHD_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -1390,7 +1520,7 @@ var KVC_LAYOUT_NHD Enum_SS_kvc_layout = _swig_getKVC_LAYOUT_NHD()
 
 func _swig_getKVC_LAYOUT_HND() (_swig_ret Enum_SS_kvc_layout) {
 	var swig_r Enum_SS_kvc_layout
-	swig_r = (Enum_SS_kvc_layout)(C._wrap_KVC_LAYOUT_HND_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_layout)(C._wrap_KVC_LAYOUT_HND_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -1400,7 +1530,7 @@ type Enum_SS_kvc_device_kind int
 
 func _swig_getKVC_DEVICE_CPU() (_swig_ret Enum_SS_kvc_device_kind) {
 	var swig_r Enum_SS_kvc_device_kind
-	swig_r = (Enum_SS_kvc_device_kind)(C._wrap_KVC_DEVICE_CPU_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_device_kind)(C._wrap_KVC_DEVICE_CPU_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -1408,7 +1538,7 @@ var KVC_DEVICE_CPU Enum_SS_kvc_device_kind = _swig_getKVC_DEVICE_CPU()
 
 func _swig_getKVC_DEVICE_CUDA() (_swig_ret Enum_SS_kvc_device_kind) {
 	var swig_r Enum_SS_kvc_device_kind
-	swig_r = (Enum_SS_kvc_device_kind)(C._wrap_KVC_DEVICE_CUDA_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_device_kind)(C._wrap_KVC_DEVICE_CUDA_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -1417,7 +1547,7 @@ var KVC_DEVICE_CUDA Enum_SS_kvc_device_kind = _swig_getKVC_DEVICE_CUDA()
 func Kvc_config_create(arg1 *Config) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_config_create_kvc_c7d74fa2596a9d9b(C.swig_voidp(_swig_i_0))
+	swig_r_p := C._wrap_kvc_config_create_kvc_9869b028bd667423(C.swig_voidp(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1428,7 +1558,7 @@ func Kvc_config_clone(arg1 Config, arg2 *Config) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_clone_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_clone_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1437,13 +1567,13 @@ func Kvc_config_clone(arg1 Config, arg2 *Config) (_swig_ret error) {
 
 func Kvc_config_destroy(arg1 Config) {
 	_swig_i_0 := arg1
-	C._wrap_kvc_config_destroy_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_config_destroy_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_config_validate(arg1 Config) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_config_validate_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvc_config_validate_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1454,7 +1584,7 @@ func Kvc_config_set_num_layers(arg1 Config, arg2 uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_num_layers_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_num_layers_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1465,7 +1595,7 @@ func Kvc_config_get_num_layers(arg1 Config, arg2 *uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_num_layers_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_num_layers_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1476,7 +1606,7 @@ func Kvc_config_set_kv_heads(arg1 Config, arg2 uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_kv_heads_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_kv_heads_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1488,7 +1618,7 @@ func Kvc_config_set_kv_heads_per_layer(arg1 Config, arg2 *uint32, arg3 uint64) (
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_set_kv_heads_per_layer_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_11(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_set_kv_heads_per_layer_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_11(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1500,7 +1630,7 @@ func Kvc_config_get_kv_heads(arg1 Config, arg2 uint32, arg3 *uint32) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_get_kv_heads_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_get_kv_heads_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1511,7 +1641,7 @@ func Kvc_config_set_head_dim(arg1 Config, arg2 uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_head_dim_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_head_dim_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1522,7 +1652,7 @@ func Kvc_config_get_head_dim(arg1 Config, arg2 *uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_head_dim_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_head_dim_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1533,7 +1663,7 @@ func Kvc_config_set_dtype(arg1 Config, arg2 uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_dtype_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_dtype_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1544,7 +1674,7 @@ func Kvc_config_get_dtype(arg1 Config, arg2 *uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_dtype_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_dtype_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1555,7 +1685,7 @@ func Kvc_config_set_kv_factor(arg1 Config, arg2 uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_kv_factor_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_kv_factor_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1566,7 +1696,7 @@ func Kvc_config_get_kv_factor(arg1 Config, arg2 *uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_kv_factor_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_kv_factor_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1577,7 +1707,7 @@ func Kvc_config_set_layout(arg1 Config, arg2 uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_layout_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_layout_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1588,7 +1718,7 @@ func Kvc_config_get_layout(arg1 Config, arg2 *uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_layout_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_layout_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1599,7 +1729,7 @@ func Kvc_config_set_tokens_per_block(arg1 Config, arg2 uint32) (_swig_ret error)
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_tokens_per_block_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_tokens_per_block_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1610,7 +1740,7 @@ func Kvc_config_get_tokens_per_block(arg1 Config, arg2 *uint32) (_swig_ret error
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_tokens_per_block_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_tokens_per_block_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1622,7 +1752,7 @@ func Kvc_config_set_attention_windows(arg1 Config, arg2 *uint32, arg3 uint64) (_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_set_attention_windows_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_24(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_set_attention_windows_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_24(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1634,7 +1764,7 @@ func Kvc_config_get_attention_window(arg1 Config, arg2 uint32, arg3 *uint32) (_s
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_get_attention_window_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_get_attention_window_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1646,7 +1776,7 @@ func Kvc_config_set_device(arg1 Config, arg2 uint32, arg3 int32) (_swig_ret erro
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_set_device_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_set_device_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1658,7 +1788,7 @@ func Kvc_config_get_device(arg1 Config, arg2 *uint32, arg3 *int32) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_get_device_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_get_device_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1669,7 +1799,7 @@ func Kvc_config_set_primary_bytes(arg1 Config, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_primary_bytes_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_29(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_primary_bytes_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_29(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1680,7 +1810,7 @@ func Kvc_config_get_primary_bytes(arg1 Config, arg2 *uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_primary_bytes_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_primary_bytes_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1691,7 +1821,7 @@ func Kvc_config_set_max_tokens(arg1 Config, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_max_tokens_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_32(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_max_tokens_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_32(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1702,7 +1832,7 @@ func Kvc_config_get_max_tokens(arg1 Config, arg2 *uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_max_tokens_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_max_tokens_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1713,7 +1843,7 @@ func Kvc_config_set_free_gpu_memory_fraction(arg1 Config, arg2 float64) (_swig_r
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_free_gpu_memory_fraction_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_free_gpu_memory_fraction_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1724,7 +1854,7 @@ func Kvc_config_get_free_gpu_memory_fraction(arg1 Config, arg2 *float64) (_swig_
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_free_gpu_memory_fraction_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_free_gpu_memory_fraction_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1735,7 +1865,7 @@ func Kvc_config_set_host_cache_bytes(arg1 Config, arg2 uint64) (_swig_ret error)
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_host_cache_bytes_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_37(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_host_cache_bytes_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_37(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1746,7 +1876,7 @@ func Kvc_config_get_host_cache_bytes(arg1 Config, arg2 *uint64) (_swig_ret error
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_host_cache_bytes_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_host_cache_bytes_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1757,7 +1887,7 @@ func Kvc_config_set_secondary_offload_min_priority(arg1 Config, arg2 uint32) (_s
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_secondary_offload_min_priority_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_secondary_offload_min_priority_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1768,7 +1898,7 @@ func Kvc_config_get_secondary_offload_min_priority(arg1 Config, arg2 *uint32) (_
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_secondary_offload_min_priority_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_secondary_offload_min_priority_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1779,7 +1909,7 @@ func Kvc_config_set_block_reuse(arg1 Config, arg2 bool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_block_reuse_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_block_reuse_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1790,7 +1920,7 @@ func Kvc_config_get_block_reuse(arg1 Config, arg2 *bool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_block_reuse_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_block_reuse_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1801,7 +1931,7 @@ func Kvc_config_set_partial_reuse(arg1 Config, arg2 bool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_partial_reuse_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_partial_reuse_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1812,7 +1942,7 @@ func Kvc_config_get_partial_reuse(arg1 Config, arg2 *bool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_partial_reuse_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_partial_reuse_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1823,7 +1953,7 @@ func Kvc_config_set_copy_on_partial_reuse(arg1 Config, arg2 bool) (_swig_ret err
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_copy_on_partial_reuse_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_copy_on_partial_reuse_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1834,7 +1964,7 @@ func Kvc_config_get_copy_on_partial_reuse(arg1 Config, arg2 *bool) (_swig_ret er
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_copy_on_partial_reuse_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_copy_on_partial_reuse_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1845,7 +1975,7 @@ func Kvc_config_set_event_buffer_size(arg1 Config, arg2 uint32) (_swig_ret error
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_event_buffer_size_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_event_buffer_size_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1856,7 +1986,7 @@ func Kvc_config_get_event_buffer_size(arg1 Config, arg2 *uint32) (_swig_ret erro
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_event_buffer_size_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_event_buffer_size_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1867,7 +1997,7 @@ func Kvc_config_set_event_hash_seed(arg1 Config, arg2 uint64) (_swig_ret error) 
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_event_hash_seed_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_50(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_event_hash_seed_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_50(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1878,7 +2008,7 @@ func Kvc_config_get_event_hash_seed(arg1 Config, arg2 *uint64) (_swig_ret error)
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_event_hash_seed_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_event_hash_seed_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1889,7 +2019,7 @@ func Kvc_config_set_manual_clock(arg1 Config, arg2 bool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_manual_clock_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_manual_clock_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1900,7 +2030,7 @@ func Kvc_config_get_manual_clock(arg1 Config, arg2 *bool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_manual_clock_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_manual_clock_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1911,7 +2041,7 @@ func Kvc_cache_create(arg1 Config, arg2 *Cache) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_cache_create_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_cache_create_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1920,7 +2050,7 @@ func Kvc_cache_create(arg1 Config, arg2 *Cache) (_swig_ret error) {
 
 func Kvc_cache_destroy(arg1 Cache) {
 	_swig_i_0 := arg1
-	C._wrap_kvc_cache_destroy_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_cache_destroy_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type SwigcptrKvc_cache_desc_t uintptr
@@ -1935,220 +2065,220 @@ func (p SwigcptrKvc_cache_desc_t) SwigIsKvc_cache_desc_t() {
 func (arg1 SwigcptrKvc_cache_desc_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_struct_size_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_struct_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_struct_size_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_struct_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetDevice_kind(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_device_kind_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_device_kind_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetDevice_kind() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_device_kind_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_device_kind_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetDevice_ordinal(arg2 int32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_device_ordinal_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_device_ordinal_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetDevice_ordinal() (_swig_ret int32) {
 	var swig_r int32
 	_swig_i_0 := arg1
-	swig_r = (int32)(C._wrap_kvc_cache_desc_t_device_ordinal_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (int32)(C._wrap_kvc_cache_desc_t_device_ordinal_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetDtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_dtype_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_dtype_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetDtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_dtype_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_dtype_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetLayout(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_layout_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_layout_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetLayout() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_layout_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_layout_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetNum_layers(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_num_layers_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_num_layers_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetNum_layers() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_layers_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_layers_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetNum_groups(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_num_groups_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_num_groups_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetNum_groups() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_groups_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_groups_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetNum_pools(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_num_pools_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_num_pools_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetNum_pools() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_pools_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_pools_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetTokens_per_block(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetTokens_per_block() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetKv_factor(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_kv_factor_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_kv_factor_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetKv_factor() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_kv_factor_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_kv_factor_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_num_blocks_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_55(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_num_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_55(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetNum_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_num_blocks_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_num_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetToken_capacity(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_token_capacity_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_57(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_token_capacity_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_57(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetToken_capacity() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_token_capacity_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_token_capacity_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetPrimary_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_primary_bytes_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_59(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_primary_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_59(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetPrimary_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_primary_bytes_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_primary_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetHost_cache_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_61(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_61(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetHost_cache_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetDevice_free_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_63(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_63(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetDevice_free_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetDevice_total_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_65(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_65(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetDevice_total_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_cache_desc_t() (_swig_ret Kvc_cache_desc_t) {
 	var swig_r Kvc_cache_desc_t
-	swig_r = (Kvc_cache_desc_t)(SwigcptrKvc_cache_desc_t(C._wrap_new_kvc_cache_desc_t_kvc_c7d74fa2596a9d9b()))
+	swig_r = (Kvc_cache_desc_t)(SwigcptrKvc_cache_desc_t(C._wrap_new_kvc_cache_desc_t_kvc_9869b028bd667423()))
 	return swig_r
 }
 
 func DeleteKvc_cache_desc_t(arg1 Kvc_cache_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_cache_desc_t_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_cache_desc_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_cache_desc_t interface {
@@ -2190,14 +2320,14 @@ type Kvc_cache_desc_t interface {
 
 func Kvc_cache_desc_init(arg1 Kvc_cache_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_cache_desc_init_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_cache_desc_init_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_describe(arg1 Cache, arg2 Kvc_cache_desc_t) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_kvc_cache_describe_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_kvc_cache_describe_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2216,116 +2346,116 @@ func (p SwigcptrKvc_group_desc_t) SwigIsKvc_group_desc_t() {
 func (arg1 SwigcptrKvc_group_desc_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_struct_size_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_struct_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_struct_size_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_struct_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetWindow(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_window_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_window_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetWindow() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_window_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_window_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetKv_heads(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_kv_heads_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_kv_heads_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetKv_heads() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_kv_heads_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_kv_heads_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetHead_dim(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_head_dim_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_head_dim_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetHead_dim() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_head_dim_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_head_dim_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetNum_layers(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_num_layers_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_num_layers_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetNum_layers() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_num_layers_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_num_layers_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetPool(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_pool_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_pool_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetPool() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_pool_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_pool_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetBlock_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_block_bytes_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_68(_swig_i_1))
+	C._wrap_kvc_group_desc_t_block_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_68(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetBlock_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_desc_t_block_bytes_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_desc_t_block_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetBytes_per_token(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_bytes_per_token_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1))
+	C._wrap_kvc_group_desc_t_bytes_per_token_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetBytes_per_token() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_desc_t_bytes_per_token_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_desc_t_bytes_per_token_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_group_desc_t() (_swig_ret Kvc_group_desc_t) {
 	var swig_r Kvc_group_desc_t
-	swig_r = (Kvc_group_desc_t)(SwigcptrKvc_group_desc_t(C._wrap_new_kvc_group_desc_t_kvc_c7d74fa2596a9d9b()))
+	swig_r = (Kvc_group_desc_t)(SwigcptrKvc_group_desc_t(C._wrap_new_kvc_group_desc_t_kvc_9869b028bd667423()))
 	return swig_r
 }
 
 func DeleteKvc_group_desc_t(arg1 Kvc_group_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_group_desc_t_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_group_desc_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_group_desc_t interface {
@@ -2351,7 +2481,7 @@ type Kvc_group_desc_t interface {
 
 func Kvc_group_desc_init(arg1 Kvc_group_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_group_desc_init_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_group_desc_init_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_describe_group(arg1 Cache, arg2 uint32, arg3 Kvc_group_desc_t) (_swig_ret error) {
@@ -2359,7 +2489,7 @@ func Kvc_cache_describe_group(arg1 Cache, arg2 uint32, arg3 Kvc_group_desc_t) (_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_cache_describe_group_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_cache_describe_group_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2378,90 +2508,90 @@ func (p SwigcptrKvc_pool_desc_t) SwigIsKvc_pool_desc_t() {
 func (arg1 SwigcptrKvc_pool_desc_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_struct_size_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_struct_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_pool_desc_t_struct_size_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_pool_desc_t_struct_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) SetNum_groups(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_num_groups_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_num_groups_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetNum_groups() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_pool_desc_t_num_groups_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_pool_desc_t_num_groups_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) SetBlock_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_block_bytes_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_73(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_block_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_73(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetBlock_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_pool_desc_t_block_bytes_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_pool_desc_t_block_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_num_blocks_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_num_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetNum_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_pool_desc_t_num_blocks_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_pool_desc_t_num_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) SetBytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_bytes_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetBytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_pool_desc_t_bytes_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_pool_desc_t_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) SetBase(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_base_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_base_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetBase() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_pool_desc_t_base_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_pool_desc_t_base_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_pool_desc_t() (_swig_ret Kvc_pool_desc_t) {
 	var swig_r Kvc_pool_desc_t
-	swig_r = (Kvc_pool_desc_t)(SwigcptrKvc_pool_desc_t(C._wrap_new_kvc_pool_desc_t_kvc_c7d74fa2596a9d9b()))
+	swig_r = (Kvc_pool_desc_t)(SwigcptrKvc_pool_desc_t(C._wrap_new_kvc_pool_desc_t_kvc_9869b028bd667423()))
 	return swig_r
 }
 
 func DeleteKvc_pool_desc_t(arg1 Kvc_pool_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_pool_desc_t_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_pool_desc_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_pool_desc_t interface {
@@ -2483,7 +2613,7 @@ type Kvc_pool_desc_t interface {
 
 func Kvc_pool_desc_init(arg1 Kvc_pool_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_pool_desc_init_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_pool_desc_init_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_describe_pool(arg1 Cache, arg2 uint32, arg3 Kvc_pool_desc_t) (_swig_ret error) {
@@ -2491,7 +2621,7 @@ func Kvc_cache_describe_pool(arg1 Cache, arg2 uint32, arg3 Kvc_pool_desc_t) (_sw
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_cache_describe_pool_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_cache_describe_pool_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2510,220 +2640,220 @@ func (p SwigcptrKvc_layer_view_t) SwigIsKvc_layer_view_t() {
 func (arg1 SwigcptrKvc_layer_view_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_struct_size_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_struct_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_struct_size_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_struct_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetGroup(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_group_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_group_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetGroup() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_group_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_group_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetPool(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_pool_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_pool_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetPool() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_pool_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_pool_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetDtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_dtype_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_dtype_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetDtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_dtype_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_dtype_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetLayout(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_layout_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_layout_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetLayout() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_layout_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_layout_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetKv_heads(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_kv_heads_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_kv_heads_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetKv_heads() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_kv_heads_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_kv_heads_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetHead_dim(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_head_dim_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_head_dim_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetHead_dim() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_head_dim_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_head_dim_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetTokens_per_block(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_tokens_per_block_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_tokens_per_block_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetTokens_per_block() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_tokens_per_block_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_tokens_per_block_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetKv_factor(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_kv_factor_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_kv_factor_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetKv_factor() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_kv_factor_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_kv_factor_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetElem_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_elem_size_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_elem_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetElem_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_elem_size_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_elem_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetBase(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_base_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_layer_view_t_base_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetBase() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_layer_view_t_base_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_layer_view_t_base_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_num_blocks_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_80(_swig_i_1))
+	C._wrap_kvc_layer_view_t_num_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_80(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetNum_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_layer_view_t_num_blocks_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_layer_view_t_num_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetBlock_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_block_stride_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_82(_swig_i_1))
+	C._wrap_kvc_layer_view_t_block_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_82(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetBlock_stride() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_layer_view_t_block_stride_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_layer_view_t_block_stride_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetKv_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_kv_stride_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_84(_swig_i_1))
+	C._wrap_kvc_layer_view_t_kv_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_84(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetKv_stride() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_layer_view_t_kv_stride_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_layer_view_t_kv_stride_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetToken_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_token_stride_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_86(_swig_i_1))
+	C._wrap_kvc_layer_view_t_token_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_86(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetToken_stride() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_layer_view_t_token_stride_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_layer_view_t_token_stride_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetHead_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_head_stride_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_88(_swig_i_1))
+	C._wrap_kvc_layer_view_t_head_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_88(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetHead_stride() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_layer_view_t_head_stride_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_layer_view_t_head_stride_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_layer_view_t() (_swig_ret Kvc_layer_view_t) {
 	var swig_r Kvc_layer_view_t
-	swig_r = (Kvc_layer_view_t)(SwigcptrKvc_layer_view_t(C._wrap_new_kvc_layer_view_t_kvc_c7d74fa2596a9d9b()))
+	swig_r = (Kvc_layer_view_t)(SwigcptrKvc_layer_view_t(C._wrap_new_kvc_layer_view_t_kvc_9869b028bd667423()))
 	return swig_r
 }
 
 func DeleteKvc_layer_view_t(arg1 Kvc_layer_view_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_layer_view_t_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_layer_view_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_layer_view_t interface {
@@ -2765,7 +2895,7 @@ type Kvc_layer_view_t interface {
 
 func Kvc_layer_view_init(arg1 Kvc_layer_view_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_layer_view_init_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_layer_view_init_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_layer_view(arg1 Cache, arg2 uint32, arg3 Kvc_layer_view_t) (_swig_ret error) {
@@ -2773,7 +2903,7 @@ func Kvc_cache_layer_view(arg1 Cache, arg2 uint32, arg3 Kvc_layer_view_t) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_cache_layer_view_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_cache_layer_view_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2794,64 +2924,64 @@ func (p SwigcptrKvc_extra_key_t) SwigIsKvc_extra_key_t() {
 func (arg1 SwigcptrKvc_extra_key_t) SetOffset(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_extra_key_t_offset_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_91(_swig_i_1))
+	C._wrap_kvc_extra_key_t_offset_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_91(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) GetOffset() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_extra_key_t_offset_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_extra_key_t_offset_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) SetLength(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_extra_key_t_length_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_93(_swig_i_1))
+	C._wrap_kvc_extra_key_t_length_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_93(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) GetLength() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_extra_key_t_length_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_extra_key_t_length_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) SetData(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_extra_key_t_data_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_extra_key_t_data_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) GetData() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_extra_key_t_data_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_extra_key_t_data_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) SetSize(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_extra_key_t_size_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_95(_swig_i_1))
+	C._wrap_kvc_extra_key_t_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_95(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) GetSize() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_extra_key_t_size_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_extra_key_t_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_extra_key_t() (_swig_ret Kvc_extra_key_t) {
 	var swig_r Kvc_extra_key_t
-	swig_r = (Kvc_extra_key_t)(SwigcptrKvc_extra_key_t(C._wrap_new_kvc_extra_key_t_kvc_c7d74fa2596a9d9b()))
+	swig_r = (Kvc_extra_key_t)(SwigcptrKvc_extra_key_t(C._wrap_new_kvc_extra_key_t_kvc_9869b028bd667423()))
 	return swig_r
 }
 
 func DeleteKvc_extra_key_t(arg1 Kvc_extra_key_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_extra_key_t_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_extra_key_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_extra_key_t interface {
@@ -2879,77 +3009,77 @@ func (p SwigcptrKvc_retention_range_t) SwigIsKvc_retention_range_t() {
 func (arg1 SwigcptrKvc_retention_range_t) SetStart(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_retention_range_t_start_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_97(_swig_i_1))
+	C._wrap_kvc_retention_range_t_start_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_97(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) GetStart() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_retention_range_t_start_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_retention_range_t_start_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) SetEnd(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_retention_range_t_end_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_99(_swig_i_1))
+	C._wrap_kvc_retention_range_t_end_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_99(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) GetEnd() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_retention_range_t_end_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_retention_range_t_end_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) SetPriority(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_retention_range_t_priority_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_retention_range_t_priority_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) GetPriority() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_retention_range_t_priority_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_retention_range_t_priority_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) SetReserved(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_retention_range_t_reserved_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_retention_range_t_reserved_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) GetReserved() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_retention_range_t_reserved_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_retention_range_t_reserved_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) SetDuration_ms(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_retention_range_t_duration_ms_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_101(_swig_i_1))
+	C._wrap_kvc_retention_range_t_duration_ms_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_101(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) GetDuration_ms() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_retention_range_t_duration_ms_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_retention_range_t_duration_ms_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_retention_range_t() (_swig_ret Kvc_retention_range_t) {
 	var swig_r Kvc_retention_range_t
-	swig_r = (Kvc_retention_range_t)(SwigcptrKvc_retention_range_t(C._wrap_new_kvc_retention_range_t_kvc_c7d74fa2596a9d9b()))
+	swig_r = (Kvc_retention_range_t)(SwigcptrKvc_retention_range_t(C._wrap_new_kvc_retention_range_t_kvc_9869b028bd667423()))
 	return swig_r
 }
 
 func DeleteKvc_retention_range_t(arg1 Kvc_retention_range_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_retention_range_t_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_retention_range_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_retention_range_t interface {
@@ -2979,168 +3109,168 @@ func (p SwigcptrKvc_sequence_options_t) SwigIsKvc_sequence_options_t() {
 func (arg1 SwigcptrKvc_sequence_options_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_struct_size_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_struct_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_options_t_struct_size_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_options_t_struct_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetPrompt_priority(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_prompt_priority_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_prompt_priority_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetPrompt_priority() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_options_t_prompt_priority_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_options_t_prompt_priority_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetDecode_priority(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_decode_priority_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_decode_priority_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetDecode_priority() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_options_t_decode_priority_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_options_t_decode_priority_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetHas_lora(arg2 bool) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_has_lora_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_has_lora_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetHas_lora() (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
-	swig_r = (bool)(C._wrap_kvc_sequence_options_t_has_lora_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (bool)(C._wrap_kvc_sequence_options_t_has_lora_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetLora_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_lora_id_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_103(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_lora_id_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_103(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetLora_id() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_lora_id_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_lora_id_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetSalt(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_salt_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_salt_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetSalt() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_sequence_options_t_salt_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_sequence_options_t_salt_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetSalt_size(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_salt_size_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_105(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_salt_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_105(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetSalt_size() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_salt_size_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_salt_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetExtra_keys(arg2 Kvc_extra_key_t) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	C._wrap_kvc_sequence_options_t_extra_keys_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_extra_keys_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetExtra_keys() (_swig_ret Kvc_extra_key_t) {
 	var swig_r Kvc_extra_key_t
 	_swig_i_0 := arg1
-	swig_r = (Kvc_extra_key_t)(SwigcptrKvc_extra_key_t(C._wrap_kvc_sequence_options_t_extra_keys_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))))
+	swig_r = (Kvc_extra_key_t)(SwigcptrKvc_extra_key_t(C._wrap_kvc_sequence_options_t_extra_keys_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetNum_extra_keys(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_107(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_107(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetNum_extra_keys() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetRetention_ranges(arg2 Kvc_retention_range_t) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	C._wrap_kvc_sequence_options_t_retention_ranges_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_retention_ranges_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetRetention_ranges() (_swig_ret Kvc_retention_range_t) {
 	var swig_r Kvc_retention_range_t
 	_swig_i_0 := arg1
-	swig_r = (Kvc_retention_range_t)(SwigcptrKvc_retention_range_t(C._wrap_kvc_sequence_options_t_retention_ranges_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))))
+	swig_r = (Kvc_retention_range_t)(SwigcptrKvc_retention_range_t(C._wrap_kvc_sequence_options_t_retention_ranges_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetNum_retention_ranges(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_109(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_109(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetNum_retention_ranges() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetDecode_duration_ms(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_111(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_111(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetDecode_duration_ms() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_sequence_options_t() (_swig_ret Kvc_sequence_options_t) {
 	var swig_r Kvc_sequence_options_t
-	swig_r = (Kvc_sequence_options_t)(SwigcptrKvc_sequence_options_t(C._wrap_new_kvc_sequence_options_t_kvc_c7d74fa2596a9d9b()))
+	swig_r = (Kvc_sequence_options_t)(SwigcptrKvc_sequence_options_t(C._wrap_new_kvc_sequence_options_t_kvc_9869b028bd667423()))
 	return swig_r
 }
 
 func DeleteKvc_sequence_options_t(arg1 Kvc_sequence_options_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_sequence_options_t_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_sequence_options_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_sequence_options_t interface {
@@ -3174,7 +3304,7 @@ type Kvc_sequence_options_t interface {
 
 func Kvc_sequence_options_init(arg1 Kvc_sequence_options_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_sequence_options_init_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_sequence_options_init_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_sequence_add(arg1 Cache, arg2 uint64, arg3 *int32, arg4 uint64, arg5 Kvc_sequence_options_t, arg6 uintptr, arg7 *uint64) (_swig_ret error) {
@@ -3186,7 +3316,7 @@ func Kvc_sequence_add(arg1 Cache, arg2 uint64, arg3 *int32, arg4 uint64, arg5 Kv
 	_swig_i_4 := getSwigcptr(arg5)
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_kvc_sequence_add_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_114(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_115(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_voidp(_swig_i_6))
+	swig_r_p := C._wrap_kvc_sequence_add_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_114(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_115(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_voidp(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3200,7 +3330,7 @@ func Kvc_sequence_extend(arg1 Cache, arg2 uint64, arg3 *int32, arg4 uint64, arg5
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_sequence_extend_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_117(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_118(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_kvc_sequence_extend_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_117(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_118(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3212,7 +3342,7 @@ func Kvc_sequence_commit(arg1 Cache, arg2 uint64, arg3 uint64) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_sequence_commit_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_120(_swig_i_1), C.swig_type_121(_swig_i_2))
+	swig_r_p := C._wrap_kvc_sequence_commit_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_120(_swig_i_1), C.swig_type_121(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3224,7 +3354,7 @@ func Kvc_sequence_rewind(arg1 Cache, arg2 uint64, arg3 uint64) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_sequence_rewind_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_123(_swig_i_1), C.swig_type_124(_swig_i_2))
+	swig_r_p := C._wrap_kvc_sequence_rewind_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_123(_swig_i_1), C.swig_type_124(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3236,7 +3366,7 @@ func Kvc_sequence_fork(arg1 Cache, arg2 uint64, arg3 uint64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_sequence_fork_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_126(_swig_i_1), C.swig_type_127(_swig_i_2))
+	swig_r_p := C._wrap_kvc_sequence_fork_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_126(_swig_i_1), C.swig_type_127(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3247,7 +3377,7 @@ func Kvc_sequence_remove(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_sequence_remove_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_129(_swig_i_1))
+	swig_r_p := C._wrap_kvc_sequence_remove_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_129(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3258,7 +3388,7 @@ func Kvc_sequence_pin(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_sequence_pin_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_131(_swig_i_1))
+	swig_r_p := C._wrap_kvc_sequence_pin_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_131(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3269,7 +3399,7 @@ func Kvc_sequence_unpin(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_sequence_unpin_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_133(_swig_i_1))
+	swig_r_p := C._wrap_kvc_sequence_unpin_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_133(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3288,129 +3418,129 @@ func (p SwigcptrKvc_sequence_desc_t) SwigIsKvc_sequence_desc_t() {
 func (arg1 SwigcptrKvc_sequence_desc_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_struct_size_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_struct_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_struct_size_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_struct_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetPrompt_priority(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetPrompt_priority() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetDecode_priority(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_decode_priority_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_decode_priority_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetDecode_priority() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_decode_priority_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_decode_priority_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetReserved(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_reserved_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_reserved_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetReserved() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_reserved_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_reserved_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetNum_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_num_tokens_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_134(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_num_tokens_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_134(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetNum_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_num_tokens_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_num_tokens_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetPrompt_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_136(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_136(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetPrompt_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetCached_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_138(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_138(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetCached_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetCommitted_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_140(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_140(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetCommitted_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_num_blocks_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_142(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_num_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_142(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetNum_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_num_blocks_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_num_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_sequence_desc_t() (_swig_ret Kvc_sequence_desc_t) {
 	var swig_r Kvc_sequence_desc_t
-	swig_r = (Kvc_sequence_desc_t)(SwigcptrKvc_sequence_desc_t(C._wrap_new_kvc_sequence_desc_t_kvc_c7d74fa2596a9d9b()))
+	swig_r = (Kvc_sequence_desc_t)(SwigcptrKvc_sequence_desc_t(C._wrap_new_kvc_sequence_desc_t_kvc_9869b028bd667423()))
 	return swig_r
 }
 
 func DeleteKvc_sequence_desc_t(arg1 Kvc_sequence_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_sequence_desc_t_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_sequence_desc_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_sequence_desc_t interface {
@@ -3438,7 +3568,7 @@ type Kvc_sequence_desc_t interface {
 
 func Kvc_sequence_desc_init(arg1 Kvc_sequence_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_sequence_desc_init_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_sequence_desc_init_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_sequence_describe(arg1 Cache, arg2 uint64, arg3 Kvc_sequence_desc_t) (_swig_ret error) {
@@ -3446,7 +3576,7 @@ func Kvc_sequence_describe(arg1 Cache, arg2 uint64, arg3 Kvc_sequence_desc_t) (_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_sequence_describe_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_145(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_sequence_describe_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_145(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3461,7 +3591,7 @@ func Kvc_sequence_block_ids(arg1 Cache, arg2 uint64, arg3 uint32, arg4 *int32, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_kvc_sequence_block_ids_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_147(_swig_i_1), C.int(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_148(_swig_i_4), C.swig_voidp(_swig_i_5))
+	swig_r_p := C._wrap_kvc_sequence_block_ids_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_147(_swig_i_1), C.int(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_148(_swig_i_4), C.swig_voidp(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3474,7 +3604,7 @@ func Kvc_sequence_blocks_needed(arg1 Cache, arg2 uint64, arg3 uint64, arg4 *uint
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_sequence_blocks_needed_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_150(_swig_i_1), C.swig_type_151(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_sequence_blocks_needed_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_150(_swig_i_1), C.swig_type_151(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3488,7 +3618,7 @@ func Kvc_cache_probe(arg1 Cache, arg2 *int32, arg3 uint64, arg4 Kvc_sequence_opt
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_cache_probe_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_153(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvc_cache_probe_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_153(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3499,7 +3629,7 @@ func Kvc_cache_advance_clock(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_cache_advance_clock_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_155(_swig_i_1))
+	swig_r_p := C._wrap_kvc_cache_advance_clock_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_155(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3513,7 +3643,7 @@ func Kvc_batch_extend(arg1 Cache, arg2 *uint64, arg3 *int32, arg4 uint64, arg5 u
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_batch_extend_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_157(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_kvc_batch_extend_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_157(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3530,7 +3660,7 @@ func Kvc_batch_block_table(arg1 Cache, arg2 uint32, arg3 *uint64, arg4 uint64, a
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_kvc_batch_block_table_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_159(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_160(_swig_i_5), C.int(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_kvc_batch_block_table_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_159(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_160(_swig_i_5), C.int(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3548,7 +3678,7 @@ func Kvc_batch_block_table_csr(arg1 Cache, arg2 uint32, arg3 *uint64, arg4 uint6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_kvc_batch_block_table_csr_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_162(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_163(_swig_i_6), C.swig_voidp(_swig_i_7), C.swig_voidp(_swig_i_8))
+	swig_r_p := C._wrap_kvc_batch_block_table_csr_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_162(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_163(_swig_i_6), C.swig_voidp(_swig_i_7), C.swig_voidp(_swig_i_8))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3561,7 +3691,7 @@ func Kvc_batch_sequence_lengths(arg1 Cache, arg2 *uint64, arg3 uint64, arg4 *int
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_batch_sequence_lengths_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_165(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_batch_sequence_lengths_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_165(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3578,7 +3708,7 @@ func Kvc_batch_slot_mapping(arg1 Cache, arg2 uint32, arg3 *uint64, arg4 uint64, 
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_kvc_batch_slot_mapping_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_167(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_168(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_kvc_batch_slot_mapping_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_167(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_168(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3597,272 +3727,272 @@ func (p SwigcptrKvc_cache_stats_t) SwigIsKvc_cache_stats_t() {
 func (arg1 SwigcptrKvc_cache_stats_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_struct_size_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_struct_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_stats_t_struct_size_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_stats_t_struct_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetReserved(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_reserved_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_reserved_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetReserved() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_stats_t_reserved_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_stats_t_reserved_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_num_blocks_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_169(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_num_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_169(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetNum_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_num_blocks_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_num_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetFree_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_free_blocks_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_171(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_free_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_171(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetFree_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_free_blocks_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_free_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetCached_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_cached_blocks_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_cached_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetCached_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_cached_blocks_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_cached_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetIn_use_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_175(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_175(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetIn_use_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetReused_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_reused_blocks_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_177(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_reused_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_177(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetReused_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_reused_blocks_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_reused_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetMissed_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_missed_blocks_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_missed_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetMissed_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_missed_blocks_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_missed_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetHit_rate(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_hit_rate_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_hit_rate_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetHit_rate() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_kvc_cache_stats_t_hit_rate_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_kvc_cache_stats_t_hit_rate_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetEvicted_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetNum_sequences(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_num_sequences_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_num_sequences_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetNum_sequences() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_num_sequences_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_num_sequences_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetNum_pinned(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_num_pinned_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_num_pinned_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetNum_pinned() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_num_pinned_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_num_pinned_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetTree_nodes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_tree_nodes_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_tree_nodes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetTree_nodes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_tree_nodes_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_tree_nodes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetOffloaded_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetOffloaded_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetOnboarded_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetOnboarded_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetOffloaded_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_193(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_193(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetOffloaded_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetOnboarded_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_195(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_195(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetOnboarded_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetHost_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_host_blocks_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_197(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_host_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_197(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetHost_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_host_blocks_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_host_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetHost_free_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_199(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_199(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetHost_free_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetHost_cached_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_201(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_201(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetHost_cached_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_cache_stats_t() (_swig_ret Kvc_cache_stats_t) {
 	var swig_r Kvc_cache_stats_t
-	swig_r = (Kvc_cache_stats_t)(SwigcptrKvc_cache_stats_t(C._wrap_new_kvc_cache_stats_t_kvc_c7d74fa2596a9d9b()))
+	swig_r = (Kvc_cache_stats_t)(SwigcptrKvc_cache_stats_t(C._wrap_new_kvc_cache_stats_t_kvc_9869b028bd667423()))
 	return swig_r
 }
 
 func DeleteKvc_cache_stats_t(arg1 Kvc_cache_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_cache_stats_t_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_cache_stats_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_cache_stats_t interface {
@@ -3912,14 +4042,14 @@ type Kvc_cache_stats_t interface {
 
 func Kvc_cache_stats_init(arg1 Kvc_cache_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_cache_stats_init_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_cache_stats_init_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_get_stats(arg1 Cache, arg2 Kvc_cache_stats_t) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_kvc_cache_get_stats_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_kvc_cache_get_stats_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3938,129 +4068,129 @@ func (p SwigcptrKvc_group_stats_t) SwigIsKvc_group_stats_t() {
 func (arg1 SwigcptrKvc_group_stats_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_struct_size_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_stats_t_struct_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_stats_t_struct_size_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_stats_t_struct_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) SetPool(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_pool_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_stats_t_pool_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetPool() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_stats_t_pool_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_stats_t_pool_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) SetIn_use_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_in_use_blocks_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_204(_swig_i_1))
+	C._wrap_kvc_group_stats_t_in_use_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_204(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetIn_use_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_stats_t_in_use_blocks_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_in_use_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) SetCached_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_cached_blocks_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_206(_swig_i_1))
+	C._wrap_kvc_group_stats_t_cached_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_206(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetCached_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_stats_t_cached_blocks_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_cached_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) SetPool_free_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_208(_swig_i_1))
+	C._wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_208(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetPool_free_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) SetReused_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_reused_blocks_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_210(_swig_i_1))
+	C._wrap_kvc_group_stats_t_reused_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_210(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetReused_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_stats_t_reused_blocks_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_reused_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) SetMissed_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_missed_blocks_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_212(_swig_i_1))
+	C._wrap_kvc_group_stats_t_missed_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_212(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetMissed_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_stats_t_missed_blocks_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_missed_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) SetEvicted_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_evicted_blocks_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_214(_swig_i_1))
+	C._wrap_kvc_group_stats_t_evicted_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_214(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_stats_t_evicted_blocks_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_evicted_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) SetReleased_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_released_blocks_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_216(_swig_i_1))
+	C._wrap_kvc_group_stats_t_released_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_216(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetReleased_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_stats_t_released_blocks_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_released_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_group_stats_t() (_swig_ret Kvc_group_stats_t) {
 	var swig_r Kvc_group_stats_t
-	swig_r = (Kvc_group_stats_t)(SwigcptrKvc_group_stats_t(C._wrap_new_kvc_group_stats_t_kvc_c7d74fa2596a9d9b()))
+	swig_r = (Kvc_group_stats_t)(SwigcptrKvc_group_stats_t(C._wrap_new_kvc_group_stats_t_kvc_9869b028bd667423()))
 	return swig_r
 }
 
 func DeleteKvc_group_stats_t(arg1 Kvc_group_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_group_stats_t_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_group_stats_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_group_stats_t interface {
@@ -4088,7 +4218,7 @@ type Kvc_group_stats_t interface {
 
 func Kvc_group_stats_init(arg1 Kvc_group_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_group_stats_init_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_group_stats_init_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_get_group_stats(arg1 Cache, arg2 uint32, arg3 Kvc_group_stats_t) (_swig_ret error) {
@@ -4096,7 +4226,7 @@ func Kvc_cache_get_group_stats(arg1 Cache, arg2 uint32, arg3 Kvc_group_stats_t) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_cache_get_group_stats_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_cache_get_group_stats_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4106,7 +4236,7 @@ func Kvc_cache_get_group_stats(arg1 Cache, arg2 uint32, arg3 Kvc_group_stats_t) 
 func Kvc_cache_reset_reuse(arg1 Cache) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_cache_reset_reuse_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvc_cache_reset_reuse_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4116,7 +4246,7 @@ func Kvc_cache_reset_reuse(arg1 Cache) (_swig_ret error) {
 func Kvc_cache_check(arg1 Cache) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_cache_check_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvc_cache_check_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4135,129 +4265,129 @@ func (p SwigcptrKvc_store_args_t) SwigIsKvc_store_args_t() {
 func (arg1 SwigcptrKvc_store_args_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_store_args_t_struct_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_store_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_store_args_t_struct_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetLayer(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_layer_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_store_args_t_layer_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetLayer() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_store_args_t_layer_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_store_args_t_layer_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetNum_tokens(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_num_tokens_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_store_args_t_num_tokens_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetNum_tokens() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_store_args_t_num_tokens_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_store_args_t_num_tokens_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetSrc_dtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_src_dtype_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_store_args_t_src_dtype_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetSrc_dtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_store_args_t_src_dtype_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_store_args_t_src_dtype_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetKey(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_key_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_store_args_t_key_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetKey() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_store_args_t_key_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_store_args_t_key_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetValue(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_value_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_store_args_t_value_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetValue() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_store_args_t_value_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_store_args_t_value_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetSlot_mapping(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_slot_mapping_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_store_args_t_slot_mapping_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetSlot_mapping() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_store_args_t_slot_mapping_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_store_args_t_slot_mapping_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetK_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_store_args_t_k_scale_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetK_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_store_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_store_args_t_k_scale_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetV_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_store_args_t_v_scale_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetV_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_store_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_store_args_t_v_scale_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_store_args_t() (_swig_ret Kvc_store_args_t) {
 	var swig_r Kvc_store_args_t
-	swig_r = (Kvc_store_args_t)(SwigcptrKvc_store_args_t(C._wrap_new_kvc_store_args_t_kvc_c7d74fa2596a9d9b()))
+	swig_r = (Kvc_store_args_t)(SwigcptrKvc_store_args_t(C._wrap_new_kvc_store_args_t_kvc_9869b028bd667423()))
 	return swig_r
 }
 
 func DeleteKvc_store_args_t(arg1 Kvc_store_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_store_args_t_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_store_args_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_store_args_t interface {
@@ -4285,7 +4415,7 @@ type Kvc_store_args_t interface {
 
 func Kvc_store_args_init(arg1 Kvc_store_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_store_args_init_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_store_args_init_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_store_kv(arg1 Cache, arg2 Kvc_store_args_t, arg3 uintptr) (_swig_ret error) {
@@ -4293,7 +4423,7 @@ func Kvc_store_kv(arg1 Cache, arg2 Kvc_store_args_t, arg3 uintptr) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_store_kv_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_store_kv_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4312,116 +4442,116 @@ func (p SwigcptrKvc_store_strides_t) SwigIsKvc_store_strides_t() {
 func (arg1 SwigcptrKvc_store_strides_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_struct_size_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_store_strides_t_struct_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_store_strides_t_struct_size_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_store_strides_t_struct_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) SetSeq_len(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_seq_len_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_store_strides_t_seq_len_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetSeq_len() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_store_strides_t_seq_len_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_store_strides_t_seq_len_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) SetKey_seq_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_key_seq_stride_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_222(_swig_i_1))
+	C._wrap_kvc_store_strides_t_key_seq_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_222(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetKey_seq_stride() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_store_strides_t_key_seq_stride_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_store_strides_t_key_seq_stride_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) SetKey_token_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_key_token_stride_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_224(_swig_i_1))
+	C._wrap_kvc_store_strides_t_key_token_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_224(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetKey_token_stride() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_store_strides_t_key_token_stride_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_store_strides_t_key_token_stride_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) SetKey_head_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_key_head_stride_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_226(_swig_i_1))
+	C._wrap_kvc_store_strides_t_key_head_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_226(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetKey_head_stride() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_store_strides_t_key_head_stride_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_store_strides_t_key_head_stride_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) SetValue_seq_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_value_seq_stride_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_228(_swig_i_1))
+	C._wrap_kvc_store_strides_t_value_seq_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_228(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetValue_seq_stride() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_store_strides_t_value_seq_stride_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_store_strides_t_value_seq_stride_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) SetValue_token_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_value_token_stride_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_230(_swig_i_1))
+	C._wrap_kvc_store_strides_t_value_token_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_230(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetValue_token_stride() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_store_strides_t_value_token_stride_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_store_strides_t_value_token_stride_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) SetValue_head_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_value_head_stride_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_232(_swig_i_1))
+	C._wrap_kvc_store_strides_t_value_head_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_232(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetValue_head_stride() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_store_strides_t_value_head_stride_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_store_strides_t_value_head_stride_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_store_strides_t() (_swig_ret Kvc_store_strides_t) {
 	var swig_r Kvc_store_strides_t
-	swig_r = (Kvc_store_strides_t)(SwigcptrKvc_store_strides_t(C._wrap_new_kvc_store_strides_t_kvc_c7d74fa2596a9d9b()))
+	swig_r = (Kvc_store_strides_t)(SwigcptrKvc_store_strides_t(C._wrap_new_kvc_store_strides_t_kvc_9869b028bd667423()))
 	return swig_r
 }
 
 func DeleteKvc_store_strides_t(arg1 Kvc_store_strides_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_store_strides_t_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_store_strides_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_store_strides_t interface {
@@ -4447,7 +4577,7 @@ type Kvc_store_strides_t interface {
 
 func Kvc_store_strides_init(arg1 Kvc_store_strides_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_store_strides_init_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_store_strides_init_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_store_kv_strided(arg1 Cache, arg2 Kvc_store_args_t, arg3 Kvc_store_strides_t, arg4 uintptr) (_swig_ret error) {
@@ -4456,7 +4586,7 @@ func Kvc_store_kv_strided(arg1 Cache, arg2 Kvc_store_args_t, arg3 Kvc_store_stri
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_store_kv_strided_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_kvc_store_kv_strided_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4472,7 +4602,7 @@ func Kvc_copy_blocks(arg1 Cache, arg2 uint32, arg3 *int32, arg4 *int32, arg5 *ui
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_kvc_copy_blocks_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.int(_swig_i_5), C.uintptr_t(_swig_i_6))
+	swig_r_p := C._wrap_kvc_copy_blocks_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.int(_swig_i_5), C.uintptr_t(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4483,7 +4613,7 @@ type Enum_SS_kvc_table_format int
 
 func _swig_getKVC_TABLE_PADDED() (_swig_ret Enum_SS_kvc_table_format) {
 	var swig_r Enum_SS_kvc_table_format
-	swig_r = (Enum_SS_kvc_table_format)(C._wrap_KVC_TABLE_PADDED_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_table_format)(C._wrap_KVC_TABLE_PADDED_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -4491,7 +4621,7 @@ var KVC_TABLE_PADDED Enum_SS_kvc_table_format = _swig_getKVC_TABLE_PADDED()
 
 func _swig_getKVC_TABLE_CSR() (_swig_ret Enum_SS_kvc_table_format) {
 	var swig_r Enum_SS_kvc_table_format
-	swig_r = (Enum_SS_kvc_table_format)(C._wrap_KVC_TABLE_CSR_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_table_format)(C._wrap_KVC_TABLE_CSR_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -4509,259 +4639,259 @@ func (p SwigcptrKvc_decode_args_t) SwigIsKvc_decode_args_t() {
 func (arg1 SwigcptrKvc_decode_args_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_struct_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_struct_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetLayer(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_layer_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_layer_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetLayer() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_layer_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_layer_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetBatch(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_batch_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_batch_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetBatch() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_batch_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_batch_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetQ_heads(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_q_heads_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_q_heads_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetQ_heads() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_q_heads_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_q_heads_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetQ_dtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_q_dtype_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_q_dtype_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetQ_dtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_q_dtype_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_q_dtype_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetTable_format(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_table_format_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_table_format_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetTable_format() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_table_format_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_table_format_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetQuery(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_query_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_decode_args_t_query_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetQuery() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_query_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_query_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetOut(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_out_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_decode_args_t_out_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetOut() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_out_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_out_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetSeq_lens(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_seq_lens_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_decode_args_t_seq_lens_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetSeq_lens() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_seq_lens_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_seq_lens_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetBlock_table(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_block_table_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_decode_args_t_block_table_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetBlock_table() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_block_table_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_block_table_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetIndptr(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_indptr_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_decode_args_t_indptr_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetIndptr() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_indptr_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_indptr_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetTable_stride(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_table_stride_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_table_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetTable_stride() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_table_stride_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_table_stride_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetMax_seq_len(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_max_seq_len_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_max_seq_len_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetMax_seq_len() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_max_seq_len_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_max_seq_len_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetWindow(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_window_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_window_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetWindow() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_window_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_window_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetSoftmax_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_softmax_scale_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_decode_args_t_softmax_scale_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetSoftmax_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_decode_args_t_softmax_scale_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_decode_args_t_softmax_scale_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetK_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_decode_args_t_k_scale_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetK_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_decode_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_decode_args_t_k_scale_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetV_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_decode_args_t_v_scale_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetV_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_decode_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_decode_args_t_v_scale_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetWorkspace(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_workspace_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_decode_args_t_workspace_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetWorkspace() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_workspace_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_workspace_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetWorkspace_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_workspace_bytes_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_236(_swig_i_1))
+	C._wrap_kvc_decode_args_t_workspace_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_236(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetWorkspace_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_decode_args_t_workspace_bytes_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_decode_args_t_workspace_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_decode_args_t() (_swig_ret Kvc_decode_args_t) {
 	var swig_r Kvc_decode_args_t
-	swig_r = (Kvc_decode_args_t)(SwigcptrKvc_decode_args_t(C._wrap_new_kvc_decode_args_t_kvc_c7d74fa2596a9d9b()))
+	swig_r = (Kvc_decode_args_t)(SwigcptrKvc_decode_args_t(C._wrap_new_kvc_decode_args_t_kvc_9869b028bd667423()))
 	return swig_r
 }
 
 func DeleteKvc_decode_args_t(arg1 Kvc_decode_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_decode_args_t_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_decode_args_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_decode_args_t interface {
@@ -4809,7 +4939,7 @@ type Kvc_decode_args_t interface {
 
 func Kvc_decode_args_init(arg1 Kvc_decode_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_decode_args_init_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_decode_args_init_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_decode_workspace_size(arg1 Cache, arg2 Kvc_decode_args_t, arg3 *uint64) (_swig_ret error) {
@@ -4817,7 +4947,7 @@ func Kvc_decode_workspace_size(arg1 Cache, arg2 Kvc_decode_args_t, arg3 *uint64)
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_decode_workspace_size_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_decode_workspace_size_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4829,7 +4959,7 @@ func Kvc_decode_attention(arg1 Cache, arg2 Kvc_decode_args_t, arg3 uintptr) (_sw
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_decode_attention_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_decode_attention_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4848,311 +4978,311 @@ func (p SwigcptrKvc_prefill_args_t) SwigIsKvc_prefill_args_t() {
 func (arg1 SwigcptrKvc_prefill_args_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_struct_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_struct_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetLayer(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_layer_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_layer_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetLayer() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_layer_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_layer_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetBatch(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_batch_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_batch_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetBatch() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_batch_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_batch_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetTotal_q(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_total_q_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_total_q_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetTotal_q() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_total_q_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_total_q_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetQ_heads(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_q_heads_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_q_heads_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetQ_heads() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_q_heads_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_q_heads_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetQ_dtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_q_dtype_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_q_dtype_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetQ_dtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_q_dtype_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_q_dtype_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetTable_format(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_table_format_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_table_format_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetTable_format() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_table_format_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_table_format_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetQuery(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_query_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_query_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetQuery() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_query_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_query_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetOut(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_out_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_out_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetOut() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_out_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_out_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetLse(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_lse_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_lse_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetLse() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_lse_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_lse_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetQo_indptr(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_qo_indptr_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_qo_indptr_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetQo_indptr() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_qo_indptr_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_qo_indptr_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetKv_lens(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_kv_lens_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_kv_lens_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetKv_lens() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_kv_lens_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_kv_lens_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetBlock_table(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_block_table_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_block_table_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetBlock_table() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_block_table_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_block_table_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetIndptr(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_indptr_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_indptr_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetIndptr() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_indptr_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_indptr_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetTable_stride(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_table_stride_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_table_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetTable_stride() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_table_stride_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_table_stride_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetMax_kv_len(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_max_kv_len_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_max_kv_len_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetMax_kv_len() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_max_kv_len_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_max_kv_len_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetWindow(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_window_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_window_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetWindow() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_window_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_window_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetSoftmax_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_softmax_scale_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_softmax_scale_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetSoftmax_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_prefill_args_t_softmax_scale_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_prefill_args_t_softmax_scale_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetLogits_soft_cap(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetLogits_soft_cap() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetK_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_k_scale_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetK_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_prefill_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_prefill_args_t_k_scale_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetV_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_v_scale_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetV_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_prefill_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_prefill_args_t_v_scale_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetWorkspace(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_workspace_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_workspace_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetWorkspace() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_workspace_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_workspace_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetWorkspace_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_240(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_240(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetWorkspace_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_prefill_args_t() (_swig_ret Kvc_prefill_args_t) {
 	var swig_r Kvc_prefill_args_t
-	swig_r = (Kvc_prefill_args_t)(SwigcptrKvc_prefill_args_t(C._wrap_new_kvc_prefill_args_t_kvc_c7d74fa2596a9d9b()))
+	swig_r = (Kvc_prefill_args_t)(SwigcptrKvc_prefill_args_t(C._wrap_new_kvc_prefill_args_t_kvc_9869b028bd667423()))
 	return swig_r
 }
 
 func DeleteKvc_prefill_args_t(arg1 Kvc_prefill_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_prefill_args_t_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_prefill_args_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_prefill_args_t interface {
@@ -5208,7 +5338,7 @@ type Kvc_prefill_args_t interface {
 
 func Kvc_prefill_args_init(arg1 Kvc_prefill_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_prefill_args_init_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_prefill_args_init_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_prefill_workspace_size(arg1 Cache, arg2 Kvc_prefill_args_t, arg3 *uint64) (_swig_ret error) {
@@ -5216,7 +5346,7 @@ func Kvc_prefill_workspace_size(arg1 Cache, arg2 Kvc_prefill_args_t, arg3 *uint6
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_prefill_workspace_size_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_prefill_workspace_size_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -5228,7 +5358,7 @@ func Kvc_prefill_attention(arg1 Cache, arg2 Kvc_prefill_args_t, arg3 uintptr) (_
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_prefill_attention_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_prefill_attention_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -5240,7 +5370,7 @@ func Kvc_cache_get_async_error(arg1 Cache, arg2 uintptr, arg3 *int32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_cache_get_async_error_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_cache_get_async_error_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -5251,7 +5381,7 @@ type Enum_SS_kvc_growth_policy int
 
 func _swig_getKVC_GROWTH_STAGGERED() (_swig_ret Enum_SS_kvc_growth_policy) {
 	var swig_r Enum_SS_kvc_growth_policy
-	swig_r = (Enum_SS_kvc_growth_policy)(C._wrap_KVC_GROWTH_STAGGERED_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_growth_policy)(C._wrap_KVC_GROWTH_STAGGERED_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -5259,7 +5389,7 @@ var KVC_GROWTH_STAGGERED Enum_SS_kvc_growth_policy = _swig_getKVC_GROWTH_STAGGER
 
 func _swig_getKVC_GROWTH_UNIFORM() (_swig_ret Enum_SS_kvc_growth_policy) {
 	var swig_r Enum_SS_kvc_growth_policy
-	swig_r = (Enum_SS_kvc_growth_policy)(C._wrap_KVC_GROWTH_UNIFORM_kvc_c7d74fa2596a9d9b())
+	swig_r = (Enum_SS_kvc_growth_policy)(C._wrap_KVC_GROWTH_UNIFORM_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -5269,7 +5399,7 @@ const KVC_STATEFUL_MAX_BATCH uint = 1024
 
 func _swig_getKVC_STATEFUL_MAX_LENGTH() (_swig_ret uint) {
 	var swig_r uint
-	swig_r = (uint)(C._wrap_KVC_STATEFUL_MAX_LENGTH_kvc_c7d74fa2596a9d9b())
+	swig_r = (uint)(C._wrap_KVC_STATEFUL_MAX_LENGTH_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -5289,103 +5419,103 @@ func (p SwigcptrKvc_stateful_options_t) SwigIsKvc_stateful_options_t() {
 func (arg1 SwigcptrKvc_stateful_options_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_options_t_struct_size_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_options_t_struct_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_struct_size_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_struct_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) SetBatch(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_options_t_batch_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_options_t_batch_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) GetBatch() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_batch_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_batch_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) SetLayout(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_options_t_layout_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_options_t_layout_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) GetLayout() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_layout_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_layout_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) SetGrowth_step(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_options_t_growth_step_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_options_t_growth_step_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) GetGrowth_step() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_growth_step_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_growth_step_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) SetGrowth_policy(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_options_t_growth_policy_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_options_t_growth_policy_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) GetGrowth_policy() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_growth_policy_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_growth_policy_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) SetMax_length(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_options_t_max_length_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_options_t_max_length_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) GetMax_length() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_max_length_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_max_length_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) SetInitial_length(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_options_t_initial_length_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_options_t_initial_length_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) GetInitial_length() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_initial_length_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_initial_length_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_stateful_options_t() (_swig_ret Kvc_stateful_options_t) {
 	var swig_r Kvc_stateful_options_t
-	swig_r = (Kvc_stateful_options_t)(SwigcptrKvc_stateful_options_t(C._wrap_new_kvc_stateful_options_t_kvc_c7d74fa2596a9d9b()))
+	swig_r = (Kvc_stateful_options_t)(SwigcptrKvc_stateful_options_t(C._wrap_new_kvc_stateful_options_t_kvc_9869b028bd667423()))
 	return swig_r
 }
 
 func DeleteKvc_stateful_options_t(arg1 Kvc_stateful_options_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_stateful_options_t_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_stateful_options_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_stateful_options_t interface {
@@ -5409,7 +5539,7 @@ type Kvc_stateful_options_t interface {
 
 func Kvc_stateful_options_init(arg1 Kvc_stateful_options_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_stateful_options_init_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_stateful_options_init_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_stateful_create(arg1 Config, arg2 Kvc_stateful_options_t, arg3 *Stateful) (_swig_ret error) {
@@ -5417,7 +5547,7 @@ func Kvc_stateful_create(arg1 Config, arg2 Kvc_stateful_options_t, arg3 *Statefu
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_stateful_create_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_stateful_create_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -5426,7 +5556,7 @@ func Kvc_stateful_create(arg1 Config, arg2 Kvc_stateful_options_t, arg3 *Statefu
 
 func Kvc_stateful_destroy(arg1 Stateful) {
 	_swig_i_0 := arg1
-	C._wrap_kvc_stateful_destroy_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_stateful_destroy_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type SwigcptrKvc_stateful_view_t uintptr
@@ -5441,233 +5571,233 @@ func (p SwigcptrKvc_stateful_view_t) SwigIsKvc_stateful_view_t() {
 func (arg1 SwigcptrKvc_stateful_view_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_struct_size_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_struct_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_struct_size_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_struct_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetLayer(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_layer_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_layer_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetLayer() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_layer_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_layer_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetKey(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_key_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_key_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetKey() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_stateful_view_t_key_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_stateful_view_t_key_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetValue(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_value_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_value_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetValue() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_stateful_view_t_value_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_stateful_view_t_value_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetRow_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_row_stride_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_246(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_row_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_246(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetRow_stride() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_view_t_row_stride_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_view_t_row_stride_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetHead_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_head_stride_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_248(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_head_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_248(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetHead_stride() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_view_t_head_stride_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_view_t_head_stride_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetToken_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_token_stride_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_250(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_token_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_250(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetToken_stride() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_view_t_token_stride_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_view_t_token_stride_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetBatch(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_batch_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_batch_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetBatch() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_batch_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_batch_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetCapacity(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_capacity_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_capacity_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetCapacity() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_capacity_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_capacity_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetKv_heads(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_kv_heads_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_kv_heads_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetKv_heads() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_kv_heads_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_kv_heads_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetHead_dim(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_head_dim_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_head_dim_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetHead_dim() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_head_dim_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_head_dim_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetDtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_dtype_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_dtype_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetDtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_dtype_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_dtype_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetLayout(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_layout_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_layout_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetLayout() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_layout_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_layout_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetMax_length(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_max_length_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_max_length_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetMax_length() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_max_length_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_max_length_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetBeam_table_stride(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetBeam_table_stride() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetLengths(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_lengths_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_lengths_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetLengths() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_stateful_view_t_lengths_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_stateful_view_t_lengths_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetBeam_table(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_beam_table_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_beam_table_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetBeam_table() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_stateful_view_t_beam_table_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_stateful_view_t_beam_table_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_stateful_view_t() (_swig_ret Kvc_stateful_view_t) {
 	var swig_r Kvc_stateful_view_t
-	swig_r = (Kvc_stateful_view_t)(SwigcptrKvc_stateful_view_t(C._wrap_new_kvc_stateful_view_t_kvc_c7d74fa2596a9d9b()))
+	swig_r = (Kvc_stateful_view_t)(SwigcptrKvc_stateful_view_t(C._wrap_new_kvc_stateful_view_t_kvc_9869b028bd667423()))
 	return swig_r
 }
 
 func DeleteKvc_stateful_view_t(arg1 Kvc_stateful_view_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_stateful_view_t_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_stateful_view_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_stateful_view_t interface {
@@ -5711,7 +5841,7 @@ type Kvc_stateful_view_t interface {
 
 func Kvc_stateful_view_init(arg1 Kvc_stateful_view_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_stateful_view_init_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_stateful_view_init_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_stateful_layer_view(arg1 Stateful, arg2 uint32, arg3 Kvc_stateful_view_t) (_swig_ret error) {
@@ -5719,7 +5849,7 @@ func Kvc_stateful_layer_view(arg1 Stateful, arg2 uint32, arg3 Kvc_stateful_view_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_stateful_layer_view_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_stateful_layer_view_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -5732,7 +5862,7 @@ func Kvc_stateful_get_lengths(arg1 Stateful, arg2 uint32, arg3 *uint32, arg4 uin
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_stateful_get_lengths_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.int(_swig_i_3))
+	swig_r_p := C._wrap_kvc_stateful_get_lengths_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.int(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -5751,129 +5881,129 @@ func (p SwigcptrKvc_stateful_append_args_t) SwigIsKvc_stateful_append_args_t() {
 func (arg1 SwigcptrKvc_stateful_append_args_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_append_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_append_args_t_struct_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_append_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_append_args_t_struct_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) SetLayer(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_append_args_t_layer_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_append_args_t_layer_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) GetLayer() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_append_args_t_layer_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_append_args_t_layer_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) SetNum_tokens(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) GetNum_tokens() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) SetSrc_dtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) GetSrc_dtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) SetKey(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_append_args_t_key_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_stateful_append_args_t_key_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) GetKey() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_stateful_append_args_t_key_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_stateful_append_args_t_key_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) SetValue(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_append_args_t_value_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_stateful_append_args_t_value_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) GetValue() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_stateful_append_args_t_value_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_stateful_append_args_t_value_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) SetRow_tokens(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) GetRow_tokens() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) SetK_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_append_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_stateful_append_args_t_k_scale_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) GetK_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_stateful_append_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_stateful_append_args_t_k_scale_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) SetV_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_append_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_stateful_append_args_t_v_scale_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) GetV_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_stateful_append_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_stateful_append_args_t_v_scale_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_stateful_append_args_t() (_swig_ret Kvc_stateful_append_args_t) {
 	var swig_r Kvc_stateful_append_args_t
-	swig_r = (Kvc_stateful_append_args_t)(SwigcptrKvc_stateful_append_args_t(C._wrap_new_kvc_stateful_append_args_t_kvc_c7d74fa2596a9d9b()))
+	swig_r = (Kvc_stateful_append_args_t)(SwigcptrKvc_stateful_append_args_t(C._wrap_new_kvc_stateful_append_args_t_kvc_9869b028bd667423()))
 	return swig_r
 }
 
 func DeleteKvc_stateful_append_args_t(arg1 Kvc_stateful_append_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_stateful_append_args_t_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_stateful_append_args_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_stateful_append_args_t interface {
@@ -5901,7 +6031,7 @@ type Kvc_stateful_append_args_t interface {
 
 func Kvc_stateful_append_args_init(arg1 Kvc_stateful_append_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_stateful_append_args_init_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_stateful_append_args_init_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_stateful_append(arg1 Stateful, arg2 Kvc_stateful_append_args_t, arg3 uintptr) (_swig_ret error) {
@@ -5909,7 +6039,7 @@ func Kvc_stateful_append(arg1 Stateful, arg2 Kvc_stateful_append_args_t, arg3 ui
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_stateful_append_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_stateful_append_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -5922,7 +6052,7 @@ func Kvc_stateful_reorder(arg1 Stateful, arg2 *int32, arg3 uint32, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_stateful_reorder_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.int(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_kvc_stateful_reorder_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.int(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -5933,7 +6063,7 @@ func Kvc_stateful_compact(arg1 Stateful, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_stateful_compact_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_kvc_stateful_compact_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -5946,7 +6076,7 @@ func Kvc_stateful_trim(arg1 Stateful, arg2 uint32, arg3 uint32, arg4 uintptr) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_stateful_trim_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_kvc_stateful_trim_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -5958,7 +6088,7 @@ func Kvc_stateful_reset(arg1 Stateful, arg2 bool, arg3 uintptr) (_swig_ret error
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_stateful_reset_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_stateful_reset_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -5973,7 +6103,7 @@ func Kvc_stateful_export_row(arg1 Stateful, arg2 uint32, arg3 uintptr, arg4 uint
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_kvc_stateful_export_row_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_260(_swig_i_3), C.swig_voidp(_swig_i_4), C.uintptr_t(_swig_i_5))
+	swig_r_p := C._wrap_kvc_stateful_export_row_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_260(_swig_i_3), C.swig_voidp(_swig_i_4), C.uintptr_t(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -5987,7 +6117,7 @@ func Kvc_stateful_import_row(arg1 Stateful, arg2 uint32, arg3 uintptr, arg4 uint
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_stateful_import_row_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_262(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_kvc_stateful_import_row_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_262(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -6006,168 +6136,168 @@ func (p SwigcptrKvc_stateful_decode_args_t) SwigIsKvc_stateful_decode_args_t() {
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetLayer(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_layer_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_layer_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetLayer() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_decode_args_t_layer_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_decode_args_t_layer_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetQ_heads(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetQ_heads() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetQ_dtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetQ_dtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetQuery(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_query_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_query_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetQuery() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_stateful_decode_args_t_query_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_stateful_decode_args_t_query_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetOut(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_out_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_out_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetOut() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_stateful_decode_args_t_out_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_stateful_decode_args_t_out_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetMax_seq_len(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetMax_seq_len() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetSoftmax_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetSoftmax_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetK_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetK_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetV_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetV_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetWorkspace(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_workspace_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_workspace_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetWorkspace() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_stateful_decode_args_t_workspace_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_stateful_decode_args_t_workspace_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetWorkspace_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_263(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_263(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetWorkspace_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_stateful_decode_args_t() (_swig_ret Kvc_stateful_decode_args_t) {
 	var swig_r Kvc_stateful_decode_args_t
-	swig_r = (Kvc_stateful_decode_args_t)(SwigcptrKvc_stateful_decode_args_t(C._wrap_new_kvc_stateful_decode_args_t_kvc_c7d74fa2596a9d9b()))
+	swig_r = (Kvc_stateful_decode_args_t)(SwigcptrKvc_stateful_decode_args_t(C._wrap_new_kvc_stateful_decode_args_t_kvc_9869b028bd667423()))
 	return swig_r
 }
 
 func DeleteKvc_stateful_decode_args_t(arg1 Kvc_stateful_decode_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_stateful_decode_args_t_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_stateful_decode_args_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_stateful_decode_args_t interface {
@@ -6201,7 +6331,7 @@ type Kvc_stateful_decode_args_t interface {
 
 func Kvc_stateful_decode_args_init(arg1 Kvc_stateful_decode_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_stateful_decode_args_init_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_stateful_decode_args_init_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_stateful_decode_workspace_size(arg1 Stateful, arg2 Kvc_stateful_decode_args_t, arg3 *uint64) (_swig_ret error) {
@@ -6209,7 +6339,7 @@ func Kvc_stateful_decode_workspace_size(arg1 Stateful, arg2 Kvc_stateful_decode_
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_stateful_decode_workspace_size_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_stateful_decode_workspace_size_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -6221,7 +6351,7 @@ func Kvc_stateful_decode(arg1 Stateful, arg2 Kvc_stateful_decode_args_t, arg3 ui
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_stateful_decode_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_stateful_decode_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -6233,7 +6363,7 @@ func Kvc_stateful_get_async_error(arg1 Stateful, arg2 uintptr, arg3 *int32) (_sw
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_stateful_get_async_error_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_stateful_get_async_error_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -6252,142 +6382,142 @@ func (p SwigcptrKvc_stateful_stats_t) SwigIsKvc_stateful_stats_t() {
 func (arg1 SwigcptrKvc_stateful_stats_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_struct_size_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_struct_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_stats_t_struct_size_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_stats_t_struct_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) SetNum_layers(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_num_layers_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_num_layers_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetNum_layers() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_stats_t_num_layers_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_stats_t_num_layers_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) SetBytes_allocated(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_268(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_268(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetBytes_allocated() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) SetPeak_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_270(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_270(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetPeak_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) SetKv_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_272(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_272(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetKv_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) SetTable_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_table_bytes_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_274(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_table_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_274(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetTable_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_table_bytes_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_table_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) SetReallocations(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_reallocations_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_276(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_reallocations_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_276(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetReallocations() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_reallocations_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_reallocations_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) SetReorders(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_reorders_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_278(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_reorders_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_278(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetReorders() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_reorders_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_reorders_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) SetTable_entries_copied(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_280(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_280(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetTable_entries_copied() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) SetCompactions(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_compactions_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_282(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_compactions_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_282(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetCompactions() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_compactions_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_compactions_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_stateful_stats_t() (_swig_ret Kvc_stateful_stats_t) {
 	var swig_r Kvc_stateful_stats_t
-	swig_r = (Kvc_stateful_stats_t)(SwigcptrKvc_stateful_stats_t(C._wrap_new_kvc_stateful_stats_t_kvc_c7d74fa2596a9d9b()))
+	swig_r = (Kvc_stateful_stats_t)(SwigcptrKvc_stateful_stats_t(C._wrap_new_kvc_stateful_stats_t_kvc_9869b028bd667423()))
 	return swig_r
 }
 
 func DeleteKvc_stateful_stats_t(arg1 Kvc_stateful_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_stateful_stats_t_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_stateful_stats_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_stateful_stats_t interface {
@@ -6417,14 +6547,14 @@ type Kvc_stateful_stats_t interface {
 
 func Kvc_stateful_stats_init(arg1 Kvc_stateful_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_stateful_stats_init_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_stateful_stats_init_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_stateful_get_stats(arg1 Stateful, arg2 Kvc_stateful_stats_t) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_kvc_stateful_get_stats_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_kvc_stateful_get_stats_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -6443,116 +6573,116 @@ func (p SwigcptrKvc_stateful_layer_stats_t) SwigIsKvc_stateful_layer_stats_t() {
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) SetLayer(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_layer_stats_t_layer_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_layer_stats_t_layer_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetLayer() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_layer_stats_t_layer_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_layer_stats_t_layer_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) SetCapacity(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetCapacity() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) SetGrowth_offset(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetGrowth_offset() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) SetBytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_285(_swig_i_1))
+	C._wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_285(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetBytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) SetReallocations(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_287(_swig_i_1))
+	C._wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_287(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetReallocations() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) SetLast_growth_length(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetLast_growth_length() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) SetMax_length(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetMax_length() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_stateful_layer_stats_t() (_swig_ret Kvc_stateful_layer_stats_t) {
 	var swig_r Kvc_stateful_layer_stats_t
-	swig_r = (Kvc_stateful_layer_stats_t)(SwigcptrKvc_stateful_layer_stats_t(C._wrap_new_kvc_stateful_layer_stats_t_kvc_c7d74fa2596a9d9b()))
+	swig_r = (Kvc_stateful_layer_stats_t)(SwigcptrKvc_stateful_layer_stats_t(C._wrap_new_kvc_stateful_layer_stats_t_kvc_9869b028bd667423()))
 	return swig_r
 }
 
 func DeleteKvc_stateful_layer_stats_t(arg1 Kvc_stateful_layer_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_stateful_layer_stats_t_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_stateful_layer_stats_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_stateful_layer_stats_t interface {
@@ -6578,7 +6708,7 @@ type Kvc_stateful_layer_stats_t interface {
 
 func Kvc_stateful_layer_stats_init(arg1 Kvc_stateful_layer_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_stateful_layer_stats_init_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_stateful_layer_stats_init_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_stateful_get_layer_stats(arg1 Stateful, arg2 uint32, arg3 Kvc_stateful_layer_stats_t) (_swig_ret error) {
@@ -6586,7 +6716,7 @@ func Kvc_stateful_get_layer_stats(arg1 Stateful, arg2 uint32, arg3 Kvc_stateful_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_stateful_get_layer_stats_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_stateful_get_layer_stats_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -6595,7 +6725,7 @@ func Kvc_stateful_get_layer_stats(arg1 Stateful, arg2 uint32, arg3 Kvc_stateful_
 
 func _swig_getKVC_EVENT_STORED() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_EVENT_STORED_kvc_c7d74fa2596a9d9b())
+	swig_r = (int)(C._wrap_KVC_EVENT_STORED_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -6603,7 +6733,7 @@ var KVC_EVENT_STORED int = _swig_getKVC_EVENT_STORED()
 
 func _swig_getKVC_EVENT_REMOVED() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_EVENT_REMOVED_kvc_c7d74fa2596a9d9b())
+	swig_r = (int)(C._wrap_KVC_EVENT_REMOVED_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -6611,7 +6741,7 @@ var KVC_EVENT_REMOVED int = _swig_getKVC_EVENT_REMOVED()
 
 func _swig_getKVC_EVENT_TIER_CHANGED() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_EVENT_TIER_CHANGED_kvc_c7d74fa2596a9d9b())
+	swig_r = (int)(C._wrap_KVC_EVENT_TIER_CHANGED_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -6619,7 +6749,7 @@ var KVC_EVENT_TIER_CHANGED int = _swig_getKVC_EVENT_TIER_CHANGED()
 
 func _swig_getKVC_EVENT_PRIORITY_CHANGED() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_EVENT_PRIORITY_CHANGED_kvc_c7d74fa2596a9d9b())
+	swig_r = (int)(C._wrap_KVC_EVENT_PRIORITY_CHANGED_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -6627,7 +6757,7 @@ var KVC_EVENT_PRIORITY_CHANGED int = _swig_getKVC_EVENT_PRIORITY_CHANGED()
 
 func _swig_getKVC_EVENT_CLEARED() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_EVENT_CLEARED_kvc_c7d74fa2596a9d9b())
+	swig_r = (int)(C._wrap_KVC_EVENT_CLEARED_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -6635,7 +6765,7 @@ var KVC_EVENT_CLEARED int = _swig_getKVC_EVENT_CLEARED()
 
 func _swig_getKVC_EVENT_LOST() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_EVENT_LOST_kvc_c7d74fa2596a9d9b())
+	swig_r = (int)(C._wrap_KVC_EVENT_LOST_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -6643,7 +6773,7 @@ var KVC_EVENT_LOST int = _swig_getKVC_EVENT_LOST()
 
 func _swig_getKVC_TIER_PRIMARY() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_TIER_PRIMARY_kvc_c7d74fa2596a9d9b())
+	swig_r = (int)(C._wrap_KVC_TIER_PRIMARY_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -6651,11 +6781,27 @@ var KVC_TIER_PRIMARY int = _swig_getKVC_TIER_PRIMARY()
 
 func _swig_getKVC_TIER_HOST() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_TIER_HOST_kvc_c7d74fa2596a9d9b())
+	swig_r = (int)(C._wrap_KVC_TIER_HOST_kvc_9869b028bd667423())
 	return swig_r
 }
 
 var KVC_TIER_HOST int = _swig_getKVC_TIER_HOST()
+
+func _swig_getKVC_TIER_DISK() (_swig_ret int) {
+	var swig_r int
+	swig_r = (int)(C._wrap_KVC_TIER_DISK_kvc_9869b028bd667423())
+	return swig_r
+}
+
+var KVC_TIER_DISK int = _swig_getKVC_TIER_DISK()
+
+func _swig_getKVC_TIER_REMOTE() (_swig_ret int) {
+	var swig_r int
+	swig_r = (int)(C._wrap_KVC_TIER_REMOTE_kvc_9869b028bd667423())
+	return swig_r
+}
+
+var KVC_TIER_REMOTE int = _swig_getKVC_TIER_REMOTE()
 
 type SwigcptrKvc_event_t uintptr
 
@@ -6669,181 +6815,181 @@ func (p SwigcptrKvc_event_t) SwigIsKvc_event_t() {
 func (arg1 SwigcptrKvc_event_t) SetId(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_id_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_290(_swig_i_1))
+	C._wrap_kvc_event_t_id_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_290(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetId() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_t_id_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_t_id_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_t) SetKind(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_kind_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_event_t_kind_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetKind() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_event_t_kind_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_event_t_kind_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_t) SetTier(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_tier_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_event_t_tier_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetTier() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_event_t_tier_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_event_t_tier_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_t) SetHash(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_hash_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_292(_swig_i_1))
+	C._wrap_kvc_event_t_hash_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_292(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetHash() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_t_hash_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_t_hash_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_t) SetParent_hash(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_parent_hash_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_294(_swig_i_1))
+	C._wrap_kvc_event_t_parent_hash_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_294(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetParent_hash() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_t_parent_hash_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_t_parent_hash_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_t) SetGroups(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_groups_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_296(_swig_i_1))
+	C._wrap_kvc_event_t_groups_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_296(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetGroups() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_t_groups_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_t_groups_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_t) SetLora_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_lora_id_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_298(_swig_i_1))
+	C._wrap_kvc_event_t_lora_id_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_298(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetLora_id() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_t_lora_id_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_t_lora_id_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_t) SetHas_lora(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_has_lora_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_event_t_has_lora_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetHas_lora() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_event_t_has_lora_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_event_t_has_lora_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_t) SetPriority(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_priority_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_event_t_priority_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetPriority() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_event_t_priority_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_event_t_priority_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_t) SetNum_tokens(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_num_tokens_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_event_t_num_tokens_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetNum_tokens() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_event_t_num_tokens_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_event_t_num_tokens_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_t) SetReserved(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_reserved_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_event_t_reserved_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetReserved() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_event_t_reserved_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_event_t_reserved_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_t) SetToken_offset(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_token_offset_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_300(_swig_i_1))
+	C._wrap_kvc_event_t_token_offset_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_300(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetToken_offset() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_t_token_offset_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_t_token_offset_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_t) SetLost_count(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_lost_count_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_302(_swig_i_1))
+	C._wrap_kvc_event_t_lost_count_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_302(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetLost_count() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_t_lost_count_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_t_lost_count_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_event_t() (_swig_ret Kvc_event_t) {
 	var swig_r Kvc_event_t
-	swig_r = (Kvc_event_t)(SwigcptrKvc_event_t(C._wrap_new_kvc_event_t_kvc_c7d74fa2596a9d9b()))
+	swig_r = (Kvc_event_t)(SwigcptrKvc_event_t(C._wrap_new_kvc_event_t_kvc_9869b028bd667423()))
 	return swig_r
 }
 
 func DeleteKvc_event_t(arg1 Kvc_event_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_event_t_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_event_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_event_t interface {
@@ -6889,103 +7035,103 @@ func (p SwigcptrKvc_event_drain_t) SwigIsKvc_event_drain_t() {
 func (arg1 SwigcptrKvc_event_drain_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_struct_size_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_event_drain_t_struct_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_event_drain_t_struct_size_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_event_drain_t_struct_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) SetReserved(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_reserved_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_event_drain_t_reserved_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetReserved() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_event_drain_t_reserved_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_event_drain_t_reserved_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) SetEvents(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_events_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_304(_swig_i_1))
+	C._wrap_kvc_event_drain_t_events_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_304(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetEvents() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_drain_t_events_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_drain_t_events_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) SetTokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_tokens_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_306(_swig_i_1))
+	C._wrap_kvc_event_drain_t_tokens_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_306(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetTokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_drain_t_tokens_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_drain_t_tokens_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) SetEvents_pending(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_events_pending_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_308(_swig_i_1))
+	C._wrap_kvc_event_drain_t_events_pending_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_308(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetEvents_pending() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_drain_t_events_pending_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_drain_t_events_pending_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) SetTokens_pending(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_tokens_pending_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_310(_swig_i_1))
+	C._wrap_kvc_event_drain_t_tokens_pending_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_310(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetTokens_pending() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_drain_t_tokens_pending_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_drain_t_tokens_pending_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) SetLast_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_last_id_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_312(_swig_i_1))
+	C._wrap_kvc_event_drain_t_last_id_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_312(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetLast_id() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_drain_t_last_id_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_drain_t_last_id_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_event_drain_t() (_swig_ret Kvc_event_drain_t) {
 	var swig_r Kvc_event_drain_t
-	swig_r = (Kvc_event_drain_t)(SwigcptrKvc_event_drain_t(C._wrap_new_kvc_event_drain_t_kvc_c7d74fa2596a9d9b()))
+	swig_r = (Kvc_event_drain_t)(SwigcptrKvc_event_drain_t(C._wrap_new_kvc_event_drain_t_kvc_9869b028bd667423()))
 	return swig_r
 }
 
 func DeleteKvc_event_drain_t(arg1 Kvc_event_drain_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_event_drain_t_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_event_drain_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_event_drain_t interface {
@@ -7009,7 +7155,7 @@ type Kvc_event_drain_t interface {
 
 func Kvc_event_drain_init(arg1 Kvc_event_drain_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_event_drain_init_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_event_drain_init_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_drain_events(arg1 Cache, arg2 Kvc_event_t, arg3 uint64, arg4 *int32, arg5 uint64, arg6 Kvc_event_drain_t) (_swig_ret error) {
@@ -7020,7 +7166,7 @@ func Kvc_cache_drain_events(arg1 Cache, arg2 Kvc_event_t, arg3 uint64, arg4 *int
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := getSwigcptr(arg6)
-	swig_r_p := C._wrap_kvc_cache_drain_events_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_315(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_316(_swig_i_4), C.uintptr_t(_swig_i_5))
+	swig_r_p := C._wrap_kvc_cache_drain_events_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_315(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_316(_swig_i_4), C.uintptr_t(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7039,116 +7185,116 @@ func (p SwigcptrKvc_snapshot_entry_t) SwigIsKvc_snapshot_entry_t() {
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetHash(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_hash_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_317(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_hash_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_317(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetHash() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_snapshot_entry_t_hash_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_snapshot_entry_t_hash_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetParent_hash(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_319(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_319(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetParent_hash() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetGroups(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_groups_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_321(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_groups_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_321(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetGroups() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_snapshot_entry_t_groups_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_snapshot_entry_t_groups_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetLora_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_lora_id_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_323(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_lora_id_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_323(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetLora_id() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_snapshot_entry_t_lora_id_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_snapshot_entry_t_lora_id_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetHas_lora(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_has_lora_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_has_lora_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetHas_lora() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_snapshot_entry_t_has_lora_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_snapshot_entry_t_has_lora_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetTier(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_tier_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_tier_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetTier() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_snapshot_entry_t_tier_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_snapshot_entry_t_tier_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetPriority(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_priority_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_priority_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetPriority() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_snapshot_entry_t_priority_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_snapshot_entry_t_priority_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetNum_tokens(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetNum_tokens() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_snapshot_entry_t() (_swig_ret Kvc_snapshot_entry_t) {
 	var swig_r Kvc_snapshot_entry_t
-	swig_r = (Kvc_snapshot_entry_t)(SwigcptrKvc_snapshot_entry_t(C._wrap_new_kvc_snapshot_entry_t_kvc_c7d74fa2596a9d9b()))
+	swig_r = (Kvc_snapshot_entry_t)(SwigcptrKvc_snapshot_entry_t(C._wrap_new_kvc_snapshot_entry_t_kvc_9869b028bd667423()))
 	return swig_r
 }
 
 func DeleteKvc_snapshot_entry_t(arg1 Kvc_snapshot_entry_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_snapshot_entry_t_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_snapshot_entry_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_snapshot_entry_t interface {
@@ -7179,7 +7325,7 @@ func Kvc_cache_snapshot(arg1 Cache, arg2 Kvc_snapshot_entry_t, arg3 uint64, arg4
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_cache_snapshot_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_326(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvc_cache_snapshot_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_326(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7195,7 +7341,515 @@ func Kvc_block_hashes(arg1 Config, arg2 *int32, arg3 uint64, arg4 Kvc_sequence_o
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_kvc_block_hashes_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_328(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_329(_swig_i_5), C.swig_voidp(_swig_i_6))
+	swig_r_p := C._wrap_kvc_block_hashes_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_328(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_329(_swig_i_5), C.swig_voidp(_swig_i_6))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+func Kvc_config_set_disk_cache(arg1 Config, arg2 uintptr, arg3 uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_kvc_config_set_disk_cache_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_331(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+func Kvc_config_get_disk_cache(arg1 Config, arg2 *uintptr, arg3 *uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_kvc_config_get_disk_cache_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+type SwigcptrKvc_tier_stats_t uintptr
+
+func (p SwigcptrKvc_tier_stats_t) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrKvc_tier_stats_t) SwigIsKvc_tier_stats_t() {
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) SetStruct_size(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_t_struct_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) GetStruct_size() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_tier_stats_t_struct_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) SetTier(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_t_tier_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) GetTier() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_tier_stats_t_tier_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) SetBlocks(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_t_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_333(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) GetBlocks() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) SetBytes(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_t_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_335(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) GetBytes() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) SetCapacity_bytes(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_337(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) GetCapacity_bytes() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) SetHits(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_t_hits_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_339(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) GetHits() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_hits_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) SetMisses(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_t_misses_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_341(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) GetMisses() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_misses_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) SetRejected(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_t_rejected_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_343(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) GetRejected() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_rejected_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) SetOnboarded_blocks(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_345(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) GetOnboarded_blocks() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) SetOnboarded_bytes(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_347(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) GetOnboarded_bytes() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) SetOffered_blocks(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_t_offered_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_349(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) GetOffered_blocks() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_offered_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) SetStored_blocks(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_t_stored_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_351(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) GetStored_blocks() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_stored_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) SetDropped_blocks(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_353(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) GetDropped_blocks() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) SetErrors(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_t_errors_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_355(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) GetErrors() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_errors_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) SetEvicted_blocks(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_357(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) SetQueued_blocks(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_t_queued_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_359(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) GetQueued_blocks() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_queued_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) SetLoad_count(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_t_load_count_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_361(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_count() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_load_count_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) SetLoad_p50_us(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_t_load_p50_us_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_363(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_p50_us() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_load_p50_us_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) SetLoad_p99_us(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_t_load_p99_us_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_365(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_p99_us() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_load_p99_us_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) SetLoad_max_us(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_t_load_max_us_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_367(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_max_us() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_load_max_us_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) SetWrite_count(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_t_write_count_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_369(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_count() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_write_count_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) SetWrite_p50_us(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_t_write_p50_us_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_371(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_p50_us() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_write_p50_us_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) SetWrite_p99_us(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_t_write_p99_us_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_373(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_p99_us() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_write_p99_us_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) SetWrite_max_us(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_tier_stats_t_write_max_us_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_375(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_max_us() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_write_max_us_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewKvc_tier_stats_t() (_swig_ret Kvc_tier_stats_t) {
+	var swig_r Kvc_tier_stats_t
+	swig_r = (Kvc_tier_stats_t)(SwigcptrKvc_tier_stats_t(C._wrap_new_kvc_tier_stats_t_kvc_9869b028bd667423()))
+	return swig_r
+}
+
+func DeleteKvc_tier_stats_t(arg1 Kvc_tier_stats_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_kvc_tier_stats_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
+}
+
+type Kvc_tier_stats_t interface {
+	Swigcptr() uintptr
+	SwigIsKvc_tier_stats_t()
+	SetStruct_size(arg2 uint32)
+	GetStruct_size() (_swig_ret uint32)
+	SetTier(arg2 uint32)
+	GetTier() (_swig_ret uint32)
+	SetBlocks(arg2 uint64)
+	GetBlocks() (_swig_ret uint64)
+	SetBytes(arg2 uint64)
+	GetBytes() (_swig_ret uint64)
+	SetCapacity_bytes(arg2 uint64)
+	GetCapacity_bytes() (_swig_ret uint64)
+	SetHits(arg2 uint64)
+	GetHits() (_swig_ret uint64)
+	SetMisses(arg2 uint64)
+	GetMisses() (_swig_ret uint64)
+	SetRejected(arg2 uint64)
+	GetRejected() (_swig_ret uint64)
+	SetOnboarded_blocks(arg2 uint64)
+	GetOnboarded_blocks() (_swig_ret uint64)
+	SetOnboarded_bytes(arg2 uint64)
+	GetOnboarded_bytes() (_swig_ret uint64)
+	SetOffered_blocks(arg2 uint64)
+	GetOffered_blocks() (_swig_ret uint64)
+	SetStored_blocks(arg2 uint64)
+	GetStored_blocks() (_swig_ret uint64)
+	SetDropped_blocks(arg2 uint64)
+	GetDropped_blocks() (_swig_ret uint64)
+	SetErrors(arg2 uint64)
+	GetErrors() (_swig_ret uint64)
+	SetEvicted_blocks(arg2 uint64)
+	GetEvicted_blocks() (_swig_ret uint64)
+	SetQueued_blocks(arg2 uint64)
+	GetQueued_blocks() (_swig_ret uint64)
+	SetLoad_count(arg2 uint64)
+	GetLoad_count() (_swig_ret uint64)
+	SetLoad_p50_us(arg2 uint64)
+	GetLoad_p50_us() (_swig_ret uint64)
+	SetLoad_p99_us(arg2 uint64)
+	GetLoad_p99_us() (_swig_ret uint64)
+	SetLoad_max_us(arg2 uint64)
+	GetLoad_max_us() (_swig_ret uint64)
+	SetWrite_count(arg2 uint64)
+	GetWrite_count() (_swig_ret uint64)
+	SetWrite_p50_us(arg2 uint64)
+	GetWrite_p50_us() (_swig_ret uint64)
+	SetWrite_p99_us(arg2 uint64)
+	GetWrite_p99_us() (_swig_ret uint64)
+	SetWrite_max_us(arg2 uint64)
+	GetWrite_max_us() (_swig_ret uint64)
+}
+
+func Kvc_tier_stats_init(arg1 Kvc_tier_stats_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_kvc_tier_stats_init_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
+}
+
+func Kvc_cache_get_tier_stats(arg1 Cache, arg2 uint32, arg3 Kvc_tier_stats_t) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := getSwigcptr(arg3)
+	swig_r_p := C._wrap_kvc_cache_get_tier_stats_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+func Kvc_cache_flush_tiers(arg1 Cache) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	swig_r_p := C._wrap_kvc_cache_flush_tiers_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+func Kvc_config_set_remote_cache(arg1 Config, arg2 uintptr, arg3 uintptr, arg4 uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r_p := C._wrap_kvc_config_set_remote_cache_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_380(_swig_i_3))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+func Kvc_config_get_remote_cache(arg1 Config, arg2 *uintptr, arg3 *uintptr, arg4 *uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r_p := C._wrap_kvc_config_get_remote_cache_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+func Kvc_config_set_remote_cache_timeouts(arg1 Config, arg2 uint32, arg3 uint32) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_kvc_config_set_remote_cache_timeouts_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+func Kvc_config_get_remote_cache_timeouts(arg1 Config, arg2 *uint32, arg3 *uint32) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_kvc_config_get_remote_cache_timeouts_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+func Kvc_config_set_remote_cache_optional(arg1 Config, arg2 bool) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_kvc_config_set_remote_cache_optional_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+func Kvc_config_get_remote_cache_optional(arg1 Config, arg2 *bool) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_kvc_config_get_remote_cache_optional_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7206,27 +7860,34 @@ func Kvcgo_buffer_new(arg1 *byte, arg2 uint64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (uintptr)(C._wrap_kvcgo_buffer_new_kvc_c7d74fa2596a9d9b(C.swig_voidp(_swig_i_0), C.swig_type_330(_swig_i_1)))
+	swig_r = (uintptr)(C._wrap_kvcgo_buffer_new_kvc_9869b028bd667423(C.swig_voidp(_swig_i_0), C.swig_type_386(_swig_i_1)))
 	return swig_r
 }
 
 func Kvcgo_buffer_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_kvcgo_buffer_free_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0))
+	C._wrap_kvcgo_buffer_free_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
 }
 
 func Kvcgo_buffer_read(arg1 *byte, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_buffer_read_kvc_c7d74fa2596a9d9b(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_331(_swig_i_2))
+	C._wrap_kvcgo_buffer_read_kvc_9869b028bd667423(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_387(_swig_i_2))
+}
+
+func Kvcgo_cstring_length(arg1 uintptr) (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvcgo_cstring_length_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
 }
 
 func Kvcgo_buffer_write(arg1 uintptr, arg2 *byte, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_buffer_write_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_332(_swig_i_2))
+	C._wrap_kvcgo_buffer_write_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_389(_swig_i_2))
 }
 
 func Kvcgo_extra_key_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, arg5 uintptr, arg6 uint64) {
@@ -7236,7 +7897,7 @@ func Kvcgo_extra_key_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_kvcgo_extra_key_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_333(_swig_i_1), C.swig_type_334(_swig_i_2), C.swig_type_335(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_336(_swig_i_5))
+	C._wrap_kvcgo_extra_key_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_390(_swig_i_1), C.swig_type_391(_swig_i_2), C.swig_type_392(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_393(_swig_i_5))
 }
 
 func Kvcgo_cache_async_error(arg1 Cache, arg2 uintptr, arg3 *bool) (_swig_ret error) {
@@ -7244,7 +7905,7 @@ func Kvcgo_cache_async_error(arg1 Cache, arg2 uintptr, arg3 *bool) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvcgo_cache_async_error_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvcgo_cache_async_error_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7256,7 +7917,7 @@ func Kvcgo_stateful_async_error(arg1 Stateful, arg2 uintptr, arg3 *bool) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvcgo_stateful_async_error_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvcgo_stateful_async_error_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7265,7 +7926,7 @@ func Kvcgo_stateful_async_error(arg1 Stateful, arg2 uintptr, arg3 *bool) (_swig_
 
 func Kvcgo_extra_key_size() (_swig_ret uint64) {
 	var swig_r uint64
-	swig_r = (uint64)(C._wrap_kvcgo_extra_key_size_kvc_c7d74fa2596a9d9b())
+	swig_r = (uint64)(C._wrap_kvcgo_extra_key_size_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -7276,24 +7937,24 @@ func Kvcgo_retention_range_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_kvcgo_retention_range_set_kvc_c7d74fa2596a9d9b(C.uintptr_t(_swig_i_0), C.swig_type_340(_swig_i_1), C.swig_type_341(_swig_i_2), C.swig_type_342(_swig_i_3), C.int(_swig_i_4), C.swig_type_343(_swig_i_5))
+	C._wrap_kvcgo_retention_range_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_397(_swig_i_1), C.swig_type_398(_swig_i_2), C.swig_type_399(_swig_i_3), C.int(_swig_i_4), C.swig_type_400(_swig_i_5))
 }
 
 func Kvcgo_retention_range_size() (_swig_ret uint64) {
 	var swig_r uint64
-	swig_r = (uint64)(C._wrap_kvcgo_retention_range_size_kvc_c7d74fa2596a9d9b())
+	swig_r = (uint64)(C._wrap_kvcgo_retention_range_size_kvc_9869b028bd667423())
 	return swig_r
 }
 
 func Kvcgo_event_size() (_swig_ret uint64) {
 	var swig_r uint64
-	swig_r = (uint64)(C._wrap_kvcgo_event_size_kvc_c7d74fa2596a9d9b())
+	swig_r = (uint64)(C._wrap_kvcgo_event_size_kvc_9869b028bd667423())
 	return swig_r
 }
 
 func Kvcgo_snapshot_entry_size() (_swig_ret uint64) {
 	var swig_r uint64
-	swig_r = (uint64)(C._wrap_kvcgo_snapshot_entry_size_kvc_c7d74fa2596a9d9b())
+	swig_r = (uint64)(C._wrap_kvcgo_snapshot_entry_size_kvc_9869b028bd667423())
 	return swig_r
 }
 
@@ -7301,12 +7962,12 @@ func Kvcgo_events_read(arg1 *uint64, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_events_read_kvc_c7d74fa2596a9d9b(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_347(_swig_i_2))
+	C._wrap_kvcgo_events_read_kvc_9869b028bd667423(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_404(_swig_i_2))
 }
 
 func Kvcgo_snapshot_read(arg1 *uint64, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_snapshot_read_kvc_c7d74fa2596a9d9b(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_348(_swig_i_2))
+	C._wrap_kvcgo_snapshot_read_kvc_9869b028bd667423(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_405(_swig_i_2))
 }

@@ -233,6 +233,8 @@ static void kvcgo_buffer_free(uintptr_t buffer) { free((void *)buffer); }
 static void kvcgo_buffer_read(uint8_t *dst, uintptr_t src, size_t size) {
   if (size != 0) memcpy(dst, (const void *)src, size);
 }
+/* strlen of the C string at address `s` (0 for 0). */
+static size_t kvcgo_cstring_length(uintptr_t s) { return s ? strlen((const char *)s) : 0; }
 /* Copies `size` bytes from Go memory `src` to C address `dst`. */
 static void kvcgo_buffer_write(uintptr_t dst, const uint8_t *src, size_t size) {
   if (size != 0) memcpy((void *)dst, src, size);
@@ -327,7 +329,7 @@ static void kvcgo_snapshot_read(uint64_t *dst, uintptr_t entries, size_t n) {
 extern "C" {
 #endif
 
-void _wrap_Swig_free_kvc_c7d74fa2596a9d9b(void *_swig_go_0) {
+void _wrap_Swig_free_kvc_9869b028bd667423(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -337,7 +339,7 @@ void _wrap_Swig_free_kvc_c7d74fa2596a9d9b(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_kvc_c7d74fa2596a9d9b(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_kvc_9869b028bd667423(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -350,7 +352,7 @@ void *_wrap_Swig_malloc_kvc_c7d74fa2596a9d9b(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_OK_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_OK_kvc_9869b028bd667423() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -362,7 +364,7 @@ intgo _wrap_KVC_OK_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_9869b028bd667423() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -374,7 +376,7 @@ intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_ERR_NOT_FOUND_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_ERR_NOT_FOUND_kvc_9869b028bd667423() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -386,7 +388,7 @@ intgo _wrap_KVC_ERR_NOT_FOUND_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_9869b028bd667423() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -398,7 +400,7 @@ intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_9869b028bd667423() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -410,7 +412,7 @@ intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_9869b028bd667423() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -422,7 +424,7 @@ intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_9869b028bd667423() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -434,7 +436,7 @@ intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_ERR_DEVICE_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_ERR_DEVICE_kvc_9869b028bd667423() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -446,7 +448,7 @@ intgo _wrap_KVC_ERR_DEVICE_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_9869b028bd667423() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -458,7 +460,7 @@ intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_STATE_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_ERR_INVALID_STATE_kvc_9869b028bd667423() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -470,7 +472,7 @@ intgo _wrap_KVC_ERR_INVALID_STATE_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_ERR_INTERNAL_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_ERR_INTERNAL_kvc_9869b028bd667423() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -482,7 +484,7 @@ intgo _wrap_KVC_ERR_INTERNAL_kvc_c7d74fa2596a9d9b() {
 }
 
 
-_gostring_ _wrap_kvc_status_string_kvc_c7d74fa2596a9d9b(int _swig_go_0) {
+_gostring_ _wrap_kvc_status_string_kvc_9869b028bd667423(int _swig_go_0) {
   kvc_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -495,7 +497,7 @@ _gostring_ _wrap_kvc_status_string_kvc_c7d74fa2596a9d9b(int _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_VERSION_NUMBER_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_VERSION_NUMBER_kvc_9869b028bd667423() {
   int result;
   intgo _swig_go_result;
   
@@ -506,7 +508,7 @@ intgo _wrap_KVC_VERSION_NUMBER_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_9869b028bd667423() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -518,7 +520,7 @@ intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_9869b028bd667423() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -530,7 +532,19 @@ intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_c7d74fa2596a9d9b() {
 }
 
 
-int _wrap_kvc_version_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_FEATURE_REDIS_kvc_9869b028bd667423() {
+  enum kvc_feature_bits result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_FEATURE_REDIS;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+int _wrap_kvc_version_kvc_9869b028bd667423() {
   uint32_t result;
   int _swig_go_result;
   
@@ -541,7 +555,7 @@ int _wrap_kvc_version_kvc_c7d74fa2596a9d9b() {
 }
 
 
-_gostring_ _wrap_kvc_version_string_kvc_c7d74fa2596a9d9b() {
+_gostring_ _wrap_kvc_version_string_kvc_9869b028bd667423() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -552,7 +566,7 @@ _gostring_ _wrap_kvc_version_string_kvc_c7d74fa2596a9d9b() {
 }
 
 
-int _wrap_kvc_abi_version_kvc_c7d74fa2596a9d9b() {
+int _wrap_kvc_abi_version_kvc_9869b028bd667423() {
   uint32_t result;
   int _swig_go_result;
   
@@ -563,7 +577,7 @@ int _wrap_kvc_abi_version_kvc_c7d74fa2596a9d9b() {
 }
 
 
-long long _wrap_kvc_features_kvc_c7d74fa2596a9d9b() {
+long long _wrap_kvc_features_kvc_9869b028bd667423() {
   uint64_t result;
   long long _swig_go_result;
   
@@ -574,7 +588,7 @@ long long _wrap_kvc_features_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F32_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_DTYPE_F32_kvc_9869b028bd667423() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -586,7 +600,7 @@ intgo _wrap_KVC_DTYPE_F32_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F16_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_DTYPE_F16_kvc_9869b028bd667423() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -598,7 +612,7 @@ intgo _wrap_KVC_DTYPE_F16_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_DTYPE_BF16_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_DTYPE_BF16_kvc_9869b028bd667423() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -610,7 +624,7 @@ intgo _wrap_KVC_DTYPE_BF16_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_9869b028bd667423() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -622,7 +636,7 @@ intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_NHD_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_LAYOUT_NHD_kvc_9869b028bd667423() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -634,7 +648,7 @@ intgo _wrap_KVC_LAYOUT_NHD_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_HND_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_LAYOUT_HND_kvc_9869b028bd667423() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -646,7 +660,7 @@ intgo _wrap_KVC_LAYOUT_HND_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CPU_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_DEVICE_CPU_kvc_9869b028bd667423() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -658,7 +672,7 @@ intgo _wrap_KVC_DEVICE_CPU_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CUDA_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_DEVICE_CUDA_kvc_9869b028bd667423() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -670,7 +684,7 @@ intgo _wrap_KVC_DEVICE_CUDA_kvc_c7d74fa2596a9d9b() {
 }
 
 
-_gostring_ _wrap_kvc_config_create_kvc_c7d74fa2596a9d9b(kvc_config_t **_swig_go_0) {
+_gostring_ _wrap_kvc_config_create_kvc_9869b028bd667423(kvc_config_t **_swig_go_0) {
   kvc_config_t **arg1 = (kvc_config_t **) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -683,7 +697,7 @@ _gostring_ _wrap_kvc_config_create_kvc_c7d74fa2596a9d9b(kvc_config_t **_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_config_clone_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
+_gostring_ _wrap_kvc_config_clone_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_config_t **arg2 = (kvc_config_t **) 0 ;
   kvc_status_t result;
@@ -698,7 +712,7 @@ _gostring_ _wrap_kvc_config_clone_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_config_destroy_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0) {
+void _wrap_kvc_config_destroy_kvc_9869b028bd667423(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   
   arg1 = (kvc_config_t *)_swig_go_0; 
@@ -708,7 +722,7 @@ void _wrap_kvc_config_destroy_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_kvc_config_validate_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0) {
+_gostring_ _wrap_kvc_config_validate_kvc_9869b028bd667423(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -721,7 +735,7 @@ _gostring_ _wrap_kvc_config_validate_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_config_set_num_layers_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_num_layers_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -736,7 +750,7 @@ _gostring_ _wrap_kvc_config_set_num_layers_kvc_c7d74fa2596a9d9b(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_num_layers_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_num_layers_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -751,7 +765,7 @@ _gostring_ _wrap_kvc_config_get_num_layers_kvc_c7d74fa2596a9d9b(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_heads_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -766,7 +780,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_kvc_c7d74fa2596a9d9b(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -783,7 +797,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_c7d74fa2596a9d9b(kvc_conf
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_heads_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_kv_heads_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -800,7 +814,7 @@ _gostring_ _wrap_kvc_config_get_kv_heads_kvc_c7d74fa2596a9d9b(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_head_dim_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_head_dim_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -815,7 +829,7 @@ _gostring_ _wrap_kvc_config_set_head_dim_kvc_c7d74fa2596a9d9b(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_get_head_dim_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_head_dim_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -830,7 +844,7 @@ _gostring_ _wrap_kvc_config_get_head_dim_kvc_c7d74fa2596a9d9b(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_dtype_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_dtype_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t arg2 ;
   kvc_status_t result;
@@ -845,7 +859,7 @@ _gostring_ _wrap_kvc_config_set_dtype_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_get_dtype_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_dtype_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t *arg2 = (kvc_dtype_t *) 0 ;
   kvc_status_t result;
@@ -860,7 +874,7 @@ _gostring_ _wrap_kvc_config_get_dtype_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_factor_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_factor_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -875,7 +889,7 @@ _gostring_ _wrap_kvc_config_set_kv_factor_kvc_c7d74fa2596a9d9b(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_factor_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_kv_factor_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -890,7 +904,7 @@ _gostring_ _wrap_kvc_config_get_kv_factor_kvc_c7d74fa2596a9d9b(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_set_layout_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_layout_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t arg2 ;
   kvc_status_t result;
@@ -905,7 +919,7 @@ _gostring_ _wrap_kvc_config_set_layout_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_layout_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_layout_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t *arg2 = (kvc_layout_t *) 0 ;
   kvc_status_t result;
@@ -920,7 +934,7 @@ _gostring_ _wrap_kvc_config_get_layout_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -935,7 +949,7 @@ _gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_c7d74fa2596a9d9b(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -950,7 +964,7 @@ _gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_c7d74fa2596a9d9b(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_attention_windows_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_attention_windows_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -967,7 +981,7 @@ _gostring_ _wrap_kvc_config_set_attention_windows_kvc_c7d74fa2596a9d9b(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_attention_window_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_attention_window_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -984,7 +998,7 @@ _gostring_ _wrap_kvc_config_get_attention_window_kvc_c7d74fa2596a9d9b(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_device_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_device_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t arg2 ;
   int32_t arg3 ;
@@ -1001,7 +1015,7 @@ _gostring_ _wrap_kvc_config_set_device_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_device_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_device_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t *arg2 = (kvc_device_kind_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -1018,7 +1032,7 @@ _gostring_ _wrap_kvc_config_get_device_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1033,7 +1047,7 @@ _gostring_ _wrap_kvc_config_set_primary_bytes_kvc_c7d74fa2596a9d9b(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1048,7 +1062,7 @@ _gostring_ _wrap_kvc_config_get_primary_bytes_kvc_c7d74fa2596a9d9b(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_max_tokens_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_max_tokens_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1063,7 +1077,7 @@ _gostring_ _wrap_kvc_config_set_max_tokens_kvc_c7d74fa2596a9d9b(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_max_tokens_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_max_tokens_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1078,7 +1092,7 @@ _gostring_ _wrap_kvc_config_get_max_tokens_kvc_c7d74fa2596a9d9b(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, double _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, double _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double arg2 ;
   kvc_status_t result;
@@ -1093,7 +1107,7 @@ _gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_c7d74fa2596a9d9b(kv
 }
 
 
-_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, double *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, double *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double *arg2 = (double *) 0 ;
   kvc_status_t result;
@@ -1108,7 +1122,7 @@ _gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_c7d74fa2596a9d9b(kv
 }
 
 
-_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1123,7 +1137,7 @@ _gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_c7d74fa2596a9d9b(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1138,7 +1152,7 @@ _gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_c7d74fa2596a9d9b(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1153,7 +1167,7 @@ _gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_c7d74fa2596a9
 }
 
 
-_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1168,7 +1182,7 @@ _gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_c7d74fa2596a9
 }
 
 
-_gostring_ _wrap_kvc_config_set_block_reuse_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_block_reuse_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1183,7 +1197,7 @@ _gostring_ _wrap_kvc_config_set_block_reuse_kvc_c7d74fa2596a9d9b(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_get_block_reuse_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_block_reuse_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1198,7 +1212,7 @@ _gostring_ _wrap_kvc_config_get_block_reuse_kvc_c7d74fa2596a9d9b(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1213,7 +1227,7 @@ _gostring_ _wrap_kvc_config_set_partial_reuse_kvc_c7d74fa2596a9d9b(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1228,7 +1242,7 @@ _gostring_ _wrap_kvc_config_get_partial_reuse_kvc_c7d74fa2596a9d9b(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1243,7 +1257,7 @@ _gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_c7d74fa2596a9d9b(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1258,7 +1272,7 @@ _gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_c7d74fa2596a9d9b(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1273,7 +1287,7 @@ _gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_c7d74fa2596a9d9b(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1288,7 +1302,7 @@ _gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_c7d74fa2596a9d9b(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_set_event_hash_seed_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_event_hash_seed_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1303,7 +1317,7 @@ _gostring_ _wrap_kvc_config_set_event_hash_seed_kvc_c7d74fa2596a9d9b(kvc_config_
 }
 
 
-_gostring_ _wrap_kvc_config_get_event_hash_seed_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_event_hash_seed_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1318,7 +1332,7 @@ _gostring_ _wrap_kvc_config_get_event_hash_seed_kvc_c7d74fa2596a9d9b(kvc_config_
 }
 
 
-_gostring_ _wrap_kvc_config_set_manual_clock_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_manual_clock_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1333,7 +1347,7 @@ _gostring_ _wrap_kvc_config_set_manual_clock_kvc_c7d74fa2596a9d9b(kvc_config_t *
 }
 
 
-_gostring_ _wrap_kvc_config_get_manual_clock_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_manual_clock_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1348,7 +1362,7 @@ _gostring_ _wrap_kvc_config_get_manual_clock_kvc_c7d74fa2596a9d9b(kvc_config_t *
 }
 
 
-_gostring_ _wrap_kvc_cache_create_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
+_gostring_ _wrap_kvc_cache_create_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_cache_t **arg2 = (kvc_cache_t **) 0 ;
   kvc_status_t result;
@@ -1363,7 +1377,7 @@ _gostring_ _wrap_kvc_cache_create_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_cache_destroy_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0) {
+void _wrap_kvc_cache_destroy_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   
   arg1 = (kvc_cache_t *)_swig_go_0; 
@@ -1373,7 +1387,7 @@ void _wrap_kvc_cache_destroy_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_cache_desc_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_struct_size_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1385,7 +1399,7 @@ void _wrap_kvc_cache_desc_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_struct_size_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1398,7 +1412,7 @@ int _wrap_kvc_cache_desc_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_kind_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_kind_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t arg2 ;
   
@@ -1410,7 +1424,7 @@ void _wrap_kvc_cache_desc_t_device_kind_set_kvc_c7d74fa2596a9d9b(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_device_kind_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_kind_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t result;
   int _swig_go_result;
@@ -1423,7 +1437,7 @@ int _wrap_kvc_cache_desc_t_device_kind_get_kvc_c7d74fa2596a9d9b(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t arg2 ;
   
@@ -1435,7 +1449,7 @@ void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_c7d74fa2596a9d9b(struct kvc_c
 }
 
 
-int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t result;
   int _swig_go_result;
@@ -1448,7 +1462,7 @@ int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_c7d74fa2596a9d9b(struct kvc_ca
 }
 
 
-void _wrap_kvc_cache_desc_t_dtype_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_dtype_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -1460,7 +1474,7 @@ void _wrap_kvc_cache_desc_t_dtype_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc
 }
 
 
-int _wrap_kvc_cache_desc_t_dtype_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_dtype_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -1473,7 +1487,7 @@ int _wrap_kvc_cache_desc_t_dtype_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc 
 }
 
 
-void _wrap_kvc_cache_desc_t_layout_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_layout_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -1485,7 +1499,7 @@ void _wrap_kvc_cache_desc_t_layout_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_des
 }
 
 
-int _wrap_kvc_cache_desc_t_layout_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_layout_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -1498,7 +1512,7 @@ int _wrap_kvc_cache_desc_t_layout_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc
 }
 
 
-void _wrap_kvc_cache_desc_t_num_layers_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_layers_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1510,7 +1524,7 @@ void _wrap_kvc_cache_desc_t_num_layers_set_kvc_c7d74fa2596a9d9b(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_layers_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_layers_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1523,7 +1537,7 @@ int _wrap_kvc_cache_desc_t_num_layers_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_groups_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_groups_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1535,7 +1549,7 @@ void _wrap_kvc_cache_desc_t_num_groups_set_kvc_c7d74fa2596a9d9b(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_groups_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_groups_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1548,7 +1562,7 @@ int _wrap_kvc_cache_desc_t_num_groups_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_pools_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_pools_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1560,7 +1574,7 @@ void _wrap_kvc_cache_desc_t_num_pools_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_num_pools_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_pools_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1573,7 +1587,7 @@ int _wrap_kvc_cache_desc_t_num_pools_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1585,7 +1599,7 @@ void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1598,7 +1612,7 @@ int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1610,7 +1624,7 @@ void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1623,7 +1637,7 @@ int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1635,7 +1649,7 @@ void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache
 }
 
 
-long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1648,7 +1662,7 @@ long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1660,7 +1674,7 @@ void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_c7d74fa2596a9d9b(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1673,7 +1687,7 @@ long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_c7d74fa2596a9d9b(struct 
 }
 
 
-void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1685,7 +1699,7 @@ void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_ca
 }
 
 
-long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1698,7 +1712,7 @@ long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_c7d74fa2596a9d9b(struct k
 }
 
 
-void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1710,7 +1724,7 @@ void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1723,7 +1737,7 @@ long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_c7d74fa2596a9d9b(struc
 }
 
 
-void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1735,7 +1749,7 @@ void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1748,7 +1762,7 @@ long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_c7d74fa2596a9d9b(stru
 }
 
 
-void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1760,7 +1774,7 @@ void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_c7d74fa2596a9d9b(struct k
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1773,7 +1787,7 @@ long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_c7d74fa2596a9d9b(str
 }
 
 
-struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_c7d74fa2596a9d9b() {
+struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_9869b028bd667423() {
   struct kvc_cache_desc *result = 0 ;
   struct kvc_cache_desc *_swig_go_result;
   
@@ -1784,7 +1798,7 @@ struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_c7d74fa2596a9d9b() {
 }
 
 
-void _wrap_delete_kvc_cache_desc_t_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_delete_kvc_cache_desc_t_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   
   arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
@@ -1794,7 +1808,7 @@ void _wrap_delete_kvc_cache_desc_t_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_
 }
 
 
-void _wrap_kvc_cache_desc_init_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_kvc_cache_desc_init_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
   kvc_cache_desc_t *arg1 = (kvc_cache_desc_t *) 0 ;
   
   arg1 = *(kvc_cache_desc_t **)&_swig_go_0; 
@@ -1804,7 +1818,7 @@ void _wrap_kvc_cache_desc_init_kvc_c7d74fa2596a9d9b(struct kvc_cache_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_describe_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_desc_t *arg2 = (kvc_cache_desc_t *) 0 ;
   kvc_status_t result;
@@ -1819,7 +1833,7 @@ _gostring_ _wrap_kvc_cache_describe_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_group_desc_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_struct_size_set_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1831,7 +1845,7 @@ void _wrap_kvc_group_desc_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_grou
 }
 
 
-int _wrap_kvc_group_desc_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_struct_size_get_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1844,7 +1858,7 @@ int _wrap_kvc_group_desc_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_group
 }
 
 
-void _wrap_kvc_group_desc_t_window_set_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_window_set_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1856,7 +1870,7 @@ void _wrap_kvc_group_desc_t_window_set_kvc_c7d74fa2596a9d9b(struct kvc_group_des
 }
 
 
-int _wrap_kvc_group_desc_t_window_get_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_window_get_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1869,7 +1883,7 @@ int _wrap_kvc_group_desc_t_window_get_kvc_c7d74fa2596a9d9b(struct kvc_group_desc
 }
 
 
-void _wrap_kvc_group_desc_t_kv_heads_set_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_kv_heads_set_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1881,7 +1895,7 @@ void _wrap_kvc_group_desc_t_kv_heads_set_kvc_c7d74fa2596a9d9b(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_kv_heads_get_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_kv_heads_get_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1894,7 +1908,7 @@ int _wrap_kvc_group_desc_t_kv_heads_get_kvc_c7d74fa2596a9d9b(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_head_dim_set_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_head_dim_set_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1906,7 +1920,7 @@ void _wrap_kvc_group_desc_t_head_dim_set_kvc_c7d74fa2596a9d9b(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_head_dim_get_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_head_dim_get_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1919,7 +1933,7 @@ int _wrap_kvc_group_desc_t_head_dim_get_kvc_c7d74fa2596a9d9b(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_num_layers_set_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_num_layers_set_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1931,7 +1945,7 @@ void _wrap_kvc_group_desc_t_num_layers_set_kvc_c7d74fa2596a9d9b(struct kvc_group
 }
 
 
-int _wrap_kvc_group_desc_t_num_layers_get_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_num_layers_get_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1944,7 +1958,7 @@ int _wrap_kvc_group_desc_t_num_layers_get_kvc_c7d74fa2596a9d9b(struct kvc_group_
 }
 
 
-void _wrap_kvc_group_desc_t_pool_set_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_pool_set_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1956,7 +1970,7 @@ void _wrap_kvc_group_desc_t_pool_set_kvc_c7d74fa2596a9d9b(struct kvc_group_desc 
 }
 
 
-int _wrap_kvc_group_desc_t_pool_get_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_pool_get_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1969,7 +1983,7 @@ int _wrap_kvc_group_desc_t_pool_get_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *
 }
 
 
-void _wrap_kvc_group_desc_t_block_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_block_bytes_set_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1981,7 +1995,7 @@ void _wrap_kvc_group_desc_t_block_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_grou
 }
 
 
-long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1994,7 +2008,7 @@ long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2006,7 +2020,7 @@ void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2019,7 +2033,7 @@ long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_c7d74fa2596a9d9b() {
+struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_9869b028bd667423() {
   struct kvc_group_desc *result = 0 ;
   struct kvc_group_desc *_swig_go_result;
   
@@ -2030,7 +2044,7 @@ struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_c7d74fa2596a9d9b() {
 }
 
 
-void _wrap_delete_kvc_group_desc_t_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0) {
+void _wrap_delete_kvc_group_desc_t_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   
   arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
@@ -2040,7 +2054,7 @@ void _wrap_delete_kvc_group_desc_t_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_
 }
 
 
-void _wrap_kvc_group_desc_init_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig_go_0) {
+void _wrap_kvc_group_desc_init_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
   kvc_group_desc_t *arg1 = (kvc_group_desc_t *) 0 ;
   
   arg1 = *(kvc_group_desc_t **)&_swig_go_0; 
@@ -2050,7 +2064,7 @@ void _wrap_kvc_group_desc_init_kvc_c7d74fa2596a9d9b(struct kvc_group_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_group_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_group_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_group_desc_t *arg3 = (kvc_group_desc_t *) 0 ;
@@ -2067,7 +2081,7 @@ _gostring_ _wrap_kvc_cache_describe_group_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swi
 }
 
 
-void _wrap_kvc_pool_desc_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_struct_size_set_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2079,7 +2093,7 @@ void _wrap_kvc_pool_desc_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_pool_
 }
 
 
-int _wrap_kvc_pool_desc_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_struct_size_get_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2092,7 +2106,7 @@ int _wrap_kvc_pool_desc_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_num_groups_set_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_groups_set_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2104,7 +2118,7 @@ void _wrap_kvc_pool_desc_t_num_groups_set_kvc_c7d74fa2596a9d9b(struct kvc_pool_d
 }
 
 
-int _wrap_kvc_pool_desc_t_num_groups_get_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_num_groups_get_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2117,7 +2131,7 @@ int _wrap_kvc_pool_desc_t_num_groups_get_kvc_c7d74fa2596a9d9b(struct kvc_pool_de
 }
 
 
-void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2129,7 +2143,7 @@ void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_pool_
 }
 
 
-long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2142,7 +2156,7 @@ long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2154,7 +2168,7 @@ void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_pool_d
 }
 
 
-long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2167,7 +2181,7 @@ long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_p
 }
 
 
-void _wrap_kvc_pool_desc_t_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_bytes_set_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2179,7 +2193,7 @@ void _wrap_kvc_pool_desc_t_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *
 }
 
 
-long long _wrap_kvc_pool_desc_t_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_bytes_get_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2192,7 +2206,7 @@ long long _wrap_kvc_pool_desc_t_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_base_set_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_pool_desc_t_base_set_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2204,7 +2218,7 @@ void _wrap_kvc_pool_desc_t_base_set_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_
 }
 
 
-void *_wrap_kvc_pool_desc_t_base_get_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0) {
+void *_wrap_kvc_pool_desc_t_base_get_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2217,7 +2231,7 @@ void *_wrap_kvc_pool_desc_t_base_get_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *
 }
 
 
-struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_c7d74fa2596a9d9b() {
+struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_9869b028bd667423() {
   struct kvc_pool_desc *result = 0 ;
   struct kvc_pool_desc *_swig_go_result;
   
@@ -2228,7 +2242,7 @@ struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_c7d74fa2596a9d9b() {
 }
 
 
-void _wrap_delete_kvc_pool_desc_t_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_delete_kvc_pool_desc_t_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   
   arg1 = *(struct kvc_pool_desc **)&_swig_go_0; 
@@ -2238,7 +2252,7 @@ void _wrap_delete_kvc_pool_desc_t_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_sw
 }
 
 
-void _wrap_kvc_pool_desc_init_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_kvc_pool_desc_init_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0) {
   kvc_pool_desc_t *arg1 = (kvc_pool_desc_t *) 0 ;
   
   arg1 = *(kvc_pool_desc_t **)&_swig_go_0; 
@@ -2248,7 +2262,7 @@ void _wrap_kvc_pool_desc_init_kvc_c7d74fa2596a9d9b(struct kvc_pool_desc *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_pool_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_pool_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_pool_desc_t *arg3 = (kvc_pool_desc_t *) 0 ;
@@ -2265,7 +2279,7 @@ _gostring_ _wrap_kvc_cache_describe_pool_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig
 }
 
 
-void _wrap_kvc_layer_view_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_struct_size_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2277,7 +2291,7 @@ void _wrap_kvc_layer_view_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_laye
 }
 
 
-int _wrap_kvc_layer_view_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_struct_size_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2290,7 +2304,7 @@ int _wrap_kvc_layer_view_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_layer
 }
 
 
-void _wrap_kvc_layer_view_t_group_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_group_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2302,7 +2316,7 @@ void _wrap_kvc_layer_view_t_group_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_group_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_group_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2315,7 +2329,7 @@ int _wrap_kvc_layer_view_t_group_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_pool_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_pool_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2327,7 +2341,7 @@ void _wrap_kvc_layer_view_t_pool_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view 
 }
 
 
-int _wrap_kvc_layer_view_t_pool_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_pool_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2340,7 +2354,7 @@ int _wrap_kvc_layer_view_t_pool_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *
 }
 
 
-void _wrap_kvc_layer_view_t_dtype_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_dtype_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -2352,7 +2366,7 @@ void _wrap_kvc_layer_view_t_dtype_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_dtype_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_dtype_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -2365,7 +2379,7 @@ int _wrap_kvc_layer_view_t_dtype_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_layout_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_layout_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -2377,7 +2391,7 @@ void _wrap_kvc_layer_view_t_layout_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_vie
 }
 
 
-int _wrap_kvc_layer_view_t_layout_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_layout_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -2390,7 +2404,7 @@ int _wrap_kvc_layer_view_t_layout_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_kv_heads_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_heads_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2402,7 +2416,7 @@ void _wrap_kvc_layer_view_t_kv_heads_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_kv_heads_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_heads_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2415,7 +2429,7 @@ int _wrap_kvc_layer_view_t_kv_heads_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_head_dim_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_dim_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2427,7 +2441,7 @@ void _wrap_kvc_layer_view_t_head_dim_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_head_dim_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_head_dim_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2440,7 +2454,7 @@ int _wrap_kvc_layer_view_t_head_dim_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2452,7 +2466,7 @@ void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2465,7 +2479,7 @@ int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_kv_factor_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_factor_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2477,7 +2491,7 @@ void _wrap_kvc_layer_view_t_kv_factor_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_kv_factor_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_factor_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2490,7 +2504,7 @@ int _wrap_kvc_layer_view_t_kv_factor_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_elem_size_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_elem_size_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2502,7 +2516,7 @@ void _wrap_kvc_layer_view_t_elem_size_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_elem_size_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_elem_size_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2515,7 +2529,7 @@ int _wrap_kvc_layer_view_t_elem_size_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_base_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_layer_view_t_base_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2527,7 +2541,7 @@ void _wrap_kvc_layer_view_t_base_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view 
 }
 
 
-void *_wrap_kvc_layer_view_t_base_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
+void *_wrap_kvc_layer_view_t_base_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2540,7 +2554,7 @@ void *_wrap_kvc_layer_view_t_base_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_num_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_num_blocks_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2552,7 +2566,7 @@ void _wrap_kvc_layer_view_t_num_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_layer
 }
 
 
-long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2565,7 +2579,7 @@ long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_block_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_block_stride_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2577,7 +2591,7 @@ void _wrap_kvc_layer_view_t_block_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_block_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_block_stride_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2590,7 +2604,7 @@ long long _wrap_kvc_layer_view_t_block_stride_get_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_kv_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_stride_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2602,7 +2616,7 @@ void _wrap_kvc_layer_view_t_kv_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_
 }
 
 
-long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2615,7 +2629,7 @@ long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_l
 }
 
 
-void _wrap_kvc_layer_view_t_token_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_token_stride_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2627,7 +2641,7 @@ void _wrap_kvc_layer_view_t_token_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_token_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_token_stride_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2640,7 +2654,7 @@ long long _wrap_kvc_layer_view_t_token_stride_get_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_head_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_stride_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2652,7 +2666,7 @@ void _wrap_kvc_layer_view_t_head_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_laye
 }
 
 
-long long _wrap_kvc_layer_view_t_head_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_head_stride_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2665,7 +2679,7 @@ long long _wrap_kvc_layer_view_t_head_stride_get_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_c7d74fa2596a9d9b() {
+struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_9869b028bd667423() {
   struct kvc_layer_view *result = 0 ;
   struct kvc_layer_view *_swig_go_result;
   
@@ -2676,7 +2690,7 @@ struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_c7d74fa2596a9d9b() {
 }
 
 
-void _wrap_delete_kvc_layer_view_t_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
+void _wrap_delete_kvc_layer_view_t_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   
   arg1 = *(struct kvc_layer_view **)&_swig_go_0; 
@@ -2686,7 +2700,7 @@ void _wrap_delete_kvc_layer_view_t_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_
 }
 
 
-void _wrap_kvc_layer_view_init_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig_go_0) {
+void _wrap_kvc_layer_view_init_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
   kvc_layer_view_t *arg1 = (kvc_layer_view_t *) 0 ;
   
   arg1 = *(kvc_layer_view_t **)&_swig_go_0; 
@@ -2696,7 +2710,7 @@ void _wrap_kvc_layer_view_init_kvc_c7d74fa2596a9d9b(struct kvc_layer_view *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_layer_view_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_layer_view_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_layer_view_t *arg3 = (kvc_layer_view_t *) 0 ;
@@ -2713,7 +2727,7 @@ _gostring_ _wrap_kvc_cache_layer_view_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go
 }
 
 
-void _wrap_kvc_extra_key_t_offset_set_kvc_c7d74fa2596a9d9b(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_offset_set_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -2725,7 +2739,7 @@ void _wrap_kvc_extra_key_t_offset_set_kvc_c7d74fa2596a9d9b(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_offset_get_kvc_c7d74fa2596a9d9b(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_offset_get_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2738,7 +2752,7 @@ long long _wrap_kvc_extra_key_t_offset_get_kvc_c7d74fa2596a9d9b(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_length_set_kvc_c7d74fa2596a9d9b(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_length_set_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -2750,7 +2764,7 @@ void _wrap_kvc_extra_key_t_length_set_kvc_c7d74fa2596a9d9b(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_length_get_kvc_c7d74fa2596a9d9b(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_length_get_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2763,7 +2777,7 @@ long long _wrap_kvc_extra_key_t_length_get_kvc_c7d74fa2596a9d9b(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_data_set_kvc_c7d74fa2596a9d9b(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_extra_key_t_data_set_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2775,7 +2789,7 @@ void _wrap_kvc_extra_key_t_data_set_kvc_c7d74fa2596a9d9b(struct kvc_extra_key *_
 }
 
 
-void *_wrap_kvc_extra_key_t_data_get_kvc_c7d74fa2596a9d9b(struct kvc_extra_key *_swig_go_0) {
+void *_wrap_kvc_extra_key_t_data_get_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2788,7 +2802,7 @@ void *_wrap_kvc_extra_key_t_data_get_kvc_c7d74fa2596a9d9b(struct kvc_extra_key *
 }
 
 
-void _wrap_kvc_extra_key_t_size_set_kvc_c7d74fa2596a9d9b(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_size_set_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t arg2 ;
   
@@ -2800,7 +2814,7 @@ void _wrap_kvc_extra_key_t_size_set_kvc_c7d74fa2596a9d9b(struct kvc_extra_key *_
 }
 
 
-long long _wrap_kvc_extra_key_t_size_get_kvc_c7d74fa2596a9d9b(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_size_get_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -2813,7 +2827,7 @@ long long _wrap_kvc_extra_key_t_size_get_kvc_c7d74fa2596a9d9b(struct kvc_extra_k
 }
 
 
-struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_c7d74fa2596a9d9b() {
+struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_9869b028bd667423() {
   struct kvc_extra_key *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
   
@@ -2824,7 +2838,7 @@ struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_c7d74fa2596a9d9b() {
 }
 
 
-void _wrap_delete_kvc_extra_key_t_kvc_c7d74fa2596a9d9b(struct kvc_extra_key *_swig_go_0) {
+void _wrap_delete_kvc_extra_key_t_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   
   arg1 = *(struct kvc_extra_key **)&_swig_go_0; 
@@ -2834,7 +2848,7 @@ void _wrap_delete_kvc_extra_key_t_kvc_c7d74fa2596a9d9b(struct kvc_extra_key *_sw
 }
 
 
-void _wrap_kvc_retention_range_t_start_set_kvc_c7d74fa2596a9d9b(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_start_set_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -2846,7 +2860,7 @@ void _wrap_kvc_retention_range_t_start_set_kvc_c7d74fa2596a9d9b(struct kvc_reten
 }
 
 
-long long _wrap_kvc_retention_range_t_start_get_kvc_c7d74fa2596a9d9b(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_start_get_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2859,7 +2873,7 @@ long long _wrap_kvc_retention_range_t_start_get_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-void _wrap_kvc_retention_range_t_end_set_kvc_c7d74fa2596a9d9b(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_end_set_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -2871,7 +2885,7 @@ void _wrap_kvc_retention_range_t_end_set_kvc_c7d74fa2596a9d9b(struct kvc_retenti
 }
 
 
-long long _wrap_kvc_retention_range_t_end_get_kvc_c7d74fa2596a9d9b(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_end_get_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2884,7 +2898,7 @@ long long _wrap_kvc_retention_range_t_end_get_kvc_c7d74fa2596a9d9b(struct kvc_re
 }
 
 
-void _wrap_kvc_retention_range_t_priority_set_kvc_c7d74fa2596a9d9b(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_retention_range_t_priority_set_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t arg2 ;
   
@@ -2896,7 +2910,7 @@ void _wrap_kvc_retention_range_t_priority_set_kvc_c7d74fa2596a9d9b(struct kvc_re
 }
 
 
-int _wrap_kvc_retention_range_t_priority_get_kvc_c7d74fa2596a9d9b(struct kvc_retention_range *_swig_go_0) {
+int _wrap_kvc_retention_range_t_priority_get_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2909,7 +2923,7 @@ int _wrap_kvc_retention_range_t_priority_get_kvc_c7d74fa2596a9d9b(struct kvc_ret
 }
 
 
-void _wrap_kvc_retention_range_t_reserved_set_kvc_c7d74fa2596a9d9b(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_retention_range_t_reserved_set_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t arg2 ;
   
@@ -2921,7 +2935,7 @@ void _wrap_kvc_retention_range_t_reserved_set_kvc_c7d74fa2596a9d9b(struct kvc_re
 }
 
 
-int _wrap_kvc_retention_range_t_reserved_get_kvc_c7d74fa2596a9d9b(struct kvc_retention_range *_swig_go_0) {
+int _wrap_kvc_retention_range_t_reserved_get_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2934,7 +2948,7 @@ int _wrap_kvc_retention_range_t_reserved_get_kvc_c7d74fa2596a9d9b(struct kvc_ret
 }
 
 
-void _wrap_kvc_retention_range_t_duration_ms_set_kvc_c7d74fa2596a9d9b(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_duration_ms_set_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -2946,7 +2960,7 @@ void _wrap_kvc_retention_range_t_duration_ms_set_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_c7d74fa2596a9d9b(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2959,7 +2973,7 @@ long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_c7d74fa2596a9d9b(struc
 }
 
 
-struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_c7d74fa2596a9d9b() {
+struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_9869b028bd667423() {
   struct kvc_retention_range *result = 0 ;
   struct kvc_retention_range *_swig_go_result;
   
@@ -2970,7 +2984,7 @@ struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_c7d74fa2596a9d9b
 }
 
 
-void _wrap_delete_kvc_retention_range_t_kvc_c7d74fa2596a9d9b(struct kvc_retention_range *_swig_go_0) {
+void _wrap_delete_kvc_retention_range_t_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   
   arg1 = *(struct kvc_retention_range **)&_swig_go_0; 
@@ -2980,7 +2994,7 @@ void _wrap_delete_kvc_retention_range_t_kvc_c7d74fa2596a9d9b(struct kvc_retentio
 }
 
 
-void _wrap_kvc_sequence_options_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_struct_size_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -2992,7 +3006,7 @@ void _wrap_kvc_sequence_options_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-int _wrap_kvc_sequence_options_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_struct_size_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3005,7 +3019,7 @@ int _wrap_kvc_sequence_options_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -3017,7 +3031,7 @@ void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_c7d74fa2596a9d9b(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3030,7 +3044,7 @@ int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -3042,7 +3056,7 @@ void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_c7d74fa2596a9d9b(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3055,7 +3069,7 @@ int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_has_lora_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
+void _wrap_kvc_sequence_options_t_has_lora_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool arg2 ;
   
@@ -3067,7 +3081,7 @@ void _wrap_kvc_sequence_options_t_has_lora_set_kvc_c7d74fa2596a9d9b(struct kvc_s
 }
 
 
-bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
+bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -3080,7 +3094,7 @@ bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_c7d74fa2596a9d9b(struct kvc_s
 }
 
 
-void _wrap_kvc_sequence_options_t_lora_id_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_lora_id_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t arg2 ;
   
@@ -3092,7 +3106,7 @@ void _wrap_kvc_sequence_options_t_lora_id_set_kvc_c7d74fa2596a9d9b(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3105,7 +3119,7 @@ long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_c7d74fa2596a9d9b(struct k
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -3117,7 +3131,7 @@ void _wrap_kvc_sequence_options_t_salt_set_kvc_c7d74fa2596a9d9b(struct kvc_seque
 }
 
 
-void *_wrap_kvc_sequence_options_t_salt_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
+void *_wrap_kvc_sequence_options_t_salt_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -3130,7 +3144,7 @@ void *_wrap_kvc_sequence_options_t_salt_get_kvc_c7d74fa2596a9d9b(struct kvc_sequ
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_size_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_size_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3142,7 +3156,7 @@ void _wrap_kvc_sequence_options_t_salt_size_set_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3155,7 +3169,7 @@ long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *arg2 = (kvc_extra_key_t *) 0 ;
   
@@ -3167,7 +3181,7 @@ void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
+struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
@@ -3180,7 +3194,7 @@ struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_c7d74fa259
 }
 
 
-void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3192,7 +3206,7 @@ void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3205,7 +3219,7 @@ long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_c7d74fa2596a9d9b(s
 }
 
 
-void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0, struct kvc_retention_range *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, struct kvc_retention_range *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_retention_range_t *arg2 = (kvc_retention_range_t *) 0 ;
   
@@ -3217,7 +3231,7 @@ void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_c7d74fa2596a9d9b(stru
 }
 
 
-struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
+struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_retention_range_t *result = 0 ;
   struct kvc_retention_range *_swig_go_result;
@@ -3230,7 +3244,7 @@ struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kv
 }
 
 
-void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3242,7 +3256,7 @@ void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_c7d74fa2596a9d9b(
 }
 
 
-long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3255,7 +3269,7 @@ long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_c7d74fa2596a
 }
 
 
-void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t arg2 ;
   
@@ -3267,7 +3281,7 @@ void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_c7d74fa2596a9d9b(st
 }
 
 
-long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3280,7 +3294,7 @@ long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_c7d74fa2596a9d
 }
 
 
-struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_c7d74fa2596a9d9b() {
+struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_9869b028bd667423() {
   struct kvc_sequence_options *result = 0 ;
   struct kvc_sequence_options *_swig_go_result;
   
@@ -3291,7 +3305,7 @@ struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_c7d74fa2596a9d
 }
 
 
-void _wrap_delete_kvc_sequence_options_t_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_delete_kvc_sequence_options_t_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   
   arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
@@ -3301,7 +3315,7 @@ void _wrap_delete_kvc_sequence_options_t_kvc_c7d74fa2596a9d9b(struct kvc_sequenc
 }
 
 
-void _wrap_kvc_sequence_options_init_kvc_c7d74fa2596a9d9b(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_kvc_sequence_options_init_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
   kvc_sequence_options_t *arg1 = (kvc_sequence_options_t *) 0 ;
   
   arg1 = *(kvc_sequence_options_t **)&_swig_go_0; 
@@ -3311,7 +3325,7 @@ void _wrap_kvc_sequence_options_init_kvc_c7d74fa2596a9d9b(struct kvc_sequence_op
 }
 
 
-_gostring_ _wrap_kvc_sequence_add_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
+_gostring_ _wrap_kvc_sequence_add_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3336,7 +3350,7 @@ _gostring_ _wrap_kvc_sequence_add_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_extend_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_sequence_extend_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3357,7 +3371,7 @@ _gostring_ _wrap_kvc_sequence_extend_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_commit_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_commit_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3374,7 +3388,7 @@ _gostring_ _wrap_kvc_sequence_commit_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_rewind_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_rewind_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3391,7 +3405,7 @@ _gostring_ _wrap_kvc_sequence_rewind_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_fork_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_fork_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3408,7 +3422,7 @@ _gostring_ _wrap_kvc_sequence_fork_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_kvc_sequence_remove_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_remove_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3423,7 +3437,7 @@ _gostring_ _wrap_kvc_sequence_remove_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_pin_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_pin_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3438,7 +3452,7 @@ _gostring_ _wrap_kvc_sequence_pin_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_unpin_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_unpin_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3453,7 +3467,7 @@ _gostring_ _wrap_kvc_sequence_unpin_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3465,7 +3479,7 @@ void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_s
 }
 
 
-int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3478,7 +3492,7 @@ int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_se
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3490,7 +3504,7 @@ void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_c7d74fa2596a9d9b(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3503,7 +3517,7 @@ int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3515,7 +3529,7 @@ void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_c7d74fa2596a9d9b(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3528,7 +3542,7 @@ int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_reserved_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_reserved_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -3540,7 +3554,7 @@ void _wrap_kvc_sequence_desc_t_reserved_set_kvc_c7d74fa2596a9d9b(struct kvc_sequ
 }
 
 
-int _wrap_kvc_sequence_desc_t_reserved_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_reserved_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3553,7 +3567,7 @@ int _wrap_kvc_sequence_desc_t_reserved_get_kvc_c7d74fa2596a9d9b(struct kvc_seque
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3565,7 +3579,7 @@ void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3578,7 +3592,7 @@ long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_c7d74fa2596a9d9b(struct k
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3590,7 +3604,7 @@ void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3603,7 +3617,7 @@ long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_c7d74fa2596a9d9b(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3615,7 +3629,7 @@ void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3628,7 +3642,7 @@ long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_c7d74fa2596a9d9b(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3640,7 +3654,7 @@ void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_c7d74fa2596a9d9b(struct 
 }
 
 
-long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3653,7 +3667,7 @@ long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_c7d74fa2596a9d9b(st
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -3665,7 +3679,7 @@ void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3678,7 +3692,7 @@ long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_c7d74fa2596a9d9b(struct k
 }
 
 
-struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_c7d74fa2596a9d9b() {
+struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_9869b028bd667423() {
   struct kvc_sequence_desc *result = 0 ;
   struct kvc_sequence_desc *_swig_go_result;
   
@@ -3689,7 +3703,7 @@ struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_c7d74fa2596a9d9b() {
 }
 
 
-void _wrap_delete_kvc_sequence_desc_t_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_delete_kvc_sequence_desc_t_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   
   arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
@@ -3699,7 +3713,7 @@ void _wrap_delete_kvc_sequence_desc_t_kvc_c7d74fa2596a9d9b(struct kvc_sequence_d
 }
 
 
-void _wrap_kvc_sequence_desc_init_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_kvc_sequence_desc_init_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
   kvc_sequence_desc_t *arg1 = (kvc_sequence_desc_t *) 0 ;
   
   arg1 = *(kvc_sequence_desc_t **)&_swig_go_0; 
@@ -3709,7 +3723,7 @@ void _wrap_kvc_sequence_desc_init_kvc_c7d74fa2596a9d9b(struct kvc_sequence_desc 
 }
 
 
-_gostring_ _wrap_kvc_sequence_describe_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_sequence_describe_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_sequence_desc_t *arg3 = (kvc_sequence_desc_t *) 0 ;
@@ -3726,7 +3740,7 @@ _gostring_ _wrap_kvc_sequence_describe_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_sequence_block_ids_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
+_gostring_ _wrap_kvc_sequence_block_ids_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint32_t arg3 ;
@@ -3749,7 +3763,7 @@ _gostring_ _wrap_kvc_sequence_block_ids_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
+_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3768,7 +3782,7 @@ _gostring_ _wrap_kvc_sequence_blocks_needed_kvc_c7d74fa2596a9d9b(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_cache_probe_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
+_gostring_ _wrap_kvc_cache_probe_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -3789,7 +3803,7 @@ _gostring_ _wrap_kvc_cache_probe_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, i
 }
 
 
-_gostring_ _wrap_kvc_cache_advance_clock_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_cache_advance_clock_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3804,7 +3818,7 @@ _gostring_ _wrap_kvc_cache_advance_clock_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig
 }
 
 
-_gostring_ _wrap_kvc_batch_extend_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_batch_extend_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3825,7 +3839,7 @@ _gostring_ _wrap_kvc_batch_extend_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_block_table_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3852,7 +3866,7 @@ _gostring_ _wrap_kvc_batch_block_table_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_csr_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
+_gostring_ _wrap_kvc_batch_block_table_csr_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3881,7 +3895,7 @@ _gostring_ _wrap_kvc_batch_block_table_csr_kvc_c7d74fa2596a9d9b(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
+_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   size_t arg3 ;
@@ -3900,7 +3914,7 @@ _gostring_ _wrap_kvc_batch_sequence_lengths_kvc_c7d74fa2596a9d9b(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_batch_slot_mapping_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_slot_mapping_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -3927,7 +3941,7 @@ _gostring_ _wrap_kvc_batch_slot_mapping_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_
 }
 
 
-void _wrap_kvc_cache_stats_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_struct_size_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -3939,7 +3953,7 @@ void _wrap_kvc_cache_stats_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_cac
 }
 
 
-int _wrap_kvc_cache_stats_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_struct_size_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3952,7 +3966,7 @@ int _wrap_kvc_cache_stats_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_reserved_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reserved_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -3964,7 +3978,7 @@ void _wrap_kvc_cache_stats_t_reserved_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_stats_t_reserved_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_reserved_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3977,7 +3991,7 @@ int _wrap_kvc_cache_stats_t_reserved_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_s
 }
 
 
-void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -3989,7 +4003,7 @@ void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4002,7 +4016,7 @@ long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4014,7 +4028,7 @@ void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cac
 }
 
 
-long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4027,7 +4041,7 @@ long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4039,7 +4053,7 @@ void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4052,7 +4066,7 @@ long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_c7d74fa2596a9d9b(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4064,7 +4078,7 @@ void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4077,7 +4091,7 @@ long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_c7d74fa2596a9d9b(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4089,7 +4103,7 @@ void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4102,7 +4116,7 @@ long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_c7d74fa2596a9d9b(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4114,7 +4128,7 @@ void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4127,7 +4141,7 @@ long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_c7d74fa2596a9d9b(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double arg2 ;
   
@@ -4139,7 +4153,7 @@ void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_
 }
 
 
-double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
+double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -4152,7 +4166,7 @@ double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_c7d74fa2596a9d9b(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4164,7 +4178,7 @@ void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4177,7 +4191,7 @@ long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4189,7 +4203,7 @@ void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_c7d74fa2596a9d9b(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4202,7 +4216,7 @@ long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_c7d74fa2596a9d9b(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4214,7 +4228,7 @@ void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_c7d74fa2596a9d9b(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4227,7 +4241,7 @@ long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4239,7 +4253,7 @@ void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_c7d74fa2596a9d9b(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4252,7 +4266,7 @@ long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4264,7 +4278,7 @@ void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4277,7 +4291,7 @@ long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_c7d74fa2596a9d9b(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4289,7 +4303,7 @@ void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4302,7 +4316,7 @@ long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_c7d74fa2596a9d9b(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4314,7 +4328,7 @@ void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4327,7 +4341,7 @@ long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_c7d74fa2596a9d9b(struc
 }
 
 
-void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4339,7 +4353,7 @@ void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4352,7 +4366,7 @@ long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_c7d74fa2596a9d9b(struc
 }
 
 
-void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4364,7 +4378,7 @@ void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cac
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4377,7 +4391,7 @@ long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4389,7 +4403,7 @@ void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4402,7 +4416,7 @@ long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_c7d74fa2596a9d9b(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4414,7 +4428,7 @@ void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_c7d74fa2596a9d9b(struct 
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4427,7 +4441,7 @@ long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_c7d74fa2596a9d9b(st
 }
 
 
-struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_c7d74fa2596a9d9b() {
+struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_9869b028bd667423() {
   struct kvc_cache_stats *result = 0 ;
   struct kvc_cache_stats *_swig_go_result;
   
@@ -4438,7 +4452,7 @@ struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_c7d74fa2596a9d9b() {
 }
 
 
-void _wrap_delete_kvc_cache_stats_t_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_delete_kvc_cache_stats_t_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   
   arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
@@ -4448,7 +4462,7 @@ void _wrap_delete_kvc_cache_stats_t_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats 
 }
 
 
-void _wrap_kvc_cache_stats_init_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_kvc_cache_stats_init_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
   kvc_cache_stats_t *arg1 = (kvc_cache_stats_t *) 0 ;
   
   arg1 = *(kvc_cache_stats_t **)&_swig_go_0; 
@@ -4458,7 +4472,7 @@ void _wrap_kvc_cache_stats_init_kvc_c7d74fa2596a9d9b(struct kvc_cache_stats *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_get_stats_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_get_stats_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_stats_t *arg2 = (kvc_cache_stats_t *) 0 ;
   kvc_status_t result;
@@ -4473,7 +4487,7 @@ _gostring_ _wrap_kvc_cache_get_stats_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_
 }
 
 
-void _wrap_kvc_group_stats_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_stats_t_struct_size_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -4485,7 +4499,7 @@ void _wrap_kvc_group_stats_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_gro
 }
 
 
-int _wrap_kvc_group_stats_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0) {
+int _wrap_kvc_group_stats_t_struct_size_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4498,7 +4512,7 @@ int _wrap_kvc_group_stats_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_grou
 }
 
 
-void _wrap_kvc_group_stats_t_pool_set_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_stats_t_pool_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -4510,7 +4524,7 @@ void _wrap_kvc_group_stats_t_pool_set_kvc_c7d74fa2596a9d9b(struct kvc_group_stat
 }
 
 
-int _wrap_kvc_group_stats_t_pool_get_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0) {
+int _wrap_kvc_group_stats_t_pool_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4523,7 +4537,7 @@ int _wrap_kvc_group_stats_t_pool_get_kvc_c7d74fa2596a9d9b(struct kvc_group_stats
 }
 
 
-void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4535,7 +4549,7 @@ void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4548,7 +4562,7 @@ long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_c7d74fa2596a9d9b(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4560,7 +4574,7 @@ void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4573,7 +4587,7 @@ long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_c7d74fa2596a9d9b(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4585,7 +4599,7 @@ void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4598,7 +4612,7 @@ long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_c7d74fa2596a9d9b(stru
 }
 
 
-void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4610,7 +4624,7 @@ void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4623,7 +4637,7 @@ long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_c7d74fa2596a9d9b(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4635,7 +4649,7 @@ void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4648,7 +4662,7 @@ long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_c7d74fa2596a9d9b(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4660,7 +4674,7 @@ void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4673,7 +4687,7 @@ long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-void _wrap_kvc_group_stats_t_released_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_released_blocks_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4685,7 +4699,7 @@ void _wrap_kvc_group_stats_t_released_blocks_set_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4698,7 +4712,7 @@ long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_c7d74fa2596a9d9b(struc
 }
 
 
-struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_c7d74fa2596a9d9b() {
+struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_9869b028bd667423() {
   struct kvc_group_stats *result = 0 ;
   struct kvc_group_stats *_swig_go_result;
   
@@ -4709,7 +4723,7 @@ struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_c7d74fa2596a9d9b() {
 }
 
 
-void _wrap_delete_kvc_group_stats_t_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0) {
+void _wrap_delete_kvc_group_stats_t_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   
   arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
@@ -4719,7 +4733,7 @@ void _wrap_delete_kvc_group_stats_t_kvc_c7d74fa2596a9d9b(struct kvc_group_stats 
 }
 
 
-void _wrap_kvc_group_stats_init_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_swig_go_0) {
+void _wrap_kvc_group_stats_init_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
   kvc_group_stats_t *arg1 = (kvc_group_stats_t *) 0 ;
   
   arg1 = *(kvc_group_stats_t **)&_swig_go_0; 
@@ -4729,7 +4743,7 @@ void _wrap_kvc_group_stats_init_kvc_c7d74fa2596a9d9b(struct kvc_group_stats *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_get_group_stats_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_stats *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_get_group_stats_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_stats *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_group_stats_t *arg3 = (kvc_group_stats_t *) 0 ;
@@ -4746,7 +4760,7 @@ _gostring_ _wrap_kvc_cache_get_group_stats_kvc_c7d74fa2596a9d9b(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_reset_reuse_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_reset_reuse_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -4759,7 +4773,7 @@ _gostring_ _wrap_kvc_cache_reset_reuse_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_check_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_check_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -4772,7 +4786,7 @@ _gostring_ _wrap_kvc_cache_check_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_store_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_struct_size_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4784,7 +4798,7 @@ void _wrap_kvc_store_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_stor
 }
 
 
-int _wrap_kvc_store_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_struct_size_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4797,7 +4811,7 @@ int _wrap_kvc_store_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_store
 }
 
 
-void _wrap_kvc_store_args_t_layer_set_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_layer_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4809,7 +4823,7 @@ void _wrap_kvc_store_args_t_layer_set_kvc_c7d74fa2596a9d9b(struct kvc_store_args
 }
 
 
-int _wrap_kvc_store_args_t_layer_get_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_layer_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4822,7 +4836,7 @@ int _wrap_kvc_store_args_t_layer_get_kvc_c7d74fa2596a9d9b(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_num_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_num_tokens_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -4834,7 +4848,7 @@ void _wrap_kvc_store_args_t_num_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_store
 }
 
 
-int _wrap_kvc_store_args_t_num_tokens_get_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_num_tokens_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4847,7 +4861,7 @@ int _wrap_kvc_store_args_t_num_tokens_get_kvc_c7d74fa2596a9d9b(struct kvc_store_
 }
 
 
-void _wrap_kvc_store_args_t_src_dtype_set_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_src_dtype_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -4859,7 +4873,7 @@ void _wrap_kvc_store_args_t_src_dtype_set_kvc_c7d74fa2596a9d9b(struct kvc_store_
 }
 
 
-int _wrap_kvc_store_args_t_src_dtype_get_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_src_dtype_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -4872,7 +4886,7 @@ int _wrap_kvc_store_args_t_src_dtype_get_kvc_c7d74fa2596a9d9b(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_key_set_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_key_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4884,7 +4898,7 @@ void _wrap_kvc_store_args_t_key_set_kvc_c7d74fa2596a9d9b(struct kvc_store_args *
 }
 
 
-void *_wrap_kvc_store_args_t_key_get_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_key_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4897,7 +4911,7 @@ void *_wrap_kvc_store_args_t_key_get_kvc_c7d74fa2596a9d9b(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_value_set_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_value_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -4909,7 +4923,7 @@ void _wrap_kvc_store_args_t_value_set_kvc_c7d74fa2596a9d9b(struct kvc_store_args
 }
 
 
-void *_wrap_kvc_store_args_t_value_get_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_value_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -4922,7 +4936,7 @@ void *_wrap_kvc_store_args_t_value_get_kvc_c7d74fa2596a9d9b(struct kvc_store_arg
 }
 
 
-void _wrap_kvc_store_args_t_slot_mapping_set_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
+void _wrap_kvc_store_args_t_slot_mapping_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   
@@ -4934,7 +4948,7 @@ void _wrap_kvc_store_args_t_slot_mapping_set_kvc_c7d74fa2596a9d9b(struct kvc_sto
 }
 
 
-int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0) {
+int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *result = 0 ;
   int64_t *_swig_go_result;
@@ -4947,7 +4961,7 @@ int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-void _wrap_kvc_store_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_k_scale_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -4959,7 +4973,7 @@ void _wrap_kvc_store_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_k_scale_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4972,7 +4986,7 @@ float _wrap_kvc_store_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_v_scale_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -4984,7 +4998,7 @@ void _wrap_kvc_store_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_v_scale_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -4997,7 +5011,7 @@ float _wrap_kvc_store_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_store_a
 }
 
 
-struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_c7d74fa2596a9d9b() {
+struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_9869b028bd667423() {
   struct kvc_store_args *result = 0 ;
   struct kvc_store_args *_swig_go_result;
   
@@ -5008,7 +5022,7 @@ struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_c7d74fa2596a9d9b() {
 }
 
 
-void _wrap_delete_kvc_store_args_t_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0) {
+void _wrap_delete_kvc_store_args_t_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   
   arg1 = *(struct kvc_store_args **)&_swig_go_0; 
@@ -5018,7 +5032,7 @@ void _wrap_delete_kvc_store_args_t_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_
 }
 
 
-void _wrap_kvc_store_args_init_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig_go_0) {
+void _wrap_kvc_store_args_init_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
   kvc_store_args_t *arg1 = (kvc_store_args_t *) 0 ;
   
   arg1 = *(kvc_store_args_t **)&_swig_go_0; 
@@ -5028,7 +5042,7 @@ void _wrap_kvc_store_args_init_kvc_c7d74fa2596a9d9b(struct kvc_store_args *_swig
 }
 
 
-_gostring_ _wrap_kvc_store_kv_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_store_kv_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_store_args_t *arg2 = (kvc_store_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5045,7 +5059,7 @@ _gostring_ _wrap_kvc_store_kv_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, stru
 }
 
 
-void _wrap_kvc_store_strides_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_strides_t_struct_size_set_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t arg2 ;
   
@@ -5057,7 +5071,7 @@ void _wrap_kvc_store_strides_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_s
 }
 
 
-int _wrap_kvc_store_strides_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0) {
+int _wrap_kvc_store_strides_t_struct_size_get_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5070,7 +5084,7 @@ int _wrap_kvc_store_strides_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_st
 }
 
 
-void _wrap_kvc_store_strides_t_seq_len_set_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_strides_t_seq_len_set_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t arg2 ;
   
@@ -5082,7 +5096,7 @@ void _wrap_kvc_store_strides_t_seq_len_set_kvc_c7d74fa2596a9d9b(struct kvc_store
 }
 
 
-int _wrap_kvc_store_strides_t_seq_len_get_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0) {
+int _wrap_kvc_store_strides_t_seq_len_get_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5095,7 +5109,7 @@ int _wrap_kvc_store_strides_t_seq_len_get_kvc_c7d74fa2596a9d9b(struct kvc_store_
 }
 
 
-void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5107,7 +5121,7 @@ void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5120,7 +5134,7 @@ long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_c7d74fa2596a9d9b(stru
 }
 
 
-void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5132,7 +5146,7 @@ void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_c7d74fa2596a9d9b(struct 
 }
 
 
-long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5145,7 +5159,7 @@ long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_c7d74fa2596a9d9b(st
 }
 
 
-void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5157,7 +5171,7 @@ void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_c7d74fa2596a9d9b(struct k
 }
 
 
-long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5170,7 +5184,7 @@ long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_c7d74fa2596a9d9b(str
 }
 
 
-void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5182,7 +5196,7 @@ void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_c7d74fa2596a9d9b(struct 
 }
 
 
-long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5195,7 +5209,7 @@ long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_c7d74fa2596a9d9b(st
 }
 
 
-void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5207,7 +5221,7 @@ void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_c7d74fa2596a9d9b(struc
 }
 
 
-long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5220,7 +5234,7 @@ long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_c7d74fa2596a9d9b(
 }
 
 
-void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5232,7 +5246,7 @@ void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5245,7 +5259,7 @@ long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_c7d74fa2596a9d9b(s
 }
 
 
-struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_c7d74fa2596a9d9b() {
+struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_9869b028bd667423() {
   struct kvc_store_strides *result = 0 ;
   struct kvc_store_strides *_swig_go_result;
   
@@ -5256,7 +5270,7 @@ struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_c7d74fa2596a9d9b() {
 }
 
 
-void _wrap_delete_kvc_store_strides_t_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0) {
+void _wrap_delete_kvc_store_strides_t_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   
   arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
@@ -5266,7 +5280,7 @@ void _wrap_delete_kvc_store_strides_t_kvc_c7d74fa2596a9d9b(struct kvc_store_stri
 }
 
 
-void _wrap_kvc_store_strides_init_kvc_c7d74fa2596a9d9b(struct kvc_store_strides *_swig_go_0) {
+void _wrap_kvc_store_strides_init_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
   kvc_store_strides_t *arg1 = (kvc_store_strides_t *) 0 ;
   
   arg1 = *(kvc_store_strides_t **)&_swig_go_0; 
@@ -5276,7 +5290,7 @@ void _wrap_kvc_store_strides_init_kvc_c7d74fa2596a9d9b(struct kvc_store_strides 
 }
 
 
-_gostring_ _wrap_kvc_store_kv_strided_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, struct kvc_store_strides *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_kvc_store_kv_strided_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, struct kvc_store_strides *_swig_go_2, void *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_store_args_t *arg2 = (kvc_store_args_t *) 0 ;
   kvc_store_strides_t *arg3 = (kvc_store_strides_t *) 0 ;
@@ -5295,7 +5309,7 @@ _gostring_ _wrap_kvc_store_kv_strided_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_copy_blocks_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
+_gostring_ _wrap_kvc_copy_blocks_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -5320,7 +5334,7 @@ _gostring_ _wrap_kvc_copy_blocks_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, i
 }
 
 
-intgo _wrap_KVC_TABLE_PADDED_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_TABLE_PADDED_kvc_9869b028bd667423() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -5332,7 +5346,7 @@ intgo _wrap_KVC_TABLE_PADDED_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_TABLE_CSR_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_TABLE_CSR_kvc_9869b028bd667423() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -5344,7 +5358,7 @@ intgo _wrap_KVC_TABLE_CSR_kvc_c7d74fa2596a9d9b() {
 }
 
 
-void _wrap_kvc_decode_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_struct_size_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5356,7 +5370,7 @@ void _wrap_kvc_decode_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_struct_size_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5369,7 +5383,7 @@ int _wrap_kvc_decode_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_layer_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_layer_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5381,7 +5395,7 @@ void _wrap_kvc_decode_args_t_layer_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_layer_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_layer_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5394,7 +5408,7 @@ int _wrap_kvc_decode_args_t_layer_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_batch_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_batch_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5406,7 +5420,7 @@ void _wrap_kvc_decode_args_t_batch_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_batch_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_batch_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5419,7 +5433,7 @@ int _wrap_kvc_decode_args_t_batch_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_q_heads_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_heads_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5431,7 +5445,7 @@ void _wrap_kvc_decode_args_t_q_heads_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_heads_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_heads_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5444,7 +5458,7 @@ int _wrap_kvc_decode_args_t_q_heads_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_q_dtype_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_dtype_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -5456,7 +5470,7 @@ void _wrap_kvc_decode_args_t_q_dtype_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_dtype_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_dtype_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -5469,7 +5483,7 @@ int _wrap_kvc_decode_args_t_q_dtype_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_table_format_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_format_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t arg2 ;
   
@@ -5481,7 +5495,7 @@ void _wrap_kvc_decode_args_t_table_format_set_kvc_c7d74fa2596a9d9b(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_format_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_format_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t result;
   int _swig_go_result;
@@ -5494,7 +5508,7 @@ int _wrap_kvc_decode_args_t_table_format_get_kvc_c7d74fa2596a9d9b(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_query_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_query_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5506,7 +5520,7 @@ void _wrap_kvc_decode_args_t_query_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_ar
 }
 
 
-void *_wrap_kvc_decode_args_t_query_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_query_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -5519,7 +5533,7 @@ void *_wrap_kvc_decode_args_t_query_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_out_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_out_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5531,7 +5545,7 @@ void _wrap_kvc_decode_args_t_out_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args
 }
 
 
-void *_wrap_kvc_decode_args_t_out_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_out_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -5544,7 +5558,7 @@ void *_wrap_kvc_decode_args_t_out_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_seq_lens_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_seq_lens_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -5556,7 +5570,7 @@ void _wrap_kvc_decode_args_t_seq_lens_set_kvc_c7d74fa2596a9d9b(struct kvc_decode
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -5569,7 +5583,7 @@ int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_c7d74fa2596a9d9b(struct kvc_de
 }
 
 
-void _wrap_kvc_decode_args_t_block_table_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_block_table_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -5581,7 +5595,7 @@ void _wrap_kvc_decode_args_t_block_table_set_kvc_c7d74fa2596a9d9b(struct kvc_dec
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -5594,7 +5608,7 @@ int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-void _wrap_kvc_decode_args_t_indptr_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_indptr_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -5606,7 +5620,7 @@ void _wrap_kvc_decode_args_t_indptr_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_a
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -5619,7 +5633,7 @@ int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_c7d74fa2596a9d9b(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_table_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_stride_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5631,7 +5645,7 @@ void _wrap_kvc_decode_args_t_table_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_stride_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5644,7 +5658,7 @@ int _wrap_kvc_decode_args_t_table_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5656,7 +5670,7 @@ void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_c7d74fa2596a9d9b(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5669,7 +5683,7 @@ int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_c7d74fa2596a9d9b(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_window_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_window_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5681,7 +5695,7 @@ void _wrap_kvc_decode_args_t_window_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_a
 }
 
 
-int _wrap_kvc_decode_args_t_window_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_window_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5694,7 +5708,7 @@ int _wrap_kvc_decode_args_t_window_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_ar
 }
 
 
-void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -5706,7 +5720,7 @@ void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_d
 }
 
 
-float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -5719,7 +5733,7 @@ float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-void _wrap_kvc_decode_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_k_scale_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -5731,7 +5745,7 @@ void _wrap_kvc_decode_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_k_scale_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -5744,7 +5758,7 @@ float _wrap_kvc_decode_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_v_scale_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -5756,7 +5770,7 @@ void _wrap_kvc_decode_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_v_scale_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -5769,7 +5783,7 @@ float _wrap_kvc_decode_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5781,7 +5795,7 @@ void _wrap_kvc_decode_args_t_workspace_set_kvc_c7d74fa2596a9d9b(struct kvc_decod
 }
 
 
-void *_wrap_kvc_decode_args_t_workspace_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_workspace_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -5794,7 +5808,7 @@ void *_wrap_kvc_decode_args_t_workspace_get_kvc_c7d74fa2596a9d9b(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t arg2 ;
   
@@ -5806,7 +5820,7 @@ void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
+long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5819,7 +5833,7 @@ long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_c7d74fa2596a9d9b(struc
 }
 
 
-struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_c7d74fa2596a9d9b() {
+struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_9869b028bd667423() {
   struct kvc_decode_args *result = 0 ;
   struct kvc_decode_args *_swig_go_result;
   
@@ -5830,7 +5844,7 @@ struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_c7d74fa2596a9d9b() {
 }
 
 
-void _wrap_delete_kvc_decode_args_t_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
+void _wrap_delete_kvc_decode_args_t_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   
   arg1 = *(struct kvc_decode_args **)&_swig_go_0; 
@@ -5840,7 +5854,7 @@ void _wrap_delete_kvc_decode_args_t_kvc_c7d74fa2596a9d9b(struct kvc_decode_args 
 }
 
 
-void _wrap_kvc_decode_args_init_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_swig_go_0) {
+void _wrap_kvc_decode_args_init_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
   kvc_decode_args_t *arg1 = (kvc_decode_args_t *) 0 ;
   
   arg1 = *(kvc_decode_args_t **)&_swig_go_0; 
@@ -5850,7 +5864,7 @@ void _wrap_kvc_decode_args_init_kvc_c7d74fa2596a9d9b(struct kvc_decode_args *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_workspace_size_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_workspace_size_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -5867,7 +5881,7 @@ _gostring_ _wrap_kvc_decode_workspace_size_kvc_c7d74fa2596a9d9b(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_attention_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_attention_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5884,7 +5898,7 @@ _gostring_ _wrap_kvc_decode_attention_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go
 }
 
 
-void _wrap_kvc_prefill_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_struct_size_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5896,7 +5910,7 @@ void _wrap_kvc_prefill_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_pr
 }
 
 
-int _wrap_kvc_prefill_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_struct_size_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5909,7 +5923,7 @@ int _wrap_kvc_prefill_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_pre
 }
 
 
-void _wrap_kvc_prefill_args_t_layer_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_layer_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5921,7 +5935,7 @@ void _wrap_kvc_prefill_args_t_layer_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_
 }
 
 
-int _wrap_kvc_prefill_args_t_layer_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_layer_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5934,7 +5948,7 @@ int _wrap_kvc_prefill_args_t_layer_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_a
 }
 
 
-void _wrap_kvc_prefill_args_t_batch_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_batch_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5946,7 +5960,7 @@ void _wrap_kvc_prefill_args_t_batch_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_
 }
 
 
-int _wrap_kvc_prefill_args_t_batch_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_batch_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5959,7 +5973,7 @@ int _wrap_kvc_prefill_args_t_batch_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_a
 }
 
 
-void _wrap_kvc_prefill_args_t_total_q_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_total_q_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5971,7 +5985,7 @@ void _wrap_kvc_prefill_args_t_total_q_set_kvc_c7d74fa2596a9d9b(struct kvc_prefil
 }
 
 
-int _wrap_kvc_prefill_args_t_total_q_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_total_q_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5984,7 +5998,7 @@ int _wrap_kvc_prefill_args_t_total_q_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill
 }
 
 
-void _wrap_kvc_prefill_args_t_q_heads_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_q_heads_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5996,7 +6010,7 @@ void _wrap_kvc_prefill_args_t_q_heads_set_kvc_c7d74fa2596a9d9b(struct kvc_prefil
 }
 
 
-int _wrap_kvc_prefill_args_t_q_heads_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_q_heads_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6009,7 +6023,7 @@ int _wrap_kvc_prefill_args_t_q_heads_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill
 }
 
 
-void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -6021,7 +6035,7 @@ void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_c7d74fa2596a9d9b(struct kvc_prefil
 }
 
 
-int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -6034,7 +6048,7 @@ int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill
 }
 
 
-void _wrap_kvc_prefill_args_t_table_format_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_table_format_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   kvc_table_format_t arg2 ;
   
@@ -6046,7 +6060,7 @@ void _wrap_kvc_prefill_args_t_table_format_set_kvc_c7d74fa2596a9d9b(struct kvc_p
 }
 
 
-int _wrap_kvc_prefill_args_t_table_format_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_table_format_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   kvc_table_format_t result;
   int _swig_go_result;
@@ -6059,7 +6073,7 @@ int _wrap_kvc_prefill_args_t_table_format_get_kvc_c7d74fa2596a9d9b(struct kvc_pr
 }
 
 
-void _wrap_kvc_prefill_args_t_query_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_query_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6071,7 +6085,7 @@ void _wrap_kvc_prefill_args_t_query_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_
 }
 
 
-void *_wrap_kvc_prefill_args_t_query_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+void *_wrap_kvc_prefill_args_t_query_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6084,7 +6098,7 @@ void *_wrap_kvc_prefill_args_t_query_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill
 }
 
 
-void _wrap_kvc_prefill_args_t_out_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_out_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6096,7 +6110,7 @@ void _wrap_kvc_prefill_args_t_out_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_ar
 }
 
 
-void *_wrap_kvc_prefill_args_t_out_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+void *_wrap_kvc_prefill_args_t_out_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6109,7 +6123,7 @@ void *_wrap_kvc_prefill_args_t_out_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_a
 }
 
 
-void _wrap_kvc_prefill_args_t_lse_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, float *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_lse_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, float *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float *arg2 = (float *) 0 ;
   
@@ -6121,7 +6135,7 @@ void _wrap_kvc_prefill_args_t_lse_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_ar
 }
 
 
-float *_wrap_kvc_prefill_args_t_lse_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+float *_wrap_kvc_prefill_args_t_lse_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float *result = 0 ;
   float *_swig_go_result;
@@ -6134,7 +6148,7 @@ float *_wrap_kvc_prefill_args_t_lse_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_
 }
 
 
-void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6146,7 +6160,7 @@ void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_c7d74fa2596a9d9b(struct kvc_pref
 }
 
 
-int32_t *_wrap_kvc_prefill_args_t_qo_indptr_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+int32_t *_wrap_kvc_prefill_args_t_qo_indptr_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6159,7 +6173,7 @@ int32_t *_wrap_kvc_prefill_args_t_qo_indptr_get_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6171,7 +6185,7 @@ void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_c7d74fa2596a9d9b(struct kvc_prefil
 }
 
 
-int32_t *_wrap_kvc_prefill_args_t_kv_lens_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+int32_t *_wrap_kvc_prefill_args_t_kv_lens_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6184,7 +6198,7 @@ int32_t *_wrap_kvc_prefill_args_t_kv_lens_get_kvc_c7d74fa2596a9d9b(struct kvc_pr
 }
 
 
-void _wrap_kvc_prefill_args_t_block_table_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_block_table_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6196,7 +6210,7 @@ void _wrap_kvc_prefill_args_t_block_table_set_kvc_c7d74fa2596a9d9b(struct kvc_pr
 }
 
 
-int32_t *_wrap_kvc_prefill_args_t_block_table_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+int32_t *_wrap_kvc_prefill_args_t_block_table_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6209,7 +6223,7 @@ int32_t *_wrap_kvc_prefill_args_t_block_table_get_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-void _wrap_kvc_prefill_args_t_indptr_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_indptr_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6221,7 +6235,7 @@ void _wrap_kvc_prefill_args_t_indptr_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill
 }
 
 
-int32_t *_wrap_kvc_prefill_args_t_indptr_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+int32_t *_wrap_kvc_prefill_args_t_indptr_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6234,7 +6248,7 @@ int32_t *_wrap_kvc_prefill_args_t_indptr_get_kvc_c7d74fa2596a9d9b(struct kvc_pre
 }
 
 
-void _wrap_kvc_prefill_args_t_table_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_table_stride_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6246,7 +6260,7 @@ void _wrap_kvc_prefill_args_t_table_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_p
 }
 
 
-int _wrap_kvc_prefill_args_t_table_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_table_stride_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6259,7 +6273,7 @@ int _wrap_kvc_prefill_args_t_table_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_pr
 }
 
 
-void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6271,7 +6285,7 @@ void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_c7d74fa2596a9d9b(struct kvc_pre
 }
 
 
-int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6284,7 +6298,7 @@ int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_c7d74fa2596a9d9b(struct kvc_pref
 }
 
 
-void _wrap_kvc_prefill_args_t_window_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_window_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6296,7 +6310,7 @@ void _wrap_kvc_prefill_args_t_window_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill
 }
 
 
-int _wrap_kvc_prefill_args_t_window_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_window_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6309,7 +6323,7 @@ int _wrap_kvc_prefill_args_t_window_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_
 }
 
 
-void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float arg2 ;
   
@@ -6321,7 +6335,7 @@ void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6334,7 +6348,7 @@ float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float arg2 ;
   
@@ -6346,7 +6360,7 @@ void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6359,7 +6373,7 @@ float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_c7d74fa2596a9d9b(struct k
 }
 
 
-void _wrap_kvc_prefill_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_prefill_args_t_k_scale_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float arg2 ;
   
@@ -6371,7 +6385,7 @@ void _wrap_kvc_prefill_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_prefil
 }
 
 
-float _wrap_kvc_prefill_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+float _wrap_kvc_prefill_args_t_k_scale_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6384,7 +6398,7 @@ float _wrap_kvc_prefill_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_prefi
 }
 
 
-void _wrap_kvc_prefill_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_prefill_args_t_v_scale_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float arg2 ;
   
@@ -6396,7 +6410,7 @@ void _wrap_kvc_prefill_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_prefil
 }
 
 
-float _wrap_kvc_prefill_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+float _wrap_kvc_prefill_args_t_v_scale_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6409,7 +6423,7 @@ float _wrap_kvc_prefill_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_prefi
 }
 
 
-void _wrap_kvc_prefill_args_t_workspace_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_workspace_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6421,7 +6435,7 @@ void _wrap_kvc_prefill_args_t_workspace_set_kvc_c7d74fa2596a9d9b(struct kvc_pref
 }
 
 
-void *_wrap_kvc_prefill_args_t_workspace_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+void *_wrap_kvc_prefill_args_t_workspace_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6434,7 +6448,7 @@ void *_wrap_kvc_prefill_args_t_workspace_get_kvc_c7d74fa2596a9d9b(struct kvc_pre
 }
 
 
-void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint64_t arg2 ;
   
@@ -6446,7 +6460,7 @@ void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-long long _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+long long _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6459,7 +6473,7 @@ long long _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_c7d74fa2596a9d9b(stru
 }
 
 
-struct kvc_prefill_args *_wrap_new_kvc_prefill_args_t_kvc_c7d74fa2596a9d9b() {
+struct kvc_prefill_args *_wrap_new_kvc_prefill_args_t_kvc_9869b028bd667423() {
   struct kvc_prefill_args *result = 0 ;
   struct kvc_prefill_args *_swig_go_result;
   
@@ -6470,7 +6484,7 @@ struct kvc_prefill_args *_wrap_new_kvc_prefill_args_t_kvc_c7d74fa2596a9d9b() {
 }
 
 
-void _wrap_delete_kvc_prefill_args_t_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+void _wrap_delete_kvc_prefill_args_t_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   
   arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
@@ -6480,7 +6494,7 @@ void _wrap_delete_kvc_prefill_args_t_kvc_c7d74fa2596a9d9b(struct kvc_prefill_arg
 }
 
 
-void _wrap_kvc_prefill_args_init_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_swig_go_0) {
+void _wrap_kvc_prefill_args_init_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
   kvc_prefill_args_t *arg1 = (kvc_prefill_args_t *) 0 ;
   
   arg1 = *(kvc_prefill_args_t **)&_swig_go_0; 
@@ -6490,7 +6504,7 @@ void _wrap_kvc_prefill_args_init_kvc_c7d74fa2596a9d9b(struct kvc_prefill_args *_
 }
 
 
-_gostring_ _wrap_kvc_prefill_workspace_size_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_prefill_workspace_size_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, long long *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_prefill_args_t *arg2 = (kvc_prefill_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -6507,7 +6521,7 @@ _gostring_ _wrap_kvc_prefill_workspace_size_kvc_c7d74fa2596a9d9b(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_prefill_attention_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_prefill_attention_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_prefill_args_t *arg2 = (kvc_prefill_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -6524,7 +6538,7 @@ _gostring_ _wrap_kvc_prefill_attention_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_get_async_error_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_get_async_error_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t *arg3 = (kvc_status_t *) 0 ;
@@ -6541,7 +6555,7 @@ _gostring_ _wrap_kvc_cache_get_async_error_kvc_c7d74fa2596a9d9b(kvc_cache_t *_sw
 }
 
 
-intgo _wrap_KVC_GROWTH_STAGGERED_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_GROWTH_STAGGERED_kvc_9869b028bd667423() {
   enum kvc_growth_policy result;
   intgo _swig_go_result;
   
@@ -6553,7 +6567,7 @@ intgo _wrap_KVC_GROWTH_STAGGERED_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_GROWTH_UNIFORM_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_GROWTH_UNIFORM_kvc_9869b028bd667423() {
   enum kvc_growth_policy result;
   intgo _swig_go_result;
   
@@ -6565,7 +6579,7 @@ intgo _wrap_KVC_GROWTH_UNIFORM_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_9869b028bd667423() {
   unsigned int result;
   intgo _swig_go_result;
   
@@ -6576,7 +6590,7 @@ intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_c7d74fa2596a9d9b() {
 }
 
 
-void _wrap_kvc_stateful_options_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_struct_size_set_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -6588,7 +6602,7 @@ void _wrap_kvc_stateful_options_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-int _wrap_kvc_stateful_options_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_struct_size_get_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6601,7 +6615,7 @@ int _wrap_kvc_stateful_options_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-void _wrap_kvc_stateful_options_t_batch_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_batch_set_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -6613,7 +6627,7 @@ void _wrap_kvc_stateful_options_t_batch_set_kvc_c7d74fa2596a9d9b(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_options_t_batch_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_batch_get_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6626,7 +6640,7 @@ int _wrap_kvc_stateful_options_t_batch_get_kvc_c7d74fa2596a9d9b(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_options_t_layout_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_layout_set_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -6638,7 +6652,7 @@ void _wrap_kvc_stateful_options_t_layout_set_kvc_c7d74fa2596a9d9b(struct kvc_sta
 }
 
 
-int _wrap_kvc_stateful_options_t_layout_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_layout_get_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -6651,7 +6665,7 @@ int _wrap_kvc_stateful_options_t_layout_get_kvc_c7d74fa2596a9d9b(struct kvc_stat
 }
 
 
-void _wrap_kvc_stateful_options_t_growth_step_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_growth_step_set_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -6663,7 +6677,7 @@ void _wrap_kvc_stateful_options_t_growth_step_set_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-int _wrap_kvc_stateful_options_t_growth_step_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_growth_step_get_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6676,7 +6690,7 @@ int _wrap_kvc_stateful_options_t_growth_step_get_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_growth_policy_t arg2 ;
   
@@ -6688,7 +6702,7 @@ void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_c7d74fa2596a9d9b(struct 
 }
 
 
-int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_growth_policy_t result;
   int _swig_go_result;
@@ -6701,7 +6715,7 @@ int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_c7d74fa2596a9d9b(struct k
 }
 
 
-void _wrap_kvc_stateful_options_t_max_length_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_max_length_set_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -6713,7 +6727,7 @@ void _wrap_kvc_stateful_options_t_max_length_set_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-int _wrap_kvc_stateful_options_t_max_length_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_max_length_get_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6726,7 +6740,7 @@ int _wrap_kvc_stateful_options_t_max_length_get_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-void _wrap_kvc_stateful_options_t_initial_length_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_initial_length_set_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -6738,7 +6752,7 @@ void _wrap_kvc_stateful_options_t_initial_length_set_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-int _wrap_kvc_stateful_options_t_initial_length_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_initial_length_get_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6751,7 +6765,7 @@ int _wrap_kvc_stateful_options_t_initial_length_get_kvc_c7d74fa2596a9d9b(struct 
 }
 
 
-struct kvc_stateful_options *_wrap_new_kvc_stateful_options_t_kvc_c7d74fa2596a9d9b() {
+struct kvc_stateful_options *_wrap_new_kvc_stateful_options_t_kvc_9869b028bd667423() {
   struct kvc_stateful_options *result = 0 ;
   struct kvc_stateful_options *_swig_go_result;
   
@@ -6762,7 +6776,7 @@ struct kvc_stateful_options *_wrap_new_kvc_stateful_options_t_kvc_c7d74fa2596a9d
 }
 
 
-void _wrap_delete_kvc_stateful_options_t_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0) {
+void _wrap_delete_kvc_stateful_options_t_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   
   arg1 = *(struct kvc_stateful_options **)&_swig_go_0; 
@@ -6772,7 +6786,7 @@ void _wrap_delete_kvc_stateful_options_t_kvc_c7d74fa2596a9d9b(struct kvc_statefu
 }
 
 
-void _wrap_kvc_stateful_options_init_kvc_c7d74fa2596a9d9b(struct kvc_stateful_options *_swig_go_0) {
+void _wrap_kvc_stateful_options_init_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
   kvc_stateful_options_t *arg1 = (kvc_stateful_options_t *) 0 ;
   
   arg1 = *(kvc_stateful_options_t **)&_swig_go_0; 
@@ -6782,7 +6796,7 @@ void _wrap_kvc_stateful_options_init_kvc_c7d74fa2596a9d9b(struct kvc_stateful_op
 }
 
 
-_gostring_ _wrap_kvc_stateful_create_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, struct kvc_stateful_options *_swig_go_1, kvc_stateful_t **_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_create_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, struct kvc_stateful_options *_swig_go_1, kvc_stateful_t **_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_stateful_options_t *arg2 = (kvc_stateful_options_t *) 0 ;
   kvc_stateful_t **arg3 = (kvc_stateful_t **) 0 ;
@@ -6799,7 +6813,7 @@ _gostring_ _wrap_kvc_stateful_create_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go
 }
 
 
-void _wrap_kvc_stateful_destroy_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0) {
+void _wrap_kvc_stateful_destroy_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   
   arg1 = (kvc_stateful_t *)_swig_go_0; 
@@ -6809,7 +6823,7 @@ void _wrap_kvc_stateful_destroy_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0)
 }
 
 
-void _wrap_kvc_stateful_view_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_struct_size_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -6821,7 +6835,7 @@ void _wrap_kvc_stateful_view_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_s
 }
 
 
-int _wrap_kvc_stateful_view_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_struct_size_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6834,7 +6848,7 @@ int _wrap_kvc_stateful_view_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_st
 }
 
 
-void _wrap_kvc_stateful_view_t_layer_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_layer_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -6846,7 +6860,7 @@ void _wrap_kvc_stateful_view_t_layer_set_kvc_c7d74fa2596a9d9b(struct kvc_statefu
 }
 
 
-int _wrap_kvc_stateful_view_t_layer_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_layer_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6859,7 +6873,7 @@ int _wrap_kvc_stateful_view_t_layer_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_key_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_key_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6871,7 +6885,7 @@ void _wrap_kvc_stateful_view_t_key_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_
 }
 
 
-void *_wrap_kvc_stateful_view_t_key_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
+void *_wrap_kvc_stateful_view_t_key_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6884,7 +6898,7 @@ void *_wrap_kvc_stateful_view_t_key_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_value_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_value_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6896,7 +6910,7 @@ void _wrap_kvc_stateful_view_t_value_set_kvc_c7d74fa2596a9d9b(struct kvc_statefu
 }
 
 
-void *_wrap_kvc_stateful_view_t_value_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
+void *_wrap_kvc_stateful_view_t_value_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6909,7 +6923,7 @@ void *_wrap_kvc_stateful_view_t_value_get_kvc_c7d74fa2596a9d9b(struct kvc_statef
 }
 
 
-void _wrap_kvc_stateful_view_t_row_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_view_t_row_stride_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t arg2 ;
   
@@ -6921,7 +6935,7 @@ void _wrap_kvc_stateful_view_t_row_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_st
 }
 
 
-long long _wrap_kvc_stateful_view_t_row_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
+long long _wrap_kvc_stateful_view_t_row_stride_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6934,7 +6948,7 @@ long long _wrap_kvc_stateful_view_t_row_stride_get_kvc_c7d74fa2596a9d9b(struct k
 }
 
 
-void _wrap_kvc_stateful_view_t_head_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_view_t_head_stride_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t arg2 ;
   
@@ -6946,7 +6960,7 @@ void _wrap_kvc_stateful_view_t_head_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_s
 }
 
 
-long long _wrap_kvc_stateful_view_t_head_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
+long long _wrap_kvc_stateful_view_t_head_stride_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6959,7 +6973,7 @@ long long _wrap_kvc_stateful_view_t_head_stride_get_kvc_c7d74fa2596a9d9b(struct 
 }
 
 
-void _wrap_kvc_stateful_view_t_token_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_view_t_token_stride_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t arg2 ;
   
@@ -6971,7 +6985,7 @@ void _wrap_kvc_stateful_view_t_token_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_view_t_token_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
+long long _wrap_kvc_stateful_view_t_token_stride_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6984,7 +6998,7 @@ long long _wrap_kvc_stateful_view_t_token_stride_get_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-void _wrap_kvc_stateful_view_t_batch_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_batch_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -6996,7 +7010,7 @@ void _wrap_kvc_stateful_view_t_batch_set_kvc_c7d74fa2596a9d9b(struct kvc_statefu
 }
 
 
-int _wrap_kvc_stateful_view_t_batch_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_batch_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7009,7 +7023,7 @@ int _wrap_kvc_stateful_view_t_batch_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_capacity_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_capacity_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7021,7 +7035,7 @@ void _wrap_kvc_stateful_view_t_capacity_set_kvc_c7d74fa2596a9d9b(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_view_t_capacity_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_capacity_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7034,7 +7048,7 @@ int _wrap_kvc_stateful_view_t_capacity_get_kvc_c7d74fa2596a9d9b(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7046,7 +7060,7 @@ void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_c7d74fa2596a9d9b(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7059,7 +7073,7 @@ int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_c7d74fa2596a9d9b(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_view_t_head_dim_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_head_dim_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7071,7 +7085,7 @@ void _wrap_kvc_stateful_view_t_head_dim_set_kvc_c7d74fa2596a9d9b(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_view_t_head_dim_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_head_dim_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7084,7 +7098,7 @@ int _wrap_kvc_stateful_view_t_head_dim_get_kvc_c7d74fa2596a9d9b(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_view_t_dtype_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_dtype_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -7096,7 +7110,7 @@ void _wrap_kvc_stateful_view_t_dtype_set_kvc_c7d74fa2596a9d9b(struct kvc_statefu
 }
 
 
-int _wrap_kvc_stateful_view_t_dtype_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_dtype_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -7109,7 +7123,7 @@ int _wrap_kvc_stateful_view_t_dtype_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_layout_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_layout_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -7121,7 +7135,7 @@ void _wrap_kvc_stateful_view_t_layout_set_kvc_c7d74fa2596a9d9b(struct kvc_statef
 }
 
 
-int _wrap_kvc_stateful_view_t_layout_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_layout_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -7134,7 +7148,7 @@ int _wrap_kvc_stateful_view_t_layout_get_kvc_c7d74fa2596a9d9b(struct kvc_statefu
 }
 
 
-void _wrap_kvc_stateful_view_t_max_length_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_max_length_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7146,7 +7160,7 @@ void _wrap_kvc_stateful_view_t_max_length_set_kvc_c7d74fa2596a9d9b(struct kvc_st
 }
 
 
-int _wrap_kvc_stateful_view_t_max_length_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_max_length_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7159,7 +7173,7 @@ int _wrap_kvc_stateful_view_t_max_length_get_kvc_c7d74fa2596a9d9b(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7171,7 +7185,7 @@ void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7184,7 +7198,7 @@ int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_c7d74fa2596a9d9b(struct 
 }
 
 
-void _wrap_kvc_stateful_view_t_lengths_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_lengths_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -7196,7 +7210,7 @@ void _wrap_kvc_stateful_view_t_lengths_set_kvc_c7d74fa2596a9d9b(struct kvc_state
 }
 
 
-int32_t *_wrap_kvc_stateful_view_t_lengths_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
+int32_t *_wrap_kvc_stateful_view_t_lengths_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -7209,7 +7223,7 @@ int32_t *_wrap_kvc_stateful_view_t_lengths_get_kvc_c7d74fa2596a9d9b(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_view_t_beam_table_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_beam_table_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -7221,7 +7235,7 @@ void _wrap_kvc_stateful_view_t_beam_table_set_kvc_c7d74fa2596a9d9b(struct kvc_st
 }
 
 
-int32_t *_wrap_kvc_stateful_view_t_beam_table_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
+int32_t *_wrap_kvc_stateful_view_t_beam_table_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -7234,7 +7248,7 @@ int32_t *_wrap_kvc_stateful_view_t_beam_table_get_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-struct kvc_stateful_view *_wrap_new_kvc_stateful_view_t_kvc_c7d74fa2596a9d9b() {
+struct kvc_stateful_view *_wrap_new_kvc_stateful_view_t_kvc_9869b028bd667423() {
   struct kvc_stateful_view *result = 0 ;
   struct kvc_stateful_view *_swig_go_result;
   
@@ -7245,7 +7259,7 @@ struct kvc_stateful_view *_wrap_new_kvc_stateful_view_t_kvc_c7d74fa2596a9d9b() {
 }
 
 
-void _wrap_delete_kvc_stateful_view_t_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
+void _wrap_delete_kvc_stateful_view_t_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   
   arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
@@ -7255,7 +7269,7 @@ void _wrap_delete_kvc_stateful_view_t_kvc_c7d74fa2596a9d9b(struct kvc_stateful_v
 }
 
 
-void _wrap_kvc_stateful_view_init_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view *_swig_go_0) {
+void _wrap_kvc_stateful_view_init_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
   kvc_stateful_view_t *arg1 = (kvc_stateful_view_t *) 0 ;
   
   arg1 = *(kvc_stateful_view_t **)&_swig_go_0; 
@@ -7265,7 +7279,7 @@ void _wrap_kvc_stateful_view_init_kvc_c7d74fa2596a9d9b(struct kvc_stateful_view 
 }
 
 
-_gostring_ _wrap_kvc_stateful_layer_view_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_view *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_layer_view_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_view *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   kvc_stateful_view_t *arg3 = (kvc_stateful_view_t *) 0 ;
@@ -7282,7 +7296,7 @@ _gostring_ _wrap_kvc_stateful_layer_view_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_s
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_lengths_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int _swig_go_3) {
+_gostring_ _wrap_kvc_stateful_get_lengths_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int _swig_go_3) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -7301,7 +7315,7 @@ _gostring_ _wrap_kvc_stateful_get_lengths_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_
 }
 
 
-void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7313,7 +7327,7 @@ void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(struc
 }
 
 
-int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7326,7 +7340,7 @@ int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-void _wrap_kvc_stateful_append_args_t_layer_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_layer_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7338,7 +7352,7 @@ void _wrap_kvc_stateful_append_args_t_layer_set_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_append_args_t_layer_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_layer_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7351,7 +7365,7 @@ int _wrap_kvc_stateful_append_args_t_layer_get_kvc_c7d74fa2596a9d9b(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7363,7 +7377,7 @@ void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7376,7 +7390,7 @@ int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_c7d74fa2596a9d9b(struct 
 }
 
 
-void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -7388,7 +7402,7 @@ void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_c7d74fa2596a9d9b(struct 
 }
 
 
-int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -7401,7 +7415,7 @@ int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_c7d74fa2596a9d9b(struct k
 }
 
 
-void _wrap_kvc_stateful_append_args_t_key_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_key_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7413,7 +7427,7 @@ void _wrap_kvc_stateful_append_args_t_key_set_kvc_c7d74fa2596a9d9b(struct kvc_st
 }
 
 
-void *_wrap_kvc_stateful_append_args_t_key_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0) {
+void *_wrap_kvc_stateful_append_args_t_key_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7426,7 +7440,7 @@ void *_wrap_kvc_stateful_append_args_t_key_get_kvc_c7d74fa2596a9d9b(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_append_args_t_value_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_value_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7438,7 +7452,7 @@ void _wrap_kvc_stateful_append_args_t_value_set_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-void *_wrap_kvc_stateful_append_args_t_value_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0) {
+void *_wrap_kvc_stateful_append_args_t_value_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7451,7 +7465,7 @@ void *_wrap_kvc_stateful_append_args_t_value_get_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0, uint32_t *_swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, uint32_t *_swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   
@@ -7463,7 +7477,7 @@ void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-uint32_t *_wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0) {
+uint32_t *_wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t *result = 0 ;
   uint32_t *_swig_go_result;
@@ -7476,7 +7490,7 @@ uint32_t *_wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_c7d74fa2596a9d9b(s
 }
 
 
-void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float arg2 ;
   
@@ -7488,7 +7502,7 @@ void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0) {
+float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -7501,7 +7515,7 @@ float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(struct k
 }
 
 
-void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float arg2 ;
   
@@ -7513,7 +7527,7 @@ void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0) {
+float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -7526,7 +7540,7 @@ float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(struct k
 }
 
 
-struct kvc_stateful_append_args *_wrap_new_kvc_stateful_append_args_t_kvc_c7d74fa2596a9d9b() {
+struct kvc_stateful_append_args *_wrap_new_kvc_stateful_append_args_t_kvc_9869b028bd667423() {
   struct kvc_stateful_append_args *result = 0 ;
   struct kvc_stateful_append_args *_swig_go_result;
   
@@ -7537,7 +7551,7 @@ struct kvc_stateful_append_args *_wrap_new_kvc_stateful_append_args_t_kvc_c7d74f
 }
 
 
-void _wrap_delete_kvc_stateful_append_args_t_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0) {
+void _wrap_delete_kvc_stateful_append_args_t_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   
   arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
@@ -7547,7 +7561,7 @@ void _wrap_delete_kvc_stateful_append_args_t_kvc_c7d74fa2596a9d9b(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_append_args_init_kvc_c7d74fa2596a9d9b(struct kvc_stateful_append_args *_swig_go_0) {
+void _wrap_kvc_stateful_append_args_init_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
   kvc_stateful_append_args_t *arg1 = (kvc_stateful_append_args_t *) 0 ;
   
   arg1 = *(kvc_stateful_append_args_t **)&_swig_go_0; 
@@ -7557,7 +7571,7 @@ void _wrap_kvc_stateful_append_args_init_kvc_c7d74fa2596a9d9b(struct kvc_statefu
 }
 
 
-_gostring_ _wrap_kvc_stateful_append_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, struct kvc_stateful_append_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_append_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, struct kvc_stateful_append_args *_swig_go_1, void *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_append_args_t *arg2 = (kvc_stateful_append_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -7574,7 +7588,7 @@ _gostring_ _wrap_kvc_stateful_append_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_stateful_reorder_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, int *_swig_go_1, int _swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_kvc_stateful_reorder_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, int *_swig_go_1, int _swig_go_2, void *_swig_go_3) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   uint32_t arg3 ;
@@ -7593,7 +7607,7 @@ _gostring_ _wrap_kvc_stateful_reorder_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig
 }
 
 
-_gostring_ _wrap_kvc_stateful_compact_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, void *_swig_go_1) {
+_gostring_ _wrap_kvc_stateful_compact_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, void *_swig_go_1) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t result;
@@ -7608,7 +7622,7 @@ _gostring_ _wrap_kvc_stateful_compact_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig
 }
 
 
-_gostring_ _wrap_kvc_stateful_trim_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, int _swig_go_1, int _swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_kvc_stateful_trim_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, int _swig_go_1, int _swig_go_2, void *_swig_go_3) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   uint32_t arg3 ;
@@ -7627,7 +7641,7 @@ _gostring_ _wrap_kvc_stateful_trim_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_stateful_reset_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, bool _swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_reset_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, bool _swig_go_1, void *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   bool arg2 ;
   void *arg3 = (void *) 0 ;
@@ -7644,7 +7658,7 @@ _gostring_ _wrap_kvc_stateful_reset_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_stateful_export_row_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, void *_swig_go_5) {
+_gostring_ _wrap_kvc_stateful_export_row_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, void *_swig_go_5) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -7667,7 +7681,7 @@ _gostring_ _wrap_kvc_stateful_export_row_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_s
 }
 
 
-_gostring_ _wrap_kvc_stateful_import_row_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_stateful_import_row_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -7688,7 +7702,7 @@ _gostring_ _wrap_kvc_stateful_import_row_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_s
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7700,7 +7714,7 @@ void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_c7d74fa2596a9d9b(struc
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7713,7 +7727,7 @@ int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7725,7 +7739,7 @@ void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7738,7 +7752,7 @@ int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_c7d74fa2596a9d9b(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7750,7 +7764,7 @@ void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7763,7 +7777,7 @@ int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -7775,7 +7789,7 @@ void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -7788,7 +7802,7 @@ int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_query_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_query_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7800,7 +7814,7 @@ void _wrap_kvc_stateful_decode_args_t_query_set_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-void *_wrap_kvc_stateful_decode_args_t_query_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
+void *_wrap_kvc_stateful_decode_args_t_query_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7813,7 +7827,7 @@ void *_wrap_kvc_stateful_decode_args_t_query_get_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_out_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_out_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7825,7 +7839,7 @@ void _wrap_kvc_stateful_decode_args_t_out_set_kvc_c7d74fa2596a9d9b(struct kvc_st
 }
 
 
-void *_wrap_kvc_stateful_decode_args_t_out_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
+void *_wrap_kvc_stateful_decode_args_t_out_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7838,7 +7852,7 @@ void *_wrap_kvc_stateful_decode_args_t_out_get_kvc_c7d74fa2596a9d9b(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7850,7 +7864,7 @@ void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_c7d74fa2596a9d9b(struc
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7863,7 +7877,7 @@ int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float arg2 ;
   
@@ -7875,7 +7889,7 @@ void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_c7d74fa2596a9d9b(str
 }
 
 
-float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
+float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -7888,7 +7902,7 @@ float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_c7d74fa2596a9d9b(st
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float arg2 ;
   
@@ -7900,7 +7914,7 @@ void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
+float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -7913,7 +7927,7 @@ float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_c7d74fa2596a9d9b(struct k
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float arg2 ;
   
@@ -7925,7 +7939,7 @@ void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
+float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -7938,7 +7952,7 @@ float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_c7d74fa2596a9d9b(struct k
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7950,7 +7964,7 @@ void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_c7d74fa2596a9d9b(struct 
 }
 
 
-void *_wrap_kvc_stateful_decode_args_t_workspace_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
+void *_wrap_kvc_stateful_decode_args_t_workspace_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7963,7 +7977,7 @@ void *_wrap_kvc_stateful_decode_args_t_workspace_get_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint64_t arg2 ;
   
@@ -7975,7 +7989,7 @@ void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_c7d74fa2596a9d9b(s
 }
 
 
-long long _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
+long long _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7988,7 +8002,7 @@ long long _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_c7d74fa2596a9
 }
 
 
-struct kvc_stateful_decode_args *_wrap_new_kvc_stateful_decode_args_t_kvc_c7d74fa2596a9d9b() {
+struct kvc_stateful_decode_args *_wrap_new_kvc_stateful_decode_args_t_kvc_9869b028bd667423() {
   struct kvc_stateful_decode_args *result = 0 ;
   struct kvc_stateful_decode_args *_swig_go_result;
   
@@ -7999,7 +8013,7 @@ struct kvc_stateful_decode_args *_wrap_new_kvc_stateful_decode_args_t_kvc_c7d74f
 }
 
 
-void _wrap_delete_kvc_stateful_decode_args_t_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
+void _wrap_delete_kvc_stateful_decode_args_t_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   
   arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
@@ -8009,7 +8023,7 @@ void _wrap_delete_kvc_stateful_decode_args_t_kvc_c7d74fa2596a9d9b(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_decode_args_init_kvc_c7d74fa2596a9d9b(struct kvc_stateful_decode_args *_swig_go_0) {
+void _wrap_kvc_stateful_decode_args_init_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
   kvc_stateful_decode_args_t *arg1 = (kvc_stateful_decode_args_t *) 0 ;
   
   arg1 = *(kvc_stateful_decode_args_t **)&_swig_go_0; 
@@ -8019,7 +8033,7 @@ void _wrap_kvc_stateful_decode_args_init_kvc_c7d74fa2596a9d9b(struct kvc_statefu
 }
 
 
-_gostring_ _wrap_kvc_stateful_decode_workspace_size_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_decode_workspace_size_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, long long *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_decode_args_t *arg2 = (kvc_stateful_decode_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -8036,7 +8050,7 @@ _gostring_ _wrap_kvc_stateful_decode_workspace_size_kvc_c7d74fa2596a9d9b(kvc_sta
 }
 
 
-_gostring_ _wrap_kvc_stateful_decode_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_decode_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, void *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_decode_args_t *arg2 = (kvc_stateful_decode_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -8053,7 +8067,7 @@ _gostring_ _wrap_kvc_stateful_decode_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_async_error_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_get_async_error_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t *arg3 = (kvc_status_t *) 0 ;
@@ -8070,7 +8084,7 @@ _gostring_ _wrap_kvc_stateful_get_async_error_kvc_c7d74fa2596a9d9b(kvc_stateful_
 }
 
 
-void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8082,7 +8096,7 @@ void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0) {
+int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8095,7 +8109,7 @@ int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8107,7 +8121,7 @@ void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_c7d74fa2596a9d9b(struct kvc_s
 }
 
 
-int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0) {
+int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8120,7 +8134,7 @@ int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_c7d74fa2596a9d9b(struct kvc_st
 }
 
 
-void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8132,7 +8146,7 @@ void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_c7d74fa2596a9d9b(struct 
 }
 
 
-long long _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8145,7 +8159,7 @@ long long _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_c7d74fa2596a9d9b(st
 }
 
 
-void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8157,7 +8171,7 @@ void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_s
 }
 
 
-long long _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8170,7 +8184,7 @@ long long _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_c7d74fa2596a9d9b(struct 
 }
 
 
-void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8182,7 +8196,7 @@ void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_sta
 }
 
 
-long long _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8195,7 +8209,7 @@ long long _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8207,7 +8221,7 @@ void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8220,7 +8234,7 @@ long long _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8232,7 +8246,7 @@ void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-long long _wrap_kvc_stateful_stats_t_reallocations_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_reallocations_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8245,7 +8259,7 @@ long long _wrap_kvc_stateful_stats_t_reallocations_get_kvc_c7d74fa2596a9d9b(stru
 }
 
 
-void _wrap_kvc_stateful_stats_t_reorders_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_reorders_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8257,7 +8271,7 @@ void _wrap_kvc_stateful_stats_t_reorders_set_kvc_c7d74fa2596a9d9b(struct kvc_sta
 }
 
 
-long long _wrap_kvc_stateful_stats_t_reorders_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_reorders_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8270,7 +8284,7 @@ long long _wrap_kvc_stateful_stats_t_reorders_get_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8282,7 +8296,7 @@ void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_c7d74fa2596a9d9b(st
 }
 
 
-long long _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8295,7 +8309,7 @@ long long _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_c7d74fa2596a9d
 }
 
 
-void _wrap_kvc_stateful_stats_t_compactions_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_compactions_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8307,7 +8321,7 @@ void _wrap_kvc_stateful_stats_t_compactions_set_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_stats_t_compactions_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_compactions_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8320,7 +8334,7 @@ long long _wrap_kvc_stateful_stats_t_compactions_get_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-struct kvc_stateful_stats *_wrap_new_kvc_stateful_stats_t_kvc_c7d74fa2596a9d9b() {
+struct kvc_stateful_stats *_wrap_new_kvc_stateful_stats_t_kvc_9869b028bd667423() {
   struct kvc_stateful_stats *result = 0 ;
   struct kvc_stateful_stats *_swig_go_result;
   
@@ -8331,7 +8345,7 @@ struct kvc_stateful_stats *_wrap_new_kvc_stateful_stats_t_kvc_c7d74fa2596a9d9b()
 }
 
 
-void _wrap_delete_kvc_stateful_stats_t_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0) {
+void _wrap_delete_kvc_stateful_stats_t_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   
   arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
@@ -8341,7 +8355,7 @@ void _wrap_delete_kvc_stateful_stats_t_kvc_c7d74fa2596a9d9b(struct kvc_stateful_
 }
 
 
-void _wrap_kvc_stateful_stats_init_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stats *_swig_go_0) {
+void _wrap_kvc_stateful_stats_init_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
   kvc_stateful_stats_t *arg1 = (kvc_stateful_stats_t *) 0 ;
   
   arg1 = *(kvc_stateful_stats_t **)&_swig_go_0; 
@@ -8351,7 +8365,7 @@ void _wrap_kvc_stateful_stats_init_kvc_c7d74fa2596a9d9b(struct kvc_stateful_stat
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_stats_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, struct kvc_stateful_stats *_swig_go_1) {
+_gostring_ _wrap_kvc_stateful_get_stats_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, struct kvc_stateful_stats *_swig_go_1) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_stats_t *arg2 = (kvc_stateful_stats_t *) 0 ;
   kvc_status_t result;
@@ -8366,7 +8380,7 @@ _gostring_ _wrap_kvc_stateful_get_stats_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_sw
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8378,7 +8392,7 @@ void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_c7d74fa2596a9d9b(struc
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8391,7 +8405,7 @@ int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8403,7 +8417,7 @@ void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8416,7 +8430,7 @@ int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_c7d74fa2596a9d9b(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8428,7 +8442,7 @@ void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_c7d74fa2596a9d9b(struct k
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8441,7 +8455,7 @@ int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_c7d74fa2596a9d9b(struct kv
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8453,7 +8467,7 @@ void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_c7d74fa2596a9d9b(str
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8466,7 +8480,7 @@ int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_c7d74fa2596a9d9b(stru
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8478,7 +8492,7 @@ void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8491,7 +8505,7 @@ long long _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8503,7 +8517,7 @@ void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_c7d74fa2596a9d9b(str
 }
 
 
-long long _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8516,7 +8530,7 @@ long long _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_c7d74fa2596a9d9
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8528,7 +8542,7 @@ void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_c7d74fa2596a9d9
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8541,7 +8555,7 @@ int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_c7d74fa2596a9d9b
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8553,7 +8567,7 @@ void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8566,7 +8580,7 @@ int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_c7d74fa2596a9d9b(struct 
 }
 
 
-struct kvc_stateful_layer_stats *_wrap_new_kvc_stateful_layer_stats_t_kvc_c7d74fa2596a9d9b() {
+struct kvc_stateful_layer_stats *_wrap_new_kvc_stateful_layer_stats_t_kvc_9869b028bd667423() {
   struct kvc_stateful_layer_stats *result = 0 ;
   struct kvc_stateful_layer_stats *_swig_go_result;
   
@@ -8577,7 +8591,7 @@ struct kvc_stateful_layer_stats *_wrap_new_kvc_stateful_layer_stats_t_kvc_c7d74f
 }
 
 
-void _wrap_delete_kvc_stateful_layer_stats_t_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0) {
+void _wrap_delete_kvc_stateful_layer_stats_t_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   
   arg1 = *(struct kvc_stateful_layer_stats **)&_swig_go_0; 
@@ -8587,7 +8601,7 @@ void _wrap_delete_kvc_stateful_layer_stats_t_kvc_c7d74fa2596a9d9b(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_layer_stats_init_kvc_c7d74fa2596a9d9b(struct kvc_stateful_layer_stats *_swig_go_0) {
+void _wrap_kvc_stateful_layer_stats_init_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
   kvc_stateful_layer_stats_t *arg1 = (kvc_stateful_layer_stats_t *) 0 ;
   
   arg1 = *(kvc_stateful_layer_stats_t **)&_swig_go_0; 
@@ -8597,7 +8611,7 @@ void _wrap_kvc_stateful_layer_stats_init_kvc_c7d74fa2596a9d9b(struct kvc_statefu
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_layer_stats_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_layer_stats *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_get_layer_stats_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_layer_stats *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   kvc_stateful_layer_stats_t *arg3 = (kvc_stateful_layer_stats_t *) 0 ;
@@ -8614,7 +8628,7 @@ _gostring_ _wrap_kvc_stateful_get_layer_stats_kvc_c7d74fa2596a9d9b(kvc_stateful_
 }
 
 
-intgo _wrap_KVC_EVENT_STORED_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_EVENT_STORED_kvc_9869b028bd667423() {
   int result;
   intgo _swig_go_result;
   
@@ -8626,7 +8640,7 @@ intgo _wrap_KVC_EVENT_STORED_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_EVENT_REMOVED_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_EVENT_REMOVED_kvc_9869b028bd667423() {
   int result;
   intgo _swig_go_result;
   
@@ -8638,7 +8652,7 @@ intgo _wrap_KVC_EVENT_REMOVED_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_EVENT_TIER_CHANGED_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_EVENT_TIER_CHANGED_kvc_9869b028bd667423() {
   int result;
   intgo _swig_go_result;
   
@@ -8650,7 +8664,7 @@ intgo _wrap_KVC_EVENT_TIER_CHANGED_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_EVENT_PRIORITY_CHANGED_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_EVENT_PRIORITY_CHANGED_kvc_9869b028bd667423() {
   int result;
   intgo _swig_go_result;
   
@@ -8662,7 +8676,7 @@ intgo _wrap_KVC_EVENT_PRIORITY_CHANGED_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_EVENT_CLEARED_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_EVENT_CLEARED_kvc_9869b028bd667423() {
   int result;
   intgo _swig_go_result;
   
@@ -8674,7 +8688,7 @@ intgo _wrap_KVC_EVENT_CLEARED_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_EVENT_LOST_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_EVENT_LOST_kvc_9869b028bd667423() {
   int result;
   intgo _swig_go_result;
   
@@ -8686,7 +8700,7 @@ intgo _wrap_KVC_EVENT_LOST_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_TIER_PRIMARY_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_TIER_PRIMARY_kvc_9869b028bd667423() {
   int result;
   intgo _swig_go_result;
   
@@ -8698,7 +8712,7 @@ intgo _wrap_KVC_TIER_PRIMARY_kvc_c7d74fa2596a9d9b() {
 }
 
 
-intgo _wrap_KVC_TIER_HOST_kvc_c7d74fa2596a9d9b() {
+intgo _wrap_KVC_TIER_HOST_kvc_9869b028bd667423() {
   int result;
   intgo _swig_go_result;
   
@@ -8710,7 +8724,31 @@ intgo _wrap_KVC_TIER_HOST_kvc_c7d74fa2596a9d9b() {
 }
 
 
-void _wrap_kvc_event_t_id_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_KVC_TIER_DISK_kvc_9869b028bd667423() {
+  int result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_TIER_DISK;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_TIER_REMOTE_kvc_9869b028bd667423() {
+  int result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_TIER_REMOTE;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_event_t_id_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -8722,7 +8760,7 @@ void _wrap_kvc_event_t_id_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0,
 }
 
 
-long long _wrap_kvc_event_t_id_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_id_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8735,7 +8773,7 @@ long long _wrap_kvc_event_t_id_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_
 }
 
 
-void _wrap_kvc_event_t_kind_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_kind_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -8747,7 +8785,7 @@ void _wrap_kvc_event_t_kind_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_
 }
 
 
-int _wrap_kvc_event_t_kind_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_kind_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8760,7 +8798,7 @@ int _wrap_kvc_event_t_kind_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0
 }
 
 
-void _wrap_kvc_event_t_tier_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_tier_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -8772,7 +8810,7 @@ void _wrap_kvc_event_t_tier_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_
 }
 
 
-int _wrap_kvc_event_t_tier_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_tier_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8785,7 +8823,7 @@ int _wrap_kvc_event_t_tier_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0
 }
 
 
-void _wrap_kvc_event_t_hash_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_hash_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -8797,7 +8835,7 @@ void _wrap_kvc_event_t_hash_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_
 }
 
 
-long long _wrap_kvc_event_t_hash_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_hash_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8810,7 +8848,7 @@ long long _wrap_kvc_event_t_hash_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swi
 }
 
 
-void _wrap_kvc_event_t_parent_hash_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_parent_hash_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -8822,7 +8860,7 @@ void _wrap_kvc_event_t_parent_hash_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_s
 }
 
 
-long long _wrap_kvc_event_t_parent_hash_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_parent_hash_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8835,7 +8873,7 @@ long long _wrap_kvc_event_t_parent_hash_get_kvc_c7d74fa2596a9d9b(struct kvc_even
 }
 
 
-void _wrap_kvc_event_t_groups_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_groups_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -8847,7 +8885,7 @@ void _wrap_kvc_event_t_groups_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_g
 }
 
 
-long long _wrap_kvc_event_t_groups_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_groups_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8860,7 +8898,7 @@ long long _wrap_kvc_event_t_groups_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_s
 }
 
 
-void _wrap_kvc_event_t_lora_id_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_lora_id_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -8872,7 +8910,7 @@ void _wrap_kvc_event_t_lora_id_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_
 }
 
 
-long long _wrap_kvc_event_t_lora_id_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_lora_id_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8885,7 +8923,7 @@ long long _wrap_kvc_event_t_lora_id_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_
 }
 
 
-void _wrap_kvc_event_t_has_lora_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_has_lora_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -8897,7 +8935,7 @@ void _wrap_kvc_event_t_has_lora_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig
 }
 
 
-int _wrap_kvc_event_t_has_lora_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_has_lora_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8910,7 +8948,7 @@ int _wrap_kvc_event_t_has_lora_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_
 }
 
 
-void _wrap_kvc_event_t_priority_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_priority_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -8922,7 +8960,7 @@ void _wrap_kvc_event_t_priority_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig
 }
 
 
-int _wrap_kvc_event_t_priority_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_priority_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8935,7 +8973,7 @@ int _wrap_kvc_event_t_priority_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_
 }
 
 
-void _wrap_kvc_event_t_num_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_num_tokens_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -8947,7 +8985,7 @@ void _wrap_kvc_event_t_num_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_sw
 }
 
 
-int _wrap_kvc_event_t_num_tokens_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_num_tokens_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8960,7 +8998,7 @@ int _wrap_kvc_event_t_num_tokens_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swi
 }
 
 
-void _wrap_kvc_event_t_reserved_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_reserved_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -8972,7 +9010,7 @@ void _wrap_kvc_event_t_reserved_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig
 }
 
 
-int _wrap_kvc_event_t_reserved_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_reserved_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8985,7 +9023,7 @@ int _wrap_kvc_event_t_reserved_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_
 }
 
 
-void _wrap_kvc_event_t_token_offset_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_token_offset_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -8997,7 +9035,7 @@ void _wrap_kvc_event_t_token_offset_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_
 }
 
 
-long long _wrap_kvc_event_t_token_offset_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_token_offset_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9010,7 +9048,7 @@ long long _wrap_kvc_event_t_token_offset_get_kvc_c7d74fa2596a9d9b(struct kvc_eve
 }
 
 
-void _wrap_kvc_event_t_lost_count_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_lost_count_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -9022,7 +9060,7 @@ void _wrap_kvc_event_t_lost_count_set_kvc_c7d74fa2596a9d9b(struct kvc_event *_sw
 }
 
 
-long long _wrap_kvc_event_t_lost_count_get_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_lost_count_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9035,7 +9073,7 @@ long long _wrap_kvc_event_t_lost_count_get_kvc_c7d74fa2596a9d9b(struct kvc_event
 }
 
 
-struct kvc_event *_wrap_new_kvc_event_t_kvc_c7d74fa2596a9d9b() {
+struct kvc_event *_wrap_new_kvc_event_t_kvc_9869b028bd667423() {
   struct kvc_event *result = 0 ;
   struct kvc_event *_swig_go_result;
   
@@ -9046,7 +9084,7 @@ struct kvc_event *_wrap_new_kvc_event_t_kvc_c7d74fa2596a9d9b() {
 }
 
 
-void _wrap_delete_kvc_event_t_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0) {
+void _wrap_delete_kvc_event_t_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   
   arg1 = *(struct kvc_event **)&_swig_go_0; 
@@ -9056,7 +9094,7 @@ void _wrap_delete_kvc_event_t_kvc_c7d74fa2596a9d9b(struct kvc_event *_swig_go_0)
 }
 
 
-void _wrap_kvc_event_drain_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_drain_t_struct_size_set_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0, int _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint32_t arg2 ;
   
@@ -9068,7 +9106,7 @@ void _wrap_kvc_event_drain_t_struct_size_set_kvc_c7d74fa2596a9d9b(struct kvc_eve
 }
 
 
-int _wrap_kvc_event_drain_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0) {
+int _wrap_kvc_event_drain_t_struct_size_get_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9081,7 +9119,7 @@ int _wrap_kvc_event_drain_t_struct_size_get_kvc_c7d74fa2596a9d9b(struct kvc_even
 }
 
 
-void _wrap_kvc_event_drain_t_reserved_set_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_drain_t_reserved_set_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0, int _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint32_t arg2 ;
   
@@ -9093,7 +9131,7 @@ void _wrap_kvc_event_drain_t_reserved_set_kvc_c7d74fa2596a9d9b(struct kvc_event_
 }
 
 
-int _wrap_kvc_event_drain_t_reserved_get_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0) {
+int _wrap_kvc_event_drain_t_reserved_get_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9106,7 +9144,7 @@ int _wrap_kvc_event_drain_t_reserved_get_kvc_c7d74fa2596a9d9b(struct kvc_event_d
 }
 
 
-void _wrap_kvc_event_drain_t_events_set_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_events_set_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -9118,7 +9156,7 @@ void _wrap_kvc_event_drain_t_events_set_kvc_c7d74fa2596a9d9b(struct kvc_event_dr
 }
 
 
-long long _wrap_kvc_event_drain_t_events_get_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_events_get_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9131,7 +9169,7 @@ long long _wrap_kvc_event_drain_t_events_get_kvc_c7d74fa2596a9d9b(struct kvc_eve
 }
 
 
-void _wrap_kvc_event_drain_t_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_tokens_set_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -9143,7 +9181,7 @@ void _wrap_kvc_event_drain_t_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_event_dr
 }
 
 
-long long _wrap_kvc_event_drain_t_tokens_get_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_tokens_get_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9156,7 +9194,7 @@ long long _wrap_kvc_event_drain_t_tokens_get_kvc_c7d74fa2596a9d9b(struct kvc_eve
 }
 
 
-void _wrap_kvc_event_drain_t_events_pending_set_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_events_pending_set_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -9168,7 +9206,7 @@ void _wrap_kvc_event_drain_t_events_pending_set_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-long long _wrap_kvc_event_drain_t_events_pending_get_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_events_pending_get_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9181,7 +9219,7 @@ long long _wrap_kvc_event_drain_t_events_pending_get_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -9193,7 +9231,7 @@ void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-long long _wrap_kvc_event_drain_t_tokens_pending_get_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_tokens_pending_get_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9206,7 +9244,7 @@ long long _wrap_kvc_event_drain_t_tokens_pending_get_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-void _wrap_kvc_event_drain_t_last_id_set_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_last_id_set_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -9218,7 +9256,7 @@ void _wrap_kvc_event_drain_t_last_id_set_kvc_c7d74fa2596a9d9b(struct kvc_event_d
 }
 
 
-long long _wrap_kvc_event_drain_t_last_id_get_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_last_id_get_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9231,7 +9269,7 @@ long long _wrap_kvc_event_drain_t_last_id_get_kvc_c7d74fa2596a9d9b(struct kvc_ev
 }
 
 
-struct kvc_event_drain *_wrap_new_kvc_event_drain_t_kvc_c7d74fa2596a9d9b() {
+struct kvc_event_drain *_wrap_new_kvc_event_drain_t_kvc_9869b028bd667423() {
   struct kvc_event_drain *result = 0 ;
   struct kvc_event_drain *_swig_go_result;
   
@@ -9242,7 +9280,7 @@ struct kvc_event_drain *_wrap_new_kvc_event_drain_t_kvc_c7d74fa2596a9d9b() {
 }
 
 
-void _wrap_delete_kvc_event_drain_t_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0) {
+void _wrap_delete_kvc_event_drain_t_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   
   arg1 = *(struct kvc_event_drain **)&_swig_go_0; 
@@ -9252,7 +9290,7 @@ void _wrap_delete_kvc_event_drain_t_kvc_c7d74fa2596a9d9b(struct kvc_event_drain 
 }
 
 
-void _wrap_kvc_event_drain_init_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_swig_go_0) {
+void _wrap_kvc_event_drain_init_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
   kvc_event_drain_t *arg1 = (kvc_event_drain_t *) 0 ;
   
   arg1 = *(kvc_event_drain_t **)&_swig_go_0; 
@@ -9262,7 +9300,7 @@ void _wrap_kvc_event_drain_init_kvc_c7d74fa2596a9d9b(struct kvc_event_drain *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_drain_events_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, struct kvc_event *_swig_go_1, long long _swig_go_2, int *_swig_go_3, long long _swig_go_4, struct kvc_event_drain *_swig_go_5) {
+_gostring_ _wrap_kvc_cache_drain_events_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_event *_swig_go_1, long long _swig_go_2, int *_swig_go_3, long long _swig_go_4, struct kvc_event_drain *_swig_go_5) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_event_t *arg2 = (kvc_event_t *) 0 ;
   size_t arg3 ;
@@ -9285,7 +9323,7 @@ _gostring_ _wrap_kvc_cache_drain_events_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_
 }
 
 
-void _wrap_kvc_snapshot_entry_t_hash_set_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_hash_set_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t arg2 ;
   
@@ -9297,7 +9335,7 @@ void _wrap_kvc_snapshot_entry_t_hash_set_kvc_c7d74fa2596a9d9b(struct kvc_snapsho
 }
 
 
-long long _wrap_kvc_snapshot_entry_t_hash_get_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0) {
+long long _wrap_kvc_snapshot_entry_t_hash_get_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9310,7 +9348,7 @@ long long _wrap_kvc_snapshot_entry_t_hash_get_kvc_c7d74fa2596a9d9b(struct kvc_sn
 }
 
 
-void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t arg2 ;
   
@@ -9322,7 +9360,7 @@ void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-long long _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0) {
+long long _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9335,7 +9373,7 @@ long long _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_c7d74fa2596a9d9b(struct
 }
 
 
-void _wrap_kvc_snapshot_entry_t_groups_set_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_groups_set_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t arg2 ;
   
@@ -9347,7 +9385,7 @@ void _wrap_kvc_snapshot_entry_t_groups_set_kvc_c7d74fa2596a9d9b(struct kvc_snaps
 }
 
 
-long long _wrap_kvc_snapshot_entry_t_groups_get_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0) {
+long long _wrap_kvc_snapshot_entry_t_groups_get_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9360,7 +9398,7 @@ long long _wrap_kvc_snapshot_entry_t_groups_get_kvc_c7d74fa2596a9d9b(struct kvc_
 }
 
 
-void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t arg2 ;
   
@@ -9372,7 +9410,7 @@ void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_c7d74fa2596a9d9b(struct kvc_snap
 }
 
 
-long long _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0) {
+long long _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9385,7 +9423,7 @@ long long _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_c7d74fa2596a9d9b(struct kvc
 }
 
 
-void _wrap_kvc_snapshot_entry_t_has_lora_set_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_has_lora_set_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t arg2 ;
   
@@ -9397,7 +9435,7 @@ void _wrap_kvc_snapshot_entry_t_has_lora_set_kvc_c7d74fa2596a9d9b(struct kvc_sna
 }
 
 
-int _wrap_kvc_snapshot_entry_t_has_lora_get_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0) {
+int _wrap_kvc_snapshot_entry_t_has_lora_get_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9410,7 +9448,7 @@ int _wrap_kvc_snapshot_entry_t_has_lora_get_kvc_c7d74fa2596a9d9b(struct kvc_snap
 }
 
 
-void _wrap_kvc_snapshot_entry_t_tier_set_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_tier_set_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t arg2 ;
   
@@ -9422,7 +9460,7 @@ void _wrap_kvc_snapshot_entry_t_tier_set_kvc_c7d74fa2596a9d9b(struct kvc_snapsho
 }
 
 
-int _wrap_kvc_snapshot_entry_t_tier_get_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0) {
+int _wrap_kvc_snapshot_entry_t_tier_get_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9435,7 +9473,7 @@ int _wrap_kvc_snapshot_entry_t_tier_get_kvc_c7d74fa2596a9d9b(struct kvc_snapshot
 }
 
 
-void _wrap_kvc_snapshot_entry_t_priority_set_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_priority_set_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t arg2 ;
   
@@ -9447,7 +9485,7 @@ void _wrap_kvc_snapshot_entry_t_priority_set_kvc_c7d74fa2596a9d9b(struct kvc_sna
 }
 
 
-int _wrap_kvc_snapshot_entry_t_priority_get_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0) {
+int _wrap_kvc_snapshot_entry_t_priority_get_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9460,7 +9498,7 @@ int _wrap_kvc_snapshot_entry_t_priority_get_kvc_c7d74fa2596a9d9b(struct kvc_snap
 }
 
 
-void _wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t arg2 ;
   
@@ -9472,7 +9510,7 @@ void _wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_c7d74fa2596a9d9b(struct kvc_s
 }
 
 
-int _wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0) {
+int _wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9485,7 +9523,7 @@ int _wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_c7d74fa2596a9d9b(struct kvc_sn
 }
 
 
-struct kvc_snapshot_entry *_wrap_new_kvc_snapshot_entry_t_kvc_c7d74fa2596a9d9b() {
+struct kvc_snapshot_entry *_wrap_new_kvc_snapshot_entry_t_kvc_9869b028bd667423() {
   struct kvc_snapshot_entry *result = 0 ;
   struct kvc_snapshot_entry *_swig_go_result;
   
@@ -9496,7 +9534,7 @@ struct kvc_snapshot_entry *_wrap_new_kvc_snapshot_entry_t_kvc_c7d74fa2596a9d9b()
 }
 
 
-void _wrap_delete_kvc_snapshot_entry_t_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_entry *_swig_go_0) {
+void _wrap_delete_kvc_snapshot_entry_t_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   
   arg1 = *(struct kvc_snapshot_entry **)&_swig_go_0; 
@@ -9506,7 +9544,7 @@ void _wrap_delete_kvc_snapshot_entry_t_kvc_c7d74fa2596a9d9b(struct kvc_snapshot_
 }
 
 
-_gostring_ _wrap_kvc_cache_snapshot_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, struct kvc_snapshot_entry *_swig_go_1, long long _swig_go_2, long long *_swig_go_3, long long *_swig_go_4) {
+_gostring_ _wrap_kvc_cache_snapshot_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_snapshot_entry *_swig_go_1, long long _swig_go_2, long long *_swig_go_3, long long *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_snapshot_entry_t *arg2 = (kvc_snapshot_entry_t *) 0 ;
   size_t arg3 ;
@@ -9527,7 +9565,7 @@ _gostring_ _wrap_kvc_cache_snapshot_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_kvc_block_hashes_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6) {
+_gostring_ _wrap_kvc_block_hashes_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -9552,7 +9590,807 @@ _gostring_ _wrap_kvc_block_hashes_kvc_c7d74fa2596a9d9b(kvc_config_t *_swig_go_0,
 }
 
 
-uintptr_t _wrap_kvcgo_buffer_new_kvc_c7d74fa2596a9d9b(char *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_disk_cache_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, char *_swig_go_1, long long _swig_go_2) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  uint64_t arg3 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (char *)_swig_go_1; 
+  arg3 = (uint64_t)_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_config_set_disk_cache(arg1,(char const *)arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_get_disk_cache_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, char **_swig_go_1, long long *_swig_go_2) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  char **arg2 = (char **) 0 ;
+  uint64_t *arg3 = (uint64_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (char **)_swig_go_1; 
+  arg3 = (uint64_t *)_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_config_get_disk_cache((struct kvc_config const *)arg1,(char const **)arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_t_struct_size_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, int _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_tier_stats_t_struct_size_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_t_tier_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, int _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->tier = arg2;
+  
+}
+
+
+int _wrap_kvc_tier_stats_t_tier_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->tier);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_t_blocks_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_t_blocks_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_t_bytes_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_t_bytes_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->capacity_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->capacity_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_t_hits_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->hits = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_t_hits_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->hits);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_t_misses_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->misses = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_t_misses_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->misses);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_t_rejected_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->rejected = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_t_rejected_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->rejected);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->onboarded_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->onboarded_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->onboarded_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->onboarded_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_t_offered_blocks_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->offered_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_t_offered_blocks_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->offered_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_t_stored_blocks_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->stored_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_t_stored_blocks_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->stored_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->dropped_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->dropped_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_t_errors_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->errors = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_t_errors_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->errors);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->evicted_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->evicted_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_t_queued_blocks_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->queued_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_t_queued_blocks_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->queued_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_t_load_count_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->load_count = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_t_load_count_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->load_count);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_t_load_p50_us_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->load_p50_us = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_t_load_p50_us_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->load_p50_us);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_t_load_p99_us_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->load_p99_us = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_t_load_p99_us_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->load_p99_us);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_t_load_max_us_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->load_max_us = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_t_load_max_us_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->load_max_us);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_t_write_count_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->write_count = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_t_write_count_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->write_count);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_t_write_p50_us_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->write_p50_us = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_t_write_p50_us_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->write_p50_us);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_t_write_p99_us_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->write_p99_us = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_t_write_p99_us_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->write_p99_us);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_tier_stats_t_write_max_us_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->write_max_us = arg2;
+  
+}
+
+
+long long _wrap_kvc_tier_stats_t_write_max_us_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->write_max_us);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_tier_stats *_wrap_new_kvc_tier_stats_t_kvc_9869b028bd667423() {
+  struct kvc_tier_stats *result = 0 ;
+  struct kvc_tier_stats *_swig_go_result;
+  
+  
+  result = (struct kvc_tier_stats *)calloc(1, sizeof(struct kvc_tier_stats));
+  *(struct kvc_tier_stats **)&_swig_go_result = (struct kvc_tier_stats *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_tier_stats_t_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
+  
+  arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_tier_stats_init_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+  kvc_tier_stats_t *arg1 = (kvc_tier_stats_t *) 0 ;
+  
+  arg1 = *(kvc_tier_stats_t **)&_swig_go_0; 
+  
+  kvc_tier_stats_init(arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_cache_get_tier_stats_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_tier_stats *_swig_go_2) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  kvc_tier_t arg2 ;
+  kvc_tier_stats_t *arg3 = (kvc_tier_stats_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (kvc_tier_t)_swig_go_1; 
+  arg3 = *(kvc_tier_stats_t **)&_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_cache_get_tier_stats((struct kvc_cache const *)arg1,arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_cache_flush_tiers_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  
+  result = (kvc_status_t)kvc_cache_flush_tiers(arg1);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_set_remote_cache_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, char *_swig_go_1, char *_swig_go_2, long long _swig_go_3) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  char *arg2 = (char *) 0 ;
+  char *arg3 = (char *) 0 ;
+  uint64_t arg4 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (char *)_swig_go_1; 
+  arg3 = (char *)_swig_go_2; 
+  arg4 = (uint64_t)_swig_go_3; 
+  
+  result = (kvc_status_t)kvc_config_set_remote_cache(arg1,(char const *)arg2,(char const *)arg3,arg4);
+  _swig_go_result = kvcgo_capture(result); 
+  
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_get_remote_cache_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, char **_swig_go_1, char **_swig_go_2, long long *_swig_go_3) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  char **arg2 = (char **) 0 ;
+  char **arg3 = (char **) 0 ;
+  uint64_t *arg4 = (uint64_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (char **)_swig_go_1; 
+  arg3 = (char **)_swig_go_2; 
+  arg4 = (uint64_t *)_swig_go_3; 
+  
+  result = (kvc_status_t)kvc_config_get_remote_cache((struct kvc_config const *)arg1,(char const **)arg2,(char const **)arg3,arg4);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_set_remote_cache_timeouts_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  uint32_t arg2 ;
+  uint32_t arg3 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  arg3 = (uint32_t)_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_config_set_remote_cache_timeouts(arg1,arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_get_remote_cache_timeouts_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  uint32_t *arg2 = (uint32_t *) 0 ;
+  uint32_t *arg3 = (uint32_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (uint32_t *)_swig_go_1; 
+  arg3 = (uint32_t *)_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_config_get_remote_cache_timeouts((struct kvc_config const *)arg1,arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_set_remote_cache_optional_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  bool arg2 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (bool)_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_config_set_remote_cache_optional(arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_get_remote_cache_optional_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  bool *arg2 = (bool *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (bool *)_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_config_get_remote_cache_optional((struct kvc_config const *)arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+uintptr_t _wrap_kvcgo_buffer_new_kvc_9869b028bd667423(char *_swig_go_0, long long _swig_go_1) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   uintptr_t result;
@@ -9567,7 +10405,7 @@ uintptr_t _wrap_kvcgo_buffer_new_kvc_c7d74fa2596a9d9b(char *_swig_go_0, long lon
 }
 
 
-void _wrap_kvcgo_buffer_free_kvc_c7d74fa2596a9d9b(uintptr_t _swig_go_0) {
+void _wrap_kvcgo_buffer_free_kvc_9869b028bd667423(uintptr_t _swig_go_0) {
   uintptr_t arg1 ;
   
   arg1 = (uintptr_t)_swig_go_0; 
@@ -9577,7 +10415,7 @@ void _wrap_kvcgo_buffer_free_kvc_c7d74fa2596a9d9b(uintptr_t _swig_go_0) {
 }
 
 
-void _wrap_kvcgo_buffer_read_kvc_c7d74fa2596a9d9b(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_read_kvc_9869b028bd667423(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   uintptr_t arg2 ;
   size_t arg3 ;
@@ -9591,7 +10429,20 @@ void _wrap_kvcgo_buffer_read_kvc_c7d74fa2596a9d9b(char *_swig_go_0, uintptr_t _s
 }
 
 
-void _wrap_kvcgo_buffer_write_kvc_c7d74fa2596a9d9b(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
+long long _wrap_kvcgo_cstring_length_kvc_9869b028bd667423(uintptr_t _swig_go_0) {
+  uintptr_t arg1 ;
+  size_t result;
+  long long _swig_go_result;
+  
+  arg1 = (uintptr_t)_swig_go_0; 
+  
+  result = kvcgo_cstring_length(arg1);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvcgo_buffer_write_kvc_9869b028bd667423(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
   uintptr_t arg1 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -9605,7 +10456,7 @@ void _wrap_kvcgo_buffer_write_kvc_c7d74fa2596a9d9b(uintptr_t _swig_go_0, char *_
 }
 
 
-void _wrap_kvcgo_extra_key_set_kvc_c7d74fa2596a9d9b(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
+void _wrap_kvcgo_extra_key_set_kvc_9869b028bd667423(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
   uintptr_t arg1 ;
   size_t arg2 ;
   uint64_t arg3 ;
@@ -9625,7 +10476,7 @@ void _wrap_kvcgo_extra_key_set_kvc_c7d74fa2596a9d9b(uintptr_t _swig_go_0, long l
 }
 
 
-_gostring_ _wrap_kvcgo_cache_async_error_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
+_gostring_ _wrap_kvcgo_cache_async_error_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   bool *arg3 = (bool *) 0 ;
@@ -9642,7 +10493,7 @@ _gostring_ _wrap_kvcgo_cache_async_error_kvc_c7d74fa2596a9d9b(kvc_cache_t *_swig
 }
 
 
-_gostring_ _wrap_kvcgo_stateful_async_error_kvc_c7d74fa2596a9d9b(kvc_stateful_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
+_gostring_ _wrap_kvcgo_stateful_async_error_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   void *arg2 = (void *) 0 ;
   bool *arg3 = (bool *) 0 ;
@@ -9659,7 +10510,7 @@ _gostring_ _wrap_kvcgo_stateful_async_error_kvc_c7d74fa2596a9d9b(kvc_stateful_t 
 }
 
 
-long long _wrap_kvcgo_extra_key_size_kvc_c7d74fa2596a9d9b() {
+long long _wrap_kvcgo_extra_key_size_kvc_9869b028bd667423() {
   size_t result;
   long long _swig_go_result;
   
@@ -9670,7 +10521,7 @@ long long _wrap_kvcgo_extra_key_size_kvc_c7d74fa2596a9d9b() {
 }
 
 
-void _wrap_kvcgo_retention_range_set_kvc_c7d74fa2596a9d9b(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, int _swig_go_4, long long _swig_go_5) {
+void _wrap_kvcgo_retention_range_set_kvc_9869b028bd667423(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, int _swig_go_4, long long _swig_go_5) {
   uintptr_t arg1 ;
   size_t arg2 ;
   uint64_t arg3 ;
@@ -9690,7 +10541,7 @@ void _wrap_kvcgo_retention_range_set_kvc_c7d74fa2596a9d9b(uintptr_t _swig_go_0, 
 }
 
 
-long long _wrap_kvcgo_retention_range_size_kvc_c7d74fa2596a9d9b() {
+long long _wrap_kvcgo_retention_range_size_kvc_9869b028bd667423() {
   size_t result;
   long long _swig_go_result;
   
@@ -9701,7 +10552,7 @@ long long _wrap_kvcgo_retention_range_size_kvc_c7d74fa2596a9d9b() {
 }
 
 
-long long _wrap_kvcgo_event_size_kvc_c7d74fa2596a9d9b() {
+long long _wrap_kvcgo_event_size_kvc_9869b028bd667423() {
   size_t result;
   long long _swig_go_result;
   
@@ -9712,7 +10563,7 @@ long long _wrap_kvcgo_event_size_kvc_c7d74fa2596a9d9b() {
 }
 
 
-long long _wrap_kvcgo_snapshot_entry_size_kvc_c7d74fa2596a9d9b() {
+long long _wrap_kvcgo_snapshot_entry_size_kvc_9869b028bd667423() {
   size_t result;
   long long _swig_go_result;
   
@@ -9723,7 +10574,7 @@ long long _wrap_kvcgo_snapshot_entry_size_kvc_c7d74fa2596a9d9b() {
 }
 
 
-void _wrap_kvcgo_events_read_kvc_c7d74fa2596a9d9b(long long *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_events_read_kvc_9869b028bd667423(long long *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
   uint64_t *arg1 = (uint64_t *) 0 ;
   uintptr_t arg2 ;
   size_t arg3 ;
@@ -9737,7 +10588,7 @@ void _wrap_kvcgo_events_read_kvc_c7d74fa2596a9d9b(long long *_swig_go_0, uintptr
 }
 
 
-void _wrap_kvcgo_snapshot_read_kvc_c7d74fa2596a9d9b(long long *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_snapshot_read_kvc_9869b028bd667423(long long *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
   uint64_t *arg1 = (uint64_t *) 0 ;
   uintptr_t arg2 ;
   size_t arg3 ;

@@ -30,7 +30,7 @@ from ._batch import DecodeStep
 from ._events import Event, Snapshot
 from ._kernels import StoreStrides
 from ._sequences import ExtraKey, RetentionRange, SequenceOptions
-from .records import (CacheDescription, CacheStats, CsrTable, GroupDescription, GroupStats,
+from .records import (CacheDescription, CacheStats, CsrTable, GroupDescription, GroupStats, TierStats,
                       LayerView, PoolDescription, SequenceDescription, SlotMapping,
                       SnapshotEntry, StatefulLayerStats, StatefulStats, StatefulView)
 from .stateful import StatefulCache
@@ -39,7 +39,7 @@ __all__ = ["Cache", "Config", "StatefulCache", "KvCacheError", "Status", "DType"
            "DeviceKind", "TableFormat", "Feature", "GrowthPolicy", "SequenceOptions", "ExtraKey",
            "RetentionRange", "StoreStrides", "DecodeStep", "CacheDescription",
            "GroupDescription", "PoolDescription", "LayerView", "SequenceDescription",
-           "CacheStats", "GroupStats", "CsrTable", "SlotMapping", "StatefulView", "StatefulStats",
+           "CacheStats", "GroupStats", "TierStats", "CsrTable", "SlotMapping", "StatefulView", "StatefulStats",
            "StatefulLayerStats", "EventKind", "Tier", "Event", "Snapshot", "SnapshotEntry",
            "EVENT_NO_TOKENS", "DEFAULT_PRIORITY", "RETENTION_OPEN_END", "ALL_ROWS",
            "STATEFUL_MAX_BATCH", "STATEFUL_MAX_LENGTH", "version", "version_string",
@@ -65,7 +65,7 @@ def abi_version():
 
 def features():
     """Feature flags of the library and machine (kvc_features):
-    Feature.CUDA_COMPILED, Feature.CUDA_DEVICE."""
+    Feature.CUDA_COMPILED, Feature.CUDA_DEVICE, Feature.REDIS."""
     return Feature(_lib.kvc_features())
 
 

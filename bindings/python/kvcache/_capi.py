@@ -154,6 +154,19 @@ void kvc_event_drain_init(kvc_event_drain_t *drain);
 kvc_status_t kvc_cache_drain_events(kvc_cache_t *cache, kvc_event_t *events, size_t capacity, int32_t *tokens, size_t token_capacity, kvc_event_drain_t *result);
 kvc_status_t kvc_cache_snapshot(const kvc_cache_t *cache, kvc_snapshot_entry_t *entries, size_t capacity, size_t *count, uint64_t *event_id);
 kvc_status_t kvc_block_hashes(const kvc_config_t *config, const int32_t *tokens, size_t num_tokens, const kvc_sequence_options_t *options, uint64_t *hashes, size_t capacity, size_t *count);
+
+kvc_status_t kvc_config_set_disk_cache(kvc_config_t *config, const char *directory, uint64_t bytes);
+kvc_status_t kvc_config_get_disk_cache(const kvc_config_t *config, const char **directory, uint64_t *bytes);
+void kvc_tier_stats_init(kvc_tier_stats_t *stats);
+kvc_status_t kvc_cache_get_tier_stats(const kvc_cache_t *cache, kvc_tier_t tier, kvc_tier_stats_t *out);
+kvc_status_t kvc_cache_flush_tiers(kvc_cache_t *cache);
+
+kvc_status_t kvc_config_set_remote_cache(kvc_config_t *config, const char *url, const char *key_namespace, uint64_t bytes);
+kvc_status_t kvc_config_get_remote_cache(const kvc_config_t *config, const char **url, const char **key_namespace, uint64_t *bytes);
+kvc_status_t kvc_config_set_remote_cache_timeouts(kvc_config_t *config, uint32_t connect_ms, uint32_t command_ms);
+kvc_status_t kvc_config_get_remote_cache_timeouts(const kvc_config_t *config, uint32_t *connect_ms, uint32_t *command_ms);
+kvc_status_t kvc_config_set_remote_cache_optional(kvc_config_t *config, bool optional);
+kvc_status_t kvc_config_get_remote_cache_optional(const kvc_config_t *config, bool *out);
 """
 
 # Transparent structs, members in header order.
@@ -194,6 +207,13 @@ STRUCTS = {
     "kvc_group_stats_t": """uint32_t struct_size; uint32_t pool; uint64_t in_use_blocks;
         uint64_t cached_blocks; uint64_t pool_free_blocks; uint64_t reused_blocks;
         uint64_t missed_blocks; uint64_t evicted_blocks; uint64_t released_blocks;""",
+    "kvc_tier_stats_t": """uint32_t struct_size; uint32_t tier; uint64_t blocks; uint64_t bytes;
+        uint64_t capacity_bytes; uint64_t hits; uint64_t misses; uint64_t rejected;
+        uint64_t onboarded_blocks; uint64_t onboarded_bytes; uint64_t offered_blocks;
+        uint64_t stored_blocks; uint64_t dropped_blocks; uint64_t errors; uint64_t evicted_blocks;
+        uint64_t queued_blocks; uint64_t load_count; uint64_t load_p50_us; uint64_t load_p99_us;
+        uint64_t load_max_us; uint64_t write_count; uint64_t write_p50_us; uint64_t write_p99_us;
+        uint64_t write_max_us;""",
     "kvc_store_args_t": """uint32_t struct_size; uint32_t layer; uint32_t num_tokens;
         kvc_dtype_t src_dtype; const void *key; const void *value; const int64_t *slot_mapping;
         float k_scale; float v_scale;""",
@@ -260,6 +280,7 @@ _SCALARS = {
     "kvc_layout_t": ctypes.c_uint32,
     "kvc_device_kind_t": ctypes.c_uint32,
     "kvc_table_format_t": ctypes.c_uint32,
+    "kvc_tier_t": ctypes.c_uint32,
     "kvc_growth_policy_t": ctypes.c_uint32,
 }
 

@@ -44,6 +44,8 @@ class Tier(enum.IntEnum):
     """Where a cached block lives (kvc_tier_t)."""
     PRIMARY = 0
     HOST = 1
+    DISK = 2    # the disk tier (Config.disk_cache); no event names it
+    REMOTE = 3  # a remote store shared by caches; no event names it
 
 
 class DType(enum.IntEnum):
@@ -85,6 +87,7 @@ class Feature(enum.IntFlag):
     """kvc_features() bits (enum kvc_feature_bits)."""
     CUDA_COMPILED = 1 << 0
     CUDA_DEVICE = 1 << 1
+    REDIS = 1 << 2
 
 
 _DTYPE_NAMES = {

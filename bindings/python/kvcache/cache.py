@@ -19,8 +19,9 @@ from .records import read_record
 __all__ = ["Cache"]
 
 _message = lib.kvc_last_error_message
-_CACHE, _GROUP, _POOL, _LAYER, _STATS, _GROUP_STATS = (
-    read_record(k) for k in ("cache", "group", "pool", "layer", "stats", "group_stats"))
+_CACHE, _GROUP, _POOL, _LAYER, _STATS, _GROUP_STATS, _TIER_STATS = (
+    read_record(k) for k in ("cache", "group", "pool", "layer", "stats", "group_stats",
+                             "tier_stats"))
 
 
 class Cache(NativeHandle, SequenceCalls, BatchCalls, KernelCalls, PrefillCalls, EventCalls):
@@ -111,6 +112,19 @@ class Cache(NativeHandle, SequenceCalls, BatchCalls, KernelCalls, PrefillCalls, 
         self._call("kvc_cache_get_group_stats", lib.kvc_cache_get_group_stats, group,
                    ctypes.byref(s))
         return _GROUP_STATS.read(s)
+
+    def tier_stats(self, tier):
+        """TierStats of tier `tier` (Tier.DISK or Tier.REMOTE;
+        kvc_cache_get_tier_stats); KVC_ERR_NOT_FOUND without that tier."""
+        s = _TIER_STATS.new()
+        self._call("kvc_cache_get_tier_stats", lib.kvc_cache_get_tier_stats, int(tier),
+                   ctypes.byref(s))
+        return _TIER_STATS.read(s)
+
+    def flush_tiers(self):
+        """Waits until every block queued for writing to the stores is written
+        or dropped (kvc_cache_flush_tiers); close() waits the same way."""
+        self._call("kvc_cache_flush_tiers", lib.kvc_cache_flush_tiers)
 
     def check(self):
         """Runs the invariant checker (kvc_cache_check); raises on a broken

@@ -1,6 +1,7 @@
 """Config: the cache configuration (kvc_config_t), typed properties over
 its setters and getters."""
 import ctypes
+import os
 
 from ._capi import lib
 from ._types import DeviceKind, DType, Layout, device_of, dtype_of, layout_of
@@ -189,6 +190,93 @@ class Config:
     secondary_offload_min_priority = _setting(
         lib.kvc_config_set_secondary_offload_min_priority, lib.kvc_config_get_secondary_offload_min_priority,
         _u32, doc="Offload threshold, 0..100 (35).")
+
+    @property
+    def disk_cache(self):
+        """The disk tier as (directory, bytes); ("", 0) when off. Set a
+        (directory, bytes) pair to turn it on (the directory must exist and be
+        writable when the cache is created), None to turn it off. A cache
+        created on a directory a previous cache of the same model geometry and
+        event hash seed used finds its blocks (kvc_config_set_disk_cache)."""
+        op = "kvc_config_get_disk_cache"
+        directory, size = ctypes.c_char_p(), ctypes.c_uint64()
+        check(lib.kvc_config_get_disk_cache(self._use(op), ctypes.byref(directory),
+                                            ctypes.byref(size)), op)
+        return (directory.value or b"").decode("utf-8", "surrogateescape"), size.value
+
+    @disk_cache.setter
+    def disk_cache(self, value):
+        op = "kvc_config_set_disk_cache"
+        directory, size = (None, 0) if value is None else value
+        if size < 0:
+            raise KvCacheError(Status.INVALID_ARGUMENT,
+                               f"disk cache bytes must be >= 0, got {size}", op)
+        raw = None
+        if directory:
+            raw = os.fsencode(directory)
+            if b"\0" in raw:
+                raise KvCacheError(Status.INVALID_ARGUMENT,
+                                   "disk cache directory contains a NUL byte", op)
+        check(lib.kvc_config_set_disk_cache(self._use(op), raw, _u64(size)), op)
+
+    @property
+    def remote_cache(self):
+        """The remote tier as (url, key_namespace, bytes); ("", "kvc", 0) when
+        off. Set a (url, bytes) or (url, key_namespace, bytes) tuple to turn
+        it on (url "redis://[user:password@]host[:port][/db]", parsed now;
+        the server is reached when the cache is created), None to turn it off
+        (kvc_config_set_remote_cache)."""
+        op = "kvc_config_get_remote_cache"
+        url, ns, size = ctypes.c_char_p(), ctypes.c_char_p(), ctypes.c_uint64()
+        check(lib.kvc_config_get_remote_cache(self._use(op), ctypes.byref(url), ctypes.byref(ns),
+                                              ctypes.byref(size)), op)
+        return ((url.value or b"").decode("utf-8"), (ns.value or b"").decode("utf-8"),
+                size.value)
+
+    @remote_cache.setter
+    def remote_cache(self, value):
+        op = "kvc_config_set_remote_cache"
+        if value is None:
+            url, ns, size = None, None, 0
+        elif len(value) == 2:
+            (url, size), ns = value, None
+        else:
+            url, ns, size = value
+        if size < 0:
+            raise KvCacheError(Status.INVALID_ARGUMENT,
+                               f"remote cache bytes must be >= 0, got {size}", op)
+        raw = [None if v is None else v.encode("utf-8") for v in (url, ns)]
+        if any(r is not None and b"\0" in r for r in raw):
+            raise KvCacheError(Status.INVALID_ARGUMENT,
+                               "remote cache URL or namespace contains a NUL byte", op)
+        check(lib.kvc_config_set_remote_cache(self._use(op), raw[0], raw[1], _u64(size)), op)
+
+    @property
+    def remote_cache_timeouts_ms(self):
+        """The remote tier's timeouts as (connect_ms, command_ms), each in
+        1..600000: connecting, and a whole lookup or write batch ((1000, 1000);
+        kvc_config_set_remote_cache_timeouts)."""
+        op = "kvc_config_get_remote_cache_timeouts"
+        connect, command = _u32(), _u32()
+        check(lib.kvc_config_get_remote_cache_timeouts(self._use(op), ctypes.byref(connect),
+                                                       ctypes.byref(command)), op)
+        return connect.value, command.value
+
+    @remote_cache_timeouts_ms.setter
+    def remote_cache_timeouts_ms(self, value):
+        op = "kvc_config_set_remote_cache_timeouts"
+        connect, command = value
+        for name, v in (("connect_ms", connect), ("command_ms", command)):
+            if not 0 <= v <= 0xFFFFFFFF:
+                raise KvCacheError(Status.INVALID_ARGUMENT,
+                                   f"{name} must be in 1..600000 ms, got {v}", op)
+        check(lib.kvc_config_set_remote_cache_timeouts(self._use(op), _u32(connect),
+                                                       _u32(command)), op)
+
+    remote_cache_optional = _setting(
+        lib.kvc_config_set_remote_cache_optional, lib.kvc_config_get_remote_cache_optional,
+        _bool, bool, doc="Create the cache while the remote server cannot be reached or "
+                         "refuses the credentials; the tier connects later (off).")
 
     # -- reuse, events, clock ----------------------------------------------
     block_reuse = _setting(

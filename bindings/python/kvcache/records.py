@@ -10,7 +10,7 @@ from ._capi import lib, struct
 from ._types import DeviceKind, DType, EventKind, Layout, Tier
 
 __all__ = ["CacheDescription", "GroupDescription", "PoolDescription", "LayerView",
-           "SequenceDescription", "CacheStats", "GroupStats", "CsrTable", "SlotMapping",
+           "SequenceDescription", "CacheStats", "GroupStats", "TierStats", "CsrTable", "SlotMapping",
            "StatefulView", "StatefulStats", "StatefulLayerStats", "EventDrain", "SnapshotEntry",
            "read_record"]
 
@@ -66,6 +66,8 @@ SequenceDescription = collections.namedtuple("SequenceDescription",
 SequenceDescription.__doc__ = "kvc_sequence_desc_t: the state of one sequence."
 CacheStats = collections.namedtuple("CacheStats", _fields("kvc_cache_stats_t"))
 CacheStats.__doc__ = "kvc_cache_stats_t: block counts per state and tier, reuse, evictions."
+TierStats = collections.namedtuple("TierStats", _fields("kvc_tier_stats_t"))
+TierStats.__doc__ = "kvc_tier_stats_t: the statistics of one tier below the tree (disk, remote)."
 GroupStats = collections.namedtuple("GroupStats", _fields("kvc_group_stats_t"))
 GroupStats.__doc__ = "kvc_group_stats_t: the counts of one layer group."
 
@@ -132,6 +134,7 @@ RECORDS = {
     "sequence": _Record("kvc_sequence_desc_t", lib.kvc_sequence_desc_init, SequenceDescription),
     "stats": _Record("kvc_cache_stats_t", lib.kvc_cache_stats_init, CacheStats),
     "group_stats": _Record("kvc_group_stats_t", lib.kvc_group_stats_init, GroupStats),
+    "tier_stats": _Record("kvc_tier_stats_t", lib.kvc_tier_stats_init, TierStats),
     "stateful_view": _Record("kvc_stateful_view_t", lib.kvc_stateful_view_init, StatefulView),
     "stateful_stats": _Record("kvc_stateful_stats_t", lib.kvc_stateful_stats_init, StatefulStats),
     "stateful_layer_stats": _Record("kvc_stateful_layer_stats_t",

@@ -108,7 +108,7 @@ class LifecycleTest(unittest.TestCase):
         self.assertEqual(kvcache.version_string(), "%d.%d.%d" % (v // 10000, v // 100 % 100,
                                                                  v % 100))
         self.assertEqual(kvcache.abi_version(), 0)
-        self.assertEqual(int(kvcache.features()) & ~3, 0)
+        self.assertEqual(int(kvcache.features()) & ~7, 0)  # CUDA_COMPILED, CUDA_DEVICE, REDIS
         self.assertTrue(kvcache.library_path)
 
     def test_cuda_without_a_device_says_why(self):

@@ -64,6 +64,9 @@ extern "C" {
 pub const KVC_FEATURE_CUDA_COMPILED: kvc_feature_bits = 1;
 #[doc = " The CUDA backend is built and at least one CUDA device is usable now."]
 pub const KVC_FEATURE_CUDA_DEVICE: kvc_feature_bits = 2;
+#[doc = " The library was built with hiredis: a remote tier (remote_tier.h) can"]
+#[doc = "  be configured. @since 0.3.0"]
+pub const KVC_FEATURE_REDIS: kvc_feature_bits = 4;
 #[doc = " Feature bits returned by kvc_features()."]
 pub type kvc_feature_bits = ::std::os::raw::c_uint;
 extern "C" {
@@ -6473,6 +6476,12 @@ pub type kvc_tier_t = u32;
 pub const KVC_TIER_PRIMARY: _bindgen_ty_2 = 0;
 #[doc = "< The host tier (kvc_config_set_host_cache_bytes)."]
 pub const KVC_TIER_HOST: _bindgen_ty_2 = 1;
+#[doc = "< The disk tier (kvc_config_set_disk_cache, tiers.h)."]
+#[doc = "No event names it: see tiers.h. @since 0.3.0"]
+pub const KVC_TIER_DISK: _bindgen_ty_2 = 2;
+#[doc = "< A remote store shared by caches (tiers.h)."]
+#[doc = "No event names it: see tiers.h. @since 0.3.0"]
+pub const KVC_TIER_REMOTE: _bindgen_ty_2 = 3;
 pub type _bindgen_ty_2 = ::std::os::raw::c_uint;
 #[doc = " @brief One event. Fixed layout (used in arrays); fields a kind does not"]
 #[doc = "        use are 0."]
@@ -7166,5 +7175,659 @@ extern "C" {
         hashes: *mut u64,
         capacity: usize,
         count: *mut usize,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Turns the disk tier on: block files under `directory`, at most"]
+    #[doc = "        `bytes` of them; a NULL or empty directory with `bytes` 0 turns it"]
+    #[doc = "        off (the default)."]
+    #[doc = ""]
+    #[doc = " The directory must exist and be writable when the cache is created"]
+    #[doc = " (kvc_cache_create fails with KVC_ERR_INVALID_ARGUMENT naming it"]
+    #[doc = " otherwise, or when `bytes` is below one block's record, or when another"]
+    #[doc = " cache of the same model geometry uses the directory). A cache created on"]
+    #[doc = " a directory that a previous cache of the same geometry and event hash"]
+    #[doc = " seed used finds its blocks: a restart keeps its prefix cache. Each block"]
+    #[doc = " is one file `<geometry>-<hash>.kvb` (a header with the block's full key,"]
+    #[doc = " the geometry fingerprint and a checksum, then the KV of every layer); it"]
+    #[doc = " is written to a temporary file and renamed, so a crash leaves no torn"]
+    #[doc = " block, and a file damaged otherwise is a miss. The tier evicts its own"]
+    #[doc = " files when `bytes` is reached: lowest retention priority first, then least"]
+    #[doc = " recently used. Requires block reuse (kvc_config_set_block_reuse)."]
+    #[doc = " @param directory Copied; NULL or \"\" (with bytes 0) for none."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT for a NULL config, a directory"]
+    #[doc = "         with bytes 0, or bytes without a directory. Nothing changes on"]
+    #[doc = "         failure."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_config_set_disk_cache(
+        config: *mut kvc_config_t,
+        directory: *const ::std::os::raw::c_char,
+        bytes: u64,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief The disk tier's settings."]
+    #[doc = " @param[out] directory The directory, \"\" when off; valid until the config"]
+    #[doc = "        changes or is destroyed. May be NULL."]
+    #[doc = " @param[out] bytes The byte budget, 0 when off. May be NULL."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT for a NULL config."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_config_get_disk_cache(
+        config: *const kvc_config_t,
+        directory: *mut *const ::std::os::raw::c_char,
+        bytes: *mut u64,
+    ) -> kvc_status_t;
+}
+#[doc = " @brief Statistics of one tier below the tree (a block store). Transparent;"]
+#[doc = "        begins with struct_size. Latencies are over the tier's last 1024"]
+#[doc = "        operations."]
+#[doc = " @since 0.3.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_tier_stats {
+    #[doc = "< sizeof(kvc_tier_stats_t) of the caller."]
+    pub struct_size: u32,
+    #[doc = "< kvc_tier_t: KVC_TIER_DISK or KVC_TIER_REMOTE."]
+    pub tier: u32,
+    #[doc = "< Blocks held now (the remote tier: those this cache"]
+    #[doc = "knows of, or 0)."]
+    pub blocks: u64,
+    #[doc = "< Bytes they take (records: header and KV)."]
+    pub bytes: u64,
+    #[doc = "< The tier's byte budget."]
+    pub capacity_bytes: u64,
+    #[doc = "< Lookups the tier answered with a record."]
+    pub hits: u64,
+    #[doc = "< Lookups of a block the tier does not hold."]
+    pub misses: u64,
+    #[doc = "< Records refused by the check (torn, corrupted,"]
+    #[doc = "another block's, another geometry's)."]
+    pub rejected: u64,
+    #[doc = "< Blocks copied into the cache from the tier."]
+    pub onboarded_blocks: u64,
+    #[doc = "< Their KV bytes."]
+    pub onboarded_bytes: u64,
+    #[doc = "< Evicted blocks queued for writing."]
+    pub offered_blocks: u64,
+    #[doc = "< Blocks written."]
+    pub stored_blocks: u64,
+    #[doc = "< Writes dropped: queue full, no room, a failed"]
+    #[doc = "write, the tier down."]
+    pub dropped_blocks: u64,
+    #[doc = "< I/O failures, timeouts, protocol errors."]
+    pub errors: u64,
+    #[doc = "< Blocks the tier removed to stay in its budget."]
+    pub evicted_blocks: u64,
+    #[doc = "< Writes waiting now."]
+    pub queued_blocks: u64,
+    #[doc = "< Lookups (one per run of a prompt's blocks)."]
+    pub load_count: u64,
+    #[doc = "< Median lookup latency, microseconds."]
+    pub load_p50_us: u64,
+    #[doc = "< 99th percentile lookup latency."]
+    pub load_p99_us: u64,
+    #[doc = "< Longest lookup since creation."]
+    pub load_max_us: u64,
+    #[doc = "< Blocks written (timed)."]
+    pub write_count: u64,
+    #[doc = "< Median write latency, microseconds."]
+    pub write_p50_us: u64,
+    #[doc = "< 99th percentile write latency."]
+    pub write_p99_us: u64,
+    #[doc = "< Longest write since creation."]
+    pub write_max_us: u64,
+}
+#[test]
+fn bindgen_test_layout_kvc_tier_stats() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_tier_stats>(),
+        184usize,
+        concat!("Size of: ", stringify!(kvc_tier_stats))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_tier_stats>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_tier_stats))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_tier() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).tier) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(tier)
+            )
+        );
+    }
+    test_field_tier();
+    fn test_field_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).blocks) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(blocks)
+            )
+        );
+    }
+    test_field_blocks();
+    fn test_field_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).bytes) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(bytes)
+            )
+        );
+    }
+    test_field_bytes();
+    fn test_field_capacity_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).capacity_bytes) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(capacity_bytes)
+            )
+        );
+    }
+    test_field_capacity_bytes();
+    fn test_field_hits() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).hits) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(hits)
+            )
+        );
+    }
+    test_field_hits();
+    fn test_field_misses() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).misses) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(misses)
+            )
+        );
+    }
+    test_field_misses();
+    fn test_field_rejected() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).rejected) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(rejected)
+            )
+        );
+    }
+    test_field_rejected();
+    fn test_field_onboarded_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).onboarded_blocks) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(onboarded_blocks)
+            )
+        );
+    }
+    test_field_onboarded_blocks();
+    fn test_field_onboarded_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).onboarded_bytes) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(onboarded_bytes)
+            )
+        );
+    }
+    test_field_onboarded_bytes();
+    fn test_field_offered_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).offered_blocks) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(offered_blocks)
+            )
+        );
+    }
+    test_field_offered_blocks();
+    fn test_field_stored_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).stored_blocks) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(stored_blocks)
+            )
+        );
+    }
+    test_field_stored_blocks();
+    fn test_field_dropped_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).dropped_blocks) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(dropped_blocks)
+            )
+        );
+    }
+    test_field_dropped_blocks();
+    fn test_field_errors() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).errors) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(errors)
+            )
+        );
+    }
+    test_field_errors();
+    fn test_field_evicted_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).evicted_blocks) as usize - ptr as usize
+            },
+            104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(evicted_blocks)
+            )
+        );
+    }
+    test_field_evicted_blocks();
+    fn test_field_queued_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).queued_blocks) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(queued_blocks)
+            )
+        );
+    }
+    test_field_queued_blocks();
+    fn test_field_load_count() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).load_count) as usize - ptr as usize
+            },
+            120usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(load_count)
+            )
+        );
+    }
+    test_field_load_count();
+    fn test_field_load_p50_us() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).load_p50_us) as usize - ptr as usize
+            },
+            128usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(load_p50_us)
+            )
+        );
+    }
+    test_field_load_p50_us();
+    fn test_field_load_p99_us() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).load_p99_us) as usize - ptr as usize
+            },
+            136usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(load_p99_us)
+            )
+        );
+    }
+    test_field_load_p99_us();
+    fn test_field_load_max_us() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).load_max_us) as usize - ptr as usize
+            },
+            144usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(load_max_us)
+            )
+        );
+    }
+    test_field_load_max_us();
+    fn test_field_write_count() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).write_count) as usize - ptr as usize
+            },
+            152usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(write_count)
+            )
+        );
+    }
+    test_field_write_count();
+    fn test_field_write_p50_us() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).write_p50_us) as usize - ptr as usize
+            },
+            160usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(write_p50_us)
+            )
+        );
+    }
+    test_field_write_p50_us();
+    fn test_field_write_p99_us() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).write_p99_us) as usize - ptr as usize
+            },
+            168usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(write_p99_us)
+            )
+        );
+    }
+    test_field_write_p99_us();
+    fn test_field_write_max_us() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_tier_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).write_max_us) as usize - ptr as usize
+            },
+            176usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_tier_stats),
+                "::",
+                stringify!(write_max_us)
+            )
+        );
+    }
+    test_field_write_max_us();
+}
+#[doc = " @brief Statistics of one tier below the tree (a block store). Transparent;"]
+#[doc = "        begins with struct_size. Latencies are over the tier's last 1024"]
+#[doc = "        operations."]
+#[doc = " @since 0.3.0"]
+pub type kvc_tier_stats_t = kvc_tier_stats;
+extern "C" {
+    #[doc = " @brief Zeroes `stats` and sets its struct_size. NULL is ignored. @since 0.3.0"]
+    pub fn kvc_tier_stats_init(stats: *mut kvc_tier_stats_t);
+}
+extern "C" {
+    #[doc = " @brief Fills `out` with the statistics of tier `tier` (KVC_TIER_DISK or"]
+    #[doc = "        KVC_TIER_REMOTE) of the cache."]
+    #[doc = " @param[in,out] out struct_size must be set (kvc_tier_stats_init); the"]
+    #[doc = "        library writes min(struct_size, its own size) bytes."]
+    #[doc = " @return KVC_OK; KVC_ERR_NOT_FOUND when the cache has no such tier;"]
+    #[doc = "         KVC_ERR_INVALID_ARGUMENT for a NULL cache or out, an unset"]
+    #[doc = "         struct_size, or a tier that is not a store (primary, host: see"]
+    #[doc = "         kvc_cache_get_stats). Reads only."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_cache_get_tier_stats(
+        cache: *const kvc_cache_t,
+        tier: kvc_tier_t,
+        out: *mut kvc_tier_stats_t,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Waits until every block queued for writing to the cache's stores"]
+    #[doc = "        is written or dropped (before a snapshot of the directory, a"]
+    #[doc = "        handover to another process, or in tests instead of sleeping)."]
+    #[doc = "        Destroying the cache waits the same way. Other calls on the cache"]
+    #[doc = "        wait meanwhile."]
+    #[doc = " @return KVC_OK (also without stores); KVC_ERR_INVALID_ARGUMENT for a NULL"]
+    #[doc = "         cache."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_cache_flush_tiers(cache: *mut kvc_cache_t) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Turns the remote tier on: the server at `url`, keys under"]
+    #[doc = "        `key_namespace`, at most `bytes` of this cache's records; a NULL or"]
+    #[doc = "        empty url with bytes 0 turns it off (the default)."]
+    #[doc = ""]
+    #[doc = " The URL is `redis://[user:password@]host[:port][/db]` (port 6379 and"]
+    #[doc = " database 0 by default; `%XX` escapes in user and password; no TLS). It is"]
+    #[doc = " parsed here; the server is reached at kvc_cache_create, which fails with"]
+    #[doc = " KVC_ERR_DEVICE when it cannot be reached within the connect timeout"]
+    #[doc = " (\"cannot connect within N ms: Connection refused\"), or with"]
+    #[doc = " KVC_ERR_INVALID_ARGUMENT when it refuses the password (\"AUTH refused:"]
+    #[doc = " WRONGPASS ...\", or \"NOAUTH\" without one) or the database, or when `bytes`"]
+    #[doc = " is below one block's record, unless the tier is optional"]
+    #[doc = " (kvc_config_set_remote_cache_optional). Messages never show the password."]
+    #[doc = " Requires block reuse (kvc_config_set_block_reuse)."]
+    #[doc = " @param url Copied. NULL or \"\" (with bytes 0) for none."]
+    #[doc = " @param key_namespace Copied; 1..64 letters, digits, '.', '_' or '-'"]
+    #[doc = "        separating deployments or models on one server. NULL: \"kvc\"."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT for a NULL config, a malformed"]
+    #[doc = "         URL or namespace (the message names the part at fault), a URL"]
+    #[doc = "         with bytes 0, or bytes without a URL. Nothing changes on failure."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_config_set_remote_cache(
+        config: *mut kvc_config_t,
+        url: *const ::std::os::raw::c_char,
+        key_namespace: *const ::std::os::raw::c_char,
+        bytes: u64,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief The remote tier's settings."]
+    #[doc = " @param[out] url The URL as set (password included), \"\" when off; valid"]
+    #[doc = "        until the config changes or is destroyed. May be NULL."]
+    #[doc = " @param[out] key_namespace The namespace (\"kvc\" unless set). May be NULL."]
+    #[doc = " @param[out] bytes The byte budget, 0 when off. May be NULL."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT for a NULL config."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_config_get_remote_cache(
+        config: *const kvc_config_t,
+        url: *mut *const ::std::os::raw::c_char,
+        key_namespace: *mut *const ::std::os::raw::c_char,
+        bytes: *mut u64,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief The remote tier's timeouts: connecting (at create and each"]
+    #[doc = "        reconnect) and a lookup or a write batch, whole (all its round"]
+    #[doc = "        trips together, not each). Defaults: 1000 and 1000 ms."]
+    #[doc = ""]
+    #[doc = " A serving call waits at most `command_ms` for the tier (a lookup that"]
+    #[doc = " runs out of time uses what it read in full, and the tier reconnects);"]
+    #[doc = " choose it above the time a prompt's blocks take to arrive (about 1 GB/s"]
+    #[doc = " on loopback, bench/results/2026-11-25-redis-tier-vm-2cpu.md)."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT for a NULL config or a timeout"]
+    #[doc = "         outside 1..600000 ms. Nothing changes on failure."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_config_set_remote_cache_timeouts(
+        config: *mut kvc_config_t,
+        connect_ms: u32,
+        command_ms: u32,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief The remote tier's timeouts. Either pointer may be NULL."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT for a NULL config."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_config_get_remote_cache_timeouts(
+        config: *const kvc_config_t,
+        connect_ms: *mut u32,
+        command_ms: *mut u32,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Whether the cache may be created while the server cannot be"]
+    #[doc = "        reached or refuses the credentials or database (default false)."]
+    #[doc = ""]
+    #[doc = " Optional: kvc_cache_create succeeds and the tier starts disconnected: it"]
+    #[doc = " counts an error per failed connect (kvc_tier_stats_t.errors), misses and"]
+    #[doc = " drops meanwhile, and connects as soon as it can. A malformed URL or"]
+    #[doc = " namespace, or a budget below one block, is refused either way, as is a"]
+    #[doc = " build without hiredis."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT for a NULL config."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_config_set_remote_cache_optional(
+        config: *mut kvc_config_t,
+        optional: bool,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Whether the remote tier is optional."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT for a NULL config or out."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_config_get_remote_cache_optional(
+        config: *const kvc_config_t,
+        out: *mut bool,
     ) -> kvc_status_t;
 }

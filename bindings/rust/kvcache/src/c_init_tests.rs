@@ -52,6 +52,10 @@ fn descriptors_match_their_init_functions() {
         c_init!(sys::kvc_group_stats_t, kvc_group_stats_init),
     );
     same(
+        sized!(sys::kvc_tier_stats_t),
+        c_init!(sys::kvc_tier_stats_t, kvc_tier_stats_init),
+    );
+    same(
         sized!(sys::kvc_sequence_desc_t),
         c_init!(sys::kvc_sequence_desc_t, kvc_sequence_desc_init),
     );

@@ -301,7 +301,7 @@ pub struct ConfigBuilder {
 }
 
 impl ConfigBuilder {
-    fn apply(mut self, set: impl FnOnce(&mut Config) -> Result<()>) -> ConfigBuilder {
+    pub(crate) fn apply(mut self, set: impl FnOnce(&mut Config) -> Result<()>) -> ConfigBuilder {
         if let Ok(config) = &mut self.config {
             if let Err(e) = set(config) {
                 self.config = Err(e);

@@ -22,6 +22,10 @@ pub enum Tier {
     Primary,
     /// The host tier (`KVC_TIER_HOST`).
     Host,
+    /// The disk tier (`KVC_TIER_DISK`; see [`crate::Config::set_disk_cache`]).
+    Disk,
+    /// A remote store shared by caches (`KVC_TIER_REMOTE`).
+    Remote,
     /// A value this binding does not know (a newer library).
     Other(u32),
 }
@@ -32,6 +36,8 @@ impl Tier {
         match raw {
             sys::KVC_TIER_PRIMARY => Tier::Primary,
             sys::KVC_TIER_HOST => Tier::Host,
+            sys::KVC_TIER_DISK => Tier::Disk,
+            sys::KVC_TIER_REMOTE => Tier::Remote,
             other => Tier::Other(other),
         }
     }
@@ -41,6 +47,8 @@ impl Tier {
         match self {
             Tier::Primary => sys::KVC_TIER_PRIMARY,
             Tier::Host => sys::KVC_TIER_HOST,
+            Tier::Disk => sys::KVC_TIER_DISK,
+            Tier::Remote => sys::KVC_TIER_REMOTE,
             Tier::Other(raw) => raw,
         }
     }

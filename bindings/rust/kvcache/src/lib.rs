@@ -62,9 +62,11 @@ mod config;
 mod error;
 mod events;
 mod kernels;
+mod remote_tier;
 mod sequence;
 mod stateful;
 mod stateful_args;
+mod tiers;
 mod types;
 mod version;
 
@@ -86,6 +88,7 @@ pub use stateful::{
     GrowthPolicy, RawStatefulAppend, RawStatefulDecode, StatefulCache, StatefulLayerStats,
     StatefulOn, StatefulOptions, StatefulStats, StatefulView,
 };
+pub use tiers::TierStats;
 pub use types::{Device, Dtype, Element, Features, Layout, Stream};
 pub use version::{
     abi_version, features, version, version_string, HEADER_ABI_VERSION, HEADER_VERSION,

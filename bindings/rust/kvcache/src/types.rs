@@ -171,6 +171,11 @@ impl Features {
     pub fn cuda_device(self) -> bool {
         self.0 & u64::from(sys::KVC_FEATURE_CUDA_DEVICE) != 0
     }
+
+    /// The library was built with hiredis: a remote tier can be configured.
+    pub fn redis(self) -> bool {
+        self.0 & u64::from(sys::KVC_FEATURE_REDIS) != 0
+    }
 }
 
 mod sealed {

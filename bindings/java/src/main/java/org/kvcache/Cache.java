@@ -381,6 +381,25 @@ public final class Cache implements AutoCloseable {
   }
 
   /**
+   * Statistics of tier {@code tier} ({@link Tier#DISK} or {@link Tier#REMOTE};
+   * kvc_cache_get_tier_stats).
+   * @throws KvCacheException NOT_FOUND when the cache has no such tier,
+   *     INVALID_ARGUMENT for the primary or host tier (see {@link #stats()})
+   */
+  public TierStats tierStats(Tier tier) {
+    return handle.call(h -> Records.tierStats(h, tier));
+  }
+
+  /**
+   * Waits until every block queued for writing to the cache's stores is
+   * written or dropped (kvc_cache_flush_tiers); closing the cache waits the
+   * same way.
+   */
+  public void flushTiers() {
+    handle.run(h -> KvcNative.kvc_cache_flush_tiers(h));
+  }
+
+  /**
    * Runs the invariant checker (kvc_cache_check).
    * @throws KvCacheException INTERNAL naming the first broken invariant
    */

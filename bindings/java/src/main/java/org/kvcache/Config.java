@@ -338,6 +338,192 @@ public final class Config implements AutoCloseable {
     return getU64(KvcNative::kvc_config_get_host_cache_bytes);
   }
 
+  /**
+   * Turns the disk tier on: block files under {@code directory} (which must
+   * exist and be writable when the cache is created), at most {@code bytes}
+   * of them; null or "" with 0 turns it off (kvc_config_set_disk_cache). A
+   * cache created on a directory that a previous cache of the same model
+   * geometry and event hash seed used finds its blocks.
+   * @throws KvCacheException INVALID_ARGUMENT for a directory with 0 bytes or
+   *     bytes without a directory
+   */
+  public Config setDiskCache(String directory, long bytes) {
+    return handle.call(h -> {
+      Scratch s = Scratch.get();
+      long dir = 0;
+      if (directory != null && !directory.isEmpty()) {
+        byte[] utf8 = directory.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        int at = s.alloc(utf8.length + 1L);
+        s.putBytes(at, java.util.Arrays.copyOf(utf8, utf8.length + 1));
+        dir = s.address(at);
+      }
+      KvcNative.kvc_config_set_disk_cache(h, dir, bytes);
+      return this;
+    });
+  }
+
+  /** The disk tier's directory; "" when off (kvc_config_get_disk_cache). */
+  public String getDiskCacheDirectory() {
+    return handle.call(h -> {
+      Scratch s = Scratch.get();
+      int out = s.alloc(8);
+      KvcNative.kvc_config_get_disk_cache(h, s.address(out), 0);
+      long address = s.getLong(out);
+      long n = KvcNative.kvcj_strlen(address);
+      if (n == 0) {
+        return "";
+      }
+      byte[] utf8 = new byte[(int) n];
+      KvcNative.kvcj_direct_buffer(address, n).get(utf8);
+      return new String(utf8, java.nio.charset.StandardCharsets.UTF_8);
+    });
+  }
+
+  /** The disk tier's byte budget; 0 when off. */
+  public long getDiskCacheBytes() {
+    return handle.callLong(h -> {
+      Scratch s = Scratch.get();
+      int out = s.alloc(8);
+      KvcNative.kvc_config_get_disk_cache(h, 0, s.address(out));
+      return s.getLong(out);
+    });
+  }
+
+  // ----- remote tier (remote_tier.h) ---------------------------------------
+
+  /** UTF-8 bytes and a NUL of {@code text} in scratch memory; 0 for null. */
+  private static long utf8(Scratch s, String text) {
+    if (text == null) {
+      return 0;
+    }
+    byte[] utf8 = text.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    int at = s.alloc(utf8.length + 1L);
+    s.putBytes(at, java.util.Arrays.copyOf(utf8, utf8.length + 1));
+    return s.address(at);
+  }
+
+  /** The C string at {@code address} ("" for 0). */
+  private static String cString(long address) {
+    long n = KvcNative.kvcj_strlen(address);
+    if (n == 0) {
+      return "";
+    }
+    byte[] utf8 = new byte[(int) n];
+    KvcNative.kvcj_direct_buffer(address, n).get(utf8);
+    return new String(utf8, java.nio.charset.StandardCharsets.UTF_8);
+  }
+
+  /**
+   * Turns the remote tier on: the Redis server at {@code url}
+   * ("redis://[user:password@]host[:port][/db]", parsed now), keys under
+   * {@code keyNamespace} (null for "kvc"), at most {@code bytes} of this
+   * cache's blocks; null or "" with 0 turns it off
+   * (kvc_config_set_remote_cache). The server is reached when the cache is
+   * created.
+   * @throws KvCacheException INVALID_ARGUMENT naming the part of the URL or
+   *     namespace at fault, for a URL with 0 bytes or bytes without a URL
+   */
+  public Config setRemoteCache(String url, String keyNamespace, long bytes) {
+    return handle.call(h -> {
+      Scratch s = Scratch.get();
+      KvcNative.kvc_config_set_remote_cache(h, utf8(s, url), utf8(s, keyNamespace), bytes);
+      return this;
+    });
+  }
+
+  /** The remote tier's URL; "" when off (kvc_config_get_remote_cache). */
+  public String getRemoteCacheUrl() {
+    return handle.call(h -> {
+      Scratch s = Scratch.get();
+      int out = s.alloc(8);
+      KvcNative.kvc_config_get_remote_cache(h, s.address(out), 0, 0);
+      return cString(s.getLong(out));
+    });
+  }
+
+  /** The remote tier's key namespace ("kvc" unless set). */
+  public String getRemoteCacheNamespace() {
+    return handle.call(h -> {
+      Scratch s = Scratch.get();
+      int out = s.alloc(8);
+      KvcNative.kvc_config_get_remote_cache(h, 0, s.address(out), 0);
+      return cString(s.getLong(out));
+    });
+  }
+
+  /** The remote tier's byte budget; 0 when off. */
+  public long getRemoteCacheBytes() {
+    return handle.callLong(h -> {
+      Scratch s = Scratch.get();
+      int out = s.alloc(8);
+      KvcNative.kvc_config_get_remote_cache(h, 0, 0, s.address(out));
+      return s.getLong(out);
+    });
+  }
+
+  /** Whole milliseconds of {@code d}, saturated (the library refuses 0 and more than 600000). */
+  private static long millis(java.time.Duration d) {
+    Args.notNull("timeout", d);
+    long ms;
+    try {
+      ms = d.toMillis();
+    } catch (ArithmeticException e) {
+      ms = d.isNegative() ? 0 : 0xFFFF_FFFFL;
+    }
+    return Math.max(0, Math.min(ms, 0xFFFF_FFFFL));
+  }
+
+  /**
+   * The remote tier's timeouts, whole milliseconds in 1..600000: connecting,
+   * and a whole lookup or write batch (kvc_config_set_remote_cache_timeouts;
+   * defaults 1 s and 1 s).
+   */
+  public Config setRemoteCacheTimeouts(java.time.Duration connect, java.time.Duration command) {
+    long co = millis(connect);
+    long cm = millis(command);
+    return handle.call(h -> {
+      KvcNative.kvc_config_set_remote_cache_timeouts(h, co, cm);
+      return this;
+    });
+  }
+
+  /** The remote tier's connect timeout. */
+  public java.time.Duration getRemoteCacheConnectTimeout() {
+    return java.time.Duration.ofMillis(handle.callLong(h -> {
+      Scratch s = Scratch.get();
+      int out = s.alloc(8);
+      KvcNative.kvc_config_get_remote_cache_timeouts(h, s.address(out), 0);
+      return s.getUnsignedInt(out);
+    }));
+  }
+
+  /** The remote tier's command timeout. */
+  public java.time.Duration getRemoteCacheCommandTimeout() {
+    return java.time.Duration.ofMillis(handle.callLong(h -> {
+      Scratch s = Scratch.get();
+      int out = s.alloc(8);
+      KvcNative.kvc_config_get_remote_cache_timeouts(h, 0, s.address(out));
+      return s.getUnsignedInt(out);
+    }));
+  }
+
+  /**
+   * Whether the cache may be created while the server cannot be reached or
+   * refuses the credentials: the tier then connects later
+   * (kvc_config_set_remote_cache_optional, default false).
+   */
+  public Config setRemoteCacheOptional(boolean optional) {
+    return handle.call(h -> {
+      KvcNative.kvc_config_set_remote_cache_optional(h, optional);
+      return this;
+    });
+  }
+
+  /** Whether the remote tier is optional. */
+  public boolean getRemoteCacheOptional() {
+    return getBool(KvcNative::kvc_config_get_remote_cache_optional);
+  }
+
   /** Blocks evicted with a priority below this (0..100) are dropped, not offloaded. */
   public Config setSecondaryOffloadMinPriority(int priority) {
     return handle.call(h -> {

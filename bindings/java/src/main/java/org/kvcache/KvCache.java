@@ -13,6 +13,11 @@ public final class KvCache {
   public static final long FEATURE_CUDA_COMPILED = 1L;
   /** Feature bit: the CUDA backend is built and a CUDA device is usable now. */
   public static final long FEATURE_CUDA_DEVICE = 2L;
+  /**
+   * Feature bit: the library was built with hiredis, so a remote tier can be
+   * configured ({@link Config#setRemoteCache}).
+   */
+  public static final long FEATURE_REDIS = 4L;
 
   private KvCache() {}
 
@@ -48,7 +53,10 @@ public final class KvCache {
     return (int) KvcNative.kvc_abi_version();
   }
 
-  /** Feature bits ({@link #FEATURE_CUDA_COMPILED}, {@link #FEATURE_CUDA_DEVICE}). */
+  /**
+   * Feature bits ({@link #FEATURE_CUDA_COMPILED}, {@link #FEATURE_CUDA_DEVICE},
+   * {@link #FEATURE_REDIS}).
+   */
   public static long features() {
     NativeLibrary.load();
     return KvcNative.kvc_features();

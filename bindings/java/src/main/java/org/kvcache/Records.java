@@ -235,6 +235,66 @@ final class Records {
         s.getLong(at + GroupStat.RELEASED_BLOCKS));
   }
 
+  /** {@code kvc_tier_stats_t}. */
+  private static final class TierStat {
+    static final StructLayout<kvc_tier_stats_t> L = new StructLayout<>("kvc_tier_stats_t",
+        a -> new kvc_tier_stats_t(a, false), KvcNative::kvc_tier_stats_init);
+    static final int TIER = L.u32(kvc_tier_stats_t::getTier);
+    static final int BLOCKS = L.u64(kvc_tier_stats_t::getBlocks);
+    static final int BYTES = L.u64(kvc_tier_stats_t::getBytes);
+    static final int CAPACITY_BYTES = L.u64(kvc_tier_stats_t::getCapacity_bytes);
+    static final int HITS = L.u64(kvc_tier_stats_t::getHits);
+    static final int MISSES = L.u64(kvc_tier_stats_t::getMisses);
+    static final int REJECTED = L.u64(kvc_tier_stats_t::getRejected);
+    static final int ONBOARDED_BLOCKS = L.u64(kvc_tier_stats_t::getOnboarded_blocks);
+    static final int ONBOARDED_BYTES = L.u64(kvc_tier_stats_t::getOnboarded_bytes);
+    static final int OFFERED_BLOCKS = L.u64(kvc_tier_stats_t::getOffered_blocks);
+    static final int STORED_BLOCKS = L.u64(kvc_tier_stats_t::getStored_blocks);
+    static final int DROPPED_BLOCKS = L.u64(kvc_tier_stats_t::getDropped_blocks);
+    static final int ERRORS = L.u64(kvc_tier_stats_t::getErrors);
+    static final int EVICTED_BLOCKS = L.u64(kvc_tier_stats_t::getEvicted_blocks);
+    static final int QUEUED_BLOCKS = L.u64(kvc_tier_stats_t::getQueued_blocks);
+    static final int LOAD_COUNT = L.u64(kvc_tier_stats_t::getLoad_count);
+    static final int LOAD_P50_US = L.u64(kvc_tier_stats_t::getLoad_p50_us);
+    static final int LOAD_P99_US = L.u64(kvc_tier_stats_t::getLoad_p99_us);
+    static final int LOAD_MAX_US = L.u64(kvc_tier_stats_t::getLoad_max_us);
+    static final int WRITE_COUNT = L.u64(kvc_tier_stats_t::getWrite_count);
+    static final int WRITE_P50_US = L.u64(kvc_tier_stats_t::getWrite_p50_us);
+    static final int WRITE_P99_US = L.u64(kvc_tier_stats_t::getWrite_p99_us);
+    static final int WRITE_MAX_US = L.u64(kvc_tier_stats_t::getWrite_max_us);
+  }
+
+  static TierStats tierStats(long cache, Tier tier) {
+    Scratch s = Scratch.get();
+    int at = s.alloc(TierStat.L.size);
+    kvc_tier_stats_t out = TierStat.L.prepare(s, at);
+    KvcNative.kvc_cache_get_tier_stats(cache, tier.code(), out);
+    return new TierStats(
+        Tier.of(s.getUnsignedInt(at + TierStat.TIER)),
+        s.getLong(at + TierStat.BLOCKS),
+        s.getLong(at + TierStat.BYTES),
+        s.getLong(at + TierStat.CAPACITY_BYTES),
+        s.getLong(at + TierStat.HITS),
+        s.getLong(at + TierStat.MISSES),
+        s.getLong(at + TierStat.REJECTED),
+        s.getLong(at + TierStat.ONBOARDED_BLOCKS),
+        s.getLong(at + TierStat.ONBOARDED_BYTES),
+        s.getLong(at + TierStat.OFFERED_BLOCKS),
+        s.getLong(at + TierStat.STORED_BLOCKS),
+        s.getLong(at + TierStat.DROPPED_BLOCKS),
+        s.getLong(at + TierStat.ERRORS),
+        s.getLong(at + TierStat.EVICTED_BLOCKS),
+        s.getLong(at + TierStat.QUEUED_BLOCKS),
+        s.getLong(at + TierStat.LOAD_COUNT),
+        s.getLong(at + TierStat.LOAD_P50_US),
+        s.getLong(at + TierStat.LOAD_P99_US),
+        s.getLong(at + TierStat.LOAD_MAX_US),
+        s.getLong(at + TierStat.WRITE_COUNT),
+        s.getLong(at + TierStat.WRITE_P50_US),
+        s.getLong(at + TierStat.WRITE_P99_US),
+        s.getLong(at + TierStat.WRITE_MAX_US));
+  }
+
   /** {@code kvc_sequence_desc_t}. */
   private static final class SeqDesc {
     static final StructLayout<kvc_sequence_desc_t> L = new StructLayout<>("kvc_sequence_desc_t",

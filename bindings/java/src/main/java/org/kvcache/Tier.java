@@ -5,7 +5,11 @@ public enum Tier {
   /** The cache's device (or CPU) pools. */
   PRIMARY(0),
   /** The host tier ({@link Config#setHostCacheBytes(long)}). */
-  HOST(1);
+  HOST(1),
+  /** The disk tier ({@link Config#setDiskCache(String, long)}); no event names it. */
+  DISK(2),
+  /** A remote store shared by caches; no event names it. */
+  REMOTE(3);
 
   private final int code;
 

@@ -1,0 +1,160 @@
+/**
+ * @file tiers.h
+ * @brief Tiers below the radix tree: the disk tier (a directory of block
+ *        files that outlives the process), its settings, and the statistics
+ *        of every such tier.
+ *
+ * The tiers of a cache, top down: primary (device or CPU pools), host
+ * (kvc_config_set_host_cache_bytes, optional), then block stores, each
+ * optional: disk, then remote. The primary and host tiers hold radix-tree
+ * nodes; a store holds records addressed by the block's portable hash
+ * (events.h), which survive the cache (disk) or are shared between caches
+ * (remote). How blocks move:
+ *   - A cached block that leaves the lowest tree tier (evicted from the host
+ *     tier, or from the primary pools without one) with a priority >=
+ *     kvc_config_set_secondary_offload_min_priority is written to every
+ *     store, asynchronously: the call that evicts it copies the block into
+ *     the store's bounded queue and goes on; a full queue, a full or
+ *     unwritable disk drops the write (counted in kvc_tier_stats_t.drops).
+ *   - kvc_sequence_add looks up, after the tree's match, the prompt's
+ *     following full blocks in the stores (disk first, then remote), and
+ *     copies the blocks found into the sequence's new blocks before it
+ *     returns: `cached_tokens` counts them, and they are published in the
+ *     tree as kvc_sequence_commit would. A stored block is used only if its
+ *     full key (a SHA-256 chain over the parent blocks, the tokens, the salt,
+ *     the LoRA id and the extra keys), the model's geometry and a checksum all
+ *     match, so a hash collision, a torn or corrupted file, or a record of
+ *     another salt or model is a miss, never KV. A store that fails is a
+ *     miss: the add goes on without it.
+ *   - kvc_cache_reset_reuse writes nothing to the stores and leaves them as
+ *     they are (a later add may load from them).
+ * KV events (events.h) describe the tree: a block written to a store leaves
+ * the tree (REMOVED, naming the tier it left), a block loaded from one enters
+ * it (STORED). A store evicts on its own (and a remote one is shared), so no
+ * event names KVC_TIER_DISK or KVC_TIER_REMOTE.
+ *
+ * Threading: as every call on a cache (common.h); the stores write on
+ * threads of their own.
+ */
+#ifndef KVCACHE_TIERS_H
+#define KVCACHE_TIERS_H
+
+#include "kvcache/cache.h"
+#include "kvcache/common.h"
+#include "kvcache/config.h"
+#include "kvcache/events.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * @brief Turns the disk tier on: block files under `directory`, at most
+ *        `bytes` of them; a NULL or empty directory with `bytes` 0 turns it
+ *        off (the default).
+ *
+ * The directory must exist and be writable when the cache is created
+ * (kvc_cache_create fails with KVC_ERR_INVALID_ARGUMENT naming it
+ * otherwise, or when `bytes` is below one block's record, or when another
+ * cache of the same model geometry uses the directory). A cache created on
+ * a directory that a previous cache of the same geometry and event hash
+ * seed used finds its blocks: a restart keeps its prefix cache. Each block
+ * is one file `<geometry>-<hash>.kvb` (a header with the block's full key,
+ * the geometry fingerprint and a checksum, then the KV of every layer); it
+ * is written to a temporary file and renamed, so a crash leaves no torn
+ * block, and a file damaged otherwise is a miss. The tier evicts its own
+ * files when `bytes` is reached: lowest retention priority first, then least
+ * recently used. Requires block reuse (kvc_config_set_block_reuse).
+ * @param directory Copied; NULL or "" (with bytes 0) for none.
+ * @return KVC_OK; KVC_ERR_INVALID_ARGUMENT for a NULL config, a directory
+ *         with bytes 0, or bytes without a directory. Nothing changes on
+ *         failure.
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_config_set_disk_cache(kvc_config_t *config, const char *directory,
+                                               uint64_t bytes);
+/**
+ * @brief The disk tier's settings.
+ * @param[out] directory The directory, "" when off; valid until the config
+ *        changes or is destroyed. May be NULL.
+ * @param[out] bytes The byte budget, 0 when off. May be NULL.
+ * @return KVC_OK; KVC_ERR_INVALID_ARGUMENT for a NULL config.
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_config_get_disk_cache(const kvc_config_t *config,
+                                               const char **directory, uint64_t *bytes);
+
+/**
+ * @brief Statistics of one tier below the tree (a block store). Transparent;
+ *        begins with struct_size. Latencies are over the tier's last 1024
+ *        operations.
+ * @since 0.3.0
+ */
+typedef struct kvc_tier_stats {
+  uint32_t struct_size;       /**< sizeof(kvc_tier_stats_t) of the caller. */
+  uint32_t tier;              /**< kvc_tier_t: KVC_TIER_DISK or KVC_TIER_REMOTE. */
+  uint64_t blocks;            /**< Blocks held now (the remote tier: those this cache
+                                   knows of, or 0). */
+  uint64_t bytes;             /**< Bytes they take (records: header and KV). */
+  uint64_t capacity_bytes;    /**< The tier's byte budget. */
+  uint64_t hits;              /**< Lookups the tier answered with a record. */
+  uint64_t misses;            /**< Lookups of a block the tier does not hold. */
+  uint64_t rejected;          /**< Records refused by the check (torn, corrupted,
+                                   another block's, another geometry's). */
+  uint64_t onboarded_blocks;  /**< Blocks copied into the cache from the tier. */
+  uint64_t onboarded_bytes;   /**< Their KV bytes. */
+  uint64_t offered_blocks;    /**< Evicted blocks queued for writing. */
+  uint64_t stored_blocks;     /**< Blocks written. */
+  uint64_t dropped_blocks;    /**< Writes dropped: queue full, no room, a failed
+                                   write, the tier down. */
+  uint64_t errors;            /**< I/O failures, timeouts, protocol errors. */
+  uint64_t evicted_blocks;    /**< Blocks the tier removed to stay in its budget. */
+  uint64_t queued_blocks;     /**< Writes waiting now. */
+  uint64_t load_count;        /**< Lookups (one per run of a prompt's blocks). */
+  uint64_t load_p50_us;       /**< Median lookup latency, microseconds. */
+  uint64_t load_p99_us;       /**< 99th percentile lookup latency. */
+  uint64_t load_max_us;       /**< Longest lookup since creation. */
+  uint64_t write_count;       /**< Blocks written (timed). */
+  uint64_t write_p50_us;      /**< Median write latency, microseconds. */
+  uint64_t write_p99_us;      /**< 99th percentile write latency. */
+  uint64_t write_max_us;      /**< Longest write since creation. */
+} kvc_tier_stats_t;
+
+/** Static initializer for kvc_tier_stats_t. */
+#define KVC_TIER_STATS_INIT \
+  {sizeof(kvc_tier_stats_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+/** @brief Zeroes `stats` and sets its struct_size. NULL is ignored. @since 0.3.0 */
+KVC_API void kvc_tier_stats_init(kvc_tier_stats_t *stats);
+
+/**
+ * @brief Fills `out` with the statistics of tier `tier` (KVC_TIER_DISK or
+ *        KVC_TIER_REMOTE) of the cache.
+ * @param[in,out] out struct_size must be set (kvc_tier_stats_init); the
+ *        library writes min(struct_size, its own size) bytes.
+ * @return KVC_OK; KVC_ERR_NOT_FOUND when the cache has no such tier;
+ *         KVC_ERR_INVALID_ARGUMENT for a NULL cache or out, an unset
+ *         struct_size, or a tier that is not a store (primary, host: see
+ *         kvc_cache_get_stats). Reads only.
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_cache_get_tier_stats(const kvc_cache_t *cache, kvc_tier_t tier,
+                                              kvc_tier_stats_t *out);
+
+/**
+ * @brief Waits until every block queued for writing to the cache's stores
+ *        is written or dropped (before a snapshot of the directory, a
+ *        handover to another process, or in tests instead of sleeping).
+ *        Destroying the cache waits the same way. Other calls on the cache
+ *        wait meanwhile.
+ * @return KVC_OK (also without stores); KVC_ERR_INVALID_ARGUMENT for a NULL
+ *         cache.
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_cache_flush_tiers(kvc_cache_t *cache);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVCACHE_TIERS_H */

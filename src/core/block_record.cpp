@@ -1,0 +1,192 @@
+#include "core/block_record.h"
+
+#include <cstring>
+
+#ifndef XXH_INLINE_ALL
+#define XXH_INLINE_ALL
+#endif
+#include <xxhash.h>
+
+#include "core/cache_config.h"
+#include "core/layer_groups.h"
+
+namespace kvc {
+
+namespace {
+
+constexpr char kMagic[8] = {'K', 'V', 'C', 'B', 'L', 'K', 'v', '1'};
+constexpr size_t kChecksumAt = 80;
+
+void put_u32(unsigned char* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+void put_u64(unsigned char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+uint32_t get_u32(const unsigned char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= uint32_t(p[i]) << (8 * i);
+  return v;
+}
+uint64_t get_u64(const unsigned char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= uint64_t(p[i]) << (8 * i);
+  return v;
+}
+
+// Appends little-endian integers (the fingerprint's canonical encoding).
+struct Bytes {
+  std::string s;
+  void u32(uint32_t v) {
+    unsigned char b[4];
+    put_u32(b, v);
+    s.append(reinterpret_cast<const char*>(b), 4);
+  }
+  void u64(uint64_t v) {
+    unsigned char b[8];
+    put_u64(b, v);
+    s.append(reinterpret_cast<const char*>(b), 8);
+  }
+};
+
+ChainDigest tagged_digest(const char (&tag)[13], const std::string& bytes) {
+  Sha256 h;
+  h.update(tag, 12);
+  h.update(bytes.data(), bytes.size());
+  return h.finish();
+}
+
+uint64_t checksum(const unsigned char* record, size_t size) {
+  XXH3_state_t st;
+  XXH3_64bits_reset(&st);
+  XXH3_64bits_update(&st, record, kChecksumAt);
+  XXH3_64bits_update(&st, record + kChecksumAt + 8, size - kChecksumAt - 8);
+  return XXH3_64bits_digest(&st);
+}
+
+}  // namespace
+
+ChainDigest scope_chain_digest(const std::string& scope_bytes) {
+  return tagged_digest("kvc.scope.v1", scope_bytes);
+}
+
+ChainDigest extra_chain_digest(const std::string& extra_bytes) {
+  if (extra_bytes.empty()) return ChainDigest{};
+  return tagged_digest("kvc.extra.v1", extra_bytes);
+}
+
+ChainDigest block_chain_digest(const ChainDigest& parent, const ChainDigest& scope,
+                               const ChainDigest& extra, const int32_t* tokens,
+                               uint32_t num_tokens) {
+  Sha256 h;
+  h.update("kvc.block.v1", 12);
+  h.update(parent.bytes, 32);
+  h.update(scope.bytes, 32);
+  h.update(extra.bytes, 32);
+  unsigned char n[4];
+  put_u32(n, num_tokens);
+  h.update(n, 4);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  h.update(tokens, 4 * size_t(num_tokens));
+#else
+  for (uint32_t i = 0; i < num_tokens; ++i) {
+    put_u32(n, static_cast<uint32_t>(tokens[i]));
+    h.update(n, 4);
+  }
+#endif
+  return h.finish();
+}
+
+uint64_t geometry_fingerprint(const CacheConfig& c, const LayerGrouping& g) {
+  Bytes b;
+  b.s = "kvc.geometry";
+  b.u32(kRecordVersion);
+  b.u32(c.num_layers);
+  for (uint32_t l = 0; l < c.num_layers; ++l) {
+    b.u32(c.kv_heads_of(l));
+    b.u32(c.window_of(l));
+  }
+  b.u32(c.head_dim);
+  b.u32(static_cast<uint32_t>(c.dtype));
+  b.u32(c.kv_factor);
+  b.u32(static_cast<uint32_t>(c.layout));
+  b.u32(c.tokens_per_block);
+  b.u32(static_cast<uint32_t>(g.groups.size()));
+  for (const LayerGroup& grp : g.groups) {
+    b.u64(g.pools[grp.pool].block_bytes);
+    b.u32(static_cast<uint32_t>(grp.layers.size()));
+    for (uint32_t l : grp.layers) b.u32(l);
+  }
+  return XXH3_64bits(b.s.data(), b.s.size());
+}
+
+void seal_record(const RecordLayout& layout, const RecordKey& key, uint32_t priority,
+                 unsigned char* record) {
+  const size_t header = layout.header_bytes();
+  std::memset(record, 0, header);
+  std::memcpy(record, kMagic, 8);
+  put_u32(record + 8, kRecordVersion);
+  put_u32(record + 12, static_cast<uint32_t>(header));
+  put_u64(record + 16, layout.fingerprint);
+  put_u64(record + 24, key.lookup_hash);
+  put_u64(record + 32, layout.payload_bytes);
+  put_u32(record + 40, layout.tokens_per_block);
+  put_u32(record + 44, priority);
+  std::memcpy(record + 48, key.digest.bytes, 32);
+  unsigned char* t = record + kRecordFixedHeader;
+  for (uint32_t i = 0; i < layout.tokens_per_block; ++i)
+    put_u32(t + 4 * i, static_cast<uint32_t>(key.tokens[i]));
+  put_u64(record + kChecksumAt, checksum(record, layout.record_bytes()));
+}
+
+RecordHeader read_record_header(const unsigned char* r) {
+  RecordHeader h;
+  h.magic_ok = std::memcmp(r, kMagic, 8) == 0;
+  h.version = get_u32(r + 8);
+  h.header_bytes = get_u32(r + 12);
+  h.fingerprint = get_u64(r + 16);
+  h.lookup_hash = get_u64(r + 24);
+  h.payload_bytes = get_u64(r + 32);
+  h.num_tokens = get_u32(r + 40);
+  h.priority = get_u32(r + 44);
+  return h;
+}
+
+RecordCheck check_record_frame(const RecordLayout& layout, const unsigned char* record,
+                               size_t size) {
+  if (size != layout.record_bytes() || size < kRecordFixedHeader) return RecordCheck::kMalformed;
+  const RecordHeader h = read_record_header(record);
+  if (!h.magic_ok || h.version != kRecordVersion) return RecordCheck::kMalformed;
+  if (h.fingerprint != layout.fingerprint) return RecordCheck::kGeometry;
+  if (h.header_bytes != layout.header_bytes() || h.payload_bytes != layout.payload_bytes ||
+      h.num_tokens != layout.tokens_per_block)
+    return RecordCheck::kMalformed;
+  if (get_u64(record + kChecksumAt) != checksum(record, size)) return RecordCheck::kChecksum;
+  return RecordCheck::kOk;
+}
+
+RecordCheck check_record(const RecordLayout& layout, const RecordKey& key,
+                         const unsigned char* record, size_t size) {
+  const RecordCheck frame = check_record_frame(layout, record, size);
+  if (frame != RecordCheck::kOk) return frame;
+  if (get_u64(record + 24) != key.lookup_hash ||
+      std::memcmp(record + 48, key.digest.bytes, 32) != 0)
+    return RecordCheck::kOtherKey;
+  const unsigned char* t = record + kRecordFixedHeader;
+  for (uint32_t i = 0; i < layout.tokens_per_block; ++i)
+    if (get_u32(t + 4 * i) != static_cast<uint32_t>(key.tokens[i])) return RecordCheck::kOtherKey;
+  return RecordCheck::kOk;
+}
+
+const char* record_check_name(RecordCheck c) {
+  switch (c) {
+    case RecordCheck::kOk: return "ok";
+    case RecordCheck::kMalformed: return "malformed";
+    case RecordCheck::kGeometry: return "geometry";
+    case RecordCheck::kChecksum: return "checksum";
+    case RecordCheck::kOtherKey: return "other key";
+  }
+  return "?";
+}
+
+}  // namespace kvc

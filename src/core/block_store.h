@@ -1,0 +1,139 @@
+// A block store: a tier below the tree-resident ones (primary, host) that
+// the radix tree does not index. Its blocks outlive the process (disk) or
+// are shared by many processes (a remote store such as Redis), so they are
+// addressed by key, not by tree node: a block that leaves the lowest
+// tree-resident tier with enough priority is put into the first store of
+// the chain; a prompt's blocks that the tree does not have are looked up in
+// the stores in order (disk, then remote), and hits are loaded into fresh
+// primary blocks and published in the tree before kvc_sequence_add returns.
+//
+// The core holds a store through this interface and does no I/O itself
+// (ARCHITECTURE.md, Layers): implementations live in src/store/ (disk_store.h,
+// and a Redis store) with their own worker threads. The core calls a store
+// from one thread at a time (under the cache's lock); a store synchronizes
+// with its own workers.
+//
+// What moves are whole records (block_record.h): header + payload, every
+// record of a cache the same size (layout().record_bytes()). A store moves
+// them as opaque bytes; the core seals them before put() and checks each one
+// load() returns (check_record: format, geometry, checksum, full key) before
+// it becomes KV, and tells the store about a record that failed (reject()).
+// A store therefore cannot hand out wrong KV: a lookup-hash collision, a torn
+// or corrupted file, a foreign value all end as misses, counted.
+//
+// Rules an implementation keeps:
+//  - put() never waits on I/O: it copies the record into the store's own
+//    bounded queue, or drops it (counted in drops) when the queue is full
+//    or the store is down. The serving call goes on either way.
+//  - load() is synchronous and time bounded (a remote store's timeout): it
+//    answers the leading run of hashes it has, one round trip per chunk for
+//    a remote store (pipelined), not per block. A failure or a timeout ends
+//    the run early and counts an error; it never throws: to the serving
+//    call a failed lookup is a miss.
+//  - A record put is found by later loads once flush() has returned (it may
+//    be found earlier). Records of a store are replaced by a later put under
+//    the same hash.
+//  - flush() waits until every put queued before it is written or dropped:
+//    tests use it instead of sleeping, and the destructor drains the same way
+//    (a clean shutdown loses no accepted put).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/block_record.h"
+
+namespace kvc {
+
+// The stores a cache's config names (CacheConfig::stores), in chain order.
+// Each tier keeps its settings in its own members; an empty one is off.
+struct StoreSettings {
+  // Disk tier (src/store/disk_store.h): an existing writable directory and
+  // its byte budget; both set or both unset.
+  std::string disk_dir;
+  uint64_t disk_bytes = 0;
+  // Remote tier (src/store/redis_store.h): a redis:// URL, the key namespace,
+  // the byte budget of this cache's records, the timeouts and whether a
+  // server that cannot be reached at create is refused (false) or connected
+  // to later (true). On when the URL is set.
+  std::string remote_url;
+  std::string remote_namespace = "kvc";
+  uint64_t remote_bytes = 0;
+  uint32_t remote_connect_timeout_ms = 1000;
+  uint32_t remote_command_timeout_ms = 1000;
+  bool remote_optional = false;
+
+  bool any() const { return !disk_dir.empty() || !remote_url.empty(); }
+};
+
+// Percentiles of one operation's latency, microseconds, over a store's recent
+// operations (0 when none).
+struct LatencySummary {
+  uint64_t count = 0;  // operations measured since creation
+  uint64_t p50_us = 0;
+  uint64_t p99_us = 0;
+  uint64_t max_us = 0;
+};
+
+struct StoreStats {
+  uint64_t blocks = 0;          // records held now (a remote store: those it knows of, or 0)
+  uint64_t bytes = 0;           // bytes those records take
+  uint64_t capacity_bytes = 0;  // the store's byte budget (0: none of its own)
+  uint64_t hits = 0;            // lookups answered with a record (before the core's check)
+  uint64_t misses = 0;          // lookups of a hash the store does not hold
+  uint64_t rejected = 0;        // records the core refused (reject(): torn, foreign, ...)
+  uint64_t stores = 0;          // puts written
+  uint64_t drops = 0;           // puts dropped: queue full, no room, write failed, store down
+  uint64_t errors = 0;          // I/O failures, timeouts, protocol errors
+  uint64_t evictions = 0;       // records the store removed to stay in its budget
+  uint64_t queued = 0;          // puts waiting in the queue now
+  LatencySummary load;          // one load() call (a chain lookup)
+  LatencySummary write;         // one record written by the worker
+};
+
+class BlockStore {
+ public:
+  virtual ~BlockStore() = default;
+
+  // "disk", "remote", ...: names the tier in messages and statistics.
+  virtual const char* name() const = 0;
+  // The records this store holds: layout().record_bytes() bytes each.
+  virtual const RecordLayout& layout() const = 0;
+
+  // Queues a copy of `record` (sealed, layout().record_bytes() bytes) to be
+  // stored under `lookup_hash` with retention `priority` (0..100, the one
+  // sealed in the record; a store with an LRU of its own evicts lower
+  // priorities first, older first among equals). Returns false when the put was dropped (counted). Never waits
+  // on I/O.
+  virtual bool put(uint64_t lookup_hash, uint32_t priority, const unsigned char* record) = 0;
+
+  // Looks up hashes[0..n), the consecutive blocks of one prompt, and copies
+  // the record of each into out[i] (record_bytes() each), stopping at the
+  // first it does not hold (or cannot read in time). Returns how many
+  // leading records it wrote; the records are not checked (the caller does).
+  // A hit refreshes the record's recency. Never throws.
+  virtual size_t load(const uint64_t* hashes, size_t n, unsigned char* const* out) = 0;
+
+  // The record under `lookup_hash` failed the caller's check (why): counted
+  // in rejected; the store drops it if it still holds that record.
+  virtual void reject(uint64_t lookup_hash, RecordCheck why) = 0;
+
+  // Waits until every put queued before the call is written or dropped.
+  virtual void flush() = 0;
+
+  virtual StoreStats stats() const = 0;
+};
+
+// Opens the stores `settings` names for records of `layout`, in chain order
+// (disk, then remote); defined beside the stores (src/store/open_stores.cpp)
+// as create_device is beside the devices. Throws Error(KVC_ERR_INVALID_ARGUMENT)
+// naming the setting that cannot be used; for the remote tier also
+// KVC_ERR_DEVICE (a server that cannot be reached, not optional) and
+// KVC_ERR_UNSUPPORTED (a build without hiredis).
+std::vector<std::unique_ptr<BlockStore>> open_block_stores(const StoreSettings& settings,
+                                                           const RecordLayout& layout);
+
+}  // namespace kvc

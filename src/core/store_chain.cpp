@@ -1,0 +1,233 @@
+#include "core/store_chain.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/prefix_index.h"
+
+namespace kvc {
+
+namespace {
+
+constexpr uint64_t kStagingBytes = uint64_t(32) << 20;  // records looked up per chunk
+constexpr uint64_t kMaxChunk = 64;
+
+}  // namespace
+
+RecordLayout store_record_layout(const CacheConfig& config, const LayerGrouping& grouping) {
+  RecordLayout l;
+  l.fingerprint = geometry_fingerprint(config, grouping);
+  l.tokens_per_block = config.tokens_per_block;
+  for (const LayerGroup& g : grouping.groups) l.payload_bytes += grouping.pools[g.pool].block_bytes;
+  return l;
+}
+
+StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
+                       const LayerGrouping& grouping, PrefixIndex& index, Device& device,
+                       const std::vector<std::unique_ptr<PoolMemory>>& memory,
+                       const std::vector<std::unique_ptr<PoolMemory>>& host_memory,
+                       std::vector<std::unique_ptr<BlockStore>> stores)
+    : layout_groups_(layout),
+      index_(index),
+      device_(device),
+      memory_(memory),
+      host_memory_(host_memory),
+      T_(config.tokens_per_block),
+      min_priority_(config.secondary_offload_min_priority),
+      layout_(store_record_layout(config, grouping)),
+      stores_(std::move(stores)),
+      onboarded_(stores_.size(), 0),
+      offered_(stores_.size(), 0),
+      keys_(index, index.tree().id_bound(), config.tokens_per_block, config.event_hash_seed) {
+  uint64_t offset = 0;
+  for (const LayerGroup& g : grouping.groups) {
+    group_offset_.push_back(offset);
+    group_bytes_.push_back(grouping.pools[g.pool].block_bytes);
+    offset += grouping.pools[g.pool].block_bytes;
+  }
+  const size_t record = layout_.record_bytes();
+  chunk_ = std::max<uint64_t>(1, std::min<uint64_t>(kMaxChunk, kStagingBytes / record));
+  staging_ = static_cast<unsigned char*>(device_.allocate_host(chunk_ * record));
+  try {
+    offer_record_ = static_cast<unsigned char*>(device_.allocate_host(record));
+  } catch (...) {
+    device_.deallocate_host(staging_);
+    throw;
+  }
+  chunk_keys_.resize(chunk_);
+  chunk_hashes_.resize(chunk_);
+  chunk_ptrs_.resize(chunk_);
+  chunk_store_.resize(chunk_);
+  for (uint64_t i = 0; i < chunk_; ++i) chunk_ptrs_[i] = staged(i);
+}
+
+StoreChain::~StoreChain() {
+  device_.deallocate_host(staging_);
+  device_.deallocate_host(offer_record_);
+}
+
+// ---------------------------------------------------------------------------
+// Offload
+// ---------------------------------------------------------------------------
+
+void StoreChain::offer(uint32_t node) {
+  if (muted_ || stores_.empty()) return;
+  const RadixTree& tree = index_.tree();
+  const TreeNode& t = tree.node(node);
+  if (t.num_tokens != T_ || t.priority < min_priority_) return;
+  const uint32_t G = layout_groups_.num_groups();
+  for (uint32_t g = 0; g < G; ++g)
+    if (tree.block(node, g) == kNoBlock) return;  // an evicted windowed slot
+  const StoreKey key = keys_.node_key(node);
+  unsigned char* payload = offer_record_ + layout_.header_bytes();
+  try {
+    const bool primary = t.tier == kPrimaryTier;
+    if (!primary) {  // host memory: the copies that filled it are done first
+      device_.order_after_tier_copies(nullptr);
+      device_.synchronize(nullptr);
+    }
+    for (uint32_t g = 0; g < G; ++g) {
+      const uint32_t p = layout_groups_.group_pool[g];
+      const uint32_t blk = tree.block(node, g);
+      if (primary) {
+        const TierCopy c{blk, 0};
+        device_.copy_tier(TierDirection::kOffload, memory_[p]->base(), payload + group_offset_[g],
+                          group_bytes_[g], &c, 1, nullptr);
+      } else {
+        std::memcpy(payload + group_offset_[g], host_memory_[p]->block(blk), group_bytes_[g]);
+      }
+    }
+    if (primary) device_.synchronize(nullptr);
+  } catch (...) {
+    return;  // a device that cannot copy: the block is just dropped
+  }
+  RecordKey rk;
+  rk.lookup_hash = key.hash;
+  rk.digest = key.digest;
+  rk.tokens = tree.tokens(node);
+  seal_record(layout_, rk, t.priority, offer_record_);
+  for (size_t s = 0; s < stores_.size(); ++s)
+    if (stores_[s]->put(key.hash, t.priority, offer_record_)) ++offered_[s];
+}
+
+// ---------------------------------------------------------------------------
+// Onboard
+// ---------------------------------------------------------------------------
+
+uint64_t StoreChain::check_run(size_t s, uint64_t begin, uint64_t got) {
+  for (uint64_t i = begin; i < begin + got; ++i) {
+    RecordKey key;
+    key.lookup_hash = chunk_keys_[i].hash;
+    key.digest = chunk_keys_[i].digest;
+    key.tokens = look_.tokens + (look_.first + i) * T_;
+    const RecordCheck c = check_record(layout_, key, staged(i), layout_.record_bytes());
+    if (c != RecordCheck::kOk) {
+      stores_[s]->reject(key.lookup_hash, c);
+      return i - begin;
+    }
+    chunk_store_[i] = uint8_t(s);
+  }
+  return got;
+}
+
+uint64_t StoreChain::fill(uint64_t count) {
+  for (uint64_t i = 0; i < count; ++i) chunk_hashes_[i] = chunk_keys_[i].hash;
+  uint64_t pos = 0;
+  while (pos < count) {
+    // Each run starts at the first store: the disk before the remote one.
+    uint64_t advanced = 0;
+    for (size_t s = 0; s < stores_.size() && advanced == 0; ++s) {
+      const uint64_t got = stores_[s]->load(&chunk_hashes_[pos], count - pos, &chunk_ptrs_[pos]);
+      advanced = check_run(s, pos, std::min<uint64_t>(got, count - pos));
+    }
+    if (advanced == 0) break;
+    pos += advanced;
+  }
+  return pos;
+}
+
+uint64_t StoreChain::stage(uint32_t parent, const std::string& scope_bytes,
+                           const std::vector<ExtraKey>& extras, const int32_t* tokens,
+                           uint64_t first, uint64_t want) {
+  look_ = Lookup{};
+  if (stores_.empty() || want == 0) return 0;
+  look_.scope_bytes = &scope_bytes;
+  look_.extras = &extras;
+  look_.tokens = tokens;
+  look_.first = look_.begin = first;
+  look_.end = first + want;
+  const StoreKey parent_key = keys_.node_key(parent);
+  const uint64_t n = std::min(chunk_, want);
+  keys_.prompt_keys(parent_key, scope_bytes, extras, tokens, first, n, chunk_keys_.data());
+  look_.staged = fill(n);
+  look_.done = look_.staged < n;
+  return look_.staged;
+}
+
+bool StoreChain::copy_in(uint64_t count, uint64_t position,
+                         const std::vector<std::vector<uint32_t>>& blocks, void* stream) {
+  try {
+    for (uint64_t i = 0; i < count; ++i) {
+      const unsigned char* payload = staged(i) + layout_.header_bytes();
+      for (uint32_t g = 0; g < layout_groups_.num_groups(); ++g) {
+        const uint32_t p = layout_groups_.group_pool[g];
+        const TierCopy c{blocks[g][position + i], 0};
+        device_.copy_tier(TierDirection::kOnboard, memory_[p]->base(),
+                          const_cast<unsigned char*>(payload) + group_offset_[g], group_bytes_[g],
+                          &c, 1, stream);
+      }
+    }
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+uint64_t StoreChain::onboard(const std::vector<std::vector<uint32_t>>& blocks,
+                             const std::vector<ExtraKey>& extras, void* stream) {
+  look_.extras = &extras;
+  uint64_t total = 0;
+  while (look_.staged > 0) {
+    if (!copy_in(look_.staged, look_.first, blocks, stream)) break;
+    for (uint64_t i = 0; i < look_.staged; ++i) ++onboarded_[chunk_store_[i]];
+    total += look_.staged;
+    const uint64_t next = look_.first + look_.staged;
+    if (look_.done || next >= look_.end) break;
+    device_.synchronize(stream);  // the staging records are read again
+    const StoreKey last = chunk_keys_[look_.staged - 1];
+    look_.first = next;
+    const uint64_t n = std::min(chunk_, look_.end - next);
+    keys_.prompt_keys(last, *look_.scope_bytes, *look_.extras, look_.tokens, next, n,
+                      chunk_keys_.data());
+    look_.staged = fill(n);
+    look_.done = look_.staged < n;
+  }
+  if (total > 0) {
+    try {
+      device_.synchronize(stream);  // the next call overwrites the staging records
+    } catch (...) {
+    }
+  }
+  look_ = Lookup{};
+  return total;
+}
+
+void StoreChain::flush() {
+  for (auto& s : stores_) s->flush();
+}
+
+std::vector<StoreTierReport> StoreChain::reports() const {
+  std::vector<StoreTierReport> out;
+  for (size_t s = 0; s < stores_.size(); ++s) {
+    StoreTierReport r;
+    r.name = stores_[s]->name();
+    r.io = stores_[s]->stats();
+    r.onboarded_blocks = onboarded_[s];
+    r.onboarded_bytes = onboarded_[s] * layout_.payload_bytes;
+    r.offered_blocks = offered_[s];
+    out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace kvc

@@ -1,0 +1,61 @@
+#include "core/store_keys.h"
+
+#include "core/prefix_index.h"
+
+namespace kvc {
+
+StoreKeys::StoreKeys(const PrefixIndex& index, uint32_t max_nodes, uint32_t tokens_per_block,
+                     uint64_t seed)
+    : index_(index), T_(tokens_per_block), hasher_(seed), keys_(max_nodes), valid_(max_nodes, 0) {}
+
+const StoreKey& StoreKeys::node_key(uint32_t node) {
+  if (node == RadixTree::kRoot) return root_;
+  const RadixTree& tree = index_.tree();
+  path_.clear();
+  for (uint32_t n = node; n != RadixTree::kRoot && !valid_[n]; n = tree.node(n).parent)
+    path_.push_back(n);
+  // Root-down: each node chains on its parent's key. Nodes of one path share
+  // a scope; its digests are made once.
+  uint32_t scope = UINT32_MAX;
+  ChainDigest scope_digest;
+  uint64_t scope_hash = 0;
+  for (size_t i = path_.size(); i > 0; --i) {
+    const uint32_t n = path_[i - 1];
+    const TreeNode& t = tree.node(n);
+    if (t.scope != scope) {
+      scope = t.scope;
+      const std::string& bytes = index_.scope_bytes(scope);
+      scope_digest = scope_chain_digest(bytes);
+      scope_hash = hasher_.scope_digest(bytes);
+    }
+    const StoreKey& parent = t.parent == RadixTree::kRoot ? root_ : keys_[t.parent];
+    const std::string& extra = t.extra;
+    StoreKey& k = keys_[n];
+    k.hash = hasher_.block(parent.hash, scope_hash, hasher_.extra_digest(extra), tree.tokens(n),
+                           t.num_tokens);
+    k.digest = block_chain_digest(parent.digest, scope_digest, extra_chain_digest(extra),
+                                  tree.tokens(n), t.num_tokens);
+    valid_[n] = 1;
+  }
+  return keys_[node];
+}
+
+void StoreKeys::prompt_keys(const StoreKey& parent, const std::string& scope_bytes,
+                            const std::vector<ExtraKey>& extras, const int32_t* tokens,
+                            uint64_t first, uint64_t count, StoreKey* out) {
+  if (count == 0) return;
+  const ChainDigest scope_digest = scope_chain_digest(scope_bytes);
+  const uint64_t scope_hash = hasher_.scope_digest(scope_bytes);
+  const StoreKey* prev = &parent;
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint64_t begin = (first + i) * T_;
+    encode_block_extras(extras, begin, begin + T_, extra_);
+    out[i].hash = hasher_.block(prev->hash, scope_hash, hasher_.extra_digest(extra_),
+                                tokens + begin, T_);
+    out[i].digest = block_chain_digest(prev->digest, scope_digest, extra_chain_digest(extra_),
+                                       tokens + begin, T_);
+    prev = &out[i];
+  }
+}
+
+}  // namespace kvc

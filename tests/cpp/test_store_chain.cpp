@@ -1,0 +1,358 @@
+// The block stores below the tree (store_chain.h) with the disk store: exact
+// placement for scripted runs, offload then onboard with the KV checked bit
+// for bit, a restart that keeps the prefix cache, torn and flipped files and
+// other scopes as misses, and the rules (priority, reset, partial match).
+// Every step runs the invariant checker; flush() replaces any waiting.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "core/cache.h"
+#include "kv_content.h"
+#include "manager_fixture.h"
+#include "store/disk_store.h"
+#include "store_fixture.h"
+
+namespace kvc {
+namespace {
+
+using test::check_sequence;
+using test::check_tree;
+using test::seq;
+using test::write_sequence;
+using testing_store::TempDir;
+
+constexpr uint64_t kSetBytes = 512;  // 2 layers x K,V x 4 tokens x 2 heads x 4 dims x f32
+
+CacheConfig store_config(const std::string& dir, uint64_t primary_blocks, uint64_t host_blocks = 0,
+                         uint64_t disk_records = 64) {
+  CacheConfig c;
+  c.num_layers = 2;
+  c.kv_heads = {2};
+  c.head_dim = 4;
+  c.dtype = KVC_DTYPE_F32;
+  c.tokens_per_block = 4;
+  c.max_tokens = primary_blocks * 4;
+  c.host_cache_bytes = host_blocks * kSetBytes;
+  c.partial_reuse = false;  // only full blocks are published: exact counts
+  c.stores.disk_dir = dir;
+  const RecordLayout l = store_record_layout(c, group_layers(c));
+  c.stores.disk_bytes = disk_records * l.record_bytes();
+  return c;
+}
+
+class StoreChainTest : public ::testing::Test {
+ protected:
+  void make(const CacheConfig& c) {
+    cache_.reset();
+    cache_ = std::make_unique<Cache>(c);
+  }
+  BlockManager& m() { return cache_->manager(); }
+  StoreChain& chain() { return *m().stores(); }
+  StoreTierReport disk() {
+    chain().flush();
+    return chain().reports().at(0);
+  }
+  void check() {
+    m().check_invariants();
+    EXPECT_EQ(check_tree(*cache_), "");
+  }
+  // Adds, checks the reused KV bit for bit, writes the KV of the rest.
+  uint64_t add(uint64_t id, const std::vector<int32_t>& t, SequenceOptions o = {}) {
+    const uint64_t cached = m().add(id, t.data(), t.size(), o, nullptr);
+    const Sequence& s = m().sequence(id);
+    EXPECT_EQ(check_sequence(*cache_, s, 0, cached), "");
+    write_sequence(*cache_, s, cached, s.length());
+    check();
+    return cached;
+  }
+  // Adds, commits and removes: the prompt's full blocks end up cached.
+  uint64_t cache_prompt(uint64_t id, const std::vector<int32_t>& t, SequenceOptions o = {}) {
+    const uint64_t cached = add(id, t, o);
+    m().commit(id, t.size());
+    check();
+    m().remove(id);
+    check();
+    return cached;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Cache> cache_;
+};
+
+TEST_F(StoreChainTest, EvictedBlocksGoToDiskAndComeBackBitForBit) {
+  make(store_config(dir_.path(), 4));
+  const auto a = seq(100, 13);  // 3 full blocks + 1 token
+  const auto b = seq(500, 16);  // 4 blocks: evicts every block of a
+  EXPECT_EQ(cache_prompt(1, a), 0u);
+  EXPECT_EQ(m().stats().tree_nodes, 3u);
+  EXPECT_EQ(disk().io.stores, 0u);
+  EXPECT_EQ(cache_prompt(2, b), 0u);
+  StoreTierReport d = disk();
+  EXPECT_EQ(d.offered_blocks, 3u);  // a's three nodes, leaves first
+  EXPECT_EQ(d.io.stores, 3u);
+  EXPECT_EQ(d.io.blocks, 3u);
+  EXPECT_EQ(m().stats().evicted_blocks, 3u);
+  // b's 4 blocks hold the pool; a comes back from the disk: its 3 full
+  // blocks (the last token is computed) and its last block take 4 fresh
+  // blocks, which evict b's 4, which go to the disk too.
+  EXPECT_EQ(add(3, a), 12u);
+  d = disk();
+  EXPECT_EQ(d.onboarded_blocks, 3u);
+  EXPECT_EQ(d.io.hits, 3u);
+  EXPECT_EQ(d.io.rejected, 0u);
+  EXPECT_EQ(d.io.stores, 7u);
+  const Sequence& s = m().sequence(3);
+  EXPECT_EQ(s.cached, 12u);
+  EXPECT_EQ(s.published, 3u);  // published as a commit would
+  EXPECT_EQ(m().stats().reused_blocks, 3u);
+  m().commit(3, a.size());
+  m().remove(3);
+  check();
+  // Now in the tree: reused from primary memory, not from the disk.
+  EXPECT_EQ(add(4, a), 12u);
+  EXPECT_EQ(disk().onboarded_blocks, 3u);
+}
+
+TEST_F(StoreChainTest, RestartOnTheSameDirectoryKeepsThePrefixCache) {
+  const auto a = seq(100, 17);  // 4 full blocks + 1
+  {
+    make(store_config(dir_.path(), 8));
+    cache_prompt(1, a);
+    cache_prompt(2, seq(900, 32));  // evicts a's 4 blocks to disk
+    EXPECT_EQ(disk().io.blocks, 4u);
+    cache_.reset();  // the destructor drains the queue
+  }
+  make(store_config(dir_.path(), 8));
+  EXPECT_EQ(disk().io.blocks, 4u);  // the index rebuilt from the files
+  EXPECT_EQ(add(1, a), 16u);
+  EXPECT_EQ(disk().onboarded_blocks, 4u);
+}
+
+TEST_F(StoreChainTest, AnotherGeometryOrSeedNeverLoads) {
+  const auto a = seq(100, 17);
+  make(store_config(dir_.path(), 8));
+  cache_prompt(1, a);
+  cache_prompt(2, seq(900, 32));
+  cache_.reset();
+  CacheConfig other = store_config(dir_.path(), 8);
+  other.head_dim = 8;  // another geometry: another fingerprint, other files
+  other.stores.disk_bytes = 64 * store_record_layout(other, group_layers(other)).record_bytes();
+  make(other);
+  EXPECT_EQ(disk().io.blocks, 0u);
+  EXPECT_EQ(add(1, a), 0u);
+  cache_.reset();
+  CacheConfig seeded = store_config(dir_.path(), 8);
+  seeded.event_hash_seed = 7;  // the records' addresses differ
+  make(seeded);
+  EXPECT_EQ(disk().io.blocks, 4u);
+  EXPECT_EQ(add(1, a), 0u);
+}
+
+void flip_byte(const std::string& path, off_t at) {
+  const int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  unsigned char c = 0;
+  ASSERT_EQ(::pread(fd, &c, 1, at), 1);
+  c ^= 1;
+  ASSERT_EQ(::pwrite(fd, &c, 1, at), 1);
+  ::close(fd);
+}
+
+TEST_F(StoreChainTest, FlippedOrTornRecordsAreMissesCounted) {
+  const auto a = seq(100, 17);
+  make(store_config(dir_.path(), 8));
+  cache_prompt(1, a);
+  cache_prompt(2, seq(900, 32));
+  chain().flush();
+  // The keys of a's blocks as a lookup makes them.
+  std::vector<StoreKey> keys(4);
+  const std::string scope = encode_scope(false, "", false, 0);
+  chain().keys().prompt_keys(StoreKey{}, scope, {}, a.data(), 0, 4, keys.data());
+  auto& store = static_cast<DiskStore&>(chain().store(0));
+  const RecordLayout& l = chain().layout();
+  flip_byte(store.path_of(keys[2].hash), static_cast<off_t>(l.header_bytes() + 7));
+  ASSERT_EQ(::truncate(store.path_of(keys[3].hash).c_str(), 100), 0);
+  // Blocks 0 and 1 load; block 2 fails its checksum (rejected, forgotten);
+  // block 3 cannot be read whole (an error, forgotten): the run ends at 2.
+  EXPECT_EQ(add(3, a), 8u);
+  StoreTierReport d = disk();
+  EXPECT_EQ(d.onboarded_blocks, 2u);
+  EXPECT_EQ(d.io.hits, 3u);
+  EXPECT_EQ(d.io.rejected, 1u);
+  EXPECT_EQ(d.io.errors, 1u);
+  // a's blocks 0 and 1, and the 5 of b's 8 evicted for a's 5 new blocks.
+  EXPECT_EQ(d.io.blocks, 7u);
+  EXPECT_EQ(::access(store.path_of(keys[2].hash).c_str(), F_OK), -1);
+}
+
+TEST_F(StoreChainTest, SaltedAndLoraScopesNeverMeet) {
+  const auto a = seq(100, 17);
+  make(store_config(dir_.path(), 8));
+  SequenceOptions salt_x, salt_y, lora;
+  salt_x.has_salt = true;
+  salt_x.salt = "x";
+  salt_y.has_salt = true;
+  salt_y.salt = "y";
+  lora.has_lora = true;
+  lora.lora_id = 3;
+  cache_prompt(1, a, salt_x);
+  cache_prompt(2, seq(900, 32));  // a (salt x) to the disk
+  EXPECT_EQ(disk().io.blocks, 4u);
+  EXPECT_EQ(cache_prompt(3, a, salt_y), 0u);
+  EXPECT_EQ(cache_prompt(4, a), 0u);
+  EXPECT_EQ(cache_prompt(5, a, lora), 0u);
+  cache_prompt(6, seq(900, 32));  // the others out of primary memory
+  EXPECT_EQ(add(7, a, salt_x), 16u);
+  const StoreTierReport d = disk();
+  EXPECT_EQ(d.io.rejected, 0u);  // other scopes miss by address, never by check
+}
+
+TEST_F(StoreChainTest, ExtraKeysArePartOfTheKey) {
+  const auto a = seq(100, 17);
+  make(store_config(dir_.path(), 8));
+  SequenceOptions img, other;
+  img.extra_keys.push_back(ExtraKey{4, 4, "image-1"});
+  other.extra_keys.push_back(ExtraKey{4, 4, "image-2"});
+  cache_prompt(1, a, img);
+  cache_prompt(2, seq(900, 32));
+  EXPECT_EQ(add(3, a, other), 4u);  // block 0 has no extra key: shared
+  m().remove(3);
+  cache_prompt(4, seq(900, 32));
+  EXPECT_EQ(add(5, a, img), 16u);
+}
+
+TEST_F(StoreChainTest, BelowTheOffloadPriorityNothingIsStored) {
+  CacheConfig c = store_config(dir_.path(), 4);
+  c.secondary_offload_min_priority = 50;
+  make(c);
+  SequenceOptions high;
+  high.prompt_priority = 60;
+  cache_prompt(1, seq(100, 9));        // 2 blocks at 35: dropped
+  cache_prompt(2, seq(200, 16));       // evicts them
+  EXPECT_EQ(disk().io.stores, 0u);
+  cache_prompt(3, seq(300, 9), high);  // 2 blocks at 60
+  cache_prompt(4, seq(400, 16));       // evicts b's 2 remaining and c's... (lowest first)
+  EXPECT_EQ(disk().io.stores, 2u);
+  EXPECT_EQ(add(5, seq(300, 9)), 8u);
+}
+
+TEST_F(StoreChainTest, ResetStoresNothingAndLookupsStillWork) {
+  const auto a = seq(100, 17);
+  make(store_config(dir_.path(), 8));
+  cache_prompt(1, a);
+  m().reset_reuse();
+  check();
+  EXPECT_EQ(disk().io.stores, 0u);
+  cache_prompt(2, a);
+  cache_prompt(3, seq(900, 32));
+  EXPECT_EQ(disk().io.stores, 4u);
+  m().reset_reuse();
+  EXPECT_EQ(add(4, a), 16u);  // a reset empties the tree, not the stores
+}
+
+TEST_F(StoreChainTest, AFullBlockFromTheDiskBeatsAPartialMatch) {
+  CacheConfig c = store_config(dir_.path(), 8);
+  c.partial_reuse = true;
+  make(c);
+  const auto a = seq(100, 17);
+  cache_prompt(1, a);
+  cache_prompt(2, seq(900, 32));  // a to the disk
+  // A prompt sharing a's first block and 2 tokens of its second, published
+  // with its partial tail: a's second block matches it token by token.
+  auto p = seq(100, 6);
+  cache_prompt(3, p);                      // block 0 from the disk, 2 tokens computed
+  EXPECT_EQ(disk().onboarded_blocks, 1u);
+  EXPECT_EQ(add(4, a), 16u);               // block 0 from the tree, 1..3 from the disk
+  EXPECT_EQ(disk().onboarded_blocks, 4u);
+}
+
+TEST_F(StoreChainTest, HostTierThenDiskScriptedPlacement) {
+  // 4 primary blocks, 3 host sets: primary -> host -> disk.
+  make(store_config(dir_.path(), 4, 3));
+  const auto a = seq(100, 13);  // 3 full blocks
+  const auto b = seq(500, 16);  // 4 full blocks
+  cache_prompt(1, a);
+  cache_prompt(2, b);  // a's 3 nodes move to the host tier; nothing to the disk
+  CacheStats st = m().stats();
+  EXPECT_EQ(st.host.offloaded_blocks, 3u);
+  EXPECT_EQ(st.host_cached_blocks, 3u);
+  EXPECT_EQ(disk().io.stores, 0u);
+  // A third prompt evicts b's 4 nodes, leaf first: b3, b2, b1 are offloaded,
+  // each making room by evicting the host's oldest leaf (a2, a1, a0), which
+  // go to the disk; b0 finds no host victim (the host holds only nodes of
+  // this call) and is dropped with its host children b1..b3: to the disk too.
+  cache_prompt(3, seq(700, 16));
+  st = m().stats();
+  EXPECT_EQ(st.host.offloaded_blocks, 6u);
+  EXPECT_EQ(st.host_cached_blocks, 0u);
+  StoreTierReport d = disk();
+  EXPECT_EQ(d.io.stores, 7u);
+  EXPECT_EQ(d.io.blocks, 7u);
+  // Both come back from the disk bit for bit.
+  EXPECT_EQ(add(4, a), 12u);
+  m().commit(4, a.size());
+  m().remove(4);
+  EXPECT_EQ(add(5, b), 12u);  // the last block holds the last token: computed
+  EXPECT_EQ(disk().onboarded_blocks, 6u);
+}
+
+// Random prompts over a few shared prefixes, small pools, a host tier and a
+// small disk: every reused byte checked, invariants after every step, and
+// whatever the disk answers is either checked KV or a miss.
+TEST_F(StoreChainTest, RandomizedRunsKeepEveryByte) {
+  for (uint64_t host : {0, 3}) {
+    TempDir dir;
+    make(store_config(dir.path(), 12, host, 10));
+    std::mt19937 rng(uint32_t(7 + host));
+    std::vector<std::vector<int32_t>> prefixes;
+    for (int i = 0; i < 5; ++i) prefixes.push_back(seq(1000 * (i + 1), 4 * int32_t(1 + rng() % 4)));
+    std::vector<uint64_t> live;
+    uint64_t next = 1;
+    for (int step = 0; step < 300; ++step) {
+      const int op = int(rng() % 10);
+      if (op < 5 && live.size() < 2) {
+        std::vector<int32_t> t = prefixes[rng() % prefixes.size()];
+        const int tail = int(rng() % 9);
+        for (int k = 0; k < tail; ++k) t.push_back(int32_t(rng() % 50));
+        if (t.size() > 24) t.resize(24);
+        SequenceOptions o;
+        o.prompt_priority = rng() % 4 == 0 ? 10 : 35;
+        if (rng() % 5 == 0) {
+          o.has_salt = true;
+          o.salt = "s";
+        }
+        uint64_t cached = 0;
+        if (!m().try_add(next, t.data(), t.size(), o, nullptr, &cached)) continue;
+        const Sequence& s = m().sequence(next);
+        ASSERT_EQ(check_sequence(*cache_, s, 0, cached), "") << "step " << step;
+        write_sequence(*cache_, s, cached, s.length());
+        m().commit(next, rng() % 2 == 0 ? s.length() : cached);
+        live.push_back(next++);
+      } else if (!live.empty()) {
+        const size_t i = rng() % live.size();
+        const Sequence& s = m().sequence(live[i]);
+        if (s.committed < s.length()) m().commit(live[i], s.length());
+        m().remove(live[i]);
+        live.erase(live.begin() + long(i));
+      }
+      m().check_invariants();
+      ASSERT_EQ(check_tree(*cache_), "") << "step " << step;
+      if (step % 50 == 0) chain().flush();
+    }
+    const StoreTierReport d = disk();
+    EXPECT_GT(d.io.stores, 0u);
+    EXPECT_GT(d.onboarded_blocks, 0u);
+    EXPECT_EQ(d.io.rejected, 0u);
+    EXPECT_LE(d.io.blocks, 10u);
+    cache_.reset();
+  }
+}
+
+}  // namespace
+}  // namespace kvc
