@@ -233,13 +233,15 @@ bool DiskStore::put(uint64_t hash, uint32_t priority, const unsigned char* recor
   // the queue can only have shrunk since.
   if (!buf) buf.reset(new unsigned char[size]);
   std::memcpy(buf.get(), record, size);
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending_[hash] = buf.get();
     queue_.push_back(Item{hash, std::min<uint32_t>(priority, 100), std::move(buf)});
     ++enqueued_;
+    wake = worker_waiting_;
   }
-  work_cv_.notify_one();
+  if (wake) work_cv_.notify_one();
   return true;
 }
 
@@ -352,7 +354,9 @@ void DiskStore::worker() {
     victims.clear();
     {
       std::unique_lock<std::mutex> lock(mu_);
+      worker_waiting_ = true;
       work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      worker_waiting_ = false;
       if (queue_.empty()) return;  // stopping, everything written
       item = std::move(queue_.front());
       queue_.pop_front();
