@@ -148,9 +148,10 @@ uint64_t StoreChain::check_run(size_t s, uint64_t begin, uint64_t got) {
   return got;
 }
 
-uint64_t StoreChain::fill(uint64_t count) {
-  for (uint64_t i = 0; i < count; ++i) chunk_hashes_[i] = chunk_keys_[i].hash;
-  uint64_t pos = 0;
+uint64_t StoreChain::fill(uint64_t begin, uint64_t count) {
+  for (uint64_t i = begin; i < begin + count; ++i) chunk_hashes_[i] = chunk_keys_[i].hash;
+  uint64_t pos = begin;
+  count += begin;
   while (pos < count) {
     // Each run starts at the first store: the disk before the remote one.
     uint64_t advanced = 0;
@@ -161,7 +162,7 @@ uint64_t StoreChain::fill(uint64_t count) {
     if (advanced == 0) break;
     pos += advanced;
   }
-  return pos;
+  return pos - begin;
 }
 
 uint64_t StoreChain::stage(uint32_t parent, const std::string& scope_bytes,
@@ -176,8 +177,15 @@ uint64_t StoreChain::stage(uint32_t parent, const std::string& scope_bytes,
   look_.end = first + want;
   const StoreKey parent_key = keys_.node_key(parent);
   const uint64_t n = std::min(chunk_, want);
-  keys_.prompt_keys(parent_key, scope_bytes, extras, tokens, first, n, chunk_keys_.data());
-  look_.staged = fill(n);
+  // The first block alone first: most prompts past the tree's match are new,
+  // and a miss then costs one key and one lookup, not a chunk of them.
+  keys_.prompt_keys(parent_key, scope_bytes, extras, tokens, first, 1, chunk_keys_.data());
+  look_.staged = fill(0, 1);
+  if (look_.staged == 1 && n > 1) {
+    keys_.prompt_keys(chunk_keys_[0], scope_bytes, extras, tokens, first + 1, n - 1,
+                      chunk_keys_.data() + 1);
+    look_.staged += fill(1, n - 1);
+  }
   look_.done = look_.staged < n;
   return look_.staged;
 }
@@ -226,7 +234,7 @@ uint64_t StoreChain::onboard(const std::vector<std::vector<uint32_t>>& blocks,
     const uint64_t n = std::min(chunk_, look_.end - next);
     keys_.prompt_keys(last, *look_.scope_bytes, *look_.extras, look_.tokens, next, n,
                       chunk_keys_.data());
-    look_.staged = fill(n);
+    look_.staged = fill(0, n);
     look_.done = look_.staged < n;
   }
   if (total > 0) {

@@ -115,9 +115,10 @@ class StoreChain {
   std::vector<StoreTierReport> reports() const;
 
  private:
-  // Fills staging records [0, count) with checked records for prompt blocks
-  // whose keys are keys_[0, count); returns the leading count.
-  uint64_t fill(uint64_t count);
+  // Fills staging records [begin, begin + count) with checked records for
+  // the prompt blocks whose keys are chunk_keys_[begin, begin + count);
+  // returns the leading count.
+  uint64_t fill(uint64_t begin, uint64_t count);
   // Checks records [begin, begin + got) of store s; rejects the first bad
   // one; returns the leading count that passed.
   uint64_t check_run(size_t s, uint64_t begin, uint64_t got);

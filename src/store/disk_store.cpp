@@ -277,10 +277,11 @@ size_t DiskStore::load(const uint64_t* hashes, size_t n, unsigned char* const* o
     std::lock_guard<std::mutex> lock(mu_);
     auto it = index_.find(hash);
     if (!ok) {
-      // Evicted or replaced meanwhile (a miss), or unreadable (an error).
+      // Evicted meanwhile or removed by someone else (a miss), or unreadable
+      // (an error); an entry still indexed names a file that is gone or bad.
       if (err == ENOENT) ++counters_.misses;
       else ++counters_.errors;
-      if (err != ENOENT && it != index_.end()) forget_locked(hash);
+      if (it != index_.end() && pending_.count(hash) == 0) forget_locked(hash);
       break;
     }
     ++counters_.hits;
