@@ -27,7 +27,10 @@
  *     another salt or model is a miss, never KV. A store that fails is a
  *     miss: the add goes on without it.
  *   - kvc_cache_reset_reuse writes nothing to the stores and leaves them as
- *     they are (a later add may load from them). kvc_cache_probe reports the
+ *     they are (a later add may load from them). The stores know the model's
+ *     shape (geometry fingerprint), not its weights: after the weights
+ *     change, give the cache another directory (or event hash seed), or the
+ *     old weights' KV is reused. kvc_cache_probe reports the
  *     tree only: it reads no store.
  *   - A stateful cache (stateful.h) has no stores: kvc_stateful_create
  *     refuses a config with a disk tier (KVC_ERR_UNSUPPORTED).
