@@ -27,7 +27,10 @@
  *     another salt or model is a miss, never KV. A store that fails is a
  *     miss: the add goes on without it.
  *   - kvc_cache_reset_reuse writes nothing to the stores and leaves them as
- *     they are (a later add may load from them).
+ *     they are (a later add may load from them). kvc_cache_probe reports the
+ *     tree only: it reads no store.
+ *   - A stateful cache (stateful.h) has no stores: kvc_stateful_create
+ *     refuses a config with a disk tier (KVC_ERR_UNSUPPORTED).
  * KV events (events.h) describe the tree: a block written to a store leaves
  * the tree (REMOVED, naming the tier it left), a block loaded from one enters
  * it (STORED). A store evicts on its own (and a remote one is shared), so no

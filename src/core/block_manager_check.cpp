@@ -67,6 +67,7 @@ void BlockManager::check_invariants() const {
 
   // 5. The event log: its ring, and every node's portable hash (event_snapshot.cpp).
   if (events_) events_->check(index_);
+  if (stores_) stores_->keys().check();
 }
 
 }  // namespace kvc

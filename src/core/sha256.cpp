@@ -2,6 +2,12 @@
 
 #include <cstring>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#include <immintrin.h>
+#define KVC_SHA_NI 1
+#endif
+
 namespace kvc {
 
 namespace {
@@ -20,17 +26,87 @@ constexpr uint32_t kK[64] = {
 
 inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 
+#ifdef KVC_SHA_NI
+// The compression function on the SHA extensions (x86 SHA-NI): about five
+// times the portable one. Chosen at run time (cpuid leaf 7, EBX bit 29); the
+// test vectors and a comparison with the portable code check it.
+__attribute__((target("sha,ssse3,sse4.1"))) void compress_sha_ni(uint32_t* state,
+                                                                   const uint8_t* data) {
+  const __m128i mask = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+  __m128i tmp = _mm_loadu_si128(reinterpret_cast<const __m128i*>(state));
+  __m128i state1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(state + 4));
+  tmp = _mm_shuffle_epi32(tmp, 0xB1);                // CDAB
+  state1 = _mm_shuffle_epi32(state1, 0x1B);          // EFGH
+  __m128i state0 = _mm_alignr_epi8(tmp, state1, 8);  // ABEF
+  state1 = _mm_blend_epi16(state1, tmp, 0xF0);       // CDGH
+  const __m128i abef = state0, cdgh = state1;
+  __m128i w[4];
+  for (int j = 0; j < 16; ++j) {
+    if (j < 4) {
+      w[j] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(data + 16 * j)),
+                              mask);
+    } else {
+      // Words 4j..4j+3: W[t-16] + s0(W[t-15]) (msg1), + W[t-7], + s1(W[t-2]) (msg2).
+      const __m128i t7 = _mm_alignr_epi8(w[(j - 1) & 3], w[(j - 2) & 3], 4);
+      w[j & 3] = _mm_sha256msg2_epu32(
+          _mm_add_epi32(_mm_sha256msg1_epu32(w[j & 3], w[(j - 3) & 3]), t7), w[(j - 1) & 3]);
+    }
+    __m128i msg = _mm_add_epi32(w[j & 3], _mm_loadu_si128(reinterpret_cast<const __m128i*>(kK + 4 * j)));
+    state1 = _mm_sha256rnds2_epu32(state1, state0, msg);
+    msg = _mm_shuffle_epi32(msg, 0x0E);
+    state0 = _mm_sha256rnds2_epu32(state0, state1, msg);
+  }
+  state0 = _mm_add_epi32(state0, abef);
+  state1 = _mm_add_epi32(state1, cdgh);
+  tmp = _mm_shuffle_epi32(state0, 0x1B);        // FEBA
+  state1 = _mm_shuffle_epi32(state1, 0xB1);     // DCHG
+  state0 = _mm_blend_epi16(tmp, state1, 0xF0);  // DCBA
+  state1 = _mm_alignr_epi8(state1, tmp, 8);     // ABEF
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(state), state0);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(state + 4), state1);
+}
+
+bool has_sha_ni() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+  return (b & (1u << 29)) != 0;
+}
+
+const bool kUseShaNi = has_sha_ni();
+#endif
+
 }  // namespace
+
+bool sha256_hardware() {
+#ifdef KVC_SHA_NI
+  return kUseShaNi;
+#else
+  return false;
+#endif
+}
+
+
 
 bool Sha256Digest::operator==(const Sha256Digest& o) const {
   return std::memcmp(bytes, o.bytes, sizeof bytes) == 0;
 }
 
-Sha256::Sha256()
+Sha256::Sha256(bool portable)
     : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
-         0x5be0cd19} {}
+         0x5be0cd19},
+      portable_(portable) {}
 
 void Sha256::compress(const uint8_t* p) {
+#ifdef KVC_SHA_NI
+  if (kUseShaNi && !portable_) {
+    compress_sha_ni(h_, p);
+    return;
+  }
+#endif
+  compress_portable(p);
+}
+
+void Sha256::compress_portable(const uint8_t* p) {
   uint32_t w[64];
   for (int i = 0; i < 16; ++i)
     w[i] = uint32_t(p[4 * i]) << 24 | uint32_t(p[4 * i + 1]) << 16 | uint32_t(p[4 * i + 2]) << 8 |

@@ -18,17 +18,23 @@ struct Sha256Digest {
 
 class Sha256 {
  public:
-  Sha256();
+  // portable: never the SHA extensions (tests compare both).
+  explicit Sha256(bool portable = false);
   void update(const void* data, size_t size);
   Sha256Digest finish();  // the object is spent afterwards
 
  private:
   void compress(const uint8_t* block);
+  void compress_portable(const uint8_t* block);
   uint32_t h_[8];
   uint8_t buf_[64];
   uint64_t total_ = 0;  // bytes fed
   size_t used_ = 0;     // bytes in buf_
+  bool portable_ = false;
 };
+
+// Whether Sha256 uses the CPU's SHA extensions (x86 SHA-NI) here.
+bool sha256_hardware();
 
 Sha256Digest sha256(const void* data, size_t size);
 

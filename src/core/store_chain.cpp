@@ -47,11 +47,15 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
   }
   const size_t record = layout_.record_bytes();
   chunk_ = std::max<uint64_t>(1, std::min<uint64_t>(kMaxChunk, kStagingBytes / record));
-  staging_ = static_cast<unsigned char*>(device_.allocate_host(chunk_ * record));
+  host_pools_ = device.kind() == KVC_DEVICE_CPU;
+  direct_ = host_pools_;
   try {
+    staging_ = static_cast<unsigned char*>(device_.allocate_host(chunk_ * record));
     offer_record_ = static_cast<unsigned char*>(device_.allocate_host(record));
+    for (uint64_t bytes : group_bytes_)
+      group_staging_.push_back(static_cast<unsigned char*>(device_.allocate_host(chunk_ * bytes)));
   } catch (...) {
-    device_.deallocate_host(staging_);
+    release_staging();
     throw;
   }
   chunk_keys_.resize(chunk_);
@@ -61,9 +65,14 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
   for (uint64_t i = 0; i < chunk_; ++i) chunk_ptrs_[i] = staged(i);
 }
 
-StoreChain::~StoreChain() {
-  device_.deallocate_host(staging_);
-  device_.deallocate_host(offer_record_);
+StoreChain::~StoreChain() { release_staging(); }
+
+void StoreChain::release_staging() noexcept {
+  for (unsigned char* p : group_staging_) device_.deallocate_host(p);
+  group_staging_.clear();
+  if (offer_record_ != nullptr) device_.deallocate_host(offer_record_);
+  if (staging_ != nullptr) device_.deallocate_host(staging_);
+  offer_record_ = staging_ = nullptr;
 }
 
 // ---------------------------------------------------------------------------
@@ -79,25 +88,8 @@ void StoreChain::offer(uint32_t node) {
   for (uint32_t g = 0; g < G; ++g)
     if (tree.block(node, g) == kNoBlock) return;  // an evicted windowed slot
   const StoreKey key = keys_.node_key(node);
-  unsigned char* payload = offer_record_ + layout_.header_bytes();
   try {
-    const bool primary = t.tier == kPrimaryTier;
-    if (!primary) {  // host memory: the copies that filled it are done first
-      device_.order_after_tier_copies(nullptr);
-      device_.synchronize(nullptr);
-    }
-    for (uint32_t g = 0; g < G; ++g) {
-      const uint32_t p = layout_groups_.group_pool[g];
-      const uint32_t blk = tree.block(node, g);
-      if (primary) {
-        const TierCopy c{blk, 0};
-        device_.copy_tier(TierDirection::kOffload, memory_[p]->base(), payload + group_offset_[g],
-                          group_bytes_[g], &c, 1, nullptr);
-      } else {
-        std::memcpy(payload + group_offset_[g], host_memory_[p]->block(blk), group_bytes_[g]);
-      }
-    }
-    if (primary) device_.synchronize(nullptr);
+    copy_out(node, t.tier == kPrimaryTier, offer_record_ + layout_.header_bytes());
   } catch (...) {
     return;  // a device that cannot copy: the block is just dropped
   }
@@ -108,6 +100,32 @@ void StoreChain::offer(uint32_t node) {
   seal_record(layout_, rk, t.priority, offer_record_);
   for (size_t s = 0; s < stores_.size(); ++s)
     if (stores_[s]->put(key.hash, t.priority, offer_record_)) ++offered_[s];
+}
+
+void StoreChain::copy_out(uint32_t node, bool primary, unsigned char* payload) {
+  const RadixTree& tree = index_.tree();
+  const uint32_t G = layout_groups_.num_groups();
+  if (!primary) {  // host memory: the copies that filled it are done first
+    device_.order_after_tier_copies(nullptr);
+    device_.synchronize(nullptr);
+  }
+  for (uint32_t g = 0; g < G; ++g) {
+    const uint32_t p = layout_groups_.group_pool[g];
+    const uint32_t blk = tree.block(node, g);
+    const unsigned char* from = nullptr;
+    if (!primary) {
+      from = host_memory_[p]->block(blk);
+    } else if (direct_) {
+      from = memory_[p]->block(blk);
+    } else {
+      const TierCopy c{blk, 0};
+      device_.copy_tier(TierDirection::kOffload, memory_[p]->base(), group_staging_[g],
+                        group_bytes_[g], &c, 1, nullptr);
+      device_.synchronize(nullptr);
+      from = group_staging_[g];
+    }
+    std::memcpy(payload + group_offset_[g], from, group_bytes_[g]);
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -130,9 +148,10 @@ uint64_t StoreChain::check_run(size_t s, uint64_t begin, uint64_t got) {
   return got;
 }
 
-uint64_t StoreChain::fill(uint64_t count) {
-  for (uint64_t i = 0; i < count; ++i) chunk_hashes_[i] = chunk_keys_[i].hash;
-  uint64_t pos = 0;
+uint64_t StoreChain::fill(uint64_t begin, uint64_t count) {
+  for (uint64_t i = begin; i < begin + count; ++i) chunk_hashes_[i] = chunk_keys_[i].hash;
+  uint64_t pos = begin;
+  count += begin;
   while (pos < count) {
     // Each run starts at the first store: the disk before the remote one.
     uint64_t advanced = 0;
@@ -143,7 +162,7 @@ uint64_t StoreChain::fill(uint64_t count) {
     if (advanced == 0) break;
     pos += advanced;
   }
-  return pos;
+  return pos - begin;
 }
 
 uint64_t StoreChain::stage(uint32_t parent, const std::string& scope_bytes,
@@ -158,24 +177,40 @@ uint64_t StoreChain::stage(uint32_t parent, const std::string& scope_bytes,
   look_.end = first + want;
   const StoreKey parent_key = keys_.node_key(parent);
   const uint64_t n = std::min(chunk_, want);
-  keys_.prompt_keys(parent_key, scope_bytes, extras, tokens, first, n, chunk_keys_.data());
-  look_.staged = fill(n);
+  // The first block alone first: most prompts past the tree's match are new,
+  // and a miss then costs one key and one lookup, not a chunk of them.
+  keys_.prompt_keys(parent_key, scope_bytes, extras, tokens, first, 1, chunk_keys_.data());
+  look_.staged = fill(0, 1);
+  if (look_.staged == 1 && n > 1) {
+    keys_.prompt_keys(chunk_keys_[0], scope_bytes, extras, tokens, first + 1, n - 1,
+                      chunk_keys_.data() + 1);
+    look_.staged += fill(1, n - 1);
+  }
   look_.done = look_.staged < n;
   return look_.staged;
 }
 
 bool StoreChain::copy_in(uint64_t count, uint64_t position,
                          const std::vector<std::vector<uint32_t>>& blocks, void* stream) {
+  const size_t header = layout_.header_bytes();
   try {
-    for (uint64_t i = 0; i < count; ++i) {
-      const unsigned char* payload = staged(i) + layout_.header_bytes();
-      for (uint32_t g = 0; g < layout_groups_.num_groups(); ++g) {
-        const uint32_t p = layout_groups_.group_pool[g];
-        const TierCopy c{blocks[g][position + i], 0};
-        device_.copy_tier(TierDirection::kOnboard, memory_[p]->base(),
-                          const_cast<unsigned char*>(payload) + group_offset_[g], group_bytes_[g],
-                          &c, 1, stream);
+    for (uint32_t g = 0; g < layout_groups_.num_groups(); ++g) {
+      const uint32_t p = layout_groups_.group_pool[g];
+      const uint64_t bytes = group_bytes_[g];
+      if (direct_) {
+        for (uint64_t i = 0; i < count; ++i)
+          std::memcpy(memory_[p]->block(blocks[g][position + i]),
+                      staged(i) + header + group_offset_[g], bytes);
+        continue;
       }
+      // One copy_tier per group: the chunk's blocks gathered in its staging.
+      copies_.clear();
+      for (uint64_t i = 0; i < count; ++i) {
+        std::memcpy(group_staging_[g] + i * bytes, staged(i) + header + group_offset_[g], bytes);
+        copies_.push_back(TierCopy{blocks[g][position + i], uint32_t(i)});
+      }
+      device_.copy_tier(TierDirection::kOnboard, memory_[p]->base(), group_staging_[g], bytes,
+                        copies_.data(), copies_.size(), stream);
     }
   } catch (...) {
     return false;
@@ -199,7 +234,7 @@ uint64_t StoreChain::onboard(const std::vector<std::vector<uint32_t>>& blocks,
     const uint64_t n = std::min(chunk_, look_.end - next);
     keys_.prompt_keys(last, *look_.scope_bytes, *look_.extras, look_.tokens, next, n,
                       chunk_keys_.data());
-    look_.staged = fill(n);
+    look_.staged = fill(0, n);
     look_.done = look_.staged < n;
   }
   if (total > 0) {

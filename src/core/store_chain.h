@@ -28,9 +28,12 @@
 //    store that fails, times out or answers garbage is a miss.
 //
 // The core does no I/O: the stores do, on their threads; this owner only
-// calls their interface, under the cache's lock. Bytes move through pinned
-// staging records (Device::allocate_host) with Device::copy_tier, so the
-// same code serves the CPU backend and CUDA.
+// calls their interface, under the cache's lock. Bytes move between the
+// pools and the records through per-group pinned staging blocks
+// (Device::allocate_host: copy_tier reaches only whole host allocations),
+// one copy_tier per group and chunk; on the CPU backend, whose pools are
+// host memory, records are copied to and from the pool blocks directly
+// (set_direct_access(false) makes tests take the staging path there too).
 #pragma once
 
 #include <cstdint>
@@ -85,6 +88,9 @@ class StoreChain {
   void offer(uint32_t node);
   // While muted (a reset) nothing is offered.
   void set_muted(bool muted) { muted_ = muted; }
+  // Tests: false makes a CPU cache move bytes through the staging blocks as
+  // a device cache does.
+  void set_direct_access(bool direct) { direct_ = direct && host_pools_; }
 
   // --- Onboard ---------------------------------------------------------------
   // Plan: the prompt's blocks [first, first + want) follow tree node
@@ -109,14 +115,18 @@ class StoreChain {
   std::vector<StoreTierReport> reports() const;
 
  private:
-  // Fills staging records [0, count) with checked records for prompt blocks
-  // whose keys are keys_[0, count); returns the leading count.
-  uint64_t fill(uint64_t count);
+  // Fills staging records [begin, begin + count) with checked records for
+  // the prompt blocks whose keys are chunk_keys_[begin, begin + count);
+  // returns the leading count.
+  uint64_t fill(uint64_t begin, uint64_t count);
   // Checks records [begin, begin + got) of store s; rejects the first bad
   // one; returns the leading count that passed.
   uint64_t check_run(size_t s, uint64_t begin, uint64_t got);
   bool copy_in(uint64_t staged, uint64_t position,
                const std::vector<std::vector<uint32_t>>& blocks, void* stream);
+  // The payload of `node` (its tier's blocks) into `payload`.
+  void copy_out(uint32_t node, bool primary, unsigned char* payload);
+  void release_staging() noexcept;
   unsigned char* staged(uint64_t i) const { return staging_ + i * layout_.record_bytes(); }
 
   const GroupLayout& layout_groups_;
@@ -134,11 +144,16 @@ class StoreChain {
   std::vector<uint64_t> offered_;       // per store
   StoreKeys keys_;
   bool muted_ = false;
+  bool host_pools_ = false;  // primary pools in host memory (the CPU backend)
+  bool direct_ = false;      // copy between records and pool blocks directly
 
-  // Pinned staging: chunk_ records for loads, one for offers.
+  // Pinned staging: chunk_ records for loads, one for offers, and per group
+  // chunk_ blocks that copy_tier reads or writes.
   uint64_t chunk_ = 0;
   unsigned char* staging_ = nullptr;
   unsigned char* offer_record_ = nullptr;
+  std::vector<unsigned char*> group_staging_;
+  std::vector<TierCopy> copies_;
 
   // The lookup in progress (stage() to onboard()).
   struct Lookup {

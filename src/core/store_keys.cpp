@@ -1,5 +1,8 @@
 #include "core/store_keys.h"
 
+#include <string>
+
+#include "base/error.h"
 #include "core/prefix_index.h"
 
 namespace kvc {
@@ -55,6 +58,31 @@ void StoreKeys::prompt_keys(const StoreKey& parent, const std::string& scope_byt
     out[i].digest = block_chain_digest(prev->digest, scope_digest, extra_chain_digest(extra_),
                                        tokens + begin, T_);
     prev = &out[i];
+  }
+}
+
+void StoreKeys::check() const {
+  const RadixTree& tree = index_.tree();
+  for (uint32_t n = 1; n < valid_.size(); ++n) {
+    if (!valid_[n]) continue;
+    const TreeNode& t = tree.node(n);
+    if (!t.live) fail(KVC_ERR_INTERNAL, "store key of node " + std::to_string(n) + " outlived it");
+    // Rebuilt from the root with the portable code path's own functions.
+    std::vector<uint32_t> path;
+    for (uint32_t m = n; m != RadixTree::kRoot; m = tree.node(m).parent) path.push_back(m);
+    StoreKey k;
+    for (size_t i = path.size(); i > 0; --i) {
+      const TreeNode& p = tree.node(path[i - 1]);
+      const std::string& scope = index_.scope_bytes(p.scope);
+      const std::string& extra = p.extra;
+      k.hash = hasher_.block(k.hash, hasher_.scope_digest(scope), hasher_.extra_digest(extra),
+                             tree.tokens(path[i - 1]), p.num_tokens);
+      k.digest = block_chain_digest(k.digest, scope_chain_digest(scope), extra_chain_digest(extra),
+                                    tree.tokens(path[i - 1]), p.num_tokens);
+    }
+    if (k.hash != keys_[n].hash || k.digest != keys_[n].digest)
+      fail(KVC_ERR_INTERNAL, "store key of node " + std::to_string(n) +
+                                 " differs from the key rebuilt from its path");
   }
 }
 

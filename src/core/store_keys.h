@@ -35,6 +35,12 @@ class StoreKeys {
   const StoreKey& node_key(uint32_t node);
   void forget(uint32_t node) { valid_[node] = 0; }
 
+  // The checker: every memoized key belongs to a live node and equals the
+  // key rebuilt from its parent's (memoized or rebuilt) key and its own
+  // tree key: a stale key would store a block under another's name.
+  // Throws Error(KVC_ERR_INTERNAL).
+  void check() const;
+
   // The keys of the full blocks [first, first + count) of a prompt in the
   // scope encoded as `scope_bytes` with sorted `extras`, chained on `parent`
   // (the key of block first - 1), into out[0, count).

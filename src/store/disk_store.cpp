@@ -233,13 +233,15 @@ bool DiskStore::put(uint64_t hash, uint32_t priority, const unsigned char* recor
   // the queue can only have shrunk since.
   if (!buf) buf.reset(new unsigned char[size]);
   std::memcpy(buf.get(), record, size);
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending_[hash] = buf.get();
     queue_.push_back(Item{hash, std::min<uint32_t>(priority, 100), std::move(buf)});
     ++enqueued_;
+    wake = worker_waiting_;
   }
-  work_cv_.notify_one();
+  if (wake) work_cv_.notify_one();
   return true;
 }
 
@@ -275,10 +277,11 @@ size_t DiskStore::load(const uint64_t* hashes, size_t n, unsigned char* const* o
     std::lock_guard<std::mutex> lock(mu_);
     auto it = index_.find(hash);
     if (!ok) {
-      // Evicted or replaced meanwhile (a miss), or unreadable (an error).
+      // Evicted meanwhile or removed by someone else (a miss), or unreadable
+      // (an error); an entry still indexed names a file that is gone or bad.
       if (err == ENOENT) ++counters_.misses;
       else ++counters_.errors;
-      if (err != ENOENT && it != index_.end()) forget_locked(hash);
+      if (it != index_.end() && pending_.count(hash) == 0) forget_locked(hash);
       break;
     }
     ++counters_.hits;
@@ -352,7 +355,9 @@ void DiskStore::worker() {
     victims.clear();
     {
       std::unique_lock<std::mutex> lock(mu_);
+      worker_waiting_ = true;
       work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      worker_waiting_ = false;
       if (queue_.empty()) return;  // stopping, everything written
       item = std::move(queue_.front());
       queue_.pop_front();

@@ -123,6 +123,7 @@ class DiskStore final : public BlockStore {
   uint64_t enqueued_ = 0;  // items ever queued
   uint64_t finished_ = 0;  // items written or dropped by the worker
   bool stop_ = false;
+  bool worker_waiting_ = false;  // a put wakes it only then (no syscall per put)
   StoreStats counters_;
   LatencyWindow load_latency_, write_latency_;
   std::thread worker_;

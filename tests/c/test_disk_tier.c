@@ -86,6 +86,13 @@ static void setting_and_errors(void **state) {
   ok(kvc_config_set_disk_cache(c, "/nonexistent/kvc-disk", 1 << 20));
   assert_fails(kvc_cache_create(c, &cache), KVC_ERR_INVALID_ARGUMENT,
                "disk cache directory '/nonexistent/kvc-disk' cannot be used");
+  /* The stateful mode has no stores: refused, not ignored. */
+  ok(kvc_config_set_disk_cache(c, dir, 1 << 20));
+  kvc_stateful_t *stateful = NULL;
+  kvc_stateful_options_t so = KVC_STATEFUL_OPTIONS_INIT;
+  so.batch = 1;
+  assert_fails(kvc_stateful_create(c, &so, &stateful), KVC_ERR_UNSUPPORTED,
+               "the stateful mode has no disk tier");
   ok(kvc_config_set_disk_cache(c, NULL, 0));
   ok(kvc_cache_create(c, &cache));
   kvc_tier_stats_t s = KVC_TIER_STATS_INIT;

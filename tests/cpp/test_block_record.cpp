@@ -51,6 +51,22 @@ TEST(Sha256, IncrementalEqualsOneShot) {
   }
 }
 
+TEST(Sha256, HardwareAndPortableAgree) {
+  // On a CPU with the SHA extensions the default path uses them.
+  std::string data;
+  uint32_t x = 1;
+  for (int i = 0; i < 1000; ++i) {
+    x = x * 1103515245u + 12345u;
+    data.push_back(char(x >> 24));
+  }
+  for (size_t n : {size_t(0), size_t(3), size_t(55), size_t(64), size_t(119), size_t(1000)}) {
+    Sha256 hw, sw(/*portable=*/true);
+    hw.update(data.data(), n);
+    sw.update(data.data(), n);
+    EXPECT_EQ(hex(hw.finish()), hex(sw.finish())) << n << " bytes, hardware " << sha256_hardware();
+  }
+}
+
 TEST(ChainDigest, ScopeTokensAndParentAllCount) {
   const std::vector<int32_t> t = {1, 2, 3, 4};
   const ChainDigest none = scope_chain_digest(encode_scope(false, "", false, 0));

@@ -205,6 +205,21 @@ TEST(DiskStore, FlippedByteIsRejectedByTheCheckAndForgotten) {
   EXPECT_NE(::access(s.path_of(a.key.lookup_hash).c_str(), F_OK), 0);
 }
 
+TEST(DiskStore, AFileRemovedBehindItsBackIsAMissAndForgotten) {
+  TempDir dir;
+  const RecordLayout l = test_layout();
+  DiskStore s(dir.path(), 1 << 20, l);
+  TestRecord a(l, 1);
+  s.put(a.key.lookup_hash, 35, a.bytes.data());
+  s.flush();
+  ASSERT_EQ(::unlink(s.path_of(a.key.lookup_hash).c_str()), 0);
+  std::vector<std::vector<unsigned char>> out;
+  EXPECT_EQ(load_n(s, {a.key.lookup_hash}, out), 0u);
+  EXPECT_EQ(s.stats().misses, 1u);
+  EXPECT_EQ(s.stats().errors, 0u);
+  EXPECT_EQ(s.stats().blocks, 0u);
+}
+
 TEST(DiskStore, TornFileAndLeftoverTemporaryAreRemovedAtOpen) {
   TempDir dir;
   const RecordLayout l = test_layout();

@@ -306,10 +306,14 @@ TEST_F(StoreChainTest, HostTierThenDiskScriptedPlacement) {
 // small disk: every reused byte checked, invariants after every step, and
 // whatever the disk answers is either checked KV or a miss.
 TEST_F(StoreChainTest, RandomizedRunsKeepEveryByte) {
-  for (uint64_t host : {0, 3}) {
+  // With and without a host tier; bytes copied directly between records and
+  // the CPU pools, and through the staging blocks a device cache uses.
+  for (int run = 0; run < 4; ++run) {
+    const uint64_t host = run % 2 == 0 ? 0 : 3;
     TempDir dir;
     make(store_config(dir.path(), 12, host, 10));
-    std::mt19937 rng(uint32_t(7 + host));
+    chain().set_direct_access(run < 2);
+    std::mt19937 rng(uint32_t(7 + run));
     std::vector<std::vector<int32_t>> prefixes;
     for (int i = 0; i < 5; ++i) prefixes.push_back(seq(1000 * (i + 1), 4 * int32_t(1 + rng() % 4)));
     std::vector<uint64_t> live;
@@ -352,6 +356,48 @@ TEST_F(StoreChainTest, RandomizedRunsKeepEveryByte) {
     EXPECT_LE(d.io.blocks, 10u);
     cache_.reset();
   }
+}
+
+}  // namespace
+}  // namespace kvc
+
+namespace kvc {
+namespace {
+
+// A device copy that fails while onboarding: the add goes on, computing the
+// blocks (a miss), and nothing half-copied is published.
+TEST(StoreChainFaults, AFailedOnboardCopyIsAMiss) {
+  TempDir dir;
+  test::FaultPlan faults;
+  std::unique_ptr<Cache> cache = test::faulty_cache(store_config(dir.path(), 8), faults);
+  BlockManager& m = cache->manager();
+  m.stores()->set_direct_access(false);  // through copy_tier, as on a device
+  auto cache_prompt = [&](uint64_t id, const std::vector<int32_t>& t) {
+    const uint64_t cached = m.add(id, t.data(), t.size(), {}, nullptr);
+    write_sequence(*cache, m.sequence(id), cached, t.size());
+    m.commit(id, t.size());
+    m.remove(id);
+    m.check_invariants();
+    return cached;
+  };
+  const auto a = seq(100, 17);
+  cache_prompt(1, a);
+  cache_prompt(2, seq(900, 32));  // a to the disk (4 offload copies)
+  m.stores()->flush();
+  // The next add evicts 5 of b's blocks (5 offload copies), then onboards:
+  // the 6th copy fails.
+  faults.fail_copy(6);
+  EXPECT_EQ(cache_prompt(3, a), 0u);
+  StoreTierReport d = m.stores()->reports().at(0);
+  EXPECT_EQ(d.onboarded_blocks, 0u);
+  EXPECT_EQ(d.offered_blocks, 4u + 5u);
+  EXPECT_EQ(check_tree(*cache), "");
+  // With the device healthy again the blocks load (a was just recomputed and
+  // published: evict it again first).
+  cache_prompt(4, seq(900, 32));
+  m.stores()->flush();
+  EXPECT_EQ(cache_prompt(5, a), 16u);
+  EXPECT_EQ(check_tree(*cache), "");
 }
 
 }  // namespace
