@@ -60,7 +60,8 @@ extern "C" {
  * WRONGPASS ...", or "NOAUTH" without one) or the database, or when `bytes`
  * is below one block's record, unless the tier is optional
  * (kvc_config_set_remote_cache_optional). Messages never show the password.
- * Requires block reuse (kvc_config_set_block_reuse).
+ * Requires block reuse (kvc_config_set_block_reuse); the stateful mode
+ * has no remote tier (kvc_stateful_create refuses a config that sets one).
  * @param url Copied. NULL or "" (with bytes 0) for none.
  * @param key_namespace Copied; 1..64 letters, digits, '.', '_' or '-'
  *        separating deployments or models on one server. NULL: "kvc".

@@ -126,6 +126,12 @@ static void settings_and_errors(void **state) {
   ok(kvc_config_get_remote_cache(c, &url, NULL, NULL));
   assert_string_equal(url, "");
   ok(kvc_config_set_remote_cache(c, "redis://127.0.0.1:1/0", NULL, 1 << 20));
+  /* The stateful mode has no stores: refused, not ignored. */
+  kvc_stateful_t *stateful = NULL;
+  kvc_stateful_options_t so = KVC_STATEFUL_OPTIONS_INIT;
+  so.batch = 1;
+  assert_fails(kvc_stateful_create(c, &so, &stateful), KVC_ERR_UNSUPPORTED,
+               "the stateful mode has no remote tier");
   ok(kvc_config_set_block_reuse(c, false));
   kvc_cache_t *cache = NULL;
   assert_fails(kvc_cache_create(c, &cache), KVC_ERR_INVALID_ARGUMENT,
