@@ -60,7 +60,8 @@ extern "C" {
  * WRONGPASS ...", or "NOAUTH" without one) or the database, or when `bytes`
  * is below one block's record, unless the tier is optional
  * (kvc_config_set_remote_cache_optional). Messages never show the password.
- * Requires block reuse (kvc_config_set_block_reuse).
+ * Requires block reuse (kvc_config_set_block_reuse); the stateful mode
+ * has no remote tier (kvc_stateful_create refuses a config that sets one).
  * @param url Copied. NULL or "" (with bytes 0) for none.
  * @param key_namespace Copied; 1..64 letters, digits, '.', '_' or '-'
  *        separating deployments or models on one server. NULL: "kvc".
@@ -91,7 +92,9 @@ KVC_API kvc_status_t kvc_config_get_remote_cache(const kvc_config_t *config, con
  * A serving call waits at most `command_ms` for the tier (a lookup that
  * runs out of time uses what it read in full, and the tier reconnects);
  * choose it above the time a prompt's blocks take to arrive (about 1 GB/s
- * on loopback, bench/results/2026-11-25-redis-tier-vm-2cpu.md).
+ * on loopback, bench/results/2026-11-25-redis-tier-vm-2cpu.md). Timeouts
+ * other than the defaults without a remote tier make kvc_cache_create fail
+ * (KVC_ERR_INVALID_ARGUMENT): they would be ignored.
  * @return KVC_OK; KVC_ERR_INVALID_ARGUMENT for a NULL config or a timeout
  *         outside 1..600000 ms. Nothing changes on failure.
  * @since 0.3.0
@@ -116,7 +119,8 @@ KVC_API kvc_status_t kvc_config_get_remote_cache_timeouts(const kvc_config_t *co
  * counts an error per failed connect (kvc_tier_stats_t.errors), misses and
  * drops meanwhile, and connects as soon as it can. A malformed URL or
  * namespace, or a budget below one block, is refused either way, as is a
- * build without hiredis.
+ * build without hiredis. True without a remote tier makes kvc_cache_create
+ * fail (KVC_ERR_INVALID_ARGUMENT): it would be ignored.
  * @return KVC_OK; KVC_ERR_INVALID_ARGUMENT for a NULL config.
  * @since 0.3.0
  */

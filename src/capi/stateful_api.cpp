@@ -39,6 +39,10 @@ kvc::StatefulModel model_of(const kvc::CacheConfig& cfg) {
     kvc::fail(KVC_ERR_UNSUPPORTED, "the stateful mode has no disk tier: disk cache '" +
                                        cfg.stores.disk_dir +
                                        "' is set (kvc_config_set_disk_cache(config, NULL, 0))");
+  if (!cfg.stores.remote_url.empty())
+    kvc::fail(KVC_ERR_UNSUPPORTED,
+              "the stateful mode has no remote tier: a remote cache is set "
+              "(kvc_config_set_remote_cache(config, NULL, NULL, 0))");
   kvc::StatefulModel m;
   m.num_layers = cfg.num_layers;
   for (uint32_t l = 0; l < cfg.num_layers; ++l) m.kv_heads.push_back(cfg.kv_heads_of(l));

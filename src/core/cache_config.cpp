@@ -128,6 +128,19 @@ void CacheConfig::validate_shape() const {
   if (!stores.remote_url.empty() && !block_reuse)
     invalid_argument("the remote cache needs block reuse, which is off "
                      "(kvc_config_set_block_reuse)");
+  // The remote tier's own settings without the tier would be ignored.
+  const StoreSettings defaults;
+  if (stores.remote_url.empty() &&
+      (stores.remote_connect_timeout_ms != defaults.remote_connect_timeout_ms ||
+       stores.remote_command_timeout_ms != defaults.remote_command_timeout_ms ||
+       stores.remote_optional)) {
+    invalid_argument("remote cache timeouts (" +
+                     std::to_string(stores.remote_connect_timeout_ms) + ", " +
+                     std::to_string(stores.remote_command_timeout_ms) + " ms) or optional flag (" +
+                     (stores.remote_optional ? "true" : "false") +
+                     ") are set without a remote cache (kvc_config_set_remote_cache); set them "
+                     "back to 1000, 1000 and false, or set the URL");
+  }
 }
 
 void CacheConfig::validate() const {

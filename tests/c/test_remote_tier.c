@@ -121,13 +121,28 @@ static void settings_and_errors(void **state) {
   ok(kvc_config_get_remote_cache_timeouts(c, &connect_ms, &command_ms));
   assert_int_equal(command_ms, 20);
 
-  /* Off again; with block reuse off a remote tier is refused. */
+  /* Off again: its own settings alone would be ignored, so create refuses
+   * them; with block reuse off a remote tier is refused. */
   ok(kvc_config_set_remote_cache(c, NULL, NULL, 0));
   ok(kvc_config_get_remote_cache(c, &url, NULL, NULL));
   assert_string_equal(url, "");
-  ok(kvc_config_set_remote_cache(c, "redis://127.0.0.1:1/0", NULL, 1 << 20));
-  ok(kvc_config_set_block_reuse(c, false));
   kvc_cache_t *cache = NULL;
+  assert_fails(kvc_cache_create(c, &cache), KVC_ERR_INVALID_ARGUMENT,
+               "remote cache timeouts (50, 20 ms) or optional flag (true) are set without a "
+               "remote cache");
+  ok(kvc_config_set_remote_cache_timeouts(c, 1000, 1000));
+  ok(kvc_config_set_remote_cache_optional(c, false));
+  ok(kvc_cache_create(c, &cache));
+  kvc_cache_destroy(cache);
+  cache = NULL;
+  ok(kvc_config_set_remote_cache(c, "redis://127.0.0.1:1/0", NULL, 1 << 20));
+  /* The stateful mode has no stores: refused, not ignored. */
+  kvc_stateful_t *stateful = NULL;
+  kvc_stateful_options_t so = KVC_STATEFUL_OPTIONS_INIT;
+  so.batch = 1;
+  assert_fails(kvc_stateful_create(c, &so, &stateful), KVC_ERR_UNSUPPORTED,
+               "the stateful mode has no remote tier");
+  ok(kvc_config_set_block_reuse(c, false));
   assert_fails(kvc_cache_create(c, &cache), KVC_ERR_INVALID_ARGUMENT,
                "the remote cache needs block reuse, which is off");
   kvc_config_destroy(c);
