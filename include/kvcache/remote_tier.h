@@ -30,7 +30,9 @@
  * share that memory, the coldest blocks going first whoever wrote them. The
  * byte budget bounds what this cache adds: it deletes its own oldest
  * records of the lowest retention priority past the budget (the order
- * every tier evicts in). No TTL is set.
+ * every tier evicts in). It knows only the records it wrote since it was
+ * created: what an earlier process left is the server's to evict. No TTL
+ * is set.
  *
  * Requires a library built with hiredis (kvc_features() has
  * KVC_FEATURE_REDIS; Debian: libhiredis-dev); without it kvc_cache_create

@@ -142,6 +142,14 @@ static void settings_and_errors(void **state) {
   so.batch = 1;
   assert_fails(kvc_stateful_create(c, &so, &stateful), KVC_ERR_UNSUPPORTED,
                "the stateful mode has no remote tier");
+  if ((kvc_features() & KVC_FEATURE_REDIS) == 0) {
+    /* A build without hiredis says so at create, optional or not. */
+    assert_fails(kvc_cache_create(c, &cache), KVC_ERR_UNSUPPORTED,
+                 "remote tier: built without hiredis: install libhiredis-dev and rebuild");
+    ok(kvc_config_set_remote_cache_optional(c, true));
+    assert_fails(kvc_cache_create(c, &cache), KVC_ERR_UNSUPPORTED, "built without hiredis");
+    ok(kvc_config_set_remote_cache_optional(c, false));
+  }
   ok(kvc_config_set_block_reuse(c, false));
   assert_fails(kvc_cache_create(c, &cache), KVC_ERR_INVALID_ARGUMENT,
                "the remote cache needs block reuse, which is off");
