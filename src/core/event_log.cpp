@@ -45,9 +45,8 @@ void EventLog::stored(uint32_t node, uint32_t parent, const std::string& scope_b
                       const std::string& extra_bytes, const int32_t* tokens, uint32_t num_tokens,
                       uint64_t groups, uint32_t priority) {
   use_scope(scope_bytes);
-  hashes_[node] = hasher_.block(hashes_[parent], scope_digest_,
-                                extra_bytes.empty() ? 0 : hasher_.extra_digest(extra_bytes), tokens,
-                                num_tokens);
+  hashes_[node] = hasher_.block(hashes_[parent], scope_digest_, hasher_.extra_digest(extra_bytes),
+                                tokens, num_tokens);
   emit_stored(node, parent, tokens, num_tokens, groups, priority);
 }
 
