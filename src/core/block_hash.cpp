@@ -67,10 +67,14 @@ uint64_t hash_block(uint64_t parent_hash, uint64_t scope_digest, uint64_t extra_
   return chain_hash(parent_hash, hash_tokens(scope_digest, extra_digest, tokens, num_tokens));
 }
 
-uint64_t hash_first_token(uint32_t parent_node, uint32_t scope, int32_t first_token) {
-  const uint64_t in[3] = {kFirstTag, (uint64_t(parent_node) << 32) | scope,
-                          uint64_t(uint32_t(first_token))};
-  return keyed(in, sizeof(in)) & kMask;
+FirstTokenKey first_token_key() {
+  // The last 16 bytes of the process's secret, which hashes of inputs up
+  // to 240 bytes (every key but long scope strings) never read.
+  static_assert(XXH3_SECRET_DEFAULT_SIZE >= 176 + 16, "secret size");
+  FirstTokenKey k;
+  k.k0 = XXH_readLE64(secret().bytes + 176) ^ kFirstTag;
+  k.k1 = XXH_readLE64(secret().bytes + 184);
+  return k;
 }
 
 }  // namespace kvc

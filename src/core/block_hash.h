@@ -35,7 +35,27 @@ void hash_chain(uint64_t parent_hash, uint64_t scope_digest, const int32_t* toke
                 uint32_t tokens_per_block, size_t count, uint64_t* out);
 
 // Hash of (parent node, scope, first token): the index of candidates for
-// token-by-token (partial) matching.
-uint64_t hash_first_token(uint32_t parent_node, uint32_t scope, int32_t first_token);
+// token-by-token (partial) matching. A keyed multiply-fold (XXH3's primitive
+// for short inputs) and XXH3's avalanche, inline: every published block
+// computes one, so it is a few instructions, not a call into XXH3. Its two
+// keys are drawn once per process (first_token_key()), so a tenant cannot
+// aim prompts at one table slot.
+struct FirstTokenKey {
+  uint64_t k0;
+  uint64_t k1;
+};
+FirstTokenKey first_token_key();
+inline uint64_t hash_first_token(const FirstTokenKey& key, uint32_t parent_node, uint32_t scope,
+                                 int32_t first_token) {
+  const uint64_t a = ((uint64_t(parent_node) << 32) | scope) ^ key.k0;
+  const uint64_t b = uint64_t(uint32_t(first_token)) ^ key.k1;
+  __extension__ typedef unsigned __int128 u128;  // gcc and clang: a 64x64->128 multiply
+  const u128 m = static_cast<u128>(a) * b;
+  uint64_t h = uint64_t(m) ^ uint64_t(m >> 64);
+  h ^= h >> 37;
+  h *= 0x165667919e3779f9ull;
+  h ^= h >> 32;
+  return h;  // all 64 bits; the caller keeps bucket_hash_bits() of them
+}
 
 }  // namespace kvc

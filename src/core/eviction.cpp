@@ -127,10 +127,10 @@ void Eviction::on_window_cached(uint32_t node, uint32_t g, BlockRetention r) {
 // Retention
 // ---------------------------------------------------------------------------
 
-void Eviction::mark_published(uint32_t node, uint8_t priority) {
+void Eviction::mark_published(uint32_t node, uint8_t priority, uint64_t now_ms) {
   TreeNode& t = index_.node(node);
   t.priority = priority;
-  t.reusable_at = time_.now_ms();
+  t.reusable_at = now_ms;
 }
 
 void Eviction::expire_due() {

@@ -69,8 +69,10 @@ class Eviction final : public Residency::Reclaimer {
   }
 
   // --- Retention ------------------------------------------------------------
-  // A node published with the priority of the block that made it.
-  void mark_published(uint32_t node, uint8_t priority);
+  // A node published at now_ms() (read once per call) with the priority of
+  // the block that made it.
+  void mark_published(uint32_t node, uint8_t priority, uint64_t now_ms);
+  uint64_t now_ms() const { return time_.now_ms(); }
   // Moves the manual clock forward (the caller checked it is manual).
   void advance_clock(uint64_t ms) {
     time_.advance(ms);

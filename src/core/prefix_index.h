@@ -116,6 +116,7 @@ class PrefixIndex {
   // nullptr without stores; set once.
   void set_store_keys(StoreKeys* keys) { store_keys_ = keys; }
   const std::string& scope_bytes(uint32_t scope) const { return scopes_.bytes(scope); }
+  uint64_t scope_digest(uint32_t scope) const { return scopes_.digest(scope); }
 
   // --- Scopes -------------------------------------------------------------
   uint32_t find_scope(const std::string& bytes) const { return scopes_.find(bytes); }

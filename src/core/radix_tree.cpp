@@ -60,7 +60,9 @@ RadixTree::RadixTree(uint32_t max_nodes, uint32_t tokens_per_block, uint32_t num
       nodes_(uint64_t(max_nodes) + 1),
       records_((uint64_t(max_nodes) + 1) * stride_),
       holders_(uint64_t(max_nodes) + 1, 0),
-      links_(track_children ? uint64_t(max_nodes) + 1 : 0) {
+      links_(track_children ? uint64_t(max_nodes) + 1 : 0),
+      first_key_(first_token_key()),
+      hash_mask_(bucket_hash_bits() == 64 ? ~uint64_t(0) : (uint64_t(1) << bucket_hash_bits()) - 1) {
   for (uint64_t id = 0; id <= max_nodes; ++id) {
     uint32_t* r = record(uint32_t(id));
     r[head_at_ + kParent] = kNoNode;
@@ -74,10 +76,6 @@ RadixTree::RadixTree(uint32_t max_nodes, uint32_t tokens_per_block, uint32_t num
   free_.reserve(max_nodes);
   for (uint32_t i = max_nodes; i > 0; --i) free_.push_back(i);
   nodes_[kRoot].live = true;
-}
-
-uint32_t RadixTree::first_tag_of(uint32_t parent, uint32_t scope, int32_t first_token) {
-  return tag_of(hash_first_token(parent, scope, first_token));
 }
 
 void RadixTree::table_insert(BigArray<uint64_t>& table, uint64_t start, uint64_t mask,
@@ -131,11 +129,6 @@ uint32_t RadixTree::find(uint32_t parent, uint32_t scope, const int32_t* tokens,
 
 uint32_t RadixTree::find(const BlockKey& key) const {
   return find(key.parent, key.scope, key.tokens, key.num_tokens, *key.extra, key.hash);
-}
-
-uint32_t RadixTree::insert(const BlockKey& key, const uint32_t* blocks) {
-  return insert(key.parent, key.scope, key.tokens, key.num_tokens, std::string(*key.extra),
-                key.hash, blocks);
 }
 
 void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, uint32_t scope,
@@ -299,30 +292,36 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, const K
   out.resize(first + b);
 }
 
-uint32_t RadixTree::insert(uint32_t parent, uint32_t scope, const int32_t* tokens,
-                           uint32_t num_tokens, std::string&& extra, uint64_t hash,
-                           const uint32_t* blocks) {
-  NodeExtra key_extra;
-  key_extra.assign(std::move(extra));  // the only allocation, before any change
+uint32_t RadixTree::insert(const BlockKey& key, const uint32_t* blocks) {
+  NodeExtra extra;
+  if (!key.extra->empty()) extra.assign(std::string(*key.extra));  // the only allocation, before any change
+  const uint32_t parent = key.parent;
   const uint32_t id = free_.back();
   free_.pop_back();
   ++size_;
+  // Every field written once (a publish run writes millions of nodes).
   TreeNode& t = nodes_[id];
-  t = TreeNode{};
-  t.live = true;
+  t.hash = key.hash;
   t.parent = parent;
-  t.scope = scope;
-  t.num_tokens = num_tokens;
-  t.hash = hash;
-  t.extra = std::move(key_extra);
-  t.first_tag = first_tag_of(parent, scope, tokens[0]);
+  t.scope = key.scope;
+  t.num_tokens = key.num_tokens;
+  t.num_children = 0;
+  t.first_tag = first_tag_of(parent, key.scope, key.tokens[0]);
+  t.priority = TreeNode{}.priority;
+  t.live = true;
+  t.tier = kPrimaryTier;
+  t.age = 0;
+  t.reusable_at = 0;
+  t.duration_ms = 0;
+  const bool has_extra = !extra.empty();
+  t.extra = std::move(extra);
 
   uint32_t* r = record(id);
-  std::memcpy(r, tokens, size_t(num_tokens) * sizeof(int32_t));
+  std::memcpy(r, key.tokens, size_t(key.num_tokens) * sizeof(int32_t));
   r[head_at_ + kParent] = parent;
-  r[head_at_ + kScope] = scope;
-  r[head_at_ + kNumTokens] = num_tokens;
-  r[head_at_ + kHasExtra] = t.extra.empty() ? 0 : 1;
+  r[head_at_ + kScope] = key.scope;
+  r[head_at_ + kNumTokens] = key.num_tokens;
+  r[head_at_ + kHasExtra] = has_extra ? 1 : 0;
   std::memcpy(r + blocks_at_, blocks, size_t(num_groups_) * sizeof(uint32_t));
   ++nodes_[parent].num_children;
   if (!links_.empty()) {
@@ -333,7 +332,7 @@ uint32_t RadixTree::insert(uint32_t parent, uint32_t scope, const int32_t* token
     links_[parent].first_child = id;
   }
 
-  const uint32_t tag = tag_of(hash);
+  const uint32_t tag = tag_of(key.hash);
   table_insert(buckets_, home(tag), table_mask_, (uint64_t(tag) << 32) | id);
   table_insert(first_buckets_, home(t.first_tag), table_mask_,
                (uint64_t(t.first_tag) << 32) | id);

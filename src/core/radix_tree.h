@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/big_array.h"
+#include "core/block_hash.h"
 #include "core/block_pool.h"
 
 // The prefetch helpers below only read and prefetch: out of line, the
@@ -127,8 +128,6 @@ class RadixTree {
 
   // Links a new node; the key must not be present and a node must be free.
   uint32_t insert(const BlockKey& key, const uint32_t* blocks);
-  uint32_t insert(uint32_t parent, uint32_t scope, const int32_t* tokens, uint32_t num_tokens,
-                  std::string&& extra, uint64_t hash, const uint32_t* blocks);
   // Unlinks a leaf and frees its slot.
   void erase(uint32_t node);
 
@@ -186,6 +185,27 @@ class RadixTree {
     return last;
   }
 
+  // The id the k-th insert from now takes if nothing is erased before it
+  // (k = 0: the next one), or kNoNode when fewer nodes are free.
+  uint32_t free_id(uint32_t k) const {
+    return k < free_.size() ? free_[free_.size() - 1 - k] : kNoNode;
+  }
+  // Warms what insert() will touch for a block hashing to `hash` under
+  // `parent` in `scope`, first token `first_token`, taking node `id`
+  // (free_id's guess; kNoNode: not known): its two table slots, its node
+  // and its record. A wrong guess costs only the loads.
+  KVC_ALWAYS_INLINE void prefetch_insert(uint64_t hash, uint32_t parent, uint32_t scope,
+                                         int32_t first_token, uint32_t id) const {
+    __builtin_prefetch(&buckets_[home(tag_of(hash))], 1);
+    if (parent != kNoNode)
+      __builtin_prefetch(&first_buckets_[home(first_tag_of(parent, scope, first_token))], 1);
+    if (id == kNoNode) return;
+    __builtin_prefetch(&nodes_[id], 1);
+    const char* r = reinterpret_cast<const char*>(record(id));
+    __builtin_prefetch(r, 1);
+    __builtin_prefetch(r + (blocks_at_ + num_groups_) * 4 - 1, 1);
+  }
+
   uint32_t size() const { return size_; }  // nodes besides the root
   uint32_t max_nodes() const { return uint32_t(nodes_.size() - 1); }
   uint32_t id_bound() const { return uint32_t(nodes_.size()); }
@@ -210,7 +230,9 @@ class RadixTree {
   }
   uint64_t home(uint32_t tag) const { return tag >> table_shift_; }
   uint64_t next_slot(uint64_t i) const { return (i + 1) & table_mask_; }
-  static uint32_t first_tag_of(uint32_t parent, uint32_t scope, int32_t first_token);
+  uint32_t first_tag_of(uint32_t parent, uint32_t scope, int32_t first_token) const {
+    return tag_of(hash_first_token(first_key_, parent, scope, first_token) & hash_mask_);
+  }
   static void table_insert(BigArray<uint64_t>& table, uint64_t start, uint64_t mask,
                            uint64_t entry);
   void table_erase(BigArray<uint64_t>& table, uint32_t tag, uint32_t node);
@@ -232,6 +254,8 @@ class RadixTree {
   std::vector<uint32_t> free_;  // free node ids
   BigArray<uint64_t> buckets_;        // by block hash
   BigArray<uint64_t> first_buckets_;  // by (parent, scope, first token)
+  FirstTokenKey first_key_;
+  uint64_t hash_mask_;  // bucket_hash_bits() of a hash kept
   uint64_t table_mask_ = 0;
   uint32_t table_shift_ = 0;  // 32 - log2(table size)
   uint32_t size_ = 0;

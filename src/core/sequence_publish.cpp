@@ -11,7 +11,7 @@ namespace kvc {
 
 void Sequences::commit(uint64_t id, uint64_t num_computed) {
   // Plan: checks, and the extra keys of every block to publish encoded
-  // first (the only allocation).
+  // first (the only allocation), then every block's chained hash.
   Sequence& s = sequence(id);
   if (num_computed > s.length())
     invalid_argument("num_computed (" + std::to_string(num_computed) + ") exceeds the length (" +
@@ -20,38 +20,82 @@ void Sequences::commit(uint64_t id, uint64_t num_computed) {
   const uint64_t first = s.published;
   const uint64_t end = cfg_.block_reuse ? committed / T_ : first;
   if (end > first) {
-    if (block_extras_.size() < end - first) block_extras_.resize(end - first);
+    const uint64_t n = end - first;
+    if (block_extras_.size() < n) block_extras_.resize(n);
+    if (block_hashes_.size() < n) block_hashes_.resize(n);
     for (uint64_t b = first; b < end; ++b) {
       if (s.extra_keys.empty()) block_extras_[b - first].clear();
       else encode_block_extras(s.extra_keys, b * T_, (b + 1) * T_, block_extras_[b - first]);
     }
+    hash_blocks(s, first, end);
   }
   // Apply: publish every full computed block not yet published, in order
   // (also ones an earlier commit had to leave while a fork sibling shared
-  // them), until one cannot be.
-  while (s.published < end && publish_full(s, s.published, block_extras_[s.published - first]))
+  // them), until one cannot be. A long run of new blocks is bound by
+  // memory latency (table slots, nodes and records of millions of nodes):
+  // the lines the next blocks' inserts touch are fetched a few blocks ahead.
+  const uint64_t now = eviction_.now_ms();
+  constexpr uint64_t kAhead = 8;
+  for (uint64_t b = first; b < end && b < first + kAhead; ++b) prefetch_publish(s, b, first);
+  while (s.published < end) {
+    const uint64_t b = s.published;
+    if (b + kAhead < end) prefetch_publish(s, b + kAhead, first);
+    if (!publish_full(s, b, block_extras_[b - first], block_hashes_[b - first], now)) break;
     ++s.published;
+  }
   s.committed = committed;
   if (!layout_.windowed.empty()) release_out_of_window(s);
 }
 
-uint32_t Sequences::link_new_node(Sequence& s, uint64_t b, const BlockKey& key) {
+void Sequences::hash_blocks(const Sequence& s, uint64_t first, uint64_t end) {
+  // Block b's hash chains on its parent's, which is the hash of block b-1's
+  // key (a node found or made under that key carries it).
+  const uint64_t parent_hash = first == 0 ? 0 : tree_.node(s.nodes[first - 1]).hash;
+  const uint64_t digest = index_.scope_digest(s.scope);
+  if (s.extra_keys.empty()) {
+    BlockChain chain(parent_hash, digest, T_);
+    for (uint64_t b = first; b < end; ++b) block_hashes_[b - first] = chain.next(s.token_at(b * T_));
+    return;
+  }
+  uint64_t h = parent_hash;
+  for (uint64_t b = first; b < end; ++b) {
+    const std::string& extra = block_extras_[b - first];
+    const uint64_t extra_digest = extra.empty() ? 0 : hash_bytes(extra.data(), extra.size());
+    h = hash_block(h, digest, extra_digest, s.token_at(b * T_), T_);
+    block_hashes_[b - first] = h;
+  }
+}
+
+void Sequences::prefetch_publish(const Sequence& s, uint64_t b, uint64_t first) {
+  // Most blocks of a long commit are new: block b will most likely take
+  // the (b - published)-th free node from now, under the one before it.
+  const uint64_t k = b - s.published;
+  const uint32_t parent = k == 0 ? (b == 0 ? RadixTree::kRoot : s.nodes[b - 1]) : tree_.free_id(uint32_t(k - 1));
+  tree_.prefetch_insert(block_hashes_[b - first], parent, s.scope, s.token_at(b * T_)[0],
+                        tree_.free_id(uint32_t(k)));
+}
+
+uint32_t Sequences::link_new_node(Sequence& s, uint64_t b, const BlockKey& key, uint64_t now_ms) {
   const uint32_t* blocks = position(s, b);
   const uint32_t node = index_.insert(key, blocks);
   for (uint32_t g = 0; g < layout_.num_groups(); ++g)
     if (blocks[g] != kNoBlock) residency_.set_node(g, blocks[g], node);
   const uint8_t priority = s.priority_of_block(b, T_);
-  eviction_.mark_published(node, priority);
+  eviction_.mark_published(node, priority, now_ms);
   if (EventLog* ev = index_.events())
     ev->stored(node, key.parent, index_.scope_bytes(s.scope), *key.extra, key.tokens,
                key.num_tokens, index_.group_mask(node), priority);
   return node;
 }
 
-bool Sequences::publish_full(Sequence& s, uint64_t b, const std::string& extra) {
+bool Sequences::publish_full(Sequence& s, uint64_t b, const std::string& extra, uint64_t hash,
+                             uint64_t now_ms) {
   const uint32_t parent = b == 0 ? RadixTree::kRoot : s.nodes[b - 1];
-  const BlockKey key = index_.key(parent, s.scope, s.token_at(b * T_), T_, extra);
-  const uint32_t found = index_.find(key);
+  const BlockKey key{parent, s.scope, s.token_at(b * T_), T_, &extra, hash};
+  // A parent without children (one this commit just made, mostly) has no
+  // node under any key.
+  const bool childless = parent != RadixTree::kRoot && tree_.node(parent).num_children == 0;
+  const uint32_t found = childless ? kNoNode : index_.find(key);
   if (found != kNoNode && !index_.in_primary(found)) {
     // In another tier: the node takes this sequence's (equal) blocks and
     // comes back without a copy, if the sequence holds them alone (as for
@@ -86,7 +130,7 @@ bool Sequences::publish_full(Sequence& s, uint64_t b, const std::string& extra) 
   // linked under.
   if (lead_group(s, b) == UINT32_MAX || tree_.full()) return false;  // nothing to publish / no room
   if (!holds_alone(s, b)) return false;
-  const uint32_t node = link_new_node(s, b, key);
+  const uint32_t node = link_new_node(s, b, key, now_ms);
   s.nodes[b] = node;
   if (layout_.anchors.empty()) ++index_.holders(node);
   return true;
@@ -105,7 +149,7 @@ void Sequences::publish_tail(Sequence& s) {
   const std::string no_extra;
   const BlockKey key = index_.key(parent, s.scope, s.token_at(b * T_), rows, no_extra);
   if (index_.find(key) != kNoNode) return;
-  link_new_node(s, b, key);
+  link_new_node(s, b, key, eviction_.now_ms());
 }
 
 }  // namespace kvc

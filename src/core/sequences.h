@@ -143,10 +143,18 @@ class Sequences {
   void append_new_sets(Sequence& s, uint64_t count);
 
   // sequence_publish.cpp
-  bool publish_full(Sequence& s, uint64_t b, const std::string& extra);
+  // Publishes block b whose key has `extra` and `hash` (hash_blocks).
+  bool publish_full(Sequence& s, uint64_t b, const std::string& extra, uint64_t hash,
+                    uint64_t now_ms);
   void publish_tail(Sequence& s);
-  // A new node for s's block b under `key`: its blocks point to it.
-  uint32_t link_new_node(Sequence& s, uint64_t b, const BlockKey& key);
+  // A new node for s's block b under `key`, published at now_ms: its blocks
+  // point to it.
+  uint32_t link_new_node(Sequence& s, uint64_t b, const BlockKey& key, uint64_t now_ms);
+  // block_hashes_[b - first] = the chained hash of block b's key, for
+  // b in [first, end) (block_extras_ already encoded).
+  void hash_blocks(const Sequence& s, uint64_t first, uint64_t end);
+  // Warms what publishing block b (of a commit from `first`) will touch.
+  void prefetch_publish(const Sequence& s, uint64_t b, uint64_t first);
 
   // sequence_release.cpp
   void release_position(Sequence& s, uint64_t b);
@@ -214,6 +222,7 @@ class Sequences {
   std::vector<Sequence*> batch_seqs_;
   std::vector<uint8_t> batch_cow_;
   std::vector<std::string> block_extras_;  // commit: each block's encoded extra keys
+  std::vector<uint64_t> block_hashes_;     // commit: each block's chained hash
 };
 
 }  // namespace kvc

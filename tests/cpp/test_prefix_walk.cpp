@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/block_hash.h"
+#include "core/key_builder.h"
 #include "core/radix_tree.h"
 
 namespace kvc {
@@ -49,7 +50,8 @@ struct Walker {
       uint32_t n = tree.find(parent, kScope, t, T, std::string(), h);
       if (n == kNoNode) {
         const uint32_t block = uint32_t(b);
-        n = tree.insert(parent, kScope, t, T, std::string(), h, &block);
+        const std::string no_extra;
+        n = tree.insert(BlockKey{parent, kScope, t, T, &no_extra, h}, &block);
       }
       parent = n;
     }
