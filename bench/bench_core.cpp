@@ -5,13 +5,20 @@
 //   one decode step extending 512 sequences by one token         <= 10 us
 //   evicting 1000 blocks                                         <= 100 us
 //   chained hash per 16-token block                              <= 10 ns
-// and, with no target, the add with cold caches (with and without chains
-// in consecutive node ids) and a refused add.
+//   commit publishing a new 32K-token prompt (2048 new nodes)    <= 40 us
+//   add of a new 128K-token prompt, nothing cached, 10^6 blocks  <= 100 us
+//   the same in a cache of 10^7 blocks                           <= 100 us
+// (issue 24), and, with no target, the add with cold caches (with and
+// without chains in consecutive node ids), a refused add, the first of
+// the new 128K adds, and creation: time and resident bytes per block.
 #include <benchmark/benchmark.h>
+
+#include <unistd.h>
 
 #include <chrono>
 #include <ctime>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -209,6 +216,83 @@ void BM_ChainedHash16PerCall(benchmark::State& state) {
 }
 BENCHMARK(BM_ChainedHash16PerCall)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
+// Commit of a new 32K-token prompt: 2048 blocks published as new nodes of
+// the 10^6-block cache (which fills, and then each add evicts: the commit
+// itself never does).
+void BM_Commit32KNew(benchmark::State& state) {
+  kvc_cache_t* cache = big_cache();
+  uint32_t seed = 700000;
+  Clock clock;
+  double wall = 0;
+  for (auto _ : state) {
+    const auto p = prompt(seed++, kPromptTokens);
+    CHECK_OK(kvc_sequence_add(cache, 1, p.data(), p.size(), nullptr, nullptr, nullptr));
+    clock.start();
+    CHECK_OK(kvc_sequence_commit(cache, 1, p.size()));
+    state.SetIterationTime(clock.stop(&wall));
+    CHECK_OK(kvc_sequence_remove(cache, 1));
+  }
+  report_wall(state, wall);
+  kvc_cache_destroy(cache);
+}
+BENCHMARK(BM_Commit32KNew)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// Add of a new 128K-token prompt (8192 blocks) with nothing cached: the
+// allocation path, in a cache of state.range(0) blocks; removed uncommitted,
+// so nothing is ever cached. The first call's time is reported beside the
+// rest (a cache touches its memory at create, not while serving).
+void BM_AddNew128K(benchmark::State& state) {
+  kvc_cache_t* cache = cache_of(uint64_t(state.range(0)));
+  std::vector<std::vector<int32_t>> prompts;
+  for (uint32_t i = 0; i < 8; ++i) prompts.push_back(prompt(600000 + i, 4 * kPromptTokens));
+  uint64_t calls = 0;
+  double first = -1;
+  Clock clock;
+  double wall = 0;
+  for (auto _ : state) {
+    const std::vector<int32_t>& p = prompts[calls++ % prompts.size()];
+    clock.start();
+    CHECK_OK(kvc_sequence_add(cache, 1, p.data(), p.size(), nullptr, nullptr, nullptr));
+    const double t = clock.stop(&wall);
+    state.SetIterationTime(t);
+    if (first < 0) first = t;
+    CHECK_OK(kvc_sequence_remove(cache, 1));
+  }
+  report_wall(state, wall);
+  state.counters["first_us"] = first * 1e6;
+  kvc_cache_destroy(cache);
+}
+BENCHMARK(BM_AddNew128K)->Arg(1000000)->Arg(10000000)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// Resident bytes of this process (/proc/self/statm).
+double resident_bytes() {
+  std::ifstream f("/proc/self/statm");
+  double pages = 0, resident = 0;
+  f >> pages >> resident;
+  return resident * double(sysconf(_SC_PAGESIZE));
+}
+
+// No target: creating a cache of state.range(0) blocks, and the resident
+// memory it adds per block (its pools are 16 bytes a block here: the rest
+// is the manager's own state, all touched at create).
+void BM_Create(benchmark::State& state) {
+  const uint64_t blocks = uint64_t(state.range(0));
+  double per_block = 0;
+  Clock clock;
+  double wall = 0;
+  for (auto _ : state) {
+    const double before = resident_bytes();
+    clock.start();
+    kvc_cache_t* cache = cache_of(blocks);
+    state.SetIterationTime(clock.stop(&wall));
+    per_block = (resident_bytes() - before) / double(blocks);
+    kvc_cache_destroy(cache);
+  }
+  report_wall(state, wall);
+  state.counters["resident_B_per_block"] = per_block;
+}
+BENCHMARK(BM_Create)->Arg(1000000)->Arg(10000000)->Iterations(2)->UseManualTime()->Unit(benchmark::kMillisecond);
+
 // Records each run's time per iteration (ns) for the summary.
 class Recorder : public benchmark::ConsoleReporter {
  public:
@@ -254,6 +338,12 @@ int main(int argc, char** argv) {
     row("evict 1000 blocks (add of a 1000-block prompt, full)", get("BM_Evict1000") / 1e3, "us", 100);
   if (get("BM_ChainedHash16/") >= 0)
     row("chained hash per 16-token block", get("BM_ChainedHash16/") / kPromptBlocks, "ns", 10);
+  if (get("BM_Commit32KNew") >= 0)
+    row("commit publishing a new 32K-token prompt", get("BM_Commit32KNew") / 1e3, "us", 40);
+  if (get("BM_AddNew128K/1000000/") >= 0)
+    row("add of a new 128K-token prompt, nothing cached", get("BM_AddNew128K/1000000/") / 1e3, "us", 100);
+  if (get("BM_AddNew128K/10000000/") >= 0)
+    row("the same, cache of 10^7 blocks", get("BM_AddNew128K/10000000/") / 1e3, "us", 100);
   // Beside the targets, for comparison.
   auto info = [&](const char* figure, const char* prefix) {
     if (get(prefix) >= 0) std::printf("| %-52s | %10.2f us | (no target) |      |\n", figure, get(prefix) / 1e3);
@@ -261,6 +351,8 @@ int main(int argc, char** argv) {
   info("the add, cold: another of 64 cached prompts a call", "BM_AddCached32KCold/");
   info("the cold add, no chain in consecutive node ids", "BM_AddCached32KInterleaved/");
   info("an add refused for lack of blocks (C API)", "BM_AddRefused");
+  info("create a cache of 10^6 blocks", "BM_Create/1000000/");
+  info("create a cache of 10^7 blocks", "BM_Create/10000000/");
   benchmark::Shutdown();
   return 0;
 }

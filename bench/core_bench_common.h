@@ -28,9 +28,9 @@ constexpr uint32_t kPromptTokens = kPromptBlocks * kTokensPerBlock;  // 32768
     }                                                                               \
   } while (0)
 
-// 10^6 blocks of 16 tokens; one fp8 layer with K == V keeps the pool at 16 MB.
-// event_ring != 0: events on, with a ring of that many events.
-inline kvc_cache_t* big_cache(uint32_t event_ring = 0) {
+// `blocks` blocks of 16 tokens; one fp8 layer with K == V keeps the pool at
+// 16 bytes a block. event_ring != 0: events on, with a ring of that many events.
+inline kvc_cache_t* cache_of(uint64_t blocks, uint32_t event_ring = 0) {
   kvc_config_t* c = nullptr;
   CHECK_OK(kvc_config_create(&c));
   CHECK_OK(kvc_config_set_num_layers(c, 1));
@@ -39,13 +39,16 @@ inline kvc_cache_t* big_cache(uint32_t event_ring = 0) {
   CHECK_OK(kvc_config_set_dtype(c, KVC_DTYPE_FP8_E4M3));
   CHECK_OK(kvc_config_set_kv_factor(c, 1));
   CHECK_OK(kvc_config_set_tokens_per_block(c, kTokensPerBlock));
-  CHECK_OK(kvc_config_set_max_tokens(c, kBlocks * kTokensPerBlock));
+  CHECK_OK(kvc_config_set_max_tokens(c, blocks * kTokensPerBlock));
   CHECK_OK(kvc_config_set_event_buffer_size(c, event_ring));
   kvc_cache_t* cache = nullptr;
   CHECK_OK(kvc_cache_create(c, &cache));
   kvc_config_destroy(c);
   return cache;
 }
+
+// The 10^6-block cache of the figures.
+inline kvc_cache_t* big_cache(uint32_t event_ring = 0) { return cache_of(kBlocks, event_ring); }
 
 inline std::vector<int32_t> prompt(uint32_t seed, uint32_t tokens) {
   std::vector<int32_t> p(tokens);

@@ -5,7 +5,8 @@
 //   valgrind --tool=callgrind --instr-atstart=no core_calls SCENARIO N [EVENT_RING]
 // SCENARIO: add (a cached 32K prompt), decode (512 sequences, one token),
 // evict (an add that evicts 1000 blocks), hash (2048 chained block hashes),
-// commit (publishing a new 32K prompt). Ir / N is the cost of one call.
+// commit (publishing a new 32K prompt), addnew (a new 128K prompt, nothing
+// cached: the allocation path). Ir / N is the cost of one call.
 // Self-contained (C API and block_hash.h only) so that it builds against an
 // older tree too.
 #if __has_include(<valgrind/callgrind.h>)
@@ -80,7 +81,7 @@ void fill(kvc_cache_t* cache) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: core_calls add|decode|evict|hash|commit N [EVENT_RING]\n");
+    std::fprintf(stderr, "usage: core_calls add|decode|evict|hash|commit|addnew N [EVENT_RING]\n");
     return 2;
   }
   const std::string what = argv[1];
@@ -134,6 +135,14 @@ int main(int argc, char** argv) {
       check(kvc_sequence_add(cache, 1, p.data(), p.size(), nullptr, nullptr, nullptr), "add");
       CALLGRIND_START_INSTRUMENTATION;
       check(kvc_sequence_commit(cache, 1, p.size()), "commit");
+      CALLGRIND_STOP_INSTRUMENTATION;
+      check(kvc_sequence_remove(cache, 1), "remove");
+    }
+  } else if (what == "addnew") {
+    for (int i = 0; i < n; ++i) {
+      const auto p = prompt(600000 + uint32_t(i), 4 * kPromptTokens);
+      CALLGRIND_START_INSTRUMENTATION;
+      check(kvc_sequence_add(cache, 1, p.data(), p.size(), nullptr, nullptr, nullptr), "add");
       CALLGRIND_STOP_INSTRUMENTATION;
       check(kvc_sequence_remove(cache, 1), "remove");
     }

@@ -64,13 +64,15 @@ void print_profiles(std::FILE *out, const std::vector<RunResult> &runs) {
     double all = 0;
     for (const CallProfile &p : r.profile) all += p.total_s;
     std::fprintf(out, "\nprofile (%s): wall time of each kvcache call, by kind\n", r.policy.c_str());
-    std::fprintf(out, "%-30s %10s %10s %6s %9s %9s %9s %9s\n", "call", "calls", "total", "share",
-                 "p50 us", "p99 us", "p99.9 us", "max us");
+    std::fprintf(out, "%-30s %10s %10s %6s %9s %9s %9s %9s %9s\n", "call", "calls", "total", "share",
+                 "p50 us", "p99 us", "p99.9 us", "max us", "slow 1%");
     for (const CallProfile &p : r.profile)
-      std::fprintf(out, "%-30s %10s %8.3f s %5.1f%% %9s %9s %9s %9s\n", p.kind.c_str(),
+      std::fprintf(out, "%-30s %10s %8.3f s %5.1f%% %9s %9s %9s %9s %8.1f%%\n", p.kind.c_str(),
                    count(p.calls).c_str(), p.total_s, all > 0 ? 100.0 * p.total_s / all : 0.0,
                    micros(p.per_call.p50).c_str(), micros(p.per_call.p99).c_str(),
-                   micros(p.per_call.p999).c_str(), micros(p.per_call.max).c_str());
+                   micros(p.per_call.p999).c_str(), micros(p.per_call.max).c_str(),
+                   100.0 * p.slow_share);
+    std::fprintf(out, "(slow 1%%: each kind's share of the call time in the slowest 1%% of steps)\n");
     std::fprintf(out, "(a CPU-time reading costs %.2f us here; it is taken off each step's CPU time)\n",
                  r.cpu_reading_us);
   }
@@ -269,9 +271,10 @@ void print_json(std::FILE *out, const Workload &workload, const std::vector<RunR
       json_string(out, p.kind);
       std::fprintf(out,
                    ", \"calls\": %" PRIu64 ", \"total_s\": %.6f, \"us_p50\": %.3f"
-                   ", \"us_p99\": %.3f, \"us_p999\": %.3f, \"us_max\": %.3f}",
+                   ", \"us_p99\": %.3f, \"us_p999\": %.3f, \"us_max\": %.3f"
+                   ", \"slow_step_share\": %.4f}",
                    p.calls, p.total_s, p.per_call.p50, p.per_call.p99, p.per_call.p999,
-                   p.per_call.max);
+                   p.per_call.max, p.slow_share);
     }
     std::fprintf(out, "],\n   ");
     std::fprintf(out,

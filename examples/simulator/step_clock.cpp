@@ -56,7 +56,9 @@ double StepClock::cpu_now() {
 }
 
 StepClock::StepClock(bool profile)
-    : profile_(profile), calls_(profile ? size_t(CallKind::kCount) : 0) {
+    : profile_(profile),
+      calls_(profile ? size_t(CallKind::kCount) : 0),
+      step_kinds_s_(profile ? size_t(CallKind::kCount) : 0, 0.0) {
   // The median of back-to-back readings: what one reading adds to a segment.
   std::vector<double> d(101);
   for (double &x : d) {
@@ -85,13 +87,32 @@ void StepClock::end_step() {
   step_wall_.push_back(step_wall_s_);
   step_cpu_.push_back(step_cpu_s_);
   step_wall_s_ = step_cpu_s_ = 0;
+  if (!profile_) return;
+  kinds_by_step_.push_back(step_kinds_s_);
+  std::fill(step_kinds_s_.begin(), step_kinds_s_.end(), 0.0);
 }
 
 void StepClock::record(CallKind kind, double seconds) {
   calls_[size_t(kind)].push_back(seconds);
+  step_kinds_s_[size_t(kind)] += seconds;
 }
 
 std::vector<CallProfile> StepClock::profile() const {
+  // The slowest 1% of steps (at least one): each kind's time in them.
+  std::vector<double> slow(calls_.size(), 0.0);
+  double slow_all = 0;
+  if (!step_wall_.empty()) {
+    std::vector<size_t> order(step_wall_.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    const size_t n = std::max<size_t>(1, order.size() / 100);
+    std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(n), order.end(),
+                      [&](size_t a, size_t b) { return step_wall_[a] > step_wall_[b]; });
+    for (size_t i = 0; i < n; ++i)
+      for (size_t k = 0; k < slow.size(); ++k) {
+        slow[k] += kinds_by_step_[order[i]][k];
+        slow_all += kinds_by_step_[order[i]][k];
+      }
+  }
   std::vector<CallProfile> out;
   for (size_t k = 0; k < calls_.size(); ++k) {
     if (calls_[k].empty()) continue;
@@ -100,6 +121,7 @@ std::vector<CallProfile> StepClock::profile() const {
     p.calls = calls_[k].size();
     for (double s : calls_[k]) p.total_s += s;
     p.per_call = spread_us(calls_[k]);
+    p.slow_share = slow_all > 0 ? slow[k] / slow_all : 0.0;
     out.push_back(p);
   }
   return out;

@@ -31,6 +31,9 @@ struct CallProfile {
   uint64_t calls = 0;
   double total_s = 0;
   Spread per_call;  // us
+  // Share of this kind in the calls' time of the slowest 1% of steps (by
+  // the steps' wall time): what bounds the p99 step.
+  double slow_share = 0;
 };
 
 class StepClock {
@@ -73,6 +76,8 @@ class StepClock {
   double step_wall_s_ = 0, step_cpu_s_ = 0;
   std::vector<double> step_wall_, step_cpu_;
   std::vector<std::vector<double>> calls_;  // per kind, when profiling
+  std::vector<double> step_kinds_s_;        // this step's time per kind (profiling)
+  std::vector<std::vector<double>> kinds_by_step_;  // per step, per kind (profiling)
 };
 
 }  // namespace sim
