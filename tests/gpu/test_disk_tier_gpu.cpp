@@ -1,0 +1,146 @@
+// The disk tier on a CUDA cache: the store chain moves records between
+// device pools and the disk through pinned staging blocks (copy_tier), the
+// path the CPU tests reach only with set_direct_access(false). Blocks
+// written in device memory leave primary for the disk, the device blocks
+// are overwritten, and a later add loads them back on the caller's stream:
+// every byte equal. A second cache on the same directory (a restart) loads
+// them too. Two geometries: 128 KiB blocks and 24-byte ones (the copy
+// kernel's narrow path). Skips with the reason when no CUDA device is usable.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "core/cache.h"
+#include "kvcache/kvcache.h"
+
+namespace kvc {
+namespace {
+
+#define CUDA_OK_(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+uint8_t pattern(int32_t first_token, uint64_t block, uint64_t i) {
+  uint64_t x = uint64_t(uint32_t(first_token)) * 0x9E3779B97F4A7C15ull ^ block * 0xBF58476D1CE4E5B9ull ^ i;
+  x ^= x >> 31;
+  x *= 0x94D049BB133111EBull;
+  return uint8_t(x >> 29);
+}
+
+struct Geometry {
+  uint32_t layers, heads, dim, tokens_per_block;
+  kvc_dtype_t dtype;
+};
+
+class DiskTierGpu : public ::testing::TestWithParam<Geometry> {
+ protected:
+  void SetUp() override {
+    if ((kvc_features() & KVC_FEATURE_CUDA_DEVICE) == 0)
+      GTEST_SKIP() << "no usable CUDA device (kvc_features() = " << kvc_features() << ")";
+    char tmpl[] = "/tmp/kvc-disk-gpu-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    const Geometry g = GetParam();
+    config_.num_layers = g.layers;
+    config_.kv_heads = {g.heads};
+    config_.head_dim = g.dim;
+    config_.dtype = g.dtype;
+    config_.tokens_per_block = g.tokens_per_block;
+    config_.device_kind = KVC_DEVICE_CUDA;
+    config_.max_tokens = 8ull * g.tokens_per_block;
+    config_.partial_reuse = false;  // only full blocks are cached: exact counts
+    config_.stores.disk_dir = dir_;
+    config_.stores.disk_bytes = 64 * store_record_layout(config_, group_layers(config_)).record_bytes();
+    cache_ = std::make_unique<Cache>(config_);
+    ASSERT_NE(cache_->manager().stores(), nullptr);
+    CUDA_OK_(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  void TearDown() override {
+    cache_.reset();
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  BlockManager& m() { return cache_->manager(); }
+  uint64_t bytes() const { return cache_->pool(0).block_bytes(); }
+  std::vector<uint8_t> expected(int32_t first_token, uint64_t b) const {
+    std::vector<uint8_t> v(bytes());
+    for (uint64_t i = 0; i < v.size(); ++i) v[i] = pattern(first_token, b, i);
+    return v;
+  }
+  // Caches p's 4 full blocks with their pattern written on the device, then
+  // pushes them out of primary (8 new blocks in an 8-block cache) and
+  // overwrites every device block: only the disk holds p's KV.
+  void cache_on_disk(const std::vector<int32_t>& p) {
+    const uint32_t T = config_.tokens_per_block;
+    m().add(1, p.data(), p.size(), {}, stream_);
+    const Sequence& s1 = m().sequence(1);
+    for (uint64_t b = 0; b < 4; ++b) {
+      const auto v = expected(p[b * T], b);
+      CUDA_OK_(cudaMemcpyAsync(cache_->pool(0).block(s1.blocks[0][b]), v.data(), v.size(),
+                               cudaMemcpyHostToDevice, stream_));
+    }
+    CUDA_OK_(cudaStreamSynchronize(stream_));
+    m().commit(1, p.size());
+    m().remove(1);
+    std::vector<int32_t> q(8 * T);
+    std::iota(q.begin(), q.end(), 50000);
+    m().add(2, q.data(), q.size(), {}, stream_);
+    for (uint32_t blk : m().sequence(2).blocks[0])
+      CUDA_OK_(cudaMemsetAsync(cache_->pool(0).block(blk), 0x5A, bytes(), stream_));
+    CUDA_OK_(cudaStreamSynchronize(stream_));
+    m().remove(2);
+    m().stores()->flush();
+    m().check_invariants();
+  }
+  // Adds p again: its 4 blocks load from the disk; reads them back on the
+  // same stream and compares every byte.
+  void expect_loaded(uint64_t id, const std::vector<int32_t>& p) {
+    const uint32_t T = config_.tokens_per_block;
+    EXPECT_EQ(m().add(id, p.data(), p.size(), {}, stream_), 4u * T);
+    const Sequence& s = m().sequence(id);
+    std::vector<uint8_t> got(4 * bytes());
+    for (uint64_t b = 0; b < 4; ++b)
+      CUDA_OK_(cudaMemcpyAsync(got.data() + b * bytes(), cache_->pool(0).block(s.blocks[0][b]),
+                               bytes(), cudaMemcpyDeviceToHost, stream_));
+    CUDA_OK_(cudaStreamSynchronize(stream_));
+    for (uint64_t b = 0; b < 4; ++b)
+      EXPECT_EQ(std::memcmp(got.data() + b * bytes(), expected(p[b * T], b).data(), bytes()), 0)
+          << "loaded block " << b;
+    EXPECT_EQ(m().stores()->reports().at(0).onboarded_blocks, 4u);
+    EXPECT_EQ(cache_->device().async_error(stream_).status, KVC_OK);
+    m().check_invariants();
+  }
+
+  std::string dir_;
+  CacheConfig config_;
+  std::unique_ptr<Cache> cache_;
+  cudaStream_t stream_ = nullptr;
+};
+
+TEST_P(DiskTierGpu, DeviceBlocksGoToDiskAndComeBackBitForBit) {
+  std::vector<int32_t> p(4 * config_.tokens_per_block + 1);
+  std::iota(p.begin(), p.end(), 1000);
+  cache_on_disk(p);
+  expect_loaded(3, p);
+}
+
+TEST_P(DiskTierGpu, ANewCacheOnTheDirectoryLoadsThemOntoTheDevice) {
+  std::vector<int32_t> p(4 * config_.tokens_per_block + 1);
+  std::iota(p.begin(), p.end(), 7000);
+  cache_on_disk(p);
+  cache_.reset();  // the destructor drains the queue; the records stay
+  cache_ = std::make_unique<Cache>(config_);
+  expect_loaded(1, p);
+}
+
+INSTANTIATE_TEST_SUITE_P(Geometries, DiskTierGpu,
+                         ::testing::Values(Geometry{2, 8, 128, 16, KVC_DTYPE_BF16},  // 128 KiB
+                                           Geometry{1, 1, 3, 2, KVC_DTYPE_F16}));     // 24 bytes
+
+}  // namespace
+}  // namespace kvc
