@@ -23,6 +23,7 @@ struct Running {
   uint32_t generated = 0;   // tokens decoded so far (the prefill makes the first)
   uint64_t length = 0;      // tokens in the cache's sequence
   uint64_t computed = 0;    // tokens computed in this step
+  uint64_t committed = 0;   // tokens passed to the last commit
   uint32_t output_length = 0;
 };
 
@@ -111,7 +112,10 @@ void Scheduler::step() {
   // Removes running[i]: its computed blocks stay cached; it waits again at
   // the head of the queue and will be recomputed.
   auto preempt = [&](size_t i) {
+    Running &s = running[i];
     clock.start();
+    if (s.committed < s.length)  // commits are lazy (step 5)
+      clock.call(CallKind::kCommit, [&] { cache_.commit(s.request->id, s.length); });
     clock.call(CallKind::kRemove, [&] { cache_.remove(running[i].request->id); });
     clock.stop();
     waiting.push_front({running[i].request, running[i].generated});
@@ -232,11 +236,20 @@ void Scheduler::step() {
 
   // 5. Publish the computed blocks; every sequence emits one token, and
   // those that emitted their last one leave.
+  // A sequence commits when this step filled a block (a prompt, or the
+  // decode step that completes a block) and before it leaves, as a serving
+  // engine does: the decode steps between publish nothing, so they make no
+  // call (the same blocks are published in the same steps as committing
+  // every step would).
+  const uint64_t T = config_.tokens_per_block;
   clock.start();
-  for (const Running &s : running) {
-    clock.call(CallKind::kCommit, [&] { cache_.commit(s.request->id, s.length); });
-    if (s.generated + 1 >= s.output_length)
-      clock.call(CallKind::kRemove, [&] { cache_.remove(s.request->id); });
+  for (Running &s : running) {
+    const bool last = s.generated + 1 >= s.output_length;
+    if (last || s.length / T > s.committed / T) {
+      clock.call(CallKind::kCommit, [&] { cache_.commit(s.request->id, s.length); });
+      s.committed = s.length;
+    }
+    if (last) clock.call(CallKind::kRemove, [&] { cache_.remove(s.request->id); });
   }
   clock.stop();
   clock.end_step();
