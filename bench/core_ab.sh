@@ -21,7 +21,7 @@ JOBS=$(nproc)
 build() {  # tree -> build dir
   local b=$1/build-ab
   cmake -S "$1" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVCACHE_CUDA=OFF \
-    -DKVCACHE_REDIS=OFF -DKVCACHE_TEST_README=OFF >/dev/null
+    -DKVCACHE_REDIS=OFF -DKVCACHE_TEST_README=OFF -DKVCACHE_BUILD_BENCH=ON >/dev/null
   cmake --build "$b" -j"$JOBS" --target bench_core kvcache-sim >/dev/null
   echo "$b"
 }
