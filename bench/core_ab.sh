@@ -19,14 +19,17 @@ mkdir -p "$OUT"
 JOBS=$(nproc)
 
 build() {  # tree -> build dir
-  local b=$1/build-ab
-  cmake -S "$1" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVCACHE_CUDA=OFF \
-    -DKVCACHE_REDIS=OFF -DKVCACHE_TEST_README=OFF -DKVCACHE_BUILD_BENCH=ON >/dev/null
-  cmake --build "$b" -j"$JOBS" --target bench_core kvcache-sim >/dev/null
+  local b=$1/build-ab log=$OUT/build-$(basename "$1").log
+  if ! { cmake -S "$1" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVCACHE_CUDA=OFF \
+           -DKVCACHE_REDIS=OFF -DKVCACHE_TEST_README=OFF -DKVCACHE_BUILD_BENCH=ON &&
+         cmake --build "$b" -j"$JOBS" --target bench_core kvcache-sim; } >"$log" 2>&1; then
+    tail -30 "$log" >&2
+    exit 1
+  fi
   echo "$b"
 }
-B_OLD=$(build "$OLD")
-B_NEW=$(build "$NEW")
+B_OLD=$(build "$OLD") || exit 1
+B_NEW=$(build "$NEW") || exit 1
 
 SIMS=("unlimited|--memory unlimited" "12M|--memory 12000000" "40M|--memory 40000000"
       "12M+host40M|--memory 12000000 --host-cache 40000000")
