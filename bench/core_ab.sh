@@ -8,7 +8,10 @@
 #   bench/core_ab.sh OLD_TREE NEW_TREE [REPS] [TRACE]
 #
 # TRACE defaults to traces/conversation_trace.jsonl of NEW_TREE. Results go
-# to $OUT (default ./out/core_ab): the raw outputs and table.md.
+# to $OUT (default ./out/core_ab): the raw outputs and table.md. Runs are
+# pinned to one core (taskset -c $PIN, default 2) where taskset exists. On
+# the GPU machine, source tests/gpu/device_env.sh first (its DEPS is passed
+# as CMAKE_PREFIX_PATH).
 set -euo pipefail
 OLD=$(cd "$1" && pwd)
 NEW=$(cd "$2" && pwd)
@@ -17,11 +20,14 @@ TRACE=$(readlink -f "${4:-$NEW/traces/conversation_trace.jsonl}")
 OUT=${OUT:-$PWD/out}/core_ab
 mkdir -p "$OUT"
 JOBS=$(nproc)
+PIN=()
+command -v taskset >/dev/null && PIN=(taskset -c "${PIN_CORE:-2}")
 
 build() {  # tree -> build dir
   local b=$1/build-ab log=$OUT/build-$(basename "$1").log
   if ! { cmake -S "$1" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVCACHE_CUDA=OFF \
-           -DKVCACHE_REDIS=OFF -DKVCACHE_TEST_README=OFF -DKVCACHE_BUILD_BENCH=ON &&
+           -DKVCACHE_REDIS=OFF -DKVCACHE_TEST_README=OFF -DKVCACHE_BUILD_BENCH=ON \
+           ${DEPS:+-DCMAKE_PREFIX_PATH="$DEPS"} &&
          cmake --build "$b" -j"$JOBS" --target bench_core kvcache-sim; } >"$log" 2>&1; then
     tail -30 "$log" >&2
     exit 1
@@ -37,12 +43,12 @@ for rep in $(seq 1 "$REPS"); do
   for side in old new; do
     b=$B_OLD; [ $side = new ] && b=$B_NEW
     # bench_core: the rows a tree has (an old tree may lack the new ones).
-    "$b/bench/bench_core" --benchmark_filter='AddCached32K$|DecodeStep512|Evict1000|ChainedHash16/|Commit32KNew|AddNew128K' \
+    "${PIN[@]}" "$b/bench/bench_core" --benchmark_filter='AddCached32K$|DecodeStep512|Evict1000|ChainedHash16/|Commit32KNew|AddNew128K' \
       >"$OUT/core-$side-$rep.txt" 2>&1 || true
     for s in "${SIMS[@]}"; do
       name=${s%%|*}
       # shellcheck disable=SC2086
-      "$b/examples/simulator/kvcache-sim" --trace "$TRACE" --model tiny ${s#*|} --no-progress --json \
+      "${PIN[@]}" "$b/examples/simulator/kvcache-sim" --trace "$TRACE" --model tiny ${s#*|} --no-progress --json \
         >"$OUT/sim-$name-$side-$rep.json"
     done
   done
