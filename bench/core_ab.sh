@@ -10,8 +10,8 @@
 # TRACE defaults to traces/conversation_trace.jsonl of NEW_TREE. Results go
 # to $OUT (default ./out/core_ab): the raw outputs and table.md. Runs are
 # pinned to one core (taskset -c $PIN, default 2) where taskset exists. On
-# the GPU machine, source tests/gpu/device_env.sh first (its DEPS is passed
-# as CMAKE_PREFIX_PATH).
+# the GPU machine, source tests/gpu/device_env.sh first and pass its DEPS:
+#   source tests/gpu/device_env.sh && DEPS=$DEPS bench/core_ab.sh ...
 set -euo pipefail
 OLD=$(cd "$1" && pwd)
 NEW=$(cd "$2" && pwd)
@@ -25,6 +25,7 @@ command -v taskset >/dev/null && PIN=(taskset -c "${PIN_CORE:-2}")
 
 build() {  # tree -> build dir
   local b=$1/build-ab log=$OUT/build-$(basename "$1").log
+  rm -rf "$b"
   if ! { cmake -S "$1" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVCACHE_CUDA=OFF \
            -DKVCACHE_REDIS=OFF -DKVCACHE_TEST_README=OFF -DKVCACHE_BUILD_BENCH=ON \
            ${DEPS:+-DCMAKE_PREFIX_PATH="$DEPS"} &&
