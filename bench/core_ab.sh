@@ -39,12 +39,12 @@ B_OLD=$(build "$OLD") || exit 1
 B_NEW=$(build "$NEW") || exit 1
 
 SIMS=("unlimited|--memory unlimited" "12M|--memory 12000000" "40M|--memory 40000000"
-      "12M+host40M|--memory 12000000 --host-cache 40000000")
+      "12M-host40M|--memory 12000000 --host-cache 40000000")
 for rep in $(seq 1 "$REPS"); do
   for side in old new; do
     b=$B_OLD; [ $side = new ] && b=$B_NEW
     # bench_core: the rows a tree has (an old tree may lack the new ones).
-    "${PIN[@]}" "$b/bench/bench_core" --benchmark_filter='AddCached32K$|DecodeStep512|Evict1000|ChainedHash16/|Commit32KNew|AddNew128K' \
+    "${PIN[@]}" "$b/bench/bench_core" --benchmark_filter='AddCached32K/|DecodeStep512|Evict1000|ChainedHash16/|Commit32KNew|AddNew128K' \
       >"$OUT/core-$side-$rep.txt" 2>&1 || true
     for s in "${SIMS[@]}"; do
       name=${s%%|*}
@@ -64,7 +64,7 @@ figs = [("bookkeeping_cpu_us_p50", "CPU/step p50 us"), ("bookkeeping_cpu_us_p99"
         ("bookkeeping_cpu_us_p999", "CPU/step p99.9 us"), ("bookkeeping_us_p50", "wall/step p50 us"),
         ("bookkeeping_us_p99", "wall/step p99 us"), ("bookkeeping_us_max", "wall/step max us")]
 lines = ["| trace run | figure | before: median (min-max) | after: median (min-max) |", "|---|---|---|---|"]
-for name in ["unlimited", "12M", "40M", "12M+host40M"]:
+for name in ["unlimited", "12M", "40M", "12M-host40M"]:
     for key, label in figs:
         vals = {}
         for side in ["old", "new"]:
