@@ -1,5 +1,6 @@
 #include "core/batch_tables.h"
 
+#include <algorithm>
 #include <string>
 
 #include "base/error.h"
@@ -81,11 +82,14 @@ void write_sequence_lengths(const BlockManager& m, const uint64_t* ids, size_t c
 TableSize write_slot_mapping(BlockManager& m, uint32_t group, const uint64_t* ids, size_t count,
                              int64_t* slots, size_t capacity, int32_t* new_tokens) {
   check_group(m, group);
-  const uint64_t epoch = m.next_batch_epoch();
+  Sequence* const* seqs = m.claim_batch(ids, count);
   TableSize size;
   for (size_t i = 0; i < count; ++i) {
-    Sequence& s = m.sequence_for_batch(ids, i, epoch);
+    const Sequence& s = *seqs[i];
     size.needed += s.length() - s.slot_cursor[group];
+    // The block the first new slot reads, for the loop below.
+    if (s.slot_cursor[group] < s.length())
+      __builtin_prefetch(s.blocks[group].data() + s.slot_cursor[group] / m.tokens_per_block());
   }
   if (size.needed > capacity) {
     size.fits = false;
@@ -94,14 +98,24 @@ TableSize write_slot_mapping(BlockManager& m, uint32_t group, const uint64_t* id
   const uint64_t T = m.tokens_per_block();
   size_t at = 0;
   for (size_t i = 0; i < count; ++i) {
-    Sequence& s = m.sequence(ids[i]);
+    Sequence& s = *seqs[i];
     const auto& blocks = s.blocks[group];
     const uint64_t from = s.slot_cursor[group];
-    for (uint64_t pos = from; pos < s.length(); ++pos) {
-      const uint32_t blk = blocks[pos / T];  // kNoBlock: a windowed group released it
-      slots[at++] = pos < s.cached || blk == kNoBlock
-                        ? -1
-                        : int64_t(blk) * int64_t(T) + int64_t(pos % T);
+    const uint64_t end = s.length();
+    // Reused tokens (before s.cached) have no slot; then block by block (a
+    // prefill chunk is thousands of tokens: no division per token).
+    uint64_t pos = from;
+    for (const uint64_t reused = std::min(s.cached, end); pos < reused; ++pos) slots[at++] = -1;
+    while (pos < end) {
+      const uint64_t b = pos / T;
+      const uint64_t stop = std::min(end, (b + 1) * T);
+      const uint32_t blk = blocks[b];  // kNoBlock: a windowed group released it
+      if (blk == kNoBlock) {
+        for (; pos < stop; ++pos) slots[at++] = -1;
+      } else {
+        const int64_t first = int64_t(blk) * int64_t(T) - int64_t(b * T);  // + pos
+        for (; pos < stop; ++pos) slots[at++] = first + int64_t(pos);
+      }
     }
     if (new_tokens != nullptr) new_tokens[i] = int32_t(s.length() - from);
     s.slot_cursor[group] = s.length();

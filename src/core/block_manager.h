@@ -156,6 +156,9 @@ class BlockManager {
   Sequence& claim_for_batch(Sequence* s, const uint64_t* ids, size_t i, uint64_t epoch) {
     return seqs_.claim_for_batch(s, ids, i, epoch);
   }
+  Sequence* const* claim_batch(const uint64_t* ids, size_t count) {
+    return seqs_.claim_batch(ids, count);
+  }
 
   uint32_t num_groups() const { return layout_.num_groups(); }
   bool windowed(uint32_t g) const { return layout_.is_windowed(g); }

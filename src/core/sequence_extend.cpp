@@ -47,6 +47,28 @@ bool Sequences::try_extend(uint64_t id, const int32_t* tokens, uint64_t n, void*
   return true;
 }
 
+Sequence* const* Sequences::claim_batch(const uint64_t* ids, size_t count) {
+  const uint64_t epoch = next_batch_epoch();
+  constexpr size_t kSlotAhead = 16, kSeqAhead = 8;  // as try_extend_batch
+  batch_seqs_.resize(count);
+  Sequence** seqs = batch_seqs_.data();
+  for (size_t j = 0; j < std::min(count, kSlotAhead); ++j) seqs_.prefetch(ids[j]);
+  for (size_t j = 0; j < std::min(count, kSeqAhead); ++j) {
+    seqs[j] = seqs_.find(ids[j]);
+    if (seqs[j] != nullptr) prefetch_sequence(seqs[j]);
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (i + kSlotAhead < count) seqs_.prefetch(ids[i + kSlotAhead]);
+    if (i + kSeqAhead < count) {
+      Sequence* ahead = seqs_.find(ids[i + kSeqAhead]);
+      seqs[i + kSeqAhead] = ahead;
+      if (ahead != nullptr) prefetch_sequence(ahead);
+    }
+    claim_for_batch(seqs[i], ids, i, epoch);
+  }
+  return seqs;
+}
+
 bool Sequences::try_extend_batch(const uint64_t* ids, const int32_t* tokens, size_t count,
                                  void* stream) {
   // Plan. The lookups run ahead of the checks: table slots kSlotAhead ids

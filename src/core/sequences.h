@@ -99,6 +99,10 @@ class Sequences {
   uint64_t next_batch_epoch() { return ++batch_epoch_; }
   Sequence& sequence_for_batch(const uint64_t* ids, size_t i, uint64_t epoch);
   Sequence& claim_for_batch(Sequence* s, const uint64_t* ids, size_t i, uint64_t epoch);
+  // Every ids[i] claimed for one batch call (sequence_for_batch's checks,
+  // in index order), the lookups pipelined as in a decode step; the
+  // sequences, valid until the next batch call.
+  Sequence* const* claim_batch(const uint64_t* ids, size_t count);
 
   // The checker (sequences_check.cpp): each sequence's own invariants, and
   // what sequences and pins hold, into h (sized by the caller).
