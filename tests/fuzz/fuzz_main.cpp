@@ -7,11 +7,18 @@
 // Built four ways (CMakeLists.txt): kvcache_fuzz (any configuration),
 // kvcache_fuzz_hash8 (the library with 8-bit bucket hashes),
 // kvcache_fuzz_window_tier (KVC_FUZZ_WINDOW_TIER: every cache has a
-// windowed layer group and a host tier) and kvcache_fuzz_stateful
-// (KVC_FUZZ_STATEFUL: the stateful mode instead, fuzz_stateful.h).
+// windowed layer group and a host tier), kvcache_fuzz_disk (KVC_FUZZ_DISK:
+// every cache has a disk tier in a directory of its own, no windows) and
+// kvcache_fuzz_stateful (KVC_FUZZ_STATEFUL: the stateful mode instead,
+// fuzz_stateful.h).
+#include <stdlib.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "fuzz_emit.h"
@@ -20,6 +27,9 @@
 
 #ifndef KVC_FUZZ_WINDOW_TIER
 #define KVC_FUZZ_WINDOW_TIER 0
+#endif
+#ifndef KVC_FUZZ_DISK
+#define KVC_FUZZ_DISK 0
 #endif
 #ifndef KVC_FUZZ_STATEFUL
 #define KVC_FUZZ_STATEFUL 0
@@ -97,7 +107,10 @@ std::unique_ptr<CacheModel> make_cache(Input& in, int index) {
     if (window_mode == 0) window_mode = 1 + ((g >> 2) & 1);
     host = true;
   }
-  const bool reuse = ((g >> 4) & 7) != 7;
+  // A disk tier needs block reuse; its records hold every group's block of a
+  // full position, so this configuration has no windows.
+  if (KVC_FUZZ_DISK) window_mode = 0;
+  const bool reuse = KVC_FUZZ_DISK || ((g >> 4) & 7) != 7;
   const bool manual = (g >> 7) & 1;
   // Mostly 3-17 blocks, where every call evicts; one in 32 gets 40-68, so
   // a prompt can span more blocks than the prefix walk takes in one chunk
@@ -150,16 +163,32 @@ std::unique_ptr<CacheModel> make_cache(Input& in, int index) {
     emit_line("kvc_config_set_attention_windows(cfg, (const uint32_t[]){%u, %u}, %u);", w2[0], w2[1],
               window_mode == 2 ? 1 : 2);
   }
-  if (host) {
-    KVC_SET(kvc_config_set_host_cache_bytes, (1 + t % 8) * set_bytes + (t >> 5));
-    KVC_SET(kvc_config_set_secondary_offload_min_priority, kOffload[(t >> 3) & 3]);
-  }
+  if (host) KVC_SET(kvc_config_set_host_cache_bytes, (1 + t % 8) * set_bytes + (t >> 5));
+  // With a disk tier, a threshold that lets the default priority (35) go
+  // down: evicted blocks reach the disk.
+  if (host || KVC_FUZZ_DISK)
+    KVC_SET(kvc_config_set_secondary_offload_min_priority,
+            kOffload[(t >> 3) & (KVC_FUZZ_DISK ? 1 : 3)]);
 #undef KVC_SET
+  std::string disk_dir;
+  if (KVC_FUZZ_DISK) {
+    // Its own directory, removed with the cache: nothing carries over from
+    // one input to the next. Room for 2-17 records (a record is a block of
+    // every group plus a header well under 16 KiB).
+    char dir[] = "/tmp/kvc-fuzz-disk-XXXXXX";
+    if (mkdtemp(dir) == nullptr) finding("mkdtemp: %s", std::strerror(errno));
+    disk_dir = dir;
+    const uint64_t bytes = (2 + t % 16) * (set_bytes + 16384);
+    must(kvc_config_set_disk_cache(cfg, dir, bytes), "kvc_config_set_disk_cache");
+    emit_line("{ char d[] = \"/tmp/kvc-fuzz-disk-XXXXXX\"; "
+              "kvc_config_set_disk_cache(cfg, mkdtemp(d), %llu); }", (unsigned long long)bytes);
+  }
   if (t >= 0xF8) hostile_setter(cfg, t);
   must(kvc_config_validate(cfg), "kvc_config_validate of a valid config");
   emit_line("if (kvc_cache_create(cfg, &c[%d]) != KVC_OK) return 2;", index);
   emit_line("kvc_config_destroy(cfg);");
   auto model = std::make_unique<CacheModel>(index, cfg, host, manual, reuse, ring != 0);
+  model->disk_dir = disk_dir;
   kvc_config_destroy(cfg);
   return model;
 }
@@ -170,6 +199,17 @@ void report() {
                "checked to change nothing), %llu more API calls by the checks\n",
                (unsigned long long)g_count.inputs, (unsigned long long)g_count.calls,
                (unsigned long long)g_count.failed_calls, (unsigned long long)g_count.check_calls);
+#if KVC_FUZZ_DISK
+  const kvc_tier_stats_t& d = g_count.disk;
+  std::fprintf(stderr,
+               "kvcache_fuzz disk: %llu adds loaded %llu blocks from the disk tier; the tiers "
+               "were offered %llu blocks, stored %llu, dropped %llu, hit %llu, onboarded %llu, "
+               "rejected %llu\n",
+               (unsigned long long)g_count.disk_loads, (unsigned long long)g_count.disk_blocks,
+               (unsigned long long)d.offered_blocks, (unsigned long long)d.stored_blocks,
+               (unsigned long long)d.dropped_blocks, (unsigned long long)d.hits,
+               (unsigned long long)d.onboarded_blocks, (unsigned long long)d.rejected);
+#endif
 #if KVC_FUZZ_STATEFUL
   std::fprintf(stderr,
                "kvcache_fuzz stateful: %llu decodes compared, %llu injected allocation failures\n",

@@ -1,5 +1,7 @@
 #include "fuzz_model.h"
 
+#include <filesystem>
+
 #include "fuzz_emit.h"
 #include "fuzz_feedback.h"
 
@@ -116,7 +118,25 @@ const SeqState& Snapshot::seq(uint64_t id) const {
   return it->second;
 }
 
-CacheModel::~CacheModel() { kvc_cache_destroy(cache); }
+CacheModel::~CacheModel() {
+  if (!disk_dir.empty()) {
+    kvc_tier_stats_t d;
+    kvc_tier_stats_init(&d);
+    if (kvc_cache_get_tier_stats(cache, KVC_TIER_DISK, &d) == KVC_OK) {
+      g_count.disk.offered_blocks += d.offered_blocks;
+      g_count.disk.stored_blocks += d.stored_blocks;
+      g_count.disk.dropped_blocks += d.dropped_blocks;
+      g_count.disk.hits += d.hits;
+      g_count.disk.onboarded_blocks += d.onboarded_blocks;
+      g_count.disk.rejected += d.rejected;
+    }
+  }
+  kvc_cache_destroy(cache);
+  if (!disk_dir.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(disk_dir, ignored);
+  }
+}
 
 void CacheModel::elem(unsigned char* out, uint64_t h, uint32_t layer, uint32_t kv,
                       uint32_t head, uint32_t d) const {

@@ -34,6 +34,9 @@ struct Counters {
   uint64_t calls = 0;        // calls of the fuzzed program (hostile ones included)
   uint64_t check_calls = 0;  // calls the checks make (snapshots, K/V writes)
   uint64_t failed_calls = 0; // failed calls whose snapshot was compared
+  uint64_t disk_loads = 0;   // adds that loaded blocks from a disk tier
+  uint64_t disk_blocks = 0;  // blocks they loaded (checked bit for bit)
+  kvc_tier_stats_t disk{};   // the disk tiers' statistics, summed at destruction
 };
 extern Counters g_count;
 extern uint32_t g_op;  // the program's operation code, for feedback
@@ -112,6 +115,10 @@ class CacheModel {
   uint32_t elem_size = 0;
   bool host = false, manual_clock = false, block_reuse = true;
   bool events = false;  // an event ring: mirrored after every change (fuzz_events.h)
+  // A disk tier in this temporary directory ("": none), removed with the
+  // cache. Adds may then find more than the probe (which reads the tree
+  // only): blocks loaded from the disk, checked bit for bit as any reuse.
+  std::string disk_dir;
   EventMirror mirror;
   // One pool, or pools split statically: a pool's free and cached blocks
   // tell exactly what a call can have (with shared pages they move).

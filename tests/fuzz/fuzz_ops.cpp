@@ -106,7 +106,17 @@ void Program::add(bool and_commit) {
     if (!opts->c_decl(on).empty()) emit_line("%s", opts->c_decl(on).c_str());
     emit_line("const int32_t *t%d = %s;", on, c_ints(tp, std::min<uint64_t>(n, tokens.size())).c_str());
   }
-  // The probe first: what the add must find.
+  // With a disk tier, its queue written first, so what the add loads does
+  // not depend on the writer thread's timing; and the add's count is always
+  // asked (it may exceed the probe's).
+  if (!m.disk_dir.empty()) {
+    ++g_count.check_calls;
+    if (emitting()) emit_line("kvc_cache_flush_tiers(c[%d]);", m.index);
+    const kvc_status_t fs = kvc_cache_flush_tiers(m.cache);
+    if (fs != KVC_OK) finding("kvc_cache_flush_tiers: %s", kvc_last_error_message());
+    want_cached = true;
+  }
+  // The probe first: what the add must find (the tree's part).
   uint64_t probed = UINT64_MAX;
   if (tp != nullptr && n > 0 && n <= kMaxTokens) {
     if (emitting())
@@ -153,9 +163,19 @@ void Program::add(bool and_commit) {
         opts->describe().c_str(), kvc_status_string(st), (long long)(st == KVC_OK ? probed : -1));
   if (st != KVC_OK) return;
   if (probed == UINT64_MAX) finding("the add accepted what the probe just before refused");
-  if (want_cached && cached != probed)
-    finding("add found %llu tokens cached, the probe just before %llu", (unsigned long long)cached,
-            (unsigned long long)probed);
+  if (want_cached && cached != probed) {
+    // Only blocks loaded from a disk tier may add to the probe's count:
+    // whole blocks, the partial match (if any) given up for them.
+    if (m.disk_dir.empty() || cached < probed / m.T * m.T || cached % m.T != 0)
+      finding("add found %llu tokens cached, the probe just before %llu", (unsigned long long)cached,
+              (unsigned long long)probed);
+    else {
+      feedback(kTierMoves, 36, bucket((cached - probed) / m.T));  // disk loads
+      ++g_count.disk_loads;
+      g_count.disk_blocks += (cached - probed / m.T * m.T) / m.T;
+    }
+    probed = cached;
+  }
   SeqModel s;
   s.tokens = tokens;
   s.prompt_len = n;
