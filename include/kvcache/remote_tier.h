@@ -57,7 +57,8 @@ extern "C" {
  * database 0 by default; `%XX` escapes in user and password; no TLS). It is
  * parsed here; the server is reached at kvc_cache_create, which fails with
  * KVC_ERR_DEVICE when it cannot be reached within the connect timeout
- * ("cannot connect within N ms: Connection refused"), or with
+ * ("cannot connect within N ms: Connection refused"; a host name is first
+ * resolved within that timeout too: "cannot resolve 'host': ..."), or with
  * KVC_ERR_INVALID_ARGUMENT when it refuses the password ("AUTH refused:
  * WRONGPASS ...", or "NOAUTH" without one) or the database, or when `bytes`
  * is below one block's record, unless the tier is optional
@@ -88,7 +89,8 @@ KVC_API kvc_status_t kvc_config_get_remote_cache(const kvc_config_t *config, con
 
 /**
  * @brief The remote tier's timeouts: connecting (at create and each
- *        reconnect) and a lookup or a write batch, whole (all its round
+ *        reconnect; a host name's lookup and the connection each get
+ *        `connect_ms`) and a lookup or a write batch, whole (all its round
  *        trips together, not each). Defaults: 1000 and 1000 ms.
  *
  * A serving call waits at most `command_ms` for the tier (a lookup that

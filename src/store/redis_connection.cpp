@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "store/host_resolver.h"
 
 namespace kvc {
 
@@ -66,7 +67,13 @@ RedisArg::RedisArg(const char* s) : data(s), size(std::strlen(s)) {}
 std::unique_ptr<RedisConnection> RedisConnection::open(const RedisUrl& url,
                                                        std::chrono::milliseconds connect_timeout,
                                                        std::chrono::milliseconds command_timeout) {
-  redisContext* ctx = redisConnectWithTimeout(url.host.c_str(), url.port,
+  // The name first, within the connect timeout (hiredis's own lookup has
+  // none); then the connection, within it again.
+  const Resolved host = resolve_host(url.host, connect_timeout);
+  if (!host.ok)
+    fail(KVC_ERR_DEVICE, "remote tier " + url.display() + ": cannot resolve '" + url.host + "': " +
+                             host.error);
+  redisContext* ctx = redisConnectWithTimeout(host.address.c_str(), url.port,
                                               to_timeval(connect_timeout));
   if (ctx == nullptr) fail(KVC_ERR_OUT_OF_MEMORY, "remote tier: no memory for a connection");
   std::unique_ptr<RedisConnection> conn(new RedisConnection(ctx));
