@@ -7743,7 +7743,8 @@ extern "C" {
     #[doc = " database 0 by default; `%XX` escapes in user and password; no TLS). It is"]
     #[doc = " parsed here; the server is reached at kvc_cache_create, which fails with"]
     #[doc = " KVC_ERR_DEVICE when it cannot be reached within the connect timeout"]
-    #[doc = " (\"cannot connect within N ms: Connection refused\"), or with"]
+    #[doc = " (\"cannot connect within N ms: Connection refused\"; a host name is first"]
+    #[doc = " resolved within that timeout too: \"cannot resolve 'host': ...\"), or with"]
     #[doc = " KVC_ERR_INVALID_ARGUMENT when it refuses the password (\"AUTH refused:"]
     #[doc = " WRONGPASS ...\", or \"NOAUTH\" without one) or the database, or when `bytes`"]
     #[doc = " is below one block's record, unless the tier is optional"]
@@ -7781,7 +7782,8 @@ extern "C" {
 }
 extern "C" {
     #[doc = " @brief The remote tier's timeouts: connecting (at create and each"]
-    #[doc = "        reconnect) and a lookup or a write batch, whole (all its round"]
+    #[doc = "        reconnect; a host name's lookup and the connection each get"]
+    #[doc = "        `connect_ms`) and a lookup or a write batch, whole (all its round"]
     #[doc = "        trips together, not each). Defaults: 1000 and 1000 ms."]
     #[doc = ""]
     #[doc = " A serving call waits at most `command_ms` for the tier (a lookup that"]
