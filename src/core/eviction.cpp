@@ -265,9 +265,13 @@ void Eviction::evict_subtree(uint32_t node) {
 }
 
 void Eviction::empty_page(uint32_t pool, uint32_t page) {
+  const uint32_t bpp = residency_.pool(pool).blocks_per_page();
+  empty_range(pool, uint64_t(page) * bpp, uint64_t(page + 1) * bpp);
+}
+
+void Eviction::empty_range(uint32_t pool, uint64_t from, uint64_t to) {
   const BlockPool& bp = residency_.pool(pool);
-  const uint32_t bpp = bp.blocks_per_page();
-  for (uint32_t id = page * bpp; id < (page + 1) * bpp; ++id) {
+  for (uint32_t id = uint32_t(from); id < to; ++id) {
     const uint32_t node = bp.info(id).node;
     if (node == kNoNode) continue;  // free (an evicted subtree may have freed it)
     uint32_t group = UINT32_MAX;

@@ -120,6 +120,7 @@ class Eviction final : public Residency::Reclaimer {
   void refresh_order() override { expire_due(); }
   void evict_one(uint32_t pool) override;
   void empty_page(uint32_t pool, uint32_t page) override;
+  void empty_range(uint32_t pool, uint64_t from, uint64_t to) override;
 
   // --- What tiers do to the queues ------------------------------------------
   // An anchor victim moved to another tier: it leaves the anchor queue and
