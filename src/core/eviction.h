@@ -167,6 +167,9 @@ class Eviction final : public Residency::Reclaimer {
   template <bool kTiers, class TakeBlocks>
   bool retire(uint32_t node, PrefixIndex::ScopeRun& run, TakeBlocks&& take_blocks);
   void evict_subtree(uint32_t node);
+  // empty_page's walk: evict_subtree for full-attention blocks (the tree
+  // links children: pools share pages).
+  void empty_range_linked(uint32_t pool, uint64_t from, uint64_t to);
   // retire() of the next `count` victims (<= kEvictChunk), their blocks
   // still cached and out of the free lists: evicted_ lists them, one set
   // per victim.

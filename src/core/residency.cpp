@@ -181,6 +181,7 @@ void Residency::grow(const std::vector<uint64_t>& new_blocks, uint64_t new_pages
 void Residency::shrink(const std::vector<uint64_t>& new_blocks, uint64_t new_pages) {
   reclaimer_->refresh_order();
   if (arena_) {
+    if (new_pages >= arena_->num_pages()) return;
     for (uint32_t page = arena_->num_pages(); page > new_pages; --page)
       for (size_t p = 0; p < pools_.size(); ++p) {
         if (!pools_[p].owns_page(page - 1)) continue;
