@@ -75,10 +75,11 @@ void CpuDevice::commit(void* base, uint64_t from, uint64_t to) {
                                     " more bytes of host memory for the pool");
 }
 
-void CpuDevice::decommit(void* base, uint64_t from, uint64_t to) noexcept {
+uint64_t CpuDevice::decommit(void* base, uint64_t from, uint64_t to) noexcept {
   char* p = static_cast<char*>(base) + from;
   (void)madvise(p, to - from, MADV_DONTNEED);  // the pages go back now
   (void)mprotect(p, to - from, PROT_NONE);       // a stray access faults
+  return from;
 }
 
 void CpuDevice::unreserve(void* base, uint64_t max_bytes, uint64_t /*bytes*/) noexcept {

@@ -20,7 +20,7 @@ class CpuDevice final : public Device {
   uint64_t reserve_granularity() const override;
   void* reserve(uint64_t max_bytes, uint64_t bytes) override;
   void commit(void* base, uint64_t from, uint64_t to) override;
-  void decommit(void* base, uint64_t from, uint64_t to) noexcept override;
+  uint64_t decommit(void* base, uint64_t from, uint64_t to) noexcept override;
   void unreserve(void* base, uint64_t max_bytes, uint64_t bytes) noexcept override;
   void copy_blocks(void* pool_base, const BlockGeometry& geometry, const BlockCopy* copies,
                    size_t count, void* stream) override;

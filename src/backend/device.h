@@ -69,8 +69,10 @@ class Device {
   // Backs [from, to) of a reservation (from < to <= max_bytes). Throws
   // Error(KVC_ERR_OUT_OF_MEMORY) (fault site kAllocate) with nothing changed.
   virtual void commit(void* base, uint64_t from, uint64_t to);
-  // Returns the backing of [from, to) (its bytes are gone).
-  virtual void decommit(void* base, uint64_t from, uint64_t to) noexcept;
+  // Returns the backing of [from, to) (its bytes are gone), as far as the
+  // device can: it answers where the backed prefix ends now, between from
+  // and to (CUDA returns whole physical allocations only).
+  virtual uint64_t decommit(void* base, uint64_t from, uint64_t to) noexcept;
   // Releases a reservation whose first `bytes` are backed.
   virtual void unreserve(void* base, uint64_t max_bytes, uint64_t bytes) noexcept;
 

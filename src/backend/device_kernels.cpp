@@ -70,7 +70,7 @@ void* Device::reserve(uint64_t, uint64_t) {
 void Device::commit(void*, uint64_t, uint64_t) {
   fail(KVC_ERR_UNSUPPORTED, "the " + name() + " device cannot reserve address space");
 }
-void Device::decommit(void*, uint64_t, uint64_t) noexcept {}
+uint64_t Device::decommit(void*, uint64_t, uint64_t to) noexcept { return to; }
 void Device::unreserve(void*, uint64_t, uint64_t) noexcept {}
 
 }  // namespace kvc

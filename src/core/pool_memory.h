@@ -81,8 +81,7 @@ class PoolMemory {
   void trim() {
     const uint64_t want = round_up(bytes());
     if (!growable_ || want >= backed_) return;
-    device_->decommit(base_, want, backed_);
-    backed_ = want;
+    backed_ = device_->decommit(base_, want, backed_);
   }
   void set_num_blocks(uint64_t n) { num_blocks_.store(n, std::memory_order_relaxed); }
 
