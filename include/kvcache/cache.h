@@ -219,7 +219,7 @@ KVC_API kvc_status_t kvc_cache_layer_view(const kvc_cache_t *cache,
  */
 typedef struct kvc_resize_inputs {
   uint32_t struct_size;      /**< sizeof(kvc_resize_inputs_t) of the caller. */
-  uint32_t reserved0;        /**< Must be 0 (alignment). */
+  uint32_t reserved;        /**< Must be 0 (alignment). */
   double free_gpu_memory_fraction; /**< Share of what is left, in (0, 1]. */
   uint64_t free_bytes;       /**< Free device memory measured by the caller;
                                   0: the device's free memory now plus the

@@ -135,8 +135,8 @@ KVC_API kvc_status_t kvc_cache_plan_resize(const kvc_cache_t* cache,
     kvc_resize_inputs_t defaults{};
     defaults.free_gpu_memory_fraction = 0.9;
     const kvc_resize_inputs_t in = read_sized(inputs, defaults, "inputs");
-    if (in.reserved0 != 0)
-      kvc::invalid_argument("inputs->reserved0 must be 0, got " + std::to_string(in.reserved0));
+    if (in.reserved != 0)
+      kvc::invalid_argument("inputs->reserved must be 0, got " + std::to_string(in.reserved));
     require(out, "out");
     if (pool_blocks == nullptr && pool_capacity != 0)
       kvc::invalid_argument("pool_blocks is NULL but pool_capacity is " +

@@ -114,9 +114,9 @@ static void test_plan_follows_the_formula(void **state) {
                "out must not be NULL");
   assert_fails(kvc_cache_plan_resize(NULL, &in, &plan, NULL, 0), KVC_ERR_INVALID_ARGUMENT,
                "cache");
-  in.reserved0 = 1;
+  in.reserved = 1;
   assert_fails(kvc_cache_plan_resize(cache, &in, &plan, NULL, 0), KVC_ERR_INVALID_ARGUMENT,
-               "inputs->reserved0 must be 0, got 1");
+               "inputs->reserved must be 0, got 1");
   kvc_cache_destroy(cache);
 }
 
