@@ -3,7 +3,9 @@
 # .device-deps): a Release build of the GPU tests, the resize C and C++
 # tests and bench_resize; every GPU test (the pools are now VMM-mapped
 # wherever the driver allows, so all of them exercise it),
-# compute-sanitizer memcheck over the resize and pool tests, then
+# compute-sanitizer memcheck over the resize and pool tests (but the one
+# whose cuMemCreate fails on purpose: memcheck counts a failed API call as
+# an error), then
 # bench_resize. Logs under $OUT.
 set -uo pipefail
 source tests/gpu/device_env.sh
@@ -28,7 +30,7 @@ echo "== C and C++ resize tests, test_foundation (CUDA paths)"
 echo "== memcheck (resize + pool tests)"
 t0=$(date +%s)
 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 99 "$BUILD/tests/gpu/kvcache_gpu_tests" \
-  --gtest_filter='CudaResize.*:CudaPool.*' --gtest_brief=1 >"$OUT/memcheck.log" 2>&1
+  --gtest_filter='CudaResize.*:CudaPool.*:-CudaResize.AGrowBeyond*' --gtest_brief=1 >"$OUT/memcheck.log" 2>&1
 echo "memcheck rc $? in $(( $(date +%s) - t0 )) s"; tail -8 "$OUT/memcheck.log"
 echo "== bench_resize"
 t0=$(date +%s)
