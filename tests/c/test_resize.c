@@ -71,6 +71,13 @@ static void test_plan_follows_the_formula(void **state) {
   kvc_resize_inputs_t in;
   kvc_resize_inputs_init(&in);
   assert_true(in.free_gpu_memory_fraction == 0.9);
+  const kvc_resize_inputs_t macro = KVC_RESIZE_INPUTS_INIT;
+  assert_int_equal(macro.struct_size, in.struct_size);
+  assert_true(macro.free_gpu_memory_fraction == in.free_gpu_memory_fraction);
+  kvc_resize_plan_t zero;
+  kvc_resize_plan_init(&zero);
+  const kvc_resize_plan_t plan_macro = KVC_RESIZE_PLAN_INIT;
+  assert_memory_equal(&zero, &plan_macro, sizeof zero);
   in.free_bytes = 200000;
   in.non_paged_bytes = 40000;
   in.forward_bytes = 60000;
