@@ -7,6 +7,7 @@
 #include "backend/cuda_entry.h"
 #include "cuda/cuda_check.h"
 #include "cuda/growth_memory.h"
+#include "cuda/pool_reservations.h"
 #include "cuda/stateful_kernels.h"
 
 namespace kvc {
@@ -49,6 +50,7 @@ CudaDevice::CudaDevice(int32_t ordinal) : ordinal_(ordinal) {
   cuda_check(cudaMemset(errors_, 0, sizeof(KernelErrorRecord)), "cudaMemset");
   cuda_check(cudaEventCreateWithFlags(&tier_event_, cudaEventDisableTiming), "cudaEventCreate");
   growth_ = std::make_unique<GrowthMemory>(ordinal);
+  reservations_ = std::make_unique<PoolReservations>(ordinal);
 }
 
 CudaDevice::~CudaDevice() {
@@ -56,6 +58,7 @@ CudaDevice::~CudaDevice() {
   // the pool complete on their own (cudaMemPoolDestroy).
   cudaSetDevice(ordinal_);
   growth_.reset();
+  reservations_.reset();
   if (pool_ != nullptr) cudaMemPoolDestroy(pool_);
   deallocate(errors_);
   if (tier_event_ != nullptr) cudaEventDestroy(tier_event_);
@@ -89,6 +92,45 @@ void* CudaDevice::allocate(uint64_t bytes) {
   }
   note_allocated(FaultSite::kAllocate, p);
   return p;
+}
+
+uint64_t CudaDevice::reserve_granularity() const { return reservations_->granularity(); }
+
+void* CudaDevice::reserve(uint64_t max_bytes, uint64_t bytes) {
+  activate();
+  if (inject(FaultSite::kAllocate))
+    fail(KVC_ERR_OUT_OF_MEMORY, "reserving " + std::to_string(max_bytes) + " bytes backed by " +
+                                    std::to_string(bytes) + " on " + name_ +
+                                    " failed (injected fault)");
+  const char* why = "";
+  void* p = reservations_->reserve(max_bytes, bytes, &why);
+  if (p == nullptr)
+    fail(KVC_ERR_OUT_OF_MEMORY, "reserving " + std::to_string(max_bytes) + " bytes backed by " +
+                                    std::to_string(bytes) + " on " + name_ + " failed: " + why);
+  note_allocated(FaultSite::kAllocate, p);
+  return p;
+}
+
+void CudaDevice::commit(void* base, uint64_t from, uint64_t to) {
+  activate();
+  if (inject(FaultSite::kAllocate))
+    fail(KVC_ERR_OUT_OF_MEMORY, "backing " + std::to_string(to - from) + " more pool bytes on " +
+                                    name_ + " failed (injected fault)");
+  const char* why = "";
+  if (!reservations_->commit(base, from, to, &why))
+    fail(KVC_ERR_OUT_OF_MEMORY, "backing " + std::to_string(to - from) + " more pool bytes on " +
+                                    name_ + " failed: " + why);
+}
+
+uint64_t CudaDevice::decommit(void* base, uint64_t from, uint64_t /*to*/) noexcept {
+  cudaSetDevice(ordinal_);
+  return reservations_->decommit(base, from);
+}
+
+void CudaDevice::unreserve(void* base, uint64_t /*max_bytes*/, uint64_t /*bytes*/) noexcept {
+  note_released(FaultSite::kAllocate, base);
+  cudaSetDevice(ordinal_);
+  reservations_->unreserve(base);
 }
 
 void CudaDevice::deallocate(void* ptr) noexcept {

@@ -1,5 +1,7 @@
-// The CUDA backend's Device: a pool in cudaMalloc memory on one GPU; copies
-// and kernels enqueued on the caller's stream.
+// The CUDA backend's Device: pools in device memory on one GPU (reserved
+// address ranges backed through the driver's virtual memory API where it
+// is there, so they can grow in place; cudaMalloc otherwise); copies and
+// kernels enqueued on the caller's stream.
 #pragma once
 
 #include <memory>
@@ -14,6 +16,7 @@
 namespace kvc {
 
 class GrowthMemory;
+class PoolReservations;
 
 class CudaDevice final : public Device {
  public:
@@ -29,6 +32,14 @@ class CudaDevice final : public Device {
 
   void* allocate(uint64_t bytes) override;
   void deallocate(void* ptr) noexcept override;
+  // Growable pools through the driver's virtual memory API
+  // (pool_reservations.h); granularity 0 without it (then pools are
+  // cudaMalloc'd and a resize is refused).
+  uint64_t reserve_granularity() const override;
+  void* reserve(uint64_t max_bytes, uint64_t bytes) override;
+  void commit(void* base, uint64_t from, uint64_t to) override;
+  uint64_t decommit(void* base, uint64_t from, uint64_t to) noexcept override;
+  void unreserve(void* base, uint64_t max_bytes, uint64_t bytes) noexcept override;
   void copy_blocks(void* pool_base, const BlockGeometry& geometry, const BlockCopy* copies,
                    size_t count, void* stream) override;
   // Pinned, mapped host memory (cudaHostAlloc), reachable from kernels.
@@ -83,6 +94,8 @@ class CudaDevice final : public Device {
   void* tier_stream_ = nullptr;
   // The buffers of allocate_on (stateful growth).
   std::unique_ptr<GrowthMemory> growth_;
+  // The growable pools' address ranges and their physical memory.
+  std::unique_ptr<PoolReservations> reservations_;
   // The fallback of allocate_on without the virtual memory API: this
   // device's own, trimmed before each allocation so that buffers freed by
   // earlier, completed work go back to the driver instead of staying

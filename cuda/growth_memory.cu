@@ -2,6 +2,8 @@
 
 #include <cuda.h>
 
+#include "cuda/vmm_driver.h"
+
 #include <algorithm>
 #include <mutex>
 
@@ -9,76 +11,15 @@ namespace kvc {
 
 namespace {
 
-// The driver functions, found once per process.
-struct Driver {
-  decltype(&cuDeviceGet) device_get = nullptr;
-  decltype(&cuDeviceGetAttribute) device_attribute = nullptr;
-  decltype(&cuMemGetAllocationGranularity) granularity = nullptr;
-  decltype(&cuMemAddressReserve) reserve = nullptr;
-  decltype(&cuMemAddressFree) address_free = nullptr;
-  decltype(&cuMemCreate) create = nullptr;
-  decltype(&cuMemRelease) release = nullptr;
-  decltype(&cuMemMap) map = nullptr;
-  decltype(&cuMemUnmap) unmap = nullptr;
-  decltype(&cuMemSetAccess) set_access = nullptr;
-  bool complete = false;
-};
-
-template <class F>
-bool find(const char* name, F* fn) {
-  void* p = nullptr;
-  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-  // The ABI of these functions has not changed since CUDA 10.2; ask for 12.0's.
-  if (cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &found) !=
-          cudaSuccess ||
-      found != cudaDriverEntryPointSuccess || p == nullptr) {
-    cudaGetLastError();
-    return false;
-  }
-  *fn = reinterpret_cast<F>(p);
-  return true;
-}
-
-const Driver& driver() {
-  static Driver d;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    d.complete = find("cuDeviceGet", &d.device_get) &&
-                 find("cuDeviceGetAttribute", &d.device_attribute) &&
-                 find("cuMemGetAllocationGranularity", &d.granularity) &&
-                 find("cuMemAddressReserve", &d.reserve) &&
-                 find("cuMemAddressFree", &d.address_free) && find("cuMemCreate", &d.create) &&
-                 find("cuMemRelease", &d.release) && find("cuMemMap", &d.map) &&
-                 find("cuMemUnmap", &d.unmap) && find("cuMemSetAccess", &d.set_access);
-  });
-  return d;
-}
-
-CUmemAllocationProp properties(int ordinal) {
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = ordinal;
-  return prop;
-}
+using Driver = VmmDriver;
+const Driver& driver() { return vmm_driver(); }
+CUmemAllocationProp properties(int ordinal) { return vmm_properties(ordinal); }
 
 }  // namespace
 
 GrowthMemory::GrowthMemory(int ordinal) : ordinal_(ordinal) {
-  const Driver& d = driver();
-  if (!d.complete) return;
-  CUdevice dev = 0;
-  int vmm = 0;
-  if (d.device_get(&dev, ordinal) != CUDA_SUCCESS ||
-      d.device_attribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev) !=
-          CUDA_SUCCESS ||
-      vmm == 0)
-    return;
-  const CUmemAllocationProp prop = properties(ordinal);
-  size_t g = 0;
-  if (d.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || g == 0) return;
-  granularity_ = g;
-  available_ = true;
+  granularity_ = vmm_granularity(ordinal);
+  available_ = granularity_ != 0;
 }
 
 GrowthMemory::~GrowthMemory() {

@@ -227,6 +227,19 @@ func (c *Config) PrimaryBytes() (n uint64, err error) {
 	return n, err
 }
 
+// SetMaxPrimaryBytes sets the most primary bytes Cache.Resize may grow the
+// pools to (0 = the budget at creation); the pools reserve that much
+// address space at creation.
+func (c *Config) SetMaxPrimaryBytes(n uint64) error {
+	return c.with("kvc_config_set_max_primary_bytes", func(h kvc.Config) error { return kvc.Kvc_config_set_max_primary_bytes(h, n) })
+}
+
+// MaxPrimaryBytes is the ceiling of Cache.Resize (0 = the budget at creation).
+func (c *Config) MaxPrimaryBytes() (n uint64, err error) {
+	err = c.with("kvc_config_get_max_primary_bytes", func(h kvc.Config) error { return kvc.Kvc_config_get_max_primary_bytes(h, &n) })
+	return n, err
+}
+
 // SetMaxTokens bounds the primary pool in tokens per layer (0 = none).
 func (c *Config) SetMaxTokens(n uint64) error {
 	return c.with("kvc_config_set_max_tokens", func(h kvc.Config) error { return kvc.Kvc_config_set_max_tokens(h, n) })

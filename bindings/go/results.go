@@ -39,6 +39,17 @@ static kvc_cache_desc_t_result kvcgo_cache_describe(uintptr_t cache) {
   return r;
 }
 
+KVCGO_RESULT(kvc_resize_plan_t);
+static kvc_resize_plan_t_result kvcgo_cache_plan_resize(uintptr_t cache, uintptr_t inputs,
+                                                         uint64_t *pools, size_t capacity) {
+  kvc_resize_plan_t_result r;
+  kvc_resize_plan_init(&r.v);
+  r.status = kvc_cache_plan_resize((const kvc_cache_t *)cache, (const kvc_resize_inputs_t *)inputs,
+                                   &r.v, pools, capacity);
+  r.msg = kvcgo_message(r.status);
+  return r;
+}
+
 KVCGO_RESULT(kvc_group_desc_t);
 static kvc_group_desc_t_result kvcgo_cache_describe_group(uintptr_t cache, uint32_t group) {
   kvc_group_desc_t_result r;
@@ -213,6 +224,28 @@ func describeCache(h kvc.Cache, op string) (CacheDesc, error) {
 		HostCacheBytes:   uint64(r.v.host_cache_bytes),
 		DeviceFreeBytes:  uint64(r.v.device_free_bytes),
 		DeviceTotalBytes: uint64(r.v.device_total_bytes),
+	}, nil
+}
+
+// planResize: kvc_cache_plan_resize with the SWIG inputs struct at inputs
+// and room for numPools pool counts.
+func planResize(h kvc.Cache, op string, inputs uintptr, numPools uint32) (ResizePlan, error) {
+	pools := make([]uint64, numPools+1)
+	r := C.kvcgo_cache_plan_resize(C.uintptr_t(h), C.uintptr_t(inputs),
+		(*C.uint64_t)(unsafe.Pointer(&pools[0])), C.size_t(numPools))
+	if err := resultError(op, r.status, r.msg); err != nil {
+		return ResizePlan{}, err
+	}
+	return ResizePlan{
+		FreeBytes:       uint64(r.v.free_bytes),
+		MemForPaged:     uint64(r.v.mem_for_paged),
+		PrimaryBytes:    uint64(r.v.primary_bytes),
+		MaxPrimaryBytes: uint64(r.v.max_primary_bytes),
+		BlocksPerGroup:  uint64(r.v.blocks_per_group),
+		TokenCapacity:   uint64(r.v.token_capacity),
+		NumBlocks:       uint64(r.v.num_blocks),
+		TotalBytes:      uint64(r.v.total_bytes),
+		PoolBlocks:      pools[:uint32(r.v.num_pools)],
 	}, nil
 }
 

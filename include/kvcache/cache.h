@@ -209,6 +209,125 @@ KVC_API kvc_status_t kvc_cache_layer_view(const kvc_cache_t *cache,
                                           uint32_t layer,
                                           kvc_layer_view_t *out);
 
+/* ===================================================================== */
+/* Resizing the primary pools in place                                   */
+/* ===================================================================== */
+
+/**
+ * @brief What AutoDeploy measures after a forward pass (its phase 6).
+ *        Transparent; begins with struct_size. @since 0.3.0
+ */
+typedef struct kvc_resize_inputs {
+  uint32_t struct_size;      /**< sizeof(kvc_resize_inputs_t) of the caller. */
+  uint32_t reserved;        /**< Must be 0 (alignment). */
+  double free_gpu_memory_fraction; /**< Share of what is left, in (0, 1]. */
+  uint64_t free_bytes;       /**< Free device memory measured by the caller;
+                                  0: the device's free memory now plus the
+                                  bytes of this cache's primary pools (what
+                                  shutting the cache down would free, as the
+                                  seed does before measuring). */
+  uint64_t non_paged_bytes;  /**< Memory outside the paged pools that must
+                                  stay (unpaged resources, other buffers). */
+  uint64_t forward_bytes;    /**< Activation memory of the forward pass. */
+} kvc_resize_inputs_t;
+
+/** Static initializer for kvc_resize_inputs_t (fraction 0.9, as the config's default). */
+#define KVC_RESIZE_INPUTS_INIT {sizeof(kvc_resize_inputs_t), 0, 0.9, 0, 0, 0}
+
+/** @brief Zeroes `inputs`, sets struct_size and the fraction 0.9. @since 0.3.0 */
+KVC_API void kvc_resize_inputs_init(kvc_resize_inputs_t *inputs);
+
+/**
+ * @brief The primary pools a resize would give. Transparent; begins with
+ *        struct_size. @since 0.3.0
+ */
+typedef struct kvc_resize_plan {
+  uint32_t struct_size;       /**< sizeof(kvc_resize_plan_t) of the caller. */
+  uint32_t num_pools;         /**< Pools (entries of pool_blocks). */
+  uint64_t free_bytes;        /**< The free memory the formula used. */
+  uint64_t mem_for_paged;     /**< The formula's result, in bytes. */
+  uint64_t primary_bytes;     /**< What to pass to kvc_cache_resize:
+                                   mem_for_paged held to max_primary_bytes. */
+  uint64_t max_primary_bytes; /**< The cache's ceiling (see kvc_cache_resize). */
+  uint64_t blocks_per_group;  /**< Blocks every layer group gets. */
+  uint64_t token_capacity;    /**< Tokens every layer can hold. */
+  uint64_t num_blocks;        /**< Blocks over all pools (with shared pages:
+                                   the id bounds of every pool). */
+  uint64_t total_bytes;       /**< Bytes the pools take (<= primary_bytes). */
+} kvc_resize_plan_t;
+
+#define KVC_RESIZE_PLAN_INIT {sizeof(kvc_resize_plan_t), 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+/** @brief Zeroes `plan` and sets its struct_size. @since 0.3.0 */
+KVC_API void kvc_resize_plan_init(kvc_resize_plan_t *plan);
+
+/**
+ * @brief Plans a resize from measured memory, changing nothing.
+ *
+ * The primary bytes are AutoDeploy's (seed 004, phase 6), exactly:
+ *
+ *     mem_for_paged = (free_mem - non_paged - forward_mem) * free_gpu_fraction
+ *
+ * with free_mem = inputs->free_bytes, non_paged = inputs->non_paged_bytes,
+ * forward_mem = inputs->forward_bytes, free_gpu_fraction =
+ * inputs->free_gpu_memory_fraction, rounded down to a byte. The plan is that
+ * of kvc_cache_resize(cache, plan->primary_bytes), primary_bytes being
+ * mem_for_paged held to the cache's ceiling: every layer group gets
+ * primary_bytes / (bytes of one block of every group) blocks, as at
+ * creation; with pools sharing pages, primary_bytes / page bytes pages.
+ * @param pool_blocks the blocks of each pool (their id bounds with shared
+ *        pages) go to pool_blocks[0 .. min(num_pools, pool_capacity)); may
+ *        be NULL when pool_capacity is 0.
+ * @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (NULL, a fraction outside
+ *         (0, 1], non_paged + forward above free, free_bytes 0 on a device
+ *         that reports no free memory (the CPU backend), or primary bytes
+ *         that hold no block of every layer group). Reads only.
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_cache_plan_resize(const kvc_cache_t *cache,
+                                           const kvc_resize_inputs_t *inputs,
+                                           kvc_resize_plan_t *out,
+                                           uint64_t *pool_blocks,
+                                           size_t pool_capacity);
+
+/**
+ * @brief Resizes the primary pools in place to `primary_bytes`.
+ *
+ * Pools reserve the address space of their ceiling at creation (the
+ * config's max_primary_bytes, at least the budget at creation) and back
+ * a prefix of it (CUDA: the driver's virtual memory management; CPU:
+ * mmap PROT_NONE + mprotect), so base pointers, layer views and CUDA
+ * graphs captured against them stay valid across resizes. The new size is
+ * planned as at creation (see kvc_cache_plan_resize).
+ *
+ * Block ids never change: every block in use and every cached block whose
+ * id lies below the new end keeps its id and its bytes.
+ *  - Growing adds blocks at the end of every pool (each layer group gets
+ *    the same number, as at creation). They are handed out after the free
+ *    blocks already there, so the low ids fill first. With pools that
+ *    share pages (layer groups of different block bytes, no host tier) the
+ *    new pages join the shared arena free, and each pool takes them as it
+ *    needs blocks; pages still move between pools as before.
+ *  - Shrinking cuts the last ids of every pool (the last pages of a shared
+ *    arena). Cached blocks there are evicted by the usual eviction paths
+ *    (counted in evicted_blocks, REMOVED events, offered to the block
+ *    stores; a full-attention block takes its node's cached descendants
+ *    with it, leaves first). They are dropped, not moved to the host tier.
+ *    A block in use there refuses the shrink: KVC_ERR_OUT_OF_BLOCKS, the
+ *    message naming the block; remove the sequences holding it and retry.
+ * Kernels must not run on blocks past the new end of a shrink; a kernel
+ * or layer view taken before a grow sees only the old blocks (its
+ * num_blocks), the same bytes at the same addresses.
+ * @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (NULL, primary bytes that hold
+ *         no block of every group or fewer pages than pools, or above the
+ *         ceiling); KVC_ERR_OUT_OF_BLOCKS (a block in use past the new
+ *         end); KVC_ERR_OUT_OF_MEMORY (the device could not back the
+ *         growth); KVC_ERR_UNSUPPORTED (a device that reserves no address
+ *         space). Nothing changed on failure.
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_cache_resize(kvc_cache_t *cache, uint64_t primary_bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -233,6 +233,22 @@ KVC_API kvc_status_t kvc_config_get_primary_bytes(const kvc_config_t *config,
                                                   uint64_t *out);
 
 /**
+ * @brief The most primary bytes kvc_cache_resize may grow the pools to;
+ *        0 (default) = the budget at creation.
+ *
+ * The pools reserve this much address space at creation (no memory) and
+ * the prefix tree is sized for it. Below the budget at creation it counts
+ * as that budget. A device that cannot reserve address space refuses a
+ * ceiling above the budget at creation (KVC_ERR_UNSUPPORTED).
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_config_set_max_primary_bytes(kvc_config_t *config,
+                                                      uint64_t bytes);
+/** @brief Ceiling of kvc_cache_resize (0 = the budget at creation). @since 0.3.0 */
+KVC_API kvc_status_t kvc_config_get_max_primary_bytes(const kvc_config_t *config,
+                                                      uint64_t *out);
+
+/**
  * @brief Upper bound on the primary pool in tokens per layer; 0 = none.
  * @since 0.1.0
  */

@@ -4,6 +4,9 @@
 #include <cstring>
 #include <new>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "backend/cpu_kernels.h"
 #include "backend/kernel_checks.h"
 #include "base/error.h"
@@ -42,6 +45,46 @@ void* CpuDevice::allocate_host(uint64_t bytes) {
 void CpuDevice::deallocate_host(void* ptr) noexcept {
   note_released(FaultSite::kAllocateHost, ptr);
   std::free(ptr);
+}
+
+uint64_t CpuDevice::reserve_granularity() const { return uint64_t(sysconf(_SC_PAGESIZE)); }
+
+void* CpuDevice::reserve(uint64_t max_bytes, uint64_t bytes) {
+  if (inject(FaultSite::kAllocate))
+    fail(KVC_ERR_OUT_OF_MEMORY, "could not reserve " + std::to_string(max_bytes) +
+                                    " bytes of address space for the pool (injected fault)");
+  void* p = mmap(nullptr, max_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    fail(KVC_ERR_OUT_OF_MEMORY,
+         "could not reserve " + std::to_string(max_bytes) + " bytes of address space for the pool");
+  if (bytes != 0 && mprotect(p, bytes, PROT_READ | PROT_WRITE) != 0) {
+    munmap(p, max_bytes);
+    fail(KVC_ERR_OUT_OF_MEMORY,
+         "could not back " + std::to_string(bytes) + " bytes of host memory for the pool");
+  }
+  note_allocated(FaultSite::kAllocate, p);
+  return p;
+}
+
+void CpuDevice::commit(void* base, uint64_t from, uint64_t to) {
+  if (inject(FaultSite::kAllocate))
+    fail(KVC_ERR_OUT_OF_MEMORY, "could not back " + std::to_string(to - from) +
+                                    " more bytes of host memory for the pool (injected fault)");
+  if (mprotect(static_cast<char*>(base) + from, to - from, PROT_READ | PROT_WRITE) != 0)
+    fail(KVC_ERR_OUT_OF_MEMORY, "could not back " + std::to_string(to - from) +
+                                    " more bytes of host memory for the pool");
+}
+
+uint64_t CpuDevice::decommit(void* base, uint64_t from, uint64_t to) noexcept {
+  char* p = static_cast<char*>(base) + from;
+  (void)madvise(p, to - from, MADV_DONTNEED);  // the pages go back now
+  (void)mprotect(p, to - from, PROT_NONE);       // a stray access faults
+  return from;
+}
+
+void CpuDevice::unreserve(void* base, uint64_t max_bytes, uint64_t /*bytes*/) noexcept {
+  note_released(FaultSite::kAllocate, base);
+  munmap(base, max_bytes);
 }
 
 void CpuDevice::copy_blocks(void* pool_base, const BlockGeometry& g, const BlockCopy* copies,

@@ -15,6 +15,13 @@ class CpuDevice final : public Device {
 
   void* allocate(uint64_t bytes) override;
   void deallocate(void* ptr) noexcept override;
+  // Growable pools: address space reserved with mmap(PROT_NONE), backed at
+  // its end with mprotect and returned with madvise(MADV_DONTNEED) (pages).
+  uint64_t reserve_granularity() const override;
+  void* reserve(uint64_t max_bytes, uint64_t bytes) override;
+  void commit(void* base, uint64_t from, uint64_t to) override;
+  uint64_t decommit(void* base, uint64_t from, uint64_t to) noexcept override;
+  void unreserve(void* base, uint64_t max_bytes, uint64_t bytes) noexcept override;
   void copy_blocks(void* pool_base, const BlockGeometry& geometry, const BlockCopy* copies,
                    size_t count, void* stream) override;
   void* allocate_host(uint64_t bytes) override;

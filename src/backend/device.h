@@ -55,6 +55,27 @@ class Device {
   virtual void* allocate(uint64_t bytes) = 0;
   virtual void deallocate(void* ptr) noexcept = 0;
 
+  // Growable pool memory (kvc_cache_resize): `max_bytes` of address space
+  // reserved once, of which a prefix is backed by memory. The base never
+  // moves, so pointers into the backed prefix (layer views, a CUDA graph's
+  // arguments) stay valid while the prefix grows or shrinks at its end.
+  // reserve_granularity() is the unit every size below is a multiple of; 0
+  // means this device cannot reserve (then pools are allocate()d and a
+  // resize is refused as unsupported).
+  virtual uint64_t reserve_granularity() const { return 0; }
+  // Reserves max_bytes and backs the first `bytes`. Throws
+  // Error(KVC_ERR_OUT_OF_MEMORY) (fault site kAllocate), nothing reserved.
+  virtual void* reserve(uint64_t max_bytes, uint64_t bytes);
+  // Backs [from, to) of a reservation (from < to <= max_bytes). Throws
+  // Error(KVC_ERR_OUT_OF_MEMORY) (fault site kAllocate) with nothing changed.
+  virtual void commit(void* base, uint64_t from, uint64_t to);
+  // Returns the backing of [from, to) (its bytes are gone), as far as the
+  // device can: it answers where the backed prefix ends now, between from
+  // and to (CUDA returns whole physical allocations only).
+  virtual uint64_t decommit(void* base, uint64_t from, uint64_t to) noexcept;
+  // Releases a reservation whose first `bytes` are backed.
+  virtual void unreserve(void* base, uint64_t max_bytes, uint64_t bytes) noexcept;
+
   // Copies between blocks of one pool laid out as `geometry`, enqueued on
   // `stream`. Sources and destinations must not overlap.
   virtual void copy_blocks(void* pool_base, const BlockGeometry& geometry,

@@ -60,3 +60,17 @@ uint64_t Device::stateful_decode_workspace_bytes(const DecodeWork& work) const {
 }
 
 }  // namespace kvc
+
+namespace kvc {
+
+// A device without reserve_granularity() reserves nothing.
+void* Device::reserve(uint64_t, uint64_t) {
+  fail(KVC_ERR_UNSUPPORTED, "the " + name() + " device cannot reserve address space");
+}
+void Device::commit(void*, uint64_t, uint64_t) {
+  fail(KVC_ERR_UNSUPPORTED, "the " + name() + " device cannot reserve address space");
+}
+uint64_t Device::decommit(void*, uint64_t, uint64_t to) noexcept { return to; }
+void Device::unreserve(void*, uint64_t, uint64_t) noexcept {}
+
+}  // namespace kvc

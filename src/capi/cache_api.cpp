@@ -6,6 +6,7 @@
 
 using kvc::capi::guarded;
 using kvc::capi::require;
+using kvc::capi::read_sized;
 using kvc::capi::write_sized;
 
 using kvc::capi::cache_of;
@@ -117,6 +118,51 @@ KVC_API kvc_status_t kvc_cache_layer_view(const kvc_cache_t* cache, uint32_t lay
     d.head_stride = v.head_stride;
     write_sized(out, d, "out");
   });
+}
+
+KVC_API void kvc_resize_inputs_init(kvc_resize_inputs_t* inputs) {
+  init_sized(inputs);
+  if (inputs != nullptr) inputs->free_gpu_memory_fraction = 0.9;
+}
+KVC_API void kvc_resize_plan_init(kvc_resize_plan_t* plan) { init_sized(plan); }
+
+KVC_API kvc_status_t kvc_cache_plan_resize(const kvc_cache_t* cache,
+                                           const kvc_resize_inputs_t* inputs,
+                                           kvc_resize_plan_t* out, uint64_t* pool_blocks,
+                                           size_t pool_capacity) {
+  return guarded([&] {
+    const kvc::Cache& c = cache_of(cache);
+    kvc_resize_inputs_t defaults{};
+    defaults.free_gpu_memory_fraction = 0.9;
+    const kvc_resize_inputs_t in = read_sized(inputs, defaults, "inputs");
+    if (in.reserved != 0)
+      kvc::invalid_argument("inputs->reserved must be 0, got " + std::to_string(in.reserved));
+    require(out, "out");
+    if (pool_blocks == nullptr && pool_capacity != 0)
+      kvc::invalid_argument("pool_blocks is NULL but pool_capacity is " +
+                            std::to_string(pool_capacity));
+    kvc::ResizeInputs r;
+    r.free_bytes = in.free_bytes;
+    r.non_paged_bytes = in.non_paged_bytes;
+    r.forward_bytes = in.forward_bytes;
+    r.fraction = in.free_gpu_memory_fraction;
+    kvc_resize_plan_t d{};
+    const kvc::MemoryPlan plan = c.plan_for(r, &d.mem_for_paged, &d.free_bytes);
+    d.num_pools = uint32_t(plan.pool_blocks.size());
+    d.primary_bytes = plan.budget_bytes;
+    d.max_primary_bytes = plan.max_budget_bytes;
+    d.blocks_per_group = plan.blocks_per_group;
+    d.token_capacity = plan.token_capacity;
+    for (uint64_t b : plan.pool_blocks) d.num_blocks += b;
+    d.total_bytes = plan.total_bytes;
+    write_sized(out, d, "out");
+    for (size_t p = 0; p < plan.pool_blocks.size() && p < pool_capacity; ++p)
+      pool_blocks[p] = plan.pool_blocks[p];
+  });
+}
+
+KVC_API kvc_status_t kvc_cache_resize(kvc_cache_t* cache, uint64_t primary_bytes) {
+  return guarded([&] { cache_of(cache).resize(primary_bytes); });
 }
 
 }  // extern "C"

@@ -133,6 +133,7 @@ KVC_CONFIG_ACCESSORS(layout, kvc_layout_t, Cfg::check_layout(v))
 KVC_CONFIG_ACCESSORS(tokens_per_block, uint32_t, Cfg::check_tokens_per_block(v))
 KVC_CONFIG_ACCESSORS(primary_bytes, uint64_t, (void)v)
 KVC_CONFIG_ACCESSORS(max_tokens, uint64_t, (void)v)
+KVC_CONFIG_ACCESSORS(max_primary_bytes, uint64_t, (void)v)
 KVC_CONFIG_ACCESSORS(free_gpu_memory_fraction, double, Cfg::check_fraction(v))
 KVC_CONFIG_ACCESSORS(host_cache_bytes, uint64_t, (void)v)
 KVC_CONFIG_ACCESSORS(secondary_offload_min_priority, uint32_t,

@@ -24,10 +24,11 @@ uint32_t tree_capacity(const LayerGrouping& grouping,
     else if (!any_full) any_full = true, ref = g;
   }
   const uint32_t pool = grouping.groups[ref].pool;
-  if (!any_window) return uint32_t(memory[pool]->num_blocks() / grouping.pools[pool].groups.size());
-  if (any_full) return uint32_t(memory[pool]->num_blocks());
+  // Sized for the pools' ceiling (kvc_cache_resize may grow them).
+  if (!any_window) return uint32_t(memory[pool]->max_blocks() / grouping.pools[pool].groups.size());
+  if (any_full) return uint32_t(memory[pool]->max_blocks());
   uint64_t total = 0;
-  for (const auto& m : memory) total += m->num_blocks();
+  for (const auto& m : memory) total += m->max_blocks();
   return uint32_t(std::min<uint64_t>(2 * total, UINT32_MAX - 2));
 }
 
@@ -178,6 +179,16 @@ void BlockManager::advance_clock(uint64_t ms) {
     invalid_argument("milliseconds (" + std::to_string(ms) + ") would overflow the clock, now at " +
                      std::to_string(time.now_ms()) + " ms");
   eviction_.advance_clock(ms);
+  debug_check();
+}
+
+void BlockManager::grow_pools(const std::vector<uint64_t>& pool_blocks, uint64_t num_pages) {
+  residency_.grow(pool_blocks, num_pages);
+  debug_check();
+}
+
+void BlockManager::shrink_pools(const std::vector<uint64_t>& pool_blocks, uint64_t num_pages) {
+  residency_.shrink(pool_blocks, num_pages);
   debug_check();
 }
 

@@ -44,6 +44,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/device.h"
@@ -136,6 +137,19 @@ class BlockManager {
   void drain_events(kvc_event_t* out, size_t capacity, int32_t* tokens, size_t token_capacity,
                     kvc_event_drain_t& result);
   void snapshot(std::vector<kvc_snapshot_entry_t>& out, uint64_t* event_id) const;
+
+  // --- Resizing the primary pools (kvc_cache_resize) ----------------------
+  // The pools' new ends (pool_blocks, or num_pages with an arena). "" when
+  // the blocks in use allow them, else why not (nothing changed).
+  std::string resize_refusal(const std::vector<uint64_t>& pool_blocks, uint64_t num_pages) const {
+    return residency_.cut_in_use(pool_blocks, num_pages);
+  }
+  // A grow's bookkeeping, the memory backed already; cannot fail.
+  void grow_pools(const std::vector<uint64_t>& pool_blocks, uint64_t num_pages);
+  // A shrink: evicts the cached blocks past the new ends by the usual
+  // paths (counted, REMOVED events, offered to the block stores), then
+  // drops those ids; resize_refusal() must be "".
+  void shrink_pools(const std::vector<uint64_t>& pool_blocks, uint64_t num_pages);
 
   CacheStats stats() const;
   GroupStats group_stats(uint32_t group) const;

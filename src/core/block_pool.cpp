@@ -2,21 +2,38 @@
 
 namespace kvc {
 
-BlockPool::BlockPool(uint64_t num_blocks) : blocks_(num_blocks) {
-  free_.reserve(num_blocks);
+BlockPool::BlockPool(uint64_t num_blocks, uint64_t max_blocks)
+    : blocks_(max_blocks < num_blocks ? num_blocks : max_blocks), size_(num_blocks) {
+  free_.reserve(blocks_.size());
   // Lowest ids are handed out first.
   for (uint64_t i = num_blocks; i > 0; --i) free_.push_back(uint32_t(i - 1));
 }
 
 BlockPool::BlockPool(PageArena& arena, uint32_t blocks_per_page)
-    : blocks_(uint64_t(arena.num_pages()) * blocks_per_page),
+    : blocks_(uint64_t(arena.max_pages()) * blocks_per_page),
       arena_(&arena),
       bpp_(blocks_per_page),
       free_pos_(blocks_.size(), UINT32_MAX),
-      page_free_(arena.num_pages(), 0),
-      page_in_use_(arena.num_pages(), 0),
-      page_owned_(arena.num_pages(), 0) {
+      page_free_(arena.max_pages(), 0),
+      page_in_use_(arena.max_pages(), 0),
+      page_owned_(arena.max_pages(), 0) {
   free_.reserve(blocks_.size());
+}
+
+void BlockPool::grow(uint64_t n) {
+  std::vector<uint32_t> added;
+  added.reserve(n - size_);
+  for (uint64_t i = n; i > size_; --i) added.push_back(uint32_t(i - 1));
+  free_.insert(free_.begin(), added.begin(), added.end());  // within the reserved capacity
+  size_ = n;
+}
+
+void BlockPool::shrink(uint64_t n) {
+  size_t k = 0;
+  for (uint32_t id : free_)
+    if (id < n) free_[k++] = id;
+  free_.resize(k);
+  size_ = n;
 }
 
 void BlockPool::give_page(uint32_t page) {

@@ -27,12 +27,25 @@ struct BlockInfo {
 
 class BlockPool {
  public:
-  explicit BlockPool(uint64_t num_blocks);
+  // Room for max_blocks (a resize's ceiling), num_blocks of them present.
+  BlockPool(uint64_t num_blocks, uint64_t max_blocks);
   // A paged pool: ids [0, arena pages * blocks_per_page), no page owned yet.
   BlockPool(PageArena& arena, uint32_t blocks_per_page);
 
-  uint64_t capacity() const { return paged() ? owned_blocks_ : blocks_.size(); }
-  uint64_t id_bound() const { return blocks_.size(); }
+  uint64_t capacity() const { return paged() ? owned_blocks_ : size_; }
+  uint64_t id_bound() const { return paged() ? uint64_t(arena_->num_pages()) * bpp_ : size_; }
+
+  // Resizing an unpaged pool (kvc_cache_resize). grow: ids [capacity, n)
+  // join free, beneath the free blocks there (handed out after them).
+  // shrink: ids [n, capacity) leave; each must be free. Neither allocates.
+  void grow(uint64_t n);
+  void shrink(uint64_t n);
+  // First block in use at or past id `from` (kNoBlock-sized: none).
+  uint64_t first_in_use_from(uint64_t from) const {
+    for (uint64_t id = from; id < id_bound(); ++id)
+      if (blocks_[id].ref != 0) return id;
+    return UINT64_MAX;
+  }
   uint64_t num_free() const { return free_.size(); }
   uint64_t num_cached() const { return cached_; }
   uint64_t num_in_use() const { return in_use_; }
@@ -135,7 +148,8 @@ class BlockPool {
   }
   void remove_free(uint32_t id);
 
-  BigArray<BlockInfo> blocks_;
+  BigArray<BlockInfo> blocks_;   // sized for the ceiling
+  uint64_t size_ = 0;            // unpaged: the ids present
   std::vector<uint32_t> free_;  // stack; capacity reserved for every block
   uint64_t cached_ = 0;
   uint64_t in_use_ = 0;

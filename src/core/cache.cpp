@@ -1,5 +1,7 @@
 #include "core/cache.h"
 
+#include <algorithm>
+
 #include "base/error.h"
 
 namespace kvc {
@@ -28,16 +30,33 @@ Cache::Cache(const CacheConfig& cfg, std::unique_ptr<Device> device) : config_(c
   device_memory_ = device_->memory_info();
   plan_ = plan_memory(config_, grouping_, device_memory_.free_bytes);
   host_plan_ = plan_host_memory(config_, grouping_);
+  // Pools reserve the address space of their ceiling where the device can
+  // (kvc_cache_resize then backs or returns memory at their end).
+  growable_ = device_->reserve_granularity() != 0;
+  if (!growable_ && plan_.max_budget_bytes > plan_.budget_bytes)
+    fail(KVC_ERR_UNSUPPORTED, "max_primary_bytes (" + std::to_string(config_.max_primary_bytes) +
+                                  ") asks for pools that grow, but the " + device_->name() +
+                                  " device cannot reserve address space for them");
   if (plan_.num_pages != 0) {
     // One allocation; every pool views it with its own block stride.
-    arena_memory_ = std::make_unique<PoolMemory>(*device_, plan_.page_bytes, plan_.num_pages);
+    arena_memory_ =
+        growable_ ? std::make_unique<PoolMemory>(*device_, plan_.page_bytes, plan_.num_pages,
+                                                 plan_.max_pages)
+                  : std::make_unique<PoolMemory>(*device_, plan_.page_bytes, plan_.num_pages);
     for (size_t p = 0; p < grouping_.pools.size(); ++p)
-      pools_.push_back(std::make_unique<PoolMemory>(
-          arena_memory_->base(), grouping_.pools[p].block_bytes, plan_.pool_blocks[p]));
+      pools_.push_back(std::make_unique<PoolMemory>(arena_memory_->base(),
+                                                     grouping_.pools[p].block_bytes,
+                                                     plan_.pool_blocks[p],
+                                                     growable_ ? plan_.max_pool_blocks[p]
+                                                               : plan_.pool_blocks[p]));
   } else {
     for (size_t p = 0; p < grouping_.pools.size(); ++p)
-      pools_.push_back(std::make_unique<PoolMemory>(*device_, grouping_.pools[p].block_bytes,
-                                                     plan_.pool_blocks[p]));
+      pools_.push_back(growable_ ? std::make_unique<PoolMemory>(
+                                       *device_, grouping_.pools[p].block_bytes,
+                                       plan_.pool_blocks[p], plan_.max_pool_blocks[p])
+                                 : std::make_unique<PoolMemory>(
+                                       *device_, grouping_.pools[p].block_bytes,
+                                       plan_.pool_blocks[p]));
   }
   if (host_plan_.blocks_per_group > 0)
     for (size_t p = 0; p < grouping_.pools.size(); ++p)
@@ -186,6 +205,58 @@ void Cache::advance_clock(uint64_t milliseconds) {
 void Cache::reset_reuse() {
   Lock lock(mutex_);
   manager_->reset_reuse();
+}
+
+MemoryPlan Cache::plan() const {
+  Lock lock(mutex_);
+  return plan_;
+}
+
+void Cache::resize(uint64_t bytes) {
+  Lock lock(mutex_);
+  if (!growable_)
+    fail(KVC_ERR_UNSUPPORTED, "the " + device_->name() +
+                                  " device cannot resize pools in place (it reserves no "
+                                  "address space for them)");
+  const MemoryPlan next = plan_resize(grouping_, plan_, bytes, config_.tokens_per_block);
+  const std::string why = manager_->resize_refusal(next.pool_blocks, next.num_pages);
+  if (!why.empty())
+    fail(KVC_ERR_OUT_OF_BLOCKS,
+         "cannot resize the primary pools to " + std::to_string(bytes) + " bytes: " + why);
+  // Back the growth of every pool first: the one step that can fail.
+  std::vector<PoolMemory*> owners;
+  if (arena_memory_) owners.push_back(arena_memory_.get());
+  else
+    for (auto& p : pools_) owners.push_back(p.get());
+  try {
+    for (size_t i = 0; i < owners.size(); ++i)
+      owners[i]->back(arena_memory_ ? next.num_pages : next.pool_blocks[i]);
+  } catch (...) {
+    for (PoolMemory* m : owners) m->trim();  // what was backed for nothing goes back
+    throw;
+  }
+  // Then the bookkeeping (cannot fail), the counts, and the memory a shrink freed.
+  manager_->shrink_pools(next.pool_blocks, next.num_pages);
+  manager_->grow_pools(next.pool_blocks, next.num_pages);
+  if (arena_memory_) arena_memory_->set_num_blocks(next.num_pages);
+  for (size_t p = 0; p < pools_.size(); ++p) pools_[p]->set_num_blocks(next.pool_blocks[p]);
+  for (PoolMemory* m : owners) m->trim();
+  plan_ = next;
+}
+
+MemoryPlan Cache::plan_for(ResizeInputs in, uint64_t* formula_bytes, uint64_t* free_bytes) const {
+  Lock lock(mutex_);
+  if (in.free_bytes == 0) {
+    const uint64_t device_free = device_->memory_info().free_bytes;
+    if (device_free == 0)
+      invalid_argument("free_bytes is 0 and the " + device_->name() +
+                       " device reports no free memory: pass the free memory you measured");
+    in.free_bytes = device_free + plan_.total_bytes;
+  }
+  *free_bytes = in.free_bytes;
+  *formula_bytes = mem_for_paged(in);
+  return plan_resize(grouping_, plan_, std::min(*formula_bytes, plan_.max_budget_bytes),
+                     config_.tokens_per_block);
 }
 
 void Cache::check_invariants() const {

@@ -45,7 +45,8 @@ class Cache {
 
   const CacheConfig& config() const { return config_; }
   const LayerGrouping& grouping() const { return grouping_; }
-  const MemoryPlan& plan() const { return plan_; }
+  // The memory plan now (a copy under the lock: kvc_cache_resize changes it).
+  MemoryPlan plan() const;
   const HostPlan& host_plan() const { return host_plan_; }
   const DeviceMemoryInfo& device_memory_at_creation() const { return device_memory_; }
   Device& device() const { return *device_; }
@@ -84,6 +85,19 @@ class Cache {
   uint64_t probe(const int32_t* tokens, uint64_t num_tokens, const SequenceOptions& options) const;
   void advance_clock(uint64_t milliseconds);
   void reset_reuse();
+  // kvc_cache_resize: the primary pools to the plan_resize() of `bytes`, in
+  // place (memory_plan.h, cache.h's C documentation). Throws
+  // KVC_ERR_OUT_OF_BLOCKS when a block in use lies past a new end,
+  // KVC_ERR_OUT_OF_MEMORY when the device cannot back the growth,
+  // KVC_ERR_UNSUPPORTED on a device that reserves no address space; nothing
+  // changed then.
+  void resize(uint64_t bytes);
+  // kvc_cache_plan_resize: mem_for_paged() of `in` (free_bytes 0: the
+  // device's free memory now plus the primary bytes this cache holds, what
+  // the seed's shutdown of the old cache would free), and the plan of
+  // kvc_cache_resize for it, held to the ceiling. *formula_bytes and
+  // *free_bytes get the formula's result and the free memory it used.
+  MemoryPlan plan_for(ResizeInputs in, uint64_t* formula_bytes, uint64_t* free_bytes) const;
   void check_invariants() const;
   CacheStats stats() const;
   GroupSummary group_stats(uint32_t group) const;
@@ -119,6 +133,7 @@ class Cache {
   DeviceMemoryInfo device_memory_;
   MemoryPlan plan_;
   std::unique_ptr<PoolMemory> arena_memory_;  // pools of different block bytes share it
+  bool growable_ = false;                     // the pools reserve their ceiling
   HostPlan host_plan_;
   std::vector<std::unique_ptr<PoolMemory>> pools_;
   std::vector<std::unique_ptr<PoolMemory>> host_pools_;

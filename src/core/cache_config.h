@@ -26,6 +26,7 @@ struct CacheConfig {
   int32_t device_ordinal = 0;
   uint64_t primary_bytes = 0;  // 0: no byte bound
   uint64_t max_tokens = 0;     // 0: no token bound
+  uint64_t max_primary_bytes = 0;  // ceiling of kvc_cache_resize; 0: the budget at creation
   double free_gpu_memory_fraction = 0.9;
   uint64_t host_cache_bytes = 0;
   uint32_t secondary_offload_min_priority = 35;

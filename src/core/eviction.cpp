@@ -265,9 +265,57 @@ void Eviction::evict_subtree(uint32_t node) {
 }
 
 void Eviction::empty_page(uint32_t pool, uint32_t page) {
+  const uint32_t bpp = residency_.pool(pool).blocks_per_page();
+  empty_range_linked(pool, uint64_t(page) * bpp, uint64_t(page + 1) * bpp);
+}
+
+void Eviction::empty_range(uint32_t pool, uint64_t from, uint64_t to) {
+  // A resize's cut (the tree may not link children): windowed slots go on
+  // their own; the nodes of full-attention blocks go with every primary
+  // descendant, found by walking each live node's ancestors, deepest first
+  // (so each is a leaf when evicted, as evict_subtree does).
   const BlockPool& bp = residency_.pool(pool);
-  const uint32_t bpp = bp.blocks_per_page();
-  for (uint32_t id = page * bpp; id < (page + 1) * bpp; ++id) {
+  std::vector<uint8_t> fate(tree_.id_bound(), 0);  // 0 unknown, 1 goes, 2 stays
+  bool any = false;
+  for (uint64_t id = from; id < to; ++id) {
+    const uint32_t node = bp.info(uint32_t(id)).node;
+    if (node == kNoNode) continue;
+    uint32_t group = UINT32_MAX;
+    for (uint32_t g = 0; g < layout_.num_groups() && group == UINT32_MAX; ++g)
+      if (layout_.group_pool[g] == pool && tree_.block(node, g) == id) group = g;
+    if (layout_.is_windowed(group)) {
+      evict_window_slot(node, group);
+    } else {
+      fate[node] = 1;
+      any = true;
+    }
+  }
+  if (!any) return;
+  std::vector<std::pair<uint32_t, uint32_t>> doomed;  // (depth, node)
+  std::vector<uint32_t> path;
+  for (uint32_t n = 1; n < tree_.id_bound(); ++n) {
+    if (!tree_.node(n).live || !index_.in_primary(n)) continue;
+    uint32_t a = n;
+    path.clear();
+    while (a != RadixTree::kRoot && fate[a] == 0) {
+      path.push_back(a);
+      a = tree_.node(a).parent;
+    }
+    const uint8_t f = a == RadixTree::kRoot ? 2 : fate[a];
+    for (uint32_t p : path) fate[p] = f;
+    if (fate[n] != 1) continue;
+    uint32_t depth = 0;
+    for (a = n; a != RadixTree::kRoot; a = tree_.node(a).parent) ++depth;
+    doomed.emplace_back(depth, n);
+  }
+  std::sort(doomed.begin(), doomed.end(), std::greater<>());
+  for (const auto& d : doomed)
+    if (tree_.node(d.second).live && index_.in_primary(d.second)) evict_node(d.second);
+}
+
+void Eviction::empty_range_linked(uint32_t pool, uint64_t from, uint64_t to) {
+  const BlockPool& bp = residency_.pool(pool);
+  for (uint32_t id = uint32_t(from); id < to; ++id) {
     const uint32_t node = bp.info(id).node;
     if (node == kNoNode) continue;  // free (an evicted subtree may have freed it)
     uint32_t group = UINT32_MAX;

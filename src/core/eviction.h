@@ -122,6 +122,7 @@ class Eviction final : public Residency::Reclaimer {
   void refresh_order() override { expire_due(); }
   void evict_one(uint32_t pool) override;
   void empty_page(uint32_t pool, uint32_t page) override;
+  void empty_range(uint32_t pool, uint64_t from, uint64_t to) override;
 
   // --- What tiers do to the queues ------------------------------------------
   // An anchor victim moved to another tier: it leaves the anchor queue and
@@ -168,6 +169,9 @@ class Eviction final : public Residency::Reclaimer {
   template <bool kTiers, class TakeBlocks>
   bool retire(uint32_t node, PrefixIndex::ScopeRun& run, TakeBlocks&& take_blocks);
   void evict_subtree(uint32_t node);
+  // empty_page's walk: evict_subtree for full-attention blocks (the tree
+  // links children: pools share pages).
+  void empty_range_linked(uint32_t pool, uint64_t from, uint64_t to);
   // retire() of the next `count` victims (<= kEvictChunk), their blocks
   // still cached and out of the free lists: evicted_ lists them, one set
   // per victim.

@@ -25,7 +25,7 @@ HostTier::HostTier(const GroupLayout& layout, const LayerGrouping& grouping, Pre
       host_memory_(host_memory),
       policy_(index.tree().id_bound()),
       min_priority_(min_priority) {
-  for (const auto& m : host_memory) pools_.emplace_back(m->num_blocks());
+  for (const auto& m : host_memory) pools_.emplace_back(m->num_blocks(), m->num_blocks());
   excluded_.assign(tree_.id_bound(), 0);
   gone_primary_.assign(tree_.id_bound(), 0);
   gone_host_.assign(tree_.id_bound(), 0);

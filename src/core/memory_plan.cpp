@@ -9,13 +9,13 @@
 
 namespace kvc {
 
-namespace {
-
 uint64_t block_set_bytes(const LayerGrouping& grouping) {
   uint64_t bytes = 0;  // one block of every group
   for (const LayerGroup& g : grouping.groups) bytes += g.geometry.block_bytes;
   return bytes;
 }
+
+namespace {
 
 // Block ids are int32 in block tables.
 uint64_t max_blocks_per_group(const LayerGrouping& grouping) {
@@ -76,6 +76,7 @@ MemoryPlan plan_memory(const CacheConfig& cfg, const LayerGrouping& grouping,
   const uint64_t max_blocks = max_blocks_per_group(grouping);
   if (plan.blocks_per_group > max_blocks) plan.blocks_per_group = max_blocks;
   plan.token_capacity = plan.blocks_per_group * cfg.tokens_per_block;
+  plan.max_budget_bytes = std::max(plan.budget_bytes, cfg.max_primary_bytes);
   // With a host tier the pools keep the static split: moving pages between
   // pools is not combined with moving blocks between tiers (yet).
   if (grouping.pools.size() > 1 && cfg.host_cache_bytes == 0) {
@@ -94,8 +95,70 @@ MemoryPlan plan_memory(const CacheConfig& cfg, const LayerGrouping& grouping,
       plan.num_pages = pages;
       plan.total_bytes = pages * lcm;
       for (const PoolShape& p : grouping.pools) plan.pool_blocks.push_back(pages * (lcm / p.block_bytes));
+      // The ceiling in pages, within int32 ids.
+      uint64_t max_pages = std::max(pages, plan.max_budget_bytes / lcm);
+      for (const PoolShape& p : grouping.pools)
+        max_pages = std::min<uint64_t>(
+            max_pages, uint64_t(std::numeric_limits<int32_t>::max()) / (lcm / p.block_bytes));
+      plan.max_pages = std::max(pages, max_pages);
+      for (const PoolShape& p : grouping.pools)
+        plan.max_pool_blocks.push_back(plan.max_pages * (lcm / p.block_bytes));
       return plan;
     }
+  }
+  for (const PoolShape& p : grouping.pools) {
+    const uint64_t blocks = plan.blocks_per_group * p.groups.size();
+    plan.pool_blocks.push_back(blocks);
+    plan.total_bytes += blocks * p.block_bytes;
+  }
+  const uint64_t max_sets = std::max(
+      plan.blocks_per_group, std::min(plan.max_budget_bytes / bytes_per_block_set, max_blocks));
+  for (const PoolShape& p : grouping.pools) plan.max_pool_blocks.push_back(max_sets * p.groups.size());
+  return plan;
+}
+
+uint64_t mem_for_paged(const ResizeInputs& in) {
+  if (!(in.fraction > 0.0 && in.fraction <= 1.0))
+    invalid_argument("free_gpu_memory_fraction must be in (0, 1], got " +
+                     std::to_string(in.fraction));
+  if (in.non_paged_bytes > in.free_bytes || in.forward_bytes > in.free_bytes - in.non_paged_bytes)
+    invalid_argument("non_paged_bytes (" + std::to_string(in.non_paged_bytes) +
+                     ") plus forward_bytes (" + std::to_string(in.forward_bytes) +
+                     ") exceed free_bytes (" + std::to_string(in.free_bytes) + ")");
+  return uint64_t(
+      std::floor(double(in.free_bytes - in.non_paged_bytes - in.forward_bytes) * in.fraction));
+}
+
+MemoryPlan plan_resize(const LayerGrouping& grouping, const MemoryPlan& current, uint64_t bytes,
+                       uint32_t tokens_per_block) {
+  const uint64_t set_bytes = block_set_bytes(grouping);
+  if (bytes > current.max_budget_bytes)
+    invalid_argument("primary bytes " + std::to_string(bytes) +
+                     " exceed the cache's ceiling of " + std::to_string(current.max_budget_bytes) +
+                     " bytes (max_primary_bytes at creation, or the budget then)");
+  MemoryPlan plan = current;
+  plan.budget_bytes = bytes;
+  plan.limited_by = "kvc_cache_resize";
+  plan.blocks_per_group = std::min(bytes / set_bytes, max_blocks_per_group(grouping));
+  if (plan.blocks_per_group == 0)
+    invalid_argument("primary bytes " + std::to_string(bytes) +
+                     " are too few for one block of every layer group, which needs " +
+                     std::to_string(set_bytes) + " bytes");
+  plan.token_capacity = plan.blocks_per_group * tokens_per_block;
+  plan.pool_blocks.clear();
+  plan.total_bytes = 0;
+  if (current.page_bytes != 0) {
+    const uint64_t pages = std::min(bytes / current.page_bytes, current.max_pages);
+    if (pages < grouping.pools.size())
+      invalid_argument("primary bytes " + std::to_string(bytes) + " hold " +
+                       std::to_string(pages) + " pages of " + std::to_string(current.page_bytes) +
+                       " bytes, fewer than the " + std::to_string(grouping.pools.size()) +
+                       " pools that share them (one each)");
+    plan.num_pages = pages;
+    plan.total_bytes = pages * current.page_bytes;
+    for (const PoolShape& p : grouping.pools)
+      plan.pool_blocks.push_back(pages * (current.page_bytes / p.block_bytes));
+    return plan;
   }
   for (const PoolShape& p : grouping.pools) {
     const uint64_t blocks = plan.blocks_per_group * p.groups.size();

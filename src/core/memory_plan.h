@@ -29,6 +29,12 @@ struct MemoryPlan {
   // allocation per pool, split as above.
   uint64_t page_bytes = 0;
   uint64_t num_pages = 0;
+  // The most a resize may grow to (max_primary_bytes, at least the budget
+  // at creation): the address space each pool reserves and the tree's
+  // node capacity are sized for it.
+  uint64_t max_budget_bytes = 0;
+  std::vector<uint64_t> max_pool_blocks;  // per pool (id bounds when paged)
+  uint64_t max_pages = 0;                 // paged: the arena's most pages
 };
 
 // Pages: with several pools, page_bytes is the least common multiple of
@@ -52,6 +58,29 @@ struct HostPlan {
 // Throws KVC_ERR_INVALID_ARGUMENT if the budget holds no block of every group.
 MemoryPlan plan_memory(const CacheConfig& cfg, const LayerGrouping& grouping,
                        uint64_t device_free_bytes);
+// The plan for a primary budget of `bytes` in the layout of `current` (the
+// same split, or the same page bytes) and its ceiling (kvc_cache_resize):
+// every group gets bytes / (one block of every group) blocks, as at
+// creation; with a page arena, bytes / page_bytes pages. Throws
+// KVC_ERR_INVALID_ARGUMENT when the budget holds no block of every group
+// (with an arena: fewer pages than pools) or exceeds current's ceiling.
+MemoryPlan plan_resize(const LayerGrouping& grouping, const MemoryPlan& current, uint64_t bytes,
+                       uint32_t tokens_per_block);
+// AutoDeploy's resize (seed 004, phase 6): the figures measured after a
+// forward pass, and the primary bytes they leave:
+//   mem_for_paged = (free_mem - non_paged - forward_mem) * free_gpu_fraction
+// (rounded down to a byte). Throws KVC_ERR_INVALID_ARGUMENT for a fraction
+// outside (0, 1] or non_paged + forward_mem above free_mem.
+struct ResizeInputs {
+  uint64_t free_bytes = 0;
+  uint64_t non_paged_bytes = 0;
+  uint64_t forward_bytes = 0;
+  double fraction = 0;
+};
+uint64_t mem_for_paged(const ResizeInputs& in);
+
+// The bytes of one block of every group.
+uint64_t block_set_bytes(const LayerGrouping& grouping);
 HostPlan plan_host_memory(const CacheConfig& cfg, const LayerGrouping& grouping);
 
 }  // namespace kvc

@@ -20,13 +20,33 @@
 
 namespace kvc {
 
+// A resize (kvc_cache_resize) adds pages at the end, beneath the free
+// pages already there (they are taken last), or removes the last pages,
+// which must be free by then; max_pages bounds every array sized by pages.
 class PageArena {
  public:
-  explicit PageArena(uint32_t num_pages) : num_pages_(num_pages) {
-    free_.reserve(num_pages);
+  explicit PageArena(uint32_t num_pages, uint32_t max_pages = 0)
+      : num_pages_(num_pages), max_pages_(max_pages < num_pages ? num_pages : max_pages) {
+    free_.reserve(max_pages_);
     for (uint32_t p = num_pages; p > 0; --p) free_.push_back(p - 1);  // lowest first
   }
   uint32_t num_pages() const { return num_pages_; }
+  uint32_t max_pages() const { return max_pages_; }
+  // Pages [num_pages, n) join, free (n <= max_pages).
+  void grow(uint32_t n) {
+    std::vector<uint32_t> added;
+    for (uint32_t p = n; p > num_pages_; --p) added.push_back(p - 1);
+    free_.insert(free_.begin(), added.begin(), added.end());
+    num_pages_ = n;
+  }
+  // Pages [n, num_pages) leave; each must be free.
+  void shrink(uint32_t n) {
+    size_t k = 0;
+    for (uint32_t p : free_)
+      if (p < n) free_[k++] = p;
+    free_.resize(k);
+    num_pages_ = n;
+  }
   uint32_t num_free() const { return uint32_t(free_.size()); }
   uint32_t take() {
     const uint32_t p = free_.back();
@@ -38,6 +58,7 @@ class PageArena {
 
  private:
   uint32_t num_pages_;
+  uint32_t max_pages_;
   std::vector<uint32_t> free_;
 };
 

@@ -15,10 +15,14 @@ Residency::Residency(const GroupLayout& layout, const LayerGrouping& grouping,
       memory_(memory),
       device_(device),
       counters_(counters) {
-  if (arena_pages != 0) arena_ = std::make_unique<PageArena>(uint32_t(arena_pages));
+  if (arena_pages != 0) {
+    const uint64_t bpp0 = memory[0]->num_blocks() / arena_pages;
+    arena_ = std::make_unique<PageArena>(uint32_t(arena_pages),
+                                         uint32_t(memory[0]->max_blocks() / bpp0));
+  }
   for (size_t p = 0; p < grouping.pools.size(); ++p) {
     if (arena_) pools_.emplace_back(*arena_, uint32_t(memory[p]->num_blocks() / arena_pages));
-    else pools_.emplace_back(memory[p]->num_blocks());
+    else pools_.emplace_back(memory[p]->num_blocks(), memory[p]->max_blocks());
   }
 }
 
@@ -143,6 +147,54 @@ void Residency::copy_set(const uint32_t* src, const uint32_t* dst, uint32_t rows
     const BlockCopy c{src[g], dst[g], rows};
     device_.copy_blocks(memory_[layout_.group_pool[g]]->base(), grouping_.groups[g].geometry, &c,
                         1, stream);
+  }
+}
+
+std::string Residency::cut_in_use(const std::vector<uint64_t>& new_blocks,
+                                  uint64_t new_pages) const {
+  for (size_t p = 0; p < pools_.size(); ++p) {
+    const BlockPool& pool = pools_[p];
+    const uint64_t end = arena_ ? new_pages * pool.blocks_per_page() : new_blocks[p];
+    if (end >= pool.id_bound()) continue;
+    const uint64_t id = pool.first_in_use_from(end);
+    if (id == UINT64_MAX) continue;
+    uint32_t group = 0;
+    while (layout_.group_pool[group] != p) ++group;
+    return "block " + std::to_string(id) + " of pool " + std::to_string(p) + " (layer group " +
+           std::to_string(group) + (layout_.pool_groups[p] > 1 ? " and others" : "") +
+           ") is in use and lies past the new end of the pool (" + std::to_string(end) +
+           " blocks); block ids never move, so the pool can shrink below it only once the "
+           "sequences holding it are removed";
+  }
+  return "";
+}
+
+void Residency::grow(const std::vector<uint64_t>& new_blocks, uint64_t new_pages) {
+  if (arena_) {
+    if (new_pages > arena_->num_pages()) arena_->grow(uint32_t(new_pages));
+    return;
+  }
+  for (size_t p = 0; p < pools_.size(); ++p)
+    if (new_blocks[p] > pools_[p].capacity()) pools_[p].grow(new_blocks[p]);
+}
+
+void Residency::shrink(const std::vector<uint64_t>& new_blocks, uint64_t new_pages) {
+  reclaimer_->refresh_order();
+  if (arena_) {
+    if (new_pages >= arena_->num_pages()) return;
+    for (uint32_t page = arena_->num_pages(); page > new_pages; --page)
+      for (size_t p = 0; p < pools_.size(); ++p) {
+        if (!pools_[p].owns_page(page - 1)) continue;
+        reclaimer_->empty_page(uint32_t(p), page - 1);
+        pools_[p].give_page(page - 1);
+      }
+    arena_->shrink(uint32_t(new_pages));
+    return;
+  }
+  for (size_t p = 0; p < pools_.size(); ++p) {
+    if (new_blocks[p] >= pools_[p].capacity()) continue;
+    reclaimer_->empty_range(uint32_t(p), new_blocks[p], pools_[p].capacity());
+    pools_[p].shrink(new_blocks[p]);
   }
 }
 

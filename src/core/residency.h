@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/device.h"
@@ -38,6 +39,10 @@ class Residency {
     virtual void evict_one(uint32_t pool) = 0;
     // Evicts every cached block of an idle page of `pool`.
     virtual void empty_page(uint32_t pool, uint32_t page) = 0;
+    // Evicts every cached block with an id in [from, to) of `pool` (none
+    // is in use): with a full-attention block its node's whole subtree,
+    // leaves first, as eviction always does.
+    virtual void empty_range(uint32_t pool, uint64_t from, uint64_t to) = 0;
 
    protected:
     ~Reclaimer() = default;
@@ -154,6 +159,18 @@ class Residency {
   // Copies the first `rows` token rows of every group's block src[g] into
   // dst[g] (copy on write, copy on partial reuse), on `stream`.
   void copy_set(const uint32_t* src, const uint32_t* dst, uint32_t rows, void* stream);
+
+  // --- Resizing (kvc_cache_resize) ----------------------------------------
+  // Pools end at new_blocks[p] ids (with an arena: the arena at new_pages
+  // pages, the pools' ids following). Block ids never change: a shrink
+  // cuts the last ids, so it needs every block past the new end free or
+  // cached. cut_in_use names the first block in use past it ("" when none).
+  std::string cut_in_use(const std::vector<uint64_t>& new_blocks, uint64_t new_pages) const;
+  // The bookkeeping of a grow (the memory is backed already); allocates nothing.
+  void grow(const std::vector<uint64_t>& new_blocks, uint64_t new_pages);
+  // Evicts (through the Reclaimer) every cached block past the new ends,
+  // then drops those ids (pages); cut_in_use() must be "".
+  void shrink(const std::vector<uint64_t>& new_blocks, uint64_t new_pages);
 
   // Fills the primary block counts of a report.
   void add_stats(CacheStats& s) const;

@@ -74,6 +74,15 @@ class RandomOps {
   // and the uniform choice rarely reached); prompts of at most 19 tokens
   // for tiny pools.
   void focus_on_families() { families_ = true; }
+  // kvc_cache_resize among the operations (1 in 20): to a budget drawn from
+  // [lo, hi] bytes; the pools' base pointers must never move.
+  void resize_between(uint64_t lo, uint64_t hi) {
+    resize_lo_ = lo;
+    resize_hi_ = hi;
+    for (size_t p = 0; p < cache_.num_pools(); ++p) bases_.push_back(cache_.pool(uint32_t(p)).base());
+  }
+  uint64_t resizes = 0, refused_resizes = 0;
+  uint64_t min_blocks = UINT64_MAX, max_blocks = 0;  // the stats' num_blocks seen
 
   void run(int ops) {
     for (int i = 0; i < ops; ++i) {
@@ -177,6 +186,16 @@ class RandomOps {
   }
 
   void step() {
+    if (resize_hi_ != 0 && pick(20) == 0) {
+      const uint64_t bytes = resize_lo_ + rng_() % (resize_hi_ - resize_lo_ + 1);
+      if (attempt([&] { cache_.resize(bytes); })) ++resizes;
+      else ++refused_resizes;
+      for (size_t p = 0; p < cache_.num_pools(); ++p)
+        EXPECT_EQ(cache_.pool(uint32_t(p)).base(), bases_[p]) << "pool " << p << " moved";
+      min_blocks = std::min<uint64_t>(min_blocks, m().stats().num_blocks);
+      max_blocks = std::max<uint64_t>(max_blocks, m().stats().num_blocks);
+      return;
+    }
     if (retention_ && pick(15) == 0) {
       attempt([&] { m().advance_clock(pick(25)); });
       return;
@@ -271,6 +290,8 @@ class RandomOps {
   uint64_t next_id_ = 1;
   bool retention_;  // retention ranges, durations and clock advances
   bool families_ = false;
+  uint64_t resize_lo_ = 0, resize_hi_ = 0;  // resizes off when hi is 0
+  std::vector<void*> bases_;
 };
 
 CacheConfig base(uint64_t blocks) {
@@ -540,6 +561,88 @@ TEST(RandomOps, EventsLostInASmallRingThenResync) {
   r.run(15000);
   expect_events_seen(r, true);
   EXPECT_GT(r.shadow.lost, 100u);
+}
+
+// kvc_cache_resize among every other operation: grows and shrinks between a
+// tenth and twice the pools at creation. After each one the checker runs,
+// a refused one (a block in use past the new end) changes nothing, the
+// pools never move, and with events on the router's index equals the
+// snapshot (the evictions a shrink makes are reported).
+// Most shrinks are refused: the free list is a stack, so sequences hold
+// blocks anywhere in the pool.
+void expect_resized(const RandomOps& r) {
+  EXPECT_GT(r.resizes, 10u);
+  EXPECT_GT(r.refused_resizes, 20u);
+  EXPECT_LT(r.min_blocks, r.max_blocks);
+}
+
+TEST(RandomResize, OnePool) {
+  CacheConfig c = base(40);
+  c.max_primary_bytes = 80 * 128;
+  RandomOps r(c, 51);
+  r.resize_between(4 * 128, 80 * 128);
+  r.run(20000);
+  expect_resized(r);
+}
+
+TEST(RandomResize, TwoGroupsInTwoPoolsWithEvents) {
+  CacheConfig c = base(40);
+  c.num_layers = 3;
+  c.kv_heads = {1, 2, 1};
+  c.max_primary_bytes = 80 * 256;
+  c.event_buffer_size = 4096;
+  c.manual_clock = true;
+  RandomOps r(c, 52);
+  r.resize_between(4 * 256, 80 * 256);
+  r.run(15000);
+  expect_resized(r);
+}
+
+TEST(RandomResize, WindowsInOnePoolWithEvents) {
+  CacheConfig c = base(40);
+  c.num_layers = 3;
+  c.windows = {0, 8, 12};
+  c.max_primary_bytes = 80 * 192;
+  c.event_buffer_size = 4096;
+  RandomOps r(c, 53);
+  r.resize_between(4 * 192, 80 * 192);
+  r.run(15000);
+  expect_resized(r);
+}
+
+TEST(RandomResize, PagesSharedBetweenPools) {
+  CacheConfig c = base(40);
+  c.num_layers = 3;
+  c.windows = {0, 9, 0};  // block bytes 2:1, two pools sharing pages
+  c.max_primary_bytes = 80 * 192;
+  c.event_buffer_size = 4096;
+  RandomOps r(c, 54);
+  r.resize_between(4 * 192, 80 * 192);
+  r.run(15000);
+  ASSERT_NE(r.m().arena(), nullptr);
+  expect_resized(r);
+}
+
+TEST(RandomResize, WindowedOnly) {
+  CacheConfig c = base(40);
+  c.windows = {8, 12};
+  c.max_primary_bytes = 80 * 128;
+  RandomOps r(c, 55);
+  r.resize_between(4 * 128, 80 * 128);
+  r.run(15000);
+  expect_resized(r);
+}
+
+TEST(RandomResize, HostTierWithRetention) {
+  CacheConfig c = base(40);
+  c.host_cache_bytes = 12 * 128;
+  c.manual_clock = true;
+  c.max_primary_bytes = 80 * 128;
+  c.event_buffer_size = 4096;
+  RandomOps r(c, 56);
+  r.resize_between(4 * 128, 80 * 128);
+  r.run(15000);
+  expect_resized(r);
 }
 
 }  // namespace

@@ -61,12 +61,12 @@ typedef _gostring_ swig_type_31;
 typedef long long swig_type_32;
 typedef _gostring_ swig_type_33;
 typedef _gostring_ swig_type_34;
-typedef _gostring_ swig_type_35;
+typedef long long swig_type_35;
 typedef _gostring_ swig_type_36;
-typedef long long swig_type_37;
+typedef _gostring_ swig_type_37;
 typedef _gostring_ swig_type_38;
 typedef _gostring_ swig_type_39;
-typedef _gostring_ swig_type_40;
+typedef long long swig_type_40;
 typedef _gostring_ swig_type_41;
 typedef _gostring_ swig_type_42;
 typedef _gostring_ swig_type_43;
@@ -76,14 +76,14 @@ typedef _gostring_ swig_type_46;
 typedef _gostring_ swig_type_47;
 typedef _gostring_ swig_type_48;
 typedef _gostring_ swig_type_49;
-typedef long long swig_type_50;
+typedef _gostring_ swig_type_50;
 typedef _gostring_ swig_type_51;
 typedef _gostring_ swig_type_52;
-typedef _gostring_ swig_type_53;
+typedef long long swig_type_53;
 typedef _gostring_ swig_type_54;
-typedef long long swig_type_55;
-typedef long long swig_type_56;
-typedef long long swig_type_57;
+typedef _gostring_ swig_type_55;
+typedef _gostring_ swig_type_56;
+typedef _gostring_ swig_type_57;
 typedef long long swig_type_58;
 typedef long long swig_type_59;
 typedef long long swig_type_60;
@@ -93,22 +93,22 @@ typedef long long swig_type_63;
 typedef long long swig_type_64;
 typedef long long swig_type_65;
 typedef long long swig_type_66;
-typedef _gostring_ swig_type_67;
+typedef long long swig_type_67;
 typedef long long swig_type_68;
 typedef long long swig_type_69;
-typedef long long swig_type_70;
+typedef _gostring_ swig_type_70;
 typedef long long swig_type_71;
-typedef _gostring_ swig_type_72;
+typedef long long swig_type_72;
 typedef long long swig_type_73;
 typedef long long swig_type_74;
-typedef long long swig_type_75;
+typedef _gostring_ swig_type_75;
 typedef long long swig_type_76;
 typedef long long swig_type_77;
 typedef long long swig_type_78;
-typedef _gostring_ swig_type_79;
+typedef long long swig_type_79;
 typedef long long swig_type_80;
 typedef long long swig_type_81;
-typedef long long swig_type_82;
+typedef _gostring_ swig_type_82;
 typedef long long swig_type_83;
 typedef long long swig_type_84;
 typedef long long swig_type_85;
@@ -116,10 +116,10 @@ typedef long long swig_type_86;
 typedef long long swig_type_87;
 typedef long long swig_type_88;
 typedef long long swig_type_89;
-typedef _gostring_ swig_type_90;
+typedef long long swig_type_90;
 typedef long long swig_type_91;
 typedef long long swig_type_92;
-typedef long long swig_type_93;
+typedef _gostring_ swig_type_93;
 typedef long long swig_type_94;
 typedef long long swig_type_95;
 typedef long long swig_type_96;
@@ -139,26 +139,26 @@ typedef long long swig_type_109;
 typedef long long swig_type_110;
 typedef long long swig_type_111;
 typedef long long swig_type_112;
-typedef _gostring_ swig_type_113;
+typedef long long swig_type_113;
 typedef long long swig_type_114;
 typedef long long swig_type_115;
 typedef _gostring_ swig_type_116;
 typedef long long swig_type_117;
-typedef long long swig_type_118;
-typedef _gostring_ swig_type_119;
+typedef _gostring_ swig_type_118;
+typedef long long swig_type_119;
 typedef long long swig_type_120;
 typedef long long swig_type_121;
-typedef _gostring_ swig_type_122;
+typedef long long swig_type_122;
 typedef long long swig_type_123;
 typedef long long swig_type_124;
-typedef _gostring_ swig_type_125;
+typedef long long swig_type_125;
 typedef long long swig_type_126;
 typedef long long swig_type_127;
-typedef _gostring_ swig_type_128;
+typedef long long swig_type_128;
 typedef long long swig_type_129;
-typedef _gostring_ swig_type_130;
+typedef long long swig_type_130;
 typedef long long swig_type_131;
-typedef _gostring_ swig_type_132;
+typedef long long swig_type_132;
 typedef long long swig_type_133;
 typedef long long swig_type_134;
 typedef long long swig_type_135;
@@ -168,60 +168,60 @@ typedef long long swig_type_138;
 typedef long long swig_type_139;
 typedef long long swig_type_140;
 typedef long long swig_type_141;
-typedef long long swig_type_142;
+typedef _gostring_ swig_type_142;
 typedef long long swig_type_143;
-typedef _gostring_ swig_type_144;
-typedef long long swig_type_145;
-typedef _gostring_ swig_type_146;
+typedef long long swig_type_144;
+typedef _gostring_ swig_type_145;
+typedef long long swig_type_146;
 typedef long long swig_type_147;
-typedef long long swig_type_148;
-typedef _gostring_ swig_type_149;
+typedef _gostring_ swig_type_148;
+typedef long long swig_type_149;
 typedef long long swig_type_150;
-typedef long long swig_type_151;
-typedef _gostring_ swig_type_152;
+typedef _gostring_ swig_type_151;
+typedef long long swig_type_152;
 typedef long long swig_type_153;
 typedef _gostring_ swig_type_154;
 typedef long long swig_type_155;
-typedef _gostring_ swig_type_156;
-typedef long long swig_type_157;
-typedef _gostring_ swig_type_158;
-typedef long long swig_type_159;
+typedef long long swig_type_156;
+typedef _gostring_ swig_type_157;
+typedef long long swig_type_158;
+typedef _gostring_ swig_type_159;
 typedef long long swig_type_160;
 typedef _gostring_ swig_type_161;
 typedef long long swig_type_162;
 typedef long long swig_type_163;
-typedef _gostring_ swig_type_164;
+typedef long long swig_type_164;
 typedef long long swig_type_165;
-typedef _gostring_ swig_type_166;
+typedef long long swig_type_166;
 typedef long long swig_type_167;
 typedef long long swig_type_168;
 typedef long long swig_type_169;
 typedef long long swig_type_170;
 typedef long long swig_type_171;
 typedef long long swig_type_172;
-typedef long long swig_type_173;
+typedef _gostring_ swig_type_173;
 typedef long long swig_type_174;
-typedef long long swig_type_175;
+typedef _gostring_ swig_type_175;
 typedef long long swig_type_176;
 typedef long long swig_type_177;
-typedef long long swig_type_178;
+typedef _gostring_ swig_type_178;
 typedef long long swig_type_179;
 typedef long long swig_type_180;
-typedef long long swig_type_181;
+typedef _gostring_ swig_type_181;
 typedef long long swig_type_182;
-typedef long long swig_type_183;
+typedef _gostring_ swig_type_183;
 typedef long long swig_type_184;
-typedef long long swig_type_185;
+typedef _gostring_ swig_type_185;
 typedef long long swig_type_186;
-typedef long long swig_type_187;
+typedef _gostring_ swig_type_187;
 typedef long long swig_type_188;
 typedef long long swig_type_189;
-typedef long long swig_type_190;
+typedef _gostring_ swig_type_190;
 typedef long long swig_type_191;
 typedef long long swig_type_192;
-typedef long long swig_type_193;
+typedef _gostring_ swig_type_193;
 typedef long long swig_type_194;
-typedef long long swig_type_195;
+typedef _gostring_ swig_type_195;
 typedef long long swig_type_196;
 typedef long long swig_type_197;
 typedef long long swig_type_198;
@@ -229,7 +229,7 @@ typedef long long swig_type_199;
 typedef long long swig_type_200;
 typedef long long swig_type_201;
 typedef long long swig_type_202;
-typedef _gostring_ swig_type_203;
+typedef long long swig_type_203;
 typedef long long swig_type_204;
 typedef long long swig_type_205;
 typedef long long swig_type_206;
@@ -244,10 +244,10 @@ typedef long long swig_type_214;
 typedef long long swig_type_215;
 typedef long long swig_type_216;
 typedef long long swig_type_217;
-typedef _gostring_ swig_type_218;
-typedef _gostring_ swig_type_219;
-typedef _gostring_ swig_type_220;
-typedef _gostring_ swig_type_221;
+typedef long long swig_type_218;
+typedef long long swig_type_219;
+typedef long long swig_type_220;
+typedef long long swig_type_221;
 typedef long long swig_type_222;
 typedef long long swig_type_223;
 typedef long long swig_type_224;
@@ -258,71 +258,71 @@ typedef long long swig_type_228;
 typedef long long swig_type_229;
 typedef long long swig_type_230;
 typedef long long swig_type_231;
-typedef long long swig_type_232;
+typedef _gostring_ swig_type_232;
 typedef long long swig_type_233;
-typedef _gostring_ swig_type_234;
-typedef _gostring_ swig_type_235;
+typedef long long swig_type_234;
+typedef long long swig_type_235;
 typedef long long swig_type_236;
 typedef long long swig_type_237;
-typedef _gostring_ swig_type_238;
-typedef _gostring_ swig_type_239;
+typedef long long swig_type_238;
+typedef long long swig_type_239;
 typedef long long swig_type_240;
 typedef long long swig_type_241;
-typedef _gostring_ swig_type_242;
-typedef _gostring_ swig_type_243;
-typedef _gostring_ swig_type_244;
-typedef _gostring_ swig_type_245;
+typedef long long swig_type_242;
+typedef long long swig_type_243;
+typedef long long swig_type_244;
+typedef long long swig_type_245;
 typedef long long swig_type_246;
-typedef long long swig_type_247;
-typedef long long swig_type_248;
-typedef long long swig_type_249;
-typedef long long swig_type_250;
+typedef _gostring_ swig_type_247;
+typedef _gostring_ swig_type_248;
+typedef _gostring_ swig_type_249;
+typedef _gostring_ swig_type_250;
 typedef long long swig_type_251;
-typedef _gostring_ swig_type_252;
-typedef _gostring_ swig_type_253;
-typedef _gostring_ swig_type_254;
-typedef _gostring_ swig_type_255;
-typedef _gostring_ swig_type_256;
-typedef _gostring_ swig_type_257;
-typedef _gostring_ swig_type_258;
-typedef _gostring_ swig_type_259;
+typedef long long swig_type_252;
+typedef long long swig_type_253;
+typedef long long swig_type_254;
+typedef long long swig_type_255;
+typedef long long swig_type_256;
+typedef long long swig_type_257;
+typedef long long swig_type_258;
+typedef long long swig_type_259;
 typedef long long swig_type_260;
-typedef _gostring_ swig_type_261;
+typedef long long swig_type_261;
 typedef long long swig_type_262;
-typedef long long swig_type_263;
-typedef long long swig_type_264;
-typedef _gostring_ swig_type_265;
-typedef _gostring_ swig_type_266;
+typedef _gostring_ swig_type_263;
+typedef _gostring_ swig_type_264;
+typedef long long swig_type_265;
+typedef long long swig_type_266;
 typedef _gostring_ swig_type_267;
-typedef long long swig_type_268;
+typedef _gostring_ swig_type_268;
 typedef long long swig_type_269;
 typedef long long swig_type_270;
-typedef long long swig_type_271;
-typedef long long swig_type_272;
-typedef long long swig_type_273;
-typedef long long swig_type_274;
+typedef _gostring_ swig_type_271;
+typedef _gostring_ swig_type_272;
+typedef _gostring_ swig_type_273;
+typedef _gostring_ swig_type_274;
 typedef long long swig_type_275;
 typedef long long swig_type_276;
 typedef long long swig_type_277;
 typedef long long swig_type_278;
 typedef long long swig_type_279;
 typedef long long swig_type_280;
-typedef long long swig_type_281;
-typedef long long swig_type_282;
-typedef long long swig_type_283;
+typedef _gostring_ swig_type_281;
+typedef _gostring_ swig_type_282;
+typedef _gostring_ swig_type_283;
 typedef _gostring_ swig_type_284;
-typedef long long swig_type_285;
-typedef long long swig_type_286;
-typedef long long swig_type_287;
-typedef long long swig_type_288;
-typedef _gostring_ swig_type_289;
-typedef long long swig_type_290;
+typedef _gostring_ swig_type_285;
+typedef _gostring_ swig_type_286;
+typedef _gostring_ swig_type_287;
+typedef _gostring_ swig_type_288;
+typedef long long swig_type_289;
+typedef _gostring_ swig_type_290;
 typedef long long swig_type_291;
 typedef long long swig_type_292;
 typedef long long swig_type_293;
-typedef long long swig_type_294;
-typedef long long swig_type_295;
-typedef long long swig_type_296;
+typedef _gostring_ swig_type_294;
+typedef _gostring_ swig_type_295;
+typedef _gostring_ swig_type_296;
 typedef long long swig_type_297;
 typedef long long swig_type_298;
 typedef long long swig_type_299;
@@ -339,26 +339,26 @@ typedef long long swig_type_309;
 typedef long long swig_type_310;
 typedef long long swig_type_311;
 typedef long long swig_type_312;
-typedef long long swig_type_313;
-typedef _gostring_ swig_type_314;
+typedef _gostring_ swig_type_313;
+typedef long long swig_type_314;
 typedef long long swig_type_315;
 typedef long long swig_type_316;
 typedef long long swig_type_317;
-typedef long long swig_type_318;
+typedef _gostring_ swig_type_318;
 typedef long long swig_type_319;
 typedef long long swig_type_320;
 typedef long long swig_type_321;
 typedef long long swig_type_322;
 typedef long long swig_type_323;
 typedef long long swig_type_324;
-typedef _gostring_ swig_type_325;
+typedef long long swig_type_325;
 typedef long long swig_type_326;
-typedef _gostring_ swig_type_327;
+typedef long long swig_type_327;
 typedef long long swig_type_328;
 typedef long long swig_type_329;
-typedef _gostring_ swig_type_330;
+typedef long long swig_type_330;
 typedef long long swig_type_331;
-typedef _gostring_ swig_type_332;
+typedef long long swig_type_332;
 typedef long long swig_type_333;
 typedef long long swig_type_334;
 typedef long long swig_type_335;
@@ -369,7 +369,7 @@ typedef long long swig_type_339;
 typedef long long swig_type_340;
 typedef long long swig_type_341;
 typedef long long swig_type_342;
-typedef long long swig_type_343;
+typedef _gostring_ swig_type_343;
 typedef long long swig_type_344;
 typedef long long swig_type_345;
 typedef long long swig_type_346;
@@ -380,14 +380,14 @@ typedef long long swig_type_350;
 typedef long long swig_type_351;
 typedef long long swig_type_352;
 typedef long long swig_type_353;
-typedef long long swig_type_354;
+typedef _gostring_ swig_type_354;
 typedef long long swig_type_355;
-typedef long long swig_type_356;
+typedef _gostring_ swig_type_356;
 typedef long long swig_type_357;
 typedef long long swig_type_358;
-typedef long long swig_type_359;
+typedef _gostring_ swig_type_359;
 typedef long long swig_type_360;
-typedef long long swig_type_361;
+typedef _gostring_ swig_type_361;
 typedef long long swig_type_362;
 typedef long long swig_type_363;
 typedef long long swig_type_364;
@@ -403,15 +403,15 @@ typedef long long swig_type_373;
 typedef long long swig_type_374;
 typedef long long swig_type_375;
 typedef long long swig_type_376;
-typedef _gostring_ swig_type_377;
-typedef _gostring_ swig_type_378;
-typedef _gostring_ swig_type_379;
+typedef long long swig_type_377;
+typedef long long swig_type_378;
+typedef long long swig_type_379;
 typedef long long swig_type_380;
-typedef _gostring_ swig_type_381;
-typedef _gostring_ swig_type_382;
-typedef _gostring_ swig_type_383;
-typedef _gostring_ swig_type_384;
-typedef _gostring_ swig_type_385;
+typedef long long swig_type_381;
+typedef long long swig_type_382;
+typedef long long swig_type_383;
+typedef long long swig_type_384;
+typedef long long swig_type_385;
 typedef long long swig_type_386;
 typedef long long swig_type_387;
 typedef long long swig_type_388;
@@ -420,8 +420,8 @@ typedef long long swig_type_390;
 typedef long long swig_type_391;
 typedef long long swig_type_392;
 typedef long long swig_type_393;
-typedef _gostring_ swig_type_394;
-typedef _gostring_ swig_type_395;
+typedef long long swig_type_394;
+typedef long long swig_type_395;
 typedef long long swig_type_396;
 typedef long long swig_type_397;
 typedef long long swig_type_398;
@@ -432,6 +432,35 @@ typedef long long swig_type_402;
 typedef long long swig_type_403;
 typedef long long swig_type_404;
 typedef long long swig_type_405;
+typedef _gostring_ swig_type_406;
+typedef _gostring_ swig_type_407;
+typedef _gostring_ swig_type_408;
+typedef long long swig_type_409;
+typedef _gostring_ swig_type_410;
+typedef _gostring_ swig_type_411;
+typedef _gostring_ swig_type_412;
+typedef _gostring_ swig_type_413;
+typedef _gostring_ swig_type_414;
+typedef long long swig_type_415;
+typedef long long swig_type_416;
+typedef long long swig_type_417;
+typedef long long swig_type_418;
+typedef long long swig_type_419;
+typedef long long swig_type_420;
+typedef long long swig_type_421;
+typedef long long swig_type_422;
+typedef _gostring_ swig_type_423;
+typedef _gostring_ swig_type_424;
+typedef long long swig_type_425;
+typedef long long swig_type_426;
+typedef long long swig_type_427;
+typedef long long swig_type_428;
+typedef long long swig_type_429;
+typedef long long swig_type_430;
+typedef long long swig_type_431;
+typedef long long swig_type_432;
+typedef long long swig_type_433;
+typedef long long swig_type_434;
 extern void _wrap_Swig_free_kvc_9869b028bd667423(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_kvc_9869b028bd667423(swig_intgo arg1);
 extern swig_intgo _wrap_KVC_OK_kvc_9869b028bd667423(void);
@@ -487,27 +516,29 @@ extern swig_type_26 _wrap_kvc_config_set_device_kvc_9869b028bd667423(uintptr_t a
 extern swig_type_27 _wrap_kvc_config_get_device_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
 extern swig_type_28 _wrap_kvc_config_set_primary_bytes_kvc_9869b028bd667423(uintptr_t arg1, swig_type_29 arg2);
 extern swig_type_30 _wrap_kvc_config_get_primary_bytes_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_31 _wrap_kvc_config_set_max_tokens_kvc_9869b028bd667423(uintptr_t arg1, swig_type_32 arg2);
-extern swig_type_33 _wrap_kvc_config_get_max_tokens_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_34 _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_9869b028bd667423(uintptr_t arg1, double arg2);
-extern swig_type_35 _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_36 _wrap_kvc_config_set_host_cache_bytes_kvc_9869b028bd667423(uintptr_t arg1, swig_type_37 arg2);
-extern swig_type_38 _wrap_kvc_config_get_host_cache_bytes_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_39 _wrap_kvc_config_set_secondary_offload_min_priority_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
-extern swig_type_40 _wrap_kvc_config_get_secondary_offload_min_priority_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_41 _wrap_kvc_config_set_block_reuse_kvc_9869b028bd667423(uintptr_t arg1, _Bool arg2);
-extern swig_type_42 _wrap_kvc_config_get_block_reuse_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_43 _wrap_kvc_config_set_partial_reuse_kvc_9869b028bd667423(uintptr_t arg1, _Bool arg2);
-extern swig_type_44 _wrap_kvc_config_get_partial_reuse_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_45 _wrap_kvc_config_set_copy_on_partial_reuse_kvc_9869b028bd667423(uintptr_t arg1, _Bool arg2);
-extern swig_type_46 _wrap_kvc_config_get_copy_on_partial_reuse_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_47 _wrap_kvc_config_set_event_buffer_size_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
-extern swig_type_48 _wrap_kvc_config_get_event_buffer_size_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_49 _wrap_kvc_config_set_event_hash_seed_kvc_9869b028bd667423(uintptr_t arg1, swig_type_50 arg2);
-extern swig_type_51 _wrap_kvc_config_get_event_hash_seed_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_52 _wrap_kvc_config_set_manual_clock_kvc_9869b028bd667423(uintptr_t arg1, _Bool arg2);
-extern swig_type_53 _wrap_kvc_config_get_manual_clock_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_54 _wrap_kvc_cache_create_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_31 _wrap_kvc_config_set_max_primary_bytes_kvc_9869b028bd667423(uintptr_t arg1, swig_type_32 arg2);
+extern swig_type_33 _wrap_kvc_config_get_max_primary_bytes_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_34 _wrap_kvc_config_set_max_tokens_kvc_9869b028bd667423(uintptr_t arg1, swig_type_35 arg2);
+extern swig_type_36 _wrap_kvc_config_get_max_tokens_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_37 _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_9869b028bd667423(uintptr_t arg1, double arg2);
+extern swig_type_38 _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_39 _wrap_kvc_config_set_host_cache_bytes_kvc_9869b028bd667423(uintptr_t arg1, swig_type_40 arg2);
+extern swig_type_41 _wrap_kvc_config_get_host_cache_bytes_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_42 _wrap_kvc_config_set_secondary_offload_min_priority_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern swig_type_43 _wrap_kvc_config_get_secondary_offload_min_priority_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_44 _wrap_kvc_config_set_block_reuse_kvc_9869b028bd667423(uintptr_t arg1, _Bool arg2);
+extern swig_type_45 _wrap_kvc_config_get_block_reuse_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_46 _wrap_kvc_config_set_partial_reuse_kvc_9869b028bd667423(uintptr_t arg1, _Bool arg2);
+extern swig_type_47 _wrap_kvc_config_get_partial_reuse_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_48 _wrap_kvc_config_set_copy_on_partial_reuse_kvc_9869b028bd667423(uintptr_t arg1, _Bool arg2);
+extern swig_type_49 _wrap_kvc_config_get_copy_on_partial_reuse_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_50 _wrap_kvc_config_set_event_buffer_size_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern swig_type_51 _wrap_kvc_config_get_event_buffer_size_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_52 _wrap_kvc_config_set_event_hash_seed_kvc_9869b028bd667423(uintptr_t arg1, swig_type_53 arg2);
+extern swig_type_54 _wrap_kvc_config_get_event_hash_seed_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_55 _wrap_kvc_config_set_manual_clock_kvc_9869b028bd667423(uintptr_t arg1, _Bool arg2);
+extern swig_type_56 _wrap_kvc_config_get_manual_clock_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_57 _wrap_kvc_cache_create_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_kvc_cache_destroy_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_cache_desc_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_cache_desc_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
@@ -529,22 +560,22 @@ extern void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_9869b028bd667423(uin
 extern int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_55 arg2);
-extern swig_type_56 _wrap_kvc_cache_desc_t_num_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_57 arg2);
-extern swig_type_58 _wrap_kvc_cache_desc_t_token_capacity_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_59 arg2);
-extern swig_type_60 _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_61 arg2);
-extern swig_type_62 _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_63 arg2);
-extern swig_type_64 _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_65 arg2);
-extern swig_type_66 _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_58 arg2);
+extern swig_type_59 _wrap_kvc_cache_desc_t_num_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_60 arg2);
+extern swig_type_61 _wrap_kvc_cache_desc_t_token_capacity_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_62 arg2);
+extern swig_type_63 _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_64 arg2);
+extern swig_type_65 _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_66 arg2);
+extern swig_type_67 _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_68 arg2);
+extern swig_type_69 _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_cache_desc_t_kvc_9869b028bd667423(void);
 extern void _wrap_delete_kvc_cache_desc_t_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_cache_desc_init_kvc_9869b028bd667423(uintptr_t arg1);
-extern swig_type_67 _wrap_kvc_cache_describe_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_70 _wrap_kvc_cache_describe_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
 extern void _wrap_kvc_group_desc_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_group_desc_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_group_desc_t_window_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
@@ -557,30 +588,30 @@ extern void _wrap_kvc_group_desc_t_num_layers_set_kvc_9869b028bd667423(uintptr_t
 extern int _wrap_kvc_group_desc_t_num_layers_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_group_desc_t_pool_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_group_desc_t_pool_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_block_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_68 arg2);
-extern swig_type_69 _wrap_kvc_group_desc_t_block_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_70 arg2);
-extern swig_type_71 _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_block_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_71 arg2);
+extern swig_type_72 _wrap_kvc_group_desc_t_block_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_73 arg2);
+extern swig_type_74 _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_group_desc_t_kvc_9869b028bd667423(void);
 extern void _wrap_delete_kvc_group_desc_t_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_group_desc_init_kvc_9869b028bd667423(uintptr_t arg1);
-extern swig_type_72 _wrap_kvc_cache_describe_group_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_75 _wrap_kvc_cache_describe_group_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3);
 extern void _wrap_kvc_pool_desc_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_pool_desc_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_pool_desc_t_num_groups_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_pool_desc_t_num_groups_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_73 arg2);
-extern swig_type_74 _wrap_kvc_pool_desc_t_block_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_75 arg2);
-extern swig_type_76 _wrap_kvc_pool_desc_t_num_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_77 arg2);
-extern swig_type_78 _wrap_kvc_pool_desc_t_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_76 arg2);
+extern swig_type_77 _wrap_kvc_pool_desc_t_block_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_78 arg2);
+extern swig_type_79 _wrap_kvc_pool_desc_t_num_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_80 arg2);
+extern swig_type_81 _wrap_kvc_pool_desc_t_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_pool_desc_t_base_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_pool_desc_t_base_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_pool_desc_t_kvc_9869b028bd667423(void);
 extern void _wrap_delete_kvc_pool_desc_t_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_pool_desc_init_kvc_9869b028bd667423(uintptr_t arg1);
-extern swig_type_79 _wrap_kvc_cache_describe_pool_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_82 _wrap_kvc_cache_describe_pool_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3);
 extern void _wrap_kvc_layer_view_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_layer_view_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_layer_view_t_group_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
@@ -603,40 +634,80 @@ extern void _wrap_kvc_layer_view_t_elem_size_set_kvc_9869b028bd667423(uintptr_t 
 extern int _wrap_kvc_layer_view_t_elem_size_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_layer_view_t_base_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_layer_view_t_base_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_num_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_80 arg2);
-extern swig_type_81 _wrap_kvc_layer_view_t_num_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_block_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_82 arg2);
-extern swig_type_83 _wrap_kvc_layer_view_t_block_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_kv_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_84 arg2);
-extern swig_type_85 _wrap_kvc_layer_view_t_kv_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_token_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_86 arg2);
-extern swig_type_87 _wrap_kvc_layer_view_t_token_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_head_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_88 arg2);
-extern swig_type_89 _wrap_kvc_layer_view_t_head_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_num_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_83 arg2);
+extern swig_type_84 _wrap_kvc_layer_view_t_num_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_block_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_85 arg2);
+extern swig_type_86 _wrap_kvc_layer_view_t_block_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_kv_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_87 arg2);
+extern swig_type_88 _wrap_kvc_layer_view_t_kv_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_token_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_89 arg2);
+extern swig_type_90 _wrap_kvc_layer_view_t_token_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_head_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_91 arg2);
+extern swig_type_92 _wrap_kvc_layer_view_t_head_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_layer_view_t_kvc_9869b028bd667423(void);
 extern void _wrap_delete_kvc_layer_view_t_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_layer_view_init_kvc_9869b028bd667423(uintptr_t arg1);
-extern swig_type_90 _wrap_kvc_cache_layer_view_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern void _wrap_kvc_extra_key_t_offset_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_91 arg2);
-extern swig_type_92 _wrap_kvc_extra_key_t_offset_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_extra_key_t_length_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_93 arg2);
-extern swig_type_94 _wrap_kvc_extra_key_t_length_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_93 _wrap_kvc_cache_layer_view_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern void _wrap_kvc_resize_inputs_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_resize_inputs_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_resize_inputs_t_reserved_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_resize_inputs_t_reserved_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_set_kvc_9869b028bd667423(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_resize_inputs_t_free_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_94 arg2);
+extern swig_type_95 _wrap_kvc_resize_inputs_t_free_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_resize_inputs_t_non_paged_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_96 arg2);
+extern swig_type_97 _wrap_kvc_resize_inputs_t_non_paged_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_resize_inputs_t_forward_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_98 arg2);
+extern swig_type_99 _wrap_kvc_resize_inputs_t_forward_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_resize_inputs_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_resize_inputs_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_resize_inputs_init_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_resize_plan_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_num_pools_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_resize_plan_t_num_pools_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_free_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_100 arg2);
+extern swig_type_101 _wrap_kvc_resize_plan_t_free_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_mem_for_paged_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_102 arg2);
+extern swig_type_103 _wrap_kvc_resize_plan_t_mem_for_paged_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_primary_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_104 arg2);
+extern swig_type_105 _wrap_kvc_resize_plan_t_primary_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_max_primary_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_106 arg2);
+extern swig_type_107 _wrap_kvc_resize_plan_t_max_primary_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_blocks_per_group_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_108 arg2);
+extern swig_type_109 _wrap_kvc_resize_plan_t_blocks_per_group_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_token_capacity_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_110 arg2);
+extern swig_type_111 _wrap_kvc_resize_plan_t_token_capacity_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_num_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_112 arg2);
+extern swig_type_113 _wrap_kvc_resize_plan_t_num_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_total_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_114 arg2);
+extern swig_type_115 _wrap_kvc_resize_plan_t_total_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_resize_plan_t_kvc_9869b028bd667423(void);
+extern void _wrap_delete_kvc_resize_plan_t_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_init_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_116 _wrap_kvc_cache_plan_resize_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4, swig_type_117 arg5);
+extern swig_type_118 _wrap_kvc_cache_resize_kvc_9869b028bd667423(uintptr_t arg1, swig_type_119 arg2);
+extern void _wrap_kvc_extra_key_t_offset_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_120 arg2);
+extern swig_type_121 _wrap_kvc_extra_key_t_offset_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_extra_key_t_length_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_122 arg2);
+extern swig_type_123 _wrap_kvc_extra_key_t_length_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_extra_key_t_data_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_extra_key_t_data_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_extra_key_t_size_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_95 arg2);
-extern swig_type_96 _wrap_kvc_extra_key_t_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_extra_key_t_size_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_124 arg2);
+extern swig_type_125 _wrap_kvc_extra_key_t_size_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_extra_key_t_kvc_9869b028bd667423(void);
 extern void _wrap_delete_kvc_extra_key_t_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_retention_range_t_start_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_97 arg2);
-extern swig_type_98 _wrap_kvc_retention_range_t_start_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_retention_range_t_end_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_99 arg2);
-extern swig_type_100 _wrap_kvc_retention_range_t_end_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_start_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_126 arg2);
+extern swig_type_127 _wrap_kvc_retention_range_t_start_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_end_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_128 arg2);
+extern swig_type_129 _wrap_kvc_retention_range_t_end_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_retention_range_t_priority_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_retention_range_t_priority_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_retention_range_t_reserved_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_retention_range_t_reserved_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_retention_range_t_duration_ms_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_101 arg2);
-extern swig_type_102 _wrap_kvc_retention_range_t_duration_ms_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_duration_ms_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_130 arg2);
+extern swig_type_131 _wrap_kvc_retention_range_t_duration_ms_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_retention_range_t_kvc_9869b028bd667423(void);
 extern void _wrap_delete_kvc_retention_range_t_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_sequence_options_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
@@ -647,33 +718,33 @@ extern void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_9869b028bd66742
 extern int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_sequence_options_t_has_lora_set_kvc_9869b028bd667423(uintptr_t arg1, _Bool arg2);
 extern _Bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_lora_id_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_103 arg2);
-extern swig_type_104 _wrap_kvc_sequence_options_t_lora_id_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_lora_id_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_132 arg2);
+extern swig_type_133 _wrap_kvc_sequence_options_t_lora_id_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_sequence_options_t_salt_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_sequence_options_t_salt_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_salt_size_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_105 arg2);
-extern swig_type_106 _wrap_kvc_sequence_options_t_salt_size_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_salt_size_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_134 arg2);
+extern swig_type_135 _wrap_kvc_sequence_options_t_salt_size_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_sequence_options_t_extra_keys_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_107 arg2);
-extern swig_type_108 _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_136 arg2);
+extern swig_type_137 _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_sequence_options_t_retention_ranges_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_109 arg2);
-extern swig_type_110 _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_111 arg2);
-extern swig_type_112 _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_138 arg2);
+extern swig_type_139 _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_140 arg2);
+extern swig_type_141 _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_sequence_options_t_kvc_9869b028bd667423(void);
 extern void _wrap_delete_kvc_sequence_options_t_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_sequence_options_init_kvc_9869b028bd667423(uintptr_t arg1);
-extern swig_type_113 _wrap_kvc_sequence_add_kvc_9869b028bd667423(uintptr_t arg1, swig_type_114 arg2, swig_voidp arg3, swig_type_115 arg4, uintptr_t arg5, uintptr_t arg6, swig_voidp arg7);
-extern swig_type_116 _wrap_kvc_sequence_extend_kvc_9869b028bd667423(uintptr_t arg1, swig_type_117 arg2, swig_voidp arg3, swig_type_118 arg4, uintptr_t arg5);
-extern swig_type_119 _wrap_kvc_sequence_commit_kvc_9869b028bd667423(uintptr_t arg1, swig_type_120 arg2, swig_type_121 arg3);
-extern swig_type_122 _wrap_kvc_sequence_rewind_kvc_9869b028bd667423(uintptr_t arg1, swig_type_123 arg2, swig_type_124 arg3);
-extern swig_type_125 _wrap_kvc_sequence_fork_kvc_9869b028bd667423(uintptr_t arg1, swig_type_126 arg2, swig_type_127 arg3);
-extern swig_type_128 _wrap_kvc_sequence_remove_kvc_9869b028bd667423(uintptr_t arg1, swig_type_129 arg2);
-extern swig_type_130 _wrap_kvc_sequence_pin_kvc_9869b028bd667423(uintptr_t arg1, swig_type_131 arg2);
-extern swig_type_132 _wrap_kvc_sequence_unpin_kvc_9869b028bd667423(uintptr_t arg1, swig_type_133 arg2);
+extern swig_type_142 _wrap_kvc_sequence_add_kvc_9869b028bd667423(uintptr_t arg1, swig_type_143 arg2, swig_voidp arg3, swig_type_144 arg4, uintptr_t arg5, uintptr_t arg6, swig_voidp arg7);
+extern swig_type_145 _wrap_kvc_sequence_extend_kvc_9869b028bd667423(uintptr_t arg1, swig_type_146 arg2, swig_voidp arg3, swig_type_147 arg4, uintptr_t arg5);
+extern swig_type_148 _wrap_kvc_sequence_commit_kvc_9869b028bd667423(uintptr_t arg1, swig_type_149 arg2, swig_type_150 arg3);
+extern swig_type_151 _wrap_kvc_sequence_rewind_kvc_9869b028bd667423(uintptr_t arg1, swig_type_152 arg2, swig_type_153 arg3);
+extern swig_type_154 _wrap_kvc_sequence_fork_kvc_9869b028bd667423(uintptr_t arg1, swig_type_155 arg2, swig_type_156 arg3);
+extern swig_type_157 _wrap_kvc_sequence_remove_kvc_9869b028bd667423(uintptr_t arg1, swig_type_158 arg2);
+extern swig_type_159 _wrap_kvc_sequence_pin_kvc_9869b028bd667423(uintptr_t arg1, swig_type_160 arg2);
+extern swig_type_161 _wrap_kvc_sequence_unpin_kvc_9869b028bd667423(uintptr_t arg1, swig_type_162 arg2);
 extern void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
@@ -682,97 +753,97 @@ extern void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_9869b028bd667423(u
 extern int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_sequence_desc_t_reserved_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_sequence_desc_t_reserved_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_134 arg2);
-extern swig_type_135 _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_136 arg2);
-extern swig_type_137 _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_138 arg2);
-extern swig_type_139 _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_140 arg2);
-extern swig_type_141 _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_142 arg2);
-extern swig_type_143 _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_163 arg2);
+extern swig_type_164 _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_165 arg2);
+extern swig_type_166 _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_167 arg2);
+extern swig_type_168 _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_169 arg2);
+extern swig_type_170 _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_171 arg2);
+extern swig_type_172 _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_sequence_desc_t_kvc_9869b028bd667423(void);
 extern void _wrap_delete_kvc_sequence_desc_t_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_sequence_desc_init_kvc_9869b028bd667423(uintptr_t arg1);
-extern swig_type_144 _wrap_kvc_sequence_describe_kvc_9869b028bd667423(uintptr_t arg1, swig_type_145 arg2, uintptr_t arg3);
-extern swig_type_146 _wrap_kvc_sequence_block_ids_kvc_9869b028bd667423(uintptr_t arg1, swig_type_147 arg2, int arg3, swig_voidp arg4, swig_type_148 arg5, swig_voidp arg6);
-extern swig_type_149 _wrap_kvc_sequence_blocks_needed_kvc_9869b028bd667423(uintptr_t arg1, swig_type_150 arg2, swig_type_151 arg3, swig_voidp arg4);
-extern swig_type_152 _wrap_kvc_cache_probe_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_type_153 arg3, uintptr_t arg4, swig_voidp arg5);
-extern swig_type_154 _wrap_kvc_cache_advance_clock_kvc_9869b028bd667423(uintptr_t arg1, swig_type_155 arg2);
-extern swig_type_156 _wrap_kvc_batch_extend_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_type_157 arg4, uintptr_t arg5);
-extern swig_type_158 _wrap_kvc_batch_block_table_kvc_9869b028bd667423(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_159 arg4, swig_voidp arg5, swig_type_160 arg6, int arg7, swig_voidp arg8);
-extern swig_type_161 _wrap_kvc_batch_block_table_csr_kvc_9869b028bd667423(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_162 arg4, swig_voidp arg5, swig_voidp arg6, swig_type_163 arg7, swig_voidp arg8, swig_voidp arg9);
-extern swig_type_164 _wrap_kvc_batch_sequence_lengths_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_type_165 arg3, swig_voidp arg4);
-extern swig_type_166 _wrap_kvc_batch_slot_mapping_kvc_9869b028bd667423(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_167 arg4, swig_voidp arg5, swig_type_168 arg6, swig_voidp arg7, swig_voidp arg8);
+extern swig_type_173 _wrap_kvc_sequence_describe_kvc_9869b028bd667423(uintptr_t arg1, swig_type_174 arg2, uintptr_t arg3);
+extern swig_type_175 _wrap_kvc_sequence_block_ids_kvc_9869b028bd667423(uintptr_t arg1, swig_type_176 arg2, int arg3, swig_voidp arg4, swig_type_177 arg5, swig_voidp arg6);
+extern swig_type_178 _wrap_kvc_sequence_blocks_needed_kvc_9869b028bd667423(uintptr_t arg1, swig_type_179 arg2, swig_type_180 arg3, swig_voidp arg4);
+extern swig_type_181 _wrap_kvc_cache_probe_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_type_182 arg3, uintptr_t arg4, swig_voidp arg5);
+extern swig_type_183 _wrap_kvc_cache_advance_clock_kvc_9869b028bd667423(uintptr_t arg1, swig_type_184 arg2);
+extern swig_type_185 _wrap_kvc_batch_extend_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_type_186 arg4, uintptr_t arg5);
+extern swig_type_187 _wrap_kvc_batch_block_table_kvc_9869b028bd667423(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_188 arg4, swig_voidp arg5, swig_type_189 arg6, int arg7, swig_voidp arg8);
+extern swig_type_190 _wrap_kvc_batch_block_table_csr_kvc_9869b028bd667423(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_191 arg4, swig_voidp arg5, swig_voidp arg6, swig_type_192 arg7, swig_voidp arg8, swig_voidp arg9);
+extern swig_type_193 _wrap_kvc_batch_sequence_lengths_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_type_194 arg3, swig_voidp arg4);
+extern swig_type_195 _wrap_kvc_batch_slot_mapping_kvc_9869b028bd667423(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_196 arg4, swig_voidp arg5, swig_type_197 arg6, swig_voidp arg7, swig_voidp arg8);
 extern void _wrap_kvc_cache_stats_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_cache_stats_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_cache_stats_t_reserved_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_cache_stats_t_reserved_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_169 arg2);
-extern swig_type_170 _wrap_kvc_cache_stats_t_num_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_171 arg2);
-extern swig_type_172 _wrap_kvc_cache_stats_t_free_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_173 arg2);
-extern swig_type_174 _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_175 arg2);
-extern swig_type_176 _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_177 arg2);
-extern swig_type_178 _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_179 arg2);
-extern swig_type_180 _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_198 arg2);
+extern swig_type_199 _wrap_kvc_cache_stats_t_num_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_200 arg2);
+extern swig_type_201 _wrap_kvc_cache_stats_t_free_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_202 arg2);
+extern swig_type_203 _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_204 arg2);
+extern swig_type_205 _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_206 arg2);
+extern swig_type_207 _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_208 arg2);
+extern swig_type_209 _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_9869b028bd667423(uintptr_t arg1, double arg2);
 extern double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_181 arg2);
-extern swig_type_182 _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_183 arg2);
-extern swig_type_184 _wrap_kvc_cache_stats_t_num_sequences_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_185 arg2);
-extern swig_type_186 _wrap_kvc_cache_stats_t_num_pinned_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_187 arg2);
-extern swig_type_188 _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_189 arg2);
-extern swig_type_190 _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_191 arg2);
-extern swig_type_192 _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_193 arg2);
-extern swig_type_194 _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_195 arg2);
-extern swig_type_196 _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_197 arg2);
-extern swig_type_198 _wrap_kvc_cache_stats_t_host_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_199 arg2);
-extern swig_type_200 _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_201 arg2);
-extern swig_type_202 _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_210 arg2);
+extern swig_type_211 _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_212 arg2);
+extern swig_type_213 _wrap_kvc_cache_stats_t_num_sequences_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_214 arg2);
+extern swig_type_215 _wrap_kvc_cache_stats_t_num_pinned_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_216 arg2);
+extern swig_type_217 _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_218 arg2);
+extern swig_type_219 _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_220 arg2);
+extern swig_type_221 _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_222 arg2);
+extern swig_type_223 _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_224 arg2);
+extern swig_type_225 _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_226 arg2);
+extern swig_type_227 _wrap_kvc_cache_stats_t_host_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_228 arg2);
+extern swig_type_229 _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_230 arg2);
+extern swig_type_231 _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_cache_stats_t_kvc_9869b028bd667423(void);
 extern void _wrap_delete_kvc_cache_stats_t_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_cache_stats_init_kvc_9869b028bd667423(uintptr_t arg1);
-extern swig_type_203 _wrap_kvc_cache_get_stats_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_232 _wrap_kvc_cache_get_stats_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
 extern void _wrap_kvc_group_stats_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_group_stats_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_group_stats_t_pool_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_group_stats_t_pool_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_204 arg2);
-extern swig_type_205 _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_206 arg2);
-extern swig_type_207 _wrap_kvc_group_stats_t_cached_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_208 arg2);
-extern swig_type_209 _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_210 arg2);
-extern swig_type_211 _wrap_kvc_group_stats_t_reused_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_212 arg2);
-extern swig_type_213 _wrap_kvc_group_stats_t_missed_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_214 arg2);
-extern swig_type_215 _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_released_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_216 arg2);
-extern swig_type_217 _wrap_kvc_group_stats_t_released_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_233 arg2);
+extern swig_type_234 _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_235 arg2);
+extern swig_type_236 _wrap_kvc_group_stats_t_cached_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_237 arg2);
+extern swig_type_238 _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_239 arg2);
+extern swig_type_240 _wrap_kvc_group_stats_t_reused_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_241 arg2);
+extern swig_type_242 _wrap_kvc_group_stats_t_missed_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_243 arg2);
+extern swig_type_244 _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_released_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_245 arg2);
+extern swig_type_246 _wrap_kvc_group_stats_t_released_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_group_stats_t_kvc_9869b028bd667423(void);
 extern void _wrap_delete_kvc_group_stats_t_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_group_stats_init_kvc_9869b028bd667423(uintptr_t arg1);
-extern swig_type_218 _wrap_kvc_cache_get_group_stats_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern swig_type_219 _wrap_kvc_cache_reset_reuse_kvc_9869b028bd667423(uintptr_t arg1);
-extern swig_type_220 _wrap_kvc_cache_check_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_247 _wrap_kvc_cache_get_group_stats_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_248 _wrap_kvc_cache_reset_reuse_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_249 _wrap_kvc_cache_check_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_store_args_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_store_args_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_store_args_t_layer_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
@@ -794,28 +865,28 @@ extern float _wrap_kvc_store_args_t_v_scale_get_kvc_9869b028bd667423(uintptr_t a
 extern uintptr_t _wrap_new_kvc_store_args_t_kvc_9869b028bd667423(void);
 extern void _wrap_delete_kvc_store_args_t_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_store_args_init_kvc_9869b028bd667423(uintptr_t arg1);
-extern swig_type_221 _wrap_kvc_store_kv_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_250 _wrap_kvc_store_kv_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
 extern void _wrap_kvc_store_strides_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_store_strides_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_store_strides_t_seq_len_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_store_strides_t_seq_len_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_222 arg2);
-extern swig_type_223 _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_224 arg2);
-extern swig_type_225 _wrap_kvc_store_strides_t_key_token_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_226 arg2);
-extern swig_type_227 _wrap_kvc_store_strides_t_key_head_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_228 arg2);
-extern swig_type_229 _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_230 arg2);
-extern swig_type_231 _wrap_kvc_store_strides_t_value_token_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_232 arg2);
-extern swig_type_233 _wrap_kvc_store_strides_t_value_head_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_251 arg2);
+extern swig_type_252 _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_253 arg2);
+extern swig_type_254 _wrap_kvc_store_strides_t_key_token_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_255 arg2);
+extern swig_type_256 _wrap_kvc_store_strides_t_key_head_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_257 arg2);
+extern swig_type_258 _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_259 arg2);
+extern swig_type_260 _wrap_kvc_store_strides_t_value_token_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_261 arg2);
+extern swig_type_262 _wrap_kvc_store_strides_t_value_head_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_store_strides_t_kvc_9869b028bd667423(void);
 extern void _wrap_delete_kvc_store_strides_t_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_store_strides_init_kvc_9869b028bd667423(uintptr_t arg1);
-extern swig_type_234 _wrap_kvc_store_kv_strided_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4);
-extern swig_type_235 _wrap_kvc_copy_blocks_kvc_9869b028bd667423(uintptr_t arg1, int arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, int arg6, uintptr_t arg7);
+extern swig_type_263 _wrap_kvc_store_kv_strided_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_264 _wrap_kvc_copy_blocks_kvc_9869b028bd667423(uintptr_t arg1, int arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, int arg6, uintptr_t arg7);
 extern swig_intgo _wrap_KVC_TABLE_PADDED_kvc_9869b028bd667423(void);
 extern swig_intgo _wrap_KVC_TABLE_CSR_kvc_9869b028bd667423(void);
 extern void _wrap_kvc_decode_args_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
@@ -854,13 +925,13 @@ extern void _wrap_kvc_decode_args_t_v_scale_set_kvc_9869b028bd667423(uintptr_t a
 extern float _wrap_kvc_decode_args_t_v_scale_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_decode_args_t_workspace_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_decode_args_t_workspace_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_236 arg2);
-extern swig_type_237 _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_265 arg2);
+extern swig_type_266 _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_decode_args_t_kvc_9869b028bd667423(void);
 extern void _wrap_delete_kvc_decode_args_t_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_decode_args_init_kvc_9869b028bd667423(uintptr_t arg1);
-extern swig_type_238 _wrap_kvc_decode_workspace_size_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_239 _wrap_kvc_decode_attention_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_267 _wrap_kvc_decode_workspace_size_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_268 _wrap_kvc_decode_attention_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
 extern void _wrap_kvc_prefill_args_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_prefill_args_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_prefill_args_t_layer_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
@@ -905,14 +976,14 @@ extern void _wrap_kvc_prefill_args_t_v_scale_set_kvc_9869b028bd667423(uintptr_t 
 extern float _wrap_kvc_prefill_args_t_v_scale_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_prefill_args_t_workspace_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_prefill_args_t_workspace_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_240 arg2);
-extern swig_type_241 _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_269 arg2);
+extern swig_type_270 _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_prefill_args_t_kvc_9869b028bd667423(void);
 extern void _wrap_delete_kvc_prefill_args_t_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_prefill_args_init_kvc_9869b028bd667423(uintptr_t arg1);
-extern swig_type_242 _wrap_kvc_prefill_workspace_size_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_243 _wrap_kvc_prefill_attention_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_244 _wrap_kvc_cache_get_async_error_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_271 _wrap_kvc_prefill_workspace_size_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_272 _wrap_kvc_prefill_attention_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_273 _wrap_kvc_cache_get_async_error_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern swig_intgo _wrap_KVC_GROWTH_STAGGERED_kvc_9869b028bd667423(void);
 extern swig_intgo _wrap_KVC_GROWTH_UNIFORM_kvc_9869b028bd667423(void);
 extern swig_intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_9869b028bd667423(void);
@@ -933,7 +1004,7 @@ extern int _wrap_kvc_stateful_options_t_initial_length_get_kvc_9869b028bd667423(
 extern uintptr_t _wrap_new_kvc_stateful_options_t_kvc_9869b028bd667423(void);
 extern void _wrap_delete_kvc_stateful_options_t_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_stateful_options_init_kvc_9869b028bd667423(uintptr_t arg1);
-extern swig_type_245 _wrap_kvc_stateful_create_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_274 _wrap_kvc_stateful_create_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_kvc_stateful_destroy_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_stateful_view_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_view_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
@@ -943,12 +1014,12 @@ extern void _wrap_kvc_stateful_view_t_key_set_kvc_9869b028bd667423(uintptr_t arg
 extern uintptr_t _wrap_kvc_stateful_view_t_key_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_stateful_view_t_value_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_stateful_view_t_value_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_row_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_246 arg2);
-extern swig_type_247 _wrap_kvc_stateful_view_t_row_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_head_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_248 arg2);
-extern swig_type_249 _wrap_kvc_stateful_view_t_head_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_token_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_250 arg2);
-extern swig_type_251 _wrap_kvc_stateful_view_t_token_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_row_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_275 arg2);
+extern swig_type_276 _wrap_kvc_stateful_view_t_row_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_head_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_277 arg2);
+extern swig_type_278 _wrap_kvc_stateful_view_t_head_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_token_stride_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_279 arg2);
+extern swig_type_280 _wrap_kvc_stateful_view_t_token_stride_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_stateful_view_t_batch_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_view_t_batch_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_stateful_view_t_capacity_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
@@ -972,8 +1043,8 @@ extern uintptr_t _wrap_kvc_stateful_view_t_beam_table_get_kvc_9869b028bd667423(u
 extern uintptr_t _wrap_new_kvc_stateful_view_t_kvc_9869b028bd667423(void);
 extern void _wrap_delete_kvc_stateful_view_t_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_stateful_view_init_kvc_9869b028bd667423(uintptr_t arg1);
-extern swig_type_252 _wrap_kvc_stateful_layer_view_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern swig_type_253 _wrap_kvc_stateful_get_lengths_kvc_9869b028bd667423(uintptr_t arg1, int arg2, swig_voidp arg3, int arg4);
+extern swig_type_281 _wrap_kvc_stateful_layer_view_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_282 _wrap_kvc_stateful_get_lengths_kvc_9869b028bd667423(uintptr_t arg1, int arg2, swig_voidp arg3, int arg4);
 extern void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_stateful_append_args_t_layer_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
@@ -995,13 +1066,13 @@ extern float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_9869b028bd667423(u
 extern uintptr_t _wrap_new_kvc_stateful_append_args_t_kvc_9869b028bd667423(void);
 extern void _wrap_delete_kvc_stateful_append_args_t_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_stateful_append_args_init_kvc_9869b028bd667423(uintptr_t arg1);
-extern swig_type_254 _wrap_kvc_stateful_append_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_255 _wrap_kvc_stateful_reorder_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, int arg3, uintptr_t arg4);
-extern swig_type_256 _wrap_kvc_stateful_compact_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_257 _wrap_kvc_stateful_trim_kvc_9869b028bd667423(uintptr_t arg1, int arg2, int arg3, uintptr_t arg4);
-extern swig_type_258 _wrap_kvc_stateful_reset_kvc_9869b028bd667423(uintptr_t arg1, _Bool arg2, uintptr_t arg3);
-extern swig_type_259 _wrap_kvc_stateful_export_row_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3, swig_type_260 arg4, swig_voidp arg5, uintptr_t arg6);
-extern swig_type_261 _wrap_kvc_stateful_import_row_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3, swig_type_262 arg4, uintptr_t arg5);
+extern swig_type_283 _wrap_kvc_stateful_append_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_284 _wrap_kvc_stateful_reorder_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, int arg3, uintptr_t arg4);
+extern swig_type_285 _wrap_kvc_stateful_compact_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_286 _wrap_kvc_stateful_trim_kvc_9869b028bd667423(uintptr_t arg1, int arg2, int arg3, uintptr_t arg4);
+extern swig_type_287 _wrap_kvc_stateful_reset_kvc_9869b028bd667423(uintptr_t arg1, _Bool arg2, uintptr_t arg3);
+extern swig_type_288 _wrap_kvc_stateful_export_row_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3, swig_type_289 arg4, swig_voidp arg5, uintptr_t arg6);
+extern swig_type_290 _wrap_kvc_stateful_import_row_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3, swig_type_291 arg4, uintptr_t arg5);
 extern void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
@@ -1024,38 +1095,38 @@ extern void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_9869b028bd667423(ui
 extern float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_stateful_decode_args_t_workspace_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_263 arg2);
-extern swig_type_264 _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_292 arg2);
+extern swig_type_293 _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_stateful_decode_args_t_kvc_9869b028bd667423(void);
 extern void _wrap_delete_kvc_stateful_decode_args_t_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_stateful_decode_args_init_kvc_9869b028bd667423(uintptr_t arg1);
-extern swig_type_265 _wrap_kvc_stateful_decode_workspace_size_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_266 _wrap_kvc_stateful_decode_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_267 _wrap_kvc_stateful_get_async_error_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_294 _wrap_kvc_stateful_decode_workspace_size_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_295 _wrap_kvc_stateful_decode_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_296 _wrap_kvc_stateful_get_async_error_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_268 arg2);
-extern swig_type_269 _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_270 arg2);
-extern swig_type_271 _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_272 arg2);
-extern swig_type_273 _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_274 arg2);
-extern swig_type_275 _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_276 arg2);
-extern swig_type_277 _wrap_kvc_stateful_stats_t_reallocations_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_reorders_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_278 arg2);
-extern swig_type_279 _wrap_kvc_stateful_stats_t_reorders_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_280 arg2);
-extern swig_type_281 _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_compactions_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_282 arg2);
-extern swig_type_283 _wrap_kvc_stateful_stats_t_compactions_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_297 arg2);
+extern swig_type_298 _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_299 arg2);
+extern swig_type_300 _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_301 arg2);
+extern swig_type_302 _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_303 arg2);
+extern swig_type_304 _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_305 arg2);
+extern swig_type_306 _wrap_kvc_stateful_stats_t_reallocations_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_reorders_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_307 arg2);
+extern swig_type_308 _wrap_kvc_stateful_stats_t_reorders_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_309 arg2);
+extern swig_type_310 _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_compactions_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_311 arg2);
+extern swig_type_312 _wrap_kvc_stateful_stats_t_compactions_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_stateful_stats_t_kvc_9869b028bd667423(void);
 extern void _wrap_delete_kvc_stateful_stats_t_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_stateful_stats_init_kvc_9869b028bd667423(uintptr_t arg1);
-extern swig_type_284 _wrap_kvc_stateful_get_stats_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_313 _wrap_kvc_stateful_get_stats_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2);
 extern void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
@@ -1064,10 +1135,10 @@ extern void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_9869b028bd667423(u
 extern int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_285 arg2);
-extern swig_type_286 _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_287 arg2);
-extern swig_type_288 _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_314 arg2);
+extern swig_type_315 _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_316 arg2);
+extern swig_type_317 _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
@@ -1075,7 +1146,7 @@ extern int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_9869b028bd667423(
 extern uintptr_t _wrap_new_kvc_stateful_layer_stats_t_kvc_9869b028bd667423(void);
 extern void _wrap_delete_kvc_stateful_layer_stats_t_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_stateful_layer_stats_init_kvc_9869b028bd667423(uintptr_t arg1);
-extern swig_type_289 _wrap_kvc_stateful_get_layer_stats_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_318 _wrap_kvc_stateful_get_layer_stats_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3);
 extern swig_intgo _wrap_KVC_EVENT_STORED_kvc_9869b028bd667423(void);
 extern swig_intgo _wrap_KVC_EVENT_REMOVED_kvc_9869b028bd667423(void);
 extern swig_intgo _wrap_KVC_EVENT_TIER_CHANGED_kvc_9869b028bd667423(void);
@@ -1086,20 +1157,20 @@ extern swig_intgo _wrap_KVC_TIER_PRIMARY_kvc_9869b028bd667423(void);
 extern swig_intgo _wrap_KVC_TIER_HOST_kvc_9869b028bd667423(void);
 extern swig_intgo _wrap_KVC_TIER_DISK_kvc_9869b028bd667423(void);
 extern swig_intgo _wrap_KVC_TIER_REMOTE_kvc_9869b028bd667423(void);
-extern void _wrap_kvc_event_t_id_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_290 arg2);
-extern swig_type_291 _wrap_kvc_event_t_id_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_t_id_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_319 arg2);
+extern swig_type_320 _wrap_kvc_event_t_id_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_event_t_kind_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_event_t_kind_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_event_t_tier_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_event_t_tier_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_event_t_hash_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_292 arg2);
-extern swig_type_293 _wrap_kvc_event_t_hash_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_event_t_parent_hash_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_294 arg2);
-extern swig_type_295 _wrap_kvc_event_t_parent_hash_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_event_t_groups_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_296 arg2);
-extern swig_type_297 _wrap_kvc_event_t_groups_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_event_t_lora_id_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_298 arg2);
-extern swig_type_299 _wrap_kvc_event_t_lora_id_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_t_hash_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_321 arg2);
+extern swig_type_322 _wrap_kvc_event_t_hash_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_t_parent_hash_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_323 arg2);
+extern swig_type_324 _wrap_kvc_event_t_parent_hash_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_t_groups_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_325 arg2);
+extern swig_type_326 _wrap_kvc_event_t_groups_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_t_lora_id_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_327 arg2);
+extern swig_type_328 _wrap_kvc_event_t_lora_id_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_event_t_has_lora_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_event_t_has_lora_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_event_t_priority_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
@@ -1108,38 +1179,38 @@ extern void _wrap_kvc_event_t_num_tokens_set_kvc_9869b028bd667423(uintptr_t arg1
 extern int _wrap_kvc_event_t_num_tokens_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_event_t_reserved_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_event_t_reserved_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_event_t_token_offset_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_300 arg2);
-extern swig_type_301 _wrap_kvc_event_t_token_offset_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_event_t_lost_count_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_302 arg2);
-extern swig_type_303 _wrap_kvc_event_t_lost_count_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_t_token_offset_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_329 arg2);
+extern swig_type_330 _wrap_kvc_event_t_token_offset_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_t_lost_count_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_331 arg2);
+extern swig_type_332 _wrap_kvc_event_t_lost_count_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_event_t_kvc_9869b028bd667423(void);
 extern void _wrap_delete_kvc_event_t_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_event_drain_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_event_drain_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_event_drain_t_reserved_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_event_drain_t_reserved_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_events_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_304 arg2);
-extern swig_type_305 _wrap_kvc_event_drain_t_events_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_tokens_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_306 arg2);
-extern swig_type_307 _wrap_kvc_event_drain_t_tokens_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_events_pending_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_308 arg2);
-extern swig_type_309 _wrap_kvc_event_drain_t_events_pending_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_310 arg2);
-extern swig_type_311 _wrap_kvc_event_drain_t_tokens_pending_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_last_id_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_312 arg2);
-extern swig_type_313 _wrap_kvc_event_drain_t_last_id_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_events_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_333 arg2);
+extern swig_type_334 _wrap_kvc_event_drain_t_events_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_tokens_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_335 arg2);
+extern swig_type_336 _wrap_kvc_event_drain_t_tokens_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_events_pending_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_337 arg2);
+extern swig_type_338 _wrap_kvc_event_drain_t_events_pending_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_339 arg2);
+extern swig_type_340 _wrap_kvc_event_drain_t_tokens_pending_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_last_id_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_341 arg2);
+extern swig_type_342 _wrap_kvc_event_drain_t_last_id_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_event_drain_t_kvc_9869b028bd667423(void);
 extern void _wrap_delete_kvc_event_drain_t_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_event_drain_init_kvc_9869b028bd667423(uintptr_t arg1);
-extern swig_type_314 _wrap_kvc_cache_drain_events_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_type_315 arg3, swig_voidp arg4, swig_type_316 arg5, uintptr_t arg6);
-extern void _wrap_kvc_snapshot_entry_t_hash_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_317 arg2);
-extern swig_type_318 _wrap_kvc_snapshot_entry_t_hash_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_319 arg2);
-extern swig_type_320 _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_entry_t_groups_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_321 arg2);
-extern swig_type_322 _wrap_kvc_snapshot_entry_t_groups_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_323 arg2);
-extern swig_type_324 _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_343 _wrap_kvc_cache_drain_events_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_type_344 arg3, swig_voidp arg4, swig_type_345 arg5, uintptr_t arg6);
+extern void _wrap_kvc_snapshot_entry_t_hash_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_346 arg2);
+extern swig_type_347 _wrap_kvc_snapshot_entry_t_hash_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_348 arg2);
+extern swig_type_349 _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_entry_t_groups_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_350 arg2);
+extern swig_type_351 _wrap_kvc_snapshot_entry_t_groups_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_352 arg2);
+extern swig_type_353 _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_snapshot_entry_t_has_lora_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_snapshot_entry_t_has_lora_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_snapshot_entry_t_tier_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
@@ -1150,84 +1221,84 @@ extern void _wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_9869b028bd667423(uintp
 extern int _wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_snapshot_entry_t_kvc_9869b028bd667423(void);
 extern void _wrap_delete_kvc_snapshot_entry_t_kvc_9869b028bd667423(uintptr_t arg1);
-extern swig_type_325 _wrap_kvc_cache_snapshot_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_type_326 arg3, swig_voidp arg4, swig_voidp arg5);
-extern swig_type_327 _wrap_kvc_block_hashes_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_type_328 arg3, uintptr_t arg4, swig_voidp arg5, swig_type_329 arg6, swig_voidp arg7);
-extern swig_type_330 _wrap_kvc_config_set_disk_cache_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_type_331 arg3);
-extern swig_type_332 _wrap_kvc_config_get_disk_cache_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_354 _wrap_kvc_cache_snapshot_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_type_355 arg3, swig_voidp arg4, swig_voidp arg5);
+extern swig_type_356 _wrap_kvc_block_hashes_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_type_357 arg3, uintptr_t arg4, swig_voidp arg5, swig_type_358 arg6, swig_voidp arg7);
+extern swig_type_359 _wrap_kvc_config_set_disk_cache_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_type_360 arg3);
+extern swig_type_361 _wrap_kvc_config_get_disk_cache_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
 extern void _wrap_kvc_tier_stats_t_struct_size_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_tier_stats_t_struct_size_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_tier_stats_t_tier_set_kvc_9869b028bd667423(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_tier_stats_t_tier_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_333 arg2);
-extern swig_type_334 _wrap_kvc_tier_stats_t_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_335 arg2);
-extern swig_type_336 _wrap_kvc_tier_stats_t_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_337 arg2);
-extern swig_type_338 _wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_hits_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_339 arg2);
-extern swig_type_340 _wrap_kvc_tier_stats_t_hits_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_misses_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_341 arg2);
-extern swig_type_342 _wrap_kvc_tier_stats_t_misses_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_rejected_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_343 arg2);
-extern swig_type_344 _wrap_kvc_tier_stats_t_rejected_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_345 arg2);
-extern swig_type_346 _wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_347 arg2);
-extern swig_type_348 _wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_offered_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_349 arg2);
-extern swig_type_350 _wrap_kvc_tier_stats_t_offered_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_stored_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_351 arg2);
-extern swig_type_352 _wrap_kvc_tier_stats_t_stored_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_353 arg2);
-extern swig_type_354 _wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_errors_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_355 arg2);
-extern swig_type_356 _wrap_kvc_tier_stats_t_errors_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_357 arg2);
-extern swig_type_358 _wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_queued_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_359 arg2);
-extern swig_type_360 _wrap_kvc_tier_stats_t_queued_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_load_count_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_361 arg2);
-extern swig_type_362 _wrap_kvc_tier_stats_t_load_count_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_load_p50_us_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_363 arg2);
-extern swig_type_364 _wrap_kvc_tier_stats_t_load_p50_us_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_load_p99_us_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_365 arg2);
-extern swig_type_366 _wrap_kvc_tier_stats_t_load_p99_us_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_load_max_us_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_367 arg2);
-extern swig_type_368 _wrap_kvc_tier_stats_t_load_max_us_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_write_count_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_369 arg2);
-extern swig_type_370 _wrap_kvc_tier_stats_t_write_count_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_write_p50_us_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_371 arg2);
-extern swig_type_372 _wrap_kvc_tier_stats_t_write_p50_us_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_write_p99_us_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_373 arg2);
-extern swig_type_374 _wrap_kvc_tier_stats_t_write_p99_us_get_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_write_max_us_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_375 arg2);
-extern swig_type_376 _wrap_kvc_tier_stats_t_write_max_us_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_362 arg2);
+extern swig_type_363 _wrap_kvc_tier_stats_t_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_364 arg2);
+extern swig_type_365 _wrap_kvc_tier_stats_t_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_366 arg2);
+extern swig_type_367 _wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_hits_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_368 arg2);
+extern swig_type_369 _wrap_kvc_tier_stats_t_hits_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_misses_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_370 arg2);
+extern swig_type_371 _wrap_kvc_tier_stats_t_misses_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_rejected_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_372 arg2);
+extern swig_type_373 _wrap_kvc_tier_stats_t_rejected_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_374 arg2);
+extern swig_type_375 _wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_376 arg2);
+extern swig_type_377 _wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_offered_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_378 arg2);
+extern swig_type_379 _wrap_kvc_tier_stats_t_offered_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_stored_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_380 arg2);
+extern swig_type_381 _wrap_kvc_tier_stats_t_stored_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_382 arg2);
+extern swig_type_383 _wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_errors_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_384 arg2);
+extern swig_type_385 _wrap_kvc_tier_stats_t_errors_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_386 arg2);
+extern swig_type_387 _wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_queued_blocks_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_388 arg2);
+extern swig_type_389 _wrap_kvc_tier_stats_t_queued_blocks_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_load_count_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_390 arg2);
+extern swig_type_391 _wrap_kvc_tier_stats_t_load_count_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_load_p50_us_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_392 arg2);
+extern swig_type_393 _wrap_kvc_tier_stats_t_load_p50_us_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_load_p99_us_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_394 arg2);
+extern swig_type_395 _wrap_kvc_tier_stats_t_load_p99_us_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_load_max_us_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_396 arg2);
+extern swig_type_397 _wrap_kvc_tier_stats_t_load_max_us_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_write_count_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_398 arg2);
+extern swig_type_399 _wrap_kvc_tier_stats_t_write_count_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_write_p50_us_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_400 arg2);
+extern swig_type_401 _wrap_kvc_tier_stats_t_write_p50_us_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_write_p99_us_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_402 arg2);
+extern swig_type_403 _wrap_kvc_tier_stats_t_write_p99_us_get_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_write_max_us_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_404 arg2);
+extern swig_type_405 _wrap_kvc_tier_stats_t_write_max_us_get_kvc_9869b028bd667423(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_tier_stats_t_kvc_9869b028bd667423(void);
 extern void _wrap_delete_kvc_tier_stats_t_kvc_9869b028bd667423(uintptr_t arg1);
 extern void _wrap_kvc_tier_stats_init_kvc_9869b028bd667423(uintptr_t arg1);
-extern swig_type_377 _wrap_kvc_cache_get_tier_stats_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern swig_type_378 _wrap_kvc_cache_flush_tiers_kvc_9869b028bd667423(uintptr_t arg1);
-extern swig_type_379 _wrap_kvc_config_set_remote_cache_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_380 arg4);
-extern swig_type_381 _wrap_kvc_config_get_remote_cache_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4);
-extern swig_type_382 _wrap_kvc_config_set_remote_cache_timeouts_kvc_9869b028bd667423(uintptr_t arg1, int arg2, int arg3);
-extern swig_type_383 _wrap_kvc_config_get_remote_cache_timeouts_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
-extern swig_type_384 _wrap_kvc_config_set_remote_cache_optional_kvc_9869b028bd667423(uintptr_t arg1, _Bool arg2);
-extern swig_type_385 _wrap_kvc_config_get_remote_cache_optional_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_kvcgo_buffer_new_kvc_9869b028bd667423(swig_voidp arg1, swig_type_386 arg2);
+extern swig_type_406 _wrap_kvc_cache_get_tier_stats_kvc_9869b028bd667423(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_407 _wrap_kvc_cache_flush_tiers_kvc_9869b028bd667423(uintptr_t arg1);
+extern swig_type_408 _wrap_kvc_config_set_remote_cache_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_409 arg4);
+extern swig_type_410 _wrap_kvc_config_get_remote_cache_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4);
+extern swig_type_411 _wrap_kvc_config_set_remote_cache_timeouts_kvc_9869b028bd667423(uintptr_t arg1, int arg2, int arg3);
+extern swig_type_412 _wrap_kvc_config_get_remote_cache_timeouts_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_413 _wrap_kvc_config_set_remote_cache_optional_kvc_9869b028bd667423(uintptr_t arg1, _Bool arg2);
+extern swig_type_414 _wrap_kvc_config_get_remote_cache_optional_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_kvcgo_buffer_new_kvc_9869b028bd667423(swig_voidp arg1, swig_type_415 arg2);
 extern void _wrap_kvcgo_buffer_free_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvcgo_buffer_read_kvc_9869b028bd667423(swig_voidp arg1, uintptr_t arg2, swig_type_387 arg3);
-extern swig_type_388 _wrap_kvcgo_cstring_length_kvc_9869b028bd667423(uintptr_t arg1);
-extern void _wrap_kvcgo_buffer_write_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_type_389 arg3);
-extern void _wrap_kvcgo_extra_key_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_390 arg2, swig_type_391 arg3, swig_type_392 arg4, uintptr_t arg5, swig_type_393 arg6);
-extern swig_type_394 _wrap_kvcgo_cache_async_error_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_395 _wrap_kvcgo_stateful_async_error_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_396 _wrap_kvcgo_extra_key_size_kvc_9869b028bd667423(void);
-extern void _wrap_kvcgo_retention_range_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_397 arg2, swig_type_398 arg3, swig_type_399 arg4, int arg5, swig_type_400 arg6);
-extern swig_type_401 _wrap_kvcgo_retention_range_size_kvc_9869b028bd667423(void);
-extern swig_type_402 _wrap_kvcgo_event_size_kvc_9869b028bd667423(void);
-extern swig_type_403 _wrap_kvcgo_snapshot_entry_size_kvc_9869b028bd667423(void);
-extern void _wrap_kvcgo_events_read_kvc_9869b028bd667423(swig_voidp arg1, uintptr_t arg2, swig_type_404 arg3);
-extern void _wrap_kvcgo_snapshot_read_kvc_9869b028bd667423(swig_voidp arg1, uintptr_t arg2, swig_type_405 arg3);
+extern void _wrap_kvcgo_buffer_read_kvc_9869b028bd667423(swig_voidp arg1, uintptr_t arg2, swig_type_416 arg3);
+extern swig_type_417 _wrap_kvcgo_cstring_length_kvc_9869b028bd667423(uintptr_t arg1);
+extern void _wrap_kvcgo_buffer_write_kvc_9869b028bd667423(uintptr_t arg1, swig_voidp arg2, swig_type_418 arg3);
+extern void _wrap_kvcgo_extra_key_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_419 arg2, swig_type_420 arg3, swig_type_421 arg4, uintptr_t arg5, swig_type_422 arg6);
+extern swig_type_423 _wrap_kvcgo_cache_async_error_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_424 _wrap_kvcgo_stateful_async_error_kvc_9869b028bd667423(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_425 _wrap_kvcgo_extra_key_size_kvc_9869b028bd667423(void);
+extern void _wrap_kvcgo_retention_range_set_kvc_9869b028bd667423(uintptr_t arg1, swig_type_426 arg2, swig_type_427 arg3, swig_type_428 arg4, int arg5, swig_type_429 arg6);
+extern swig_type_430 _wrap_kvcgo_retention_range_size_kvc_9869b028bd667423(void);
+extern swig_type_431 _wrap_kvcgo_event_size_kvc_9869b028bd667423(void);
+extern swig_type_432 _wrap_kvcgo_snapshot_entry_size_kvc_9869b028bd667423(void);
+extern void _wrap_kvcgo_events_read_kvc_9869b028bd667423(swig_voidp arg1, uintptr_t arg2, swig_type_433 arg3);
+extern void _wrap_kvcgo_snapshot_read_kvc_9869b028bd667423(swig_voidp arg1, uintptr_t arg2, swig_type_434 arg3);
 #undef intgo
 */
 import "C"
@@ -1817,11 +1888,33 @@ func Kvc_config_get_primary_bytes(arg1 Config, arg2 *uint64) (_swig_ret error) {
 	return swig_r_1
 }
 
+func Kvc_config_set_max_primary_bytes(arg1 Config, arg2 uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_kvc_config_set_max_primary_bytes_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_32(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+func Kvc_config_get_max_primary_bytes(arg1 Config, arg2 *uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_kvc_config_get_max_primary_bytes_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
 func Kvc_config_set_max_tokens(arg1 Config, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_max_tokens_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_32(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_max_tokens_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_35(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1865,7 +1958,7 @@ func Kvc_config_set_host_cache_bytes(arg1 Config, arg2 uint64) (_swig_ret error)
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_host_cache_bytes_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_37(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_host_cache_bytes_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_40(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1997,7 +2090,7 @@ func Kvc_config_set_event_hash_seed(arg1 Config, arg2 uint64) (_swig_ret error) 
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_event_hash_seed_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_50(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_event_hash_seed_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_53(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2195,7 +2288,7 @@ func (arg1 SwigcptrKvc_cache_desc_t) GetKv_factor() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_cache_desc_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_num_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_55(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_num_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_58(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetNum_blocks() (_swig_ret uint64) {
@@ -2208,7 +2301,7 @@ func (arg1 SwigcptrKvc_cache_desc_t) GetNum_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_desc_t) SetToken_capacity(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_token_capacity_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_57(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_token_capacity_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_60(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetToken_capacity() (_swig_ret uint64) {
@@ -2221,7 +2314,7 @@ func (arg1 SwigcptrKvc_cache_desc_t) GetToken_capacity() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_desc_t) SetPrimary_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_primary_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_59(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_primary_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_62(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetPrimary_bytes() (_swig_ret uint64) {
@@ -2234,7 +2327,7 @@ func (arg1 SwigcptrKvc_cache_desc_t) GetPrimary_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_desc_t) SetHost_cache_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_61(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_64(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetHost_cache_bytes() (_swig_ret uint64) {
@@ -2247,7 +2340,7 @@ func (arg1 SwigcptrKvc_cache_desc_t) GetHost_cache_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_desc_t) SetDevice_free_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_63(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_66(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetDevice_free_bytes() (_swig_ret uint64) {
@@ -2260,7 +2353,7 @@ func (arg1 SwigcptrKvc_cache_desc_t) GetDevice_free_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_desc_t) SetDevice_total_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_65(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_68(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetDevice_total_bytes() (_swig_ret uint64) {
@@ -2424,7 +2517,7 @@ func (arg1 SwigcptrKvc_group_desc_t) GetPool() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_group_desc_t) SetBlock_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_block_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_68(_swig_i_1))
+	C._wrap_kvc_group_desc_t_block_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_71(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetBlock_bytes() (_swig_ret uint64) {
@@ -2437,7 +2530,7 @@ func (arg1 SwigcptrKvc_group_desc_t) GetBlock_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_group_desc_t) SetBytes_per_token(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_bytes_per_token_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1))
+	C._wrap_kvc_group_desc_t_bytes_per_token_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_73(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetBytes_per_token() (_swig_ret uint64) {
@@ -2534,7 +2627,7 @@ func (arg1 SwigcptrKvc_pool_desc_t) GetNum_groups() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_pool_desc_t) SetBlock_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_block_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_73(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_block_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_76(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetBlock_bytes() (_swig_ret uint64) {
@@ -2547,7 +2640,7 @@ func (arg1 SwigcptrKvc_pool_desc_t) GetBlock_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_pool_desc_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_num_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_num_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_78(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetNum_blocks() (_swig_ret uint64) {
@@ -2560,7 +2653,7 @@ func (arg1 SwigcptrKvc_pool_desc_t) GetNum_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_pool_desc_t) SetBytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_80(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetBytes() (_swig_ret uint64) {
@@ -2783,7 +2876,7 @@ func (arg1 SwigcptrKvc_layer_view_t) GetBase() (_swig_ret uintptr) {
 func (arg1 SwigcptrKvc_layer_view_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_num_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_80(_swig_i_1))
+	C._wrap_kvc_layer_view_t_num_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_83(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetNum_blocks() (_swig_ret uint64) {
@@ -2796,7 +2889,7 @@ func (arg1 SwigcptrKvc_layer_view_t) GetNum_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_layer_view_t) SetBlock_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_block_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_82(_swig_i_1))
+	C._wrap_kvc_layer_view_t_block_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_85(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetBlock_stride() (_swig_ret uint64) {
@@ -2809,7 +2902,7 @@ func (arg1 SwigcptrKvc_layer_view_t) GetBlock_stride() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_layer_view_t) SetKv_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_kv_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_84(_swig_i_1))
+	C._wrap_kvc_layer_view_t_kv_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_87(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetKv_stride() (_swig_ret uint64) {
@@ -2822,7 +2915,7 @@ func (arg1 SwigcptrKvc_layer_view_t) GetKv_stride() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_layer_view_t) SetToken_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_token_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_86(_swig_i_1))
+	C._wrap_kvc_layer_view_t_token_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_89(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetToken_stride() (_swig_ret uint64) {
@@ -2835,7 +2928,7 @@ func (arg1 SwigcptrKvc_layer_view_t) GetToken_stride() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_layer_view_t) SetHead_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_head_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_88(_swig_i_1))
+	C._wrap_kvc_layer_view_t_head_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_91(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetHead_stride() (_swig_ret uint64) {
@@ -2910,6 +3003,331 @@ func Kvc_cache_layer_view(arg1 Cache, arg2 uint32, arg3 Kvc_layer_view_t) (_swig
 	return swig_r_1
 }
 
+type SwigcptrKvc_resize_inputs_t uintptr
+
+func (p SwigcptrKvc_resize_inputs_t) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrKvc_resize_inputs_t) SwigIsKvc_resize_inputs_t() {
+}
+
+func (arg1 SwigcptrKvc_resize_inputs_t) SetStruct_size(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_resize_inputs_t_struct_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_resize_inputs_t) GetStruct_size() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_resize_inputs_t_struct_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_resize_inputs_t) SetReserved(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_resize_inputs_t_reserved_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_resize_inputs_t) GetReserved() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_resize_inputs_t_reserved_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_resize_inputs_t) SetFree_gpu_memory_fraction(arg2 float64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_resize_inputs_t) GetFree_gpu_memory_fraction() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_resize_inputs_t) SetFree_bytes(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_resize_inputs_t_free_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_94(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_resize_inputs_t) GetFree_bytes() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_resize_inputs_t_free_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_resize_inputs_t) SetNon_paged_bytes(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_resize_inputs_t_non_paged_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_96(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_resize_inputs_t) GetNon_paged_bytes() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_resize_inputs_t_non_paged_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_resize_inputs_t) SetForward_bytes(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_resize_inputs_t_forward_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_98(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_resize_inputs_t) GetForward_bytes() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_resize_inputs_t_forward_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewKvc_resize_inputs_t() (_swig_ret Kvc_resize_inputs_t) {
+	var swig_r Kvc_resize_inputs_t
+	swig_r = (Kvc_resize_inputs_t)(SwigcptrKvc_resize_inputs_t(C._wrap_new_kvc_resize_inputs_t_kvc_9869b028bd667423()))
+	return swig_r
+}
+
+func DeleteKvc_resize_inputs_t(arg1 Kvc_resize_inputs_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_kvc_resize_inputs_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
+}
+
+type Kvc_resize_inputs_t interface {
+	Swigcptr() uintptr
+	SwigIsKvc_resize_inputs_t()
+	SetStruct_size(arg2 uint32)
+	GetStruct_size() (_swig_ret uint32)
+	SetReserved(arg2 uint32)
+	GetReserved() (_swig_ret uint32)
+	SetFree_gpu_memory_fraction(arg2 float64)
+	GetFree_gpu_memory_fraction() (_swig_ret float64)
+	SetFree_bytes(arg2 uint64)
+	GetFree_bytes() (_swig_ret uint64)
+	SetNon_paged_bytes(arg2 uint64)
+	GetNon_paged_bytes() (_swig_ret uint64)
+	SetForward_bytes(arg2 uint64)
+	GetForward_bytes() (_swig_ret uint64)
+}
+
+func Kvc_resize_inputs_init(arg1 Kvc_resize_inputs_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_kvc_resize_inputs_init_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
+}
+
+type SwigcptrKvc_resize_plan_t uintptr
+
+func (p SwigcptrKvc_resize_plan_t) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrKvc_resize_plan_t) SwigIsKvc_resize_plan_t() {
+}
+
+func (arg1 SwigcptrKvc_resize_plan_t) SetStruct_size(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_resize_plan_t_struct_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_resize_plan_t) GetStruct_size() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_resize_plan_t_struct_size_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_resize_plan_t) SetNum_pools(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_resize_plan_t_num_pools_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_resize_plan_t) GetNum_pools() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_resize_plan_t_num_pools_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_resize_plan_t) SetFree_bytes(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_resize_plan_t_free_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_100(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_resize_plan_t) GetFree_bytes() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_resize_plan_t_free_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_resize_plan_t) SetMem_for_paged(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_resize_plan_t_mem_for_paged_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_102(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_resize_plan_t) GetMem_for_paged() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_resize_plan_t_mem_for_paged_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_resize_plan_t) SetPrimary_bytes(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_resize_plan_t_primary_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_104(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_resize_plan_t) GetPrimary_bytes() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_resize_plan_t_primary_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_resize_plan_t) SetMax_primary_bytes(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_resize_plan_t_max_primary_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_106(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_resize_plan_t) GetMax_primary_bytes() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_resize_plan_t_max_primary_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_resize_plan_t) SetBlocks_per_group(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_resize_plan_t_blocks_per_group_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_108(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_resize_plan_t) GetBlocks_per_group() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_resize_plan_t_blocks_per_group_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_resize_plan_t) SetToken_capacity(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_resize_plan_t_token_capacity_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_110(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_resize_plan_t) GetToken_capacity() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_resize_plan_t_token_capacity_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_resize_plan_t) SetNum_blocks(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_resize_plan_t_num_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_112(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_resize_plan_t) GetNum_blocks() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_resize_plan_t_num_blocks_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_resize_plan_t) SetTotal_bytes(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_resize_plan_t_total_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_114(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_resize_plan_t) GetTotal_bytes() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_resize_plan_t_total_bytes_get_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewKvc_resize_plan_t() (_swig_ret Kvc_resize_plan_t) {
+	var swig_r Kvc_resize_plan_t
+	swig_r = (Kvc_resize_plan_t)(SwigcptrKvc_resize_plan_t(C._wrap_new_kvc_resize_plan_t_kvc_9869b028bd667423()))
+	return swig_r
+}
+
+func DeleteKvc_resize_plan_t(arg1 Kvc_resize_plan_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_kvc_resize_plan_t_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
+}
+
+type Kvc_resize_plan_t interface {
+	Swigcptr() uintptr
+	SwigIsKvc_resize_plan_t()
+	SetStruct_size(arg2 uint32)
+	GetStruct_size() (_swig_ret uint32)
+	SetNum_pools(arg2 uint32)
+	GetNum_pools() (_swig_ret uint32)
+	SetFree_bytes(arg2 uint64)
+	GetFree_bytes() (_swig_ret uint64)
+	SetMem_for_paged(arg2 uint64)
+	GetMem_for_paged() (_swig_ret uint64)
+	SetPrimary_bytes(arg2 uint64)
+	GetPrimary_bytes() (_swig_ret uint64)
+	SetMax_primary_bytes(arg2 uint64)
+	GetMax_primary_bytes() (_swig_ret uint64)
+	SetBlocks_per_group(arg2 uint64)
+	GetBlocks_per_group() (_swig_ret uint64)
+	SetToken_capacity(arg2 uint64)
+	GetToken_capacity() (_swig_ret uint64)
+	SetNum_blocks(arg2 uint64)
+	GetNum_blocks() (_swig_ret uint64)
+	SetTotal_bytes(arg2 uint64)
+	GetTotal_bytes() (_swig_ret uint64)
+}
+
+func Kvc_resize_plan_init(arg1 Kvc_resize_plan_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_kvc_resize_plan_init_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0))
+}
+
+func Kvc_cache_plan_resize(arg1 Cache, arg2 Kvc_resize_inputs_t, arg3 Kvc_resize_plan_t, arg4 *uint64, arg5 uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := getSwigcptr(arg3)
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	swig_r_p := C._wrap_kvc_cache_plan_resize_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_117(_swig_i_4))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+func Kvc_cache_resize(arg1 Cache, arg2 uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_kvc_cache_resize_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_119(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
 const KVC_DEFAULT_PRIORITY int = 35
 
 type SwigcptrKvc_extra_key_t uintptr
@@ -2924,7 +3342,7 @@ func (p SwigcptrKvc_extra_key_t) SwigIsKvc_extra_key_t() {
 func (arg1 SwigcptrKvc_extra_key_t) SetOffset(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_extra_key_t_offset_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_91(_swig_i_1))
+	C._wrap_kvc_extra_key_t_offset_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_120(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) GetOffset() (_swig_ret uint64) {
@@ -2937,7 +3355,7 @@ func (arg1 SwigcptrKvc_extra_key_t) GetOffset() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_extra_key_t) SetLength(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_extra_key_t_length_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_93(_swig_i_1))
+	C._wrap_kvc_extra_key_t_length_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_122(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) GetLength() (_swig_ret uint64) {
@@ -2963,7 +3381,7 @@ func (arg1 SwigcptrKvc_extra_key_t) GetData() (_swig_ret uintptr) {
 func (arg1 SwigcptrKvc_extra_key_t) SetSize(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_extra_key_t_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_95(_swig_i_1))
+	C._wrap_kvc_extra_key_t_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_124(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) GetSize() (_swig_ret uint64) {
@@ -3009,7 +3427,7 @@ func (p SwigcptrKvc_retention_range_t) SwigIsKvc_retention_range_t() {
 func (arg1 SwigcptrKvc_retention_range_t) SetStart(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_retention_range_t_start_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_97(_swig_i_1))
+	C._wrap_kvc_retention_range_t_start_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_126(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) GetStart() (_swig_ret uint64) {
@@ -3022,7 +3440,7 @@ func (arg1 SwigcptrKvc_retention_range_t) GetStart() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_retention_range_t) SetEnd(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_retention_range_t_end_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_99(_swig_i_1))
+	C._wrap_kvc_retention_range_t_end_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_128(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) GetEnd() (_swig_ret uint64) {
@@ -3061,7 +3479,7 @@ func (arg1 SwigcptrKvc_retention_range_t) GetReserved() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_retention_range_t) SetDuration_ms(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_retention_range_t_duration_ms_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_101(_swig_i_1))
+	C._wrap_kvc_retention_range_t_duration_ms_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_130(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) GetDuration_ms() (_swig_ret uint64) {
@@ -3161,7 +3579,7 @@ func (arg1 SwigcptrKvc_sequence_options_t) GetHas_lora() (_swig_ret bool) {
 func (arg1 SwigcptrKvc_sequence_options_t) SetLora_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_lora_id_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_103(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_lora_id_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_132(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetLora_id() (_swig_ret uint64) {
@@ -3187,7 +3605,7 @@ func (arg1 SwigcptrKvc_sequence_options_t) GetSalt() (_swig_ret uintptr) {
 func (arg1 SwigcptrKvc_sequence_options_t) SetSalt_size(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_salt_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_105(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_salt_size_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_134(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetSalt_size() (_swig_ret uint64) {
@@ -3213,7 +3631,7 @@ func (arg1 SwigcptrKvc_sequence_options_t) GetExtra_keys() (_swig_ret Kvc_extra_
 func (arg1 SwigcptrKvc_sequence_options_t) SetNum_extra_keys(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_107(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_136(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetNum_extra_keys() (_swig_ret uint64) {
@@ -3239,7 +3657,7 @@ func (arg1 SwigcptrKvc_sequence_options_t) GetRetention_ranges() (_swig_ret Kvc_
 func (arg1 SwigcptrKvc_sequence_options_t) SetNum_retention_ranges(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_109(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_138(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetNum_retention_ranges() (_swig_ret uint64) {
@@ -3252,7 +3670,7 @@ func (arg1 SwigcptrKvc_sequence_options_t) GetNum_retention_ranges() (_swig_ret 
 func (arg1 SwigcptrKvc_sequence_options_t) SetDecode_duration_ms(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_111(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_140(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetDecode_duration_ms() (_swig_ret uint64) {
@@ -3316,7 +3734,7 @@ func Kvc_sequence_add(arg1 Cache, arg2 uint64, arg3 *int32, arg4 uint64, arg5 Kv
 	_swig_i_4 := getSwigcptr(arg5)
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_kvc_sequence_add_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_114(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_115(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_voidp(_swig_i_6))
+	swig_r_p := C._wrap_kvc_sequence_add_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_143(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_144(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_voidp(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3330,7 +3748,7 @@ func Kvc_sequence_extend(arg1 Cache, arg2 uint64, arg3 *int32, arg4 uint64, arg5
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_sequence_extend_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_117(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_118(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_kvc_sequence_extend_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_146(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_147(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3342,7 +3760,7 @@ func Kvc_sequence_commit(arg1 Cache, arg2 uint64, arg3 uint64) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_sequence_commit_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_120(_swig_i_1), C.swig_type_121(_swig_i_2))
+	swig_r_p := C._wrap_kvc_sequence_commit_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_149(_swig_i_1), C.swig_type_150(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3354,7 +3772,7 @@ func Kvc_sequence_rewind(arg1 Cache, arg2 uint64, arg3 uint64) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_sequence_rewind_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_123(_swig_i_1), C.swig_type_124(_swig_i_2))
+	swig_r_p := C._wrap_kvc_sequence_rewind_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_152(_swig_i_1), C.swig_type_153(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3366,7 +3784,7 @@ func Kvc_sequence_fork(arg1 Cache, arg2 uint64, arg3 uint64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_sequence_fork_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_126(_swig_i_1), C.swig_type_127(_swig_i_2))
+	swig_r_p := C._wrap_kvc_sequence_fork_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_155(_swig_i_1), C.swig_type_156(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3377,7 +3795,7 @@ func Kvc_sequence_remove(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_sequence_remove_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_129(_swig_i_1))
+	swig_r_p := C._wrap_kvc_sequence_remove_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_158(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3388,7 +3806,7 @@ func Kvc_sequence_pin(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_sequence_pin_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_131(_swig_i_1))
+	swig_r_p := C._wrap_kvc_sequence_pin_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_160(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3399,7 +3817,7 @@ func Kvc_sequence_unpin(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_sequence_unpin_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_133(_swig_i_1))
+	swig_r_p := C._wrap_kvc_sequence_unpin_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_162(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3470,7 +3888,7 @@ func (arg1 SwigcptrKvc_sequence_desc_t) GetReserved() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_sequence_desc_t) SetNum_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_num_tokens_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_134(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_num_tokens_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_163(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetNum_tokens() (_swig_ret uint64) {
@@ -3483,7 +3901,7 @@ func (arg1 SwigcptrKvc_sequence_desc_t) GetNum_tokens() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_sequence_desc_t) SetPrompt_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_136(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_165(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetPrompt_tokens() (_swig_ret uint64) {
@@ -3496,7 +3914,7 @@ func (arg1 SwigcptrKvc_sequence_desc_t) GetPrompt_tokens() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_sequence_desc_t) SetCached_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_138(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_167(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetCached_tokens() (_swig_ret uint64) {
@@ -3509,7 +3927,7 @@ func (arg1 SwigcptrKvc_sequence_desc_t) GetCached_tokens() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_sequence_desc_t) SetCommitted_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_140(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_169(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetCommitted_tokens() (_swig_ret uint64) {
@@ -3522,7 +3940,7 @@ func (arg1 SwigcptrKvc_sequence_desc_t) GetCommitted_tokens() (_swig_ret uint64)
 func (arg1 SwigcptrKvc_sequence_desc_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_num_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_142(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_num_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_171(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetNum_blocks() (_swig_ret uint64) {
@@ -3576,7 +3994,7 @@ func Kvc_sequence_describe(arg1 Cache, arg2 uint64, arg3 Kvc_sequence_desc_t) (_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_sequence_describe_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_145(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_sequence_describe_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_174(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3591,7 +4009,7 @@ func Kvc_sequence_block_ids(arg1 Cache, arg2 uint64, arg3 uint32, arg4 *int32, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_kvc_sequence_block_ids_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_147(_swig_i_1), C.int(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_148(_swig_i_4), C.swig_voidp(_swig_i_5))
+	swig_r_p := C._wrap_kvc_sequence_block_ids_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_176(_swig_i_1), C.int(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_177(_swig_i_4), C.swig_voidp(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3604,7 +4022,7 @@ func Kvc_sequence_blocks_needed(arg1 Cache, arg2 uint64, arg3 uint64, arg4 *uint
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_sequence_blocks_needed_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_150(_swig_i_1), C.swig_type_151(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_sequence_blocks_needed_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1), C.swig_type_180(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3618,7 +4036,7 @@ func Kvc_cache_probe(arg1 Cache, arg2 *int32, arg3 uint64, arg4 Kvc_sequence_opt
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_cache_probe_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_153(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvc_cache_probe_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_182(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3629,7 +4047,7 @@ func Kvc_cache_advance_clock(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_cache_advance_clock_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_155(_swig_i_1))
+	swig_r_p := C._wrap_kvc_cache_advance_clock_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_184(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3643,7 +4061,7 @@ func Kvc_batch_extend(arg1 Cache, arg2 *uint64, arg3 *int32, arg4 uint64, arg5 u
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_batch_extend_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_157(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_kvc_batch_extend_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_186(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3660,7 +4078,7 @@ func Kvc_batch_block_table(arg1 Cache, arg2 uint32, arg3 *uint64, arg4 uint64, a
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_kvc_batch_block_table_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_159(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_160(_swig_i_5), C.int(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_kvc_batch_block_table_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_188(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_189(_swig_i_5), C.int(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3678,7 +4096,7 @@ func Kvc_batch_block_table_csr(arg1 Cache, arg2 uint32, arg3 *uint64, arg4 uint6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_kvc_batch_block_table_csr_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_162(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_163(_swig_i_6), C.swig_voidp(_swig_i_7), C.swig_voidp(_swig_i_8))
+	swig_r_p := C._wrap_kvc_batch_block_table_csr_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_191(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_192(_swig_i_6), C.swig_voidp(_swig_i_7), C.swig_voidp(_swig_i_8))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3691,7 +4109,7 @@ func Kvc_batch_sequence_lengths(arg1 Cache, arg2 *uint64, arg3 uint64, arg4 *int
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_batch_sequence_lengths_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_165(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_batch_sequence_lengths_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_194(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3708,7 +4126,7 @@ func Kvc_batch_slot_mapping(arg1 Cache, arg2 uint32, arg3 *uint64, arg4 uint64, 
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_kvc_batch_slot_mapping_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_167(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_168(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_kvc_batch_slot_mapping_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_196(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_197(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3753,7 +4171,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetReserved() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_num_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_169(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_num_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_198(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetNum_blocks() (_swig_ret uint64) {
@@ -3766,7 +4184,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetNum_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetFree_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_free_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_171(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_free_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_200(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetFree_blocks() (_swig_ret uint64) {
@@ -3779,7 +4197,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetFree_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetCached_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_cached_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_cached_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_202(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetCached_blocks() (_swig_ret uint64) {
@@ -3792,7 +4210,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetCached_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetIn_use_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_175(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_204(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetIn_use_blocks() (_swig_ret uint64) {
@@ -3805,7 +4223,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetIn_use_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetReused_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_reused_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_177(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_reused_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_206(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetReused_blocks() (_swig_ret uint64) {
@@ -3818,7 +4236,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetReused_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetMissed_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_missed_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_missed_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_208(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetMissed_blocks() (_swig_ret uint64) {
@@ -3844,7 +4262,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetHit_rate() (_swig_ret float64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetEvicted_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_210(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
@@ -3857,7 +4275,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetNum_sequences(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_num_sequences_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_num_sequences_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_212(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetNum_sequences() (_swig_ret uint64) {
@@ -3870,7 +4288,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetNum_sequences() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetNum_pinned(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_num_pinned_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_num_pinned_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_214(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetNum_pinned() (_swig_ret uint64) {
@@ -3883,7 +4301,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetNum_pinned() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetTree_nodes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_tree_nodes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_tree_nodes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_216(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetTree_nodes() (_swig_ret uint64) {
@@ -3896,7 +4314,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetTree_nodes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetOffloaded_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_218(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetOffloaded_blocks() (_swig_ret uint64) {
@@ -3909,7 +4327,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetOffloaded_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetOnboarded_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_220(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetOnboarded_blocks() (_swig_ret uint64) {
@@ -3922,7 +4340,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetOnboarded_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetOffloaded_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_193(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_222(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetOffloaded_bytes() (_swig_ret uint64) {
@@ -3935,7 +4353,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetOffloaded_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetOnboarded_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_195(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_224(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetOnboarded_bytes() (_swig_ret uint64) {
@@ -3948,7 +4366,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetOnboarded_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetHost_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_host_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_197(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_host_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_226(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetHost_blocks() (_swig_ret uint64) {
@@ -3961,7 +4379,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetHost_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetHost_free_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_199(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_228(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetHost_free_blocks() (_swig_ret uint64) {
@@ -3974,7 +4392,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetHost_free_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetHost_cached_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_201(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_230(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetHost_cached_blocks() (_swig_ret uint64) {
@@ -4094,7 +4512,7 @@ func (arg1 SwigcptrKvc_group_stats_t) GetPool() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_group_stats_t) SetIn_use_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_in_use_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_204(_swig_i_1))
+	C._wrap_kvc_group_stats_t_in_use_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_233(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetIn_use_blocks() (_swig_ret uint64) {
@@ -4107,7 +4525,7 @@ func (arg1 SwigcptrKvc_group_stats_t) GetIn_use_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_group_stats_t) SetCached_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_cached_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_206(_swig_i_1))
+	C._wrap_kvc_group_stats_t_cached_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_235(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetCached_blocks() (_swig_ret uint64) {
@@ -4120,7 +4538,7 @@ func (arg1 SwigcptrKvc_group_stats_t) GetCached_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_group_stats_t) SetPool_free_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_208(_swig_i_1))
+	C._wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_237(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetPool_free_blocks() (_swig_ret uint64) {
@@ -4133,7 +4551,7 @@ func (arg1 SwigcptrKvc_group_stats_t) GetPool_free_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_group_stats_t) SetReused_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_reused_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_210(_swig_i_1))
+	C._wrap_kvc_group_stats_t_reused_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_239(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetReused_blocks() (_swig_ret uint64) {
@@ -4146,7 +4564,7 @@ func (arg1 SwigcptrKvc_group_stats_t) GetReused_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_group_stats_t) SetMissed_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_missed_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_212(_swig_i_1))
+	C._wrap_kvc_group_stats_t_missed_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_241(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetMissed_blocks() (_swig_ret uint64) {
@@ -4159,7 +4577,7 @@ func (arg1 SwigcptrKvc_group_stats_t) GetMissed_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_group_stats_t) SetEvicted_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_evicted_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_214(_swig_i_1))
+	C._wrap_kvc_group_stats_t_evicted_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_243(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
@@ -4172,7 +4590,7 @@ func (arg1 SwigcptrKvc_group_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_group_stats_t) SetReleased_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_released_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_216(_swig_i_1))
+	C._wrap_kvc_group_stats_t_released_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_245(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetReleased_blocks() (_swig_ret uint64) {
@@ -4468,7 +4886,7 @@ func (arg1 SwigcptrKvc_store_strides_t) GetSeq_len() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_store_strides_t) SetKey_seq_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_key_seq_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_222(_swig_i_1))
+	C._wrap_kvc_store_strides_t_key_seq_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_251(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetKey_seq_stride() (_swig_ret int64) {
@@ -4481,7 +4899,7 @@ func (arg1 SwigcptrKvc_store_strides_t) GetKey_seq_stride() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_store_strides_t) SetKey_token_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_key_token_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_224(_swig_i_1))
+	C._wrap_kvc_store_strides_t_key_token_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_253(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetKey_token_stride() (_swig_ret int64) {
@@ -4494,7 +4912,7 @@ func (arg1 SwigcptrKvc_store_strides_t) GetKey_token_stride() (_swig_ret int64) 
 func (arg1 SwigcptrKvc_store_strides_t) SetKey_head_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_key_head_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_226(_swig_i_1))
+	C._wrap_kvc_store_strides_t_key_head_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_255(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetKey_head_stride() (_swig_ret int64) {
@@ -4507,7 +4925,7 @@ func (arg1 SwigcptrKvc_store_strides_t) GetKey_head_stride() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_store_strides_t) SetValue_seq_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_value_seq_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_228(_swig_i_1))
+	C._wrap_kvc_store_strides_t_value_seq_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_257(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetValue_seq_stride() (_swig_ret int64) {
@@ -4520,7 +4938,7 @@ func (arg1 SwigcptrKvc_store_strides_t) GetValue_seq_stride() (_swig_ret int64) 
 func (arg1 SwigcptrKvc_store_strides_t) SetValue_token_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_value_token_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_230(_swig_i_1))
+	C._wrap_kvc_store_strides_t_value_token_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_259(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetValue_token_stride() (_swig_ret int64) {
@@ -4533,7 +4951,7 @@ func (arg1 SwigcptrKvc_store_strides_t) GetValue_token_stride() (_swig_ret int64
 func (arg1 SwigcptrKvc_store_strides_t) SetValue_head_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_value_head_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_232(_swig_i_1))
+	C._wrap_kvc_store_strides_t_value_head_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_261(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetValue_head_stride() (_swig_ret int64) {
@@ -4873,7 +5291,7 @@ func (arg1 SwigcptrKvc_decode_args_t) GetWorkspace() (_swig_ret uintptr) {
 func (arg1 SwigcptrKvc_decode_args_t) SetWorkspace_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_workspace_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_236(_swig_i_1))
+	C._wrap_kvc_decode_args_t_workspace_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_265(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetWorkspace_bytes() (_swig_ret uint64) {
@@ -5264,7 +5682,7 @@ func (arg1 SwigcptrKvc_prefill_args_t) GetWorkspace() (_swig_ret uintptr) {
 func (arg1 SwigcptrKvc_prefill_args_t) SetWorkspace_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_240(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_269(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetWorkspace_bytes() (_swig_ret uint64) {
@@ -5623,7 +6041,7 @@ func (arg1 SwigcptrKvc_stateful_view_t) GetValue() (_swig_ret uintptr) {
 func (arg1 SwigcptrKvc_stateful_view_t) SetRow_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_row_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_246(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_row_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_275(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetRow_stride() (_swig_ret uint64) {
@@ -5636,7 +6054,7 @@ func (arg1 SwigcptrKvc_stateful_view_t) GetRow_stride() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_stateful_view_t) SetHead_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_head_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_248(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_head_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_277(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetHead_stride() (_swig_ret uint64) {
@@ -5649,7 +6067,7 @@ func (arg1 SwigcptrKvc_stateful_view_t) GetHead_stride() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_stateful_view_t) SetToken_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_token_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_250(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_token_stride_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_279(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetToken_stride() (_swig_ret uint64) {
@@ -6103,7 +6521,7 @@ func Kvc_stateful_export_row(arg1 Stateful, arg2 uint32, arg3 uintptr, arg4 uint
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_kvc_stateful_export_row_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_260(_swig_i_3), C.swig_voidp(_swig_i_4), C.uintptr_t(_swig_i_5))
+	swig_r_p := C._wrap_kvc_stateful_export_row_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_289(_swig_i_3), C.swig_voidp(_swig_i_4), C.uintptr_t(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -6117,7 +6535,7 @@ func Kvc_stateful_import_row(arg1 Stateful, arg2 uint32, arg3 uintptr, arg4 uint
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_stateful_import_row_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_262(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_kvc_stateful_import_row_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_291(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -6279,7 +6697,7 @@ func (arg1 SwigcptrKvc_stateful_decode_args_t) GetWorkspace() (_swig_ret uintptr
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetWorkspace_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_263(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_292(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetWorkspace_bytes() (_swig_ret uint64) {
@@ -6408,7 +6826,7 @@ func (arg1 SwigcptrKvc_stateful_stats_t) GetNum_layers() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_stateful_stats_t) SetBytes_allocated(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_268(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_297(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetBytes_allocated() (_swig_ret uint64) {
@@ -6421,7 +6839,7 @@ func (arg1 SwigcptrKvc_stateful_stats_t) GetBytes_allocated() (_swig_ret uint64)
 func (arg1 SwigcptrKvc_stateful_stats_t) SetPeak_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_270(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_299(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetPeak_bytes() (_swig_ret uint64) {
@@ -6434,7 +6852,7 @@ func (arg1 SwigcptrKvc_stateful_stats_t) GetPeak_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_stateful_stats_t) SetKv_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_272(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_301(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetKv_bytes() (_swig_ret uint64) {
@@ -6447,7 +6865,7 @@ func (arg1 SwigcptrKvc_stateful_stats_t) GetKv_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_stateful_stats_t) SetTable_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_table_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_274(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_table_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_303(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetTable_bytes() (_swig_ret uint64) {
@@ -6460,7 +6878,7 @@ func (arg1 SwigcptrKvc_stateful_stats_t) GetTable_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_stateful_stats_t) SetReallocations(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_reallocations_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_276(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_reallocations_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_305(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetReallocations() (_swig_ret uint64) {
@@ -6473,7 +6891,7 @@ func (arg1 SwigcptrKvc_stateful_stats_t) GetReallocations() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_stateful_stats_t) SetReorders(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_reorders_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_278(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_reorders_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_307(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetReorders() (_swig_ret uint64) {
@@ -6486,7 +6904,7 @@ func (arg1 SwigcptrKvc_stateful_stats_t) GetReorders() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_stateful_stats_t) SetTable_entries_copied(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_280(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_309(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetTable_entries_copied() (_swig_ret uint64) {
@@ -6499,7 +6917,7 @@ func (arg1 SwigcptrKvc_stateful_stats_t) GetTable_entries_copied() (_swig_ret ui
 func (arg1 SwigcptrKvc_stateful_stats_t) SetCompactions(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_compactions_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_282(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_compactions_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_311(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetCompactions() (_swig_ret uint64) {
@@ -6625,7 +7043,7 @@ func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetGrowth_offset() (_swig_ret uin
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) SetBytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_285(_swig_i_1))
+	C._wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_314(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetBytes() (_swig_ret uint64) {
@@ -6638,7 +7056,7 @@ func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetBytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) SetReallocations(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_287(_swig_i_1))
+	C._wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_316(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetReallocations() (_swig_ret uint64) {
@@ -6815,7 +7233,7 @@ func (p SwigcptrKvc_event_t) SwigIsKvc_event_t() {
 func (arg1 SwigcptrKvc_event_t) SetId(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_id_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_290(_swig_i_1))
+	C._wrap_kvc_event_t_id_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_319(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetId() (_swig_ret uint64) {
@@ -6854,7 +7272,7 @@ func (arg1 SwigcptrKvc_event_t) GetTier() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_event_t) SetHash(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_hash_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_292(_swig_i_1))
+	C._wrap_kvc_event_t_hash_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_321(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetHash() (_swig_ret uint64) {
@@ -6867,7 +7285,7 @@ func (arg1 SwigcptrKvc_event_t) GetHash() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event_t) SetParent_hash(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_parent_hash_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_294(_swig_i_1))
+	C._wrap_kvc_event_t_parent_hash_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_323(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetParent_hash() (_swig_ret uint64) {
@@ -6880,7 +7298,7 @@ func (arg1 SwigcptrKvc_event_t) GetParent_hash() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event_t) SetGroups(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_groups_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_296(_swig_i_1))
+	C._wrap_kvc_event_t_groups_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_325(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetGroups() (_swig_ret uint64) {
@@ -6893,7 +7311,7 @@ func (arg1 SwigcptrKvc_event_t) GetGroups() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event_t) SetLora_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_lora_id_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_298(_swig_i_1))
+	C._wrap_kvc_event_t_lora_id_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_327(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetLora_id() (_swig_ret uint64) {
@@ -6958,7 +7376,7 @@ func (arg1 SwigcptrKvc_event_t) GetReserved() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_event_t) SetToken_offset(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_token_offset_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_300(_swig_i_1))
+	C._wrap_kvc_event_t_token_offset_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_329(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetToken_offset() (_swig_ret uint64) {
@@ -6971,7 +7389,7 @@ func (arg1 SwigcptrKvc_event_t) GetToken_offset() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event_t) SetLost_count(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_lost_count_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_302(_swig_i_1))
+	C._wrap_kvc_event_t_lost_count_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_331(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetLost_count() (_swig_ret uint64) {
@@ -7061,7 +7479,7 @@ func (arg1 SwigcptrKvc_event_drain_t) GetReserved() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_event_drain_t) SetEvents(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_events_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_304(_swig_i_1))
+	C._wrap_kvc_event_drain_t_events_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_333(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetEvents() (_swig_ret uint64) {
@@ -7074,7 +7492,7 @@ func (arg1 SwigcptrKvc_event_drain_t) GetEvents() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event_drain_t) SetTokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_tokens_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_306(_swig_i_1))
+	C._wrap_kvc_event_drain_t_tokens_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_335(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetTokens() (_swig_ret uint64) {
@@ -7087,7 +7505,7 @@ func (arg1 SwigcptrKvc_event_drain_t) GetTokens() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event_drain_t) SetEvents_pending(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_events_pending_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_308(_swig_i_1))
+	C._wrap_kvc_event_drain_t_events_pending_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_337(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetEvents_pending() (_swig_ret uint64) {
@@ -7100,7 +7518,7 @@ func (arg1 SwigcptrKvc_event_drain_t) GetEvents_pending() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event_drain_t) SetTokens_pending(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_tokens_pending_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_310(_swig_i_1))
+	C._wrap_kvc_event_drain_t_tokens_pending_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_339(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetTokens_pending() (_swig_ret uint64) {
@@ -7113,7 +7531,7 @@ func (arg1 SwigcptrKvc_event_drain_t) GetTokens_pending() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event_drain_t) SetLast_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_last_id_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_312(_swig_i_1))
+	C._wrap_kvc_event_drain_t_last_id_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_341(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetLast_id() (_swig_ret uint64) {
@@ -7166,7 +7584,7 @@ func Kvc_cache_drain_events(arg1 Cache, arg2 Kvc_event_t, arg3 uint64, arg4 *int
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := getSwigcptr(arg6)
-	swig_r_p := C._wrap_kvc_cache_drain_events_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_315(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_316(_swig_i_4), C.uintptr_t(_swig_i_5))
+	swig_r_p := C._wrap_kvc_cache_drain_events_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_344(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_345(_swig_i_4), C.uintptr_t(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7185,7 +7603,7 @@ func (p SwigcptrKvc_snapshot_entry_t) SwigIsKvc_snapshot_entry_t() {
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetHash(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_hash_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_317(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_hash_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_346(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetHash() (_swig_ret uint64) {
@@ -7198,7 +7616,7 @@ func (arg1 SwigcptrKvc_snapshot_entry_t) GetHash() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetParent_hash(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_319(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_348(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetParent_hash() (_swig_ret uint64) {
@@ -7211,7 +7629,7 @@ func (arg1 SwigcptrKvc_snapshot_entry_t) GetParent_hash() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetGroups(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_groups_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_321(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_groups_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_350(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetGroups() (_swig_ret uint64) {
@@ -7224,7 +7642,7 @@ func (arg1 SwigcptrKvc_snapshot_entry_t) GetGroups() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetLora_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_lora_id_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_323(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_lora_id_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_352(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetLora_id() (_swig_ret uint64) {
@@ -7325,7 +7743,7 @@ func Kvc_cache_snapshot(arg1 Cache, arg2 Kvc_snapshot_entry_t, arg3 uint64, arg4
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_cache_snapshot_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_326(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvc_cache_snapshot_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_355(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7341,7 +7759,7 @@ func Kvc_block_hashes(arg1 Config, arg2 *int32, arg3 uint64, arg4 Kvc_sequence_o
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_kvc_block_hashes_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_328(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_329(_swig_i_5), C.swig_voidp(_swig_i_6))
+	swig_r_p := C._wrap_kvc_block_hashes_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_357(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_358(_swig_i_5), C.swig_voidp(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7353,7 +7771,7 @@ func Kvc_config_set_disk_cache(arg1 Config, arg2 uintptr, arg3 uint64) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_set_disk_cache_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_331(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_set_disk_cache_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_360(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7410,7 +7828,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetTier() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetBlocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_333(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_362(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetBlocks() (_swig_ret uint64) {
@@ -7423,7 +7841,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetBlocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetBytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_335(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_364(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetBytes() (_swig_ret uint64) {
@@ -7436,7 +7854,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetBytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetCapacity_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_337(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_366(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetCapacity_bytes() (_swig_ret uint64) {
@@ -7449,7 +7867,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetCapacity_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetHits(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_hits_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_339(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_hits_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_368(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetHits() (_swig_ret uint64) {
@@ -7462,7 +7880,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetHits() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetMisses(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_misses_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_341(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_misses_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_370(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetMisses() (_swig_ret uint64) {
@@ -7475,7 +7893,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetMisses() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetRejected(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_rejected_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_343(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_rejected_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_372(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetRejected() (_swig_ret uint64) {
@@ -7488,7 +7906,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetRejected() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetOnboarded_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_345(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_374(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetOnboarded_blocks() (_swig_ret uint64) {
@@ -7501,7 +7919,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetOnboarded_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetOnboarded_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_347(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_376(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetOnboarded_bytes() (_swig_ret uint64) {
@@ -7514,7 +7932,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetOnboarded_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetOffered_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_offered_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_349(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_offered_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_378(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetOffered_blocks() (_swig_ret uint64) {
@@ -7527,7 +7945,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetOffered_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetStored_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_stored_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_351(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_stored_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_380(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetStored_blocks() (_swig_ret uint64) {
@@ -7540,7 +7958,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetStored_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetDropped_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_353(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_382(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetDropped_blocks() (_swig_ret uint64) {
@@ -7553,7 +7971,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetDropped_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetErrors(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_errors_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_355(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_errors_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_384(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetErrors() (_swig_ret uint64) {
@@ -7566,7 +7984,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetErrors() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetEvicted_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_357(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_386(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
@@ -7579,7 +7997,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetQueued_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_queued_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_359(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_queued_blocks_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_388(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetQueued_blocks() (_swig_ret uint64) {
@@ -7592,7 +8010,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetQueued_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetLoad_count(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_load_count_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_361(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_load_count_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_390(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_count() (_swig_ret uint64) {
@@ -7605,7 +8023,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_count() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetLoad_p50_us(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_load_p50_us_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_363(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_load_p50_us_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_392(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_p50_us() (_swig_ret uint64) {
@@ -7618,7 +8036,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_p50_us() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetLoad_p99_us(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_load_p99_us_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_365(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_load_p99_us_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_394(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_p99_us() (_swig_ret uint64) {
@@ -7631,7 +8049,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_p99_us() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetLoad_max_us(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_load_max_us_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_367(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_load_max_us_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_396(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_max_us() (_swig_ret uint64) {
@@ -7644,7 +8062,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_max_us() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetWrite_count(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_write_count_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_369(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_write_count_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_398(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_count() (_swig_ret uint64) {
@@ -7657,7 +8075,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_count() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetWrite_p50_us(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_write_p50_us_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_371(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_write_p50_us_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_400(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_p50_us() (_swig_ret uint64) {
@@ -7670,7 +8088,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_p50_us() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetWrite_p99_us(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_write_p99_us_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_373(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_write_p99_us_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_402(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_p99_us() (_swig_ret uint64) {
@@ -7683,7 +8101,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_p99_us() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetWrite_max_us(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_write_max_us_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_375(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_write_max_us_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_404(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_max_us() (_swig_ret uint64) {
@@ -7790,7 +8208,7 @@ func Kvc_config_set_remote_cache(arg1 Config, arg2 uintptr, arg3 uintptr, arg4 u
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_config_set_remote_cache_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_380(_swig_i_3))
+	swig_r_p := C._wrap_kvc_config_set_remote_cache_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_409(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7860,7 +8278,7 @@ func Kvcgo_buffer_new(arg1 *byte, arg2 uint64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (uintptr)(C._wrap_kvcgo_buffer_new_kvc_9869b028bd667423(C.swig_voidp(_swig_i_0), C.swig_type_386(_swig_i_1)))
+	swig_r = (uintptr)(C._wrap_kvcgo_buffer_new_kvc_9869b028bd667423(C.swig_voidp(_swig_i_0), C.swig_type_415(_swig_i_1)))
 	return swig_r
 }
 
@@ -7873,7 +8291,7 @@ func Kvcgo_buffer_read(arg1 *byte, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_buffer_read_kvc_9869b028bd667423(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_387(_swig_i_2))
+	C._wrap_kvcgo_buffer_read_kvc_9869b028bd667423(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_416(_swig_i_2))
 }
 
 func Kvcgo_cstring_length(arg1 uintptr) (_swig_ret uint64) {
@@ -7887,7 +8305,7 @@ func Kvcgo_buffer_write(arg1 uintptr, arg2 *byte, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_buffer_write_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_389(_swig_i_2))
+	C._wrap_kvcgo_buffer_write_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_418(_swig_i_2))
 }
 
 func Kvcgo_extra_key_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, arg5 uintptr, arg6 uint64) {
@@ -7897,7 +8315,7 @@ func Kvcgo_extra_key_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_kvcgo_extra_key_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_390(_swig_i_1), C.swig_type_391(_swig_i_2), C.swig_type_392(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_393(_swig_i_5))
+	C._wrap_kvcgo_extra_key_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_419(_swig_i_1), C.swig_type_420(_swig_i_2), C.swig_type_421(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_422(_swig_i_5))
 }
 
 func Kvcgo_cache_async_error(arg1 Cache, arg2 uintptr, arg3 *bool) (_swig_ret error) {
@@ -7937,7 +8355,7 @@ func Kvcgo_retention_range_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_kvcgo_retention_range_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_397(_swig_i_1), C.swig_type_398(_swig_i_2), C.swig_type_399(_swig_i_3), C.int(_swig_i_4), C.swig_type_400(_swig_i_5))
+	C._wrap_kvcgo_retention_range_set_kvc_9869b028bd667423(C.uintptr_t(_swig_i_0), C.swig_type_426(_swig_i_1), C.swig_type_427(_swig_i_2), C.swig_type_428(_swig_i_3), C.int(_swig_i_4), C.swig_type_429(_swig_i_5))
 }
 
 func Kvcgo_retention_range_size() (_swig_ret uint64) {
@@ -7962,12 +8380,12 @@ func Kvcgo_events_read(arg1 *uint64, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_events_read_kvc_9869b028bd667423(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_404(_swig_i_2))
+	C._wrap_kvcgo_events_read_kvc_9869b028bd667423(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_433(_swig_i_2))
 }
 
 func Kvcgo_snapshot_read(arg1 *uint64, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_snapshot_read_kvc_9869b028bd667423(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_405(_swig_i_2))
+	C._wrap_kvcgo_snapshot_read_kvc_9869b028bd667423(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_434(_swig_i_2))
 }

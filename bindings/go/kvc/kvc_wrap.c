@@ -1062,6 +1062,36 @@ _gostring_ _wrap_kvc_config_get_primary_bytes_kvc_9869b028bd667423(kvc_config_t 
 }
 
 
+_gostring_ _wrap_kvc_config_set_max_primary_bytes_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  uint64_t arg2 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_config_set_max_primary_bytes(arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_get_max_primary_bytes_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  uint64_t *arg2 = (uint64_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (uint64_t *)_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_config_get_max_primary_bytes((struct kvc_config const *)arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
 _gostring_ _wrap_kvc_config_set_max_tokens_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
@@ -2722,6 +2752,504 @@ _gostring_ _wrap_kvc_cache_layer_view_kvc_9869b028bd667423(kvc_cache_t *_swig_go
   arg3 = *(kvc_layer_view_t **)&_swig_go_2; 
   
   result = (kvc_status_t)kvc_cache_layer_view((struct kvc_cache const *)arg1,arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resize_inputs_t_struct_size_set_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0, int _swig_go_1) {
+  struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_resize_inputs **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_resize_inputs_t_struct_size_get_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0) {
+  struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_resize_inputs **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resize_inputs_t_reserved_set_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0, int _swig_go_1) {
+  struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_resize_inputs **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->reserved = arg2;
+  
+}
+
+
+int _wrap_kvc_resize_inputs_t_reserved_get_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0) {
+  struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_resize_inputs **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->reserved);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_set_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0, double _swig_go_1) {
+  struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
+  double arg2 ;
+  
+  arg1 = *(struct kvc_resize_inputs **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  if (arg1) (arg1)->free_gpu_memory_fraction = arg2;
+  
+}
+
+
+double _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_get_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0) {
+  struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(struct kvc_resize_inputs **)&_swig_go_0; 
+  
+  result = (double) ((arg1)->free_gpu_memory_fraction);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resize_inputs_t_free_bytes_set_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0, long long _swig_go_1) {
+  struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_resize_inputs **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->free_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_resize_inputs_t_free_bytes_get_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0) {
+  struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_resize_inputs **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->free_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resize_inputs_t_non_paged_bytes_set_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0, long long _swig_go_1) {
+  struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_resize_inputs **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->non_paged_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_resize_inputs_t_non_paged_bytes_get_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0) {
+  struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_resize_inputs **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->non_paged_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resize_inputs_t_forward_bytes_set_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0, long long _swig_go_1) {
+  struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_resize_inputs **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->forward_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_resize_inputs_t_forward_bytes_get_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0) {
+  struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_resize_inputs **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->forward_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_resize_inputs *_wrap_new_kvc_resize_inputs_t_kvc_9869b028bd667423() {
+  struct kvc_resize_inputs *result = 0 ;
+  struct kvc_resize_inputs *_swig_go_result;
+  
+  
+  result = (struct kvc_resize_inputs *)calloc(1, sizeof(struct kvc_resize_inputs));
+  *(struct kvc_resize_inputs **)&_swig_go_result = (struct kvc_resize_inputs *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_resize_inputs_t_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0) {
+  struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
+  
+  arg1 = *(struct kvc_resize_inputs **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_resize_inputs_init_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0) {
+  kvc_resize_inputs_t *arg1 = (kvc_resize_inputs_t *) 0 ;
+  
+  arg1 = *(kvc_resize_inputs_t **)&_swig_go_0; 
+  
+  kvc_resize_inputs_init(arg1);
+  
+}
+
+
+void _wrap_kvc_resize_plan_t_struct_size_set_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0, int _swig_go_1) {
+  struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_resize_plan **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_resize_plan_t_struct_size_get_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0) {
+  struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_resize_plan **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resize_plan_t_num_pools_set_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0, int _swig_go_1) {
+  struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_resize_plan **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_pools = arg2;
+  
+}
+
+
+int _wrap_kvc_resize_plan_t_num_pools_get_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0) {
+  struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_resize_plan **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->num_pools);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resize_plan_t_free_bytes_set_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+  struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_resize_plan **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->free_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_resize_plan_t_free_bytes_get_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0) {
+  struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_resize_plan **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->free_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resize_plan_t_mem_for_paged_set_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+  struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_resize_plan **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->mem_for_paged = arg2;
+  
+}
+
+
+long long _wrap_kvc_resize_plan_t_mem_for_paged_get_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0) {
+  struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_resize_plan **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->mem_for_paged);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resize_plan_t_primary_bytes_set_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+  struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_resize_plan **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->primary_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_resize_plan_t_primary_bytes_get_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0) {
+  struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_resize_plan **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->primary_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resize_plan_t_max_primary_bytes_set_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+  struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_resize_plan **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->max_primary_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_resize_plan_t_max_primary_bytes_get_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0) {
+  struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_resize_plan **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->max_primary_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resize_plan_t_blocks_per_group_set_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+  struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_resize_plan **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->blocks_per_group = arg2;
+  
+}
+
+
+long long _wrap_kvc_resize_plan_t_blocks_per_group_get_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0) {
+  struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_resize_plan **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->blocks_per_group);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resize_plan_t_token_capacity_set_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+  struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_resize_plan **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->token_capacity = arg2;
+  
+}
+
+
+long long _wrap_kvc_resize_plan_t_token_capacity_get_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0) {
+  struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_resize_plan **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->token_capacity);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resize_plan_t_num_blocks_set_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+  struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_resize_plan **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_resize_plan_t_num_blocks_get_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0) {
+  struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_resize_plan **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->num_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resize_plan_t_total_bytes_set_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+  struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_resize_plan **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->total_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_resize_plan_t_total_bytes_get_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0) {
+  struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_resize_plan **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->total_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_resize_plan *_wrap_new_kvc_resize_plan_t_kvc_9869b028bd667423() {
+  struct kvc_resize_plan *result = 0 ;
+  struct kvc_resize_plan *_swig_go_result;
+  
+  
+  result = (struct kvc_resize_plan *)calloc(1, sizeof(struct kvc_resize_plan));
+  *(struct kvc_resize_plan **)&_swig_go_result = (struct kvc_resize_plan *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_resize_plan_t_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0) {
+  struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
+  
+  arg1 = *(struct kvc_resize_plan **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_resize_plan_init_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0) {
+  kvc_resize_plan_t *arg1 = (kvc_resize_plan_t *) 0 ;
+  
+  arg1 = *(kvc_resize_plan_t **)&_swig_go_0; 
+  
+  kvc_resize_plan_init(arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_cache_plan_resize_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_resize_inputs *_swig_go_1, struct kvc_resize_plan *_swig_go_2, long long *_swig_go_3, long long _swig_go_4) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  kvc_resize_inputs_t *arg2 = (kvc_resize_inputs_t *) 0 ;
+  kvc_resize_plan_t *arg3 = (kvc_resize_plan_t *) 0 ;
+  uint64_t *arg4 = (uint64_t *) 0 ;
+  size_t arg5 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = *(kvc_resize_inputs_t **)&_swig_go_1; 
+  arg3 = *(kvc_resize_plan_t **)&_swig_go_2; 
+  arg4 = (uint64_t *)_swig_go_3; 
+  arg5 = (size_t)_swig_go_4; 
+  
+  result = (kvc_status_t)kvc_cache_plan_resize((struct kvc_cache const *)arg1,(struct kvc_resize_inputs const *)arg2,arg3,arg4,arg5);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_cache_resize_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint64_t arg2 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_cache_resize(arg1,arg2);
   _swig_go_result = kvcgo_capture(result); 
   return _swig_go_result;
 }

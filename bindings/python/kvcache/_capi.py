@@ -54,6 +54,8 @@ kvc_status_t kvc_config_get_device(const kvc_config_t *config, kvc_device_kind_t
 kvc_status_t kvc_config_set_primary_bytes(kvc_config_t *config, uint64_t bytes);
 kvc_status_t kvc_config_get_primary_bytes(const kvc_config_t *config, uint64_t *out);
 kvc_status_t kvc_config_set_max_tokens(kvc_config_t *config, uint64_t max_tokens);
+kvc_status_t kvc_config_set_max_primary_bytes(kvc_config_t *config, uint64_t bytes);
+kvc_status_t kvc_config_get_max_primary_bytes(const kvc_config_t *config, uint64_t *out);
 kvc_status_t kvc_config_get_max_tokens(const kvc_config_t *config, uint64_t *out);
 kvc_status_t kvc_config_set_free_gpu_memory_fraction(kvc_config_t *config, double fraction);
 kvc_status_t kvc_config_get_free_gpu_memory_fraction(const kvc_config_t *config, double *out);
@@ -112,6 +114,10 @@ kvc_status_t kvc_cache_get_stats(const kvc_cache_t *cache, kvc_cache_stats_t *ou
 void kvc_group_stats_init(kvc_group_stats_t *stats);
 kvc_status_t kvc_cache_get_group_stats(const kvc_cache_t *cache, uint32_t group, kvc_group_stats_t *out);
 kvc_status_t kvc_cache_reset_reuse(kvc_cache_t *cache);
+void kvc_resize_inputs_init(kvc_resize_inputs_t *inputs);
+void kvc_resize_plan_init(kvc_resize_plan_t *plan);
+kvc_status_t kvc_cache_plan_resize(const kvc_cache_t *cache, const kvc_resize_inputs_t *inputs, kvc_resize_plan_t *out, uint64_t *pool_blocks, size_t pool_capacity);
+kvc_status_t kvc_cache_resize(kvc_cache_t *cache, uint64_t primary_bytes);
 kvc_status_t kvc_cache_check(const kvc_cache_t *cache);
 
 void kvc_store_args_init(kvc_store_args_t *args);
@@ -186,6 +192,13 @@ STRUCTS = {
         uint32_t tokens_per_block; uint32_t kv_factor; uint32_t elem_size; void *base;
         uint64_t num_blocks; uint64_t block_stride; uint64_t kv_stride; uint64_t token_stride;
         uint64_t head_stride;""",
+    "kvc_resize_inputs_t": """uint32_t struct_size; uint32_t reserved;
+        double free_gpu_memory_fraction; uint64_t free_bytes; uint64_t non_paged_bytes;
+        uint64_t forward_bytes;""",
+    "kvc_resize_plan_t": """uint32_t struct_size; uint32_t num_pools; uint64_t free_bytes;
+        uint64_t mem_for_paged; uint64_t primary_bytes; uint64_t max_primary_bytes;
+        uint64_t blocks_per_group; uint64_t token_capacity; uint64_t num_blocks;
+        uint64_t total_bytes;""",
     "kvc_extra_key_t": """uint64_t offset; uint64_t length; const void *data; size_t size;""",
     "kvc_retention_range_t": """uint64_t start; uint64_t end; uint32_t priority;
         uint32_t reserved; uint64_t duration_ms;""",

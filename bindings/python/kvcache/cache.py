@@ -5,7 +5,7 @@ import ctypes
 
 from ._batch import BatchCalls
 from ._buffers import stream_handle
-from ._capi import lib
+from ._capi import lib, struct
 from ._events import EventCalls
 from ._handle import NativeHandle
 from ._kernels import KernelCalls
@@ -14,14 +14,14 @@ from ._sequences import SequenceCalls
 from ._types import DeviceKind, Status
 from .config import Config
 from .errors import KvCacheError, check
-from .records import read_record
+from .records import ResizePlan, read_record
 
 __all__ = ["Cache"]
 
 _message = lib.kvc_last_error_message
-_CACHE, _GROUP, _POOL, _LAYER, _STATS, _GROUP_STATS, _TIER_STATS = (
+_CACHE, _GROUP, _POOL, _LAYER, _STATS, _GROUP_STATS, _TIER_STATS, _PLAN = (
     read_record(k) for k in ("cache", "group", "pool", "layer", "stats", "group_stats",
-                             "tier_stats"))
+                             "tier_stats", "resize_plan"))
 
 
 class Cache(NativeHandle, SequenceCalls, BatchCalls, KernelCalls, PrefillCalls, EventCalls):
@@ -134,6 +134,34 @@ class Cache(NativeHandle, SequenceCalls, BatchCalls, KernelCalls, PrefillCalls, 
     def reset_reuse(self):
         """Evicts every cached block (kvc_cache_reset_reuse)."""
         self._call("kvc_cache_reset_reuse", lib.kvc_cache_reset_reuse)
+
+    # -- resizing the primary pools in place ----------------------------------
+    def plan_resize(self, free_bytes=0, non_paged_bytes=0, forward_bytes=0,
+                    free_gpu_memory_fraction=0.9):
+        """ResizePlan from measured memory, changing nothing
+        (kvc_cache_plan_resize): mem_for_paged = (free_bytes - non_paged_bytes
+        - forward_bytes) * free_gpu_memory_fraction, AutoDeploy's formula;
+        free_bytes 0: the device's free memory now plus this cache's pools."""
+        inputs = struct("kvc_resize_inputs_t")()
+        lib.kvc_resize_inputs_init(ctypes.byref(inputs))
+        inputs.free_gpu_memory_fraction = free_gpu_memory_fraction
+        inputs.free_bytes = free_bytes
+        inputs.non_paged_bytes = non_paged_bytes
+        inputs.forward_bytes = forward_bytes
+        plan = _PLAN.new()
+        n = self.describe().num_pools
+        pools = (ctypes.c_uint64 * (n + 1))()
+        self._call("kvc_cache_plan_resize", lib.kvc_cache_plan_resize, ctypes.byref(inputs),
+                   ctypes.byref(plan), pools, n)
+        return ResizePlan(*_PLAN.read(plan), list(pools[:plan.num_pools]))
+
+    def resize(self, primary_bytes):
+        """Resizes the primary pools in place (kvc_cache_resize): base
+        addresses, layer views and block ids stay; a grow adds blocks, a
+        shrink evicts the cached blocks past the new end and is refused
+        (Status.OUT_OF_BLOCKS, nothing changed) over a block in use."""
+        self._call("kvc_cache_resize", lib.kvc_cache_resize, primary_bytes)
+        self._layers = [self.layer_view(i) for i in range(len(self._layers))]
 
     def advance_clock(self, milliseconds):
         """Moves the manual retention clock (kvc_cache_advance_clock)."""

@@ -178,6 +178,10 @@ class Config:
     primary_bytes = _setting(
         lib.kvc_config_set_primary_bytes, lib.kvc_config_get_primary_bytes,
         _u64, doc="Byte bound of the pool (0 = none).")
+    max_primary_bytes = _setting(
+        lib.kvc_config_set_max_primary_bytes, lib.kvc_config_get_max_primary_bytes,
+        _u64, doc="Ceiling of Cache.resize in bytes (0 = the budget at creation); the pools "
+                  "reserve that much address space at creation.")
     max_tokens = _setting(
         lib.kvc_config_set_max_tokens, lib.kvc_config_get_max_tokens,
         _u64, doc="Token bound per layer (0 = none).")

@@ -12,7 +12,7 @@ from ._types import DeviceKind, DType, EventKind, Layout, Tier
 __all__ = ["CacheDescription", "GroupDescription", "PoolDescription", "LayerView",
            "SequenceDescription", "CacheStats", "GroupStats", "TierStats", "CsrTable", "SlotMapping",
            "StatefulView", "StatefulStats", "StatefulLayerStats", "EventDrain", "SnapshotEntry",
-           "read_record"]
+           "ResizePlan", "read_record"]
 
 _SKIP = ("struct_size", "reserved")
 _CONVERT = {"device_kind": DeviceKind, "dtype": DType, "layout": Layout, "kind": EventKind,
@@ -70,6 +70,14 @@ TierStats = collections.namedtuple("TierStats", _fields("kvc_tier_stats_t"))
 TierStats.__doc__ = "kvc_tier_stats_t: the statistics of one tier below the tree (disk, remote)."
 GroupStats = collections.namedtuple("GroupStats", _fields("kvc_group_stats_t"))
 GroupStats.__doc__ = "kvc_group_stats_t: the counts of one layer group."
+
+
+RawResizePlan = collections.namedtuple("RawResizePlan", _fields("kvc_resize_plan_t"))
+RawResizePlan.__doc__ = "kvc_resize_plan_t as the library wrote it (ResizePlan adds pool_blocks)."
+ResizePlan = collections.namedtuple("ResizePlan", _fields("kvc_resize_plan_t") + ["pool_blocks"])
+ResizePlan.__doc__ = "kvc_resize_plan_t: the pools Cache.resize(primary_bytes) would give " \
+                     "(mem_for_paged is AutoDeploy's formula), and pool_blocks, the blocks " \
+                     "of each pool."
 
 
 class LayerView(collections.namedtuple("LayerView", _fields("kvc_layer_view_t"))):
@@ -135,6 +143,7 @@ RECORDS = {
     "stats": _Record("kvc_cache_stats_t", lib.kvc_cache_stats_init, CacheStats),
     "group_stats": _Record("kvc_group_stats_t", lib.kvc_group_stats_init, GroupStats),
     "tier_stats": _Record("kvc_tier_stats_t", lib.kvc_tier_stats_init, TierStats),
+    "resize_plan": _Record("kvc_resize_plan_t", lib.kvc_resize_plan_init, RawResizePlan),
     "stateful_view": _Record("kvc_stateful_view_t", lib.kvc_stateful_view_init, StatefulView),
     "stateful_stats": _Record("kvc_stateful_stats_t", lib.kvc_stateful_stats_init, StatefulStats),
     "stateful_layer_stats": _Record("kvc_stateful_layer_stats_t",

@@ -28,7 +28,7 @@ PACKAGE = os.path.join(HERE, "..", "kvcache")
 INPUT_STRUCTS = ("kvc_store_args_t", "kvc_store_strides_t", "kvc_decode_args_t",
                  "kvc_sequence_options_t", "kvc_extra_key_t", "kvc_retention_range_t",
                  "kvc_stateful_options_t", "kvc_stateful_append_args_t",
-                 "kvc_stateful_decode_args_t", "kvc_prefill_args_t")
+                 "kvc_stateful_decode_args_t", "kvc_prefill_args_t", "kvc_resize_inputs_t")
 NOT_SET = ("struct_size", "reserved")
 
 

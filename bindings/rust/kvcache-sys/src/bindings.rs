@@ -313,6 +313,24 @@ extern "C" {
         -> kvc_status_t;
 }
 extern "C" {
+    #[doc = " @brief The most primary bytes kvc_cache_resize may grow the pools to;"]
+    #[doc = "        0 (default) = the budget at creation."]
+    #[doc = ""]
+    #[doc = " The pools reserve this much address space at creation (no memory) and"]
+    #[doc = " the prefix tree is sized for it. Below the budget at creation it counts"]
+    #[doc = " as that budget. A device that cannot reserve address space refuses a"]
+    #[doc = " ceiling above the budget at creation (KVC_ERR_UNSUPPORTED)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_config_set_max_primary_bytes(config: *mut kvc_config_t, bytes: u64) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Ceiling of kvc_cache_resize (0 = the budget at creation). @since 0.3.0"]
+    pub fn kvc_config_get_max_primary_bytes(
+        config: *const kvc_config_t,
+        out: *mut u64,
+    ) -> kvc_status_t;
+}
+extern "C" {
     #[doc = " @brief Upper bound on the primary pool in tokens per layer; 0 = none."]
     #[doc = " @since 0.1.0"]
     pub fn kvc_config_set_max_tokens(config: *mut kvc_config_t, max_tokens: u64) -> kvc_status_t;
@@ -1530,6 +1548,436 @@ extern "C" {
         layer: u32,
         out: *mut kvc_layer_view_t,
     ) -> kvc_status_t;
+}
+#[doc = " @brief What AutoDeploy measures after a forward pass (its phase 6)."]
+#[doc = "        Transparent; begins with struct_size. @since 0.3.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_resize_inputs {
+    #[doc = "< sizeof(kvc_resize_inputs_t) of the caller."]
+    pub struct_size: u32,
+    #[doc = "< Must be 0 (alignment)."]
+    pub reserved: u32,
+    #[doc = "< Share of what is left, in (0, 1]."]
+    pub free_gpu_memory_fraction: f64,
+    #[doc = "< Free device memory measured by the caller;"]
+    #[doc = "0: the device's free memory now plus the"]
+    #[doc = "bytes of this cache's primary pools (what"]
+    #[doc = "shutting the cache down would free, as the"]
+    #[doc = "seed does before measuring)."]
+    pub free_bytes: u64,
+    #[doc = "< Memory outside the paged pools that must"]
+    #[doc = "stay (unpaged resources, other buffers)."]
+    pub non_paged_bytes: u64,
+    #[doc = "< Activation memory of the forward pass."]
+    pub forward_bytes: u64,
+}
+#[test]
+fn bindgen_test_layout_kvc_resize_inputs() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_resize_inputs>(),
+        40usize,
+        concat!("Size of: ", stringify!(kvc_resize_inputs))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_resize_inputs>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_resize_inputs))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resize_inputs>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resize_inputs),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_reserved() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resize_inputs>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resize_inputs),
+                "::",
+                stringify!(reserved)
+            )
+        );
+    }
+    test_field_reserved();
+    fn test_field_free_gpu_memory_fraction() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resize_inputs>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).free_gpu_memory_fraction) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resize_inputs),
+                "::",
+                stringify!(free_gpu_memory_fraction)
+            )
+        );
+    }
+    test_field_free_gpu_memory_fraction();
+    fn test_field_free_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resize_inputs>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).free_bytes) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resize_inputs),
+                "::",
+                stringify!(free_bytes)
+            )
+        );
+    }
+    test_field_free_bytes();
+    fn test_field_non_paged_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resize_inputs>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).non_paged_bytes) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resize_inputs),
+                "::",
+                stringify!(non_paged_bytes)
+            )
+        );
+    }
+    test_field_non_paged_bytes();
+    fn test_field_forward_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resize_inputs>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).forward_bytes) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resize_inputs),
+                "::",
+                stringify!(forward_bytes)
+            )
+        );
+    }
+    test_field_forward_bytes();
+}
+#[doc = " @brief What AutoDeploy measures after a forward pass (its phase 6)."]
+#[doc = "        Transparent; begins with struct_size. @since 0.3.0"]
+pub type kvc_resize_inputs_t = kvc_resize_inputs;
+extern "C" {
+    #[doc = " @brief Zeroes `inputs`, sets struct_size and the fraction 0.9. @since 0.3.0"]
+    pub fn kvc_resize_inputs_init(inputs: *mut kvc_resize_inputs_t);
+}
+#[doc = " @brief The primary pools a resize would give. Transparent; begins with"]
+#[doc = "        struct_size. @since 0.3.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_resize_plan {
+    #[doc = "< sizeof(kvc_resize_plan_t) of the caller."]
+    pub struct_size: u32,
+    #[doc = "< Pools (entries of pool_blocks)."]
+    pub num_pools: u32,
+    #[doc = "< The free memory the formula used."]
+    pub free_bytes: u64,
+    #[doc = "< The formula's result, in bytes."]
+    pub mem_for_paged: u64,
+    #[doc = "< What to pass to kvc_cache_resize:"]
+    #[doc = "mem_for_paged held to max_primary_bytes."]
+    pub primary_bytes: u64,
+    #[doc = "< The cache's ceiling (see kvc_cache_resize)."]
+    pub max_primary_bytes: u64,
+    #[doc = "< Blocks every layer group gets."]
+    pub blocks_per_group: u64,
+    #[doc = "< Tokens every layer can hold."]
+    pub token_capacity: u64,
+    #[doc = "< Blocks over all pools (with shared pages:"]
+    #[doc = "the id bounds of every pool)."]
+    pub num_blocks: u64,
+    #[doc = "< Bytes the pools take (<= primary_bytes)."]
+    pub total_bytes: u64,
+}
+#[test]
+fn bindgen_test_layout_kvc_resize_plan() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_resize_plan>(),
+        72usize,
+        concat!("Size of: ", stringify!(kvc_resize_plan))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_resize_plan>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_resize_plan))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resize_plan>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resize_plan),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_num_pools() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resize_plan>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_pools) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resize_plan),
+                "::",
+                stringify!(num_pools)
+            )
+        );
+    }
+    test_field_num_pools();
+    fn test_field_free_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resize_plan>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).free_bytes) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resize_plan),
+                "::",
+                stringify!(free_bytes)
+            )
+        );
+    }
+    test_field_free_bytes();
+    fn test_field_mem_for_paged() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resize_plan>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).mem_for_paged) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resize_plan),
+                "::",
+                stringify!(mem_for_paged)
+            )
+        );
+    }
+    test_field_mem_for_paged();
+    fn test_field_primary_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resize_plan>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).primary_bytes) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resize_plan),
+                "::",
+                stringify!(primary_bytes)
+            )
+        );
+    }
+    test_field_primary_bytes();
+    fn test_field_max_primary_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resize_plan>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).max_primary_bytes) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resize_plan),
+                "::",
+                stringify!(max_primary_bytes)
+            )
+        );
+    }
+    test_field_max_primary_bytes();
+    fn test_field_blocks_per_group() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resize_plan>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).blocks_per_group) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resize_plan),
+                "::",
+                stringify!(blocks_per_group)
+            )
+        );
+    }
+    test_field_blocks_per_group();
+    fn test_field_token_capacity() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resize_plan>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).token_capacity) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resize_plan),
+                "::",
+                stringify!(token_capacity)
+            )
+        );
+    }
+    test_field_token_capacity();
+    fn test_field_num_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resize_plan>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_blocks) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resize_plan),
+                "::",
+                stringify!(num_blocks)
+            )
+        );
+    }
+    test_field_num_blocks();
+    fn test_field_total_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resize_plan>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).total_bytes) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resize_plan),
+                "::",
+                stringify!(total_bytes)
+            )
+        );
+    }
+    test_field_total_bytes();
+}
+#[doc = " @brief The primary pools a resize would give. Transparent; begins with"]
+#[doc = "        struct_size. @since 0.3.0"]
+pub type kvc_resize_plan_t = kvc_resize_plan;
+extern "C" {
+    #[doc = " @brief Zeroes `plan` and sets its struct_size. @since 0.3.0"]
+    pub fn kvc_resize_plan_init(plan: *mut kvc_resize_plan_t);
+}
+extern "C" {
+    #[doc = " @brief Plans a resize from measured memory, changing nothing."]
+    #[doc = ""]
+    #[doc = " The primary bytes are AutoDeploy's (seed 004, phase 6), exactly:"]
+    #[doc = ""]
+    #[doc = "     mem_for_paged = (free_mem - non_paged - forward_mem) * free_gpu_fraction"]
+    #[doc = ""]
+    #[doc = " with free_mem = inputs->free_bytes, non_paged = inputs->non_paged_bytes,"]
+    #[doc = " forward_mem = inputs->forward_bytes, free_gpu_fraction ="]
+    #[doc = " inputs->free_gpu_memory_fraction, rounded down to a byte. The plan is that"]
+    #[doc = " of kvc_cache_resize(cache, plan->primary_bytes), primary_bytes being"]
+    #[doc = " mem_for_paged held to the cache's ceiling: every layer group gets"]
+    #[doc = " primary_bytes / (bytes of one block of every group) blocks, as at"]
+    #[doc = " creation; with pools sharing pages, primary_bytes / page bytes pages."]
+    #[doc = " @param pool_blocks the blocks of each pool (their id bounds with shared"]
+    #[doc = "        pages) go to pool_blocks[0 .. min(num_pools, pool_capacity)); may"]
+    #[doc = "        be NULL when pool_capacity is 0."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (NULL, a fraction outside"]
+    #[doc = "         (0, 1], non_paged + forward above free, free_bytes 0 on a device"]
+    #[doc = "         that reports no free memory (the CPU backend), or primary bytes"]
+    #[doc = "         that hold no block of every layer group). Reads only."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_cache_plan_resize(
+        cache: *const kvc_cache_t,
+        inputs: *const kvc_resize_inputs_t,
+        out: *mut kvc_resize_plan_t,
+        pool_blocks: *mut u64,
+        pool_capacity: usize,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Resizes the primary pools in place to `primary_bytes`."]
+    #[doc = ""]
+    #[doc = " Pools reserve the address space of their ceiling at creation (the"]
+    #[doc = " config's max_primary_bytes, at least the budget at creation) and back"]
+    #[doc = " a prefix of it (CUDA: the driver's virtual memory management; CPU:"]
+    #[doc = " mmap PROT_NONE + mprotect), so base pointers, layer views and CUDA"]
+    #[doc = " graphs captured against them stay valid across resizes. The new size is"]
+    #[doc = " planned as at creation (see kvc_cache_plan_resize)."]
+    #[doc = ""]
+    #[doc = " Block ids never change: every block in use and every cached block whose"]
+    #[doc = " id lies below the new end keeps its id and its bytes."]
+    #[doc = "  - Growing adds blocks at the end of every pool (each layer group gets"]
+    #[doc = "    the same number, as at creation). They are handed out after the free"]
+    #[doc = "    blocks already there, so the low ids fill first. With pools that"]
+    #[doc = "    share pages (layer groups of different block bytes, no host tier) the"]
+    #[doc = "    new pages join the shared arena free, and each pool takes them as it"]
+    #[doc = "    needs blocks; pages still move between pools as before."]
+    #[doc = "  - Shrinking cuts the last ids of every pool (the last pages of a shared"]
+    #[doc = "    arena). Cached blocks there are evicted by the usual eviction paths"]
+    #[doc = "    (counted in evicted_blocks, REMOVED events, offered to the block"]
+    #[doc = "    stores; a full-attention block takes its node's cached descendants"]
+    #[doc = "    with it, leaves first). They are dropped, not moved to the host tier."]
+    #[doc = "    A block in use there refuses the shrink: KVC_ERR_OUT_OF_BLOCKS, the"]
+    #[doc = "    message naming the block; remove the sequences holding it and retry."]
+    #[doc = " Kernels must not run on blocks past the new end of a shrink; a kernel"]
+    #[doc = " or layer view taken before a grow sees only the old blocks (its"]
+    #[doc = " num_blocks), the same bytes at the same addresses."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (NULL, primary bytes that hold"]
+    #[doc = "         no block of every group or fewer pages than pools, or above the"]
+    #[doc = "         ceiling); KVC_ERR_OUT_OF_BLOCKS (a block in use past the new"]
+    #[doc = "         end); KVC_ERR_OUT_OF_MEMORY (the device could not back the"]
+    #[doc = "         growth); KVC_ERR_UNSUPPORTED (a device that reserves no address"]
+    #[doc = "         space). Nothing changed on failure."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_cache_resize(cache: *mut kvc_cache_t, primary_bytes: u64) -> kvc_status_t;
 }
 #[doc = " @brief An extra key (e.g. a multimodal item hash) covering tokens"]
 #[doc = "        [offset, offset + length) of a sequence. Every block overlapping"]

@@ -83,6 +83,14 @@ fn descriptors_match_their_init_functions() {
 #[test]
 fn argument_defaults_match_their_init_functions() {
     same(
+        crate::resize::ResizeInputs::default().to_c(),
+        c_init!(sys::kvc_resize_inputs_t, kvc_resize_inputs_init),
+    );
+    same(
+        sized!(sys::kvc_resize_plan_t),
+        c_init!(sys::kvc_resize_plan_t, kvc_resize_plan_init),
+    );
+    same(
         *SequenceOptions::default().as_raw(),
         c_init!(sys::kvc_sequence_options_t, kvc_sequence_options_init),
     );

@@ -305,6 +305,15 @@ impl Cache {
         Ok(cache)
     }
 
+    /// Reads the summary and the layer views again (after a resize).
+    pub(crate) fn refresh_shape(&mut self) -> Result<()> {
+        self.desc = self.describe()?;
+        self.layers = (0..self.desc.num_layers)
+            .map(|layer| self.layer_view(layer))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(())
+    }
+
     /// The C handle, for calls through `kvcache_sys`. It stays owned by
     /// `self`.
     pub fn as_ptr(&self) -> *mut sys::kvc_cache_t {

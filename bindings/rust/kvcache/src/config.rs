@@ -237,6 +237,10 @@ plain_settings! {
     /// Upper bound on the primary pool in bytes; 0 means no byte bound.
     primary_bytes: u64 = set_primary_bytes / primary_bytes,
         kvc_config_set_primary_bytes / kvc_config_get_primary_bytes;
+    /// The most primary bytes `Cache::resize` may grow the pools to; 0
+    /// (default) means the budget at creation.
+    max_primary_bytes: u64 = set_max_primary_bytes / max_primary_bytes,
+        kvc_config_set_max_primary_bytes / kvc_config_get_max_primary_bytes;
     /// Upper bound on the primary pool in tokens per layer; 0 means none.
     max_tokens: u64 = set_max_tokens / max_tokens,
         kvc_config_set_max_tokens / kvc_config_get_max_tokens;

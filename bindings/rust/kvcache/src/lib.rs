@@ -63,6 +63,7 @@ mod error;
 mod events;
 mod kernels;
 mod remote_tier;
+mod resize;
 mod sequence;
 mod stateful;
 mod stateful_args;
@@ -81,6 +82,7 @@ pub use kernels::{
     BlockTables, Decode, Prefill, RawDecodeArgs, RawPrefillArgs, RawStoreArgs, StoreKv,
     StoreStrides, TableFormat,
 };
+pub use resize::{ResizeInputs, ResizePlan};
 pub use sequence::{
     ExtraKey, RetentionRange, SequenceDesc, SequenceOptions, DEFAULT_PRIORITY, RETENTION_OPEN_END,
 };

@@ -33,6 +33,7 @@ public final class Cache implements AutoCloseable {
   private final Events events;
   private final Batches batches;
   private final Kernels kernels;
+  private LayerView[] views;  // the kernels' shapes, read again after a resize
 
   /**
    * Validates the config, sizes and allocates the primary pool, and creates
@@ -52,7 +53,7 @@ public final class Cache implements AutoCloseable {
     batches = new Batches(handle);
     try {
       CacheDescription description = describe();
-      LayerView[] views = new LayerView[description.numLayers()];
+      views = new LayerView[description.numLayers()];
       for (int i = 0; i < views.length; i++) {
         views[i] = layerView(i);
       }
@@ -378,6 +379,30 @@ public final class Cache implements AutoCloseable {
    */
   public void resetReuse() {
     handle.run(h -> KvcNative.kvc_cache_reset_reuse(h));
+  }
+
+  /**
+   * Plans a resize from measured memory, changing nothing (kvc_cache_plan_resize):
+   * {@code memForPaged = (freeBytes - nonPagedBytes - forwardBytes) * fraction}, AutoDeploy's
+   * formula. {@code freeBytes} 0: the device's free memory now plus this cache's pools.
+   */
+  public ResizePlan planResize(double fraction, long freeBytes, long nonPagedBytes,
+      long forwardBytes) {
+    int pools = describe().numPools();
+    return handle.call(h -> Records.resizePlan(h, fraction, freeBytes, nonPagedBytes,
+        forwardBytes, pools));
+  }
+
+  /**
+   * Resizes the primary pools in place (kvc_cache_resize): base addresses, layer views and
+   * block ids stay; a grow adds blocks, a shrink evicts the cached blocks past the new end and
+   * is refused ({@link Status#OUT_OF_BLOCKS}, nothing changed) over a block in use.
+   */
+  public void resize(long primaryBytes) {
+    handle.run(h -> KvcNative.kvc_cache_resize(h, Args.count("primary_bytes", primaryBytes)));
+    for (int i = 0; i < views.length; i++) {
+      views[i] = layerView(i);  // the kernels check against the new block counts
+    }
   }
 
   /**

@@ -294,6 +294,22 @@ public final class Config implements AutoCloseable {
     return getU64(KvcNative::kvc_config_get_primary_bytes);
   }
 
+  /**
+   * The most primary bytes {@link Cache#resize} may grow the pools to; 0 (default) = the
+   * budget at creation. The pools reserve that much address space at creation.
+   */
+  public Config setMaxPrimaryBytes(long bytes) {
+    return handle.call(h -> {
+      KvcNative.kvc_config_set_max_primary_bytes(h, Args.count("max_primary_bytes", bytes));
+      return this;
+    });
+  }
+
+  /** Ceiling of {@link Cache#resize} (0 = the budget at creation). */
+  public long getMaxPrimaryBytes() {
+    return getU64(KvcNative::kvc_config_get_max_primary_bytes);
+  }
+
   /** Upper bound of the primary pool in tokens per layer; 0 = none. */
   public Config setMaxTokens(long maxTokens) {
     return handle.call(h -> {

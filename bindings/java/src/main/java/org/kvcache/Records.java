@@ -36,6 +36,46 @@ final class Records {
     static final int DEVICE_TOTAL_BYTES = L.u64(kvc_cache_desc_t::getDevice_total_bytes);
   }
 
+  /** {@code kvc_resize_plan_t}. */
+  private static final class PlanL {
+    static final StructLayout<kvc_resize_plan_t> L = new StructLayout<>("kvc_resize_plan_t",
+        a -> new kvc_resize_plan_t(a, false), KvcNative::kvc_resize_plan_init);
+    static final int NUM_POOLS = L.u32(kvc_resize_plan_t::getNum_pools);
+    static final int FREE_BYTES = L.u64(kvc_resize_plan_t::getFree_bytes);
+    static final int MEM_FOR_PAGED = L.u64(kvc_resize_plan_t::getMem_for_paged);
+    static final int PRIMARY_BYTES = L.u64(kvc_resize_plan_t::getPrimary_bytes);
+    static final int MAX_PRIMARY_BYTES = L.u64(kvc_resize_plan_t::getMax_primary_bytes);
+    static final int BLOCKS_PER_GROUP = L.u64(kvc_resize_plan_t::getBlocks_per_group);
+    static final int TOKEN_CAPACITY = L.u64(kvc_resize_plan_t::getToken_capacity);
+    static final int NUM_BLOCKS = L.u64(kvc_resize_plan_t::getNum_blocks);
+    static final int TOTAL_BYTES = L.u64(kvc_resize_plan_t::getTotal_bytes);
+  }
+
+  static ResizePlan resizePlan(long cache, double fraction, long freeBytes, long nonPagedBytes,
+      long forwardBytes, int numPools) {
+    kvc_resize_inputs_t in = new kvc_resize_inputs_t();
+    try {
+      KvcNative.kvc_resize_inputs_init(in);
+      in.setFree_gpu_memory_fraction(fraction);
+      in.setFree_bytes(freeBytes);
+      in.setNon_paged_bytes(nonPagedBytes);
+      in.setForward_bytes(forwardBytes);
+      Scratch s = Scratch.get();
+      int at = s.alloc(PlanL.L.size);
+      kvc_resize_plan_t out = PlanL.L.prepare(s, at);
+      int pools = s.alloc(8L * (numPools + 1));
+      KvcNative.kvc_cache_plan_resize(cache, in, out, s.address(pools), numPools);
+      long[] blocks = new long[Args.toInt(s.getUnsignedInt(at + PlanL.NUM_POOLS))];
+      s.getLongs(pools, blocks, 0, blocks.length);
+      return new ResizePlan(s.getLong(at + PlanL.FREE_BYTES), s.getLong(at + PlanL.MEM_FOR_PAGED),
+          s.getLong(at + PlanL.PRIMARY_BYTES), s.getLong(at + PlanL.MAX_PRIMARY_BYTES),
+          s.getLong(at + PlanL.BLOCKS_PER_GROUP), s.getLong(at + PlanL.TOKEN_CAPACITY),
+          s.getLong(at + PlanL.NUM_BLOCKS), s.getLong(at + PlanL.TOTAL_BYTES), blocks);
+    } finally {
+      in.delete();
+    }
+  }
+
   static CacheDescription cacheDescription(long cache) {
     Scratch s = Scratch.get();
     int at = s.alloc(CacheDesc.L.size);
