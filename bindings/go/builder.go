@@ -142,6 +142,11 @@ func (b *ConfigBuilder) PrimaryBytes(n uint64) *ConfigBuilder {
 	return b.set(func(c *Config) error { return c.SetPrimaryBytes(n) })
 }
 
+// MaxPrimaryBytes is Config.SetMaxPrimaryBytes.
+func (b *ConfigBuilder) MaxPrimaryBytes(n uint64) *ConfigBuilder {
+	return b.set(func(c *Config) error { return c.SetMaxPrimaryBytes(n) })
+}
+
 // MaxTokens is Config.SetMaxTokens.
 func (b *ConfigBuilder) MaxTokens(n uint64) *ConfigBuilder {
 	return b.set(func(c *Config) error { return c.SetMaxTokens(n) })
