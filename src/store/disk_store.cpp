@@ -81,7 +81,7 @@ DiskStore::DiskStore(const std::string& directory, uint64_t capacity_bytes,
   counters_.capacity_bytes = capacity_bytes_;
   try {
     slabs_ = std::make_unique<SlabFiles>(dir_, layout_.fingerprint, layout_.record_bytes(),
-                                         max_records_);
+                                         max_records_, options_.slab_bytes);
   } catch (...) {
     ::close(lock_fd_);
     throw;

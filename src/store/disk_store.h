@@ -86,6 +86,10 @@ struct DiskStoreOptions {
   // Tests: called by the worker before each write with the record's hash;
   // a non-zero errno fails that write as the file system would.
   std::function<int(uint64_t)> write_fault;
+  // Bytes per slab file, rounded down to whole records (at least one); 0:
+  // SlabFiles::kSlabBytes. Tests use small slabs to have several files; it
+  // must be the same at every open of a directory (it places the slots).
+  uint64_t slab_bytes = 0;
 };
 
 class DiskStore final : public BlockStore {

@@ -67,11 +67,12 @@ int transfer(bool write, int fd, iovec* iov, size_t n, uint64_t offset) {
 
 }  // namespace
 
-SlabFiles::SlabFiles(std::string dir, uint64_t fingerprint, size_t slot_bytes, uint64_t max_slots)
+SlabFiles::SlabFiles(std::string dir, uint64_t fingerprint, size_t slot_bytes, uint64_t max_slots,
+                     uint64_t slab_bytes)
     : dir_(std::move(dir)),
       prefix_(hex(fingerprint, 16) + "-"),
       slot_bytes_(slot_bytes),
-      slots_per_slab_(std::max<uint64_t>(1, kSlabBytes / slot_bytes)),
+      slots_per_slab_(std::max<uint64_t>(1, (slab_bytes != 0 ? slab_bytes : kSlabBytes) / slot_bytes)),
       max_slots_(max_slots) {
   num_slabs_ = (max_slots_ + slots_per_slab_ - 1) / slots_per_slab_;
   // Slabs already on disk, possibly past this budget (a larger one before).

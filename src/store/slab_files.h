@@ -42,7 +42,9 @@ class SlabFiles {
   // `slot_bytes`, with room for `max_slots` slots (and any slab already on
   // disk beyond them, until shrink()). Throws Error(KVC_ERR_INVALID_ARGUMENT)
   // naming the file that cannot be opened.
-  SlabFiles(std::string dir, uint64_t fingerprint, size_t slot_bytes, uint64_t max_slots);
+  // `slab_bytes` 0: kSlabBytes.
+  SlabFiles(std::string dir, uint64_t fingerprint, size_t slot_bytes, uint64_t max_slots,
+            uint64_t slab_bytes = 0);
   ~SlabFiles();
   SlabFiles(const SlabFiles&) = delete;
   SlabFiles& operator=(const SlabFiles&) = delete;
