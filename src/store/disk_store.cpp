@@ -505,7 +505,9 @@ void DiskStore::worker() {
       }
       auto p = pending_.find(item.hash);
       if (p != pending_.end() && p->second == item.bytes.get()) pending_.erase(p);
-      if (spare_.size() < queue_capacity_) spare_.push_back(std::move(item.bytes));
+      // Kept for reuse up to a full queue plus a batch in flight: a buffer
+      // freed and allocated again costs its page faults again.
+      if (spare_.size() < 2 * size_t(queue_capacity_)) spare_.push_back(std::move(item.bytes));
     }
     finished_ += batch.size() + zero.size();
     done_cv_.notify_all();

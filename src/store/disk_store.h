@@ -168,7 +168,9 @@ class DiskStore final : public BlockStore {
   std::condition_variable done_cv_;  // flush waits for written items
   std::deque<Item> queue_;
   std::vector<uint64_t> invalidate_;  // slots to zero before they are free (the worker's job)
-  std::vector<std::unique_ptr<unsigned char[]>> spare_;  // record buffers to reuse
+  // Record buffers to reuse: the queue holds at most queue_capacity_ records
+  // and the worker a batch of as many more, so at most twice that exist.
+  std::vector<std::unique_ptr<unsigned char[]>> spare_;
   std::unordered_map<uint64_t, const unsigned char*> pending_;  // hash -> newest queued record
   std::unordered_map<uint64_t, Entry> index_;
   std::set<LruKey> lru_;
