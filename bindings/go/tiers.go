@@ -5,7 +5,7 @@ import "kvcache/kvc"
 // Tiers below the radix tree (include/kvcache/tiers.h): the disk tier's
 // setting, the statistics of each such tier and the flush of queued writes.
 
-// SetDiskCache turns the disk tier on: block files under directory (which
+// SetDiskCache turns the disk tier on: slab files under directory (which
 // must exist and be writable when the cache is created), at most bytes of
 // them; "" with 0 turns it off. A cache created on a directory that a
 // previous cache of the same model geometry and event hash seed used finds

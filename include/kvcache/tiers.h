@@ -55,7 +55,7 @@ extern "C" {
 #endif
 
 /**
- * @brief Turns the disk tier on: block files under `directory`, at most
+ * @brief Turns the disk tier on: slab files under `directory`, at most
  *        `bytes` of them; a NULL or empty directory with `bytes` 0 turns it
  *        off (the default).
  *
@@ -65,12 +65,14 @@ extern "C" {
  * cache of the same model geometry uses the directory). A cache created on
  * a directory that a previous cache of the same geometry and event hash
  * seed used finds its blocks: a restart keeps its prefix cache. Each block
- * is one file `<geometry>-<hash>.kvb` (a header with the block's full key,
- * the geometry fingerprint and a checksum, then the KV of every layer); it
- * is written to a temporary file and renamed, so a crash leaves no torn
- * block, and a file damaged otherwise is a miss. The tier evicts its own
- * files when `bytes` is reached: lowest retention priority first, then least
- * recently used. Requires block reuse (kvc_config_set_block_reuse).
+ * is one record in a fixed-size slot of a few slab files
+ * `<geometry>-<n>.slab` (a header with the block's full key, the geometry
+ * fingerprint and a checksum over the whole record, then the KV of every
+ * layer); a slot torn by a crash in the middle of a write, or damaged
+ * otherwise, fails its checksum and is a miss, never KV. The tier reuses the
+ * slots of the blocks it evicts when `bytes` is reached: lowest retention
+ * priority first, then least recently used. Requires block reuse
+ * (kvc_config_set_block_reuse).
  * @param directory Copied; NULL or "" (with bytes 0) for none.
  * @return KVC_OK; KVC_ERR_INVALID_ARGUMENT for a NULL config, a directory
  *         with bytes 0, or bytes without a directory. Nothing changes on

@@ -26,55 +26,13 @@ std::string hex16(uint64_t v) {
   return b;
 }
 
-bool parse_hex16(const char* s, uint64_t* out) {
-  uint64_t v = 0;
-  for (int i = 0; i < 16; ++i) {
-    const char c = s[i];
-    uint64_t d;
-    if (c >= '0' && c <= '9') d = uint64_t(c - '0');
-    else if (c >= 'a' && c <= 'f') d = uint64_t(c - 'a' + 10);
-    else return false;
-    v = v << 4 | d;
-  }
-  *out = v;
-  return true;
-}
-
-// Reads exactly `size` bytes at offset 0; false on error or a short file
-// (*error: errno, EIO for a short file).
-bool read_exact(int fd, unsigned char* out, size_t size, int* error) {
-  size_t done = 0;
-  while (done < size) {
-    const ssize_t r = ::pread(fd, out + done, size - done, static_cast<off_t>(done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      *error = r < 0 ? errno : EIO;
-      return false;
-    }
-    done += static_cast<size_t>(r);
-  }
-  return true;
-}
-
-bool write_all(int fd, const unsigned char* p, size_t size, int* error) {
-  size_t done = 0;
-  while (done < size) {
-    const ssize_t w = ::write(fd, p + done, size - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      *error = w < 0 ? errno : ENOSPC;
-      return false;
-    }
-    done += static_cast<size_t>(w);
-  }
-  return true;
-}
-
 uint32_t queue_capacity(const DiskStoreOptions& o, size_t record_bytes) {
   if (o.queue_records != 0) return o.queue_records;
   const uint64_t fit = kDefaultQueueBytes / record_bytes;
   return static_cast<uint32_t>(std::max<uint64_t>(2, std::min<uint64_t>(fit, 1u << 16)));
 }
+
+constexpr uint64_t kNoSlot = UINT64_MAX;
 
 }  // namespace
 
@@ -85,8 +43,7 @@ DiskStore::DiskStore(const std::string& directory, uint64_t capacity_bytes,
       capacity_bytes_(capacity_bytes),
       max_records_(capacity_bytes / layout.record_bytes()),
       queue_capacity_(queue_capacity(options, layout.record_bytes())),
-      options_(std::move(options)),
-      prefix_(hex16(layout.fingerprint) + "-") {
+      options_(std::move(options)) {
   if (dir_.empty()) invalid_argument("disk cache directory must not be empty");
   struct stat st {};
   if (::stat(dir_.c_str(), &st) != 0)
@@ -122,6 +79,13 @@ DiskStore::DiskStore(const std::string& directory, uint64_t capacity_bytes,
   ::close(fd);
   ::unlink(probe.c_str());
   counters_.capacity_bytes = capacity_bytes_;
+  try {
+    slabs_ = std::make_unique<SlabFiles>(dir_, layout_.fingerprint, layout_.record_bytes(),
+                                         max_records_, options_.slab_bytes);
+  } catch (...) {
+    ::close(lock_fd_);
+    throw;
+  }
   open_index();
   worker_ = std::thread([this] { worker(); });
 }
@@ -133,86 +97,143 @@ DiskStore::~DiskStore() {
   }
   work_cv_.notify_all();
   worker_.join();
+  slabs_.reset();
   ::close(lock_fd_);  // releases the flock
 }
 
-std::string DiskStore::path_of(uint64_t hash) const {
-  return dir_ + "/" + prefix_ + hex16(hash) + ".kvb";
+bool DiskStore::place_of(uint64_t hash, Place* place) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = index_.find(hash);
+  if (it == index_.end() || it->second.batch_pos != kWritten) return false;
+  place->slot = it->second.slot;
+  place->path = slabs_->path(it->second.slot / slabs_->slots_per_slab());
+  place->offset = slabs_->offset_of(it->second.slot);
+  return true;
 }
 
 void DiskStore::open_index() {
-  DIR* d = ::opendir(dir_.c_str());
-  if (d == nullptr)
-    invalid_argument("disk cache directory '" + dir_ + "' cannot be listed: " +
-                     std::strerror(errno));
+  // The former one-file-per-block format of this geometry: block files
+  // `<fingerprint>-<hash>.kvb` and temporary files. Not read: removed.
+  const std::string prefix = hex16(layout_.fingerprint) + "-";
+  const std::string tmp_prefix = ".tmp-" + prefix;
+  if (DIR* d = ::opendir(dir_.c_str())) {
+    std::vector<std::string> old;
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.compare(0, tmp_prefix.size(), tmp_prefix) == 0 ||
+          (name.size() == prefix.size() + 16 + 4 && name.compare(0, prefix.size(), prefix) == 0 &&
+           name.compare(name.size() - 4, 4, ".kvb") == 0))
+        old.push_back(name);
+    }
+    ::closedir(d);
+    for (const std::string& name : old) ::unlink((dir_ + "/" + name).c_str());
+  }
+
+  // Every slot's header, in slot order.
   struct Found {
-    uint64_t hash;
+    uint64_t hash, slot;
     uint32_t priority;
-    int64_t mtime_ns;
   };
   std::vector<Found> found;
-  std::vector<std::string> remove;
-  const std::string tmp_prefix = ".tmp-" + hex16(layout_.fingerprint) + "-";
-  std::vector<unsigned char> head(kRecordFixedHeader);
-  while (dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name.compare(0, tmp_prefix.size(), tmp_prefix) == 0) {
-      remove.push_back(name);  // a write that never finished
-      continue;
+  std::vector<uint64_t> stale;  // slots with something that is not an indexed record
+  slabs_->scan(kRecordFixedHeader, [&](uint64_t slot, const unsigned char* head, size_t size) {
+    static const unsigned char kZero[8] = {};
+    if (size < kRecordFixedHeader || std::memcmp(head, kZero, 8) == 0) {
+      // Never written, zeroed, or cut short by the end of the file.
+      if (size < layout_.record_bytes() && std::memcmp(head, kZero, 8) != 0) ++counters_.rejected;
+      return;
     }
-    if (name.size() != prefix_.size() + 16 + 4 || name.compare(0, prefix_.size(), prefix_) != 0 ||
-        name.compare(name.size() - 4, 4, ".kvb") != 0)
-      continue;  // not ours
-    uint64_t hash = 0;
-    if (!parse_hex16(name.c_str() + prefix_.size(), &hash)) continue;
-    const std::string path = dir_ + "/" + name;
-    bool sound = false;
-    struct stat st {};
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      int err = 0;
-      if (::fstat(fd, &st) == 0 && uint64_t(st.st_size) == layout_.record_bytes() &&
-          read_exact(fd, head.data(), head.size(), &err)) {
-        const RecordHeader h = read_record_header(head.data());
-        sound = h.magic_ok && h.version == kRecordVersion &&
-                h.fingerprint == layout_.fingerprint && h.lookup_hash == hash &&
-                h.header_bytes == layout_.header_bytes() &&
-                h.payload_bytes == layout_.payload_bytes &&
-                h.num_tokens == layout_.tokens_per_block;
-        if (sound)
-          found.push_back(Found{hash, std::min<uint32_t>(h.priority, 100),
-                                int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec});
-      }
-      ::close(fd);
-    }
-    if (!sound) {
-      remove.push_back(name);  // torn (a power loss) or not a record
+    const RecordHeader h = read_record_header(head);
+    const bool sound = size == layout_.record_bytes() && h.magic_ok &&
+                       h.version == kRecordVersion && h.fingerprint == layout_.fingerprint &&
+                       h.header_bytes == layout_.header_bytes() &&
+                       h.payload_bytes == layout_.payload_bytes &&
+                       h.num_tokens == layout_.tokens_per_block;
+    if (sound) {
+      found.push_back(Found{h.lookup_hash, slot, std::min<uint32_t>(h.priority, 100)});
+    } else {  // torn (a power loss) or not a record
       ++counters_.rejected;
+      stale.push_back(slot);
     }
-  }
-  ::closedir(d);
-  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
-    return a.mtime_ns != b.mtime_ns ? a.mtime_ns < b.mtime_ns : a.hash < b.hash;
   });
   for (const Found& f : found) {
-    index_[f.hash] = Entry{f.priority, ++clock_};
+    if (index_.count(f.hash) != 0) {  // a second copy (a crash between two writes): one is enough
+      stale.push_back(f.slot);
+      continue;
+    }
+    index_[f.hash] = Entry{f.priority, ++clock_, f.slot, kWritten};
     lru_.emplace(f.priority, clock_, f.hash);
   }
   // A smaller budget than last time: the lowest go.
   while (index_.size() > max_records_) {
     const uint64_t hash = std::get<2>(*lru_.begin());
-    forget_locked(hash);
-    remove.push_back(prefix_ + hex16(hash) + ".kvb");
+    const uint64_t slot = index_[hash].slot;
+    lru_.erase(lru_.begin());
+    index_.erase(hash);
+    stale.push_back(slot);
     ++counters_.evictions;
   }
-  for (const std::string& name : remove) ::unlink((dir_ + "/" + name).c_str());
+  for (uint64_t slot : stale)
+    if (slot < max_records_ && slabs_->invalidate(slot) != 0) ++counters_.errors;
+  // Records in slots past the budget move to free slots below it.
+  uint64_t top = 0;
+  for (const auto& kv : index_) top = std::max(top, kv.second.slot + 1);
+  std::vector<bool> taken(size_t(std::min(top, max_records_)), false);
+  std::vector<uint64_t> movers;
+  for (const auto& [hash, e] : index_) {
+    if (e.slot < max_records_) taken[size_t(e.slot)] = true;
+    else movers.push_back(hash);
+  }
+  uint64_t next_free = 0;
+  std::vector<unsigned char> buf(movers.empty() ? 0 : layout_.record_bytes());
+  for (uint64_t hash : movers) {
+    // index_.size() <= max_records_: a free slot exists below the budget.
+    while (next_free < taken.size() && taken[size_t(next_free)]) ++next_free;
+    if (next_free == taken.size()) taken.push_back(false);
+    Entry& e = index_[hash];
+    unsigned char* out = buf.data();
+    const unsigned char* in = buf.data();
+    int err = slabs_->read(e.slot, &out, 1);
+    if (err == 0) err = slabs_->reserve(next_free);
+    if (err == 0) err = slabs_->write(next_free, &in, 1);
+    if (err != 0) {
+      ++counters_.errors;
+      lru_.erase(LruKey{e.priority, e.age, hash});
+      index_.erase(hash);
+      continue;
+    }
+    e.slot = next_free;
+    taken[size_t(next_free)] = true;
+  }
+  slabs_->shrink(max_records_);
+  uint64_t used = 0;
+  for (const auto& kv : index_) used = std::max(used, kv.second.slot + 1);
+  generation_.assign(size_t(used), 0);
+  for (uint64_t s = 0; s < used; ++s)
+    if (s >= taken.size() || !taken[size_t(s)]) free_slots_.insert(s);
 }
 
-void DiskStore::forget_locked(uint64_t hash) {
+uint64_t DiskStore::forget_locked(uint64_t hash) {
   auto it = index_.find(hash);
-  if (it == index_.end()) return;
+  if (it == index_.end()) return kNoSlot;
+  const uint64_t slot = it->second.slot;
   lru_.erase(LruKey{it->second.priority, it->second.age, hash});
   index_.erase(it);
+  ++generation_[size_t(slot)];
+  return slot;
+}
+
+uint64_t DiskStore::new_slot_locked() {
+  if (!free_slots_.empty()) {
+    const uint64_t s = *free_slots_.begin();
+    free_slots_.erase(free_slots_.begin());
+    return s;
+  }
+  if (generation_.size() < max_records_) {
+    generation_.push_back(0);
+    return generation_.size() - 1;
+  }
+  return kNoSlot;
 }
 
 bool DiskStore::put(uint64_t hash, uint32_t priority, const unsigned char* record) {
@@ -237,7 +258,11 @@ bool DiskStore::put(uint64_t hash, uint32_t priority, const unsigned char* recor
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending_[hash] = buf.get();
-    queue_.push_back(Item{hash, std::min<uint32_t>(priority, 100), std::move(buf)});
+    Item item;
+    item.hash = hash;
+    item.priority = std::min<uint32_t>(priority, 100);
+    item.bytes = std::move(buf);
+    queue_.push_back(std::move(item));
     ++enqueued_;
     wake = worker_waiting_;
   }
@@ -248,63 +273,104 @@ bool DiskStore::put(uint64_t hash, uint32_t priority, const unsigned char* recor
 size_t DiskStore::load(const uint64_t* hashes, size_t n, unsigned char* const* out) {
   const auto start = std::chrono::steady_clock::now();
   const size_t size = layout_.record_bytes();
-  size_t got = 0;
-  for (; got < n; ++got) {
-    const uint64_t hash = hashes[got];
-    {
-      std::lock_guard<std::mutex> lock(mu_);
+  struct Want {
+    uint64_t slot;  // kNoSlot: copied from the queue
+    uint32_t generation;
+  };
+  Want small[16];
+  std::vector<Want> large;
+  Want* plan = small;
+  if (n > 16) {
+    large.resize(n);
+    plan = large.data();
+  }
+  // 1. Under the lock: where each leading record is.
+  size_t resolved = 0;
+  bool missed = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (; resolved < n; ++resolved) {
+      const uint64_t hash = hashes[resolved];
       auto p = pending_.find(hash);
       if (p != pending_.end()) {  // still queued: the newest put
-        std::memcpy(out[got], p->second, size);
-        ++counters_.hits;
+        std::memcpy(out[resolved], p->second, size);
+        plan[resolved] = Want{kNoSlot, 0};
         continue;
       }
-      if (index_.find(hash) == index_.end()) {
-        ++counters_.misses;
+      auto it = index_.find(hash);
+      if (it == index_.end() || it->second.batch_pos != kWritten) {
+        missed = true;
         break;
       }
-    }
-    const std::string path = path_of(hash);
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    bool ok = false;
-    int err = 0;
-    if (fd >= 0) {
-      ok = read_exact(fd, out[got], size, &err);
-      ::close(fd);
-    } else {
-      err = errno;
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = index_.find(hash);
-    if (!ok) {
-      // Evicted meanwhile or removed by someone else (a miss), or unreadable
-      // (an error); an entry still indexed names a file that is gone or bad.
-      if (err == ENOENT) ++counters_.misses;
-      else ++counters_.errors;
-      if (it != index_.end() && pending_.count(hash) == 0) forget_locked(hash);
-      break;
-    }
-    ++counters_.hits;
-    if (it != index_.end()) {  // refresh its recency
-      lru_.erase(LruKey{it->second.priority, it->second.age, hash});
-      it->second.age = ++clock_;
-      lru_.emplace(it->second.priority, it->second.age, hash);
+      plan[resolved] = Want{it->second.slot, generation_[size_t(it->second.slot)]};
     }
   }
+  // 2. Without it: runs of consecutive slots of one slab, one preadv each.
+  const uint64_t per_slab = slabs_->slots_per_slab();
+  size_t readable = resolved;  // records before the first failed read
+  for (size_t i = 0; i < resolved && readable == resolved;) {
+    if (plan[i].slot == kNoSlot) {
+      ++i;
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < resolved && plan[j].slot != kNoSlot && plan[j].slot == plan[j - 1].slot + 1 &&
+           plan[j].slot / per_slab == plan[i].slot / per_slab)
+      ++j;
+    if (slabs_->read(plan[i].slot, out + i, j - i) != 0) {
+      // Which one: the first that cannot be read alone.
+      readable = i;
+      while (readable < j && slabs_->read(plan[readable].slot, out + readable, 1) == 0) ++readable;
+    }
+    i = j;
+  }
+  // 3. Under the lock: keep the records whose slot was not reassigned meanwhile.
   std::lock_guard<std::mutex> lock(mu_);
+  size_t got = 0;
+  for (; got < readable; ++got) {
+    if (plan[got].slot == kNoSlot) {
+      ++counters_.hits;
+      continue;
+    }
+    if (generation_[size_t(plan[got].slot)] != plan[got].generation) break;  // raced: a miss
+    auto it = index_.find(hashes[got]);
+    lru_.erase(LruKey{it->second.priority, it->second.age, hashes[got]});
+    it->second.age = ++clock_;
+    lru_.emplace(it->second.priority, it->second.age, hashes[got]);
+    ++counters_.hits;
+  }
+  if (got < readable) {
+    ++counters_.misses;
+  } else if (readable < resolved) {
+    // Unreadable (a slab cut short behind the store's back, EIO): an error,
+    // and the record is forgotten.
+    ++counters_.errors;
+    if (generation_[size_t(plan[got].slot)] == plan[got].generation) {
+      const uint64_t slot = forget_locked(hashes[got]);
+      if (slot != kNoSlot) free_slots_.insert(slot);
+    }
+  } else if (missed) {
+    ++counters_.misses;
+  }
   load_latency_.add(micros_since(start));
   return got;
 }
 
 void DiskStore::reject(uint64_t hash, RecordCheck) {
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++counters_.rejected;
     if (pending_.count(hash) != 0) return;  // a newer record is on its way
-    if (index_.find(hash) == index_.end()) return;
-    forget_locked(hash);
+    auto it = index_.find(hash);
+    if (it == index_.end() || it->second.batch_pos != kWritten) return;
+    // Its slot is zeroed by the worker before it is free: a restart must not
+    // find the record again.
+    invalidate_.push_back(forget_locked(hash));
+    ++enqueued_;
+    wake = worker_waiting_;
   }
-  ::unlink(path_of(hash).c_str());
+  if (wake) work_cv_.notify_one();
 }
 
 void DiskStore::flush() {
@@ -324,72 +390,126 @@ StoreStats DiskStore::stats() const {
   return s;
 }
 
-bool DiskStore::write_file(const Item& item, int* error) {
-  if (options_.write_fault) {
-    *error = options_.write_fault(item.hash);
-    if (*error != 0) return false;
+void DiskStore::assign_slot_locked(std::vector<Item>& batch, uint32_t pos) {
+  Item& item = batch[pos];
+  auto it = index_.find(item.hash);
+  if (it != index_.end()) {  // replaced in place
+    Entry& e = it->second;
+    if (e.batch_pos != kWritten) batch[e.batch_pos].cancelled = true;  // an older put of this batch
+    lru_.erase(LruKey{e.priority, e.age, item.hash});
+    ++generation_[size_t(e.slot)];
+    e.priority = item.priority;
+    e.age = ++clock_;
+    e.batch_pos = pos;
+    lru_.emplace(e.priority, e.age, item.hash);
+    item.slot = e.slot;
+    return;
   }
-  const std::string tmp = dir_ + "/.tmp-" + prefix_ + hex16(item.hash);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    *error = errno;
-    return false;
+  uint64_t slot = new_slot_locked();
+  if (slot == kNoSlot) {
+    // Room: the lowest (priority, age) record goes, and its slot is reused.
+    // With no record to evict (every slot being zeroed) the put is dropped.
+    if (lru_.empty()) {
+      item.cancelled = true;
+      item.error = ENOSPC;
+      return;
+    }
+    const uint64_t victim = std::get<2>(*lru_.begin());
+    const Entry& v = index_[victim];
+    if (v.batch_pos != kWritten) batch[v.batch_pos].cancelled = true;  // written, then evicted
+    slot = forget_locked(victim);
+    ++counters_.evictions;
   }
-  bool ok = write_all(fd, item.bytes.get(), layout_.record_bytes(), error);
-  if (::close(fd) != 0 && ok) {
-    *error = errno;
-    ok = false;
+  index_[item.hash] = Entry{item.priority, ++clock_, slot, pos};
+  lru_.emplace(item.priority, clock_, item.hash);
+  item.slot = slot;
+}
+
+void DiskStore::write_batch(std::vector<Item>& batch) {
+  std::vector<uint32_t> live;
+  for (uint32_t pos = 0; pos < batch.size(); ++pos) {
+    Item& item = batch[pos];
+    if (item.cancelled) continue;
+    if (options_.write_fault) item.error = options_.write_fault(item.hash);
+    if (item.error == 0) item.error = slabs_->reserve(item.slot);
+    if (item.error == 0) live.push_back(pos);
   }
-  if (ok && ::rename(tmp.c_str(), path_of(item.hash).c_str()) != 0) {
-    *error = errno;
-    ok = false;
+  std::sort(live.begin(), live.end(),
+            [&](uint32_t a, uint32_t b) { return batch[a].slot < batch[b].slot; });
+  const uint64_t per_slab = slabs_->slots_per_slab();
+  std::vector<const unsigned char*> run;
+  for (size_t i = 0; i < live.size();) {
+    size_t j = i + 1;
+    while (j < live.size() && batch[live[j]].slot == batch[live[j - 1]].slot + 1 &&
+           batch[live[j]].slot / per_slab == batch[live[i]].slot / per_slab)
+      ++j;
+    run.clear();
+    for (size_t k = i; k < j; ++k) run.push_back(batch[live[k]].bytes.get());
+    const auto start = std::chrono::steady_clock::now();
+    const int error = slabs_->write(batch[live[i]].slot, run.data(), run.size());
+    const uint64_t us = micros_since(start) / (j - i);
+    for (size_t k = i; k < j; ++k) {
+      batch[live[k]].error = error;
+      batch[live[k]].write_us = us;
+    }
+    i = j;
   }
-  if (!ok) ::unlink(tmp.c_str());
-  return ok;
+  // A slot a write failed on may still hold the record it last held (an
+  // evicted one): zeroed where possible, so that a restart does not find it.
+  for (Item& item : batch)
+    if (!item.cancelled && item.error != 0) slabs_->invalidate(item.slot);
 }
 
 void DiskStore::worker() {
-  std::vector<uint64_t> victims;
+  std::vector<Item> batch;
+  std::vector<uint64_t> zero;
   for (;;) {
-    Item item;
-    victims.clear();
+    batch.clear();
+    zero.clear();
     {
       std::unique_lock<std::mutex> lock(mu_);
       worker_waiting_ = true;
-      work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      work_cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !invalidate_.empty(); });
       worker_waiting_ = false;
-      if (queue_.empty()) return;  // stopping, everything written
-      item = std::move(queue_.front());
-      queue_.pop_front();
-      // Room first: a record replaced leaves its slot; else the lowest
-      // (priority, age) records go.
-      forget_locked(item.hash);
-      while (index_.size() + 1 > max_records_) {
-        const uint64_t v = std::get<2>(*lru_.begin());
-        forget_locked(v);
-        victims.push_back(v);
-        ++counters_.evictions;
+      if (queue_.empty() && invalidate_.empty()) return;  // stopping, everything written
+      zero.swap(invalidate_);
+      while (!queue_.empty()) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
       }
     }
-    for (uint64_t v : victims) ::unlink(path_of(v).c_str());
-    const auto start = std::chrono::steady_clock::now();
-    int error = 0;
-    const bool ok = write_file(item, &error);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (ok) {
-      forget_locked(item.hash);  // a racing reject() may not have seen the new file
-      index_[item.hash] = Entry{item.priority, ++clock_};
-      lru_.emplace(item.priority, clock_, item.hash);
-      ++counters_.stores;
-      write_latency_.add(micros_since(start));
-    } else {
-      ++counters_.drops;
-      ++counters_.errors;
+    // Rejected records' slots are zeroed first, so the batch may reuse them.
+    uint64_t zero_errors = 0;
+    for (uint64_t slot : zero) zero_errors += slabs_->invalidate(slot) != 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      counters_.errors += zero_errors;
+      for (uint64_t slot : zero) free_slots_.insert(slot);
+      for (uint32_t pos = 0; pos < batch.size(); ++pos) assign_slot_locked(batch, pos);
     }
-    auto p = pending_.find(item.hash);
-    if (p != pending_.end() && p->second == item.bytes.get()) pending_.erase(p);
-    if (spare_.size() < queue_capacity_) spare_.push_back(std::move(item.bytes));
-    ++finished_;
+    write_batch(batch);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (uint32_t pos = 0; pos < batch.size(); ++pos) {
+      Item& item = batch[pos];
+      auto it = index_.find(item.hash);
+      const bool mine = it != index_.end() && it->second.batch_pos == pos;
+      if (item.error == 0) {  // written (or replaced or evicted within the batch: as if written)
+        if (mine) it->second.batch_pos = kWritten;
+        ++counters_.stores;
+        if (!item.cancelled) write_latency_.add(item.write_us);
+      } else {
+        // Not written, or its slot holds a torn mix: forgotten, the slot free.
+        if (mine) free_slots_.insert(forget_locked(item.hash));
+        ++counters_.drops;
+        if (item.error != ENOSPC || !item.cancelled) ++counters_.errors;
+      }
+      auto p = pending_.find(item.hash);
+      if (p != pending_.end() && p->second == item.bytes.get()) pending_.erase(p);
+      // Kept for reuse up to a full queue plus a batch in flight: a buffer
+      // freed and allocated again costs its page faults again.
+      if (spare_.size() < 2 * size_t(queue_capacity_)) spare_.push_back(std::move(item.bytes));
+    }
+    finished_ += batch.size() + zero.size();
     done_cv_.notify_all();
   }
 }

@@ -1,18 +1,25 @@
 // The disk tier's store (src/store/disk_store.h) on its own: round trip bit
 // for bit, persistence across a reopen, the prioritized LRU budget, the
-// bounded queue and failed writes (drops counted), torn and flipped files
-// (never a hit), and the precise refusals at open. No sleeps: a write fault
-// hook holds the worker where a test needs it, flush() waits for it.
+// bounded queue and failed writes (drops counted), torn and flipped slots
+// (never a hit), slot reuse (never the old record under the new key),
+// readers racing the writer, a randomized run against an in-memory oracle,
+// and the precise refusals at open. No sleeps: a write fault hook holds the
+// worker where a test needs it, flush() waits for it.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <fstream>
+#include <map>
 #include <mutex>
+#include <random>
+#include <set>
+#include <thread>
 
 #include "base/error.h"
 #include "store/disk_store.h"
@@ -103,9 +110,16 @@ TEST(DiskStore, BudgetEvictsLowestPriorityThenOldest) {
   EXPECT_EQ(load_n(s, {r1.key.lookup_hash, r4.key.lookup_hash, r5.key.lookup_hash}, out), 3u);
   EXPECT_EQ(s.stats().evictions, 2u);
   EXPECT_EQ(s.stats().blocks, 3u);
-  size_t kvb = 0;
-  for (const std::string& f : dir.files()) kvb += f.size() > 4 && f.substr(f.size() - 4) == ".kvb";
-  EXPECT_EQ(kvb, 3u);
+  // One slab file holds them, no larger than the budget's 3 slots.
+  size_t slabs = 0;
+  for (const std::string& f : dir.files())
+    if (f.size() > 5 && f.substr(f.size() - 5) == ".slab") {
+      ++slabs;
+      struct stat st {};
+      ASSERT_EQ(::stat((dir.path() + "/" + f).c_str(), &st), 0);
+      EXPECT_EQ(uint64_t(st.st_size), 3 * l.record_bytes());
+    }
+  EXPECT_EQ(slabs, 1u);
 }
 
 // Holds the worker inside its first write until released.
@@ -193,7 +207,9 @@ TEST(DiskStore, FlippedByteIsRejectedByTheCheckAndForgotten) {
   TestRecord a(l, 1);
   s.put(a.key.lookup_hash, 35, a.bytes.data());
   s.flush();
-  flip_byte(s.path_of(a.key.lookup_hash), static_cast<off_t>(l.header_bytes() + 100));
+  DiskStore::Place at;
+  ASSERT_TRUE(s.place_of(a.key.lookup_hash, &at));
+  flip_byte(at.path, static_cast<off_t>(at.offset + l.header_bytes() + 100));
   std::vector<std::vector<unsigned char>> out;
   ASSERT_EQ(load_n(s, {a.key.lookup_hash}, out), 1u);  // the store moves bytes...
   const RecordCheck c = check_record(l, a.key, out[0].data(), out[0].size());
@@ -202,46 +218,96 @@ TEST(DiskStore, FlippedByteIsRejectedByTheCheckAndForgotten) {
   EXPECT_EQ(s.stats().rejected, 1u);
   EXPECT_EQ(s.stats().blocks, 0u);
   EXPECT_EQ(load_n(s, {a.key.lookup_hash}, out), 0u);
-  EXPECT_NE(::access(s.path_of(a.key.lookup_hash).c_str(), F_OK), 0);
-}
-
-TEST(DiskStore, AFileRemovedBehindItsBackIsAMissAndForgotten) {
-  TempDir dir;
-  const RecordLayout l = test_layout();
-  DiskStore s(dir.path(), 1 << 20, l);
-  TestRecord a(l, 1);
-  s.put(a.key.lookup_hash, 35, a.bytes.data());
+  EXPECT_FALSE(s.place_of(a.key.lookup_hash, &at));
+  // The slot's magic is zeroed: a restart does not find the record again.
   s.flush();
-  ASSERT_EQ(::unlink(s.path_of(a.key.lookup_hash).c_str()), 0);
-  std::vector<std::vector<unsigned char>> out;
-  EXPECT_EQ(load_n(s, {a.key.lookup_hash}, out), 0u);
-  EXPECT_EQ(s.stats().misses, 1u);
-  EXPECT_EQ(s.stats().errors, 0u);
-  EXPECT_EQ(s.stats().blocks, 0u);
+  const int fd = ::open(at.path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  unsigned char magic[8];
+  ASSERT_EQ(::pread(fd, magic, 8, off_t(at.offset)), 8);
+  ::close(fd);
+  EXPECT_EQ(std::vector<unsigned char>(magic, magic + 8), std::vector<unsigned char>(8, 0));
 }
 
-TEST(DiskStore, TornFileAndLeftoverTemporaryAreRemovedAtOpen) {
+TEST(DiskStore, ARejectedRecordIsNotFoundAfterAReopen) {
   TempDir dir;
   const RecordLayout l = test_layout();
   TestRecord a(l, 1), b(l, 2);
-  std::string torn;
   {
     DiskStore s(dir.path(), 1 << 20, l);
     s.put(a.key.lookup_hash, 35, a.bytes.data());
     s.put(b.key.lookup_hash, 35, b.bytes.data());
     s.flush();
-    torn = s.path_of(b.key.lookup_hash);
+    s.reject(a.key.lookup_hash, RecordCheck::kOtherKey);  // a sound frame the core refused
   }
-  ASSERT_EQ(::truncate(torn.c_str(), static_cast<off_t>(l.record_bytes() / 2)), 0);
-  const std::string tmp = dir.path() + "/.tmp-000000000000feed-000000000000feed-0000000000001003";
-  std::ofstream(tmp) << "half a record";
   DiskStore s(dir.path(), 1 << 20, l);
   EXPECT_EQ(s.stats().blocks, 1u);
-  EXPECT_EQ(s.stats().rejected, 1u);
-  EXPECT_NE(::access(torn.c_str(), F_OK), 0);
+  EXPECT_EQ(s.stats().rejected, 0u);  // a zeroed slot is free, not torn
+  std::vector<std::vector<unsigned char>> out;
+  EXPECT_EQ(load_n(s, {a.key.lookup_hash}, out), 0u);
+  ASSERT_EQ(load_n(s, {b.key.lookup_hash}, out), 1u);
+  EXPECT_EQ(out[0], b.bytes);
+}
+
+TEST(DiskStore, ASlabCutShortBehindItsBackIsAnErrorAndForgotten) {
+  TempDir dir;
+  const RecordLayout l = test_layout();
+  DiskStore s(dir.path(), 1 << 20, l);
+  TestRecord a(l, 1), b(l, 2);
+  s.put(a.key.lookup_hash, 35, a.bytes.data());
+  s.put(b.key.lookup_hash, 35, b.bytes.data());
+  s.flush();
+  DiskStore::Place pa, pb;
+  ASSERT_TRUE(s.place_of(a.key.lookup_hash, &pa));
+  ASSERT_TRUE(s.place_of(b.key.lookup_hash, &pb));
+  ASSERT_EQ(pb.offset, pa.offset + l.record_bytes());  // consecutive slots of one slab
+  ASSERT_EQ(::truncate(pb.path.c_str(), off_t(pb.offset + 100)), 0);
+  std::vector<std::vector<unsigned char>> out;
+  // One preadv for the run comes up short: a is whole, b is not.
+  EXPECT_EQ(load_n(s, {a.key.lookup_hash, b.key.lookup_hash}, out), 1u);
+  EXPECT_EQ(out[0], a.bytes);
+  EXPECT_EQ(s.stats().errors, 1u);
+  EXPECT_EQ(s.stats().blocks, 1u);
+  EXPECT_EQ(load_n(s, {b.key.lookup_hash}, out), 0u);
+  EXPECT_EQ(s.stats().misses, 1u);
+  // Its slot is free again and written whole by the next put.
+  TestRecord c(l, 3);
+  s.put(c.key.lookup_hash, 35, c.bytes.data());
+  s.flush();
+  ASSERT_EQ(load_n(s, {c.key.lookup_hash}, out), 1u);
+  EXPECT_EQ(out[0], c.bytes);
+}
+
+TEST(DiskStore, TornSlotAndFilesOfTheFormerFormatAreDroppedAtOpen) {
+  TempDir dir;
+  const RecordLayout l = test_layout();
+  TestRecord a(l, 1), b(l, 2), c(l, 3);
+  DiskStore::Place pb, pc;
+  {
+    DiskStore s(dir.path(), 1 << 20, l);
+    s.put(a.key.lookup_hash, 35, a.bytes.data());
+    s.put(b.key.lookup_hash, 35, b.bytes.data());
+    s.put(c.key.lookup_hash, 35, c.bytes.data());
+    s.flush();
+    ASSERT_TRUE(s.place_of(b.key.lookup_hash, &pb));
+    ASSERT_TRUE(s.place_of(c.key.lookup_hash, &pc));
+  }
+  // b's header torn (garbage where the magic was), c cut short by the end of
+  // the slab (a power loss before its pages reached the disk).
+  flip_byte(pb.path, static_cast<off_t>(pb.offset + 3));
+  ASSERT_EQ(::truncate(pc.path.c_str(), static_cast<off_t>(pc.offset + l.record_bytes() / 2)), 0);
+  const std::string tmp = dir.path() + "/.tmp-000000000000feed-000000000000feed-0000000000001003";
+  const std::string kvb = dir.path() + "/000000000000feed-0000000000001004.kvb";
+  std::ofstream(tmp) << "half a record";
+  std::ofstream(kvb) << "a block file of the former format";
+  DiskStore s(dir.path(), 1 << 20, l);
+  EXPECT_EQ(s.stats().blocks, 1u);
+  EXPECT_EQ(s.stats().rejected, 2u);
   EXPECT_NE(::access(tmp.c_str(), F_OK), 0);
+  EXPECT_NE(::access(kvb.c_str(), F_OK), 0);
   std::vector<std::vector<unsigned char>> out;
   EXPECT_EQ(load_n(s, {a.key.lookup_hash, b.key.lookup_hash}, out), 1u);
+  EXPECT_EQ(load_n(s, {c.key.lookup_hash}, out), 0u);
 }
 
 TEST(DiskStore, SmallerBudgetAtReopenEvictsTheLowest) {
@@ -289,6 +355,292 @@ TEST(DiskStore, BadDirectoryOrBudgetIsRefusedWithAPreciseMessage) {
   DiskStore first(dir.path(), 1 << 20, l);
   EXPECT_NE(open_error(dir.path(), 1 << 20, l).find("is in use by another cache of this geometry"),
             std::string::npos);
+}
+
+// Bytes of `size` at `offset` of a file.
+std::vector<unsigned char> read_at(const std::string& path, uint64_t offset, size_t size) {
+  std::vector<unsigned char> b(size);
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(::pread(fd, b.data(), size, off_t(offset)), ssize_t(size));
+  ::close(fd);
+  return b;
+}
+
+void write_at(const std::string& path, uint64_t offset, const unsigned char* p, size_t size) {
+  const int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, p, size, off_t(offset)), ssize_t(size));
+  ::close(fd);
+}
+
+TEST(DiskStore, SlotReuseAfterEvictionNeverReturnsTheOldRecord) {
+  TempDir dir;
+  const RecordLayout l = test_layout();
+  TestRecord a1(l, 1), a2(l, 2), b(l, 3);
+  DiskStore::Place p1, pb;
+  {
+    DiskStore s(dir.path(), 2 * l.record_bytes(), l);
+    s.put(a1.key.lookup_hash, 20, a1.bytes.data());
+    s.put(a2.key.lookup_hash, 50, a2.bytes.data());
+    s.flush();
+    ASSERT_TRUE(s.place_of(a1.key.lookup_hash, &p1));
+    s.put(b.key.lookup_hash, 50, b.bytes.data());  // evicts a1, takes its slot
+    s.flush();
+    ASSERT_TRUE(s.place_of(b.key.lookup_hash, &pb));
+    EXPECT_EQ(pb.slot, p1.slot);
+    EXPECT_EQ(read_at(pb.path, pb.offset, l.record_bytes()), b.bytes);
+    std::vector<std::vector<unsigned char>> out;
+    EXPECT_EQ(load_n(s, {a1.key.lookup_hash}, out), 0u);
+    ASSERT_EQ(load_n(s, {b.key.lookup_hash, a2.key.lookup_hash}, out), 2u);
+    EXPECT_EQ(out[0], b.bytes);
+    EXPECT_EQ(out[1], a2.bytes);
+    EXPECT_EQ(s.stats().evictions, 1u);
+  }
+  DiskStore s(dir.path(), 2 * l.record_bytes(), l);
+  EXPECT_EQ(s.stats().blocks, 2u);
+  std::vector<std::vector<unsigned char>> out;
+  EXPECT_EQ(load_n(s, {a1.key.lookup_hash}, out), 0u);
+  ASSERT_EQ(load_n(s, {b.key.lookup_hash}, out), 1u);
+  EXPECT_EQ(out[0], b.bytes);
+}
+
+// A crash while b overwrote the slot a had held leaves a mix of the two:
+// whichever header survived, the record fails its checksum (a counted miss),
+// and a is never found under b's key nor b's bytes under a's.
+TEST(DiskStore, ACrashMidOverwriteLeavesAMissNeverTheOtherRecord) {
+  const RecordLayout l = test_layout();
+  TestRecord a(l, 1), b(l, 2);
+  for (bool header_of_b : {true, false}) {
+    SCOPED_TRACE(header_of_b ? "b's header, a's payload tail" : "a's header, b's payload tail");
+    TempDir dir;
+    DiskStore::Place pa;
+    {
+      DiskStore s(dir.path(), 1 << 20, l);
+      s.put(a.key.lookup_hash, 35, a.bytes.data());
+      s.flush();
+      ASSERT_TRUE(s.place_of(a.key.lookup_hash, &pa));
+    }
+    // The part of b that reached the disk before the crash.
+    const size_t half = l.header_bytes() + l.payload_bytes / 2;
+    if (header_of_b) write_at(pa.path, pa.offset, b.bytes.data(), half);
+    else write_at(pa.path, pa.offset + half, b.bytes.data() + half, l.record_bytes() - half);
+    DiskStore s(dir.path(), 1 << 20, l);
+    const RecordKey& found_key = header_of_b ? b.key : a.key;
+    const RecordKey& other_key = header_of_b ? a.key : b.key;
+    std::vector<std::vector<unsigned char>> out;
+    EXPECT_EQ(load_n(s, {other_key.lookup_hash}, out), 0u);
+    ASSERT_EQ(load_n(s, {found_key.lookup_hash}, out), 1u);  // the header says so...
+    const RecordCheck c = check_record(l, found_key, out[0].data(), out[0].size());
+    EXPECT_EQ(c, RecordCheck::kChecksum);                    // ...the check refuses it
+    s.reject(found_key.lookup_hash, c);
+    EXPECT_EQ(load_n(s, {found_key.lookup_hash}, out), 0u);
+    EXPECT_EQ(s.stats().rejected, 1u);
+    EXPECT_EQ(s.stats().blocks, 0u);
+  }
+}
+
+TEST(DiskStore, RestartFindsEveryBlockBitForBitAcrossSeveralSlabs) {
+  TempDir dir;
+  const RecordLayout l = test_layout(3000);  // not a multiple of any page
+  DiskStoreOptions o;
+  o.slab_bytes = 5 * l.record_bytes() + 7;  // 5 slots a slab
+  std::vector<TestRecord> recs;
+  for (uint64_t i = 0; i < 23; ++i) recs.emplace_back(l, i, uint32_t(i % 3) * 30);
+  std::vector<uint64_t> hashes;
+  for (const auto& r : recs) hashes.push_back(r.key.lookup_hash);
+  {
+    DiskStore s(dir.path(), 1 << 20, l, o);
+    for (const auto& r : recs) ASSERT_TRUE(s.put(r.key.lookup_hash, 35, r.bytes.data()));
+  }
+  size_t slabs = 0;
+  for (const std::string& f : dir.files()) slabs += f.size() > 5 && f.substr(f.size() - 5) == ".slab";
+  EXPECT_EQ(slabs, 5u);  // 23 records, 5 a slab
+  DiskStore s(dir.path(), 1 << 20, l, o);
+  EXPECT_EQ(s.stats().blocks, recs.size());
+  std::vector<std::vector<unsigned char>> out;
+  ASSERT_EQ(load_n(s, hashes, out), recs.size());  // runs split at slab ends
+  for (size_t i = 0; i < recs.size(); ++i) {
+    EXPECT_EQ(out[i], recs[i].bytes) << i;
+    EXPECT_EQ(check_record(l, recs[i].key, out[i].data(), out[i].size()), RecordCheck::kOk);
+  }
+  EXPECT_EQ(s.stats().hits, recs.size());
+}
+
+TEST(DiskStore, AFailedWriteIsNotFoundAfterAReopen) {
+  TempDir dir;
+  const RecordLayout l = test_layout();
+  TestRecord r1(l, 1), r2(l, 2), r3(l, 3);
+  {
+    DiskStoreOptions o;
+    o.write_fault = [](uint64_t h) { return h == 0x1003 ? EIO : 0; };
+    DiskStore s(dir.path(), 2 * l.record_bytes(), l, o);
+    s.put(r1.key.lookup_hash, 35, r1.bytes.data());
+    s.put(r2.key.lookup_hash, 35, r2.bytes.data());
+    s.flush();
+    s.put(r3.key.lookup_hash, 35, r3.bytes.data());  // evicts r1, then fails
+    s.flush();
+    const StoreStats st = s.stats();
+    EXPECT_EQ(st.drops, 1u);
+    EXPECT_EQ(st.errors, 1u);
+    EXPECT_EQ(st.evictions, 1u);
+    EXPECT_EQ(st.blocks, 1u);
+  }
+  DiskStore s(dir.path(), 2 * l.record_bytes(), l);
+  EXPECT_EQ(s.stats().blocks, 1u);  // neither r3 nor the evicted r1 comes back
+  std::vector<std::vector<unsigned char>> out;
+  EXPECT_EQ(load_n(s, {r1.key.lookup_hash}, out), 0u);
+  EXPECT_EQ(load_n(s, {r3.key.lookup_hash}, out), 0u);
+  ASSERT_EQ(load_n(s, {r2.key.lookup_hash}, out), 1u);
+  EXPECT_EQ(out[0], r2.bytes);
+}
+
+// A reader loading while the worker replaces and evicts: every hit is the
+// record of its own key, whole (never another record's slot contents).
+TEST(DiskStore, ReadersRacingTheWriterOnlyEverSeeTheirOwnRecords) {
+  TempDir dir;
+  const RecordLayout l = test_layout(1024);
+  DiskStoreOptions o;
+  o.queue_records = 8;
+  DiskStore s(dir.path(), 6 * l.record_bytes(), l, o);
+  std::vector<TestRecord> recs;
+  for (uint64_t i = 0; i < 12; ++i) recs.emplace_back(l, i);
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    std::vector<std::vector<unsigned char>> out;
+    uint64_t round = 0;
+    while (!done.load()) {
+      const size_t first = size_t(round++ % recs.size());
+      std::vector<uint64_t> hashes;
+      for (size_t k = 0; k < 4; ++k) hashes.push_back(recs[(first + k) % recs.size()].key.lookup_hash);
+      const size_t got = load_n(s, hashes, out);
+      for (size_t k = 0; k < got; ++k)
+        ASSERT_EQ(out[k], recs[(first + k) % recs.size()].bytes);
+    }
+  });
+  for (int round = 0; round < 300; ++round) {
+    const TestRecord& r = recs[size_t(round * 7 % 12)];
+    s.put(r.key.lookup_hash, uint32_t(round % 5) * 20, r.bytes.data());
+    if (round % 16 == 15) s.flush();
+  }
+  s.flush();
+  done = true;
+  reader.join();
+  EXPECT_LE(s.stats().blocks, 6u);
+}
+
+// Random puts (fresh contents under reused keys), loads, rejects, flushes and
+// reopens against an oracle of what the store may hold: a hit is always the
+// newest accepted put of its key, bit for bit; a reopen after a flush finds
+// exactly what was held before it; and the store never holds more than its
+// budget, nor evicts while it has room.
+TEST(DiskStore, RandomizedAgainstAnOracle) {
+  TempDir dir;
+  const RecordLayout l = test_layout(512);
+  constexpr uint64_t kSlots = 9;
+  DiskStoreOptions o;
+  o.slab_bytes = 4 * l.record_bytes();  // 3 slabs
+  o.queue_records = 5;
+  std::mt19937_64 rng(2211);
+  // Every version of every key: key k, version v -> a record with its own payload.
+  std::map<std::pair<uint64_t, uint64_t>, TestRecord> versions;
+  auto record = [&](uint64_t k, uint64_t v) -> const TestRecord& {
+    auto it = versions.find({k, v});
+    if (it == versions.end()) {
+      TestRecord r(l, k);
+      for (size_t b = 0; b < l.payload_bytes; ++b)
+        r.bytes[l.header_bytes() + b] = static_cast<unsigned char>(b * 31 + k * 7 + v * 101);
+      seal_record(l, r.key, 35, r.bytes.data());
+      it = versions.emplace(std::make_pair(k, v), std::move(r)).first;
+    }
+    return it->second;
+  };
+  std::map<uint64_t, uint64_t> newest;  // key -> version of its newest accepted put
+  std::set<uint64_t> held;              // keys the store may hold (an accepted put, not yet seen missing)
+  uint64_t version = 0;
+  uint64_t evictions_seen = 0;  // the store's count at the last check
+  int reopens = 0, rejected_found = 0;
+  uint64_t total_evictions_at_check = 0;
+  auto store = std::make_unique<DiskStore>(dir.path(), kSlots * l.record_bytes(), l, o);
+  for (int step = 0; step < 1500; ++step) {
+    const int op = int(rng() % 100);
+    if (op < 50) {
+      const uint64_t k = rng() % 20;
+      const TestRecord& r = record(k, ++version);
+      if (store->put(r.key.lookup_hash, uint32_t(rng() % 4) * 30, r.bytes.data())) {
+        newest[k] = version;
+        held.insert(k);
+      }
+    } else if (op < 85) {
+      std::vector<uint64_t> keys, hashes;
+      for (size_t i = 0, n = 1 + rng() % 5; i < n; ++i) keys.push_back(rng() % 20);
+      for (uint64_t k : keys) hashes.push_back(0x1000 + k);
+      std::vector<std::vector<unsigned char>> out;
+      const size_t got = load_n(*store, hashes, out);
+      for (size_t i = 0; i < got; ++i) {
+        ASSERT_EQ(held.count(keys[i]), 1u) << "step " << step << ": a key never put or evicted";
+        ASSERT_EQ(out[i], record(keys[i], newest[keys[i]]).bytes) << "step " << step;
+      }
+      if (got < keys.size()) held.erase(keys[got]);  // evicted (no faults here)
+    } else if (op < 88) {
+      const uint64_t k = rng() % 20;
+      store->reject(0x1000 + k, RecordCheck::kOtherKey);
+      store->flush();  // a queued newer put is kept; else the key is gone
+      std::vector<std::vector<unsigned char>> out;
+      if (load_n(*store, {0x1000 + k}, out) == 0) {
+        rejected_found += held.erase(k) != 0;
+      } else ASSERT_EQ(out[0], record(k, newest[k]).bytes);
+    } else if (op < 95) {
+      // After a flush the store holds exactly the held keys still found, no
+      // more than its budget, and a key goes missing only by an eviction.
+      store->flush();
+      const uint64_t evictions_before = evictions_seen;
+      size_t missing = 0;
+      std::vector<std::vector<unsigned char>> out;
+      for (auto it = held.begin(); it != held.end();) {
+        if (load_n(*store, {0x1000 + *it}, out) == 0) {
+          ++missing;
+          it = held.erase(it);
+        } else {
+          ASSERT_EQ(out[0], record(*it, newest[*it]).bytes);
+          ++it;
+        }
+      }
+      const StoreStats st = store->stats();
+      ASSERT_LE(st.blocks, kSlots);
+      ASSERT_EQ(st.blocks, held.size()) << "step " << step;
+      evictions_seen = st.evictions;
+      if (missing > 0) {
+        ASSERT_GT(evictions_seen, evictions_before) << "step " << step;
+      }
+    } else {
+      // Reopen: exactly the held keys come back, bit for bit.
+      store->flush();
+      std::set<uint64_t> before;
+      std::vector<std::vector<unsigned char>> out;
+      for (uint64_t k = 0; k < 20; ++k)
+        if (load_n(*store, {0x1000 + k}, out) == 1) before.insert(k);
+      store.reset();
+      store = std::make_unique<DiskStore>(dir.path(), kSlots * l.record_bytes(), l, o);
+      ASSERT_EQ(store->stats().blocks, before.size()) << "step " << step;
+      ASSERT_EQ(store->stats().rejected, 0u);
+      for (uint64_t k = 0; k < 20; ++k) {
+        const size_t got = load_n(*store, {0x1000 + k}, out);
+        ASSERT_EQ(got, before.count(k)) << "step " << step << " key " << k;
+        if (got == 1) {
+          ASSERT_EQ(out[0], record(k, newest[k]).bytes);
+        }
+      }
+      held = before;
+      evictions_seen = 0;
+      ++reopens;
+    }
+    if (op < 95) total_evictions_at_check = std::max(total_evictions_at_check, evictions_seen);
+  }
+  // The run went through what it is meant to exercise.
+  EXPECT_GT(reopens, 20);
+  EXPECT_GT(total_evictions_at_check, 0u);
+  EXPECT_GT(rejected_found, 0);
 }
 
 }  // namespace

@@ -65,7 +65,7 @@ pub struct TierStats {
 }
 
 impl Config {
-    /// Turns the disk tier on: block files under `directory` (which must
+    /// Turns the disk tier on: slab files under `directory` (which must
     /// exist and be writable when the cache is created), at most `bytes` of
     /// them; `None` with `bytes` 0 turns it off (`kvc_config_set_disk_cache`).
     /// A cache created on a directory a previous cache of the same model

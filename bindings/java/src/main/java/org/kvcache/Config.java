@@ -355,7 +355,7 @@ public final class Config implements AutoCloseable {
   }
 
   /**
-   * Turns the disk tier on: block files under {@code directory} (which must
+   * Turns the disk tier on: slab files under {@code directory} (which must
    * exist and be writable when the cache is created), at most {@code bytes}
    * of them; null or "" with 0 turns it off (kvc_config_set_disk_cache). A
    * cache created on a directory that a previous cache of the same model
