@@ -7247,7 +7247,7 @@ pub struct kvc_tier_stats {
     pub onboarded_blocks: u64,
     #[doc = "< Their KV bytes."]
     pub onboarded_bytes: u64,
-    #[doc = "< Evicted blocks queued for writing."]
+    #[doc = "< Blocks queued for writing (at commit or eviction)."]
     pub offered_blocks: u64,
     #[doc = "< Blocks written."]
     pub stored_blocks: u64,
