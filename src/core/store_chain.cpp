@@ -196,7 +196,7 @@ void StoreChain::count_holdings(Holdings& h) const {
 
 void StoreChain::offer(uint32_t node) {
   if (muted_ || stores_.empty()) return;
-  if (write_through() && direct_) return;  // written at its commit (or not qualifying then)
+  if (!offers_at_eviction()) return;  // written at its commit (or not qualifying then)
   const RadixTree& tree = index_.tree();
   const TreeNode& t = tree.node(node);
   if (t.num_tokens != T_ || t.priority < min_priority_) return;

@@ -134,6 +134,9 @@ class StoreChain {
   // Waits for every queued write and releases every reference (a reset, a
   // flush, tests).
   void settle();
+  // Whether offer() does anything (not while writing through at commit):
+  // without, eviction may take its fast path (Eviction::can_evict_ahead).
+  bool offers_at_eviction() const { return !(write_through() && direct_); }
   // Write jobs hold blocks now (an add or extend short of blocks settles).
   bool writes_pending() const { return held_count_ > 0; }
   bool write_through() const { return writer_ != nullptr && write_through_; }
