@@ -158,8 +158,10 @@ struct RecordWrite {
 //    in dropped(); the core then releases its reference at once.
 //  - Each accepted job ends exactly once in take_done() (written, or dropped
 //    by a store), after which the writer no longer reads its parts.
-//  - flush() waits until every job submitted before it is done and every
-//    store has flushed; the destructor finishes the accepted jobs first.
+//  - flush() waits until every job submitted before it is done (its record
+//    put into the stores or dropped by them: CPU work, never the stores'
+//    I/O; the caller flushes the stores for that); the destructor finishes
+//    the accepted jobs first.
 class RecordWriter {
  public:
   virtual ~RecordWriter() = default;

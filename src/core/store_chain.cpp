@@ -15,7 +15,9 @@ namespace {
 constexpr uint64_t kStagingBytes = uint64_t(32) << 20;  // records looked up per chunk
 constexpr uint64_t kMaxChunk = 64;
 // Write-through jobs queued at most (each holds one block set): a full queue
-// drops the job rather than waiting (store_chain.h).
+// drops the job rather than waiting (store_chain.h); at most a quarter of
+// the primary blocks (16 at least), so that an add rarely finds the pool
+// short for them.
 constexpr size_t kMaxWriteJobs = 4096;
 
 }  // namespace
@@ -76,7 +78,10 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
   if (host_pools_ && !windowed_ && !stores_.empty()) {
     std::vector<BlockStore*> raw;
     for (auto& st : stores_) raw.push_back(st.get());
-    writer_ = open_record_writer(layout_, group_bytes_, std::move(raw), kMaxWriteJobs);
+    uint64_t sets = UINT64_MAX;  // block sets: the smallest pool's blocks
+    for (const auto& pm : memory) sets = std::min(sets, pm->num_blocks());
+    const size_t jobs = size_t(std::min<uint64_t>(kMaxWriteJobs, std::max<uint64_t>(16, sets / 4)));
+    writer_ = open_record_writer(layout_, group_bytes_, std::move(raw), jobs);
     hold_count_.assign(index.tree().id_bound(), 0);
     own_.assign(index.tree().id_bound(), 0);
     held_retention_.resize(index.tree().id_bound());

@@ -27,9 +27,9 @@
 //    decode priorities are set at add) is >= secondary_offload_min_priority.
 //    A priority changed later (a duration that expires, a later sequence
 //    reusing the node at another priority) does not write or unwrite it:
-//    the record keeps the priority of its commit. A full writer queue
-//    (kMaxWriteJobs) drops the job, counted in the tier's drops, and never
-//    waits. Only nodes this commit created (their blocks the sequence's)
+//    the record keeps the priority of its commit. A full writer queue (a
+//    quarter of the primary block sets, 16 to kMaxWriteJobs) drops the
+//    job, counted in the tier's drops, and never waits. Only nodes this commit created (their blocks the sequence's)
 //    are written; nodes loaded from a store are there already. Layouts with
 //    windowed groups, device pools (CUDA) and set_direct_access(false) use
 //    the eviction offload below instead.

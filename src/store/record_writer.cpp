@@ -68,11 +68,8 @@ void ThreadedRecordWriter::take_done(std::vector<uint64_t>& tickets) {
 }
 
 void ThreadedRecordWriter::flush() {
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [this] { return count_ == 0; });
-  }
-  for (BlockStore* s : stores_) s->flush();
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [this] { return count_ == 0; });
 }
 
 uint64_t ThreadedRecordWriter::dropped() const {
