@@ -7725,7 +7725,8 @@ extern "C" {
 }
 extern "C" {
     #[doc = " @brief Waits until every block queued for writing to the cache's stores"]
-    #[doc = "        is written or dropped (before a snapshot of the directory, a"]
+    #[doc = "        (written through at commit, or offloaded at eviction) is written"]
+    #[doc = "        or dropped (before a snapshot of the directory, a"]
     #[doc = "        handover to another process, or in tests instead of sleeping)."]
     #[doc = "        Destroying the cache waits the same way. Other calls on the cache"]
     #[doc = "        wait meanwhile."]
