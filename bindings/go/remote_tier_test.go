@@ -132,7 +132,7 @@ func TestRemoteTierSecondCacheReusesTheFirstsBlocks(t *testing.T) {
 	must(t, first.FlushTiers())
 	s, err := first.TierStats(kvcache.TierRemote)
 	must(t, err)
-	if s.Tier != kvcache.TierRemote || s.OfferedBlocks != 3 || s.StoredBlocks != 3 ||
+	if s.Tier != kvcache.TierRemote || s.OfferedBlocks != 7 || s.StoredBlocks != 7 ||
 		s.CapacityBytes != 1<<20 || s.DroppedBlocks != 0 || s.Errors != 0 {
 		t.Errorf("after eviction: %+v", s)
 	}

@@ -61,7 +61,7 @@ type TierStats struct {
 	Rejected        uint64 // records refused by the check (torn, corrupted, another block's)
 	OnboardedBlocks uint64 // blocks copied into the cache from the tier
 	OnboardedBytes  uint64 // their KV bytes
-	OfferedBlocks   uint64 // evicted blocks queued for writing
+	OfferedBlocks   uint64 // blocks queued for writing (at commit or eviction)
 	StoredBlocks    uint64 // blocks written
 	DroppedBlocks   uint64 // writes dropped: queue full, no room, a failed write, the tier down
 	Errors          uint64 // I/O failures, timeouts, protocol errors

@@ -70,8 +70,8 @@ func TestDiskTierRoundTripAndRestart(t *testing.T) {
 	must(t, c.FlushTiers())
 	s, err := c.TierStats(kvcache.TierDisk)
 	must(t, err)
-	if s.Tier != kvcache.TierDisk || s.OfferedBlocks != 3 || s.StoredBlocks != 3 || s.Blocks != 3 ||
-		s.CapacityBytes != 1<<20 || s.DroppedBlocks != 0 || s.WriteCount != 3 {
+	if s.Tier != kvcache.TierDisk || s.OfferedBlocks != 7 || s.StoredBlocks != 7 || s.Blocks != 7 ||
+		s.CapacityBytes != 1<<20 || s.DroppedBlocks != 0 || s.WriteCount != 7 {
 		t.Errorf("after eviction: %+v", s)
 	}
 	if got := cachePrompt(c, 3, a); got != 12 {

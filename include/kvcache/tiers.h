@@ -10,12 +10,22 @@
  * nodes; a store holds records addressed by the block's portable hash
  * (events.h), which survive the cache (disk) or are shared between caches
  * (remote). How blocks move:
- *   - A cached block that leaves the lowest tree tier (evicted from the host
- *     tier, or from the primary pools without one) with a priority >=
- *     kvc_config_set_secondary_offload_min_priority is written to every
- *     store, asynchronously: the call that evicts it copies the block into
- *     the store's bounded queue and goes on; a full queue, a full or
- *     unwritable disk drops the write (counted in kvc_tier_stats_t.drops).
+ *   - On the CPU backend (pools in host memory, no sliding-window layer
+ *     groups), a full block that kvc_sequence_commit publishes with a
+ *     priority >= kvc_config_set_secondary_offload_min_priority (the one its
+ *     sequence gives it at add) is written through to every store: the
+ *     commit queues a small job and goes on, and a worker thread copies the
+ *     block out, seals and queues the record while the cache keeps the block
+ *     from reuse; evicting it later writes nothing. So another cache on the
+ *     same Redis sees a block as soon as it is committed and flushed. A
+ *     priority changed after the commit does not write or unwrite it.
+ *     Elsewhere (CUDA), a cached block that leaves the lowest tree tier
+ *     (evicted from the host tier, or from the primary pools without one)
+ *     with such a priority is written to every store, asynchronously: the
+ *     call that evicts it copies the block into the store's bounded queue
+ *     and goes on. Either way a full queue, a failed device copy, a full or
+ *     unwritable disk drops the write (counted in
+ *     kvc_tier_stats_t.dropped_blocks); no call waits on I/O.
  *   - kvc_sequence_add looks up, after the tree's match, the prompt's
  *     following full blocks in the stores (disk first, then remote), and
  *     copies the blocks found into the sequence's new blocks before it
@@ -111,7 +121,7 @@ typedef struct kvc_tier_stats {
                                    another block's, another geometry's). */
   uint64_t onboarded_blocks;  /**< Blocks copied into the cache from the tier. */
   uint64_t onboarded_bytes;   /**< Their KV bytes. */
-  uint64_t offered_blocks;    /**< Evicted blocks queued for writing. */
+  uint64_t offered_blocks;    /**< Blocks queued for writing (at commit or eviction). */
   uint64_t stored_blocks;     /**< Blocks written. */
   uint64_t dropped_blocks;    /**< Writes dropped: queue full, no room, a failed
                                    write, the tier down. */
@@ -151,7 +161,8 @@ KVC_API kvc_status_t kvc_cache_get_tier_stats(const kvc_cache_t *cache, kvc_tier
 
 /**
  * @brief Waits until every block queued for writing to the cache's stores
- *        is written or dropped (before a snapshot of the directory, a
+ *        (written through at commit, or offloaded at eviction) is written
+ *        or dropped (before a snapshot of the directory, a
  *        handover to another process, or in tests instead of sleeping).
  *        Destroying the cache waits the same way. Other calls on the cache
  *        wait meanwhile.

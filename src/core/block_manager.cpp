@@ -84,6 +84,7 @@ BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& group
                                            host_memory, std::move(stores));
     index_.set_store_keys(&stores_->keys());
     eviction_.set_stores(stores_.get());
+    stores_->set_eviction(&eviction_);
     if (auto* host = dynamic_cast<HostTier*>(tier_.get())) host->set_stores(stores_.get());
     seqs_.set_stores(stores_.get());
   }
@@ -193,6 +194,7 @@ void BlockManager::shrink_pools(const std::vector<uint64_t>& pool_blocks, uint64
 }
 
 void BlockManager::reset_reuse() {
+  if (stores_) stores_->settle();  // write-through jobs hold blocks until done
   uint64_t in_use = 0;
   for (size_t p = 0; p < residency_.num_pools(); ++p) in_use += residency_.pool(p).num_in_use();
   if (in_use > 0)

@@ -39,6 +39,7 @@ void BlockManager::check_invariants() const {
   h.holders.assign(tree_.id_bound(), 0);
   h.scope_refs.assign(index_.scopes().id_bound(), 0);
   seqs_.count_holdings(h);
+  if (stores_) stores_->count_holdings(h);  // write-through jobs in flight
   std::vector<std::vector<uint32_t>>& group_of = h.group_of;
 
   // Cached blocks serve the group of their tree slot.

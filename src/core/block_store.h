@@ -136,4 +136,51 @@ class BlockStore {
 std::vector<std::unique_ptr<BlockStore>> open_block_stores(const StoreSettings& settings,
                                                            const RecordLayout& layout);
 
+// One block to write through to the stores (store_chain.h, write-through at
+// commit): its key, the priority sealed in its record, and where its bytes
+// are: parts[g] (part_bytes[g] bytes each, in group order) are the pool
+// blocks the core holds (a reference: nothing reuses them) until the
+// writer reports the job done. submit() copies the key, the tokens and the
+// pointers, not the bytes.
+struct RecordWrite {
+  uint64_t ticket = 0;  // the core's name for the job, handed back by take_done()
+  uint64_t lookup_hash = 0;
+  ChainDigest digest;
+  uint32_t priority = 0;
+  const int32_t* tokens = nullptr;            // layout.tokens_per_block
+  const unsigned char* const* parts = nullptr;  // one per group
+};
+
+// The worker that turns RecordWrites into sealed records and puts them into
+// every store, off the serving call (the core does no threads: it is
+// defined in src/store/record_writer.cpp). Rules:
+//  - submit() never waits: a full queue (max_jobs) refuses the job, counted
+//    in dropped(); the core then releases its reference at once.
+//  - Each accepted job ends exactly once in take_done() (written, or dropped
+//    by a store), after which the writer no longer reads its parts.
+//  - flush() waits until every job submitted before it is done (its record
+//    put into the stores or dropped by them: CPU work, never the stores'
+//    I/O; the caller flushes the stores for that); the destructor finishes
+//    the accepted jobs first.
+class RecordWriter {
+ public:
+  virtual ~RecordWriter() = default;
+  virtual bool submit(const RecordWrite& job) = 0;
+  // Appends the tickets of the jobs done since the last call; cheap when
+  // there are none (one atomic load).
+  virtual void take_done(std::vector<uint64_t>& tickets) = 0;
+  virtual void flush() = 0;
+  virtual uint64_t dropped() const = 0;         // jobs refused: queue full
+  virtual uint64_t accepted(size_t store) const = 0;  // puts store accepted
+  virtual uint64_t queued() const = 0;          // jobs not done yet
+  // Tests: a paused writer takes no job until resumed (deterministic races).
+  virtual void set_paused(bool paused) = 0;
+};
+
+// A writer into `stores` (not owned; they outlive it) for records of
+// `layout` whose payload is the concatenation of part_bytes.
+std::unique_ptr<RecordWriter> open_record_writer(const RecordLayout& layout,
+                                                 std::vector<uint64_t> part_bytes,
+                                                 std::vector<BlockStore*> stores, size_t max_jobs);
+
 }  // namespace kvc

@@ -102,10 +102,11 @@ class Eviction final : public Residency::Reclaimer {
   // ancestors likewise.
   void erase_if_unused(uint32_t node);
   // Whether an add may take its victims ahead (alloc_sets_ahead): every
-  // eviction takes whole nodes (no windowed group, page arena or tier).
+  // eviction takes whole nodes (no windowed group, page arena or tier) and
+  // offers nothing to the stores (none, or writing through at commit).
   bool can_evict_ahead() const {
     return layout_.windowed.empty() && residency_.arena() == nullptr && !tier_->enabled() &&
-           stores_ == nullptr;
+           (stores_ == nullptr || !stores_->offers_at_eviction());
   }
   // blocks[g][first + i] = a fresh block of group g for i < count, the
   // victims taken out of the tree ahead, a chunk at a time, each one's

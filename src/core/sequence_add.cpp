@@ -32,9 +32,17 @@ bool Sequences::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
       encode_scope(options.has_salt, options.salt, options.has_lora, options.lora_id);
   std::vector<ExtraKey> extras = sorted_extras(options);
 
+  // Write-through jobs done since the last call give their blocks back.
+  if (stores_ != nullptr) stores_->drain();
   Reservation& r = reservation_;
   AddPlan& plan = add_plan_;
-  if (!plan_add(tokens, n, scope_bytes, extras, r, plan)) return false;
+  if (!plan_add(tokens, n, scope_bytes, extras, r, plan)) {
+    // Short of blocks while write-through jobs hold some: they come back
+    // once the writer is done (CPU work, never I/O); wait for it, plan again.
+    if (stores_ == nullptr || !stores_->writes_pending()) return false;
+    stores_->settle();
+    if (!plan_add(tokens, n, scope_bytes, extras, r, plan)) return false;
+  }
   std::unique_ptr<Sequence> seq =
       stage_add(id, tokens, n, options, std::move(extras), scope_bytes, r, plan, stream);
   apply_add(*seq, r, plan, stream);

@@ -23,6 +23,11 @@ inline void prefetch_sequence(const Sequence* s) {
 
 bool Sequences::reserve_sets(Reservation& r, uint64_t sets) {
   r.need_sets(sets, layout_.pool_groups);
+  if (residency_.have_blocks(r)) return true;
+  // Blocks held by write-through jobs come back once the writer is done
+  // (sequence_add.cpp): wait for it rather than refuse.
+  if (stores_ == nullptr || !stores_->writes_pending()) return false;
+  stores_->settle();
   return residency_.have_blocks(r);
 }
 

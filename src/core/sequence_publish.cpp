@@ -44,6 +44,8 @@ void Sequences::commit(uint64_t id, uint64_t num_computed) {
     ++s.published;
   }
   s.committed = committed;
+  // Write-through to the block stores: one call per commit (store_chain.h).
+  if (stores_ != nullptr) stores_->committed(s, first, s.published);
   if (!layout_.windowed.empty()) release_out_of_window(s);
 }
 

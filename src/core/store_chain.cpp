@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/eviction.h"
 #include "core/prefix_index.h"
+#include "core/sequence.h"
+#include "core/sequences.h"
 
 namespace kvc {
 
@@ -11,6 +14,11 @@ namespace {
 
 constexpr uint64_t kStagingBytes = uint64_t(32) << 20;  // records looked up per chunk
 constexpr uint64_t kMaxChunk = 64;
+// Write-through jobs queued at most (each holds one block set): a full queue
+// drops the job rather than waiting (store_chain.h); at most a quarter of
+// the primary blocks (16 at least), so that an add rarely finds the pool
+// short for them.
+constexpr size_t kMaxWriteJobs = 4096;
 
 }  // namespace
 
@@ -63,9 +71,28 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
   chunk_ptrs_.resize(chunk_);
   chunk_store_.resize(chunk_);
   for (uint64_t i = 0; i < chunk_; ++i) chunk_ptrs_[i] = staged(i);
+  // Write-through needs block addresses the writer's thread can read: host
+  // pools (the CPU backend), and no windowed groups (whose slots a commit
+  // may release at once).
+  windowed_ = !layout.windowed.empty();
+  if (host_pools_ && !windowed_ && !stores_.empty()) {
+    std::vector<BlockStore*> raw;
+    for (auto& st : stores_) raw.push_back(st.get());
+    uint64_t sets = UINT64_MAX;  // block sets: the smallest pool's blocks
+    for (const auto& pm : memory) sets = std::min(sets, pm->num_blocks());
+    const size_t jobs = size_t(std::min<uint64_t>(kMaxWriteJobs, std::max<uint64_t>(16, sets / 4)));
+    writer_ = open_record_writer(layout_, group_bytes_, std::move(raw), jobs);
+    hold_count_.assign(index.tree().id_bound(), 0);
+    own_.assign(index.tree().id_bound(), 0);
+    held_retention_.resize(index.tree().id_bound());
+    parts_.resize(layout.num_groups());
+  }
 }
 
-StoreChain::~StoreChain() { release_staging(); }
+StoreChain::~StoreChain() {
+  writer_.reset();  // finishes the accepted jobs while the pools still exist
+  release_staging();
+}
 
 void StoreChain::release_staging() noexcept {
   for (unsigned char* p : group_staging_) device_.deallocate_host(p);
@@ -79,8 +106,102 @@ void StoreChain::release_staging() noexcept {
 // Offload
 // ---------------------------------------------------------------------------
 
+void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
+  drain();
+  if (!write_through() || muted_ || !direct_) return;
+  const RadixTree& tree = index_.tree();
+  const uint32_t G = layout_groups_.num_groups();
+  for (uint64_t b = first; b < end; ++b) {
+    const BlockRetention r = s.retention_of_block(b, T_);
+    if (r.priority < min_priority_) continue;
+    const uint32_t node = s.nodes[b];
+    if (node == kNoNode || own_[node]) continue;
+    const TreeNode& t = tree.node(node);
+    if (t.num_tokens != T_ || t.tier != kPrimaryTier) continue;
+    // Only a node made of this sequence's blocks is new (a node found under
+    // the key keeps its own, written when it was committed or loaded).
+    bool own = true;
+    for (uint32_t g = 0; g < G && own; ++g) {
+      const uint32_t blk = tree.block(node, g);
+      own = blk != kNoBlock && blk == s.blocks[g][b];
+      if (own) parts_[g] = memory_[layout_groups_.group_pool[g]]->block(blk);
+    }
+    if (!own) continue;
+    const StoreKey& key = keys_.node_key(node);
+    RecordWrite w;
+    w.ticket = node;
+    w.lookup_hash = key.hash;
+    w.digest = key.digest;
+    w.priority = r.priority;
+    w.tokens = tree.tokens(node);
+    w.parts = parts_.data();
+    if (!writer_->submit(w)) continue;  // queue full: dropped, counted by the writer
+    own_[node] = 1;
+    held_retention_[node] = r;
+    acquire(node);
+  }
+}
+
+// A node in use keeps its parent in use (the tree's rule: eviction takes
+// cached leaves only, and a page move evicts whole cached subtrees): a hold
+// counts the node's own job plus its held children, and the first hold of
+// a node holds its parent too. Walks up only to the first node held
+// already (the common case: the commit before's still pending) or the root.
+void StoreChain::acquire(uint32_t node) {
+  for (uint32_t n = node; n != RadixTree::kRoot; n = index_.tree().node(n).parent) {
+    if (hold_count_[n]++ > 0) return;
+    ++held_count_;
+    eviction_->hold_node(n);  // nothing evicts or reuses the blocks meanwhile
+  }
+}
+
+void StoreChain::release(uint32_t node) {
+  for (uint32_t n = node; n != RadixTree::kRoot;) {
+    if (--hold_count_[n] > 0) return;
+    --held_count_;
+    const TreeNode& t = index_.tree().node(n);
+    const uint32_t parent = t.parent;
+    // Cached now if its sequences are gone: at the retention its sequence
+    // gives it (a node with a job of its own), or the one it has.
+    const BlockRetention r = own_[n] ? held_retention_[n] : BlockRetention{t.priority, t.duration_ms};
+    own_[n] = 0;
+    eviction_->release_node(n, r);
+    n = parent;
+  }
+}
+
+void StoreChain::drain() {
+  if (!writer_) return;
+  writer_->take_done(done_);
+  for (uint64_t ticket : done_) release(uint32_t(ticket));
+  done_.clear();
+}
+
+void StoreChain::settle() {
+  if (!writer_) return;
+  if (paused_) pause_writer(false);
+  writer_->flush();
+  drain();
+}
+
+void StoreChain::count_holdings(Holdings& h) const {
+  if (!writer_) return;
+  const RadixTree& tree = index_.tree();
+  for (uint32_t n = 0; n < hold_count_.size(); ++n) {
+    if (hold_count_[n] == 0) continue;
+    for (uint32_t g = 0; g < layout_groups_.num_groups(); ++g) {
+      const uint32_t blk = tree.block(n, g);
+      const uint32_t p = layout_groups_.group_pool[g];
+      if (blk == kNoBlock || blk >= h.refs[p].size()) continue;
+      ++h.refs[p][blk];
+      h.group_of[p][blk] = g;
+    }
+  }
+}
+
 void StoreChain::offer(uint32_t node) {
   if (muted_ || stores_.empty()) return;
+  if (!offers_at_eviction()) return;  // written at its commit (or not qualifying then)
   const RadixTree& tree = index_.tree();
   const TreeNode& t = tree.node(node);
   if (t.num_tokens != T_ || t.priority < min_priority_) return;
@@ -91,7 +212,8 @@ void StoreChain::offer(uint32_t node) {
   try {
     copy_out(node, t.tier == kPrimaryTier, offer_record_ + layout_.header_bytes());
   } catch (...) {
-    return;  // a device that cannot copy: the block is just dropped
+    ++dropped_;  // a device that cannot copy: the block is dropped, counted
+    return;
   }
   RecordKey rk;
   rk.lookup_hash = key.hash;
@@ -248,6 +370,7 @@ uint64_t StoreChain::onboard(const std::vector<std::vector<uint32_t>>& blocks,
 }
 
 void StoreChain::flush() {
+  settle();
   for (auto& s : stores_) s->flush();
 }
 
@@ -260,6 +383,13 @@ std::vector<StoreTierReport> StoreChain::reports() const {
     r.onboarded_blocks = onboarded_[s];
     r.onboarded_bytes = onboarded_[s] * layout_.payload_bytes;
     r.offered_blocks = offered_[s];
+    // Blocks that never reached a store count as drops of every tier.
+    r.io.drops += dropped_;
+    if (writer_) {
+      r.offered_blocks += writer_->accepted(s);
+      r.io.drops += writer_->dropped();
+      r.io.queued += writer_->queued();
+    }
     out.push_back(r);
   }
   return out;

@@ -2,17 +2,47 @@
 // primary -> host (optional) -> stores (disk, then remote; each optional),
 // and the two moves between the tree and the stores.
 //
-//  - Offload: a full node that leaves the tree by eviction from the lowest
-//    tree-resident tier (the host tier, or the primary one without it; also
-//    a primary node dropped for want of host room) with priority >=
-//    secondary_offload_min_priority is sealed into a record and put into
-//    every store of the chain (write-through to all: a remote store shares
-//    the block with other engines as soon as this one lets it go, and a
-//    disk store keeps it across restarts; a store's eviction is its own and
-//    is not forwarded). put() never waits on I/O; a full queue drops it,
-//    counted by the store. A node with an evicted windowed slot or a partial
-//    block is not stored (a record holds every group's block of a full
-//    position). A reset (evict_all) puts nothing.
+//  - Offload, write-through at commit (the default where the pools are host
+//    memory: the CPU backend): when a commit publishes new full nodes, the
+//    core hands each qualifying one to the record writer (RecordWriter,
+//    block_store.h, a worker thread in src/store) as a small job: its key
+//    (portable hash and SHA-256 chain digest, memoized per node), tokens,
+//    priority and its blocks' addresses, plus one reference on each of its
+//    blocks (Eviction::hold_node), so that nothing can evict or reuse them
+//    while the worker copies them out, seals the record and puts it into
+//    every store. A node held keeps its parent held too (the tree's rule
+//    that a node in use has its parent in use), walking up to the first
+//    node held already: usually one step. Done jobs come back through the writer's done list, which
+//    the core drains at its next add, commit or flush (settle()), releasing
+//    the references with the retention the block's sequence gives it. An
+//    add or extend short of blocks while jobs hold some waits for the
+//    writer (settle: CPU copies, never I/O) and plans again, rather than
+//    refuse a call that would succeed without write-through.
+//    Why at commit: the serving call then does no copy, checksum or queue
+//    copy (only the key, a few hundred ns per block with SHA-NI, and the
+//    job), an eviction of a stored block does nothing per block, and a
+//    remote store shares the block while this engine still caches it.
+//    Rules: a block qualifies when the priority its sequence releases it
+//    with (Sequence::retention_of_block, known at commit: prompt, range and
+//    decode priorities are set at add) is >= secondary_offload_min_priority.
+//    A priority changed later (a duration that expires, a later sequence
+//    reusing the node at another priority) does not write or unwrite it:
+//    the record keeps the priority of its commit. A full writer queue (a
+//    quarter of the primary block sets, 16 to kMaxWriteJobs) drops the
+//    job, counted in the tier's drops, and never waits. Only nodes this commit created (their blocks the sequence's)
+//    are written; nodes loaded from a store are there already. Layouts with
+//    windowed groups, device pools (CUDA) and set_direct_access(false) use
+//    the eviction offload below instead.
+//  - Offload at eviction (the rest): a full node that leaves the tree by
+//    eviction from the lowest tree-resident tier (the host tier, or the
+//    primary one without it; also a primary node dropped for want of host
+//    room) with priority >= secondary_offload_min_priority is sealed into a
+//    record and put into every store of the chain, on the serving call
+//    (the copy out of a device pool goes through the staging blocks). A
+//    device copy that fails drops the block, counted in the tier's drops.
+//    put() never waits on I/O; a full queue drops it, counted by the store.
+//    A node with an evicted windowed slot or a partial block is not stored.
+//    A reset (evict_all) puts nothing.
 //  - Onboard: kvc_sequence_add looks up, after the tree's match ends, the
 //    prompt's remaining full blocks (the last token always recomputed) in
 //    the stores, in chain order per block run: disk first, then remote from
@@ -27,8 +57,9 @@
 //    no block the plan did not count, so the all-or-nothing rule holds: a
 //    store that fails, times out or answers garbage is a miss.
 //
-// The core does no I/O: the stores do, on their threads; this owner only
-// calls their interface, under the cache's lock. Bytes move between the
+// The core does no I/O and starts no thread: the stores and the record
+// writer do, on their threads; this owner only calls their interfaces,
+// under the cache's lock. Bytes move between the
 // pools and the records through per-group pinned staging blocks
 // (Device::allocate_host: copy_tier reaches only whole host allocations),
 // one copy_tier per group and chunk; on the CPU backend, whose pools are
@@ -47,11 +78,15 @@
 #include "core/group_layout.h"
 #include "core/layer_groups.h"
 #include "core/pool_memory.h"
+#include "core/retention.h"
 #include "core/store_keys.h"
 
 namespace kvc {
 
 class PrefixIndex;
+class Eviction;
+struct Sequence;
+struct Holdings;
 
 // The record layout of a cache's blocks: its geometry fingerprint, tokens
 // per block, and every group's block bytes.
@@ -82,15 +117,50 @@ class StoreChain {
   size_t size() const { return stores_.size(); }
   BlockStore& store(size_t i) { return *stores_[i]; }
 
+  // The owner of block references (holds while a write is queued).
+  void set_eviction(Eviction* eviction) { eviction_ = eviction; }
+
   // --- Offload ---------------------------------------------------------------
   // `node` is about to leave the tree (its blocks still valid, in its tier's
-  // pools): put it into the stores if it qualifies. Never throws.
+  // pools): put it into the stores if it qualifies and write-through did not
+  // already. Never throws.
   void offer(uint32_t node);
+  // The commit hook (one call per commit): s's blocks [first, end) are
+  // published; queue a write of each new qualifying node (write-through).
+  // Also drains the done jobs first.
+  void committed(const Sequence& s, uint64_t first, uint64_t end);
+  // Releases the references of the write jobs done (cheap when none).
+  void drain();
+  // Waits for every queued write and releases every reference (a reset, a
+  // flush, tests).
+  void settle();
+  // Whether offer() does anything (not while writing through at commit):
+  // without, eviction may take its fast path (Eviction::can_evict_ahead).
+  bool offers_at_eviction() const { return !(write_through() && direct_); }
+  // Write jobs hold blocks now (an add or extend short of blocks settles).
+  bool writes_pending() const { return held_count_ > 0; }
+  bool write_through() const { return writer_ != nullptr && write_through_; }
+  // Tests: false makes a CPU cache offload at eviction as a device cache
+  // does; a paused writer takes no job (deterministic races).
+  void set_write_through(bool on) {
+    settle();
+    write_through_ = on;
+  }
+  // settle() (so also an add short of blocks, and flush) resumes it.
+  void pause_writer(bool paused) {
+    if (writer_) writer_->set_paused(paused);
+    paused_ = paused && writer_ != nullptr;
+  }
+  // The checker: the references the queued writes hold.
+  void count_holdings(Holdings& h) const;
   // While muted (a reset) nothing is offered.
   void set_muted(bool muted) { muted_ = muted; }
   // Tests: false makes a CPU cache move bytes through the staging blocks as
   // a device cache does.
-  void set_direct_access(bool direct) { direct_ = direct && host_pools_; }
+  void set_direct_access(bool direct) {
+    settle();
+    direct_ = direct && host_pools_;
+  }
 
   // --- Onboard ---------------------------------------------------------------
   // Plan: the prompt's blocks [first, first + want) follow tree node
@@ -110,7 +180,8 @@ class StoreChain {
   uint64_t onboard(const std::vector<std::vector<uint32_t>>& blocks,
                    const std::vector<ExtraKey>& extras, void* stream);
 
-  // Waits for every store's queued puts (tests, shutdown).
+  // Waits for every queued write and every store's queued puts (tests,
+  // shutdown, kvc_cache_flush_tiers), releasing the writes' references.
   void flush();
   std::vector<StoreTierReport> reports() const;
 
@@ -127,6 +198,8 @@ class StoreChain {
   // The payload of `node` (its tier's blocks) into `payload`.
   void copy_out(uint32_t node, bool primary, unsigned char* payload);
   void release_staging() noexcept;
+  void acquire(uint32_t node);  // a hold on node (and its path, up to one held already)
+  void release(uint32_t node);
   unsigned char* staged(uint64_t i) const { return staging_ + i * layout_.record_bytes(); }
 
   const GroupLayout& layout_groups_;
@@ -141,7 +214,19 @@ class StoreChain {
   std::vector<uint64_t> group_bytes_;   // per group: block bytes
   std::vector<std::unique_ptr<BlockStore>> stores_;
   std::vector<uint64_t> onboarded_;     // per store
-  std::vector<uint64_t> offered_;       // per store
+  std::vector<uint64_t> offered_;       // per store (eviction offloads)
+  uint64_t dropped_ = 0;                // blocks dropped before any store: a failed device copy
+  Eviction* eviction_ = nullptr;
+  std::unique_ptr<RecordWriter> writer_;  // write-through (host-addressable pools)
+  bool write_through_ = true;
+  bool paused_ = false;                   // tests: pause_writer
+  bool windowed_ = false;                 // a layout with windowed groups: no write-through
+  std::vector<uint32_t> hold_count_;      // per node: its pending job + its held children
+  std::vector<uint8_t> own_;              // per node: held for a job of its own
+  uint64_t held_count_ = 0;               // nodes held
+  std::vector<BlockRetention> held_retention_;  // per node: what its sequence releases it with
+  std::vector<uint64_t> done_;            // scratch: tickets (nodes) of done writes
+  std::vector<const unsigned char*> parts_;  // scratch: one job's block addresses
   StoreKeys keys_;
   bool muted_ = false;
   bool host_pools_ = false;  // primary pools in host memory (the CPU backend)

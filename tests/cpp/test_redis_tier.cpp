@@ -48,7 +48,11 @@ CacheConfig remote_config(const std::string& url, uint64_t primary_blocks,
 // One cache and the steps the tests take on it.
 class Engine {
  public:
-  explicit Engine(const CacheConfig& c) : cache_(std::make_unique<Cache>(c)) {}
+  // The scripted counts below are the eviction offload's (a device cache's);
+  // write-through at commit: test_store_write_through.cpp.
+  explicit Engine(const CacheConfig& c) : cache_(std::make_unique<Cache>(c)) {
+    m().stores()->set_write_through(false);
+  }
   BlockManager& m() { return cache_->manager(); }
   RedisStore& redis() { return dynamic_cast<RedisStore&>(m().stores()->store(0)); }
   StoreTierReport remote() {

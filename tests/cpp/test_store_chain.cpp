@@ -48,9 +48,13 @@ CacheConfig store_config(const std::string& dir, uint64_t primary_blocks, uint64
 
 class StoreChainTest : public ::testing::Test {
  protected:
-  void make(const CacheConfig& c) {
+  // The scripted placements below are the eviction offload's (a device
+  // cache's); write-through at commit has its own tests
+  // (test_store_write_through.cpp) and randomized runs here.
+  void make(const CacheConfig& c, bool write_through = false) {
     cache_.reset();
     cache_ = std::make_unique<Cache>(c);
+    m().stores()->set_write_through(write_through);
   }
   BlockManager& m() { return cache_->manager(); }
   StoreChain& chain() { return *m().stores(); }
@@ -322,16 +326,17 @@ TEST_F(StoreChainTest, HostTierThenDiskScriptedPlacement) {
 }
 
 // Random prompts over a few shared prefixes, small pools, a host tier and a
-// small disk: every reused byte checked, invariants after every step, and
+// small disk, offload at eviction and write-through: every reused byte checked, invariants after every step, and
 // whatever the disk answers is either checked KV or a miss.
 TEST_F(StoreChainTest, RandomizedRunsKeepEveryByte) {
   // With and without a host tier; bytes copied directly between records and
   // the CPU pools, and through the staging blocks a device cache uses.
-  for (int run = 0; run < 4; ++run) {
+  // Runs 4 and 5 write through at commit.
+  for (int run = 0; run < 6; ++run) {
     const uint64_t host = run % 2 == 0 ? 0 : 3;
     TempDir dir;
-    make(store_config(dir.path(), 12, host, 10));
-    chain().set_direct_access(run < 2);
+    make(store_config(dir.path(), 12, host, 10), run >= 4);
+    chain().set_direct_access(run < 2 || run >= 4);
     std::mt19937 rng(uint32_t(7 + run));
     std::vector<std::vector<int32_t>> prefixes;
     for (int i = 0; i < 5; ++i) prefixes.push_back(seq(1000 * (i + 1), 4 * int32_t(1 + rng() % 4)));

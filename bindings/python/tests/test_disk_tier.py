@@ -64,7 +64,7 @@ class DiskTierTest(unittest.TestCase):
             cache.flush_tiers()
             s = cache.tier_stats(Tier.DISK)
             self.assertEqual(s.tier, Tier.DISK)
-            self.assertEqual((s.offered_blocks, s.stored_blocks, s.blocks), (3, 3, 3))
+            self.assertEqual((s.offered_blocks, s.stored_blocks, s.blocks), (7, 7, 7))
             self.assertEqual((s.dropped_blocks, s.errors, s.capacity_bytes), (0, 0, 1 << 20))
             self.assertEqual(cache_prompt(cache, 3, a), 12)
             s = cache.tier_stats(Tier.DISK)

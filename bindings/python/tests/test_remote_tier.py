@@ -111,7 +111,7 @@ class RemoteTierTest(unittest.TestCase):
                 first.flush_tiers()
                 s = first.tier_stats(Tier.REMOTE)
                 self.assertEqual(s.tier, Tier.REMOTE)
-                self.assertEqual((s.offered_blocks, s.stored_blocks), (3, 3))
+                self.assertEqual((s.offered_blocks, s.stored_blocks), (7, 7))
                 self.assertEqual((s.dropped_blocks, s.errors), (0, 0))
                 self.assertEqual(s.capacity_bytes, 1 << 20)
             with kvcache.Config(**settings) as c, kvcache.Cache(c) as second:

@@ -7697,7 +7697,7 @@ pub struct kvc_tier_stats {
     pub onboarded_blocks: u64,
     #[doc = "< Their KV bytes."]
     pub onboarded_bytes: u64,
-    #[doc = "< Evicted blocks queued for writing."]
+    #[doc = "< Blocks queued for writing (at commit or eviction)."]
     pub offered_blocks: u64,
     #[doc = "< Blocks written."]
     pub stored_blocks: u64,
@@ -8175,7 +8175,8 @@ extern "C" {
 }
 extern "C" {
     #[doc = " @brief Waits until every block queued for writing to the cache's stores"]
-    #[doc = "        is written or dropped (before a snapshot of the directory, a"]
+    #[doc = "        (written through at commit, or offloaded at eviction) is written"]
+    #[doc = "        or dropped (before a snapshot of the directory, a"]
     #[doc = "        handover to another process, or in tests instead of sleeping)."]
     #[doc = "        Destroying the cache waits the same way. Other calls on the cache"]
     #[doc = "        wait meanwhile."]

@@ -34,7 +34,7 @@ pub struct TierStats {
     pub onboarded_blocks: u64,
     /// Their KV bytes.
     pub onboarded_bytes: u64,
-    /// Evicted blocks queued for writing.
+    /// Blocks queued for writing (at commit or eviction).
     pub offered_blocks: u64,
     /// Blocks written.
     pub stored_blocks: u64,

@@ -186,7 +186,7 @@ fn a_second_cache_reuses_what_the_first_offloaded_to_redis() {
         first.flush_tiers().unwrap();
         let s = first.tier_stats(Tier::Remote).unwrap();
         assert_eq!(s.tier, Tier::Remote);
-        assert_eq!((s.offered_blocks, s.stored_blocks), (3, 3));
+        assert_eq!((s.offered_blocks, s.stored_blocks), (7, 7));
         assert_eq!((s.dropped_blocks, s.errors), (0, 0));
         assert_eq!(s.capacity_bytes, 1 << 20);
     }

@@ -93,10 +93,10 @@ fn evicted_blocks_come_back_from_the_disk_and_survive_a_restart() {
         cache.flush_tiers().unwrap();
         let s = cache.tier_stats(Tier::Disk).unwrap();
         assert_eq!(s.tier, Tier::Disk);
-        assert_eq!((s.offered_blocks, s.stored_blocks, s.blocks), (3, 3, 3));
+        assert_eq!((s.offered_blocks, s.stored_blocks, s.blocks), (7, 7, 7));
         assert_eq!((s.dropped_blocks, s.errors, s.queued_blocks), (0, 0, 0));
         assert_eq!(s.capacity_bytes, 1 << 20);
-        assert_eq!(s.write_count, 3);
+        assert_eq!(s.write_count, 7);
         assert!(s.write_p50_us <= s.write_p99_us && s.write_p99_us <= s.write_max_us);
         assert_eq!(cache_prompt(&cache, 3, &a), 12);
         let s = cache.tier_stats(Tier::Disk).unwrap();

@@ -71,12 +71,12 @@ class DiskTierTest {
       cache.flushTiers();
       TierStats s = cache.tierStats(Tier.DISK);
       assertEquals(Tier.DISK, s.tier());
-      assertEquals(3, s.offeredBlocks());
-      assertEquals(3, s.storedBlocks());
-      assertEquals(3, s.blocks());
+      assertEquals(7, s.offeredBlocks());
+      assertEquals(7, s.storedBlocks());
+      assertEquals(7, s.blocks());
       assertEquals(1 << 20, s.capacityBytes());
       assertEquals(0, s.droppedBlocks());
-      assertEquals(3, s.writeCount());
+      assertEquals(7, s.writeCount());
       assertEquals(12, cachePrompt(cache, 3, a));
       s = cache.tierStats(Tier.DISK);
       assertEquals(3, s.onboardedBlocks());

@@ -166,8 +166,8 @@ class RemoteTierTest {
         first.flushTiers();
         TierStats s = first.tierStats(Tier.REMOTE);
         assertEquals(Tier.REMOTE, s.tier());
-        assertEquals(3, s.offeredBlocks());
-        assertEquals(3, s.storedBlocks());
+        assertEquals(7, s.offeredBlocks());
+        assertEquals(7, s.storedBlocks());
         assertEquals(0, s.droppedBlocks());
         assertEquals(0, s.errors());
         assertEquals(1 << 20, s.capacityBytes());

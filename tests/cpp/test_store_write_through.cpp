@@ -1,0 +1,240 @@
+// Write-through at commit (store_chain.h): a committed block reaches the
+// stores while this cache still holds it, a second cache finds it bit for
+// bit, the blocks a queued write reads cannot be reused before it ran (a
+// paused writer makes the race deterministic), priorities and resets, and
+// the counted drop of a block whose device copy fails at eviction.
+// Every step runs the invariant checker; flush() replaces any waiting.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "core/cache.h"
+#include "kv_content.h"
+#include "manager_fixture.h"
+#include "redis_fixture.h"
+#include "store_fixture.h"
+
+namespace kvc {
+namespace {
+
+using test::check_sequence;
+using test::check_tree;
+using test::seq;
+using test::write_sequence;
+using testing_store::TempDir;
+
+CacheConfig small_config(uint64_t primary_blocks) {
+  CacheConfig c;
+  c.num_layers = 2;
+  c.kv_heads = {2};
+  c.head_dim = 4;
+  c.dtype = KVC_DTYPE_F32;
+  c.tokens_per_block = 4;
+  c.max_tokens = primary_blocks * 4;
+  c.partial_reuse = false;  // only full blocks are published: exact counts
+  return c;
+}
+
+CacheConfig disk_config(const std::string& dir, uint64_t primary_blocks) {
+  CacheConfig c = small_config(primary_blocks);
+  c.stores.disk_dir = dir;
+  c.stores.disk_bytes = 64 * store_record_layout(c, group_layers(c)).record_bytes();
+  return c;
+}
+
+CacheConfig redis_config(const std::string& url, uint64_t primary_blocks) {
+  CacheConfig c = small_config(primary_blocks);
+  c.stores.remote_url = url;
+  c.stores.remote_namespace = "write-through";
+  c.stores.remote_bytes = 64 << 20;
+  c.stores.remote_connect_timeout_ms = 2000;
+  c.stores.remote_command_timeout_ms = 2000;
+  return c;
+}
+
+class Engine {
+ public:
+  explicit Engine(const CacheConfig& c) : cache_(std::make_unique<Cache>(c)) {}
+  BlockManager& m() { return cache_->manager(); }
+  StoreChain& chain() { return *m().stores(); }
+  StoreTierReport tier() {
+    chain().flush();
+    return chain().reports().at(0);
+  }
+  void check() {
+    m().check_invariants();
+    EXPECT_EQ(check_tree(*cache_), "");
+  }
+  // Adds, checks the reused KV bit for bit, writes the KV of the rest.
+  uint64_t add(uint64_t id, const std::vector<int32_t>& t, SequenceOptions o = {}) {
+    const uint64_t cached = m().add(id, t.data(), t.size(), o, nullptr);
+    const Sequence& s = m().sequence(id);
+    EXPECT_EQ(check_sequence(*cache_, s, 0, cached), "");
+    write_sequence(*cache_, s, cached, s.length());
+    check();
+    return cached;
+  }
+  uint64_t cache_prompt(uint64_t id, const std::vector<int32_t>& t, SequenceOptions o = {}) {
+    const uint64_t cached = add(id, t, o);
+    m().commit(id, t.size());
+    check();
+    m().remove(id);
+    check();
+    return cached;
+  }
+  void reset() { cache_.reset(); }
+
+ private:
+  std::unique_ptr<Cache> cache_;
+};
+
+TEST(StoreWriteThrough, ACommittedBlockReachesTheDiskWhileStillCached) {
+  TempDir dir;
+  const auto a = seq(100, 17);  // 4 full blocks + 1 token
+  {
+    Engine e(disk_config(dir.path(), 8));
+    ASSERT_TRUE(e.chain().write_through());
+    EXPECT_EQ(e.add(1, a), 0u);
+    e.m().commit(1, a.size());
+    e.check();
+    // Still held by sequence 1, nothing evicted: already on the disk.
+    StoreTierReport d = e.tier();
+    EXPECT_EQ(d.offered_blocks, 4u);
+    EXPECT_EQ(d.io.stores, 4u);
+    EXPECT_EQ(d.io.drops, 0u);
+    EXPECT_EQ(e.m().stats().evicted_blocks, 0u);
+    e.check();
+    e.m().remove(1);
+    e.check();
+    // Evicting a stored block writes nothing more.
+    e.cache_prompt(2, seq(900, 32));
+    d = e.tier();
+    EXPECT_GE(e.m().stats().evicted_blocks, 4u);
+    EXPECT_EQ(d.offered_blocks, 4u + 8u);  // b's 8 at its own commit
+    EXPECT_EQ(d.io.stores, 12u);
+  }
+  // A second cache on the directory: every full block of a, bit for bit.
+  Engine second(disk_config(dir.path(), 8));
+  EXPECT_EQ(second.add(1, a), 16u);
+  EXPECT_EQ(second.tier().onboarded_blocks, 4u);
+}
+
+class StoreWriteThroughRedis : public RedisTest {};
+
+TEST_F(StoreWriteThroughRedis, ASecondEngineSeesBlocksTheFirstStillCaches) {
+  const auto a = seq(100, 21);  // 5 full blocks + 1 token
+  Engine first(redis_config(server().url(), 8));
+  ASSERT_TRUE(first.chain().write_through());
+  EXPECT_EQ(first.add(1, a), 0u);
+  first.m().commit(1, a.size());
+  first.chain().flush();
+  // The first engine still holds a (live sequence, in its tree)...
+  EXPECT_EQ(first.m().stats().evicted_blocks, 0u);
+  // ...and another engine on the server reuses it, bit for bit.
+  Engine second(redis_config(server().url(), 8));
+  EXPECT_EQ(second.add(1, a), 20u);
+  EXPECT_EQ(second.tier().onboarded_blocks, 5u);
+  first.m().remove(1);
+  first.check();
+}
+
+TEST(StoreWriteThrough, AQueuedWriteKeepsItsBlocksFromReuse) {
+  // 4 blocks: a's 3 full blocks and its tail fill the pool; b needs all 4.
+  TempDir dir;
+  const auto a = seq(100, 13);
+  const auto b = seq(500, 16);
+  {
+    Engine e(disk_config(dir.path(), 4));
+    e.chain().pause_writer(true);  // the jobs wait: the worst case of a slow writer
+    EXPECT_EQ(e.add(1, a), 0u);
+    e.m().commit(1, a.size());
+    e.m().remove(1);
+    e.check();  // the checker counts the jobs' references
+    // a's 3 nodes are held by their jobs: in use, not cached.
+    EXPECT_TRUE(e.chain().writes_pending());
+    EXPECT_EQ(e.m().stats().cached_blocks, 0u);
+    // b needs a's blocks: the add waits for the writer (which writes a's
+    // own bytes), then evicts a and overwrites the blocks with b's KV.
+    EXPECT_EQ(e.cache_prompt(2, b), 0u);
+    EXPECT_EQ(e.m().stats().evicted_blocks, 3u);
+    const StoreTierReport d = e.tier();
+    EXPECT_EQ(d.io.stores, 3u + 4u);
+    EXPECT_EQ(d.io.drops, 0u);
+  }
+  // Another cache loads a's records: a's bytes, not b's.
+  Engine second(disk_config(dir.path(), 8));
+  EXPECT_EQ(second.add(1, a), 12u);
+  EXPECT_EQ(second.add(2, b), 12u);
+}
+
+TEST(StoreWriteThrough, OnlyBlocksAtTheOffloadPriorityAreWritten) {
+  TempDir dir;
+  CacheConfig c = disk_config(dir.path(), 8);
+  c.secondary_offload_min_priority = 50;
+  Engine e(c);
+  SequenceOptions high;
+  high.prompt_priority = 60;
+  e.cache_prompt(1, seq(100, 9));  // 2 blocks at 35: not written
+  EXPECT_EQ(e.tier().io.stores, 0u);
+  e.cache_prompt(2, seq(300, 9), high);  // 2 blocks at 60
+  EXPECT_EQ(e.tier().io.stores, 2u);
+  e.cache_prompt(3, seq(900, 32));  // evicts both pairs: nothing more is written
+  EXPECT_EQ(e.tier().io.stores, 2u);
+  EXPECT_EQ(e.add(4, seq(300, 9)), 8u);
+  EXPECT_EQ(e.add(5, seq(100, 9)), 0u);
+}
+
+TEST(StoreWriteThrough, AResetWaitsForTheWritesAndKeepsTheStores) {
+  TempDir dir;
+  const auto a = seq(100, 17);
+  Engine e(disk_config(dir.path(), 8));
+  e.chain().pause_writer(true);
+  e.cache_prompt(1, a);
+  e.m().reset_reuse();  // the queued writes hold blocks: it waits for them
+  e.check();
+  EXPECT_EQ(e.tier().io.stores, 4u);
+  EXPECT_EQ(e.add(2, a), 16u);  // from the disk
+}
+
+TEST(StoreWriteThrough, TheStagingPathStillOffloadsAtEviction) {
+  TempDir dir;
+  Engine e(disk_config(dir.path(), 4));
+  e.chain().set_direct_access(false);  // as a device cache: no write-through
+  const auto a = seq(100, 13);
+  e.cache_prompt(1, a);
+  EXPECT_EQ(e.tier().io.stores, 0u);
+  e.cache_prompt(2, seq(500, 16));
+  EXPECT_EQ(e.tier().io.stores, 3u);
+  EXPECT_EQ(e.add(3, a), 12u);
+}
+
+// A device copy that fails while offloading at eviction drops the block,
+// counted in every tier's drops.
+TEST(StoreWriteThrough, AFailedOffloadCopyIsACountedDrop) {
+  TempDir dir;
+  test::FaultPlan faults;
+  std::unique_ptr<Cache> cache = test::faulty_cache(disk_config(dir.path(), 4), faults);
+  BlockManager& m = cache->manager();
+  m.stores()->set_direct_access(false);  // through copy_tier, as on a device
+  auto cache_prompt = [&](uint64_t id, const std::vector<int32_t>& t) {
+    const uint64_t cached = m.add(id, t.data(), t.size(), {}, nullptr);
+    write_sequence(*cache, m.sequence(id), cached, t.size());
+    m.commit(id, t.size());
+    m.remove(id);
+    m.check_invariants();
+    return cached;
+  };
+  cache_prompt(1, seq(100, 13));
+  faults.fail_copy(1);             // the first offload copy fails
+  cache_prompt(2, seq(500, 16));   // evicts a's 3 blocks
+  m.stores()->flush();
+  const StoreTierReport d = m.stores()->reports().at(0);
+  EXPECT_EQ(d.io.drops, 1u);
+  EXPECT_EQ(d.offered_blocks, 2u);
+  EXPECT_EQ(d.io.stores, 2u);
+  EXPECT_EQ(check_tree(*cache), "");
+}
+
+}  // namespace
+}  // namespace kvc
