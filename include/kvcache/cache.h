@@ -315,6 +315,9 @@ KVC_API kvc_status_t kvc_cache_plan_resize(const kvc_cache_t *cache,
  *    with it, leaves first). They are dropped, not moved to the host tier.
  *    A block in use there refuses the shrink: KVC_ERR_OUT_OF_BLOCKS, the
  *    message naming the block; remove the sequences holding it and retry.
+ *    Blocks held only by the block stores' writes (blocks written through
+ *    at commit, tiers.h) are not in use for this: the resize first waits
+ *    for those writes (CPU work, no I/O wait) and takes the blocks back.
  * Kernels must not run on blocks past the new end of a shrink; a kernel
  * or layer view taken before a grow sees only the old blocks (its
  * num_blocks), the same bytes at the same addresses.

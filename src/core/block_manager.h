@@ -139,6 +139,12 @@ class BlockManager {
   void snapshot(std::vector<kvc_snapshot_entry_t>& out, uint64_t* event_id) const;
 
   // --- Resizing the primary pools (kvc_cache_resize) ----------------------
+  // Waits for the block stores' write-through jobs and takes their blocks
+  // back (in use until written): a resize then sees only what sequences
+  // and pins hold.
+  void settle_stores() {
+    if (stores_) stores_->settle();
+  }
   // The pools' new ends (pool_blocks, or num_pages with an arena). "" when
   // the blocks in use allow them, else why not (nothing changed).
   std::string resize_refusal(const std::vector<uint64_t>& pool_blocks, uint64_t num_pages) const {

@@ -219,6 +219,7 @@ void Cache::resize(uint64_t bytes) {
                                   " device cannot resize pools in place (it reserves no "
                                   "address space for them)");
   const MemoryPlan next = plan_resize(grouping_, plan_, bytes, config_.tokens_per_block);
+  manager_->settle_stores();
   const std::string why = manager_->resize_refusal(next.pool_blocks, next.num_pages);
   if (!why.empty())
     fail(KVC_ERR_OUT_OF_BLOCKS,

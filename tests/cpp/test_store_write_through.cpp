@@ -84,6 +84,7 @@ class Engine {
     return cached;
   }
   void reset() { cache_.reset(); }
+  Cache& cache() { return *cache_; }
 
  private:
   std::unique_ptr<Cache> cache_;
@@ -234,6 +235,31 @@ TEST(StoreWriteThrough, AFailedOffloadCopyIsACountedDrop) {
   EXPECT_EQ(d.offered_blocks, 2u);
   EXPECT_EQ(d.io.stores, 2u);
   EXPECT_EQ(check_tree(*cache), "");
+}
+
+// A shrink right after a commit: the queued writes hold the committed blocks
+// (in use until written; the writer is paused so that they surely do); the
+// resize waits for them, so the blocks are cached, then evicted past the new
+// end, not a refusal. Their records reached the disk: a new cache loads them.
+TEST(StoreWriteThrough, AShrinkWaitsForTheQueuedWritesInsteadOfRefusing) {
+  TempDir dir;
+  const auto a = seq(100, 17);  // 4 full blocks + 1 token
+  const CacheConfig c = disk_config(dir.path(), 8);
+  {
+    Engine e(c);
+    ASSERT_TRUE(e.chain().write_through());
+    e.chain().pause_writer(true);
+    e.cache_prompt(1, a);
+    EXPECT_GT(e.m().stats().in_use_blocks, 0u);  // held by the queued writes
+    const uint64_t set_bytes = e.cache().pool(0).block_bytes();
+    e.cache().resize(set_bytes);  // one block
+    e.check();
+    EXPECT_EQ(e.m().stats().num_blocks, 1u);
+    EXPECT_EQ(e.m().stats().in_use_blocks, 0u);
+    EXPECT_EQ(e.tier().io.stores, 4u);
+  }
+  Engine again(c);
+  EXPECT_EQ(again.add(1, a), 16u);  // loaded from the disk, checked bit for bit
 }
 
 }  // namespace
