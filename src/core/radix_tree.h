@@ -185,27 +185,6 @@ class RadixTree {
     return last;
   }
 
-  // The id the k-th insert from now takes if nothing is erased before it
-  // (k = 0: the next one), or kNoNode when fewer nodes are free.
-  uint32_t free_id(uint32_t k) const {
-    return k < free_.size() ? free_[free_.size() - 1 - k] : kNoNode;
-  }
-  // Warms what insert() will touch for a block hashing to `hash` under
-  // `parent` in `scope`, first token `first_token`, taking node `id`
-  // (free_id's guess; kNoNode: not known): its two table slots, its node
-  // and its record. A wrong guess costs only the loads.
-  KVC_ALWAYS_INLINE void prefetch_insert(uint64_t hash, uint32_t parent, uint32_t scope,
-                                         int32_t first_token, uint32_t id) const {
-    __builtin_prefetch(&buckets_[home(tag_of(hash))], 1);
-    if (parent != kNoNode)
-      __builtin_prefetch(&first_buckets_[home(first_tag_of(parent, scope, first_token))], 1);
-    if (id == kNoNode) return;
-    __builtin_prefetch(&nodes_[id], 1);
-    const char* r = reinterpret_cast<const char*>(record(id));
-    __builtin_prefetch(r, 1);
-    __builtin_prefetch(r + (blocks_at_ + num_groups_) * 4 - 1, 1);
-  }
-
   uint32_t size() const { return size_; }  // nodes besides the root
   uint32_t max_nodes() const { return uint32_t(nodes_.size() - 1); }
   uint32_t id_bound() const { return uint32_t(nodes_.size()); }

@@ -31,18 +31,12 @@ void Sequences::commit(uint64_t id, uint64_t num_computed) {
   }
   // Apply: publish every full computed block not yet published, in order
   // (also ones an earlier commit had to leave while a fork sibling shared
-  // them), until one cannot be. A long run of new blocks is bound by
-  // memory latency (table slots, nodes and records of millions of nodes):
-  // the lines the next blocks' inserts touch are fetched a few blocks ahead.
+  // them), until one cannot be.
   const uint64_t now = eviction_.now_ms();
-  constexpr uint64_t kAhead = 8;
-  for (uint64_t b = first; b < end && b < first + kAhead; ++b) prefetch_publish(s, b, first);
-  while (s.published < end) {
-    const uint64_t b = s.published;
-    if (b + kAhead < end) prefetch_publish(s, b + kAhead, first);
-    if (!publish_full(s, b, block_extras_[b - first], block_hashes_[b - first], now)) break;
+  while (s.published < end &&
+         publish_full(s, s.published, block_extras_[s.published - first],
+                      block_hashes_[s.published - first], now))
     ++s.published;
-  }
   s.committed = committed;
   // Write-through to the block stores: one call per commit (store_chain.h).
   if (stores_ != nullptr) stores_->committed(s, first, s.published);
@@ -66,15 +60,6 @@ void Sequences::hash_blocks(const Sequence& s, uint64_t first, uint64_t end) {
     h = hash_block(h, digest, extra_digest, s.token_at(b * T_), T_);
     block_hashes_[b - first] = h;
   }
-}
-
-void Sequences::prefetch_publish(const Sequence& s, uint64_t b, uint64_t first) {
-  // Most blocks of a long commit are new: block b will most likely take
-  // the (b - published)-th free node from now, under the one before it.
-  const uint64_t k = b - s.published;
-  const uint32_t parent = k == 0 ? (b == 0 ? RadixTree::kRoot : s.nodes[b - 1]) : tree_.free_id(uint32_t(k - 1));
-  tree_.prefetch_insert(block_hashes_[b - first], parent, s.scope, s.token_at(b * T_)[0],
-                        tree_.free_id(uint32_t(k)));
 }
 
 uint32_t Sequences::link_new_node(Sequence& s, uint64_t b, const BlockKey& key, uint64_t now_ms) {

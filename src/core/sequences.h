@@ -157,8 +157,6 @@ class Sequences {
   // block_hashes_[b - first] = the chained hash of block b's key, for
   // b in [first, end) (block_extras_ already encoded).
   void hash_blocks(const Sequence& s, uint64_t first, uint64_t end);
-  // Warms what publishing block b (of a commit from `first`) will touch.
-  void prefetch_publish(const Sequence& s, uint64_t b, uint64_t first);
 
   // sequence_release.cpp
   void release_position(Sequence& s, uint64_t b);
