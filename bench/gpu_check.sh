@@ -70,8 +70,11 @@ if [ "$MODE" = tests ] || [ "$MODE" = all ] || [ "$MODE" = kernels-tests ]; then
     "$OUT/gpu_tests.log" | head -80
   echo "gpu tests exit code $rc"
   echo "== compute-sanitizer memcheck"
+  # Not the test whose cuMemCreate fails on purpose (memcheck counts the
+  # failed driver call as an error; bench/resize_device.sh leaves it out too).
   timeout 420 compute-sanitizer --tool memcheck --error-exitcode 99 \
-    "$BUILD/tests/gpu/kvcache_gpu_tests" --gtest_brief=1 >"$OUT/memcheck.log" 2>&1
+    "$BUILD/tests/gpu/kvcache_gpu_tests" --gtest_filter='-CudaResize.AGrowBeyond*' \
+    --gtest_brief=1 >"$OUT/memcheck.log" 2>&1
   rc=$?; [ $rc -ne 0 ] && STATUS=1
   tail -6 "$OUT/memcheck.log"
   echo "memcheck exit code $rc"
