@@ -24,7 +24,11 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}:halt_on_error=1
 start=$SECONDS
 pids=()
 for ((i = 0; i < procs; ++i)); do
+  # -report_slow_units=60: an input slower than libFuzzer's 10 s default but
+  # under the timeout is no finding (a disk input flushes its writer thread
+  # before each add, seconds in all on a loaded machine); a hang still is.
   "$bin" -max_total_time="$secs" -max_len=4096 -len_control=0 -timeout=60 -rss_limit_mb=4096 \
+    -report_slow_units=60 \
     -print_final_stats=1 -reload=10 -artifact_prefix="$work/findings/" \
     "$work/corpus" "$seeds" >"$work/log-$i" 2>&1 &
   pids+=($!)
