@@ -288,6 +288,9 @@ RunResult Scheduler::finish() {
   RunResult &r = st.r;
   writer_.finish();
   progress_.finish();
+  // The stores write on their own thread: the report counts what they wrote,
+  // not what they happened to finish by now.
+  if (!config_.disk_cache_dir.empty() || !config_.remote_cache_url.empty()) cache_.flush_tiers();
   r.counters = cache_.counters();
   r.capacity_blocks = r.counters.capacity;
   r.stored_tokens = writer_.stored_tokens();
