@@ -52,9 +52,11 @@ func (c *Cache) PlanResize(in ResizeInputs) (ResizePlan, error) {
 }
 
 // Resize resizes the primary pools in place to primaryBytes
-// (kvc_cache_resize): base pointers, layer views and block ids stay; a grow
-// adds blocks, a shrink evicts the cached blocks past the new end and is
-// refused (StatusOutOfBlocks, nothing changed) over a block in use.
+// (kvc_cache_resize): base pointers, layer views and the ids of blocks in
+// use stay; a grow adds blocks, a shrink evicts cached blocks in victim
+// order (to the host tier where they qualify) until the rest fit, moves
+// the cached blocks past the new end below it, and is refused
+// (StatusOutOfBlocks, nothing changed) over a block in use past the end.
 func (c *Cache) Resize(primaryBytes uint64) error {
 	const op = "kvc_cache_resize"
 	return c.with(op, func(h kvc.Cache) error {

@@ -300,8 +300,8 @@ KVC_API kvc_status_t kvc_cache_plan_resize(const kvc_cache_t *cache,
  * graphs captured against them stay valid across resizes. The new size is
  * planned as at creation (see kvc_cache_plan_resize).
  *
- * Block ids never change: every block in use and every cached block whose
- * id lies below the new end keeps its id and its bytes.
+ * Every block in use keeps its id and its bytes; every cached block that
+ * stays keeps its key and its bytes.
  *  - Growing adds blocks at the end of every pool (each layer group gets
  *    the same number, as at creation). They are handed out after the free
  *    blocks already there, so the low ids fill first. With pools that
@@ -309,12 +309,18 @@ KVC_API kvc_status_t kvc_cache_plan_resize(const kvc_cache_t *cache,
  *    new pages join the shared arena free, and each pool takes them as it
  *    needs blocks; pages still move between pools as before.
  *  - Shrinking cuts the last ids of every pool (the last pages of a shared
- *    arena). Cached blocks there are evicted by the usual eviction paths
- *    (counted in evicted_blocks, REMOVED events, offered to the block
- *    stores; a full-attention block takes its node's cached descendants
- *    with it, leaves first). They are dropped, not moved to the host tier.
- *    A block in use there refuses the shrink: KVC_ERR_OUT_OF_BLOCKS, the
- *    message naming the block; remove the sequences holding it and retry.
+ *    arena). Cached blocks are evicted in the usual victim order
+ *    (retention priority, then least recently used, leaves first; counted
+ *    in evicted_blocks, REMOVED events, offered to the block stores; a
+ *    host tier takes those at or above its offload priority, as any
+ *    eviction) until the blocks left fit below the new ends, wherever the
+ *    victims lie. Cached blocks past the new ends then move into free
+ *    blocks below them (their bytes copied; no caller holds a cached
+ *    block's id). With a shared arena, a pool whose free room below the
+ *    end lies in other pools' pages keeps its most valuable blocks and
+ *    evicts the rest. A block in use past the new end refuses the shrink:
+ *    KVC_ERR_OUT_OF_BLOCKS, the message naming the block; block ids in
+ *    use never move, so remove the sequences holding it and retry.
  *    Blocks held only by the block stores' writes (blocks written through
  *    at commit, tiers.h) are not in use for this: the resize first waits
  *    for those writes (CPU work, no I/O wait) and takes the blocks back.

@@ -188,11 +188,6 @@ void BlockManager::grow_pools(const std::vector<uint64_t>& pool_blocks, uint64_t
   debug_check();
 }
 
-void BlockManager::shrink_pools(const std::vector<uint64_t>& pool_blocks, uint64_t num_pages) {
-  residency_.shrink(pool_blocks, num_pages);
-  debug_check();
-}
-
 void BlockManager::reset_reuse() {
   if (stores_) stores_->settle();  // write-through jobs hold blocks until done
   uint64_t in_use = 0;

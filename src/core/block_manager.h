@@ -152,9 +152,14 @@ class BlockManager {
   }
   // A grow's bookkeeping, the memory backed already; cannot fail.
   void grow_pools(const std::vector<uint64_t>& pool_blocks, uint64_t num_pages);
-  // A shrink: evicts the cached blocks past the new ends by the usual
-  // paths (counted, REMOVED events, offered to the block stores), then
-  // drops those ids; resize_refusal() must be "".
+  // A shrink (pool_shrink.cpp); resize_refusal() must be "". Evicts
+  // cached blocks in the usual victim order (counted, REMOVED events,
+  // offered to the block stores, moved to the host tier where they
+  // qualify) until the rest fit below the new ends, moves the cached
+  // blocks that lie past the ends into free blocks below them, then drops
+  // the ids past the ends. Cannot fail: a move that cannot be made (a
+  // failed copy, no free block left below the end of a page arena's
+  // pools) evicts the block instead.
   void shrink_pools(const std::vector<uint64_t>& pool_blocks, uint64_t num_pages);
 
   CacheStats stats() const;
@@ -202,6 +207,9 @@ class BlockManager {
 
  private:
   void debug_check() const;
+  // shrink_pools' steps (pool_shrink.cpp).
+  void make_room_below(const std::vector<uint64_t>& pool_blocks, uint64_t num_pages);
+  void move_cached_below(const std::vector<uint64_t>& pool_blocks, uint64_t num_pages);
 
   GroupLayout layout_;
   CacheCounters counters_;

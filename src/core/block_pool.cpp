@@ -53,8 +53,42 @@ void BlockPool::remove_free(uint32_t id) {
   free_pos_[id] = UINT32_MAX;
 }
 
-void BlockPool::take_page() {
-  const uint32_t page = arena_->take();
+void BlockPool::take_page() { own_page(arena_->take()); }
+
+bool BlockPool::take_page_below(uint32_t below) {
+  const uint32_t page = arena_->take_below(below);
+  if (page == UINT32_MAX) return false;
+  own_page(page);
+  return true;
+}
+
+void BlockPool::move_cached(const std::vector<std::pair<uint32_t, uint32_t>>& moves) {
+  if (moves.empty()) return;
+  if (paged()) {
+    for (const auto& m : moves) {
+      remove_free(m.second);
+      --page_free_[m.second / bpp_];
+      blocks_[m.second] = blocks_[m.first];
+      blocks_[m.first] = BlockInfo{};
+      push_free(m.first);
+    }
+    return;
+  }
+  // An unpaged free list has no positions: filter it once.
+  std::vector<uint8_t> taken(id_bound(), 0);
+  for (const auto& m : moves) {
+    taken[m.second] = 1;
+    blocks_[m.second] = blocks_[m.first];
+    blocks_[m.first] = BlockInfo{};
+  }
+  size_t k = 0;
+  for (uint32_t id : free_)
+    if (!taken[id]) free_[k++] = id;
+  free_.resize(k);
+  for (const auto& m : moves) free_.push_back(m.first);
+}
+
+void BlockPool::own_page(uint32_t page) {
   page_owned_[page] = 1;
   owned_blocks_ += bpp_;
   page_free_[page] = bpp_;

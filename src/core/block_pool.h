@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "core/big_array.h"
@@ -57,6 +58,13 @@ class BlockPool {
   bool owns(uint32_t id) const { return !paged() || page_owned_[id / bpp_] != 0; }
   // Takes a page from the arena (one must be free): its blocks become free.
   void take_page();
+  // take_page() of a free arena page below `below` (a shrink's new end);
+  // false, nothing changed, when there is none.
+  bool take_page_below(uint32_t below);
+  // A shrink keeps cached blocks that lie past the new end: each
+  // moves[i] = (src, dst) gives cached block src's state (its tree node)
+  // to free block dst, and src becomes free. The bytes are the caller's.
+  void move_cached(const std::vector<std::pair<uint32_t, uint32_t>>& moves);
   // Gives an owned page whose blocks are all free back to the arena.
   void give_page(uint32_t page);
 
@@ -147,6 +155,7 @@ class BlockPool {
     free_.push_back(id);  // never reallocates: capacity is every block
   }
   void remove_free(uint32_t id);
+  void own_page(uint32_t page);
 
   BigArray<BlockInfo> blocks_;   // sized for the ceiling
   uint64_t size_ = 0;            // unpaged: the ids present

@@ -15,6 +15,7 @@
 // all-or-nothing check stays exact.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -52,6 +53,16 @@ class PageArena {
     const uint32_t p = free_.back();
     free_.pop_back();
     return p;
+  }
+  // A free page below `below` (UINT32_MAX: none), taken.
+  uint32_t take_below(uint32_t below) {
+    for (size_t i = free_.size(); i > 0; --i)
+      if (free_[i - 1] < below) {
+        const uint32_t p = free_[i - 1];
+        free_.erase(free_.begin() + std::ptrdiff_t(i - 1));
+        return p;
+      }
+    return UINT32_MAX;
   }
   void give_back(uint32_t page) { free_.push_back(page); }  // never reallocates
   const std::vector<uint32_t>& free_pages() const { return free_; }

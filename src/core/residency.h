@@ -171,6 +171,19 @@ class Residency {
   // Evicts (through the Reclaimer) every cached block past the new ends,
   // then drops those ids (pages); cut_in_use() must be "".
   void shrink(const std::vector<uint64_t>& new_blocks, uint64_t new_pages);
+  // A shrink keeps cached blocks past the new ends by moving them (the
+  // manager's pool_shrink.cpp): pool p takes a free arena page below
+  // `below` (false: none), the copies of group g's blocks run on `stream`,
+  // and move_cached hands each moves[i].first's state to moves[i].second.
+  bool take_page_below(uint32_t p, uint32_t below) { return pools_[p].take_page_below(below); }
+  void copy_blocks(uint32_t g, const std::vector<BlockCopy>& copies, void* stream) {
+    device_.copy_blocks(memory_[layout_.group_pool[g]]->base(), grouping_.groups[g].geometry,
+                        copies.data(), copies.size(), stream);
+  }
+  void synchronize(void* stream) { device_.synchronize(stream); }
+  void move_cached(uint32_t p, const std::vector<std::pair<uint32_t, uint32_t>>& moves) {
+    pools_[p].move_cached(moves);
+  }
 
   // Fills the primary block counts of a report.
   void add_stats(CacheStats& s) const;

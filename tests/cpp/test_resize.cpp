@@ -1,9 +1,10 @@
 // kvc_cache_resize in place (Cache::resize): grow and shrink with sequences
 // in flight keep every block id, the bytes of every block that stays
 // (content oracle, kv_content.h), the counts and the pools' addresses; a
-// shrink evicts exactly the cached blocks past the new end (with their
-// descendants, leaves first, reported as events) and refuses over a block
-// in use, changing nothing; a growth the device cannot back changes
+// shrink evicts cached blocks in victim order (retention priorities, LRU;
+// leaves first; reported as events; offloaded to a host tier), moves the
+// cached blocks past the new end below it, and refuses over a block in
+// use, changing nothing; a growth the device cannot back changes
 // nothing; the plan follows AutoDeploy's formula.
 #include <gtest/gtest.h>
 
@@ -146,61 +147,133 @@ TEST_F(Resize, GrowKeepsIdsBytesAndAddressesAndAddsBlocksAfterTheFreeOnes) {
   EXPECT_EQ(probe(cat(b, {7})), 16u);
 }
 
-TEST_F(Resize, ShrinkEvictsTheCachedTailLeavesFirstAndKeepsTheRest) {
+TEST_F(Resize, ShrinkEvictsInVictimOrderAndMovesTheCachedTailBelowTheEnd) {
   make(config(16, 16));
   const std::vector<int32_t> a = seq(0, 16), c = seq(200, 16);
   add_written(1, a);  // ids 0..3
-  remove(1);          // cached
+  remove(1);          // cached, the oldest
   add_written(2, seq(100, 16));  // ids 4..7, in use
   add_written(3, c);             // ids 8..11
-  remove(3);
+  remove(3);                     // cached, younger than A
   ASSERT_EQ(ids(2), (std::vector<uint32_t>{4, 5, 6, 7}));
   live_ = {2};
   const std::vector<kvc_event_t> stored = drain(m());
-  std::vector<uint64_t> c_hashes;  // root first
-  for (size_t i = stored.size() - 4; i < stored.size(); ++i) c_hashes.push_back(stored[i].hash);
+  std::vector<uint64_t> a_hashes;  // root first
+  for (size_t i = 0; i < 4; ++i) a_hashes.push_back(stored[i].hash);
   const CacheStats before = stats();
   void* base = cache_->pool(0).base();
 
-  cache_->resize(10 * kSet);  // cuts ids 10..15: C's last two blocks and free ones
+  // 10 blocks hold 4 in use and 6 of the 8 cached: the two oldest go (A's
+  // leaf, then its parent), wherever they lie; C's blocks 10 and 11, past
+  // the end, move into the ids they freed.
+  cache_->resize(10 * kSet);
   m().check_invariants();
   EXPECT_EQ(cache_->pool(0).base(), base);
   const CacheStats after = stats();
   EXPECT_EQ(after.num_blocks, 10u);
-  // C's blocks 10 and 11 are past the end; their nodes' parents stay only
-  // if no cut block depends on them: 8 and 9 (C's first two) are kept.
   EXPECT_EQ(after.evicted_blocks - before.evicted_blocks, 2u);
   EXPECT_EQ(after.cached_blocks, before.cached_blocks - 2);
   EXPECT_EQ(after.in_use_blocks, before.in_use_blocks);
   EXPECT_EQ(after.free_blocks, 0u);
   EXPECT_EQ(ids(2), (std::vector<uint32_t>{4, 5, 6, 7}));
-  expect_bytes();
-  EXPECT_EQ(probe(cat(a, {1})), 16u);
-  EXPECT_EQ(probe(cat(c, {1})), 8u);
-  // REMOVED events, the leaf first.
+  expect_bytes();  // the moved blocks hold C's bytes under C's keys
+  EXPECT_EQ(probe(cat(c, {1})), 16u);
+  EXPECT_EQ(probe(cat(a, {1})), 8u);
   const std::vector<kvc_event_t> ev = drain(m());
-  ASSERT_EQ(ev.size(), 2u);
+  ASSERT_EQ(ev.size(), 2u);  // REMOVED, the leaf first; a move is no event
   EXPECT_EQ(ev[0].kind, uint32_t(KVC_EVENT_REMOVED));
-  EXPECT_EQ(ev[0].hash, c_hashes[3]);
+  EXPECT_EQ(ev[0].hash, a_hashes[3]);
   EXPECT_EQ(ev[1].kind, uint32_t(KVC_EVENT_REMOVED));
-  EXPECT_EQ(ev[1].hash, c_hashes[2]);
+  EXPECT_EQ(ev[1].hash, a_hashes[2]);
 
-  // Cutting C's first block takes the whole chain (a child is useless
-  // without its parent); A (below the end) stays.
+  // 8 blocks: the rest of A goes; C's first two blocks (ids 8, 9) move.
   cache_->resize(8 * kSet);
+  m().check_invariants();
   EXPECT_EQ(stats().evicted_blocks - before.evicted_blocks, 4u);
-  EXPECT_EQ(probe(cat(c, {1})), 0u);
-  EXPECT_EQ(probe(cat(a, {1})), 16u);
+  EXPECT_EQ(probe(cat(a, {1})), 0u);
+  EXPECT_EQ(probe(cat(c, {1})), 16u);
   expect_bytes();
   const std::vector<kvc_event_t> ev2 = drain(m());
   ASSERT_EQ(ev2.size(), 2u);
-  EXPECT_EQ(ev2[0].hash, c_hashes[1]);
-  EXPECT_EQ(ev2[1].hash, c_hashes[0]);
+  EXPECT_EQ(ev2[0].hash, a_hashes[1]);
+  EXPECT_EQ(ev2[1].hash, a_hashes[0]);
 
-  // And it grows back to the creation size: the cut ids are free again.
+  // C is reused from the blocks it moved to, bit for bit.
+  remove(2);
+  add(4, cat(c, {1}));
+  EXPECT_EQ(stats().reused_blocks - before.reused_blocks, 4u);
+  write_sequence(*cache_, m().sequence(4), 16, 17);
+  live_ = {4};
+  expect_bytes();
+  remove(4);
+  live_ = {};
+
+  // And it grows back to the creation size: the cut ids are free again,
+  // beside the block of sequence 4's last token (B's leaf made room for it).
   cache_->resize(16 * kSet);
-  EXPECT_EQ(stats().free_blocks, 8u);
+  EXPECT_EQ(stats().free_blocks, 8u + 1);
+  EXPECT_EQ(stats().cached_blocks, 7u);
   EXPECT_EQ(cache_->pool(0).base(), base);
+  expect_bytes();
+}
+
+// Retention priorities order a shrink's victims as any eviction's: a
+// high-priority prompt past the end stays (moved), a default one below it
+// goes.
+TEST_F(Resize, ShrinkHonoursRetentionPriorities) {
+  make(config(12, 12));
+  const std::vector<int32_t> low = seq(0, 16), high = seq(300, 16);
+  add_written(1, low);  // ids 0..3
+  remove(1);
+  SequenceOptions keep;
+  keep.prompt_priority = 90;
+  add(2, high, keep);  // ids 4..7, priority 90
+  write_sequence(*cache_, m().sequence(2), 0, high.size());
+  commit_all(2);
+  remove(2);
+  add_written(3, seq(600, 16));  // ids 8..11: the youngest cached blocks
+  remove(3);
+  cache_->resize(4 * kSet);  // 4 of 12 cached blocks stay
+  m().check_invariants();
+  EXPECT_EQ(probe(cat(high, {1}), keep), 16u);
+  EXPECT_EQ(probe(cat(low, {1})), 0u);
+  EXPECT_EQ(probe(cat(seq(600, 16), {1})), 0u);
+  expect_bytes();
+}
+
+// A shrink with a host tier moves its victims there (the usual offload),
+// and a later prompt brings them back bit for bit.
+TEST_F(Resize, ShrinkOffloadsItsVictimsToTheHostTier) {
+  CacheConfig cfg = config(12, 12);
+  cfg.host_cache_bytes = 8 * kSet;
+  make(cfg);
+  const std::vector<int32_t> a = seq(0, 16), b = seq(300, 16);
+  add_written(1, seq(900, 8));  // ids 0, 1 in use
+  add_written(2, a);            // ids 2..5
+  remove(2);
+  add_written(3, b);  // ids 6..9
+  remove(3);
+  live_ = {1};
+  const CacheStats before = stats();
+  ASSERT_EQ(before.host_cached_blocks, 0u);
+
+  cache_->resize(6 * kSet);  // room for 2 in use and 4 cached: A (older) goes to the host
+  m().check_invariants();
+  const CacheStats after = stats();
+  EXPECT_EQ(after.num_blocks, 6u);
+  EXPECT_EQ(after.evicted_blocks, before.evicted_blocks);  // moved, not evicted
+  EXPECT_EQ(after.host.offloaded_blocks - before.host.offloaded_blocks, 4u);
+  EXPECT_EQ(after.host_cached_blocks, 4u);
+  EXPECT_EQ(after.cached_blocks, 4u);
+  expect_bytes();  // B moved below the end; A's host blocks hold A's bytes
+  EXPECT_EQ(probe(cat(b, {1})), 16u);
+  EXPECT_EQ(probe(cat(a, {1})), 16u);
+
+  remove(1);
+  add(4, cat(a, {1}));  // onboards A (B makes room)
+  EXPECT_EQ(stats().host.onboarded_blocks - before.host.onboarded_blocks, 4u);
+  write_sequence(*cache_, m().sequence(4), 16, 17);
+  live_ = {4};
   expect_bytes();
 }
 

@@ -156,6 +156,8 @@ std::unique_ptr<CacheModel> make_cache(Input& in, int index) {
   KVC_SET(kvc_config_set_block_reuse, reuse);
   KVC_SET(kvc_config_set_manual_clock, manual);
   if (ring != 0) KVC_SET(kvc_config_set_event_buffer_size, ring);
+  // Room to grow (kvc_cache_resize): twice the blocks asked for.
+  KVC_SET(kvc_config_set_max_primary_bytes, 2 * uint64_t(blocks) * set_bytes);
   if (window_mode != 0) {
     const uint32_t modes[3][2] = {{0, W}, {W, W}, {W, 0}};
     const uint32_t* w2 = modes[window_mode - 1];

@@ -111,6 +111,31 @@ CacheModel::CacheModel(int idx, const kvc_config_t* config, bool has_host, bool 
   verify(last);
 }
 
+void CacheModel::relearn_pools() {
+  must(kvc_cache_describe(cache, &desc), "kvc_cache_describe");
+  where_.clear();
+  where_base_.clear();
+  for (uint32_t p = 0; p < num_pools; ++p) {
+    kvc_pool_desc_t pd;
+    kvc_pool_desc_init(&pd);
+    must(kvc_cache_describe_pool(cache, p, &pd), "kvc_cache_describe_pool");
+    if (pd.base != pools[p].base)
+      finding("kvc_cache_resize moved pool %u from %p to %p", p, pools[p].base, pd.base);
+    pools[p] = pd;
+    where_base_.push_back(where_.size());
+    where_.resize(where_.size() + pd.num_blocks, 0);
+  }
+  for (uint32_t l = 0; l < num_layers; ++l) {
+    kvc_layer_view_t v;
+    kvc_layer_view_init(&v);
+    must(kvc_cache_layer_view(cache, l, &v), "kvc_cache_layer_view");
+    if (v.base != views[l].base)
+      finding("kvc_cache_resize moved layer %u's view from %p to %p", l, views[l].base, v.base);
+    views[l] = v;
+  }
+  resized = true;
+}
+
 const SeqState& Snapshot::seq(uint64_t id) const {
   const auto it = std::lower_bound(seqs.begin(), seqs.end(), id,
                                    [](const std::pair<uint64_t, SeqState>& e, uint64_t k) { return e.first < k; });
@@ -247,6 +272,7 @@ void CacheModel::check_all() {
   verify(scratch_);
   if (events) mirror.sync(cache, index, 64);
   std::swap(last, scratch_);
+  resized = false;
 }
 
 void CacheModel::checked(const char* what, const Expect& e, kvc_status_t st, bool reads_only) {
@@ -362,7 +388,7 @@ void CacheModel::verify(const Snapshot& now) {
     X(reused_blocks) X(missed_blocks) X(evicted_blocks) X(offloaded_blocks) X(onboarded_blocks)
     X(offloaded_bytes) X(onboarded_bytes)
 #undef X
-    if (static_pools && s.num_blocks != w.num_blocks) finding("stats.num_blocks changed");
+    if (static_pools && !resized && s.num_blocks != w.num_blocks) finding("stats.num_blocks changed");
     if (s.host_blocks != w.host_blocks) finding("stats.host_blocks changed");
   }
   if (host != (s.host_blocks > 0)) finding("host tier %d but %llu host blocks", host,

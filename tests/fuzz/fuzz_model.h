@@ -165,6 +165,12 @@ class CacheModel {
   bool sets_fit_free(uint64_t sets) const;
   bool sets_exceed_all(uint64_t sets) const;
 
+  // After a successful kvc_cache_resize: the pools' and layers' sizes
+  // again (their addresses must not have moved), and the next settle()
+  // accepts the new block count.
+  void relearn_pools();
+  bool resized = false;
+
   void take(Snapshot& s);  // through the public API (reusing s's buffers)
   void check_all();  // take + verify + remember: after end-of-input cleanup
 

@@ -69,7 +69,7 @@ void Program::run() {
           default: describe_cache(); break;
         }
         break;
-      case 29: reset_reuse(); break;
+      case 29: if (in_.below(2) == 0) reset_reuse(); else resize(); break;
       case 30: advance_clock(); break;
       default: kernels(); break;
     }
@@ -506,6 +506,41 @@ void Program::reset_reuse() {
     finding("after kvc_cache_reset_reuse: %llu cached, %llu host cached, %llu of %llu free",
             (unsigned long long)s.cached_blocks, (unsigned long long)s.host_cached_blocks,
             (unsigned long long)s.free_blocks, (unsigned long long)s.num_blocks);
+}
+
+// kvc_cache_resize to a quarter .. twice the pools now (or a hostile 0 or
+// UINT64_MAX): a shrink over a block in use, a budget below a block of every
+// group or above the ceiling are refused and change nothing; a success keeps
+// every pool's address, and the checks that follow see every live
+// sequence's bytes, and later reuse sees the bytes of the cached blocks it
+// moved.
+void Program::resize() {
+  CacheModel& m = c();
+  const uint8_t f = in_.u8();
+  uint64_t bytes = m.desc.primary_bytes / 4 * (1 + f % 8);
+  if (f >= 0xF8) bytes = (f & 1) ? 0 : UINT64_MAX;
+  Expect e;
+  e.allow(KVC_OK).allow(KVC_ERR_OUT_OF_BLOCKS).allow(KVC_ERR_INVALID_ARGUMENT);
+  if (bytes == 0 || bytes == UINT64_MAX) e = Expect().allow(KVC_ERR_INVALID_ARGUMENT);
+  // A resize first takes back the blocks of finished disk writes (in use ->
+  // cached), even when it is refused: settle that first, as add() does.
+  if (!m.disk_dir.empty()) {
+    ++g_count.check_calls;
+    if (emitting()) emit_line("kvc_cache_flush_tiers(c[%d]);", m.index);
+    if (kvc_cache_flush_tiers(m.cache) != KVC_OK)
+      finding("kvc_cache_flush_tiers: %s", kvc_last_error_message());
+    m.check_all();
+  }
+  if (emitting())
+    emit_call(m.index, "kvc_cache_resize(c[" + std::to_string(m.index) + "], " + c_u64(bytes) + ")",
+              "resize");
+  set_current(m.index, "kvc_cache_resize");
+  const kvc_status_t st =
+      m.call("kvc_cache_resize", e, false, [&] { return kvc_cache_resize(m.cache, bytes); });
+  trace("c%d resize(%llu) -> %s\n", m.index, (unsigned long long)bytes, kvc_status_string(st));
+  if (st != KVC_OK) return;
+  m.relearn_pools();
+  m.settle();
 }
 
 void Program::advance_clock() {

@@ -52,6 +52,7 @@ class Program {
   void block_ids();
   void describe_cache();
   void reset_reuse();
+  void resize();
   void advance_clock();
   void kernels();
 

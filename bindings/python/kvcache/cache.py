@@ -157,9 +157,12 @@ class Cache(NativeHandle, SequenceCalls, BatchCalls, KernelCalls, PrefillCalls, 
 
     def resize(self, primary_bytes):
         """Resizes the primary pools in place (kvc_cache_resize): base
-        addresses, layer views and block ids stay; a grow adds blocks, a
-        shrink evicts the cached blocks past the new end and is refused
-        (Status.OUT_OF_BLOCKS, nothing changed) over a block in use."""
+        addresses, layer views and the ids of blocks in use stay; a grow
+        adds blocks, a shrink evicts cached blocks in victim order (to the
+        host tier where they qualify) until the rest fit, moves the cached
+        blocks past the new end below it, and is refused
+        (Status.OUT_OF_BLOCKS, nothing changed) over a block in use past
+        the end."""
         self._call("kvc_cache_resize", lib.kvc_cache_resize, primary_bytes)
         self._layers = [self.layer_view(i) for i in range(len(self._layers))]
 

@@ -100,9 +100,11 @@ impl Cache {
     }
 
     /// Resizes the primary pools in place (`kvc_cache_resize`): base
-    /// pointers, layer views and block ids stay; a grow adds blocks, a
-    /// shrink evicts the cached blocks past the new end and is refused
-    /// (`Status::OutOfBlocks`, nothing changed) over a block in use. Takes
+    /// pointers, layer views and the ids of blocks in use stay; a grow adds
+    /// blocks, a shrink evicts cached blocks in victim order (to the host
+    /// tier where they qualify) until the rest fit, moves the cached blocks
+    /// past the new end below it, and is refused (`Status::OutOfBlocks`,
+    /// nothing changed) over a block in use past the end. Takes
     /// the cache exclusively: the layer shapes this handle keeps for its
     /// kernels' checks are read again.
     pub fn resize(&mut self, primary_bytes: u64) -> Result<()> {

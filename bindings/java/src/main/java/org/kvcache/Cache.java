@@ -394,9 +394,11 @@ public final class Cache implements AutoCloseable {
   }
 
   /**
-   * Resizes the primary pools in place (kvc_cache_resize): base addresses, layer views and
-   * block ids stay; a grow adds blocks, a shrink evicts the cached blocks past the new end and
-   * is refused ({@link Status#OUT_OF_BLOCKS}, nothing changed) over a block in use.
+   * Resizes the primary pools in place (kvc_cache_resize): base addresses, layer views and the
+   * ids of blocks in use stay; a grow adds blocks, a shrink evicts cached blocks in victim order
+   * (to the host tier where they qualify) until the rest fit, moves the cached blocks past the
+   * new end below it, and is refused ({@link Status#OUT_OF_BLOCKS}, nothing changed) over a
+   * block in use past the end.
    */
   public void resize(long primaryBytes) {
     handle.run(h -> KvcNative.kvc_cache_resize(h, Args.count("primary_bytes", primaryBytes)));
