@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -180,6 +181,100 @@ TEST(CudaResize, AGraphCapturedBeforeAGrowReplaysTheSameBytesAfterIt) {
 
 // A growth the device cannot back (more than it has) is refused with
 // nothing changed.
+// A shrink keeps the cached blocks that lie past the new end by copying
+// them below it (on the device) and evicts the oldest instead: the blocks
+// a later prompt reuses hold the bytes written before, bit for bit.
+TEST(CudaResize, AShrinkMovesTheCachedTailOnTheDeviceBitForBit) {
+  if ((kvc_features() & KVC_FEATURE_CUDA_DEVICE) == 0)
+    GTEST_SKIP() << "no usable CUDA device (kvc_features() = " << kvc_features() << ")";
+  kvc_config_t* cfg = nullptr;
+  KVC_OK_(kvc_config_create(&cfg));
+  KVC_OK_(kvc_config_set_num_layers(cfg, kLayers));
+  KVC_OK_(kvc_config_set_kv_heads(cfg, kHeads));
+  KVC_OK_(kvc_config_set_head_dim(cfg, kDim));
+  KVC_OK_(kvc_config_set_dtype(cfg, KVC_DTYPE_BF16));
+  KVC_OK_(kvc_config_set_tokens_per_block(cfg, kT));
+  KVC_OK_(kvc_config_set_device(cfg, KVC_DEVICE_CUDA, 0));
+  KVC_OK_(kvc_config_set_primary_bytes(cfg, 16 * kBlockBytes));
+  kvc_cache_t* cache = nullptr;
+  ASSERT_EQ(kvc_cache_create(cfg, &cache), KVC_OK) << kvc_last_error_message();
+  kvc_config_destroy(cfg);
+  kvc_pool_desc_t pool = KVC_POOL_DESC_INIT;
+  KVC_OK_(kvc_cache_describe_pool(cache, 0, &pool));
+  ASSERT_EQ(pool.block_bytes, kBlockBytes);
+  ASSERT_EQ(pool.num_blocks, 16u);
+  auto* base = static_cast<uint8_t*>(pool.base);
+
+  // Three prompts of 4 blocks: A cached (oldest), B in use, C cached. Each
+  // block is filled with random bytes straight into the pool.
+  std::mt19937 rng(11);
+  auto prompt = [](int32_t first) {
+    std::vector<int32_t> t(4 * kT);
+    for (uint32_t i = 0; i < t.size(); ++i) t[i] = first + int32_t(i);
+    return t;
+  };
+  auto block_ids = [&](uint64_t id) {
+    std::vector<int32_t> ids(8);
+    size_t n = 0;
+    EXPECT_EQ(kvc_sequence_block_ids(cache, id, 0, ids.data(), ids.size(), &n), KVC_OK);
+    ids.resize(n);
+    return ids;
+  };
+  std::vector<std::vector<uint8_t>> written(3);
+  for (uint64_t id = 1; id <= 3; ++id) {
+    const std::vector<int32_t> t = prompt(int32_t(id * 1000));
+    uint64_t cached = 0;
+    KVC_OK_(kvc_sequence_add(cache, id, t.data(), t.size(), nullptr, nullptr, &cached));
+    std::vector<uint8_t>& w = written[id - 1];
+    w.resize(4 * kBlockBytes);
+    for (auto& b : w) b = uint8_t(rng());
+    const std::vector<int32_t> ids = block_ids(id);
+    ASSERT_EQ(ids.size(), 4u);
+    for (size_t i = 0; i < 4; ++i)
+      CUDA_OK(cudaMemcpy(base + uint64_t(ids[i]) * kBlockBytes, w.data() + i * kBlockBytes,
+                         kBlockBytes, cudaMemcpyHostToDevice));
+    KVC_OK_(kvc_sequence_commit(cache, id, t.size()));
+    if (id != 2) KVC_OK_(kvc_sequence_remove(cache, id));
+  }
+  const std::vector<int32_t> held = block_ids(2);
+
+  // 8 blocks: B (4 in use) and 4 cached: A's go, C's move below the end.
+  KVC_OK_(kvc_cache_resize(cache, 8 * kBlockBytes));
+  kvc_cache_stats_t st = KVC_CACHE_STATS_INIT;
+  KVC_OK_(kvc_cache_get_stats(cache, &st));
+  EXPECT_EQ(st.num_blocks, 8u);
+  EXPECT_EQ(st.cached_blocks, 4u);
+  EXPECT_EQ(st.in_use_blocks, 4u);
+  KVC_OK_(kvc_cache_check(cache));
+  KVC_OK_(kvc_cache_describe_pool(cache, 0, &pool));
+  EXPECT_EQ(pool.base, base);
+  EXPECT_EQ(block_ids(2), held);
+
+  // C comes back from the blocks it moved to, with its bytes; B kept its own.
+  const std::vector<int32_t> c = prompt(3000);
+  std::vector<int32_t> c_more = c;
+  c_more.push_back(7);
+  KVC_OK_(kvc_sequence_remove(cache, 2));
+  uint64_t cached = 0;
+  KVC_OK_(kvc_sequence_add(cache, 4, c_more.data(), c_more.size(), nullptr, nullptr, &cached));
+  EXPECT_EQ(cached, c.size());
+  const std::vector<int32_t> ids = block_ids(4);
+  ASSERT_EQ(ids.size(), 5u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_LT(ids[i], 8);
+    const std::vector<uint8_t> got = read(base + uint64_t(ids[i]) * kBlockBytes, kBlockBytes);
+    EXPECT_EQ(std::memcmp(got.data(), written[2].data() + i * kBlockBytes, kBlockBytes), 0)
+        << "block " << i << " of C (id " << ids[i] << ")";
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    const std::vector<uint8_t> got = read(base + uint64_t(held[i]) * kBlockBytes, kBlockBytes);
+    if (std::find(ids.begin(), ids.end(), held[i]) == ids.end())
+      EXPECT_EQ(std::memcmp(got.data(), written[1].data() + i * kBlockBytes, kBlockBytes), 0)
+          << "block " << i << " of B (id " << held[i] << ")";
+  }
+  kvc_cache_destroy(cache);
+}
+
 TEST(CudaResize, AGrowBeyondTheDevicesMemoryChangesNothing) {
   if ((kvc_features() & KVC_FEATURE_CUDA_DEVICE) == 0)
     GTEST_SKIP() << "no usable CUDA device (kvc_features() = " << kvc_features() << ")";
