@@ -54,6 +54,14 @@ struct LayerGrouping;
 
 using ChainDigest = Sha256Digest;
 
+// A block's key in the stores: its portable hash (events.h; a record's
+// address) and its SHA-256 chain digest (the full key a record is checked
+// against). Both chain on the parent block's key; the root's is zero.
+struct StoreKey {
+  uint64_t hash = 0;   // portable hash: 0 for the root
+  ChainDigest digest;  // zero for the root
+};
+
 constexpr uint32_t kRecordVersion = 1;
 constexpr size_t kRecordFixedHeader = 128;
 

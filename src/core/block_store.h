@@ -137,18 +137,38 @@ std::vector<std::unique_ptr<BlockStore>> open_block_stores(const StoreSettings& 
                                                            const RecordLayout& layout);
 
 // One block to write through to the stores (store_chain.h, write-through at
-// commit): its key, the priority sealed in its record, and where its bytes
-// are: parts[g] (part_bytes[g] bytes each, in group order) are the pool
-// blocks the core holds (a reference: nothing reuses them) until the
-// writer reports the job done. submit() copies the key, the tokens and the
-// pointers, not the bytes.
+// commit): what its key is made of, the priority sealed in its record, and
+// where its bytes are: parts[g] (part_bytes[g] bytes each, in group order)
+// are the pool blocks the core holds (a reference: nothing reuses them)
+// until the writer reports the job done. submit() copies the fields, the
+// tokens and the pointers, not the bytes.
+//
+// The key (portable hash and SHA-256 chain digest, store_keys.h) is built
+// by the writer's thread, off the serving call: it chains on `parent`, or,
+// when parent_ticket is set, on the key of that earlier job (the parent's
+// blocks were committed by a job still queued or not yet taken back by the
+// core). The writer hands each key back with the job's ticket, and the core
+// memoizes it.
 struct RecordWrite {
+  static constexpr uint64_t kNoTicket = UINT64_MAX;
   uint64_t ticket = 0;  // the core's name for the job, handed back by take_done()
-  uint64_t lookup_hash = 0;
-  ChainDigest digest;
+  uint64_t parent_ticket = kNoTicket;  // chain on that job's key instead of `parent`
+  StoreKey parent;                     // the parent's key (zero: a prompt's first block)
+  uint64_t scope_hash = 0;             // the block's scope: portable digest,
+  ChainDigest scope_digest;            //   and chain digest (scope_chain_digest)
+  uint64_t extra_hash = 0;             // its extra keys (both zero: none)
+  ChainDigest extra_digest;
   uint32_t priority = 0;
   const int32_t* tokens = nullptr;            // layout.tokens_per_block
   const unsigned char* const* parts = nullptr;  // one per group
+};
+
+// A job the writer finished: keyed unless its parent's key was unknown to it
+// (then nothing was written; never expected, counted as a drop).
+struct WriteDone {
+  uint64_t ticket = 0;
+  bool keyed = false;
+  StoreKey key;
 };
 
 // The worker that turns RecordWrites into sealed records and puts them into
@@ -165,10 +185,14 @@ struct RecordWrite {
 class RecordWriter {
  public:
   virtual ~RecordWriter() = default;
-  virtual bool submit(const RecordWrite& job) = 0;
-  // Appends the tickets of the jobs done since the last call; cheap when
+  // Takes the leading jobs[0, n) that fit in the queue, under one lock, and
+  // drops the rest (counted); returns how many it took. A job whose
+  // parent_ticket names a dropped job is never taken (the accepted ones are
+  // a prefix, and a job chains only on earlier ones).
+  virtual size_t submit(const RecordWrite* jobs, size_t n) = 0;
+  // Appends the jobs done since the last call, with their keys; cheap when
   // there are none (one atomic load).
-  virtual void take_done(std::vector<uint64_t>& tickets) = 0;
+  virtual void take_done(std::vector<WriteDone>& done) = 0;
   virtual void flush() = 0;
   virtual uint64_t dropped() const = 0;         // jobs refused: queue full
   virtual uint64_t accepted(size_t store) const = 0;  // puts store accepted
@@ -178,9 +202,11 @@ class RecordWriter {
 };
 
 // A writer into `stores` (not owned; they outlive it) for records of
-// `layout` whose payload is the concatenation of part_bytes.
+// `layout` whose payload is the concatenation of part_bytes; portable
+// hashes with `hash_seed` (kvc_config_set_event_hash_seed).
 std::unique_ptr<RecordWriter> open_record_writer(const RecordLayout& layout,
                                                  std::vector<uint64_t> part_bytes,
-                                                 std::vector<BlockStore*> stores, size_t max_jobs);
+                                                 std::vector<BlockStore*> stores, size_t max_jobs,
+                                                 uint64_t hash_seed);
 
 }  // namespace kvc

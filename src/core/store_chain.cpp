@@ -81,11 +81,11 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
     uint64_t sets = UINT64_MAX;  // block sets: the smallest pool's blocks
     for (const auto& pm : memory) sets = std::min(sets, pm->num_blocks());
     const size_t jobs = size_t(std::min<uint64_t>(kMaxWriteJobs, std::max<uint64_t>(16, sets / 4)));
-    writer_ = open_record_writer(layout_, group_bytes_, std::move(raw), jobs);
+    writer_ = open_record_writer(layout_, group_bytes_, std::move(raw), jobs,
+                                 config.event_hash_seed);
     hold_count_.assign(index.tree().id_bound(), 0);
     own_.assign(index.tree().id_bound(), 0);
     held_retention_.resize(index.tree().id_bound());
-    parts_.resize(layout.num_groups());
   }
 }
 
@@ -108,9 +108,13 @@ void StoreChain::release_staging() noexcept {
 
 void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
   drain();
-  if (!write_through() || muted_ || !direct_) return;
+  if (!write_through() || muted_ || !direct_ || end <= first) return;
   const RadixTree& tree = index_.tree();
   const uint32_t G = layout_groups_.num_groups();
+  jobs_.clear();
+  job_parts_.resize(size_t(end - first) * G);  // the jobs point into it: sized first
+  uint32_t scope = UINT32_MAX;
+  StoreKeys::ScopeKeys sk;
   for (uint64_t b = first; b < end; ++b) {
     const BlockRetention r = s.retention_of_block(b, T_);
     if (r.priority < min_priority_) continue;
@@ -120,25 +124,46 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
     if (t.num_tokens != T_ || t.tier != kPrimaryTier) continue;
     // Only a node made of this sequence's blocks is new (a node found under
     // the key keeps its own, written when it was committed or loaded).
+    const unsigned char** parts = &job_parts_[jobs_.size() * G];
     bool own = true;
     for (uint32_t g = 0; g < G && own; ++g) {
       const uint32_t blk = tree.block(node, g);
       own = blk != kNoBlock && blk == s.blocks[g][b];
-      if (own) parts_[g] = memory_[layout_groups_.group_pool[g]]->block(blk);
+      if (own) parts[g] = memory_[layout_groups_.group_pool[g]]->block(blk);
     }
     if (!own) continue;
-    const StoreKey& key = keys_.node_key(node);
+    // The key is the writer's to make: here only what it chains on. A
+    // parent whose own job is still out chains on that job's key.
     RecordWrite w;
     w.ticket = node;
-    w.lookup_hash = key.hash;
-    w.digest = key.digest;
+    if (own_[t.parent]) w.parent_ticket = t.parent;
+    else w.parent = keys_.node_key(t.parent);  // memoized (the writer's), or made now
+    if (t.scope != scope) {
+      scope = t.scope;
+      sk = keys_.scope_keys(index_.scope_bytes(scope));
+    }
+    w.scope_hash = sk.hash;
+    w.scope_digest = sk.digest;
+    if (!t.extra.empty()) {
+      const StoreKeys::ScopeKeys ek = keys_.extra_keys(t.extra);
+      w.extra_hash = ek.hash;
+      w.extra_digest = ek.digest;
+    }
     w.priority = r.priority;
     w.tokens = tree.tokens(node);
-    w.parts = parts_.data();
-    if (!writer_->submit(w)) continue;  // queue full: dropped, counted by the writer
-    own_[node] = 1;
+    w.parts = parts;
+    own_[node] = 1;  // the next block's parent, if it is this one
     held_retention_[node] = r;
-    acquire(node);
+    jobs_.push_back(w);
+  }
+  if (jobs_.empty()) return;
+  // One lock for the whole commit; a full queue takes a prefix of the jobs
+  // (the rest dropped, counted by the writer), so no job taken chains on a
+  // dropped one.
+  const size_t took = writer_->submit(jobs_.data(), jobs_.size());
+  for (size_t i = 0; i < jobs_.size(); ++i) {
+    if (i < took) acquire(uint32_t(jobs_[i].ticket));
+    else own_[jobs_[i].ticket] = 0;
   }
 }
 
@@ -173,7 +198,11 @@ void StoreChain::release(uint32_t node) {
 void StoreChain::drain() {
   if (!writer_) return;
   writer_->take_done(done_);
-  for (uint64_t ticket : done_) release(uint32_t(ticket));
+  for (const WriteDone& d : done_) {
+    const uint32_t node = uint32_t(d.ticket);
+    if (d.keyed && !keys_.known(node)) keys_.remember(node, d.key);  // held: still the same node
+    release(node);
+  }
   done_.clear();
 }
 

@@ -5,9 +5,11 @@
 //  - Offload, write-through at commit (the default where the pools are host
 //    memory: the CPU backend): when a commit publishes new full nodes, the
 //    core hands each qualifying one to the record writer (RecordWriter,
-//    block_store.h, a worker thread in src/store) as a small job: its key
-//    (portable hash and SHA-256 chain digest, memoized per node), tokens,
-//    priority and its blocks' addresses, plus one reference on each of its
+//    block_store.h, a worker thread in src/store) as a small job: what its
+//    key chains on (the parent's key, or the parent's job when that is still
+//    out; the scope's digests), tokens, priority and its blocks' addresses;
+//    the writer makes the key (portable hash and SHA-256 chain digest) and
+//    hands it back to be memoized per node. Plus one reference on each of its
 //    blocks (Eviction::hold_node), so that nothing can evict or reuse them
 //    while the worker copies them out, seals the record and puts it into
 //    every store. A node held keeps its parent held too (the tree's rule
@@ -18,9 +20,8 @@
 //    add or extend short of blocks while jobs hold some waits for the
 //    writer (settle: CPU copies, never I/O) and plans again, rather than
 //    refuse a call that would succeed without write-through.
-//    Why at commit: the serving call then does no copy, checksum or queue
-//    copy (only the key, a few hundred ns per block with SHA-NI, and the
-//    job), an eviction of a stored block does nothing per block, and a
+//    Why at commit: the serving call then does no hashing, copy, checksum
+//    or queue copy (only the job, under one lock per commit), an eviction of a stored block does nothing per block, and a
 //    remote store shares the block while this engine still caches it.
 //    Rules: a block qualifies when the priority its sequence releases it
 //    with (Sequence::retention_of_block, known at commit: prompt, range and
@@ -225,8 +226,9 @@ class StoreChain {
   std::vector<uint8_t> own_;              // per node: held for a job of its own
   uint64_t held_count_ = 0;               // nodes held
   std::vector<BlockRetention> held_retention_;  // per node: what its sequence releases it with
-  std::vector<uint64_t> done_;            // scratch: tickets (nodes) of done writes
-  std::vector<const unsigned char*> parts_;  // scratch: one job's block addresses
+  std::vector<WriteDone> done_;           // scratch: done writes (ticket = node, key)
+  std::vector<RecordWrite> jobs_;         // scratch: one commit's jobs
+  std::vector<const unsigned char*> job_parts_;  // scratch: their block addresses
   StoreKeys keys_;
   bool muted_ = false;
   bool host_pools_ = false;  // primary pools in host memory (the CPU backend)

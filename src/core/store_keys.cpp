@@ -7,6 +7,8 @@
 
 namespace kvc {
 
+static_assert(StoreKeys::kRootNode == RadixTree::kRoot, "StoreKeys names the root by its id");
+
 StoreKeys::StoreKeys(const PrefixIndex& index, uint32_t max_nodes, uint32_t tokens_per_block,
                      uint64_t seed)
     : index_(index), T_(tokens_per_block), hasher_(seed), keys_(max_nodes), valid_(max_nodes, 0) {}
@@ -20,35 +22,50 @@ const StoreKey& StoreKeys::node_key(uint32_t node) {
   // Root-down: each node chains on its parent's key. Nodes of one path share
   // a scope; its digests are made once.
   uint32_t scope = UINT32_MAX;
-  ChainDigest scope_digest;
-  uint64_t scope_hash = 0;
+  ScopeKeys sk;
   for (size_t i = path_.size(); i > 0; --i) {
     const uint32_t n = path_[i - 1];
     const TreeNode& t = tree.node(n);
     if (t.scope != scope) {
       scope = t.scope;
-      const std::string& bytes = index_.scope_bytes(scope);
-      scope_digest = scope_chain_digest(bytes);
-      scope_hash = hasher_.scope_digest(bytes);
+      sk = scope_keys(index_.scope_bytes(scope));
     }
     const StoreKey& parent = t.parent == RadixTree::kRoot ? root_ : keys_[t.parent];
     const std::string& extra = t.extra;
     StoreKey& k = keys_[n];
-    k.hash = hasher_.block(parent.hash, scope_hash, hasher_.extra_digest(extra), tree.tokens(n),
+    k.hash = hasher_.block(parent.hash, sk.hash, hasher_.extra_digest(extra), tree.tokens(n),
                            t.num_tokens);
-    k.digest = block_chain_digest(parent.digest, scope_digest, extra_chain_digest(extra),
+    k.digest = block_chain_digest(parent.digest, sk.digest, extra_chain_digest(extra),
                                   tree.tokens(n), t.num_tokens);
     valid_[n] = 1;
   }
   return keys_[node];
 }
 
+const StoreKeys::ScopeKeys& StoreKeys::scope_keys(const std::string& scope_bytes) {
+  if (!scope_valid_ || scope_bytes != scope_bytes_) {
+    scope_.hash = hasher_.scope_digest(scope_bytes);
+    scope_.digest = scope_chain_digest(scope_bytes);
+    scope_bytes_ = scope_bytes;
+    scope_valid_ = true;
+  }
+  return scope_;
+}
+
+StoreKeys::ScopeKeys StoreKeys::extra_keys(const std::string& extra_bytes) const {
+  ScopeKeys k;
+  k.hash = hasher_.extra_digest(extra_bytes);
+  k.digest = extra_chain_digest(extra_bytes);
+  return k;
+}
+
 void StoreKeys::prompt_keys(const StoreKey& parent, const std::string& scope_bytes,
                             const std::vector<ExtraKey>& extras, const int32_t* tokens,
                             uint64_t first, uint64_t count, StoreKey* out) {
   if (count == 0) return;
-  const ChainDigest scope_digest = scope_chain_digest(scope_bytes);
-  const uint64_t scope_hash = hasher_.scope_digest(scope_bytes);
+  const ScopeKeys sk = scope_keys(scope_bytes);
+  const ChainDigest& scope_digest = sk.digest;
+  const uint64_t scope_hash = sk.hash;
   const StoreKey* prev = &parent;
   for (uint64_t i = 0; i < count; ++i) {
     const uint64_t begin = (first + i) * T_;

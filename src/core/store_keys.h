@@ -20,13 +20,9 @@ namespace kvc {
 
 class PrefixIndex;
 
-struct StoreKey {
-  uint64_t hash = 0;   // portable hash: 0 for the root
-  ChainDigest digest;  // zero for the root
-};
-
 class StoreKeys {
  public:
+  static constexpr uint32_t kRootNode = 0;  // RadixTree::kRoot
   StoreKeys(const PrefixIndex& index, uint32_t max_nodes, uint32_t tokens_per_block,
             uint64_t seed);
 
@@ -34,6 +30,23 @@ class StoreKeys {
   // must be a full block (partial nodes have no children).
   const StoreKey& node_key(uint32_t node);
   void forget(uint32_t node) { valid_[node] = 0; }
+  // Whether node_key(node) is memoized (the root's always is), and a key
+  // made elsewhere (the record writer's thread) for live node `node`.
+  bool known(uint32_t node) const { return node == kRootNode || valid_[node] != 0; }
+  void remember(uint32_t node, const StoreKey& key) {
+    keys_[node] = key;
+    valid_[node] = 1;
+  }
+
+  // The two digests of an encoded scope (portable XXH3 and SHA-256 chain
+  // digest), memoized for the last scope asked: a commit's blocks share one.
+  struct ScopeKeys {
+    uint64_t hash = 0;
+    ChainDigest digest;
+  };
+  const ScopeKeys& scope_keys(const std::string& scope_bytes);
+  // The same for a block's encoded extra keys (zero for none).
+  ScopeKeys extra_keys(const std::string& extra_bytes) const;
 
   // The checker: every memoized key belongs to a live node and equals the
   // key rebuilt from its parent's (memoized or rebuilt) key and its own
@@ -57,6 +70,9 @@ class StoreKeys {
   std::vector<uint32_t> path_;  // scratch
   std::string extra_;           // scratch
   StoreKey root_;
+  std::string scope_bytes_;     // the scope scope_ is of
+  ScopeKeys scope_;
+  bool scope_valid_ = false;
 };
 
 }  // namespace kvc

@@ -262,5 +262,71 @@ TEST(StoreWriteThrough, AShrinkWaitsForTheQueuedWritesInsteadOfRefusing) {
   EXPECT_EQ(again.add(1, a), 16u);  // loaded from the disk, checked bit for bit
 }
 
+// Decoding commits one block at a time, each while the job of the block
+// before it is still queued (a paused writer): each job chains on its
+// parent's job, whose key the writer's thread made. The keys it hands back
+// are memoized and equal the ones the checker rebuilds from the tree
+// (check_invariants), and a second cache loads every block by them, bit for
+// bit.
+TEST(StoreWriteThrough, BlocksCommittedOneAtATimeChainOnTheirParentsQueuedJobs) {
+  TempDir dir;
+  const auto a = seq(100, 25);  // 6 full blocks + 1 token; the prompt is the first block
+  const CacheConfig c = disk_config(dir.path(), 16);
+  {
+    Engine e(c);
+    ASSERT_TRUE(e.chain().write_through());
+    e.chain().pause_writer(true);
+    EXPECT_EQ(e.add(1, std::vector<int32_t>(a.begin(), a.begin() + 4)), 0u);
+    e.m().commit(1, 4);
+    for (uint64_t n = 4; n < 24; n += 4) {
+      e.m().extend(1, a.data() + n, 4, nullptr);
+      write_sequence(e.cache(), e.m().sequence(1), n, n + 4);
+      e.m().commit(1, n + 4);
+      e.check();
+    }
+    EXPECT_TRUE(e.chain().writes_pending());
+    e.chain().pause_writer(false);
+    const StoreTierReport d = e.tier();  // flushes: every key handed back
+    e.check();
+    EXPECT_EQ(d.io.stores, 6u);
+    EXPECT_EQ(d.io.drops, 0u);
+    e.m().remove(1);
+    e.check();
+  }
+  Engine second(c);
+  EXPECT_EQ(second.add(1, a), 24u);
+  EXPECT_EQ(second.tier().onboarded_blocks, 6u);
+}
+
+// A full queue takes the leading jobs of a commit and drops the rest,
+// counted; a later block whose parent's job was dropped gets its parent's
+// key made on the serving call, and its record is right: a second cache
+// loads the run up to the first dropped block.
+TEST(StoreWriteThrough, AFullQueueDropsACommitsLastJobsAndLaterBlocksStillKeyRight) {
+  TempDir dir;
+  const auto a = seq(100, 85);  // 21 full blocks + 1 token
+  const CacheConfig c = disk_config(dir.path(), 24);  // a queue of 16 jobs (the minimum)
+  {
+    Engine e(c);
+    e.chain().pause_writer(true);
+    EXPECT_EQ(e.add(1, std::vector<int32_t>(a.begin(), a.begin() + 80)), 0u);
+    e.m().commit(1, 80);  // 20 blocks: 16 jobs queued, 4 dropped
+    e.chain().pause_writer(false);
+    e.chain().flush();
+    e.m().extend(1, a.data() + 80, 4, nullptr);
+    write_sequence(e.cache(), e.m().sequence(1), 80, 84);
+    e.m().commit(1, 84);  // block 20 chains on block 19, whose job was dropped
+    e.check();
+    const StoreTierReport d = e.tier();
+    EXPECT_EQ(d.offered_blocks, 17u);
+    EXPECT_EQ(d.io.stores, 17u);
+    e.m().remove(1);
+    e.check();
+  }
+  Engine second(c);
+  EXPECT_EQ(second.add(1, a), 64u);  // blocks 0-15; block 16's record was never written
+  EXPECT_EQ(second.tier().onboarded_blocks, 16u);
+}
+
 }  // namespace
 }  // namespace kvc
