@@ -114,6 +114,15 @@ class BlockManager {
   // past its removal.
   void pin(uint64_t id);
   void unpin(uint64_t id);
+  // Export holds (Sequences::hold_published; kvc_cache_export_sequence).
+  void hold_published(uint64_t id, uint64_t num_tokens, ExportHold& out) {
+    seqs_.hold_published(id, num_tokens, out);
+    debug_check();
+  }
+  void release_hold(uint64_t key) {
+    seqs_.release_hold(key);
+    debug_check();
+  }
 
   // What add() would reuse, changing nothing (not even ages).
   uint64_t probe(const int32_t* tokens, uint64_t num_tokens, const SequenceOptions& options) const {
