@@ -15,45 +15,25 @@ using kvc::capi::refused;
 using kvc::capi::require;
 using kvc::capi::require_array;
 
+// An export or import keeps its cache's `alive` token weakly: once the
+// cache is destroyed (its holds and sequences went with it) the handle only
+// describes and frees itself.
 struct kvc_export {
-  kvc_cache_t* cache = nullptr;  // nullptr once the cache was destroyed
+  kvc_cache_t* cache = nullptr;
+  std::weak_ptr<const bool> alive;
   uint32_t tokens_per_block = 0;
   kvc::BlockExport data;
 };
 
 struct kvc_import {
   enum class State { kOpen, kCompleted, kAborted };
-  kvc_cache_t* cache = nullptr;  // nullptr once the cache was destroyed
+  kvc_cache_t* cache = nullptr;
+  std::weak_ptr<const bool> alive;
   uint32_t tokens_per_block = 0;
   State state = State::kOpen;
   kvc::BlockImport data;
 };
 
-namespace kvc::capi {
-
-OpenTransfers::~OpenTransfers() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (kvc_export_t* e : exports_) e->cache = nullptr;
-  for (kvc_import_t* i : imports_) i->cache = nullptr;
-}
-void OpenTransfers::add(kvc_export_t* e) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  exports_.insert(e);
-}
-void OpenTransfers::remove(kvc_export_t* e) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  exports_.erase(e);
-}
-void OpenTransfers::add(kvc_import_t* i) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  imports_.insert(i);
-}
-void OpenTransfers::remove(kvc_import_t* i) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  imports_.erase(i);
-}
-
-}  // namespace kvc::capi
 
 namespace {
 
@@ -83,7 +63,7 @@ void require_open(const kvc_import_t* imp, const char* call) {
     kvc::fail(KVC_ERR_INVALID_STATE, std::string(call) + ": the import of sequence " +
                                          std::to_string(imp->data.seq_id) + " is " +
                                          kImportEnded[int(imp->state)]);
-  if (imp->cache == nullptr)
+  if (imp->alive.expired())
     kvc::fail(KVC_ERR_INVALID_STATE, std::string(call) + ": the import's cache was destroyed");
 }
 
@@ -100,25 +80,18 @@ KVC_API kvc_status_t kvc_cache_export_sequence(kvc_cache_t* cache, uint64_t seq_
     require(out, "out");
     auto e = std::make_unique<kvc_export>();
     e->cache = cache;
+    e->alive = cache->alive;
     e->tokens_per_block = c.config().tokens_per_block;
     e->data = c.export_sequence(seq_id, num_tokens);
-    try {
-      cache->transfers.add(e.get());
-    } catch (...) {
-      c.release_export(e->data.hold);
-      throw;
-    }
     *out = e.release();
   });
 }
 
 KVC_API void kvc_export_release(kvc_export_t* exp) {
   if (exp == nullptr) return;
-  if (exp->cache != nullptr) {
-    exp->cache->transfers.remove(exp);
-    // The hold is this export's: releasing it cannot fail.
+  // The hold is this export's: releasing it cannot fail.
+  if (!exp->alive.expired())
     (void)guarded([&] { exp->cache->impl->release_export(exp->data.hold); });
-  }
   delete exp;
 }
 
@@ -175,16 +148,11 @@ KVC_API kvc_status_t kvc_cache_import_begin(kvc_cache_t* cache, uint64_t seq_id,
     const kvc::SequenceOptions o = options_of(options);
     auto imp = std::make_unique<kvc_import>();
     imp->cache = cache;
+    imp->alive = cache->alive;
     imp->tokens_per_block = c.config().tokens_per_block;
     kvc::Refusal refusal;
     if (!c.import_begin(seq_id, tokens, num_tokens, o, keys, keys_size, &imp->data, &refusal))
       return refused(refusal);
-    try {
-      cache->transfers.add(imp.get());
-    } catch (...) {
-      c.import_abort(imp->data);
-      throw;
-    }
     *out = imp.release();
     return KVC_OK;
   });
@@ -246,11 +214,8 @@ KVC_API kvc_status_t kvc_import_abort(kvc_import_t* imp) {
 
 KVC_API void kvc_import_destroy(kvc_import_t* imp) {
   if (imp == nullptr) return;
-  if (imp->cache != nullptr) {
-    if (imp->state == kvc_import::State::kOpen)
-      (void)guarded([&] { imp->cache->impl->import_abort(imp->data); });
-    imp->cache->transfers.remove(imp);
-  }
+  if (imp->state == kvc_import::State::kOpen && !imp->alive.expired())
+    (void)guarded([&] { imp->cache->impl->import_abort(imp->data); });
   delete imp;
 }
 
