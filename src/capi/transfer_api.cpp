@@ -34,7 +34,6 @@ struct kvc_import {
   kvc::BlockImport data;
 };
 
-
 namespace {
 
 void check_group(uint32_t group, uint32_t num_groups) {
@@ -114,8 +113,7 @@ KVC_API kvc_status_t kvc_export_block_ids(const kvc_export_t* exp, uint32_t grou
   return guarded([&] {
     require(exp, "exp");
     check_group(group, exp->data.num_groups);
-    write_ids(exp->data.block_ids, exp->data.num_blocks, group, ids, capacity, count,
-              "the export");
+    write_ids(exp->data.block_ids, exp->data.num_blocks, group, ids, capacity, count, "the export");
   });
 }
 
@@ -137,9 +135,8 @@ KVC_API kvc_status_t kvc_export_keys(const kvc_export_t* exp, void* buf, size_t 
 
 KVC_API kvc_status_t kvc_cache_import_begin(kvc_cache_t* cache, uint64_t seq_id,
                                             const int32_t* tokens, size_t num_tokens,
-                                            const kvc_sequence_options_t* options,
-                                            const void* keys, size_t keys_size,
-                                            kvc_import_t** out) {
+                                            const kvc_sequence_options_t* options, const void* keys,
+                                            size_t keys_size, kvc_import_t** out) {
   return guarded([&]() -> kvc_status_t {
     kvc::Cache& c = cache_of(cache);
     require(out, "out");

@@ -22,8 +22,8 @@ void Sequences::hold_published(uint64_t id, uint64_t num_tokens, ExportHold& out
                      ") must be a multiple of tokens_per_block (" + std::to_string(T_) + ")");
   if (num_tokens > full * T_)
     invalid_argument("num_tokens (" + std::to_string(num_tokens) + ") exceeds the " +
-                     std::to_string(full * T_) + " tokens of committed full blocks of " +
-                     name(id) + " (" + std::to_string(s.committed) + " tokens committed)");
+                     std::to_string(full * T_) + " tokens of committed full blocks of " + name(id) +
+                     " (" + std::to_string(s.committed) + " tokens committed)");
   const uint64_t n = num_tokens / T_;
   if (n == 0)
     invalid_argument(name(id) + " has no committed full block to export (" +
@@ -33,7 +33,8 @@ void Sequences::hold_published(uint64_t id, uint64_t num_tokens, ExportHold& out
     fail(KVC_ERR_INVALID_STATE,
          "block " + std::to_string(s.published) + " of " + name(id) +
              " is committed but not yet published (a fork sibling shares it, or the prefix tree "
-             "is full); export at most " + std::to_string(s.published * T_) + " tokens");
+             "is full); export at most " +
+             std::to_string(s.published * T_) + " tokens");
   const uint32_t G = layout_.num_groups();
   for (uint64_t b = 0; b < n; ++b)
     for (uint32_t g = 0; g < G; ++g)

@@ -51,7 +51,8 @@ void chain_transfer_keys(uint64_t seed, uint32_t T, const std::string& scope_byt
   std::string extra;
   for (uint64_t b = 0; b < num_blocks; ++b) {
     encode_block_extras(extras, b * T, (b + 1) * T, extra);
-    out[b].hash = hasher.block(prev.hash, scope_hash, hasher.extra_digest(extra), tokens + b * T, T);
+    out[b].hash =
+        hasher.block(prev.hash, scope_hash, hasher.extra_digest(extra), tokens + b * T, T);
     out[b].digest =
         block_chain_digest(prev.digest, scope_digest, extra_chain_digest(extra), tokens + b * T, T);
     prev = out[b];
@@ -82,7 +83,8 @@ std::string encode_transfer_keys(const TransferKeys& k) {
 uint64_t check_transfer_frame(const unsigned char* blob, size_t size, uint64_t fingerprint,
                               uint32_t T) {
   if (size < kTransferKeysHeader + 8)
-    invalid_argument("keys_size (" + std::to_string(size) + " bytes) is shorter than a key blob's " +
+    invalid_argument("keys_size (" + std::to_string(size) +
+                     " bytes) is shorter than a key blob's " +
                      std::to_string(kTransferKeysHeader + 8) + "-byte frame: truncated");
   if (std::memcmp(blob, kMagic, 8) != 0)
     invalid_argument("keys is not a kvcache key blob (its first 8 bytes are not \"KVCXFERK\")");
@@ -96,17 +98,19 @@ uint64_t check_transfer_frame(const unsigned char* blob, size_t size, uint64_t f
                      "; this cache's is " + std::to_string(T));
   const uint64_t their_fp = get_u64(blob + 16);
   if (their_fp != fingerprint)
-    invalid_argument("the key blob's geometry fingerprint " + hex(their_fp) + " differs from this "
-                     "cache's " + hex(fingerprint) +
+    invalid_argument("the key blob's geometry fingerprint " + hex(their_fp) +
+                     " differs from this "
+                     "cache's " +
+                     hex(fingerprint) +
                      " (another model shape, dtype, layout, kv heads or layer grouping)");
   const uint64_t n = get_u64(blob + 24);
   const uint64_t per_block = 4 * uint64_t(T) + kTransferKeyBytes;
   if (n > (size - kTransferKeysHeader - 8) / per_block || transfer_keys_size(n, T) != size)
-    invalid_argument("keys_size is " + std::to_string(size) + " bytes but a key blob of " +
-                     std::to_string(n) + " blocks takes " +
-                     (n > (uint64_t(1) << 40) ? std::string("more")
-                                              : std::to_string(transfer_keys_size(n, T))) +
-                     " (truncated or corrupted)");
+    invalid_argument(
+        "keys_size is " + std::to_string(size) + " bytes but a key blob of " + std::to_string(n) +
+        " blocks takes " +
+        (n > (uint64_t(1) << 40) ? std::string("more") : std::to_string(transfer_keys_size(n, T))) +
+        " (truncated or corrupted)");
   const uint64_t sum = get_u64(blob + size - 8);
   if (XXH3_64bits(blob, size - 8) != sum)
     invalid_argument("the key blob's checksum does not match its bytes (corrupted in transit)");

@@ -95,13 +95,15 @@ TEST(TransferKeys, RefusalsNameTheFieldAndTheFirstBlockThatDiffers) {
                 .find("geometry fingerprint 0x0000000000001234 differs from this cache's "
                       "0x0000000000009999"),
             std::string::npos);
-  EXPECT_NE(message_of([&] { check_transfer_frame(p, blob.size(), 0x1234, 8); })
-                .find("tokens_per_block is 4; this cache's is 8"),
+  EXPECT_NE(message_of([&] {
+              check_transfer_frame(p, blob.size(), 0x1234, 8);
+            }).find("tokens_per_block is 4; this cache's is 8"),
             std::string::npos);
   std::vector<int32_t> other = t;
   other[6] = 99;
-  EXPECT_NE(message_of([&] { check_transfer_keys(p, keys_of(other, 4, 0x1234)); })
-                .find("block 1 differs: token 6 is 16 in the key blob but 99 in tokens"),
+  EXPECT_NE(message_of([&] {
+              check_transfer_keys(p, keys_of(other, 4, 0x1234));
+            }).find("block 1 differs: token 6 is 16 in the key blob but 99 in tokens"),
             std::string::npos);
   // Same tokens, another scope or extra keys: the digest differs.
   EXPECT_NE(message_of([&] {
@@ -110,7 +112,8 @@ TEST(TransferKeys, RefusalsNameTheFieldAndTheFirstBlockThatDiffers) {
             std::string::npos);
   const std::vector<ExtraKey> image = {{5, 3, "img"}};
   EXPECT_NE(message_of([&] {
-              check_transfer_keys(p, keys_of(t, 4, 0x1234, encode_scope(false, "", false, 0), image));
+              check_transfer_keys(p,
+                                  keys_of(t, 4, 0x1234, encode_scope(false, "", false, 0), image));
             }).find("block 1 differs: its chain digest"),
             std::string::npos);
 }
@@ -147,8 +150,9 @@ TEST_F(TransferHold, ABlockAForkSiblingSharesIsNotExportedUntilPublished) {
   commit(1, 8);  // block 0 is shared with sibling 2: not published yet
   EXPECT_EQ(m().sequence(1).published, 0u);
   EXPECT_EQ(status_of([&] { cache_->export_sequence(1, 0); }), KVC_ERR_INVALID_STATE);
-  EXPECT_NE(message_of([&] { cache_->export_sequence(1, 4); })
-                .find("block 0 of sequence 1 is committed but not yet published"),
+  EXPECT_NE(message_of([&] {
+              cache_->export_sequence(1, 4);
+            }).find("block 0 of sequence 1 is committed but not yet published"),
             std::string::npos);
   m().check_invariants();
   remove(2);
