@@ -211,6 +211,10 @@ KVC_API kvc_status_t kvc_export_keys(const kvc_export_t *exp, void *buf, size_t 
  *        retention); NULL: the defaults. They must be those the sender's
  *        sequence had, or the digests differ.
  * @param keys,keys_size The key blob, borrowed for the call.
+ * Device work the add enqueues (the copy of a partially matched block,
+ * blocks onboarded from the host tier) goes to the default stream (NULL):
+ * on CUDA, synchronize it before the transport writes the blocks. The CPU
+ * backend does it before returning.
  * @param[out] out Receives a new import, owned by the caller, freed with
  *        kvc_import_destroy(); untouched on failure.
  * @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (a blob of another format
