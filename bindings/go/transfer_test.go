@@ -142,9 +142,8 @@ func TestTransferRefusesAnotherPromptOrSalt(t *testing.T) {
 	must(t, err)
 	must(t, imp.Abort())
 	must(t, imp.Close())
-	after := stats(t, b)
-	if after.FreeBlocks != before.FreeBlocks || after.NumSequences != 0 || after.TreeNodes != 0 {
-		t.Fatalf("abort left %+v", after)
+	if after := stats(t, b); after != before {
+		t.Fatalf("abort left %+v, before %+v", after, before)
 	}
 	if _, err := exp.Describe(); !errors.Is(err, kvcache.ErrClosed) {
 		t.Fatalf("closed export: %v", err)

@@ -49,9 +49,10 @@
  * kvc_import_complete() or kvc_import_abort() the import owns it: do not
  * extend, commit, rewind, fork or remove it. (Removing it anyway makes
  * complete fail with KVC_ERR_NOT_FOUND and abort do nothing.) An aborted
- * import leaves the cache as kvc_sequence_add() then kvc_sequence_remove()
- * would: every block count, sequence and tree node as before; the hit and
- * miss counters keep the add's lookup.
+ * import leaves the cache as it was: every block count, sequence, tree node
+ * and statistic (an import is not a lookup: it never counts in
+ * kvc_cache_stats_t reused_blocks, missed_blocks or hit_rate), except that
+ * cached blocks evicted to make room for the import stay evicted.
  *
  * Lifetime. Release exports (kvc_export_release()) and end imports
  * (kvc_import_destroy()) before kvc_cache_destroy(). A cache destroyed

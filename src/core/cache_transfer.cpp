@@ -102,7 +102,7 @@ bool Cache::import_begin(uint64_t id, const int32_t* tokens, uint64_t num_tokens
   // nothing.
   Lock lock(mutex_);
   uint64_t cached = 0;
-  if (!manager_->try_add(id, tokens, num_tokens, options, nullptr, &cached)) {
+  if (!manager_->try_add_uncounted(id, tokens, num_tokens, options, nullptr, &cached)) {
     *refusal = manager_->refusal();
     return false;
   }

@@ -93,10 +93,7 @@ class TransferTest(unittest.TestCase):
             imp.abort()
             imp.close()
             imp.close()
-            after = b.stats()
-            self.assertEqual(after.free_blocks, before.free_blocks)
-            self.assertEqual(after.num_sequences, 0)
-            self.assertEqual(after.tree_nodes, 0)
+            self.assertEqual(b.stats(), before)
             with self.assertRaises(kvcache.KvCacheError) as e:
                 imp.describe()
             self.assertEqual(e.exception.status, Status.INVALID_STATE)
