@@ -233,10 +233,20 @@ type Cache uintptr
 // Stateful is a kvc_stateful_t * owned by C (kvc_stateful_create /
 // kvc_stateful_destroy).
 type Stateful uintptr
+
+// Export is a kvc_export_t * owned by C (kvc_cache_export_sequence /
+// kvc_export_release).
+type Export uintptr
+
+// Import is a kvc_import_t * owned by C (kvc_cache_import_begin /
+// kvc_import_destroy).
+type Import uintptr
 %}
 KVCGO_HANDLE(kvc_config_t, Config)
 KVCGO_HANDLE(kvc_cache_t, Cache)
 KVCGO_HANDLE(kvc_stateful_t, Stateful)
+KVCGO_HANDLE(kvc_export_t, Export)
+KVCGO_HANDLE(kvc_import_t, Import)
 
 /* Thread-local and meaningless from Go: every error carries its message. */
 %ignore kvc_last_error_message;
@@ -255,6 +265,7 @@ KVCGO_HANDLE(kvc_stateful_t, Stateful)
 %include "kvcache/events.h"
 %include "kvcache/tiers.h"
 %include "kvcache/remote_tier.h"
+%include "kvcache/transfer.h"
 
 /* C memory for the pointer fields of the transparent structs (salt bytes,
  * extra keys, host buffers on a CPU cache): Go memory may not be stored in

@@ -33,5 +33,6 @@
 #include "kvcache/events.h"
 #include "kvcache/tiers.h"
 #include "kvcache/remote_tier.h"
+#include "kvcache/transfer.h"
 
 #endif /* KVCACHE_KVCACHE_H */

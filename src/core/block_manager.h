@@ -99,6 +99,21 @@ class BlockManager {
                const SequenceOptions& options, void* stream, uint64_t* cached_tokens);
   bool try_extend(uint64_t id, const int32_t* tokens, uint64_t num_tokens, void* stream);
   bool try_extend_batch(const uint64_t* ids, const int32_t* tokens, size_t count, void* stream);
+  // try_add for an import (kvcache/transfer.h): an import is not a
+  // lookup, so the reuse counters (reused and missed blocks, per group too)
+  // stay as they were; everything else as try_add.
+  bool try_add_uncounted(uint64_t id, const int32_t* tokens, uint64_t num_tokens,
+                         const SequenceOptions& options, void* stream, uint64_t* cached_tokens) {
+    const CacheCounters before = counters_;  // copied before any change
+    if (!try_add(id, tokens, num_tokens, options, stream, cached_tokens)) return false;
+    counters_.reused_blocks = before.reused_blocks;
+    counters_.missed_blocks = before.missed_blocks;
+    for (size_t g = 0; g < before.groups.size(); ++g) {
+      counters_.groups[g].reused_blocks = before.groups[g].reused_blocks;
+      counters_.groups[g].missed_blocks = before.groups[g].missed_blocks;
+    }
+    return true;
+  }
   // Why the last try_ call returned false (its Reservation's refusal).
   const Refusal& refusal() const { return seqs_.refusal(); }
   // The first `num_computed` tokens have their KV written: full blocks among
@@ -114,6 +129,15 @@ class BlockManager {
   // past its removal.
   void pin(uint64_t id);
   void unpin(uint64_t id);
+  // Export holds (Sequences::hold_published; kvc_cache_export_sequence).
+  void hold_published(uint64_t id, uint64_t num_tokens, ExportHold& out) {
+    seqs_.hold_published(id, num_tokens, out);
+    debug_check();
+  }
+  void release_hold(uint64_t key) {
+    seqs_.release_hold(key);
+    debug_check();
+  }
 
   // What add() would reuse, changing nothing (not even ages).
   uint64_t probe(const int32_t* tokens, uint64_t num_tokens, const SequenceOptions& options) const {

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "backend/device.h"
@@ -26,6 +27,27 @@ struct SequenceSummary {
   uint64_t cached_tokens = 0;
   uint64_t committed_tokens = 0;
   uint64_t num_blocks = 0;
+};
+
+// A block export (kvc_cache_export_sequence): the hold and what the
+// caller reads.
+struct BlockExport {
+  uint64_t hold = 0;  // Sequences' hold key
+  uint64_t seq_id = 0;
+  uint64_t num_blocks = 0;
+  uint32_t num_groups = 0;
+  std::vector<int32_t> block_ids;  // [g * num_blocks + b]
+  std::string keys;                // the key blob (transfer_keys.h)
+};
+
+// An open import (kvc_cache_import_begin): sequence seq_id holds the
+// blocks; positions [first_block, num_blocks) are the caller's to write.
+struct BlockImport {
+  uint64_t seq_id = 0;
+  uint64_t num_blocks = 0;
+  uint64_t first_block = 0;
+  uint32_t num_groups = 0;
+  std::vector<int32_t> block_ids;  // [g * (num_blocks - first_block) + i]
 };
 
 // A group's counters with its pool (kvc_group_stats_t).
@@ -77,6 +99,19 @@ class Cache {
   void remove(uint64_t id);
   void pin(uint64_t id);
   void unpin(uint64_t id);
+  // Block transfer (cache_transfer.cpp, kvcache/transfer.h). export_sequence
+  // holds the blocks until release_export(hold). import_begin verifies the
+  // key blob against tokens and options, then adds sequence id with them
+  // (false: out of blocks, *refusal says why, nothing changed);
+  // import_complete commits the imported blocks (publishing them);
+  // import_abort removes the sequence if it is still there.
+  BlockExport export_sequence(uint64_t id, uint64_t num_tokens);
+  void release_export(uint64_t hold);
+  bool import_begin(uint64_t id, const int32_t* tokens, uint64_t num_tokens,
+                    const SequenceOptions& options, const void* keys, size_t keys_size,
+                    BlockImport* out, Refusal* refusal);
+  void import_complete(const BlockImport& import);
+  void import_abort(const BlockImport& import);
   SequenceSummary describe_sequence(uint64_t id) const;
   // The block ids of one group into ids[capacity]; .needed is the count
   // (also when they do not fit).

@@ -56,6 +56,16 @@ struct SequenceOptions {
   std::vector<ExtraKey> extra_keys;
 };
 
+// What an export holds and names (Sequences::hold_published).
+struct ExportHold {
+  uint64_t key = 0;
+  uint64_t num_blocks = 0;
+  std::vector<uint32_t> blocks;  // [b * num_groups + g]
+  std::vector<int32_t> tokens;   // num_blocks * T
+  std::string scope_bytes;
+  std::vector<ExtraKey> extras;  // sorted
+};
+
 // What sequences and pins hold, recounted by the invariant checker.
 struct Holdings {
   std::vector<std::vector<uint32_t>> refs;      // per pool, per block: owners found
@@ -87,6 +97,15 @@ class Sequences {
   void remove(uint64_t id);
   void pin(uint64_t id);
   void unpin(uint64_t id);
+  // Export holds (block_export.cpp): the first num_tokens / T published
+  // blocks of sequence `id` (num_tokens 0: every committed full block;
+  // else block aligned and <= committed) held as a pin holds them (past
+  // the sequence's removal, eviction and reset_reuse) until
+  // release_hold(out.key). Fills `out` (blocks, tokens, scope). Throws
+  // Error naming what is wrong, nothing changed.
+  void hold_published(uint64_t id, uint64_t num_tokens, ExportHold& out);
+  void release_hold(uint64_t key);
+  uint64_t num_holds() const { return holds_.size(); }
 
   // --- Queries --------------------------------------------------------------
   uint64_t probe(const int32_t* tokens, uint64_t num_tokens, const SequenceOptions& options) const;
@@ -211,6 +230,8 @@ class Sequences {
   SequenceTable seqs_;
   std::vector<std::unique_ptr<Sequence>> spares_;  // removed sequences, reset
   std::unordered_map<uint64_t, Pin> pins_;
+  std::unordered_map<uint64_t, Pin> holds_;  // exports (hold_published)
+  uint64_t next_hold_ = 0;
   uint64_t batch_epoch_ = 0;
 
   // What the calls plan and apply with (capacity kept: no allocation on

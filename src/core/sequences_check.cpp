@@ -103,6 +103,13 @@ void Sequences::count_holdings(Holdings& h) const {
         if (pin.blocks[e * G + g] != kNoBlock)
           own(g, pin.blocks[e * G + g], "pin of sequence " + std::to_string(kv.first));
   }
+  for (const auto& kv : holds_) {
+    const Pin& hold = kv.second;
+    for (size_t e = 0; e < hold.retention.size(); ++e)
+      for (uint32_t g = 0; g < G; ++g)
+        if (hold.blocks[e * G + g] != kNoBlock)
+          own(g, hold.blocks[e * G + g], "export hold " + std::to_string(kv.first));
+  }
 
 }
 

@@ -329,7 +329,7 @@ static void kvcgo_snapshot_read(uint64_t *dst, uintptr_t entries, size_t n) {
 extern "C" {
 #endif
 
-void _wrap_Swig_free_kvc_9869b028bd667423(void *_swig_go_0) {
+void _wrap_Swig_free_kvc_392cdc371581d819(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -339,7 +339,7 @@ void _wrap_Swig_free_kvc_9869b028bd667423(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_kvc_9869b028bd667423(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_kvc_392cdc371581d819(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -352,7 +352,7 @@ void *_wrap_Swig_malloc_kvc_9869b028bd667423(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_OK_kvc_9869b028bd667423() {
+intgo _wrap_KVC_OK_kvc_392cdc371581d819() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -364,7 +364,7 @@ intgo _wrap_KVC_OK_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_9869b028bd667423() {
+intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_392cdc371581d819() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -376,7 +376,7 @@ intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_ERR_NOT_FOUND_kvc_9869b028bd667423() {
+intgo _wrap_KVC_ERR_NOT_FOUND_kvc_392cdc371581d819() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -388,7 +388,7 @@ intgo _wrap_KVC_ERR_NOT_FOUND_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_9869b028bd667423() {
+intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_392cdc371581d819() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -400,7 +400,7 @@ intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_9869b028bd667423() {
+intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_392cdc371581d819() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -412,7 +412,7 @@ intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_9869b028bd667423() {
+intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_392cdc371581d819() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -424,7 +424,7 @@ intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_9869b028bd667423() {
+intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_392cdc371581d819() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -436,7 +436,7 @@ intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_ERR_DEVICE_kvc_9869b028bd667423() {
+intgo _wrap_KVC_ERR_DEVICE_kvc_392cdc371581d819() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -448,7 +448,7 @@ intgo _wrap_KVC_ERR_DEVICE_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_9869b028bd667423() {
+intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_392cdc371581d819() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -460,7 +460,7 @@ intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_STATE_kvc_9869b028bd667423() {
+intgo _wrap_KVC_ERR_INVALID_STATE_kvc_392cdc371581d819() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -472,7 +472,7 @@ intgo _wrap_KVC_ERR_INVALID_STATE_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_ERR_INTERNAL_kvc_9869b028bd667423() {
+intgo _wrap_KVC_ERR_INTERNAL_kvc_392cdc371581d819() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -484,7 +484,7 @@ intgo _wrap_KVC_ERR_INTERNAL_kvc_9869b028bd667423() {
 }
 
 
-_gostring_ _wrap_kvc_status_string_kvc_9869b028bd667423(int _swig_go_0) {
+_gostring_ _wrap_kvc_status_string_kvc_392cdc371581d819(int _swig_go_0) {
   kvc_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -497,7 +497,7 @@ _gostring_ _wrap_kvc_status_string_kvc_9869b028bd667423(int _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_VERSION_NUMBER_kvc_9869b028bd667423() {
+intgo _wrap_KVC_VERSION_NUMBER_kvc_392cdc371581d819() {
   int result;
   intgo _swig_go_result;
   
@@ -508,7 +508,7 @@ intgo _wrap_KVC_VERSION_NUMBER_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_9869b028bd667423() {
+intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_392cdc371581d819() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -520,7 +520,7 @@ intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_9869b028bd667423() {
+intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_392cdc371581d819() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -532,7 +532,7 @@ intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_FEATURE_REDIS_kvc_9869b028bd667423() {
+intgo _wrap_KVC_FEATURE_REDIS_kvc_392cdc371581d819() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -544,7 +544,7 @@ intgo _wrap_KVC_FEATURE_REDIS_kvc_9869b028bd667423() {
 }
 
 
-int _wrap_kvc_version_kvc_9869b028bd667423() {
+int _wrap_kvc_version_kvc_392cdc371581d819() {
   uint32_t result;
   int _swig_go_result;
   
@@ -555,7 +555,7 @@ int _wrap_kvc_version_kvc_9869b028bd667423() {
 }
 
 
-_gostring_ _wrap_kvc_version_string_kvc_9869b028bd667423() {
+_gostring_ _wrap_kvc_version_string_kvc_392cdc371581d819() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -566,7 +566,7 @@ _gostring_ _wrap_kvc_version_string_kvc_9869b028bd667423() {
 }
 
 
-int _wrap_kvc_abi_version_kvc_9869b028bd667423() {
+int _wrap_kvc_abi_version_kvc_392cdc371581d819() {
   uint32_t result;
   int _swig_go_result;
   
@@ -577,7 +577,7 @@ int _wrap_kvc_abi_version_kvc_9869b028bd667423() {
 }
 
 
-long long _wrap_kvc_features_kvc_9869b028bd667423() {
+long long _wrap_kvc_features_kvc_392cdc371581d819() {
   uint64_t result;
   long long _swig_go_result;
   
@@ -588,7 +588,7 @@ long long _wrap_kvc_features_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F32_kvc_9869b028bd667423() {
+intgo _wrap_KVC_DTYPE_F32_kvc_392cdc371581d819() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -600,7 +600,7 @@ intgo _wrap_KVC_DTYPE_F32_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F16_kvc_9869b028bd667423() {
+intgo _wrap_KVC_DTYPE_F16_kvc_392cdc371581d819() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -612,7 +612,7 @@ intgo _wrap_KVC_DTYPE_F16_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_DTYPE_BF16_kvc_9869b028bd667423() {
+intgo _wrap_KVC_DTYPE_BF16_kvc_392cdc371581d819() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -624,7 +624,7 @@ intgo _wrap_KVC_DTYPE_BF16_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_9869b028bd667423() {
+intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_392cdc371581d819() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -636,7 +636,7 @@ intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_NHD_kvc_9869b028bd667423() {
+intgo _wrap_KVC_LAYOUT_NHD_kvc_392cdc371581d819() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -648,7 +648,7 @@ intgo _wrap_KVC_LAYOUT_NHD_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_HND_kvc_9869b028bd667423() {
+intgo _wrap_KVC_LAYOUT_HND_kvc_392cdc371581d819() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -660,7 +660,7 @@ intgo _wrap_KVC_LAYOUT_HND_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CPU_kvc_9869b028bd667423() {
+intgo _wrap_KVC_DEVICE_CPU_kvc_392cdc371581d819() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -672,7 +672,7 @@ intgo _wrap_KVC_DEVICE_CPU_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CUDA_kvc_9869b028bd667423() {
+intgo _wrap_KVC_DEVICE_CUDA_kvc_392cdc371581d819() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -684,7 +684,7 @@ intgo _wrap_KVC_DEVICE_CUDA_kvc_9869b028bd667423() {
 }
 
 
-_gostring_ _wrap_kvc_config_create_kvc_9869b028bd667423(kvc_config_t **_swig_go_0) {
+_gostring_ _wrap_kvc_config_create_kvc_392cdc371581d819(kvc_config_t **_swig_go_0) {
   kvc_config_t **arg1 = (kvc_config_t **) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -697,7 +697,7 @@ _gostring_ _wrap_kvc_config_create_kvc_9869b028bd667423(kvc_config_t **_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_config_clone_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
+_gostring_ _wrap_kvc_config_clone_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_config_t **arg2 = (kvc_config_t **) 0 ;
   kvc_status_t result;
@@ -712,7 +712,7 @@ _gostring_ _wrap_kvc_config_clone_kvc_9869b028bd667423(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_config_destroy_kvc_9869b028bd667423(kvc_config_t *_swig_go_0) {
+void _wrap_kvc_config_destroy_kvc_392cdc371581d819(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   
   arg1 = (kvc_config_t *)_swig_go_0; 
@@ -722,7 +722,7 @@ void _wrap_kvc_config_destroy_kvc_9869b028bd667423(kvc_config_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_kvc_config_validate_kvc_9869b028bd667423(kvc_config_t *_swig_go_0) {
+_gostring_ _wrap_kvc_config_validate_kvc_392cdc371581d819(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -735,7 +735,7 @@ _gostring_ _wrap_kvc_config_validate_kvc_9869b028bd667423(kvc_config_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_config_set_num_layers_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_num_layers_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -750,7 +750,7 @@ _gostring_ _wrap_kvc_config_set_num_layers_kvc_9869b028bd667423(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_num_layers_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_num_layers_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -765,7 +765,7 @@ _gostring_ _wrap_kvc_config_get_num_layers_kvc_9869b028bd667423(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_heads_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -780,7 +780,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_kvc_9869b028bd667423(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -797,7 +797,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_9869b028bd667423(kvc_conf
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_heads_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_kv_heads_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -814,7 +814,7 @@ _gostring_ _wrap_kvc_config_get_kv_heads_kvc_9869b028bd667423(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_head_dim_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_head_dim_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -829,7 +829,7 @@ _gostring_ _wrap_kvc_config_set_head_dim_kvc_9869b028bd667423(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_get_head_dim_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_head_dim_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -844,7 +844,7 @@ _gostring_ _wrap_kvc_config_get_head_dim_kvc_9869b028bd667423(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_dtype_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_dtype_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t arg2 ;
   kvc_status_t result;
@@ -859,7 +859,7 @@ _gostring_ _wrap_kvc_config_set_dtype_kvc_9869b028bd667423(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_get_dtype_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_dtype_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t *arg2 = (kvc_dtype_t *) 0 ;
   kvc_status_t result;
@@ -874,7 +874,7 @@ _gostring_ _wrap_kvc_config_get_dtype_kvc_9869b028bd667423(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_factor_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_factor_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -889,7 +889,7 @@ _gostring_ _wrap_kvc_config_set_kv_factor_kvc_9869b028bd667423(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_factor_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_kv_factor_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -904,7 +904,7 @@ _gostring_ _wrap_kvc_config_get_kv_factor_kvc_9869b028bd667423(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_set_layout_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_layout_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t arg2 ;
   kvc_status_t result;
@@ -919,7 +919,7 @@ _gostring_ _wrap_kvc_config_set_layout_kvc_9869b028bd667423(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_layout_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_layout_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t *arg2 = (kvc_layout_t *) 0 ;
   kvc_status_t result;
@@ -934,7 +934,7 @@ _gostring_ _wrap_kvc_config_get_layout_kvc_9869b028bd667423(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -949,7 +949,7 @@ _gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_9869b028bd667423(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -964,7 +964,7 @@ _gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_9869b028bd667423(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_attention_windows_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_attention_windows_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -981,7 +981,7 @@ _gostring_ _wrap_kvc_config_set_attention_windows_kvc_9869b028bd667423(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_attention_window_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_attention_window_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -998,7 +998,7 @@ _gostring_ _wrap_kvc_config_get_attention_window_kvc_9869b028bd667423(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_device_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_device_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t arg2 ;
   int32_t arg3 ;
@@ -1015,7 +1015,7 @@ _gostring_ _wrap_kvc_config_set_device_kvc_9869b028bd667423(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_device_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_device_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t *arg2 = (kvc_device_kind_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -1032,7 +1032,7 @@ _gostring_ _wrap_kvc_config_get_device_kvc_9869b028bd667423(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1047,7 +1047,7 @@ _gostring_ _wrap_kvc_config_set_primary_bytes_kvc_9869b028bd667423(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1062,7 +1062,7 @@ _gostring_ _wrap_kvc_config_get_primary_bytes_kvc_9869b028bd667423(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_max_primary_bytes_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_max_primary_bytes_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1077,7 +1077,7 @@ _gostring_ _wrap_kvc_config_set_max_primary_bytes_kvc_9869b028bd667423(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_max_primary_bytes_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_max_primary_bytes_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1092,7 +1092,7 @@ _gostring_ _wrap_kvc_config_get_max_primary_bytes_kvc_9869b028bd667423(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_set_max_tokens_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_max_tokens_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1107,7 +1107,7 @@ _gostring_ _wrap_kvc_config_set_max_tokens_kvc_9869b028bd667423(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_max_tokens_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_max_tokens_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1122,7 +1122,7 @@ _gostring_ _wrap_kvc_config_get_max_tokens_kvc_9869b028bd667423(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, double _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, double _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double arg2 ;
   kvc_status_t result;
@@ -1137,7 +1137,7 @@ _gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_9869b028bd667423(kv
 }
 
 
-_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, double *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, double *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double *arg2 = (double *) 0 ;
   kvc_status_t result;
@@ -1152,7 +1152,7 @@ _gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_9869b028bd667423(kv
 }
 
 
-_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1167,7 +1167,7 @@ _gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_9869b028bd667423(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1182,7 +1182,7 @@ _gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_9869b028bd667423(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1197,7 +1197,7 @@ _gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_9869b028bd667
 }
 
 
-_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1212,7 +1212,7 @@ _gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_9869b028bd667
 }
 
 
-_gostring_ _wrap_kvc_config_set_block_reuse_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_block_reuse_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1227,7 +1227,7 @@ _gostring_ _wrap_kvc_config_set_block_reuse_kvc_9869b028bd667423(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_get_block_reuse_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_block_reuse_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1242,7 +1242,7 @@ _gostring_ _wrap_kvc_config_get_block_reuse_kvc_9869b028bd667423(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1257,7 +1257,7 @@ _gostring_ _wrap_kvc_config_set_partial_reuse_kvc_9869b028bd667423(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1272,7 +1272,7 @@ _gostring_ _wrap_kvc_config_get_partial_reuse_kvc_9869b028bd667423(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1287,7 +1287,7 @@ _gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_9869b028bd667423(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1302,7 +1302,7 @@ _gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_9869b028bd667423(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1317,7 +1317,7 @@ _gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_9869b028bd667423(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1332,7 +1332,7 @@ _gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_9869b028bd667423(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_set_event_hash_seed_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_event_hash_seed_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1347,7 +1347,7 @@ _gostring_ _wrap_kvc_config_set_event_hash_seed_kvc_9869b028bd667423(kvc_config_
 }
 
 
-_gostring_ _wrap_kvc_config_get_event_hash_seed_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_event_hash_seed_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1362,7 +1362,7 @@ _gostring_ _wrap_kvc_config_get_event_hash_seed_kvc_9869b028bd667423(kvc_config_
 }
 
 
-_gostring_ _wrap_kvc_config_set_manual_clock_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_manual_clock_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1377,7 +1377,7 @@ _gostring_ _wrap_kvc_config_set_manual_clock_kvc_9869b028bd667423(kvc_config_t *
 }
 
 
-_gostring_ _wrap_kvc_config_get_manual_clock_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_manual_clock_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1392,7 +1392,7 @@ _gostring_ _wrap_kvc_config_get_manual_clock_kvc_9869b028bd667423(kvc_config_t *
 }
 
 
-_gostring_ _wrap_kvc_cache_create_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
+_gostring_ _wrap_kvc_cache_create_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_cache_t **arg2 = (kvc_cache_t **) 0 ;
   kvc_status_t result;
@@ -1407,7 +1407,7 @@ _gostring_ _wrap_kvc_cache_create_kvc_9869b028bd667423(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_cache_destroy_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0) {
+void _wrap_kvc_cache_destroy_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   
   arg1 = (kvc_cache_t *)_swig_go_0; 
@@ -1417,7 +1417,7 @@ void _wrap_kvc_cache_destroy_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_cache_desc_t_struct_size_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_struct_size_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1429,7 +1429,7 @@ void _wrap_kvc_cache_desc_t_struct_size_set_kvc_9869b028bd667423(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_struct_size_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_struct_size_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1442,7 +1442,7 @@ int _wrap_kvc_cache_desc_t_struct_size_get_kvc_9869b028bd667423(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_kind_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_kind_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t arg2 ;
   
@@ -1454,7 +1454,7 @@ void _wrap_kvc_cache_desc_t_device_kind_set_kvc_9869b028bd667423(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_device_kind_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_kind_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t result;
   int _swig_go_result;
@@ -1467,7 +1467,7 @@ int _wrap_kvc_cache_desc_t_device_kind_get_kvc_9869b028bd667423(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t arg2 ;
   
@@ -1479,7 +1479,7 @@ void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_9869b028bd667423(struct kvc_c
 }
 
 
-int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t result;
   int _swig_go_result;
@@ -1492,7 +1492,7 @@ int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_9869b028bd667423(struct kvc_ca
 }
 
 
-void _wrap_kvc_cache_desc_t_dtype_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_dtype_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -1504,7 +1504,7 @@ void _wrap_kvc_cache_desc_t_dtype_set_kvc_9869b028bd667423(struct kvc_cache_desc
 }
 
 
-int _wrap_kvc_cache_desc_t_dtype_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_dtype_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -1517,7 +1517,7 @@ int _wrap_kvc_cache_desc_t_dtype_get_kvc_9869b028bd667423(struct kvc_cache_desc 
 }
 
 
-void _wrap_kvc_cache_desc_t_layout_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_layout_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -1529,7 +1529,7 @@ void _wrap_kvc_cache_desc_t_layout_set_kvc_9869b028bd667423(struct kvc_cache_des
 }
 
 
-int _wrap_kvc_cache_desc_t_layout_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_layout_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -1542,7 +1542,7 @@ int _wrap_kvc_cache_desc_t_layout_get_kvc_9869b028bd667423(struct kvc_cache_desc
 }
 
 
-void _wrap_kvc_cache_desc_t_num_layers_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_layers_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1554,7 +1554,7 @@ void _wrap_kvc_cache_desc_t_num_layers_set_kvc_9869b028bd667423(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_layers_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_layers_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1567,7 +1567,7 @@ int _wrap_kvc_cache_desc_t_num_layers_get_kvc_9869b028bd667423(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_groups_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_groups_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1579,7 +1579,7 @@ void _wrap_kvc_cache_desc_t_num_groups_set_kvc_9869b028bd667423(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_groups_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_groups_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1592,7 +1592,7 @@ int _wrap_kvc_cache_desc_t_num_groups_get_kvc_9869b028bd667423(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_pools_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_pools_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1604,7 +1604,7 @@ void _wrap_kvc_cache_desc_t_num_pools_set_kvc_9869b028bd667423(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_num_pools_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_pools_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1617,7 +1617,7 @@ int _wrap_kvc_cache_desc_t_num_pools_get_kvc_9869b028bd667423(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1629,7 +1629,7 @@ void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_9869b028bd667423(struct kvc
 }
 
 
-int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1642,7 +1642,7 @@ int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_9869b028bd667423(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1654,7 +1654,7 @@ void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_9869b028bd667423(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1667,7 +1667,7 @@ int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_9869b028bd667423(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1679,7 +1679,7 @@ void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_9869b028bd667423(struct kvc_cache
 }
 
 
-long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1692,7 +1692,7 @@ long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_9869b028bd667423(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1704,7 +1704,7 @@ void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_9869b028bd667423(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1717,7 +1717,7 @@ long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_9869b028bd667423(struct 
 }
 
 
-void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1729,7 +1729,7 @@ void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_9869b028bd667423(struct kvc_ca
 }
 
 
-long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1742,7 +1742,7 @@ long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_9869b028bd667423(struct k
 }
 
 
-void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1754,7 +1754,7 @@ void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_9869b028bd667423(struct kvc
 }
 
 
-long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1767,7 +1767,7 @@ long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_9869b028bd667423(struc
 }
 
 
-void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1779,7 +1779,7 @@ void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_9869b028bd667423(struct kv
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1792,7 +1792,7 @@ long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_9869b028bd667423(stru
 }
 
 
-void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1804,7 +1804,7 @@ void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_9869b028bd667423(struct k
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1817,7 +1817,7 @@ long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_9869b028bd667423(str
 }
 
 
-struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_9869b028bd667423() {
+struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_392cdc371581d819() {
   struct kvc_cache_desc *result = 0 ;
   struct kvc_cache_desc *_swig_go_result;
   
@@ -1828,7 +1828,7 @@ struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_9869b028bd667423() {
 }
 
 
-void _wrap_delete_kvc_cache_desc_t_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_delete_kvc_cache_desc_t_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   
   arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
@@ -1838,7 +1838,7 @@ void _wrap_delete_kvc_cache_desc_t_kvc_9869b028bd667423(struct kvc_cache_desc *_
 }
 
 
-void _wrap_kvc_cache_desc_init_kvc_9869b028bd667423(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_kvc_cache_desc_init_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
   kvc_cache_desc_t *arg1 = (kvc_cache_desc_t *) 0 ;
   
   arg1 = *(kvc_cache_desc_t **)&_swig_go_0; 
@@ -1848,7 +1848,7 @@ void _wrap_kvc_cache_desc_init_kvc_9869b028bd667423(struct kvc_cache_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_describe_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_desc_t *arg2 = (kvc_cache_desc_t *) 0 ;
   kvc_status_t result;
@@ -1863,7 +1863,7 @@ _gostring_ _wrap_kvc_cache_describe_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_group_desc_t_struct_size_set_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_struct_size_set_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1875,7 +1875,7 @@ void _wrap_kvc_group_desc_t_struct_size_set_kvc_9869b028bd667423(struct kvc_grou
 }
 
 
-int _wrap_kvc_group_desc_t_struct_size_get_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_struct_size_get_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1888,7 +1888,7 @@ int _wrap_kvc_group_desc_t_struct_size_get_kvc_9869b028bd667423(struct kvc_group
 }
 
 
-void _wrap_kvc_group_desc_t_window_set_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_window_set_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1900,7 +1900,7 @@ void _wrap_kvc_group_desc_t_window_set_kvc_9869b028bd667423(struct kvc_group_des
 }
 
 
-int _wrap_kvc_group_desc_t_window_get_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_window_get_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1913,7 +1913,7 @@ int _wrap_kvc_group_desc_t_window_get_kvc_9869b028bd667423(struct kvc_group_desc
 }
 
 
-void _wrap_kvc_group_desc_t_kv_heads_set_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_kv_heads_set_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1925,7 +1925,7 @@ void _wrap_kvc_group_desc_t_kv_heads_set_kvc_9869b028bd667423(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_kv_heads_get_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_kv_heads_get_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1938,7 +1938,7 @@ int _wrap_kvc_group_desc_t_kv_heads_get_kvc_9869b028bd667423(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_head_dim_set_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_head_dim_set_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1950,7 +1950,7 @@ void _wrap_kvc_group_desc_t_head_dim_set_kvc_9869b028bd667423(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_head_dim_get_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_head_dim_get_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1963,7 +1963,7 @@ int _wrap_kvc_group_desc_t_head_dim_get_kvc_9869b028bd667423(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_num_layers_set_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_num_layers_set_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1975,7 +1975,7 @@ void _wrap_kvc_group_desc_t_num_layers_set_kvc_9869b028bd667423(struct kvc_group
 }
 
 
-int _wrap_kvc_group_desc_t_num_layers_get_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_num_layers_get_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1988,7 +1988,7 @@ int _wrap_kvc_group_desc_t_num_layers_get_kvc_9869b028bd667423(struct kvc_group_
 }
 
 
-void _wrap_kvc_group_desc_t_pool_set_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_pool_set_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2000,7 +2000,7 @@ void _wrap_kvc_group_desc_t_pool_set_kvc_9869b028bd667423(struct kvc_group_desc 
 }
 
 
-int _wrap_kvc_group_desc_t_pool_get_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_pool_get_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2013,7 +2013,7 @@ int _wrap_kvc_group_desc_t_pool_get_kvc_9869b028bd667423(struct kvc_group_desc *
 }
 
 
-void _wrap_kvc_group_desc_t_block_bytes_set_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_block_bytes_set_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2025,7 +2025,7 @@ void _wrap_kvc_group_desc_t_block_bytes_set_kvc_9869b028bd667423(struct kvc_grou
 }
 
 
-long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2038,7 +2038,7 @@ long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_9869b028bd667423(struct kvc
 }
 
 
-void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2050,7 +2050,7 @@ void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_9869b028bd667423(struct kvc_
 }
 
 
-long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2063,7 +2063,7 @@ long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_9869b028bd667423(struct
 }
 
 
-struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_9869b028bd667423() {
+struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_392cdc371581d819() {
   struct kvc_group_desc *result = 0 ;
   struct kvc_group_desc *_swig_go_result;
   
@@ -2074,7 +2074,7 @@ struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_9869b028bd667423() {
 }
 
 
-void _wrap_delete_kvc_group_desc_t_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
+void _wrap_delete_kvc_group_desc_t_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   
   arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
@@ -2084,7 +2084,7 @@ void _wrap_delete_kvc_group_desc_t_kvc_9869b028bd667423(struct kvc_group_desc *_
 }
 
 
-void _wrap_kvc_group_desc_init_kvc_9869b028bd667423(struct kvc_group_desc *_swig_go_0) {
+void _wrap_kvc_group_desc_init_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0) {
   kvc_group_desc_t *arg1 = (kvc_group_desc_t *) 0 ;
   
   arg1 = *(kvc_group_desc_t **)&_swig_go_0; 
@@ -2094,7 +2094,7 @@ void _wrap_kvc_group_desc_init_kvc_9869b028bd667423(struct kvc_group_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_group_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_group_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_group_desc_t *arg3 = (kvc_group_desc_t *) 0 ;
@@ -2111,7 +2111,7 @@ _gostring_ _wrap_kvc_cache_describe_group_kvc_9869b028bd667423(kvc_cache_t *_swi
 }
 
 
-void _wrap_kvc_pool_desc_t_struct_size_set_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_struct_size_set_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2123,7 +2123,7 @@ void _wrap_kvc_pool_desc_t_struct_size_set_kvc_9869b028bd667423(struct kvc_pool_
 }
 
 
-int _wrap_kvc_pool_desc_t_struct_size_get_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_struct_size_get_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2136,7 +2136,7 @@ int _wrap_kvc_pool_desc_t_struct_size_get_kvc_9869b028bd667423(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_num_groups_set_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_groups_set_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2148,7 +2148,7 @@ void _wrap_kvc_pool_desc_t_num_groups_set_kvc_9869b028bd667423(struct kvc_pool_d
 }
 
 
-int _wrap_kvc_pool_desc_t_num_groups_get_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_num_groups_get_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2161,7 +2161,7 @@ int _wrap_kvc_pool_desc_t_num_groups_get_kvc_9869b028bd667423(struct kvc_pool_de
 }
 
 
-void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2173,7 +2173,7 @@ void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_9869b028bd667423(struct kvc_pool_
 }
 
 
-long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2186,7 +2186,7 @@ long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_9869b028bd667423(struct kvc_
 }
 
 
-void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2198,7 +2198,7 @@ void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_9869b028bd667423(struct kvc_pool_d
 }
 
 
-long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2211,7 +2211,7 @@ long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_9869b028bd667423(struct kvc_p
 }
 
 
-void _wrap_kvc_pool_desc_t_bytes_set_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_bytes_set_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2223,7 +2223,7 @@ void _wrap_kvc_pool_desc_t_bytes_set_kvc_9869b028bd667423(struct kvc_pool_desc *
 }
 
 
-long long _wrap_kvc_pool_desc_t_bytes_get_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_bytes_get_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2236,7 +2236,7 @@ long long _wrap_kvc_pool_desc_t_bytes_get_kvc_9869b028bd667423(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_base_set_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_pool_desc_t_base_set_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2248,7 +2248,7 @@ void _wrap_kvc_pool_desc_t_base_set_kvc_9869b028bd667423(struct kvc_pool_desc *_
 }
 
 
-void *_wrap_kvc_pool_desc_t_base_get_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0) {
+void *_wrap_kvc_pool_desc_t_base_get_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2261,7 +2261,7 @@ void *_wrap_kvc_pool_desc_t_base_get_kvc_9869b028bd667423(struct kvc_pool_desc *
 }
 
 
-struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_9869b028bd667423() {
+struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_392cdc371581d819() {
   struct kvc_pool_desc *result = 0 ;
   struct kvc_pool_desc *_swig_go_result;
   
@@ -2272,7 +2272,7 @@ struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_9869b028bd667423() {
 }
 
 
-void _wrap_delete_kvc_pool_desc_t_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_delete_kvc_pool_desc_t_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   
   arg1 = *(struct kvc_pool_desc **)&_swig_go_0; 
@@ -2282,7 +2282,7 @@ void _wrap_delete_kvc_pool_desc_t_kvc_9869b028bd667423(struct kvc_pool_desc *_sw
 }
 
 
-void _wrap_kvc_pool_desc_init_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_kvc_pool_desc_init_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0) {
   kvc_pool_desc_t *arg1 = (kvc_pool_desc_t *) 0 ;
   
   arg1 = *(kvc_pool_desc_t **)&_swig_go_0; 
@@ -2292,7 +2292,7 @@ void _wrap_kvc_pool_desc_init_kvc_9869b028bd667423(struct kvc_pool_desc *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_pool_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_pool_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_pool_desc_t *arg3 = (kvc_pool_desc_t *) 0 ;
@@ -2309,7 +2309,7 @@ _gostring_ _wrap_kvc_cache_describe_pool_kvc_9869b028bd667423(kvc_cache_t *_swig
 }
 
 
-void _wrap_kvc_layer_view_t_struct_size_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_struct_size_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2321,7 +2321,7 @@ void _wrap_kvc_layer_view_t_struct_size_set_kvc_9869b028bd667423(struct kvc_laye
 }
 
 
-int _wrap_kvc_layer_view_t_struct_size_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_struct_size_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2334,7 +2334,7 @@ int _wrap_kvc_layer_view_t_struct_size_get_kvc_9869b028bd667423(struct kvc_layer
 }
 
 
-void _wrap_kvc_layer_view_t_group_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_group_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2346,7 +2346,7 @@ void _wrap_kvc_layer_view_t_group_set_kvc_9869b028bd667423(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_group_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_group_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2359,7 +2359,7 @@ int _wrap_kvc_layer_view_t_group_get_kvc_9869b028bd667423(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_pool_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_pool_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2371,7 +2371,7 @@ void _wrap_kvc_layer_view_t_pool_set_kvc_9869b028bd667423(struct kvc_layer_view 
 }
 
 
-int _wrap_kvc_layer_view_t_pool_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_pool_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2384,7 +2384,7 @@ int _wrap_kvc_layer_view_t_pool_get_kvc_9869b028bd667423(struct kvc_layer_view *
 }
 
 
-void _wrap_kvc_layer_view_t_dtype_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_dtype_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -2396,7 +2396,7 @@ void _wrap_kvc_layer_view_t_dtype_set_kvc_9869b028bd667423(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_dtype_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_dtype_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -2409,7 +2409,7 @@ int _wrap_kvc_layer_view_t_dtype_get_kvc_9869b028bd667423(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_layout_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_layout_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -2421,7 +2421,7 @@ void _wrap_kvc_layer_view_t_layout_set_kvc_9869b028bd667423(struct kvc_layer_vie
 }
 
 
-int _wrap_kvc_layer_view_t_layout_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_layout_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -2434,7 +2434,7 @@ int _wrap_kvc_layer_view_t_layout_get_kvc_9869b028bd667423(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_kv_heads_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_heads_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2446,7 +2446,7 @@ void _wrap_kvc_layer_view_t_kv_heads_set_kvc_9869b028bd667423(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_kv_heads_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_heads_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2459,7 +2459,7 @@ int _wrap_kvc_layer_view_t_kv_heads_get_kvc_9869b028bd667423(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_head_dim_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_dim_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2471,7 +2471,7 @@ void _wrap_kvc_layer_view_t_head_dim_set_kvc_9869b028bd667423(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_head_dim_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_head_dim_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2484,7 +2484,7 @@ int _wrap_kvc_layer_view_t_head_dim_get_kvc_9869b028bd667423(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2496,7 +2496,7 @@ void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_9869b028bd667423(struct kvc
 }
 
 
-int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2509,7 +2509,7 @@ int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_9869b028bd667423(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_kv_factor_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_factor_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2521,7 +2521,7 @@ void _wrap_kvc_layer_view_t_kv_factor_set_kvc_9869b028bd667423(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_kv_factor_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_factor_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2534,7 +2534,7 @@ int _wrap_kvc_layer_view_t_kv_factor_get_kvc_9869b028bd667423(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_elem_size_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_elem_size_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2546,7 +2546,7 @@ void _wrap_kvc_layer_view_t_elem_size_set_kvc_9869b028bd667423(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_elem_size_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_elem_size_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2559,7 +2559,7 @@ int _wrap_kvc_layer_view_t_elem_size_get_kvc_9869b028bd667423(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_base_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_layer_view_t_base_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2571,7 +2571,7 @@ void _wrap_kvc_layer_view_t_base_set_kvc_9869b028bd667423(struct kvc_layer_view 
 }
 
 
-void *_wrap_kvc_layer_view_t_base_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
+void *_wrap_kvc_layer_view_t_base_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2584,7 +2584,7 @@ void *_wrap_kvc_layer_view_t_base_get_kvc_9869b028bd667423(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_num_blocks_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_num_blocks_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2596,7 +2596,7 @@ void _wrap_kvc_layer_view_t_num_blocks_set_kvc_9869b028bd667423(struct kvc_layer
 }
 
 
-long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2609,7 +2609,7 @@ long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_9869b028bd667423(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_block_stride_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_block_stride_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2621,7 +2621,7 @@ void _wrap_kvc_layer_view_t_block_stride_set_kvc_9869b028bd667423(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_block_stride_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_block_stride_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2634,7 +2634,7 @@ long long _wrap_kvc_layer_view_t_block_stride_get_kvc_9869b028bd667423(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_kv_stride_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_stride_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2646,7 +2646,7 @@ void _wrap_kvc_layer_view_t_kv_stride_set_kvc_9869b028bd667423(struct kvc_layer_
 }
 
 
-long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2659,7 +2659,7 @@ long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_9869b028bd667423(struct kvc_l
 }
 
 
-void _wrap_kvc_layer_view_t_token_stride_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_token_stride_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2671,7 +2671,7 @@ void _wrap_kvc_layer_view_t_token_stride_set_kvc_9869b028bd667423(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_token_stride_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_token_stride_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2684,7 +2684,7 @@ long long _wrap_kvc_layer_view_t_token_stride_get_kvc_9869b028bd667423(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_head_stride_set_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_stride_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2696,7 +2696,7 @@ void _wrap_kvc_layer_view_t_head_stride_set_kvc_9869b028bd667423(struct kvc_laye
 }
 
 
-long long _wrap_kvc_layer_view_t_head_stride_get_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_head_stride_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2709,7 +2709,7 @@ long long _wrap_kvc_layer_view_t_head_stride_get_kvc_9869b028bd667423(struct kvc
 }
 
 
-struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_9869b028bd667423() {
+struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_392cdc371581d819() {
   struct kvc_layer_view *result = 0 ;
   struct kvc_layer_view *_swig_go_result;
   
@@ -2720,7 +2720,7 @@ struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_9869b028bd667423() {
 }
 
 
-void _wrap_delete_kvc_layer_view_t_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
+void _wrap_delete_kvc_layer_view_t_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   
   arg1 = *(struct kvc_layer_view **)&_swig_go_0; 
@@ -2730,7 +2730,7 @@ void _wrap_delete_kvc_layer_view_t_kvc_9869b028bd667423(struct kvc_layer_view *_
 }
 
 
-void _wrap_kvc_layer_view_init_kvc_9869b028bd667423(struct kvc_layer_view *_swig_go_0) {
+void _wrap_kvc_layer_view_init_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
   kvc_layer_view_t *arg1 = (kvc_layer_view_t *) 0 ;
   
   arg1 = *(kvc_layer_view_t **)&_swig_go_0; 
@@ -2740,7 +2740,7 @@ void _wrap_kvc_layer_view_init_kvc_9869b028bd667423(struct kvc_layer_view *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_layer_view_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_layer_view_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_layer_view_t *arg3 = (kvc_layer_view_t *) 0 ;
@@ -2757,7 +2757,7 @@ _gostring_ _wrap_kvc_cache_layer_view_kvc_9869b028bd667423(kvc_cache_t *_swig_go
 }
 
 
-void _wrap_kvc_resize_inputs_t_struct_size_set_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resize_inputs_t_struct_size_set_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0, int _swig_go_1) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint32_t arg2 ;
   
@@ -2769,7 +2769,7 @@ void _wrap_kvc_resize_inputs_t_struct_size_set_kvc_9869b028bd667423(struct kvc_r
 }
 
 
-int _wrap_kvc_resize_inputs_t_struct_size_get_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0) {
+int _wrap_kvc_resize_inputs_t_struct_size_get_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2782,7 +2782,7 @@ int _wrap_kvc_resize_inputs_t_struct_size_get_kvc_9869b028bd667423(struct kvc_re
 }
 
 
-void _wrap_kvc_resize_inputs_t_reserved_set_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resize_inputs_t_reserved_set_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0, int _swig_go_1) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint32_t arg2 ;
   
@@ -2794,7 +2794,7 @@ void _wrap_kvc_resize_inputs_t_reserved_set_kvc_9869b028bd667423(struct kvc_resi
 }
 
 
-int _wrap_kvc_resize_inputs_t_reserved_get_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0) {
+int _wrap_kvc_resize_inputs_t_reserved_get_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2807,7 +2807,7 @@ int _wrap_kvc_resize_inputs_t_reserved_get_kvc_9869b028bd667423(struct kvc_resiz
 }
 
 
-void _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_set_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_set_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0, double _swig_go_1) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   double arg2 ;
   
@@ -2819,7 +2819,7 @@ void _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_set_kvc_9869b028bd667423
 }
 
 
-double _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_get_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0) {
+double _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_get_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   double result;
   double _swig_go_result;
@@ -2832,7 +2832,7 @@ double _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_get_kvc_9869b028bd6674
 }
 
 
-void _wrap_kvc_resize_inputs_t_free_bytes_set_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_inputs_t_free_bytes_set_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint64_t arg2 ;
   
@@ -2844,7 +2844,7 @@ void _wrap_kvc_resize_inputs_t_free_bytes_set_kvc_9869b028bd667423(struct kvc_re
 }
 
 
-long long _wrap_kvc_resize_inputs_t_free_bytes_get_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0) {
+long long _wrap_kvc_resize_inputs_t_free_bytes_get_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2857,7 +2857,7 @@ long long _wrap_kvc_resize_inputs_t_free_bytes_get_kvc_9869b028bd667423(struct k
 }
 
 
-void _wrap_kvc_resize_inputs_t_non_paged_bytes_set_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_inputs_t_non_paged_bytes_set_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint64_t arg2 ;
   
@@ -2869,7 +2869,7 @@ void _wrap_kvc_resize_inputs_t_non_paged_bytes_set_kvc_9869b028bd667423(struct k
 }
 
 
-long long _wrap_kvc_resize_inputs_t_non_paged_bytes_get_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0) {
+long long _wrap_kvc_resize_inputs_t_non_paged_bytes_get_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2882,7 +2882,7 @@ long long _wrap_kvc_resize_inputs_t_non_paged_bytes_get_kvc_9869b028bd667423(str
 }
 
 
-void _wrap_kvc_resize_inputs_t_forward_bytes_set_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_inputs_t_forward_bytes_set_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint64_t arg2 ;
   
@@ -2894,7 +2894,7 @@ void _wrap_kvc_resize_inputs_t_forward_bytes_set_kvc_9869b028bd667423(struct kvc
 }
 
 
-long long _wrap_kvc_resize_inputs_t_forward_bytes_get_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0) {
+long long _wrap_kvc_resize_inputs_t_forward_bytes_get_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2907,7 +2907,7 @@ long long _wrap_kvc_resize_inputs_t_forward_bytes_get_kvc_9869b028bd667423(struc
 }
 
 
-struct kvc_resize_inputs *_wrap_new_kvc_resize_inputs_t_kvc_9869b028bd667423() {
+struct kvc_resize_inputs *_wrap_new_kvc_resize_inputs_t_kvc_392cdc371581d819() {
   struct kvc_resize_inputs *result = 0 ;
   struct kvc_resize_inputs *_swig_go_result;
   
@@ -2918,7 +2918,7 @@ struct kvc_resize_inputs *_wrap_new_kvc_resize_inputs_t_kvc_9869b028bd667423() {
 }
 
 
-void _wrap_delete_kvc_resize_inputs_t_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0) {
+void _wrap_delete_kvc_resize_inputs_t_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   
   arg1 = *(struct kvc_resize_inputs **)&_swig_go_0; 
@@ -2928,7 +2928,7 @@ void _wrap_delete_kvc_resize_inputs_t_kvc_9869b028bd667423(struct kvc_resize_inp
 }
 
 
-void _wrap_kvc_resize_inputs_init_kvc_9869b028bd667423(struct kvc_resize_inputs *_swig_go_0) {
+void _wrap_kvc_resize_inputs_init_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0) {
   kvc_resize_inputs_t *arg1 = (kvc_resize_inputs_t *) 0 ;
   
   arg1 = *(kvc_resize_inputs_t **)&_swig_go_0; 
@@ -2938,7 +2938,7 @@ void _wrap_kvc_resize_inputs_init_kvc_9869b028bd667423(struct kvc_resize_inputs 
 }
 
 
-void _wrap_kvc_resize_plan_t_struct_size_set_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resize_plan_t_struct_size_set_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0, int _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint32_t arg2 ;
   
@@ -2950,7 +2950,7 @@ void _wrap_kvc_resize_plan_t_struct_size_set_kvc_9869b028bd667423(struct kvc_res
 }
 
 
-int _wrap_kvc_resize_plan_t_struct_size_get_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0) {
+int _wrap_kvc_resize_plan_t_struct_size_get_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2963,7 +2963,7 @@ int _wrap_kvc_resize_plan_t_struct_size_get_kvc_9869b028bd667423(struct kvc_resi
 }
 
 
-void _wrap_kvc_resize_plan_t_num_pools_set_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resize_plan_t_num_pools_set_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0, int _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint32_t arg2 ;
   
@@ -2975,7 +2975,7 @@ void _wrap_kvc_resize_plan_t_num_pools_set_kvc_9869b028bd667423(struct kvc_resiz
 }
 
 
-int _wrap_kvc_resize_plan_t_num_pools_get_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0) {
+int _wrap_kvc_resize_plan_t_num_pools_get_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2988,7 +2988,7 @@ int _wrap_kvc_resize_plan_t_num_pools_get_kvc_9869b028bd667423(struct kvc_resize
 }
 
 
-void _wrap_kvc_resize_plan_t_free_bytes_set_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_plan_t_free_bytes_set_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t arg2 ;
   
@@ -3000,7 +3000,7 @@ void _wrap_kvc_resize_plan_t_free_bytes_set_kvc_9869b028bd667423(struct kvc_resi
 }
 
 
-long long _wrap_kvc_resize_plan_t_free_bytes_get_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0) {
+long long _wrap_kvc_resize_plan_t_free_bytes_get_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3013,7 +3013,7 @@ long long _wrap_kvc_resize_plan_t_free_bytes_get_kvc_9869b028bd667423(struct kvc
 }
 
 
-void _wrap_kvc_resize_plan_t_mem_for_paged_set_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_plan_t_mem_for_paged_set_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t arg2 ;
   
@@ -3025,7 +3025,7 @@ void _wrap_kvc_resize_plan_t_mem_for_paged_set_kvc_9869b028bd667423(struct kvc_r
 }
 
 
-long long _wrap_kvc_resize_plan_t_mem_for_paged_get_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0) {
+long long _wrap_kvc_resize_plan_t_mem_for_paged_get_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3038,7 +3038,7 @@ long long _wrap_kvc_resize_plan_t_mem_for_paged_get_kvc_9869b028bd667423(struct 
 }
 
 
-void _wrap_kvc_resize_plan_t_primary_bytes_set_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_plan_t_primary_bytes_set_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t arg2 ;
   
@@ -3050,7 +3050,7 @@ void _wrap_kvc_resize_plan_t_primary_bytes_set_kvc_9869b028bd667423(struct kvc_r
 }
 
 
-long long _wrap_kvc_resize_plan_t_primary_bytes_get_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0) {
+long long _wrap_kvc_resize_plan_t_primary_bytes_get_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3063,7 +3063,7 @@ long long _wrap_kvc_resize_plan_t_primary_bytes_get_kvc_9869b028bd667423(struct 
 }
 
 
-void _wrap_kvc_resize_plan_t_max_primary_bytes_set_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_plan_t_max_primary_bytes_set_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t arg2 ;
   
@@ -3075,7 +3075,7 @@ void _wrap_kvc_resize_plan_t_max_primary_bytes_set_kvc_9869b028bd667423(struct k
 }
 
 
-long long _wrap_kvc_resize_plan_t_max_primary_bytes_get_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0) {
+long long _wrap_kvc_resize_plan_t_max_primary_bytes_get_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3088,7 +3088,7 @@ long long _wrap_kvc_resize_plan_t_max_primary_bytes_get_kvc_9869b028bd667423(str
 }
 
 
-void _wrap_kvc_resize_plan_t_blocks_per_group_set_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_plan_t_blocks_per_group_set_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t arg2 ;
   
@@ -3100,7 +3100,7 @@ void _wrap_kvc_resize_plan_t_blocks_per_group_set_kvc_9869b028bd667423(struct kv
 }
 
 
-long long _wrap_kvc_resize_plan_t_blocks_per_group_get_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0) {
+long long _wrap_kvc_resize_plan_t_blocks_per_group_get_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3113,7 +3113,7 @@ long long _wrap_kvc_resize_plan_t_blocks_per_group_get_kvc_9869b028bd667423(stru
 }
 
 
-void _wrap_kvc_resize_plan_t_token_capacity_set_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_plan_t_token_capacity_set_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t arg2 ;
   
@@ -3125,7 +3125,7 @@ void _wrap_kvc_resize_plan_t_token_capacity_set_kvc_9869b028bd667423(struct kvc_
 }
 
 
-long long _wrap_kvc_resize_plan_t_token_capacity_get_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0) {
+long long _wrap_kvc_resize_plan_t_token_capacity_get_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3138,7 +3138,7 @@ long long _wrap_kvc_resize_plan_t_token_capacity_get_kvc_9869b028bd667423(struct
 }
 
 
-void _wrap_kvc_resize_plan_t_num_blocks_set_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_plan_t_num_blocks_set_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t arg2 ;
   
@@ -3150,7 +3150,7 @@ void _wrap_kvc_resize_plan_t_num_blocks_set_kvc_9869b028bd667423(struct kvc_resi
 }
 
 
-long long _wrap_kvc_resize_plan_t_num_blocks_get_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0) {
+long long _wrap_kvc_resize_plan_t_num_blocks_get_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3163,7 +3163,7 @@ long long _wrap_kvc_resize_plan_t_num_blocks_get_kvc_9869b028bd667423(struct kvc
 }
 
 
-void _wrap_kvc_resize_plan_t_total_bytes_set_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_plan_t_total_bytes_set_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t arg2 ;
   
@@ -3175,7 +3175,7 @@ void _wrap_kvc_resize_plan_t_total_bytes_set_kvc_9869b028bd667423(struct kvc_res
 }
 
 
-long long _wrap_kvc_resize_plan_t_total_bytes_get_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0) {
+long long _wrap_kvc_resize_plan_t_total_bytes_get_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3188,7 +3188,7 @@ long long _wrap_kvc_resize_plan_t_total_bytes_get_kvc_9869b028bd667423(struct kv
 }
 
 
-struct kvc_resize_plan *_wrap_new_kvc_resize_plan_t_kvc_9869b028bd667423() {
+struct kvc_resize_plan *_wrap_new_kvc_resize_plan_t_kvc_392cdc371581d819() {
   struct kvc_resize_plan *result = 0 ;
   struct kvc_resize_plan *_swig_go_result;
   
@@ -3199,7 +3199,7 @@ struct kvc_resize_plan *_wrap_new_kvc_resize_plan_t_kvc_9869b028bd667423() {
 }
 
 
-void _wrap_delete_kvc_resize_plan_t_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0) {
+void _wrap_delete_kvc_resize_plan_t_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   
   arg1 = *(struct kvc_resize_plan **)&_swig_go_0; 
@@ -3209,7 +3209,7 @@ void _wrap_delete_kvc_resize_plan_t_kvc_9869b028bd667423(struct kvc_resize_plan 
 }
 
 
-void _wrap_kvc_resize_plan_init_kvc_9869b028bd667423(struct kvc_resize_plan *_swig_go_0) {
+void _wrap_kvc_resize_plan_init_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0) {
   kvc_resize_plan_t *arg1 = (kvc_resize_plan_t *) 0 ;
   
   arg1 = *(kvc_resize_plan_t **)&_swig_go_0; 
@@ -3219,7 +3219,7 @@ void _wrap_kvc_resize_plan_init_kvc_9869b028bd667423(struct kvc_resize_plan *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_plan_resize_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_resize_inputs *_swig_go_1, struct kvc_resize_plan *_swig_go_2, long long *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_kvc_cache_plan_resize_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, struct kvc_resize_inputs *_swig_go_1, struct kvc_resize_plan *_swig_go_2, long long *_swig_go_3, long long _swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_resize_inputs_t *arg2 = (kvc_resize_inputs_t *) 0 ;
   kvc_resize_plan_t *arg3 = (kvc_resize_plan_t *) 0 ;
@@ -3240,7 +3240,7 @@ _gostring_ _wrap_kvc_cache_plan_resize_kvc_9869b028bd667423(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_resize_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_cache_resize_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3255,7 +3255,7 @@ _gostring_ _wrap_kvc_cache_resize_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, 
 }
 
 
-void _wrap_kvc_extra_key_t_offset_set_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_offset_set_kvc_392cdc371581d819(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -3267,7 +3267,7 @@ void _wrap_kvc_extra_key_t_offset_set_kvc_9869b028bd667423(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_offset_get_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_offset_get_kvc_392cdc371581d819(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3280,7 +3280,7 @@ long long _wrap_kvc_extra_key_t_offset_get_kvc_9869b028bd667423(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_length_set_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_length_set_kvc_392cdc371581d819(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -3292,7 +3292,7 @@ void _wrap_kvc_extra_key_t_length_set_kvc_9869b028bd667423(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_length_get_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_length_get_kvc_392cdc371581d819(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3305,7 +3305,7 @@ long long _wrap_kvc_extra_key_t_length_get_kvc_9869b028bd667423(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_data_set_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_extra_key_t_data_set_kvc_392cdc371581d819(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -3317,7 +3317,7 @@ void _wrap_kvc_extra_key_t_data_set_kvc_9869b028bd667423(struct kvc_extra_key *_
 }
 
 
-void *_wrap_kvc_extra_key_t_data_get_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0) {
+void *_wrap_kvc_extra_key_t_data_get_kvc_392cdc371581d819(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -3330,7 +3330,7 @@ void *_wrap_kvc_extra_key_t_data_get_kvc_9869b028bd667423(struct kvc_extra_key *
 }
 
 
-void _wrap_kvc_extra_key_t_size_set_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_size_set_kvc_392cdc371581d819(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t arg2 ;
   
@@ -3342,7 +3342,7 @@ void _wrap_kvc_extra_key_t_size_set_kvc_9869b028bd667423(struct kvc_extra_key *_
 }
 
 
-long long _wrap_kvc_extra_key_t_size_get_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_size_get_kvc_392cdc371581d819(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3355,7 +3355,7 @@ long long _wrap_kvc_extra_key_t_size_get_kvc_9869b028bd667423(struct kvc_extra_k
 }
 
 
-struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_9869b028bd667423() {
+struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_392cdc371581d819() {
   struct kvc_extra_key *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
   
@@ -3366,7 +3366,7 @@ struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_9869b028bd667423() {
 }
 
 
-void _wrap_delete_kvc_extra_key_t_kvc_9869b028bd667423(struct kvc_extra_key *_swig_go_0) {
+void _wrap_delete_kvc_extra_key_t_kvc_392cdc371581d819(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   
   arg1 = *(struct kvc_extra_key **)&_swig_go_0; 
@@ -3376,7 +3376,7 @@ void _wrap_delete_kvc_extra_key_t_kvc_9869b028bd667423(struct kvc_extra_key *_sw
 }
 
 
-void _wrap_kvc_retention_range_t_start_set_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_start_set_kvc_392cdc371581d819(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -3388,7 +3388,7 @@ void _wrap_kvc_retention_range_t_start_set_kvc_9869b028bd667423(struct kvc_reten
 }
 
 
-long long _wrap_kvc_retention_range_t_start_get_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_start_get_kvc_392cdc371581d819(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3401,7 +3401,7 @@ long long _wrap_kvc_retention_range_t_start_get_kvc_9869b028bd667423(struct kvc_
 }
 
 
-void _wrap_kvc_retention_range_t_end_set_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_end_set_kvc_392cdc371581d819(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -3413,7 +3413,7 @@ void _wrap_kvc_retention_range_t_end_set_kvc_9869b028bd667423(struct kvc_retenti
 }
 
 
-long long _wrap_kvc_retention_range_t_end_get_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_end_get_kvc_392cdc371581d819(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3426,7 +3426,7 @@ long long _wrap_kvc_retention_range_t_end_get_kvc_9869b028bd667423(struct kvc_re
 }
 
 
-void _wrap_kvc_retention_range_t_priority_set_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_retention_range_t_priority_set_kvc_392cdc371581d819(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t arg2 ;
   
@@ -3438,7 +3438,7 @@ void _wrap_kvc_retention_range_t_priority_set_kvc_9869b028bd667423(struct kvc_re
 }
 
 
-int _wrap_kvc_retention_range_t_priority_get_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0) {
+int _wrap_kvc_retention_range_t_priority_get_kvc_392cdc371581d819(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3451,7 +3451,7 @@ int _wrap_kvc_retention_range_t_priority_get_kvc_9869b028bd667423(struct kvc_ret
 }
 
 
-void _wrap_kvc_retention_range_t_reserved_set_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_retention_range_t_reserved_set_kvc_392cdc371581d819(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t arg2 ;
   
@@ -3463,7 +3463,7 @@ void _wrap_kvc_retention_range_t_reserved_set_kvc_9869b028bd667423(struct kvc_re
 }
 
 
-int _wrap_kvc_retention_range_t_reserved_get_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0) {
+int _wrap_kvc_retention_range_t_reserved_get_kvc_392cdc371581d819(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3476,7 +3476,7 @@ int _wrap_kvc_retention_range_t_reserved_get_kvc_9869b028bd667423(struct kvc_ret
 }
 
 
-void _wrap_kvc_retention_range_t_duration_ms_set_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_duration_ms_set_kvc_392cdc371581d819(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -3488,7 +3488,7 @@ void _wrap_kvc_retention_range_t_duration_ms_set_kvc_9869b028bd667423(struct kvc
 }
 
 
-long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_392cdc371581d819(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3501,7 +3501,7 @@ long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_9869b028bd667423(struc
 }
 
 
-struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_9869b028bd667423() {
+struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_392cdc371581d819() {
   struct kvc_retention_range *result = 0 ;
   struct kvc_retention_range *_swig_go_result;
   
@@ -3512,7 +3512,7 @@ struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_9869b028bd667423
 }
 
 
-void _wrap_delete_kvc_retention_range_t_kvc_9869b028bd667423(struct kvc_retention_range *_swig_go_0) {
+void _wrap_delete_kvc_retention_range_t_kvc_392cdc371581d819(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   
   arg1 = *(struct kvc_retention_range **)&_swig_go_0; 
@@ -3522,7 +3522,7 @@ void _wrap_delete_kvc_retention_range_t_kvc_9869b028bd667423(struct kvc_retentio
 }
 
 
-void _wrap_kvc_sequence_options_t_struct_size_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_struct_size_set_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -3534,7 +3534,7 @@ void _wrap_kvc_sequence_options_t_struct_size_set_kvc_9869b028bd667423(struct kv
 }
 
 
-int _wrap_kvc_sequence_options_t_struct_size_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_struct_size_get_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3547,7 +3547,7 @@ int _wrap_kvc_sequence_options_t_struct_size_get_kvc_9869b028bd667423(struct kvc
 }
 
 
-void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -3559,7 +3559,7 @@ void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_9869b028bd667423(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3572,7 +3572,7 @@ int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_9869b028bd667423(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -3584,7 +3584,7 @@ void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_9869b028bd667423(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3597,7 +3597,7 @@ int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_9869b028bd667423(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_has_lora_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
+void _wrap_kvc_sequence_options_t_has_lora_set_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool arg2 ;
   
@@ -3609,7 +3609,7 @@ void _wrap_kvc_sequence_options_t_has_lora_set_kvc_9869b028bd667423(struct kvc_s
 }
 
 
-bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
+bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -3622,7 +3622,7 @@ bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_9869b028bd667423(struct kvc_s
 }
 
 
-void _wrap_kvc_sequence_options_t_lora_id_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_lora_id_set_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t arg2 ;
   
@@ -3634,7 +3634,7 @@ void _wrap_kvc_sequence_options_t_lora_id_set_kvc_9869b028bd667423(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3647,7 +3647,7 @@ long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_9869b028bd667423(struct k
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_set_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -3659,7 +3659,7 @@ void _wrap_kvc_sequence_options_t_salt_set_kvc_9869b028bd667423(struct kvc_seque
 }
 
 
-void *_wrap_kvc_sequence_options_t_salt_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
+void *_wrap_kvc_sequence_options_t_salt_get_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -3672,7 +3672,7 @@ void *_wrap_kvc_sequence_options_t_salt_get_kvc_9869b028bd667423(struct kvc_sequ
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_size_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_size_set_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3684,7 +3684,7 @@ void _wrap_kvc_sequence_options_t_salt_size_set_kvc_9869b028bd667423(struct kvc_
 }
 
 
-long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3697,7 +3697,7 @@ long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_9869b028bd667423(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *arg2 = (kvc_extra_key_t *) 0 ;
   
@@ -3709,7 +3709,7 @@ void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_9869b028bd667423(struct kvc
 }
 
 
-struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
+struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
@@ -3722,7 +3722,7 @@ struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_9869b028bd
 }
 
 
-void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3734,7 +3734,7 @@ void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_9869b028bd667423(struct
 }
 
 
-long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3747,7 +3747,7 @@ long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_9869b028bd667423(s
 }
 
 
-void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, struct kvc_retention_range *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0, struct kvc_retention_range *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_retention_range_t *arg2 = (kvc_retention_range_t *) 0 ;
   
@@ -3759,7 +3759,7 @@ void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_9869b028bd667423(stru
 }
 
 
-struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
+struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_retention_range_t *result = 0 ;
   struct kvc_retention_range *_swig_go_result;
@@ -3772,7 +3772,7 @@ struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kv
 }
 
 
-void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3784,7 +3784,7 @@ void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_9869b028bd667423(
 }
 
 
-long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3797,7 +3797,7 @@ long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_9869b028bd66
 }
 
 
-void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t arg2 ;
   
@@ -3809,7 +3809,7 @@ void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_9869b028bd667423(st
 }
 
 
-long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3822,7 +3822,7 @@ long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_9869b028bd6674
 }
 
 
-struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_9869b028bd667423() {
+struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_392cdc371581d819() {
   struct kvc_sequence_options *result = 0 ;
   struct kvc_sequence_options *_swig_go_result;
   
@@ -3833,7 +3833,7 @@ struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_9869b028bd6674
 }
 
 
-void _wrap_delete_kvc_sequence_options_t_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_delete_kvc_sequence_options_t_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   
   arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
@@ -3843,7 +3843,7 @@ void _wrap_delete_kvc_sequence_options_t_kvc_9869b028bd667423(struct kvc_sequenc
 }
 
 
-void _wrap_kvc_sequence_options_init_kvc_9869b028bd667423(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_kvc_sequence_options_init_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
   kvc_sequence_options_t *arg1 = (kvc_sequence_options_t *) 0 ;
   
   arg1 = *(kvc_sequence_options_t **)&_swig_go_0; 
@@ -3853,7 +3853,7 @@ void _wrap_kvc_sequence_options_init_kvc_9869b028bd667423(struct kvc_sequence_op
 }
 
 
-_gostring_ _wrap_kvc_sequence_add_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
+_gostring_ _wrap_kvc_sequence_add_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3878,7 +3878,7 @@ _gostring_ _wrap_kvc_sequence_add_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_extend_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_sequence_extend_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3899,7 +3899,7 @@ _gostring_ _wrap_kvc_sequence_extend_kvc_9869b028bd667423(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_commit_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_commit_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3916,7 +3916,7 @@ _gostring_ _wrap_kvc_sequence_commit_kvc_9869b028bd667423(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_rewind_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_rewind_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3933,7 +3933,7 @@ _gostring_ _wrap_kvc_sequence_rewind_kvc_9869b028bd667423(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_fork_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_fork_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3950,7 +3950,7 @@ _gostring_ _wrap_kvc_sequence_fork_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_kvc_sequence_remove_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_remove_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3965,7 +3965,7 @@ _gostring_ _wrap_kvc_sequence_remove_kvc_9869b028bd667423(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_pin_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_pin_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3980,7 +3980,7 @@ _gostring_ _wrap_kvc_sequence_pin_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_unpin_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_unpin_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3995,7 +3995,7 @@ _gostring_ _wrap_kvc_sequence_unpin_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -4007,7 +4007,7 @@ void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_9869b028bd667423(struct kvc_s
 }
 
 
-int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4020,7 +4020,7 @@ int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_9869b028bd667423(struct kvc_se
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -4032,7 +4032,7 @@ void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_9869b028bd667423(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4045,7 +4045,7 @@ int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_9869b028bd667423(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -4057,7 +4057,7 @@ void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_9869b028bd667423(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4070,7 +4070,7 @@ int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_9869b028bd667423(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_reserved_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_reserved_set_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -4082,7 +4082,7 @@ void _wrap_kvc_sequence_desc_t_reserved_set_kvc_9869b028bd667423(struct kvc_sequ
 }
 
 
-int _wrap_kvc_sequence_desc_t_reserved_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_reserved_get_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4095,7 +4095,7 @@ int _wrap_kvc_sequence_desc_t_reserved_get_kvc_9869b028bd667423(struct kvc_seque
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -4107,7 +4107,7 @@ void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_9869b028bd667423(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4120,7 +4120,7 @@ long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_9869b028bd667423(struct k
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -4132,7 +4132,7 @@ void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_9869b028bd667423(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4145,7 +4145,7 @@ long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_9869b028bd667423(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -4157,7 +4157,7 @@ void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_9869b028bd667423(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4170,7 +4170,7 @@ long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_9869b028bd667423(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -4182,7 +4182,7 @@ void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_9869b028bd667423(struct 
 }
 
 
-long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4195,7 +4195,7 @@ long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_9869b028bd667423(st
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -4207,7 +4207,7 @@ void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_9869b028bd667423(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4220,7 +4220,7 @@ long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_9869b028bd667423(struct k
 }
 
 
-struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_9869b028bd667423() {
+struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_392cdc371581d819() {
   struct kvc_sequence_desc *result = 0 ;
   struct kvc_sequence_desc *_swig_go_result;
   
@@ -4231,7 +4231,7 @@ struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_9869b028bd667423() {
 }
 
 
-void _wrap_delete_kvc_sequence_desc_t_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_delete_kvc_sequence_desc_t_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   
   arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
@@ -4241,7 +4241,7 @@ void _wrap_delete_kvc_sequence_desc_t_kvc_9869b028bd667423(struct kvc_sequence_d
 }
 
 
-void _wrap_kvc_sequence_desc_init_kvc_9869b028bd667423(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_kvc_sequence_desc_init_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0) {
   kvc_sequence_desc_t *arg1 = (kvc_sequence_desc_t *) 0 ;
   
   arg1 = *(kvc_sequence_desc_t **)&_swig_go_0; 
@@ -4251,7 +4251,7 @@ void _wrap_kvc_sequence_desc_init_kvc_9869b028bd667423(struct kvc_sequence_desc 
 }
 
 
-_gostring_ _wrap_kvc_sequence_describe_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_sequence_describe_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_sequence_desc_t *arg3 = (kvc_sequence_desc_t *) 0 ;
@@ -4268,7 +4268,7 @@ _gostring_ _wrap_kvc_sequence_describe_kvc_9869b028bd667423(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_sequence_block_ids_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
+_gostring_ _wrap_kvc_sequence_block_ids_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint32_t arg3 ;
@@ -4291,7 +4291,7 @@ _gostring_ _wrap_kvc_sequence_block_ids_kvc_9869b028bd667423(kvc_cache_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
+_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -4310,7 +4310,7 @@ _gostring_ _wrap_kvc_sequence_blocks_needed_kvc_9869b028bd667423(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_cache_probe_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
+_gostring_ _wrap_kvc_cache_probe_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -4331,7 +4331,7 @@ _gostring_ _wrap_kvc_cache_probe_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, i
 }
 
 
-_gostring_ _wrap_kvc_cache_advance_clock_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_cache_advance_clock_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -4346,7 +4346,7 @@ _gostring_ _wrap_kvc_cache_advance_clock_kvc_9869b028bd667423(kvc_cache_t *_swig
 }
 
 
-_gostring_ _wrap_kvc_batch_extend_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_batch_extend_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4367,7 +4367,7 @@ _gostring_ _wrap_kvc_batch_extend_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_block_table_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -4394,7 +4394,7 @@ _gostring_ _wrap_kvc_batch_block_table_kvc_9869b028bd667423(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_csr_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
+_gostring_ _wrap_kvc_batch_block_table_csr_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -4423,7 +4423,7 @@ _gostring_ _wrap_kvc_batch_block_table_csr_kvc_9869b028bd667423(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
+_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   size_t arg3 ;
@@ -4442,7 +4442,7 @@ _gostring_ _wrap_kvc_batch_sequence_lengths_kvc_9869b028bd667423(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_batch_slot_mapping_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_slot_mapping_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -4469,7 +4469,7 @@ _gostring_ _wrap_kvc_batch_slot_mapping_kvc_9869b028bd667423(kvc_cache_t *_swig_
 }
 
 
-void _wrap_kvc_cache_stats_t_struct_size_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_struct_size_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -4481,7 +4481,7 @@ void _wrap_kvc_cache_stats_t_struct_size_set_kvc_9869b028bd667423(struct kvc_cac
 }
 
 
-int _wrap_kvc_cache_stats_t_struct_size_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_struct_size_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4494,7 +4494,7 @@ int _wrap_kvc_cache_stats_t_struct_size_get_kvc_9869b028bd667423(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_reserved_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reserved_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -4506,7 +4506,7 @@ void _wrap_kvc_cache_stats_t_reserved_set_kvc_9869b028bd667423(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_stats_t_reserved_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_reserved_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4519,7 +4519,7 @@ int _wrap_kvc_cache_stats_t_reserved_get_kvc_9869b028bd667423(struct kvc_cache_s
 }
 
 
-void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4531,7 +4531,7 @@ void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_9869b028bd667423(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4544,7 +4544,7 @@ long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_9869b028bd667423(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4556,7 +4556,7 @@ void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_9869b028bd667423(struct kvc_cac
 }
 
 
-long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4569,7 +4569,7 @@ long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_9869b028bd667423(struct kv
 }
 
 
-void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4581,7 +4581,7 @@ void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_9869b028bd667423(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4594,7 +4594,7 @@ long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_9869b028bd667423(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4606,7 +4606,7 @@ void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_9869b028bd667423(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4619,7 +4619,7 @@ long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_9869b028bd667423(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4631,7 +4631,7 @@ void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_9869b028bd667423(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4644,7 +4644,7 @@ long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_9869b028bd667423(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4656,7 +4656,7 @@ void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_9869b028bd667423(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4669,7 +4669,7 @@ long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_9869b028bd667423(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double arg2 ;
   
@@ -4681,7 +4681,7 @@ void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_9869b028bd667423(struct kvc_cache_
 }
 
 
-double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
+double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -4694,7 +4694,7 @@ double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_9869b028bd667423(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4706,7 +4706,7 @@ void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_9869b028bd667423(struct kvc_
 }
 
 
-long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4719,7 +4719,7 @@ long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_9869b028bd667423(struct
 }
 
 
-void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4731,7 +4731,7 @@ void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_9869b028bd667423(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4744,7 +4744,7 @@ long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_9869b028bd667423(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4756,7 +4756,7 @@ void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_9869b028bd667423(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4769,7 +4769,7 @@ long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_9869b028bd667423(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4781,7 +4781,7 @@ void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_9869b028bd667423(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4794,7 +4794,7 @@ long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_9869b028bd667423(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4806,7 +4806,7 @@ void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_9869b028bd667423(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4819,7 +4819,7 @@ long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_9869b028bd667423(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4831,7 +4831,7 @@ void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_9869b028bd667423(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4844,7 +4844,7 @@ long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_9869b028bd667423(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4856,7 +4856,7 @@ void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_9869b028bd667423(struct kvc
 }
 
 
-long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4869,7 +4869,7 @@ long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_9869b028bd667423(struc
 }
 
 
-void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4881,7 +4881,7 @@ void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_9869b028bd667423(struct kvc
 }
 
 
-long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4894,7 +4894,7 @@ long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_9869b028bd667423(struc
 }
 
 
-void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4906,7 +4906,7 @@ void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_9869b028bd667423(struct kvc_cac
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4919,7 +4919,7 @@ long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_9869b028bd667423(struct kv
 }
 
 
-void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4931,7 +4931,7 @@ void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_9869b028bd667423(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4944,7 +4944,7 @@ long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_9869b028bd667423(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4956,7 +4956,7 @@ void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_9869b028bd667423(struct 
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4969,7 +4969,7 @@ long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_9869b028bd667423(st
 }
 
 
-struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_9869b028bd667423() {
+struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_392cdc371581d819() {
   struct kvc_cache_stats *result = 0 ;
   struct kvc_cache_stats *_swig_go_result;
   
@@ -4980,7 +4980,7 @@ struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_9869b028bd667423() {
 }
 
 
-void _wrap_delete_kvc_cache_stats_t_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_delete_kvc_cache_stats_t_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   
   arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
@@ -4990,7 +4990,7 @@ void _wrap_delete_kvc_cache_stats_t_kvc_9869b028bd667423(struct kvc_cache_stats 
 }
 
 
-void _wrap_kvc_cache_stats_init_kvc_9869b028bd667423(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_kvc_cache_stats_init_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
   kvc_cache_stats_t *arg1 = (kvc_cache_stats_t *) 0 ;
   
   arg1 = *(kvc_cache_stats_t **)&_swig_go_0; 
@@ -5000,7 +5000,7 @@ void _wrap_kvc_cache_stats_init_kvc_9869b028bd667423(struct kvc_cache_stats *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_get_stats_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_get_stats_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_stats_t *arg2 = (kvc_cache_stats_t *) 0 ;
   kvc_status_t result;
@@ -5015,7 +5015,7 @@ _gostring_ _wrap_kvc_cache_get_stats_kvc_9869b028bd667423(kvc_cache_t *_swig_go_
 }
 
 
-void _wrap_kvc_group_stats_t_struct_size_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_stats_t_struct_size_set_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -5027,7 +5027,7 @@ void _wrap_kvc_group_stats_t_struct_size_set_kvc_9869b028bd667423(struct kvc_gro
 }
 
 
-int _wrap_kvc_group_stats_t_struct_size_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
+int _wrap_kvc_group_stats_t_struct_size_get_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5040,7 +5040,7 @@ int _wrap_kvc_group_stats_t_struct_size_get_kvc_9869b028bd667423(struct kvc_grou
 }
 
 
-void _wrap_kvc_group_stats_t_pool_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_stats_t_pool_set_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -5052,7 +5052,7 @@ void _wrap_kvc_group_stats_t_pool_set_kvc_9869b028bd667423(struct kvc_group_stat
 }
 
 
-int _wrap_kvc_group_stats_t_pool_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
+int _wrap_kvc_group_stats_t_pool_get_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5065,7 +5065,7 @@ int _wrap_kvc_group_stats_t_pool_get_kvc_9869b028bd667423(struct kvc_group_stats
 }
 
 
-void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5077,7 +5077,7 @@ void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_9869b028bd667423(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5090,7 +5090,7 @@ long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_9869b028bd667423(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5102,7 +5102,7 @@ void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_9869b028bd667423(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5115,7 +5115,7 @@ long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_9869b028bd667423(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5127,7 +5127,7 @@ void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_9869b028bd667423(struct kv
 }
 
 
-long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5140,7 +5140,7 @@ long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_9869b028bd667423(stru
 }
 
 
-void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5152,7 +5152,7 @@ void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_9869b028bd667423(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5165,7 +5165,7 @@ long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_9869b028bd667423(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5177,7 +5177,7 @@ void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_9869b028bd667423(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5190,7 +5190,7 @@ long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_9869b028bd667423(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5202,7 +5202,7 @@ void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_9869b028bd667423(struct kvc_
 }
 
 
-long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5215,7 +5215,7 @@ long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_9869b028bd667423(struct
 }
 
 
-void _wrap_kvc_group_stats_t_released_blocks_set_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_released_blocks_set_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5227,7 +5227,7 @@ void _wrap_kvc_group_stats_t_released_blocks_set_kvc_9869b028bd667423(struct kvc
 }
 
 
-long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5240,7 +5240,7 @@ long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_9869b028bd667423(struc
 }
 
 
-struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_9869b028bd667423() {
+struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_392cdc371581d819() {
   struct kvc_group_stats *result = 0 ;
   struct kvc_group_stats *_swig_go_result;
   
@@ -5251,7 +5251,7 @@ struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_9869b028bd667423() {
 }
 
 
-void _wrap_delete_kvc_group_stats_t_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
+void _wrap_delete_kvc_group_stats_t_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   
   arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
@@ -5261,7 +5261,7 @@ void _wrap_delete_kvc_group_stats_t_kvc_9869b028bd667423(struct kvc_group_stats 
 }
 
 
-void _wrap_kvc_group_stats_init_kvc_9869b028bd667423(struct kvc_group_stats *_swig_go_0) {
+void _wrap_kvc_group_stats_init_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0) {
   kvc_group_stats_t *arg1 = (kvc_group_stats_t *) 0 ;
   
   arg1 = *(kvc_group_stats_t **)&_swig_go_0; 
@@ -5271,7 +5271,7 @@ void _wrap_kvc_group_stats_init_kvc_9869b028bd667423(struct kvc_group_stats *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_get_group_stats_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_stats *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_get_group_stats_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_stats *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_group_stats_t *arg3 = (kvc_group_stats_t *) 0 ;
@@ -5288,7 +5288,7 @@ _gostring_ _wrap_kvc_cache_get_group_stats_kvc_9869b028bd667423(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_reset_reuse_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_reset_reuse_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -5301,7 +5301,7 @@ _gostring_ _wrap_kvc_cache_reset_reuse_kvc_9869b028bd667423(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_check_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_check_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -5314,7 +5314,7 @@ _gostring_ _wrap_kvc_cache_check_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_store_args_t_struct_size_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_struct_size_set_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5326,7 +5326,7 @@ void _wrap_kvc_store_args_t_struct_size_set_kvc_9869b028bd667423(struct kvc_stor
 }
 
 
-int _wrap_kvc_store_args_t_struct_size_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_struct_size_get_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5339,7 +5339,7 @@ int _wrap_kvc_store_args_t_struct_size_get_kvc_9869b028bd667423(struct kvc_store
 }
 
 
-void _wrap_kvc_store_args_t_layer_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_layer_set_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5351,7 +5351,7 @@ void _wrap_kvc_store_args_t_layer_set_kvc_9869b028bd667423(struct kvc_store_args
 }
 
 
-int _wrap_kvc_store_args_t_layer_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_layer_get_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5364,7 +5364,7 @@ int _wrap_kvc_store_args_t_layer_get_kvc_9869b028bd667423(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_num_tokens_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_num_tokens_set_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5376,7 +5376,7 @@ void _wrap_kvc_store_args_t_num_tokens_set_kvc_9869b028bd667423(struct kvc_store
 }
 
 
-int _wrap_kvc_store_args_t_num_tokens_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_num_tokens_get_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5389,7 +5389,7 @@ int _wrap_kvc_store_args_t_num_tokens_get_kvc_9869b028bd667423(struct kvc_store_
 }
 
 
-void _wrap_kvc_store_args_t_src_dtype_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_src_dtype_set_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -5401,7 +5401,7 @@ void _wrap_kvc_store_args_t_src_dtype_set_kvc_9869b028bd667423(struct kvc_store_
 }
 
 
-int _wrap_kvc_store_args_t_src_dtype_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_src_dtype_get_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -5414,7 +5414,7 @@ int _wrap_kvc_store_args_t_src_dtype_get_kvc_9869b028bd667423(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_key_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_key_set_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5426,7 +5426,7 @@ void _wrap_kvc_store_args_t_key_set_kvc_9869b028bd667423(struct kvc_store_args *
 }
 
 
-void *_wrap_kvc_store_args_t_key_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_key_get_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -5439,7 +5439,7 @@ void *_wrap_kvc_store_args_t_key_get_kvc_9869b028bd667423(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_value_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_value_set_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5451,7 +5451,7 @@ void _wrap_kvc_store_args_t_value_set_kvc_9869b028bd667423(struct kvc_store_args
 }
 
 
-void *_wrap_kvc_store_args_t_value_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_value_get_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -5464,7 +5464,7 @@ void *_wrap_kvc_store_args_t_value_get_kvc_9869b028bd667423(struct kvc_store_arg
 }
 
 
-void _wrap_kvc_store_args_t_slot_mapping_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
+void _wrap_kvc_store_args_t_slot_mapping_set_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   
@@ -5476,7 +5476,7 @@ void _wrap_kvc_store_args_t_slot_mapping_set_kvc_9869b028bd667423(struct kvc_sto
 }
 
 
-int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
+int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *result = 0 ;
   int64_t *_swig_go_result;
@@ -5489,7 +5489,7 @@ int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_9869b028bd667423(struct kvc
 }
 
 
-void _wrap_kvc_store_args_t_k_scale_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_k_scale_set_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -5501,7 +5501,7 @@ void _wrap_kvc_store_args_t_k_scale_set_kvc_9869b028bd667423(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_k_scale_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_k_scale_get_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -5514,7 +5514,7 @@ float _wrap_kvc_store_args_t_k_scale_get_kvc_9869b028bd667423(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_v_scale_set_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_v_scale_set_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -5526,7 +5526,7 @@ void _wrap_kvc_store_args_t_v_scale_set_kvc_9869b028bd667423(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_v_scale_get_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_v_scale_get_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -5539,7 +5539,7 @@ float _wrap_kvc_store_args_t_v_scale_get_kvc_9869b028bd667423(struct kvc_store_a
 }
 
 
-struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_9869b028bd667423() {
+struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_392cdc371581d819() {
   struct kvc_store_args *result = 0 ;
   struct kvc_store_args *_swig_go_result;
   
@@ -5550,7 +5550,7 @@ struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_9869b028bd667423() {
 }
 
 
-void _wrap_delete_kvc_store_args_t_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
+void _wrap_delete_kvc_store_args_t_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   
   arg1 = *(struct kvc_store_args **)&_swig_go_0; 
@@ -5560,7 +5560,7 @@ void _wrap_delete_kvc_store_args_t_kvc_9869b028bd667423(struct kvc_store_args *_
 }
 
 
-void _wrap_kvc_store_args_init_kvc_9869b028bd667423(struct kvc_store_args *_swig_go_0) {
+void _wrap_kvc_store_args_init_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0) {
   kvc_store_args_t *arg1 = (kvc_store_args_t *) 0 ;
   
   arg1 = *(kvc_store_args_t **)&_swig_go_0; 
@@ -5570,7 +5570,7 @@ void _wrap_kvc_store_args_init_kvc_9869b028bd667423(struct kvc_store_args *_swig
 }
 
 
-_gostring_ _wrap_kvc_store_kv_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_store_kv_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_store_args_t *arg2 = (kvc_store_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5587,7 +5587,7 @@ _gostring_ _wrap_kvc_store_kv_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, stru
 }
 
 
-void _wrap_kvc_store_strides_t_struct_size_set_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_strides_t_struct_size_set_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t arg2 ;
   
@@ -5599,7 +5599,7 @@ void _wrap_kvc_store_strides_t_struct_size_set_kvc_9869b028bd667423(struct kvc_s
 }
 
 
-int _wrap_kvc_store_strides_t_struct_size_get_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
+int _wrap_kvc_store_strides_t_struct_size_get_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5612,7 +5612,7 @@ int _wrap_kvc_store_strides_t_struct_size_get_kvc_9869b028bd667423(struct kvc_st
 }
 
 
-void _wrap_kvc_store_strides_t_seq_len_set_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_strides_t_seq_len_set_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t arg2 ;
   
@@ -5624,7 +5624,7 @@ void _wrap_kvc_store_strides_t_seq_len_set_kvc_9869b028bd667423(struct kvc_store
 }
 
 
-int _wrap_kvc_store_strides_t_seq_len_get_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
+int _wrap_kvc_store_strides_t_seq_len_get_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5637,7 +5637,7 @@ int _wrap_kvc_store_strides_t_seq_len_get_kvc_9869b028bd667423(struct kvc_store_
 }
 
 
-void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5649,7 +5649,7 @@ void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_9869b028bd667423(struct kv
 }
 
 
-long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5662,7 +5662,7 @@ long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_9869b028bd667423(stru
 }
 
 
-void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5674,7 +5674,7 @@ void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_9869b028bd667423(struct 
 }
 
 
-long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5687,7 +5687,7 @@ long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_9869b028bd667423(st
 }
 
 
-void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5699,7 +5699,7 @@ void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_9869b028bd667423(struct k
 }
 
 
-long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5712,7 +5712,7 @@ long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_9869b028bd667423(str
 }
 
 
-void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5724,7 +5724,7 @@ void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_9869b028bd667423(struct 
 }
 
 
-long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5737,7 +5737,7 @@ long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_9869b028bd667423(st
 }
 
 
-void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5749,7 +5749,7 @@ void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_9869b028bd667423(struc
 }
 
 
-long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5762,7 +5762,7 @@ long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_9869b028bd667423(
 }
 
 
-void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5774,7 +5774,7 @@ void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_9869b028bd667423(struct
 }
 
 
-long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5787,7 +5787,7 @@ long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_9869b028bd667423(s
 }
 
 
-struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_9869b028bd667423() {
+struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_392cdc371581d819() {
   struct kvc_store_strides *result = 0 ;
   struct kvc_store_strides *_swig_go_result;
   
@@ -5798,7 +5798,7 @@ struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_9869b028bd667423() {
 }
 
 
-void _wrap_delete_kvc_store_strides_t_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
+void _wrap_delete_kvc_store_strides_t_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   
   arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
@@ -5808,7 +5808,7 @@ void _wrap_delete_kvc_store_strides_t_kvc_9869b028bd667423(struct kvc_store_stri
 }
 
 
-void _wrap_kvc_store_strides_init_kvc_9869b028bd667423(struct kvc_store_strides *_swig_go_0) {
+void _wrap_kvc_store_strides_init_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0) {
   kvc_store_strides_t *arg1 = (kvc_store_strides_t *) 0 ;
   
   arg1 = *(kvc_store_strides_t **)&_swig_go_0; 
@@ -5818,7 +5818,7 @@ void _wrap_kvc_store_strides_init_kvc_9869b028bd667423(struct kvc_store_strides 
 }
 
 
-_gostring_ _wrap_kvc_store_kv_strided_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, struct kvc_store_strides *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_kvc_store_kv_strided_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, struct kvc_store_strides *_swig_go_2, void *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_store_args_t *arg2 = (kvc_store_args_t *) 0 ;
   kvc_store_strides_t *arg3 = (kvc_store_strides_t *) 0 ;
@@ -5837,7 +5837,7 @@ _gostring_ _wrap_kvc_store_kv_strided_kvc_9869b028bd667423(kvc_cache_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_copy_blocks_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
+_gostring_ _wrap_kvc_copy_blocks_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -5862,7 +5862,7 @@ _gostring_ _wrap_kvc_copy_blocks_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, i
 }
 
 
-intgo _wrap_KVC_TABLE_PADDED_kvc_9869b028bd667423() {
+intgo _wrap_KVC_TABLE_PADDED_kvc_392cdc371581d819() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -5874,7 +5874,7 @@ intgo _wrap_KVC_TABLE_PADDED_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_TABLE_CSR_kvc_9869b028bd667423() {
+intgo _wrap_KVC_TABLE_CSR_kvc_392cdc371581d819() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -5886,7 +5886,7 @@ intgo _wrap_KVC_TABLE_CSR_kvc_9869b028bd667423() {
 }
 
 
-void _wrap_kvc_decode_args_t_struct_size_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_struct_size_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5898,7 +5898,7 @@ void _wrap_kvc_decode_args_t_struct_size_set_kvc_9869b028bd667423(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_struct_size_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_struct_size_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5911,7 +5911,7 @@ int _wrap_kvc_decode_args_t_struct_size_get_kvc_9869b028bd667423(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_layer_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_layer_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5923,7 +5923,7 @@ void _wrap_kvc_decode_args_t_layer_set_kvc_9869b028bd667423(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_layer_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_layer_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5936,7 +5936,7 @@ int _wrap_kvc_decode_args_t_layer_get_kvc_9869b028bd667423(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_batch_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_batch_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5948,7 +5948,7 @@ void _wrap_kvc_decode_args_t_batch_set_kvc_9869b028bd667423(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_batch_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_batch_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5961,7 +5961,7 @@ int _wrap_kvc_decode_args_t_batch_get_kvc_9869b028bd667423(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_q_heads_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_heads_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5973,7 +5973,7 @@ void _wrap_kvc_decode_args_t_q_heads_set_kvc_9869b028bd667423(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_heads_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_heads_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5986,7 +5986,7 @@ int _wrap_kvc_decode_args_t_q_heads_get_kvc_9869b028bd667423(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_q_dtype_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_dtype_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -5998,7 +5998,7 @@ void _wrap_kvc_decode_args_t_q_dtype_set_kvc_9869b028bd667423(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_dtype_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_dtype_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -6011,7 +6011,7 @@ int _wrap_kvc_decode_args_t_q_dtype_get_kvc_9869b028bd667423(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_table_format_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_format_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t arg2 ;
   
@@ -6023,7 +6023,7 @@ void _wrap_kvc_decode_args_t_table_format_set_kvc_9869b028bd667423(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_format_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_format_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t result;
   int _swig_go_result;
@@ -6036,7 +6036,7 @@ int _wrap_kvc_decode_args_t_table_format_get_kvc_9869b028bd667423(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_query_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_query_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6048,7 +6048,7 @@ void _wrap_kvc_decode_args_t_query_set_kvc_9869b028bd667423(struct kvc_decode_ar
 }
 
 
-void *_wrap_kvc_decode_args_t_query_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_query_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6061,7 +6061,7 @@ void *_wrap_kvc_decode_args_t_query_get_kvc_9869b028bd667423(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_out_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_out_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6073,7 +6073,7 @@ void _wrap_kvc_decode_args_t_out_set_kvc_9869b028bd667423(struct kvc_decode_args
 }
 
 
-void *_wrap_kvc_decode_args_t_out_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_out_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6086,7 +6086,7 @@ void *_wrap_kvc_decode_args_t_out_get_kvc_9869b028bd667423(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_seq_lens_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_seq_lens_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6098,7 +6098,7 @@ void _wrap_kvc_decode_args_t_seq_lens_set_kvc_9869b028bd667423(struct kvc_decode
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6111,7 +6111,7 @@ int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_9869b028bd667423(struct kvc_de
 }
 
 
-void _wrap_kvc_decode_args_t_block_table_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_block_table_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6123,7 +6123,7 @@ void _wrap_kvc_decode_args_t_block_table_set_kvc_9869b028bd667423(struct kvc_dec
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6136,7 +6136,7 @@ int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_9869b028bd667423(struct kvc
 }
 
 
-void _wrap_kvc_decode_args_t_indptr_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_indptr_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6148,7 +6148,7 @@ void _wrap_kvc_decode_args_t_indptr_set_kvc_9869b028bd667423(struct kvc_decode_a
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6161,7 +6161,7 @@ int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_9869b028bd667423(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_table_stride_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_stride_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6173,7 +6173,7 @@ void _wrap_kvc_decode_args_t_table_stride_set_kvc_9869b028bd667423(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_stride_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_stride_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6186,7 +6186,7 @@ int _wrap_kvc_decode_args_t_table_stride_get_kvc_9869b028bd667423(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6198,7 +6198,7 @@ void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_9869b028bd667423(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6211,7 +6211,7 @@ int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_9869b028bd667423(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_window_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_window_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6223,7 +6223,7 @@ void _wrap_kvc_decode_args_t_window_set_kvc_9869b028bd667423(struct kvc_decode_a
 }
 
 
-int _wrap_kvc_decode_args_t_window_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_window_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6236,7 +6236,7 @@ int _wrap_kvc_decode_args_t_window_get_kvc_9869b028bd667423(struct kvc_decode_ar
 }
 
 
-void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -6248,7 +6248,7 @@ void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_9869b028bd667423(struct kvc_d
 }
 
 
-float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6261,7 +6261,7 @@ float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_9869b028bd667423(struct kvc_
 }
 
 
-void _wrap_kvc_decode_args_t_k_scale_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_k_scale_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -6273,7 +6273,7 @@ void _wrap_kvc_decode_args_t_k_scale_set_kvc_9869b028bd667423(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_k_scale_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_k_scale_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6286,7 +6286,7 @@ float _wrap_kvc_decode_args_t_k_scale_get_kvc_9869b028bd667423(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_v_scale_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_v_scale_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -6298,7 +6298,7 @@ void _wrap_kvc_decode_args_t_v_scale_set_kvc_9869b028bd667423(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_v_scale_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_v_scale_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6311,7 +6311,7 @@ float _wrap_kvc_decode_args_t_v_scale_get_kvc_9869b028bd667423(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6323,7 +6323,7 @@ void _wrap_kvc_decode_args_t_workspace_set_kvc_9869b028bd667423(struct kvc_decod
 }
 
 
-void *_wrap_kvc_decode_args_t_workspace_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_workspace_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6336,7 +6336,7 @@ void *_wrap_kvc_decode_args_t_workspace_get_kvc_9869b028bd667423(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t arg2 ;
   
@@ -6348,7 +6348,7 @@ void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_9869b028bd667423(struct kvc
 }
 
 
-long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
+long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6361,7 +6361,7 @@ long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_9869b028bd667423(struc
 }
 
 
-struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_9869b028bd667423() {
+struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_392cdc371581d819() {
   struct kvc_decode_args *result = 0 ;
   struct kvc_decode_args *_swig_go_result;
   
@@ -6372,7 +6372,7 @@ struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_9869b028bd667423() {
 }
 
 
-void _wrap_delete_kvc_decode_args_t_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
+void _wrap_delete_kvc_decode_args_t_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   
   arg1 = *(struct kvc_decode_args **)&_swig_go_0; 
@@ -6382,7 +6382,7 @@ void _wrap_delete_kvc_decode_args_t_kvc_9869b028bd667423(struct kvc_decode_args 
 }
 
 
-void _wrap_kvc_decode_args_init_kvc_9869b028bd667423(struct kvc_decode_args *_swig_go_0) {
+void _wrap_kvc_decode_args_init_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
   kvc_decode_args_t *arg1 = (kvc_decode_args_t *) 0 ;
   
   arg1 = *(kvc_decode_args_t **)&_swig_go_0; 
@@ -6392,7 +6392,7 @@ void _wrap_kvc_decode_args_init_kvc_9869b028bd667423(struct kvc_decode_args *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_workspace_size_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_workspace_size_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -6409,7 +6409,7 @@ _gostring_ _wrap_kvc_decode_workspace_size_kvc_9869b028bd667423(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_attention_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_attention_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -6426,7 +6426,7 @@ _gostring_ _wrap_kvc_decode_attention_kvc_9869b028bd667423(kvc_cache_t *_swig_go
 }
 
 
-void _wrap_kvc_prefill_args_t_struct_size_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_struct_size_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6438,7 +6438,7 @@ void _wrap_kvc_prefill_args_t_struct_size_set_kvc_9869b028bd667423(struct kvc_pr
 }
 
 
-int _wrap_kvc_prefill_args_t_struct_size_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_struct_size_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6451,7 +6451,7 @@ int _wrap_kvc_prefill_args_t_struct_size_get_kvc_9869b028bd667423(struct kvc_pre
 }
 
 
-void _wrap_kvc_prefill_args_t_layer_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_layer_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6463,7 +6463,7 @@ void _wrap_kvc_prefill_args_t_layer_set_kvc_9869b028bd667423(struct kvc_prefill_
 }
 
 
-int _wrap_kvc_prefill_args_t_layer_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_layer_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6476,7 +6476,7 @@ int _wrap_kvc_prefill_args_t_layer_get_kvc_9869b028bd667423(struct kvc_prefill_a
 }
 
 
-void _wrap_kvc_prefill_args_t_batch_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_batch_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6488,7 +6488,7 @@ void _wrap_kvc_prefill_args_t_batch_set_kvc_9869b028bd667423(struct kvc_prefill_
 }
 
 
-int _wrap_kvc_prefill_args_t_batch_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_batch_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6501,7 +6501,7 @@ int _wrap_kvc_prefill_args_t_batch_get_kvc_9869b028bd667423(struct kvc_prefill_a
 }
 
 
-void _wrap_kvc_prefill_args_t_total_q_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_total_q_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6513,7 +6513,7 @@ void _wrap_kvc_prefill_args_t_total_q_set_kvc_9869b028bd667423(struct kvc_prefil
 }
 
 
-int _wrap_kvc_prefill_args_t_total_q_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_total_q_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6526,7 +6526,7 @@ int _wrap_kvc_prefill_args_t_total_q_get_kvc_9869b028bd667423(struct kvc_prefill
 }
 
 
-void _wrap_kvc_prefill_args_t_q_heads_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_q_heads_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6538,7 +6538,7 @@ void _wrap_kvc_prefill_args_t_q_heads_set_kvc_9869b028bd667423(struct kvc_prefil
 }
 
 
-int _wrap_kvc_prefill_args_t_q_heads_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_q_heads_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6551,7 +6551,7 @@ int _wrap_kvc_prefill_args_t_q_heads_get_kvc_9869b028bd667423(struct kvc_prefill
 }
 
 
-void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -6563,7 +6563,7 @@ void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_9869b028bd667423(struct kvc_prefil
 }
 
 
-int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -6576,7 +6576,7 @@ int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_9869b028bd667423(struct kvc_prefill
 }
 
 
-void _wrap_kvc_prefill_args_t_table_format_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_table_format_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   kvc_table_format_t arg2 ;
   
@@ -6588,7 +6588,7 @@ void _wrap_kvc_prefill_args_t_table_format_set_kvc_9869b028bd667423(struct kvc_p
 }
 
 
-int _wrap_kvc_prefill_args_t_table_format_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_table_format_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   kvc_table_format_t result;
   int _swig_go_result;
@@ -6601,7 +6601,7 @@ int _wrap_kvc_prefill_args_t_table_format_get_kvc_9869b028bd667423(struct kvc_pr
 }
 
 
-void _wrap_kvc_prefill_args_t_query_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_query_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6613,7 +6613,7 @@ void _wrap_kvc_prefill_args_t_query_set_kvc_9869b028bd667423(struct kvc_prefill_
 }
 
 
-void *_wrap_kvc_prefill_args_t_query_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+void *_wrap_kvc_prefill_args_t_query_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6626,7 +6626,7 @@ void *_wrap_kvc_prefill_args_t_query_get_kvc_9869b028bd667423(struct kvc_prefill
 }
 
 
-void _wrap_kvc_prefill_args_t_out_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_out_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6638,7 +6638,7 @@ void _wrap_kvc_prefill_args_t_out_set_kvc_9869b028bd667423(struct kvc_prefill_ar
 }
 
 
-void *_wrap_kvc_prefill_args_t_out_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+void *_wrap_kvc_prefill_args_t_out_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6651,7 +6651,7 @@ void *_wrap_kvc_prefill_args_t_out_get_kvc_9869b028bd667423(struct kvc_prefill_a
 }
 
 
-void _wrap_kvc_prefill_args_t_lse_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, float *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_lse_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, float *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float *arg2 = (float *) 0 ;
   
@@ -6663,7 +6663,7 @@ void _wrap_kvc_prefill_args_t_lse_set_kvc_9869b028bd667423(struct kvc_prefill_ar
 }
 
 
-float *_wrap_kvc_prefill_args_t_lse_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+float *_wrap_kvc_prefill_args_t_lse_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float *result = 0 ;
   float *_swig_go_result;
@@ -6676,7 +6676,7 @@ float *_wrap_kvc_prefill_args_t_lse_get_kvc_9869b028bd667423(struct kvc_prefill_
 }
 
 
-void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6688,7 +6688,7 @@ void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_9869b028bd667423(struct kvc_pref
 }
 
 
-int32_t *_wrap_kvc_prefill_args_t_qo_indptr_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+int32_t *_wrap_kvc_prefill_args_t_qo_indptr_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6701,7 +6701,7 @@ int32_t *_wrap_kvc_prefill_args_t_qo_indptr_get_kvc_9869b028bd667423(struct kvc_
 }
 
 
-void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6713,7 +6713,7 @@ void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_9869b028bd667423(struct kvc_prefil
 }
 
 
-int32_t *_wrap_kvc_prefill_args_t_kv_lens_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+int32_t *_wrap_kvc_prefill_args_t_kv_lens_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6726,7 +6726,7 @@ int32_t *_wrap_kvc_prefill_args_t_kv_lens_get_kvc_9869b028bd667423(struct kvc_pr
 }
 
 
-void _wrap_kvc_prefill_args_t_block_table_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_block_table_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6738,7 +6738,7 @@ void _wrap_kvc_prefill_args_t_block_table_set_kvc_9869b028bd667423(struct kvc_pr
 }
 
 
-int32_t *_wrap_kvc_prefill_args_t_block_table_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+int32_t *_wrap_kvc_prefill_args_t_block_table_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6751,7 +6751,7 @@ int32_t *_wrap_kvc_prefill_args_t_block_table_get_kvc_9869b028bd667423(struct kv
 }
 
 
-void _wrap_kvc_prefill_args_t_indptr_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_indptr_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6763,7 +6763,7 @@ void _wrap_kvc_prefill_args_t_indptr_set_kvc_9869b028bd667423(struct kvc_prefill
 }
 
 
-int32_t *_wrap_kvc_prefill_args_t_indptr_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+int32_t *_wrap_kvc_prefill_args_t_indptr_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6776,7 +6776,7 @@ int32_t *_wrap_kvc_prefill_args_t_indptr_get_kvc_9869b028bd667423(struct kvc_pre
 }
 
 
-void _wrap_kvc_prefill_args_t_table_stride_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_table_stride_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6788,7 +6788,7 @@ void _wrap_kvc_prefill_args_t_table_stride_set_kvc_9869b028bd667423(struct kvc_p
 }
 
 
-int _wrap_kvc_prefill_args_t_table_stride_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_table_stride_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6801,7 +6801,7 @@ int _wrap_kvc_prefill_args_t_table_stride_get_kvc_9869b028bd667423(struct kvc_pr
 }
 
 
-void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6813,7 +6813,7 @@ void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_9869b028bd667423(struct kvc_pre
 }
 
 
-int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6826,7 +6826,7 @@ int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_9869b028bd667423(struct kvc_pref
 }
 
 
-void _wrap_kvc_prefill_args_t_window_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_window_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6838,7 +6838,7 @@ void _wrap_kvc_prefill_args_t_window_set_kvc_9869b028bd667423(struct kvc_prefill
 }
 
 
-int _wrap_kvc_prefill_args_t_window_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_window_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6851,7 +6851,7 @@ int _wrap_kvc_prefill_args_t_window_get_kvc_9869b028bd667423(struct kvc_prefill_
 }
 
 
-void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float arg2 ;
   
@@ -6863,7 +6863,7 @@ void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_9869b028bd667423(struct kvc_
 }
 
 
-float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6876,7 +6876,7 @@ float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_9869b028bd667423(struct kvc
 }
 
 
-void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float arg2 ;
   
@@ -6888,7 +6888,7 @@ void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_9869b028bd667423(struct kv
 }
 
 
-float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6901,7 +6901,7 @@ float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_9869b028bd667423(struct k
 }
 
 
-void _wrap_kvc_prefill_args_t_k_scale_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_prefill_args_t_k_scale_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float arg2 ;
   
@@ -6913,7 +6913,7 @@ void _wrap_kvc_prefill_args_t_k_scale_set_kvc_9869b028bd667423(struct kvc_prefil
 }
 
 
-float _wrap_kvc_prefill_args_t_k_scale_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+float _wrap_kvc_prefill_args_t_k_scale_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6926,7 +6926,7 @@ float _wrap_kvc_prefill_args_t_k_scale_get_kvc_9869b028bd667423(struct kvc_prefi
 }
 
 
-void _wrap_kvc_prefill_args_t_v_scale_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_prefill_args_t_v_scale_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float arg2 ;
   
@@ -6938,7 +6938,7 @@ void _wrap_kvc_prefill_args_t_v_scale_set_kvc_9869b028bd667423(struct kvc_prefil
 }
 
 
-float _wrap_kvc_prefill_args_t_v_scale_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+float _wrap_kvc_prefill_args_t_v_scale_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6951,7 +6951,7 @@ float _wrap_kvc_prefill_args_t_v_scale_get_kvc_9869b028bd667423(struct kvc_prefi
 }
 
 
-void _wrap_kvc_prefill_args_t_workspace_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_workspace_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6963,7 +6963,7 @@ void _wrap_kvc_prefill_args_t_workspace_set_kvc_9869b028bd667423(struct kvc_pref
 }
 
 
-void *_wrap_kvc_prefill_args_t_workspace_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+void *_wrap_kvc_prefill_args_t_workspace_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6976,7 +6976,7 @@ void *_wrap_kvc_prefill_args_t_workspace_get_kvc_9869b028bd667423(struct kvc_pre
 }
 
 
-void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint64_t arg2 ;
   
@@ -6988,7 +6988,7 @@ void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_9869b028bd667423(struct kv
 }
 
 
-long long _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+long long _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7001,7 +7001,7 @@ long long _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_9869b028bd667423(stru
 }
 
 
-struct kvc_prefill_args *_wrap_new_kvc_prefill_args_t_kvc_9869b028bd667423() {
+struct kvc_prefill_args *_wrap_new_kvc_prefill_args_t_kvc_392cdc371581d819() {
   struct kvc_prefill_args *result = 0 ;
   struct kvc_prefill_args *_swig_go_result;
   
@@ -7012,7 +7012,7 @@ struct kvc_prefill_args *_wrap_new_kvc_prefill_args_t_kvc_9869b028bd667423() {
 }
 
 
-void _wrap_delete_kvc_prefill_args_t_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+void _wrap_delete_kvc_prefill_args_t_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   
   arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
@@ -7022,7 +7022,7 @@ void _wrap_delete_kvc_prefill_args_t_kvc_9869b028bd667423(struct kvc_prefill_arg
 }
 
 
-void _wrap_kvc_prefill_args_init_kvc_9869b028bd667423(struct kvc_prefill_args *_swig_go_0) {
+void _wrap_kvc_prefill_args_init_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
   kvc_prefill_args_t *arg1 = (kvc_prefill_args_t *) 0 ;
   
   arg1 = *(kvc_prefill_args_t **)&_swig_go_0; 
@@ -7032,7 +7032,7 @@ void _wrap_kvc_prefill_args_init_kvc_9869b028bd667423(struct kvc_prefill_args *_
 }
 
 
-_gostring_ _wrap_kvc_prefill_workspace_size_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_prefill_workspace_size_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, long long *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_prefill_args_t *arg2 = (kvc_prefill_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -7049,7 +7049,7 @@ _gostring_ _wrap_kvc_prefill_workspace_size_kvc_9869b028bd667423(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_prefill_attention_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_prefill_attention_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_prefill_args_t *arg2 = (kvc_prefill_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -7066,7 +7066,7 @@ _gostring_ _wrap_kvc_prefill_attention_kvc_9869b028bd667423(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_get_async_error_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_get_async_error_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t *arg3 = (kvc_status_t *) 0 ;
@@ -7083,7 +7083,7 @@ _gostring_ _wrap_kvc_cache_get_async_error_kvc_9869b028bd667423(kvc_cache_t *_sw
 }
 
 
-intgo _wrap_KVC_GROWTH_STAGGERED_kvc_9869b028bd667423() {
+intgo _wrap_KVC_GROWTH_STAGGERED_kvc_392cdc371581d819() {
   enum kvc_growth_policy result;
   intgo _swig_go_result;
   
@@ -7095,7 +7095,7 @@ intgo _wrap_KVC_GROWTH_STAGGERED_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_GROWTH_UNIFORM_kvc_9869b028bd667423() {
+intgo _wrap_KVC_GROWTH_UNIFORM_kvc_392cdc371581d819() {
   enum kvc_growth_policy result;
   intgo _swig_go_result;
   
@@ -7107,7 +7107,7 @@ intgo _wrap_KVC_GROWTH_UNIFORM_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_9869b028bd667423() {
+intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_392cdc371581d819() {
   unsigned int result;
   intgo _swig_go_result;
   
@@ -7118,7 +7118,7 @@ intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_9869b028bd667423() {
 }
 
 
-void _wrap_kvc_stateful_options_t_struct_size_set_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_struct_size_set_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7130,7 +7130,7 @@ void _wrap_kvc_stateful_options_t_struct_size_set_kvc_9869b028bd667423(struct kv
 }
 
 
-int _wrap_kvc_stateful_options_t_struct_size_get_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_struct_size_get_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7143,7 +7143,7 @@ int _wrap_kvc_stateful_options_t_struct_size_get_kvc_9869b028bd667423(struct kvc
 }
 
 
-void _wrap_kvc_stateful_options_t_batch_set_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_batch_set_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7155,7 +7155,7 @@ void _wrap_kvc_stateful_options_t_batch_set_kvc_9869b028bd667423(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_options_t_batch_get_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_batch_get_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7168,7 +7168,7 @@ int _wrap_kvc_stateful_options_t_batch_get_kvc_9869b028bd667423(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_options_t_layout_set_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_layout_set_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -7180,7 +7180,7 @@ void _wrap_kvc_stateful_options_t_layout_set_kvc_9869b028bd667423(struct kvc_sta
 }
 
 
-int _wrap_kvc_stateful_options_t_layout_get_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_layout_get_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -7193,7 +7193,7 @@ int _wrap_kvc_stateful_options_t_layout_get_kvc_9869b028bd667423(struct kvc_stat
 }
 
 
-void _wrap_kvc_stateful_options_t_growth_step_set_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_growth_step_set_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7205,7 +7205,7 @@ void _wrap_kvc_stateful_options_t_growth_step_set_kvc_9869b028bd667423(struct kv
 }
 
 
-int _wrap_kvc_stateful_options_t_growth_step_get_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_growth_step_get_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7218,7 +7218,7 @@ int _wrap_kvc_stateful_options_t_growth_step_get_kvc_9869b028bd667423(struct kvc
 }
 
 
-void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_growth_policy_t arg2 ;
   
@@ -7230,7 +7230,7 @@ void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_9869b028bd667423(struct 
 }
 
 
-int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_growth_policy_t result;
   int _swig_go_result;
@@ -7243,7 +7243,7 @@ int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_9869b028bd667423(struct k
 }
 
 
-void _wrap_kvc_stateful_options_t_max_length_set_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_max_length_set_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7255,7 +7255,7 @@ void _wrap_kvc_stateful_options_t_max_length_set_kvc_9869b028bd667423(struct kvc
 }
 
 
-int _wrap_kvc_stateful_options_t_max_length_get_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_max_length_get_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7268,7 +7268,7 @@ int _wrap_kvc_stateful_options_t_max_length_get_kvc_9869b028bd667423(struct kvc_
 }
 
 
-void _wrap_kvc_stateful_options_t_initial_length_set_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_initial_length_set_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7280,7 +7280,7 @@ void _wrap_kvc_stateful_options_t_initial_length_set_kvc_9869b028bd667423(struct
 }
 
 
-int _wrap_kvc_stateful_options_t_initial_length_get_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_initial_length_get_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7293,7 +7293,7 @@ int _wrap_kvc_stateful_options_t_initial_length_get_kvc_9869b028bd667423(struct 
 }
 
 
-struct kvc_stateful_options *_wrap_new_kvc_stateful_options_t_kvc_9869b028bd667423() {
+struct kvc_stateful_options *_wrap_new_kvc_stateful_options_t_kvc_392cdc371581d819() {
   struct kvc_stateful_options *result = 0 ;
   struct kvc_stateful_options *_swig_go_result;
   
@@ -7304,7 +7304,7 @@ struct kvc_stateful_options *_wrap_new_kvc_stateful_options_t_kvc_9869b028bd6674
 }
 
 
-void _wrap_delete_kvc_stateful_options_t_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
+void _wrap_delete_kvc_stateful_options_t_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   
   arg1 = *(struct kvc_stateful_options **)&_swig_go_0; 
@@ -7314,7 +7314,7 @@ void _wrap_delete_kvc_stateful_options_t_kvc_9869b028bd667423(struct kvc_statefu
 }
 
 
-void _wrap_kvc_stateful_options_init_kvc_9869b028bd667423(struct kvc_stateful_options *_swig_go_0) {
+void _wrap_kvc_stateful_options_init_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0) {
   kvc_stateful_options_t *arg1 = (kvc_stateful_options_t *) 0 ;
   
   arg1 = *(kvc_stateful_options_t **)&_swig_go_0; 
@@ -7324,7 +7324,7 @@ void _wrap_kvc_stateful_options_init_kvc_9869b028bd667423(struct kvc_stateful_op
 }
 
 
-_gostring_ _wrap_kvc_stateful_create_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, struct kvc_stateful_options *_swig_go_1, kvc_stateful_t **_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_create_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, struct kvc_stateful_options *_swig_go_1, kvc_stateful_t **_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_stateful_options_t *arg2 = (kvc_stateful_options_t *) 0 ;
   kvc_stateful_t **arg3 = (kvc_stateful_t **) 0 ;
@@ -7341,7 +7341,7 @@ _gostring_ _wrap_kvc_stateful_create_kvc_9869b028bd667423(kvc_config_t *_swig_go
 }
 
 
-void _wrap_kvc_stateful_destroy_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0) {
+void _wrap_kvc_stateful_destroy_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   
   arg1 = (kvc_stateful_t *)_swig_go_0; 
@@ -7351,7 +7351,7 @@ void _wrap_kvc_stateful_destroy_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0)
 }
 
 
-void _wrap_kvc_stateful_view_t_struct_size_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_struct_size_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7363,7 +7363,7 @@ void _wrap_kvc_stateful_view_t_struct_size_set_kvc_9869b028bd667423(struct kvc_s
 }
 
 
-int _wrap_kvc_stateful_view_t_struct_size_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_struct_size_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7376,7 +7376,7 @@ int _wrap_kvc_stateful_view_t_struct_size_get_kvc_9869b028bd667423(struct kvc_st
 }
 
 
-void _wrap_kvc_stateful_view_t_layer_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_layer_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7388,7 +7388,7 @@ void _wrap_kvc_stateful_view_t_layer_set_kvc_9869b028bd667423(struct kvc_statefu
 }
 
 
-int _wrap_kvc_stateful_view_t_layer_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_layer_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7401,7 +7401,7 @@ int _wrap_kvc_stateful_view_t_layer_get_kvc_9869b028bd667423(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_key_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_key_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7413,7 +7413,7 @@ void _wrap_kvc_stateful_view_t_key_set_kvc_9869b028bd667423(struct kvc_stateful_
 }
 
 
-void *_wrap_kvc_stateful_view_t_key_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
+void *_wrap_kvc_stateful_view_t_key_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7426,7 +7426,7 @@ void *_wrap_kvc_stateful_view_t_key_get_kvc_9869b028bd667423(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_value_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_value_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7438,7 +7438,7 @@ void _wrap_kvc_stateful_view_t_value_set_kvc_9869b028bd667423(struct kvc_statefu
 }
 
 
-void *_wrap_kvc_stateful_view_t_value_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
+void *_wrap_kvc_stateful_view_t_value_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7451,7 +7451,7 @@ void *_wrap_kvc_stateful_view_t_value_get_kvc_9869b028bd667423(struct kvc_statef
 }
 
 
-void _wrap_kvc_stateful_view_t_row_stride_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_view_t_row_stride_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t arg2 ;
   
@@ -7463,7 +7463,7 @@ void _wrap_kvc_stateful_view_t_row_stride_set_kvc_9869b028bd667423(struct kvc_st
 }
 
 
-long long _wrap_kvc_stateful_view_t_row_stride_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
+long long _wrap_kvc_stateful_view_t_row_stride_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7476,7 +7476,7 @@ long long _wrap_kvc_stateful_view_t_row_stride_get_kvc_9869b028bd667423(struct k
 }
 
 
-void _wrap_kvc_stateful_view_t_head_stride_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_view_t_head_stride_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t arg2 ;
   
@@ -7488,7 +7488,7 @@ void _wrap_kvc_stateful_view_t_head_stride_set_kvc_9869b028bd667423(struct kvc_s
 }
 
 
-long long _wrap_kvc_stateful_view_t_head_stride_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
+long long _wrap_kvc_stateful_view_t_head_stride_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7501,7 +7501,7 @@ long long _wrap_kvc_stateful_view_t_head_stride_get_kvc_9869b028bd667423(struct 
 }
 
 
-void _wrap_kvc_stateful_view_t_token_stride_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_view_t_token_stride_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t arg2 ;
   
@@ -7513,7 +7513,7 @@ void _wrap_kvc_stateful_view_t_token_stride_set_kvc_9869b028bd667423(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_view_t_token_stride_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
+long long _wrap_kvc_stateful_view_t_token_stride_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7526,7 +7526,7 @@ long long _wrap_kvc_stateful_view_t_token_stride_get_kvc_9869b028bd667423(struct
 }
 
 
-void _wrap_kvc_stateful_view_t_batch_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_batch_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7538,7 +7538,7 @@ void _wrap_kvc_stateful_view_t_batch_set_kvc_9869b028bd667423(struct kvc_statefu
 }
 
 
-int _wrap_kvc_stateful_view_t_batch_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_batch_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7551,7 +7551,7 @@ int _wrap_kvc_stateful_view_t_batch_get_kvc_9869b028bd667423(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_capacity_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_capacity_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7563,7 +7563,7 @@ void _wrap_kvc_stateful_view_t_capacity_set_kvc_9869b028bd667423(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_view_t_capacity_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_capacity_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7576,7 +7576,7 @@ int _wrap_kvc_stateful_view_t_capacity_get_kvc_9869b028bd667423(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7588,7 +7588,7 @@ void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_9869b028bd667423(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7601,7 +7601,7 @@ int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_9869b028bd667423(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_view_t_head_dim_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_head_dim_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7613,7 +7613,7 @@ void _wrap_kvc_stateful_view_t_head_dim_set_kvc_9869b028bd667423(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_view_t_head_dim_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_head_dim_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7626,7 +7626,7 @@ int _wrap_kvc_stateful_view_t_head_dim_get_kvc_9869b028bd667423(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_view_t_dtype_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_dtype_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -7638,7 +7638,7 @@ void _wrap_kvc_stateful_view_t_dtype_set_kvc_9869b028bd667423(struct kvc_statefu
 }
 
 
-int _wrap_kvc_stateful_view_t_dtype_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_dtype_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -7651,7 +7651,7 @@ int _wrap_kvc_stateful_view_t_dtype_get_kvc_9869b028bd667423(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_layout_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_layout_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -7663,7 +7663,7 @@ void _wrap_kvc_stateful_view_t_layout_set_kvc_9869b028bd667423(struct kvc_statef
 }
 
 
-int _wrap_kvc_stateful_view_t_layout_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_layout_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -7676,7 +7676,7 @@ int _wrap_kvc_stateful_view_t_layout_get_kvc_9869b028bd667423(struct kvc_statefu
 }
 
 
-void _wrap_kvc_stateful_view_t_max_length_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_max_length_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7688,7 +7688,7 @@ void _wrap_kvc_stateful_view_t_max_length_set_kvc_9869b028bd667423(struct kvc_st
 }
 
 
-int _wrap_kvc_stateful_view_t_max_length_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_max_length_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7701,7 +7701,7 @@ int _wrap_kvc_stateful_view_t_max_length_get_kvc_9869b028bd667423(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7713,7 +7713,7 @@ void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_9869b028bd667423(struct
 }
 
 
-int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7726,7 +7726,7 @@ int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_9869b028bd667423(struct 
 }
 
 
-void _wrap_kvc_stateful_view_t_lengths_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_lengths_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -7738,7 +7738,7 @@ void _wrap_kvc_stateful_view_t_lengths_set_kvc_9869b028bd667423(struct kvc_state
 }
 
 
-int32_t *_wrap_kvc_stateful_view_t_lengths_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
+int32_t *_wrap_kvc_stateful_view_t_lengths_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -7751,7 +7751,7 @@ int32_t *_wrap_kvc_stateful_view_t_lengths_get_kvc_9869b028bd667423(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_view_t_beam_table_set_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_beam_table_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -7763,7 +7763,7 @@ void _wrap_kvc_stateful_view_t_beam_table_set_kvc_9869b028bd667423(struct kvc_st
 }
 
 
-int32_t *_wrap_kvc_stateful_view_t_beam_table_get_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
+int32_t *_wrap_kvc_stateful_view_t_beam_table_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -7776,7 +7776,7 @@ int32_t *_wrap_kvc_stateful_view_t_beam_table_get_kvc_9869b028bd667423(struct kv
 }
 
 
-struct kvc_stateful_view *_wrap_new_kvc_stateful_view_t_kvc_9869b028bd667423() {
+struct kvc_stateful_view *_wrap_new_kvc_stateful_view_t_kvc_392cdc371581d819() {
   struct kvc_stateful_view *result = 0 ;
   struct kvc_stateful_view *_swig_go_result;
   
@@ -7787,7 +7787,7 @@ struct kvc_stateful_view *_wrap_new_kvc_stateful_view_t_kvc_9869b028bd667423() {
 }
 
 
-void _wrap_delete_kvc_stateful_view_t_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
+void _wrap_delete_kvc_stateful_view_t_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   
   arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
@@ -7797,7 +7797,7 @@ void _wrap_delete_kvc_stateful_view_t_kvc_9869b028bd667423(struct kvc_stateful_v
 }
 
 
-void _wrap_kvc_stateful_view_init_kvc_9869b028bd667423(struct kvc_stateful_view *_swig_go_0) {
+void _wrap_kvc_stateful_view_init_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
   kvc_stateful_view_t *arg1 = (kvc_stateful_view_t *) 0 ;
   
   arg1 = *(kvc_stateful_view_t **)&_swig_go_0; 
@@ -7807,7 +7807,7 @@ void _wrap_kvc_stateful_view_init_kvc_9869b028bd667423(struct kvc_stateful_view 
 }
 
 
-_gostring_ _wrap_kvc_stateful_layer_view_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_view *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_layer_view_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_view *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   kvc_stateful_view_t *arg3 = (kvc_stateful_view_t *) 0 ;
@@ -7824,7 +7824,7 @@ _gostring_ _wrap_kvc_stateful_layer_view_kvc_9869b028bd667423(kvc_stateful_t *_s
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_lengths_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int _swig_go_3) {
+_gostring_ _wrap_kvc_stateful_get_lengths_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int _swig_go_3) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -7843,7 +7843,7 @@ _gostring_ _wrap_kvc_stateful_get_lengths_kvc_9869b028bd667423(kvc_stateful_t *_
 }
 
 
-void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7855,7 +7855,7 @@ void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_9869b028bd667423(struc
 }
 
 
-int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7868,7 +7868,7 @@ int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_9869b028bd667423(struct
 }
 
 
-void _wrap_kvc_stateful_append_args_t_layer_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_layer_set_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7880,7 +7880,7 @@ void _wrap_kvc_stateful_append_args_t_layer_set_kvc_9869b028bd667423(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_append_args_t_layer_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_layer_get_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7893,7 +7893,7 @@ int _wrap_kvc_stateful_append_args_t_layer_get_kvc_9869b028bd667423(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7905,7 +7905,7 @@ void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_9869b028bd667423(struct
 }
 
 
-int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7918,7 +7918,7 @@ int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_9869b028bd667423(struct 
 }
 
 
-void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -7930,7 +7930,7 @@ void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_9869b028bd667423(struct 
 }
 
 
-int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -7943,7 +7943,7 @@ int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_9869b028bd667423(struct k
 }
 
 
-void _wrap_kvc_stateful_append_args_t_key_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_key_set_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7955,7 +7955,7 @@ void _wrap_kvc_stateful_append_args_t_key_set_kvc_9869b028bd667423(struct kvc_st
 }
 
 
-void *_wrap_kvc_stateful_append_args_t_key_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
+void *_wrap_kvc_stateful_append_args_t_key_get_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7968,7 +7968,7 @@ void *_wrap_kvc_stateful_append_args_t_key_get_kvc_9869b028bd667423(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_append_args_t_value_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_value_set_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7980,7 +7980,7 @@ void _wrap_kvc_stateful_append_args_t_value_set_kvc_9869b028bd667423(struct kvc_
 }
 
 
-void *_wrap_kvc_stateful_append_args_t_value_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
+void *_wrap_kvc_stateful_append_args_t_value_get_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7993,7 +7993,7 @@ void *_wrap_kvc_stateful_append_args_t_value_get_kvc_9869b028bd667423(struct kvc
 }
 
 
-void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, uint32_t *_swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0, uint32_t *_swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   
@@ -8005,7 +8005,7 @@ void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_9869b028bd667423(struct
 }
 
 
-uint32_t *_wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
+uint32_t *_wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t *result = 0 ;
   uint32_t *_swig_go_result;
@@ -8018,7 +8018,7 @@ uint32_t *_wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_9869b028bd667423(s
 }
 
 
-void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float arg2 ;
   
@@ -8030,7 +8030,7 @@ void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_9869b028bd667423(struct kv
 }
 
 
-float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
+float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -8043,7 +8043,7 @@ float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_9869b028bd667423(struct k
 }
 
 
-void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float arg2 ;
   
@@ -8055,7 +8055,7 @@ void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_9869b028bd667423(struct kv
 }
 
 
-float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
+float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -8068,7 +8068,7 @@ float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_9869b028bd667423(struct k
 }
 
 
-struct kvc_stateful_append_args *_wrap_new_kvc_stateful_append_args_t_kvc_9869b028bd667423() {
+struct kvc_stateful_append_args *_wrap_new_kvc_stateful_append_args_t_kvc_392cdc371581d819() {
   struct kvc_stateful_append_args *result = 0 ;
   struct kvc_stateful_append_args *_swig_go_result;
   
@@ -8079,7 +8079,7 @@ struct kvc_stateful_append_args *_wrap_new_kvc_stateful_append_args_t_kvc_9869b0
 }
 
 
-void _wrap_delete_kvc_stateful_append_args_t_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
+void _wrap_delete_kvc_stateful_append_args_t_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   
   arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
@@ -8089,7 +8089,7 @@ void _wrap_delete_kvc_stateful_append_args_t_kvc_9869b028bd667423(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_append_args_init_kvc_9869b028bd667423(struct kvc_stateful_append_args *_swig_go_0) {
+void _wrap_kvc_stateful_append_args_init_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0) {
   kvc_stateful_append_args_t *arg1 = (kvc_stateful_append_args_t *) 0 ;
   
   arg1 = *(kvc_stateful_append_args_t **)&_swig_go_0; 
@@ -8099,7 +8099,7 @@ void _wrap_kvc_stateful_append_args_init_kvc_9869b028bd667423(struct kvc_statefu
 }
 
 
-_gostring_ _wrap_kvc_stateful_append_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, struct kvc_stateful_append_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_append_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, struct kvc_stateful_append_args *_swig_go_1, void *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_append_args_t *arg2 = (kvc_stateful_append_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -8116,7 +8116,7 @@ _gostring_ _wrap_kvc_stateful_append_kvc_9869b028bd667423(kvc_stateful_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_stateful_reorder_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, int *_swig_go_1, int _swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_kvc_stateful_reorder_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, int *_swig_go_1, int _swig_go_2, void *_swig_go_3) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   uint32_t arg3 ;
@@ -8135,7 +8135,7 @@ _gostring_ _wrap_kvc_stateful_reorder_kvc_9869b028bd667423(kvc_stateful_t *_swig
 }
 
 
-_gostring_ _wrap_kvc_stateful_compact_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, void *_swig_go_1) {
+_gostring_ _wrap_kvc_stateful_compact_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, void *_swig_go_1) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t result;
@@ -8150,7 +8150,7 @@ _gostring_ _wrap_kvc_stateful_compact_kvc_9869b028bd667423(kvc_stateful_t *_swig
 }
 
 
-_gostring_ _wrap_kvc_stateful_trim_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, int _swig_go_1, int _swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_kvc_stateful_trim_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, int _swig_go_1, int _swig_go_2, void *_swig_go_3) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   uint32_t arg3 ;
@@ -8169,7 +8169,7 @@ _gostring_ _wrap_kvc_stateful_trim_kvc_9869b028bd667423(kvc_stateful_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_stateful_reset_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, bool _swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_reset_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, bool _swig_go_1, void *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   bool arg2 ;
   void *arg3 = (void *) 0 ;
@@ -8186,7 +8186,7 @@ _gostring_ _wrap_kvc_stateful_reset_kvc_9869b028bd667423(kvc_stateful_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_stateful_export_row_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, void *_swig_go_5) {
+_gostring_ _wrap_kvc_stateful_export_row_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, void *_swig_go_5) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -8209,7 +8209,7 @@ _gostring_ _wrap_kvc_stateful_export_row_kvc_9869b028bd667423(kvc_stateful_t *_s
 }
 
 
-_gostring_ _wrap_kvc_stateful_import_row_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_stateful_import_row_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -8230,7 +8230,7 @@ _gostring_ _wrap_kvc_stateful_import_row_kvc_9869b028bd667423(kvc_stateful_t *_s
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -8242,7 +8242,7 @@ void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_9869b028bd667423(struc
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8255,7 +8255,7 @@ int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_9869b028bd667423(struct
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -8267,7 +8267,7 @@ void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_9869b028bd667423(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8280,7 +8280,7 @@ int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_9869b028bd667423(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -8292,7 +8292,7 @@ void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_9869b028bd667423(struct kv
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8305,7 +8305,7 @@ int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_9869b028bd667423(struct kvc
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -8317,7 +8317,7 @@ void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_9869b028bd667423(struct kv
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -8330,7 +8330,7 @@ int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_9869b028bd667423(struct kvc
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_query_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_query_set_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -8342,7 +8342,7 @@ void _wrap_kvc_stateful_decode_args_t_query_set_kvc_9869b028bd667423(struct kvc_
 }
 
 
-void *_wrap_kvc_stateful_decode_args_t_query_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
+void *_wrap_kvc_stateful_decode_args_t_query_get_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -8355,7 +8355,7 @@ void *_wrap_kvc_stateful_decode_args_t_query_get_kvc_9869b028bd667423(struct kvc
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_out_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_out_set_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -8367,7 +8367,7 @@ void _wrap_kvc_stateful_decode_args_t_out_set_kvc_9869b028bd667423(struct kvc_st
 }
 
 
-void *_wrap_kvc_stateful_decode_args_t_out_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
+void *_wrap_kvc_stateful_decode_args_t_out_get_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -8380,7 +8380,7 @@ void *_wrap_kvc_stateful_decode_args_t_out_get_kvc_9869b028bd667423(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -8392,7 +8392,7 @@ void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_9869b028bd667423(struc
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8405,7 +8405,7 @@ int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_9869b028bd667423(struct
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float arg2 ;
   
@@ -8417,7 +8417,7 @@ void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_9869b028bd667423(str
 }
 
 
-float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
+float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -8430,7 +8430,7 @@ float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_9869b028bd667423(st
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float arg2 ;
   
@@ -8442,7 +8442,7 @@ void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_9869b028bd667423(struct kv
 }
 
 
-float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
+float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -8455,7 +8455,7 @@ float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_9869b028bd667423(struct k
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float arg2 ;
   
@@ -8467,7 +8467,7 @@ void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_9869b028bd667423(struct kv
 }
 
 
-float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
+float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -8480,7 +8480,7 @@ float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_9869b028bd667423(struct k
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -8492,7 +8492,7 @@ void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_9869b028bd667423(struct 
 }
 
 
-void *_wrap_kvc_stateful_decode_args_t_workspace_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
+void *_wrap_kvc_stateful_decode_args_t_workspace_get_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -8505,7 +8505,7 @@ void *_wrap_kvc_stateful_decode_args_t_workspace_get_kvc_9869b028bd667423(struct
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint64_t arg2 ;
   
@@ -8517,7 +8517,7 @@ void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_9869b028bd667423(s
 }
 
 
-long long _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
+long long _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8530,7 +8530,7 @@ long long _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_9869b028bd667
 }
 
 
-struct kvc_stateful_decode_args *_wrap_new_kvc_stateful_decode_args_t_kvc_9869b028bd667423() {
+struct kvc_stateful_decode_args *_wrap_new_kvc_stateful_decode_args_t_kvc_392cdc371581d819() {
   struct kvc_stateful_decode_args *result = 0 ;
   struct kvc_stateful_decode_args *_swig_go_result;
   
@@ -8541,7 +8541,7 @@ struct kvc_stateful_decode_args *_wrap_new_kvc_stateful_decode_args_t_kvc_9869b0
 }
 
 
-void _wrap_delete_kvc_stateful_decode_args_t_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
+void _wrap_delete_kvc_stateful_decode_args_t_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   
   arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
@@ -8551,7 +8551,7 @@ void _wrap_delete_kvc_stateful_decode_args_t_kvc_9869b028bd667423(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_decode_args_init_kvc_9869b028bd667423(struct kvc_stateful_decode_args *_swig_go_0) {
+void _wrap_kvc_stateful_decode_args_init_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
   kvc_stateful_decode_args_t *arg1 = (kvc_stateful_decode_args_t *) 0 ;
   
   arg1 = *(kvc_stateful_decode_args_t **)&_swig_go_0; 
@@ -8561,7 +8561,7 @@ void _wrap_kvc_stateful_decode_args_init_kvc_9869b028bd667423(struct kvc_statefu
 }
 
 
-_gostring_ _wrap_kvc_stateful_decode_workspace_size_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_decode_workspace_size_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, long long *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_decode_args_t *arg2 = (kvc_stateful_decode_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -8578,7 +8578,7 @@ _gostring_ _wrap_kvc_stateful_decode_workspace_size_kvc_9869b028bd667423(kvc_sta
 }
 
 
-_gostring_ _wrap_kvc_stateful_decode_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_decode_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, void *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_decode_args_t *arg2 = (kvc_stateful_decode_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -8595,7 +8595,7 @@ _gostring_ _wrap_kvc_stateful_decode_kvc_9869b028bd667423(kvc_stateful_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_async_error_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_get_async_error_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t *arg3 = (kvc_status_t *) 0 ;
@@ -8612,7 +8612,7 @@ _gostring_ _wrap_kvc_stateful_get_async_error_kvc_9869b028bd667423(kvc_stateful_
 }
 
 
-void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8624,7 +8624,7 @@ void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_9869b028bd667423(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
+int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8637,7 +8637,7 @@ int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_9869b028bd667423(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8649,7 +8649,7 @@ void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_9869b028bd667423(struct kvc_s
 }
 
 
-int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
+int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8662,7 +8662,7 @@ int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_9869b028bd667423(struct kvc_st
 }
 
 
-void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8674,7 +8674,7 @@ void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_9869b028bd667423(struct 
 }
 
 
-long long _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8687,7 +8687,7 @@ long long _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_9869b028bd667423(st
 }
 
 
-void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8699,7 +8699,7 @@ void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_9869b028bd667423(struct kvc_s
 }
 
 
-long long _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8712,7 +8712,7 @@ long long _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_9869b028bd667423(struct 
 }
 
 
-void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8724,7 +8724,7 @@ void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_9869b028bd667423(struct kvc_sta
 }
 
 
-long long _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8737,7 +8737,7 @@ long long _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_9869b028bd667423(struct kv
 }
 
 
-void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8749,7 +8749,7 @@ void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_9869b028bd667423(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8762,7 +8762,7 @@ long long _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_9869b028bd667423(struct
 }
 
 
-void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8774,7 +8774,7 @@ void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_9869b028bd667423(struct kv
 }
 
 
-long long _wrap_kvc_stateful_stats_t_reallocations_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_reallocations_get_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8787,7 +8787,7 @@ long long _wrap_kvc_stateful_stats_t_reallocations_get_kvc_9869b028bd667423(stru
 }
 
 
-void _wrap_kvc_stateful_stats_t_reorders_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_reorders_set_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8799,7 +8799,7 @@ void _wrap_kvc_stateful_stats_t_reorders_set_kvc_9869b028bd667423(struct kvc_sta
 }
 
 
-long long _wrap_kvc_stateful_stats_t_reorders_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_reorders_get_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8812,7 +8812,7 @@ long long _wrap_kvc_stateful_stats_t_reorders_get_kvc_9869b028bd667423(struct kv
 }
 
 
-void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8824,7 +8824,7 @@ void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_9869b028bd667423(st
 }
 
 
-long long _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8837,7 +8837,7 @@ long long _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_9869b028bd6674
 }
 
 
-void _wrap_kvc_stateful_stats_t_compactions_set_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_compactions_set_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8849,7 +8849,7 @@ void _wrap_kvc_stateful_stats_t_compactions_set_kvc_9869b028bd667423(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_stats_t_compactions_get_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_compactions_get_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8862,7 +8862,7 @@ long long _wrap_kvc_stateful_stats_t_compactions_get_kvc_9869b028bd667423(struct
 }
 
 
-struct kvc_stateful_stats *_wrap_new_kvc_stateful_stats_t_kvc_9869b028bd667423() {
+struct kvc_stateful_stats *_wrap_new_kvc_stateful_stats_t_kvc_392cdc371581d819() {
   struct kvc_stateful_stats *result = 0 ;
   struct kvc_stateful_stats *_swig_go_result;
   
@@ -8873,7 +8873,7 @@ struct kvc_stateful_stats *_wrap_new_kvc_stateful_stats_t_kvc_9869b028bd667423()
 }
 
 
-void _wrap_delete_kvc_stateful_stats_t_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
+void _wrap_delete_kvc_stateful_stats_t_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   
   arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
@@ -8883,7 +8883,7 @@ void _wrap_delete_kvc_stateful_stats_t_kvc_9869b028bd667423(struct kvc_stateful_
 }
 
 
-void _wrap_kvc_stateful_stats_init_kvc_9869b028bd667423(struct kvc_stateful_stats *_swig_go_0) {
+void _wrap_kvc_stateful_stats_init_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0) {
   kvc_stateful_stats_t *arg1 = (kvc_stateful_stats_t *) 0 ;
   
   arg1 = *(kvc_stateful_stats_t **)&_swig_go_0; 
@@ -8893,7 +8893,7 @@ void _wrap_kvc_stateful_stats_init_kvc_9869b028bd667423(struct kvc_stateful_stat
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_stats_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, struct kvc_stateful_stats *_swig_go_1) {
+_gostring_ _wrap_kvc_stateful_get_stats_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, struct kvc_stateful_stats *_swig_go_1) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_stats_t *arg2 = (kvc_stateful_stats_t *) 0 ;
   kvc_status_t result;
@@ -8908,7 +8908,7 @@ _gostring_ _wrap_kvc_stateful_get_stats_kvc_9869b028bd667423(kvc_stateful_t *_sw
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8920,7 +8920,7 @@ void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_9869b028bd667423(struc
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8933,7 +8933,7 @@ int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_9869b028bd667423(struct
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8945,7 +8945,7 @@ void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_9869b028bd667423(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8958,7 +8958,7 @@ int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_9869b028bd667423(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8970,7 +8970,7 @@ void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_9869b028bd667423(struct k
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8983,7 +8983,7 @@ int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_9869b028bd667423(struct kv
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8995,7 +8995,7 @@ void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_9869b028bd667423(str
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9008,7 +9008,7 @@ int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_9869b028bd667423(stru
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9020,7 +9020,7 @@ void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_9869b028bd667423(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9033,7 +9033,7 @@ long long _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_9869b028bd667423(struct
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9045,7 +9045,7 @@ void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_9869b028bd667423(str
 }
 
 
-long long _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9058,7 +9058,7 @@ long long _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_9869b028bd66742
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -9070,7 +9070,7 @@ void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_9869b028bd66742
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9083,7 +9083,7 @@ int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_9869b028bd667423
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -9095,7 +9095,7 @@ void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_9869b028bd667423(struct
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9108,7 +9108,7 @@ int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_9869b028bd667423(struct 
 }
 
 
-struct kvc_stateful_layer_stats *_wrap_new_kvc_stateful_layer_stats_t_kvc_9869b028bd667423() {
+struct kvc_stateful_layer_stats *_wrap_new_kvc_stateful_layer_stats_t_kvc_392cdc371581d819() {
   struct kvc_stateful_layer_stats *result = 0 ;
   struct kvc_stateful_layer_stats *_swig_go_result;
   
@@ -9119,7 +9119,7 @@ struct kvc_stateful_layer_stats *_wrap_new_kvc_stateful_layer_stats_t_kvc_9869b0
 }
 
 
-void _wrap_delete_kvc_stateful_layer_stats_t_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
+void _wrap_delete_kvc_stateful_layer_stats_t_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   
   arg1 = *(struct kvc_stateful_layer_stats **)&_swig_go_0; 
@@ -9129,7 +9129,7 @@ void _wrap_delete_kvc_stateful_layer_stats_t_kvc_9869b028bd667423(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_layer_stats_init_kvc_9869b028bd667423(struct kvc_stateful_layer_stats *_swig_go_0) {
+void _wrap_kvc_stateful_layer_stats_init_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0) {
   kvc_stateful_layer_stats_t *arg1 = (kvc_stateful_layer_stats_t *) 0 ;
   
   arg1 = *(kvc_stateful_layer_stats_t **)&_swig_go_0; 
@@ -9139,7 +9139,7 @@ void _wrap_kvc_stateful_layer_stats_init_kvc_9869b028bd667423(struct kvc_statefu
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_layer_stats_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_layer_stats *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_get_layer_stats_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_layer_stats *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   kvc_stateful_layer_stats_t *arg3 = (kvc_stateful_layer_stats_t *) 0 ;
@@ -9156,7 +9156,7 @@ _gostring_ _wrap_kvc_stateful_get_layer_stats_kvc_9869b028bd667423(kvc_stateful_
 }
 
 
-intgo _wrap_KVC_EVENT_STORED_kvc_9869b028bd667423() {
+intgo _wrap_KVC_EVENT_STORED_kvc_392cdc371581d819() {
   int result;
   intgo _swig_go_result;
   
@@ -9168,7 +9168,7 @@ intgo _wrap_KVC_EVENT_STORED_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_EVENT_REMOVED_kvc_9869b028bd667423() {
+intgo _wrap_KVC_EVENT_REMOVED_kvc_392cdc371581d819() {
   int result;
   intgo _swig_go_result;
   
@@ -9180,7 +9180,7 @@ intgo _wrap_KVC_EVENT_REMOVED_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_EVENT_TIER_CHANGED_kvc_9869b028bd667423() {
+intgo _wrap_KVC_EVENT_TIER_CHANGED_kvc_392cdc371581d819() {
   int result;
   intgo _swig_go_result;
   
@@ -9192,7 +9192,7 @@ intgo _wrap_KVC_EVENT_TIER_CHANGED_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_EVENT_PRIORITY_CHANGED_kvc_9869b028bd667423() {
+intgo _wrap_KVC_EVENT_PRIORITY_CHANGED_kvc_392cdc371581d819() {
   int result;
   intgo _swig_go_result;
   
@@ -9204,7 +9204,7 @@ intgo _wrap_KVC_EVENT_PRIORITY_CHANGED_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_EVENT_CLEARED_kvc_9869b028bd667423() {
+intgo _wrap_KVC_EVENT_CLEARED_kvc_392cdc371581d819() {
   int result;
   intgo _swig_go_result;
   
@@ -9216,7 +9216,7 @@ intgo _wrap_KVC_EVENT_CLEARED_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_EVENT_LOST_kvc_9869b028bd667423() {
+intgo _wrap_KVC_EVENT_LOST_kvc_392cdc371581d819() {
   int result;
   intgo _swig_go_result;
   
@@ -9228,7 +9228,7 @@ intgo _wrap_KVC_EVENT_LOST_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_TIER_PRIMARY_kvc_9869b028bd667423() {
+intgo _wrap_KVC_TIER_PRIMARY_kvc_392cdc371581d819() {
   int result;
   intgo _swig_go_result;
   
@@ -9240,7 +9240,7 @@ intgo _wrap_KVC_TIER_PRIMARY_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_TIER_HOST_kvc_9869b028bd667423() {
+intgo _wrap_KVC_TIER_HOST_kvc_392cdc371581d819() {
   int result;
   intgo _swig_go_result;
   
@@ -9252,7 +9252,7 @@ intgo _wrap_KVC_TIER_HOST_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_TIER_DISK_kvc_9869b028bd667423() {
+intgo _wrap_KVC_TIER_DISK_kvc_392cdc371581d819() {
   int result;
   intgo _swig_go_result;
   
@@ -9264,7 +9264,7 @@ intgo _wrap_KVC_TIER_DISK_kvc_9869b028bd667423() {
 }
 
 
-intgo _wrap_KVC_TIER_REMOTE_kvc_9869b028bd667423() {
+intgo _wrap_KVC_TIER_REMOTE_kvc_392cdc371581d819() {
   int result;
   intgo _swig_go_result;
   
@@ -9276,7 +9276,7 @@ intgo _wrap_KVC_TIER_REMOTE_kvc_9869b028bd667423() {
 }
 
 
-void _wrap_kvc_event_t_id_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_id_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -9288,7 +9288,7 @@ void _wrap_kvc_event_t_id_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0,
 }
 
 
-long long _wrap_kvc_event_t_id_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_id_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9301,7 +9301,7 @@ long long _wrap_kvc_event_t_id_get_kvc_9869b028bd667423(struct kvc_event *_swig_
 }
 
 
-void _wrap_kvc_event_t_kind_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_kind_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -9313,7 +9313,7 @@ void _wrap_kvc_event_t_kind_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_
 }
 
 
-int _wrap_kvc_event_t_kind_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_kind_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9326,7 +9326,7 @@ int _wrap_kvc_event_t_kind_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0
 }
 
 
-void _wrap_kvc_event_t_tier_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_tier_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -9338,7 +9338,7 @@ void _wrap_kvc_event_t_tier_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_
 }
 
 
-int _wrap_kvc_event_t_tier_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_tier_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9351,7 +9351,7 @@ int _wrap_kvc_event_t_tier_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0
 }
 
 
-void _wrap_kvc_event_t_hash_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_hash_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -9363,7 +9363,7 @@ void _wrap_kvc_event_t_hash_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_
 }
 
 
-long long _wrap_kvc_event_t_hash_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_hash_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9376,7 +9376,7 @@ long long _wrap_kvc_event_t_hash_get_kvc_9869b028bd667423(struct kvc_event *_swi
 }
 
 
-void _wrap_kvc_event_t_parent_hash_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_parent_hash_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -9388,7 +9388,7 @@ void _wrap_kvc_event_t_parent_hash_set_kvc_9869b028bd667423(struct kvc_event *_s
 }
 
 
-long long _wrap_kvc_event_t_parent_hash_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_parent_hash_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9401,7 +9401,7 @@ long long _wrap_kvc_event_t_parent_hash_get_kvc_9869b028bd667423(struct kvc_even
 }
 
 
-void _wrap_kvc_event_t_groups_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_groups_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -9413,7 +9413,7 @@ void _wrap_kvc_event_t_groups_set_kvc_9869b028bd667423(struct kvc_event *_swig_g
 }
 
 
-long long _wrap_kvc_event_t_groups_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_groups_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9426,7 +9426,7 @@ long long _wrap_kvc_event_t_groups_get_kvc_9869b028bd667423(struct kvc_event *_s
 }
 
 
-void _wrap_kvc_event_t_lora_id_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_lora_id_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -9438,7 +9438,7 @@ void _wrap_kvc_event_t_lora_id_set_kvc_9869b028bd667423(struct kvc_event *_swig_
 }
 
 
-long long _wrap_kvc_event_t_lora_id_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_lora_id_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9451,7 +9451,7 @@ long long _wrap_kvc_event_t_lora_id_get_kvc_9869b028bd667423(struct kvc_event *_
 }
 
 
-void _wrap_kvc_event_t_has_lora_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_has_lora_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -9463,7 +9463,7 @@ void _wrap_kvc_event_t_has_lora_set_kvc_9869b028bd667423(struct kvc_event *_swig
 }
 
 
-int _wrap_kvc_event_t_has_lora_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_has_lora_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9476,7 +9476,7 @@ int _wrap_kvc_event_t_has_lora_get_kvc_9869b028bd667423(struct kvc_event *_swig_
 }
 
 
-void _wrap_kvc_event_t_priority_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_priority_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -9488,7 +9488,7 @@ void _wrap_kvc_event_t_priority_set_kvc_9869b028bd667423(struct kvc_event *_swig
 }
 
 
-int _wrap_kvc_event_t_priority_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_priority_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9501,7 +9501,7 @@ int _wrap_kvc_event_t_priority_get_kvc_9869b028bd667423(struct kvc_event *_swig_
 }
 
 
-void _wrap_kvc_event_t_num_tokens_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_num_tokens_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -9513,7 +9513,7 @@ void _wrap_kvc_event_t_num_tokens_set_kvc_9869b028bd667423(struct kvc_event *_sw
 }
 
 
-int _wrap_kvc_event_t_num_tokens_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_num_tokens_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9526,7 +9526,7 @@ int _wrap_kvc_event_t_num_tokens_get_kvc_9869b028bd667423(struct kvc_event *_swi
 }
 
 
-void _wrap_kvc_event_t_reserved_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_reserved_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -9538,7 +9538,7 @@ void _wrap_kvc_event_t_reserved_set_kvc_9869b028bd667423(struct kvc_event *_swig
 }
 
 
-int _wrap_kvc_event_t_reserved_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_reserved_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9551,7 +9551,7 @@ int _wrap_kvc_event_t_reserved_get_kvc_9869b028bd667423(struct kvc_event *_swig_
 }
 
 
-void _wrap_kvc_event_t_token_offset_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_token_offset_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -9563,7 +9563,7 @@ void _wrap_kvc_event_t_token_offset_set_kvc_9869b028bd667423(struct kvc_event *_
 }
 
 
-long long _wrap_kvc_event_t_token_offset_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_token_offset_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9576,7 +9576,7 @@ long long _wrap_kvc_event_t_token_offset_get_kvc_9869b028bd667423(struct kvc_eve
 }
 
 
-void _wrap_kvc_event_t_lost_count_set_kvc_9869b028bd667423(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_lost_count_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -9588,7 +9588,7 @@ void _wrap_kvc_event_t_lost_count_set_kvc_9869b028bd667423(struct kvc_event *_sw
 }
 
 
-long long _wrap_kvc_event_t_lost_count_get_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_lost_count_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9601,7 +9601,7 @@ long long _wrap_kvc_event_t_lost_count_get_kvc_9869b028bd667423(struct kvc_event
 }
 
 
-struct kvc_event *_wrap_new_kvc_event_t_kvc_9869b028bd667423() {
+struct kvc_event *_wrap_new_kvc_event_t_kvc_392cdc371581d819() {
   struct kvc_event *result = 0 ;
   struct kvc_event *_swig_go_result;
   
@@ -9612,7 +9612,7 @@ struct kvc_event *_wrap_new_kvc_event_t_kvc_9869b028bd667423() {
 }
 
 
-void _wrap_delete_kvc_event_t_kvc_9869b028bd667423(struct kvc_event *_swig_go_0) {
+void _wrap_delete_kvc_event_t_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   
   arg1 = *(struct kvc_event **)&_swig_go_0; 
@@ -9622,7 +9622,7 @@ void _wrap_delete_kvc_event_t_kvc_9869b028bd667423(struct kvc_event *_swig_go_0)
 }
 
 
-void _wrap_kvc_event_drain_t_struct_size_set_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_drain_t_struct_size_set_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0, int _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint32_t arg2 ;
   
@@ -9634,7 +9634,7 @@ void _wrap_kvc_event_drain_t_struct_size_set_kvc_9869b028bd667423(struct kvc_eve
 }
 
 
-int _wrap_kvc_event_drain_t_struct_size_get_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
+int _wrap_kvc_event_drain_t_struct_size_get_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9647,7 +9647,7 @@ int _wrap_kvc_event_drain_t_struct_size_get_kvc_9869b028bd667423(struct kvc_even
 }
 
 
-void _wrap_kvc_event_drain_t_reserved_set_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_drain_t_reserved_set_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0, int _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint32_t arg2 ;
   
@@ -9659,7 +9659,7 @@ void _wrap_kvc_event_drain_t_reserved_set_kvc_9869b028bd667423(struct kvc_event_
 }
 
 
-int _wrap_kvc_event_drain_t_reserved_get_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
+int _wrap_kvc_event_drain_t_reserved_get_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9672,7 +9672,7 @@ int _wrap_kvc_event_drain_t_reserved_get_kvc_9869b028bd667423(struct kvc_event_d
 }
 
 
-void _wrap_kvc_event_drain_t_events_set_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_events_set_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -9684,7 +9684,7 @@ void _wrap_kvc_event_drain_t_events_set_kvc_9869b028bd667423(struct kvc_event_dr
 }
 
 
-long long _wrap_kvc_event_drain_t_events_get_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_events_get_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9697,7 +9697,7 @@ long long _wrap_kvc_event_drain_t_events_get_kvc_9869b028bd667423(struct kvc_eve
 }
 
 
-void _wrap_kvc_event_drain_t_tokens_set_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_tokens_set_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -9709,7 +9709,7 @@ void _wrap_kvc_event_drain_t_tokens_set_kvc_9869b028bd667423(struct kvc_event_dr
 }
 
 
-long long _wrap_kvc_event_drain_t_tokens_get_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_tokens_get_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9722,7 +9722,7 @@ long long _wrap_kvc_event_drain_t_tokens_get_kvc_9869b028bd667423(struct kvc_eve
 }
 
 
-void _wrap_kvc_event_drain_t_events_pending_set_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_events_pending_set_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -9734,7 +9734,7 @@ void _wrap_kvc_event_drain_t_events_pending_set_kvc_9869b028bd667423(struct kvc_
 }
 
 
-long long _wrap_kvc_event_drain_t_events_pending_get_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_events_pending_get_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9747,7 +9747,7 @@ long long _wrap_kvc_event_drain_t_events_pending_get_kvc_9869b028bd667423(struct
 }
 
 
-void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -9759,7 +9759,7 @@ void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_9869b028bd667423(struct kvc_
 }
 
 
-long long _wrap_kvc_event_drain_t_tokens_pending_get_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_tokens_pending_get_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9772,7 +9772,7 @@ long long _wrap_kvc_event_drain_t_tokens_pending_get_kvc_9869b028bd667423(struct
 }
 
 
-void _wrap_kvc_event_drain_t_last_id_set_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_last_id_set_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -9784,7 +9784,7 @@ void _wrap_kvc_event_drain_t_last_id_set_kvc_9869b028bd667423(struct kvc_event_d
 }
 
 
-long long _wrap_kvc_event_drain_t_last_id_get_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_last_id_get_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9797,7 +9797,7 @@ long long _wrap_kvc_event_drain_t_last_id_get_kvc_9869b028bd667423(struct kvc_ev
 }
 
 
-struct kvc_event_drain *_wrap_new_kvc_event_drain_t_kvc_9869b028bd667423() {
+struct kvc_event_drain *_wrap_new_kvc_event_drain_t_kvc_392cdc371581d819() {
   struct kvc_event_drain *result = 0 ;
   struct kvc_event_drain *_swig_go_result;
   
@@ -9808,7 +9808,7 @@ struct kvc_event_drain *_wrap_new_kvc_event_drain_t_kvc_9869b028bd667423() {
 }
 
 
-void _wrap_delete_kvc_event_drain_t_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
+void _wrap_delete_kvc_event_drain_t_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   
   arg1 = *(struct kvc_event_drain **)&_swig_go_0; 
@@ -9818,7 +9818,7 @@ void _wrap_delete_kvc_event_drain_t_kvc_9869b028bd667423(struct kvc_event_drain 
 }
 
 
-void _wrap_kvc_event_drain_init_kvc_9869b028bd667423(struct kvc_event_drain *_swig_go_0) {
+void _wrap_kvc_event_drain_init_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0) {
   kvc_event_drain_t *arg1 = (kvc_event_drain_t *) 0 ;
   
   arg1 = *(kvc_event_drain_t **)&_swig_go_0; 
@@ -9828,7 +9828,7 @@ void _wrap_kvc_event_drain_init_kvc_9869b028bd667423(struct kvc_event_drain *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_drain_events_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_event *_swig_go_1, long long _swig_go_2, int *_swig_go_3, long long _swig_go_4, struct kvc_event_drain *_swig_go_5) {
+_gostring_ _wrap_kvc_cache_drain_events_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, struct kvc_event *_swig_go_1, long long _swig_go_2, int *_swig_go_3, long long _swig_go_4, struct kvc_event_drain *_swig_go_5) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_event_t *arg2 = (kvc_event_t *) 0 ;
   size_t arg3 ;
@@ -9851,7 +9851,7 @@ _gostring_ _wrap_kvc_cache_drain_events_kvc_9869b028bd667423(kvc_cache_t *_swig_
 }
 
 
-void _wrap_kvc_snapshot_entry_t_hash_set_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_hash_set_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t arg2 ;
   
@@ -9863,7 +9863,7 @@ void _wrap_kvc_snapshot_entry_t_hash_set_kvc_9869b028bd667423(struct kvc_snapsho
 }
 
 
-long long _wrap_kvc_snapshot_entry_t_hash_get_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
+long long _wrap_kvc_snapshot_entry_t_hash_get_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9876,7 +9876,7 @@ long long _wrap_kvc_snapshot_entry_t_hash_get_kvc_9869b028bd667423(struct kvc_sn
 }
 
 
-void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t arg2 ;
   
@@ -9888,7 +9888,7 @@ void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_9869b028bd667423(struct kvc_
 }
 
 
-long long _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
+long long _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9901,7 +9901,7 @@ long long _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_9869b028bd667423(struct
 }
 
 
-void _wrap_kvc_snapshot_entry_t_groups_set_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_groups_set_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t arg2 ;
   
@@ -9913,7 +9913,7 @@ void _wrap_kvc_snapshot_entry_t_groups_set_kvc_9869b028bd667423(struct kvc_snaps
 }
 
 
-long long _wrap_kvc_snapshot_entry_t_groups_get_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
+long long _wrap_kvc_snapshot_entry_t_groups_get_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9926,7 +9926,7 @@ long long _wrap_kvc_snapshot_entry_t_groups_get_kvc_9869b028bd667423(struct kvc_
 }
 
 
-void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t arg2 ;
   
@@ -9938,7 +9938,7 @@ void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_9869b028bd667423(struct kvc_snap
 }
 
 
-long long _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
+long long _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9951,7 +9951,7 @@ long long _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_9869b028bd667423(struct kvc
 }
 
 
-void _wrap_kvc_snapshot_entry_t_has_lora_set_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_has_lora_set_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t arg2 ;
   
@@ -9963,7 +9963,7 @@ void _wrap_kvc_snapshot_entry_t_has_lora_set_kvc_9869b028bd667423(struct kvc_sna
 }
 
 
-int _wrap_kvc_snapshot_entry_t_has_lora_get_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
+int _wrap_kvc_snapshot_entry_t_has_lora_get_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9976,7 +9976,7 @@ int _wrap_kvc_snapshot_entry_t_has_lora_get_kvc_9869b028bd667423(struct kvc_snap
 }
 
 
-void _wrap_kvc_snapshot_entry_t_tier_set_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_tier_set_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t arg2 ;
   
@@ -9988,7 +9988,7 @@ void _wrap_kvc_snapshot_entry_t_tier_set_kvc_9869b028bd667423(struct kvc_snapsho
 }
 
 
-int _wrap_kvc_snapshot_entry_t_tier_get_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
+int _wrap_kvc_snapshot_entry_t_tier_get_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -10001,7 +10001,7 @@ int _wrap_kvc_snapshot_entry_t_tier_get_kvc_9869b028bd667423(struct kvc_snapshot
 }
 
 
-void _wrap_kvc_snapshot_entry_t_priority_set_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_priority_set_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t arg2 ;
   
@@ -10013,7 +10013,7 @@ void _wrap_kvc_snapshot_entry_t_priority_set_kvc_9869b028bd667423(struct kvc_sna
 }
 
 
-int _wrap_kvc_snapshot_entry_t_priority_get_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
+int _wrap_kvc_snapshot_entry_t_priority_get_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -10026,7 +10026,7 @@ int _wrap_kvc_snapshot_entry_t_priority_get_kvc_9869b028bd667423(struct kvc_snap
 }
 
 
-void _wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t arg2 ;
   
@@ -10038,7 +10038,7 @@ void _wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_9869b028bd667423(struct kvc_s
 }
 
 
-int _wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
+int _wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -10051,7 +10051,7 @@ int _wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_9869b028bd667423(struct kvc_sn
 }
 
 
-struct kvc_snapshot_entry *_wrap_new_kvc_snapshot_entry_t_kvc_9869b028bd667423() {
+struct kvc_snapshot_entry *_wrap_new_kvc_snapshot_entry_t_kvc_392cdc371581d819() {
   struct kvc_snapshot_entry *result = 0 ;
   struct kvc_snapshot_entry *_swig_go_result;
   
@@ -10062,7 +10062,7 @@ struct kvc_snapshot_entry *_wrap_new_kvc_snapshot_entry_t_kvc_9869b028bd667423()
 }
 
 
-void _wrap_delete_kvc_snapshot_entry_t_kvc_9869b028bd667423(struct kvc_snapshot_entry *_swig_go_0) {
+void _wrap_delete_kvc_snapshot_entry_t_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   
   arg1 = *(struct kvc_snapshot_entry **)&_swig_go_0; 
@@ -10072,7 +10072,7 @@ void _wrap_delete_kvc_snapshot_entry_t_kvc_9869b028bd667423(struct kvc_snapshot_
 }
 
 
-_gostring_ _wrap_kvc_cache_snapshot_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, struct kvc_snapshot_entry *_swig_go_1, long long _swig_go_2, long long *_swig_go_3, long long *_swig_go_4) {
+_gostring_ _wrap_kvc_cache_snapshot_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, struct kvc_snapshot_entry *_swig_go_1, long long _swig_go_2, long long *_swig_go_3, long long *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_snapshot_entry_t *arg2 = (kvc_snapshot_entry_t *) 0 ;
   size_t arg3 ;
@@ -10093,7 +10093,7 @@ _gostring_ _wrap_kvc_cache_snapshot_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_kvc_block_hashes_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6) {
+_gostring_ _wrap_kvc_block_hashes_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -10118,7 +10118,7 @@ _gostring_ _wrap_kvc_block_hashes_kvc_9869b028bd667423(kvc_config_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_kvc_config_set_disk_cache_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, char *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_disk_cache_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, char *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   char *arg2 = (char *) 0 ;
   uint64_t arg3 ;
@@ -10136,7 +10136,7 @@ _gostring_ _wrap_kvc_config_set_disk_cache_kvc_9869b028bd667423(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_disk_cache_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, char **_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_disk_cache_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, char **_swig_go_1, long long *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   char **arg2 = (char **) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -10153,7 +10153,7 @@ _gostring_ _wrap_kvc_config_get_disk_cache_kvc_9869b028bd667423(kvc_config_t *_s
 }
 
 
-void _wrap_kvc_tier_stats_t_struct_size_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_tier_stats_t_struct_size_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -10165,7 +10165,7 @@ void _wrap_kvc_tier_stats_t_struct_size_set_kvc_9869b028bd667423(struct kvc_tier
 }
 
 
-int _wrap_kvc_tier_stats_t_struct_size_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+int _wrap_kvc_tier_stats_t_struct_size_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -10178,7 +10178,7 @@ int _wrap_kvc_tier_stats_t_struct_size_get_kvc_9869b028bd667423(struct kvc_tier_
 }
 
 
-void _wrap_kvc_tier_stats_t_tier_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_tier_stats_t_tier_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -10190,7 +10190,7 @@ void _wrap_kvc_tier_stats_t_tier_set_kvc_9869b028bd667423(struct kvc_tier_stats 
 }
 
 
-int _wrap_kvc_tier_stats_t_tier_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+int _wrap_kvc_tier_stats_t_tier_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -10203,7 +10203,7 @@ int _wrap_kvc_tier_stats_t_tier_get_kvc_9869b028bd667423(struct kvc_tier_stats *
 }
 
 
-void _wrap_kvc_tier_stats_t_blocks_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_blocks_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10215,7 +10215,7 @@ void _wrap_kvc_tier_stats_t_blocks_set_kvc_9869b028bd667423(struct kvc_tier_stat
 }
 
 
-long long _wrap_kvc_tier_stats_t_blocks_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_blocks_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10228,7 +10228,7 @@ long long _wrap_kvc_tier_stats_t_blocks_get_kvc_9869b028bd667423(struct kvc_tier
 }
 
 
-void _wrap_kvc_tier_stats_t_bytes_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_bytes_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10240,7 +10240,7 @@ void _wrap_kvc_tier_stats_t_bytes_set_kvc_9869b028bd667423(struct kvc_tier_stats
 }
 
 
-long long _wrap_kvc_tier_stats_t_bytes_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_bytes_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10253,7 +10253,7 @@ long long _wrap_kvc_tier_stats_t_bytes_get_kvc_9869b028bd667423(struct kvc_tier_
 }
 
 
-void _wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10265,7 +10265,7 @@ void _wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_9869b028bd667423(struct kvc_t
 }
 
 
-long long _wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10278,7 +10278,7 @@ long long _wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_9869b028bd667423(struct 
 }
 
 
-void _wrap_kvc_tier_stats_t_hits_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_hits_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10290,7 +10290,7 @@ void _wrap_kvc_tier_stats_t_hits_set_kvc_9869b028bd667423(struct kvc_tier_stats 
 }
 
 
-long long _wrap_kvc_tier_stats_t_hits_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_hits_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10303,7 +10303,7 @@ long long _wrap_kvc_tier_stats_t_hits_get_kvc_9869b028bd667423(struct kvc_tier_s
 }
 
 
-void _wrap_kvc_tier_stats_t_misses_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_misses_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10315,7 +10315,7 @@ void _wrap_kvc_tier_stats_t_misses_set_kvc_9869b028bd667423(struct kvc_tier_stat
 }
 
 
-long long _wrap_kvc_tier_stats_t_misses_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_misses_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10328,7 +10328,7 @@ long long _wrap_kvc_tier_stats_t_misses_get_kvc_9869b028bd667423(struct kvc_tier
 }
 
 
-void _wrap_kvc_tier_stats_t_rejected_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_rejected_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10340,7 +10340,7 @@ void _wrap_kvc_tier_stats_t_rejected_set_kvc_9869b028bd667423(struct kvc_tier_st
 }
 
 
-long long _wrap_kvc_tier_stats_t_rejected_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_rejected_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10353,7 +10353,7 @@ long long _wrap_kvc_tier_stats_t_rejected_get_kvc_9869b028bd667423(struct kvc_ti
 }
 
 
-void _wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10365,7 +10365,7 @@ void _wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_9869b028bd667423(struct kvc
 }
 
 
-long long _wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10378,7 +10378,7 @@ long long _wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_9869b028bd667423(struc
 }
 
 
-void _wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10390,7 +10390,7 @@ void _wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_9869b028bd667423(struct kvc_
 }
 
 
-long long _wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10403,7 +10403,7 @@ long long _wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_9869b028bd667423(struct
 }
 
 
-void _wrap_kvc_tier_stats_t_offered_blocks_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_offered_blocks_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10415,7 +10415,7 @@ void _wrap_kvc_tier_stats_t_offered_blocks_set_kvc_9869b028bd667423(struct kvc_t
 }
 
 
-long long _wrap_kvc_tier_stats_t_offered_blocks_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_offered_blocks_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10428,7 +10428,7 @@ long long _wrap_kvc_tier_stats_t_offered_blocks_get_kvc_9869b028bd667423(struct 
 }
 
 
-void _wrap_kvc_tier_stats_t_stored_blocks_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_stored_blocks_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10440,7 +10440,7 @@ void _wrap_kvc_tier_stats_t_stored_blocks_set_kvc_9869b028bd667423(struct kvc_ti
 }
 
 
-long long _wrap_kvc_tier_stats_t_stored_blocks_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_stored_blocks_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10453,7 +10453,7 @@ long long _wrap_kvc_tier_stats_t_stored_blocks_get_kvc_9869b028bd667423(struct k
 }
 
 
-void _wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10465,7 +10465,7 @@ void _wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_9869b028bd667423(struct kvc_t
 }
 
 
-long long _wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10478,7 +10478,7 @@ long long _wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_9869b028bd667423(struct 
 }
 
 
-void _wrap_kvc_tier_stats_t_errors_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_errors_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10490,7 +10490,7 @@ void _wrap_kvc_tier_stats_t_errors_set_kvc_9869b028bd667423(struct kvc_tier_stat
 }
 
 
-long long _wrap_kvc_tier_stats_t_errors_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_errors_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10503,7 +10503,7 @@ long long _wrap_kvc_tier_stats_t_errors_get_kvc_9869b028bd667423(struct kvc_tier
 }
 
 
-void _wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10515,7 +10515,7 @@ void _wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_9869b028bd667423(struct kvc_t
 }
 
 
-long long _wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10528,7 +10528,7 @@ long long _wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_9869b028bd667423(struct 
 }
 
 
-void _wrap_kvc_tier_stats_t_queued_blocks_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_queued_blocks_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10540,7 +10540,7 @@ void _wrap_kvc_tier_stats_t_queued_blocks_set_kvc_9869b028bd667423(struct kvc_ti
 }
 
 
-long long _wrap_kvc_tier_stats_t_queued_blocks_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_queued_blocks_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10553,7 +10553,7 @@ long long _wrap_kvc_tier_stats_t_queued_blocks_get_kvc_9869b028bd667423(struct k
 }
 
 
-void _wrap_kvc_tier_stats_t_load_count_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_load_count_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10565,7 +10565,7 @@ void _wrap_kvc_tier_stats_t_load_count_set_kvc_9869b028bd667423(struct kvc_tier_
 }
 
 
-long long _wrap_kvc_tier_stats_t_load_count_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_load_count_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10578,7 +10578,7 @@ long long _wrap_kvc_tier_stats_t_load_count_get_kvc_9869b028bd667423(struct kvc_
 }
 
 
-void _wrap_kvc_tier_stats_t_load_p50_us_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_load_p50_us_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10590,7 +10590,7 @@ void _wrap_kvc_tier_stats_t_load_p50_us_set_kvc_9869b028bd667423(struct kvc_tier
 }
 
 
-long long _wrap_kvc_tier_stats_t_load_p50_us_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_load_p50_us_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10603,7 +10603,7 @@ long long _wrap_kvc_tier_stats_t_load_p50_us_get_kvc_9869b028bd667423(struct kvc
 }
 
 
-void _wrap_kvc_tier_stats_t_load_p99_us_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_load_p99_us_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10615,7 +10615,7 @@ void _wrap_kvc_tier_stats_t_load_p99_us_set_kvc_9869b028bd667423(struct kvc_tier
 }
 
 
-long long _wrap_kvc_tier_stats_t_load_p99_us_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_load_p99_us_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10628,7 +10628,7 @@ long long _wrap_kvc_tier_stats_t_load_p99_us_get_kvc_9869b028bd667423(struct kvc
 }
 
 
-void _wrap_kvc_tier_stats_t_load_max_us_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_load_max_us_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10640,7 +10640,7 @@ void _wrap_kvc_tier_stats_t_load_max_us_set_kvc_9869b028bd667423(struct kvc_tier
 }
 
 
-long long _wrap_kvc_tier_stats_t_load_max_us_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_load_max_us_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10653,7 +10653,7 @@ long long _wrap_kvc_tier_stats_t_load_max_us_get_kvc_9869b028bd667423(struct kvc
 }
 
 
-void _wrap_kvc_tier_stats_t_write_count_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_write_count_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10665,7 +10665,7 @@ void _wrap_kvc_tier_stats_t_write_count_set_kvc_9869b028bd667423(struct kvc_tier
 }
 
 
-long long _wrap_kvc_tier_stats_t_write_count_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_write_count_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10678,7 +10678,7 @@ long long _wrap_kvc_tier_stats_t_write_count_get_kvc_9869b028bd667423(struct kvc
 }
 
 
-void _wrap_kvc_tier_stats_t_write_p50_us_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_write_p50_us_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10690,7 +10690,7 @@ void _wrap_kvc_tier_stats_t_write_p50_us_set_kvc_9869b028bd667423(struct kvc_tie
 }
 
 
-long long _wrap_kvc_tier_stats_t_write_p50_us_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_write_p50_us_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10703,7 +10703,7 @@ long long _wrap_kvc_tier_stats_t_write_p50_us_get_kvc_9869b028bd667423(struct kv
 }
 
 
-void _wrap_kvc_tier_stats_t_write_p99_us_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_write_p99_us_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10715,7 +10715,7 @@ void _wrap_kvc_tier_stats_t_write_p99_us_set_kvc_9869b028bd667423(struct kvc_tie
 }
 
 
-long long _wrap_kvc_tier_stats_t_write_p99_us_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_write_p99_us_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10728,7 +10728,7 @@ long long _wrap_kvc_tier_stats_t_write_p99_us_get_kvc_9869b028bd667423(struct kv
 }
 
 
-void _wrap_kvc_tier_stats_t_write_max_us_set_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_write_max_us_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10740,7 +10740,7 @@ void _wrap_kvc_tier_stats_t_write_max_us_set_kvc_9869b028bd667423(struct kvc_tie
 }
 
 
-long long _wrap_kvc_tier_stats_t_write_max_us_get_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_write_max_us_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10753,7 +10753,7 @@ long long _wrap_kvc_tier_stats_t_write_max_us_get_kvc_9869b028bd667423(struct kv
 }
 
 
-struct kvc_tier_stats *_wrap_new_kvc_tier_stats_t_kvc_9869b028bd667423() {
+struct kvc_tier_stats *_wrap_new_kvc_tier_stats_t_kvc_392cdc371581d819() {
   struct kvc_tier_stats *result = 0 ;
   struct kvc_tier_stats *_swig_go_result;
   
@@ -10764,7 +10764,7 @@ struct kvc_tier_stats *_wrap_new_kvc_tier_stats_t_kvc_9869b028bd667423() {
 }
 
 
-void _wrap_delete_kvc_tier_stats_t_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+void _wrap_delete_kvc_tier_stats_t_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   
   arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
@@ -10774,7 +10774,7 @@ void _wrap_delete_kvc_tier_stats_t_kvc_9869b028bd667423(struct kvc_tier_stats *_
 }
 
 
-void _wrap_kvc_tier_stats_init_kvc_9869b028bd667423(struct kvc_tier_stats *_swig_go_0) {
+void _wrap_kvc_tier_stats_init_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
   kvc_tier_stats_t *arg1 = (kvc_tier_stats_t *) 0 ;
   
   arg1 = *(kvc_tier_stats_t **)&_swig_go_0; 
@@ -10784,7 +10784,7 @@ void _wrap_kvc_tier_stats_init_kvc_9869b028bd667423(struct kvc_tier_stats *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_get_tier_stats_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_tier_stats *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_get_tier_stats_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_tier_stats *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_tier_t arg2 ;
   kvc_tier_stats_t *arg3 = (kvc_tier_stats_t *) 0 ;
@@ -10801,7 +10801,7 @@ _gostring_ _wrap_kvc_cache_get_tier_stats_kvc_9869b028bd667423(kvc_cache_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_cache_flush_tiers_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_flush_tiers_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -10814,7 +10814,7 @@ _gostring_ _wrap_kvc_cache_flush_tiers_kvc_9869b028bd667423(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_set_remote_cache_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, char *_swig_go_1, char *_swig_go_2, long long _swig_go_3) {
+_gostring_ _wrap_kvc_config_set_remote_cache_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, char *_swig_go_1, char *_swig_go_2, long long _swig_go_3) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -10835,7 +10835,7 @@ _gostring_ _wrap_kvc_config_set_remote_cache_kvc_9869b028bd667423(kvc_config_t *
 }
 
 
-_gostring_ _wrap_kvc_config_get_remote_cache_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, char **_swig_go_1, char **_swig_go_2, long long *_swig_go_3) {
+_gostring_ _wrap_kvc_config_get_remote_cache_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, char **_swig_go_1, char **_swig_go_2, long long *_swig_go_3) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   char **arg2 = (char **) 0 ;
   char **arg3 = (char **) 0 ;
@@ -10854,7 +10854,7 @@ _gostring_ _wrap_kvc_config_get_remote_cache_kvc_9869b028bd667423(kvc_config_t *
 }
 
 
-_gostring_ _wrap_kvc_config_set_remote_cache_timeouts_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_remote_cache_timeouts_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t arg3 ;
@@ -10871,7 +10871,7 @@ _gostring_ _wrap_kvc_config_set_remote_cache_timeouts_kvc_9869b028bd667423(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_get_remote_cache_timeouts_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_remote_cache_timeouts_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -10888,7 +10888,7 @@ _gostring_ _wrap_kvc_config_get_remote_cache_timeouts_kvc_9869b028bd667423(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_set_remote_cache_optional_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_remote_cache_optional_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -10903,7 +10903,7 @@ _gostring_ _wrap_kvc_config_set_remote_cache_optional_kvc_9869b028bd667423(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_get_remote_cache_optional_kvc_9869b028bd667423(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_remote_cache_optional_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -10918,7 +10918,448 @@ _gostring_ _wrap_kvc_config_get_remote_cache_optional_kvc_9869b028bd667423(kvc_c
 }
 
 
-uintptr_t _wrap_kvcgo_buffer_new_kvc_9869b028bd667423(char *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_transfer_desc_t_struct_size_set_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_transfer_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_transfer_desc_t_struct_size_get_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0) {
+  struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_transfer_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_transfer_desc_t_num_groups_set_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_transfer_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_groups = arg2;
+  
+}
+
+
+int _wrap_kvc_transfer_desc_t_num_groups_get_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0) {
+  struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_transfer_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->num_groups);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_transfer_desc_t_tokens_per_block_set_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_transfer_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->tokens_per_block = arg2;
+  
+}
+
+
+int _wrap_kvc_transfer_desc_t_tokens_per_block_get_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0) {
+  struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_transfer_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->tokens_per_block);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_transfer_desc_t_reserved_set_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_transfer_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->reserved = arg2;
+  
+}
+
+
+int _wrap_kvc_transfer_desc_t_reserved_get_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0) {
+  struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_transfer_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->reserved);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_transfer_desc_t_seq_id_set_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
+  struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_transfer_desc **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->seq_id = arg2;
+  
+}
+
+
+long long _wrap_kvc_transfer_desc_t_seq_id_get_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0) {
+  struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_transfer_desc **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->seq_id);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_transfer_desc_t_num_blocks_set_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
+  struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_transfer_desc **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_blocks = arg2;
+  
+}
+
+
+long long _wrap_kvc_transfer_desc_t_num_blocks_get_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0) {
+  struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_transfer_desc **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->num_blocks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_transfer_desc_t_first_block_set_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
+  struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_transfer_desc **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->first_block = arg2;
+  
+}
+
+
+long long _wrap_kvc_transfer_desc_t_first_block_get_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0) {
+  struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_transfer_desc **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->first_block);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_transfer_desc_t_num_tokens_set_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
+  struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_transfer_desc **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_tokens = arg2;
+  
+}
+
+
+long long _wrap_kvc_transfer_desc_t_num_tokens_get_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0) {
+  struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_transfer_desc **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->num_tokens);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_transfer_desc_t_keys_bytes_set_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
+  struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_transfer_desc **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->keys_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_transfer_desc_t_keys_bytes_get_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0) {
+  struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_transfer_desc **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->keys_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_transfer_desc *_wrap_new_kvc_transfer_desc_t_kvc_392cdc371581d819() {
+  struct kvc_transfer_desc *result = 0 ;
+  struct kvc_transfer_desc *_swig_go_result;
+  
+  
+  result = (struct kvc_transfer_desc *)calloc(1, sizeof(struct kvc_transfer_desc));
+  *(struct kvc_transfer_desc **)&_swig_go_result = (struct kvc_transfer_desc *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_transfer_desc_t_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0) {
+  struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
+  
+  arg1 = *(struct kvc_transfer_desc **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_transfer_desc_init_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0) {
+  kvc_transfer_desc_t *arg1 = (kvc_transfer_desc_t *) 0 ;
+  
+  arg1 = *(kvc_transfer_desc_t **)&_swig_go_0; 
+  
+  kvc_transfer_desc_init(arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_cache_export_sequence_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, kvc_export_t **_swig_go_3) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint64_t arg2 ;
+  uint64_t arg3 ;
+  kvc_export_t **arg4 = (kvc_export_t **) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (uint64_t)_swig_go_2; 
+  arg4 = (kvc_export_t **)_swig_go_3; 
+  
+  result = (kvc_status_t)kvc_cache_export_sequence(arg1,arg2,arg3,arg4);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_export_release_kvc_392cdc371581d819(kvc_export_t *_swig_go_0) {
+  kvc_export_t *arg1 = (kvc_export_t *) 0 ;
+  
+  arg1 = (kvc_export_t *)_swig_go_0; 
+  
+  kvc_export_release(arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_export_describe_kvc_392cdc371581d819(kvc_export_t *_swig_go_0, struct kvc_transfer_desc *_swig_go_1) {
+  kvc_export_t *arg1 = (kvc_export_t *) 0 ;
+  kvc_transfer_desc_t *arg2 = (kvc_transfer_desc_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_export_t *)_swig_go_0; 
+  arg2 = *(kvc_transfer_desc_t **)&_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_export_describe((struct kvc_export const *)arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_export_block_ids_kvc_392cdc371581d819(kvc_export_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, long long _swig_go_3, long long *_swig_go_4) {
+  kvc_export_t *arg1 = (kvc_export_t *) 0 ;
+  uint32_t arg2 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  size_t arg4 ;
+  size_t *arg5 = (size_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_export_t *)_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  arg3 = (int32_t *)_swig_go_2; 
+  arg4 = (size_t)_swig_go_3; 
+  arg5 = (size_t *)_swig_go_4; 
+  
+  result = (kvc_status_t)kvc_export_block_ids((struct kvc_export const *)arg1,arg2,arg3,arg4,arg5);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_export_keys_kvc_392cdc371581d819(kvc_export_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
+  kvc_export_t *arg1 = (kvc_export_t *) 0 ;
+  void *arg2 = (void *) 0 ;
+  size_t arg3 ;
+  size_t *arg4 = (size_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_export_t *)_swig_go_0; 
+  arg2 = *(void **)&_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  arg4 = (size_t *)_swig_go_3; 
+  
+  result = (kvc_status_t)kvc_export_keys((struct kvc_export const *)arg1,arg2,arg3,arg4);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_cache_import_begin_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long _swig_go_6, kvc_import_t **_swig_go_7) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint64_t arg2 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  size_t arg4 ;
+  kvc_sequence_options_t *arg5 = (kvc_sequence_options_t *) 0 ;
+  void *arg6 = (void *) 0 ;
+  size_t arg7 ;
+  kvc_import_t **arg8 = (kvc_import_t **) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (int32_t *)_swig_go_2; 
+  arg4 = (size_t)_swig_go_3; 
+  arg5 = *(kvc_sequence_options_t **)&_swig_go_4; 
+  arg6 = *(void **)&_swig_go_5; 
+  arg7 = (size_t)_swig_go_6; 
+  arg8 = (kvc_import_t **)_swig_go_7; 
+  
+  result = (kvc_status_t)kvc_cache_import_begin(arg1,arg2,(int const *)arg3,arg4,(struct kvc_sequence_options const *)arg5,(void const *)arg6,arg7,arg8);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_import_describe_kvc_392cdc371581d819(kvc_import_t *_swig_go_0, struct kvc_transfer_desc *_swig_go_1) {
+  kvc_import_t *arg1 = (kvc_import_t *) 0 ;
+  kvc_transfer_desc_t *arg2 = (kvc_transfer_desc_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_import_t *)_swig_go_0; 
+  arg2 = *(kvc_transfer_desc_t **)&_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_import_describe((struct kvc_import const *)arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_import_block_ids_kvc_392cdc371581d819(kvc_import_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, long long _swig_go_3, long long *_swig_go_4) {
+  kvc_import_t *arg1 = (kvc_import_t *) 0 ;
+  uint32_t arg2 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  size_t arg4 ;
+  size_t *arg5 = (size_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_import_t *)_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  arg3 = (int32_t *)_swig_go_2; 
+  arg4 = (size_t)_swig_go_3; 
+  arg5 = (size_t *)_swig_go_4; 
+  
+  result = (kvc_status_t)kvc_import_block_ids((struct kvc_import const *)arg1,arg2,arg3,arg4,arg5);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_import_complete_kvc_392cdc371581d819(kvc_import_t *_swig_go_0, long long _swig_go_1) {
+  kvc_import_t *arg1 = (kvc_import_t *) 0 ;
+  uint64_t arg2 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_import_t *)_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_import_complete(arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_import_abort_kvc_392cdc371581d819(kvc_import_t *_swig_go_0) {
+  kvc_import_t *arg1 = (kvc_import_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_import_t *)_swig_go_0; 
+  
+  result = (kvc_status_t)kvc_import_abort(arg1);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_import_destroy_kvc_392cdc371581d819(kvc_import_t *_swig_go_0) {
+  kvc_import_t *arg1 = (kvc_import_t *) 0 ;
+  
+  arg1 = (kvc_import_t *)_swig_go_0; 
+  
+  kvc_import_destroy(arg1);
+  
+}
+
+
+uintptr_t _wrap_kvcgo_buffer_new_kvc_392cdc371581d819(char *_swig_go_0, long long _swig_go_1) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   uintptr_t result;
@@ -10933,7 +11374,7 @@ uintptr_t _wrap_kvcgo_buffer_new_kvc_9869b028bd667423(char *_swig_go_0, long lon
 }
 
 
-void _wrap_kvcgo_buffer_free_kvc_9869b028bd667423(uintptr_t _swig_go_0) {
+void _wrap_kvcgo_buffer_free_kvc_392cdc371581d819(uintptr_t _swig_go_0) {
   uintptr_t arg1 ;
   
   arg1 = (uintptr_t)_swig_go_0; 
@@ -10943,7 +11384,7 @@ void _wrap_kvcgo_buffer_free_kvc_9869b028bd667423(uintptr_t _swig_go_0) {
 }
 
 
-void _wrap_kvcgo_buffer_read_kvc_9869b028bd667423(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_read_kvc_392cdc371581d819(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   uintptr_t arg2 ;
   size_t arg3 ;
@@ -10957,7 +11398,7 @@ void _wrap_kvcgo_buffer_read_kvc_9869b028bd667423(char *_swig_go_0, uintptr_t _s
 }
 
 
-long long _wrap_kvcgo_cstring_length_kvc_9869b028bd667423(uintptr_t _swig_go_0) {
+long long _wrap_kvcgo_cstring_length_kvc_392cdc371581d819(uintptr_t _swig_go_0) {
   uintptr_t arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -10970,7 +11411,7 @@ long long _wrap_kvcgo_cstring_length_kvc_9869b028bd667423(uintptr_t _swig_go_0) 
 }
 
 
-void _wrap_kvcgo_buffer_write_kvc_9869b028bd667423(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_write_kvc_392cdc371581d819(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
   uintptr_t arg1 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -10984,7 +11425,7 @@ void _wrap_kvcgo_buffer_write_kvc_9869b028bd667423(uintptr_t _swig_go_0, char *_
 }
 
 
-void _wrap_kvcgo_extra_key_set_kvc_9869b028bd667423(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
+void _wrap_kvcgo_extra_key_set_kvc_392cdc371581d819(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
   uintptr_t arg1 ;
   size_t arg2 ;
   uint64_t arg3 ;
@@ -11004,7 +11445,7 @@ void _wrap_kvcgo_extra_key_set_kvc_9869b028bd667423(uintptr_t _swig_go_0, long l
 }
 
 
-_gostring_ _wrap_kvcgo_cache_async_error_kvc_9869b028bd667423(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
+_gostring_ _wrap_kvcgo_cache_async_error_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   bool *arg3 = (bool *) 0 ;
@@ -11021,7 +11462,7 @@ _gostring_ _wrap_kvcgo_cache_async_error_kvc_9869b028bd667423(kvc_cache_t *_swig
 }
 
 
-_gostring_ _wrap_kvcgo_stateful_async_error_kvc_9869b028bd667423(kvc_stateful_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
+_gostring_ _wrap_kvcgo_stateful_async_error_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   void *arg2 = (void *) 0 ;
   bool *arg3 = (bool *) 0 ;
@@ -11038,7 +11479,7 @@ _gostring_ _wrap_kvcgo_stateful_async_error_kvc_9869b028bd667423(kvc_stateful_t 
 }
 
 
-long long _wrap_kvcgo_extra_key_size_kvc_9869b028bd667423() {
+long long _wrap_kvcgo_extra_key_size_kvc_392cdc371581d819() {
   size_t result;
   long long _swig_go_result;
   
@@ -11049,7 +11490,7 @@ long long _wrap_kvcgo_extra_key_size_kvc_9869b028bd667423() {
 }
 
 
-void _wrap_kvcgo_retention_range_set_kvc_9869b028bd667423(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, int _swig_go_4, long long _swig_go_5) {
+void _wrap_kvcgo_retention_range_set_kvc_392cdc371581d819(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, int _swig_go_4, long long _swig_go_5) {
   uintptr_t arg1 ;
   size_t arg2 ;
   uint64_t arg3 ;
@@ -11069,7 +11510,7 @@ void _wrap_kvcgo_retention_range_set_kvc_9869b028bd667423(uintptr_t _swig_go_0, 
 }
 
 
-long long _wrap_kvcgo_retention_range_size_kvc_9869b028bd667423() {
+long long _wrap_kvcgo_retention_range_size_kvc_392cdc371581d819() {
   size_t result;
   long long _swig_go_result;
   
@@ -11080,7 +11521,7 @@ long long _wrap_kvcgo_retention_range_size_kvc_9869b028bd667423() {
 }
 
 
-long long _wrap_kvcgo_event_size_kvc_9869b028bd667423() {
+long long _wrap_kvcgo_event_size_kvc_392cdc371581d819() {
   size_t result;
   long long _swig_go_result;
   
@@ -11091,7 +11532,7 @@ long long _wrap_kvcgo_event_size_kvc_9869b028bd667423() {
 }
 
 
-long long _wrap_kvcgo_snapshot_entry_size_kvc_9869b028bd667423() {
+long long _wrap_kvcgo_snapshot_entry_size_kvc_392cdc371581d819() {
   size_t result;
   long long _swig_go_result;
   
@@ -11102,7 +11543,7 @@ long long _wrap_kvcgo_snapshot_entry_size_kvc_9869b028bd667423() {
 }
 
 
-void _wrap_kvcgo_events_read_kvc_9869b028bd667423(long long *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_events_read_kvc_392cdc371581d819(long long *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
   uint64_t *arg1 = (uint64_t *) 0 ;
   uintptr_t arg2 ;
   size_t arg3 ;
@@ -11116,7 +11557,7 @@ void _wrap_kvcgo_events_read_kvc_9869b028bd667423(long long *_swig_go_0, uintptr
 }
 
 
-void _wrap_kvcgo_snapshot_read_kvc_9869b028bd667423(long long *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_snapshot_read_kvc_392cdc371581d819(long long *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
   uint64_t *arg1 = (uint64_t *) 0 ;
   uintptr_t arg2 ;
   size_t arg3 ;

@@ -30,15 +30,18 @@ from ._batch import DecodeStep
 from ._events import Event, Snapshot
 from ._kernels import StoreStrides
 from ._sequences import ExtraKey, RetentionRange, SequenceOptions
+from ._transfer import Export, Import
 from .records import (CacheDescription, CacheStats, CsrTable, GroupDescription, GroupStats, TierStats,
                       LayerView, PoolDescription, ResizePlan, SequenceDescription, SlotMapping,
+                      TransferDescription,
                       SnapshotEntry, StatefulLayerStats, StatefulStats, StatefulView)
 from .stateful import StatefulCache
 
 __all__ = ["Cache", "Config", "StatefulCache", "KvCacheError", "Status", "DType", "Layout",
            "DeviceKind", "TableFormat", "Feature", "GrowthPolicy", "SequenceOptions", "ExtraKey",
            "RetentionRange", "StoreStrides", "DecodeStep", "CacheDescription",
-           "GroupDescription", "PoolDescription", "ResizePlan", "LayerView", "SequenceDescription",
+           "GroupDescription", "PoolDescription", "ResizePlan", "LayerView", "SequenceDescription", "Export", "Import",
+           "TransferDescription",
            "CacheStats", "GroupStats", "TierStats", "CsrTable", "SlotMapping", "StatefulView", "StatefulStats",
            "StatefulLayerStats", "EventKind", "Tier", "Event", "Snapshot", "SnapshotEntry",
            "EVENT_NO_TOKENS", "DEFAULT_PRIORITY", "RETENTION_OPEN_END", "ALL_ROWS",

@@ -173,6 +173,19 @@ kvc_status_t kvc_config_set_remote_cache_timeouts(kvc_config_t *config, uint32_t
 kvc_status_t kvc_config_get_remote_cache_timeouts(const kvc_config_t *config, uint32_t *connect_ms, uint32_t *command_ms);
 kvc_status_t kvc_config_set_remote_cache_optional(kvc_config_t *config, bool optional);
 kvc_status_t kvc_config_get_remote_cache_optional(const kvc_config_t *config, bool *out);
+
+void kvc_transfer_desc_init(kvc_transfer_desc_t *desc);
+kvc_status_t kvc_cache_export_sequence(kvc_cache_t *cache, uint64_t seq_id, uint64_t num_tokens, kvc_export_t **out);
+void kvc_export_release(kvc_export_t *exp);
+kvc_status_t kvc_export_describe(const kvc_export_t *exp, kvc_transfer_desc_t *out);
+kvc_status_t kvc_export_block_ids(const kvc_export_t *exp, uint32_t group, int32_t *ids, size_t capacity, size_t *count);
+kvc_status_t kvc_export_keys(const kvc_export_t *exp, void *buf, size_t capacity, size_t *size);
+kvc_status_t kvc_cache_import_begin(kvc_cache_t *cache, uint64_t seq_id, const int32_t *tokens, size_t num_tokens, const kvc_sequence_options_t *options, const void *keys, size_t keys_size, kvc_import_t **out);
+kvc_status_t kvc_import_describe(const kvc_import_t *imp, kvc_transfer_desc_t *out);
+kvc_status_t kvc_import_block_ids(const kvc_import_t *imp, uint32_t group, int32_t *ids, size_t capacity, size_t *count);
+kvc_status_t kvc_import_complete(kvc_import_t *imp, uint64_t blocks_written);
+kvc_status_t kvc_import_abort(kvc_import_t *imp);
+void kvc_import_destroy(kvc_import_t *imp);
 """
 
 # Transparent structs, members in header order.
@@ -199,6 +212,9 @@ STRUCTS = {
         uint64_t mem_for_paged; uint64_t primary_bytes; uint64_t max_primary_bytes;
         uint64_t blocks_per_group; uint64_t token_capacity; uint64_t num_blocks;
         uint64_t total_bytes;""",
+    "kvc_transfer_desc_t": """uint32_t struct_size; uint32_t num_groups;
+        uint32_t tokens_per_block; uint32_t reserved; uint64_t seq_id; uint64_t num_blocks;
+        uint64_t first_block; uint64_t num_tokens; uint64_t keys_bytes;""",
     "kvc_extra_key_t": """uint64_t offset; uint64_t length; const void *data; size_t size;""",
     "kvc_retention_range_t": """uint64_t start; uint64_t end; uint32_t priority;
         uint32_t reserved; uint64_t duration_ms;""",

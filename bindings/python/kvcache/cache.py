@@ -11,6 +11,7 @@ from ._handle import NativeHandle
 from ._kernels import KernelCalls
 from ._prefill import PrefillCalls
 from ._sequences import SequenceCalls
+from ._transfer import TransferCalls
 from ._types import DeviceKind, Status
 from .config import Config
 from .errors import KvCacheError, check
@@ -24,7 +25,8 @@ _CACHE, _GROUP, _POOL, _LAYER, _STATS, _GROUP_STATS, _TIER_STATS, _PLAN = (
                              "tier_stats", "resize_plan"))
 
 
-class Cache(NativeHandle, SequenceCalls, BatchCalls, KernelCalls, PrefillCalls, EventCalls):
+class Cache(NativeHandle, SequenceCalls, BatchCalls, KernelCalls, PrefillCalls, EventCalls,
+            TransferCalls):
     """A KV cache: Cache(config) or Cache(**settings) (a Config is made
     from the settings and freed).
 

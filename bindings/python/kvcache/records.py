@@ -12,7 +12,7 @@ from ._types import DeviceKind, DType, EventKind, Layout, Tier
 __all__ = ["CacheDescription", "GroupDescription", "PoolDescription", "LayerView",
            "SequenceDescription", "CacheStats", "GroupStats", "TierStats", "CsrTable", "SlotMapping",
            "StatefulView", "StatefulStats", "StatefulLayerStats", "EventDrain", "SnapshotEntry",
-           "ResizePlan", "read_record"]
+           "ResizePlan", "TransferDescription", "read_record"]
 
 _SKIP = ("struct_size", "reserved")
 _CONVERT = {"device_kind": DeviceKind, "dtype": DType, "layout": Layout, "kind": EventKind,
@@ -99,6 +99,10 @@ SlotMapping = collections.namedtuple("SlotMapping", "slots num_slots new_tokens"
 SlotMapping.__doc__ = "Slots of the new tokens (slots[:num_slots]; -1 for cached ones) and, " \
                       "when asked, the count per sequence."
 
+TransferDescription = collections.namedtuple("TransferDescription",
+                                             _fields("kvc_transfer_desc_t"))
+TransferDescription.__doc__ = "kvc_transfer_desc_t: what an Export or an Import covers " \
+                              "(an import writes positions first_block to num_blocks - 1)."
 
 
 class StatefulView(collections.namedtuple("StatefulView", _fields("kvc_stateful_view_t"))):
@@ -143,6 +147,7 @@ RECORDS = {
     "stats": _Record("kvc_cache_stats_t", lib.kvc_cache_stats_init, CacheStats),
     "group_stats": _Record("kvc_group_stats_t", lib.kvc_group_stats_init, GroupStats),
     "tier_stats": _Record("kvc_tier_stats_t", lib.kvc_tier_stats_init, TierStats),
+    "transfer": _Record("kvc_transfer_desc_t", lib.kvc_transfer_desc_init, TransferDescription),
     "resize_plan": _Record("kvc_resize_plan_t", lib.kvc_resize_plan_init, RawResizePlan),
     "stateful_view": _Record("kvc_stateful_view_t", lib.kvc_stateful_view_init, StatefulView),
     "stateful_stats": _Record("kvc_stateful_stats_t", lib.kvc_stateful_stats_init, StatefulStats),

@@ -8299,3 +8299,378 @@ extern "C" {
         out: *mut bool,
     ) -> kvc_status_t;
 }
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_export {
+    _unused: [u8; 0],
+}
+#[doc = " @brief An export: blocks held for a transfer. @since 0.3.0"]
+pub type kvc_export_t = kvc_export;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_import {
+    _unused: [u8; 0],
+}
+#[doc = " @brief An import: blocks reserved for a transfer. @since 0.3.0"]
+pub type kvc_import_t = kvc_import;
+#[doc = " @brief What an export or an import covers. Transparent; begins with"]
+#[doc = "        struct_size. @since 0.3.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_transfer_desc {
+    #[doc = "< sizeof(kvc_transfer_desc_t) of the caller."]
+    pub struct_size: u32,
+    #[doc = "< Layer groups (kvc_cache_desc_t num_groups)."]
+    pub num_groups: u32,
+    #[doc = "< Tokens per block."]
+    pub tokens_per_block: u32,
+    #[doc = "< 0."]
+    pub reserved: u32,
+    #[doc = "< The sequence exported, or the import's."]
+    pub seq_id: u64,
+    #[doc = "< Full blocks the key blob names (positions"]
+    #[doc = "0..num_blocks-1 of the prompt)."]
+    pub num_blocks: u64,
+    #[doc = "< Export: 0. Import: the first position the"]
+    #[doc = "caller writes; the ones before it this"]
+    #[doc = "cache already held."]
+    pub first_block: u64,
+    #[doc = "< num_blocks * tokens_per_block."]
+    pub num_tokens: u64,
+    #[doc = "< Size of the key blob (export: what"]
+    #[doc = "kvc_export_keys() writes; import: 0)."]
+    pub keys_bytes: u64,
+}
+#[test]
+fn bindgen_test_layout_kvc_transfer_desc() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_transfer_desc>(),
+        56usize,
+        concat!("Size of: ", stringify!(kvc_transfer_desc))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_transfer_desc>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_transfer_desc))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_transfer_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_transfer_desc),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_num_groups() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_transfer_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_groups) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_transfer_desc),
+                "::",
+                stringify!(num_groups)
+            )
+        );
+    }
+    test_field_num_groups();
+    fn test_field_tokens_per_block() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_transfer_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).tokens_per_block) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_transfer_desc),
+                "::",
+                stringify!(tokens_per_block)
+            )
+        );
+    }
+    test_field_tokens_per_block();
+    fn test_field_reserved() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_transfer_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_transfer_desc),
+                "::",
+                stringify!(reserved)
+            )
+        );
+    }
+    test_field_reserved();
+    fn test_field_seq_id() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_transfer_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).seq_id) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_transfer_desc),
+                "::",
+                stringify!(seq_id)
+            )
+        );
+    }
+    test_field_seq_id();
+    fn test_field_num_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_transfer_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_blocks) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_transfer_desc),
+                "::",
+                stringify!(num_blocks)
+            )
+        );
+    }
+    test_field_num_blocks();
+    fn test_field_first_block() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_transfer_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).first_block) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_transfer_desc),
+                "::",
+                stringify!(first_block)
+            )
+        );
+    }
+    test_field_first_block();
+    fn test_field_num_tokens() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_transfer_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_tokens) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_transfer_desc),
+                "::",
+                stringify!(num_tokens)
+            )
+        );
+    }
+    test_field_num_tokens();
+    fn test_field_keys_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_transfer_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).keys_bytes) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_transfer_desc),
+                "::",
+                stringify!(keys_bytes)
+            )
+        );
+    }
+    test_field_keys_bytes();
+}
+#[doc = " @brief What an export or an import covers. Transparent; begins with"]
+#[doc = "        struct_size. @since 0.3.0"]
+pub type kvc_transfer_desc_t = kvc_transfer_desc;
+extern "C" {
+    #[doc = " @brief Zeroes `desc` and sets its struct_size. @since 0.3.0"]
+    pub fn kvc_transfer_desc_init(desc: *mut kvc_transfer_desc_t);
+}
+extern "C" {
+    #[doc = " @brief Holds the committed full blocks of sequence `seq_id` for a"]
+    #[doc = "        transfer and describes them."]
+    #[doc = " @param num_tokens 0: every committed full block; else a multiple of"]
+    #[doc = "        tokens_per_block no larger than the committed full blocks' tokens."]
+    #[doc = " @param[out] out Receives a new export, owned by the caller, freed with"]
+    #[doc = "        kvc_export_release(); untouched on failure."]
+    #[doc = " @return KVC_OK; KVC_ERR_NOT_FOUND (no such sequence);"]
+    #[doc = "         KVC_ERR_INVALID_ARGUMENT (num_tokens not block aligned or past"]
+    #[doc = "         what is committed, nothing committed, NULL); KVC_ERR_INVALID_STATE"]
+    #[doc = "         (a committed block not yet published: shared with a fork sibling,"]
+    #[doc = "         or the tree full); KVC_ERR_UNSUPPORTED (block reuse off, or a"]
+    #[doc = "         windowed group that no longer holds an exported position)."]
+    #[doc = "         Nothing changed on failure."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_cache_export_sequence(
+        cache: *mut kvc_cache_t,
+        seq_id: u64,
+        num_tokens: u64,
+        out: *mut *mut kvc_export_t,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Releases the blocks an export holds and frees it. NULL is fine."]
+    #[doc = "        After the cache was destroyed, only frees the handle."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_export_release(exp: *mut kvc_export_t);
+}
+extern "C" {
+    #[doc = " @brief Describes an export (keys_bytes is the key blob's size)."]
+    #[doc = " @return KVC_OK, KVC_ERR_INVALID_ARGUMENT. Reads only."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_export_describe(
+        exp: *const kvc_export_t,
+        out: *mut kvc_transfer_desc_t,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief The exported block ids of layer group `group`, position 0 first"]
+    #[doc = "        (num_blocks of them). Ids index the group's pool, as"]
+    #[doc = "        kvc_sequence_block_ids() ids do."]
+    #[doc = " @param[out] ids Caller buffer of `capacity` entries; may be NULL if"]
+    #[doc = "        capacity is 0."]
+    #[doc = " @param[out] count Receives num_blocks, also when the buffer is too small"]
+    #[doc = "        (then nothing is written to ids)."]
+    #[doc = " @return KVC_OK, KVC_ERR_BUFFER_TOO_SMALL, KVC_ERR_INVALID_ARGUMENT."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_export_block_ids(
+        exp: *const kvc_export_t,
+        group: u32,
+        ids: *mut i32,
+        capacity: usize,
+        count: *mut usize,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief The key blob (format in this header) into buf[capacity]."]
+    #[doc = " @param[out] buf Caller buffer; may be NULL if capacity is 0."]
+    #[doc = " @param[out] size Receives the blob's size, also when buf is too small"]
+    #[doc = "        (then nothing is written to buf)."]
+    #[doc = " @return KVC_OK, KVC_ERR_BUFFER_TOO_SMALL, KVC_ERR_INVALID_ARGUMENT."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_export_keys(
+        exp: *const kvc_export_t,
+        buf: *mut ::std::os::raw::c_void,
+        capacity: usize,
+        size: *mut usize,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Verifies a peer's key blob against this cache and the receiver's"]
+    #[doc = "        own prompt, then adds sequence `seq_id` with the prompt, reserving"]
+    #[doc = "        blocks for the positions this cache does not hold."]
+    #[doc = " @param tokens The receiver's prompt, num_tokens of them, borrowed for the"]
+    #[doc = "        call: at least the blob's num_blocks * tokens_per_block; the"]
+    #[doc = "        sequence gets all of them (tokens past the blob's blocks are the"]
+    #[doc = "        caller's to compute, as after kvc_sequence_add())."]
+    #[doc = " @param options As kvc_sequence_add()'s (salt, LoRA id, extra keys,"]
+    #[doc = "        retention); NULL: the defaults. They must be those the sender's"]
+    #[doc = "        sequence had, or the digests differ."]
+    #[doc = " @param keys,keys_size The key blob, borrowed for the call."]
+    #[doc = " Device work the add enqueues (the copy of a partially matched block,"]
+    #[doc = " blocks onboarded from the host tier) goes to the default stream (NULL):"]
+    #[doc = " on CUDA, synchronize it before the transport writes the blocks. The CPU"]
+    #[doc = " backend does it before returning."]
+    #[doc = " @param[out] out Receives a new import, owned by the caller, freed with"]
+    #[doc = "        kvc_import_destroy(); untouched on failure."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (a blob of another format"]
+    #[doc = "         version, tokens_per_block or geometry, truncated or corrupted, or"]
+    #[doc = "         one whose tokens or digests differ from those of tokens and"]
+    #[doc = "         options: the message names the first block that differs; bad"]
+    #[doc = "         options; NULL); KVC_ERR_ALREADY_EXISTS (seq_id exists);"]
+    #[doc = "         KVC_ERR_OUT_OF_BLOCKS; KVC_ERR_UNSUPPORTED (block reuse off)."]
+    #[doc = "         Nothing changed on failure."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_cache_import_begin(
+        cache: *mut kvc_cache_t,
+        seq_id: u64,
+        tokens: *const i32,
+        num_tokens: usize,
+        options: *const kvc_sequence_options_t,
+        keys: *const ::std::os::raw::c_void,
+        keys_size: usize,
+        out: *mut *mut kvc_import_t,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Describes an import: the blocks to write are positions"]
+    #[doc = "        [first_block, num_blocks); keys_bytes is 0."]
+    #[doc = " @return KVC_OK, KVC_ERR_INVALID_ARGUMENT. Reads only."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_import_describe(
+        imp: *const kvc_import_t,
+        out: *mut kvc_transfer_desc_t,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief The block ids to write in layer group `group`: entry i is"]
+    #[doc = "        position first_block + i (num_blocks - first_block entries; 0 when"]
+    #[doc = "        this cache held every block). -1: nothing to write there (a"]
+    #[doc = "        windowed group that does not need that position)."]
+    #[doc = " @param[out] ids Caller buffer of `capacity` entries; may be NULL if"]
+    #[doc = "        capacity is 0."]
+    #[doc = " @param[out] count Receives the count, also when the buffer is too small"]
+    #[doc = "        (then nothing is written to ids)."]
+    #[doc = " @return KVC_OK, KVC_ERR_BUFFER_TOO_SMALL, KVC_ERR_INVALID_ARGUMENT."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_import_block_ids(
+        imp: *const kvc_import_t,
+        group: u32,
+        ids: *mut i32,
+        capacity: usize,
+        count: *mut usize,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief The caller wrote the imported blocks: commits the blob's tokens of"]
+    #[doc = "        the import's sequence, publishing the blocks into the radix tree."]
+    #[doc = "        The device work that wrote them must be finished."]
+    #[doc = " @param blocks_written Block positions written: num_blocks - first_block."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (another count: the import stays"]
+    #[doc = "         open); KVC_ERR_INVALID_STATE (already completed or aborted, or"]
+    #[doc = "         the cache was destroyed); KVC_ERR_NOT_FOUND (the sequence was"]
+    #[doc = "         removed; the import is then over)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_import_complete(imp: *mut kvc_import_t, blocks_written: u64) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Gives every block of an open import back: removes its sequence."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_STATE (already completed or aborted, or"]
+    #[doc = "         the cache was destroyed); KVC_ERR_INVALID_ARGUMENT (NULL)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_import_abort(imp: *mut kvc_import_t) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Frees an import, aborting it first if it is still open. NULL is"]
+    #[doc = "        fine."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_import_destroy(imp: *mut kvc_import_t);
+}

@@ -36,6 +36,10 @@ fn descriptors_match_their_init_functions() {
         c_init!(sys::kvc_group_desc_t, kvc_group_desc_init),
     );
     same(
+        sized!(sys::kvc_transfer_desc_t),
+        c_init!(sys::kvc_transfer_desc_t, kvc_transfer_desc_init),
+    );
+    same(
         sized!(sys::kvc_pool_desc_t),
         c_init!(sys::kvc_pool_desc_t, kvc_pool_desc_init),
     );

@@ -68,6 +68,7 @@ mod sequence;
 mod stateful;
 mod stateful_args;
 mod tiers;
+mod transfer;
 mod types;
 mod version;
 
@@ -91,6 +92,7 @@ pub use stateful::{
     StatefulOn, StatefulOptions, StatefulStats, StatefulView,
 };
 pub use tiers::TierStats;
+pub use transfer::{Export, Import, TransferDesc};
 pub use types::{Device, Dtype, Element, Features, Layout, Stream};
 pub use version::{
     abi_version, features, version, version_string, HEADER_ABI_VERSION, HEADER_VERSION,

@@ -111,6 +111,35 @@ public final class Cache implements AutoCloseable {
   }
 
   // ======================================================================
+  // Moving blocks between caches (transfer.h)
+  // ======================================================================
+
+  /**
+   * Holds the committed full blocks of sequence {@code id} for a transfer
+   * (kvc_cache_export_sequence): {@code numTokens} 0 for every committed full block, else a
+   * block-aligned count no larger than that. Close the export to release them.
+   */
+  public Export exportSequence(long id, long numTokens) {
+    Args.count("num_tokens", numTokens);
+    return new Export(handle.callLong(h -> Transfers.exportSequence(h, id, numTokens)), handle);
+  }
+
+  /**
+   * Verifies a peer's key blob against this cache and the receiver's own tokens and options,
+   * then adds sequence {@code id} with them, reserving blocks for the positions this cache lacks
+   * (kvc_cache_import_begin). A blob of another prompt, salt, geometry or format is refused with
+   * nothing changed, naming the first block that differs.
+   *
+   * @param options the options the sender's sequence had (salt, LoRA id, extra keys); null: none
+   */
+  public Import importBegin(long id, int[] tokens, SequenceOptions options, byte[] keys) {
+    Args.notNull("tokens", tokens);
+    Args.notNull("keys", keys);
+    return new Import(handle.callLong(h -> Transfers.importBegin(h, id, tokens, options, keys)),
+        handle);
+  }
+
+  // ======================================================================
   // Sequences
   // ======================================================================
 

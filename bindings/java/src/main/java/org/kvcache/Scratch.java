@@ -230,6 +230,10 @@ final class Scratch {
     bytes.put(offset, src, 0, src.length);
   }
 
+  void getBytes(int offset, byte[] dst) {
+    bytes.get(offset, dst, 0, dst.length);
+  }
+
   void getInts(int offset, int[] dst, int from, int count) {
     ints.get(offset >> 2, dst, from, count);
   }

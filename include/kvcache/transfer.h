@@ -1,0 +1,291 @@
+/**
+ * @file transfer.h
+ * @brief Moving blocks between caches (disaggregated prefill/decode):
+ *        export a sequence's committed blocks from one cache, import them
+ *        into another, verified against the receiver's own prompt.
+ *
+ * The caller owns the transport (NIXL, UCX, NCCL, CUDA IPC, host memory):
+ * the cache names the blocks and takes them back in.
+ *
+ * Sender (prefill):
+ *   1. kvc_cache_export_sequence() holds the sequence's committed full
+ *      blocks (a reference on their tree nodes: eviction,
+ *      kvc_cache_reset_reuse, kvc_cache_resize and a later
+ *      kvc_sequence_remove cannot take them) until kvc_export_release().
+ *   2. kvc_export_keys() gives the key blob to send; kvc_export_block_ids()
+ *      the block ids per layer group. A block's bytes are addressed with
+ *      kvc_cache_layer_view(): layer l's part of block id b starts at
+ *      `view.base + b * view.block_stride` (see kvc_layer_view_t); the whole
+ *      block of a layer group (all its layers) is kvc_group_desc_t
+ *      block_bytes contiguous bytes starting at the first layer of the
+ *      group's view (kvc_pool_desc_t base + b * block_bytes).
+ *
+ * Receiver (decode):
+ *   3. kvc_cache_import_begin() with the receiver's OWN tokens and options
+ *      and the peer's key blob. The cache rebuilds every block's chain
+ *      digest from those tokens and options and refuses the blob unless
+ *      its format version, tokens per block, geometry fingerprint, tokens
+ *      and digests all match (nothing changed then; the message names the
+ *      first block that differs): a peer can never put KV under another
+ *      prompt, and scopes with another salt, LoRA id or extra keys stay
+ *      apart because those are in the digest. It then adds sequence
+ *      `seq_id` with the tokens, as kvc_sequence_add() does: leading blocks
+ *      this cache already holds are reused, fresh blocks are reserved for
+ *      the others, all or nothing (KVC_ERR_OUT_OF_BLOCKS, nothing changed).
+ *   4. kvc_import_block_ids() names the blocks to write: positions
+ *      [first_block, num_blocks) of kvc_transfer_desc_t. Copy export block
+ *      `first_block + i` of group g into import block i of group g.
+ *   5. kvc_import_complete(import, blocks_written) commits the imported
+ *      tokens of sequence `seq_id`: the blocks are published into the
+ *      radix tree under the prompt's keys exactly as kvc_sequence_commit()
+ *      publishes them (STORED events when events are on; reusable by any
+ *      add of the same prompt and scope; ordinary cached blocks once the
+ *      sequence is removed: evictable, offloadable). The sequence stays:
+ *      extend it with the rest of the prompt or the first generated token
+ *      and decode, then remove it as any other. kvc_import_abort() removes
+ *      the sequence instead, giving every block back.
+ *
+ * An import creates sequence `seq_id` at kvc_cache_import_begin(). Until
+ * kvc_import_complete() or kvc_import_abort() the import owns it: do not
+ * extend, commit, rewind, fork or remove it. (Removing it anyway makes
+ * complete fail with KVC_ERR_NOT_FOUND and abort do nothing.) An aborted
+ * import leaves the cache as it was: every block count, sequence, tree node
+ * and statistic (an import is not a lookup: it never counts in
+ * kvc_cache_stats_t reused_blocks, missed_blocks or hit_rate), except that
+ * cached blocks evicted to make room for the import stay evicted.
+ *
+ * Lifetime. Release exports (kvc_export_release()) and end imports
+ * (kvc_import_destroy()) before kvc_cache_destroy(). A cache destroyed
+ * with exports or imports still open releases them itself: their handles
+ * then stay valid only for describe, block ids, keys and the calls that
+ * free them (kvc_export_release(), kvc_import_destroy()); complete and
+ * abort return KVC_ERR_INVALID_STATE, and the block ids name memory that
+ * is gone.
+ *
+ * Key blob format, version 1 (every integer little endian):
+ *
+ *     offset        size   field
+ *     0             8      magic "KVCXFERK"
+ *     8             4      u32 format version (1)
+ *     12            4      u32 tokens_per_block (T)
+ *     16            8      u64 geometry fingerprint: the one block stores
+ *                          check (model layers, kv heads and windows per
+ *                          layer, head dim, kv factor, dtype, layout, T,
+ *                          layer groups and their block bytes)
+ *     24            8      u64 num_blocks (N)
+ *     32            4*N*T  i32 token ids of the N blocks
+ *     32+4NT        40*N   per block: u8[32] SHA-256 chain digest, then the
+ *                          u64 portable hash (events.h, under the sender's
+ *                          kvc_config_set_event_hash_seed)
+ *     32+4NT+40N    8      u64 XXH3-64 (seed 0) of every byte before it
+ *
+ * The chain digest of block b is SHA-256("kvc.block.v1" || digest of block
+ * b-1 (32 zero bytes for b = 0) || SHA-256("kvc.scope.v1" || encoded
+ * salt and LoRA id) || SHA-256("kvc.extra.v1" || encoded extra keys
+ * overlapping the block), or 32 zero bytes without one || u32 T || the
+ * block's tokens), the key block stores keep blocks under. The portable
+ * hash is carried for routers and logs; the receiver does not check it
+ * (caches may use different seeds). The checksum catches accidents in
+ * transit, not forgery: the digests are what keep a peer's KV under its
+ * own prompt.
+ *
+ * Threading: as every call on a cache handle. An export or import handle
+ * is used by one thread at a time.
+ */
+#ifndef KVCACHE_TRANSFER_H
+#define KVCACHE_TRANSFER_H
+
+#include "kvcache/cache.h"
+#include "kvcache/common.h"
+#include "kvcache/sequence.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief An export: blocks held for a transfer. @since 0.3.0 */
+typedef struct kvc_export kvc_export_t;
+/** @brief An import: blocks reserved for a transfer. @since 0.3.0 */
+typedef struct kvc_import kvc_import_t;
+
+/**
+ * @brief What an export or an import covers. Transparent; begins with
+ *        struct_size. @since 0.3.0
+ */
+typedef struct kvc_transfer_desc {
+  uint32_t struct_size;      /**< sizeof(kvc_transfer_desc_t) of the caller. */
+  uint32_t num_groups;       /**< Layer groups (kvc_cache_desc_t num_groups). */
+  uint32_t tokens_per_block; /**< Tokens per block. */
+  uint32_t reserved;         /**< 0. */
+  uint64_t seq_id;           /**< The sequence exported, or the import's. */
+  uint64_t num_blocks;       /**< Full blocks the key blob names (positions
+                                  0..num_blocks-1 of the prompt). */
+  uint64_t first_block;      /**< Export: 0. Import: the first position the
+                                  caller writes; the ones before it this
+                                  cache already held. */
+  uint64_t num_tokens;       /**< num_blocks * tokens_per_block. */
+  uint64_t keys_bytes;       /**< Size of the key blob (export: what
+                                  kvc_export_keys() writes; import: 0). */
+} kvc_transfer_desc_t;
+
+/** Static initializer for kvc_transfer_desc_t. */
+#define KVC_TRANSFER_DESC_INIT {sizeof(kvc_transfer_desc_t), 0, 0, 0, 0, 0, 0, 0, 0}
+
+/** @brief Zeroes `desc` and sets its struct_size. @since 0.3.0 */
+KVC_API void kvc_transfer_desc_init(kvc_transfer_desc_t *desc);
+
+/* ===================================================================== */
+/* Export (the prefill side)                                             */
+/* ===================================================================== */
+
+/**
+ * @brief Holds the committed full blocks of sequence `seq_id` for a
+ *        transfer and describes them.
+ * @param num_tokens 0: every committed full block; else a multiple of
+ *        tokens_per_block no larger than the committed full blocks' tokens.
+ * @param[out] out Receives a new export, owned by the caller, freed with
+ *        kvc_export_release(); untouched on failure.
+ * @return KVC_OK; KVC_ERR_NOT_FOUND (no such sequence);
+ *         KVC_ERR_INVALID_ARGUMENT (num_tokens not block aligned or past
+ *         what is committed, nothing committed, NULL); KVC_ERR_INVALID_STATE
+ *         (a committed block not yet published: shared with a fork sibling,
+ *         or the tree full); KVC_ERR_UNSUPPORTED (block reuse off, or a
+ *         windowed group that no longer holds an exported position).
+ *         Nothing changed on failure.
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_cache_export_sequence(kvc_cache_t *cache, uint64_t seq_id,
+                                               uint64_t num_tokens, kvc_export_t **out);
+
+/**
+ * @brief Releases the blocks an export holds and frees it. NULL is fine.
+ *        After the cache was destroyed, only frees the handle.
+ * @since 0.3.0
+ */
+KVC_API void kvc_export_release(kvc_export_t *exp);
+
+/**
+ * @brief Describes an export (keys_bytes is the key blob's size).
+ * @return KVC_OK, KVC_ERR_INVALID_ARGUMENT. Reads only.
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_export_describe(const kvc_export_t *exp, kvc_transfer_desc_t *out);
+
+/**
+ * @brief The exported block ids of layer group `group`, position 0 first
+ *        (num_blocks of them). Ids index the group's pool, as
+ *        kvc_sequence_block_ids() ids do.
+ * @param[out] ids Caller buffer of `capacity` entries; may be NULL if
+ *        capacity is 0.
+ * @param[out] count Receives num_blocks, also when the buffer is too small
+ *        (then nothing is written to ids).
+ * @return KVC_OK, KVC_ERR_BUFFER_TOO_SMALL, KVC_ERR_INVALID_ARGUMENT.
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_export_block_ids(const kvc_export_t *exp, uint32_t group, int32_t *ids,
+                                          size_t capacity, size_t *count);
+
+/**
+ * @brief The key blob (format in this header) into buf[capacity].
+ * @param[out] buf Caller buffer; may be NULL if capacity is 0.
+ * @param[out] size Receives the blob's size, also when buf is too small
+ *        (then nothing is written to buf).
+ * @return KVC_OK, KVC_ERR_BUFFER_TOO_SMALL, KVC_ERR_INVALID_ARGUMENT.
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_export_keys(const kvc_export_t *exp, void *buf, size_t capacity,
+                                     size_t *size);
+
+/* ===================================================================== */
+/* Import (the decode side)                                              */
+/* ===================================================================== */
+
+/**
+ * @brief Verifies a peer's key blob against this cache and the receiver's
+ *        own prompt, then adds sequence `seq_id` with the prompt, reserving
+ *        blocks for the positions this cache does not hold.
+ * @param tokens The receiver's prompt, num_tokens of them, borrowed for the
+ *        call: at least the blob's num_blocks * tokens_per_block; the
+ *        sequence gets all of them (tokens past the blob's blocks are the
+ *        caller's to compute, as after kvc_sequence_add()).
+ * @param options As kvc_sequence_add()'s (salt, LoRA id, extra keys,
+ *        retention); NULL: the defaults. They must be those the sender's
+ *        sequence had, or the digests differ.
+ * @param keys,keys_size The key blob, borrowed for the call.
+ * Device work the add enqueues (the copy of a partially matched block,
+ * blocks onboarded from the host tier) goes to the default stream (NULL):
+ * on CUDA, synchronize it before the transport writes the blocks. The CPU
+ * backend does it before returning.
+ * @param[out] out Receives a new import, owned by the caller, freed with
+ *        kvc_import_destroy(); untouched on failure.
+ * @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (a blob of another format
+ *         version, tokens_per_block or geometry, truncated or corrupted, or
+ *         one whose tokens or digests differ from those of tokens and
+ *         options: the message names the first block that differs; bad
+ *         options; NULL); KVC_ERR_ALREADY_EXISTS (seq_id exists);
+ *         KVC_ERR_OUT_OF_BLOCKS; KVC_ERR_UNSUPPORTED (block reuse off).
+ *         Nothing changed on failure.
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_cache_import_begin(kvc_cache_t *cache, uint64_t seq_id,
+                                            const int32_t *tokens, size_t num_tokens,
+                                            const kvc_sequence_options_t *options,
+                                            const void *keys, size_t keys_size,
+                                            kvc_import_t **out);
+
+/**
+ * @brief Describes an import: the blocks to write are positions
+ *        [first_block, num_blocks); keys_bytes is 0.
+ * @return KVC_OK, KVC_ERR_INVALID_ARGUMENT. Reads only.
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_import_describe(const kvc_import_t *imp, kvc_transfer_desc_t *out);
+
+/**
+ * @brief The block ids to write in layer group `group`: entry i is
+ *        position first_block + i (num_blocks - first_block entries; 0 when
+ *        this cache held every block). -1: nothing to write there (a
+ *        windowed group that does not need that position).
+ * @param[out] ids Caller buffer of `capacity` entries; may be NULL if
+ *        capacity is 0.
+ * @param[out] count Receives the count, also when the buffer is too small
+ *        (then nothing is written to ids).
+ * @return KVC_OK, KVC_ERR_BUFFER_TOO_SMALL, KVC_ERR_INVALID_ARGUMENT.
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_import_block_ids(const kvc_import_t *imp, uint32_t group, int32_t *ids,
+                                          size_t capacity, size_t *count);
+
+/**
+ * @brief The caller wrote the imported blocks: commits the blob's tokens of
+ *        the import's sequence, publishing the blocks into the radix tree.
+ *        The device work that wrote them must be finished.
+ * @param blocks_written Block positions written: num_blocks - first_block.
+ * @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (another count: the import stays
+ *         open); KVC_ERR_INVALID_STATE (already completed or aborted, or
+ *         the cache was destroyed); KVC_ERR_NOT_FOUND (the sequence was
+ *         removed; the import is then over).
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_import_complete(kvc_import_t *imp, uint64_t blocks_written);
+
+/**
+ * @brief Gives every block of an open import back: removes its sequence.
+ * @return KVC_OK; KVC_ERR_INVALID_STATE (already completed or aborted, or
+ *         the cache was destroyed); KVC_ERR_INVALID_ARGUMENT (NULL).
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_import_abort(kvc_import_t *imp);
+
+/**
+ * @brief Frees an import, aborting it first if it is still open. NULL is
+ *        fine.
+ * @since 0.3.0
+ */
+KVC_API void kvc_import_destroy(kvc_import_t *imp);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVCACHE_TRANSFER_H */
