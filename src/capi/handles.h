@@ -8,7 +8,6 @@
 #include "kvcache/cache.h"
 #include "kvcache/config.h"
 
-
 struct kvc_config {
   kvc::CacheConfig cfg;
 };
