@@ -179,8 +179,6 @@ TEST(CudaResize, AGraphCapturedBeforeAGrowReplaysTheSameBytesAfterIt) {
   kvc_cache_destroy(cache);
 }
 
-// A growth the device cannot back (more than it has) is refused with
-// nothing changed.
 // A shrink keeps the cached blocks that lie past the new end by copying
 // them below it (on the device) and evicts the oldest instead: the blocks
 // a later prompt reuses hold the bytes written before, bit for bit.
@@ -234,7 +232,9 @@ TEST(CudaResize, AShrinkMovesTheCachedTailOnTheDeviceBitForBit) {
       CUDA_OK(cudaMemcpy(base + uint64_t(ids[i]) * kBlockBytes, w.data() + i * kBlockBytes,
                          kBlockBytes, cudaMemcpyHostToDevice));
     KVC_OK_(kvc_sequence_commit(cache, id, t.size()));
-    if (id != 2) KVC_OK_(kvc_sequence_remove(cache, id));
+    if (id != 2) {
+      KVC_OK_(kvc_sequence_remove(cache, id));
+    }
   }
   const std::vector<int32_t> held = block_ids(2);
 
@@ -268,13 +268,16 @@ TEST(CudaResize, AShrinkMovesTheCachedTailOnTheDeviceBitForBit) {
   }
   for (size_t i = 0; i < 4; ++i) {
     const std::vector<uint8_t> got = read(base + uint64_t(held[i]) * kBlockBytes, kBlockBytes);
-    if (std::find(ids.begin(), ids.end(), held[i]) == ids.end())
+    if (std::find(ids.begin(), ids.end(), held[i]) == ids.end()) {
       EXPECT_EQ(std::memcmp(got.data(), written[1].data() + i * kBlockBytes, kBlockBytes), 0)
           << "block " << i << " of B (id " << held[i] << ")";
+    }
   }
   kvc_cache_destroy(cache);
 }
 
+// A growth the device cannot back (more than it has) is refused with
+// nothing changed.
 TEST(CudaResize, AGrowBeyondTheDevicesMemoryChangesNothing) {
   if ((kvc_features() & KVC_FEATURE_CUDA_DEVICE) == 0)
     GTEST_SKIP() << "no usable CUDA device (kvc_features() = " << kvc_features() << ")";
