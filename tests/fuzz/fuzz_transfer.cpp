@@ -161,7 +161,15 @@ void Program::check_export_queries(CacheModel& m, ExportModel& e, uint64_t keys_
 
 void Program::export_sequence() {
   CacheModel& m = c();
-  const uint64_t id = live_id();
+  // Mostly a sequence with a committed full block (else live_id()'s pick:
+  // a live one, or an unknown id).
+  uint64_t id = 0;
+  const uint8_t pick = in_.u8();
+  std::vector<uint64_t> ready;
+  for (const auto& [k, q] : m.seqs)
+    if (q.committed >= m.T) ready.push_back(k);
+  if (!ready.empty() && pick < 0xC0) id = ready[pick % ready.size()];
+  else id = live_id();
   const uint8_t f = in_.u8();
   const SeqModel* s = find(id);
   const uint64_t full = s ? s->committed / m.T : 0;
