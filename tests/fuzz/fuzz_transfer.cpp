@@ -11,6 +11,7 @@
 #include "fuzz_ops.h"
 
 #include "fuzz_emit.h"
+#include "fuzz_feedback.h"
 
 #include <stdlib.h>
 
@@ -262,6 +263,7 @@ void Program::export_sequence() {
     finding("the key blob's header or tokens differ from the export's (version %u, T %u, blocks %llu)",
             version, tpb, (unsigned long long)nb);
   m.exports.push_back(std::move(ex));
+  feedback(kTransfer, uint32_t(m.exports.size()), bucket(want));
   m.settle();  // verify() now knows the export's blocks: in use, in place, bytes kept
   check_export_queries(m, m.exports.back(), keys_bytes);
 }
@@ -447,6 +449,7 @@ void Program::import_blocks() {
   must_direct(kvc_import_block_ids(imp, dst.num_groups, nullptr, 0, nullptr), KVC_ERR_INVALID_ARGUMENT,
               "kvc_import_block_ids(group = num_groups)");
   const uint32_t how = (v >> 4) % 8;
+  feedback(kTransfer, 8 + (first == 0 ? 0 : first < N ? 1 : 2), std::min<uint32_t>(how, 5));
   if (how >= 6) {  // aborted, or destroyed open (which aborts)
     if (how == 6) {
       must_direct(kvc_import_abort(imp), KVC_OK, "kvc_import_abort");
