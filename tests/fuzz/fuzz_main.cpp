@@ -194,7 +194,7 @@ std::unique_ptr<CacheModel> make_cache(Input& in, int index) {
   auto model = std::make_unique<CacheModel>(index, cfg, host, manual, reuse, ring != 0);
   model->disk_dir = disk_dir;
   model->disk_bytes = disk_bytes;
-  model->config = cfg;  // the receiver of imports is created from it (fuzz_transfer.cpp)
+  model->config = cfg;  // the receiver of imports is created from it (fuzz_import.cpp)
   return model;
 }
 

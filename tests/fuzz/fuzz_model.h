@@ -38,8 +38,8 @@ struct Counters {
   uint64_t disk_loads = 0;   // adds that loaded blocks from a disk tier
   uint64_t disk_blocks = 0;  // blocks they loaded (checked bit for bit)
   kvc_tier_stats_t disk{};   // the disk tiers' statistics, summed at destruction
-  // Block transfer (fuzz_transfer.cpp): outcomes of the export and import
-  // operations, printed at exit.
+  // Block transfer (fuzz_export.cpp, fuzz_import.cpp): outcomes of the
+  // export and import operations, printed at exit.
   uint64_t exports_ok = 0, exports_refused = 0, exports_unsupported = 0, exports_released = 0;
   uint64_t exports_orphaned = 0;  // released after their cache was destroyed
   uint64_t imports_ok = 0, imports_refused = 0, imports_aborted = 0, imports_no_room = 0;
@@ -157,9 +157,9 @@ class CacheModel {
 
   std::map<uint64_t, SeqModel> seqs;
   std::set<uint64_t> pins;
-  std::vector<ExportModel> exports;  // held by the program (fuzz_transfer.cpp)
+  std::vector<ExportModel> exports;  // held by the program (fuzz_export.cpp)
   // The receiver of imports: a cache of the same configuration, created
-  // by the first import (fuzz_transfer.cpp), drained and destroyed with
+  // by the first import (fuzz_import.cpp), drained and destroyed with
   // the program.
   std::unique_ptr<CacheModel> twin;
   kvc_config_t* config = nullptr;  // kept for the twin; owned

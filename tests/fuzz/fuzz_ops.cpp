@@ -71,10 +71,11 @@ void Program::run() {
         break;
       case 29: if (in_.below(2) == 0) reset_reuse(); else resize(); break;
       case 30: {
-        // Block transfer (fuzz_transfer.cpp) shares this slot with the
-        // clock: caches without the manual clock (where the clock call was
-        // only ever refused) get a transfer operation; with it, the byte
-        // values 0xC0-0xEF of its argument do (the rest still advances it).
+        // Block transfer (fuzz_export.cpp, fuzz_import.cpp) shares this
+        // slot with the clock: caches without the manual clock (where the
+        // clock call was only ever refused) get a transfer operation; with
+        // it, the byte values 0xC0-0xEF of its argument do (the rest still
+        // advance it).
         const uint8_t f = in_.u8();
         if (!c().manual_clock || (f >= 0xC0 && f < 0xF0)) transfer(f);
         else advance_clock(f);

@@ -23,7 +23,7 @@ class Program {
   // `orphan`: an export of this cache left open (the cache is destroyed
   // with it); its blocks stay in use.
   static void drain(CacheModel& c, const ExportModel* orphan = nullptr);
-  // The end of the program's transfers (fuzz_transfer.cpp): every export
+  // The end of the program's transfers (fuzz_export.cpp, fuzz_import.cpp): every export
   // released but, sometimes, one left open to outlive its cache (returned,
   // with the index of its cache, for release after the caches are gone);
   // every receiver drained and destroyed.
@@ -66,7 +66,7 @@ class Program {
   void resize();
   void advance_clock(uint8_t f);
   void kernels();
-  // Block transfer (fuzz_transfer.cpp).
+  // Block transfer (fuzz_export.cpp, fuzz_import.cpp).
   void transfer(uint8_t f);
   void export_sequence();
   void release_export();
