@@ -23,6 +23,7 @@ enum FeedbackKind : uint32_t {
   kStShape,       // stateful: (rows reading another row, table, layers equal), longest row
   kStGrowth,      // stateful: (layer, layer grew, table grew), rows appended
   kStBeams,       // stateful: (distinct sources of a reorder, table existed), conflict kind
+  kTransfer,      // (exports held, blocks exported), (import: none / some / all found, how it ended)
   kNumKinds
 };
 

@@ -173,6 +173,7 @@ std::unique_ptr<CacheModel> make_cache(Input& in, int index) {
             kOffload[(t >> 3) & (KVC_FUZZ_DISK ? 1 : 3)]);
 #undef KVC_SET
   std::string disk_dir;
+  uint64_t disk_bytes = 0;
   if (KVC_FUZZ_DISK) {
     // Its own directory, removed with the cache: nothing carries over from
     // one input to the next. Room for 2-17 records (a record is a block of
@@ -181,6 +182,7 @@ std::unique_ptr<CacheModel> make_cache(Input& in, int index) {
     if (mkdtemp(dir) == nullptr) finding("mkdtemp: %s", std::strerror(errno));
     disk_dir = dir;
     const uint64_t bytes = (2 + t % 16) * (set_bytes + 16384);
+    disk_bytes = bytes;
     must(kvc_config_set_disk_cache(cfg, dir, bytes), "kvc_config_set_disk_cache");
     emit_line("{ char d[] = \"/tmp/kvc-fuzz-disk-XXXXXX\"; "
               "kvc_config_set_disk_cache(cfg, mkdtemp(d), %llu); }", (unsigned long long)bytes);
@@ -191,7 +193,8 @@ std::unique_ptr<CacheModel> make_cache(Input& in, int index) {
   emit_line("kvc_config_destroy(cfg);");
   auto model = std::make_unique<CacheModel>(index, cfg, host, manual, reuse, ring != 0);
   model->disk_dir = disk_dir;
-  kvc_config_destroy(cfg);
+  model->disk_bytes = disk_bytes;
+  model->config = cfg;  // the receiver of imports is created from it (fuzz_import.cpp)
   return model;
 }
 
@@ -201,6 +204,22 @@ void report() {
                "checked to change nothing), %llu more API calls by the checks\n",
                (unsigned long long)g_count.inputs, (unsigned long long)g_count.calls,
                (unsigned long long)g_count.failed_calls, (unsigned long long)g_count.check_calls);
+#if !KVC_FUZZ_STATEFUL
+  std::fprintf(stderr,
+               "kvcache_fuzz transfer: exports %llu ok, %llu refused (%llu of them unsupported: "
+               "a window had evicted a block), %llu released (%llu after their cache was "
+               "destroyed); imports %llu completed (%llu blocks copied, %llu first completed "
+               "with a wrong count), %llu aborted, %llu refused (hostile blob, tokens, salt), "
+               "%llu out of blocks; %llu adds after a completed import reused its blocks\n",
+               (unsigned long long)g_count.exports_ok, (unsigned long long)g_count.exports_refused,
+               (unsigned long long)g_count.exports_unsupported,
+               (unsigned long long)g_count.exports_released,
+               (unsigned long long)g_count.exports_orphaned, (unsigned long long)g_count.imports_ok,
+               (unsigned long long)g_count.imported_blocks,
+               (unsigned long long)g_count.imports_wrong_count,
+               (unsigned long long)g_count.imports_aborted, (unsigned long long)g_count.imports_refused,
+               (unsigned long long)g_count.imports_no_room, (unsigned long long)g_count.imports_reused);
+#endif
 #if KVC_FUZZ_DISK
   const kvc_tier_stats_t& d = g_count.disk;
   std::fprintf(stderr,
@@ -252,6 +271,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Program program(in, caches);
   program.run();
   emit_end();
-  for (const auto& c : caches) Program::drain(*c);
+  size_t orphan_cache = SIZE_MAX;
+  ExportModel orphan = program.finish_transfers(&orphan_cache);
+  for (size_t i = 0; i < caches.size(); ++i)
+    Program::drain(*caches[i], i == orphan_cache ? &orphan : nullptr);
+  caches.clear();  // an orphan export outlives its cache, as the header allows
+  if (orphan.handle != nullptr) Program::release_orphan(orphan);
   return 0;
 }

@@ -82,6 +82,8 @@ CacheModel::CacheModel(int idx, const kvc_config_t* config, bool has_host, bool 
     must(kvc_cache_describe_group(cache, g, &gd), "kvc_cache_describe_group");
     window.push_back(gd.window);
     group_pool.push_back(gd.pool);
+    group_block_bytes.push_back(gd.block_bytes);
+    group_first_layer.push_back(UINT32_MAX);
     ++pool_groups[gd.pool];
   }
   for (uint32_t p = 0; p < num_pools; ++p) {
@@ -95,6 +97,7 @@ CacheModel::CacheModel(int idx, const kvc_config_t* config, bool has_host, bool 
     kvc_layer_view_init(&v);
     must(kvc_cache_layer_view(cache, l, &v), "kvc_cache_layer_view");
     views.push_back(v);
+    if (v.group < num_groups && group_first_layer[v.group] == UINT32_MAX) group_first_layer[v.group] = l;
     head_dim = v.head_dim;
     layer_chunk_.push_back(uint32_t(chunk_.size()));
     for (uint32_t kv = 0; kv < kv_factor; ++kv)
@@ -156,7 +159,9 @@ CacheModel::~CacheModel() {
       g_count.disk.rejected += d.rejected;
     }
   }
+  twin.reset();
   kvc_cache_destroy(cache);
+  kvc_config_destroy(config);
   if (!disk_dir.empty()) {
     std::error_code ignored;
     std::filesystem::remove_all(disk_dir, ignored);
@@ -465,6 +470,27 @@ void CacheModel::verify(const Snapshot& now) {
       }
     }
   }
+  // Exported blocks: in use until released, each at its position only
+  // (a sequence may hold it there too).
+  for (const ExportModel& e : exports)
+    for (uint32_t g = 0; g < num_groups; ++g)
+      for (uint64_t b = 0; b < e.num_blocks; ++b) {
+        const int32_t blk = e.ids[g][b];
+        if (blk < 0 || uint64_t(blk) >= pools[group_pool[g]].num_blocks)
+          finding("export of sequence %llu group %u: block id %d outside the pool",
+                  (unsigned long long)e.seq_id, g, blk);
+        int64_t& at = where_[where_base_[group_pool[g]] + uint32_t(blk)];
+        const int64_t here = int64_t(uint64_t(g) << 40 | b) + 1;
+        if (at == 0) {
+          at = here;
+          ++held[g];
+        } else if (at != here) {
+          finding("exported block %d of pool %u (group %u position %llu of sequence %llu's "
+                  "export) is also at group %llu position %llu", blk, group_pool[g], g,
+                  (unsigned long long)b, (unsigned long long)e.seq_id,
+                  (unsigned long long)((at - 1) >> 40), (unsigned long long)((at - 1) & 0xFFFFFFFFFFull));
+        }
+      }
   for (uint32_t g = 0; g < num_groups; ++g)
     if (held[g] > now.groups[g].in_use_blocks)
       finding("group %u: sequences hold %llu distinct blocks but %llu are in use", g,
@@ -472,31 +498,40 @@ void CacheModel::verify(const Snapshot& now) {
   verify_content(now);
 }
 
+void CacheModel::compare_row(const unsigned char* want, uint64_t pos,
+                             const std::vector<std::vector<int32_t>>& ids, const char* whose,
+                             uint64_t id, const SeqModel* m) const {
+  for (uint32_t l = 0; l < num_layers; ++l) {
+    const kvc_layer_view_t& v = views[l];
+    const int32_t blk = ids[v.group][pos / T];
+    if (blk < 0) continue;
+    const unsigned char* at = static_cast<const unsigned char*>(v.base) +
+                              uint64_t(blk) * v.block_stride + (pos % T) * v.token_stride;
+    size_t c = layer_chunk_[l];
+    for (uint32_t kv = 0; kv < kv_factor; ++kv)
+      for (uint32_t h = 0; h < v.kv_heads; ++h, ++c)
+        if (std::memcmp(at + kv * v.kv_stride + h * v.head_stride, want + chunk_[c],
+                        size_t(v.head_dim) * elem_size) != 0)
+          finding("K/V bytes: %s %llu position %llu (token %d, committed %llu, cached "
+                  "%llu) layer %u kv %u head %u in block %d of group %u hold another "
+                  "position's bytes", whose, (unsigned long long)id, (unsigned long long)pos,
+                  m ? m->tokens[pos] : -1, (unsigned long long)(m ? m->committed : 0),
+                  (unsigned long long)(m ? m->cached : 0), l, kv, h, blk, v.group);
+  }
+}
+
 void CacheModel::verify_content(const Snapshot& now) const {
   size_t i = 0;
   for (const auto& [id, m] : seqs) {
     const SeqState& st = now.seqs[i++].second;
-    for (uint64_t pos = 0; pos < m.length(); ++pos) {
-      const unsigned char* want = m.rows.data() + pos * row_bytes_;
-      for (uint32_t l = 0; l < num_layers; ++l) {
-        const kvc_layer_view_t& v = views[l];
-        const int32_t blk = st.ids[v.group][pos / T];
-        if (blk < 0) continue;
-        const unsigned char* at = static_cast<const unsigned char*>(v.base) +
-                                  uint64_t(blk) * v.block_stride + (pos % T) * v.token_stride;
-        size_t c = layer_chunk_[l];
-        for (uint32_t kv = 0; kv < kv_factor; ++kv)
-          for (uint32_t h = 0; h < v.kv_heads; ++h, ++c)
-            if (std::memcmp(at + kv * v.kv_stride + h * v.head_stride, want + chunk_[c],
-                            size_t(v.head_dim) * elem_size) != 0)
-              finding("K/V bytes: sequence %llu position %llu (token %d, committed %llu, cached "
-                      "%llu) layer %u kv %u head %u in block %d of group %u hold another "
-                      "position's bytes", (unsigned long long)id, (unsigned long long)pos,
-                      m.tokens[pos], (unsigned long long)m.committed,
-                      (unsigned long long)m.cached, l, kv, h, blk, v.group);
-      }
-    }
+    for (uint64_t pos = 0; pos < m.length(); ++pos)
+      compare_row(m.rows.data() + pos * row_bytes_, pos, st.ids, "sequence", id, &m);
   }
+  // An exported block keeps the bytes it had until released.
+  for (const ExportModel& e : exports)
+    for (uint64_t pos = 0; pos < e.num_blocks * T; ++pos)
+      compare_row(e.rows.data() + pos * row_bytes_, pos, e.ids, "the export of sequence", e.seq_id,
+                  nullptr);
 }
 
 void CacheModel::write_kv(const std::vector<uint64_t>& ids, const std::vector<uint64_t>& from,

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -37,6 +38,14 @@ struct Counters {
   uint64_t disk_loads = 0;   // adds that loaded blocks from a disk tier
   uint64_t disk_blocks = 0;  // blocks they loaded (checked bit for bit)
   kvc_tier_stats_t disk{};   // the disk tiers' statistics, summed at destruction
+  // Block transfer (fuzz_export.cpp, fuzz_import.cpp): outcomes of the
+  // export and import operations, printed at exit.
+  uint64_t exports_ok = 0, exports_refused = 0, exports_unsupported = 0, exports_released = 0;
+  uint64_t exports_orphaned = 0;  // released after their cache was destroyed
+  uint64_t imports_ok = 0, imports_refused = 0, imports_aborted = 0, imports_no_room = 0;
+  uint64_t imports_wrong_count = 0;  // completes with a wrong count first (refused, then OK)
+  uint64_t imported_blocks = 0;      // blocks copied into an import and completed
+  uint64_t imports_reused = 0;       // adds after a completed import that reused its blocks
 };
 extern Counters g_count;
 extern uint32_t g_op;  // the program's operation code, for feedback
@@ -82,7 +91,22 @@ struct SeqModel {
   std::vector<uint64_t> window_begin;  // per group: blocks before it released (-1)
   uint32_t scope_index = 0;  // for feedback
   uint32_t fork_depth = 0;
+  bool shared = false;  // forked (parent or child): a committed block may stay unpublished
+  std::shared_ptr<const Options> opts;  // as added (an export's import needs them)
   uint64_t length() const { return tokens.size(); }
+};
+
+// An export the program holds (kvc_cache_export_sequence): its blocks must
+// stay in use, each at its position only, and hold the bytes they held
+// when exported until kvc_export_release.
+struct ExportModel {
+  kvc_export_t* handle = nullptr;
+  uint64_t seq_id = 0, num_blocks = 0;
+  std::vector<int32_t> tokens;            // num_blocks * T
+  std::shared_ptr<const Options> opts;    // the sequence's
+  std::vector<std::vector<int32_t>> ids;  // per group, position 0 first
+  std::vector<unsigned char> rows;        // the K/V rows of its positions
+  std::vector<unsigned char> keys;        // the key blob
 };
 
 struct SeqState {
@@ -133,6 +157,15 @@ class CacheModel {
 
   std::map<uint64_t, SeqModel> seqs;
   std::set<uint64_t> pins;
+  std::vector<ExportModel> exports;  // held by the program (fuzz_export.cpp)
+  // The receiver of imports: a cache of the same configuration, created
+  // by the first import (fuzz_import.cpp), drained and destroyed with
+  // the program.
+  std::unique_ptr<CacheModel> twin;
+  kvc_config_t* config = nullptr;  // kept for the twin; owned
+  uint64_t disk_bytes = 0;         // the disk tier's size (the twin gets its own directory)
+  std::vector<uint64_t> group_block_bytes;  // per group (kvc_group_desc_t block_bytes)
+  std::vector<uint32_t> group_first_layer;  // per group
   std::map<int32_t, uint32_t> committed_scope;  // first token -> scope index of its last commit
   Snapshot last;  // the state after the last checked call
 
@@ -171,6 +204,7 @@ class CacheModel {
   void relearn_pools();
   bool resized = false;
 
+  size_t row_bytes() const { return row_bytes_; }  // one position's K/V in SeqModel::rows
   void take(Snapshot& s);  // through the public API (reusing s's buffers)
   void check_all();  // take + verify + remember: after end-of-input cleanup
 
@@ -178,6 +212,8 @@ class CacheModel {
   void checked(const char* what, const Expect& e, kvc_status_t st, bool reads_only);
   void verify(const Snapshot& now);
   void verify_content(const Snapshot& now) const;
+  void compare_row(const unsigned char* want, uint64_t pos, const std::vector<std::vector<int32_t>>& ids,
+                   const char* whose, uint64_t id, const SeqModel* m) const;
   void unchanged(const Snapshot& now, const char* what) const;
   void write_kv(const std::vector<uint64_t>& ids, const std::vector<uint64_t>& from,
                 bool small_buffer_first);

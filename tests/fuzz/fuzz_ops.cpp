@@ -70,7 +70,17 @@ void Program::run() {
         }
         break;
       case 29: if (in_.below(2) == 0) reset_reuse(); else resize(); break;
-      case 30: advance_clock(); break;
+      case 30: {
+        // Block transfer (fuzz_export.cpp, fuzz_import.cpp) shares this
+        // slot with the clock: caches without the manual clock (where the
+        // clock call was only ever refused) get a transfer operation; with
+        // it, the byte values 0xC0-0xEF of its argument do (the rest still
+        // advance it).
+        const uint8_t f = in_.u8();
+        if (!c().manual_clock || (f >= 0xC0 && f < 0xF0)) transfer(f);
+        else advance_clock(f);
+        break;
+      }
       default: kernels(); break;
     }
   }
@@ -86,7 +96,7 @@ void Program::add(bool and_commit) {
         break;
       }
   std::vector<int32_t> tokens = prompt();
-  const auto opts = Options::decode(in_);
+  const std::shared_ptr<const Options> opts = Options::decode(in_);
   const uint8_t f = in_.u8();
   const int32_t* tp = tokens.data();
   uint64_t n = tokens.size();
@@ -187,6 +197,7 @@ void Program::add(bool and_commit) {
   s.decode_priority = opts->decode_priority;
   s.scope = opts->scope_hash();
   s.extras = opts->extras;
+  s.opts = opts;
   s.window_begin.assign(m.num_groups, 0);
   for (uint32_t g = 0; g < m.num_groups; ++g)
     s.window_begin[g] = std::min(m.first_needed(g, probed), probed / m.T);
@@ -346,8 +357,7 @@ void Program::commit() {
   after_commit(id, n);
 }
 
-void Program::after_commit(uint64_t id, uint64_t n) {
-  CacheModel& m = c();
+void Program::after_commit(CacheModel& m, uint64_t id, uint64_t n) {
   SeqModel& q = m.seqs.at(id);
   const uint64_t len = q.length();
   q.committed = std::max(q.committed, n);
@@ -426,6 +436,7 @@ void Program::fork() {
   trace("c%d fork(%llu -> %llu) -> %s\n", m.index, (unsigned long long)parent,
         (unsigned long long)child, kvc_status_string(st));
   if (st != KVC_OK) return;
+  m.seqs.at(parent).shared = true;
   SeqModel& q = m.seqs[child] = m.seqs.at(parent);
   q.fork_depth = std::min<uint32_t>(q.fork_depth + 1, 7);
   feedback(kForkDepth, q.fork_depth, m.window.size() > 1 || m.window[0] != 0);
@@ -543,9 +554,8 @@ void Program::resize() {
   m.settle();
 }
 
-void Program::advance_clock() {
+void Program::advance_clock(uint8_t f) {
   CacheModel& m = c();
-  const uint8_t f = in_.u8();
   uint64_t ms = f % 40;
   if (f >= 0xF0) ms = (f & 1) ? UINT64_MAX : UINT64_MAX - m.clock_ms + 1;
   Expect e;
@@ -563,7 +573,7 @@ void Program::advance_clock() {
   m.settle();
 }
 
-void Program::drain(CacheModel& m) {
+void Program::drain(CacheModel& m, const ExportModel* orphan) {
   set_current(m.index, "the drain at the end of the input");
   while (!m.seqs.empty()) {
     const uint64_t id = m.seqs.begin()->first;
@@ -584,6 +594,19 @@ void Program::drain(CacheModel& m) {
       finding("kvc_cache_flush_tiers: %s", kvc_last_error_message());
   }
   m.check_all();
+  if (orphan != nullptr) {
+    // Its blocks stay in use (the export holds them): a reset is refused.
+    uint64_t held = 0;
+    for (const auto& ids : orphan->ids) held += ids.size();
+    if (m.last.stats.in_use_blocks != held)
+      finding("%llu blocks in use with no sequence and no pin; the open export holds %llu",
+              (unsigned long long)m.last.stats.in_use_blocks, (unsigned long long)held);
+    ++g_count.check_calls;
+    if (kvc_cache_reset_reuse(m.cache) != KVC_ERR_INVALID_STATE)
+      finding("kvc_cache_reset_reuse with an export open did not return KVC_ERR_INVALID_STATE");
+    m.check_all();
+    return;
+  }
   if (m.last.stats.in_use_blocks != 0)
     finding("%llu blocks in use with no sequence and no pin",
             (unsigned long long)m.last.stats.in_use_blocks);

@@ -20,7 +20,17 @@ class Program {
   void run();
   // Removes every sequence and pin; the cache must end with nothing in use
   // and, after kvc_cache_reset_reuse, every block free.
-  static void drain(CacheModel& c);
+  // `orphan`: an export of this cache left open (the cache is destroyed
+  // with it); its blocks stay in use.
+  static void drain(CacheModel& c, const ExportModel* orphan = nullptr);
+  // The end of the program's transfers (fuzz_export.cpp, fuzz_import.cpp): every export
+  // released but, sometimes, one left open to outlive its cache (returned,
+  // with the index of its cache, for release after the caches are gone);
+  // every receiver drained and destroyed.
+  ExportModel finish_transfers(size_t* orphan_cache);
+  // After the caches were destroyed: the orphan's handle still describes
+  // the export, then is released.
+  static void release_orphan(ExportModel& e);
 
  private:
   CacheModel& c() { return *caches_[cur_]; }
@@ -32,7 +42,8 @@ class Program {
   std::vector<uint64_t> batch_ids(bool* unknown, bool* repeated);
 
   void add(bool and_commit);
-  void after_commit(uint64_t id, uint64_t n);
+  void after_commit(uint64_t id, uint64_t n) { after_commit(c(), id, n); }
+  static void after_commit(CacheModel& m, uint64_t id, uint64_t n);
   void extend();
   void batch_extend();
   void commit();
@@ -53,8 +64,16 @@ class Program {
   void describe_cache();
   void reset_reuse();
   void resize();
-  void advance_clock();
+  void advance_clock(uint8_t f);
   void kernels();
+  // Block transfer (fuzz_export.cpp, fuzz_import.cpp).
+  void transfer(uint8_t f);
+  void export_sequence();
+  void release_export();
+  void query_export();
+  void import_blocks();
+  CacheModel& receiver();
+  void check_export_queries(CacheModel& m, ExportModel& e, uint64_t keys_bytes);
 
   Input& in_;
   std::vector<std::unique_ptr<CacheModel>>& caches_;
