@@ -120,6 +120,9 @@ enum kvc_resource_reason {
 /** `resource` value of kvc_batch_state_slots() meaning every resource. */
 #define KVC_STATE_ALL UINT32_MAX
 
+/** The most resources one config may have. */
+#define KVC_STATE_MAX_RESOURCES 256u
+
 /** Largest generic-state alignment (a power of two up to this). */
 #define KVC_STATE_MAX_ALIGNMENT 4096u
 
@@ -130,7 +133,9 @@ enum kvc_resource_reason {
  * @param dtype KVC_DTYPE_F32, F16 or BF16.
  * @param[out] index Receives the resource's index; untouched on failure.
  * @return KVC_OK, KVC_ERR_INVALID_ARGUMENT (the message names the argument
- *         and value; the config unchanged).
+ *         and value: a dimension 0 or above 2^20, another dtype, a slot
+ *         above 2^40 bytes, more than KVC_STATE_MAX_RESOURCES resources;
+ *         the config unchanged).
  * @since 0.3.0
  */
 KVC_API kvc_status_t kvc_config_add_ssm_state(kvc_config_t *config, uint32_t num_heads,
