@@ -164,7 +164,7 @@ static kvc_cache_t *small_hybrid(uint32_t slots) {
   ok(kvc_config_set_tokens_per_block(c, 4));
   uint32_t i = 0;
   ok(kvc_config_add_ssm_state(c, 2, 4, 8, KVC_DTYPE_F32, &i));
-  ok(kvc_config_add_conv_state(c, 16, 4, KVC_DTYPE_F32, &i));
+  ok(kvc_config_add_conv_state(c, 24, 4, KVC_DTYPE_F32, &i));
   ok(kvc_config_add_conv_state(c, 17, 4, KVC_DTYPE_F32, &i));
   ok(kvc_config_add_generic_state(c, 100, 512, &i));
   ok(kvc_config_add_unpaged_resource(c, 16, 32, &i));
@@ -185,6 +185,9 @@ static void add(kvc_cache_t *cache, uint64_t id, size_t n) {
 static void slot_accounting(void **state) {
   (void)state;
   kvc_cache_t *cache = small_hybrid(3);
+  assert_int_equal(resource(cache, 1).managed, 1);
+  assert_int_equal(resource(cache, 1).n_groups, 1);
+  assert_int_equal(resource(cache, 2).managed, 0);
   assert_int_equal(resource(cache, 3).alignment, 512);
   assert_int_equal(resource(cache, 3).slot_stride, 512);
   assert_int_equal((uintptr_t)resource(cache, 3).base % 512, 0);

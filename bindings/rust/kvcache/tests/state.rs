@@ -12,9 +12,9 @@ fn config(slots: u32) -> Config {
         .primary_bytes(1 << 20)
         .build()
         .unwrap();
-    // Mamba-2 heads 2 x 4, d_state 8, n_groups 1: conv_dim 16.
+    // Mamba-2 heads 2 x 4, d_state 8, n_groups 1: conv_dim 4 * 2 + 2 * 1 * 8 = 24.
     assert_eq!(c.add_ssm_state(2, 4, 8, Dtype::F32).unwrap(), 0);
-    assert_eq!(c.add_conv_state(16, 4, Dtype::F32).unwrap(), 1);
+    assert_eq!(c.add_conv_state(24, 4, Dtype::F32).unwrap(), 1);
     assert_eq!(c.add_conv_state(17, 4, Dtype::F32).unwrap(), 2);
     assert_eq!(c.add_generic_state(100, 512).unwrap(), 3);
     assert_eq!(c.add_unpaged_resource(16, 32).unwrap(), 4);
