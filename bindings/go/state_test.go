@@ -91,7 +91,7 @@ func TestStateDescribeSlotsAndForkCopy(t *testing.T) {
 	if !errors.As(err, &e) || e.Status != kvcache.StatusOutOfBlocks || !strings.Contains(e.Message, "no free state slot") {
 		t.Fatalf("add over the slots: %v", err)
 	}
-	must(t, c.Remove(1))
+	must(t, c.RemoveSequence(1))
 	got, err := c.StateSlots([]uint64{2}, 0)
 	must(t, err)
 	if len(got) != 1 || got[0] != 1 {
