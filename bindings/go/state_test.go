@@ -4,9 +4,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"kvcache"
+	"kvcache/kvc"
 )
 
 // A small hybrid: 1 attention layer; SSM 2x4x8 f32, conv 24x4 (n_groups 1),
@@ -71,17 +71,20 @@ func TestStateDescribeSlotsAndForkCopy(t *testing.T) {
 		views[r], err = c.DescribeResource(uint32(r))
 		must(t, err)
 		v := views[r]
-		b := unsafe.Slice((*byte)(unsafe.Pointer(v.Base+uintptr(uint64(s1[r])*v.SlotStride))), v.SlotBytes)
+		b := make([]byte, v.SlotBytes)
 		for i := range b {
 			b[i] = byte(i*13 + r)
 		}
+		kvc.Kvcgo_buffer_write(v.Base+uintptr(uint64(s1[r])*v.SlotStride), &b[0], v.SlotBytes)
 	}
 	must(t, c.ForkSequence(1, 2))
 	s2, err := c.StateSlotsAll([]uint64{2})
 	must(t, err)
 	for r, v := range views {
-		a := unsafe.Slice((*byte)(unsafe.Pointer(v.Base+uintptr(uint64(s1[r])*v.SlotStride))), v.SlotBytes)
-		b := unsafe.Slice((*byte)(unsafe.Pointer(v.Base+uintptr(uint64(s2[r])*v.SlotStride))), v.SlotBytes)
+		a := make([]byte, v.SlotBytes)
+		b := make([]byte, v.SlotBytes)
+		kvc.Kvcgo_buffer_read(&a[0], v.Base+uintptr(uint64(s1[r])*v.SlotStride), v.SlotBytes)
+		kvc.Kvcgo_buffer_read(&b[0], v.Base+uintptr(uint64(s2[r])*v.SlotStride), v.SlotBytes)
 		if string(a) != string(b) {
 			t.Fatalf("resource %d: the fork's state differs", r)
 		}
