@@ -58,8 +58,9 @@
  * The budget must hold `B + N * S` with N >= 1 (kvc_config_validate() and
  * kvc_cache_create() refuse it otherwise, naming both figures).
  * kvc_cache_describe()'s primary_bytes counts the paged pools only;
- * state_bytes counts the slots. kvc_cache_resize() is refused
- * (KVC_ERR_UNSUPPORTED) on a cache with state resources.
+ * state_bytes counts the slots. kvc_cache_resize() and
+ * kvc_cache_plan_resize() are refused (KVC_ERR_UNSUPPORTED) on a cache with
+ * state resources.
  *
  * **Sequences.** kvc_sequence_add() takes a slot of every resource after
  * its other checks and all or nothing: when any resource has no free slot

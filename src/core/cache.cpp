@@ -295,6 +295,10 @@ void Cache::resize(uint64_t bytes) {
 
 MemoryPlan Cache::plan_for(ResizeInputs in, uint64_t* formula_bytes, uint64_t* free_bytes) const {
   Lock lock(mutex_);
+  if (state_)
+    fail(KVC_ERR_UNSUPPORTED,
+         "kvc_cache_plan_resize is not supported on a cache with state resources (" +
+             std::to_string(state_->num_resources()) + ")");
   if (in.free_bytes == 0) {
     const uint64_t device_free = device_->memory_info().free_bytes;
     if (device_free == 0)

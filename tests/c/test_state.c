@@ -311,6 +311,12 @@ static void budget_split(void **state) {
   assert_int_equal(d.num_state_slots, 3);
   assert_int_equal(d.num_blocks, 1);
   assert_fails(kvc_cache_resize(cache, 4096), KVC_ERR_UNSUPPORTED, "state resources");
+  kvc_resize_inputs_t in = KVC_RESIZE_INPUTS_INIT;
+  in.free_bytes = 1 << 20;
+  kvc_resize_plan_t plan = KVC_RESIZE_PLAN_INIT;
+  uint64_t pools[4];
+  assert_fails(kvc_cache_plan_resize(cache, &in, &plan, pools, 4), KVC_ERR_UNSUPPORTED,
+               "kvc_cache_plan_resize is not supported on a cache with state resources (1)");
   kvc_cache_destroy(cache);
 }
 
