@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
+#include <random>
 #include <memory>
 #include <string>
 #include <vector>
@@ -168,6 +170,85 @@ TEST(StateSlots, PlanSplitsTheBudget) {
   EXPECT_EQ(plan.state_bytes, 127u * 256);
   EXPECT_EQ(plan.budget_bytes, 65536u - 127 * 256);
   EXPECT_EQ(plan.blocks_per_group, (65536u - 127 * 256) / 512);
+}
+
+// Random add/fork/remove/extend on a cache with a managed and a local
+// resource: after every step the checker (slot ownership included) holds,
+// every live sequence's slots are distinct per resource, a refused add or
+// fork changed nothing (statistics and slot counts equal), and a forked
+// child's state equals its parent's at the fork.
+TEST(StateSlots, RandomizedRunKeepsOwnershipExact) {
+  CacheConfig cfg;
+  cfg.num_layers = 1;
+  cfg.kv_heads = {1};
+  cfg.head_dim = 8;
+  cfg.tokens_per_block = 4;
+  cfg.primary_bytes = 1 << 20;
+  cfg.resources = {ssm(2, 4, 8, KVC_DTYPE_F32), ssm(1, 4, 8, KVC_DTYPE_F16)};
+  cfg.max_state_slots = 5;
+  Cache cache(cfg);
+  std::mt19937 rng(7);
+  std::vector<uint64_t> live;
+  uint64_t next = 1;
+  auto slot_bytes = [&](uint64_t id, uint32_t r) {
+    const ResourceLayout& l = cache.state()->layout(r);
+    const uint32_t s = cache.state()->slot(id, r);
+    const auto* p = static_cast<const unsigned char*>(cache.state()->base(r)) + s * l.slot_stride;
+    return std::vector<unsigned char>(p, p + l.slot_bytes);
+  };
+  for (int step = 0; step < 800; ++step) {
+    const int op = int(rng() % 4);
+    const int32_t tokens[3] = {1, 2, 3};
+    uint64_t cached = 0;
+    Refusal refusal;
+    const CacheStats before = cache.stats();
+    const size_t live_before = live.size();
+    if (op == 0 || live.empty()) {
+      const bool ok = cache.add(next, tokens, 1 + rng() % 3, {}, nullptr, &cached, &refusal);
+      EXPECT_EQ(ok, live.size() < 5);
+      if (ok) {
+        live.push_back(next);
+        for (uint32_t r = 0; r < 2; ++r) {  // the kernels would write the state
+          const ResourceLayout& l = cache.state()->layout(r);
+          auto* p = static_cast<unsigned char*>(cache.state()->base(r)) +
+                    cache.state()->slot(next, r) * l.slot_stride;
+          for (uint64_t b = 0; b < l.slot_bytes; ++b) p[b] = static_cast<unsigned char>(rng());
+        }
+      } else {
+        EXPECT_EQ(refusal.status, KVC_ERR_OUT_OF_BLOCKS);
+      }
+      ++next;
+    } else if (op == 1) {
+      const uint64_t parent = live[rng() % live.size()];
+      if (live.size() < 5) {
+        cache.fork(parent, next);
+        live.push_back(next);
+        for (uint32_t r = 0; r < 2; ++r) EXPECT_EQ(slot_bytes(parent, r), slot_bytes(next, r));
+      } else {
+        EXPECT_EQ(status_of([&] { cache.fork(parent, next); }), KVC_ERR_OUT_OF_BLOCKS);
+      }
+      ++next;
+    } else if (op == 2) {
+      const size_t k = rng() % live.size();
+      cache.remove(live[k]);
+      live[k] = live.back();
+      live.pop_back();
+    } else {
+      cache.extend(live[rng() % live.size()], tokens, 1, nullptr, &refusal);
+    }
+    if (live_before == 5 && op <= 1) {  // a refused add or fork changed nothing
+      const CacheStats after = cache.stats();
+      EXPECT_EQ(before.num_sequences, after.num_sequences);
+      EXPECT_EQ(before.in_use_blocks, after.in_use_blocks);
+    }
+    cache.check_invariants();
+    for (uint32_t r = 0; r < 2; ++r) {
+      EXPECT_EQ(cache.describe_resource(r).used, live.size());
+      std::map<uint32_t, uint64_t> owner;
+      for (uint64_t id : live)
+        EXPECT_TRUE(owner.emplace(cache.state()->slot(id, r), id).second) << "slot shared";
+    }
+  }
 }
 
 }  // namespace
