@@ -147,6 +147,11 @@ func (b *ConfigBuilder) MaxPrimaryBytes(n uint64) *ConfigBuilder {
 	return b.set(func(c *Config) error { return c.SetMaxPrimaryBytes(n) })
 }
 
+// MaxStateSlots is Config.SetMaxStateSlots.
+func (b *ConfigBuilder) MaxStateSlots(n uint32) *ConfigBuilder {
+	return b.set(func(c *Config) error { return c.SetMaxStateSlots(n) })
+}
+
 // MaxTokens is Config.SetMaxTokens.
 func (b *ConfigBuilder) MaxTokens(n uint64) *ConfigBuilder {
 	return b.set(func(c *Config) error { return c.SetMaxTokens(n) })

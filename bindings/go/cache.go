@@ -101,6 +101,9 @@ type CacheDesc struct {
 	HostCacheBytes   uint64
 	DeviceFreeBytes  uint64 // free device memory seen at sizing (CUDA)
 	DeviceTotalBytes uint64 // total device memory (CUDA)
+	NumResources     uint32 // state resources (state.h)
+	NumStateSlots    uint32 // slots of every state resource
+	StateBytes       uint64 // bytes of all state slots (out of the budget)
 }
 
 // Describe returns the summary of the cache.

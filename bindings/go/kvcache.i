@@ -266,6 +266,7 @@ KVCGO_HANDLE(kvc_import_t, Import)
 %include "kvcache/tiers.h"
 %include "kvcache/remote_tier.h"
 %include "kvcache/transfer.h"
+%include "kvcache/state.h"
 
 /* C memory for the pointer fields of the transparent structs (salt bytes,
  * extra keys, host buffers on a CPU cache): Go memory may not be stored in

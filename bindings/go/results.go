@@ -224,6 +224,9 @@ func describeCache(h kvc.Cache, op string) (CacheDesc, error) {
 		HostCacheBytes:   uint64(r.v.host_cache_bytes),
 		DeviceFreeBytes:  uint64(r.v.device_free_bytes),
 		DeviceTotalBytes: uint64(r.v.device_total_bytes),
+		NumResources:     uint32(r.v.num_resources),
+		NumStateSlots:    uint32(r.v.num_state_slots),
+		StateBytes:       uint64(r.v.state_bytes),
 	}, nil
 }
 

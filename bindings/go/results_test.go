@@ -100,7 +100,8 @@ func TestOneCallResultsMatchTheSWIGGetters(t *testing.T) {
 		TokensPerBlock: ld.GetTokens_per_block(), KVFactor: ld.GetKv_factor(), NumBlocks: ld.GetNum_blocks(),
 		TokenCapacity: ld.GetToken_capacity(), PrimaryBytes: ld.GetPrimary_bytes(),
 		HostCacheBytes: ld.GetHost_cache_bytes(), DeviceFreeBytes: ld.GetDevice_free_bytes(),
-		DeviceTotalBytes: ld.GetDevice_total_bytes(),
+		DeviceTotalBytes: ld.GetDevice_total_bytes(), NumResources: ld.GetNum_resources(),
+		NumStateSlots: ld.GetNum_state_slots(), StateBytes: ld.GetState_bytes(),
 	})
 
 	for g := uint32(0); g < d.NumGroups; g++ {

@@ -162,6 +162,9 @@ KVC_ADDRESS(const char *url, const char **url, const char *key_namespace,
             const char **key_namespace)
 %typemap(freearg) const char *url ""
 %typemap(freearg) const char *key_namespace ""
+/* A resource's reason text (kvc_resource_desc_t): an address the cache owns,
+ * read with kvcj_strlen and kvcj_direct_buffer. */
+KVC_ADDRESS(const char *reason_text)
 
 /* ---------------------------------------------------------------------- */
 /* Helpers of the binding itself (not part of the C API).                  */

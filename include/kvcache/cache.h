@@ -80,10 +80,13 @@ typedef struct kvc_cache_desc {
                                     0 without a host tier. */
   uint64_t device_free_bytes;  /**< Free device memory seen at sizing (CUDA); 0 on CPU. */
   uint64_t device_total_bytes; /**< Total device memory (CUDA); 0 on CPU. */
+  uint32_t num_resources;      /**< State resources (state.h); 0 without. @since 0.3.0 */
+  uint32_t num_state_slots;    /**< Slots of every state resource. @since 0.3.0 */
+  uint64_t state_bytes;        /**< Bytes of all state slots (out of the budget). @since 0.3.0 */
 } kvc_cache_desc_t;
 
 /** Static initializer for kvc_cache_desc_t. */
-#define KVC_CACHE_DESC_INIT {sizeof(kvc_cache_desc_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+#define KVC_CACHE_DESC_INIT {sizeof(kvc_cache_desc_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /** @brief Zeroes `desc` and sets its struct_size. @since 0.1.0 */
 KVC_API void kvc_cache_desc_init(kvc_cache_desc_t *desc);

@@ -34,5 +34,6 @@
 #include "kvcache/tiers.h"
 #include "kvcache/remote_tier.h"
 #include "kvcache/transfer.h"
+#include "kvcache/state.h"
 
 #endif /* KVCACHE_KVCACHE_H */

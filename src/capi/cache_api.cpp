@@ -52,6 +52,9 @@ KVC_API kvc_status_t kvc_cache_describe(const kvc_cache_t* cache, kvc_cache_desc
     d.host_cache_bytes = c.host_plan().total_bytes;
     d.device_free_bytes = c.device_memory_at_creation().free_bytes;
     d.device_total_bytes = c.device_memory_at_creation().total_bytes;
+    d.num_resources = uint32_t(cfg.resources.size());
+    d.num_state_slots = c.plan().state_slots;
+    d.state_bytes = c.plan().state_bytes;
     write_sized(out, d, "out");
   });
 }

@@ -11,6 +11,10 @@ namespace kvc {
 void Sequences::hold_published(uint64_t id, uint64_t num_tokens, ExportHold& out) {
   // Plan: checks, then the record (every allocation) before the holds.
   const Sequence& s = sequence(id);
+  if (!cfg_.resources.empty())
+    fail(KVC_ERR_UNSUPPORTED,
+         "block export from a cache with state resources (" + std::to_string(cfg_.resources.size()) +
+             ") is not supported: it publishes no blocks until state snapshots exist");
   if (!cfg_.block_reuse)
     fail(KVC_ERR_UNSUPPORTED,
          "block reuse is off for this cache: an export names blocks of the prefix tree "

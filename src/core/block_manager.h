@@ -195,6 +195,10 @@ class BlockManager {
   const Sequence& sequence(uint64_t id) const { return seqs_.sequence(id); }
   Sequence& sequence(uint64_t id) { return seqs_.sequence(id); }
   const Sequence* find_sequence(uint64_t id) const { return seqs_.find(id); }
+  // try_add's checks before any change (Sequences::check_add).
+  void check_add(uint64_t id, uint64_t n, const SequenceOptions& options) const {
+    seqs_.check_add(id, n, options);
+  }
   // Batch calls: a fresh epoch, then each ids[i] looked up once per epoch
   // (NOT_FOUND naming the index, INVALID_ARGUMENT for a repeated id).
   uint64_t next_batch_epoch() { return seqs_.next_batch_epoch(); }

@@ -63,36 +63,17 @@ Cache::Cache(const CacheConfig& cfg, std::unique_ptr<Device> device) : config_(c
       host_pools_.push_back(std::make_unique<PoolMemory>(*device_, grouping_.pools[p].block_bytes,
                                                          host_plan_.pool_blocks[p],
                                                          PoolMemory::Kind::kHost));
+  if (!config_.resources.empty()) {
+    // No prefix reuse until state snapshots exist (state.h).
+    config_.block_reuse = false;
+    state_ = std::make_unique<StateSlots>(*device_, lay_out_resources(config_.resources),
+                                          plan_.state_slots);
+  }
   manager_ = std::make_unique<BlockManager>(config_, grouping_, pools_, host_pools_, *device_,
                                             plan_.num_pages, std::move(stores));
 }
 
 Cache::~Cache() = default;
-
-LayerSlabs Cache::layer_view(uint32_t layer) const {
-  if (layer >= config_.num_layers)
-    invalid_argument("layer must be < num_layers (" + std::to_string(config_.num_layers) +
-                     "), got " + std::to_string(layer));
-  const LayerPlace& place = grouping_.layers[layer];
-  const LayerGroup& g = grouping_.groups[place.group];
-  const PoolMemory& pool = *pools_[g.pool];
-  LayerSlabs v;
-  v.base = static_cast<unsigned char*>(pool.base()) + place.index * g.layer_stride;
-  v.num_blocks = pool.num_blocks();
-  v.block_stride = g.geometry.block_bytes;
-  v.kv_stride = g.kv_stride;
-  v.token_stride = g.token_stride;
-  v.head_stride = g.head_stride;
-  v.tokens_per_block = config_.tokens_per_block;
-  v.kv_heads = g.kv_heads;
-  v.head_dim = g.head_dim;
-  v.kv_factor = config_.kv_factor;
-  v.dtype = config_.dtype;
-  v.layout = config_.layout;
-  v.window = g.window;
-  v.layer = layer;
-  return v;
-}
 
 // ---------------------------------------------------------------------------
 // The locked facade
@@ -106,14 +87,48 @@ bool Cache::add(uint64_t id, const int32_t* tokens, uint64_t num_tokens,
                 const SequenceOptions& options, void* stream, uint64_t* cached_tokens,
                 Refusal* refusal) {
   Lock lock(mutex_);
-  if (manager_->try_add(id, tokens, num_tokens, options, stream, cached_tokens)) return true;
-  *refusal = manager_->refusal();
-  return false;
+  if (state_) {
+    // After the add's own checks, before anything changes.
+    manager_->check_add(id, num_tokens, options);
+    check_unpaged_length(id, num_tokens);
+    const std::string why = state_->refusal();
+    if (!why.empty()) {
+      refusal->status = KVC_ERR_OUT_OF_BLOCKS;
+      refusal->message = "cannot add sequence " + std::to_string(id) + ": " + why;
+      return false;
+    }
+  }
+  if (!manager_->try_add(id, tokens, num_tokens, options, stream, cached_tokens)) {
+    *refusal = manager_->refusal();
+    return false;
+  }
+  if (state_) {
+    try {
+      state_->take(id);
+    } catch (...) {
+      manager_->remove(id);
+      throw;
+    }
+  }
+  return true;
+}
+
+void Cache::check_unpaged_length(uint64_t id, uint64_t length) const {
+  for (uint32_t r = 0; r < state_->num_resources(); ++r) {
+    const StateResource& s = state_->layout(r).spec;
+    if (s.kind == KVC_RESOURCE_UNPAGED && length > s.max_tokens)
+      invalid_argument("sequence " + std::to_string(id) + " would hold " + std::to_string(length) +
+                       " tokens, more than the " + std::to_string(s.max_tokens) +
+                       " max_tokens of unpaged resource " + std::to_string(r));
+  }
 }
 
 bool Cache::extend(uint64_t id, const int32_t* tokens, uint64_t num_tokens, void* stream,
                    Refusal* refusal) {
   Lock lock(mutex_);
+  if (state_ && num_tokens > 0)
+    if (const Sequence* s = manager_->find_sequence(id))
+      check_unpaged_length(id, s->length() + num_tokens);
   if (manager_->try_extend(id, tokens, num_tokens, stream)) return true;
   *refusal = manager_->refusal();
   return false;
@@ -122,6 +137,10 @@ bool Cache::extend(uint64_t id, const int32_t* tokens, uint64_t num_tokens, void
 bool Cache::extend_batch(const uint64_t* ids, const int32_t* tokens, size_t count, void* stream,
                          Refusal* refusal) {
   Lock lock(mutex_);
+  if (state_ && ids != nullptr)
+    for (size_t i = 0; i < count; ++i)
+      if (const Sequence* s = manager_->find_sequence(ids[i]))
+        check_unpaged_length(ids[i], s->length() + 1);
   if (manager_->try_extend_batch(ids, tokens, count, stream)) return true;
   *refusal = manager_->refusal();
   return false;
@@ -134,17 +153,42 @@ void Cache::commit(uint64_t id, uint64_t num_computed) {
 
 void Cache::rewind(uint64_t id, uint64_t num_tokens) {
   Lock lock(mutex_);
+  if (state_ && num_tokens > 0) {
+    const Sequence& s = manager_->sequence(id);  // NOT_FOUND first
+    fail(KVC_ERR_INVALID_STATE,
+         "cannot rewind sequence " + std::to_string(id) + " by " + std::to_string(num_tokens) +
+             " tokens (from " + std::to_string(s.length()) +
+             "): its state resources cannot go back (no state snapshots yet)");
+  }
   manager_->rewind(id, num_tokens);
 }
 
 void Cache::fork(uint64_t parent, uint64_t child) {
   Lock lock(mutex_);
+  if (state_) {
+    manager_->sequence(parent);  // the fork's own checks first
+    if (manager_->find_sequence(child) != nullptr) manager_->fork(parent, child);  // throws
+    const std::string why = state_->refusal();
+    if (!why.empty())
+      fail(KVC_ERR_OUT_OF_BLOCKS,
+           "cannot fork sequence " + std::to_string(parent) + " into " + std::to_string(child) +
+               ": " + why);
+    state_->take_copy(parent, child, nullptr);
+    try {
+      manager_->fork(parent, child);
+    } catch (...) {
+      state_->release(child);
+      throw;
+    }
+    return;
+  }
   manager_->fork(parent, child);
 }
 
 void Cache::remove(uint64_t id) {
   Lock lock(mutex_);
   manager_->remove(id);
+  if (state_) state_->release(id);
 }
 
 void Cache::pin(uint64_t id) {
@@ -214,6 +258,10 @@ MemoryPlan Cache::plan() const {
 
 void Cache::resize(uint64_t bytes) {
   Lock lock(mutex_);
+  if (state_)
+    fail(KVC_ERR_UNSUPPORTED,
+         "kvc_cache_resize is not supported on a cache with state resources (" +
+             std::to_string(state_->num_resources()) + ")");
   if (!growable_)
     fail(KVC_ERR_UNSUPPORTED, "the " + device_->name() +
                                   " device cannot resize pools in place (it reserves no "
@@ -247,6 +295,10 @@ void Cache::resize(uint64_t bytes) {
 
 MemoryPlan Cache::plan_for(ResizeInputs in, uint64_t* formula_bytes, uint64_t* free_bytes) const {
   Lock lock(mutex_);
+  if (state_)
+    fail(KVC_ERR_UNSUPPORTED,
+         "kvc_cache_plan_resize is not supported on a cache with state resources (" +
+             std::to_string(state_->num_resources()) + ")");
   if (in.free_bytes == 0) {
     const uint64_t device_free = device_->memory_info().free_bytes;
     if (device_free == 0)
@@ -263,6 +315,9 @@ MemoryPlan Cache::plan_for(ResizeInputs in, uint64_t* formula_bytes, uint64_t* f
 void Cache::check_invariants() const {
   Lock lock(mutex_);
   manager_->check_invariants();
+  if (state_)
+    state_->check([&](uint64_t id) { return manager_->find_sequence(id) != nullptr; },
+                  manager_->stats().num_sequences);
 }
 
 void Cache::drain_events(kvc_event_t* out, size_t capacity, int32_t* tokens,
@@ -324,6 +379,66 @@ TableSize Cache::slot_mapping(uint32_t group, const uint64_t* ids, size_t count,
                               size_t capacity, int32_t* new_tokens) {
   Lock lock(mutex_);
   return write_slot_mapping(*manager_, group, ids, count, slots, capacity, new_tokens);
+}
+
+Cache::ResourceSummary Cache::describe_resource(uint32_t index) const {
+  Lock lock(mutex_);
+  const size_t n = state_ ? state_->num_resources() : 0;
+  if (index >= n)
+    invalid_argument("resource index must be < the cache's " + std::to_string(n) +
+                     " state resources, got " + std::to_string(index));
+  ResourceSummary d;
+  d.layout = state_->layout(index);
+  d.num_slots = state_->num_slots();
+  d.used = state_->used(index);
+  d.base = state_->base(index);
+  return d;
+}
+
+void Cache::state_slots(const uint64_t* ids, size_t count, uint32_t resource,
+                        int32_t* slots) const {
+  Lock lock(mutex_);
+  if (!state_) invalid_argument("the cache has no state resources (kvc_config_add_ssm_state ...)");
+  const size_t n = state_->num_resources();
+  if (resource != KVC_STATE_ALL && resource >= n)
+    invalid_argument("resource must be < the cache's " + std::to_string(n) +
+                     " state resources or KVC_STATE_ALL, got " + std::to_string(resource));
+  for (size_t i = 0; i < count; ++i)
+    if (manager_->find_sequence(ids[i]) == nullptr)
+      fail(KVC_ERR_NOT_FOUND, "ids[" + std::to_string(i) + "]: sequence " +
+                                  std::to_string(ids[i]) + " does not exist");
+  for (size_t i = 0; i < count; ++i) {
+    if (resource != KVC_STATE_ALL) {
+      slots[i] = int32_t(state_->slot(ids[i], resource));
+      continue;
+    }
+    for (uint32_t r = 0; r < n; ++r) slots[i * n + r] = int32_t(state_->slot(ids[i], r));
+  }
+}
+
+LayerSlabs Cache::layer_view(uint32_t layer) const {
+  if (layer >= config_.num_layers)
+    invalid_argument("layer must be < num_layers (" + std::to_string(config_.num_layers) +
+                     "), got " + std::to_string(layer));
+  const LayerPlace& place = grouping_.layers[layer];
+  const LayerGroup& g = grouping_.groups[place.group];
+  const PoolMemory& pool = *pools_[g.pool];
+  LayerSlabs v;
+  v.base = static_cast<unsigned char*>(pool.base()) + place.index * g.layer_stride;
+  v.num_blocks = pool.num_blocks();
+  v.block_stride = g.geometry.block_bytes;
+  v.kv_stride = g.kv_stride;
+  v.token_stride = g.token_stride;
+  v.head_stride = g.head_stride;
+  v.tokens_per_block = config_.tokens_per_block;
+  v.kv_heads = g.kv_heads;
+  v.head_dim = g.head_dim;
+  v.kv_factor = config_.kv_factor;
+  v.dtype = config_.dtype;
+  v.layout = config_.layout;
+  v.window = g.window;
+  v.layer = layer;
+  return v;
 }
 
 }  // namespace kvc

@@ -15,6 +15,7 @@
 #include "core/layer_groups.h"
 #include "core/memory_plan.h"
 #include "core/pool_memory.h"
+#include "core/state_slots.h"
 
 namespace kvc {
 
@@ -155,6 +156,20 @@ class Cache {
   TableSize slot_mapping(uint32_t group, const uint64_t* ids, size_t count, int64_t* slots,
                          size_t capacity, int32_t* new_tokens);
 
+  // State resources (state.h): null without any. The slots' layouts and
+  // bases are fixed at creation; the counts and owners need the lock.
+  const StateSlots* state() const { return state_.get(); }
+  struct ResourceSummary {
+    ResourceLayout layout;
+    uint32_t num_slots = 0;
+    uint32_t used = 0;
+    void* base = nullptr;
+  };
+  // Throws KVC_ERR_INVALID_ARGUMENT for an index out of range.
+  ResourceSummary describe_resource(uint32_t index) const;
+  // kvc_batch_state_slots (state.h).
+  void state_slots(const uint64_t* ids, size_t count, uint32_t resource, int32_t* slots) const;
+
   // The manager itself, unsynchronized: for the core's own tests and tools
   // that own the cache on one thread. The C API never uses it
   // (tests/structure checks).
@@ -173,6 +188,10 @@ class Cache {
   std::vector<std::unique_ptr<PoolMemory>> pools_;
   std::vector<std::unique_ptr<PoolMemory>> host_pools_;
   std::unique_ptr<BlockManager> manager_;
+  std::unique_ptr<StateSlots> state_;
+  // With state resources: refuses (Error) a length above an unpaged
+  // resource's max_tokens, naming the sequence.
+  void check_unpaged_length(uint64_t id, uint64_t length) const;
   mutable std::mutex mutex_;  // serializes the facade's calls
 };
 

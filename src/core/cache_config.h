@@ -7,8 +7,20 @@
 
 #include "core/block_store.h"
 #include "kvcache/config.h"
+#include "kvcache/state.h"
 
 namespace kvc {
+
+// A state resource as added to the config (kvcache/state.h); the fields of
+// its kind are set, the others 0.
+struct StateResource {
+  kvc_resource_kind_t kind = 0;
+  uint32_t num_heads = 0, head_dim = 0, d_state = 0;  // SSM
+  uint32_t conv_dim = 0, d_conv = 0;                  // conv
+  kvc_dtype_t dtype = 0;                              // SSM, conv
+  uint64_t bytes = 0, alignment = 0;                  // generic (alignment 0: 256)
+  uint64_t bytes_per_token = 0, max_tokens = 0;       // unpaged
+};
 
 struct CacheConfig {
   // Model shape.
@@ -30,6 +42,11 @@ struct CacheConfig {
   double free_gpu_memory_fraction = 0.9;
   uint64_t host_cache_bytes = 0;
   uint32_t secondary_offload_min_priority = 35;
+
+  // State resources (state.h), in the order added; 0 slots: planned.
+  std::vector<StateResource> resources;
+  uint32_t max_state_slots = 0;
+  static constexpr uint32_t kMaxStateSlots = 1u << 20;
 
   // Reuse and events.
   bool block_reuse = true;

@@ -68,6 +68,11 @@ bool Cache::import_begin(uint64_t id, const int32_t* tokens, uint64_t num_tokens
   // Plan, without the lock: the blob against this cache's geometry, then
   // against the keys rebuilt from the receiver's own tokens and options.
   Sequences::check_options(options);
+  if (!config_.resources.empty())
+    fail(KVC_ERR_UNSUPPORTED,
+         "block import into a cache with state resources (" +
+             std::to_string(config_.resources.size()) +
+             ") is not supported: it reuses no prefix until state snapshots exist");
   if (!config_.block_reuse)
     fail(KVC_ERR_UNSUPPORTED,
          "block reuse is off for this cache: an import publishes blocks into the prefix tree "

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "base/error.h"
+#include "core/state_slots.h"
 
 namespace kvc {
 
@@ -67,6 +68,29 @@ MemoryPlan plan_memory(const CacheConfig& cfg, const LayerGrouping& grouping,
   // whole machine.
   if (plan.limited_by.empty()) bound(kDefaultCpuPoolBytes, "the CPU default of 1 GiB");
 
+  if (!cfg.resources.empty()) {
+    const uint64_t slot = state_bytes_per_slot(lay_out_resources(cfg.resources));
+    if (plan.budget_bytes < bytes_per_block_set || plan.budget_bytes - bytes_per_block_set < slot)
+      invalid_argument("memory budget of " + std::to_string(plan.budget_bytes) +
+                       " bytes (limited by " + plan.limited_by +
+                       ") is too small for one block of every layer group (" +
+                       std::to_string(bytes_per_block_set) +
+                       " bytes) plus one slot of every state resource (" + std::to_string(slot) +
+                       " bytes)");
+    const uint64_t room = (plan.budget_bytes - bytes_per_block_set) / slot;
+    uint64_t slots = cfg.max_state_slots;
+    if (slots == 0) slots = std::min(kMaxPlannedStateSlots, std::max<uint64_t>(1, room / 2));
+    if (slots > room)
+      invalid_argument("max_state_slots " + std::to_string(slots) + " need " +
+                       std::to_string(slots) + " * " + std::to_string(slot) +
+                       " bytes; with one block of every layer group (" +
+                       std::to_string(bytes_per_block_set) + " bytes) the memory budget of " +
+                       std::to_string(plan.budget_bytes) + " bytes (limited by " +
+                       plan.limited_by + ") holds " + std::to_string(room) + " slots");
+    plan.state_slots = uint32_t(slots);
+    plan.state_bytes = slots * slot;
+    plan.budget_bytes -= plan.state_bytes;
+  }
   plan.blocks_per_group = plan.budget_bytes / bytes_per_block_set;
   if (plan.blocks_per_group == 0)
     invalid_argument("memory budget of " + std::to_string(plan.budget_bytes) +

@@ -15,9 +15,17 @@
 namespace kvc {
 
 constexpr uint64_t kDefaultCpuPoolBytes = uint64_t(1) << 30;
+constexpr uint64_t kMaxPlannedStateSlots = 256;
 
 struct MemoryPlan {
-  uint64_t budget_bytes = 0;        // the least of the bounds
+  // State slots (state.h) come out of the least of the bounds first:
+  // state_slots is max_state_slots, or min(kMaxPlannedStateSlots,
+  // max(1, (bound - one block set) / 2 / bytes per slot)); state_bytes =
+  // state_slots * bytes per slot; budget_bytes is what is left for the
+  // pools. 0 and 0 without state resources.
+  uint32_t state_slots = 0;
+  uint64_t state_bytes = 0;
+  uint64_t budget_bytes = 0;        // the least of the bounds, less state_bytes
   uint64_t blocks_per_group = 0;    // every group gets this many
   uint64_t token_capacity = 0;      // blocks_per_group * tokens_per_block
   std::vector<uint64_t> pool_blocks;  // per pool

@@ -21,13 +21,17 @@ std::vector<ExtraKey> sorted_extras(const SequenceOptions& o) {
 
 }  // namespace
 
-bool Sequences::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
-                        const SequenceOptions& options, void* stream,
-                        uint64_t* cached_tokens_out) {
+void Sequences::check_add(uint64_t id, uint64_t n, const SequenceOptions& options) const {
   if (n == 0) invalid_argument("num_tokens must be > 0: a prompt cannot be empty");
   check_length(n, "num_tokens");
   check_options(options);
   if (seqs_.find(id) != nullptr) fail(KVC_ERR_ALREADY_EXISTS, name(id) + " already exists");
+}
+
+bool Sequences::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
+                        const SequenceOptions& options, void* stream,
+                        uint64_t* cached_tokens_out) {
+  check_add(id, n, options);
   const std::string scope_bytes =
       encode_scope(options.has_salt, options.salt, options.has_lora, options.lora_id);
   std::vector<ExtraKey> extras = sorted_extras(options);

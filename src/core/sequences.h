@@ -130,6 +130,10 @@ class Sequences {
   // Refuses options an add would refuse (Error(KVC_ERR_INVALID_ARGUMENT)
   // naming the field); kvc_block_hashes() checks its options so too.
   static void check_options(const SequenceOptions& o);
+  // The checks of try_add that come before any change (an empty prompt,
+  // its length, the options, an id in use), in its order: a caller that may
+  // refuse the add for its own reason (state slots) refuses only after them.
+  void check_add(uint64_t id, uint64_t n, const SequenceOptions& options) const;
 
  private:
   struct Pin {

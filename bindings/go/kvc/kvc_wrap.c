@@ -214,6 +214,9 @@ static _gostring_ kvcgo_capture(kvc_status_t status) {
 }
 
 
+#include <string.h>
+
+
 /* Allocates `size` bytes (at least 1, so an empty buffer is not NULL) and
  * copies `size` bytes from `src`, or zeroes them when `src` is NULL.
  * Returns 0 when out of memory. Free with kvcgo_buffer_free. */
@@ -329,7 +332,7 @@ static void kvcgo_snapshot_read(uint64_t *dst, uintptr_t entries, size_t n) {
 extern "C" {
 #endif
 
-void _wrap_Swig_free_kvc_392cdc371581d819(void *_swig_go_0) {
+void _wrap_Swig_free_kvc_0044c4030100e529(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -339,7 +342,7 @@ void _wrap_Swig_free_kvc_392cdc371581d819(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_kvc_392cdc371581d819(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_kvc_0044c4030100e529(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -352,7 +355,7 @@ void *_wrap_Swig_malloc_kvc_392cdc371581d819(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_OK_kvc_392cdc371581d819() {
+intgo _wrap_KVC_OK_kvc_0044c4030100e529() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -364,7 +367,7 @@ intgo _wrap_KVC_OK_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_392cdc371581d819() {
+intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_0044c4030100e529() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -376,7 +379,7 @@ intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_ERR_NOT_FOUND_kvc_392cdc371581d819() {
+intgo _wrap_KVC_ERR_NOT_FOUND_kvc_0044c4030100e529() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -388,7 +391,7 @@ intgo _wrap_KVC_ERR_NOT_FOUND_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_392cdc371581d819() {
+intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_0044c4030100e529() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -400,7 +403,7 @@ intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_392cdc371581d819() {
+intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_0044c4030100e529() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -412,7 +415,7 @@ intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_392cdc371581d819() {
+intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_0044c4030100e529() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -424,7 +427,7 @@ intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_392cdc371581d819() {
+intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_0044c4030100e529() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -436,7 +439,7 @@ intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_ERR_DEVICE_kvc_392cdc371581d819() {
+intgo _wrap_KVC_ERR_DEVICE_kvc_0044c4030100e529() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -448,7 +451,7 @@ intgo _wrap_KVC_ERR_DEVICE_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_392cdc371581d819() {
+intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_0044c4030100e529() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -460,7 +463,7 @@ intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_STATE_kvc_392cdc371581d819() {
+intgo _wrap_KVC_ERR_INVALID_STATE_kvc_0044c4030100e529() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -472,7 +475,7 @@ intgo _wrap_KVC_ERR_INVALID_STATE_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_ERR_INTERNAL_kvc_392cdc371581d819() {
+intgo _wrap_KVC_ERR_INTERNAL_kvc_0044c4030100e529() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -484,7 +487,7 @@ intgo _wrap_KVC_ERR_INTERNAL_kvc_392cdc371581d819() {
 }
 
 
-_gostring_ _wrap_kvc_status_string_kvc_392cdc371581d819(int _swig_go_0) {
+_gostring_ _wrap_kvc_status_string_kvc_0044c4030100e529(int _swig_go_0) {
   kvc_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -497,7 +500,7 @@ _gostring_ _wrap_kvc_status_string_kvc_392cdc371581d819(int _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_VERSION_NUMBER_kvc_392cdc371581d819() {
+intgo _wrap_KVC_VERSION_NUMBER_kvc_0044c4030100e529() {
   int result;
   intgo _swig_go_result;
   
@@ -508,7 +511,7 @@ intgo _wrap_KVC_VERSION_NUMBER_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_392cdc371581d819() {
+intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_0044c4030100e529() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -520,7 +523,7 @@ intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_392cdc371581d819() {
+intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_0044c4030100e529() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -532,7 +535,7 @@ intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_FEATURE_REDIS_kvc_392cdc371581d819() {
+intgo _wrap_KVC_FEATURE_REDIS_kvc_0044c4030100e529() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -544,7 +547,7 @@ intgo _wrap_KVC_FEATURE_REDIS_kvc_392cdc371581d819() {
 }
 
 
-int _wrap_kvc_version_kvc_392cdc371581d819() {
+int _wrap_kvc_version_kvc_0044c4030100e529() {
   uint32_t result;
   int _swig_go_result;
   
@@ -555,7 +558,7 @@ int _wrap_kvc_version_kvc_392cdc371581d819() {
 }
 
 
-_gostring_ _wrap_kvc_version_string_kvc_392cdc371581d819() {
+_gostring_ _wrap_kvc_version_string_kvc_0044c4030100e529() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -566,7 +569,7 @@ _gostring_ _wrap_kvc_version_string_kvc_392cdc371581d819() {
 }
 
 
-int _wrap_kvc_abi_version_kvc_392cdc371581d819() {
+int _wrap_kvc_abi_version_kvc_0044c4030100e529() {
   uint32_t result;
   int _swig_go_result;
   
@@ -577,7 +580,7 @@ int _wrap_kvc_abi_version_kvc_392cdc371581d819() {
 }
 
 
-long long _wrap_kvc_features_kvc_392cdc371581d819() {
+long long _wrap_kvc_features_kvc_0044c4030100e529() {
   uint64_t result;
   long long _swig_go_result;
   
@@ -588,7 +591,7 @@ long long _wrap_kvc_features_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F32_kvc_392cdc371581d819() {
+intgo _wrap_KVC_DTYPE_F32_kvc_0044c4030100e529() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -600,7 +603,7 @@ intgo _wrap_KVC_DTYPE_F32_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F16_kvc_392cdc371581d819() {
+intgo _wrap_KVC_DTYPE_F16_kvc_0044c4030100e529() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -612,7 +615,7 @@ intgo _wrap_KVC_DTYPE_F16_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_DTYPE_BF16_kvc_392cdc371581d819() {
+intgo _wrap_KVC_DTYPE_BF16_kvc_0044c4030100e529() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -624,7 +627,7 @@ intgo _wrap_KVC_DTYPE_BF16_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_392cdc371581d819() {
+intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_0044c4030100e529() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -636,7 +639,7 @@ intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_NHD_kvc_392cdc371581d819() {
+intgo _wrap_KVC_LAYOUT_NHD_kvc_0044c4030100e529() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -648,7 +651,7 @@ intgo _wrap_KVC_LAYOUT_NHD_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_HND_kvc_392cdc371581d819() {
+intgo _wrap_KVC_LAYOUT_HND_kvc_0044c4030100e529() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -660,7 +663,7 @@ intgo _wrap_KVC_LAYOUT_HND_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CPU_kvc_392cdc371581d819() {
+intgo _wrap_KVC_DEVICE_CPU_kvc_0044c4030100e529() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -672,7 +675,7 @@ intgo _wrap_KVC_DEVICE_CPU_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CUDA_kvc_392cdc371581d819() {
+intgo _wrap_KVC_DEVICE_CUDA_kvc_0044c4030100e529() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -684,7 +687,7 @@ intgo _wrap_KVC_DEVICE_CUDA_kvc_392cdc371581d819() {
 }
 
 
-_gostring_ _wrap_kvc_config_create_kvc_392cdc371581d819(kvc_config_t **_swig_go_0) {
+_gostring_ _wrap_kvc_config_create_kvc_0044c4030100e529(kvc_config_t **_swig_go_0) {
   kvc_config_t **arg1 = (kvc_config_t **) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -697,7 +700,7 @@ _gostring_ _wrap_kvc_config_create_kvc_392cdc371581d819(kvc_config_t **_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_config_clone_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
+_gostring_ _wrap_kvc_config_clone_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_config_t **arg2 = (kvc_config_t **) 0 ;
   kvc_status_t result;
@@ -712,7 +715,7 @@ _gostring_ _wrap_kvc_config_clone_kvc_392cdc371581d819(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_config_destroy_kvc_392cdc371581d819(kvc_config_t *_swig_go_0) {
+void _wrap_kvc_config_destroy_kvc_0044c4030100e529(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   
   arg1 = (kvc_config_t *)_swig_go_0; 
@@ -722,7 +725,7 @@ void _wrap_kvc_config_destroy_kvc_392cdc371581d819(kvc_config_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_kvc_config_validate_kvc_392cdc371581d819(kvc_config_t *_swig_go_0) {
+_gostring_ _wrap_kvc_config_validate_kvc_0044c4030100e529(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -735,7 +738,7 @@ _gostring_ _wrap_kvc_config_validate_kvc_392cdc371581d819(kvc_config_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_config_set_num_layers_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_num_layers_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -750,7 +753,7 @@ _gostring_ _wrap_kvc_config_set_num_layers_kvc_392cdc371581d819(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_num_layers_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_num_layers_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -765,7 +768,7 @@ _gostring_ _wrap_kvc_config_get_num_layers_kvc_392cdc371581d819(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_heads_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -780,7 +783,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_kvc_392cdc371581d819(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -797,7 +800,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_392cdc371581d819(kvc_conf
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_heads_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_kv_heads_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -814,7 +817,7 @@ _gostring_ _wrap_kvc_config_get_kv_heads_kvc_392cdc371581d819(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_head_dim_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_head_dim_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -829,7 +832,7 @@ _gostring_ _wrap_kvc_config_set_head_dim_kvc_392cdc371581d819(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_get_head_dim_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_head_dim_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -844,7 +847,7 @@ _gostring_ _wrap_kvc_config_get_head_dim_kvc_392cdc371581d819(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_dtype_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_dtype_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t arg2 ;
   kvc_status_t result;
@@ -859,7 +862,7 @@ _gostring_ _wrap_kvc_config_set_dtype_kvc_392cdc371581d819(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_get_dtype_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_dtype_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t *arg2 = (kvc_dtype_t *) 0 ;
   kvc_status_t result;
@@ -874,7 +877,7 @@ _gostring_ _wrap_kvc_config_get_dtype_kvc_392cdc371581d819(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_factor_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_factor_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -889,7 +892,7 @@ _gostring_ _wrap_kvc_config_set_kv_factor_kvc_392cdc371581d819(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_factor_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_kv_factor_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -904,7 +907,7 @@ _gostring_ _wrap_kvc_config_get_kv_factor_kvc_392cdc371581d819(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_set_layout_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_layout_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t arg2 ;
   kvc_status_t result;
@@ -919,7 +922,7 @@ _gostring_ _wrap_kvc_config_set_layout_kvc_392cdc371581d819(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_layout_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_layout_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t *arg2 = (kvc_layout_t *) 0 ;
   kvc_status_t result;
@@ -934,7 +937,7 @@ _gostring_ _wrap_kvc_config_get_layout_kvc_392cdc371581d819(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -949,7 +952,7 @@ _gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_392cdc371581d819(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -964,7 +967,7 @@ _gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_392cdc371581d819(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_attention_windows_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_attention_windows_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -981,7 +984,7 @@ _gostring_ _wrap_kvc_config_set_attention_windows_kvc_392cdc371581d819(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_attention_window_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_attention_window_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -998,7 +1001,7 @@ _gostring_ _wrap_kvc_config_get_attention_window_kvc_392cdc371581d819(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_device_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_device_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t arg2 ;
   int32_t arg3 ;
@@ -1015,7 +1018,7 @@ _gostring_ _wrap_kvc_config_set_device_kvc_392cdc371581d819(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_device_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_device_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t *arg2 = (kvc_device_kind_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -1032,7 +1035,7 @@ _gostring_ _wrap_kvc_config_get_device_kvc_392cdc371581d819(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1047,7 +1050,7 @@ _gostring_ _wrap_kvc_config_set_primary_bytes_kvc_392cdc371581d819(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1062,7 +1065,7 @@ _gostring_ _wrap_kvc_config_get_primary_bytes_kvc_392cdc371581d819(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_max_primary_bytes_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_max_primary_bytes_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1077,7 +1080,7 @@ _gostring_ _wrap_kvc_config_set_max_primary_bytes_kvc_392cdc371581d819(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_max_primary_bytes_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_max_primary_bytes_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1092,7 +1095,7 @@ _gostring_ _wrap_kvc_config_get_max_primary_bytes_kvc_392cdc371581d819(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_set_max_tokens_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_max_tokens_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1107,7 +1110,7 @@ _gostring_ _wrap_kvc_config_set_max_tokens_kvc_392cdc371581d819(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_max_tokens_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_max_tokens_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1122,7 +1125,7 @@ _gostring_ _wrap_kvc_config_get_max_tokens_kvc_392cdc371581d819(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, double _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, double _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double arg2 ;
   kvc_status_t result;
@@ -1137,7 +1140,7 @@ _gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_392cdc371581d819(kv
 }
 
 
-_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, double *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, double *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double *arg2 = (double *) 0 ;
   kvc_status_t result;
@@ -1152,7 +1155,7 @@ _gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_392cdc371581d819(kv
 }
 
 
-_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1167,7 +1170,7 @@ _gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_392cdc371581d819(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1182,7 +1185,7 @@ _gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_392cdc371581d819(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1197,7 +1200,7 @@ _gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_392cdc371581d
 }
 
 
-_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1212,7 +1215,7 @@ _gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_392cdc371581d
 }
 
 
-_gostring_ _wrap_kvc_config_set_block_reuse_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_block_reuse_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1227,7 +1230,7 @@ _gostring_ _wrap_kvc_config_set_block_reuse_kvc_392cdc371581d819(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_get_block_reuse_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_block_reuse_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1242,7 +1245,7 @@ _gostring_ _wrap_kvc_config_get_block_reuse_kvc_392cdc371581d819(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1257,7 +1260,7 @@ _gostring_ _wrap_kvc_config_set_partial_reuse_kvc_392cdc371581d819(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1272,7 +1275,7 @@ _gostring_ _wrap_kvc_config_get_partial_reuse_kvc_392cdc371581d819(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1287,7 +1290,7 @@ _gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_392cdc371581d819(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1302,7 +1305,7 @@ _gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_392cdc371581d819(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1317,7 +1320,7 @@ _gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_392cdc371581d819(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1332,7 +1335,7 @@ _gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_392cdc371581d819(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_set_event_hash_seed_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_event_hash_seed_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1347,7 +1350,7 @@ _gostring_ _wrap_kvc_config_set_event_hash_seed_kvc_392cdc371581d819(kvc_config_
 }
 
 
-_gostring_ _wrap_kvc_config_get_event_hash_seed_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_event_hash_seed_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1362,7 +1365,7 @@ _gostring_ _wrap_kvc_config_get_event_hash_seed_kvc_392cdc371581d819(kvc_config_
 }
 
 
-_gostring_ _wrap_kvc_config_set_manual_clock_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_manual_clock_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1377,7 +1380,7 @@ _gostring_ _wrap_kvc_config_set_manual_clock_kvc_392cdc371581d819(kvc_config_t *
 }
 
 
-_gostring_ _wrap_kvc_config_get_manual_clock_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_manual_clock_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1392,7 +1395,7 @@ _gostring_ _wrap_kvc_config_get_manual_clock_kvc_392cdc371581d819(kvc_config_t *
 }
 
 
-_gostring_ _wrap_kvc_cache_create_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
+_gostring_ _wrap_kvc_cache_create_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_cache_t **arg2 = (kvc_cache_t **) 0 ;
   kvc_status_t result;
@@ -1407,7 +1410,7 @@ _gostring_ _wrap_kvc_cache_create_kvc_392cdc371581d819(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_cache_destroy_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0) {
+void _wrap_kvc_cache_destroy_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   
   arg1 = (kvc_cache_t *)_swig_go_0; 
@@ -1417,7 +1420,7 @@ void _wrap_kvc_cache_destroy_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_cache_desc_t_struct_size_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_struct_size_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1429,7 +1432,7 @@ void _wrap_kvc_cache_desc_t_struct_size_set_kvc_392cdc371581d819(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_struct_size_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_struct_size_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1442,7 +1445,7 @@ int _wrap_kvc_cache_desc_t_struct_size_get_kvc_392cdc371581d819(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_kind_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_kind_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t arg2 ;
   
@@ -1454,7 +1457,7 @@ void _wrap_kvc_cache_desc_t_device_kind_set_kvc_392cdc371581d819(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_device_kind_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_kind_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t result;
   int _swig_go_result;
@@ -1467,7 +1470,7 @@ int _wrap_kvc_cache_desc_t_device_kind_get_kvc_392cdc371581d819(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t arg2 ;
   
@@ -1479,7 +1482,7 @@ void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_392cdc371581d819(struct kvc_c
 }
 
 
-int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t result;
   int _swig_go_result;
@@ -1492,7 +1495,7 @@ int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_392cdc371581d819(struct kvc_ca
 }
 
 
-void _wrap_kvc_cache_desc_t_dtype_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_dtype_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -1504,7 +1507,7 @@ void _wrap_kvc_cache_desc_t_dtype_set_kvc_392cdc371581d819(struct kvc_cache_desc
 }
 
 
-int _wrap_kvc_cache_desc_t_dtype_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_dtype_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -1517,7 +1520,7 @@ int _wrap_kvc_cache_desc_t_dtype_get_kvc_392cdc371581d819(struct kvc_cache_desc 
 }
 
 
-void _wrap_kvc_cache_desc_t_layout_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_layout_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -1529,7 +1532,7 @@ void _wrap_kvc_cache_desc_t_layout_set_kvc_392cdc371581d819(struct kvc_cache_des
 }
 
 
-int _wrap_kvc_cache_desc_t_layout_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_layout_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -1542,7 +1545,7 @@ int _wrap_kvc_cache_desc_t_layout_get_kvc_392cdc371581d819(struct kvc_cache_desc
 }
 
 
-void _wrap_kvc_cache_desc_t_num_layers_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_layers_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1554,7 +1557,7 @@ void _wrap_kvc_cache_desc_t_num_layers_set_kvc_392cdc371581d819(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_layers_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_layers_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1567,7 +1570,7 @@ int _wrap_kvc_cache_desc_t_num_layers_get_kvc_392cdc371581d819(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_groups_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_groups_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1579,7 +1582,7 @@ void _wrap_kvc_cache_desc_t_num_groups_set_kvc_392cdc371581d819(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_groups_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_groups_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1592,7 +1595,7 @@ int _wrap_kvc_cache_desc_t_num_groups_get_kvc_392cdc371581d819(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_pools_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_pools_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1604,7 +1607,7 @@ void _wrap_kvc_cache_desc_t_num_pools_set_kvc_392cdc371581d819(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_num_pools_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_pools_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1617,7 +1620,7 @@ int _wrap_kvc_cache_desc_t_num_pools_get_kvc_392cdc371581d819(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1629,7 +1632,7 @@ void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_392cdc371581d819(struct kvc
 }
 
 
-int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1642,7 +1645,7 @@ int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_392cdc371581d819(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1654,7 +1657,7 @@ void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_392cdc371581d819(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1667,7 +1670,7 @@ int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_392cdc371581d819(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1679,7 +1682,7 @@ void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_392cdc371581d819(struct kvc_cache
 }
 
 
-long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1692,7 +1695,7 @@ long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_392cdc371581d819(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1704,7 +1707,7 @@ void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_392cdc371581d819(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1717,7 +1720,7 @@ long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_392cdc371581d819(struct 
 }
 
 
-void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1729,7 +1732,7 @@ void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_392cdc371581d819(struct kvc_ca
 }
 
 
-long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1742,7 +1745,7 @@ long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_392cdc371581d819(struct k
 }
 
 
-void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1754,7 +1757,7 @@ void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_392cdc371581d819(struct kvc
 }
 
 
-long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1767,7 +1770,7 @@ long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_392cdc371581d819(struc
 }
 
 
-void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1779,7 +1782,7 @@ void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_392cdc371581d819(struct kv
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1792,7 +1795,7 @@ long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_392cdc371581d819(stru
 }
 
 
-void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1804,7 +1807,7 @@ void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_392cdc371581d819(struct k
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1817,7 +1820,82 @@ long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_392cdc371581d819(str
 }
 
 
-struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_392cdc371581d819() {
+void _wrap_kvc_cache_desc_t_num_resources_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_resources = arg2;
+  
+}
+
+
+int _wrap_kvc_cache_desc_t_num_resources_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+  struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->num_resources);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_desc_t_num_state_slots_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_state_slots = arg2;
+  
+}
+
+
+int _wrap_kvc_cache_desc_t_num_state_slots_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+  struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->num_state_slots);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_desc_t_state_bytes_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+  struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->state_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_cache_desc_t_state_bytes_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+  struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->state_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_0044c4030100e529() {
   struct kvc_cache_desc *result = 0 ;
   struct kvc_cache_desc *_swig_go_result;
   
@@ -1828,7 +1906,7 @@ struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_392cdc371581d819() {
 }
 
 
-void _wrap_delete_kvc_cache_desc_t_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_delete_kvc_cache_desc_t_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   
   arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
@@ -1838,7 +1916,7 @@ void _wrap_delete_kvc_cache_desc_t_kvc_392cdc371581d819(struct kvc_cache_desc *_
 }
 
 
-void _wrap_kvc_cache_desc_init_kvc_392cdc371581d819(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_kvc_cache_desc_init_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
   kvc_cache_desc_t *arg1 = (kvc_cache_desc_t *) 0 ;
   
   arg1 = *(kvc_cache_desc_t **)&_swig_go_0; 
@@ -1848,7 +1926,7 @@ void _wrap_kvc_cache_desc_init_kvc_392cdc371581d819(struct kvc_cache_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_describe_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_desc_t *arg2 = (kvc_cache_desc_t *) 0 ;
   kvc_status_t result;
@@ -1863,7 +1941,7 @@ _gostring_ _wrap_kvc_cache_describe_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_group_desc_t_struct_size_set_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_struct_size_set_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1875,7 +1953,7 @@ void _wrap_kvc_group_desc_t_struct_size_set_kvc_392cdc371581d819(struct kvc_grou
 }
 
 
-int _wrap_kvc_group_desc_t_struct_size_get_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_struct_size_get_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1888,7 +1966,7 @@ int _wrap_kvc_group_desc_t_struct_size_get_kvc_392cdc371581d819(struct kvc_group
 }
 
 
-void _wrap_kvc_group_desc_t_window_set_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_window_set_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1900,7 +1978,7 @@ void _wrap_kvc_group_desc_t_window_set_kvc_392cdc371581d819(struct kvc_group_des
 }
 
 
-int _wrap_kvc_group_desc_t_window_get_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_window_get_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1913,7 +1991,7 @@ int _wrap_kvc_group_desc_t_window_get_kvc_392cdc371581d819(struct kvc_group_desc
 }
 
 
-void _wrap_kvc_group_desc_t_kv_heads_set_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_kv_heads_set_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1925,7 +2003,7 @@ void _wrap_kvc_group_desc_t_kv_heads_set_kvc_392cdc371581d819(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_kv_heads_get_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_kv_heads_get_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1938,7 +2016,7 @@ int _wrap_kvc_group_desc_t_kv_heads_get_kvc_392cdc371581d819(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_head_dim_set_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_head_dim_set_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1950,7 +2028,7 @@ void _wrap_kvc_group_desc_t_head_dim_set_kvc_392cdc371581d819(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_head_dim_get_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_head_dim_get_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1963,7 +2041,7 @@ int _wrap_kvc_group_desc_t_head_dim_get_kvc_392cdc371581d819(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_num_layers_set_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_num_layers_set_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1975,7 +2053,7 @@ void _wrap_kvc_group_desc_t_num_layers_set_kvc_392cdc371581d819(struct kvc_group
 }
 
 
-int _wrap_kvc_group_desc_t_num_layers_get_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_num_layers_get_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1988,7 +2066,7 @@ int _wrap_kvc_group_desc_t_num_layers_get_kvc_392cdc371581d819(struct kvc_group_
 }
 
 
-void _wrap_kvc_group_desc_t_pool_set_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_pool_set_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2000,7 +2078,7 @@ void _wrap_kvc_group_desc_t_pool_set_kvc_392cdc371581d819(struct kvc_group_desc 
 }
 
 
-int _wrap_kvc_group_desc_t_pool_get_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_pool_get_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2013,7 +2091,7 @@ int _wrap_kvc_group_desc_t_pool_get_kvc_392cdc371581d819(struct kvc_group_desc *
 }
 
 
-void _wrap_kvc_group_desc_t_block_bytes_set_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_block_bytes_set_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2025,7 +2103,7 @@ void _wrap_kvc_group_desc_t_block_bytes_set_kvc_392cdc371581d819(struct kvc_grou
 }
 
 
-long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2038,7 +2116,7 @@ long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_392cdc371581d819(struct kvc
 }
 
 
-void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2050,7 +2128,7 @@ void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_392cdc371581d819(struct kvc_
 }
 
 
-long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2063,7 +2141,7 @@ long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_392cdc371581d819(struct
 }
 
 
-struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_392cdc371581d819() {
+struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_0044c4030100e529() {
   struct kvc_group_desc *result = 0 ;
   struct kvc_group_desc *_swig_go_result;
   
@@ -2074,7 +2152,7 @@ struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_392cdc371581d819() {
 }
 
 
-void _wrap_delete_kvc_group_desc_t_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0) {
+void _wrap_delete_kvc_group_desc_t_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   
   arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
@@ -2084,7 +2162,7 @@ void _wrap_delete_kvc_group_desc_t_kvc_392cdc371581d819(struct kvc_group_desc *_
 }
 
 
-void _wrap_kvc_group_desc_init_kvc_392cdc371581d819(struct kvc_group_desc *_swig_go_0) {
+void _wrap_kvc_group_desc_init_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0) {
   kvc_group_desc_t *arg1 = (kvc_group_desc_t *) 0 ;
   
   arg1 = *(kvc_group_desc_t **)&_swig_go_0; 
@@ -2094,7 +2172,7 @@ void _wrap_kvc_group_desc_init_kvc_392cdc371581d819(struct kvc_group_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_group_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_group_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_group_desc_t *arg3 = (kvc_group_desc_t *) 0 ;
@@ -2111,7 +2189,7 @@ _gostring_ _wrap_kvc_cache_describe_group_kvc_392cdc371581d819(kvc_cache_t *_swi
 }
 
 
-void _wrap_kvc_pool_desc_t_struct_size_set_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_struct_size_set_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2123,7 +2201,7 @@ void _wrap_kvc_pool_desc_t_struct_size_set_kvc_392cdc371581d819(struct kvc_pool_
 }
 
 
-int _wrap_kvc_pool_desc_t_struct_size_get_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_struct_size_get_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2136,7 +2214,7 @@ int _wrap_kvc_pool_desc_t_struct_size_get_kvc_392cdc371581d819(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_num_groups_set_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_groups_set_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2148,7 +2226,7 @@ void _wrap_kvc_pool_desc_t_num_groups_set_kvc_392cdc371581d819(struct kvc_pool_d
 }
 
 
-int _wrap_kvc_pool_desc_t_num_groups_get_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_num_groups_get_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2161,7 +2239,7 @@ int _wrap_kvc_pool_desc_t_num_groups_get_kvc_392cdc371581d819(struct kvc_pool_de
 }
 
 
-void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2173,7 +2251,7 @@ void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_392cdc371581d819(struct kvc_pool_
 }
 
 
-long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2186,7 +2264,7 @@ long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_392cdc371581d819(struct kvc_
 }
 
 
-void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2198,7 +2276,7 @@ void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_392cdc371581d819(struct kvc_pool_d
 }
 
 
-long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2211,7 +2289,7 @@ long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_392cdc371581d819(struct kvc_p
 }
 
 
-void _wrap_kvc_pool_desc_t_bytes_set_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_bytes_set_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2223,7 +2301,7 @@ void _wrap_kvc_pool_desc_t_bytes_set_kvc_392cdc371581d819(struct kvc_pool_desc *
 }
 
 
-long long _wrap_kvc_pool_desc_t_bytes_get_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_bytes_get_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2236,7 +2314,7 @@ long long _wrap_kvc_pool_desc_t_bytes_get_kvc_392cdc371581d819(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_base_set_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_pool_desc_t_base_set_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2248,7 +2326,7 @@ void _wrap_kvc_pool_desc_t_base_set_kvc_392cdc371581d819(struct kvc_pool_desc *_
 }
 
 
-void *_wrap_kvc_pool_desc_t_base_get_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0) {
+void *_wrap_kvc_pool_desc_t_base_get_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2261,7 +2339,7 @@ void *_wrap_kvc_pool_desc_t_base_get_kvc_392cdc371581d819(struct kvc_pool_desc *
 }
 
 
-struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_392cdc371581d819() {
+struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_0044c4030100e529() {
   struct kvc_pool_desc *result = 0 ;
   struct kvc_pool_desc *_swig_go_result;
   
@@ -2272,7 +2350,7 @@ struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_392cdc371581d819() {
 }
 
 
-void _wrap_delete_kvc_pool_desc_t_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_delete_kvc_pool_desc_t_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   
   arg1 = *(struct kvc_pool_desc **)&_swig_go_0; 
@@ -2282,7 +2360,7 @@ void _wrap_delete_kvc_pool_desc_t_kvc_392cdc371581d819(struct kvc_pool_desc *_sw
 }
 
 
-void _wrap_kvc_pool_desc_init_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_kvc_pool_desc_init_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0) {
   kvc_pool_desc_t *arg1 = (kvc_pool_desc_t *) 0 ;
   
   arg1 = *(kvc_pool_desc_t **)&_swig_go_0; 
@@ -2292,7 +2370,7 @@ void _wrap_kvc_pool_desc_init_kvc_392cdc371581d819(struct kvc_pool_desc *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_pool_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_pool_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_pool_desc_t *arg3 = (kvc_pool_desc_t *) 0 ;
@@ -2309,7 +2387,7 @@ _gostring_ _wrap_kvc_cache_describe_pool_kvc_392cdc371581d819(kvc_cache_t *_swig
 }
 
 
-void _wrap_kvc_layer_view_t_struct_size_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_struct_size_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2321,7 +2399,7 @@ void _wrap_kvc_layer_view_t_struct_size_set_kvc_392cdc371581d819(struct kvc_laye
 }
 
 
-int _wrap_kvc_layer_view_t_struct_size_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_struct_size_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2334,7 +2412,7 @@ int _wrap_kvc_layer_view_t_struct_size_get_kvc_392cdc371581d819(struct kvc_layer
 }
 
 
-void _wrap_kvc_layer_view_t_group_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_group_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2346,7 +2424,7 @@ void _wrap_kvc_layer_view_t_group_set_kvc_392cdc371581d819(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_group_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_group_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2359,7 +2437,7 @@ int _wrap_kvc_layer_view_t_group_get_kvc_392cdc371581d819(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_pool_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_pool_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2371,7 +2449,7 @@ void _wrap_kvc_layer_view_t_pool_set_kvc_392cdc371581d819(struct kvc_layer_view 
 }
 
 
-int _wrap_kvc_layer_view_t_pool_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_pool_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2384,7 +2462,7 @@ int _wrap_kvc_layer_view_t_pool_get_kvc_392cdc371581d819(struct kvc_layer_view *
 }
 
 
-void _wrap_kvc_layer_view_t_dtype_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_dtype_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -2396,7 +2474,7 @@ void _wrap_kvc_layer_view_t_dtype_set_kvc_392cdc371581d819(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_dtype_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_dtype_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -2409,7 +2487,7 @@ int _wrap_kvc_layer_view_t_dtype_get_kvc_392cdc371581d819(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_layout_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_layout_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -2421,7 +2499,7 @@ void _wrap_kvc_layer_view_t_layout_set_kvc_392cdc371581d819(struct kvc_layer_vie
 }
 
 
-int _wrap_kvc_layer_view_t_layout_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_layout_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -2434,7 +2512,7 @@ int _wrap_kvc_layer_view_t_layout_get_kvc_392cdc371581d819(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_kv_heads_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_heads_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2446,7 +2524,7 @@ void _wrap_kvc_layer_view_t_kv_heads_set_kvc_392cdc371581d819(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_kv_heads_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_heads_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2459,7 +2537,7 @@ int _wrap_kvc_layer_view_t_kv_heads_get_kvc_392cdc371581d819(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_head_dim_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_dim_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2471,7 +2549,7 @@ void _wrap_kvc_layer_view_t_head_dim_set_kvc_392cdc371581d819(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_head_dim_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_head_dim_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2484,7 +2562,7 @@ int _wrap_kvc_layer_view_t_head_dim_get_kvc_392cdc371581d819(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2496,7 +2574,7 @@ void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_392cdc371581d819(struct kvc
 }
 
 
-int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2509,7 +2587,7 @@ int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_392cdc371581d819(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_kv_factor_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_factor_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2521,7 +2599,7 @@ void _wrap_kvc_layer_view_t_kv_factor_set_kvc_392cdc371581d819(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_kv_factor_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_factor_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2534,7 +2612,7 @@ int _wrap_kvc_layer_view_t_kv_factor_get_kvc_392cdc371581d819(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_elem_size_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_elem_size_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2546,7 +2624,7 @@ void _wrap_kvc_layer_view_t_elem_size_set_kvc_392cdc371581d819(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_elem_size_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_elem_size_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2559,7 +2637,7 @@ int _wrap_kvc_layer_view_t_elem_size_get_kvc_392cdc371581d819(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_base_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_layer_view_t_base_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2571,7 +2649,7 @@ void _wrap_kvc_layer_view_t_base_set_kvc_392cdc371581d819(struct kvc_layer_view 
 }
 
 
-void *_wrap_kvc_layer_view_t_base_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
+void *_wrap_kvc_layer_view_t_base_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2584,7 +2662,7 @@ void *_wrap_kvc_layer_view_t_base_get_kvc_392cdc371581d819(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_num_blocks_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_num_blocks_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2596,7 +2674,7 @@ void _wrap_kvc_layer_view_t_num_blocks_set_kvc_392cdc371581d819(struct kvc_layer
 }
 
 
-long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2609,7 +2687,7 @@ long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_392cdc371581d819(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_block_stride_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_block_stride_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2621,7 +2699,7 @@ void _wrap_kvc_layer_view_t_block_stride_set_kvc_392cdc371581d819(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_block_stride_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_block_stride_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2634,7 +2712,7 @@ long long _wrap_kvc_layer_view_t_block_stride_get_kvc_392cdc371581d819(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_kv_stride_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_stride_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2646,7 +2724,7 @@ void _wrap_kvc_layer_view_t_kv_stride_set_kvc_392cdc371581d819(struct kvc_layer_
 }
 
 
-long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2659,7 +2737,7 @@ long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_392cdc371581d819(struct kvc_l
 }
 
 
-void _wrap_kvc_layer_view_t_token_stride_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_token_stride_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2671,7 +2749,7 @@ void _wrap_kvc_layer_view_t_token_stride_set_kvc_392cdc371581d819(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_token_stride_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_token_stride_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2684,7 +2762,7 @@ long long _wrap_kvc_layer_view_t_token_stride_get_kvc_392cdc371581d819(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_head_stride_set_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_stride_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2696,7 +2774,7 @@ void _wrap_kvc_layer_view_t_head_stride_set_kvc_392cdc371581d819(struct kvc_laye
 }
 
 
-long long _wrap_kvc_layer_view_t_head_stride_get_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_head_stride_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2709,7 +2787,7 @@ long long _wrap_kvc_layer_view_t_head_stride_get_kvc_392cdc371581d819(struct kvc
 }
 
 
-struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_392cdc371581d819() {
+struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_0044c4030100e529() {
   struct kvc_layer_view *result = 0 ;
   struct kvc_layer_view *_swig_go_result;
   
@@ -2720,7 +2798,7 @@ struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_392cdc371581d819() {
 }
 
 
-void _wrap_delete_kvc_layer_view_t_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
+void _wrap_delete_kvc_layer_view_t_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   
   arg1 = *(struct kvc_layer_view **)&_swig_go_0; 
@@ -2730,7 +2808,7 @@ void _wrap_delete_kvc_layer_view_t_kvc_392cdc371581d819(struct kvc_layer_view *_
 }
 
 
-void _wrap_kvc_layer_view_init_kvc_392cdc371581d819(struct kvc_layer_view *_swig_go_0) {
+void _wrap_kvc_layer_view_init_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
   kvc_layer_view_t *arg1 = (kvc_layer_view_t *) 0 ;
   
   arg1 = *(kvc_layer_view_t **)&_swig_go_0; 
@@ -2740,7 +2818,7 @@ void _wrap_kvc_layer_view_init_kvc_392cdc371581d819(struct kvc_layer_view *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_layer_view_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_layer_view_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_layer_view_t *arg3 = (kvc_layer_view_t *) 0 ;
@@ -2757,7 +2835,7 @@ _gostring_ _wrap_kvc_cache_layer_view_kvc_392cdc371581d819(kvc_cache_t *_swig_go
 }
 
 
-void _wrap_kvc_resize_inputs_t_struct_size_set_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resize_inputs_t_struct_size_set_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0, int _swig_go_1) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint32_t arg2 ;
   
@@ -2769,7 +2847,7 @@ void _wrap_kvc_resize_inputs_t_struct_size_set_kvc_392cdc371581d819(struct kvc_r
 }
 
 
-int _wrap_kvc_resize_inputs_t_struct_size_get_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0) {
+int _wrap_kvc_resize_inputs_t_struct_size_get_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2782,7 +2860,7 @@ int _wrap_kvc_resize_inputs_t_struct_size_get_kvc_392cdc371581d819(struct kvc_re
 }
 
 
-void _wrap_kvc_resize_inputs_t_reserved_set_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resize_inputs_t_reserved_set_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0, int _swig_go_1) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint32_t arg2 ;
   
@@ -2794,7 +2872,7 @@ void _wrap_kvc_resize_inputs_t_reserved_set_kvc_392cdc371581d819(struct kvc_resi
 }
 
 
-int _wrap_kvc_resize_inputs_t_reserved_get_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0) {
+int _wrap_kvc_resize_inputs_t_reserved_get_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2807,7 +2885,7 @@ int _wrap_kvc_resize_inputs_t_reserved_get_kvc_392cdc371581d819(struct kvc_resiz
 }
 
 
-void _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_set_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_set_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0, double _swig_go_1) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   double arg2 ;
   
@@ -2819,7 +2897,7 @@ void _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_set_kvc_392cdc371581d819
 }
 
 
-double _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_get_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0) {
+double _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_get_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   double result;
   double _swig_go_result;
@@ -2832,7 +2910,7 @@ double _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_get_kvc_392cdc371581d8
 }
 
 
-void _wrap_kvc_resize_inputs_t_free_bytes_set_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_inputs_t_free_bytes_set_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint64_t arg2 ;
   
@@ -2844,7 +2922,7 @@ void _wrap_kvc_resize_inputs_t_free_bytes_set_kvc_392cdc371581d819(struct kvc_re
 }
 
 
-long long _wrap_kvc_resize_inputs_t_free_bytes_get_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0) {
+long long _wrap_kvc_resize_inputs_t_free_bytes_get_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2857,7 +2935,7 @@ long long _wrap_kvc_resize_inputs_t_free_bytes_get_kvc_392cdc371581d819(struct k
 }
 
 
-void _wrap_kvc_resize_inputs_t_non_paged_bytes_set_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_inputs_t_non_paged_bytes_set_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint64_t arg2 ;
   
@@ -2869,7 +2947,7 @@ void _wrap_kvc_resize_inputs_t_non_paged_bytes_set_kvc_392cdc371581d819(struct k
 }
 
 
-long long _wrap_kvc_resize_inputs_t_non_paged_bytes_get_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0) {
+long long _wrap_kvc_resize_inputs_t_non_paged_bytes_get_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2882,7 +2960,7 @@ long long _wrap_kvc_resize_inputs_t_non_paged_bytes_get_kvc_392cdc371581d819(str
 }
 
 
-void _wrap_kvc_resize_inputs_t_forward_bytes_set_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_inputs_t_forward_bytes_set_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint64_t arg2 ;
   
@@ -2894,7 +2972,7 @@ void _wrap_kvc_resize_inputs_t_forward_bytes_set_kvc_392cdc371581d819(struct kvc
 }
 
 
-long long _wrap_kvc_resize_inputs_t_forward_bytes_get_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0) {
+long long _wrap_kvc_resize_inputs_t_forward_bytes_get_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2907,7 +2985,7 @@ long long _wrap_kvc_resize_inputs_t_forward_bytes_get_kvc_392cdc371581d819(struc
 }
 
 
-struct kvc_resize_inputs *_wrap_new_kvc_resize_inputs_t_kvc_392cdc371581d819() {
+struct kvc_resize_inputs *_wrap_new_kvc_resize_inputs_t_kvc_0044c4030100e529() {
   struct kvc_resize_inputs *result = 0 ;
   struct kvc_resize_inputs *_swig_go_result;
   
@@ -2918,7 +2996,7 @@ struct kvc_resize_inputs *_wrap_new_kvc_resize_inputs_t_kvc_392cdc371581d819() {
 }
 
 
-void _wrap_delete_kvc_resize_inputs_t_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0) {
+void _wrap_delete_kvc_resize_inputs_t_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   
   arg1 = *(struct kvc_resize_inputs **)&_swig_go_0; 
@@ -2928,7 +3006,7 @@ void _wrap_delete_kvc_resize_inputs_t_kvc_392cdc371581d819(struct kvc_resize_inp
 }
 
 
-void _wrap_kvc_resize_inputs_init_kvc_392cdc371581d819(struct kvc_resize_inputs *_swig_go_0) {
+void _wrap_kvc_resize_inputs_init_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0) {
   kvc_resize_inputs_t *arg1 = (kvc_resize_inputs_t *) 0 ;
   
   arg1 = *(kvc_resize_inputs_t **)&_swig_go_0; 
@@ -2938,7 +3016,7 @@ void _wrap_kvc_resize_inputs_init_kvc_392cdc371581d819(struct kvc_resize_inputs 
 }
 
 
-void _wrap_kvc_resize_plan_t_struct_size_set_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resize_plan_t_struct_size_set_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0, int _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint32_t arg2 ;
   
@@ -2950,7 +3028,7 @@ void _wrap_kvc_resize_plan_t_struct_size_set_kvc_392cdc371581d819(struct kvc_res
 }
 
 
-int _wrap_kvc_resize_plan_t_struct_size_get_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0) {
+int _wrap_kvc_resize_plan_t_struct_size_get_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2963,7 +3041,7 @@ int _wrap_kvc_resize_plan_t_struct_size_get_kvc_392cdc371581d819(struct kvc_resi
 }
 
 
-void _wrap_kvc_resize_plan_t_num_pools_set_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resize_plan_t_num_pools_set_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0, int _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint32_t arg2 ;
   
@@ -2975,7 +3053,7 @@ void _wrap_kvc_resize_plan_t_num_pools_set_kvc_392cdc371581d819(struct kvc_resiz
 }
 
 
-int _wrap_kvc_resize_plan_t_num_pools_get_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0) {
+int _wrap_kvc_resize_plan_t_num_pools_get_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2988,7 +3066,7 @@ int _wrap_kvc_resize_plan_t_num_pools_get_kvc_392cdc371581d819(struct kvc_resize
 }
 
 
-void _wrap_kvc_resize_plan_t_free_bytes_set_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_plan_t_free_bytes_set_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t arg2 ;
   
@@ -3000,7 +3078,7 @@ void _wrap_kvc_resize_plan_t_free_bytes_set_kvc_392cdc371581d819(struct kvc_resi
 }
 
 
-long long _wrap_kvc_resize_plan_t_free_bytes_get_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0) {
+long long _wrap_kvc_resize_plan_t_free_bytes_get_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3013,7 +3091,7 @@ long long _wrap_kvc_resize_plan_t_free_bytes_get_kvc_392cdc371581d819(struct kvc
 }
 
 
-void _wrap_kvc_resize_plan_t_mem_for_paged_set_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_plan_t_mem_for_paged_set_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t arg2 ;
   
@@ -3025,7 +3103,7 @@ void _wrap_kvc_resize_plan_t_mem_for_paged_set_kvc_392cdc371581d819(struct kvc_r
 }
 
 
-long long _wrap_kvc_resize_plan_t_mem_for_paged_get_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0) {
+long long _wrap_kvc_resize_plan_t_mem_for_paged_get_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3038,7 +3116,7 @@ long long _wrap_kvc_resize_plan_t_mem_for_paged_get_kvc_392cdc371581d819(struct 
 }
 
 
-void _wrap_kvc_resize_plan_t_primary_bytes_set_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_plan_t_primary_bytes_set_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t arg2 ;
   
@@ -3050,7 +3128,7 @@ void _wrap_kvc_resize_plan_t_primary_bytes_set_kvc_392cdc371581d819(struct kvc_r
 }
 
 
-long long _wrap_kvc_resize_plan_t_primary_bytes_get_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0) {
+long long _wrap_kvc_resize_plan_t_primary_bytes_get_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3063,7 +3141,7 @@ long long _wrap_kvc_resize_plan_t_primary_bytes_get_kvc_392cdc371581d819(struct 
 }
 
 
-void _wrap_kvc_resize_plan_t_max_primary_bytes_set_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_plan_t_max_primary_bytes_set_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t arg2 ;
   
@@ -3075,7 +3153,7 @@ void _wrap_kvc_resize_plan_t_max_primary_bytes_set_kvc_392cdc371581d819(struct k
 }
 
 
-long long _wrap_kvc_resize_plan_t_max_primary_bytes_get_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0) {
+long long _wrap_kvc_resize_plan_t_max_primary_bytes_get_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3088,7 +3166,7 @@ long long _wrap_kvc_resize_plan_t_max_primary_bytes_get_kvc_392cdc371581d819(str
 }
 
 
-void _wrap_kvc_resize_plan_t_blocks_per_group_set_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_plan_t_blocks_per_group_set_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t arg2 ;
   
@@ -3100,7 +3178,7 @@ void _wrap_kvc_resize_plan_t_blocks_per_group_set_kvc_392cdc371581d819(struct kv
 }
 
 
-long long _wrap_kvc_resize_plan_t_blocks_per_group_get_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0) {
+long long _wrap_kvc_resize_plan_t_blocks_per_group_get_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3113,7 +3191,7 @@ long long _wrap_kvc_resize_plan_t_blocks_per_group_get_kvc_392cdc371581d819(stru
 }
 
 
-void _wrap_kvc_resize_plan_t_token_capacity_set_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_plan_t_token_capacity_set_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t arg2 ;
   
@@ -3125,7 +3203,7 @@ void _wrap_kvc_resize_plan_t_token_capacity_set_kvc_392cdc371581d819(struct kvc_
 }
 
 
-long long _wrap_kvc_resize_plan_t_token_capacity_get_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0) {
+long long _wrap_kvc_resize_plan_t_token_capacity_get_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3138,7 +3216,7 @@ long long _wrap_kvc_resize_plan_t_token_capacity_get_kvc_392cdc371581d819(struct
 }
 
 
-void _wrap_kvc_resize_plan_t_num_blocks_set_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_plan_t_num_blocks_set_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t arg2 ;
   
@@ -3150,7 +3228,7 @@ void _wrap_kvc_resize_plan_t_num_blocks_set_kvc_392cdc371581d819(struct kvc_resi
 }
 
 
-long long _wrap_kvc_resize_plan_t_num_blocks_get_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0) {
+long long _wrap_kvc_resize_plan_t_num_blocks_get_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3163,7 +3241,7 @@ long long _wrap_kvc_resize_plan_t_num_blocks_get_kvc_392cdc371581d819(struct kvc
 }
 
 
-void _wrap_kvc_resize_plan_t_total_bytes_set_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_plan_t_total_bytes_set_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t arg2 ;
   
@@ -3175,7 +3253,7 @@ void _wrap_kvc_resize_plan_t_total_bytes_set_kvc_392cdc371581d819(struct kvc_res
 }
 
 
-long long _wrap_kvc_resize_plan_t_total_bytes_get_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0) {
+long long _wrap_kvc_resize_plan_t_total_bytes_get_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3188,7 +3266,7 @@ long long _wrap_kvc_resize_plan_t_total_bytes_get_kvc_392cdc371581d819(struct kv
 }
 
 
-struct kvc_resize_plan *_wrap_new_kvc_resize_plan_t_kvc_392cdc371581d819() {
+struct kvc_resize_plan *_wrap_new_kvc_resize_plan_t_kvc_0044c4030100e529() {
   struct kvc_resize_plan *result = 0 ;
   struct kvc_resize_plan *_swig_go_result;
   
@@ -3199,7 +3277,7 @@ struct kvc_resize_plan *_wrap_new_kvc_resize_plan_t_kvc_392cdc371581d819() {
 }
 
 
-void _wrap_delete_kvc_resize_plan_t_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0) {
+void _wrap_delete_kvc_resize_plan_t_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   
   arg1 = *(struct kvc_resize_plan **)&_swig_go_0; 
@@ -3209,7 +3287,7 @@ void _wrap_delete_kvc_resize_plan_t_kvc_392cdc371581d819(struct kvc_resize_plan 
 }
 
 
-void _wrap_kvc_resize_plan_init_kvc_392cdc371581d819(struct kvc_resize_plan *_swig_go_0) {
+void _wrap_kvc_resize_plan_init_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0) {
   kvc_resize_plan_t *arg1 = (kvc_resize_plan_t *) 0 ;
   
   arg1 = *(kvc_resize_plan_t **)&_swig_go_0; 
@@ -3219,7 +3297,7 @@ void _wrap_kvc_resize_plan_init_kvc_392cdc371581d819(struct kvc_resize_plan *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_plan_resize_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, struct kvc_resize_inputs *_swig_go_1, struct kvc_resize_plan *_swig_go_2, long long *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_kvc_cache_plan_resize_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, struct kvc_resize_inputs *_swig_go_1, struct kvc_resize_plan *_swig_go_2, long long *_swig_go_3, long long _swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_resize_inputs_t *arg2 = (kvc_resize_inputs_t *) 0 ;
   kvc_resize_plan_t *arg3 = (kvc_resize_plan_t *) 0 ;
@@ -3240,7 +3318,7 @@ _gostring_ _wrap_kvc_cache_plan_resize_kvc_392cdc371581d819(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_resize_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_cache_resize_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3255,7 +3333,7 @@ _gostring_ _wrap_kvc_cache_resize_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, 
 }
 
 
-void _wrap_kvc_extra_key_t_offset_set_kvc_392cdc371581d819(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_offset_set_kvc_0044c4030100e529(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -3267,7 +3345,7 @@ void _wrap_kvc_extra_key_t_offset_set_kvc_392cdc371581d819(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_offset_get_kvc_392cdc371581d819(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_offset_get_kvc_0044c4030100e529(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3280,7 +3358,7 @@ long long _wrap_kvc_extra_key_t_offset_get_kvc_392cdc371581d819(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_length_set_kvc_392cdc371581d819(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_length_set_kvc_0044c4030100e529(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -3292,7 +3370,7 @@ void _wrap_kvc_extra_key_t_length_set_kvc_392cdc371581d819(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_length_get_kvc_392cdc371581d819(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_length_get_kvc_0044c4030100e529(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3305,7 +3383,7 @@ long long _wrap_kvc_extra_key_t_length_get_kvc_392cdc371581d819(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_data_set_kvc_392cdc371581d819(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_extra_key_t_data_set_kvc_0044c4030100e529(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -3317,7 +3395,7 @@ void _wrap_kvc_extra_key_t_data_set_kvc_392cdc371581d819(struct kvc_extra_key *_
 }
 
 
-void *_wrap_kvc_extra_key_t_data_get_kvc_392cdc371581d819(struct kvc_extra_key *_swig_go_0) {
+void *_wrap_kvc_extra_key_t_data_get_kvc_0044c4030100e529(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -3330,7 +3408,7 @@ void *_wrap_kvc_extra_key_t_data_get_kvc_392cdc371581d819(struct kvc_extra_key *
 }
 
 
-void _wrap_kvc_extra_key_t_size_set_kvc_392cdc371581d819(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_size_set_kvc_0044c4030100e529(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t arg2 ;
   
@@ -3342,7 +3420,7 @@ void _wrap_kvc_extra_key_t_size_set_kvc_392cdc371581d819(struct kvc_extra_key *_
 }
 
 
-long long _wrap_kvc_extra_key_t_size_get_kvc_392cdc371581d819(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_size_get_kvc_0044c4030100e529(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3355,7 +3433,7 @@ long long _wrap_kvc_extra_key_t_size_get_kvc_392cdc371581d819(struct kvc_extra_k
 }
 
 
-struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_392cdc371581d819() {
+struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_0044c4030100e529() {
   struct kvc_extra_key *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
   
@@ -3366,7 +3444,7 @@ struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_392cdc371581d819() {
 }
 
 
-void _wrap_delete_kvc_extra_key_t_kvc_392cdc371581d819(struct kvc_extra_key *_swig_go_0) {
+void _wrap_delete_kvc_extra_key_t_kvc_0044c4030100e529(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   
   arg1 = *(struct kvc_extra_key **)&_swig_go_0; 
@@ -3376,7 +3454,7 @@ void _wrap_delete_kvc_extra_key_t_kvc_392cdc371581d819(struct kvc_extra_key *_sw
 }
 
 
-void _wrap_kvc_retention_range_t_start_set_kvc_392cdc371581d819(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_start_set_kvc_0044c4030100e529(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -3388,7 +3466,7 @@ void _wrap_kvc_retention_range_t_start_set_kvc_392cdc371581d819(struct kvc_reten
 }
 
 
-long long _wrap_kvc_retention_range_t_start_get_kvc_392cdc371581d819(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_start_get_kvc_0044c4030100e529(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3401,7 +3479,7 @@ long long _wrap_kvc_retention_range_t_start_get_kvc_392cdc371581d819(struct kvc_
 }
 
 
-void _wrap_kvc_retention_range_t_end_set_kvc_392cdc371581d819(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_end_set_kvc_0044c4030100e529(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -3413,7 +3491,7 @@ void _wrap_kvc_retention_range_t_end_set_kvc_392cdc371581d819(struct kvc_retenti
 }
 
 
-long long _wrap_kvc_retention_range_t_end_get_kvc_392cdc371581d819(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_end_get_kvc_0044c4030100e529(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3426,7 +3504,7 @@ long long _wrap_kvc_retention_range_t_end_get_kvc_392cdc371581d819(struct kvc_re
 }
 
 
-void _wrap_kvc_retention_range_t_priority_set_kvc_392cdc371581d819(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_retention_range_t_priority_set_kvc_0044c4030100e529(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t arg2 ;
   
@@ -3438,7 +3516,7 @@ void _wrap_kvc_retention_range_t_priority_set_kvc_392cdc371581d819(struct kvc_re
 }
 
 
-int _wrap_kvc_retention_range_t_priority_get_kvc_392cdc371581d819(struct kvc_retention_range *_swig_go_0) {
+int _wrap_kvc_retention_range_t_priority_get_kvc_0044c4030100e529(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3451,7 +3529,7 @@ int _wrap_kvc_retention_range_t_priority_get_kvc_392cdc371581d819(struct kvc_ret
 }
 
 
-void _wrap_kvc_retention_range_t_reserved_set_kvc_392cdc371581d819(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_retention_range_t_reserved_set_kvc_0044c4030100e529(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t arg2 ;
   
@@ -3463,7 +3541,7 @@ void _wrap_kvc_retention_range_t_reserved_set_kvc_392cdc371581d819(struct kvc_re
 }
 
 
-int _wrap_kvc_retention_range_t_reserved_get_kvc_392cdc371581d819(struct kvc_retention_range *_swig_go_0) {
+int _wrap_kvc_retention_range_t_reserved_get_kvc_0044c4030100e529(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3476,7 +3554,7 @@ int _wrap_kvc_retention_range_t_reserved_get_kvc_392cdc371581d819(struct kvc_ret
 }
 
 
-void _wrap_kvc_retention_range_t_duration_ms_set_kvc_392cdc371581d819(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_duration_ms_set_kvc_0044c4030100e529(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -3488,7 +3566,7 @@ void _wrap_kvc_retention_range_t_duration_ms_set_kvc_392cdc371581d819(struct kvc
 }
 
 
-long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_392cdc371581d819(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_0044c4030100e529(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3501,7 +3579,7 @@ long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_392cdc371581d819(struc
 }
 
 
-struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_392cdc371581d819() {
+struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_0044c4030100e529() {
   struct kvc_retention_range *result = 0 ;
   struct kvc_retention_range *_swig_go_result;
   
@@ -3512,7 +3590,7 @@ struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_392cdc371581d819
 }
 
 
-void _wrap_delete_kvc_retention_range_t_kvc_392cdc371581d819(struct kvc_retention_range *_swig_go_0) {
+void _wrap_delete_kvc_retention_range_t_kvc_0044c4030100e529(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   
   arg1 = *(struct kvc_retention_range **)&_swig_go_0; 
@@ -3522,7 +3600,7 @@ void _wrap_delete_kvc_retention_range_t_kvc_392cdc371581d819(struct kvc_retentio
 }
 
 
-void _wrap_kvc_sequence_options_t_struct_size_set_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_struct_size_set_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -3534,7 +3612,7 @@ void _wrap_kvc_sequence_options_t_struct_size_set_kvc_392cdc371581d819(struct kv
 }
 
 
-int _wrap_kvc_sequence_options_t_struct_size_get_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_struct_size_get_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3547,7 +3625,7 @@ int _wrap_kvc_sequence_options_t_struct_size_get_kvc_392cdc371581d819(struct kvc
 }
 
 
-void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -3559,7 +3637,7 @@ void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_392cdc371581d819(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3572,7 +3650,7 @@ int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_392cdc371581d819(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -3584,7 +3662,7 @@ void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_392cdc371581d819(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3597,7 +3675,7 @@ int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_392cdc371581d819(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_has_lora_set_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
+void _wrap_kvc_sequence_options_t_has_lora_set_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool arg2 ;
   
@@ -3609,7 +3687,7 @@ void _wrap_kvc_sequence_options_t_has_lora_set_kvc_392cdc371581d819(struct kvc_s
 }
 
 
-bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
+bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -3622,7 +3700,7 @@ bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_392cdc371581d819(struct kvc_s
 }
 
 
-void _wrap_kvc_sequence_options_t_lora_id_set_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_lora_id_set_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t arg2 ;
   
@@ -3634,7 +3712,7 @@ void _wrap_kvc_sequence_options_t_lora_id_set_kvc_392cdc371581d819(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3647,7 +3725,7 @@ long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_392cdc371581d819(struct k
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_set_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_set_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -3659,7 +3737,7 @@ void _wrap_kvc_sequence_options_t_salt_set_kvc_392cdc371581d819(struct kvc_seque
 }
 
 
-void *_wrap_kvc_sequence_options_t_salt_get_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
+void *_wrap_kvc_sequence_options_t_salt_get_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -3672,7 +3750,7 @@ void *_wrap_kvc_sequence_options_t_salt_get_kvc_392cdc371581d819(struct kvc_sequ
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_size_set_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_size_set_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3684,7 +3762,7 @@ void _wrap_kvc_sequence_options_t_salt_size_set_kvc_392cdc371581d819(struct kvc_
 }
 
 
-long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3697,7 +3775,7 @@ long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_392cdc371581d819(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *arg2 = (kvc_extra_key_t *) 0 ;
   
@@ -3709,7 +3787,7 @@ void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_392cdc371581d819(struct kvc
 }
 
 
-struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
+struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
@@ -3722,7 +3800,7 @@ struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_392cdc3715
 }
 
 
-void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3734,7 +3812,7 @@ void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_392cdc371581d819(struct
 }
 
 
-long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3747,7 +3825,7 @@ long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_392cdc371581d819(s
 }
 
 
-void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0, struct kvc_retention_range *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0, struct kvc_retention_range *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_retention_range_t *arg2 = (kvc_retention_range_t *) 0 ;
   
@@ -3759,7 +3837,7 @@ void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_392cdc371581d819(stru
 }
 
 
-struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
+struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_retention_range_t *result = 0 ;
   struct kvc_retention_range *_swig_go_result;
@@ -3772,7 +3850,7 @@ struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kv
 }
 
 
-void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3784,7 +3862,7 @@ void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_392cdc371581d819(
 }
 
 
-long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3797,7 +3875,7 @@ long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_392cdc371581
 }
 
 
-void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t arg2 ;
   
@@ -3809,7 +3887,7 @@ void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_392cdc371581d819(st
 }
 
 
-long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3822,7 +3900,7 @@ long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_392cdc371581d8
 }
 
 
-struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_392cdc371581d819() {
+struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_0044c4030100e529() {
   struct kvc_sequence_options *result = 0 ;
   struct kvc_sequence_options *_swig_go_result;
   
@@ -3833,7 +3911,7 @@ struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_392cdc371581d8
 }
 
 
-void _wrap_delete_kvc_sequence_options_t_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_delete_kvc_sequence_options_t_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   
   arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
@@ -3843,7 +3921,7 @@ void _wrap_delete_kvc_sequence_options_t_kvc_392cdc371581d819(struct kvc_sequenc
 }
 
 
-void _wrap_kvc_sequence_options_init_kvc_392cdc371581d819(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_kvc_sequence_options_init_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
   kvc_sequence_options_t *arg1 = (kvc_sequence_options_t *) 0 ;
   
   arg1 = *(kvc_sequence_options_t **)&_swig_go_0; 
@@ -3853,7 +3931,7 @@ void _wrap_kvc_sequence_options_init_kvc_392cdc371581d819(struct kvc_sequence_op
 }
 
 
-_gostring_ _wrap_kvc_sequence_add_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
+_gostring_ _wrap_kvc_sequence_add_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3878,7 +3956,7 @@ _gostring_ _wrap_kvc_sequence_add_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_extend_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_sequence_extend_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -3899,7 +3977,7 @@ _gostring_ _wrap_kvc_sequence_extend_kvc_392cdc371581d819(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_commit_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_commit_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3916,7 +3994,7 @@ _gostring_ _wrap_kvc_sequence_commit_kvc_392cdc371581d819(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_rewind_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_rewind_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3933,7 +4011,7 @@ _gostring_ _wrap_kvc_sequence_rewind_kvc_392cdc371581d819(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_fork_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_fork_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -3950,7 +4028,7 @@ _gostring_ _wrap_kvc_sequence_fork_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_kvc_sequence_remove_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_remove_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3965,7 +4043,7 @@ _gostring_ _wrap_kvc_sequence_remove_kvc_392cdc371581d819(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_pin_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_pin_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3980,7 +4058,7 @@ _gostring_ _wrap_kvc_sequence_pin_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_unpin_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_unpin_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3995,7 +4073,7 @@ _gostring_ _wrap_kvc_sequence_unpin_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -4007,7 +4085,7 @@ void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_392cdc371581d819(struct kvc_s
 }
 
 
-int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4020,7 +4098,7 @@ int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_392cdc371581d819(struct kvc_se
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -4032,7 +4110,7 @@ void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_392cdc371581d819(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4045,7 +4123,7 @@ int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_392cdc371581d819(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -4057,7 +4135,7 @@ void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_392cdc371581d819(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4070,7 +4148,7 @@ int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_392cdc371581d819(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_reserved_set_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_reserved_set_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -4082,7 +4160,7 @@ void _wrap_kvc_sequence_desc_t_reserved_set_kvc_392cdc371581d819(struct kvc_sequ
 }
 
 
-int _wrap_kvc_sequence_desc_t_reserved_get_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_reserved_get_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4095,7 +4173,7 @@ int _wrap_kvc_sequence_desc_t_reserved_get_kvc_392cdc371581d819(struct kvc_seque
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -4107,7 +4185,7 @@ void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_392cdc371581d819(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4120,7 +4198,7 @@ long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_392cdc371581d819(struct k
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -4132,7 +4210,7 @@ void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_392cdc371581d819(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4145,7 +4223,7 @@ long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_392cdc371581d819(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -4157,7 +4235,7 @@ void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_392cdc371581d819(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4170,7 +4248,7 @@ long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_392cdc371581d819(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -4182,7 +4260,7 @@ void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_392cdc371581d819(struct 
 }
 
 
-long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4195,7 +4273,7 @@ long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_392cdc371581d819(st
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -4207,7 +4285,7 @@ void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_392cdc371581d819(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4220,7 +4298,7 @@ long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_392cdc371581d819(struct k
 }
 
 
-struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_392cdc371581d819() {
+struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_0044c4030100e529() {
   struct kvc_sequence_desc *result = 0 ;
   struct kvc_sequence_desc *_swig_go_result;
   
@@ -4231,7 +4309,7 @@ struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_392cdc371581d819() {
 }
 
 
-void _wrap_delete_kvc_sequence_desc_t_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_delete_kvc_sequence_desc_t_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   
   arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
@@ -4241,7 +4319,7 @@ void _wrap_delete_kvc_sequence_desc_t_kvc_392cdc371581d819(struct kvc_sequence_d
 }
 
 
-void _wrap_kvc_sequence_desc_init_kvc_392cdc371581d819(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_kvc_sequence_desc_init_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0) {
   kvc_sequence_desc_t *arg1 = (kvc_sequence_desc_t *) 0 ;
   
   arg1 = *(kvc_sequence_desc_t **)&_swig_go_0; 
@@ -4251,7 +4329,7 @@ void _wrap_kvc_sequence_desc_init_kvc_392cdc371581d819(struct kvc_sequence_desc 
 }
 
 
-_gostring_ _wrap_kvc_sequence_describe_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_sequence_describe_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_sequence_desc_t *arg3 = (kvc_sequence_desc_t *) 0 ;
@@ -4268,7 +4346,7 @@ _gostring_ _wrap_kvc_sequence_describe_kvc_392cdc371581d819(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_sequence_block_ids_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
+_gostring_ _wrap_kvc_sequence_block_ids_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint32_t arg3 ;
@@ -4291,7 +4369,7 @@ _gostring_ _wrap_kvc_sequence_block_ids_kvc_392cdc371581d819(kvc_cache_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
+_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -4310,7 +4388,7 @@ _gostring_ _wrap_kvc_sequence_blocks_needed_kvc_392cdc371581d819(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_cache_probe_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
+_gostring_ _wrap_kvc_cache_probe_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -4331,7 +4409,7 @@ _gostring_ _wrap_kvc_cache_probe_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, i
 }
 
 
-_gostring_ _wrap_kvc_cache_advance_clock_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_cache_advance_clock_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -4346,7 +4424,7 @@ _gostring_ _wrap_kvc_cache_advance_clock_kvc_392cdc371581d819(kvc_cache_t *_swig
 }
 
 
-_gostring_ _wrap_kvc_batch_extend_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_batch_extend_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4367,7 +4445,7 @@ _gostring_ _wrap_kvc_batch_extend_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_block_table_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -4394,7 +4472,7 @@ _gostring_ _wrap_kvc_batch_block_table_kvc_392cdc371581d819(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_csr_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
+_gostring_ _wrap_kvc_batch_block_table_csr_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -4423,7 +4501,7 @@ _gostring_ _wrap_kvc_batch_block_table_csr_kvc_392cdc371581d819(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
+_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   size_t arg3 ;
@@ -4442,7 +4520,7 @@ _gostring_ _wrap_kvc_batch_sequence_lengths_kvc_392cdc371581d819(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_batch_slot_mapping_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_slot_mapping_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -4469,7 +4547,7 @@ _gostring_ _wrap_kvc_batch_slot_mapping_kvc_392cdc371581d819(kvc_cache_t *_swig_
 }
 
 
-void _wrap_kvc_cache_stats_t_struct_size_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_struct_size_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -4481,7 +4559,7 @@ void _wrap_kvc_cache_stats_t_struct_size_set_kvc_392cdc371581d819(struct kvc_cac
 }
 
 
-int _wrap_kvc_cache_stats_t_struct_size_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_struct_size_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4494,7 +4572,7 @@ int _wrap_kvc_cache_stats_t_struct_size_get_kvc_392cdc371581d819(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_reserved_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reserved_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -4506,7 +4584,7 @@ void _wrap_kvc_cache_stats_t_reserved_set_kvc_392cdc371581d819(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_stats_t_reserved_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_reserved_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4519,7 +4597,7 @@ int _wrap_kvc_cache_stats_t_reserved_get_kvc_392cdc371581d819(struct kvc_cache_s
 }
 
 
-void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4531,7 +4609,7 @@ void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_392cdc371581d819(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4544,7 +4622,7 @@ long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_392cdc371581d819(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4556,7 +4634,7 @@ void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_392cdc371581d819(struct kvc_cac
 }
 
 
-long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4569,7 +4647,7 @@ long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_392cdc371581d819(struct kv
 }
 
 
-void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4581,7 +4659,7 @@ void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_392cdc371581d819(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4594,7 +4672,7 @@ long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_392cdc371581d819(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4606,7 +4684,7 @@ void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_392cdc371581d819(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4619,7 +4697,7 @@ long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_392cdc371581d819(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4631,7 +4709,7 @@ void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_392cdc371581d819(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4644,7 +4722,7 @@ long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_392cdc371581d819(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4656,7 +4734,7 @@ void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_392cdc371581d819(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4669,7 +4747,7 @@ long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_392cdc371581d819(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double arg2 ;
   
@@ -4681,7 +4759,7 @@ void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_392cdc371581d819(struct kvc_cache_
 }
 
 
-double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
+double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -4694,7 +4772,7 @@ double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_392cdc371581d819(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4706,7 +4784,7 @@ void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_392cdc371581d819(struct kvc_
 }
 
 
-long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4719,7 +4797,7 @@ long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_392cdc371581d819(struct
 }
 
 
-void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4731,7 +4809,7 @@ void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_392cdc371581d819(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4744,7 +4822,7 @@ long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_392cdc371581d819(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4756,7 +4834,7 @@ void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_392cdc371581d819(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4769,7 +4847,7 @@ long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_392cdc371581d819(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4781,7 +4859,7 @@ void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_392cdc371581d819(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4794,7 +4872,7 @@ long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_392cdc371581d819(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4806,7 +4884,7 @@ void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_392cdc371581d819(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4819,7 +4897,7 @@ long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_392cdc371581d819(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4831,7 +4909,7 @@ void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_392cdc371581d819(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4844,7 +4922,7 @@ long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_392cdc371581d819(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4856,7 +4934,7 @@ void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_392cdc371581d819(struct kvc
 }
 
 
-long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4869,7 +4947,7 @@ long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_392cdc371581d819(struc
 }
 
 
-void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4881,7 +4959,7 @@ void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_392cdc371581d819(struct kvc
 }
 
 
-long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4894,7 +4972,7 @@ long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_392cdc371581d819(struc
 }
 
 
-void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4906,7 +4984,7 @@ void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_392cdc371581d819(struct kvc_cac
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4919,7 +4997,7 @@ long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_392cdc371581d819(struct kv
 }
 
 
-void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4931,7 +5009,7 @@ void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_392cdc371581d819(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4944,7 +5022,7 @@ long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_392cdc371581d819(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4956,7 +5034,7 @@ void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_392cdc371581d819(struct 
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4969,7 +5047,7 @@ long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_392cdc371581d819(st
 }
 
 
-struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_392cdc371581d819() {
+struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_0044c4030100e529() {
   struct kvc_cache_stats *result = 0 ;
   struct kvc_cache_stats *_swig_go_result;
   
@@ -4980,7 +5058,7 @@ struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_392cdc371581d819() {
 }
 
 
-void _wrap_delete_kvc_cache_stats_t_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_delete_kvc_cache_stats_t_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   
   arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
@@ -4990,7 +5068,7 @@ void _wrap_delete_kvc_cache_stats_t_kvc_392cdc371581d819(struct kvc_cache_stats 
 }
 
 
-void _wrap_kvc_cache_stats_init_kvc_392cdc371581d819(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_kvc_cache_stats_init_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
   kvc_cache_stats_t *arg1 = (kvc_cache_stats_t *) 0 ;
   
   arg1 = *(kvc_cache_stats_t **)&_swig_go_0; 
@@ -5000,7 +5078,7 @@ void _wrap_kvc_cache_stats_init_kvc_392cdc371581d819(struct kvc_cache_stats *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_get_stats_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_get_stats_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_stats_t *arg2 = (kvc_cache_stats_t *) 0 ;
   kvc_status_t result;
@@ -5015,7 +5093,7 @@ _gostring_ _wrap_kvc_cache_get_stats_kvc_392cdc371581d819(kvc_cache_t *_swig_go_
 }
 
 
-void _wrap_kvc_group_stats_t_struct_size_set_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_stats_t_struct_size_set_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -5027,7 +5105,7 @@ void _wrap_kvc_group_stats_t_struct_size_set_kvc_392cdc371581d819(struct kvc_gro
 }
 
 
-int _wrap_kvc_group_stats_t_struct_size_get_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0) {
+int _wrap_kvc_group_stats_t_struct_size_get_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5040,7 +5118,7 @@ int _wrap_kvc_group_stats_t_struct_size_get_kvc_392cdc371581d819(struct kvc_grou
 }
 
 
-void _wrap_kvc_group_stats_t_pool_set_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_stats_t_pool_set_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -5052,7 +5130,7 @@ void _wrap_kvc_group_stats_t_pool_set_kvc_392cdc371581d819(struct kvc_group_stat
 }
 
 
-int _wrap_kvc_group_stats_t_pool_get_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0) {
+int _wrap_kvc_group_stats_t_pool_get_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5065,7 +5143,7 @@ int _wrap_kvc_group_stats_t_pool_get_kvc_392cdc371581d819(struct kvc_group_stats
 }
 
 
-void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5077,7 +5155,7 @@ void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_392cdc371581d819(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5090,7 +5168,7 @@ long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_392cdc371581d819(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5102,7 +5180,7 @@ void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_392cdc371581d819(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5115,7 +5193,7 @@ long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_392cdc371581d819(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5127,7 +5205,7 @@ void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_392cdc371581d819(struct kv
 }
 
 
-long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5140,7 +5218,7 @@ long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_392cdc371581d819(stru
 }
 
 
-void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5152,7 +5230,7 @@ void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_392cdc371581d819(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5165,7 +5243,7 @@ long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_392cdc371581d819(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5177,7 +5255,7 @@ void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_392cdc371581d819(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5190,7 +5268,7 @@ long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_392cdc371581d819(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5202,7 +5280,7 @@ void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_392cdc371581d819(struct kvc_
 }
 
 
-long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5215,7 +5293,7 @@ long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_392cdc371581d819(struct
 }
 
 
-void _wrap_kvc_group_stats_t_released_blocks_set_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_released_blocks_set_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5227,7 +5305,7 @@ void _wrap_kvc_group_stats_t_released_blocks_set_kvc_392cdc371581d819(struct kvc
 }
 
 
-long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5240,7 +5318,7 @@ long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_392cdc371581d819(struc
 }
 
 
-struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_392cdc371581d819() {
+struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_0044c4030100e529() {
   struct kvc_group_stats *result = 0 ;
   struct kvc_group_stats *_swig_go_result;
   
@@ -5251,7 +5329,7 @@ struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_392cdc371581d819() {
 }
 
 
-void _wrap_delete_kvc_group_stats_t_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0) {
+void _wrap_delete_kvc_group_stats_t_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   
   arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
@@ -5261,7 +5339,7 @@ void _wrap_delete_kvc_group_stats_t_kvc_392cdc371581d819(struct kvc_group_stats 
 }
 
 
-void _wrap_kvc_group_stats_init_kvc_392cdc371581d819(struct kvc_group_stats *_swig_go_0) {
+void _wrap_kvc_group_stats_init_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0) {
   kvc_group_stats_t *arg1 = (kvc_group_stats_t *) 0 ;
   
   arg1 = *(kvc_group_stats_t **)&_swig_go_0; 
@@ -5271,7 +5349,7 @@ void _wrap_kvc_group_stats_init_kvc_392cdc371581d819(struct kvc_group_stats *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_get_group_stats_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_stats *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_get_group_stats_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_stats *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_group_stats_t *arg3 = (kvc_group_stats_t *) 0 ;
@@ -5288,7 +5366,7 @@ _gostring_ _wrap_kvc_cache_get_group_stats_kvc_392cdc371581d819(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_reset_reuse_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_reset_reuse_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -5301,7 +5379,7 @@ _gostring_ _wrap_kvc_cache_reset_reuse_kvc_392cdc371581d819(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_check_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_check_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -5314,7 +5392,7 @@ _gostring_ _wrap_kvc_cache_check_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_store_args_t_struct_size_set_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_struct_size_set_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5326,7 +5404,7 @@ void _wrap_kvc_store_args_t_struct_size_set_kvc_392cdc371581d819(struct kvc_stor
 }
 
 
-int _wrap_kvc_store_args_t_struct_size_get_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_struct_size_get_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5339,7 +5417,7 @@ int _wrap_kvc_store_args_t_struct_size_get_kvc_392cdc371581d819(struct kvc_store
 }
 
 
-void _wrap_kvc_store_args_t_layer_set_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_layer_set_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5351,7 +5429,7 @@ void _wrap_kvc_store_args_t_layer_set_kvc_392cdc371581d819(struct kvc_store_args
 }
 
 
-int _wrap_kvc_store_args_t_layer_get_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_layer_get_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5364,7 +5442,7 @@ int _wrap_kvc_store_args_t_layer_get_kvc_392cdc371581d819(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_num_tokens_set_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_num_tokens_set_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5376,7 +5454,7 @@ void _wrap_kvc_store_args_t_num_tokens_set_kvc_392cdc371581d819(struct kvc_store
 }
 
 
-int _wrap_kvc_store_args_t_num_tokens_get_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_num_tokens_get_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5389,7 +5467,7 @@ int _wrap_kvc_store_args_t_num_tokens_get_kvc_392cdc371581d819(struct kvc_store_
 }
 
 
-void _wrap_kvc_store_args_t_src_dtype_set_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_src_dtype_set_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -5401,7 +5479,7 @@ void _wrap_kvc_store_args_t_src_dtype_set_kvc_392cdc371581d819(struct kvc_store_
 }
 
 
-int _wrap_kvc_store_args_t_src_dtype_get_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_src_dtype_get_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -5414,7 +5492,7 @@ int _wrap_kvc_store_args_t_src_dtype_get_kvc_392cdc371581d819(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_key_set_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_key_set_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5426,7 +5504,7 @@ void _wrap_kvc_store_args_t_key_set_kvc_392cdc371581d819(struct kvc_store_args *
 }
 
 
-void *_wrap_kvc_store_args_t_key_get_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_key_get_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -5439,7 +5517,7 @@ void *_wrap_kvc_store_args_t_key_get_kvc_392cdc371581d819(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_value_set_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_value_set_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5451,7 +5529,7 @@ void _wrap_kvc_store_args_t_value_set_kvc_392cdc371581d819(struct kvc_store_args
 }
 
 
-void *_wrap_kvc_store_args_t_value_get_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_value_get_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -5464,7 +5542,7 @@ void *_wrap_kvc_store_args_t_value_get_kvc_392cdc371581d819(struct kvc_store_arg
 }
 
 
-void _wrap_kvc_store_args_t_slot_mapping_set_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
+void _wrap_kvc_store_args_t_slot_mapping_set_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   
@@ -5476,7 +5554,7 @@ void _wrap_kvc_store_args_t_slot_mapping_set_kvc_392cdc371581d819(struct kvc_sto
 }
 
 
-int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0) {
+int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *result = 0 ;
   int64_t *_swig_go_result;
@@ -5489,7 +5567,7 @@ int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_392cdc371581d819(struct kvc
 }
 
 
-void _wrap_kvc_store_args_t_k_scale_set_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_k_scale_set_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -5501,7 +5579,7 @@ void _wrap_kvc_store_args_t_k_scale_set_kvc_392cdc371581d819(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_k_scale_get_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_k_scale_get_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -5514,7 +5592,7 @@ float _wrap_kvc_store_args_t_k_scale_get_kvc_392cdc371581d819(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_v_scale_set_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_v_scale_set_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -5526,7 +5604,7 @@ void _wrap_kvc_store_args_t_v_scale_set_kvc_392cdc371581d819(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_v_scale_get_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_v_scale_get_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -5539,7 +5617,7 @@ float _wrap_kvc_store_args_t_v_scale_get_kvc_392cdc371581d819(struct kvc_store_a
 }
 
 
-struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_392cdc371581d819() {
+struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_0044c4030100e529() {
   struct kvc_store_args *result = 0 ;
   struct kvc_store_args *_swig_go_result;
   
@@ -5550,7 +5628,7 @@ struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_392cdc371581d819() {
 }
 
 
-void _wrap_delete_kvc_store_args_t_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0) {
+void _wrap_delete_kvc_store_args_t_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   
   arg1 = *(struct kvc_store_args **)&_swig_go_0; 
@@ -5560,7 +5638,7 @@ void _wrap_delete_kvc_store_args_t_kvc_392cdc371581d819(struct kvc_store_args *_
 }
 
 
-void _wrap_kvc_store_args_init_kvc_392cdc371581d819(struct kvc_store_args *_swig_go_0) {
+void _wrap_kvc_store_args_init_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0) {
   kvc_store_args_t *arg1 = (kvc_store_args_t *) 0 ;
   
   arg1 = *(kvc_store_args_t **)&_swig_go_0; 
@@ -5570,7 +5648,7 @@ void _wrap_kvc_store_args_init_kvc_392cdc371581d819(struct kvc_store_args *_swig
 }
 
 
-_gostring_ _wrap_kvc_store_kv_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_store_kv_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_store_args_t *arg2 = (kvc_store_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5587,7 +5665,7 @@ _gostring_ _wrap_kvc_store_kv_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, stru
 }
 
 
-void _wrap_kvc_store_strides_t_struct_size_set_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_strides_t_struct_size_set_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t arg2 ;
   
@@ -5599,7 +5677,7 @@ void _wrap_kvc_store_strides_t_struct_size_set_kvc_392cdc371581d819(struct kvc_s
 }
 
 
-int _wrap_kvc_store_strides_t_struct_size_get_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0) {
+int _wrap_kvc_store_strides_t_struct_size_get_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5612,7 +5690,7 @@ int _wrap_kvc_store_strides_t_struct_size_get_kvc_392cdc371581d819(struct kvc_st
 }
 
 
-void _wrap_kvc_store_strides_t_seq_len_set_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_strides_t_seq_len_set_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t arg2 ;
   
@@ -5624,7 +5702,7 @@ void _wrap_kvc_store_strides_t_seq_len_set_kvc_392cdc371581d819(struct kvc_store
 }
 
 
-int _wrap_kvc_store_strides_t_seq_len_get_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0) {
+int _wrap_kvc_store_strides_t_seq_len_get_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5637,7 +5715,7 @@ int _wrap_kvc_store_strides_t_seq_len_get_kvc_392cdc371581d819(struct kvc_store_
 }
 
 
-void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5649,7 +5727,7 @@ void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_392cdc371581d819(struct kv
 }
 
 
-long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5662,7 +5740,7 @@ long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_392cdc371581d819(stru
 }
 
 
-void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5674,7 +5752,7 @@ void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_392cdc371581d819(struct 
 }
 
 
-long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5687,7 +5765,7 @@ long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_392cdc371581d819(st
 }
 
 
-void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5699,7 +5777,7 @@ void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_392cdc371581d819(struct k
 }
 
 
-long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5712,7 +5790,7 @@ long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_392cdc371581d819(str
 }
 
 
-void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5724,7 +5802,7 @@ void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_392cdc371581d819(struct 
 }
 
 
-long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5737,7 +5815,7 @@ long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_392cdc371581d819(st
 }
 
 
-void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5749,7 +5827,7 @@ void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_392cdc371581d819(struc
 }
 
 
-long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5762,7 +5840,7 @@ long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_392cdc371581d819(
 }
 
 
-void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5774,7 +5852,7 @@ void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_392cdc371581d819(struct
 }
 
 
-long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5787,7 +5865,7 @@ long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_392cdc371581d819(s
 }
 
 
-struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_392cdc371581d819() {
+struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_0044c4030100e529() {
   struct kvc_store_strides *result = 0 ;
   struct kvc_store_strides *_swig_go_result;
   
@@ -5798,7 +5876,7 @@ struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_392cdc371581d819() {
 }
 
 
-void _wrap_delete_kvc_store_strides_t_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0) {
+void _wrap_delete_kvc_store_strides_t_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   
   arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
@@ -5808,7 +5886,7 @@ void _wrap_delete_kvc_store_strides_t_kvc_392cdc371581d819(struct kvc_store_stri
 }
 
 
-void _wrap_kvc_store_strides_init_kvc_392cdc371581d819(struct kvc_store_strides *_swig_go_0) {
+void _wrap_kvc_store_strides_init_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0) {
   kvc_store_strides_t *arg1 = (kvc_store_strides_t *) 0 ;
   
   arg1 = *(kvc_store_strides_t **)&_swig_go_0; 
@@ -5818,7 +5896,7 @@ void _wrap_kvc_store_strides_init_kvc_392cdc371581d819(struct kvc_store_strides 
 }
 
 
-_gostring_ _wrap_kvc_store_kv_strided_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, struct kvc_store_strides *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_kvc_store_kv_strided_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, struct kvc_store_strides *_swig_go_2, void *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_store_args_t *arg2 = (kvc_store_args_t *) 0 ;
   kvc_store_strides_t *arg3 = (kvc_store_strides_t *) 0 ;
@@ -5837,7 +5915,7 @@ _gostring_ _wrap_kvc_store_kv_strided_kvc_392cdc371581d819(kvc_cache_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_copy_blocks_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
+_gostring_ _wrap_kvc_copy_blocks_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -5862,7 +5940,7 @@ _gostring_ _wrap_kvc_copy_blocks_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, i
 }
 
 
-intgo _wrap_KVC_TABLE_PADDED_kvc_392cdc371581d819() {
+intgo _wrap_KVC_TABLE_PADDED_kvc_0044c4030100e529() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -5874,7 +5952,7 @@ intgo _wrap_KVC_TABLE_PADDED_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_TABLE_CSR_kvc_392cdc371581d819() {
+intgo _wrap_KVC_TABLE_CSR_kvc_0044c4030100e529() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -5886,7 +5964,7 @@ intgo _wrap_KVC_TABLE_CSR_kvc_392cdc371581d819() {
 }
 
 
-void _wrap_kvc_decode_args_t_struct_size_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_struct_size_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5898,7 +5976,7 @@ void _wrap_kvc_decode_args_t_struct_size_set_kvc_392cdc371581d819(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_struct_size_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_struct_size_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5911,7 +5989,7 @@ int _wrap_kvc_decode_args_t_struct_size_get_kvc_392cdc371581d819(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_layer_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_layer_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5923,7 +6001,7 @@ void _wrap_kvc_decode_args_t_layer_set_kvc_392cdc371581d819(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_layer_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_layer_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5936,7 +6014,7 @@ int _wrap_kvc_decode_args_t_layer_get_kvc_392cdc371581d819(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_batch_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_batch_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5948,7 +6026,7 @@ void _wrap_kvc_decode_args_t_batch_set_kvc_392cdc371581d819(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_batch_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_batch_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5961,7 +6039,7 @@ int _wrap_kvc_decode_args_t_batch_get_kvc_392cdc371581d819(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_q_heads_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_heads_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5973,7 +6051,7 @@ void _wrap_kvc_decode_args_t_q_heads_set_kvc_392cdc371581d819(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_heads_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_heads_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5986,7 +6064,7 @@ int _wrap_kvc_decode_args_t_q_heads_get_kvc_392cdc371581d819(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_q_dtype_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_dtype_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -5998,7 +6076,7 @@ void _wrap_kvc_decode_args_t_q_dtype_set_kvc_392cdc371581d819(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_dtype_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_dtype_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -6011,7 +6089,7 @@ int _wrap_kvc_decode_args_t_q_dtype_get_kvc_392cdc371581d819(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_table_format_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_format_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t arg2 ;
   
@@ -6023,7 +6101,7 @@ void _wrap_kvc_decode_args_t_table_format_set_kvc_392cdc371581d819(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_format_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_format_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t result;
   int _swig_go_result;
@@ -6036,7 +6114,7 @@ int _wrap_kvc_decode_args_t_table_format_get_kvc_392cdc371581d819(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_query_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_query_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6048,7 +6126,7 @@ void _wrap_kvc_decode_args_t_query_set_kvc_392cdc371581d819(struct kvc_decode_ar
 }
 
 
-void *_wrap_kvc_decode_args_t_query_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_query_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6061,7 +6139,7 @@ void *_wrap_kvc_decode_args_t_query_get_kvc_392cdc371581d819(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_out_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_out_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6073,7 +6151,7 @@ void _wrap_kvc_decode_args_t_out_set_kvc_392cdc371581d819(struct kvc_decode_args
 }
 
 
-void *_wrap_kvc_decode_args_t_out_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_out_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6086,7 +6164,7 @@ void *_wrap_kvc_decode_args_t_out_get_kvc_392cdc371581d819(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_seq_lens_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_seq_lens_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6098,7 +6176,7 @@ void _wrap_kvc_decode_args_t_seq_lens_set_kvc_392cdc371581d819(struct kvc_decode
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6111,7 +6189,7 @@ int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_392cdc371581d819(struct kvc_de
 }
 
 
-void _wrap_kvc_decode_args_t_block_table_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_block_table_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6123,7 +6201,7 @@ void _wrap_kvc_decode_args_t_block_table_set_kvc_392cdc371581d819(struct kvc_dec
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6136,7 +6214,7 @@ int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_392cdc371581d819(struct kvc
 }
 
 
-void _wrap_kvc_decode_args_t_indptr_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_indptr_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6148,7 +6226,7 @@ void _wrap_kvc_decode_args_t_indptr_set_kvc_392cdc371581d819(struct kvc_decode_a
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6161,7 +6239,7 @@ int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_392cdc371581d819(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_table_stride_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_stride_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6173,7 +6251,7 @@ void _wrap_kvc_decode_args_t_table_stride_set_kvc_392cdc371581d819(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_stride_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_stride_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6186,7 +6264,7 @@ int _wrap_kvc_decode_args_t_table_stride_get_kvc_392cdc371581d819(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6198,7 +6276,7 @@ void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_392cdc371581d819(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6211,7 +6289,7 @@ int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_392cdc371581d819(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_window_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_window_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6223,7 +6301,7 @@ void _wrap_kvc_decode_args_t_window_set_kvc_392cdc371581d819(struct kvc_decode_a
 }
 
 
-int _wrap_kvc_decode_args_t_window_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_window_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6236,7 +6314,7 @@ int _wrap_kvc_decode_args_t_window_get_kvc_392cdc371581d819(struct kvc_decode_ar
 }
 
 
-void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -6248,7 +6326,7 @@ void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_392cdc371581d819(struct kvc_d
 }
 
 
-float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6261,7 +6339,7 @@ float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_392cdc371581d819(struct kvc_
 }
 
 
-void _wrap_kvc_decode_args_t_k_scale_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_k_scale_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -6273,7 +6351,7 @@ void _wrap_kvc_decode_args_t_k_scale_set_kvc_392cdc371581d819(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_k_scale_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_k_scale_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6286,7 +6364,7 @@ float _wrap_kvc_decode_args_t_k_scale_get_kvc_392cdc371581d819(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_v_scale_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_v_scale_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -6298,7 +6376,7 @@ void _wrap_kvc_decode_args_t_v_scale_set_kvc_392cdc371581d819(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_v_scale_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_v_scale_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6311,7 +6389,7 @@ float _wrap_kvc_decode_args_t_v_scale_get_kvc_392cdc371581d819(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6323,7 +6401,7 @@ void _wrap_kvc_decode_args_t_workspace_set_kvc_392cdc371581d819(struct kvc_decod
 }
 
 
-void *_wrap_kvc_decode_args_t_workspace_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_workspace_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6336,7 +6414,7 @@ void *_wrap_kvc_decode_args_t_workspace_get_kvc_392cdc371581d819(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t arg2 ;
   
@@ -6348,7 +6426,7 @@ void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_392cdc371581d819(struct kvc
 }
 
 
-long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
+long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6361,7 +6439,7 @@ long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_392cdc371581d819(struc
 }
 
 
-struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_392cdc371581d819() {
+struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_0044c4030100e529() {
   struct kvc_decode_args *result = 0 ;
   struct kvc_decode_args *_swig_go_result;
   
@@ -6372,7 +6450,7 @@ struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_392cdc371581d819() {
 }
 
 
-void _wrap_delete_kvc_decode_args_t_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
+void _wrap_delete_kvc_decode_args_t_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   
   arg1 = *(struct kvc_decode_args **)&_swig_go_0; 
@@ -6382,7 +6460,7 @@ void _wrap_delete_kvc_decode_args_t_kvc_392cdc371581d819(struct kvc_decode_args 
 }
 
 
-void _wrap_kvc_decode_args_init_kvc_392cdc371581d819(struct kvc_decode_args *_swig_go_0) {
+void _wrap_kvc_decode_args_init_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
   kvc_decode_args_t *arg1 = (kvc_decode_args_t *) 0 ;
   
   arg1 = *(kvc_decode_args_t **)&_swig_go_0; 
@@ -6392,7 +6470,7 @@ void _wrap_kvc_decode_args_init_kvc_392cdc371581d819(struct kvc_decode_args *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_workspace_size_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_workspace_size_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -6409,7 +6487,7 @@ _gostring_ _wrap_kvc_decode_workspace_size_kvc_392cdc371581d819(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_attention_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_attention_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -6426,7 +6504,7 @@ _gostring_ _wrap_kvc_decode_attention_kvc_392cdc371581d819(kvc_cache_t *_swig_go
 }
 
 
-void _wrap_kvc_prefill_args_t_struct_size_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_struct_size_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6438,7 +6516,7 @@ void _wrap_kvc_prefill_args_t_struct_size_set_kvc_392cdc371581d819(struct kvc_pr
 }
 
 
-int _wrap_kvc_prefill_args_t_struct_size_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_struct_size_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6451,7 +6529,7 @@ int _wrap_kvc_prefill_args_t_struct_size_get_kvc_392cdc371581d819(struct kvc_pre
 }
 
 
-void _wrap_kvc_prefill_args_t_layer_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_layer_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6463,7 +6541,7 @@ void _wrap_kvc_prefill_args_t_layer_set_kvc_392cdc371581d819(struct kvc_prefill_
 }
 
 
-int _wrap_kvc_prefill_args_t_layer_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_layer_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6476,7 +6554,7 @@ int _wrap_kvc_prefill_args_t_layer_get_kvc_392cdc371581d819(struct kvc_prefill_a
 }
 
 
-void _wrap_kvc_prefill_args_t_batch_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_batch_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6488,7 +6566,7 @@ void _wrap_kvc_prefill_args_t_batch_set_kvc_392cdc371581d819(struct kvc_prefill_
 }
 
 
-int _wrap_kvc_prefill_args_t_batch_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_batch_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6501,7 +6579,7 @@ int _wrap_kvc_prefill_args_t_batch_get_kvc_392cdc371581d819(struct kvc_prefill_a
 }
 
 
-void _wrap_kvc_prefill_args_t_total_q_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_total_q_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6513,7 +6591,7 @@ void _wrap_kvc_prefill_args_t_total_q_set_kvc_392cdc371581d819(struct kvc_prefil
 }
 
 
-int _wrap_kvc_prefill_args_t_total_q_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_total_q_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6526,7 +6604,7 @@ int _wrap_kvc_prefill_args_t_total_q_get_kvc_392cdc371581d819(struct kvc_prefill
 }
 
 
-void _wrap_kvc_prefill_args_t_q_heads_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_q_heads_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6538,7 +6616,7 @@ void _wrap_kvc_prefill_args_t_q_heads_set_kvc_392cdc371581d819(struct kvc_prefil
 }
 
 
-int _wrap_kvc_prefill_args_t_q_heads_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_q_heads_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6551,7 +6629,7 @@ int _wrap_kvc_prefill_args_t_q_heads_get_kvc_392cdc371581d819(struct kvc_prefill
 }
 
 
-void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -6563,7 +6641,7 @@ void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_392cdc371581d819(struct kvc_prefil
 }
 
 
-int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -6576,7 +6654,7 @@ int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_392cdc371581d819(struct kvc_prefill
 }
 
 
-void _wrap_kvc_prefill_args_t_table_format_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_table_format_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   kvc_table_format_t arg2 ;
   
@@ -6588,7 +6666,7 @@ void _wrap_kvc_prefill_args_t_table_format_set_kvc_392cdc371581d819(struct kvc_p
 }
 
 
-int _wrap_kvc_prefill_args_t_table_format_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_table_format_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   kvc_table_format_t result;
   int _swig_go_result;
@@ -6601,7 +6679,7 @@ int _wrap_kvc_prefill_args_t_table_format_get_kvc_392cdc371581d819(struct kvc_pr
 }
 
 
-void _wrap_kvc_prefill_args_t_query_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_query_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6613,7 +6691,7 @@ void _wrap_kvc_prefill_args_t_query_set_kvc_392cdc371581d819(struct kvc_prefill_
 }
 
 
-void *_wrap_kvc_prefill_args_t_query_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+void *_wrap_kvc_prefill_args_t_query_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6626,7 +6704,7 @@ void *_wrap_kvc_prefill_args_t_query_get_kvc_392cdc371581d819(struct kvc_prefill
 }
 
 
-void _wrap_kvc_prefill_args_t_out_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_out_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6638,7 +6716,7 @@ void _wrap_kvc_prefill_args_t_out_set_kvc_392cdc371581d819(struct kvc_prefill_ar
 }
 
 
-void *_wrap_kvc_prefill_args_t_out_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+void *_wrap_kvc_prefill_args_t_out_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6651,7 +6729,7 @@ void *_wrap_kvc_prefill_args_t_out_get_kvc_392cdc371581d819(struct kvc_prefill_a
 }
 
 
-void _wrap_kvc_prefill_args_t_lse_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, float *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_lse_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, float *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float *arg2 = (float *) 0 ;
   
@@ -6663,7 +6741,7 @@ void _wrap_kvc_prefill_args_t_lse_set_kvc_392cdc371581d819(struct kvc_prefill_ar
 }
 
 
-float *_wrap_kvc_prefill_args_t_lse_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+float *_wrap_kvc_prefill_args_t_lse_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float *result = 0 ;
   float *_swig_go_result;
@@ -6676,7 +6754,7 @@ float *_wrap_kvc_prefill_args_t_lse_get_kvc_392cdc371581d819(struct kvc_prefill_
 }
 
 
-void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6688,7 +6766,7 @@ void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_392cdc371581d819(struct kvc_pref
 }
 
 
-int32_t *_wrap_kvc_prefill_args_t_qo_indptr_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+int32_t *_wrap_kvc_prefill_args_t_qo_indptr_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6701,7 +6779,7 @@ int32_t *_wrap_kvc_prefill_args_t_qo_indptr_get_kvc_392cdc371581d819(struct kvc_
 }
 
 
-void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6713,7 +6791,7 @@ void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_392cdc371581d819(struct kvc_prefil
 }
 
 
-int32_t *_wrap_kvc_prefill_args_t_kv_lens_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+int32_t *_wrap_kvc_prefill_args_t_kv_lens_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6726,7 +6804,7 @@ int32_t *_wrap_kvc_prefill_args_t_kv_lens_get_kvc_392cdc371581d819(struct kvc_pr
 }
 
 
-void _wrap_kvc_prefill_args_t_block_table_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_block_table_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6738,7 +6816,7 @@ void _wrap_kvc_prefill_args_t_block_table_set_kvc_392cdc371581d819(struct kvc_pr
 }
 
 
-int32_t *_wrap_kvc_prefill_args_t_block_table_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+int32_t *_wrap_kvc_prefill_args_t_block_table_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6751,7 +6829,7 @@ int32_t *_wrap_kvc_prefill_args_t_block_table_get_kvc_392cdc371581d819(struct kv
 }
 
 
-void _wrap_kvc_prefill_args_t_indptr_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_indptr_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6763,7 +6841,7 @@ void _wrap_kvc_prefill_args_t_indptr_set_kvc_392cdc371581d819(struct kvc_prefill
 }
 
 
-int32_t *_wrap_kvc_prefill_args_t_indptr_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+int32_t *_wrap_kvc_prefill_args_t_indptr_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6776,7 +6854,7 @@ int32_t *_wrap_kvc_prefill_args_t_indptr_get_kvc_392cdc371581d819(struct kvc_pre
 }
 
 
-void _wrap_kvc_prefill_args_t_table_stride_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_table_stride_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6788,7 +6866,7 @@ void _wrap_kvc_prefill_args_t_table_stride_set_kvc_392cdc371581d819(struct kvc_p
 }
 
 
-int _wrap_kvc_prefill_args_t_table_stride_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_table_stride_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6801,7 +6879,7 @@ int _wrap_kvc_prefill_args_t_table_stride_get_kvc_392cdc371581d819(struct kvc_pr
 }
 
 
-void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6813,7 +6891,7 @@ void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_392cdc371581d819(struct kvc_pre
 }
 
 
-int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6826,7 +6904,7 @@ int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_392cdc371581d819(struct kvc_pref
 }
 
 
-void _wrap_kvc_prefill_args_t_window_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_window_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6838,7 +6916,7 @@ void _wrap_kvc_prefill_args_t_window_set_kvc_392cdc371581d819(struct kvc_prefill
 }
 
 
-int _wrap_kvc_prefill_args_t_window_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_window_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6851,7 +6929,7 @@ int _wrap_kvc_prefill_args_t_window_get_kvc_392cdc371581d819(struct kvc_prefill_
 }
 
 
-void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float arg2 ;
   
@@ -6863,7 +6941,7 @@ void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_392cdc371581d819(struct kvc_
 }
 
 
-float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6876,7 +6954,7 @@ float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_392cdc371581d819(struct kvc
 }
 
 
-void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float arg2 ;
   
@@ -6888,7 +6966,7 @@ void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_392cdc371581d819(struct kv
 }
 
 
-float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6901,7 +6979,7 @@ float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_392cdc371581d819(struct k
 }
 
 
-void _wrap_kvc_prefill_args_t_k_scale_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_prefill_args_t_k_scale_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float arg2 ;
   
@@ -6913,7 +6991,7 @@ void _wrap_kvc_prefill_args_t_k_scale_set_kvc_392cdc371581d819(struct kvc_prefil
 }
 
 
-float _wrap_kvc_prefill_args_t_k_scale_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+float _wrap_kvc_prefill_args_t_k_scale_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6926,7 +7004,7 @@ float _wrap_kvc_prefill_args_t_k_scale_get_kvc_392cdc371581d819(struct kvc_prefi
 }
 
 
-void _wrap_kvc_prefill_args_t_v_scale_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_prefill_args_t_v_scale_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float arg2 ;
   
@@ -6938,7 +7016,7 @@ void _wrap_kvc_prefill_args_t_v_scale_set_kvc_392cdc371581d819(struct kvc_prefil
 }
 
 
-float _wrap_kvc_prefill_args_t_v_scale_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+float _wrap_kvc_prefill_args_t_v_scale_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6951,7 +7029,7 @@ float _wrap_kvc_prefill_args_t_v_scale_get_kvc_392cdc371581d819(struct kvc_prefi
 }
 
 
-void _wrap_kvc_prefill_args_t_workspace_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_workspace_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6963,7 +7041,7 @@ void _wrap_kvc_prefill_args_t_workspace_set_kvc_392cdc371581d819(struct kvc_pref
 }
 
 
-void *_wrap_kvc_prefill_args_t_workspace_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+void *_wrap_kvc_prefill_args_t_workspace_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6976,7 +7054,7 @@ void *_wrap_kvc_prefill_args_t_workspace_get_kvc_392cdc371581d819(struct kvc_pre
 }
 
 
-void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint64_t arg2 ;
   
@@ -6988,7 +7066,7 @@ void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_392cdc371581d819(struct kv
 }
 
 
-long long _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+long long _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7001,7 +7079,7 @@ long long _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_392cdc371581d819(stru
 }
 
 
-struct kvc_prefill_args *_wrap_new_kvc_prefill_args_t_kvc_392cdc371581d819() {
+struct kvc_prefill_args *_wrap_new_kvc_prefill_args_t_kvc_0044c4030100e529() {
   struct kvc_prefill_args *result = 0 ;
   struct kvc_prefill_args *_swig_go_result;
   
@@ -7012,7 +7090,7 @@ struct kvc_prefill_args *_wrap_new_kvc_prefill_args_t_kvc_392cdc371581d819() {
 }
 
 
-void _wrap_delete_kvc_prefill_args_t_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+void _wrap_delete_kvc_prefill_args_t_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   
   arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
@@ -7022,7 +7100,7 @@ void _wrap_delete_kvc_prefill_args_t_kvc_392cdc371581d819(struct kvc_prefill_arg
 }
 
 
-void _wrap_kvc_prefill_args_init_kvc_392cdc371581d819(struct kvc_prefill_args *_swig_go_0) {
+void _wrap_kvc_prefill_args_init_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
   kvc_prefill_args_t *arg1 = (kvc_prefill_args_t *) 0 ;
   
   arg1 = *(kvc_prefill_args_t **)&_swig_go_0; 
@@ -7032,7 +7110,7 @@ void _wrap_kvc_prefill_args_init_kvc_392cdc371581d819(struct kvc_prefill_args *_
 }
 
 
-_gostring_ _wrap_kvc_prefill_workspace_size_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_prefill_workspace_size_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, long long *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_prefill_args_t *arg2 = (kvc_prefill_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -7049,7 +7127,7 @@ _gostring_ _wrap_kvc_prefill_workspace_size_kvc_392cdc371581d819(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_prefill_attention_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_prefill_attention_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_prefill_args_t *arg2 = (kvc_prefill_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -7066,7 +7144,7 @@ _gostring_ _wrap_kvc_prefill_attention_kvc_392cdc371581d819(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_get_async_error_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_get_async_error_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t *arg3 = (kvc_status_t *) 0 ;
@@ -7083,7 +7161,7 @@ _gostring_ _wrap_kvc_cache_get_async_error_kvc_392cdc371581d819(kvc_cache_t *_sw
 }
 
 
-intgo _wrap_KVC_GROWTH_STAGGERED_kvc_392cdc371581d819() {
+intgo _wrap_KVC_GROWTH_STAGGERED_kvc_0044c4030100e529() {
   enum kvc_growth_policy result;
   intgo _swig_go_result;
   
@@ -7095,7 +7173,7 @@ intgo _wrap_KVC_GROWTH_STAGGERED_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_GROWTH_UNIFORM_kvc_392cdc371581d819() {
+intgo _wrap_KVC_GROWTH_UNIFORM_kvc_0044c4030100e529() {
   enum kvc_growth_policy result;
   intgo _swig_go_result;
   
@@ -7107,7 +7185,7 @@ intgo _wrap_KVC_GROWTH_UNIFORM_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_392cdc371581d819() {
+intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_0044c4030100e529() {
   unsigned int result;
   intgo _swig_go_result;
   
@@ -7118,7 +7196,7 @@ intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_392cdc371581d819() {
 }
 
 
-void _wrap_kvc_stateful_options_t_struct_size_set_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_struct_size_set_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7130,7 +7208,7 @@ void _wrap_kvc_stateful_options_t_struct_size_set_kvc_392cdc371581d819(struct kv
 }
 
 
-int _wrap_kvc_stateful_options_t_struct_size_get_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_struct_size_get_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7143,7 +7221,7 @@ int _wrap_kvc_stateful_options_t_struct_size_get_kvc_392cdc371581d819(struct kvc
 }
 
 
-void _wrap_kvc_stateful_options_t_batch_set_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_batch_set_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7155,7 +7233,7 @@ void _wrap_kvc_stateful_options_t_batch_set_kvc_392cdc371581d819(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_options_t_batch_get_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_batch_get_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7168,7 +7246,7 @@ int _wrap_kvc_stateful_options_t_batch_get_kvc_392cdc371581d819(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_options_t_layout_set_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_layout_set_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -7180,7 +7258,7 @@ void _wrap_kvc_stateful_options_t_layout_set_kvc_392cdc371581d819(struct kvc_sta
 }
 
 
-int _wrap_kvc_stateful_options_t_layout_get_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_layout_get_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -7193,7 +7271,7 @@ int _wrap_kvc_stateful_options_t_layout_get_kvc_392cdc371581d819(struct kvc_stat
 }
 
 
-void _wrap_kvc_stateful_options_t_growth_step_set_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_growth_step_set_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7205,7 +7283,7 @@ void _wrap_kvc_stateful_options_t_growth_step_set_kvc_392cdc371581d819(struct kv
 }
 
 
-int _wrap_kvc_stateful_options_t_growth_step_get_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_growth_step_get_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7218,7 +7296,7 @@ int _wrap_kvc_stateful_options_t_growth_step_get_kvc_392cdc371581d819(struct kvc
 }
 
 
-void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_growth_policy_t arg2 ;
   
@@ -7230,7 +7308,7 @@ void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_392cdc371581d819(struct 
 }
 
 
-int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_growth_policy_t result;
   int _swig_go_result;
@@ -7243,7 +7321,7 @@ int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_392cdc371581d819(struct k
 }
 
 
-void _wrap_kvc_stateful_options_t_max_length_set_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_max_length_set_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7255,7 +7333,7 @@ void _wrap_kvc_stateful_options_t_max_length_set_kvc_392cdc371581d819(struct kvc
 }
 
 
-int _wrap_kvc_stateful_options_t_max_length_get_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_max_length_get_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7268,7 +7346,7 @@ int _wrap_kvc_stateful_options_t_max_length_get_kvc_392cdc371581d819(struct kvc_
 }
 
 
-void _wrap_kvc_stateful_options_t_initial_length_set_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_initial_length_set_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7280,7 +7358,7 @@ void _wrap_kvc_stateful_options_t_initial_length_set_kvc_392cdc371581d819(struct
 }
 
 
-int _wrap_kvc_stateful_options_t_initial_length_get_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_initial_length_get_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7293,7 +7371,7 @@ int _wrap_kvc_stateful_options_t_initial_length_get_kvc_392cdc371581d819(struct 
 }
 
 
-struct kvc_stateful_options *_wrap_new_kvc_stateful_options_t_kvc_392cdc371581d819() {
+struct kvc_stateful_options *_wrap_new_kvc_stateful_options_t_kvc_0044c4030100e529() {
   struct kvc_stateful_options *result = 0 ;
   struct kvc_stateful_options *_swig_go_result;
   
@@ -7304,7 +7382,7 @@ struct kvc_stateful_options *_wrap_new_kvc_stateful_options_t_kvc_392cdc371581d8
 }
 
 
-void _wrap_delete_kvc_stateful_options_t_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0) {
+void _wrap_delete_kvc_stateful_options_t_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   
   arg1 = *(struct kvc_stateful_options **)&_swig_go_0; 
@@ -7314,7 +7392,7 @@ void _wrap_delete_kvc_stateful_options_t_kvc_392cdc371581d819(struct kvc_statefu
 }
 
 
-void _wrap_kvc_stateful_options_init_kvc_392cdc371581d819(struct kvc_stateful_options *_swig_go_0) {
+void _wrap_kvc_stateful_options_init_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0) {
   kvc_stateful_options_t *arg1 = (kvc_stateful_options_t *) 0 ;
   
   arg1 = *(kvc_stateful_options_t **)&_swig_go_0; 
@@ -7324,7 +7402,7 @@ void _wrap_kvc_stateful_options_init_kvc_392cdc371581d819(struct kvc_stateful_op
 }
 
 
-_gostring_ _wrap_kvc_stateful_create_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, struct kvc_stateful_options *_swig_go_1, kvc_stateful_t **_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_create_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, struct kvc_stateful_options *_swig_go_1, kvc_stateful_t **_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_stateful_options_t *arg2 = (kvc_stateful_options_t *) 0 ;
   kvc_stateful_t **arg3 = (kvc_stateful_t **) 0 ;
@@ -7341,7 +7419,7 @@ _gostring_ _wrap_kvc_stateful_create_kvc_392cdc371581d819(kvc_config_t *_swig_go
 }
 
 
-void _wrap_kvc_stateful_destroy_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0) {
+void _wrap_kvc_stateful_destroy_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   
   arg1 = (kvc_stateful_t *)_swig_go_0; 
@@ -7351,7 +7429,7 @@ void _wrap_kvc_stateful_destroy_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0)
 }
 
 
-void _wrap_kvc_stateful_view_t_struct_size_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_struct_size_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7363,7 +7441,7 @@ void _wrap_kvc_stateful_view_t_struct_size_set_kvc_392cdc371581d819(struct kvc_s
 }
 
 
-int _wrap_kvc_stateful_view_t_struct_size_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_struct_size_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7376,7 +7454,7 @@ int _wrap_kvc_stateful_view_t_struct_size_get_kvc_392cdc371581d819(struct kvc_st
 }
 
 
-void _wrap_kvc_stateful_view_t_layer_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_layer_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7388,7 +7466,7 @@ void _wrap_kvc_stateful_view_t_layer_set_kvc_392cdc371581d819(struct kvc_statefu
 }
 
 
-int _wrap_kvc_stateful_view_t_layer_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_layer_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7401,7 +7479,7 @@ int _wrap_kvc_stateful_view_t_layer_get_kvc_392cdc371581d819(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_key_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_key_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7413,7 +7491,7 @@ void _wrap_kvc_stateful_view_t_key_set_kvc_392cdc371581d819(struct kvc_stateful_
 }
 
 
-void *_wrap_kvc_stateful_view_t_key_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
+void *_wrap_kvc_stateful_view_t_key_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7426,7 +7504,7 @@ void *_wrap_kvc_stateful_view_t_key_get_kvc_392cdc371581d819(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_value_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_value_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7438,7 +7516,7 @@ void _wrap_kvc_stateful_view_t_value_set_kvc_392cdc371581d819(struct kvc_statefu
 }
 
 
-void *_wrap_kvc_stateful_view_t_value_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
+void *_wrap_kvc_stateful_view_t_value_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7451,7 +7529,7 @@ void *_wrap_kvc_stateful_view_t_value_get_kvc_392cdc371581d819(struct kvc_statef
 }
 
 
-void _wrap_kvc_stateful_view_t_row_stride_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_view_t_row_stride_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t arg2 ;
   
@@ -7463,7 +7541,7 @@ void _wrap_kvc_stateful_view_t_row_stride_set_kvc_392cdc371581d819(struct kvc_st
 }
 
 
-long long _wrap_kvc_stateful_view_t_row_stride_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
+long long _wrap_kvc_stateful_view_t_row_stride_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7476,7 +7554,7 @@ long long _wrap_kvc_stateful_view_t_row_stride_get_kvc_392cdc371581d819(struct k
 }
 
 
-void _wrap_kvc_stateful_view_t_head_stride_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_view_t_head_stride_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t arg2 ;
   
@@ -7488,7 +7566,7 @@ void _wrap_kvc_stateful_view_t_head_stride_set_kvc_392cdc371581d819(struct kvc_s
 }
 
 
-long long _wrap_kvc_stateful_view_t_head_stride_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
+long long _wrap_kvc_stateful_view_t_head_stride_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7501,7 +7579,7 @@ long long _wrap_kvc_stateful_view_t_head_stride_get_kvc_392cdc371581d819(struct 
 }
 
 
-void _wrap_kvc_stateful_view_t_token_stride_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_view_t_token_stride_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t arg2 ;
   
@@ -7513,7 +7591,7 @@ void _wrap_kvc_stateful_view_t_token_stride_set_kvc_392cdc371581d819(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_view_t_token_stride_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
+long long _wrap_kvc_stateful_view_t_token_stride_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7526,7 +7604,7 @@ long long _wrap_kvc_stateful_view_t_token_stride_get_kvc_392cdc371581d819(struct
 }
 
 
-void _wrap_kvc_stateful_view_t_batch_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_batch_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7538,7 +7616,7 @@ void _wrap_kvc_stateful_view_t_batch_set_kvc_392cdc371581d819(struct kvc_statefu
 }
 
 
-int _wrap_kvc_stateful_view_t_batch_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_batch_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7551,7 +7629,7 @@ int _wrap_kvc_stateful_view_t_batch_get_kvc_392cdc371581d819(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_capacity_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_capacity_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7563,7 +7641,7 @@ void _wrap_kvc_stateful_view_t_capacity_set_kvc_392cdc371581d819(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_view_t_capacity_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_capacity_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7576,7 +7654,7 @@ int _wrap_kvc_stateful_view_t_capacity_get_kvc_392cdc371581d819(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7588,7 +7666,7 @@ void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_392cdc371581d819(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7601,7 +7679,7 @@ int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_392cdc371581d819(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_view_t_head_dim_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_head_dim_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7613,7 +7691,7 @@ void _wrap_kvc_stateful_view_t_head_dim_set_kvc_392cdc371581d819(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_view_t_head_dim_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_head_dim_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7626,7 +7704,7 @@ int _wrap_kvc_stateful_view_t_head_dim_get_kvc_392cdc371581d819(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_view_t_dtype_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_dtype_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -7638,7 +7716,7 @@ void _wrap_kvc_stateful_view_t_dtype_set_kvc_392cdc371581d819(struct kvc_statefu
 }
 
 
-int _wrap_kvc_stateful_view_t_dtype_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_dtype_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -7651,7 +7729,7 @@ int _wrap_kvc_stateful_view_t_dtype_get_kvc_392cdc371581d819(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_layout_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_layout_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -7663,7 +7741,7 @@ void _wrap_kvc_stateful_view_t_layout_set_kvc_392cdc371581d819(struct kvc_statef
 }
 
 
-int _wrap_kvc_stateful_view_t_layout_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_layout_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -7676,7 +7754,7 @@ int _wrap_kvc_stateful_view_t_layout_get_kvc_392cdc371581d819(struct kvc_statefu
 }
 
 
-void _wrap_kvc_stateful_view_t_max_length_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_max_length_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7688,7 +7766,7 @@ void _wrap_kvc_stateful_view_t_max_length_set_kvc_392cdc371581d819(struct kvc_st
 }
 
 
-int _wrap_kvc_stateful_view_t_max_length_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_max_length_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7701,7 +7779,7 @@ int _wrap_kvc_stateful_view_t_max_length_get_kvc_392cdc371581d819(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7713,7 +7791,7 @@ void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_392cdc371581d819(struct
 }
 
 
-int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7726,7 +7804,7 @@ int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_392cdc371581d819(struct 
 }
 
 
-void _wrap_kvc_stateful_view_t_lengths_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_lengths_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -7738,7 +7816,7 @@ void _wrap_kvc_stateful_view_t_lengths_set_kvc_392cdc371581d819(struct kvc_state
 }
 
 
-int32_t *_wrap_kvc_stateful_view_t_lengths_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
+int32_t *_wrap_kvc_stateful_view_t_lengths_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -7751,7 +7829,7 @@ int32_t *_wrap_kvc_stateful_view_t_lengths_get_kvc_392cdc371581d819(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_view_t_beam_table_set_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_beam_table_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -7763,7 +7841,7 @@ void _wrap_kvc_stateful_view_t_beam_table_set_kvc_392cdc371581d819(struct kvc_st
 }
 
 
-int32_t *_wrap_kvc_stateful_view_t_beam_table_get_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
+int32_t *_wrap_kvc_stateful_view_t_beam_table_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -7776,7 +7854,7 @@ int32_t *_wrap_kvc_stateful_view_t_beam_table_get_kvc_392cdc371581d819(struct kv
 }
 
 
-struct kvc_stateful_view *_wrap_new_kvc_stateful_view_t_kvc_392cdc371581d819() {
+struct kvc_stateful_view *_wrap_new_kvc_stateful_view_t_kvc_0044c4030100e529() {
   struct kvc_stateful_view *result = 0 ;
   struct kvc_stateful_view *_swig_go_result;
   
@@ -7787,7 +7865,7 @@ struct kvc_stateful_view *_wrap_new_kvc_stateful_view_t_kvc_392cdc371581d819() {
 }
 
 
-void _wrap_delete_kvc_stateful_view_t_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
+void _wrap_delete_kvc_stateful_view_t_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   
   arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
@@ -7797,7 +7875,7 @@ void _wrap_delete_kvc_stateful_view_t_kvc_392cdc371581d819(struct kvc_stateful_v
 }
 
 
-void _wrap_kvc_stateful_view_init_kvc_392cdc371581d819(struct kvc_stateful_view *_swig_go_0) {
+void _wrap_kvc_stateful_view_init_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
   kvc_stateful_view_t *arg1 = (kvc_stateful_view_t *) 0 ;
   
   arg1 = *(kvc_stateful_view_t **)&_swig_go_0; 
@@ -7807,7 +7885,7 @@ void _wrap_kvc_stateful_view_init_kvc_392cdc371581d819(struct kvc_stateful_view 
 }
 
 
-_gostring_ _wrap_kvc_stateful_layer_view_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_view *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_layer_view_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_view *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   kvc_stateful_view_t *arg3 = (kvc_stateful_view_t *) 0 ;
@@ -7824,7 +7902,7 @@ _gostring_ _wrap_kvc_stateful_layer_view_kvc_392cdc371581d819(kvc_stateful_t *_s
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_lengths_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int _swig_go_3) {
+_gostring_ _wrap_kvc_stateful_get_lengths_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int _swig_go_3) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -7843,7 +7921,7 @@ _gostring_ _wrap_kvc_stateful_get_lengths_kvc_392cdc371581d819(kvc_stateful_t *_
 }
 
 
-void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7855,7 +7933,7 @@ void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_392cdc371581d819(struc
 }
 
 
-int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7868,7 +7946,7 @@ int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_392cdc371581d819(struct
 }
 
 
-void _wrap_kvc_stateful_append_args_t_layer_set_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_layer_set_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7880,7 +7958,7 @@ void _wrap_kvc_stateful_append_args_t_layer_set_kvc_392cdc371581d819(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_append_args_t_layer_get_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_layer_get_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7893,7 +7971,7 @@ int _wrap_kvc_stateful_append_args_t_layer_get_kvc_392cdc371581d819(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7905,7 +7983,7 @@ void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_392cdc371581d819(struct
 }
 
 
-int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7918,7 +7996,7 @@ int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_392cdc371581d819(struct 
 }
 
 
-void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -7930,7 +8008,7 @@ void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_392cdc371581d819(struct 
 }
 
 
-int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -7943,7 +8021,7 @@ int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_392cdc371581d819(struct k
 }
 
 
-void _wrap_kvc_stateful_append_args_t_key_set_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_key_set_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7955,7 +8033,7 @@ void _wrap_kvc_stateful_append_args_t_key_set_kvc_392cdc371581d819(struct kvc_st
 }
 
 
-void *_wrap_kvc_stateful_append_args_t_key_get_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0) {
+void *_wrap_kvc_stateful_append_args_t_key_get_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7968,7 +8046,7 @@ void *_wrap_kvc_stateful_append_args_t_key_get_kvc_392cdc371581d819(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_append_args_t_value_set_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_value_set_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7980,7 +8058,7 @@ void _wrap_kvc_stateful_append_args_t_value_set_kvc_392cdc371581d819(struct kvc_
 }
 
 
-void *_wrap_kvc_stateful_append_args_t_value_get_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0) {
+void *_wrap_kvc_stateful_append_args_t_value_get_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7993,7 +8071,7 @@ void *_wrap_kvc_stateful_append_args_t_value_get_kvc_392cdc371581d819(struct kvc
 }
 
 
-void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0, uint32_t *_swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0, uint32_t *_swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   
@@ -8005,7 +8083,7 @@ void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_392cdc371581d819(struct
 }
 
 
-uint32_t *_wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0) {
+uint32_t *_wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t *result = 0 ;
   uint32_t *_swig_go_result;
@@ -8018,7 +8096,7 @@ uint32_t *_wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_392cdc371581d819(s
 }
 
 
-void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float arg2 ;
   
@@ -8030,7 +8108,7 @@ void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_392cdc371581d819(struct kv
 }
 
 
-float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0) {
+float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -8043,7 +8121,7 @@ float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_392cdc371581d819(struct k
 }
 
 
-void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float arg2 ;
   
@@ -8055,7 +8133,7 @@ void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_392cdc371581d819(struct kv
 }
 
 
-float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0) {
+float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -8068,7 +8146,7 @@ float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_392cdc371581d819(struct k
 }
 
 
-struct kvc_stateful_append_args *_wrap_new_kvc_stateful_append_args_t_kvc_392cdc371581d819() {
+struct kvc_stateful_append_args *_wrap_new_kvc_stateful_append_args_t_kvc_0044c4030100e529() {
   struct kvc_stateful_append_args *result = 0 ;
   struct kvc_stateful_append_args *_swig_go_result;
   
@@ -8079,7 +8157,7 @@ struct kvc_stateful_append_args *_wrap_new_kvc_stateful_append_args_t_kvc_392cdc
 }
 
 
-void _wrap_delete_kvc_stateful_append_args_t_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0) {
+void _wrap_delete_kvc_stateful_append_args_t_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   
   arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
@@ -8089,7 +8167,7 @@ void _wrap_delete_kvc_stateful_append_args_t_kvc_392cdc371581d819(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_append_args_init_kvc_392cdc371581d819(struct kvc_stateful_append_args *_swig_go_0) {
+void _wrap_kvc_stateful_append_args_init_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0) {
   kvc_stateful_append_args_t *arg1 = (kvc_stateful_append_args_t *) 0 ;
   
   arg1 = *(kvc_stateful_append_args_t **)&_swig_go_0; 
@@ -8099,7 +8177,7 @@ void _wrap_kvc_stateful_append_args_init_kvc_392cdc371581d819(struct kvc_statefu
 }
 
 
-_gostring_ _wrap_kvc_stateful_append_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, struct kvc_stateful_append_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_append_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, struct kvc_stateful_append_args *_swig_go_1, void *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_append_args_t *arg2 = (kvc_stateful_append_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -8116,7 +8194,7 @@ _gostring_ _wrap_kvc_stateful_append_kvc_392cdc371581d819(kvc_stateful_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_stateful_reorder_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, int *_swig_go_1, int _swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_kvc_stateful_reorder_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, int *_swig_go_1, int _swig_go_2, void *_swig_go_3) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   uint32_t arg3 ;
@@ -8135,7 +8213,7 @@ _gostring_ _wrap_kvc_stateful_reorder_kvc_392cdc371581d819(kvc_stateful_t *_swig
 }
 
 
-_gostring_ _wrap_kvc_stateful_compact_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, void *_swig_go_1) {
+_gostring_ _wrap_kvc_stateful_compact_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, void *_swig_go_1) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t result;
@@ -8150,7 +8228,7 @@ _gostring_ _wrap_kvc_stateful_compact_kvc_392cdc371581d819(kvc_stateful_t *_swig
 }
 
 
-_gostring_ _wrap_kvc_stateful_trim_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, int _swig_go_1, int _swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_kvc_stateful_trim_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, int _swig_go_1, int _swig_go_2, void *_swig_go_3) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   uint32_t arg3 ;
@@ -8169,7 +8247,7 @@ _gostring_ _wrap_kvc_stateful_trim_kvc_392cdc371581d819(kvc_stateful_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_stateful_reset_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, bool _swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_reset_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, bool _swig_go_1, void *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   bool arg2 ;
   void *arg3 = (void *) 0 ;
@@ -8186,7 +8264,7 @@ _gostring_ _wrap_kvc_stateful_reset_kvc_392cdc371581d819(kvc_stateful_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_stateful_export_row_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, void *_swig_go_5) {
+_gostring_ _wrap_kvc_stateful_export_row_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, void *_swig_go_5) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -8209,7 +8287,7 @@ _gostring_ _wrap_kvc_stateful_export_row_kvc_392cdc371581d819(kvc_stateful_t *_s
 }
 
 
-_gostring_ _wrap_kvc_stateful_import_row_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_stateful_import_row_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -8230,7 +8308,7 @@ _gostring_ _wrap_kvc_stateful_import_row_kvc_392cdc371581d819(kvc_stateful_t *_s
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -8242,7 +8320,7 @@ void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_392cdc371581d819(struc
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8255,7 +8333,7 @@ int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_392cdc371581d819(struct
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -8267,7 +8345,7 @@ void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_392cdc371581d819(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8280,7 +8358,7 @@ int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_392cdc371581d819(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -8292,7 +8370,7 @@ void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_392cdc371581d819(struct kv
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8305,7 +8383,7 @@ int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_392cdc371581d819(struct kvc
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -8317,7 +8395,7 @@ void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_392cdc371581d819(struct kv
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -8330,7 +8408,7 @@ int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_392cdc371581d819(struct kvc
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_query_set_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_query_set_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -8342,7 +8420,7 @@ void _wrap_kvc_stateful_decode_args_t_query_set_kvc_392cdc371581d819(struct kvc_
 }
 
 
-void *_wrap_kvc_stateful_decode_args_t_query_get_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
+void *_wrap_kvc_stateful_decode_args_t_query_get_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -8355,7 +8433,7 @@ void *_wrap_kvc_stateful_decode_args_t_query_get_kvc_392cdc371581d819(struct kvc
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_out_set_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_out_set_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -8367,7 +8445,7 @@ void _wrap_kvc_stateful_decode_args_t_out_set_kvc_392cdc371581d819(struct kvc_st
 }
 
 
-void *_wrap_kvc_stateful_decode_args_t_out_get_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
+void *_wrap_kvc_stateful_decode_args_t_out_get_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -8380,7 +8458,7 @@ void *_wrap_kvc_stateful_decode_args_t_out_get_kvc_392cdc371581d819(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -8392,7 +8470,7 @@ void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_392cdc371581d819(struc
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8405,7 +8483,7 @@ int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_392cdc371581d819(struct
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float arg2 ;
   
@@ -8417,7 +8495,7 @@ void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_392cdc371581d819(str
 }
 
 
-float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
+float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -8430,7 +8508,7 @@ float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_392cdc371581d819(st
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float arg2 ;
   
@@ -8442,7 +8520,7 @@ void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_392cdc371581d819(struct kv
 }
 
 
-float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
+float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -8455,7 +8533,7 @@ float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_392cdc371581d819(struct k
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float arg2 ;
   
@@ -8467,7 +8545,7 @@ void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_392cdc371581d819(struct kv
 }
 
 
-float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
+float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -8480,7 +8558,7 @@ float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_392cdc371581d819(struct k
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -8492,7 +8570,7 @@ void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_392cdc371581d819(struct 
 }
 
 
-void *_wrap_kvc_stateful_decode_args_t_workspace_get_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
+void *_wrap_kvc_stateful_decode_args_t_workspace_get_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -8505,7 +8583,7 @@ void *_wrap_kvc_stateful_decode_args_t_workspace_get_kvc_392cdc371581d819(struct
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint64_t arg2 ;
   
@@ -8517,7 +8595,7 @@ void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_392cdc371581d819(s
 }
 
 
-long long _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
+long long _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8530,7 +8608,7 @@ long long _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_392cdc371581d
 }
 
 
-struct kvc_stateful_decode_args *_wrap_new_kvc_stateful_decode_args_t_kvc_392cdc371581d819() {
+struct kvc_stateful_decode_args *_wrap_new_kvc_stateful_decode_args_t_kvc_0044c4030100e529() {
   struct kvc_stateful_decode_args *result = 0 ;
   struct kvc_stateful_decode_args *_swig_go_result;
   
@@ -8541,7 +8619,7 @@ struct kvc_stateful_decode_args *_wrap_new_kvc_stateful_decode_args_t_kvc_392cdc
 }
 
 
-void _wrap_delete_kvc_stateful_decode_args_t_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
+void _wrap_delete_kvc_stateful_decode_args_t_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   
   arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
@@ -8551,7 +8629,7 @@ void _wrap_delete_kvc_stateful_decode_args_t_kvc_392cdc371581d819(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_decode_args_init_kvc_392cdc371581d819(struct kvc_stateful_decode_args *_swig_go_0) {
+void _wrap_kvc_stateful_decode_args_init_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
   kvc_stateful_decode_args_t *arg1 = (kvc_stateful_decode_args_t *) 0 ;
   
   arg1 = *(kvc_stateful_decode_args_t **)&_swig_go_0; 
@@ -8561,7 +8639,7 @@ void _wrap_kvc_stateful_decode_args_init_kvc_392cdc371581d819(struct kvc_statefu
 }
 
 
-_gostring_ _wrap_kvc_stateful_decode_workspace_size_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_decode_workspace_size_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, long long *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_decode_args_t *arg2 = (kvc_stateful_decode_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -8578,7 +8656,7 @@ _gostring_ _wrap_kvc_stateful_decode_workspace_size_kvc_392cdc371581d819(kvc_sta
 }
 
 
-_gostring_ _wrap_kvc_stateful_decode_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_decode_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, void *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_decode_args_t *arg2 = (kvc_stateful_decode_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -8595,7 +8673,7 @@ _gostring_ _wrap_kvc_stateful_decode_kvc_392cdc371581d819(kvc_stateful_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_async_error_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_get_async_error_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t *arg3 = (kvc_status_t *) 0 ;
@@ -8612,7 +8690,7 @@ _gostring_ _wrap_kvc_stateful_get_async_error_kvc_392cdc371581d819(kvc_stateful_
 }
 
 
-void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8624,7 +8702,7 @@ void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_392cdc371581d819(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0) {
+int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8637,7 +8715,7 @@ int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_392cdc371581d819(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8649,7 +8727,7 @@ void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_392cdc371581d819(struct kvc_s
 }
 
 
-int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0) {
+int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8662,7 +8740,7 @@ int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_392cdc371581d819(struct kvc_st
 }
 
 
-void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8674,7 +8752,7 @@ void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_392cdc371581d819(struct 
 }
 
 
-long long _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8687,7 +8765,7 @@ long long _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_392cdc371581d819(st
 }
 
 
-void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8699,7 +8777,7 @@ void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_392cdc371581d819(struct kvc_s
 }
 
 
-long long _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8712,7 +8790,7 @@ long long _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_392cdc371581d819(struct 
 }
 
 
-void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8724,7 +8802,7 @@ void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_392cdc371581d819(struct kvc_sta
 }
 
 
-long long _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8737,7 +8815,7 @@ long long _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_392cdc371581d819(struct kv
 }
 
 
-void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8749,7 +8827,7 @@ void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_392cdc371581d819(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8762,7 +8840,7 @@ long long _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_392cdc371581d819(struct
 }
 
 
-void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8774,7 +8852,7 @@ void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_392cdc371581d819(struct kv
 }
 
 
-long long _wrap_kvc_stateful_stats_t_reallocations_get_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_reallocations_get_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8787,7 +8865,7 @@ long long _wrap_kvc_stateful_stats_t_reallocations_get_kvc_392cdc371581d819(stru
 }
 
 
-void _wrap_kvc_stateful_stats_t_reorders_set_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_reorders_set_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8799,7 +8877,7 @@ void _wrap_kvc_stateful_stats_t_reorders_set_kvc_392cdc371581d819(struct kvc_sta
 }
 
 
-long long _wrap_kvc_stateful_stats_t_reorders_get_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_reorders_get_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8812,7 +8890,7 @@ long long _wrap_kvc_stateful_stats_t_reorders_get_kvc_392cdc371581d819(struct kv
 }
 
 
-void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8824,7 +8902,7 @@ void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_392cdc371581d819(st
 }
 
 
-long long _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8837,7 +8915,7 @@ long long _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_392cdc371581d8
 }
 
 
-void _wrap_kvc_stateful_stats_t_compactions_set_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_compactions_set_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -8849,7 +8927,7 @@ void _wrap_kvc_stateful_stats_t_compactions_set_kvc_392cdc371581d819(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_stats_t_compactions_get_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_compactions_get_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8862,7 +8940,7 @@ long long _wrap_kvc_stateful_stats_t_compactions_get_kvc_392cdc371581d819(struct
 }
 
 
-struct kvc_stateful_stats *_wrap_new_kvc_stateful_stats_t_kvc_392cdc371581d819() {
+struct kvc_stateful_stats *_wrap_new_kvc_stateful_stats_t_kvc_0044c4030100e529() {
   struct kvc_stateful_stats *result = 0 ;
   struct kvc_stateful_stats *_swig_go_result;
   
@@ -8873,7 +8951,7 @@ struct kvc_stateful_stats *_wrap_new_kvc_stateful_stats_t_kvc_392cdc371581d819()
 }
 
 
-void _wrap_delete_kvc_stateful_stats_t_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0) {
+void _wrap_delete_kvc_stateful_stats_t_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   
   arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
@@ -8883,7 +8961,7 @@ void _wrap_delete_kvc_stateful_stats_t_kvc_392cdc371581d819(struct kvc_stateful_
 }
 
 
-void _wrap_kvc_stateful_stats_init_kvc_392cdc371581d819(struct kvc_stateful_stats *_swig_go_0) {
+void _wrap_kvc_stateful_stats_init_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0) {
   kvc_stateful_stats_t *arg1 = (kvc_stateful_stats_t *) 0 ;
   
   arg1 = *(kvc_stateful_stats_t **)&_swig_go_0; 
@@ -8893,7 +8971,7 @@ void _wrap_kvc_stateful_stats_init_kvc_392cdc371581d819(struct kvc_stateful_stat
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_stats_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, struct kvc_stateful_stats *_swig_go_1) {
+_gostring_ _wrap_kvc_stateful_get_stats_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, struct kvc_stateful_stats *_swig_go_1) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_stats_t *arg2 = (kvc_stateful_stats_t *) 0 ;
   kvc_status_t result;
@@ -8908,7 +8986,7 @@ _gostring_ _wrap_kvc_stateful_get_stats_kvc_392cdc371581d819(kvc_stateful_t *_sw
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8920,7 +8998,7 @@ void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_392cdc371581d819(struc
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8933,7 +9011,7 @@ int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_392cdc371581d819(struct
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8945,7 +9023,7 @@ void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_392cdc371581d819(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8958,7 +9036,7 @@ int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_392cdc371581d819(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8970,7 +9048,7 @@ void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_392cdc371581d819(struct k
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8983,7 +9061,7 @@ int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_392cdc371581d819(struct kv
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -8995,7 +9073,7 @@ void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_392cdc371581d819(str
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9008,7 +9086,7 @@ int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_392cdc371581d819(stru
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9020,7 +9098,7 @@ void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_392cdc371581d819(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9033,7 +9111,7 @@ long long _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_392cdc371581d819(struct
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9045,7 +9123,7 @@ void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_392cdc371581d819(str
 }
 
 
-long long _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9058,7 +9136,7 @@ long long _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_392cdc371581d81
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -9070,7 +9148,7 @@ void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_392cdc371581d81
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9083,7 +9161,7 @@ int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_392cdc371581d819
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -9095,7 +9173,7 @@ void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_392cdc371581d819(struct
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9108,7 +9186,7 @@ int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_392cdc371581d819(struct 
 }
 
 
-struct kvc_stateful_layer_stats *_wrap_new_kvc_stateful_layer_stats_t_kvc_392cdc371581d819() {
+struct kvc_stateful_layer_stats *_wrap_new_kvc_stateful_layer_stats_t_kvc_0044c4030100e529() {
   struct kvc_stateful_layer_stats *result = 0 ;
   struct kvc_stateful_layer_stats *_swig_go_result;
   
@@ -9119,7 +9197,7 @@ struct kvc_stateful_layer_stats *_wrap_new_kvc_stateful_layer_stats_t_kvc_392cdc
 }
 
 
-void _wrap_delete_kvc_stateful_layer_stats_t_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0) {
+void _wrap_delete_kvc_stateful_layer_stats_t_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   
   arg1 = *(struct kvc_stateful_layer_stats **)&_swig_go_0; 
@@ -9129,7 +9207,7 @@ void _wrap_delete_kvc_stateful_layer_stats_t_kvc_392cdc371581d819(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_layer_stats_init_kvc_392cdc371581d819(struct kvc_stateful_layer_stats *_swig_go_0) {
+void _wrap_kvc_stateful_layer_stats_init_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0) {
   kvc_stateful_layer_stats_t *arg1 = (kvc_stateful_layer_stats_t *) 0 ;
   
   arg1 = *(kvc_stateful_layer_stats_t **)&_swig_go_0; 
@@ -9139,7 +9217,7 @@ void _wrap_kvc_stateful_layer_stats_init_kvc_392cdc371581d819(struct kvc_statefu
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_layer_stats_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_layer_stats *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_get_layer_stats_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_layer_stats *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   kvc_stateful_layer_stats_t *arg3 = (kvc_stateful_layer_stats_t *) 0 ;
@@ -9156,7 +9234,7 @@ _gostring_ _wrap_kvc_stateful_get_layer_stats_kvc_392cdc371581d819(kvc_stateful_
 }
 
 
-intgo _wrap_KVC_EVENT_STORED_kvc_392cdc371581d819() {
+intgo _wrap_KVC_EVENT_STORED_kvc_0044c4030100e529() {
   int result;
   intgo _swig_go_result;
   
@@ -9168,7 +9246,7 @@ intgo _wrap_KVC_EVENT_STORED_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_EVENT_REMOVED_kvc_392cdc371581d819() {
+intgo _wrap_KVC_EVENT_REMOVED_kvc_0044c4030100e529() {
   int result;
   intgo _swig_go_result;
   
@@ -9180,7 +9258,7 @@ intgo _wrap_KVC_EVENT_REMOVED_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_EVENT_TIER_CHANGED_kvc_392cdc371581d819() {
+intgo _wrap_KVC_EVENT_TIER_CHANGED_kvc_0044c4030100e529() {
   int result;
   intgo _swig_go_result;
   
@@ -9192,7 +9270,7 @@ intgo _wrap_KVC_EVENT_TIER_CHANGED_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_EVENT_PRIORITY_CHANGED_kvc_392cdc371581d819() {
+intgo _wrap_KVC_EVENT_PRIORITY_CHANGED_kvc_0044c4030100e529() {
   int result;
   intgo _swig_go_result;
   
@@ -9204,7 +9282,7 @@ intgo _wrap_KVC_EVENT_PRIORITY_CHANGED_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_EVENT_CLEARED_kvc_392cdc371581d819() {
+intgo _wrap_KVC_EVENT_CLEARED_kvc_0044c4030100e529() {
   int result;
   intgo _swig_go_result;
   
@@ -9216,7 +9294,7 @@ intgo _wrap_KVC_EVENT_CLEARED_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_EVENT_LOST_kvc_392cdc371581d819() {
+intgo _wrap_KVC_EVENT_LOST_kvc_0044c4030100e529() {
   int result;
   intgo _swig_go_result;
   
@@ -9228,7 +9306,7 @@ intgo _wrap_KVC_EVENT_LOST_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_TIER_PRIMARY_kvc_392cdc371581d819() {
+intgo _wrap_KVC_TIER_PRIMARY_kvc_0044c4030100e529() {
   int result;
   intgo _swig_go_result;
   
@@ -9240,7 +9318,7 @@ intgo _wrap_KVC_TIER_PRIMARY_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_TIER_HOST_kvc_392cdc371581d819() {
+intgo _wrap_KVC_TIER_HOST_kvc_0044c4030100e529() {
   int result;
   intgo _swig_go_result;
   
@@ -9252,7 +9330,7 @@ intgo _wrap_KVC_TIER_HOST_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_TIER_DISK_kvc_392cdc371581d819() {
+intgo _wrap_KVC_TIER_DISK_kvc_0044c4030100e529() {
   int result;
   intgo _swig_go_result;
   
@@ -9264,7 +9342,7 @@ intgo _wrap_KVC_TIER_DISK_kvc_392cdc371581d819() {
 }
 
 
-intgo _wrap_KVC_TIER_REMOTE_kvc_392cdc371581d819() {
+intgo _wrap_KVC_TIER_REMOTE_kvc_0044c4030100e529() {
   int result;
   intgo _swig_go_result;
   
@@ -9276,7 +9354,7 @@ intgo _wrap_KVC_TIER_REMOTE_kvc_392cdc371581d819() {
 }
 
 
-void _wrap_kvc_event_t_id_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_id_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -9288,7 +9366,7 @@ void _wrap_kvc_event_t_id_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0,
 }
 
 
-long long _wrap_kvc_event_t_id_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_id_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9301,7 +9379,7 @@ long long _wrap_kvc_event_t_id_get_kvc_392cdc371581d819(struct kvc_event *_swig_
 }
 
 
-void _wrap_kvc_event_t_kind_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_kind_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -9313,7 +9391,7 @@ void _wrap_kvc_event_t_kind_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_
 }
 
 
-int _wrap_kvc_event_t_kind_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_kind_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9326,7 +9404,7 @@ int _wrap_kvc_event_t_kind_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0
 }
 
 
-void _wrap_kvc_event_t_tier_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_tier_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -9338,7 +9416,7 @@ void _wrap_kvc_event_t_tier_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_
 }
 
 
-int _wrap_kvc_event_t_tier_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_tier_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9351,7 +9429,7 @@ int _wrap_kvc_event_t_tier_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0
 }
 
 
-void _wrap_kvc_event_t_hash_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_hash_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -9363,7 +9441,7 @@ void _wrap_kvc_event_t_hash_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_
 }
 
 
-long long _wrap_kvc_event_t_hash_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_hash_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9376,7 +9454,7 @@ long long _wrap_kvc_event_t_hash_get_kvc_392cdc371581d819(struct kvc_event *_swi
 }
 
 
-void _wrap_kvc_event_t_parent_hash_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_parent_hash_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -9388,7 +9466,7 @@ void _wrap_kvc_event_t_parent_hash_set_kvc_392cdc371581d819(struct kvc_event *_s
 }
 
 
-long long _wrap_kvc_event_t_parent_hash_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_parent_hash_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9401,7 +9479,7 @@ long long _wrap_kvc_event_t_parent_hash_get_kvc_392cdc371581d819(struct kvc_even
 }
 
 
-void _wrap_kvc_event_t_groups_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_groups_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -9413,7 +9491,7 @@ void _wrap_kvc_event_t_groups_set_kvc_392cdc371581d819(struct kvc_event *_swig_g
 }
 
 
-long long _wrap_kvc_event_t_groups_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_groups_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9426,7 +9504,7 @@ long long _wrap_kvc_event_t_groups_get_kvc_392cdc371581d819(struct kvc_event *_s
 }
 
 
-void _wrap_kvc_event_t_lora_id_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_lora_id_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -9438,7 +9516,7 @@ void _wrap_kvc_event_t_lora_id_set_kvc_392cdc371581d819(struct kvc_event *_swig_
 }
 
 
-long long _wrap_kvc_event_t_lora_id_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_lora_id_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9451,7 +9529,7 @@ long long _wrap_kvc_event_t_lora_id_get_kvc_392cdc371581d819(struct kvc_event *_
 }
 
 
-void _wrap_kvc_event_t_has_lora_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_has_lora_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -9463,7 +9541,7 @@ void _wrap_kvc_event_t_has_lora_set_kvc_392cdc371581d819(struct kvc_event *_swig
 }
 
 
-int _wrap_kvc_event_t_has_lora_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_has_lora_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9476,7 +9554,7 @@ int _wrap_kvc_event_t_has_lora_get_kvc_392cdc371581d819(struct kvc_event *_swig_
 }
 
 
-void _wrap_kvc_event_t_priority_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_priority_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -9488,7 +9566,7 @@ void _wrap_kvc_event_t_priority_set_kvc_392cdc371581d819(struct kvc_event *_swig
 }
 
 
-int _wrap_kvc_event_t_priority_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_priority_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9501,7 +9579,7 @@ int _wrap_kvc_event_t_priority_get_kvc_392cdc371581d819(struct kvc_event *_swig_
 }
 
 
-void _wrap_kvc_event_t_num_tokens_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_num_tokens_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -9513,7 +9591,7 @@ void _wrap_kvc_event_t_num_tokens_set_kvc_392cdc371581d819(struct kvc_event *_sw
 }
 
 
-int _wrap_kvc_event_t_num_tokens_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_num_tokens_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9526,7 +9604,7 @@ int _wrap_kvc_event_t_num_tokens_get_kvc_392cdc371581d819(struct kvc_event *_swi
 }
 
 
-void _wrap_kvc_event_t_reserved_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_reserved_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -9538,7 +9616,7 @@ void _wrap_kvc_event_t_reserved_set_kvc_392cdc371581d819(struct kvc_event *_swig
 }
 
 
-int _wrap_kvc_event_t_reserved_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_reserved_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9551,7 +9629,7 @@ int _wrap_kvc_event_t_reserved_get_kvc_392cdc371581d819(struct kvc_event *_swig_
 }
 
 
-void _wrap_kvc_event_t_token_offset_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_token_offset_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -9563,7 +9641,7 @@ void _wrap_kvc_event_t_token_offset_set_kvc_392cdc371581d819(struct kvc_event *_
 }
 
 
-long long _wrap_kvc_event_t_token_offset_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_token_offset_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9576,7 +9654,7 @@ long long _wrap_kvc_event_t_token_offset_get_kvc_392cdc371581d819(struct kvc_eve
 }
 
 
-void _wrap_kvc_event_t_lost_count_set_kvc_392cdc371581d819(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_lost_count_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -9588,7 +9666,7 @@ void _wrap_kvc_event_t_lost_count_set_kvc_392cdc371581d819(struct kvc_event *_sw
 }
 
 
-long long _wrap_kvc_event_t_lost_count_get_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_lost_count_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9601,7 +9679,7 @@ long long _wrap_kvc_event_t_lost_count_get_kvc_392cdc371581d819(struct kvc_event
 }
 
 
-struct kvc_event *_wrap_new_kvc_event_t_kvc_392cdc371581d819() {
+struct kvc_event *_wrap_new_kvc_event_t_kvc_0044c4030100e529() {
   struct kvc_event *result = 0 ;
   struct kvc_event *_swig_go_result;
   
@@ -9612,7 +9690,7 @@ struct kvc_event *_wrap_new_kvc_event_t_kvc_392cdc371581d819() {
 }
 
 
-void _wrap_delete_kvc_event_t_kvc_392cdc371581d819(struct kvc_event *_swig_go_0) {
+void _wrap_delete_kvc_event_t_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   
   arg1 = *(struct kvc_event **)&_swig_go_0; 
@@ -9622,7 +9700,7 @@ void _wrap_delete_kvc_event_t_kvc_392cdc371581d819(struct kvc_event *_swig_go_0)
 }
 
 
-void _wrap_kvc_event_drain_t_struct_size_set_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_drain_t_struct_size_set_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0, int _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint32_t arg2 ;
   
@@ -9634,7 +9712,7 @@ void _wrap_kvc_event_drain_t_struct_size_set_kvc_392cdc371581d819(struct kvc_eve
 }
 
 
-int _wrap_kvc_event_drain_t_struct_size_get_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0) {
+int _wrap_kvc_event_drain_t_struct_size_get_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9647,7 +9725,7 @@ int _wrap_kvc_event_drain_t_struct_size_get_kvc_392cdc371581d819(struct kvc_even
 }
 
 
-void _wrap_kvc_event_drain_t_reserved_set_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_drain_t_reserved_set_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0, int _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint32_t arg2 ;
   
@@ -9659,7 +9737,7 @@ void _wrap_kvc_event_drain_t_reserved_set_kvc_392cdc371581d819(struct kvc_event_
 }
 
 
-int _wrap_kvc_event_drain_t_reserved_get_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0) {
+int _wrap_kvc_event_drain_t_reserved_get_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9672,7 +9750,7 @@ int _wrap_kvc_event_drain_t_reserved_get_kvc_392cdc371581d819(struct kvc_event_d
 }
 
 
-void _wrap_kvc_event_drain_t_events_set_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_events_set_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -9684,7 +9762,7 @@ void _wrap_kvc_event_drain_t_events_set_kvc_392cdc371581d819(struct kvc_event_dr
 }
 
 
-long long _wrap_kvc_event_drain_t_events_get_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_events_get_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9697,7 +9775,7 @@ long long _wrap_kvc_event_drain_t_events_get_kvc_392cdc371581d819(struct kvc_eve
 }
 
 
-void _wrap_kvc_event_drain_t_tokens_set_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_tokens_set_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -9709,7 +9787,7 @@ void _wrap_kvc_event_drain_t_tokens_set_kvc_392cdc371581d819(struct kvc_event_dr
 }
 
 
-long long _wrap_kvc_event_drain_t_tokens_get_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_tokens_get_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9722,7 +9800,7 @@ long long _wrap_kvc_event_drain_t_tokens_get_kvc_392cdc371581d819(struct kvc_eve
 }
 
 
-void _wrap_kvc_event_drain_t_events_pending_set_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_events_pending_set_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -9734,7 +9812,7 @@ void _wrap_kvc_event_drain_t_events_pending_set_kvc_392cdc371581d819(struct kvc_
 }
 
 
-long long _wrap_kvc_event_drain_t_events_pending_get_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_events_pending_get_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9747,7 +9825,7 @@ long long _wrap_kvc_event_drain_t_events_pending_get_kvc_392cdc371581d819(struct
 }
 
 
-void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -9759,7 +9837,7 @@ void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_392cdc371581d819(struct kvc_
 }
 
 
-long long _wrap_kvc_event_drain_t_tokens_pending_get_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_tokens_pending_get_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9772,7 +9850,7 @@ long long _wrap_kvc_event_drain_t_tokens_pending_get_kvc_392cdc371581d819(struct
 }
 
 
-void _wrap_kvc_event_drain_t_last_id_set_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_last_id_set_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -9784,7 +9862,7 @@ void _wrap_kvc_event_drain_t_last_id_set_kvc_392cdc371581d819(struct kvc_event_d
 }
 
 
-long long _wrap_kvc_event_drain_t_last_id_get_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_last_id_get_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9797,7 +9875,7 @@ long long _wrap_kvc_event_drain_t_last_id_get_kvc_392cdc371581d819(struct kvc_ev
 }
 
 
-struct kvc_event_drain *_wrap_new_kvc_event_drain_t_kvc_392cdc371581d819() {
+struct kvc_event_drain *_wrap_new_kvc_event_drain_t_kvc_0044c4030100e529() {
   struct kvc_event_drain *result = 0 ;
   struct kvc_event_drain *_swig_go_result;
   
@@ -9808,7 +9886,7 @@ struct kvc_event_drain *_wrap_new_kvc_event_drain_t_kvc_392cdc371581d819() {
 }
 
 
-void _wrap_delete_kvc_event_drain_t_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0) {
+void _wrap_delete_kvc_event_drain_t_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   
   arg1 = *(struct kvc_event_drain **)&_swig_go_0; 
@@ -9818,7 +9896,7 @@ void _wrap_delete_kvc_event_drain_t_kvc_392cdc371581d819(struct kvc_event_drain 
 }
 
 
-void _wrap_kvc_event_drain_init_kvc_392cdc371581d819(struct kvc_event_drain *_swig_go_0) {
+void _wrap_kvc_event_drain_init_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0) {
   kvc_event_drain_t *arg1 = (kvc_event_drain_t *) 0 ;
   
   arg1 = *(kvc_event_drain_t **)&_swig_go_0; 
@@ -9828,7 +9906,7 @@ void _wrap_kvc_event_drain_init_kvc_392cdc371581d819(struct kvc_event_drain *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_drain_events_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, struct kvc_event *_swig_go_1, long long _swig_go_2, int *_swig_go_3, long long _swig_go_4, struct kvc_event_drain *_swig_go_5) {
+_gostring_ _wrap_kvc_cache_drain_events_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, struct kvc_event *_swig_go_1, long long _swig_go_2, int *_swig_go_3, long long _swig_go_4, struct kvc_event_drain *_swig_go_5) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_event_t *arg2 = (kvc_event_t *) 0 ;
   size_t arg3 ;
@@ -9851,7 +9929,7 @@ _gostring_ _wrap_kvc_cache_drain_events_kvc_392cdc371581d819(kvc_cache_t *_swig_
 }
 
 
-void _wrap_kvc_snapshot_entry_t_hash_set_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_hash_set_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t arg2 ;
   
@@ -9863,7 +9941,7 @@ void _wrap_kvc_snapshot_entry_t_hash_set_kvc_392cdc371581d819(struct kvc_snapsho
 }
 
 
-long long _wrap_kvc_snapshot_entry_t_hash_get_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0) {
+long long _wrap_kvc_snapshot_entry_t_hash_get_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9876,7 +9954,7 @@ long long _wrap_kvc_snapshot_entry_t_hash_get_kvc_392cdc371581d819(struct kvc_sn
 }
 
 
-void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t arg2 ;
   
@@ -9888,7 +9966,7 @@ void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_392cdc371581d819(struct kvc_
 }
 
 
-long long _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0) {
+long long _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9901,7 +9979,7 @@ long long _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_392cdc371581d819(struct
 }
 
 
-void _wrap_kvc_snapshot_entry_t_groups_set_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_groups_set_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t arg2 ;
   
@@ -9913,7 +9991,7 @@ void _wrap_kvc_snapshot_entry_t_groups_set_kvc_392cdc371581d819(struct kvc_snaps
 }
 
 
-long long _wrap_kvc_snapshot_entry_t_groups_get_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0) {
+long long _wrap_kvc_snapshot_entry_t_groups_get_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9926,7 +10004,7 @@ long long _wrap_kvc_snapshot_entry_t_groups_get_kvc_392cdc371581d819(struct kvc_
 }
 
 
-void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t arg2 ;
   
@@ -9938,7 +10016,7 @@ void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_392cdc371581d819(struct kvc_snap
 }
 
 
-long long _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0) {
+long long _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9951,7 +10029,7 @@ long long _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_392cdc371581d819(struct kvc
 }
 
 
-void _wrap_kvc_snapshot_entry_t_has_lora_set_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_has_lora_set_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t arg2 ;
   
@@ -9963,7 +10041,7 @@ void _wrap_kvc_snapshot_entry_t_has_lora_set_kvc_392cdc371581d819(struct kvc_sna
 }
 
 
-int _wrap_kvc_snapshot_entry_t_has_lora_get_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0) {
+int _wrap_kvc_snapshot_entry_t_has_lora_get_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9976,7 +10054,7 @@ int _wrap_kvc_snapshot_entry_t_has_lora_get_kvc_392cdc371581d819(struct kvc_snap
 }
 
 
-void _wrap_kvc_snapshot_entry_t_tier_set_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_tier_set_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t arg2 ;
   
@@ -9988,7 +10066,7 @@ void _wrap_kvc_snapshot_entry_t_tier_set_kvc_392cdc371581d819(struct kvc_snapsho
 }
 
 
-int _wrap_kvc_snapshot_entry_t_tier_get_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0) {
+int _wrap_kvc_snapshot_entry_t_tier_get_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -10001,7 +10079,7 @@ int _wrap_kvc_snapshot_entry_t_tier_get_kvc_392cdc371581d819(struct kvc_snapshot
 }
 
 
-void _wrap_kvc_snapshot_entry_t_priority_set_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_priority_set_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t arg2 ;
   
@@ -10013,7 +10091,7 @@ void _wrap_kvc_snapshot_entry_t_priority_set_kvc_392cdc371581d819(struct kvc_sna
 }
 
 
-int _wrap_kvc_snapshot_entry_t_priority_get_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0) {
+int _wrap_kvc_snapshot_entry_t_priority_get_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -10026,7 +10104,7 @@ int _wrap_kvc_snapshot_entry_t_priority_get_kvc_392cdc371581d819(struct kvc_snap
 }
 
 
-void _wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t arg2 ;
   
@@ -10038,7 +10116,7 @@ void _wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_392cdc371581d819(struct kvc_s
 }
 
 
-int _wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0) {
+int _wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -10051,7 +10129,7 @@ int _wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_392cdc371581d819(struct kvc_sn
 }
 
 
-struct kvc_snapshot_entry *_wrap_new_kvc_snapshot_entry_t_kvc_392cdc371581d819() {
+struct kvc_snapshot_entry *_wrap_new_kvc_snapshot_entry_t_kvc_0044c4030100e529() {
   struct kvc_snapshot_entry *result = 0 ;
   struct kvc_snapshot_entry *_swig_go_result;
   
@@ -10062,7 +10140,7 @@ struct kvc_snapshot_entry *_wrap_new_kvc_snapshot_entry_t_kvc_392cdc371581d819()
 }
 
 
-void _wrap_delete_kvc_snapshot_entry_t_kvc_392cdc371581d819(struct kvc_snapshot_entry *_swig_go_0) {
+void _wrap_delete_kvc_snapshot_entry_t_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   
   arg1 = *(struct kvc_snapshot_entry **)&_swig_go_0; 
@@ -10072,7 +10150,7 @@ void _wrap_delete_kvc_snapshot_entry_t_kvc_392cdc371581d819(struct kvc_snapshot_
 }
 
 
-_gostring_ _wrap_kvc_cache_snapshot_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, struct kvc_snapshot_entry *_swig_go_1, long long _swig_go_2, long long *_swig_go_3, long long *_swig_go_4) {
+_gostring_ _wrap_kvc_cache_snapshot_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, struct kvc_snapshot_entry *_swig_go_1, long long _swig_go_2, long long *_swig_go_3, long long *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_snapshot_entry_t *arg2 = (kvc_snapshot_entry_t *) 0 ;
   size_t arg3 ;
@@ -10093,7 +10171,7 @@ _gostring_ _wrap_kvc_cache_snapshot_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_kvc_block_hashes_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6) {
+_gostring_ _wrap_kvc_block_hashes_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -10118,7 +10196,7 @@ _gostring_ _wrap_kvc_block_hashes_kvc_392cdc371581d819(kvc_config_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_kvc_config_set_disk_cache_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, char *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_disk_cache_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, char *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   char *arg2 = (char *) 0 ;
   uint64_t arg3 ;
@@ -10136,7 +10214,7 @@ _gostring_ _wrap_kvc_config_set_disk_cache_kvc_392cdc371581d819(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_disk_cache_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, char **_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_disk_cache_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, char **_swig_go_1, long long *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   char **arg2 = (char **) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -10153,7 +10231,7 @@ _gostring_ _wrap_kvc_config_get_disk_cache_kvc_392cdc371581d819(kvc_config_t *_s
 }
 
 
-void _wrap_kvc_tier_stats_t_struct_size_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_tier_stats_t_struct_size_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -10165,7 +10243,7 @@ void _wrap_kvc_tier_stats_t_struct_size_set_kvc_392cdc371581d819(struct kvc_tier
 }
 
 
-int _wrap_kvc_tier_stats_t_struct_size_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+int _wrap_kvc_tier_stats_t_struct_size_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -10178,7 +10256,7 @@ int _wrap_kvc_tier_stats_t_struct_size_get_kvc_392cdc371581d819(struct kvc_tier_
 }
 
 
-void _wrap_kvc_tier_stats_t_tier_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_tier_stats_t_tier_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -10190,7 +10268,7 @@ void _wrap_kvc_tier_stats_t_tier_set_kvc_392cdc371581d819(struct kvc_tier_stats 
 }
 
 
-int _wrap_kvc_tier_stats_t_tier_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+int _wrap_kvc_tier_stats_t_tier_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -10203,7 +10281,7 @@ int _wrap_kvc_tier_stats_t_tier_get_kvc_392cdc371581d819(struct kvc_tier_stats *
 }
 
 
-void _wrap_kvc_tier_stats_t_blocks_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_blocks_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10215,7 +10293,7 @@ void _wrap_kvc_tier_stats_t_blocks_set_kvc_392cdc371581d819(struct kvc_tier_stat
 }
 
 
-long long _wrap_kvc_tier_stats_t_blocks_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_blocks_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10228,7 +10306,7 @@ long long _wrap_kvc_tier_stats_t_blocks_get_kvc_392cdc371581d819(struct kvc_tier
 }
 
 
-void _wrap_kvc_tier_stats_t_bytes_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_bytes_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10240,7 +10318,7 @@ void _wrap_kvc_tier_stats_t_bytes_set_kvc_392cdc371581d819(struct kvc_tier_stats
 }
 
 
-long long _wrap_kvc_tier_stats_t_bytes_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_bytes_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10253,7 +10331,7 @@ long long _wrap_kvc_tier_stats_t_bytes_get_kvc_392cdc371581d819(struct kvc_tier_
 }
 
 
-void _wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10265,7 +10343,7 @@ void _wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_392cdc371581d819(struct kvc_t
 }
 
 
-long long _wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10278,7 +10356,7 @@ long long _wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_392cdc371581d819(struct 
 }
 
 
-void _wrap_kvc_tier_stats_t_hits_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_hits_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10290,7 +10368,7 @@ void _wrap_kvc_tier_stats_t_hits_set_kvc_392cdc371581d819(struct kvc_tier_stats 
 }
 
 
-long long _wrap_kvc_tier_stats_t_hits_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_hits_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10303,7 +10381,7 @@ long long _wrap_kvc_tier_stats_t_hits_get_kvc_392cdc371581d819(struct kvc_tier_s
 }
 
 
-void _wrap_kvc_tier_stats_t_misses_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_misses_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10315,7 +10393,7 @@ void _wrap_kvc_tier_stats_t_misses_set_kvc_392cdc371581d819(struct kvc_tier_stat
 }
 
 
-long long _wrap_kvc_tier_stats_t_misses_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_misses_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10328,7 +10406,7 @@ long long _wrap_kvc_tier_stats_t_misses_get_kvc_392cdc371581d819(struct kvc_tier
 }
 
 
-void _wrap_kvc_tier_stats_t_rejected_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_rejected_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10340,7 +10418,7 @@ void _wrap_kvc_tier_stats_t_rejected_set_kvc_392cdc371581d819(struct kvc_tier_st
 }
 
 
-long long _wrap_kvc_tier_stats_t_rejected_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_rejected_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10353,7 +10431,7 @@ long long _wrap_kvc_tier_stats_t_rejected_get_kvc_392cdc371581d819(struct kvc_ti
 }
 
 
-void _wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10365,7 +10443,7 @@ void _wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_392cdc371581d819(struct kvc
 }
 
 
-long long _wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10378,7 +10456,7 @@ long long _wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_392cdc371581d819(struc
 }
 
 
-void _wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10390,7 +10468,7 @@ void _wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_392cdc371581d819(struct kvc_
 }
 
 
-long long _wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10403,7 +10481,7 @@ long long _wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_392cdc371581d819(struct
 }
 
 
-void _wrap_kvc_tier_stats_t_offered_blocks_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_offered_blocks_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10415,7 +10493,7 @@ void _wrap_kvc_tier_stats_t_offered_blocks_set_kvc_392cdc371581d819(struct kvc_t
 }
 
 
-long long _wrap_kvc_tier_stats_t_offered_blocks_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_offered_blocks_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10428,7 +10506,7 @@ long long _wrap_kvc_tier_stats_t_offered_blocks_get_kvc_392cdc371581d819(struct 
 }
 
 
-void _wrap_kvc_tier_stats_t_stored_blocks_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_stored_blocks_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10440,7 +10518,7 @@ void _wrap_kvc_tier_stats_t_stored_blocks_set_kvc_392cdc371581d819(struct kvc_ti
 }
 
 
-long long _wrap_kvc_tier_stats_t_stored_blocks_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_stored_blocks_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10453,7 +10531,7 @@ long long _wrap_kvc_tier_stats_t_stored_blocks_get_kvc_392cdc371581d819(struct k
 }
 
 
-void _wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10465,7 +10543,7 @@ void _wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_392cdc371581d819(struct kvc_t
 }
 
 
-long long _wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10478,7 +10556,7 @@ long long _wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_392cdc371581d819(struct 
 }
 
 
-void _wrap_kvc_tier_stats_t_errors_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_errors_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10490,7 +10568,7 @@ void _wrap_kvc_tier_stats_t_errors_set_kvc_392cdc371581d819(struct kvc_tier_stat
 }
 
 
-long long _wrap_kvc_tier_stats_t_errors_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_errors_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10503,7 +10581,7 @@ long long _wrap_kvc_tier_stats_t_errors_get_kvc_392cdc371581d819(struct kvc_tier
 }
 
 
-void _wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10515,7 +10593,7 @@ void _wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_392cdc371581d819(struct kvc_t
 }
 
 
-long long _wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10528,7 +10606,7 @@ long long _wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_392cdc371581d819(struct 
 }
 
 
-void _wrap_kvc_tier_stats_t_queued_blocks_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_queued_blocks_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10540,7 +10618,7 @@ void _wrap_kvc_tier_stats_t_queued_blocks_set_kvc_392cdc371581d819(struct kvc_ti
 }
 
 
-long long _wrap_kvc_tier_stats_t_queued_blocks_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_queued_blocks_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10553,7 +10631,7 @@ long long _wrap_kvc_tier_stats_t_queued_blocks_get_kvc_392cdc371581d819(struct k
 }
 
 
-void _wrap_kvc_tier_stats_t_load_count_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_load_count_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10565,7 +10643,7 @@ void _wrap_kvc_tier_stats_t_load_count_set_kvc_392cdc371581d819(struct kvc_tier_
 }
 
 
-long long _wrap_kvc_tier_stats_t_load_count_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_load_count_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10578,7 +10656,7 @@ long long _wrap_kvc_tier_stats_t_load_count_get_kvc_392cdc371581d819(struct kvc_
 }
 
 
-void _wrap_kvc_tier_stats_t_load_p50_us_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_load_p50_us_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10590,7 +10668,7 @@ void _wrap_kvc_tier_stats_t_load_p50_us_set_kvc_392cdc371581d819(struct kvc_tier
 }
 
 
-long long _wrap_kvc_tier_stats_t_load_p50_us_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_load_p50_us_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10603,7 +10681,7 @@ long long _wrap_kvc_tier_stats_t_load_p50_us_get_kvc_392cdc371581d819(struct kvc
 }
 
 
-void _wrap_kvc_tier_stats_t_load_p99_us_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_load_p99_us_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10615,7 +10693,7 @@ void _wrap_kvc_tier_stats_t_load_p99_us_set_kvc_392cdc371581d819(struct kvc_tier
 }
 
 
-long long _wrap_kvc_tier_stats_t_load_p99_us_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_load_p99_us_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10628,7 +10706,7 @@ long long _wrap_kvc_tier_stats_t_load_p99_us_get_kvc_392cdc371581d819(struct kvc
 }
 
 
-void _wrap_kvc_tier_stats_t_load_max_us_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_load_max_us_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10640,7 +10718,7 @@ void _wrap_kvc_tier_stats_t_load_max_us_set_kvc_392cdc371581d819(struct kvc_tier
 }
 
 
-long long _wrap_kvc_tier_stats_t_load_max_us_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_load_max_us_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10653,7 +10731,7 @@ long long _wrap_kvc_tier_stats_t_load_max_us_get_kvc_392cdc371581d819(struct kvc
 }
 
 
-void _wrap_kvc_tier_stats_t_write_count_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_write_count_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10665,7 +10743,7 @@ void _wrap_kvc_tier_stats_t_write_count_set_kvc_392cdc371581d819(struct kvc_tier
 }
 
 
-long long _wrap_kvc_tier_stats_t_write_count_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_write_count_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10678,7 +10756,7 @@ long long _wrap_kvc_tier_stats_t_write_count_get_kvc_392cdc371581d819(struct kvc
 }
 
 
-void _wrap_kvc_tier_stats_t_write_p50_us_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_write_p50_us_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10690,7 +10768,7 @@ void _wrap_kvc_tier_stats_t_write_p50_us_set_kvc_392cdc371581d819(struct kvc_tie
 }
 
 
-long long _wrap_kvc_tier_stats_t_write_p50_us_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_write_p50_us_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10703,7 +10781,7 @@ long long _wrap_kvc_tier_stats_t_write_p50_us_get_kvc_392cdc371581d819(struct kv
 }
 
 
-void _wrap_kvc_tier_stats_t_write_p99_us_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_write_p99_us_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10715,7 +10793,7 @@ void _wrap_kvc_tier_stats_t_write_p99_us_set_kvc_392cdc371581d819(struct kvc_tie
 }
 
 
-long long _wrap_kvc_tier_stats_t_write_p99_us_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_write_p99_us_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10728,7 +10806,7 @@ long long _wrap_kvc_tier_stats_t_write_p99_us_get_kvc_392cdc371581d819(struct kv
 }
 
 
-void _wrap_kvc_tier_stats_t_write_max_us_set_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_write_max_us_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10740,7 +10818,7 @@ void _wrap_kvc_tier_stats_t_write_max_us_set_kvc_392cdc371581d819(struct kvc_tie
 }
 
 
-long long _wrap_kvc_tier_stats_t_write_max_us_get_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_write_max_us_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10753,7 +10831,7 @@ long long _wrap_kvc_tier_stats_t_write_max_us_get_kvc_392cdc371581d819(struct kv
 }
 
 
-struct kvc_tier_stats *_wrap_new_kvc_tier_stats_t_kvc_392cdc371581d819() {
+struct kvc_tier_stats *_wrap_new_kvc_tier_stats_t_kvc_0044c4030100e529() {
   struct kvc_tier_stats *result = 0 ;
   struct kvc_tier_stats *_swig_go_result;
   
@@ -10764,7 +10842,7 @@ struct kvc_tier_stats *_wrap_new_kvc_tier_stats_t_kvc_392cdc371581d819() {
 }
 
 
-void _wrap_delete_kvc_tier_stats_t_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+void _wrap_delete_kvc_tier_stats_t_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   
   arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
@@ -10774,7 +10852,7 @@ void _wrap_delete_kvc_tier_stats_t_kvc_392cdc371581d819(struct kvc_tier_stats *_
 }
 
 
-void _wrap_kvc_tier_stats_init_kvc_392cdc371581d819(struct kvc_tier_stats *_swig_go_0) {
+void _wrap_kvc_tier_stats_init_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
   kvc_tier_stats_t *arg1 = (kvc_tier_stats_t *) 0 ;
   
   arg1 = *(kvc_tier_stats_t **)&_swig_go_0; 
@@ -10784,7 +10862,7 @@ void _wrap_kvc_tier_stats_init_kvc_392cdc371581d819(struct kvc_tier_stats *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_get_tier_stats_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_tier_stats *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_get_tier_stats_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_tier_stats *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_tier_t arg2 ;
   kvc_tier_stats_t *arg3 = (kvc_tier_stats_t *) 0 ;
@@ -10801,7 +10879,7 @@ _gostring_ _wrap_kvc_cache_get_tier_stats_kvc_392cdc371581d819(kvc_cache_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_cache_flush_tiers_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_flush_tiers_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -10814,7 +10892,7 @@ _gostring_ _wrap_kvc_cache_flush_tiers_kvc_392cdc371581d819(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_set_remote_cache_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, char *_swig_go_1, char *_swig_go_2, long long _swig_go_3) {
+_gostring_ _wrap_kvc_config_set_remote_cache_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, char *_swig_go_1, char *_swig_go_2, long long _swig_go_3) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -10835,7 +10913,7 @@ _gostring_ _wrap_kvc_config_set_remote_cache_kvc_392cdc371581d819(kvc_config_t *
 }
 
 
-_gostring_ _wrap_kvc_config_get_remote_cache_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, char **_swig_go_1, char **_swig_go_2, long long *_swig_go_3) {
+_gostring_ _wrap_kvc_config_get_remote_cache_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, char **_swig_go_1, char **_swig_go_2, long long *_swig_go_3) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   char **arg2 = (char **) 0 ;
   char **arg3 = (char **) 0 ;
@@ -10854,7 +10932,7 @@ _gostring_ _wrap_kvc_config_get_remote_cache_kvc_392cdc371581d819(kvc_config_t *
 }
 
 
-_gostring_ _wrap_kvc_config_set_remote_cache_timeouts_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_remote_cache_timeouts_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t arg3 ;
@@ -10871,7 +10949,7 @@ _gostring_ _wrap_kvc_config_set_remote_cache_timeouts_kvc_392cdc371581d819(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_get_remote_cache_timeouts_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_remote_cache_timeouts_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -10888,7 +10966,7 @@ _gostring_ _wrap_kvc_config_get_remote_cache_timeouts_kvc_392cdc371581d819(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_set_remote_cache_optional_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_remote_cache_optional_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -10903,7 +10981,7 @@ _gostring_ _wrap_kvc_config_set_remote_cache_optional_kvc_392cdc371581d819(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_get_remote_cache_optional_kvc_392cdc371581d819(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_remote_cache_optional_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -10918,7 +10996,7 @@ _gostring_ _wrap_kvc_config_get_remote_cache_optional_kvc_392cdc371581d819(kvc_c
 }
 
 
-void _wrap_kvc_transfer_desc_t_struct_size_set_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_transfer_desc_t_struct_size_set_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -10930,7 +11008,7 @@ void _wrap_kvc_transfer_desc_t_struct_size_set_kvc_392cdc371581d819(struct kvc_t
 }
 
 
-int _wrap_kvc_transfer_desc_t_struct_size_get_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0) {
+int _wrap_kvc_transfer_desc_t_struct_size_get_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -10943,7 +11021,7 @@ int _wrap_kvc_transfer_desc_t_struct_size_get_kvc_392cdc371581d819(struct kvc_tr
 }
 
 
-void _wrap_kvc_transfer_desc_t_num_groups_set_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_transfer_desc_t_num_groups_set_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -10955,7 +11033,7 @@ void _wrap_kvc_transfer_desc_t_num_groups_set_kvc_392cdc371581d819(struct kvc_tr
 }
 
 
-int _wrap_kvc_transfer_desc_t_num_groups_get_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0) {
+int _wrap_kvc_transfer_desc_t_num_groups_get_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -10968,7 +11046,7 @@ int _wrap_kvc_transfer_desc_t_num_groups_get_kvc_392cdc371581d819(struct kvc_tra
 }
 
 
-void _wrap_kvc_transfer_desc_t_tokens_per_block_set_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_transfer_desc_t_tokens_per_block_set_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -10980,7 +11058,7 @@ void _wrap_kvc_transfer_desc_t_tokens_per_block_set_kvc_392cdc371581d819(struct 
 }
 
 
-int _wrap_kvc_transfer_desc_t_tokens_per_block_get_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0) {
+int _wrap_kvc_transfer_desc_t_tokens_per_block_get_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -10993,7 +11071,7 @@ int _wrap_kvc_transfer_desc_t_tokens_per_block_get_kvc_392cdc371581d819(struct k
 }
 
 
-void _wrap_kvc_transfer_desc_t_reserved_set_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_transfer_desc_t_reserved_set_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -11005,7 +11083,7 @@ void _wrap_kvc_transfer_desc_t_reserved_set_kvc_392cdc371581d819(struct kvc_tran
 }
 
 
-int _wrap_kvc_transfer_desc_t_reserved_get_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0) {
+int _wrap_kvc_transfer_desc_t_reserved_get_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -11018,7 +11096,7 @@ int _wrap_kvc_transfer_desc_t_reserved_get_kvc_392cdc371581d819(struct kvc_trans
 }
 
 
-void _wrap_kvc_transfer_desc_t_seq_id_set_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_transfer_desc_t_seq_id_set_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -11030,7 +11108,7 @@ void _wrap_kvc_transfer_desc_t_seq_id_set_kvc_392cdc371581d819(struct kvc_transf
 }
 
 
-long long _wrap_kvc_transfer_desc_t_seq_id_get_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0) {
+long long _wrap_kvc_transfer_desc_t_seq_id_get_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -11043,7 +11121,7 @@ long long _wrap_kvc_transfer_desc_t_seq_id_get_kvc_392cdc371581d819(struct kvc_t
 }
 
 
-void _wrap_kvc_transfer_desc_t_num_blocks_set_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_transfer_desc_t_num_blocks_set_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -11055,7 +11133,7 @@ void _wrap_kvc_transfer_desc_t_num_blocks_set_kvc_392cdc371581d819(struct kvc_tr
 }
 
 
-long long _wrap_kvc_transfer_desc_t_num_blocks_get_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0) {
+long long _wrap_kvc_transfer_desc_t_num_blocks_get_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -11068,7 +11146,7 @@ long long _wrap_kvc_transfer_desc_t_num_blocks_get_kvc_392cdc371581d819(struct k
 }
 
 
-void _wrap_kvc_transfer_desc_t_first_block_set_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_transfer_desc_t_first_block_set_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -11080,7 +11158,7 @@ void _wrap_kvc_transfer_desc_t_first_block_set_kvc_392cdc371581d819(struct kvc_t
 }
 
 
-long long _wrap_kvc_transfer_desc_t_first_block_get_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0) {
+long long _wrap_kvc_transfer_desc_t_first_block_get_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -11093,7 +11171,7 @@ long long _wrap_kvc_transfer_desc_t_first_block_get_kvc_392cdc371581d819(struct 
 }
 
 
-void _wrap_kvc_transfer_desc_t_num_tokens_set_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_transfer_desc_t_num_tokens_set_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -11105,7 +11183,7 @@ void _wrap_kvc_transfer_desc_t_num_tokens_set_kvc_392cdc371581d819(struct kvc_tr
 }
 
 
-long long _wrap_kvc_transfer_desc_t_num_tokens_get_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0) {
+long long _wrap_kvc_transfer_desc_t_num_tokens_get_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -11118,7 +11196,7 @@ long long _wrap_kvc_transfer_desc_t_num_tokens_get_kvc_392cdc371581d819(struct k
 }
 
 
-void _wrap_kvc_transfer_desc_t_keys_bytes_set_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_transfer_desc_t_keys_bytes_set_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -11130,7 +11208,7 @@ void _wrap_kvc_transfer_desc_t_keys_bytes_set_kvc_392cdc371581d819(struct kvc_tr
 }
 
 
-long long _wrap_kvc_transfer_desc_t_keys_bytes_get_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0) {
+long long _wrap_kvc_transfer_desc_t_keys_bytes_get_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -11143,7 +11221,7 @@ long long _wrap_kvc_transfer_desc_t_keys_bytes_get_kvc_392cdc371581d819(struct k
 }
 
 
-struct kvc_transfer_desc *_wrap_new_kvc_transfer_desc_t_kvc_392cdc371581d819() {
+struct kvc_transfer_desc *_wrap_new_kvc_transfer_desc_t_kvc_0044c4030100e529() {
   struct kvc_transfer_desc *result = 0 ;
   struct kvc_transfer_desc *_swig_go_result;
   
@@ -11154,7 +11232,7 @@ struct kvc_transfer_desc *_wrap_new_kvc_transfer_desc_t_kvc_392cdc371581d819() {
 }
 
 
-void _wrap_delete_kvc_transfer_desc_t_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0) {
+void _wrap_delete_kvc_transfer_desc_t_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   
   arg1 = *(struct kvc_transfer_desc **)&_swig_go_0; 
@@ -11164,7 +11242,7 @@ void _wrap_delete_kvc_transfer_desc_t_kvc_392cdc371581d819(struct kvc_transfer_d
 }
 
 
-void _wrap_kvc_transfer_desc_init_kvc_392cdc371581d819(struct kvc_transfer_desc *_swig_go_0) {
+void _wrap_kvc_transfer_desc_init_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0) {
   kvc_transfer_desc_t *arg1 = (kvc_transfer_desc_t *) 0 ;
   
   arg1 = *(kvc_transfer_desc_t **)&_swig_go_0; 
@@ -11174,7 +11252,7 @@ void _wrap_kvc_transfer_desc_init_kvc_392cdc371581d819(struct kvc_transfer_desc 
 }
 
 
-_gostring_ _wrap_kvc_cache_export_sequence_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, kvc_export_t **_swig_go_3) {
+_gostring_ _wrap_kvc_cache_export_sequence_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, kvc_export_t **_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -11193,7 +11271,7 @@ _gostring_ _wrap_kvc_cache_export_sequence_kvc_392cdc371581d819(kvc_cache_t *_sw
 }
 
 
-void _wrap_kvc_export_release_kvc_392cdc371581d819(kvc_export_t *_swig_go_0) {
+void _wrap_kvc_export_release_kvc_0044c4030100e529(kvc_export_t *_swig_go_0) {
   kvc_export_t *arg1 = (kvc_export_t *) 0 ;
   
   arg1 = (kvc_export_t *)_swig_go_0; 
@@ -11203,7 +11281,7 @@ void _wrap_kvc_export_release_kvc_392cdc371581d819(kvc_export_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_kvc_export_describe_kvc_392cdc371581d819(kvc_export_t *_swig_go_0, struct kvc_transfer_desc *_swig_go_1) {
+_gostring_ _wrap_kvc_export_describe_kvc_0044c4030100e529(kvc_export_t *_swig_go_0, struct kvc_transfer_desc *_swig_go_1) {
   kvc_export_t *arg1 = (kvc_export_t *) 0 ;
   kvc_transfer_desc_t *arg2 = (kvc_transfer_desc_t *) 0 ;
   kvc_status_t result;
@@ -11218,7 +11296,7 @@ _gostring_ _wrap_kvc_export_describe_kvc_392cdc371581d819(kvc_export_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_export_block_ids_kvc_392cdc371581d819(kvc_export_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, long long _swig_go_3, long long *_swig_go_4) {
+_gostring_ _wrap_kvc_export_block_ids_kvc_0044c4030100e529(kvc_export_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, long long _swig_go_3, long long *_swig_go_4) {
   kvc_export_t *arg1 = (kvc_export_t *) 0 ;
   uint32_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -11239,7 +11317,7 @@ _gostring_ _wrap_kvc_export_block_ids_kvc_392cdc371581d819(kvc_export_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_export_keys_kvc_392cdc371581d819(kvc_export_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
+_gostring_ _wrap_kvc_export_keys_kvc_0044c4030100e529(kvc_export_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
   kvc_export_t *arg1 = (kvc_export_t *) 0 ;
   void *arg2 = (void *) 0 ;
   size_t arg3 ;
@@ -11258,7 +11336,7 @@ _gostring_ _wrap_kvc_export_keys_kvc_392cdc371581d819(kvc_export_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_cache_import_begin_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long _swig_go_6, kvc_import_t **_swig_go_7) {
+_gostring_ _wrap_kvc_cache_import_begin_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long _swig_go_6, kvc_import_t **_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -11285,7 +11363,7 @@ _gostring_ _wrap_kvc_cache_import_begin_kvc_392cdc371581d819(kvc_cache_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_import_describe_kvc_392cdc371581d819(kvc_import_t *_swig_go_0, struct kvc_transfer_desc *_swig_go_1) {
+_gostring_ _wrap_kvc_import_describe_kvc_0044c4030100e529(kvc_import_t *_swig_go_0, struct kvc_transfer_desc *_swig_go_1) {
   kvc_import_t *arg1 = (kvc_import_t *) 0 ;
   kvc_transfer_desc_t *arg2 = (kvc_transfer_desc_t *) 0 ;
   kvc_status_t result;
@@ -11300,7 +11378,7 @@ _gostring_ _wrap_kvc_import_describe_kvc_392cdc371581d819(kvc_import_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_import_block_ids_kvc_392cdc371581d819(kvc_import_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, long long _swig_go_3, long long *_swig_go_4) {
+_gostring_ _wrap_kvc_import_block_ids_kvc_0044c4030100e529(kvc_import_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, long long _swig_go_3, long long *_swig_go_4) {
   kvc_import_t *arg1 = (kvc_import_t *) 0 ;
   uint32_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -11321,7 +11399,7 @@ _gostring_ _wrap_kvc_import_block_ids_kvc_392cdc371581d819(kvc_import_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_import_complete_kvc_392cdc371581d819(kvc_import_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_import_complete_kvc_0044c4030100e529(kvc_import_t *_swig_go_0, long long _swig_go_1) {
   kvc_import_t *arg1 = (kvc_import_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -11336,7 +11414,7 @@ _gostring_ _wrap_kvc_import_complete_kvc_392cdc371581d819(kvc_import_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_import_abort_kvc_392cdc371581d819(kvc_import_t *_swig_go_0) {
+_gostring_ _wrap_kvc_import_abort_kvc_0044c4030100e529(kvc_import_t *_swig_go_0) {
   kvc_import_t *arg1 = (kvc_import_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -11349,7 +11427,7 @@ _gostring_ _wrap_kvc_import_abort_kvc_392cdc371581d819(kvc_import_t *_swig_go_0)
 }
 
 
-void _wrap_kvc_import_destroy_kvc_392cdc371581d819(kvc_import_t *_swig_go_0) {
+void _wrap_kvc_import_destroy_kvc_0044c4030100e529(kvc_import_t *_swig_go_0) {
   kvc_import_t *arg1 = (kvc_import_t *) 0 ;
   
   arg1 = (kvc_import_t *)_swig_go_0; 
@@ -11359,7 +11437,898 @@ void _wrap_kvc_import_destroy_kvc_392cdc371581d819(kvc_import_t *_swig_go_0) {
 }
 
 
-uintptr_t _wrap_kvcgo_buffer_new_kvc_392cdc371581d819(char *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_KVC_RESOURCE_SSM_kvc_0044c4030100e529() {
+  enum kvc_resource_kind result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_RESOURCE_SSM;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_RESOURCE_CONV_kvc_0044c4030100e529() {
+  enum kvc_resource_kind result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_RESOURCE_CONV;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_RESOURCE_GENERIC_kvc_0044c4030100e529() {
+  enum kvc_resource_kind result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_RESOURCE_GENERIC;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_RESOURCE_UNPAGED_kvc_0044c4030100e529() {
+  enum kvc_resource_kind result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_RESOURCE_UNPAGED;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_RESOURCE_REASON_MANAGED_kvc_0044c4030100e529() {
+  enum kvc_resource_reason result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_RESOURCE_REASON_MANAGED;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_RESOURCE_REASON_SSM_SHAPE_DIFFERS_kvc_0044c4030100e529() {
+  enum kvc_resource_reason result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_RESOURCE_REASON_SSM_SHAPE_DIFFERS;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_RESOURCE_REASON_NO_SSM_kvc_0044c4030100e529() {
+  enum kvc_resource_reason result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_RESOURCE_REASON_NO_SSM;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_RESOURCE_REASON_N_GROUPS_kvc_0044c4030100e529() {
+  enum kvc_resource_reason result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_RESOURCE_REASON_N_GROUPS;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_RESOURCE_REASON_CONV_SHAPE_DIFFERS_kvc_0044c4030100e529() {
+  enum kvc_resource_reason result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_RESOURCE_REASON_CONV_SHAPE_DIFFERS;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_add_ssm_state_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2, int _swig_go_3, int _swig_go_4, int *_swig_go_5) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  uint32_t arg2 ;
+  uint32_t arg3 ;
+  uint32_t arg4 ;
+  kvc_dtype_t arg5 ;
+  uint32_t *arg6 = (uint32_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  arg3 = (uint32_t)_swig_go_2; 
+  arg4 = (uint32_t)_swig_go_3; 
+  arg5 = (kvc_dtype_t)_swig_go_4; 
+  arg6 = (uint32_t *)_swig_go_5; 
+  
+  result = (kvc_status_t)kvc_config_add_ssm_state(arg1,arg2,arg3,arg4,arg5,arg6);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_add_conv_state_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2, int _swig_go_3, int *_swig_go_4) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  uint32_t arg2 ;
+  uint32_t arg3 ;
+  kvc_dtype_t arg4 ;
+  uint32_t *arg5 = (uint32_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  arg3 = (uint32_t)_swig_go_2; 
+  arg4 = (kvc_dtype_t)_swig_go_3; 
+  arg5 = (uint32_t *)_swig_go_4; 
+  
+  result = (kvc_status_t)kvc_config_add_conv_state(arg1,arg2,arg3,arg4,arg5);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_add_generic_state_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, int *_swig_go_3) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  uint64_t arg2 ;
+  uint64_t arg3 ;
+  uint32_t *arg4 = (uint32_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (uint64_t)_swig_go_2; 
+  arg4 = (uint32_t *)_swig_go_3; 
+  
+  result = (kvc_status_t)kvc_config_add_generic_state(arg1,arg2,arg3,arg4);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_add_unpaged_resource_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, int *_swig_go_3) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  uint64_t arg2 ;
+  uint64_t arg3 ;
+  uint32_t *arg4 = (uint32_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (uint64_t)_swig_go_2; 
+  arg4 = (uint32_t *)_swig_go_3; 
+  
+  result = (kvc_status_t)kvc_config_add_unpaged_resource(arg1,arg2,arg3,arg4);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_get_num_resources_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  uint32_t *arg2 = (uint32_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (uint32_t *)_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_config_get_num_resources((struct kvc_config const *)arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_set_max_state_slots_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  uint32_t arg2 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_config_set_max_state_slots(arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_get_max_state_slots_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  uint32_t *arg2 = (uint32_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (uint32_t *)_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_config_get_max_state_slots((struct kvc_config const *)arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resource_desc_t_struct_size_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_resource_desc_t_struct_size_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resource_desc_t_kind_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  kvc_resource_kind_t arg2 ;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  arg2 = (kvc_resource_kind_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->kind = arg2;
+  
+}
+
+
+int _wrap_kvc_resource_desc_t_kind_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  kvc_resource_kind_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  result = (kvc_resource_kind_t) ((arg1)->kind);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resource_desc_t_managed_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->managed = arg2;
+  
+}
+
+
+int _wrap_kvc_resource_desc_t_managed_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->managed);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resource_desc_t_reason_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  kvc_resource_reason_t arg2 ;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  arg2 = (kvc_resource_reason_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->reason = arg2;
+  
+}
+
+
+int _wrap_kvc_resource_desc_t_reason_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  kvc_resource_reason_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  result = (kvc_resource_reason_t) ((arg1)->reason);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resource_desc_t_reason_text_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, _gostring_ _swig_go_1) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  char *arg2 = (char *) 0 ;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  {
+    if (arg2) {
+      arg1->reason_text = (char const *) malloc(strlen((const char *)arg2)+1);
+      strcpy((char *)arg1->reason_text, (const char *)arg2);
+    } else {
+      arg1->reason_text = 0;
+    }
+  }
+  
+  free(arg2); 
+}
+
+
+_gostring_ _wrap_kvc_resource_desc_t_reason_text_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  char *result = 0 ;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  result = (char *) ((arg1)->reason_text);
+  _swig_go_result.p = (char *)result; _swig_go_result.n = result ? (intgo)strlen(result) : 0; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resource_desc_t_dtype_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  kvc_dtype_t arg2 ;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  arg2 = (kvc_dtype_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->dtype = arg2;
+  
+}
+
+
+int _wrap_kvc_resource_desc_t_dtype_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  kvc_dtype_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  result = (kvc_dtype_t) ((arg1)->dtype);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resource_desc_t_num_heads_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_heads = arg2;
+  
+}
+
+
+int _wrap_kvc_resource_desc_t_num_heads_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->num_heads);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resource_desc_t_head_dim_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->head_dim = arg2;
+  
+}
+
+
+int _wrap_kvc_resource_desc_t_head_dim_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->head_dim);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resource_desc_t_d_state_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->d_state = arg2;
+  
+}
+
+
+int _wrap_kvc_resource_desc_t_d_state_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->d_state);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resource_desc_t_conv_dim_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->conv_dim = arg2;
+  
+}
+
+
+int _wrap_kvc_resource_desc_t_conv_dim_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->conv_dim);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resource_desc_t_d_conv_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->d_conv = arg2;
+  
+}
+
+
+int _wrap_kvc_resource_desc_t_d_conv_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->d_conv);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resource_desc_t_n_groups_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->n_groups = arg2;
+  
+}
+
+
+int _wrap_kvc_resource_desc_t_n_groups_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->n_groups);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resource_desc_t_num_slots_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_slots = arg2;
+  
+}
+
+
+int _wrap_kvc_resource_desc_t_num_slots_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->num_slots);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resource_desc_t_slots_used_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->slots_used = arg2;
+  
+}
+
+
+int _wrap_kvc_resource_desc_t_slots_used_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->slots_used);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resource_desc_t_bytes_per_token_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, long long _swig_go_1) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->bytes_per_token = arg2;
+  
+}
+
+
+long long _wrap_kvc_resource_desc_t_bytes_per_token_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->bytes_per_token);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resource_desc_t_max_tokens_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, long long _swig_go_1) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->max_tokens = arg2;
+  
+}
+
+
+long long _wrap_kvc_resource_desc_t_max_tokens_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->max_tokens);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resource_desc_t_alignment_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, long long _swig_go_1) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->alignment = arg2;
+  
+}
+
+
+long long _wrap_kvc_resource_desc_t_alignment_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->alignment);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resource_desc_t_slot_bytes_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, long long _swig_go_1) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->slot_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_resource_desc_t_slot_bytes_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->slot_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resource_desc_t_slot_stride_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, long long _swig_go_1) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->slot_stride = arg2;
+  
+}
+
+
+long long _wrap_kvc_resource_desc_t_slot_stride_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->slot_stride);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resource_desc_t_stride0_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, long long _swig_go_1) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->stride0 = arg2;
+  
+}
+
+
+long long _wrap_kvc_resource_desc_t_stride0_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->stride0);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resource_desc_t_stride1_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, long long _swig_go_1) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->stride1 = arg2;
+  
+}
+
+
+long long _wrap_kvc_resource_desc_t_stride1_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->stride1);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resource_desc_t_stride2_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, long long _swig_go_1) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->stride2 = arg2;
+  
+}
+
+
+long long _wrap_kvc_resource_desc_t_stride2_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->stride2);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_resource_desc_t_base_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, void *_swig_go_1) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  void *arg2 = (void *) 0 ;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  arg2 = *(void **)&_swig_go_1; 
+  
+  if (arg1) (arg1)->base = arg2;
+  
+}
+
+
+void *_wrap_kvc_resource_desc_t_base_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  void *result = 0 ;
+  void *_swig_go_result;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  result = (void *) ((arg1)->base);
+  *(void **)&_swig_go_result = (void *)result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_resource_desc *_wrap_new_kvc_resource_desc_t_kvc_0044c4030100e529() {
+  struct kvc_resource_desc *result = 0 ;
+  struct kvc_resource_desc *_swig_go_result;
+  
+  
+  result = (struct kvc_resource_desc *)calloc(1, sizeof(struct kvc_resource_desc));
+  *(struct kvc_resource_desc **)&_swig_go_result = (struct kvc_resource_desc *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_resource_desc_t_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
+  
+  arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_resource_desc_init_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+  kvc_resource_desc_t *arg1 = (kvc_resource_desc_t *) 0 ;
+  
+  arg1 = *(kvc_resource_desc_t **)&_swig_go_0; 
+  
+  kvc_resource_desc_init(arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_cache_describe_resource_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_resource_desc *_swig_go_2) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint32_t arg2 ;
+  kvc_resource_desc_t *arg3 = (kvc_resource_desc_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  arg3 = *(kvc_resource_desc_t **)&_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_cache_describe_resource((struct kvc_cache const *)arg1,arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_batch_state_slots_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int _swig_go_3, int *_swig_go_4) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint64_t *arg2 = (uint64_t *) 0 ;
+  size_t arg3 ;
+  uint32_t arg4 ;
+  int32_t *arg5 = (int32_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint64_t *)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  arg4 = (uint32_t)_swig_go_3; 
+  arg5 = (int32_t *)_swig_go_4; 
+  
+  result = (kvc_status_t)kvc_batch_state_slots((struct kvc_cache const *)arg1,(unsigned long const *)arg2,arg3,arg4,arg5);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+uintptr_t _wrap_kvcgo_buffer_new_kvc_0044c4030100e529(char *_swig_go_0, long long _swig_go_1) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   uintptr_t result;
@@ -11374,7 +12343,7 @@ uintptr_t _wrap_kvcgo_buffer_new_kvc_392cdc371581d819(char *_swig_go_0, long lon
 }
 
 
-void _wrap_kvcgo_buffer_free_kvc_392cdc371581d819(uintptr_t _swig_go_0) {
+void _wrap_kvcgo_buffer_free_kvc_0044c4030100e529(uintptr_t _swig_go_0) {
   uintptr_t arg1 ;
   
   arg1 = (uintptr_t)_swig_go_0; 
@@ -11384,7 +12353,7 @@ void _wrap_kvcgo_buffer_free_kvc_392cdc371581d819(uintptr_t _swig_go_0) {
 }
 
 
-void _wrap_kvcgo_buffer_read_kvc_392cdc371581d819(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_read_kvc_0044c4030100e529(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   uintptr_t arg2 ;
   size_t arg3 ;
@@ -11398,7 +12367,7 @@ void _wrap_kvcgo_buffer_read_kvc_392cdc371581d819(char *_swig_go_0, uintptr_t _s
 }
 
 
-long long _wrap_kvcgo_cstring_length_kvc_392cdc371581d819(uintptr_t _swig_go_0) {
+long long _wrap_kvcgo_cstring_length_kvc_0044c4030100e529(uintptr_t _swig_go_0) {
   uintptr_t arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -11411,7 +12380,7 @@ long long _wrap_kvcgo_cstring_length_kvc_392cdc371581d819(uintptr_t _swig_go_0) 
 }
 
 
-void _wrap_kvcgo_buffer_write_kvc_392cdc371581d819(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_write_kvc_0044c4030100e529(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
   uintptr_t arg1 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -11425,7 +12394,7 @@ void _wrap_kvcgo_buffer_write_kvc_392cdc371581d819(uintptr_t _swig_go_0, char *_
 }
 
 
-void _wrap_kvcgo_extra_key_set_kvc_392cdc371581d819(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
+void _wrap_kvcgo_extra_key_set_kvc_0044c4030100e529(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
   uintptr_t arg1 ;
   size_t arg2 ;
   uint64_t arg3 ;
@@ -11445,7 +12414,7 @@ void _wrap_kvcgo_extra_key_set_kvc_392cdc371581d819(uintptr_t _swig_go_0, long l
 }
 
 
-_gostring_ _wrap_kvcgo_cache_async_error_kvc_392cdc371581d819(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
+_gostring_ _wrap_kvcgo_cache_async_error_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   bool *arg3 = (bool *) 0 ;
@@ -11462,7 +12431,7 @@ _gostring_ _wrap_kvcgo_cache_async_error_kvc_392cdc371581d819(kvc_cache_t *_swig
 }
 
 
-_gostring_ _wrap_kvcgo_stateful_async_error_kvc_392cdc371581d819(kvc_stateful_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
+_gostring_ _wrap_kvcgo_stateful_async_error_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   void *arg2 = (void *) 0 ;
   bool *arg3 = (bool *) 0 ;
@@ -11479,7 +12448,7 @@ _gostring_ _wrap_kvcgo_stateful_async_error_kvc_392cdc371581d819(kvc_stateful_t 
 }
 
 
-long long _wrap_kvcgo_extra_key_size_kvc_392cdc371581d819() {
+long long _wrap_kvcgo_extra_key_size_kvc_0044c4030100e529() {
   size_t result;
   long long _swig_go_result;
   
@@ -11490,7 +12459,7 @@ long long _wrap_kvcgo_extra_key_size_kvc_392cdc371581d819() {
 }
 
 
-void _wrap_kvcgo_retention_range_set_kvc_392cdc371581d819(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, int _swig_go_4, long long _swig_go_5) {
+void _wrap_kvcgo_retention_range_set_kvc_0044c4030100e529(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, int _swig_go_4, long long _swig_go_5) {
   uintptr_t arg1 ;
   size_t arg2 ;
   uint64_t arg3 ;
@@ -11510,7 +12479,7 @@ void _wrap_kvcgo_retention_range_set_kvc_392cdc371581d819(uintptr_t _swig_go_0, 
 }
 
 
-long long _wrap_kvcgo_retention_range_size_kvc_392cdc371581d819() {
+long long _wrap_kvcgo_retention_range_size_kvc_0044c4030100e529() {
   size_t result;
   long long _swig_go_result;
   
@@ -11521,7 +12490,7 @@ long long _wrap_kvcgo_retention_range_size_kvc_392cdc371581d819() {
 }
 
 
-long long _wrap_kvcgo_event_size_kvc_392cdc371581d819() {
+long long _wrap_kvcgo_event_size_kvc_0044c4030100e529() {
   size_t result;
   long long _swig_go_result;
   
@@ -11532,7 +12501,7 @@ long long _wrap_kvcgo_event_size_kvc_392cdc371581d819() {
 }
 
 
-long long _wrap_kvcgo_snapshot_entry_size_kvc_392cdc371581d819() {
+long long _wrap_kvcgo_snapshot_entry_size_kvc_0044c4030100e529() {
   size_t result;
   long long _swig_go_result;
   
@@ -11543,7 +12512,7 @@ long long _wrap_kvcgo_snapshot_entry_size_kvc_392cdc371581d819() {
 }
 
 
-void _wrap_kvcgo_events_read_kvc_392cdc371581d819(long long *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_events_read_kvc_0044c4030100e529(long long *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
   uint64_t *arg1 = (uint64_t *) 0 ;
   uintptr_t arg2 ;
   size_t arg3 ;
@@ -11557,7 +12526,7 @@ void _wrap_kvcgo_events_read_kvc_392cdc371581d819(long long *_swig_go_0, uintptr
 }
 
 
-void _wrap_kvcgo_snapshot_read_kvc_392cdc371581d819(long long *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_snapshot_read_kvc_0044c4030100e529(long long *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
   uint64_t *arg1 = (uint64_t *) 0 ;
   uintptr_t arg2 ;
   size_t arg3 ;

@@ -22,8 +22,9 @@ also holds a model, set one of them. See bindings/python/README.md.
 from ._capi import lib as _lib, library_path
 from ._types import (ALL_ROWS, DEFAULT_PRIORITY, EVENT_NO_TOKENS, RETENTION_OPEN_END,
                      STATEFUL_MAX_BATCH, STATEFUL_MAX_LENGTH, DeviceKind, DType, EventKind,
-                     Feature, GrowthPolicy, Layout, Status, TableFormat, Tier)
-from .cache import Cache
+                     Feature, GrowthPolicy, Layout, ResourceKind, ResourceReason, Status,
+                     TableFormat, Tier)
+from .cache import STATE_ALL, Cache
 from .config import Config
 from .errors import KvCacheError, status_string
 from ._batch import DecodeStep
@@ -33,7 +34,7 @@ from ._sequences import ExtraKey, RetentionRange, SequenceOptions
 from ._transfer import Export, Import
 from .records import (CacheDescription, CacheStats, CsrTable, GroupDescription, GroupStats, TierStats,
                       LayerView, PoolDescription, ResizePlan, SequenceDescription, SlotMapping,
-                      TransferDescription,
+                      TransferDescription, ResourceDescription,
                       SnapshotEntry, StatefulLayerStats, StatefulStats, StatefulView)
 from .stateful import StatefulCache
 
@@ -41,7 +42,8 @@ __all__ = ["Cache", "Config", "StatefulCache", "KvCacheError", "Status", "DType"
            "DeviceKind", "TableFormat", "Feature", "GrowthPolicy", "SequenceOptions", "ExtraKey",
            "RetentionRange", "StoreStrides", "DecodeStep", "CacheDescription",
            "GroupDescription", "PoolDescription", "ResizePlan", "LayerView", "SequenceDescription", "Export", "Import",
-           "TransferDescription",
+           "TransferDescription", "ResourceDescription", "ResourceKind", "ResourceReason",
+           "STATE_ALL",
            "CacheStats", "GroupStats", "TierStats", "CsrTable", "SlotMapping", "StatefulView", "StatefulStats",
            "StatefulLayerStats", "EventKind", "Tier", "Event", "Snapshot", "SnapshotEntry",
            "EVENT_NO_TOKENS", "DEFAULT_PRIORITY", "RETENTION_OPEN_END", "ALL_ROWS",

@@ -120,6 +120,17 @@ kvc_status_t kvc_cache_plan_resize(const kvc_cache_t *cache, const kvc_resize_in
 kvc_status_t kvc_cache_resize(kvc_cache_t *cache, uint64_t primary_bytes);
 kvc_status_t kvc_cache_check(const kvc_cache_t *cache);
 
+kvc_status_t kvc_config_add_ssm_state(kvc_config_t *config, uint32_t num_heads, uint32_t head_dim, uint32_t d_state, kvc_dtype_t dtype, uint32_t *index);
+kvc_status_t kvc_config_add_conv_state(kvc_config_t *config, uint32_t conv_dim, uint32_t d_conv, kvc_dtype_t dtype, uint32_t *index);
+kvc_status_t kvc_config_add_generic_state(kvc_config_t *config, uint64_t bytes, uint64_t alignment, uint32_t *index);
+kvc_status_t kvc_config_add_unpaged_resource(kvc_config_t *config, uint64_t bytes_per_token, uint64_t max_tokens, uint32_t *index);
+kvc_status_t kvc_config_get_num_resources(const kvc_config_t *config, uint32_t *out);
+kvc_status_t kvc_config_set_max_state_slots(kvc_config_t *config, uint32_t slots);
+kvc_status_t kvc_config_get_max_state_slots(const kvc_config_t *config, uint32_t *out);
+void kvc_resource_desc_init(kvc_resource_desc_t *desc);
+kvc_status_t kvc_cache_describe_resource(const kvc_cache_t *cache, uint32_t index, kvc_resource_desc_t *out);
+kvc_status_t kvc_batch_state_slots(const kvc_cache_t *cache, const uint64_t *ids, size_t count, uint32_t resource, int32_t *slots);
+
 void kvc_store_args_init(kvc_store_args_t *args);
 kvc_status_t kvc_store_kv(kvc_cache_t *cache, const kvc_store_args_t *args, void *stream);
 void kvc_store_strides_init(kvc_store_strides_t *strides);
@@ -194,7 +205,15 @@ STRUCTS = {
         int32_t device_ordinal; kvc_dtype_t dtype; kvc_layout_t layout; uint32_t num_layers;
         uint32_t num_groups; uint32_t num_pools; uint32_t tokens_per_block; uint32_t kv_factor;
         uint64_t num_blocks; uint64_t token_capacity; uint64_t primary_bytes;
-        uint64_t host_cache_bytes; uint64_t device_free_bytes; uint64_t device_total_bytes;""",
+        uint64_t host_cache_bytes; uint64_t device_free_bytes; uint64_t device_total_bytes;
+        uint32_t num_resources; uint32_t num_state_slots; uint64_t state_bytes;""",
+    "kvc_resource_desc_t": """uint32_t struct_size; kvc_resource_kind_t kind; uint32_t managed;
+        kvc_resource_reason_t reason; const char *reason_text; kvc_dtype_t dtype;
+        uint32_t num_heads; uint32_t head_dim; uint32_t d_state; uint32_t conv_dim;
+        uint32_t d_conv; uint32_t n_groups; uint32_t num_slots; uint32_t slots_used;
+        uint64_t bytes_per_token; uint64_t max_tokens; uint64_t alignment; uint64_t slot_bytes;
+        uint64_t slot_stride; uint64_t stride0; uint64_t stride1; uint64_t stride2;
+        void *base;""",
     "kvc_group_desc_t": """uint32_t struct_size; uint32_t window; uint32_t kv_heads;
         uint32_t head_dim; uint32_t num_layers; uint32_t pool; uint64_t block_bytes;
         uint64_t bytes_per_token;""",
@@ -311,6 +330,8 @@ _SCALARS = {
     "kvc_table_format_t": ctypes.c_uint32,
     "kvc_tier_t": ctypes.c_uint32,
     "kvc_growth_policy_t": ctypes.c_uint32,
+    "kvc_resource_kind_t": ctypes.c_uint32,
+    "kvc_resource_reason_t": ctypes.c_uint32,
 }
 
 

@@ -48,6 +48,28 @@ class Tier(enum.IntEnum):
     REMOTE = 3  # a remote store shared by caches; no event names it
 
 
+# state.h: the most resources of a config, the largest generic alignment.
+STATE_MAX_RESOURCES = 256
+STATE_MAX_ALIGNMENT = 4096
+
+
+class ResourceKind(enum.IntEnum):
+    """State resource kinds (enum kvc_resource_kind, state.h)."""
+    SSM = 1
+    CONV = 2
+    GENERIC = 3
+    UNPAGED = 4
+
+
+class ResourceReason(enum.IntEnum):
+    """Why a state resource is managed or local (enum kvc_resource_reason)."""
+    MANAGED = 0
+    SSM_SHAPE_DIFFERS = 1
+    NO_SSM = 2
+    N_GROUPS = 3
+    CONV_SHAPE_DIFFERS = 4
+
+
 class DType(enum.IntEnum):
     """Element types (enum kvc_dtype)."""
     F32 = 1

@@ -17,12 +17,16 @@ from .config import Config
 from .errors import KvCacheError, check
 from .records import ResizePlan, read_record
 
-__all__ = ["Cache"]
+__all__ = ["Cache", "STATE_ALL"]
+
+# kvc_batch_state_slots' resource value meaning every resource (KVC_STATE_ALL).
+STATE_ALL = 0xFFFFFFFF
 
 _message = lib.kvc_last_error_message
 _CACHE, _GROUP, _POOL, _LAYER, _STATS, _GROUP_STATS, _TIER_STATS, _PLAN = (
     read_record(k) for k in ("cache", "group", "pool", "layer", "stats", "group_stats",
                              "tier_stats", "resize_plan"))
+_RESOURCE = read_record("resource")
 
 
 class Cache(NativeHandle, SequenceCalls, BatchCalls, KernelCalls, PrefillCalls, EventCalls,
@@ -70,6 +74,32 @@ class Cache(NativeHandle, SequenceCalls, BatchCalls, KernelCalls, PrefillCalls, 
         s = _CACHE.new()
         self._call("kvc_cache_describe", lib.kvc_cache_describe, ctypes.byref(s))
         return _CACHE.read(s)
+
+    # -- state resources (state.h) --------------------------------------------
+    def describe_resource(self, index):
+        """ResourceDescription of state resource `index`
+        (kvc_cache_describe_resource): kind, managed or local and why, slots,
+        and the view (slot s at base + s * slot_stride)."""
+        s = _RESOURCE.new()
+        self._call("kvc_cache_describe_resource", lib.kvc_cache_describe_resource, index,
+                   ctypes.byref(s))
+        d = _RESOURCE.read(s)
+        text = ctypes.string_at(d.reason_text).decode() if d.reason_text else ""
+        return d._replace(reason_text=text)
+
+    def state_slots(self, ids, resource=STATE_ALL):
+        """Each sequence's slot index (kvc_batch_state_slots; AutoDeploy's
+        slot_idx): a list of one int per id for a resource, or with
+        STATE_ALL one list per id of every resource's slot."""
+        ids = list(ids)
+        per = self.describe().num_resources if resource == STATE_ALL else 1
+        c_ids = (ctypes.c_uint64 * max(1, len(ids)))(*ids)
+        slots = (ctypes.c_int32 * max(1, len(ids) * per))()
+        self._call("kvc_batch_state_slots", lib.kvc_batch_state_slots, c_ids, len(ids), resource,
+                   slots)
+        if resource != STATE_ALL:
+            return list(slots[:len(ids)])
+        return [list(slots[i * per:(i + 1) * per]) for i in range(len(ids))]
 
     def describe_group(self, group):
         """GroupDescription of layer group `group` (kvc_cache_describe_group)."""

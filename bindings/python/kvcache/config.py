@@ -66,6 +66,44 @@ class Config:
             raise KvCacheError(Status.INVALID_STATE, "use of a closed Config", op)
         return self._handle
 
+    # -- state resources (state.h) ----------------------------------------
+    def _add(self, op, fn, *args):
+        index = ctypes.c_uint32()
+        check(fn(self._use(op), *args, ctypes.byref(index)), op)
+        return index.value
+
+    def add_ssm_state(self, num_heads, head_dim, d_state, dtype):
+        """Adds a Mamba SSM state resource, one slot [num_heads][head_dim]
+        [d_state] of dtype (kvc_config_add_ssm_state); returns its index."""
+        return self._add("kvc_config_add_ssm_state", lib.kvc_config_add_ssm_state, num_heads,
+                         head_dim, d_state, dtype_of(dtype))
+
+    def add_conv_state(self, conv_dim, d_conv, dtype):
+        """Adds a causal-conv state resource [conv_dim][d_conv]
+        (kvc_config_add_conv_state); returns its index."""
+        return self._add("kvc_config_add_conv_state", lib.kvc_config_add_conv_state, conv_dim,
+                         d_conv, dtype_of(dtype))
+
+    def add_generic_state(self, num_bytes, alignment=0):
+        """Adds a generic per-sequence state (kvc_config_add_generic_state;
+        alignment 0 = 256); returns its index."""
+        return self._add("kvc_config_add_generic_state", lib.kvc_config_add_generic_state,
+                         num_bytes, alignment)
+
+    def add_unpaged_resource(self, bytes_per_token, max_tokens):
+        """Adds an unpaged per-token resource
+        (kvc_config_add_unpaged_resource); returns its index."""
+        return self._add("kvc_config_add_unpaged_resource", lib.kvc_config_add_unpaged_resource,
+                         bytes_per_token, max_tokens)
+
+    @property
+    def num_resources(self):
+        """Number of resources added (kvc_config_get_num_resources)."""
+        n = ctypes.c_uint32()
+        op = "kvc_config_get_num_resources"
+        check(lib.kvc_config_get_num_resources(self._use(op), ctypes.byref(n)), op)
+        return n.value
+
     def close(self):
         """Frees the config (kvc_config_destroy); idempotent. A cache made
         from it keeps its own copy."""
@@ -182,6 +220,9 @@ class Config:
         lib.kvc_config_set_max_primary_bytes, lib.kvc_config_get_max_primary_bytes,
         _u64, doc="Ceiling of Cache.resize in bytes (0 = the budget at creation); the pools "
                   "reserve that much address space at creation.")
+    max_state_slots = _setting(
+        lib.kvc_config_set_max_state_slots, lib.kvc_config_get_max_state_slots,
+        _u32, doc="State slots (state.h); 0 = planned from the budget.")
     max_tokens = _setting(
         lib.kvc_config_set_max_tokens, lib.kvc_config_get_max_tokens,
         _u64, doc="Token bound per layer (0 = none).")

@@ -7,12 +7,12 @@ import ctypes
 import operator
 
 from ._capi import lib, struct
-from ._types import DeviceKind, DType, EventKind, Layout, Tier
+from ._types import DeviceKind, DType, EventKind, Layout, ResourceKind, ResourceReason, Tier
 
 __all__ = ["CacheDescription", "GroupDescription", "PoolDescription", "LayerView",
            "SequenceDescription", "CacheStats", "GroupStats", "TierStats", "CsrTable", "SlotMapping",
            "StatefulView", "StatefulStats", "StatefulLayerStats", "EventDrain", "SnapshotEntry",
-           "ResizePlan", "TransferDescription", "read_record"]
+           "ResizePlan", "TransferDescription", "ResourceDescription", "read_record"]
 
 _SKIP = ("struct_size", "reserved")
 _CONVERT = {"device_kind": DeviceKind, "dtype": DType, "layout": Layout, "kind": EventKind,
@@ -23,7 +23,7 @@ class _Record:
     """A C struct type, its init function and the named tuple it becomes."""
     __slots__ = ("ctype", "init", "tuple", "fields", "get", "converters")
 
-    def __init__(self, cname, init, pytype):
+    def __init__(self, cname, init, pytype, convert=None):
         self.ctype = struct(cname)
         self.init = init
         self.tuple = pytype
@@ -31,8 +31,9 @@ class _Record:
         self.get = operator.attrgetter(*self.fields)
         # Enum members by value (a dict lookup; constructing the enum costs
         # more than the C call); a value a newer library added stays an int.
-        self.converters = [(i, {m.value: m for m in _CONVERT[f]})
-                           for i, f in enumerate(self.fields) if f in _CONVERT]
+        table = convert if convert is not None else _CONVERT
+        self.converters = [(i, {m.value: m for m in table[f]})
+                           for i, f in enumerate(self.fields) if f in table]
 
     def new(self):
         """A fresh struct, initialised by its kvc_x_init()."""
@@ -54,6 +55,12 @@ def _fields(cname):
 
 
 CacheDescription = collections.namedtuple("CacheDescription", _fields("kvc_cache_desc_t"))
+ResourceDescription = collections.namedtuple("ResourceDescription",
+                                             _fields("kvc_resource_desc_t"))
+ResourceDescription.__doc__ = "kvc_resource_desc_t (state.h): kind, managed, reason, " \
+    "reason_text (the address of the cache's C string; Cache.describe_resource gives a str), " \
+    "shape, slots and the view: slot s at base + s * slot_stride."
+
 CacheDescription.__doc__ = "kvc_cache_desc_t: device, dtype, layout, layers, groups, pools, " \
                            "blocks, token capacity and bytes of a cache."
 GroupDescription = collections.namedtuple("GroupDescription", _fields("kvc_group_desc_t"))
@@ -148,6 +155,8 @@ RECORDS = {
     "group_stats": _Record("kvc_group_stats_t", lib.kvc_group_stats_init, GroupStats),
     "tier_stats": _Record("kvc_tier_stats_t", lib.kvc_tier_stats_init, TierStats),
     "transfer": _Record("kvc_transfer_desc_t", lib.kvc_transfer_desc_init, TransferDescription),
+    "resource": _Record("kvc_resource_desc_t", lib.kvc_resource_desc_init, ResourceDescription,
+                        {"kind": ResourceKind, "reason": ResourceReason, "dtype": DType}),
     "resize_plan": _Record("kvc_resize_plan_t", lib.kvc_resize_plan_init, RawResizePlan),
     "stateful_view": _Record("kvc_stateful_view_t", lib.kvc_stateful_view_init, StatefulView),
     "stateful_stats": _Record("kvc_stateful_stats_t", lib.kvc_stateful_stats_init, StatefulStats),

@@ -126,7 +126,8 @@ class CoverageTest(unittest.TestCase):
                  "KVC_LAYOUT_": _types.Layout, "KVC_DEVICE_": _types.DeviceKind,
                  "KVC_TABLE_": _types.TableFormat, "KVC_FEATURE_": _types.Feature,
                  "KVC_GROWTH_": _types.GrowthPolicy, "KVC_EVENT_": _types.EventKind,
-                 "KVC_TIER_": _types.Tier}
+                 "KVC_TIER_": _types.Tier, "KVC_RESOURCE_REASON_": _types.ResourceReason,
+                 "KVC_RESOURCE_": _types.ResourceKind}
         for cname, value in constants.items():
             value = eval(value.replace("u", ""))  # "1u << 0"
             if cname == "KVC_OK":
@@ -149,7 +150,9 @@ class CoverageTest(unittest.TestCase):
         # enum_constants() leaves out.
         expected = {"KVC_STATEFUL_MAX_BATCH": _types.STATEFUL_MAX_BATCH,
                     "KVC_STATEFUL_MAX_LENGTH": _types.STATEFUL_MAX_LENGTH,
-                    "KVC_STATEFUL_ALL_ROWS": _types.ALL_ROWS}
+                    "KVC_STATEFUL_ALL_ROWS": _types.ALL_ROWS,
+                    "KVC_STATE_MAX_RESOURCES": _types.STATE_MAX_RESOURCES,
+                    "KVC_STATE_MAX_ALIGNMENT": _types.STATE_MAX_ALIGNMENT}
         found = {}
         for text in c_headers.header_texts(ROOT).values():
             for name, value in re.findall(r"#define\s+(KVC_\w+)\s+(\(?[0-9xa-fA-F]+u[^\n]*)$",

@@ -13,6 +13,9 @@ pub const KVC_DEFAULT_PRIORITY: u32 = 35;
 pub const KVC_STATEFUL_MAX_BATCH: u32 = 1024;
 pub const KVC_STATEFUL_MAX_LENGTH: u32 = 1073741824;
 pub const KVC_STATEFUL_ALL_ROWS: u32 = 4294967295;
+pub const KVC_STATE_ALL: u32 = 4294967295;
+pub const KVC_STATE_MAX_RESOURCES: u32 = 256;
+pub const KVC_STATE_MAX_ALIGNMENT: u32 = 4096;
 pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
 pub type __int64_t = ::std::os::raw::c_long;
@@ -549,12 +552,18 @@ pub struct kvc_cache_desc {
     pub device_free_bytes: u64,
     #[doc = "< Total device memory (CUDA); 0 on CPU."]
     pub device_total_bytes: u64,
+    #[doc = "< State resources (state.h); 0 without. @since 0.3.0"]
+    pub num_resources: u32,
+    #[doc = "< Slots of every state resource. @since 0.3.0"]
+    pub num_state_slots: u32,
+    #[doc = "< Bytes of all state slots (out of the budget). @since 0.3.0"]
+    pub state_bytes: u64,
 }
 #[test]
 fn bindgen_test_layout_kvc_cache_desc() {
     assert_eq!(
         ::std::mem::size_of::<kvc_cache_desc>(),
-        88usize,
+        104usize,
         concat!("Size of: ", stringify!(kvc_cache_desc))
     );
     assert_eq!(
@@ -834,6 +843,57 @@ fn bindgen_test_layout_kvc_cache_desc() {
         );
     }
     test_field_device_total_bytes();
+    fn test_field_num_resources() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_cache_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_resources) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_cache_desc),
+                "::",
+                stringify!(num_resources)
+            )
+        );
+    }
+    test_field_num_resources();
+    fn test_field_num_state_slots() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_cache_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_state_slots) as usize - ptr as usize
+            },
+            92usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_cache_desc),
+                "::",
+                stringify!(num_state_slots)
+            )
+        );
+    }
+    test_field_num_state_slots();
+    fn test_field_state_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_cache_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).state_bytes) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_cache_desc),
+                "::",
+                stringify!(state_bytes)
+            )
+        );
+    }
+    test_field_state_bytes();
 }
 #[doc = " @brief Summary of a cache. Transparent; begins with struct_size."]
 #[doc = " @since 0.1.0"]
@@ -8673,4 +8733,626 @@ extern "C" {
     #[doc = "        fine."]
     #[doc = " @since 0.3.0"]
     pub fn kvc_import_destroy(imp: *mut kvc_import_t);
+}
+#[doc = " What a resource is (values of enum kvc_resource_kind)."]
+pub type kvc_resource_kind_t = u32;
+#[doc = "< Mamba SSM state [num_heads][head_dim][d_state]."]
+pub const KVC_RESOURCE_SSM: kvc_resource_kind = 1;
+#[doc = "< Causal-conv state [conv_dim][d_conv]."]
+pub const KVC_RESOURCE_CONV: kvc_resource_kind = 2;
+#[doc = "< Opaque per-sequence bytes."]
+pub const KVC_RESOURCE_GENERIC: kvc_resource_kind = 3;
+#[doc = "< Per-token bytes, one row of max_tokens per slot."]
+pub const KVC_RESOURCE_UNPAGED: kvc_resource_kind = 4;
+#[doc = " Resource kinds."]
+pub type kvc_resource_kind = ::std::os::raw::c_uint;
+#[doc = " Why a resource is managed or local (values of enum kvc_resource_reason)."]
+pub type kvc_resource_reason_t = u32;
+#[doc = "< Managed with the others."]
+pub const KVC_RESOURCE_REASON_MANAGED: kvc_resource_reason = 0;
+#[doc = "< SSM shape/dtype differ from the first SSM's."]
+pub const KVC_RESOURCE_REASON_SSM_SHAPE_DIFFERS: kvc_resource_reason = 1;
+#[doc = "< Conv state without an SSM resource."]
+pub const KVC_RESOURCE_REASON_NO_SSM: kvc_resource_reason = 2;
+#[doc = "< conv_dim fails the n_groups constraint."]
+pub const KVC_RESOURCE_REASON_N_GROUPS: kvc_resource_reason = 3;
+#[doc = "< Conv shape/dtype differ from the first managed conv's."]
+pub const KVC_RESOURCE_REASON_CONV_SHAPE_DIFFERS: kvc_resource_reason = 4;
+#[doc = " Reasons."]
+pub type kvc_resource_reason = ::std::os::raw::c_uint;
+extern "C" {
+    #[doc = " @brief Adds a Mamba SSM state resource: one slot holds"]
+    #[doc = "        `[num_heads][head_dim][d_state]` elements of `dtype`."]
+    #[doc = " @param num_heads,head_dim,d_state Each > 0."]
+    #[doc = " @param dtype KVC_DTYPE_F32, F16 or BF16."]
+    #[doc = " @param[out] index Receives the resource's index; untouched on failure."]
+    #[doc = " @return KVC_OK, KVC_ERR_INVALID_ARGUMENT (the message names the argument"]
+    #[doc = "         and value: a dimension 0 or above 2^20, another dtype, a slot"]
+    #[doc = "         above 2^40 bytes, more than KVC_STATE_MAX_RESOURCES resources;"]
+    #[doc = "         the config unchanged)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_config_add_ssm_state(
+        config: *mut kvc_config_t,
+        num_heads: u32,
+        head_dim: u32,
+        d_state: u32,
+        dtype: kvc_dtype_t,
+        index: *mut u32,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Adds a causal-conv state resource: one slot holds"]
+    #[doc = "        `[conv_dim][d_conv]` elements of `dtype`. Whether it is managed"]
+    #[doc = "        (the n_groups constraint) is decided when the cache is created."]
+    #[doc = " @param conv_dim,d_conv Each > 0."]
+    #[doc = " @param dtype KVC_DTYPE_F32, F16 or BF16."]
+    #[doc = " @param[out] index Receives the resource's index; untouched on failure."]
+    #[doc = " @return KVC_OK, KVC_ERR_INVALID_ARGUMENT (config unchanged)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_config_add_conv_state(
+        config: *mut kvc_config_t,
+        conv_dim: u32,
+        d_conv: u32,
+        dtype: kvc_dtype_t,
+        index: *mut u32,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Adds a generic per-sequence state of `bytes` bytes (> 0) whose"]
+    #[doc = "        slots start at multiples of `alignment` (a power of two up to"]
+    #[doc = "        KVC_STATE_MAX_ALIGNMENT; 0 = 256)."]
+    #[doc = " @param[out] index Receives the resource's index; untouched on failure."]
+    #[doc = " @return KVC_OK, KVC_ERR_INVALID_ARGUMENT (config unchanged)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_config_add_generic_state(
+        config: *mut kvc_config_t,
+        bytes: u64,
+        alignment: u64,
+        index: *mut u32,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Adds an unpaged per-token resource: `bytes_per_token` (> 0) bytes"]
+    #[doc = "        for each of up to `max_tokens` (> 0) tokens of a sequence."]
+    #[doc = " @param[out] index Receives the resource's index; untouched on failure."]
+    #[doc = " @return KVC_OK, KVC_ERR_INVALID_ARGUMENT (config unchanged; also when"]
+    #[doc = "         bytes_per_token * max_tokens exceeds 2^40)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_config_add_unpaged_resource(
+        config: *mut kvc_config_t,
+        bytes_per_token: u64,
+        max_tokens: u64,
+        index: *mut u32,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Number of resources added to the config. @since 0.3.0"]
+    pub fn kvc_config_get_num_resources(config: *const kvc_config_t, out: *mut u32)
+        -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Number of state slots (the most sequences at once); 0 (default)"]
+    #[doc = "        = planned from the budget (see the file's memory plan). At most"]
+    #[doc = "        2^20."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_config_set_max_state_slots(config: *mut kvc_config_t, slots: u32) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief The state slot setting (0 = planned). @since 0.3.0"]
+    pub fn kvc_config_get_max_state_slots(
+        config: *const kvc_config_t,
+        out: *mut u32,
+    ) -> kvc_status_t;
+}
+#[doc = " @brief One resource of a cache, and the view a kernel addresses it by."]
+#[doc = "        Transparent; begins with struct_size."]
+#[doc = ""]
+#[doc = " Slot s of the resource starts at `base + s * slot_stride`. Inside a slot:"]
+#[doc = " SSM element (h, p, n) is at `h * stride0 + p * stride1 + n * stride2`"]
+#[doc = " ([num_heads][head_dim][d_state]); conv element (c, k) at"]
+#[doc = " `c * stride0 + k * stride1` (stride2 = 0); unpaged token t's bytes at"]
+#[doc = " `t * stride0`; generic: all strides 0. Strides are in bytes."]
+#[doc = " @since 0.3.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_resource_desc {
+    #[doc = "< sizeof(kvc_resource_desc_t) of the caller."]
+    pub struct_size: u32,
+    #[doc = "< KVC_RESOURCE_*."]
+    pub kind: kvc_resource_kind_t,
+    #[doc = "< 1: managed (shared slot index); 0: local."]
+    pub managed: u32,
+    #[doc = "< KVC_RESOURCE_REASON_*."]
+    pub reason: kvc_resource_reason_t,
+    #[doc = "< The reason in words, owned by the cache (valid until"]
+    #[doc = "kvc_cache_destroy)."]
+    pub reason_text: *const ::std::os::raw::c_char,
+    #[doc = "< SSM and conv: element type; else 0."]
+    pub dtype: kvc_dtype_t,
+    #[doc = "< SSM; else 0."]
+    pub num_heads: u32,
+    #[doc = "< SSM; else 0."]
+    pub head_dim: u32,
+    #[doc = "< SSM; else 0."]
+    pub d_state: u32,
+    #[doc = "< Conv; else 0."]
+    pub conv_dim: u32,
+    #[doc = "< Conv; else 0."]
+    pub d_conv: u32,
+    #[doc = "< Conv meeting the constraint: its n_groups; else 0."]
+    pub n_groups: u32,
+    #[doc = "< Slots of the resource."]
+    pub num_slots: u32,
+    #[doc = "< Slots held by live sequences now."]
+    pub slots_used: u32,
+    #[doc = "< Unpaged; else 0."]
+    pub bytes_per_token: u64,
+    #[doc = "< Unpaged; else 0."]
+    pub max_tokens: u64,
+    #[doc = "< Alignment of every slot's start."]
+    pub alignment: u64,
+    #[doc = "< Bytes of the state in one slot."]
+    pub slot_bytes: u64,
+    #[doc = "< Bytes from one slot to the next (>= slot_bytes)."]
+    pub slot_stride: u64,
+    #[doc = "< See above."]
+    pub stride0: u64,
+    #[doc = "< See above."]
+    pub stride1: u64,
+    #[doc = "< See above."]
+    pub stride2: u64,
+    #[doc = "< Slot 0 (device memory on CUDA)."]
+    pub base: *mut ::std::os::raw::c_void,
+}
+#[test]
+fn bindgen_test_layout_kvc_resource_desc() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_resource_desc>(),
+        136usize,
+        concat!("Size of: ", stringify!(kvc_resource_desc))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_resource_desc>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_resource_desc))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resource_desc),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_kind() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).kind) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resource_desc),
+                "::",
+                stringify!(kind)
+            )
+        );
+    }
+    test_field_kind();
+    fn test_field_managed() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).managed) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resource_desc),
+                "::",
+                stringify!(managed)
+            )
+        );
+    }
+    test_field_managed();
+    fn test_field_reason() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reason) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resource_desc),
+                "::",
+                stringify!(reason)
+            )
+        );
+    }
+    test_field_reason();
+    fn test_field_reason_text() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reason_text) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resource_desc),
+                "::",
+                stringify!(reason_text)
+            )
+        );
+    }
+    test_field_reason_text();
+    fn test_field_dtype() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).dtype) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resource_desc),
+                "::",
+                stringify!(dtype)
+            )
+        );
+    }
+    test_field_dtype();
+    fn test_field_num_heads() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_heads) as usize - ptr as usize
+            },
+            28usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resource_desc),
+                "::",
+                stringify!(num_heads)
+            )
+        );
+    }
+    test_field_num_heads();
+    fn test_field_head_dim() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).head_dim) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resource_desc),
+                "::",
+                stringify!(head_dim)
+            )
+        );
+    }
+    test_field_head_dim();
+    fn test_field_d_state() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).d_state) as usize - ptr as usize
+            },
+            36usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resource_desc),
+                "::",
+                stringify!(d_state)
+            )
+        );
+    }
+    test_field_d_state();
+    fn test_field_conv_dim() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).conv_dim) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resource_desc),
+                "::",
+                stringify!(conv_dim)
+            )
+        );
+    }
+    test_field_conv_dim();
+    fn test_field_d_conv() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).d_conv) as usize - ptr as usize
+            },
+            44usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resource_desc),
+                "::",
+                stringify!(d_conv)
+            )
+        );
+    }
+    test_field_d_conv();
+    fn test_field_n_groups() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_groups) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resource_desc),
+                "::",
+                stringify!(n_groups)
+            )
+        );
+    }
+    test_field_n_groups();
+    fn test_field_num_slots() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_slots) as usize - ptr as usize
+            },
+            52usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resource_desc),
+                "::",
+                stringify!(num_slots)
+            )
+        );
+    }
+    test_field_num_slots();
+    fn test_field_slots_used() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).slots_used) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resource_desc),
+                "::",
+                stringify!(slots_used)
+            )
+        );
+    }
+    test_field_slots_used();
+    fn test_field_bytes_per_token() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).bytes_per_token) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resource_desc),
+                "::",
+                stringify!(bytes_per_token)
+            )
+        );
+    }
+    test_field_bytes_per_token();
+    fn test_field_max_tokens() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).max_tokens) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resource_desc),
+                "::",
+                stringify!(max_tokens)
+            )
+        );
+    }
+    test_field_max_tokens();
+    fn test_field_alignment() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).alignment) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resource_desc),
+                "::",
+                stringify!(alignment)
+            )
+        );
+    }
+    test_field_alignment();
+    fn test_field_slot_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).slot_bytes) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resource_desc),
+                "::",
+                stringify!(slot_bytes)
+            )
+        );
+    }
+    test_field_slot_bytes();
+    fn test_field_slot_stride() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).slot_stride) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resource_desc),
+                "::",
+                stringify!(slot_stride)
+            )
+        );
+    }
+    test_field_slot_stride();
+    fn test_field_stride0() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).stride0) as usize - ptr as usize
+            },
+            104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resource_desc),
+                "::",
+                stringify!(stride0)
+            )
+        );
+    }
+    test_field_stride0();
+    fn test_field_stride1() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).stride1) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resource_desc),
+                "::",
+                stringify!(stride1)
+            )
+        );
+    }
+    test_field_stride1();
+    fn test_field_stride2() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).stride2) as usize - ptr as usize
+            },
+            120usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resource_desc),
+                "::",
+                stringify!(stride2)
+            )
+        );
+    }
+    test_field_stride2();
+    fn test_field_base() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).base) as usize - ptr as usize
+            },
+            128usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_resource_desc),
+                "::",
+                stringify!(base)
+            )
+        );
+    }
+    test_field_base();
+}
+#[doc = " @brief One resource of a cache, and the view a kernel addresses it by."]
+#[doc = "        Transparent; begins with struct_size."]
+#[doc = ""]
+#[doc = " Slot s of the resource starts at `base + s * slot_stride`. Inside a slot:"]
+#[doc = " SSM element (h, p, n) is at `h * stride0 + p * stride1 + n * stride2`"]
+#[doc = " ([num_heads][head_dim][d_state]); conv element (c, k) at"]
+#[doc = " `c * stride0 + k * stride1` (stride2 = 0); unpaged token t's bytes at"]
+#[doc = " `t * stride0`; generic: all strides 0. Strides are in bytes."]
+#[doc = " @since 0.3.0"]
+pub type kvc_resource_desc_t = kvc_resource_desc;
+extern "C" {
+    #[doc = " @brief Zeroes `desc` and sets its struct_size. @since 0.3.0"]
+    pub fn kvc_resource_desc_init(desc: *mut kvc_resource_desc_t);
+}
+extern "C" {
+    #[doc = " @brief Describes resource `index` (< kvc_cache_desc_t num_resources):"]
+    #[doc = "        kind, managed or local and why, slots used and free, and the view."]
+    #[doc = " @param[in,out] out struct_size must be set; min(struct_size, its own size)"]
+    #[doc = "        bytes are written."]
+    #[doc = " @return KVC_OK, KVC_ERR_INVALID_ARGUMENT (index out of range, named with"]
+    #[doc = "         the count). Reads only."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_cache_describe_resource(
+        cache: *const kvc_cache_t,
+        index: u32,
+        out: *mut kvc_resource_desc_t,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Each sequence's slot index (AutoDeploy's slot_idx)."]
+    #[doc = ""]
+    #[doc = " With `resource` < num_resources, `slots[i]` gets sequence ids[i]'s slot of"]
+    #[doc = " that resource. With KVC_STATE_ALL, `slots[i * num_resources + r]` gets its"]
+    #[doc = " slot of resource r."]
+    #[doc = " @param slots `count` (or count * num_resources) int32, written only on"]
+    #[doc = "        success."]
+    #[doc = " @return KVC_OK; KVC_ERR_NOT_FOUND (an id, named); KVC_ERR_INVALID_ARGUMENT"]
+    #[doc = "         (NULL arrays with count > 0, a resource out of range, or a cache"]
+    #[doc = "         without state resources). Reads only."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_batch_state_slots(
+        cache: *const kvc_cache_t,
+        ids: *const u64,
+        count: usize,
+        resource: u32,
+        slots: *mut i32,
+    ) -> kvc_status_t;
 }

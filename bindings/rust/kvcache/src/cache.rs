@@ -56,6 +56,12 @@ pub struct CacheDesc {
     pub device_free_bytes: u64,
     /// Total device memory (CUDA); 0 on CPU.
     pub device_total_bytes: u64,
+    /// State resources (`state.h`); 0 without.
+    pub num_resources: u32,
+    /// Slots of every state resource.
+    pub num_state_slots: u32,
+    /// Bytes of all state slots (out of the budget).
+    pub state_bytes: u64,
 }
 
 impl CacheDesc {
@@ -75,6 +81,9 @@ impl CacheDesc {
             host_cache_bytes: d.host_cache_bytes,
             device_free_bytes: d.device_free_bytes,
             device_total_bytes: d.device_total_bytes,
+            num_resources: d.num_resources,
+            num_state_slots: d.num_state_slots,
+            state_bytes: d.state_bytes,
         }
     }
 }

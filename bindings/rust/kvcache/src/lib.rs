@@ -65,6 +65,7 @@ mod kernels;
 mod remote_tier;
 mod resize;
 mod sequence;
+mod state;
 mod stateful;
 mod stateful_args;
 mod tiers;
@@ -87,6 +88,7 @@ pub use resize::{ResizeInputs, ResizePlan};
 pub use sequence::{
     ExtraKey, RetentionRange, SequenceDesc, SequenceOptions, DEFAULT_PRIORITY, RETENTION_OPEN_END,
 };
+pub use state::{ResourceDesc, ResourceKind, ResourceReason, STATE_ALL};
 pub use stateful::{
     GrowthPolicy, RawStatefulAppend, RawStatefulDecode, StatefulCache, StatefulLayerStats,
     StatefulOn, StatefulOptions, StatefulStats, StatefulView,

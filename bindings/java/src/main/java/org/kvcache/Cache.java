@@ -92,6 +92,34 @@ public final class Cache implements AutoCloseable {
     return handle.call(h -> Records.cacheDescription(h));
   }
 
+  /** State resource {@code index}: kind, managed or local and why, the view (state.h). */
+  public ResourceDescription describeResource(int index) {
+    Args.u32("index", index);
+    return handle.call(h -> Records.resourceDescription(h, index));
+  }
+
+  /** {@code resource} value of {@link #stateSlots} meaning every resource (KVC_STATE_ALL). */
+  public static final int STATE_ALL = -1;
+
+  /**
+   * Each sequence's slot of {@code resource} (kvc_batch_state_slots; AutoDeploy's slot_idx);
+   * with {@link #STATE_ALL}, every resource's at {@code [i * numResources + r]}.
+   */
+  public int[] stateSlots(long[] ids, int resource) {
+    Args.notNull("ids", ids);
+    int per = resource == STATE_ALL ? describe().numResources() : 1;
+    int[] slots = new int[ids.length * per];
+    handle.run(h -> {
+      Scratch s = Scratch.get();
+      int i = s.alloc(8L * ids.length + 8);
+      s.putLongs(i, ids, 0, ids.length);
+      int o = s.alloc(4L * slots.length + 4);
+      KvcNative.kvc_batch_state_slots(h, s.address(i), ids.length, resource, s.address(o));
+      s.getInts(o, slots, 0, slots.length);
+    });
+    return slots;
+  }
+
   /** Layer group {@code group} (kvc_cache_describe_group). */
   public GroupDescription describeGroup(int group) {
     Args.u32("group", group);

@@ -19,8 +19,12 @@ package org.kvcache;
  *     rounded down to whole block sets; 0 without a host tier
  * @param deviceFreeBytes free device memory seen at sizing (CUDA); 0 on CPU
  * @param deviceTotalBytes total device memory (CUDA); 0 on CPU
+ * @param numResources state resources (state.h); 0 without
+ * @param numStateSlots slots of every state resource
+ * @param stateBytes bytes of all state slots (out of the budget)
  */
 public record CacheDescription(DeviceKind deviceKind, int deviceOrdinal, DType dtype,
     Layout layout, int numLayers, int numGroups, int numPools, int tokensPerBlock,
     int kvFactor, long numBlocks, long tokenCapacity, long primaryBytes, long hostCacheBytes,
-    long deviceFreeBytes, long deviceTotalBytes) {}
+    long deviceFreeBytes, long deviceTotalBytes, int numResources, int numStateSlots,
+    long stateBytes) {}

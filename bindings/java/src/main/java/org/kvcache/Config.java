@@ -310,6 +310,69 @@ public final class Config implements AutoCloseable {
     return getU64(KvcNative::kvc_config_get_max_primary_bytes);
   }
 
+  // ----- state resources (state.h) ------------------------------------
+
+  private interface Adder {
+    void call(long config, long index);
+  }
+
+  private int addResource(Adder a) {
+    return handle.call(h -> {
+      Scratch s = Scratch.get();
+      int out = s.alloc(8);
+      a.call(h, s.address(out));
+      return Args.toInt(s.getUnsignedInt(out));
+    });
+  }
+
+  /**
+   * Adds a Mamba SSM state resource, one slot {@code [numHeads][headDim][dState]} of
+   * {@code dtype} (kvc_config_add_ssm_state); returns its index.
+   */
+  public int addSsmState(int numHeads, int headDim, int dState, DType dtype) {
+    Args.notNull("dtype", dtype);
+    return addResource((h, out) -> KvcNative.kvc_config_add_ssm_state(h,
+        Args.u32("num_heads", numHeads), Args.u32("head_dim", headDim),
+        Args.u32("d_state", dState), dtype.code(), out));
+  }
+
+  /** Adds a causal-conv state resource {@code [convDim][dConv]} (kvc_config_add_conv_state). */
+  public int addConvState(int convDim, int dConv, DType dtype) {
+    Args.notNull("dtype", dtype);
+    return addResource((h, out) -> KvcNative.kvc_config_add_conv_state(h,
+        Args.u32("conv_dim", convDim), Args.u32("d_conv", dConv), dtype.code(), out));
+  }
+
+  /** Adds a generic per-sequence state; alignment 0 = 256 (kvc_config_add_generic_state). */
+  public int addGenericState(long bytes, long alignment) {
+    return addResource((h, out) -> KvcNative.kvc_config_add_generic_state(h,
+        Args.count("bytes", bytes), Args.count("alignment", alignment), out));
+  }
+
+  /** Adds an unpaged per-token resource (kvc_config_add_unpaged_resource). */
+  public int addUnpagedResource(long bytesPerToken, long maxTokens) {
+    return addResource((h, out) -> KvcNative.kvc_config_add_unpaged_resource(h,
+        Args.count("bytes_per_token", bytesPerToken), Args.count("max_tokens", maxTokens), out));
+  }
+
+  /** Number of resources added (kvc_config_get_num_resources). */
+  public int getNumResources() {
+    return Args.toInt(getU32(KvcNative::kvc_config_get_num_resources));
+  }
+
+  /** State slots; 0 = planned from the budget (kvc_config_set_max_state_slots). */
+  public Config setMaxStateSlots(int slots) {
+    return handle.call(h -> {
+      KvcNative.kvc_config_set_max_state_slots(h, Args.u32("max_state_slots", slots));
+      return this;
+    });
+  }
+
+  /** The state slot setting (0 = planned). */
+  public int getMaxStateSlots() {
+    return Args.toInt(getU32(KvcNative::kvc_config_get_max_state_slots));
+  }
+
   /** Upper bound of the primary pool in tokens per layer; 0 = none. */
   public Config setMaxTokens(long maxTokens) {
     return handle.call(h -> {
@@ -419,7 +482,7 @@ public final class Config implements AutoCloseable {
   }
 
   /** The C string at {@code address} ("" for 0). */
-  private static String cString(long address) {
+  static String cString(long address) {
     long n = KvcNative.kvcj_strlen(address);
     if (n == 0) {
       return "";

@@ -34,6 +34,67 @@ final class Records {
     static final int HOST_CACHE_BYTES = L.u64(kvc_cache_desc_t::getHost_cache_bytes);
     static final int DEVICE_FREE_BYTES = L.u64(kvc_cache_desc_t::getDevice_free_bytes);
     static final int DEVICE_TOTAL_BYTES = L.u64(kvc_cache_desc_t::getDevice_total_bytes);
+    static final int NUM_RESOURCES = L.u32(kvc_cache_desc_t::getNum_resources);
+    static final int NUM_STATE_SLOTS = L.u32(kvc_cache_desc_t::getNum_state_slots);
+    static final int STATE_BYTES = L.u64(kvc_cache_desc_t::getState_bytes);
+  }
+
+  /** {@code kvc_resource_desc_t}. */
+  private static final class ResourceDesc {
+    static final StructLayout<kvc_resource_desc_t> L = new StructLayout<>("kvc_resource_desc_t",
+        a -> new kvc_resource_desc_t(a, false), KvcNative::kvc_resource_desc_init);
+    static final int KIND = L.u32(kvc_resource_desc_t::getKind);
+    static final int MANAGED = L.u32(kvc_resource_desc_t::getManaged);
+    static final int REASON = L.u32(kvc_resource_desc_t::getReason);
+    static final int REASON_TEXT = L.u64(kvc_resource_desc_t::getReason_text);
+    static final int DTYPE = L.u32(kvc_resource_desc_t::getDtype);
+    static final int NUM_HEADS = L.u32(kvc_resource_desc_t::getNum_heads);
+    static final int HEAD_DIM = L.u32(kvc_resource_desc_t::getHead_dim);
+    static final int D_STATE = L.u32(kvc_resource_desc_t::getD_state);
+    static final int CONV_DIM = L.u32(kvc_resource_desc_t::getConv_dim);
+    static final int D_CONV = L.u32(kvc_resource_desc_t::getD_conv);
+    static final int N_GROUPS = L.u32(kvc_resource_desc_t::getN_groups);
+    static final int NUM_SLOTS = L.u32(kvc_resource_desc_t::getNum_slots);
+    static final int SLOTS_USED = L.u32(kvc_resource_desc_t::getSlots_used);
+    static final int BYTES_PER_TOKEN = L.u64(kvc_resource_desc_t::getBytes_per_token);
+    static final int MAX_TOKENS = L.u64(kvc_resource_desc_t::getMax_tokens);
+    static final int ALIGNMENT = L.u64(kvc_resource_desc_t::getAlignment);
+    static final int SLOT_BYTES = L.u64(kvc_resource_desc_t::getSlot_bytes);
+    static final int SLOT_STRIDE = L.u64(kvc_resource_desc_t::getSlot_stride);
+    static final int STRIDE0 = L.u64(kvc_resource_desc_t::getStride0);
+    static final int STRIDE1 = L.u64(kvc_resource_desc_t::getStride1);
+    static final int STRIDE2 = L.u64(kvc_resource_desc_t::getStride2);
+    static final int BASE = L.u64(kvc_resource_desc_t::getBase);
+  }
+
+  static ResourceDescription resourceDescription(long cache, int index) {
+    Scratch s = Scratch.get();
+    int at = s.alloc(ResourceDesc.L.size);
+    kvc_resource_desc_t out = ResourceDesc.L.prepare(s, at);
+    KvcNative.kvc_cache_describe_resource(cache, index, out);
+    long dtype = s.getUnsignedInt(at + ResourceDesc.DTYPE);
+    return new ResourceDescription(
+        Args.toInt(s.getUnsignedInt(at + ResourceDesc.KIND)),
+        s.getUnsignedInt(at + ResourceDesc.MANAGED) != 0,
+        Args.toInt(s.getUnsignedInt(at + ResourceDesc.REASON)),
+        Config.cString(s.getLong(at + ResourceDesc.REASON_TEXT)),
+        dtype == 0 ? null : DType.of(dtype),
+        Args.toInt(s.getUnsignedInt(at + ResourceDesc.NUM_HEADS)),
+        Args.toInt(s.getUnsignedInt(at + ResourceDesc.HEAD_DIM)),
+        Args.toInt(s.getUnsignedInt(at + ResourceDesc.D_STATE)),
+        Args.toInt(s.getUnsignedInt(at + ResourceDesc.CONV_DIM)),
+        Args.toInt(s.getUnsignedInt(at + ResourceDesc.D_CONV)),
+        Args.toInt(s.getUnsignedInt(at + ResourceDesc.N_GROUPS)),
+        Args.toInt(s.getUnsignedInt(at + ResourceDesc.NUM_SLOTS)),
+        Args.toInt(s.getUnsignedInt(at + ResourceDesc.SLOTS_USED)),
+        s.getLong(at + ResourceDesc.BYTES_PER_TOKEN),
+        s.getLong(at + ResourceDesc.MAX_TOKENS),
+        s.getLong(at + ResourceDesc.ALIGNMENT),
+        s.getLong(at + ResourceDesc.SLOT_BYTES),
+        s.getLong(at + ResourceDesc.SLOT_STRIDE),
+        new long[] {s.getLong(at + ResourceDesc.STRIDE0), s.getLong(at + ResourceDesc.STRIDE1),
+            s.getLong(at + ResourceDesc.STRIDE2)},
+        s.getLong(at + ResourceDesc.BASE));
   }
 
   /** {@code kvc_resize_plan_t}. */
@@ -96,7 +157,10 @@ final class Records {
         s.getLong(at + CacheDesc.PRIMARY_BYTES),
         s.getLong(at + CacheDesc.HOST_CACHE_BYTES),
         s.getLong(at + CacheDesc.DEVICE_FREE_BYTES),
-        s.getLong(at + CacheDesc.DEVICE_TOTAL_BYTES));
+        s.getLong(at + CacheDesc.DEVICE_TOTAL_BYTES),
+        Args.toInt(s.getUnsignedInt(at + CacheDesc.NUM_RESOURCES)),
+        Args.toInt(s.getUnsignedInt(at + CacheDesc.NUM_STATE_SLOTS)),
+        s.getLong(at + CacheDesc.STATE_BYTES));
   }
 
   /** {@code kvc_group_desc_t}. */

@@ -1,0 +1,126 @@
+package kvcache_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"kvcache"
+	"kvcache/kvc"
+)
+
+// A small hybrid: 1 attention layer; SSM 2x4x8 f32, conv 24x4 (n_groups 1),
+// conv 17x4 (local), generic 100 B aligned 512, unpaged 16 B x 32 tokens.
+func newStateCache(t *testing.T, slots uint32) *kvcache.Cache {
+	t.Helper()
+	cfg, err := kvcache.NewConfig()
+	must(t, err)
+	defer cfg.Close()
+	for _, err := range []error{cfg.SetNumLayers(1), cfg.SetKVHeads(1), cfg.SetHeadDim(8),
+		cfg.SetPrimaryBytes(1 << 20), cfg.SetMaxStateSlots(slots)} {
+		must(t, err)
+	}
+	add := func(i uint32, err error) uint32 { must(t, err); return i }
+	if add(cfg.AddSSMState(2, 4, 8, kvcache.DTypeF32)) != 0 ||
+		add(cfg.AddConvState(24, 4, kvcache.DTypeF32)) != 1 ||
+		add(cfg.AddConvState(17, 4, kvcache.DTypeF32)) != 2 ||
+		add(cfg.AddGenericState(100, 512)) != 3 ||
+		add(cfg.AddUnpagedResource(16, 32)) != 4 {
+		t.Fatal("resource indices")
+	}
+	if n, err := cfg.NumResources(); err != nil || n != 5 {
+		t.Fatalf("NumResources = %d, %v", n, err)
+	}
+	if n, err := cfg.MaxStateSlots(); err != nil || n != slots {
+		t.Fatalf("MaxStateSlots = %d, %v", n, err)
+	}
+	c, err := kvcache.NewCache(cfg)
+	must(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestStateDescribeSlotsAndForkCopy(t *testing.T) {
+	c := newStateCache(t, 2)
+	d, err := c.Describe()
+	must(t, err)
+	if d.NumResources != 5 || d.NumStateSlots != 2 {
+		t.Fatalf("describe: %+v", d)
+	}
+	conv, err := c.DescribeResource(1)
+	must(t, err)
+	if conv.Kind != kvcache.ResourceConv || !conv.Managed || conv.NGroups != 1 {
+		t.Fatalf("conv: %+v", conv)
+	}
+	bad, err := c.DescribeResource(2)
+	must(t, err)
+	if bad.Managed || bad.Reason != kvcache.ReasonNGroups || !strings.Contains(bad.ReasonText, "no integer n_groups") {
+		t.Fatalf("local conv: %+v", bad)
+	}
+	ssm, err := c.DescribeResource(0)
+	must(t, err)
+	if ssm.Strides != [3]uint64{128, 32, 4} {
+		t.Fatalf("ssm strides %v", ssm.Strides)
+	}
+	_, err = c.AddSequence(1, []int32{1, 2, 3}, nil, 0)
+	must(t, err)
+	s1, err := c.StateSlotsAll([]uint64{1})
+	must(t, err)
+	views := make([]kvcache.ResourceDesc, 5)
+	for r := range views {
+		views[r], err = c.DescribeResource(uint32(r))
+		must(t, err)
+		v := views[r]
+		b := make([]byte, v.SlotBytes)
+		for i := range b {
+			b[i] = byte(i*13 + r)
+		}
+		kvc.Kvcgo_buffer_write(v.Base+uintptr(uint64(s1[r])*v.SlotStride), &b[0], v.SlotBytes)
+	}
+	must(t, c.ForkSequence(1, 2))
+	s2, err := c.StateSlotsAll([]uint64{2})
+	must(t, err)
+	for r, v := range views {
+		a := make([]byte, v.SlotBytes)
+		b := make([]byte, v.SlotBytes)
+		kvc.Kvcgo_buffer_read(&a[0], v.Base+uintptr(uint64(s1[r])*v.SlotStride), v.SlotBytes)
+		kvc.Kvcgo_buffer_read(&b[0], v.Base+uintptr(uint64(s2[r])*v.SlotStride), v.SlotBytes)
+		if string(a) != string(b) {
+			t.Fatalf("resource %d: the fork's state differs", r)
+		}
+	}
+	var e *kvcache.Error
+	_, err = c.AddSequence(3, []int32{1}, nil, 0)
+	if !errors.As(err, &e) || e.Status != kvcache.StatusOutOfBlocks || !strings.Contains(e.Message, "no free state slot") {
+		t.Fatalf("add over the slots: %v", err)
+	}
+	must(t, c.RemoveSequence(1))
+	got, err := c.StateSlots([]uint64{2}, 0)
+	must(t, err)
+	if len(got) != 1 || got[0] != 1 {
+		t.Fatalf("StateSlots = %v", got)
+	}
+	must(t, c.Check())
+	err = c.RewindSequence(2, 1)
+	if !errors.As(err, &e) || e.Status != kvcache.StatusInvalidState {
+		t.Fatalf("rewind: %v", err)
+	}
+}
+
+func TestStateBadInput(t *testing.T) {
+	cfg, err := kvcache.NewConfig()
+	must(t, err)
+	defer cfg.Close()
+	var e *kvcache.Error
+	_, err = cfg.AddSSMState(0, 4, 8, kvcache.DTypeF32)
+	if !errors.As(err, &e) || e.Status != kvcache.StatusInvalidArgument || !strings.Contains(e.Message, "num_heads must be > 0, got 0") {
+		t.Fatalf("AddSSMState(0): %v", err)
+	}
+	c := newStateCache(t, 2)
+	if _, err := c.DescribeResource(5); !errors.As(err, &e) || e.Status != kvcache.StatusInvalidArgument {
+		t.Fatalf("DescribeResource(5): %v", err)
+	}
+	if _, err := c.StateSlots([]uint64{7}, 0); !errors.As(err, &e) || e.Status != kvcache.StatusNotFound {
+		t.Fatalf("StateSlots(7): %v", err)
+	}
+}

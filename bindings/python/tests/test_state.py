@@ -1,0 +1,81 @@
+"""State resources (state.h): describe with n_groups met and not, slots
+through add/fork/remove and a refusal, fork copying the state bit for bit,
+bad input."""
+import ctypes
+import unittest
+
+import kvcache
+from kvcache import ResourceKind, ResourceReason, Status
+
+
+def hybrid(slots):
+    # 1 attention layer; SSM 2x4x8 f32, conv 24x4 (n_groups 1: 4*2 + 2*1*8),
+    # conv 17x4 (local), generic 100 B aligned 512, unpaged 16 B x 32 tokens.
+    with kvcache.Config(num_layers=1, kv_heads=1, head_dim=8, primary_bytes=1 << 20,
+                        max_state_slots=slots) as c:
+        assert c.add_ssm_state(2, 4, 8, "f32") == 0
+        assert c.add_conv_state(24, 4, "f32") == 1
+        assert c.add_conv_state(17, 4, "f32") == 2
+        assert c.add_generic_state(100, 512) == 3
+        assert c.add_unpaged_resource(16, 32) == 4
+        assert c.num_resources == 5 and c.max_state_slots == slots
+        return kvcache.Cache(c)
+
+
+class StateTest(unittest.TestCase):
+    def test_describe_slots_and_fork_copy(self):
+        with hybrid(2) as cache:
+            d = cache.describe()
+            self.assertEqual((d.num_resources, d.num_state_slots), (5, 2))
+            conv = cache.describe_resource(1)
+            self.assertEqual(conv.kind, ResourceKind.CONV)
+            self.assertEqual((conv.managed, conv.n_groups), (1, 1))
+            bad = cache.describe_resource(2)
+            self.assertEqual((bad.managed, bad.reason), (0, ResourceReason.N_GROUPS))
+            self.assertIn("no integer n_groups", bad.reason_text)
+            ssm = cache.describe_resource(0)
+            self.assertEqual((ssm.stride0, ssm.stride1, ssm.stride2), (128, 32, 4))
+            self.assertEqual(ssm.dtype, kvcache.DType.F32)
+
+            cache.add_sequence(1, [1, 2, 3])
+            s1 = cache.state_slots([1])[0]
+            views = [cache.describe_resource(r) for r in range(5)]
+            for r, v in enumerate(views):
+                data = bytes((b * 13 + r) & 0xFF for b in range(v.slot_bytes))
+                ctypes.memmove(v.base + s1[r] * v.slot_stride, data, v.slot_bytes)
+            cache.fork(1, 2)
+            s2 = cache.state_slots([2])[0]
+            for r, v in enumerate(views):
+                self.assertNotEqual(s1[r], s2[r])
+                self.assertEqual(ctypes.string_at(v.base + s1[r] * v.slot_stride, v.slot_bytes),
+                                 ctypes.string_at(v.base + s2[r] * v.slot_stride, v.slot_bytes))
+            with self.assertRaises(kvcache.KvCacheError) as e:
+                cache.add_sequence(3, [1])
+            self.assertEqual(e.exception.status, Status.OUT_OF_BLOCKS)
+            self.assertIn("no free state slot", str(e.exception))
+            self.assertEqual(cache.describe_resource(0).slots_used, 2)
+            cache.remove_sequence(1)
+            self.assertEqual(cache.state_slots([2], 0), [1])
+            cache.check()
+            with self.assertRaises(kvcache.KvCacheError) as e:
+                cache.rewind(2, 1)
+            self.assertEqual(e.exception.status, Status.INVALID_STATE)
+
+    def test_bad_input(self):
+        with kvcache.Config() as c:
+            with self.assertRaises(kvcache.KvCacheError) as e:
+                c.add_ssm_state(0, 4, 8, "f32")
+            self.assertEqual(e.exception.status, Status.INVALID_ARGUMENT)
+            self.assertIn("num_heads must be > 0, got 0", str(e.exception))
+            self.assertEqual(c.num_resources, 0)
+        with hybrid(2) as cache:
+            with self.assertRaises(kvcache.KvCacheError) as e:
+                cache.describe_resource(5)
+            self.assertEqual(e.exception.status, Status.INVALID_ARGUMENT)
+            with self.assertRaises(kvcache.KvCacheError) as e:
+                cache.state_slots([7], 0)
+            self.assertEqual(e.exception.status, Status.NOT_FOUND)
+
+
+if __name__ == "__main__":
+    unittest.main()

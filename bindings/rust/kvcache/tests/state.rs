@@ -1,0 +1,104 @@
+//! State resources (`state.h`): a Nemotron-H-like config described (n_groups
+//! met and not), slots through add/fork/remove and a refusal, fork copying
+//! the state bit for bit, bad input.
+
+use kvcache::{Cache, Config, Dtype, ResourceKind, ResourceReason, SequenceOptions, Status};
+
+fn config(slots: u32) -> Config {
+    let mut c = Config::builder()
+        .num_layers(1)
+        .kv_heads(1)
+        .head_dim(8)
+        .primary_bytes(1 << 20)
+        .build()
+        .unwrap();
+    // Mamba-2 heads 2 x 4, d_state 8, n_groups 1: conv_dim 4 * 2 + 2 * 1 * 8 = 24.
+    assert_eq!(c.add_ssm_state(2, 4, 8, Dtype::F32).unwrap(), 0);
+    assert_eq!(c.add_conv_state(24, 4, Dtype::F32).unwrap(), 1);
+    assert_eq!(c.add_conv_state(17, 4, Dtype::F32).unwrap(), 2);
+    assert_eq!(c.add_generic_state(100, 512).unwrap(), 3);
+    assert_eq!(c.add_unpaged_resource(16, 32).unwrap(), 4);
+    c.set_max_state_slots(slots).unwrap();
+    assert_eq!(c.max_state_slots().unwrap(), slots);
+    assert_eq!(c.num_resources().unwrap(), 5);
+    c
+}
+
+#[test]
+fn describe_slots_and_fork_copy() {
+    let cache = Cache::new(&config(2)).unwrap();
+    let d = cache.describe().unwrap();
+    assert_eq!((d.num_resources, d.num_state_slots), (5, 2));
+    let conv = cache.describe_resource(1).unwrap();
+    assert_eq!(conv.kind, ResourceKind::Conv);
+    assert!(conv.managed);
+    assert_eq!(conv.n_groups, 1);
+    assert_eq!(conv.dtype, Some(Dtype::F32));
+    let bad = cache.describe_resource(2).unwrap();
+    assert!(!bad.managed);
+    assert_eq!(bad.reason, ResourceReason::NGroups);
+    assert!(
+        bad.reason_text.contains("no integer n_groups"),
+        "{}",
+        bad.reason_text
+    );
+    let ssm = cache.describe_resource(0).unwrap();
+    assert_eq!(ssm.strides, [4 * 8 * 4, 8 * 4, 4]);
+    assert_eq!(cache.describe_resource(3).unwrap().dtype, None);
+
+    let opts = SequenceOptions::default();
+    assert_eq!(cache.add_sequence(1, &[1, 2, 3], &opts).unwrap(), 0);
+    let s1 = cache.state_slots_all(&[1]).unwrap();
+    for r in 0..5u32 {
+        let d = cache.describe_resource(r).unwrap();
+        // SAFETY: the CPU slot of sequence 1, slot_bytes long.
+        let p =
+            unsafe { (d.base as *mut u8).add(s1[r as usize] as usize * d.slot_stride as usize) };
+        for b in 0..d.slot_bytes as usize {
+            unsafe { *p.add(b) = (b * 13 + r as usize) as u8 };
+        }
+    }
+    cache.fork(1, 2).unwrap();
+    let s2 = cache.state_slots_all(&[2]).unwrap();
+    for r in 0..5u32 {
+        let d = cache.describe_resource(r).unwrap();
+        assert_eq!(d.slots_used, 2);
+        let at = |s: i32| unsafe {
+            std::slice::from_raw_parts(
+                (d.base as *const u8).add(s as usize * d.slot_stride as usize),
+                d.slot_bytes as usize,
+            )
+        };
+        assert_eq!(at(s1[r as usize]), at(s2[r as usize]));
+    }
+    let e = cache.add_sequence(3, &[1], &opts).unwrap_err();
+    assert_eq!(e.status, Status::OutOfBlocks);
+    assert!(e.message.contains("no free state slot"), "{}", e.message);
+    assert_eq!(cache.describe_resource(0).unwrap().slots_used, 2);
+    cache.remove(1).unwrap();
+    assert_eq!(cache.state_slots(&[2], 0).unwrap(), vec![1]);
+    assert_eq!(cache.describe_resource(0).unwrap().slots_used, 1);
+    cache.check().unwrap();
+    let e = cache.rewind(2, 1).unwrap_err();
+    assert_eq!(e.status, Status::InvalidState);
+}
+
+#[test]
+fn bad_input_is_refused_with_its_message() {
+    let mut c = Config::new().unwrap();
+    let e = c.add_ssm_state(0, 4, 8, Dtype::F32).unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument);
+    assert!(
+        e.message.contains("num_heads must be > 0, got 0"),
+        "{}",
+        e.message
+    );
+    let e = c.add_generic_state(8, 3).unwrap_err();
+    assert!(e.message.contains("power of two"), "{}", e.message);
+    assert_eq!(c.num_resources().unwrap(), 0);
+    let cache = Cache::new(&config(2)).unwrap();
+    let e = cache.describe_resource(5).unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument);
+    let e = cache.state_slots(&[7], 0).unwrap_err();
+    assert_eq!(e.status, Status::NotFound);
+}
