@@ -59,23 +59,28 @@ StoreKeys::ScopeKeys StoreKeys::extra_keys(const std::string& extra_bytes) const
   return k;
 }
 
+void chain_prompt_keys(const PortableHasher& hasher, uint32_t T, const StoreKey& parent,
+                       uint64_t scope_hash, const ChainDigest& scope_digest,
+                       const std::vector<ExtraKey>& extras, const int32_t* tokens, uint64_t first,
+                       uint64_t count, StoreKey* out) {
+  std::string extra;
+  const StoreKey* prev = &parent;
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint64_t begin = (first + i) * T;
+    encode_block_extras(extras, begin, begin + T, extra);
+    out[i].hash = hasher.block(prev->hash, scope_hash, hasher.extra_digest(extra), tokens + begin, T);
+    out[i].digest = block_chain_digest(prev->digest, scope_digest, extra_chain_digest(extra),
+                                       tokens + begin, T);
+    prev = &out[i];
+  }
+}
+
 void StoreKeys::prompt_keys(const StoreKey& parent, const std::string& scope_bytes,
                             const std::vector<ExtraKey>& extras, const int32_t* tokens,
                             uint64_t first, uint64_t count, StoreKey* out) {
   if (count == 0) return;
   const ScopeKeys sk = scope_keys(scope_bytes);
-  const ChainDigest& scope_digest = sk.digest;
-  const uint64_t scope_hash = sk.hash;
-  const StoreKey* prev = &parent;
-  for (uint64_t i = 0; i < count; ++i) {
-    const uint64_t begin = (first + i) * T_;
-    encode_block_extras(extras, begin, begin + T_, extra_);
-    out[i].hash = hasher_.block(prev->hash, scope_hash, hasher_.extra_digest(extra_),
-                                tokens + begin, T_);
-    out[i].digest = block_chain_digest(prev->digest, scope_digest, extra_chain_digest(extra_),
-                                       tokens + begin, T_);
-    prev = &out[i];
-  }
+  chain_prompt_keys(hasher_, T_, parent, sk.hash, sk.digest, extras, tokens, first, count, out);
 }
 
 void StoreKeys::check() const {

@@ -20,6 +20,16 @@ namespace kvc {
 
 class PrefixIndex;
 
+// The keys of prompt blocks [first, first + count) (T tokens each) in the
+// scope whose digests are given, with sorted `extras`, chained on `parent`
+// (the key of block first - 1; zero for block 0), into out[0, count). The
+// one loop that chains keys: StoreKeys::prompt_keys and the transfer key
+// blob (transfer_keys.h) both use it.
+void chain_prompt_keys(const PortableHasher& hasher, uint32_t T, const StoreKey& parent,
+                       uint64_t scope_hash, const ChainDigest& scope_digest,
+                       const std::vector<ExtraKey>& extras, const int32_t* tokens, uint64_t first,
+                       uint64_t count, StoreKey* out);
+
 class StoreKeys {
  public:
   static constexpr uint32_t kRootNode = 0;  // RadixTree::kRoot
@@ -68,7 +78,6 @@ class StoreKeys {
   std::vector<StoreKey> keys_;  // per node
   std::vector<uint8_t> valid_;  // per node
   std::vector<uint32_t> path_;  // scratch
-  std::string extra_;           // scratch
   StoreKey root_;
   std::string scope_bytes_;     // the scope scope_ is of
   ScopeKeys scope_;

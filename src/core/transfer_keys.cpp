@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "core/block_record.h"
 #include "core/portable_hash.h"
+#include "core/store_keys.h"
 
 namespace kvc {
 
@@ -45,18 +46,8 @@ void chain_transfer_keys(uint64_t seed, uint32_t T, const std::string& scope_byt
                          const std::vector<ExtraKey>& extras, const int32_t* tokens,
                          uint64_t num_blocks, StoreKey* out) {
   const PortableHasher hasher(seed);
-  const ChainDigest scope_digest = scope_chain_digest(scope_bytes);
-  const uint64_t scope_hash = hasher.scope_digest(scope_bytes);
-  StoreKey prev;
-  std::string extra;
-  for (uint64_t b = 0; b < num_blocks; ++b) {
-    encode_block_extras(extras, b * T, (b + 1) * T, extra);
-    out[b].hash =
-        hasher.block(prev.hash, scope_hash, hasher.extra_digest(extra), tokens + b * T, T);
-    out[b].digest =
-        block_chain_digest(prev.digest, scope_digest, extra_chain_digest(extra), tokens + b * T, T);
-    prev = out[b];
-  }
+  chain_prompt_keys(hasher, T, StoreKey{}, hasher.scope_digest(scope_bytes),
+                    scope_chain_digest(scope_bytes), extras, tokens, 0, num_blocks, out);
 }
 
 size_t transfer_keys_size(uint64_t num_blocks, uint32_t T) {
