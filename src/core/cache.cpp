@@ -388,7 +388,6 @@ Cache::ResourceSummary Cache::describe_resource(uint32_t index) const {
     invalid_argument("resource index must be < the cache's " + std::to_string(n) +
                      " state resources, got " + std::to_string(index));
   ResourceSummary d;
-  d.layout = state_->layout(index);
   d.num_slots = state_->num_slots();
   d.used = state_->used(index);
   d.base = state_->base(index);

@@ -159,8 +159,7 @@ class Cache {
   // State resources (state.h): null without any. The slots' layouts and
   // bases are fixed at creation; the counts and owners need the lock.
   const StateSlots* state() const { return state_.get(); }
-  struct ResourceSummary {
-    ResourceLayout layout;
+  struct ResourceSummary {  // the layout itself: state()->layout(index)
     uint32_t num_slots = 0;
     uint32_t used = 0;
     void* base = nullptr;
