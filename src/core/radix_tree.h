@@ -185,6 +185,25 @@ class RadixTree {
     return last;
   }
 
+  // Warms what insert() will touch `ahead` inserts from now, for a node
+  // keyed `hash` whose first token is `first_token` in `scope`: its bucket
+  // table home, the free id it will take, that id's node and record, and
+  // (its parent being the id taken one insert earlier) its first-token
+  // table home. A commit of a long new prompt inserts thousands of nodes
+  // whose every line is a cache miss; fetched a few inserts ahead, the
+  // misses overlap instead of following one another.
+  KVC_ALWAYS_INLINE void prefetch_insert(uint64_t hash, uint32_t scope, int32_t first_token,
+                                         uint32_t ahead) const {
+    __builtin_prefetch(&buckets_[home(tag_of(hash))], 1);
+    if (ahead == 0 || ahead >= free_.size()) return;
+    const uint32_t id = free_[free_.size() - 1 - ahead];
+    const uint32_t parent = free_[free_.size() - ahead];
+    __builtin_prefetch(&nodes_[id], 1);
+    __builtin_prefetch(record(id), 1);
+    __builtin_prefetch(record(id) + 16, 1);
+    __builtin_prefetch(&first_buckets_[home(first_tag_of(parent, scope, first_token))], 1);
+  }
+
   uint32_t size() const { return size_; }  // nodes besides the root
   uint32_t max_nodes() const { return uint32_t(nodes_.size() - 1); }
   uint32_t id_bound() const { return uint32_t(nodes_.size()); }

@@ -33,10 +33,20 @@ void Sequences::commit(uint64_t id, uint64_t num_computed) {
   // (also ones an earlier commit had to leave while a fork sibling shared
   // them), until one cannot be.
   const uint64_t now = eviction_.now_ms();
-  while (s.published < end &&
-         publish_full(s, s.published, block_extras_[s.published - first],
+  constexpr uint64_t kAhead = 8;  // inserts whose lines are fetched early
+  for (uint64_t b = s.published; b < std::min(end, s.published + kAhead); ++b)
+    tree_.prefetch_insert(block_hashes_[b - first], s.scope, s.token_at(b * T_)[0],
+                          uint32_t(b - s.published));
+  while (s.published < end) {
+    const uint64_t next = s.published + kAhead;
+    if (next < end)
+      tree_.prefetch_insert(block_hashes_[next - first], s.scope, s.token_at(next * T_)[0],
+                            uint32_t(kAhead));
+    if (!publish_full(s, s.published, block_extras_[s.published - first],
                       block_hashes_[s.published - first], now))
+      break;
     ++s.published;
+  }
   s.committed = committed;
   // Write-through to the block stores: one call per commit (store_chain.h).
   if (stores_ != nullptr) stores_->committed(s, first, s.published);
