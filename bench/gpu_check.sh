@@ -2,7 +2,7 @@
 # One call on the GPU machine: build the CUDA backend, run the GPU tests,
 # compute-sanitizer memcheck over them, and the kernel benchmarks with their
 # PyTorch peers. Logs and the report go to $OUT (default ./out).
-#   bench/gpu_check.sh [tests|bench|all|tier|prefill|prefill-bench|kernels|kernels-tests]
+#   bench/gpu_check.sh [tests|bench|all|tier|prefill|prefill-bench|kernels|kernels-tests|decode-quick]
 # bench|all run the kernel report's benchmarks without FlashInfer or ncu.
 # kernels: the kernel report of issue 28 (bench/kernel_report.py): store,
 # decode, host-tier (C API) and prefill benchmarks, with FlashInfer's
@@ -34,7 +34,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,
 # 13's CCCL in a copy: the kernels modes only.
 FI_SRC=$ROOT/.device-deps-flashinfer
 FI_FLAG=""
-case "$MODE" in kernels*)
+case "$MODE" in kernels*|decode-quick)
   if [ -d "$FI_SRC/include/flashinfer" ]; then
     mkdir -p "$WORK/flashinfer" && cp -r "$FI_SRC/include" "$WORK/flashinfer/" &&
       (cd "$WORK/flashinfer" && patch -s -p1 <"$ROOT/bench/flashinfer/cuda13-cccl.patch") &&
@@ -56,6 +56,7 @@ case "$MODE" in
   prefill|prefill-bench) TARGETS="kvcache_gpu_tests bench_prefill_attention" ;;
   kernels) TARGETS="bench_store_kv bench_decode_attention bench_tier_copy bench_prefill_attention" ;;
   kernels-tests) TARGETS="kvcache_gpu_tests bench_store_kv bench_decode_attention bench_tier_copy bench_prefill_attention" ;;
+  decode-quick) TARGETS="kvcache_gpu_tests bench_decode_attention" ;;
 esac
 # shellcheck disable=SC2086
 cmake --build "$BUILD" -j16 --target $TARGETS \
@@ -78,6 +79,29 @@ if [ "$MODE" = tests ] || [ "$MODE" = all ] || [ "$MODE" = kernels-tests ]; then
   rc=$?; [ $rc -ne 0 ] && STATUS=1
   tail -6 "$OUT/memcheck.log"
   echo "memcheck exit code $rc"
+fi
+
+if [ "$MODE" = decode-quick ]; then
+  # Iterating on decode: its GPU tests, memcheck over them, and the decode
+  # benchmark at context 8192 (--quick) with each kernel forced
+  # (KVC_DECODE_PATH, DECODE_PATHS="0 1 2" by default) and FlashInfer.
+  echo "== GPU tests (decode)"
+  timeout 200 "$BUILD/tests/gpu/kvcache_gpu_tests" --gtest_filter='*Decode*' >"$OUT/gpu_tests.log" 2>&1
+  rc=$?; [ $rc -ne 0 ] && STATUS=1
+  grep -E "^\[  (FAILED|PASSED|SKIPPED) |OK \]|Failure|Expected|Which is|relative" "$OUT/gpu_tests.log" | head -40
+  echo "gpu tests exit code $rc"
+  if [ "${DECODE_MEMCHECK:-1}" = 1 ]; then
+    timeout 200 compute-sanitizer --tool memcheck --error-exitcode 99 "$BUILD/tests/gpu/kvcache_gpu_tests" \
+      --gtest_filter='Kernels.Decode*' --gtest_brief=1 >"$OUT/memcheck.log" 2>&1
+    rc=$?; [ $rc -ne 0 ] && STATUS=1
+    tail -4 "$OUT/memcheck.log"; echo "memcheck exit code $rc"
+  fi
+  for path in ${DECODE_PATHS:-0 1 2}; do
+    echo "== decode benchmark, KVC_DECODE_PATH=$path"
+    KVC_DECODE_PATH=$path timeout 120 "$BUILD/bench/bench_decode_attention" --quick \
+      >"$OUT/decode_quick_$path.log" 2>&1 || STATUS=1
+    cat "$OUT/decode_quick_$path.log"
+  done
 fi
 
 if [ "$MODE" = tier ]; then

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/numeric.h"
+#include "cuda/cuda_kernels.h"
 #include "kvcache/kvcache.h"
 
 namespace {
@@ -535,6 +536,75 @@ TEST_F(Kernels, DecodeSplitsLongSequences) {
   run_decode(*this, c);
   c.window = 4000;
   run_decode(*this, c);
+}
+
+// Both decode kernels, each forced (kvc::set_decode_kernel_override): the
+// tensor-core kernel (16-bit K/V, head dim 64 and 128, groups <= 16 or a
+// multiple of 16; fp8 and head dim 256 fall back to CUDA cores) and the
+// CUDA-core kernel, over group sizes 1..32, both layouts, windows, splits.
+struct ForcePath {
+  explicit ForcePath(int path) { kvc::set_decode_kernel_override(path); }
+  ~ForcePath() { kvc::set_decode_kernel_override(0); }
+};
+
+TEST_F(Kernels, DecodeEveryKernelPathAndGroupSize) {
+  for (int path : {1, 2}) {
+    SCOPED_TRACE(path == 1 ? "CUDA-core kernel" : "tensor-core kernel");
+    ForcePath force(path);
+    for (kvc_dtype_t dt : {KVC_DTYPE_BF16, KVC_DTYPE_F16})
+      for (uint32_t dim : {64u, 128u})
+        for (uint32_t group : {1u, 3u, 4u, 8u, 16u, 32u}) {
+          DecodeCase c;
+          c.shape.dtype = dt;
+          c.q_dtype = dt;
+          c.shape.head_dim = dim;
+          c.shape.kv_heads = 2;
+          c.shape.layout = group % 2 == 0 ? KVC_LAYOUT_NHD : KVC_LAYOUT_HND;
+          c.q_heads = 2 * group;
+          c.lens = ragged_lens(16);
+          run_decode(*this, c);
+        }
+    DecodeCase fp8;  // no tensor-core kernel: falls back
+    fp8.shape.dtype = KVC_DTYPE_FP8_E4M3;
+    fp8.q_heads = 16;
+    fp8.lens = {300, 1, 64};
+    fp8.k_scale = 0.75f;
+    fp8.v_scale = 1.25f;
+    run_decode(*this, fp8);
+    DecodeCase wide;  // head dim 256: CUDA cores
+    wide.shape.head_dim = 256;
+    wide.q_heads = 8;
+    wide.lens = {300, 1, 64};
+    run_decode(*this, wide);
+    DecodeCase win;  // windows and block sizes
+    win.shape.windows = {0, 64};
+    win.layer = 1;
+    win.q_heads = 16;
+    win.lens = {1, 63, 64, 65, 100, 500, 1000};
+    run_decode(*this, win);
+    win.window = 17;
+    win.shape.tokens_per_block = 8;
+    run_decode(*this, win);
+    win.window = 0;
+    win.layer = 0;
+    win.shape.tokens_per_block = 32;
+    run_decode(*this, win);
+    DecodeCase k_is_v;  // kv_factor 1: V is K
+    k_is_v.shape.kv_factor = 1;
+    k_is_v.lens = {100, 17};
+    run_decode(*this, k_is_v);
+    for (uint32_t group : {1u, 4u, 8u}) {  // split-KV: one long sequence over many blocks
+      DecodeCase c;
+      c.shape.kv_heads = 8;
+      c.shape.layers = 1;
+      c.shape.max_tokens = 24000;
+      c.q_heads = 8 * group;
+      c.lens = {20000, 5, 0, 16};
+      run_decode(*this, c);
+      c.window = 4000;
+      run_decode(*this, c);
+    }
+  }
 }
 
 TEST_F(Kernels, DecodeWorkspaceSizeGrowsWithBatchAndLength) {
