@@ -413,15 +413,15 @@ const Variant& variant() {
 
 // The tensor-core kernel (decode_tc_kernel.cuh): heads_per_cta is the
 // group, or 16 for a group that is a multiple of 16.
-template <class Q, int D, int STAGES>
+template <class KV, class Q, int D, int STAGES>
 Variant tc_variant(uint32_t group) {
   static Variant per_device[kMaxDevices];
   static std::once_flag once[kMaxDevices];
   const int device = current_device();
   std::call_once(once[device], [device] {
-    using Tl = TcTiling<D, STAGES>;
+    using Tl = TcTiling<KV, D, STAGES>;
     Variant& r = per_device[device];
-    r.decode = decode_tc_kernel<Q, D, STAGES>;
+    r.decode = decode_tc_kernel<KV, Q, D, STAGES>;
     r.merge = merge_kernel<Q, D>;
     r.smem_bytes = Tl::kSmemBytes;
     r.threads = kTcThreads;
@@ -472,38 +472,51 @@ Variant pick_cuda_core(const DecodeWork& w) {
   }
 }
 
-// Whether the tensor-core kernel computes w: 16-bit K/V, head dim 64 or
-// 128, and a group that fits the 16 rows of a tile or is a multiple of 16.
+// Whether the tensor-core kernel computes w: head dim 64 or 128, and a
+// group that fits the 16 rows of a tile or is a multiple of 16.
 bool tc_supports(const DecodeWork& w) {
   const LayerSlabs& kv = w.kv;
   const uint32_t group = w.q_heads / kv.kv_heads;
-  return (kv.dtype == KVC_DTYPE_F16 || kv.dtype == KVC_DTYPE_BF16) &&
+  return (kv.dtype == KVC_DTYPE_F16 || kv.dtype == KVC_DTYPE_BF16 ||
+          kv.dtype == KVC_DTYPE_FP8_E4M3) &&
          (kv.head_dim == 64 || kv.head_dim == 128) && (group <= 16 || group % 16 == 0);
-}
-
-constexpr int kTcStages = 4;
-
-Variant pick_tc(const DecodeWork& w) {
-  const uint32_t group = w.q_heads / w.kv.kv_heads;
-  const bool bf16 = w.kv.dtype == KVC_DTYPE_BF16;
-  if (w.kv.head_dim == 64)
-    return bf16 ? tc_variant<bf16_t, 64, kTcStages>(group) : tc_variant<f16_t, 64, kTcStages>(group);
-  return bf16 ? tc_variant<bf16_t, 128, kTcStages>(group) : tc_variant<f16_t, 128, kTcStages>(group);
 }
 
 std::atomic<int> g_path_override{0};
 
-// Tensor cores where they read each K/V element once for a group of query
-// heads (group >= kTcMinGroup), CUDA cores elsewhere.
-constexpr uint32_t kTcMinGroup = 2;
+// Pipeline stages per warp: 16-bit K/V 4 (128 KiB, one block per SM), fp8
+// 4 (96 KiB with the converted tiles, two blocks per SM); override 3 picks
+// 3 and 8 instead (benchmarks).
+template <class KV, class Q, int D>
+Variant pick_tc_stages(uint32_t group, bool alt) {
+  constexpr bool kFp8 = std::is_same_v<KV, fp8_t>;
+  if (alt) return tc_variant<KV, Q, D, kFp8 ? 8 : 3>(group);
+  return tc_variant<KV, Q, D, 4>(group);
+}
 
+template <class KV, class Q>
+Variant pick_tc_dim(uint32_t head_dim, uint32_t group, bool alt) {
+  return head_dim == 64 ? pick_tc_stages<KV, Q, 64>(group, alt) : pick_tc_stages<KV, Q, 128>(group, alt);
+}
+
+Variant pick_tc(const DecodeWork& w) {
+  const uint32_t group = w.q_heads / w.kv.kv_heads;
+  const bool alt = g_path_override.load(std::memory_order_relaxed) == 3;
+  switch (w.kv.dtype) {
+    case KVC_DTYPE_F16: return pick_tc_dim<f16_t, f16_t>(w.kv.head_dim, group, alt);
+    case KVC_DTYPE_BF16: return pick_tc_dim<bf16_t, bf16_t>(w.kv.head_dim, group, alt);
+    default:
+      return w.q_dtype == KVC_DTYPE_F16 ? pick_tc_dim<fp8_t, f16_t>(w.kv.head_dim, group, alt)
+                                        : pick_tc_dim<fp8_t, bf16_t>(w.kv.head_dim, group, alt);
+  }
+}
+
+// Tensor cores wherever supported (measured on an H100 as fast as the
+// CUDA-core kernel or faster at every group size, bench/results), CUDA
+// cores elsewhere.
 bool use_tc(const DecodeWork& w) {
   if (!tc_supports(w)) return false;
-  switch (g_path_override.load(std::memory_order_relaxed)) {
-    case 1: return false;
-    case 2: return true;
-    default: return w.q_heads / w.kv.kv_heads >= kTcMinGroup;
-  }
+  return g_path_override.load(std::memory_order_relaxed) != 1;
 }
 
 Variant pick(const DecodeWork& w) { return use_tc(w) ? pick_tc(w) : pick_cuda_core(w); }

@@ -27,6 +27,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/cuda_numeric.cuh"
 #include "cuda/decode_common.cuh"
@@ -40,11 +41,16 @@ constexpr int kTcWarps = 4;
 constexpr int kTcThreads = kTcWarps * 32;
 constexpr int kTcTile = 16;  // tokens per warp step
 
-template <int D, int STAGES>
+// KV: the cache's element type; 16-bit K/V lands in the stages in the mma
+// layout, fp8 K/V lands raw (kRawBytes per K or V tile) and each lane
+// converts the chunks it copied into one 16-bit K/V tile pair per warp.
+template <class KV, int D, int STAGES>
 struct TcTiling {
-  static constexpr int kTileBytes = kTcTile * D * 2;  // K or V of one step
-  static constexpr int kStageBytes = 2 * kTileBytes;
-  static constexpr int kWarpBytes = STAGES * kStageBytes;
+  static constexpr bool kFp8 = std::is_same_v<KV, fp8_t>;
+  static constexpr int kTileBytes = kTcTile * D * 2;  // K or V of one step, 16-bit
+  static constexpr int kRawBytes = kTcTile * D * int(sizeof(KV));
+  static constexpr int kStageBytes = 2 * kRawBytes;
+  static constexpr int kWarpBytes = STAGES * kStageBytes + (kFp8 ? 2 * kTileBytes : 0);
   static constexpr int kPipeBytes = kTcWarps * kWarpBytes;
   static constexpr int kRowStride = D + 8;  // merge rows (floats), padded against bank conflicts
   static constexpr int kMergeBytes = kTcWarps * 16 * (kRowStride + 2) * 4;
@@ -56,9 +62,10 @@ __device__ __forceinline__ uint32_t load_u32(const void* p) {
   return *reinterpret_cast<const uint32_t*>(p);
 }
 
-template <class Q, int D, int STAGES>
+template <class KV, class Q, int D, int STAGES>
 __global__ void __launch_bounds__(kTcThreads, 1) decode_tc_kernel(const __grid_constant__ DecodeParams p) {
-  using Tl = TcTiling<D, STAGES>;
+  using Tl = TcTiling<KV, D, STAGES>;
+  constexpr bool kFp8 = Tl::kFp8;
   constexpr int KS = D / 16;  // k-steps of S = Q K^T
   constexpr int DT = D / 8;   // n-tiles of O
   extern __shared__ __align__(128) unsigned char tc_smem[];
@@ -112,18 +119,58 @@ __global__ void __launch_bounds__(kTcThreads, 1) decode_tc_kernel(const __grid_c
     const uint64_t mask = __ballot_sync(0xffffffffu, off >= 0) & 0xffffu;
     valid_bits = (valid_bits & ~(0xffffull << (16 * stage))) | (mask << (16 * stage));
     const uint32_t k_dst = s_warp + stage * uint32_t(Tl::kStageBytes);
-    const uint32_t v_dst = k_dst + uint32_t(Tl::kTileBytes);
-    constexpr int CPR = D / 8;     // 16-byte chunks per row
-    constexpr int RPP = 32 / CPR;  // rows per pass of the warp
-    const int c = lane % CPR;
+    const uint32_t v_dst = k_dst + uint32_t(Tl::kRawBytes);
+    if constexpr (!kFp8) {
+      constexpr int CPR = D / 8;     // 16-byte chunks per row
+      constexpr int RPP = 32 / CPR;  // rows per pass of the warp
+      const int c = lane % CPR;
 #pragma unroll
-    for (int k = 0; k < kTcTile / RPP; ++k) {
-      const int r = lane / CPR + k * RPP;
-      const int64_t o = __shfl_sync(0xffffffffu, off, r);
-      const uint32_t bytes = o >= 0 ? 16u : 0u;
-      const int64_t src = o >= 0 ? o + c * 16 : 0;
-      cp_async16(k_dst + swz<D>(r, c), p.k_base + src, bytes);
-      cp_async16(v_dst + swz<D>(r, c), p.v_base + src, bytes);
+      for (int k = 0; k < kTcTile / RPP; ++k) {
+        const int r = lane / CPR + k * RPP;
+        const int64_t o = __shfl_sync(0xffffffffu, off, r);
+        const uint32_t bytes = o >= 0 ? 16u : 0u;
+        const int64_t src = o >= 0 ? o + c * 16 : 0;
+        cp_async16(k_dst + swz<D>(r, c), p.k_base + src, bytes);
+        cp_async16(v_dst + swz<D>(r, c), p.v_base + src, bytes);
+      }
+    } else {
+      // Raw: pass k of lane at chunk k * 32 + lane (read back by this lane only).
+      constexpr int CPR = D / 16;
+      constexpr int RPP = 32 / CPR;
+      const int c = lane % CPR;
+#pragma unroll
+      for (int k = 0; k < kTcTile / RPP; ++k) {
+        const int r = lane / CPR + k * RPP;
+        const int64_t o = __shfl_sync(0xffffffffu, off, r);
+        const uint32_t bytes = o >= 0 ? 16u : 0u;
+        const int64_t src = o >= 0 ? o + c * 16 : 0;
+        cp_async16(k_dst + uint32_t((k * 32 + lane) * 16), p.k_base + src, bytes);
+        cp_async16(v_dst + uint32_t((k * 32 + lane) * 16), p.v_base + src, bytes);
+      }
+    }
+  };
+  // fp8: converts this lane's raw chunks of a stage into the warp's 16-bit
+  // tiles (16 fp8 -> two 16-byte chunks of the swizzled row).
+  const uint32_t s_conv = s_warp + uint32_t(STAGES * Tl::kStageBytes);
+  auto convert = [&](uint32_t stage) {
+    if constexpr (kFp8) {
+      constexpr int CPR = D / 16;
+      constexpr int RPP = 32 / CPR;
+      const int c = lane % CPR;
+      const unsigned char* raw = tc_smem + (s_warp - smem_u32(tc_smem)) + stage * uint32_t(Tl::kStageBytes);
+      unsigned char* conv = tc_smem + (s_conv - smem_u32(tc_smem));
+#pragma unroll
+      for (int kv = 0; kv < 2; ++kv)
+#pragma unroll
+        for (int k = 0; k < kTcTile / RPP; ++k) {
+          const int r = lane / CPR + k * RPP;
+          const uint4 in = *reinterpret_cast<const uint4*>(raw + kv * Tl::kRawBytes + (k * 32 + lane) * 16);
+          uint4 two[2];
+          fp8x16_to<Q>(in, two);
+          unsigned char* row = conv + kv * Tl::kTileBytes;
+          *reinterpret_cast<uint4*>(row + swz<D>(r, 2 * c)) = two[0];
+          *reinterpret_cast<uint4*>(row + swz<D>(r, 2 * c + 1)) = two[1];
+        }
     }
   };
 
@@ -166,7 +213,12 @@ __global__ void __launch_bounds__(kTcThreads, 1) decode_tc_kernel(const __grid_c
     cp_async_wait<STAGES - 1>();  // this lane's copies of step i have landed
     __syncwarp();                 // and every lane's
     const uint32_t stage = i % STAGES;
-    const uint32_t k_tile = s_warp + stage * uint32_t(Tl::kStageBytes);
+    uint32_t k_tile = s_warp + stage * uint32_t(Tl::kStageBytes);
+    if constexpr (kFp8) {
+      convert(stage);
+      __syncwarp();  // the converted tiles are complete
+      k_tile = s_conv;
+    }
     const uint32_t v_tile = k_tile + uint32_t(Tl::kTileBytes);
     const uint32_t vmask = uint32_t(valid_bits >> (16 * stage));
 

@@ -539,38 +539,40 @@ TEST_F(Kernels, DecodeSplitsLongSequences) {
 }
 
 // Both decode kernels, each forced (kvc::set_decode_kernel_override): the
-// tensor-core kernel (16-bit K/V, head dim 64 and 128, groups <= 16 or a
-// multiple of 16; fp8 and head dim 256 fall back to CUDA cores) and the
-// CUDA-core kernel, over group sizes 1..32, both layouts, windows, splits.
+// tensor-core kernel (head dim 64 and 128, groups <= 16 or a multiple of
+// 16; head dim 256 falls back to CUDA cores) and the CUDA-core kernel, over
+// every K/V type, group sizes 1..32, both layouts, windows and splits.
 struct ForcePath {
   explicit ForcePath(int path) { kvc::set_decode_kernel_override(path); }
   ~ForcePath() { kvc::set_decode_kernel_override(0); }
 };
 
 TEST_F(Kernels, DecodeEveryKernelPathAndGroupSize) {
-  for (int path : {1, 2}) {
-    SCOPED_TRACE(path == 1 ? "CUDA-core kernel" : "tensor-core kernel");
+  const std::pair<kvc_dtype_t, kvc_dtype_t> types[] = {{KVC_DTYPE_BF16, KVC_DTYPE_BF16},
+                                                       {KVC_DTYPE_F16, KVC_DTYPE_F16},
+                                                       {KVC_DTYPE_FP8_E4M3, KVC_DTYPE_BF16},
+                                                       {KVC_DTYPE_FP8_E4M3, KVC_DTYPE_F16}};
+  for (int path : {1, 2, 3}) {
+    SCOPED_TRACE(path == 1 ? "CUDA-core kernel" : path == 2 ? "tensor-core kernel" : "tensor-core kernel, other depth");
     ForcePath force(path);
-    for (kvc_dtype_t dt : {KVC_DTYPE_BF16, KVC_DTYPE_F16})
+    for (const auto& [kv, q] : types)
       for (uint32_t dim : {64u, 128u})
         for (uint32_t group : {1u, 3u, 4u, 8u, 16u, 32u}) {
+          if (kv == KVC_DTYPE_FP8_E4M3 && (group == 3 || group == 16)) continue;
           DecodeCase c;
-          c.shape.dtype = dt;
-          c.q_dtype = dt;
+          c.shape.dtype = kv;
+          c.q_dtype = q;
           c.shape.head_dim = dim;
           c.shape.kv_heads = 2;
           c.shape.layout = group % 2 == 0 ? KVC_LAYOUT_NHD : KVC_LAYOUT_HND;
           c.q_heads = 2 * group;
           c.lens = ragged_lens(16);
+          if (kv == KVC_DTYPE_FP8_E4M3) {
+            c.k_scale = 0.75f;
+            c.v_scale = 1.25f;
+          }
           run_decode(*this, c);
         }
-    DecodeCase fp8;  // no tensor-core kernel: falls back
-    fp8.shape.dtype = KVC_DTYPE_FP8_E4M3;
-    fp8.q_heads = 16;
-    fp8.lens = {300, 1, 64};
-    fp8.k_scale = 0.75f;
-    fp8.v_scale = 1.25f;
-    run_decode(*this, fp8);
     DecodeCase wide;  // head dim 256: CUDA cores
     wide.shape.head_dim = 256;
     wide.q_heads = 8;
@@ -603,6 +605,12 @@ TEST_F(Kernels, DecodeEveryKernelPathAndGroupSize) {
       run_decode(*this, c);
       c.window = 4000;
       run_decode(*this, c);
+      if (group == 4) {
+        c.shape.dtype = KVC_DTYPE_FP8_E4M3;
+        c.k_scale = 0.75f;
+        c.v_scale = 1.25f;
+        run_decode(*this, c);
+      }
     }
   }
 }
