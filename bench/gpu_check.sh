@@ -98,7 +98,8 @@ if [ "$MODE" = decode-quick ]; then
   fi
   for path in ${DECODE_PATHS:-0 1 2}; do
     echo "== decode benchmark, KVC_DECODE_PATH=$path"
-    KVC_DECODE_PATH=$path timeout 120 "$BUILD/bench/bench_decode_attention" --quick \
+    # shellcheck disable=SC2086
+    KVC_DECODE_PATH=$path timeout 150 "$BUILD/bench/bench_decode_attention" ${DECODE_BENCH_ARGS---quick} \
       >"$OUT/decode_quick_$path.log" 2>&1 || STATUS=1
     cat "$OUT/decode_quick_$path.log"
   done
