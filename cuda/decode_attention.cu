@@ -486,7 +486,7 @@ std::atomic<int> g_path_override{0};
 
 // Pipeline stages per warp: 16-bit K/V 4 (128 KiB, one block per SM), fp8
 // 4 (96 KiB with the converted tiles, two blocks per SM); override 3 picks
-// 3 and 8 instead (benchmarks).
+// 3 (96 KiB, two blocks per SM) and 8 (160 KiB, one) instead.
 template <class KV, class Q, int D>
 Variant pick_tc_stages(uint32_t group, bool alt) {
   constexpr bool kFp8 = std::is_same_v<KV, fp8_t>;

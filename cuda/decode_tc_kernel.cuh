@@ -66,6 +66,8 @@ template <class KV, class Q, int D, int STAGES>
 __global__ void __launch_bounds__(kTcThreads, 1) decode_tc_kernel(const __grid_constant__ DecodeParams p) {
   using Tl = TcTiling<KV, D, STAGES>;
   constexpr bool kFp8 = Tl::kFp8;
+  using M = std::conditional_t<kFp8, f16_t, Q>;  // the mma's operand type
+  static_assert(STAGES <= 32, "valid_bits holds one bit per stage");
   constexpr int KS = D / 16;  // k-steps of S = Q K^T
   constexpr int DT = D / 8;   // n-tiles of O
   extern __shared__ __align__(128) unsigned char tc_smem[];
@@ -99,7 +101,9 @@ __global__ void __launch_bounds__(kTcThreads, 1) decode_tc_kernel(const __grid_c
       n_tiles > uint32_t(warp) ? (n_tiles - uint32_t(warp) + kTcWarps - 1) / kTcWarps : 0;
   const uint32_t s_warp = smem_u32(tc_smem) + uint32_t(warp * Tl::kWarpBytes);
   const uint64_t head_off = uint64_t(kvh) * p.head_stride;
-  uint64_t valid_bits = 0;  // 16 bits per stage: the tokens of the stage that were loaded
+  // Bit `stage` of lane l < 16: token l of that stage was loaded (a ballot
+  // over lanes 0..15 gives a stage's mask).
+  uint32_t valid_bits = 0;
 
   // Starts the copies of this warp's tile i into stage i % STAGES.
   auto issue = [&](uint32_t i) {
@@ -116,8 +120,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) decode_tc_kernel(const __grid_c
                       head_off);
       }
     }
-    const uint64_t mask = __ballot_sync(0xffffffffu, off >= 0) & 0xffffu;
-    valid_bits = (valid_bits & ~(0xffffull << (16 * stage))) | (mask << (16 * stage));
+    valid_bits = off >= 0 ? (valid_bits | (1u << stage)) : (valid_bits & ~(1u << stage));
     const uint32_t k_dst = s_warp + stage * uint32_t(Tl::kStageBytes);
     const uint32_t v_dst = k_dst + uint32_t(Tl::kRawBytes);
     if constexpr (!kFp8) {
@@ -166,7 +169,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) decode_tc_kernel(const __grid_c
           const int r = lane / CPR + k * RPP;
           const uint4 in = *reinterpret_cast<const uint4*>(raw + kv * Tl::kRawBytes + (k * 32 + lane) * 16);
           uint4 two[2];
-          fp8x16_to<Q>(in, two);
+          fp8x16_to<M>(in, two);
           unsigned char* row = conv + kv * Tl::kTileBytes;
           *reinterpret_cast<uint4*>(row + swz<D>(r, 2 * c)) = two[0];
           *reinterpret_cast<uint4*>(row + swz<D>(r, 2 * c + 1)) = two[1];
@@ -181,7 +184,12 @@ __global__ void __launch_bounds__(kTcThreads, 1) decode_tc_kernel(const __grid_c
   }
 
   // Q as A fragments (rows g and g + 8; zero rows past the block's heads).
+  // fp8 K/V: the mma runs in f16 (fp8 converts to f16 in one instruction
+  // per pair, exactly); a bf16 query is scaled by a power of two that brings
+  // the block's largest |q| under 2^14 first (exact; folded into the score
+  // scale), so it cannot overflow f16.
   uint32_t qa[KS][4];
+  float mult = p.q_scale;
   {
     const Q* q0 = static_cast<const Q*>(p.query) + (uint64_t(b) * p.q_heads + h0) * D;
     const bool lo = g < rows, hi = g + 8 < rows;
@@ -193,6 +201,30 @@ __global__ void __launch_bounds__(kTcThreads, 1) decode_tc_kernel(const __grid_c
       qa[kk][2] = lo ? load_u32(q0 + g * D + col + 8) : 0u;
       qa[kk][3] = hi ? load_u32(q0 + (g + 8) * D + col + 8) : 0u;
     }
+    if constexpr (kFp8 && std::is_same_v<Q, bf16_t>) {
+      float amax = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < KS; ++kk)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          amax = fmaxf(amax, fabsf(__uint_as_float(qa[kk][e] << 16)));
+          amax = fmaxf(amax, fabsf(__uint_as_float(qa[kk][e] & 0xffff0000u)));
+        }
+#pragma unroll
+      for (int off = 16; off >= 1; off /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+      // 2^-shift * amax < 2^14 (amax may be inf or NaN: no shift, the f16
+      // conversion then carries it, as the reference would).
+      int shift = 0;
+      if (amax >= 16384.0f && amax <= 3.0e38f) shift = ilogbf(amax) - 13;
+      const float down = exp2f(float(-shift));
+      mult *= exp2f(float(shift));
+#pragma unroll
+      for (int kk = 0; kk < KS; ++kk)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          qa[kk][e] = pack2<f16_t>(__uint_as_float(qa[kk][e] << 16) * down,
+                                   __uint_as_float(qa[kk][e] & 0xffff0000u) * down);
+    }
   }
 
   float o[DT][4];
@@ -203,7 +235,6 @@ __global__ void __launch_bounds__(kTcThreads, 1) decode_tc_kernel(const __grid_c
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   const uint32_t k_off = swz<D>(((lane >> 4) & 1) * 8 + (lane & 7), (lane >> 3) & 1);
   const uint32_t v_off = swz<D>(((lane >> 3) & 1) * 8 + (lane & 7), lane >> 4);
-  const float mult = p.q_scale;
 
   for (uint32_t i = 0; i < my_tiles; ++i) {
     // Refill the stage read in step i - 1 (the warp left it at a __syncwarp).
@@ -220,7 +251,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) decode_tc_kernel(const __grid_c
       k_tile = s_conv;
     }
     const uint32_t v_tile = k_tile + uint32_t(Tl::kTileBytes);
-    const uint32_t vmask = uint32_t(valid_bits >> (16 * stage));
+    const uint32_t vmask = __ballot_sync(0xffffffffu, (valid_bits >> stage) & 1u);
 
     float s[2][4];
 #pragma unroll
@@ -231,8 +262,8 @@ __global__ void __launch_bounds__(kTcThreads, 1) decode_tc_kernel(const __grid_c
     for (int kk = 0; kk < KS; ++kk) {
       uint32_t kb[4];
       ldmatrix_x4(kb, k_tile + (k_off ^ uint32_t(kk << 5)));
-      mma16816<Q>(s[0], qa[kk], kb[0], kb[1]);
-      mma16816<Q>(s[1], qa[kk], kb[2], kb[3]);
+      mma16816<M>(s[0], qa[kk], kb[0], kb[1]);
+      mma16816<M>(s[1], qa[kk], kb[2], kb[3]);
     }
 
     // Scale (any sign), mask, online softmax per row half h (row g + 8h).
@@ -280,16 +311,16 @@ __global__ void __launch_bounds__(kTcThreads, 1) decode_tc_kernel(const __grid_c
       }
     }
     uint32_t pa[4];
-    pa[0] = pack2<Q>(s[0][0], s[0][1]);
-    pa[1] = pack2<Q>(s[0][2], s[0][3]);
-    pa[2] = pack2<Q>(s[1][0], s[1][1]);
-    pa[3] = pack2<Q>(s[1][2], s[1][3]);
+    pa[0] = pack2<M>(s[0][0], s[0][1]);
+    pa[1] = pack2<M>(s[0][2], s[0][3]);
+    pa[2] = pack2<M>(s[1][0], s[1][1]);
+    pa[3] = pack2<M>(s[1][2], s[1][3]);
 #pragma unroll
     for (int pp = 0; pp < D / 16; ++pp) {
       uint32_t vb[4];
       ldmatrix_x4_trans(vb, v_tile + (v_off ^ uint32_t(pp << 5)));
-      mma16816<Q>(o[2 * pp], pa, vb[0], vb[1]);
-      mma16816<Q>(o[2 * pp + 1], pa, vb[2], vb[3]);
+      mma16816<M>(o[2 * pp], pa, vb[0], vb[1]);
+      mma16816<M>(o[2 * pp + 1], pa, vb[2], vb[3]);
     }
     __syncwarp();  // every lane is done with this stage before it is refilled
   }

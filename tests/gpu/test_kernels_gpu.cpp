@@ -338,6 +338,7 @@ struct DecodeCase {
   uint32_t window = 0;  // args.window
   float k_scale = 1.0f;
   float v_scale = 1.0f;
+  float q_range = 1.0f;  // query elements uniform in [-q_range, q_range]
 };
 
 float rel_error(const std::vector<float>& out, const std::vector<float>& ref, bool* nan) {
@@ -398,7 +399,7 @@ void run_decode(Kernels& t, const DecodeCase& c) {
   }
 
   const size_t q_elems = size_t(batch) * c.q_heads * s.head_dim;
-  std::vector<unsigned char> query = random_values(t.rng, c.q_dtype, q_elems, 1.0f);
+  std::vector<unsigned char> query = random_values(t.rng, c.q_dtype, q_elems, c.q_range);
   DeviceBuffer dq(query.data(), query.size()), dout(query.size());
   DeviceBuffer dlens(c.lens.data(), c.lens.size() * 4), dpadded(padded.data(), padded.size() * 4);
   DeviceBuffer dindices(indices.data(), indices.size() * 4), dindptr(indptr.data(), indptr.size() * 4);
@@ -573,6 +574,13 @@ TEST_F(Kernels, DecodeEveryKernelPathAndGroupSize) {
           }
           run_decode(*this, c);
         }
+    DecodeCase big_q;  // fp8 K/V, bf16 query beyond f16's range (the tensor-core kernel scales it)
+    big_q.shape.dtype = KVC_DTYPE_FP8_E4M3;
+    big_q.q_heads = 8;
+    big_q.q_range = 3.0e5f;
+    big_q.k_scale = 2.0e-5f;
+    big_q.lens = {300, 1, 64};
+    run_decode(*this, big_q);
     DecodeCase wide;  // head dim 256: CUDA cores
     wide.shape.head_dim = 256;
     wide.q_heads = 8;
