@@ -9,7 +9,10 @@
 # kernels built in as peers when .device-deps-flashinfer/ holds its pinned
 # headers (bench/flashinfer/README.md), ncu over decode rows
 # (NCU_ROWS="Q/KV/BATCH/CTX[/fp8] ...", empty to skip); kernels-tests: the
-# GPU tests and compute-sanitizer memcheck first.
+# GPU tests and compute-sanitizer memcheck first (GPU_TEST_FILTER and
+# MEMCHECK_FILTER, gtest filters, narrow them to fit a device call).
+# decode-quick: decode's GPU tests and memcheck, then the decode benchmark
+# with each kernel forced (see below).
 # tier: the GPU tests, memcheck over the host-tier tests, and the host-tier
 # copy benchmark (bench/cuda/bench_tier_copy.cu) alone.
 # prefill: the GPU tests, compute-sanitizer memcheck and racecheck over the
@@ -65,7 +68,7 @@ echo "built in $(( $(date +%s) - t0 )) s"
 
 if [ "$MODE" = tests ] || [ "$MODE" = all ] || [ "$MODE" = kernels-tests ]; then
   echo "== GPU tests"
-  timeout 300 "$BUILD/tests/gpu/kvcache_gpu_tests" >"$OUT/gpu_tests.log" 2>&1
+  timeout 300 "$BUILD/tests/gpu/kvcache_gpu_tests" --gtest_filter="${GPU_TEST_FILTER:-*}" >"$OUT/gpu_tests.log" 2>&1
   rc=$?; [ $rc -ne 0 ] && STATUS=1
   grep -E "^\[  (FAILED|PASSED|SKIPPED) |OK \]|Failure|error|Expected|Which is|relative|first difference" \
     "$OUT/gpu_tests.log" | head -80
@@ -74,7 +77,7 @@ if [ "$MODE" = tests ] || [ "$MODE" = all ] || [ "$MODE" = kernels-tests ]; then
   # Not the test whose cuMemCreate fails on purpose (memcheck counts the
   # failed driver call as an error; bench/resize_device.sh leaves it out too).
   timeout 420 compute-sanitizer --tool memcheck --error-exitcode 99 \
-    "$BUILD/tests/gpu/kvcache_gpu_tests" --gtest_filter='-CudaResize.AGrowBeyond*' \
+    "$BUILD/tests/gpu/kvcache_gpu_tests" --gtest_filter="${MEMCHECK_FILTER:--CudaResize.AGrowBeyond*}" \
     --gtest_brief=1 >"$OUT/memcheck.log" 2>&1
   rc=$?; [ $rc -ne 0 ] && STATUS=1
   tail -6 "$OUT/memcheck.log"

@@ -484,14 +484,17 @@ bool tc_supports(const DecodeWork& w) {
 
 std::atomic<int> g_path_override{0};
 
-// Pipeline stages per warp: 16-bit K/V 4 (128 KiB, one block per SM), fp8
+// Pipeline stages per warp: 16-bit K/V 3 (96 KiB, two blocks per SM), fp8
 // 4 (96 KiB with the converted tiles, two blocks per SM); override 3 picks
-// 3 (96 KiB, two blocks per SM) and 8 (160 KiB, one) instead.
+// 4 (128 KiB, one block per SM) and 8 (160 KiB, one) instead. On an H100
+// (bench/results/2026-11-28-kernels-h100.md) the defaults were as fast or
+// faster on most rows; fp8 at 8 stages was 1.6x slower (issue-bound with
+// four warps per SM).
 template <class KV, class Q, int D>
 Variant pick_tc_stages(uint32_t group, bool alt) {
   constexpr bool kFp8 = std::is_same_v<KV, fp8_t>;
-  if (alt) return tc_variant<KV, Q, D, kFp8 ? 8 : 3>(group);
-  return tc_variant<KV, Q, D, 4>(group);
+  if (alt) return tc_variant<KV, Q, D, kFp8 ? 8 : 4>(group);
+  return tc_variant<KV, Q, D, kFp8 ? 4 : 3>(group);
 }
 
 template <class KV, class Q>
