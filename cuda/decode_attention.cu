@@ -1,6 +1,14 @@
-// Paged decode attention on CUDA cores. Decode reads every cached K/V byte
-// once per query-head chunk and does little arithmetic per byte, so the
-// kernel is built for memory throughput:
+// Paged decode attention: the launch, the split-KV merge kernel, and the
+// CUDA-core kernel. Two kernels compute it: the tensor-core kernel
+// (decode_tc_kernel.cuh) wherever it applies (head dim 64 and 128, any K/V
+// type, GQA group <= 16 or a multiple of 16), which reads each K/V element
+// once per kv head; the CUDA-core kernel below elsewhere (head dim 256,
+// other groups). set_decode_kernel_override() forces either (tests,
+// benchmarks); the workspace size covers both.
+//
+// The CUDA-core kernel. Decode reads every cached K/V byte once per
+// query-head chunk and does little arithmetic per byte, so the kernel is
+// built for memory throughput:
 //  - a thread block owns one (sequence, kv head, chunk of GB query heads)
 //    and a range of tokens (split-KV, see decode_split.h);
 //  - a token is read by TPT = head_dim / 16 threads, 16 elements each (one
