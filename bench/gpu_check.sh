@@ -2,14 +2,17 @@
 # One call on the GPU machine: build the CUDA backend, run the GPU tests,
 # compute-sanitizer memcheck over them, and the kernel benchmarks with their
 # PyTorch peers. Logs and the report go to $OUT (default ./out).
-#   bench/gpu_check.sh [tests|bench|all|tier|prefill|prefill-bench|kernels|kernels-tests]
+#   bench/gpu_check.sh [tests|bench|all|tier|prefill|prefill-bench|kernels|kernels-tests|decode-quick]
 # bench|all run the kernel report's benchmarks without FlashInfer or ncu.
 # kernels: the kernel report of issue 28 (bench/kernel_report.py): store,
 # decode, host-tier (C API) and prefill benchmarks, with FlashInfer's
 # kernels built in as peers when .device-deps-flashinfer/ holds its pinned
 # headers (bench/flashinfer/README.md), ncu over decode rows
 # (NCU_ROWS="Q/KV/BATCH/CTX[/fp8] ...", empty to skip); kernels-tests: the
-# GPU tests and compute-sanitizer memcheck first.
+# GPU tests and compute-sanitizer memcheck first (GPU_TEST_FILTER and
+# MEMCHECK_FILTER, gtest filters, narrow them to fit a device call).
+# decode-quick: decode's GPU tests and memcheck, then the decode benchmark
+# with each kernel forced (see below).
 # tier: the GPU tests, memcheck over the host-tier tests, and the host-tier
 # copy benchmark (bench/cuda/bench_tier_copy.cu) alone.
 # prefill: the GPU tests, compute-sanitizer memcheck and racecheck over the
@@ -34,7 +37,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,
 # 13's CCCL in a copy: the kernels modes only.
 FI_SRC=$ROOT/.device-deps-flashinfer
 FI_FLAG=""
-case "$MODE" in kernels*)
+case "$MODE" in kernels*|decode-quick)
   if [ -d "$FI_SRC/include/flashinfer" ]; then
     mkdir -p "$WORK/flashinfer" && cp -r "$FI_SRC/include" "$WORK/flashinfer/" &&
       (cd "$WORK/flashinfer" && patch -s -p1 <"$ROOT/bench/flashinfer/cuda13-cccl.patch") &&
@@ -56,6 +59,7 @@ case "$MODE" in
   prefill|prefill-bench) TARGETS="kvcache_gpu_tests bench_prefill_attention" ;;
   kernels) TARGETS="bench_store_kv bench_decode_attention bench_tier_copy bench_prefill_attention" ;;
   kernels-tests) TARGETS="kvcache_gpu_tests bench_store_kv bench_decode_attention bench_tier_copy bench_prefill_attention" ;;
+  decode-quick) TARGETS="kvcache_gpu_tests bench_decode_attention" ;;
 esac
 # shellcheck disable=SC2086
 cmake --build "$BUILD" -j16 --target $TARGETS \
@@ -64,7 +68,7 @@ echo "built in $(( $(date +%s) - t0 )) s"
 
 if [ "$MODE" = tests ] || [ "$MODE" = all ] || [ "$MODE" = kernels-tests ]; then
   echo "== GPU tests"
-  timeout 300 "$BUILD/tests/gpu/kvcache_gpu_tests" >"$OUT/gpu_tests.log" 2>&1
+  timeout 300 "$BUILD/tests/gpu/kvcache_gpu_tests" --gtest_filter="${GPU_TEST_FILTER:-*}" >"$OUT/gpu_tests.log" 2>&1
   rc=$?; [ $rc -ne 0 ] && STATUS=1
   grep -E "^\[  (FAILED|PASSED|SKIPPED) |OK \]|Failure|error|Expected|Which is|relative|first difference" \
     "$OUT/gpu_tests.log" | head -80
@@ -73,11 +77,35 @@ if [ "$MODE" = tests ] || [ "$MODE" = all ] || [ "$MODE" = kernels-tests ]; then
   # Not the test whose cuMemCreate fails on purpose (memcheck counts the
   # failed driver call as an error; bench/resize_device.sh leaves it out too).
   timeout 420 compute-sanitizer --tool memcheck --error-exitcode 99 \
-    "$BUILD/tests/gpu/kvcache_gpu_tests" --gtest_filter='-CudaResize.AGrowBeyond*' \
+    "$BUILD/tests/gpu/kvcache_gpu_tests" --gtest_filter="${MEMCHECK_FILTER:--CudaResize.AGrowBeyond*}" \
     --gtest_brief=1 >"$OUT/memcheck.log" 2>&1
   rc=$?; [ $rc -ne 0 ] && STATUS=1
   tail -6 "$OUT/memcheck.log"
   echo "memcheck exit code $rc"
+fi
+
+if [ "$MODE" = decode-quick ]; then
+  # Iterating on decode: its GPU tests, memcheck over them, and the decode
+  # benchmark at context 8192 (--quick) with each kernel forced
+  # (KVC_DECODE_PATH, DECODE_PATHS="0 1 2" by default) and FlashInfer.
+  echo "== GPU tests (decode)"
+  timeout 200 "$BUILD/tests/gpu/kvcache_gpu_tests" --gtest_filter='*Decode*' >"$OUT/gpu_tests.log" 2>&1
+  rc=$?; [ $rc -ne 0 ] && STATUS=1
+  grep -E "^\[  (FAILED|PASSED|SKIPPED) |OK \]|Failure|Expected|Which is|relative" "$OUT/gpu_tests.log" | head -40
+  echo "gpu tests exit code $rc"
+  if [ "${DECODE_MEMCHECK:-1}" = 1 ]; then
+    timeout 200 compute-sanitizer --tool memcheck --error-exitcode 99 "$BUILD/tests/gpu/kvcache_gpu_tests" \
+      --gtest_filter='Kernels.Decode*' --gtest_brief=1 >"$OUT/memcheck.log" 2>&1
+    rc=$?; [ $rc -ne 0 ] && STATUS=1
+    tail -4 "$OUT/memcheck.log"; echo "memcheck exit code $rc"
+  fi
+  for path in ${DECODE_PATHS:-0 1 2}; do
+    echo "== decode benchmark, KVC_DECODE_PATH=$path"
+    # shellcheck disable=SC2086
+    KVC_DECODE_PATH=$path timeout 150 "$BUILD/bench/bench_decode_attention" ${DECODE_BENCH_ARGS---quick} \
+      >"$OUT/decode_quick_$path.log" 2>&1 || STATUS=1
+    cat "$OUT/decode_quick_$path.log"
+  done
 fi
 
 if [ "$MODE" = tier ]; then

@@ -47,6 +47,12 @@ void launch_tier_copy(bool to_host, void* device_pool, void* host_pool_device_pt
 uint64_t decode_workspace_bytes(const DecodeWork& w, const GpuInfo& gpu);
 void launch_decode_attention(const DecodeWork& w, const GpuInfo& gpu, KernelErrorRecord* err,
                              cudaStream_t stream);
+// Tests and benchmarks only: which decode kernel runs. 0 (default) and 2:
+// the tensor-core kernel wherever it is supported (head dim 64 or 128,
+// group <= 16 or a multiple of 16), CUDA cores elsewhere; 1: CUDA cores
+// always; 3: as 2 with the other pipeline depth. The workspace size covers
+// both kernels. Not thread safe; not in the C API.
+void set_decode_kernel_override(int path);
 
 // Stateful decode attention (stateful_decode.cu): through the beam table,
 // rows that read the same K/V over a chunk read it once.

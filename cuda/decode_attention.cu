@@ -1,6 +1,14 @@
-// Paged decode attention on CUDA cores. Decode reads every cached K/V byte
-// once per query-head chunk and does little arithmetic per byte, so the
-// kernel is built for memory throughput:
+// Paged decode attention: the launch, the split-KV merge kernel, and the
+// CUDA-core kernel. Two kernels compute it: the tensor-core kernel
+// (decode_tc_kernel.cuh) wherever it applies (head dim 64 and 128, any K/V
+// type, GQA group <= 16 or a multiple of 16), which reads each K/V element
+// once per kv head; the CUDA-core kernel below elsewhere (head dim 256,
+// other groups). set_decode_kernel_override() forces either (tests,
+// benchmarks); the workspace size covers both.
+//
+// The CUDA-core kernel. Decode reads every cached K/V byte once per
+// query-head chunk and does little arithmetic per byte, so the kernel is
+// built for memory throughput:
 //  - a thread block owns one (sequence, kv head, chunk of GB query heads)
 //    and a range of tokens (split-KV, see decode_split.h);
 //  - a token is read by TPT = head_dim / 16 threads, 16 elements each (one
@@ -21,6 +29,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <mutex>
 #include <type_traits>
@@ -28,7 +37,10 @@
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_kernels.h"
 #include "cuda/cuda_numeric.cuh"
+#include "cuda/decode_common.cuh"
 #include "cuda/decode_split.h"
+#include "cuda/decode_tc_kernel.cuh"
+#include "cuda/tensor_core_ptx.cuh"
 
 namespace kvc {
 
@@ -37,37 +49,6 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kVec = 16;             // head-dim elements per thread
 constexpr int kStages = 4;           // cp.async pipeline depth (steps in flight)
-constexpr float kNoScore = -1e30f;   // running max before any token: finite, so no inf - inf
-
-struct DecodeParams {
-  const void* query;
-  void* out;
-  const unsigned char* k_base;
-  const unsigned char* v_base;
-  uint64_t block_stride;
-  uint64_t token_stride;
-  uint64_t head_stride;
-  const int32_t* seq_lens;
-  const int32_t* table;
-  const int32_t* indptr;  // CSR offsets, or NULL for a padded table
-  uint64_t table_stride;
-  uint32_t num_blocks;
-  uint32_t block_shift;
-  uint32_t token_mask;     // paged: tokens_per_block - 1; stateful rows: all ones
-  uint32_t q_heads;
-  uint32_t group;          // query heads per kv head
-  uint32_t head_chunks;    // group / GB
-  uint32_t max_seq_len;
-  uint32_t window;         // 0 = full
-  uint32_t num_splits;
-  uint32_t split_tokens;
-  float q_scale;           // softmax_scale * k_scale * log2(e)
-  float v_scale;
-  float* ws_out;           // [batch][q_heads][num_splits][head_dim]
-  float2* ws_ml;           // [batch][q_heads][num_splits] (max, sum)
-  KernelErrorRecord* err;
-  uint32_t layer;
-};
 
 template <class KV> struct KvTraits;
 // 16-bit K/V: two 16-byte loads per 16 elements, two tokens per step.
@@ -86,50 +67,6 @@ __device__ __forceinline__ void unpack16(const uint4* raw, float* out) {
     unpack8(raw[0], KV{}, out);
     unpack8(raw[1], KV{}, out + 8);
   }
-}
-
-// The attended tokens [start, len) of sequence b and its table row, after
-// checking what the host could not. Every thread of a block computes the
-// same; `report` says whether this thread records errors.
-struct SeqRange {
-  uint32_t start;
-  uint32_t len;
-  const int32_t* row;
-};
-
-__device__ __forceinline__ SeqRange sequence_range(const DecodeParams& p, uint32_t b, bool report) {
-  SeqRange r;
-  const int32_t raw = p.seq_lens[b];
-  uint32_t len = uint32_t(raw);
-  if (raw < 0 || uint32_t(raw) > p.max_seq_len) {
-    if (report) record_kernel_error(p.err, kSeqLenOutOfRange, p.layer, b, raw, p.max_seq_len);
-    len = 0;
-  }
-  if (p.indptr != nullptr) {
-    const int32_t begin = p.indptr[b];
-    const int64_t have = int64_t(p.indptr[b + 1]) - begin;
-    const int64_t need = (int64_t(len) + (1 << p.block_shift) - 1) >> p.block_shift;
-    if (have < need) {
-      if (report) record_kernel_error(p.err, kTableTooShort, p.layer, b, have, need);
-      len = 0;
-    }
-    r.row = p.table + begin;
-  } else {
-    r.row = p.table + uint64_t(b) * p.table_stride;
-  }
-  r.len = len;
-  r.start = (p.window != 0 && len > p.window) ? len - p.window : 0;
-  return r;
-}
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 // Per-variant constants. A pipeline stage holds the K and V chunks of one
@@ -212,8 +149,8 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const __grid_consta
           const uint4* vp = reinterpret_cast<const uint4*>(p.v_base + off);
 #pragma unroll
           for (int c = 0; c < LOADS; ++c) {
-            cp_async16(dst + Tl::chunk(tg, u, 0, c, lane), kp + c * TPT);
-            cp_async16(dst + Tl::chunk(tg, u, 1, c, lane), vp + c * TPT);
+            cp_async16(smem_u32(dst + Tl::chunk(tg, u, 0, c, lane)), kp + c * TPT, 16u);
+            cp_async16(smem_u32(dst + Tl::chunk(tg, u, 1, c, lane)), vp + c * TPT, 16u);
           }
         }
       }
@@ -435,6 +372,7 @@ struct Variant {
   void (*decode)(DecodeParams);
   void (*merge)(DecodeParams);
   size_t smem_bytes;
+  int threads;
   int heads_per_cta;
   int tile;
   int blocks_per_sm;
@@ -444,30 +382,63 @@ constexpr int kMaxDevices = 64;
 
 // Per device: the shared-memory opt-in above 48 KiB is a property of the
 // function on the current device.
+int current_device() {
+  int device = 0;
+  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+  if (device >= kMaxDevices) fail(KVC_ERR_UNSUPPORTED, "CUDA device ordinal >= 64");
+  return device;
+}
+
+// Raises the shared-memory limit of r's kernel and counts its resident blocks.
+void finish_variant(Variant& r) {
+  cuda_check(cudaFuncSetAttribute(r.decode, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(r.smem_bytes)),
+             "cudaFuncSetAttribute");
+  cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&r.blocks_per_sm, r.decode, r.threads,
+                                                           r.smem_bytes),
+             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  r.blocks_per_sm = std::max(r.blocks_per_sm, 1);
+}
+
 template <class KV, class Q, int D, int GB>
 const Variant& variant() {
   static Variant per_device[kMaxDevices];
   static std::once_flag once[kMaxDevices];
-  int device = 0;
-  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
-  if (device >= kMaxDevices) fail(KVC_ERR_UNSUPPORTED, "CUDA device ordinal >= 64");
+  const int device = current_device();
   std::call_once(once[device], [device] {
     using Tl = Tiling<KV, D, GB>;
     Variant& r = per_device[device];
     r.decode = decode_kernel<KV, Q, D, GB>;
     r.merge = merge_kernel<Q, D>;
     r.smem_bytes = Tl::kSmemBytes;
+    r.threads = kThreads;
     r.heads_per_cta = GB;
     r.tile = Tl::TILE;
-    cuda_check(cudaFuncSetAttribute(r.decode, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    int(r.smem_bytes)),
-               "cudaFuncSetAttribute");
-    cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&r.blocks_per_sm, r.decode, kThreads,
-                                                             r.smem_bytes),
-               "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-    r.blocks_per_sm = std::max(r.blocks_per_sm, 1);
+    finish_variant(r);
   });
   return per_device[device];
+}
+
+// The tensor-core kernel (decode_tc_kernel.cuh): heads_per_cta is the
+// group, or 16 for a group that is a multiple of 16.
+template <class KV, class Q, int D, int STAGES>
+Variant tc_variant(uint32_t group) {
+  static Variant per_device[kMaxDevices];
+  static std::once_flag once[kMaxDevices];
+  const int device = current_device();
+  std::call_once(once[device], [device] {
+    using Tl = TcTiling<KV, D, STAGES>;
+    Variant& r = per_device[device];
+    r.decode = decode_tc_kernel<KV, Q, D, STAGES>;
+    r.merge = merge_kernel<Q, D>;
+    r.smem_bytes = Tl::kSmemBytes;
+    r.threads = kTcThreads;
+    r.tile = Tl::kBlockTokens;
+    finish_variant(r);
+  });
+  Variant v = per_device[device];
+  v.heads_per_cta = int(group <= 16 ? group : 16);
+  return v;
 }
 
 // Query heads per block: the largest of 4, 2, 1 dividing the group (4 keeps
@@ -475,7 +446,7 @@ const Variant& variant() {
 int heads_per_cta(uint32_t group) { return group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1; }
 
 template <class KV, class Q, int D>
-const Variant& pick_gb(uint32_t group) {
+Variant pick_gb(uint32_t group) {
   switch (heads_per_cta(group)) {
     case 4: return variant<KV, Q, D, 4>();
     case 2: return variant<KV, Q, D, 2>();
@@ -484,7 +455,7 @@ const Variant& pick_gb(uint32_t group) {
 }
 
 template <class KV, class Q>
-const Variant& pick_dim(uint32_t head_dim, uint32_t group) {
+Variant pick_dim(uint32_t head_dim, uint32_t group) {
   switch (head_dim) {
     case 64: return pick_gb<KV, Q, 64>(group);
     case 128: return pick_gb<KV, Q, 128>(group);
@@ -492,7 +463,8 @@ const Variant& pick_dim(uint32_t head_dim, uint32_t group) {
   }
 }
 
-const Variant& pick(const DecodeWork& w) {
+// The CUDA-core kernel for w.
+Variant pick_cuda_core(const DecodeWork& w) {
   const LayerSlabs& kv = w.kv;
   const uint32_t group = w.q_heads / kv.kv_heads;
   switch (kv.dtype) {
@@ -507,6 +479,58 @@ const Variant& pick(const DecodeWork& w) {
            "holds f32 (the CPU backend computes f32)");
   }
 }
+
+// Whether the tensor-core kernel computes w: head dim 64 or 128, and a
+// group that fits the 16 rows of a tile or is a multiple of 16.
+bool tc_supports(const DecodeWork& w) {
+  const LayerSlabs& kv = w.kv;
+  const uint32_t group = w.q_heads / kv.kv_heads;
+  return (kv.dtype == KVC_DTYPE_F16 || kv.dtype == KVC_DTYPE_BF16 ||
+          kv.dtype == KVC_DTYPE_FP8_E4M3) &&
+         (kv.head_dim == 64 || kv.head_dim == 128) && (group <= 16 || group % 16 == 0);
+}
+
+std::atomic<int> g_path_override{0};
+
+// Pipeline stages per warp: 16-bit K/V 3 (96 KiB, two blocks per SM), fp8
+// 4 (96 KiB with the converted tiles, two blocks per SM); override 3 picks
+// 4 (128 KiB, one block per SM) and 8 (160 KiB, one) instead. On an H100
+// (bench/results/2026-11-28-kernels-h100.md) the defaults were as fast or
+// faster on most rows; fp8 at 8 stages was 1.6x slower (issue-bound with
+// four warps per SM).
+template <class KV, class Q, int D>
+Variant pick_tc_stages(uint32_t group, bool alt) {
+  constexpr bool kFp8 = std::is_same_v<KV, fp8_t>;
+  if (alt) return tc_variant<KV, Q, D, kFp8 ? 8 : 4>(group);
+  return tc_variant<KV, Q, D, kFp8 ? 4 : 3>(group);
+}
+
+template <class KV, class Q>
+Variant pick_tc_dim(uint32_t head_dim, uint32_t group, bool alt) {
+  return head_dim == 64 ? pick_tc_stages<KV, Q, 64>(group, alt) : pick_tc_stages<KV, Q, 128>(group, alt);
+}
+
+Variant pick_tc(const DecodeWork& w) {
+  const uint32_t group = w.q_heads / w.kv.kv_heads;
+  const bool alt = g_path_override.load(std::memory_order_relaxed) == 3;
+  switch (w.kv.dtype) {
+    case KVC_DTYPE_F16: return pick_tc_dim<f16_t, f16_t>(w.kv.head_dim, group, alt);
+    case KVC_DTYPE_BF16: return pick_tc_dim<bf16_t, bf16_t>(w.kv.head_dim, group, alt);
+    default:
+      return w.q_dtype == KVC_DTYPE_F16 ? pick_tc_dim<fp8_t, f16_t>(w.kv.head_dim, group, alt)
+                                        : pick_tc_dim<fp8_t, bf16_t>(w.kv.head_dim, group, alt);
+  }
+}
+
+// Tensor cores wherever supported (measured on an H100 as fast as the
+// CUDA-core kernel or faster at every group size, bench/results), CUDA
+// cores elsewhere.
+bool use_tc(const DecodeWork& w) {
+  if (!tc_supports(w)) return false;
+  return g_path_override.load(std::memory_order_relaxed) != 1;
+}
+
+Variant pick(const DecodeWork& w) { return use_tc(w) ? pick_tc(w) : pick_cuda_core(w); }
 
 DecodeShape shape_of(const DecodeWork& w, const Variant& v, const GpuInfo& gpu) {
   DecodeShape s;
@@ -524,15 +548,20 @@ DecodeShape shape_of(const DecodeWork& w, const Variant& v, const GpuInfo& gpu) 
 
 }  // namespace
 
+void set_decode_kernel_override(int path) { g_path_override.store(path, std::memory_order_relaxed); }
+
 uint64_t decode_workspace_bytes(const DecodeWork& w, const GpuInfo& gpu) {
-  const Variant& v = pick(w);
-  return decode_workspace_bound(shape_of(w, v, gpu));
+  // Either kernel may run a call of this shape (set_decode_kernel_override):
+  // the workspace covers both.
+  uint64_t bytes = decode_workspace_bound(shape_of(w, pick_cuda_core(w), gpu));
+  if (tc_supports(w)) bytes = std::max(bytes, decode_workspace_bound(shape_of(w, pick_tc(w), gpu)));
+  return bytes;
 }
 
 void launch_decode_attention(const DecodeWork& w, const GpuInfo& gpu, KernelErrorRecord* err,
                              cudaStream_t stream) {
   const LayerSlabs& kv = w.kv;
-  const Variant& v = pick(w);
+  const Variant v = pick(w);
   const DecodeShape shape = shape_of(w, v, gpu);
   const DecodeSplit split = plan_decode_split(shape);
   // Queries are read in 16-byte vectors.
@@ -578,7 +607,7 @@ void launch_decode_attention(const DecodeWork& w, const GpuInfo& gpu, KernelErro
     fail(KVC_ERR_UNSUPPORTED, "decode attention on CUDA takes at most 65535 sequences per call, got " +
                                   std::to_string(w.batch));
   const dim3 grid(split.num_splits, kv.kv_heads * shape.head_chunks, w.batch);
-  v.decode<<<grid, kThreads, v.smem_bytes, stream>>>(p);
+  v.decode<<<grid, v.threads, v.smem_bytes, stream>>>(p);
   cuda_check(cudaGetLastError(), "decode attention kernel launch");
   if (split.num_splits > 1) {
     // Programmatic dependent launch: the merge grid is set up while the

@@ -16,11 +16,13 @@
 // Prints one line per row; --json FILE writes one JSON object per row for
 // bench/kernel_report.py.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <string>
 
 #include "bench_common.cuh"
+#include "cuda/cuda_kernels.h"
 #ifdef KVC_BENCH_FLASHINFER
 #include "flashinfer/fi_peer.h"
 #endif
@@ -104,6 +106,12 @@ int main(int argc, char** argv) {
     return !profile || (hq == only[0] && hkv == only[1] && dt == want && b == only[2] && ctx == only[3]);
   };
   FILE* json = json_path ? std::fopen(json_path, "w") : nullptr;
+  // KVC_DECODE_PATH=1 (CUDA cores) or 2 (tensor cores): force one decode
+  // kernel (kvc::set_decode_kernel_override), for the comparison of the two.
+  if (const char* path = std::getenv("KVC_DECODE_PATH")) {
+    kvc::set_decode_kernel_override(std::atoi(path));
+    std::printf("decode kernel forced: KVC_DECODE_PATH=%s\n", path);
+  }
 
   cudaStream_t stream;
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

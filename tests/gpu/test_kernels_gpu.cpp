@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/numeric.h"
+#include "cuda/cuda_kernels.h"
 #include "kvcache/kvcache.h"
 
 namespace {
@@ -337,6 +338,7 @@ struct DecodeCase {
   uint32_t window = 0;  // args.window
   float k_scale = 1.0f;
   float v_scale = 1.0f;
+  float q_range = 1.0f;  // query elements uniform in [-q_range, q_range]
 };
 
 float rel_error(const std::vector<float>& out, const std::vector<float>& ref, bool* nan) {
@@ -397,7 +399,7 @@ void run_decode(Kernels& t, const DecodeCase& c) {
   }
 
   const size_t q_elems = size_t(batch) * c.q_heads * s.head_dim;
-  std::vector<unsigned char> query = random_values(t.rng, c.q_dtype, q_elems, 1.0f);
+  std::vector<unsigned char> query = random_values(t.rng, c.q_dtype, q_elems, c.q_range);
   DeviceBuffer dq(query.data(), query.size()), dout(query.size());
   DeviceBuffer dlens(c.lens.data(), c.lens.size() * 4), dpadded(padded.data(), padded.size() * 4);
   DeviceBuffer dindices(indices.data(), indices.size() * 4), dindptr(indptr.data(), indptr.size() * 4);
@@ -535,6 +537,90 @@ TEST_F(Kernels, DecodeSplitsLongSequences) {
   run_decode(*this, c);
   c.window = 4000;
   run_decode(*this, c);
+}
+
+// Both decode kernels, each forced (kvc::set_decode_kernel_override): the
+// tensor-core kernel (head dim 64 and 128, groups <= 16 or a multiple of
+// 16; head dim 256 falls back to CUDA cores) and the CUDA-core kernel, over
+// every K/V type, group sizes 1..32, both layouts, windows and splits.
+struct ForcePath {
+  explicit ForcePath(int path) { kvc::set_decode_kernel_override(path); }
+  ~ForcePath() { kvc::set_decode_kernel_override(0); }
+};
+
+TEST_F(Kernels, DecodeEveryKernelPathAndGroupSize) {
+  const std::pair<kvc_dtype_t, kvc_dtype_t> types[] = {{KVC_DTYPE_BF16, KVC_DTYPE_BF16},
+                                                       {KVC_DTYPE_F16, KVC_DTYPE_F16},
+                                                       {KVC_DTYPE_FP8_E4M3, KVC_DTYPE_BF16},
+                                                       {KVC_DTYPE_FP8_E4M3, KVC_DTYPE_F16}};
+  for (int path : {1, 2, 3}) {
+    SCOPED_TRACE(path == 1 ? "CUDA-core kernel" : path == 2 ? "tensor-core kernel" : "tensor-core kernel, other depth");
+    ForcePath force(path);
+    for (const auto& [kv, q] : types)
+      for (uint32_t dim : {64u, 128u})
+        for (uint32_t group : {1u, 3u, 4u, 8u, 16u, 32u}) {
+          if (kv == KVC_DTYPE_FP8_E4M3 && (group == 3 || group == 16)) continue;
+          DecodeCase c;
+          c.shape.dtype = kv;
+          c.q_dtype = q;
+          c.shape.head_dim = dim;
+          c.shape.kv_heads = 2;
+          c.shape.layout = group % 2 == 0 ? KVC_LAYOUT_NHD : KVC_LAYOUT_HND;
+          c.q_heads = 2 * group;
+          c.lens = ragged_lens(16);
+          if (kv == KVC_DTYPE_FP8_E4M3) {
+            c.k_scale = 0.75f;
+            c.v_scale = 1.25f;
+          }
+          run_decode(*this, c);
+        }
+    DecodeCase big_q;  // fp8 K/V, bf16 query beyond f16's range (the tensor-core kernel scales it)
+    big_q.shape.dtype = KVC_DTYPE_FP8_E4M3;
+    big_q.q_heads = 8;
+    big_q.q_range = 3.0e5f;
+    big_q.k_scale = 2.0e-5f;
+    big_q.lens = {300, 1, 64};
+    run_decode(*this, big_q);
+    DecodeCase wide;  // head dim 256: CUDA cores
+    wide.shape.head_dim = 256;
+    wide.q_heads = 8;
+    wide.lens = {300, 1, 64};
+    run_decode(*this, wide);
+    DecodeCase win;  // windows and block sizes
+    win.shape.windows = {0, 64};
+    win.layer = 1;
+    win.q_heads = 16;
+    win.lens = {1, 63, 64, 65, 100, 500, 1000};
+    run_decode(*this, win);
+    win.window = 17;
+    win.shape.tokens_per_block = 8;
+    run_decode(*this, win);
+    win.window = 0;
+    win.layer = 0;
+    win.shape.tokens_per_block = 32;
+    run_decode(*this, win);
+    DecodeCase k_is_v;  // kv_factor 1: V is K
+    k_is_v.shape.kv_factor = 1;
+    k_is_v.lens = {100, 17};
+    run_decode(*this, k_is_v);
+    for (uint32_t group : {1u, 4u, 8u}) {  // split-KV: one long sequence over many blocks
+      DecodeCase c;
+      c.shape.kv_heads = 8;
+      c.shape.layers = 1;
+      c.shape.max_tokens = 24000;
+      c.q_heads = 8 * group;
+      c.lens = {20000, 5, 0, 16};
+      run_decode(*this, c);
+      c.window = 4000;
+      run_decode(*this, c);
+      if (group == 4) {
+        c.shape.dtype = KVC_DTYPE_FP8_E4M3;
+        c.k_scale = 0.75f;
+        c.v_scale = 1.25f;
+        run_decode(*this, c);
+      }
+    }
+  }
 }
 
 TEST_F(Kernels, DecodeWorkspaceSizeGrowsWithBatchAndLength) {
