@@ -61,8 +61,11 @@ case "$MODE" in
   kernels-tests) TARGETS="kvcache_gpu_tests bench_store_kv bench_decode_attention bench_tier_copy bench_prefill_attention" ;;
   decode-quick) TARGETS="kvcache_gpu_tests bench_decode_attention" ;;
 esac
+# GPU_TARGETS overrides the targets (e.g. kvcache_gpu_tests alone when only
+# the tests run).
+TARGETS=${GPU_TARGETS:-$TARGETS}
 # shellcheck disable=SC2086
-cmake --build "$BUILD" -j16 --target $TARGETS \
+cmake --build "$BUILD" -j"$(nproc)" --target $TARGETS \
   >"$OUT/build.log" 2>&1 || { grep -B2 -A12 -E "error|Error" "$OUT/build.log" | head -80; exit 1; }
 echo "built in $(( $(date +%s) - t0 )) s"
 
