@@ -105,7 +105,8 @@ KVC_API kvc_status_t kvc_config_set_ranks(kvc_config_t* config, kvc_device_kind_
     require(ordinals, "ordinals");
     kvc::CacheConfig::check_ranks(kind, ordinals, num_ranks);
     config->cfg.device_kind = kind;
-    config->cfg.device_ordinal = ordinals[0];
+    // CPU ordinals only name the ranks' host pools; the device is host memory.
+    config->cfg.device_ordinal = kind == KVC_DEVICE_CPU ? 0 : ordinals[0];
     if (num_ranks == 1) config->cfg.rank_ordinals.clear();
     else config->cfg.rank_ordinals.assign(ordinals, ordinals + num_ranks);
   });

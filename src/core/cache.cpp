@@ -13,7 +13,8 @@ std::vector<std::unique_ptr<Device>> open_devices(const CacheConfig& cfg) {
   cfg.validate_shape();
   std::vector<std::unique_ptr<Device>> out;
   for (uint32_t r = 0; r < cfg.num_ranks(); ++r)
-    out.push_back(create_device(cfg.device_kind, cfg.rank_ordinal(r)));
+    out.push_back(create_device(cfg.device_kind,
+                                cfg.device_kind == KVC_DEVICE_CPU ? 0 : cfg.rank_ordinal(r)));
   return out;
 }
 
