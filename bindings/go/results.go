@@ -299,7 +299,7 @@ func layerView(h kvc.Cache, op string, layer uint32) (LayerView, error) {
 	if err := resultError(op, r.status, r.msg); err != nil {
 		return LayerView{}, err
 	}
-	return layerViewOf(&r.v), nil
+	return layerViewOf(&r), nil
 }
 
 func layerViewRank(h kvc.Cache, op string, rank, layer uint32) (LayerView, error) {
@@ -307,29 +307,29 @@ func layerViewRank(h kvc.Cache, op string, rank, layer uint32) (LayerView, error
 	if err := resultError(op, r.status, r.msg); err != nil {
 		return LayerView{}, err
 	}
-	return layerViewOf(&r.v), nil
+	return layerViewOf(&r), nil
 }
 
-func layerViewOf(v *C.kvc_layer_view_t) LayerView {
+func layerViewOf(r *C.kvc_layer_view_t_result) LayerView {
 	return LayerView{
-		Group:          uint32(v.group),
-		Pool:           uint32(v.pool),
-		DType:          DType(v.dtype),
-		Layout:         Layout(v.layout),
-		KVHeads:        uint32(v.kv_heads),
-		HeadDim:        uint32(v.head_dim),
-		TokensPerBlock: uint32(v.tokens_per_block),
-		KVFactor:       uint32(v.kv_factor),
-		ElemSize:       uint32(v.elem_size),
-		Base:           uintptr(v.base),
-		NumBlocks:      uint64(v.num_blocks),
-		BlockStride:    uint64(v.block_stride),
-		KVStride:       uint64(v.kv_stride),
-		TokenStride:    uint64(v.token_stride),
-		HeadStride:     uint64(v.head_stride),
-		Rank:           uint32(v.rank),
-		FirstKVHead:    uint32(v.first_kv_head),
-		TotalKVHeads:   uint32(v.total_kv_heads),
+		Group:          uint32(r.v.group),
+		Pool:           uint32(r.v.pool),
+		DType:          DType(r.v.dtype),
+		Layout:         Layout(r.v.layout),
+		KVHeads:        uint32(r.v.kv_heads),
+		HeadDim:        uint32(r.v.head_dim),
+		TokensPerBlock: uint32(r.v.tokens_per_block),
+		KVFactor:       uint32(r.v.kv_factor),
+		ElemSize:       uint32(r.v.elem_size),
+		Base:           uintptr(r.v.base),
+		NumBlocks:      uint64(r.v.num_blocks),
+		BlockStride:    uint64(r.v.block_stride),
+		KVStride:       uint64(r.v.kv_stride),
+		TokenStride:    uint64(r.v.token_stride),
+		HeadStride:     uint64(r.v.head_stride),
+		Rank:           uint32(r.v.rank),
+		FirstKVHead:    uint32(r.v.first_kv_head),
+		TotalKVHeads:   uint32(r.v.total_kv_heads),
 	}
 }
 

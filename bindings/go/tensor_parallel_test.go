@@ -6,9 +6,9 @@ import (
 	"math"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"kvcache"
+	"kvcache/kvc"
 )
 
 // Tensor parallelism over 2 CPU ranks: the 2 kv heads of the test model
@@ -69,7 +69,9 @@ func TestTensorParallelTwoRanks(t *testing.T) {
 		for pos := 0; pos < 8; pos++ {
 			for d := uint32(0); d < 64; d++ {
 				at := v.Base + uintptr(uint64(blocks[pos/4])*v.BlockStride+uint64(pos%4)*v.TokenStride+uint64(d)*uint64(v.ElemSize))
-				have := *(*float32)(unsafe.Pointer(at)) //nolint:govet // the cache's host memory
+				var b [4]byte
+				kvc.Kvcgo_buffer_read(&b[0], at, 4)
+				have := math.Float32frombits(binary.LittleEndian.Uint32(b[:]))
 				if have != val(tokens[pos], rank, d) {
 					t.Fatalf("rank %d token %d dim %d: %v", rank, pos, d, have)
 				}
