@@ -308,6 +308,16 @@ MemoryPlan Cache::plan_for(ResizeInputs in, uint64_t* formula_bytes, uint64_t* f
 void Cache::check_invariants() const {
   Lock lock(mutex_);
   manager_->check_invariants();
+  // Tensor parallelism: one set of block ids, so every rank's pools hold
+  // rank 0's block counts.
+  for (uint32_t r = 1; r < ranks_->num_ranks(); ++r)
+    for (size_t p = 0; p < ranks_->pools(0).size(); ++p)
+      if (ranks_->pools(r)[p]->num_blocks() != ranks_->pools(0)[p]->num_blocks() ||
+          ranks_->host_pools(r).size() != ranks_->host_pools(0).size())
+        fail(KVC_ERR_INTERNAL, "rank " + std::to_string(r) + " pool " + std::to_string(p) +
+                                   " has " + std::to_string(ranks_->pools(r)[p]->num_blocks()) +
+                                   " blocks, rank 0 " +
+                                   std::to_string(ranks_->pools(0)[p]->num_blocks()));
   if (state_)
     state_->check([&](uint64_t id) { return manager_->find_sequence(id) != nullptr; },
                   manager_->stats().num_sequences);

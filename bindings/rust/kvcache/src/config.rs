@@ -193,9 +193,7 @@ impl Config {
         let n = u32::try_from(ordinals.len())
             .map_err(|_| Error::invalid(format!("{} ranks is too many", ordinals.len())))?;
         // SAFETY: live config, exclusively borrowed; `ordinals` holds n values.
-        check(unsafe {
-            sys::kvc_config_set_ranks(self.raw.as_ptr(), kind, ordinals.as_ptr(), n)
-        })
+        check(unsafe { sys::kvc_config_set_ranks(self.raw.as_ptr(), kind, ordinals.as_ptr(), n) })
     }
 
     /// The ranks' ordinals (one rank: the device ordinal)

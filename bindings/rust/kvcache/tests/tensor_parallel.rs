@@ -31,7 +31,10 @@ fn two_ranks_split_heads_and_keep_their_bytes_through_reuse() {
     let d = cache.describe().unwrap();
     assert_eq!((d.num_ranks, d.max_head_replication), (2, 1));
     let g = cache.group(0).unwrap();
-    assert_eq!((g.kv_heads, g.kv_heads_per_rank, g.head_replication), (4, 2, 1));
+    assert_eq!(
+        (g.kv_heads, g.kv_heads_per_rank, g.head_replication),
+        (4, 2, 1)
+    );
     let tokens: Vec<i32> = (1..=9).collect();
     cache
         .add_sequence(1, &tokens, &SequenceOptions::default())
@@ -39,7 +42,10 @@ fn two_ranks_split_heads_and_keep_their_bytes_through_reuse() {
     let slots = cache.slot_mapping(0, &[1]).unwrap().slots;
     for rank in 0..2u32 {
         let v = cache.layer_view_rank(rank, 0).unwrap();
-        assert_eq!((v.rank, v.kv_heads, v.first_kv_head, v.total_kv_heads), (rank, 2, 2 * rank, 4));
+        assert_eq!(
+            (v.rank, v.kv_heads, v.first_kv_head, v.total_kv_heads),
+            (rank, 2, 2 * rank, 4)
+        );
         let mut key = Vec::new();
         let mut val = Vec::new();
         for t in &tokens {
@@ -98,7 +104,11 @@ fn ranks_round_trip_and_bad_input_is_refused() {
         .build_unvalidated()
         .unwrap();
     let err = Cache::new(&three).err().unwrap();
-    assert!(err.message.contains("3 kv heads, which 2 ranks"), "{}", err.message);
+    assert!(
+        err.message.contains("3 kv heads, which 2 ranks"),
+        "{}",
+        err.message
+    );
     three.set_cpu_ranks(1).unwrap();
     assert_eq!(three.ranks().unwrap(), vec![0]);
     let _ = Config::builder().cuda_ranks(&[0, 1]);
