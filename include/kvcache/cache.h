@@ -160,7 +160,10 @@ typedef struct kvc_pool_desc {
                                many as the pages it takes. @since 0.1.0 */
   uint64_t bytes;         /**< block_bytes * num_blocks (with shared pages,
                                the shared budget). */
-  void *base;             /**< First byte (device pointer on CUDA). Owned by the cache. */
+  void *base;             /**< First byte (device pointer on CUDA). Owned by the cache.
+                               With several ranks (kvc_config_set_ranks) rank 0's pool;
+                               every rank's pool has these counts and bytes, and
+                               kvc_cache_layer_view_rank() addresses the others. */
 } kvc_pool_desc_t;
 
 /** Static initializer for kvc_pool_desc_t. */
