@@ -236,7 +236,10 @@ KVC_API kvc_status_t kvc_config_get_device(const kvc_config_t *config,
  * the least free memory. Streams passed to cache calls are rank 0's; the
  * cache's copies on another rank go to that device's default stream.
  *
- * CUDA: `ordinals` are device ordinals, checked at kvc_cache_create. CPU:
+ * CUDA: `ordinals` are device ordinals, checked at kvc_cache_create; a
+ * call that works on a rank makes that rank's device current on the calling
+ * thread (as a one-device cache makes its own), so a caller with several
+ * devices sets its own (cudaSetDevice) before its own CUDA work. CPU:
  * each rank has its own host pools; the ordinals only name them. One rank
  * is kvc_config_set_device(kind, ordinals[0]). kvc_config_set_device sets
  * one rank again.
