@@ -319,7 +319,10 @@ extern "C" {
     #[doc = " the least free memory. Streams passed to cache calls are rank 0's; the"]
     #[doc = " cache's copies on another rank go to that device's default stream."]
     #[doc = ""]
-    #[doc = " CUDA: `ordinals` are device ordinals, checked at kvc_cache_create. CPU:"]
+    #[doc = " CUDA: `ordinals` are device ordinals, checked at kvc_cache_create; a"]
+    #[doc = " call that works on a rank makes that rank's device current on the calling"]
+    #[doc = " thread (as a one-device cache makes its own), so a caller with several"]
+    #[doc = " devices sets its own (cudaSetDevice) before its own CUDA work. CPU:"]
     #[doc = " each rank has its own host pools; the ordinals only name them. One rank"]
     #[doc = " is kvc_config_set_device(kind, ordinals[0]). kvc_config_set_device sets"]
     #[doc = " one rank again."]
@@ -1265,6 +1268,9 @@ pub struct kvc_pool_desc {
     #[doc = "the shared budget)."]
     pub bytes: u64,
     #[doc = "< First byte (device pointer on CUDA). Owned by the cache."]
+    #[doc = "With several ranks (kvc_config_set_ranks) rank 0's pool;"]
+    #[doc = "every rank's pool has these counts and bytes, and"]
+    #[doc = "kvc_cache_layer_view_rank() addresses the others."]
     pub base: *mut ::std::os::raw::c_void,
 }
 #[test]
