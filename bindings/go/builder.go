@@ -132,6 +132,12 @@ func (b *ConfigBuilder) AttentionWindows(windows []uint32) *ConfigBuilder {
 	return b.set(func(c *Config) error { return c.SetAttentionWindows(windows) })
 }
 
+// Ranks is Config.SetRanks.
+func (b *ConfigBuilder) Ranks(kind DeviceKind, ordinals []int32) *ConfigBuilder {
+	ordinals = append([]int32(nil), ordinals...)
+	return b.set(func(c *Config) error { return c.SetRanks(kind, ordinals) })
+}
+
 // Device is Config.SetDevice.
 func (b *ConfigBuilder) Device(kind DeviceKind, ordinal int32) *ConfigBuilder {
 	return b.set(func(c *Config) error { return c.SetDevice(kind, ordinal) })

@@ -104,6 +104,10 @@ type CacheDesc struct {
 	NumResources     uint32 // state resources (state.h)
 	NumStateSlots    uint32 // slots of every state resource
 	StateBytes       uint64 // bytes of all state slots (out of the budget)
+	// Tensor parallelism (Config.SetRanks): the ranks, 1 without; the block
+	// counts and bytes above are one rank's.
+	NumRanks           uint32
+	MaxHeadReplication uint32 // the most ranks holding one kv head; 1: none replicated
 }
 
 // Describe returns the summary of the cache.
@@ -114,13 +118,15 @@ func (c *Cache) Describe() (CacheDesc, error) {
 
 // GroupDesc describes a layer group (kvc_group_desc_t).
 type GroupDesc struct {
-	Window        uint32 // attention window in tokens; 0 = full
-	KVHeads       uint32
-	HeadDim       uint32
-	NumLayers     uint32
-	Pool          uint32 // pool its blocks come from
-	BlockBytes    uint64 // one block, all layers of the group
-	BytesPerToken uint64
+	Window          uint32 // attention window in tokens; 0 = full
+	KVHeads         uint32
+	HeadDim         uint32
+	NumLayers       uint32
+	Pool            uint32 // pool its blocks come from
+	BlockBytes      uint64 // one block, all layers of the group
+	BytesPerToken   uint64
+	KVHeadsPerRank  uint32 // kv heads each rank holds (KVHeads with one rank)
+	HeadReplication uint32 // ranks holding each of those heads (1: split)
 }
 
 // DescribeGroup describes layer group group (0 <= group < NumGroups).
@@ -164,6 +170,9 @@ type LayerView struct {
 	KVStride       uint64
 	TokenStride    uint64
 	HeadStride     uint64
+	Rank           uint32 // the rank whose pool this is (0 with one rank)
+	FirstKVHead    uint32 // the model's kv head at head 0 of the view
+	TotalKVHeads   uint32 // the layer's kv heads in the model
 }
 
 // LayerView returns the tensor view of layer layer (0 <= layer < NumLayers).
@@ -171,6 +180,14 @@ type LayerView struct {
 func (c *Cache) LayerView(layer uint32) (LayerView, error) {
 	const op = "kvc_cache_layer_view"
 	return withCache(c, op, func(h kvc.Cache) (LayerView, error) { return layerView(h, op, layer) })
+}
+
+// LayerViewRank returns the tensor view of layer layer on rank rank
+// (kvc_cache_layer_view_rank; tensor parallelism, Config.SetRanks): the
+// rank's pool and its share of the heads.
+func (c *Cache) LayerViewRank(rank, layer uint32) (LayerView, error) {
+	const op = "kvc_cache_layer_view_rank"
+	return withCache(c, op, func(h kvc.Cache) (LayerView, error) { return layerViewRank(h, op, rank, layer) })
 }
 
 // Stats are the counts of a cache's blocks and of its reuse

@@ -209,6 +209,31 @@ func (c *Config) SetDevice(kind DeviceKind, ordinal int32) error {
 	return c.with("kvc_config_set_device", func(h kvc.Config) error { return kvc.Kvc_config_set_device(h, uint32(kind), ordinal) })
 }
 
+// SetRanks makes one cache over len(ordinals) tensor-parallel ranks
+// (kvc_config_set_ranks): rank r on device ordinals[r] of kind (CUDA
+// device ordinals; on DeviceCPU distinct names of host pools). KV heads are
+// split across the ranks, or replicated when fewer than the ranks; one set
+// of block ids valid on every rank; every byte budget is per rank.
+// SetDevice goes back to one rank.
+func (c *Config) SetRanks(kind DeviceKind, ordinals []int32) error {
+	return c.with("kvc_config_set_ranks", func(h kvc.Config) error {
+		return kvc.Kvc_config_set_ranks(h, uint32(kind), firstInt32(ordinals), uint32(len(ordinals)))
+	})
+}
+
+// Ranks are the ranks' ordinals (one rank: the device ordinal).
+func (c *Config) Ranks() ([]int32, error) {
+	out := make([]int32, 64)
+	var n uint32
+	err := c.with("kvc_config_get_ranks", func(h kvc.Config) error {
+		return kvc.Kvc_config_get_ranks(h, &out[0], uint32(len(out)), &n)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out[:n], nil
+}
+
 // Device is the device of the primary pool.
 func (c *Config) Device() (kind DeviceKind, ordinal int32, err error) {
 	var k uint32

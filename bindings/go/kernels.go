@@ -25,6 +25,7 @@ const (
 // StoreKVHost) and must stay valid until the stream reaches the work.
 type StoreArgs struct {
 	Layer       uint32
+	Rank        uint32 // tensor parallelism: the rank whose pool is used (Config.SetRanks); 0 with one rank
 	NumTokens   uint32
 	SrcDType    DType
 	Key         uintptr
@@ -54,6 +55,7 @@ func (c *Cache) StoreKV(a *StoreArgs, stream Stream) error {
 		defer kvc.DeleteKvc_store_args_t(s)
 		kvc.Kvc_store_args_init(s)
 		s.SetLayer(a.Layer)
+		s.SetRank(a.Rank)
 		s.SetNum_tokens(a.NumTokens)
 		s.SetSrc_dtype(uint32(a.SrcDType))
 		s.SetKey(a.Key)
@@ -105,6 +107,7 @@ func (c *Cache) StoreKVStrided(a *StoreArgs, st *StoreStrides, stream Stream) er
 		defer kvc.DeleteKvc_store_args_t(s)
 		kvc.Kvc_store_args_init(s)
 		s.SetLayer(a.Layer)
+		s.SetRank(a.Rank)
 		s.SetNum_tokens(a.NumTokens)
 		s.SetSrc_dtype(uint32(a.SrcDType))
 		s.SetKey(a.Key)
@@ -157,6 +160,7 @@ func (c *Cache) StoreKVStridedHost(a *HostStoreArgs, st *StoreStrides) error {
 		defer kvc.DeleteKvc_store_args_t(s)
 		kvc.Kvc_store_args_init(s)
 		s.SetLayer(a.Layer)
+		s.SetRank(a.Rank)
 		s.SetNum_tokens(uint32(len(a.SlotMapping)))
 		s.SetSrc_dtype(uint32(a.SrcDType))
 		s.SetKey(key)
@@ -176,6 +180,7 @@ func (c *Cache) StoreKVStridedHost(a *HostStoreArgs, st *StoreStrides) error {
 // kv_heads * head_dim elements of SrcDType, little-endian.
 type HostStoreArgs struct {
 	Layer       uint32
+	Rank        uint32 // tensor parallelism: the rank whose pool is used (Config.SetRanks); 0 with one rank
 	SrcDType    DType
 	Key         []byte
 	Value       []byte // nil iff the cache's kv factor is 1
@@ -272,6 +277,7 @@ func (c *Cache) StoreKVHost(a *HostStoreArgs) error {
 		defer kvc.DeleteKvc_store_args_t(s)
 		kvc.Kvc_store_args_init(s)
 		s.SetLayer(a.Layer)
+		s.SetRank(a.Rank)
 		s.SetNum_tokens(uint32(len(a.SlotMapping)))
 		s.SetSrc_dtype(uint32(a.SrcDType))
 		s.SetKey(key)
@@ -303,6 +309,7 @@ func (c *Cache) CopyBlocks(group uint32, src, dst []int32, numTokens []uint32, s
 // cache; for Go memory use DecodeAttentionHost).
 type DecodeArgs struct {
 	Layer          uint32
+	Rank           uint32 // tensor parallelism: the rank whose pool is used (Config.SetRanks); 0 with one rank
 	Batch          uint32
 	QHeads         uint32 // a multiple of the layer's kv heads
 	QDType         DType
@@ -325,6 +332,7 @@ type DecodeArgs struct {
 func fillDecodeArgs(s kvc.Kvc_decode_args_t, a *DecodeArgs) {
 	kvc.Kvc_decode_args_init(s)
 	s.SetLayer(a.Layer)
+	s.SetRank(a.Rank)
 	s.SetBatch(a.Batch)
 	s.SetQ_heads(a.QHeads)
 	s.SetQ_dtype(uint32(a.QDType))
@@ -384,6 +392,7 @@ func (c *Cache) DecodeAttention(a *DecodeArgs, stream Stream) error {
 // padded table of TableStride entries per row.
 type HostDecodeArgs struct {
 	Layer        uint32
+	Rank         uint32 // tensor parallelism: the rank whose pool is used (Config.SetRanks); 0 with one rank
 	QHeads       uint32
 	QDType       DType
 	Query        []byte
@@ -414,7 +423,7 @@ func (c *Cache) DecodeAttentionHost(a *HostDecodeArgs) error {
 		var bufs cBuffers
 		defer bufs.free()
 		d := DecodeArgs{
-			Layer: a.Layer, Batch: uint32(len(a.SeqLens)), QHeads: a.QHeads, QDType: a.QDType,
+			Layer: a.Layer, Rank: a.Rank, Batch: uint32(len(a.SeqLens)), QHeads: a.QHeads, QDType: a.QDType,
 			TableFormat: TablePadded, TableStride: a.TableStride, MaxSeqLen: a.MaxSeqLen,
 			Window: a.Window, SoftmaxScale: a.SoftmaxScale, KScale: a.KScale, VScale: a.VScale,
 		}

@@ -319,6 +319,7 @@ func TestUseAfterClose(t *testing.T) {
 	record("DescribeGroup", func() error { _, err := c.DescribeGroup(0); return err }())
 	record("DescribePool", func() error { _, err := c.DescribePool(0); return err }())
 	record("LayerView", func() error { _, err := c.LayerView(0); return err }())
+	record("LayerViewRank", func() error { _, err := c.LayerViewRank(0, 0); return err }())
 	record("Stats", func() error { _, err := c.Stats(); return err }())
 	record("ResetReuse", c.ResetReuse())
 	record("Check", c.Check())
@@ -366,6 +367,7 @@ func TestDescribe(t *testing.T) {
 		DeviceKind: kvcache.DeviceCPU, DType: kvcache.DTypeF32, Layout: kvcache.LayoutNHD,
 		NumLayers: 2, NumGroups: 1, NumPools: 1, TokensPerBlock: 4, KVFactor: 2,
 		NumBlocks: 16, TokenCapacity: 64, PrimaryBytes: 16 * 2 * 2 * 4 * 2 * 64 * 4,
+		NumRanks: 1, MaxHeadReplication: 1,
 	}
 	if d != want {
 		t.Errorf("Describe\n got %+v\nwant %+v", d, want)
@@ -373,7 +375,8 @@ func TestDescribe(t *testing.T) {
 	g, err := c.DescribeGroup(0)
 	must(t, err)
 	blockBytes := uint64(2 * 2 * 4 * 2 * 64 * 4) // layers, kv, tokens, heads, dim, f32
-	if g != (kvcache.GroupDesc{KVHeads: 2, HeadDim: 64, NumLayers: 2, BlockBytes: blockBytes, BytesPerToken: blockBytes / 4}) {
+	if g != (kvcache.GroupDesc{KVHeads: 2, HeadDim: 64, NumLayers: 2, BlockBytes: blockBytes, BytesPerToken: blockBytes / 4,
+		KVHeadsPerRank: 2, HeadReplication: 1}) {
 		t.Errorf("DescribeGroup = %+v", g)
 	}
 	p, err := c.DescribePool(0)

@@ -16,6 +16,7 @@ import (
 // CPU cache; for Go memory use PrefillAttentionHost).
 type PrefillArgs struct {
 	Layer          uint32
+	Rank           uint32 // tensor parallelism: the rank whose pool is used (Config.SetRanks); 0 with one rank
 	QHeads         uint32 // a multiple of the layer's kv heads
 	QDType         DType
 	TableFormat    TableFormat // 0 means TablePadded
@@ -45,6 +46,7 @@ type PrefillArgs struct {
 func fillPrefillArgs(op string, s kvc.Kvc_prefill_args_t, a *PrefillArgs, bufs *cBuffers) error {
 	kvc.Kvc_prefill_args_init(s)
 	s.SetLayer(a.Layer)
+	s.SetRank(a.Rank)
 	s.SetBatch(uint32(len(a.KVLens)))
 	total := a.TotalQ
 	if len(a.QOIndptr) > 0 {
@@ -137,6 +139,7 @@ func (c *Cache) PrefillAttention(a *PrefillArgs, stream Stream) error {
 // per row.
 type HostPrefillArgs struct {
 	Layer         uint32
+	Rank          uint32 // tensor parallelism: the rank whose pool is used (Config.SetRanks); 0 with one rank
 	QHeads        uint32
 	QDType        DType
 	QOIndptr      []int32
@@ -170,7 +173,7 @@ func (c *Cache) PrefillAttentionHost(a *HostPrefillArgs) error {
 		var bufs cBuffers
 		defer bufs.free()
 		d := PrefillArgs{
-			Layer: a.Layer, QHeads: a.QHeads, QDType: a.QDType, TableFormat: TablePadded,
+			Layer: a.Layer, Rank: a.Rank, QHeads: a.QHeads, QDType: a.QDType, TableFormat: TablePadded,
 			QOIndptr: a.QOIndptr, KVLens: a.KVLens, TableStride: a.TableStride, MaxKVLen: a.MaxKVLen,
 			Window: a.Window, SoftmaxScale: a.SoftmaxScale, LogitsSoftCap: a.LogitsSoftCap,
 			KScale: a.KScale, VScale: a.VScale,

@@ -76,6 +76,14 @@ static kvc_layer_view_t_result kvcgo_cache_layer_view(uintptr_t cache, uint32_t 
   r.msg = kvcgo_message(r.status);
   return r;
 }
+static kvc_layer_view_t_result kvcgo_cache_layer_view_rank(uintptr_t cache, uint32_t rank,
+                                                           uint32_t layer) {
+  kvc_layer_view_t_result r;
+  kvc_layer_view_init(&r.v);
+  r.status = kvc_cache_layer_view_rank((const kvc_cache_t *)cache, rank, layer, &r.v);
+  r.msg = kvcgo_message(r.status);
+  return r;
+}
 
 KVCGO_RESULT(kvc_cache_stats_t);
 static kvc_cache_stats_t_result kvcgo_cache_get_stats(uintptr_t cache) {
@@ -209,24 +217,26 @@ func describeCache(h kvc.Cache, op string) (CacheDesc, error) {
 		return CacheDesc{}, err
 	}
 	return CacheDesc{
-		DeviceKind:       DeviceKind(r.v.device_kind),
-		DeviceOrdinal:    int32(r.v.device_ordinal),
-		DType:            DType(r.v.dtype),
-		Layout:           Layout(r.v.layout),
-		NumLayers:        uint32(r.v.num_layers),
-		NumGroups:        uint32(r.v.num_groups),
-		NumPools:         uint32(r.v.num_pools),
-		TokensPerBlock:   uint32(r.v.tokens_per_block),
-		KVFactor:         uint32(r.v.kv_factor),
-		NumBlocks:        uint64(r.v.num_blocks),
-		TokenCapacity:    uint64(r.v.token_capacity),
-		PrimaryBytes:     uint64(r.v.primary_bytes),
-		HostCacheBytes:   uint64(r.v.host_cache_bytes),
-		DeviceFreeBytes:  uint64(r.v.device_free_bytes),
-		DeviceTotalBytes: uint64(r.v.device_total_bytes),
-		NumResources:     uint32(r.v.num_resources),
-		NumStateSlots:    uint32(r.v.num_state_slots),
-		StateBytes:       uint64(r.v.state_bytes),
+		DeviceKind:         DeviceKind(r.v.device_kind),
+		DeviceOrdinal:      int32(r.v.device_ordinal),
+		DType:              DType(r.v.dtype),
+		Layout:             Layout(r.v.layout),
+		NumLayers:          uint32(r.v.num_layers),
+		NumGroups:          uint32(r.v.num_groups),
+		NumPools:           uint32(r.v.num_pools),
+		TokensPerBlock:     uint32(r.v.tokens_per_block),
+		KVFactor:           uint32(r.v.kv_factor),
+		NumBlocks:          uint64(r.v.num_blocks),
+		TokenCapacity:      uint64(r.v.token_capacity),
+		PrimaryBytes:       uint64(r.v.primary_bytes),
+		HostCacheBytes:     uint64(r.v.host_cache_bytes),
+		DeviceFreeBytes:    uint64(r.v.device_free_bytes),
+		DeviceTotalBytes:   uint64(r.v.device_total_bytes),
+		NumResources:       uint32(r.v.num_resources),
+		NumStateSlots:      uint32(r.v.num_state_slots),
+		StateBytes:         uint64(r.v.state_bytes),
+		NumRanks:           uint32(r.v.num_ranks),
+		MaxHeadReplication: uint32(r.v.max_head_replication),
 	}, nil
 }
 
@@ -258,13 +268,15 @@ func describeGroup(h kvc.Cache, op string, group uint32) (GroupDesc, error) {
 		return GroupDesc{}, err
 	}
 	return GroupDesc{
-		Window:        uint32(r.v.window),
-		KVHeads:       uint32(r.v.kv_heads),
-		HeadDim:       uint32(r.v.head_dim),
-		NumLayers:     uint32(r.v.num_layers),
-		Pool:          uint32(r.v.pool),
-		BlockBytes:    uint64(r.v.block_bytes),
-		BytesPerToken: uint64(r.v.bytes_per_token),
+		Window:          uint32(r.v.window),
+		KVHeads:         uint32(r.v.kv_heads),
+		HeadDim:         uint32(r.v.head_dim),
+		NumLayers:       uint32(r.v.num_layers),
+		Pool:            uint32(r.v.pool),
+		BlockBytes:      uint64(r.v.block_bytes),
+		BytesPerToken:   uint64(r.v.bytes_per_token),
+		KVHeadsPerRank:  uint32(r.v.kv_heads_per_rank),
+		HeadReplication: uint32(r.v.head_replication),
 	}, nil
 }
 
@@ -287,6 +299,18 @@ func layerView(h kvc.Cache, op string, layer uint32) (LayerView, error) {
 	if err := resultError(op, r.status, r.msg); err != nil {
 		return LayerView{}, err
 	}
+	return layerViewOf(&r), nil
+}
+
+func layerViewRank(h kvc.Cache, op string, rank, layer uint32) (LayerView, error) {
+	r := C.kvcgo_cache_layer_view_rank(C.uintptr_t(h), C.uint32_t(rank), C.uint32_t(layer))
+	if err := resultError(op, r.status, r.msg); err != nil {
+		return LayerView{}, err
+	}
+	return layerViewOf(&r), nil
+}
+
+func layerViewOf(r *C.kvc_layer_view_t_result) LayerView {
 	return LayerView{
 		Group:          uint32(r.v.group),
 		Pool:           uint32(r.v.pool),
@@ -303,7 +327,10 @@ func layerView(h kvc.Cache, op string, layer uint32) (LayerView, error) {
 		KVStride:       uint64(r.v.kv_stride),
 		TokenStride:    uint64(r.v.token_stride),
 		HeadStride:     uint64(r.v.head_stride),
-	}, nil
+		Rank:           uint32(r.v.rank),
+		FirstKVHead:    uint32(r.v.first_kv_head),
+		TotalKVHeads:   uint32(r.v.total_kv_heads),
+	}
 }
 
 func cacheStats(h kvc.Cache, op string) (Stats, error) {

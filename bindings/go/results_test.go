@@ -102,6 +102,7 @@ func TestOneCallResultsMatchTheSWIGGetters(t *testing.T) {
 		HostCacheBytes: ld.GetHost_cache_bytes(), DeviceFreeBytes: ld.GetDevice_free_bytes(),
 		DeviceTotalBytes: ld.GetDevice_total_bytes(), NumResources: ld.GetNum_resources(),
 		NumStateSlots: ld.GetNum_state_slots(), StateBytes: ld.GetState_bytes(),
+		NumRanks: ld.GetNum_ranks(), MaxHeadReplication: ld.GetMax_head_replication(),
 	})
 
 	for g := uint32(0); g < d.NumGroups; g++ {
@@ -112,7 +113,8 @@ func TestOneCallResultsMatchTheSWIGGetters(t *testing.T) {
 		must(t, kvc.Kvc_cache_describe_group(lcache, g, lg))
 		same("DescribeGroup", gd, kvcache.GroupDesc{Window: lg.GetWindow(), KVHeads: lg.GetKv_heads(),
 			HeadDim: lg.GetHead_dim(), NumLayers: lg.GetNum_layers(), Pool: lg.GetPool(),
-			BlockBytes: lg.GetBlock_bytes(), BytesPerToken: lg.GetBytes_per_token()})
+			BlockBytes: lg.GetBlock_bytes(), BytesPerToken: lg.GetBytes_per_token(),
+			KVHeadsPerRank: lg.GetKv_heads_per_rank(), HeadReplication: lg.GetHead_replication()})
 		kvc.DeleteKvc_group_desc_t(lg)
 
 		gs, err := cache.GroupStats(g)
@@ -154,7 +156,8 @@ func TestOneCallResultsMatchTheSWIGGetters(t *testing.T) {
 		DType: kvcache.DType(lv.GetDtype()), Layout: kvcache.Layout(lv.GetLayout()), KVHeads: lv.GetKv_heads(),
 		HeadDim: lv.GetHead_dim(), TokensPerBlock: lv.GetTokens_per_block(), KVFactor: lv.GetKv_factor(),
 		ElemSize: lv.GetElem_size(), NumBlocks: lv.GetNum_blocks(), BlockStride: lv.GetBlock_stride(),
-		KVStride: lv.GetKv_stride(), TokenStride: lv.GetToken_stride(), HeadStride: lv.GetHead_stride()})
+		KVStride: lv.GetKv_stride(), TokenStride: lv.GetToken_stride(), HeadStride: lv.GetHead_stride(),
+		Rank: lv.GetRank(), FirstKVHead: lv.GetFirst_kv_head(), TotalKVHeads: lv.GetTotal_kv_heads()})
 
 	sd, err := cache.DescribeSequence(2)
 	must(t, err)

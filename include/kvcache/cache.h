@@ -83,10 +83,18 @@ typedef struct kvc_cache_desc {
   uint32_t num_resources;      /**< State resources (state.h); 0 without. @since 0.3.0 */
   uint32_t num_state_slots;    /**< Slots of every state resource. @since 0.3.0 */
   uint64_t state_bytes;        /**< Bytes of all state slots (out of the budget). @since 0.3.0 */
+  uint32_t num_ranks;          /**< Tensor-parallel ranks (kvc_config_set_ranks); 1
+                                    without. num_blocks, token_capacity, the pool and
+                                    host bytes above are one rank's: every rank has as
+                                    many (kvc_group_desc_t says how the heads are
+                                    split). @since 0.3.0 */
+  uint32_t max_head_replication; /**< The most ranks holding one kv head over the
+                                    groups (1: every group's heads are split, none
+                                    replicated). @since 0.3.0 */
 } kvc_cache_desc_t;
 
 /** Static initializer for kvc_cache_desc_t. */
-#define KVC_CACHE_DESC_INIT {sizeof(kvc_cache_desc_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+#define KVC_CACHE_DESC_INIT {sizeof(kvc_cache_desc_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /** @brief Zeroes `desc` and sets its struct_size. @since 0.1.0 */
 KVC_API void kvc_cache_desc_init(kvc_cache_desc_t *desc);
@@ -109,16 +117,22 @@ KVC_API kvc_status_t kvc_cache_describe(const kvc_cache_t *cache,
 typedef struct kvc_group_desc {
   uint32_t struct_size;   /**< sizeof(kvc_group_desc_t) of the caller. */
   uint32_t window;        /**< Attention window in tokens; 0 = full. */
-  uint32_t kv_heads;      /**< KV heads of each layer of the group. */
+  uint32_t kv_heads;      /**< KV heads of each layer of the group (the model's). */
   uint32_t head_dim;      /**< Head dimension. */
   uint32_t num_layers;    /**< Layers in the group. */
   uint32_t pool;          /**< Index of the pool its blocks come from. */
-  uint64_t block_bytes;   /**< Bytes of one block (all layers of the group). */
+  uint64_t block_bytes;   /**< Bytes of one block (all layers of the group; one
+                               rank's with several ranks). */
   uint64_t bytes_per_token; /**< block_bytes / tokens_per_block. */
+  uint32_t kv_heads_per_rank; /**< KV heads each rank holds of each layer
+                               (kv_heads with one rank). @since 0.3.0 */
+  uint32_t head_replication; /**< Ranks holding each of those heads: 1 when the
+                               ranks split the heads, num_ranks / kv_heads when
+                               they replicate them. @since 0.3.0 */
 } kvc_group_desc_t;
 
 /** Static initializer for kvc_group_desc_t. */
-#define KVC_GROUP_DESC_INIT {sizeof(kvc_group_desc_t), 0, 0, 0, 0, 0, 0, 0}
+#define KVC_GROUP_DESC_INIT {sizeof(kvc_group_desc_t), 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /** @brief Zeroes `desc` and sets its struct_size. @since 0.1.0 */
 KVC_API void kvc_group_desc_init(kvc_group_desc_t *desc);
@@ -146,7 +160,10 @@ typedef struct kvc_pool_desc {
                                many as the pages it takes. @since 0.1.0 */
   uint64_t bytes;         /**< block_bytes * num_blocks (with shared pages,
                                the shared budget). */
-  void *base;             /**< First byte (device pointer on CUDA). Owned by the cache. */
+  void *base;             /**< First byte (device pointer on CUDA). Owned by the cache.
+                               With several ranks (kvc_config_set_ranks) rank 0's pool;
+                               every rank's pool has these counts and bytes, and
+                               kvc_cache_layer_view_rank() addresses the others. */
 } kvc_pool_desc_t;
 
 /** Static initializer for kvc_pool_desc_t. */
@@ -195,10 +212,15 @@ typedef struct kvc_layer_view {
   uint64_t kv_stride;     /**< Bytes between K and V. */
   uint64_t token_stride;  /**< Bytes between consecutive tokens. */
   uint64_t head_stride;   /**< Bytes between consecutive heads. */
+  uint32_t rank;          /**< The rank whose pool this is (0 with one rank). @since 0.3.0 */
+  uint32_t first_kv_head; /**< The model's kv head at head 0 of the view: the
+                               view holds heads first_kv_head ..
+                               first_kv_head + kv_heads - 1. @since 0.3.0 */
+  uint32_t total_kv_heads; /**< The layer's kv heads in the model. @since 0.3.0 */
 } kvc_layer_view_t;
 
 /** Static initializer for kvc_layer_view_t. */
-#define KVC_LAYER_VIEW_INIT {sizeof(kvc_layer_view_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0}
+#define KVC_LAYER_VIEW_INIT {sizeof(kvc_layer_view_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /** @brief Zeroes `view` and sets its struct_size. @since 0.1.0 */
 KVC_API void kvc_layer_view_init(kvc_layer_view_t *view);
@@ -211,6 +233,19 @@ KVC_API void kvc_layer_view_init(kvc_layer_view_t *view);
 KVC_API kvc_status_t kvc_cache_layer_view(const kvc_cache_t *cache,
                                           uint32_t layer,
                                           kvc_layer_view_t *out);
+
+/**
+ * @brief The tensor view of layer `layer` on rank `rank` (0 <= rank <
+ *        num_ranks; kvc_config_set_ranks): the rank's pool and its share of
+ *        the heads (kv_heads, first_kv_head). Block ids are the same on
+ *        every rank. Rank 0 is kvc_cache_layer_view.
+ * @return KVC_OK, KVC_ERR_INVALID_ARGUMENT (a layer or rank out of range,
+ *         named). Reads only.
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_cache_layer_view_rank(const kvc_cache_t *cache,
+                                               uint32_t rank, uint32_t layer,
+                                               kvc_layer_view_t *out);
 
 /* ===================================================================== */
 /* Resizing the primary pools in place                                   */

@@ -218,6 +218,61 @@ KVC_API kvc_status_t kvc_config_get_device(const kvc_config_t *config,
                                            int32_t *ordinal);
 
 /**
+ * @brief Tensor parallelism: one cache over `num_ranks` ranks, rank r on
+ *        device `ordinals[r]` of `kind`.
+ *
+ * The cache has one manager, one prefix tree and one set of block ids,
+ * valid on every rank; each rank has its own pools (and host tier), holding
+ * its share of every layer's kv heads: `kv_heads / num_ranks` heads when
+ * the ranks divide the heads, else, when the heads divide the ranks, one
+ * head replicated on `num_ranks / kv_heads` ranks (rank r holds head
+ * `r / (num_ranks / kv_heads)`), as vLLM and TensorRT-LLM shard. Every copy
+ * the cache makes (copy-on-write, offload, onboard, the moves of a resize)
+ * is made on every rank; a layer view, store or attention kernel names its
+ * rank (kvc_cache_layer_view_rank, the `rank` field of the kernel
+ * arguments). Every byte budget (primary_bytes, max_primary_bytes,
+ * host_cache_bytes, the free-memory fraction) is per rank, as vLLM's
+ * gpu_memory_utilization is per GPU; a CUDA cache is sized by the rank with
+ * the least free memory. Streams passed to cache calls are rank 0's; the
+ * cache's copies on another rank go to that device's default stream.
+ *
+ * CUDA: `ordinals` are device ordinals, checked at kvc_cache_create; a
+ * call that works on a rank makes that rank's device current on the calling
+ * thread (as a one-device cache makes its own), so a caller with several
+ * devices sets its own (cudaSetDevice) before its own CUDA work. CPU:
+ * each rank has its own host pools; the ordinals only name them. One rank
+ * is kvc_config_set_device(kind, ordinals[0]). kvc_config_set_device sets
+ * one rank again.
+ *
+ * Refused at kvc_cache_create, naming the numbers: a layer whose kv heads
+ * the ranks neither divide nor are divided by; state resources (state.h),
+ * a disk or remote cache with more than one rank. kvc_stateful_create
+ * refuses a config of several ranks.
+ * @param ordinals Array of `num_ranks` distinct ordinals >= 0 (CPU with one
+ *        rank: 0), borrowed for the call.
+ * @param num_ranks 1..64.
+ * @return KVC_OK, KVC_ERR_INVALID_ARGUMENT (a kind, a count out of range,
+ *         a negative or duplicate ordinal: the message names the indices);
+ *         nothing changed on failure.
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_config_set_ranks(kvc_config_t *config,
+                                          kvc_device_kind_t kind,
+                                          const int32_t *ordinals,
+                                          uint32_t num_ranks);
+/**
+ * @brief The ranks' ordinals (one rank: the device ordinal) into
+ *        `ordinals[capacity]`; `*num_ranks` gets their count.
+ * @param ordinals May be NULL when capacity is 0.
+ * @return KVC_OK, KVC_ERR_INVALID_ARGUMENT, KVC_ERR_BUFFER_TOO_SMALL (then
+ *         `*num_ranks` is the capacity needed and nothing is written).
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_config_get_ranks(const kvc_config_t *config,
+                                          int32_t *ordinals, uint32_t capacity,
+                                          uint32_t *num_ranks);
+
+/**
  * @brief Upper bound on the primary pool, in bytes; 0 = no byte bound.
  *
  * The pool is the lesser of this, max_tokens and (on CUDA)

@@ -61,10 +61,15 @@ typedef struct kvc_store_args {
   const int64_t *slot_mapping; /**< [num_tokens] slots or -1; borrowed. */
   float k_scale;         /**< fp8 quantization scale of K (> 0); default 1. */
   float v_scale;         /**< fp8 quantization scale of V (> 0); default 1. */
+  uint32_t rank;         /**< Tensor parallelism: the rank whose pool is written
+                              (key and value hold that rank's heads,
+                              kvc_cache_layer_view_rank); 0 < num_ranks. A
+                              caller's struct without it means rank 0.
+                              @since 0.3.0 */
 } kvc_store_args_t;
 
 /** Static initializer for kvc_store_args_t (scales 1). */
-#define KVC_STORE_ARGS_INIT {sizeof(kvc_store_args_t), 0, 0, 0, NULL, NULL, NULL, 1.0f, 1.0f}
+#define KVC_STORE_ARGS_INIT {sizeof(kvc_store_args_t), 0, 0, 0, NULL, NULL, NULL, 1.0f, 1.0f, 0}
 
 /** @brief Sets `args` to KVC_STORE_ARGS_INIT. NULL is ignored. @since 0.1.0 */
 KVC_API void kvc_store_args_init(kvc_store_args_t *args);
@@ -240,12 +245,17 @@ typedef struct kvc_decode_args {
   void *workspace;         /**< Scratch of workspace_bytes (device memory on
                                 CUDA), see kvc_decode_workspace_size(). */
   uint64_t workspace_bytes; /**< Bytes at workspace. */
+  uint32_t rank;           /**< Tensor parallelism: the rank whose pool is read
+                                (q_heads are that rank's query heads; workspace
+                                on that rank's device); 0 < num_ranks. A
+                                caller's struct without it means rank 0.
+                                @since 0.3.0 */
 } kvc_decode_args_t;
 
 /** Static initializer for kvc_decode_args_t (padded tables, scales 1). */
 #define KVC_DECODE_ARGS_INIT                                                  \
   {sizeof(kvc_decode_args_t), 0, 0, 0, 0, KVC_TABLE_PADDED, NULL, NULL, NULL, \
-   NULL, NULL, 0, 0, 0, 0.0f, 1.0f, 1.0f, NULL, 0}
+   NULL, NULL, 0, 0, 0, 0.0f, 1.0f, 1.0f, NULL, 0, 0}
 
 /** @brief Sets `args` to KVC_DECODE_ARGS_INIT. NULL is ignored. @since 0.1.0 */
 KVC_API void kvc_decode_args_init(kvc_decode_args_t *args);
@@ -364,12 +374,16 @@ typedef struct kvc_prefill_args {
   void *workspace;         /**< Scratch of workspace_bytes (device memory on
                                 CUDA), see kvc_prefill_workspace_size(). */
   uint64_t workspace_bytes; /**< Bytes at workspace. */
+  uint32_t rank;           /**< Tensor parallelism: the rank whose pool is read
+                                (as kvc_decode_args_t's); 0 < num_ranks. A
+                                caller's struct without it means rank 0.
+                                @since 0.3.0 */
 } kvc_prefill_args_t;
 
 /** Static initializer for kvc_prefill_args_t (padded tables, scales 1). */
 #define KVC_PREFILL_ARGS_INIT                                                  \
   {sizeof(kvc_prefill_args_t), 0, 0, 0, 0, 0, KVC_TABLE_PADDED, NULL, NULL,    \
-   NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0.0f, 0.0f, 1.0f, 1.0f, NULL, 0}
+   NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0.0f, 0.0f, 1.0f, 1.0f, NULL, 0, 0}
 
 /** @brief Sets `args` to KVC_PREFILL_ARGS_INIT. NULL is ignored. @since 0.3.0 */
 KVC_API void kvc_prefill_args_init(kvc_prefill_args_t *args);

@@ -19,6 +19,14 @@
  *      block of a layer group (all its layers) is kvc_group_desc_t
  *      block_bytes contiguous bytes starting at the first layer of the
  *      group's view (kvc_pool_desc_t base + b * block_bytes).
+ *      Tensor parallelism (kvc_config_set_ranks): the block ids are the
+ *      same on every rank; rank r's bytes of block b are addressed the same
+ *      way through kvc_cache_layer_view_rank(cache, r, layer) (block_bytes
+ *      of kvc_group_desc_t is one rank's), so per rank and layer group the
+ *      export gives the ids, and the rank's view their addresses and bytes.
+ *      Both caches need the same number of ranks: the geometry fingerprint
+ *      includes it (with more than one rank), so an import from a cache
+ *      sharded otherwise is refused.
  *
  * Receiver (decode):
  *   3. kvc_cache_import_begin() with the receiver's OWN tokens and options

@@ -30,6 +30,7 @@ struct LayerSlabs {
   kvc_layout_t layout = 0;
   uint32_t window = 0;  // the layer's configured attention window; 0 = full
   uint32_t layer = 0;
+  uint32_t rank = 0;  // tensor parallelism: the rank whose pool `base` is in
   uint64_t num_slots() const { return num_blocks * tokens_per_block; }
 };
 

@@ -55,6 +55,11 @@ KVC_API kvc_status_t kvc_cache_describe(const kvc_cache_t* cache, kvc_cache_desc
     d.num_resources = uint32_t(cfg.resources.size());
     d.num_state_slots = c.plan().state_slots;
     d.state_bytes = c.plan().state_bytes;
+    d.num_ranks = c.num_ranks();
+    d.max_head_replication = 1;
+    for (const kvc::LayerGroup& g : c.grouping().groups)
+      d.max_head_replication =
+          std::max(d.max_head_replication, cfg.head_replication(g.total_kv_heads));
     write_sized(out, d, "out");
   });
 }
@@ -70,7 +75,9 @@ KVC_API kvc_status_t kvc_cache_describe_group(const kvc_cache_t* cache, uint32_t
     const kvc::LayerGroup& g = groups[group];
     kvc_group_desc_t d{};
     d.window = g.window;
-    d.kv_heads = g.kv_heads;
+    d.kv_heads = g.total_kv_heads;
+    d.kv_heads_per_rank = g.kv_heads;
+    d.head_replication = c.config().head_replication(g.total_kv_heads);
     d.head_dim = g.head_dim;
     d.num_layers = uint32_t(g.layers.size());
     d.pool = g.pool;
@@ -100,9 +107,14 @@ KVC_API kvc_status_t kvc_cache_describe_pool(const kvc_cache_t* cache, uint32_t 
 
 KVC_API kvc_status_t kvc_cache_layer_view(const kvc_cache_t* cache, uint32_t layer,
                                           kvc_layer_view_t* out) {
+  return kvc_cache_layer_view_rank(cache, 0, layer, out);
+}
+
+KVC_API kvc_status_t kvc_cache_layer_view_rank(const kvc_cache_t* cache, uint32_t rank,
+                                               uint32_t layer, kvc_layer_view_t* out) {
   return guarded([&] {
     const kvc::Cache& c = cache_of(cache);
-    const kvc::LayerSlabs v = c.layer_view(layer);
+    const kvc::LayerSlabs v = c.layer_view(layer, rank);
     kvc_layer_view_t d{};
     d.group = c.grouping().layers[layer].group;
     d.pool = c.grouping().groups[d.group].pool;
@@ -119,6 +131,10 @@ KVC_API kvc_status_t kvc_cache_layer_view(const kvc_cache_t* cache, uint32_t lay
     d.kv_stride = v.kv_stride;
     d.token_stride = v.token_stride;
     d.head_stride = v.head_stride;
+    d.rank = rank;
+    const uint32_t total = c.grouping().groups[d.group].total_kv_heads;
+    d.first_kv_head = c.config().first_head(total, rank);
+    d.total_kv_heads = total;
     write_sized(out, d, "out");
   });
 }

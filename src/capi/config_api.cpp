@@ -94,6 +94,39 @@ KVC_API kvc_status_t kvc_config_set_device(kvc_config_t* config, kvc_device_kind
     kvc::CacheConfig::check_device(kind, ordinal);
     config->cfg.device_kind = kind;
     config->cfg.device_ordinal = ordinal;
+    config->cfg.rank_ordinals.clear();  // one rank
+  });
+}
+
+KVC_API kvc_status_t kvc_config_set_ranks(kvc_config_t* config, kvc_device_kind_t kind,
+                                          const int32_t* ordinals, uint32_t num_ranks) {
+  return guarded([&] {
+    require(config, "config");
+    require(ordinals, "ordinals");
+    kvc::CacheConfig::check_ranks(kind, ordinals, num_ranks);
+    config->cfg.device_kind = kind;
+    // CPU ordinals only name the ranks' host pools; the device is host memory.
+    config->cfg.device_ordinal = kind == KVC_DEVICE_CPU ? 0 : ordinals[0];
+    if (num_ranks == 1) config->cfg.rank_ordinals.clear();
+    else config->cfg.rank_ordinals.assign(ordinals, ordinals + num_ranks);
+  });
+}
+
+KVC_API kvc_status_t kvc_config_get_ranks(const kvc_config_t* config, int32_t* ordinals,
+                                          uint32_t capacity, uint32_t* num_ranks) {
+  return guarded([&] {
+    require(config, "config");
+    require(num_ranks, "num_ranks");
+    const kvc::CacheConfig& c = config->cfg;
+    const uint32_t n = c.num_ranks();
+    if (capacity != 0) require(ordinals, "ordinals");
+    if (capacity < n) {
+      *num_ranks = n;
+      kvc::fail(KVC_ERR_BUFFER_TOO_SMALL, "ordinals has room for " + std::to_string(capacity) +
+                                              " ranks, the config has " + std::to_string(n));
+    }
+    for (uint32_t r = 0; r < n; ++r) ordinals[r] = c.rank_ordinal(r);
+    *num_ranks = n;
   });
 }
 

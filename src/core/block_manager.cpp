@@ -43,30 +43,26 @@ uint64_t sets_in(const std::vector<std::unique_ptr<PoolMemory>>& memory,
 std::unique_ptr<Tier> make_tier(const CacheConfig& config, const GroupLayout& layout,
                                 const LayerGrouping& grouping, PrefixIndex& index,
                                 Residency& residency, Eviction& eviction, CacheCounters& counters,
-                                Device& device,
-                                const std::vector<std::unique_ptr<PoolMemory>>& memory,
-                                const std::vector<std::unique_ptr<PoolMemory>>& host_memory) {
-  if (host_memory.empty()) return std::make_unique<NoTier>(index.tree());
-  return std::make_unique<HostTier>(layout, grouping, index, residency, eviction, counters, device,
-                                    memory, host_memory, config.secondary_offload_min_priority);
+                                const RankPools& ranks) {
+  if (ranks.host_pools(0).empty()) return std::make_unique<NoTier>(index.tree());
+  return std::make_unique<HostTier>(layout, grouping, index, residency, eviction, counters, ranks,
+                                    config.secondary_offload_min_priority);
 }
 
 }  // namespace
 
 BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& grouping,
-                           const std::vector<std::unique_ptr<PoolMemory>>& memory,
-                           const std::vector<std::unique_ptr<PoolMemory>>& host_memory,
-                           Device& device, uint64_t arena_pages,
+                           const RankPools& ranks, uint64_t arena_pages,
                            std::vector<std::unique_ptr<BlockStore>> stores)
     : layout_(grouping, config.tokens_per_block),
       counters_(uint32_t(grouping.groups.size())),
-      residency_(layout_, grouping, memory, device, arena_pages, counters_),
+      residency_(layout_, grouping, ranks, arena_pages, counters_),
       index_(config, layout_, residency_,
-             uint32_t(tree_capacity(grouping, memory) + sets_in(host_memory, grouping)),
-             /*track_children=*/!host_memory.empty() || arena_pages != 0),
+             uint32_t(tree_capacity(grouping, ranks.pools(0)) +
+                      sets_in(ranks.host_pools(0), grouping)),
+             /*track_children=*/!ranks.host_pools(0).empty() || arena_pages != 0),
       eviction_(layout_, index_, residency_, counters_, config.manual_clock),
-      tier_(make_tier(config, layout_, grouping, index_, residency_, eviction_, counters_, device,
-                      memory, host_memory)),
+      tier_(make_tier(config, layout_, grouping, index_, residency_, eviction_, counters_, ranks)),
       seqs_(config, layout_, index_, residency_, eviction_, *tier_, counters_) {
   eviction_.set_tier(*tier_);
   residency_.set_reclaimer(&eviction_);
@@ -80,8 +76,8 @@ BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& group
     index_.set_events(events_.get());
   }
   if (!stores.empty()) {
-    stores_ = std::make_unique<StoreChain>(config, layout_, grouping, index_, device, memory,
-                                           host_memory, std::move(stores));
+    stores_ = std::make_unique<StoreChain>(config, layout_, grouping, index_, ranks.device(0),
+                                           ranks.pools(0), ranks.host_pools(0), std::move(stores));
     index_.set_store_keys(&stores_->keys());
     eviction_.set_stores(stores_.get());
     stores_->set_eviction(&eviction_);

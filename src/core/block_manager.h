@@ -74,14 +74,15 @@ namespace kvc {
 
 class BlockManager {
  public:
-  // `host_memory`: the secondary tier's pools, mirroring `memory` (empty:
-  // no host tier); arena_pages != 0: the pools carve pages of one arena
+  // `ranks`: every rank's pools and host pools (rank_pools.h; a rank's
+  // host pools mirror its pools, empty: no host tier; the counts are rank
+  // 0's, every rank's equal, and every copy is made on every rank). The
+  // block stores use rank 0 (CacheConfig refuses stores with several
+  // ranks). arena_pages != 0: the pools carve pages of one arena
   // (MemoryPlan); `stores`: the block stores below the tree, in chain
   // order, opened for store_record_layout(config, grouping) (empty: none).
   BlockManager(const CacheConfig& config, const LayerGrouping& grouping,
-               const std::vector<std::unique_ptr<PoolMemory>>& memory,
-               const std::vector<std::unique_ptr<PoolMemory>>& host_memory, Device& device,
-               uint64_t arena_pages = 0, std::vector<std::unique_ptr<BlockStore>> stores = {});
+               const RankPools& ranks, uint64_t arena_pages = 0, std::vector<std::unique_ptr<BlockStore>> stores = {});
 
   // Adds sequence `id` with its prompt; returns the prompt tokens already
   // cached (never the last one). Copies a partially matched block on `stream`.

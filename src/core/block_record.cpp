@@ -111,6 +111,7 @@ uint64_t geometry_fingerprint(const CacheConfig& c, const LayerGrouping& g) {
   b.u32(c.kv_factor);
   b.u32(static_cast<uint32_t>(c.layout));
   b.u32(c.tokens_per_block);
+  if (c.num_ranks() > 1) b.u32(c.num_ranks());  // one rank: the fingerprint of before
   b.u32(static_cast<uint32_t>(g.groups.size()));
   for (const LayerGroup& grp : g.groups) {
     b.u64(g.pools[grp.pool].block_bytes);

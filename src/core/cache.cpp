@@ -8,69 +8,70 @@ namespace kvc {
 
 namespace {
 
-CacheConfig validated_shape(const CacheConfig& cfg) {
+// The devices of a validated config, one per rank.
+std::vector<std::unique_ptr<Device>> open_devices(const CacheConfig& cfg) {
   cfg.validate_shape();
-  return cfg;
+  std::vector<std::unique_ptr<Device>> out;
+  for (uint32_t r = 0; r < cfg.num_ranks(); ++r)
+    out.push_back(create_device(cfg.device_kind,
+                                cfg.device_kind == KVC_DEVICE_CPU ? 0 : cfg.rank_ordinal(r)));
+  return out;
+}
+
+std::vector<std::unique_ptr<Device>> one_device(std::unique_ptr<Device> device) {
+  std::vector<std::unique_ptr<Device>> out;
+  out.push_back(std::move(device));
+  return out;
 }
 
 }  // namespace
 
-Cache::Cache(const CacheConfig& cfg)
-    : Cache(validated_shape(cfg), create_device(cfg.device_kind, cfg.device_ordinal)) {}
+Cache::Cache(const CacheConfig& cfg) : Cache(cfg, open_devices(cfg)) {}
 
-Cache::Cache(const CacheConfig& cfg, std::unique_ptr<Device> device) : config_(cfg) {
+Cache::Cache(const CacheConfig& cfg, std::unique_ptr<Device> device)
+    : Cache(cfg, one_device(std::move(device))) {}
+
+Cache::Cache(const CacheConfig& cfg, std::vector<std::unique_ptr<Device>> devices)
+    : config_(cfg) {
   config_.validate_shape();
+  if (devices.size() != config_.num_ranks())
+    invalid_argument("a cache of " + std::to_string(config_.num_ranks()) + " ranks needs as many "
+                     "devices, got " + std::to_string(devices.size()));
   grouping_ = group_layers(config_);
   // The stores first: a directory or server that cannot be used is refused
   // before the pools are allocated.
   std::vector<std::unique_ptr<BlockStore>> stores;
   if (config_.stores.any())
     stores = open_block_stores(config_.stores, store_record_layout(config_, grouping_));
-  device_ = std::move(device);
-  device_memory_ = device_->memory_info();
+  // Every byte budget is per rank: the plan is one rank's, sized by the
+  // rank with the least free memory, and every rank allocates it.
+  size_t least = 0;
+  growable_ = true;
+  for (size_t r = 0; r < devices.size(); ++r) {
+    const DeviceMemoryInfo m = devices[r]->memory_info();
+    if (r == 0 || m.free_bytes < device_memory_.free_bytes) device_memory_ = m, least = r;
+    // Pools reserve the address space of their ceiling where the device
+    // can (kvc_cache_resize then backs or returns memory at their end).
+    if (devices[r]->reserve_granularity() == 0) growable_ = false;
+  }
+  (void)least;
   plan_ = plan_memory(config_, grouping_, device_memory_.free_bytes);
   host_plan_ = plan_host_memory(config_, grouping_);
-  // Pools reserve the address space of their ceiling where the device can
-  // (kvc_cache_resize then backs or returns memory at their end).
-  growable_ = device_->reserve_granularity() != 0;
   if (!growable_ && plan_.max_budget_bytes > plan_.budget_bytes)
     fail(KVC_ERR_UNSUPPORTED, "max_primary_bytes (" + std::to_string(config_.max_primary_bytes) +
-                                  ") asks for pools that grow, but the " + device_->name() +
+                                  ") asks for pools that grow, but the " + devices[0]->name() +
                                   " device cannot reserve address space for them");
-  if (plan_.num_pages != 0) {
-    // One allocation; every pool views it with its own block stride.
-    arena_memory_ =
-        growable_ ? std::make_unique<PoolMemory>(*device_, plan_.page_bytes, plan_.num_pages,
-                                                 plan_.max_pages)
-                  : std::make_unique<PoolMemory>(*device_, plan_.page_bytes, plan_.num_pages);
-    for (size_t p = 0; p < grouping_.pools.size(); ++p)
-      pools_.push_back(std::make_unique<PoolMemory>(arena_memory_->base(),
-                                                     grouping_.pools[p].block_bytes,
-                                                     plan_.pool_blocks[p],
-                                                     growable_ ? plan_.max_pool_blocks[p]
-                                                               : plan_.pool_blocks[p]));
-  } else {
-    for (size_t p = 0; p < grouping_.pools.size(); ++p)
-      pools_.push_back(growable_ ? std::make_unique<PoolMemory>(
-                                       *device_, grouping_.pools[p].block_bytes,
-                                       plan_.pool_blocks[p], plan_.max_pool_blocks[p])
-                                 : std::make_unique<PoolMemory>(
-                                       *device_, grouping_.pools[p].block_bytes,
-                                       plan_.pool_blocks[p]));
-  }
-  if (host_plan_.blocks_per_group > 0)
-    for (size_t p = 0; p < grouping_.pools.size(); ++p)
-      host_pools_.push_back(std::make_unique<PoolMemory>(*device_, grouping_.pools[p].block_bytes,
-                                                         host_plan_.pool_blocks[p],
-                                                         PoolMemory::Kind::kHost));
+  ranks_ = std::make_unique<RankPools>(std::move(devices), grouping_, plan_, host_plan_,
+                                       growable_);
   if (!config_.resources.empty()) {
-    // No prefix reuse until state snapshots exist (state.h).
+    // No prefix reuse until state snapshots exist (state.h). One rank only
+    // (CacheConfig::validate_shape refuses them with several).
     config_.block_reuse = false;
-    state_ = std::make_unique<StateSlots>(*device_, lay_out_resources(config_.resources),
+    state_ = std::make_unique<StateSlots>(ranks_->device(0), lay_out_resources(config_.resources),
                                           plan_.state_slots);
   }
-  manager_ = std::make_unique<BlockManager>(config_, grouping_, pools_, host_pools_, *device_,
-                                            plan_.num_pages, std::move(stores));
+  manager_ = std::make_unique<BlockManager>(config_, grouping_, *ranks_, plan_.num_pages,
+                                            std::move(stores));
 }
 
 Cache::~Cache() = default;
@@ -263,7 +264,7 @@ void Cache::resize(uint64_t bytes) {
          "kvc_cache_resize is not supported on a cache with state resources (" +
              std::to_string(state_->num_resources()) + ")");
   if (!growable_)
-    fail(KVC_ERR_UNSUPPORTED, "the " + device_->name() +
+    fail(KVC_ERR_UNSUPPORTED, "the " + ranks_->device(0).name() +
                                   " device cannot resize pools in place (it reserves no "
                                   "address space for them)");
   const MemoryPlan next = plan_resize(grouping_, plan_, bytes, config_.tokens_per_block);
@@ -272,24 +273,14 @@ void Cache::resize(uint64_t bytes) {
   if (!why.empty())
     fail(KVC_ERR_OUT_OF_BLOCKS,
          "cannot resize the primary pools to " + std::to_string(bytes) + " bytes: " + why);
-  // Back the growth of every pool first: the one step that can fail.
-  std::vector<PoolMemory*> owners;
-  if (arena_memory_) owners.push_back(arena_memory_.get());
-  else
-    for (auto& p : pools_) owners.push_back(p.get());
-  try {
-    for (size_t i = 0; i < owners.size(); ++i)
-      owners[i]->back(arena_memory_ ? next.num_pages : next.pool_blocks[i]);
-  } catch (...) {
-    for (PoolMemory* m : owners) m->trim();  // what was backed for nothing goes back
-    throw;
-  }
-  // Then the bookkeeping (cannot fail), the counts, and the memory a shrink freed.
+  // Back the growth of every pool of every rank first: the one step that
+  // can fail (then nothing is backed for nothing, on any rank).
+  ranks_->back(next);
+  // Then the bookkeeping (cannot fail; a shrink's moves run on every rank),
+  // the counts, and the memory a shrink freed.
   manager_->shrink_pools(next.pool_blocks, next.num_pages);
   manager_->grow_pools(next.pool_blocks, next.num_pages);
-  if (arena_memory_) arena_memory_->set_num_blocks(next.num_pages);
-  for (size_t p = 0; p < pools_.size(); ++p) pools_[p]->set_num_blocks(next.pool_blocks[p]);
-  for (PoolMemory* m : owners) m->trim();
+  ranks_->set_blocks(next);
   plan_ = next;
 }
 
@@ -300,9 +291,11 @@ MemoryPlan Cache::plan_for(ResizeInputs in, uint64_t* formula_bytes, uint64_t* f
          "kvc_cache_plan_resize is not supported on a cache with state resources (" +
              std::to_string(state_->num_resources()) + ")");
   if (in.free_bytes == 0) {
-    const uint64_t device_free = device_->memory_info().free_bytes;
+    uint64_t device_free = UINT64_MAX;  // the least over the ranks
+    for (uint32_t r = 0; r < ranks_->num_ranks(); ++r)
+      device_free = std::min(device_free, ranks_->device(r).memory_info().free_bytes);
     if (device_free == 0)
-      invalid_argument("free_bytes is 0 and the " + device_->name() +
+      invalid_argument("free_bytes is 0 and the " + ranks_->device(0).name() +
                        " device reports no free memory: pass the free memory you measured");
     in.free_bytes = device_free + plan_.total_bytes;
   }
@@ -315,6 +308,16 @@ MemoryPlan Cache::plan_for(ResizeInputs in, uint64_t* formula_bytes, uint64_t* f
 void Cache::check_invariants() const {
   Lock lock(mutex_);
   manager_->check_invariants();
+  // Tensor parallelism: one set of block ids, so every rank's pools hold
+  // rank 0's block counts.
+  for (uint32_t r = 1; r < ranks_->num_ranks(); ++r)
+    for (size_t p = 0; p < ranks_->pools(0).size(); ++p)
+      if (ranks_->pools(r)[p]->num_blocks() != ranks_->pools(0)[p]->num_blocks() ||
+          ranks_->host_pools(r).size() != ranks_->host_pools(0).size())
+        fail(KVC_ERR_INTERNAL, "rank " + std::to_string(r) + " pool " + std::to_string(p) +
+                                   " has " + std::to_string(ranks_->pools(r)[p]->num_blocks()) +
+                                   " blocks, rank 0 " +
+                                   std::to_string(ranks_->pools(0)[p]->num_blocks()));
   if (state_)
     state_->check([&](uint64_t id) { return manager_->find_sequence(id) != nullptr; },
                   manager_->stats().num_sequences);
@@ -415,13 +418,20 @@ void Cache::state_slots(const uint64_t* ids, size_t count, uint32_t resource,
   }
 }
 
-LayerSlabs Cache::layer_view(uint32_t layer) const {
+void Cache::check_rank(uint32_t rank) const {
+  if (rank >= ranks_->num_ranks())
+    invalid_argument("rank must be < num_ranks (" + std::to_string(ranks_->num_ranks()) +
+                     "), got " + std::to_string(rank));
+}
+
+LayerSlabs Cache::layer_view(uint32_t layer, uint32_t rank) const {
   if (layer >= config_.num_layers)
     invalid_argument("layer must be < num_layers (" + std::to_string(config_.num_layers) +
                      "), got " + std::to_string(layer));
+  check_rank(rank);
   const LayerPlace& place = grouping_.layers[layer];
   const LayerGroup& g = grouping_.groups[place.group];
-  const PoolMemory& pool = *pools_[g.pool];
+  const PoolMemory& pool = *ranks_->pools(rank)[g.pool];
   LayerSlabs v;
   v.base = static_cast<unsigned char*>(pool.base()) + place.index * g.layer_stride;
   v.num_blocks = pool.num_blocks();
@@ -437,6 +447,7 @@ LayerSlabs Cache::layer_view(uint32_t layer) const {
   v.layout = config_.layout;
   v.window = g.window;
   v.layer = layer;
+  v.rank = rank;
   return v;
 }
 

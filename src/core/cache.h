@@ -15,6 +15,7 @@
 #include "core/layer_groups.h"
 #include "core/memory_plan.h"
 #include "core/pool_memory.h"
+#include "core/rank_pools.h"
 #include "core/state_slots.h"
 
 namespace kvc {
@@ -60,10 +61,14 @@ struct GroupSummary {
 
 class Cache {
  public:
-  // Validates cfg, opens its device, sizes and allocates the pools.
+  // Validates cfg, opens its device (one per rank), sizes and allocates the
+  // pools (every rank's: rank_pools.h).
   explicit Cache(const CacheConfig& cfg);
-  // The same on a given device (tests: a device double that fails copies).
+  // The same on a given device (tests: a device double that fails copies);
+  // one rank only.
   Cache(const CacheConfig& cfg, std::unique_ptr<Device> device);
+  // The same on given devices, one per rank (cfg.num_ranks() of them).
+  Cache(const CacheConfig& cfg, std::vector<std::unique_ptr<Device>> devices);
   ~Cache();
 
   const CacheConfig& config() const { return config_; }
@@ -71,17 +76,28 @@ class Cache {
   // The memory plan now (a copy under the lock: kvc_cache_resize changes it).
   MemoryPlan plan() const;
   const HostPlan& host_plan() const { return host_plan_; }
+  // With several ranks: the rank whose device has the least free memory
+  // (the plan's per-rank budget comes from it).
   const DeviceMemoryInfo& device_memory_at_creation() const { return device_memory_; }
-  Device& device() const { return *device_; }
-  const PoolMemory& pool(uint32_t i) const { return *pools_.at(i); }
-  size_t num_pools() const { return pools_.size(); }
+  uint32_t num_ranks() const { return ranks_->num_ranks(); }
+  // Rank `rank`'s device, pools, host pools (every rank's counts are equal).
+  Device& device(uint32_t rank = 0) const { return ranks_->device(rank); }
+  const PoolMemory& pool(uint32_t i, uint32_t rank = 0) const { return *ranks_->pools(rank).at(i); }
+  size_t num_pools() const { return ranks_->pools(0).size(); }
   // The secondary tier's pool mirroring primary pool i (none when
   // host_plan().blocks_per_group == 0).
-  const PoolMemory& host_pool(uint32_t i) const { return *host_pools_.at(i); }
+  const PoolMemory& host_pool(uint32_t i, uint32_t rank = 0) const {
+    return *ranks_->host_pools(rank).at(i);
+  }
+  // Every rank's bytes and the copies over them (kvc_copy_blocks).
+  const RankPools& ranks() const { return *ranks_; }
+  // Throws KVC_ERR_INVALID_ARGUMENT for a rank out of range, naming it.
+  void check_rank(uint32_t rank) const;
 
-  // Where layer `layer` lives and its shape (kvc_layer_view_t; what the
-  // kernels take). Throws KVC_ERR_INVALID_ARGUMENT for a layer out of range.
-  LayerSlabs layer_view(uint32_t layer) const;
+  // Where layer `layer` lives on rank `rank` and its shape there
+  // (kvc_layer_view_t; what the kernels take): the rank's share of the
+  // heads. Throws KVC_ERR_INVALID_ARGUMENT for a layer or rank out of range.
+  LayerSlabs layer_view(uint32_t layer, uint32_t rank = 0) const;
 
   // --- The locked facade --------------------------------------------------
   // Every call below takes this cache's lock itself, so any thread may call
@@ -178,14 +194,11 @@ class Cache {
  private:
   CacheConfig config_;
   LayerGrouping grouping_;
-  std::unique_ptr<Device> device_;
   DeviceMemoryInfo device_memory_;
   MemoryPlan plan_;
-  std::unique_ptr<PoolMemory> arena_memory_;  // pools of different block bytes share it
   bool growable_ = false;                     // the pools reserve their ceiling
   HostPlan host_plan_;
-  std::vector<std::unique_ptr<PoolMemory>> pools_;
-  std::vector<std::unique_ptr<PoolMemory>> host_pools_;
+  std::unique_ptr<RankPools> ranks_;          // every rank's device and pools
   std::unique_ptr<BlockManager> manager_;
   std::unique_ptr<StateSlots> state_;
   // With state resources: refuses (Error) a length above an unpaged

@@ -82,6 +82,41 @@ void CacheConfig::check_device(kvc_device_kind_t kind, int32_t ordinal) {
                    std::to_string(kind));
 }
 
+void CacheConfig::check_ranks(kvc_device_kind_t kind, const int32_t* ordinals,
+                              uint32_t num_ranks) {
+  if (num_ranks == 0 || num_ranks > kMaxRanks)
+    invalid_argument("num_ranks must be in 1.." + std::to_string(kMaxRanks) + ", got " +
+                     std::to_string(num_ranks));
+  if (num_ranks == 1) return check_device(kind, ordinals[0]);
+  check_device(kind, 0);  // the kind
+  for (uint32_t i = 0; i < num_ranks; ++i) {
+    if (ordinals[i] < 0)
+      invalid_argument("ordinals[" + std::to_string(i) + "] must be >= 0, got " +
+                       std::to_string(ordinals[i]));
+    for (uint32_t j = 0; j < i; ++j)
+      if (ordinals[j] == ordinals[i])
+        invalid_argument("ordinals[" + std::to_string(j) + "] and ordinals[" + std::to_string(i) +
+                         "] are both " + std::to_string(ordinals[i]) +
+                         ": every rank needs its own " +
+                         (kind == KVC_DEVICE_CUDA ? "device" : "host pool"));
+  }
+}
+
+uint32_t CacheConfig::heads_per_rank(uint32_t heads) const {
+  const uint32_t r = num_ranks();
+  return heads % r == 0 ? heads / r : 1;
+}
+
+uint32_t CacheConfig::head_replication(uint32_t heads) const {
+  const uint32_t r = num_ranks();
+  return heads % r == 0 ? 1 : r / heads;
+}
+
+uint32_t CacheConfig::first_head(uint32_t heads, uint32_t rank) const {
+  const uint32_t r = num_ranks();
+  return heads % r == 0 ? rank * (heads / r) : rank / (r / heads);
+}
+
 void CacheConfig::check_event_buffer_size(uint32_t v) {
   // The ring keeps tokens_per_block token ids per event.
   if (v > kMaxEventBufferSize)
@@ -118,6 +153,26 @@ void CacheConfig::validate_shape() const {
                      " (a shorter list repeats over the layers)");
   for (size_t i = 0; i < windows.size(); ++i) check_window(windows[i], i);
   check_device(device_kind, device_ordinal);
+  if (!rank_ordinals.empty()) {
+    check_ranks(device_kind, rank_ordinals.data(), uint32_t(rank_ordinals.size()));
+    const uint32_t r = num_ranks();
+    for (uint32_t l = 0; l < num_layers; ++l) {
+      const uint32_t h = kv_heads_of(l);
+      if (h % r != 0 && r % h != 0)
+        invalid_argument("layer " + std::to_string(l) + " has " + std::to_string(h) +
+                         " kv heads, which " + std::to_string(r) +
+                         " ranks can neither split (heads % ranks != 0) nor replicate "
+                         "(ranks % heads != 0)");
+    }
+    // What the ranks do not shard yet is refused, never ignored.
+    if (!resources.empty())
+      invalid_argument("state resources (" + std::to_string(resources.size()) +
+                       ") are not supported with " + std::to_string(r) +
+                       " ranks (tensor parallelism shards only the paged KV pools)");
+    if (stores.any())
+      invalid_argument("a disk or remote cache is not supported with " + std::to_string(r) +
+                       " ranks (tensor parallelism keeps a host tier per rank, no stores)");
+  }
   check_fraction(free_gpu_memory_fraction);
   check_priority(secondary_offload_min_priority, "secondary_offload_min_priority");
   // A store serves reuse: with block reuse off nothing would be stored or

@@ -36,6 +36,13 @@ struct CacheConfig {
   // Device and memory.
   kvc_device_kind_t device_kind = KVC_DEVICE_CPU;
   int32_t device_ordinal = 0;
+  // Tensor parallelism (kvc_config_set_ranks): the ordinals of the ranks,
+  // distinct (CUDA device ordinals; on the CPU backend names of host
+  // pools). Empty: one rank, device_ordinal (the cache of before). KV heads
+  // are split across the ranks (kv_heads_per_rank), every rank's pools are
+  // sized for its heads, and every byte budget below is per rank.
+  std::vector<int32_t> rank_ordinals;
+  static constexpr uint32_t kMaxRanks = 64;
   uint64_t primary_bytes = 0;  // 0: no byte bound
   uint64_t max_tokens = 0;     // 0: no token bound
   uint64_t max_primary_bytes = 0;  // ceiling of kvc_cache_resize; 0: the budget at creation
@@ -73,6 +80,9 @@ struct CacheConfig {
   static void check_tokens_per_block(uint32_t v);
   static void check_window(uint32_t v, size_t index);
   static void check_device(kvc_device_kind_t kind, int32_t ordinal);
+  // kvc_config_set_ranks: 1..kMaxRanks distinct ordinals >= 0 (CPU with
+  // one rank: 0, as check_device).
+  static void check_ranks(kvc_device_kind_t kind, const int32_t* ordinals, uint32_t num_ranks);
   static void check_fraction(double v);
   static void check_priority(uint32_t v, const char* what);
   // Events are not implemented yet: 0 only (KVC_ERR_UNSUPPORTED otherwise).
@@ -86,6 +96,19 @@ struct CacheConfig {
   void validate() const;
 
   uint32_t kv_heads_of(uint32_t layer) const;
+  uint32_t num_ranks() const { return rank_ordinals.empty() ? 1 : uint32_t(rank_ordinals.size()); }
+  int32_t rank_ordinal(uint32_t rank) const {
+    return rank_ordinals.empty() ? device_ordinal : rank_ordinals.at(rank);
+  }
+  // The sharding of `heads` kv heads over num_ranks() ranks: heads / ranks
+  // per rank when ranks divide them, else one head per rank, replicated on
+  // ranks / heads ranks, when heads divide the ranks (as vLLM and
+  // TensorRT-LLM do); validate_shape() refuses every other pair.
+  uint32_t heads_per_rank(uint32_t heads) const;
+  // Ranks holding each head (1: no replication).
+  uint32_t head_replication(uint32_t heads) const;
+  // The model's first kv head that rank `rank` holds.
+  uint32_t first_head(uint32_t heads, uint32_t rank) const;
   uint32_t window_of(uint32_t layer) const;
 };
 

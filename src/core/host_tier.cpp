@@ -10,9 +10,7 @@ namespace kvc {
 
 HostTier::HostTier(const GroupLayout& layout, const LayerGrouping& grouping, PrefixIndex& index,
                    Residency& residency, Eviction& eviction, CacheCounters& counters,
-                   Device& device, const std::vector<std::unique_ptr<PoolMemory>>& memory,
-                   const std::vector<std::unique_ptr<PoolMemory>>& host_memory,
-                   uint32_t min_priority)
+                   const RankPools& ranks, uint32_t min_priority)
     : layout_(layout),
       grouping_(grouping),
       index_(index),
@@ -20,12 +18,10 @@ HostTier::HostTier(const GroupLayout& layout, const LayerGrouping& grouping, Pre
       residency_(residency),
       eviction_(eviction),
       cache_counters_(counters),
-      device_(device),
-      memory_(memory),
-      host_memory_(host_memory),
+      ranks_(ranks),
       policy_(index.tree().id_bound()),
       min_priority_(min_priority) {
-  for (const auto& m : host_memory) pools_.emplace_back(m->num_blocks(), m->num_blocks());
+  for (const auto& m : ranks.host_pools(0)) pools_.emplace_back(m->num_blocks(), m->num_blocks());
   excluded_.assign(tree_.id_bound(), 0);
   gone_primary_.assign(tree_.id_bound(), 0);
   gone_host_.assign(tree_.id_bound(), 0);
@@ -59,7 +55,7 @@ uint64_t HostTier::set_bytes() const {
 
 void HostTier::prepare(const Reservation& r, void* stream) {
   if (r.sets == 0) return;
-  device_.order_after_tier_copies(stream);
+  ranks_.order_after_tier_copies(stream);
   const uint32_t G = layout_.num_groups();
   const std::vector<uint32_t>& held = *r.held;
   const uint32_t partial = r.partial;
@@ -109,7 +105,7 @@ void HostTier::prepare(const Reservation& r, void* stream) {
   }
   if (!dest_.empty()) {
     try {
-      batch_.submit(device_, TierDirection::kOffload, memory_, host_memory_, stream);
+      batch_.submit(ranks_, TierDirection::kOffload, stream);
     } catch (...) {
       // The victims stay where they were; their destinations go back.
       for (size_t i = 0; i < dest_.size(); i += G) release_blocks(&dest_[i]);
@@ -142,7 +138,7 @@ void HostTier::prepare(const Reservation& r, void* stream) {
     }
   }
   try {
-    batch_.submit(device_, TierDirection::kOnboard, memory_, host_memory_, stream);
+    batch_.submit(ranks_, TierDirection::kOnboard, stream);
   } catch (...) {
     for (size_t i = 0; i < dest_.size(); i += G) residency_.return_taken(&dest_[i]);
     throw;

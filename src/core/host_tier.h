@@ -50,9 +50,8 @@ class HostTier final : public Tier {
  public:
   // `host_memory`: the host pools, one per primary pool (same groups).
   HostTier(const GroupLayout& layout, const LayerGrouping& grouping, PrefixIndex& index,
-           Residency& residency, Eviction& eviction, CacheCounters& counters, Device& device,
-           const std::vector<std::unique_ptr<PoolMemory>>& memory,
-           const std::vector<std::unique_ptr<PoolMemory>>& host_memory, uint32_t min_priority);
+           Residency& residency, Eviction& eviction, CacheCounters& counters,
+           const RankPools& ranks, uint32_t min_priority);
 
   // The block stores a host node leaving the tree is offered to (nullptr:
   // none); set once.
@@ -91,9 +90,7 @@ class HostTier final : public Tier {
   Residency& residency_;
   Eviction& eviction_;
   CacheCounters& cache_counters_;
-  Device& device_;
-  const std::vector<std::unique_ptr<PoolMemory>>& memory_;
-  const std::vector<std::unique_ptr<PoolMemory>>& host_memory_;
+  const RankPools& ranks_;  // every rank's pools and host pools
   std::vector<BlockPool> pools_;  // one per primary pool (same groups)
   EvictionPolicy policy_;         // host nodes without children
   uint32_t min_priority_;

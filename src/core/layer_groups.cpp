@@ -38,14 +38,15 @@ LayerGrouping group_layers(const CacheConfig& cfg) {
     const auto key = std::make_tuple(cfg.window_of(l), cfg.kv_heads_of(l), cfg.head_dim);
     uint32_t gi = 0;
     while (gi < out.groups.size() &&
-           std::make_tuple(out.groups[gi].window, out.groups[gi].kv_heads,
+           std::make_tuple(out.groups[gi].window, out.groups[gi].total_kv_heads,
                            out.groups[gi].head_dim) != key) {
       ++gi;
     }
     if (gi == out.groups.size()) {
       LayerGroup g;
       g.window = std::get<0>(key);
-      g.kv_heads = std::get<1>(key);
+      g.total_kv_heads = std::get<1>(key);
+      g.kv_heads = cfg.heads_per_rank(g.total_kv_heads);
       g.head_dim = std::get<2>(key);
       out.groups.push_back(g);
     }

@@ -1,5 +1,7 @@
 // Layers with equal (window, kv heads, head dim) form a group; a group's
-// block packs every layer of the group contiguously. Groups whose block
+// block packs every layer of the group contiguously. With several ranks
+// (tensor parallelism) the geometry is one rank's: its share of the heads
+// (CacheConfig::heads_per_rank), the same on every rank. Groups whose block
 // bytes are equal draw from one pool.
 #pragma once
 
@@ -13,7 +15,8 @@ namespace kvc {
 
 struct LayerGroup {
   uint32_t window = 0;  // 0: full attention
-  uint32_t kv_heads = 0;
+  uint32_t kv_heads = 0;        // per rank: what one rank's blocks hold
+  uint32_t total_kv_heads = 0;  // the model's (== kv_heads with one rank)
   uint32_t head_dim = 0;
   std::vector<uint32_t> layers;  // model layer ids, ascending
   uint32_t pool = 0;

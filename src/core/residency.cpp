@@ -8,13 +8,13 @@
 namespace kvc {
 
 Residency::Residency(const GroupLayout& layout, const LayerGrouping& grouping,
-                     const std::vector<std::unique_ptr<PoolMemory>>& memory, Device& device,
-                     uint64_t arena_pages, CacheCounters& counters)
+                     const RankPools& ranks, uint64_t arena_pages, CacheCounters& counters)
     : layout_(layout),
       grouping_(grouping),
-      memory_(memory),
-      device_(device),
+      ranks_(ranks),
+      memory_(ranks.pools(0)),
       counters_(counters) {
+  const PoolList& memory = memory_;
   if (arena_pages != 0) {
     const uint64_t bpp0 = memory[0]->num_blocks() / arena_pages;
     arena_ = std::make_unique<PageArena>(uint32_t(arena_pages),
@@ -145,7 +145,7 @@ void Residency::return_taken(const uint32_t* blocks) {
 void Residency::copy_set(const uint32_t* src, const uint32_t* dst, uint32_t rows, void* stream) {
   for (uint32_t g = 0; g < layout_.num_groups(); ++g) {
     const BlockCopy c{src[g], dst[g], rows};
-    device_.copy_blocks(memory_[layout_.group_pool[g]]->base(), grouping_.groups[g].geometry, &c,
+    ranks_.copy_blocks(layout_.group_pool[g], grouping_.groups[g].geometry, &c,
                         1, stream);
   }
 }

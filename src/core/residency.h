@@ -24,6 +24,7 @@
 #include "core/layer_groups.h"
 #include "core/page_arena.h"
 #include "core/pool_memory.h"
+#include "core/rank_pools.h"
 #include "core/reservation.h"
 
 namespace kvc {
@@ -49,8 +50,9 @@ class Residency {
   };
 
   // arena_pages != 0: the pools carve pages of one arena (MemoryPlan).
-  Residency(const GroupLayout& layout, const LayerGrouping& grouping,
-            const std::vector<std::unique_ptr<PoolMemory>>& memory, Device& device,
+  // `ranks`: the bytes of every rank (rank_pools.h); the counts come from
+  // rank 0's pools, which every rank's equal.
+  Residency(const GroupLayout& layout, const LayerGrouping& grouping, const RankPools& ranks,
             uint64_t arena_pages, CacheCounters& counters);
   void set_reclaimer(Reclaimer* reclaimer) { reclaimer_ = reclaimer; }
 
@@ -177,10 +179,10 @@ class Residency {
   // and move_cached hands each moves[i].first's state to moves[i].second.
   bool take_page_below(uint32_t p, uint32_t below) { return pools_[p].take_page_below(below); }
   void copy_blocks(uint32_t g, const std::vector<BlockCopy>& copies, void* stream) {
-    device_.copy_blocks(memory_[layout_.group_pool[g]]->base(), grouping_.groups[g].geometry,
-                        copies.data(), copies.size(), stream);
+    ranks_.copy_blocks(layout_.group_pool[g], grouping_.groups[g].geometry, copies.data(),
+                       copies.size(), stream);
   }
-  void synchronize(void* stream) { device_.synchronize(stream); }
+  void synchronize(void* stream) { ranks_.synchronize(stream); }
   void move_cached(uint32_t p, const std::vector<std::pair<uint32_t, uint32_t>>& moves) {
     pools_[p].move_cached(moves);
   }
@@ -202,8 +204,8 @@ class Residency {
 
   const GroupLayout& layout_;
   const LayerGrouping& grouping_;
-  const std::vector<std::unique_ptr<PoolMemory>>& memory_;
-  Device& device_;
+  const RankPools& ranks_;
+  const PoolList& memory_;  // rank 0's
   CacheCounters& counters_;
   Reclaimer* reclaimer_ = nullptr;
   std::unique_ptr<PageArena> arena_;  // pools of different block bytes

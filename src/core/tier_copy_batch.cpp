@@ -13,15 +13,11 @@ size_t TierCopyBatch::size() const {
   return n;
 }
 
-void TierCopyBatch::submit(Device& device, TierDirection direction,
-                           const std::vector<std::unique_ptr<PoolMemory>>& device_pools,
-                           const std::vector<std::unique_ptr<PoolMemory>>& host_pools,
+void TierCopyBatch::submit(const RankPools& ranks, TierDirection direction,
                            void* stream) const {
   for (size_t p = 0; p < per_pool_.size(); ++p) {
     if (per_pool_[p].empty()) continue;
-    device.copy_tier(direction, device_pools[p]->base(), host_pools[p]->base(),
-                     device_pools[p]->block_bytes(), per_pool_[p].data(), per_pool_[p].size(),
-                     stream);
+    ranks.copy_tier(direction, uint32_t(p), per_pool_[p].data(), per_pool_[p].size(), stream);
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "backend/device.h"
 #include "core/pool_memory.h"
+#include "core/rank_pools.h"
 
 namespace kvc {
 
@@ -23,9 +24,8 @@ class TierCopyBatch {
 
   // Enqueues every copy on `stream`. Throws what the Device throws (then the
   // destinations of the whole batch hold undefined bytes).
-  void submit(Device& device, TierDirection direction,
-              const std::vector<std::unique_ptr<PoolMemory>>& device_pools,
-              const std::vector<std::unique_ptr<PoolMemory>>& host_pools, void* stream) const;
+  // On every rank (rank_pools.h).
+  void submit(const RankPools& ranks, TierDirection direction, void* stream) const;
 
  private:
   std::vector<std::vector<TierCopy>> per_pool_;

@@ -55,20 +55,20 @@ typedef _gostring_ swig_type_25;
 typedef _gostring_ swig_type_26;
 typedef _gostring_ swig_type_27;
 typedef _gostring_ swig_type_28;
-typedef long long swig_type_29;
+typedef _gostring_ swig_type_29;
 typedef _gostring_ swig_type_30;
-typedef _gostring_ swig_type_31;
-typedef long long swig_type_32;
+typedef long long swig_type_31;
+typedef _gostring_ swig_type_32;
 typedef _gostring_ swig_type_33;
-typedef _gostring_ swig_type_34;
-typedef long long swig_type_35;
+typedef long long swig_type_34;
+typedef _gostring_ swig_type_35;
 typedef _gostring_ swig_type_36;
-typedef _gostring_ swig_type_37;
+typedef long long swig_type_37;
 typedef _gostring_ swig_type_38;
 typedef _gostring_ swig_type_39;
-typedef long long swig_type_40;
+typedef _gostring_ swig_type_40;
 typedef _gostring_ swig_type_41;
-typedef _gostring_ swig_type_42;
+typedef long long swig_type_42;
 typedef _gostring_ swig_type_43;
 typedef _gostring_ swig_type_44;
 typedef _gostring_ swig_type_45;
@@ -79,13 +79,13 @@ typedef _gostring_ swig_type_49;
 typedef _gostring_ swig_type_50;
 typedef _gostring_ swig_type_51;
 typedef _gostring_ swig_type_52;
-typedef long long swig_type_53;
+typedef _gostring_ swig_type_53;
 typedef _gostring_ swig_type_54;
-typedef _gostring_ swig_type_55;
+typedef long long swig_type_55;
 typedef _gostring_ swig_type_56;
 typedef _gostring_ swig_type_57;
-typedef long long swig_type_58;
-typedef long long swig_type_59;
+typedef _gostring_ swig_type_58;
+typedef _gostring_ swig_type_59;
 typedef long long swig_type_60;
 typedef long long swig_type_61;
 typedef long long swig_type_62;
@@ -98,21 +98,21 @@ typedef long long swig_type_68;
 typedef long long swig_type_69;
 typedef long long swig_type_70;
 typedef long long swig_type_71;
-typedef _gostring_ swig_type_72;
+typedef long long swig_type_72;
 typedef long long swig_type_73;
-typedef long long swig_type_74;
+typedef _gostring_ swig_type_74;
 typedef long long swig_type_75;
 typedef long long swig_type_76;
-typedef _gostring_ swig_type_77;
+typedef long long swig_type_77;
 typedef long long swig_type_78;
-typedef long long swig_type_79;
+typedef _gostring_ swig_type_79;
 typedef long long swig_type_80;
 typedef long long swig_type_81;
 typedef long long swig_type_82;
 typedef long long swig_type_83;
-typedef _gostring_ swig_type_84;
+typedef long long swig_type_84;
 typedef long long swig_type_85;
-typedef long long swig_type_86;
+typedef _gostring_ swig_type_86;
 typedef long long swig_type_87;
 typedef long long swig_type_88;
 typedef long long swig_type_89;
@@ -121,10 +121,10 @@ typedef long long swig_type_91;
 typedef long long swig_type_92;
 typedef long long swig_type_93;
 typedef long long swig_type_94;
-typedef _gostring_ swig_type_95;
+typedef long long swig_type_95;
 typedef long long swig_type_96;
-typedef long long swig_type_97;
-typedef long long swig_type_98;
+typedef _gostring_ swig_type_97;
+typedef _gostring_ swig_type_98;
 typedef long long swig_type_99;
 typedef long long swig_type_100;
 typedef long long swig_type_101;
@@ -144,12 +144,12 @@ typedef long long swig_type_114;
 typedef long long swig_type_115;
 typedef long long swig_type_116;
 typedef long long swig_type_117;
-typedef _gostring_ swig_type_118;
+typedef long long swig_type_118;
 typedef long long swig_type_119;
-typedef _gostring_ swig_type_120;
-typedef long long swig_type_121;
+typedef long long swig_type_120;
+typedef _gostring_ swig_type_121;
 typedef long long swig_type_122;
-typedef long long swig_type_123;
+typedef _gostring_ swig_type_123;
 typedef long long swig_type_124;
 typedef long long swig_type_125;
 typedef long long swig_type_126;
@@ -170,7 +170,7 @@ typedef long long swig_type_140;
 typedef long long swig_type_141;
 typedef long long swig_type_142;
 typedef long long swig_type_143;
-typedef _gostring_ swig_type_144;
+typedef long long swig_type_144;
 typedef long long swig_type_145;
 typedef long long swig_type_146;
 typedef _gostring_ swig_type_147;
@@ -187,12 +187,12 @@ typedef long long swig_type_157;
 typedef long long swig_type_158;
 typedef _gostring_ swig_type_159;
 typedef long long swig_type_160;
-typedef _gostring_ swig_type_161;
-typedef long long swig_type_162;
-typedef _gostring_ swig_type_163;
-typedef long long swig_type_164;
+typedef long long swig_type_161;
+typedef _gostring_ swig_type_162;
+typedef long long swig_type_163;
+typedef _gostring_ swig_type_164;
 typedef long long swig_type_165;
-typedef long long swig_type_166;
+typedef _gostring_ swig_type_166;
 typedef long long swig_type_167;
 typedef long long swig_type_168;
 typedef long long swig_type_169;
@@ -201,32 +201,32 @@ typedef long long swig_type_171;
 typedef long long swig_type_172;
 typedef long long swig_type_173;
 typedef long long swig_type_174;
-typedef _gostring_ swig_type_175;
+typedef long long swig_type_175;
 typedef long long swig_type_176;
-typedef _gostring_ swig_type_177;
-typedef long long swig_type_178;
+typedef long long swig_type_177;
+typedef _gostring_ swig_type_178;
 typedef long long swig_type_179;
 typedef _gostring_ swig_type_180;
 typedef long long swig_type_181;
 typedef long long swig_type_182;
 typedef _gostring_ swig_type_183;
 typedef long long swig_type_184;
-typedef _gostring_ swig_type_185;
-typedef long long swig_type_186;
-typedef _gostring_ swig_type_187;
-typedef long long swig_type_188;
-typedef _gostring_ swig_type_189;
-typedef long long swig_type_190;
+typedef long long swig_type_185;
+typedef _gostring_ swig_type_186;
+typedef long long swig_type_187;
+typedef _gostring_ swig_type_188;
+typedef long long swig_type_189;
+typedef _gostring_ swig_type_190;
 typedef long long swig_type_191;
 typedef _gostring_ swig_type_192;
 typedef long long swig_type_193;
 typedef long long swig_type_194;
 typedef _gostring_ swig_type_195;
 typedef long long swig_type_196;
-typedef _gostring_ swig_type_197;
-typedef long long swig_type_198;
+typedef long long swig_type_197;
+typedef _gostring_ swig_type_198;
 typedef long long swig_type_199;
-typedef long long swig_type_200;
+typedef _gostring_ swig_type_200;
 typedef long long swig_type_201;
 typedef long long swig_type_202;
 typedef long long swig_type_203;
@@ -260,10 +260,10 @@ typedef long long swig_type_230;
 typedef long long swig_type_231;
 typedef long long swig_type_232;
 typedef long long swig_type_233;
-typedef _gostring_ swig_type_234;
+typedef long long swig_type_234;
 typedef long long swig_type_235;
 typedef long long swig_type_236;
-typedef long long swig_type_237;
+typedef _gostring_ swig_type_237;
 typedef long long swig_type_238;
 typedef long long swig_type_239;
 typedef long long swig_type_240;
@@ -275,13 +275,13 @@ typedef long long swig_type_245;
 typedef long long swig_type_246;
 typedef long long swig_type_247;
 typedef long long swig_type_248;
-typedef _gostring_ swig_type_249;
-typedef _gostring_ swig_type_250;
-typedef _gostring_ swig_type_251;
+typedef long long swig_type_249;
+typedef long long swig_type_250;
+typedef long long swig_type_251;
 typedef _gostring_ swig_type_252;
-typedef long long swig_type_253;
-typedef long long swig_type_254;
-typedef long long swig_type_255;
+typedef _gostring_ swig_type_253;
+typedef _gostring_ swig_type_254;
+typedef _gostring_ swig_type_255;
 typedef long long swig_type_256;
 typedef long long swig_type_257;
 typedef long long swig_type_258;
@@ -291,43 +291,43 @@ typedef long long swig_type_261;
 typedef long long swig_type_262;
 typedef long long swig_type_263;
 typedef long long swig_type_264;
-typedef _gostring_ swig_type_265;
-typedef _gostring_ swig_type_266;
+typedef long long swig_type_265;
+typedef long long swig_type_266;
 typedef long long swig_type_267;
-typedef long long swig_type_268;
+typedef _gostring_ swig_type_268;
 typedef _gostring_ swig_type_269;
-typedef _gostring_ swig_type_270;
+typedef long long swig_type_270;
 typedef long long swig_type_271;
-typedef long long swig_type_272;
+typedef _gostring_ swig_type_272;
 typedef _gostring_ swig_type_273;
-typedef _gostring_ swig_type_274;
-typedef _gostring_ swig_type_275;
+typedef long long swig_type_274;
+typedef long long swig_type_275;
 typedef _gostring_ swig_type_276;
-typedef long long swig_type_277;
-typedef long long swig_type_278;
-typedef long long swig_type_279;
+typedef _gostring_ swig_type_277;
+typedef _gostring_ swig_type_278;
+typedef _gostring_ swig_type_279;
 typedef long long swig_type_280;
 typedef long long swig_type_281;
 typedef long long swig_type_282;
-typedef _gostring_ swig_type_283;
-typedef _gostring_ swig_type_284;
-typedef _gostring_ swig_type_285;
+typedef long long swig_type_283;
+typedef long long swig_type_284;
+typedef long long swig_type_285;
 typedef _gostring_ swig_type_286;
 typedef _gostring_ swig_type_287;
 typedef _gostring_ swig_type_288;
 typedef _gostring_ swig_type_289;
 typedef _gostring_ swig_type_290;
-typedef long long swig_type_291;
+typedef _gostring_ swig_type_291;
 typedef _gostring_ swig_type_292;
-typedef long long swig_type_293;
+typedef _gostring_ swig_type_293;
 typedef long long swig_type_294;
-typedef long long swig_type_295;
-typedef _gostring_ swig_type_296;
-typedef _gostring_ swig_type_297;
-typedef _gostring_ swig_type_298;
-typedef long long swig_type_299;
-typedef long long swig_type_300;
-typedef long long swig_type_301;
+typedef _gostring_ swig_type_295;
+typedef long long swig_type_296;
+typedef long long swig_type_297;
+typedef long long swig_type_298;
+typedef _gostring_ swig_type_299;
+typedef _gostring_ swig_type_300;
+typedef _gostring_ swig_type_301;
 typedef long long swig_type_302;
 typedef long long swig_type_303;
 typedef long long swig_type_304;
@@ -341,15 +341,15 @@ typedef long long swig_type_311;
 typedef long long swig_type_312;
 typedef long long swig_type_313;
 typedef long long swig_type_314;
-typedef _gostring_ swig_type_315;
+typedef long long swig_type_315;
 typedef long long swig_type_316;
 typedef long long swig_type_317;
-typedef long long swig_type_318;
+typedef _gostring_ swig_type_318;
 typedef long long swig_type_319;
-typedef _gostring_ swig_type_320;
+typedef long long swig_type_320;
 typedef long long swig_type_321;
 typedef long long swig_type_322;
-typedef long long swig_type_323;
+typedef _gostring_ swig_type_323;
 typedef long long swig_type_324;
 typedef long long swig_type_325;
 typedef long long swig_type_326;
@@ -371,10 +371,10 @@ typedef long long swig_type_341;
 typedef long long swig_type_342;
 typedef long long swig_type_343;
 typedef long long swig_type_344;
-typedef _gostring_ swig_type_345;
+typedef long long swig_type_345;
 typedef long long swig_type_346;
 typedef long long swig_type_347;
-typedef long long swig_type_348;
+typedef _gostring_ swig_type_348;
 typedef long long swig_type_349;
 typedef long long swig_type_350;
 typedef long long swig_type_351;
@@ -382,17 +382,17 @@ typedef long long swig_type_352;
 typedef long long swig_type_353;
 typedef long long swig_type_354;
 typedef long long swig_type_355;
-typedef _gostring_ swig_type_356;
+typedef long long swig_type_356;
 typedef long long swig_type_357;
-typedef _gostring_ swig_type_358;
-typedef long long swig_type_359;
+typedef long long swig_type_358;
+typedef _gostring_ swig_type_359;
 typedef long long swig_type_360;
 typedef _gostring_ swig_type_361;
 typedef long long swig_type_362;
-typedef _gostring_ swig_type_363;
-typedef long long swig_type_364;
+typedef long long swig_type_363;
+typedef _gostring_ swig_type_364;
 typedef long long swig_type_365;
-typedef long long swig_type_366;
+typedef _gostring_ swig_type_366;
 typedef long long swig_type_367;
 typedef long long swig_type_368;
 typedef long long swig_type_369;
@@ -434,18 +434,18 @@ typedef long long swig_type_404;
 typedef long long swig_type_405;
 typedef long long swig_type_406;
 typedef long long swig_type_407;
-typedef _gostring_ swig_type_408;
-typedef _gostring_ swig_type_409;
-typedef _gostring_ swig_type_410;
-typedef long long swig_type_411;
+typedef long long swig_type_408;
+typedef long long swig_type_409;
+typedef long long swig_type_410;
+typedef _gostring_ swig_type_411;
 typedef _gostring_ swig_type_412;
 typedef _gostring_ swig_type_413;
-typedef _gostring_ swig_type_414;
+typedef long long swig_type_414;
 typedef _gostring_ swig_type_415;
 typedef _gostring_ swig_type_416;
-typedef long long swig_type_417;
-typedef long long swig_type_418;
-typedef long long swig_type_419;
+typedef _gostring_ swig_type_417;
+typedef _gostring_ swig_type_418;
+typedef _gostring_ swig_type_419;
 typedef long long swig_type_420;
 typedef long long swig_type_421;
 typedef long long swig_type_422;
@@ -453,40 +453,40 @@ typedef long long swig_type_423;
 typedef long long swig_type_424;
 typedef long long swig_type_425;
 typedef long long swig_type_426;
-typedef _gostring_ swig_type_427;
+typedef long long swig_type_427;
 typedef long long swig_type_428;
 typedef long long swig_type_429;
 typedef _gostring_ swig_type_430;
-typedef _gostring_ swig_type_431;
+typedef long long swig_type_431;
 typedef long long swig_type_432;
 typedef _gostring_ swig_type_433;
-typedef long long swig_type_434;
-typedef _gostring_ swig_type_435;
-typedef long long swig_type_436;
+typedef _gostring_ swig_type_434;
+typedef long long swig_type_435;
+typedef _gostring_ swig_type_436;
 typedef long long swig_type_437;
-typedef long long swig_type_438;
-typedef _gostring_ swig_type_439;
-typedef _gostring_ swig_type_440;
+typedef _gostring_ swig_type_438;
+typedef long long swig_type_439;
+typedef long long swig_type_440;
 typedef long long swig_type_441;
 typedef _gostring_ swig_type_442;
-typedef long long swig_type_443;
-typedef _gostring_ swig_type_444;
+typedef _gostring_ swig_type_443;
+typedef long long swig_type_444;
 typedef _gostring_ swig_type_445;
-typedef _gostring_ swig_type_446;
+typedef long long swig_type_446;
 typedef _gostring_ swig_type_447;
-typedef long long swig_type_448;
-typedef long long swig_type_449;
+typedef _gostring_ swig_type_448;
+typedef _gostring_ swig_type_449;
 typedef _gostring_ swig_type_450;
 typedef long long swig_type_451;
 typedef long long swig_type_452;
 typedef _gostring_ swig_type_453;
-typedef _gostring_ swig_type_454;
-typedef _gostring_ swig_type_455;
+typedef long long swig_type_454;
+typedef long long swig_type_455;
 typedef _gostring_ swig_type_456;
 typedef _gostring_ swig_type_457;
-typedef long long swig_type_458;
-typedef long long swig_type_459;
-typedef long long swig_type_460;
+typedef _gostring_ swig_type_458;
+typedef _gostring_ swig_type_459;
+typedef _gostring_ swig_type_460;
 typedef long long swig_type_461;
 typedef long long swig_type_462;
 typedef long long swig_type_463;
@@ -500,22 +500,22 @@ typedef long long swig_type_470;
 typedef long long swig_type_471;
 typedef long long swig_type_472;
 typedef long long swig_type_473;
-typedef _gostring_ swig_type_474;
-typedef _gostring_ swig_type_475;
+typedef long long swig_type_474;
+typedef long long swig_type_475;
 typedef long long swig_type_476;
-typedef long long swig_type_477;
-typedef long long swig_type_478;
+typedef _gostring_ swig_type_477;
+typedef _gostring_ swig_type_478;
 typedef long long swig_type_479;
 typedef long long swig_type_480;
 typedef long long swig_type_481;
 typedef long long swig_type_482;
 typedef long long swig_type_483;
 typedef long long swig_type_484;
-typedef _gostring_ swig_type_485;
-typedef _gostring_ swig_type_486;
+typedef long long swig_type_485;
+typedef long long swig_type_486;
 typedef long long swig_type_487;
-typedef long long swig_type_488;
-typedef long long swig_type_489;
+typedef _gostring_ swig_type_488;
+typedef _gostring_ swig_type_489;
 typedef long long swig_type_490;
 typedef long long swig_type_491;
 typedef long long swig_type_492;
@@ -523,6 +523,9 @@ typedef long long swig_type_493;
 typedef long long swig_type_494;
 typedef long long swig_type_495;
 typedef long long swig_type_496;
+typedef long long swig_type_497;
+typedef long long swig_type_498;
+typedef long long swig_type_499;
 extern void _wrap_Swig_free_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_kvc_0044c4030100e529(swig_intgo arg1);
 extern swig_intgo _wrap_KVC_OK_kvc_0044c4030100e529(void);
@@ -576,31 +579,33 @@ extern swig_type_23 _wrap_kvc_config_set_attention_windows_kvc_0044c4030100e529(
 extern swig_type_25 _wrap_kvc_config_get_attention_window_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3);
 extern swig_type_26 _wrap_kvc_config_set_device_kvc_0044c4030100e529(uintptr_t arg1, int arg2, int arg3);
 extern swig_type_27 _wrap_kvc_config_get_device_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
-extern swig_type_28 _wrap_kvc_config_set_primary_bytes_kvc_0044c4030100e529(uintptr_t arg1, swig_type_29 arg2);
-extern swig_type_30 _wrap_kvc_config_get_primary_bytes_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_31 _wrap_kvc_config_set_max_primary_bytes_kvc_0044c4030100e529(uintptr_t arg1, swig_type_32 arg2);
-extern swig_type_33 _wrap_kvc_config_get_max_primary_bytes_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_34 _wrap_kvc_config_set_max_tokens_kvc_0044c4030100e529(uintptr_t arg1, swig_type_35 arg2);
-extern swig_type_36 _wrap_kvc_config_get_max_tokens_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_37 _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_0044c4030100e529(uintptr_t arg1, double arg2);
-extern swig_type_38 _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_39 _wrap_kvc_config_set_host_cache_bytes_kvc_0044c4030100e529(uintptr_t arg1, swig_type_40 arg2);
-extern swig_type_41 _wrap_kvc_config_get_host_cache_bytes_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_42 _wrap_kvc_config_set_secondary_offload_min_priority_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern swig_type_43 _wrap_kvc_config_get_secondary_offload_min_priority_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_44 _wrap_kvc_config_set_block_reuse_kvc_0044c4030100e529(uintptr_t arg1, _Bool arg2);
-extern swig_type_45 _wrap_kvc_config_get_block_reuse_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_46 _wrap_kvc_config_set_partial_reuse_kvc_0044c4030100e529(uintptr_t arg1, _Bool arg2);
-extern swig_type_47 _wrap_kvc_config_get_partial_reuse_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_48 _wrap_kvc_config_set_copy_on_partial_reuse_kvc_0044c4030100e529(uintptr_t arg1, _Bool arg2);
-extern swig_type_49 _wrap_kvc_config_get_copy_on_partial_reuse_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_50 _wrap_kvc_config_set_event_buffer_size_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern swig_type_51 _wrap_kvc_config_get_event_buffer_size_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_52 _wrap_kvc_config_set_event_hash_seed_kvc_0044c4030100e529(uintptr_t arg1, swig_type_53 arg2);
-extern swig_type_54 _wrap_kvc_config_get_event_hash_seed_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_55 _wrap_kvc_config_set_manual_clock_kvc_0044c4030100e529(uintptr_t arg1, _Bool arg2);
-extern swig_type_56 _wrap_kvc_config_get_manual_clock_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_57 _wrap_kvc_cache_create_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_28 _wrap_kvc_config_set_ranks_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3, int arg4);
+extern swig_type_29 _wrap_kvc_config_get_ranks_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, int arg3, swig_voidp arg4);
+extern swig_type_30 _wrap_kvc_config_set_primary_bytes_kvc_0044c4030100e529(uintptr_t arg1, swig_type_31 arg2);
+extern swig_type_32 _wrap_kvc_config_get_primary_bytes_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_33 _wrap_kvc_config_set_max_primary_bytes_kvc_0044c4030100e529(uintptr_t arg1, swig_type_34 arg2);
+extern swig_type_35 _wrap_kvc_config_get_max_primary_bytes_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_36 _wrap_kvc_config_set_max_tokens_kvc_0044c4030100e529(uintptr_t arg1, swig_type_37 arg2);
+extern swig_type_38 _wrap_kvc_config_get_max_tokens_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_39 _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_0044c4030100e529(uintptr_t arg1, double arg2);
+extern swig_type_40 _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_41 _wrap_kvc_config_set_host_cache_bytes_kvc_0044c4030100e529(uintptr_t arg1, swig_type_42 arg2);
+extern swig_type_43 _wrap_kvc_config_get_host_cache_bytes_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_44 _wrap_kvc_config_set_secondary_offload_min_priority_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern swig_type_45 _wrap_kvc_config_get_secondary_offload_min_priority_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_46 _wrap_kvc_config_set_block_reuse_kvc_0044c4030100e529(uintptr_t arg1, _Bool arg2);
+extern swig_type_47 _wrap_kvc_config_get_block_reuse_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_48 _wrap_kvc_config_set_partial_reuse_kvc_0044c4030100e529(uintptr_t arg1, _Bool arg2);
+extern swig_type_49 _wrap_kvc_config_get_partial_reuse_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_50 _wrap_kvc_config_set_copy_on_partial_reuse_kvc_0044c4030100e529(uintptr_t arg1, _Bool arg2);
+extern swig_type_51 _wrap_kvc_config_get_copy_on_partial_reuse_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_52 _wrap_kvc_config_set_event_buffer_size_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern swig_type_53 _wrap_kvc_config_get_event_buffer_size_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_54 _wrap_kvc_config_set_event_hash_seed_kvc_0044c4030100e529(uintptr_t arg1, swig_type_55 arg2);
+extern swig_type_56 _wrap_kvc_config_get_event_hash_seed_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_57 _wrap_kvc_config_set_manual_clock_kvc_0044c4030100e529(uintptr_t arg1, _Bool arg2);
+extern swig_type_58 _wrap_kvc_config_get_manual_clock_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_59 _wrap_kvc_cache_create_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_kvc_cache_destroy_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_cache_desc_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_cache_desc_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
@@ -622,28 +627,32 @@ extern void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_0044c4030100e529(uin
 extern int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_58 arg2);
-extern swig_type_59 _wrap_kvc_cache_desc_t_num_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_60 arg2);
-extern swig_type_61 _wrap_kvc_cache_desc_t_token_capacity_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_62 arg2);
-extern swig_type_63 _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_64 arg2);
-extern swig_type_65 _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_66 arg2);
-extern swig_type_67 _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_68 arg2);
-extern swig_type_69 _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_60 arg2);
+extern swig_type_61 _wrap_kvc_cache_desc_t_num_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_62 arg2);
+extern swig_type_63 _wrap_kvc_cache_desc_t_token_capacity_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_64 arg2);
+extern swig_type_65 _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_66 arg2);
+extern swig_type_67 _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_68 arg2);
+extern swig_type_69 _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_70 arg2);
+extern swig_type_71 _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_cache_desc_t_num_resources_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_cache_desc_t_num_resources_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_cache_desc_t_num_state_slots_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_cache_desc_t_num_state_slots_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_state_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_70 arg2);
-extern swig_type_71 _wrap_kvc_cache_desc_t_state_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_state_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_72 arg2);
+extern swig_type_73 _wrap_kvc_cache_desc_t_state_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_num_ranks_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_num_ranks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_max_head_replication_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_max_head_replication_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_cache_desc_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_cache_desc_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_cache_desc_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_72 _wrap_kvc_cache_describe_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_74 _wrap_kvc_cache_describe_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
 extern void _wrap_kvc_group_desc_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_group_desc_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_group_desc_t_window_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
@@ -656,30 +665,34 @@ extern void _wrap_kvc_group_desc_t_num_layers_set_kvc_0044c4030100e529(uintptr_t
 extern int _wrap_kvc_group_desc_t_num_layers_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_group_desc_t_pool_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_group_desc_t_pool_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_block_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_73 arg2);
-extern swig_type_74 _wrap_kvc_group_desc_t_block_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_75 arg2);
-extern swig_type_76 _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_block_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_75 arg2);
+extern swig_type_76 _wrap_kvc_group_desc_t_block_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_77 arg2);
+extern swig_type_78 _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_kv_heads_per_rank_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_kv_heads_per_rank_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_head_replication_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_head_replication_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_group_desc_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_group_desc_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_group_desc_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_77 _wrap_kvc_cache_describe_group_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_79 _wrap_kvc_cache_describe_group_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
 extern void _wrap_kvc_pool_desc_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_pool_desc_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_pool_desc_t_num_groups_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_pool_desc_t_num_groups_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_78 arg2);
-extern swig_type_79 _wrap_kvc_pool_desc_t_block_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_80 arg2);
-extern swig_type_81 _wrap_kvc_pool_desc_t_num_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_82 arg2);
-extern swig_type_83 _wrap_kvc_pool_desc_t_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_80 arg2);
+extern swig_type_81 _wrap_kvc_pool_desc_t_block_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_82 arg2);
+extern swig_type_83 _wrap_kvc_pool_desc_t_num_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_84 arg2);
+extern swig_type_85 _wrap_kvc_pool_desc_t_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_pool_desc_t_base_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_pool_desc_t_base_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_pool_desc_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_pool_desc_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_pool_desc_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_84 _wrap_kvc_cache_describe_pool_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_86 _wrap_kvc_cache_describe_pool_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
 extern void _wrap_kvc_layer_view_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_layer_view_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_layer_view_t_group_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
@@ -702,32 +715,39 @@ extern void _wrap_kvc_layer_view_t_elem_size_set_kvc_0044c4030100e529(uintptr_t 
 extern int _wrap_kvc_layer_view_t_elem_size_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_layer_view_t_base_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_layer_view_t_base_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_num_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_85 arg2);
-extern swig_type_86 _wrap_kvc_layer_view_t_num_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_block_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_87 arg2);
-extern swig_type_88 _wrap_kvc_layer_view_t_block_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_kv_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_89 arg2);
-extern swig_type_90 _wrap_kvc_layer_view_t_kv_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_token_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_91 arg2);
-extern swig_type_92 _wrap_kvc_layer_view_t_token_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_head_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_93 arg2);
-extern swig_type_94 _wrap_kvc_layer_view_t_head_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_num_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_87 arg2);
+extern swig_type_88 _wrap_kvc_layer_view_t_num_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_block_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_89 arg2);
+extern swig_type_90 _wrap_kvc_layer_view_t_block_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_kv_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_91 arg2);
+extern swig_type_92 _wrap_kvc_layer_view_t_kv_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_token_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_93 arg2);
+extern swig_type_94 _wrap_kvc_layer_view_t_token_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_head_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_95 arg2);
+extern swig_type_96 _wrap_kvc_layer_view_t_head_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_rank_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_rank_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_first_kv_head_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_first_kv_head_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_total_kv_heads_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_total_kv_heads_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_layer_view_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_layer_view_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_layer_view_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_95 _wrap_kvc_cache_layer_view_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_97 _wrap_kvc_cache_layer_view_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_98 _wrap_kvc_cache_layer_view_rank_kvc_0044c4030100e529(uintptr_t arg1, int arg2, int arg3, uintptr_t arg4);
 extern void _wrap_kvc_resize_inputs_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_resize_inputs_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_resize_inputs_t_reserved_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_resize_inputs_t_reserved_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_set_kvc_0044c4030100e529(uintptr_t arg1, double arg2);
 extern double _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_inputs_t_free_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_96 arg2);
-extern swig_type_97 _wrap_kvc_resize_inputs_t_free_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_inputs_t_non_paged_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_98 arg2);
-extern swig_type_99 _wrap_kvc_resize_inputs_t_non_paged_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_inputs_t_forward_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_100 arg2);
-extern swig_type_101 _wrap_kvc_resize_inputs_t_forward_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resize_inputs_t_free_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_99 arg2);
+extern swig_type_100 _wrap_kvc_resize_inputs_t_free_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resize_inputs_t_non_paged_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_101 arg2);
+extern swig_type_102 _wrap_kvc_resize_inputs_t_non_paged_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resize_inputs_t_forward_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_103 arg2);
+extern swig_type_104 _wrap_kvc_resize_inputs_t_forward_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_resize_inputs_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_resize_inputs_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_resize_inputs_init_kvc_0044c4030100e529(uintptr_t arg1);
@@ -735,47 +755,47 @@ extern void _wrap_kvc_resize_plan_t_struct_size_set_kvc_0044c4030100e529(uintptr
 extern int _wrap_kvc_resize_plan_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_resize_plan_t_num_pools_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_resize_plan_t_num_pools_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_plan_t_free_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_102 arg2);
-extern swig_type_103 _wrap_kvc_resize_plan_t_free_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_plan_t_mem_for_paged_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_104 arg2);
-extern swig_type_105 _wrap_kvc_resize_plan_t_mem_for_paged_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_plan_t_primary_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_106 arg2);
-extern swig_type_107 _wrap_kvc_resize_plan_t_primary_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_plan_t_max_primary_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_108 arg2);
-extern swig_type_109 _wrap_kvc_resize_plan_t_max_primary_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_plan_t_blocks_per_group_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_110 arg2);
-extern swig_type_111 _wrap_kvc_resize_plan_t_blocks_per_group_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_plan_t_token_capacity_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_112 arg2);
-extern swig_type_113 _wrap_kvc_resize_plan_t_token_capacity_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_plan_t_num_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_114 arg2);
-extern swig_type_115 _wrap_kvc_resize_plan_t_num_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_plan_t_total_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_116 arg2);
-extern swig_type_117 _wrap_kvc_resize_plan_t_total_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_free_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_105 arg2);
+extern swig_type_106 _wrap_kvc_resize_plan_t_free_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_mem_for_paged_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_107 arg2);
+extern swig_type_108 _wrap_kvc_resize_plan_t_mem_for_paged_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_primary_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_109 arg2);
+extern swig_type_110 _wrap_kvc_resize_plan_t_primary_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_max_primary_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_111 arg2);
+extern swig_type_112 _wrap_kvc_resize_plan_t_max_primary_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_blocks_per_group_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_113 arg2);
+extern swig_type_114 _wrap_kvc_resize_plan_t_blocks_per_group_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_token_capacity_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_115 arg2);
+extern swig_type_116 _wrap_kvc_resize_plan_t_token_capacity_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_num_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_117 arg2);
+extern swig_type_118 _wrap_kvc_resize_plan_t_num_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_total_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_119 arg2);
+extern swig_type_120 _wrap_kvc_resize_plan_t_total_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_resize_plan_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_resize_plan_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_resize_plan_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_118 _wrap_kvc_cache_plan_resize_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4, swig_type_119 arg5);
-extern swig_type_120 _wrap_kvc_cache_resize_kvc_0044c4030100e529(uintptr_t arg1, swig_type_121 arg2);
-extern void _wrap_kvc_extra_key_t_offset_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_122 arg2);
-extern swig_type_123 _wrap_kvc_extra_key_t_offset_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_extra_key_t_length_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_124 arg2);
-extern swig_type_125 _wrap_kvc_extra_key_t_length_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern swig_type_121 _wrap_kvc_cache_plan_resize_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4, swig_type_122 arg5);
+extern swig_type_123 _wrap_kvc_cache_resize_kvc_0044c4030100e529(uintptr_t arg1, swig_type_124 arg2);
+extern void _wrap_kvc_extra_key_t_offset_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_125 arg2);
+extern swig_type_126 _wrap_kvc_extra_key_t_offset_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_extra_key_t_length_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_127 arg2);
+extern swig_type_128 _wrap_kvc_extra_key_t_length_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_extra_key_t_data_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_extra_key_t_data_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_extra_key_t_size_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_126 arg2);
-extern swig_type_127 _wrap_kvc_extra_key_t_size_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_extra_key_t_size_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_129 arg2);
+extern swig_type_130 _wrap_kvc_extra_key_t_size_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_extra_key_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_extra_key_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_retention_range_t_start_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_128 arg2);
-extern swig_type_129 _wrap_kvc_retention_range_t_start_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_retention_range_t_end_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_130 arg2);
-extern swig_type_131 _wrap_kvc_retention_range_t_end_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_start_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_131 arg2);
+extern swig_type_132 _wrap_kvc_retention_range_t_start_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_end_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_133 arg2);
+extern swig_type_134 _wrap_kvc_retention_range_t_end_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_retention_range_t_priority_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_retention_range_t_priority_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_retention_range_t_reserved_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_retention_range_t_reserved_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_retention_range_t_duration_ms_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_132 arg2);
-extern swig_type_133 _wrap_kvc_retention_range_t_duration_ms_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_duration_ms_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_135 arg2);
+extern swig_type_136 _wrap_kvc_retention_range_t_duration_ms_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_retention_range_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_retention_range_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_sequence_options_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
@@ -786,33 +806,33 @@ extern void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_0044c4030100e52
 extern int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_sequence_options_t_has_lora_set_kvc_0044c4030100e529(uintptr_t arg1, _Bool arg2);
 extern _Bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_lora_id_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_134 arg2);
-extern swig_type_135 _wrap_kvc_sequence_options_t_lora_id_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_lora_id_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_137 arg2);
+extern swig_type_138 _wrap_kvc_sequence_options_t_lora_id_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_sequence_options_t_salt_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_sequence_options_t_salt_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_salt_size_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_136 arg2);
-extern swig_type_137 _wrap_kvc_sequence_options_t_salt_size_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_salt_size_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_139 arg2);
+extern swig_type_140 _wrap_kvc_sequence_options_t_salt_size_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_sequence_options_t_extra_keys_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_138 arg2);
-extern swig_type_139 _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_141 arg2);
+extern swig_type_142 _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_sequence_options_t_retention_ranges_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_140 arg2);
-extern swig_type_141 _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_142 arg2);
-extern swig_type_143 _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_143 arg2);
+extern swig_type_144 _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_145 arg2);
+extern swig_type_146 _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_sequence_options_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_sequence_options_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_sequence_options_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_144 _wrap_kvc_sequence_add_kvc_0044c4030100e529(uintptr_t arg1, swig_type_145 arg2, swig_voidp arg3, swig_type_146 arg4, uintptr_t arg5, uintptr_t arg6, swig_voidp arg7);
-extern swig_type_147 _wrap_kvc_sequence_extend_kvc_0044c4030100e529(uintptr_t arg1, swig_type_148 arg2, swig_voidp arg3, swig_type_149 arg4, uintptr_t arg5);
-extern swig_type_150 _wrap_kvc_sequence_commit_kvc_0044c4030100e529(uintptr_t arg1, swig_type_151 arg2, swig_type_152 arg3);
-extern swig_type_153 _wrap_kvc_sequence_rewind_kvc_0044c4030100e529(uintptr_t arg1, swig_type_154 arg2, swig_type_155 arg3);
-extern swig_type_156 _wrap_kvc_sequence_fork_kvc_0044c4030100e529(uintptr_t arg1, swig_type_157 arg2, swig_type_158 arg3);
-extern swig_type_159 _wrap_kvc_sequence_remove_kvc_0044c4030100e529(uintptr_t arg1, swig_type_160 arg2);
-extern swig_type_161 _wrap_kvc_sequence_pin_kvc_0044c4030100e529(uintptr_t arg1, swig_type_162 arg2);
-extern swig_type_163 _wrap_kvc_sequence_unpin_kvc_0044c4030100e529(uintptr_t arg1, swig_type_164 arg2);
+extern swig_type_147 _wrap_kvc_sequence_add_kvc_0044c4030100e529(uintptr_t arg1, swig_type_148 arg2, swig_voidp arg3, swig_type_149 arg4, uintptr_t arg5, uintptr_t arg6, swig_voidp arg7);
+extern swig_type_150 _wrap_kvc_sequence_extend_kvc_0044c4030100e529(uintptr_t arg1, swig_type_151 arg2, swig_voidp arg3, swig_type_152 arg4, uintptr_t arg5);
+extern swig_type_153 _wrap_kvc_sequence_commit_kvc_0044c4030100e529(uintptr_t arg1, swig_type_154 arg2, swig_type_155 arg3);
+extern swig_type_156 _wrap_kvc_sequence_rewind_kvc_0044c4030100e529(uintptr_t arg1, swig_type_157 arg2, swig_type_158 arg3);
+extern swig_type_159 _wrap_kvc_sequence_fork_kvc_0044c4030100e529(uintptr_t arg1, swig_type_160 arg2, swig_type_161 arg3);
+extern swig_type_162 _wrap_kvc_sequence_remove_kvc_0044c4030100e529(uintptr_t arg1, swig_type_163 arg2);
+extern swig_type_164 _wrap_kvc_sequence_pin_kvc_0044c4030100e529(uintptr_t arg1, swig_type_165 arg2);
+extern swig_type_166 _wrap_kvc_sequence_unpin_kvc_0044c4030100e529(uintptr_t arg1, swig_type_167 arg2);
 extern void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
@@ -821,97 +841,97 @@ extern void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_0044c4030100e529(u
 extern int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_sequence_desc_t_reserved_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_sequence_desc_t_reserved_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_165 arg2);
-extern swig_type_166 _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_167 arg2);
-extern swig_type_168 _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_169 arg2);
-extern swig_type_170 _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_171 arg2);
-extern swig_type_172 _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_173 arg2);
-extern swig_type_174 _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_168 arg2);
+extern swig_type_169 _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_170 arg2);
+extern swig_type_171 _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_172 arg2);
+extern swig_type_173 _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_174 arg2);
+extern swig_type_175 _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_176 arg2);
+extern swig_type_177 _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_sequence_desc_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_sequence_desc_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_sequence_desc_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_175 _wrap_kvc_sequence_describe_kvc_0044c4030100e529(uintptr_t arg1, swig_type_176 arg2, uintptr_t arg3);
-extern swig_type_177 _wrap_kvc_sequence_block_ids_kvc_0044c4030100e529(uintptr_t arg1, swig_type_178 arg2, int arg3, swig_voidp arg4, swig_type_179 arg5, swig_voidp arg6);
-extern swig_type_180 _wrap_kvc_sequence_blocks_needed_kvc_0044c4030100e529(uintptr_t arg1, swig_type_181 arg2, swig_type_182 arg3, swig_voidp arg4);
-extern swig_type_183 _wrap_kvc_cache_probe_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_184 arg3, uintptr_t arg4, swig_voidp arg5);
-extern swig_type_185 _wrap_kvc_cache_advance_clock_kvc_0044c4030100e529(uintptr_t arg1, swig_type_186 arg2);
-extern swig_type_187 _wrap_kvc_batch_extend_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_type_188 arg4, uintptr_t arg5);
-extern swig_type_189 _wrap_kvc_batch_block_table_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_190 arg4, swig_voidp arg5, swig_type_191 arg6, int arg7, swig_voidp arg8);
-extern swig_type_192 _wrap_kvc_batch_block_table_csr_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_193 arg4, swig_voidp arg5, swig_voidp arg6, swig_type_194 arg7, swig_voidp arg8, swig_voidp arg9);
-extern swig_type_195 _wrap_kvc_batch_sequence_lengths_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_196 arg3, swig_voidp arg4);
-extern swig_type_197 _wrap_kvc_batch_slot_mapping_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_198 arg4, swig_voidp arg5, swig_type_199 arg6, swig_voidp arg7, swig_voidp arg8);
+extern swig_type_178 _wrap_kvc_sequence_describe_kvc_0044c4030100e529(uintptr_t arg1, swig_type_179 arg2, uintptr_t arg3);
+extern swig_type_180 _wrap_kvc_sequence_block_ids_kvc_0044c4030100e529(uintptr_t arg1, swig_type_181 arg2, int arg3, swig_voidp arg4, swig_type_182 arg5, swig_voidp arg6);
+extern swig_type_183 _wrap_kvc_sequence_blocks_needed_kvc_0044c4030100e529(uintptr_t arg1, swig_type_184 arg2, swig_type_185 arg3, swig_voidp arg4);
+extern swig_type_186 _wrap_kvc_cache_probe_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_187 arg3, uintptr_t arg4, swig_voidp arg5);
+extern swig_type_188 _wrap_kvc_cache_advance_clock_kvc_0044c4030100e529(uintptr_t arg1, swig_type_189 arg2);
+extern swig_type_190 _wrap_kvc_batch_extend_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_type_191 arg4, uintptr_t arg5);
+extern swig_type_192 _wrap_kvc_batch_block_table_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_193 arg4, swig_voidp arg5, swig_type_194 arg6, int arg7, swig_voidp arg8);
+extern swig_type_195 _wrap_kvc_batch_block_table_csr_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_196 arg4, swig_voidp arg5, swig_voidp arg6, swig_type_197 arg7, swig_voidp arg8, swig_voidp arg9);
+extern swig_type_198 _wrap_kvc_batch_sequence_lengths_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_199 arg3, swig_voidp arg4);
+extern swig_type_200 _wrap_kvc_batch_slot_mapping_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_201 arg4, swig_voidp arg5, swig_type_202 arg6, swig_voidp arg7, swig_voidp arg8);
 extern void _wrap_kvc_cache_stats_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_cache_stats_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_cache_stats_t_reserved_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_cache_stats_t_reserved_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_200 arg2);
-extern swig_type_201 _wrap_kvc_cache_stats_t_num_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_202 arg2);
-extern swig_type_203 _wrap_kvc_cache_stats_t_free_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_204 arg2);
-extern swig_type_205 _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_206 arg2);
-extern swig_type_207 _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_208 arg2);
-extern swig_type_209 _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_210 arg2);
-extern swig_type_211 _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_203 arg2);
+extern swig_type_204 _wrap_kvc_cache_stats_t_num_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_205 arg2);
+extern swig_type_206 _wrap_kvc_cache_stats_t_free_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_207 arg2);
+extern swig_type_208 _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_209 arg2);
+extern swig_type_210 _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_211 arg2);
+extern swig_type_212 _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_213 arg2);
+extern swig_type_214 _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_0044c4030100e529(uintptr_t arg1, double arg2);
 extern double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_212 arg2);
-extern swig_type_213 _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_214 arg2);
-extern swig_type_215 _wrap_kvc_cache_stats_t_num_sequences_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_216 arg2);
-extern swig_type_217 _wrap_kvc_cache_stats_t_num_pinned_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_218 arg2);
-extern swig_type_219 _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_220 arg2);
-extern swig_type_221 _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_222 arg2);
-extern swig_type_223 _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_224 arg2);
-extern swig_type_225 _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_226 arg2);
-extern swig_type_227 _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_228 arg2);
-extern swig_type_229 _wrap_kvc_cache_stats_t_host_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_230 arg2);
-extern swig_type_231 _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_232 arg2);
-extern swig_type_233 _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_215 arg2);
+extern swig_type_216 _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_217 arg2);
+extern swig_type_218 _wrap_kvc_cache_stats_t_num_sequences_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_219 arg2);
+extern swig_type_220 _wrap_kvc_cache_stats_t_num_pinned_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_221 arg2);
+extern swig_type_222 _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_223 arg2);
+extern swig_type_224 _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_225 arg2);
+extern swig_type_226 _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_227 arg2);
+extern swig_type_228 _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_229 arg2);
+extern swig_type_230 _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_231 arg2);
+extern swig_type_232 _wrap_kvc_cache_stats_t_host_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_233 arg2);
+extern swig_type_234 _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_235 arg2);
+extern swig_type_236 _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_cache_stats_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_cache_stats_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_cache_stats_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_234 _wrap_kvc_cache_get_stats_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_237 _wrap_kvc_cache_get_stats_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
 extern void _wrap_kvc_group_stats_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_group_stats_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_group_stats_t_pool_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_group_stats_t_pool_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_235 arg2);
-extern swig_type_236 _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_237 arg2);
-extern swig_type_238 _wrap_kvc_group_stats_t_cached_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_239 arg2);
-extern swig_type_240 _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_241 arg2);
-extern swig_type_242 _wrap_kvc_group_stats_t_reused_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_243 arg2);
-extern swig_type_244 _wrap_kvc_group_stats_t_missed_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_245 arg2);
-extern swig_type_246 _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_released_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_247 arg2);
-extern swig_type_248 _wrap_kvc_group_stats_t_released_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_238 arg2);
+extern swig_type_239 _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_240 arg2);
+extern swig_type_241 _wrap_kvc_group_stats_t_cached_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_242 arg2);
+extern swig_type_243 _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_244 arg2);
+extern swig_type_245 _wrap_kvc_group_stats_t_reused_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_246 arg2);
+extern swig_type_247 _wrap_kvc_group_stats_t_missed_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_248 arg2);
+extern swig_type_249 _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_released_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_250 arg2);
+extern swig_type_251 _wrap_kvc_group_stats_t_released_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_group_stats_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_group_stats_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_group_stats_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_249 _wrap_kvc_cache_get_group_stats_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern swig_type_250 _wrap_kvc_cache_reset_reuse_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_251 _wrap_kvc_cache_check_kvc_0044c4030100e529(uintptr_t arg1);
+extern swig_type_252 _wrap_kvc_cache_get_group_stats_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_253 _wrap_kvc_cache_reset_reuse_kvc_0044c4030100e529(uintptr_t arg1);
+extern swig_type_254 _wrap_kvc_cache_check_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_store_args_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_store_args_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_store_args_t_layer_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
@@ -930,31 +950,33 @@ extern void _wrap_kvc_store_args_t_k_scale_set_kvc_0044c4030100e529(uintptr_t ar
 extern float _wrap_kvc_store_args_t_k_scale_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_store_args_t_v_scale_set_kvc_0044c4030100e529(uintptr_t arg1, float arg2);
 extern float _wrap_kvc_store_args_t_v_scale_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_rank_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_store_args_t_rank_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_store_args_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_store_args_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_store_args_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_252 _wrap_kvc_store_kv_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_255 _wrap_kvc_store_kv_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
 extern void _wrap_kvc_store_strides_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_store_strides_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_store_strides_t_seq_len_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_store_strides_t_seq_len_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_253 arg2);
-extern swig_type_254 _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_255 arg2);
-extern swig_type_256 _wrap_kvc_store_strides_t_key_token_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_257 arg2);
-extern swig_type_258 _wrap_kvc_store_strides_t_key_head_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_259 arg2);
-extern swig_type_260 _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_261 arg2);
-extern swig_type_262 _wrap_kvc_store_strides_t_value_token_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_263 arg2);
-extern swig_type_264 _wrap_kvc_store_strides_t_value_head_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_256 arg2);
+extern swig_type_257 _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_258 arg2);
+extern swig_type_259 _wrap_kvc_store_strides_t_key_token_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_260 arg2);
+extern swig_type_261 _wrap_kvc_store_strides_t_key_head_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_262 arg2);
+extern swig_type_263 _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_264 arg2);
+extern swig_type_265 _wrap_kvc_store_strides_t_value_token_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_266 arg2);
+extern swig_type_267 _wrap_kvc_store_strides_t_value_head_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_store_strides_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_store_strides_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_store_strides_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_265 _wrap_kvc_store_kv_strided_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4);
-extern swig_type_266 _wrap_kvc_copy_blocks_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, int arg6, uintptr_t arg7);
+extern swig_type_268 _wrap_kvc_store_kv_strided_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_269 _wrap_kvc_copy_blocks_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, int arg6, uintptr_t arg7);
 extern swig_intgo _wrap_KVC_TABLE_PADDED_kvc_0044c4030100e529(void);
 extern swig_intgo _wrap_KVC_TABLE_CSR_kvc_0044c4030100e529(void);
 extern void _wrap_kvc_decode_args_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
@@ -993,13 +1015,15 @@ extern void _wrap_kvc_decode_args_t_v_scale_set_kvc_0044c4030100e529(uintptr_t a
 extern float _wrap_kvc_decode_args_t_v_scale_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_decode_args_t_workspace_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_decode_args_t_workspace_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_267 arg2);
-extern swig_type_268 _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_270 arg2);
+extern swig_type_271 _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_rank_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_rank_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_decode_args_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_decode_args_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_decode_args_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_269 _wrap_kvc_decode_workspace_size_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_270 _wrap_kvc_decode_attention_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_272 _wrap_kvc_decode_workspace_size_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_273 _wrap_kvc_decode_attention_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
 extern void _wrap_kvc_prefill_args_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_prefill_args_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_prefill_args_t_layer_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
@@ -1044,14 +1068,16 @@ extern void _wrap_kvc_prefill_args_t_v_scale_set_kvc_0044c4030100e529(uintptr_t 
 extern float _wrap_kvc_prefill_args_t_v_scale_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_prefill_args_t_workspace_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_prefill_args_t_workspace_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_271 arg2);
-extern swig_type_272 _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_274 arg2);
+extern swig_type_275 _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_rank_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_rank_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_prefill_args_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_prefill_args_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_prefill_args_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_273 _wrap_kvc_prefill_workspace_size_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_274 _wrap_kvc_prefill_attention_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_275 _wrap_kvc_cache_get_async_error_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_276 _wrap_kvc_prefill_workspace_size_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_277 _wrap_kvc_prefill_attention_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_278 _wrap_kvc_cache_get_async_error_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern swig_intgo _wrap_KVC_GROWTH_STAGGERED_kvc_0044c4030100e529(void);
 extern swig_intgo _wrap_KVC_GROWTH_UNIFORM_kvc_0044c4030100e529(void);
 extern swig_intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_0044c4030100e529(void);
@@ -1072,7 +1098,7 @@ extern int _wrap_kvc_stateful_options_t_initial_length_get_kvc_0044c4030100e529(
 extern uintptr_t _wrap_new_kvc_stateful_options_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_stateful_options_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_stateful_options_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_276 _wrap_kvc_stateful_create_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_279 _wrap_kvc_stateful_create_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_kvc_stateful_destroy_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_stateful_view_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_view_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
@@ -1082,12 +1108,12 @@ extern void _wrap_kvc_stateful_view_t_key_set_kvc_0044c4030100e529(uintptr_t arg
 extern uintptr_t _wrap_kvc_stateful_view_t_key_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_stateful_view_t_value_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_stateful_view_t_value_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_row_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_277 arg2);
-extern swig_type_278 _wrap_kvc_stateful_view_t_row_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_head_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_279 arg2);
-extern swig_type_280 _wrap_kvc_stateful_view_t_head_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_token_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_281 arg2);
-extern swig_type_282 _wrap_kvc_stateful_view_t_token_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_row_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_280 arg2);
+extern swig_type_281 _wrap_kvc_stateful_view_t_row_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_head_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_282 arg2);
+extern swig_type_283 _wrap_kvc_stateful_view_t_head_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_token_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_284 arg2);
+extern swig_type_285 _wrap_kvc_stateful_view_t_token_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_stateful_view_t_batch_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_view_t_batch_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_stateful_view_t_capacity_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
@@ -1111,8 +1137,8 @@ extern uintptr_t _wrap_kvc_stateful_view_t_beam_table_get_kvc_0044c4030100e529(u
 extern uintptr_t _wrap_new_kvc_stateful_view_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_stateful_view_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_stateful_view_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_283 _wrap_kvc_stateful_layer_view_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern swig_type_284 _wrap_kvc_stateful_get_lengths_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3, int arg4);
+extern swig_type_286 _wrap_kvc_stateful_layer_view_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_287 _wrap_kvc_stateful_get_lengths_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3, int arg4);
 extern void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_stateful_append_args_t_layer_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
@@ -1134,13 +1160,13 @@ extern float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_0044c4030100e529(u
 extern uintptr_t _wrap_new_kvc_stateful_append_args_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_stateful_append_args_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_stateful_append_args_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_285 _wrap_kvc_stateful_append_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_286 _wrap_kvc_stateful_reorder_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, int arg3, uintptr_t arg4);
-extern swig_type_287 _wrap_kvc_stateful_compact_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_288 _wrap_kvc_stateful_trim_kvc_0044c4030100e529(uintptr_t arg1, int arg2, int arg3, uintptr_t arg4);
-extern swig_type_289 _wrap_kvc_stateful_reset_kvc_0044c4030100e529(uintptr_t arg1, _Bool arg2, uintptr_t arg3);
-extern swig_type_290 _wrap_kvc_stateful_export_row_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3, swig_type_291 arg4, swig_voidp arg5, uintptr_t arg6);
-extern swig_type_292 _wrap_kvc_stateful_import_row_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3, swig_type_293 arg4, uintptr_t arg5);
+extern swig_type_288 _wrap_kvc_stateful_append_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_289 _wrap_kvc_stateful_reorder_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, int arg3, uintptr_t arg4);
+extern swig_type_290 _wrap_kvc_stateful_compact_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_291 _wrap_kvc_stateful_trim_kvc_0044c4030100e529(uintptr_t arg1, int arg2, int arg3, uintptr_t arg4);
+extern swig_type_292 _wrap_kvc_stateful_reset_kvc_0044c4030100e529(uintptr_t arg1, _Bool arg2, uintptr_t arg3);
+extern swig_type_293 _wrap_kvc_stateful_export_row_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3, swig_type_294 arg4, swig_voidp arg5, uintptr_t arg6);
+extern swig_type_295 _wrap_kvc_stateful_import_row_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3, swig_type_296 arg4, uintptr_t arg5);
 extern void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
@@ -1163,38 +1189,38 @@ extern void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_0044c4030100e529(ui
 extern float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_stateful_decode_args_t_workspace_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_294 arg2);
-extern swig_type_295 _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_297 arg2);
+extern swig_type_298 _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_stateful_decode_args_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_stateful_decode_args_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_stateful_decode_args_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_296 _wrap_kvc_stateful_decode_workspace_size_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_297 _wrap_kvc_stateful_decode_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_298 _wrap_kvc_stateful_get_async_error_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_299 _wrap_kvc_stateful_decode_workspace_size_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_300 _wrap_kvc_stateful_decode_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_301 _wrap_kvc_stateful_get_async_error_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_299 arg2);
-extern swig_type_300 _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_301 arg2);
-extern swig_type_302 _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_303 arg2);
-extern swig_type_304 _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_305 arg2);
-extern swig_type_306 _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_307 arg2);
-extern swig_type_308 _wrap_kvc_stateful_stats_t_reallocations_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_reorders_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_309 arg2);
-extern swig_type_310 _wrap_kvc_stateful_stats_t_reorders_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_311 arg2);
-extern swig_type_312 _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_compactions_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_313 arg2);
-extern swig_type_314 _wrap_kvc_stateful_stats_t_compactions_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_302 arg2);
+extern swig_type_303 _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_304 arg2);
+extern swig_type_305 _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_306 arg2);
+extern swig_type_307 _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_308 arg2);
+extern swig_type_309 _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_310 arg2);
+extern swig_type_311 _wrap_kvc_stateful_stats_t_reallocations_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_reorders_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_312 arg2);
+extern swig_type_313 _wrap_kvc_stateful_stats_t_reorders_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_314 arg2);
+extern swig_type_315 _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_compactions_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_316 arg2);
+extern swig_type_317 _wrap_kvc_stateful_stats_t_compactions_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_stateful_stats_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_stateful_stats_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_stateful_stats_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_315 _wrap_kvc_stateful_get_stats_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_318 _wrap_kvc_stateful_get_stats_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
 extern void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
@@ -1203,10 +1229,10 @@ extern void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_0044c4030100e529(u
 extern int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_316 arg2);
-extern swig_type_317 _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_318 arg2);
-extern swig_type_319 _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_319 arg2);
+extern swig_type_320 _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_321 arg2);
+extern swig_type_322 _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
@@ -1214,7 +1240,7 @@ extern int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_0044c4030100e529(
 extern uintptr_t _wrap_new_kvc_stateful_layer_stats_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_stateful_layer_stats_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_stateful_layer_stats_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_320 _wrap_kvc_stateful_get_layer_stats_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_323 _wrap_kvc_stateful_get_layer_stats_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
 extern swig_intgo _wrap_KVC_EVENT_STORED_kvc_0044c4030100e529(void);
 extern swig_intgo _wrap_KVC_EVENT_REMOVED_kvc_0044c4030100e529(void);
 extern swig_intgo _wrap_KVC_EVENT_TIER_CHANGED_kvc_0044c4030100e529(void);
@@ -1225,20 +1251,20 @@ extern swig_intgo _wrap_KVC_TIER_PRIMARY_kvc_0044c4030100e529(void);
 extern swig_intgo _wrap_KVC_TIER_HOST_kvc_0044c4030100e529(void);
 extern swig_intgo _wrap_KVC_TIER_DISK_kvc_0044c4030100e529(void);
 extern swig_intgo _wrap_KVC_TIER_REMOTE_kvc_0044c4030100e529(void);
-extern void _wrap_kvc_event_t_id_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_321 arg2);
-extern swig_type_322 _wrap_kvc_event_t_id_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_event_t_id_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_324 arg2);
+extern swig_type_325 _wrap_kvc_event_t_id_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_event_t_kind_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_event_t_kind_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_event_t_tier_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_event_t_tier_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_t_hash_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_323 arg2);
-extern swig_type_324 _wrap_kvc_event_t_hash_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_t_parent_hash_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_325 arg2);
-extern swig_type_326 _wrap_kvc_event_t_parent_hash_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_t_groups_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_327 arg2);
-extern swig_type_328 _wrap_kvc_event_t_groups_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_t_lora_id_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_329 arg2);
-extern swig_type_330 _wrap_kvc_event_t_lora_id_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_event_t_hash_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_326 arg2);
+extern swig_type_327 _wrap_kvc_event_t_hash_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_event_t_parent_hash_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_328 arg2);
+extern swig_type_329 _wrap_kvc_event_t_parent_hash_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_event_t_groups_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_330 arg2);
+extern swig_type_331 _wrap_kvc_event_t_groups_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_event_t_lora_id_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_332 arg2);
+extern swig_type_333 _wrap_kvc_event_t_lora_id_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_event_t_has_lora_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_event_t_has_lora_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_event_t_priority_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
@@ -1247,38 +1273,38 @@ extern void _wrap_kvc_event_t_num_tokens_set_kvc_0044c4030100e529(uintptr_t arg1
 extern int _wrap_kvc_event_t_num_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_event_t_reserved_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_event_t_reserved_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_t_token_offset_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_331 arg2);
-extern swig_type_332 _wrap_kvc_event_t_token_offset_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_t_lost_count_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_333 arg2);
-extern swig_type_334 _wrap_kvc_event_t_lost_count_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_event_t_token_offset_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_334 arg2);
+extern swig_type_335 _wrap_kvc_event_t_token_offset_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_event_t_lost_count_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_336 arg2);
+extern swig_type_337 _wrap_kvc_event_t_lost_count_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_event_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_event_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_event_drain_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_event_drain_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_event_drain_t_reserved_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_event_drain_t_reserved_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_events_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_335 arg2);
-extern swig_type_336 _wrap_kvc_event_drain_t_events_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_337 arg2);
-extern swig_type_338 _wrap_kvc_event_drain_t_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_events_pending_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_339 arg2);
-extern swig_type_340 _wrap_kvc_event_drain_t_events_pending_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_341 arg2);
-extern swig_type_342 _wrap_kvc_event_drain_t_tokens_pending_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_last_id_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_343 arg2);
-extern swig_type_344 _wrap_kvc_event_drain_t_last_id_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_events_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_338 arg2);
+extern swig_type_339 _wrap_kvc_event_drain_t_events_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_340 arg2);
+extern swig_type_341 _wrap_kvc_event_drain_t_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_events_pending_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_342 arg2);
+extern swig_type_343 _wrap_kvc_event_drain_t_events_pending_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_344 arg2);
+extern swig_type_345 _wrap_kvc_event_drain_t_tokens_pending_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_last_id_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_346 arg2);
+extern swig_type_347 _wrap_kvc_event_drain_t_last_id_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_event_drain_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_event_drain_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_event_drain_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_345 _wrap_kvc_cache_drain_events_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_type_346 arg3, swig_voidp arg4, swig_type_347 arg5, uintptr_t arg6);
-extern void _wrap_kvc_snapshot_entry_t_hash_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_348 arg2);
-extern swig_type_349 _wrap_kvc_snapshot_entry_t_hash_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_350 arg2);
-extern swig_type_351 _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_entry_t_groups_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_352 arg2);
-extern swig_type_353 _wrap_kvc_snapshot_entry_t_groups_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_354 arg2);
-extern swig_type_355 _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern swig_type_348 _wrap_kvc_cache_drain_events_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_type_349 arg3, swig_voidp arg4, swig_type_350 arg5, uintptr_t arg6);
+extern void _wrap_kvc_snapshot_entry_t_hash_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_351 arg2);
+extern swig_type_352 _wrap_kvc_snapshot_entry_t_hash_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_353 arg2);
+extern swig_type_354 _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_entry_t_groups_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_355 arg2);
+extern swig_type_356 _wrap_kvc_snapshot_entry_t_groups_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_357 arg2);
+extern swig_type_358 _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_snapshot_entry_t_has_lora_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_snapshot_entry_t_has_lora_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_snapshot_entry_t_tier_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
@@ -1289,69 +1315,69 @@ extern void _wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_0044c4030100e529(uintp
 extern int _wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_snapshot_entry_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_snapshot_entry_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_356 _wrap_kvc_cache_snapshot_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_type_357 arg3, swig_voidp arg4, swig_voidp arg5);
-extern swig_type_358 _wrap_kvc_block_hashes_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_359 arg3, uintptr_t arg4, swig_voidp arg5, swig_type_360 arg6, swig_voidp arg7);
-extern swig_type_361 _wrap_kvc_config_set_disk_cache_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_type_362 arg3);
-extern swig_type_363 _wrap_kvc_config_get_disk_cache_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_359 _wrap_kvc_cache_snapshot_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_type_360 arg3, swig_voidp arg4, swig_voidp arg5);
+extern swig_type_361 _wrap_kvc_block_hashes_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_362 arg3, uintptr_t arg4, swig_voidp arg5, swig_type_363 arg6, swig_voidp arg7);
+extern swig_type_364 _wrap_kvc_config_set_disk_cache_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_type_365 arg3);
+extern swig_type_366 _wrap_kvc_config_get_disk_cache_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
 extern void _wrap_kvc_tier_stats_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_tier_stats_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_tier_stats_t_tier_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_tier_stats_t_tier_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_364 arg2);
-extern swig_type_365 _wrap_kvc_tier_stats_t_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_366 arg2);
-extern swig_type_367 _wrap_kvc_tier_stats_t_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_368 arg2);
-extern swig_type_369 _wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_hits_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_370 arg2);
-extern swig_type_371 _wrap_kvc_tier_stats_t_hits_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_misses_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_372 arg2);
-extern swig_type_373 _wrap_kvc_tier_stats_t_misses_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_rejected_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_374 arg2);
-extern swig_type_375 _wrap_kvc_tier_stats_t_rejected_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_376 arg2);
-extern swig_type_377 _wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_378 arg2);
-extern swig_type_379 _wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_offered_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_380 arg2);
-extern swig_type_381 _wrap_kvc_tier_stats_t_offered_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_stored_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_382 arg2);
-extern swig_type_383 _wrap_kvc_tier_stats_t_stored_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_384 arg2);
-extern swig_type_385 _wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_errors_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_386 arg2);
-extern swig_type_387 _wrap_kvc_tier_stats_t_errors_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_388 arg2);
-extern swig_type_389 _wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_queued_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_390 arg2);
-extern swig_type_391 _wrap_kvc_tier_stats_t_queued_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_load_count_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_392 arg2);
-extern swig_type_393 _wrap_kvc_tier_stats_t_load_count_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_load_p50_us_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_394 arg2);
-extern swig_type_395 _wrap_kvc_tier_stats_t_load_p50_us_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_load_p99_us_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_396 arg2);
-extern swig_type_397 _wrap_kvc_tier_stats_t_load_p99_us_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_load_max_us_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_398 arg2);
-extern swig_type_399 _wrap_kvc_tier_stats_t_load_max_us_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_write_count_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_400 arg2);
-extern swig_type_401 _wrap_kvc_tier_stats_t_write_count_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_write_p50_us_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_402 arg2);
-extern swig_type_403 _wrap_kvc_tier_stats_t_write_p50_us_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_write_p99_us_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_404 arg2);
-extern swig_type_405 _wrap_kvc_tier_stats_t_write_p99_us_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_write_max_us_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_406 arg2);
-extern swig_type_407 _wrap_kvc_tier_stats_t_write_max_us_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_367 arg2);
+extern swig_type_368 _wrap_kvc_tier_stats_t_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_369 arg2);
+extern swig_type_370 _wrap_kvc_tier_stats_t_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_371 arg2);
+extern swig_type_372 _wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_hits_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_373 arg2);
+extern swig_type_374 _wrap_kvc_tier_stats_t_hits_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_misses_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_375 arg2);
+extern swig_type_376 _wrap_kvc_tier_stats_t_misses_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_rejected_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_377 arg2);
+extern swig_type_378 _wrap_kvc_tier_stats_t_rejected_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_379 arg2);
+extern swig_type_380 _wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_381 arg2);
+extern swig_type_382 _wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_offered_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_383 arg2);
+extern swig_type_384 _wrap_kvc_tier_stats_t_offered_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_stored_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_385 arg2);
+extern swig_type_386 _wrap_kvc_tier_stats_t_stored_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_387 arg2);
+extern swig_type_388 _wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_errors_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_389 arg2);
+extern swig_type_390 _wrap_kvc_tier_stats_t_errors_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_391 arg2);
+extern swig_type_392 _wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_queued_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_393 arg2);
+extern swig_type_394 _wrap_kvc_tier_stats_t_queued_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_load_count_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_395 arg2);
+extern swig_type_396 _wrap_kvc_tier_stats_t_load_count_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_load_p50_us_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_397 arg2);
+extern swig_type_398 _wrap_kvc_tier_stats_t_load_p50_us_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_load_p99_us_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_399 arg2);
+extern swig_type_400 _wrap_kvc_tier_stats_t_load_p99_us_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_load_max_us_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_401 arg2);
+extern swig_type_402 _wrap_kvc_tier_stats_t_load_max_us_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_write_count_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_403 arg2);
+extern swig_type_404 _wrap_kvc_tier_stats_t_write_count_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_write_p50_us_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_405 arg2);
+extern swig_type_406 _wrap_kvc_tier_stats_t_write_p50_us_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_write_p99_us_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_407 arg2);
+extern swig_type_408 _wrap_kvc_tier_stats_t_write_p99_us_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_write_max_us_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_409 arg2);
+extern swig_type_410 _wrap_kvc_tier_stats_t_write_max_us_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_tier_stats_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_tier_stats_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_tier_stats_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_408 _wrap_kvc_cache_get_tier_stats_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern swig_type_409 _wrap_kvc_cache_flush_tiers_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_410 _wrap_kvc_config_set_remote_cache_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_411 arg4);
-extern swig_type_412 _wrap_kvc_config_get_remote_cache_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4);
-extern swig_type_413 _wrap_kvc_config_set_remote_cache_timeouts_kvc_0044c4030100e529(uintptr_t arg1, int arg2, int arg3);
-extern swig_type_414 _wrap_kvc_config_get_remote_cache_timeouts_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
-extern swig_type_415 _wrap_kvc_config_set_remote_cache_optional_kvc_0044c4030100e529(uintptr_t arg1, _Bool arg2);
-extern swig_type_416 _wrap_kvc_config_get_remote_cache_optional_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_411 _wrap_kvc_cache_get_tier_stats_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_412 _wrap_kvc_cache_flush_tiers_kvc_0044c4030100e529(uintptr_t arg1);
+extern swig_type_413 _wrap_kvc_config_set_remote_cache_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_414 arg4);
+extern swig_type_415 _wrap_kvc_config_get_remote_cache_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4);
+extern swig_type_416 _wrap_kvc_config_set_remote_cache_timeouts_kvc_0044c4030100e529(uintptr_t arg1, int arg2, int arg3);
+extern swig_type_417 _wrap_kvc_config_get_remote_cache_timeouts_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_418 _wrap_kvc_config_set_remote_cache_optional_kvc_0044c4030100e529(uintptr_t arg1, _Bool arg2);
+extern swig_type_419 _wrap_kvc_config_get_remote_cache_optional_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_kvc_transfer_desc_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_transfer_desc_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_transfer_desc_t_num_groups_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
@@ -1360,29 +1386,29 @@ extern void _wrap_kvc_transfer_desc_t_tokens_per_block_set_kvc_0044c4030100e529(
 extern int _wrap_kvc_transfer_desc_t_tokens_per_block_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_transfer_desc_t_reserved_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_transfer_desc_t_reserved_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_transfer_desc_t_seq_id_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_417 arg2);
-extern swig_type_418 _wrap_kvc_transfer_desc_t_seq_id_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_transfer_desc_t_num_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_419 arg2);
-extern swig_type_420 _wrap_kvc_transfer_desc_t_num_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_transfer_desc_t_first_block_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_421 arg2);
-extern swig_type_422 _wrap_kvc_transfer_desc_t_first_block_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_transfer_desc_t_num_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_423 arg2);
-extern swig_type_424 _wrap_kvc_transfer_desc_t_num_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_transfer_desc_t_keys_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_425 arg2);
-extern swig_type_426 _wrap_kvc_transfer_desc_t_keys_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_transfer_desc_t_seq_id_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_420 arg2);
+extern swig_type_421 _wrap_kvc_transfer_desc_t_seq_id_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_transfer_desc_t_num_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_422 arg2);
+extern swig_type_423 _wrap_kvc_transfer_desc_t_num_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_transfer_desc_t_first_block_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_424 arg2);
+extern swig_type_425 _wrap_kvc_transfer_desc_t_first_block_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_transfer_desc_t_num_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_426 arg2);
+extern swig_type_427 _wrap_kvc_transfer_desc_t_num_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_transfer_desc_t_keys_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_428 arg2);
+extern swig_type_429 _wrap_kvc_transfer_desc_t_keys_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_transfer_desc_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_transfer_desc_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_transfer_desc_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_427 _wrap_kvc_cache_export_sequence_kvc_0044c4030100e529(uintptr_t arg1, swig_type_428 arg2, swig_type_429 arg3, swig_voidp arg4);
+extern swig_type_430 _wrap_kvc_cache_export_sequence_kvc_0044c4030100e529(uintptr_t arg1, swig_type_431 arg2, swig_type_432 arg3, swig_voidp arg4);
 extern void _wrap_kvc_export_release_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_430 _wrap_kvc_export_describe_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_431 _wrap_kvc_export_block_ids_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_432 arg4, swig_voidp arg5);
-extern swig_type_433 _wrap_kvc_export_keys_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_type_434 arg3, swig_voidp arg4);
-extern swig_type_435 _wrap_kvc_cache_import_begin_kvc_0044c4030100e529(uintptr_t arg1, swig_type_436 arg2, swig_voidp arg3, swig_type_437 arg4, uintptr_t arg5, uintptr_t arg6, swig_type_438 arg7, swig_voidp arg8);
-extern swig_type_439 _wrap_kvc_import_describe_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_440 _wrap_kvc_import_block_ids_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_441 arg4, swig_voidp arg5);
-extern swig_type_442 _wrap_kvc_import_complete_kvc_0044c4030100e529(uintptr_t arg1, swig_type_443 arg2);
-extern swig_type_444 _wrap_kvc_import_abort_kvc_0044c4030100e529(uintptr_t arg1);
+extern swig_type_433 _wrap_kvc_export_describe_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_434 _wrap_kvc_export_block_ids_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_435 arg4, swig_voidp arg5);
+extern swig_type_436 _wrap_kvc_export_keys_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_type_437 arg3, swig_voidp arg4);
+extern swig_type_438 _wrap_kvc_cache_import_begin_kvc_0044c4030100e529(uintptr_t arg1, swig_type_439 arg2, swig_voidp arg3, swig_type_440 arg4, uintptr_t arg5, uintptr_t arg6, swig_type_441 arg7, swig_voidp arg8);
+extern swig_type_442 _wrap_kvc_import_describe_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_443 _wrap_kvc_import_block_ids_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_444 arg4, swig_voidp arg5);
+extern swig_type_445 _wrap_kvc_import_complete_kvc_0044c4030100e529(uintptr_t arg1, swig_type_446 arg2);
+extern swig_type_447 _wrap_kvc_import_abort_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_import_destroy_kvc_0044c4030100e529(uintptr_t arg1);
 extern swig_intgo _wrap_KVC_RESOURCE_SSM_kvc_0044c4030100e529(void);
 extern swig_intgo _wrap_KVC_RESOURCE_CONV_kvc_0044c4030100e529(void);
@@ -1393,13 +1419,13 @@ extern swig_intgo _wrap_KVC_RESOURCE_REASON_SSM_SHAPE_DIFFERS_kvc_0044c4030100e5
 extern swig_intgo _wrap_KVC_RESOURCE_REASON_NO_SSM_kvc_0044c4030100e529(void);
 extern swig_intgo _wrap_KVC_RESOURCE_REASON_N_GROUPS_kvc_0044c4030100e529(void);
 extern swig_intgo _wrap_KVC_RESOURCE_REASON_CONV_SHAPE_DIFFERS_kvc_0044c4030100e529(void);
-extern swig_type_445 _wrap_kvc_config_add_ssm_state_kvc_0044c4030100e529(uintptr_t arg1, int arg2, int arg3, int arg4, int arg5, swig_voidp arg6);
-extern swig_type_446 _wrap_kvc_config_add_conv_state_kvc_0044c4030100e529(uintptr_t arg1, int arg2, int arg3, int arg4, swig_voidp arg5);
-extern swig_type_447 _wrap_kvc_config_add_generic_state_kvc_0044c4030100e529(uintptr_t arg1, swig_type_448 arg2, swig_type_449 arg3, swig_voidp arg4);
-extern swig_type_450 _wrap_kvc_config_add_unpaged_resource_kvc_0044c4030100e529(uintptr_t arg1, swig_type_451 arg2, swig_type_452 arg3, swig_voidp arg4);
-extern swig_type_453 _wrap_kvc_config_get_num_resources_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_454 _wrap_kvc_config_set_max_state_slots_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern swig_type_455 _wrap_kvc_config_get_max_state_slots_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_448 _wrap_kvc_config_add_ssm_state_kvc_0044c4030100e529(uintptr_t arg1, int arg2, int arg3, int arg4, int arg5, swig_voidp arg6);
+extern swig_type_449 _wrap_kvc_config_add_conv_state_kvc_0044c4030100e529(uintptr_t arg1, int arg2, int arg3, int arg4, swig_voidp arg5);
+extern swig_type_450 _wrap_kvc_config_add_generic_state_kvc_0044c4030100e529(uintptr_t arg1, swig_type_451 arg2, swig_type_452 arg3, swig_voidp arg4);
+extern swig_type_453 _wrap_kvc_config_add_unpaged_resource_kvc_0044c4030100e529(uintptr_t arg1, swig_type_454 arg2, swig_type_455 arg3, swig_voidp arg4);
+extern swig_type_456 _wrap_kvc_config_get_num_resources_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_457 _wrap_kvc_config_set_max_state_slots_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern swig_type_458 _wrap_kvc_config_get_max_state_slots_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_kvc_resource_desc_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_resource_desc_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_resource_desc_t_kind_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
@@ -1408,8 +1434,8 @@ extern void _wrap_kvc_resource_desc_t_managed_set_kvc_0044c4030100e529(uintptr_t
 extern int _wrap_kvc_resource_desc_t_managed_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_resource_desc_t_reason_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_resource_desc_t_reason_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_reason_text_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_456 arg2);
-extern swig_type_457 _wrap_kvc_resource_desc_t_reason_text_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_reason_text_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_459 arg2);
+extern swig_type_460 _wrap_kvc_resource_desc_t_reason_text_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_resource_desc_t_dtype_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_resource_desc_t_dtype_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_resource_desc_t_num_heads_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
@@ -1428,44 +1454,44 @@ extern void _wrap_kvc_resource_desc_t_num_slots_set_kvc_0044c4030100e529(uintptr
 extern int _wrap_kvc_resource_desc_t_num_slots_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_resource_desc_t_slots_used_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_resource_desc_t_slots_used_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_bytes_per_token_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_458 arg2);
-extern swig_type_459 _wrap_kvc_resource_desc_t_bytes_per_token_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_max_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_460 arg2);
-extern swig_type_461 _wrap_kvc_resource_desc_t_max_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_alignment_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_462 arg2);
-extern swig_type_463 _wrap_kvc_resource_desc_t_alignment_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_slot_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_464 arg2);
-extern swig_type_465 _wrap_kvc_resource_desc_t_slot_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_slot_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_466 arg2);
-extern swig_type_467 _wrap_kvc_resource_desc_t_slot_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_stride0_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_468 arg2);
-extern swig_type_469 _wrap_kvc_resource_desc_t_stride0_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_stride1_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_470 arg2);
-extern swig_type_471 _wrap_kvc_resource_desc_t_stride1_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_stride2_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_472 arg2);
-extern swig_type_473 _wrap_kvc_resource_desc_t_stride2_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_bytes_per_token_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_461 arg2);
+extern swig_type_462 _wrap_kvc_resource_desc_t_bytes_per_token_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_max_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_463 arg2);
+extern swig_type_464 _wrap_kvc_resource_desc_t_max_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_alignment_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_465 arg2);
+extern swig_type_466 _wrap_kvc_resource_desc_t_alignment_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_slot_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_467 arg2);
+extern swig_type_468 _wrap_kvc_resource_desc_t_slot_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_slot_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_469 arg2);
+extern swig_type_470 _wrap_kvc_resource_desc_t_slot_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_stride0_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_471 arg2);
+extern swig_type_472 _wrap_kvc_resource_desc_t_stride0_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_stride1_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_473 arg2);
+extern swig_type_474 _wrap_kvc_resource_desc_t_stride1_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_stride2_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_475 arg2);
+extern swig_type_476 _wrap_kvc_resource_desc_t_stride2_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_resource_desc_t_base_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_resource_desc_t_base_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_resource_desc_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_resource_desc_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_resource_desc_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_474 _wrap_kvc_cache_describe_resource_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern swig_type_475 _wrap_kvc_batch_state_slots_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_476 arg3, int arg4, swig_voidp arg5);
-extern uintptr_t _wrap_kvcgo_buffer_new_kvc_0044c4030100e529(swig_voidp arg1, swig_type_477 arg2);
+extern swig_type_477 _wrap_kvc_cache_describe_resource_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_478 _wrap_kvc_batch_state_slots_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_479 arg3, int arg4, swig_voidp arg5);
+extern uintptr_t _wrap_kvcgo_buffer_new_kvc_0044c4030100e529(swig_voidp arg1, swig_type_480 arg2);
 extern void _wrap_kvcgo_buffer_free_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvcgo_buffer_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_478 arg3);
-extern swig_type_479 _wrap_kvcgo_cstring_length_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvcgo_buffer_write_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_480 arg3);
-extern void _wrap_kvcgo_extra_key_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_481 arg2, swig_type_482 arg3, swig_type_483 arg4, uintptr_t arg5, swig_type_484 arg6);
-extern swig_type_485 _wrap_kvcgo_cache_async_error_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_486 _wrap_kvcgo_stateful_async_error_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_487 _wrap_kvcgo_extra_key_size_kvc_0044c4030100e529(void);
-extern void _wrap_kvcgo_retention_range_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_488 arg2, swig_type_489 arg3, swig_type_490 arg4, int arg5, swig_type_491 arg6);
-extern swig_type_492 _wrap_kvcgo_retention_range_size_kvc_0044c4030100e529(void);
-extern swig_type_493 _wrap_kvcgo_event_size_kvc_0044c4030100e529(void);
-extern swig_type_494 _wrap_kvcgo_snapshot_entry_size_kvc_0044c4030100e529(void);
-extern void _wrap_kvcgo_events_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_495 arg3);
-extern void _wrap_kvcgo_snapshot_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_496 arg3);
+extern void _wrap_kvcgo_buffer_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_481 arg3);
+extern swig_type_482 _wrap_kvcgo_cstring_length_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvcgo_buffer_write_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_483 arg3);
+extern void _wrap_kvcgo_extra_key_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_484 arg2, swig_type_485 arg3, swig_type_486 arg4, uintptr_t arg5, swig_type_487 arg6);
+extern swig_type_488 _wrap_kvcgo_cache_async_error_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_489 _wrap_kvcgo_stateful_async_error_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_490 _wrap_kvcgo_extra_key_size_kvc_0044c4030100e529(void);
+extern void _wrap_kvcgo_retention_range_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_491 arg2, swig_type_492 arg3, swig_type_493 arg4, int arg5, swig_type_494 arg6);
+extern swig_type_495 _wrap_kvcgo_retention_range_size_kvc_0044c4030100e529(void);
+extern swig_type_496 _wrap_kvcgo_event_size_kvc_0044c4030100e529(void);
+extern swig_type_497 _wrap_kvcgo_snapshot_entry_size_kvc_0044c4030100e529(void);
+extern void _wrap_kvcgo_events_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_498 arg3);
+extern void _wrap_kvcgo_snapshot_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_499 arg3);
 #undef intgo
 */
 import "C"
@@ -2041,11 +2067,37 @@ func Kvc_config_get_device(arg1 Config, arg2 *uint32, arg3 *int32) (_swig_ret er
 	return swig_r_1
 }
 
+func Kvc_config_set_ranks(arg1 Config, arg2 uint32, arg3 *int32, arg4 uint32) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r_p := C._wrap_kvc_config_set_ranks_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.int(_swig_i_3))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+func Kvc_config_get_ranks(arg1 Config, arg2 *int32, arg3 uint32, arg4 *uint32) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r_p := C._wrap_kvc_config_get_ranks_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.int(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
 func Kvc_config_set_primary_bytes(arg1 Config, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_primary_bytes_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_29(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_primary_bytes_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_31(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2067,7 +2119,7 @@ func Kvc_config_set_max_primary_bytes(arg1 Config, arg2 uint64) (_swig_ret error
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_max_primary_bytes_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_32(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_max_primary_bytes_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_34(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2089,7 +2141,7 @@ func Kvc_config_set_max_tokens(arg1 Config, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_max_tokens_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_35(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_max_tokens_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_37(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2133,7 +2185,7 @@ func Kvc_config_set_host_cache_bytes(arg1 Config, arg2 uint64) (_swig_ret error)
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_host_cache_bytes_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_40(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_host_cache_bytes_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_42(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2265,7 +2317,7 @@ func Kvc_config_set_event_hash_seed(arg1 Config, arg2 uint64) (_swig_ret error) 
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_event_hash_seed_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_53(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_event_hash_seed_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_55(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2463,7 +2515,7 @@ func (arg1 SwigcptrKvc_cache_desc_t) GetKv_factor() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_cache_desc_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_num_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_58(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_num_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_60(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetNum_blocks() (_swig_ret uint64) {
@@ -2476,7 +2528,7 @@ func (arg1 SwigcptrKvc_cache_desc_t) GetNum_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_desc_t) SetToken_capacity(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_token_capacity_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_60(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_token_capacity_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_62(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetToken_capacity() (_swig_ret uint64) {
@@ -2489,7 +2541,7 @@ func (arg1 SwigcptrKvc_cache_desc_t) GetToken_capacity() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_desc_t) SetPrimary_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_primary_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_62(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_primary_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_64(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetPrimary_bytes() (_swig_ret uint64) {
@@ -2502,7 +2554,7 @@ func (arg1 SwigcptrKvc_cache_desc_t) GetPrimary_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_desc_t) SetHost_cache_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_64(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_66(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetHost_cache_bytes() (_swig_ret uint64) {
@@ -2515,7 +2567,7 @@ func (arg1 SwigcptrKvc_cache_desc_t) GetHost_cache_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_desc_t) SetDevice_free_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_66(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_68(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetDevice_free_bytes() (_swig_ret uint64) {
@@ -2528,7 +2580,7 @@ func (arg1 SwigcptrKvc_cache_desc_t) GetDevice_free_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_desc_t) SetDevice_total_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_68(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetDevice_total_bytes() (_swig_ret uint64) {
@@ -2567,13 +2619,39 @@ func (arg1 SwigcptrKvc_cache_desc_t) GetNum_state_slots() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_cache_desc_t) SetState_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_state_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_state_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_72(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetState_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
 	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_state_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_cache_desc_t) SetNum_ranks(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_cache_desc_t_num_ranks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_cache_desc_t) GetNum_ranks() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_ranks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_cache_desc_t) SetMax_head_replication(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_cache_desc_t_max_head_replication_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_cache_desc_t) GetMax_head_replication() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_max_head_replication_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -2629,6 +2707,10 @@ type Kvc_cache_desc_t interface {
 	GetNum_state_slots() (_swig_ret uint32)
 	SetState_bytes(arg2 uint64)
 	GetState_bytes() (_swig_ret uint64)
+	SetNum_ranks(arg2 uint32)
+	GetNum_ranks() (_swig_ret uint32)
+	SetMax_head_replication(arg2 uint32)
+	GetMax_head_replication() (_swig_ret uint32)
 }
 
 func Kvc_cache_desc_init(arg1 Kvc_cache_desc_t) {
@@ -2737,7 +2819,7 @@ func (arg1 SwigcptrKvc_group_desc_t) GetPool() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_group_desc_t) SetBlock_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_block_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_73(_swig_i_1))
+	C._wrap_kvc_group_desc_t_block_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetBlock_bytes() (_swig_ret uint64) {
@@ -2750,13 +2832,39 @@ func (arg1 SwigcptrKvc_group_desc_t) GetBlock_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_group_desc_t) SetBytes_per_token(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_bytes_per_token_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1))
+	C._wrap_kvc_group_desc_t_bytes_per_token_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetBytes_per_token() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
 	swig_r = (uint64)(C._wrap_kvc_group_desc_t_bytes_per_token_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_group_desc_t) SetKv_heads_per_rank(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_group_desc_t_kv_heads_per_rank_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_group_desc_t) GetKv_heads_per_rank() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_kv_heads_per_rank_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_group_desc_t) SetHead_replication(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_group_desc_t_head_replication_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_group_desc_t) GetHead_replication() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_head_replication_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -2790,6 +2898,10 @@ type Kvc_group_desc_t interface {
 	GetBlock_bytes() (_swig_ret uint64)
 	SetBytes_per_token(arg2 uint64)
 	GetBytes_per_token() (_swig_ret uint64)
+	SetKv_heads_per_rank(arg2 uint32)
+	GetKv_heads_per_rank() (_swig_ret uint32)
+	SetHead_replication(arg2 uint32)
+	GetHead_replication() (_swig_ret uint32)
 }
 
 func Kvc_group_desc_init(arg1 Kvc_group_desc_t) {
@@ -2847,7 +2959,7 @@ func (arg1 SwigcptrKvc_pool_desc_t) GetNum_groups() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_pool_desc_t) SetBlock_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_block_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_78(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_block_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_80(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetBlock_bytes() (_swig_ret uint64) {
@@ -2860,7 +2972,7 @@ func (arg1 SwigcptrKvc_pool_desc_t) GetBlock_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_pool_desc_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_num_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_80(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_num_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_82(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetNum_blocks() (_swig_ret uint64) {
@@ -2873,7 +2985,7 @@ func (arg1 SwigcptrKvc_pool_desc_t) GetNum_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_pool_desc_t) SetBytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_82(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_84(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetBytes() (_swig_ret uint64) {
@@ -3096,7 +3208,7 @@ func (arg1 SwigcptrKvc_layer_view_t) GetBase() (_swig_ret uintptr) {
 func (arg1 SwigcptrKvc_layer_view_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_num_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_85(_swig_i_1))
+	C._wrap_kvc_layer_view_t_num_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_87(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetNum_blocks() (_swig_ret uint64) {
@@ -3109,7 +3221,7 @@ func (arg1 SwigcptrKvc_layer_view_t) GetNum_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_layer_view_t) SetBlock_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_block_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_87(_swig_i_1))
+	C._wrap_kvc_layer_view_t_block_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_89(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetBlock_stride() (_swig_ret uint64) {
@@ -3122,7 +3234,7 @@ func (arg1 SwigcptrKvc_layer_view_t) GetBlock_stride() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_layer_view_t) SetKv_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_kv_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_89(_swig_i_1))
+	C._wrap_kvc_layer_view_t_kv_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_91(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetKv_stride() (_swig_ret uint64) {
@@ -3135,7 +3247,7 @@ func (arg1 SwigcptrKvc_layer_view_t) GetKv_stride() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_layer_view_t) SetToken_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_token_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_91(_swig_i_1))
+	C._wrap_kvc_layer_view_t_token_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_93(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetToken_stride() (_swig_ret uint64) {
@@ -3148,13 +3260,52 @@ func (arg1 SwigcptrKvc_layer_view_t) GetToken_stride() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_layer_view_t) SetHead_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_head_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_93(_swig_i_1))
+	C._wrap_kvc_layer_view_t_head_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_95(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetHead_stride() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
 	swig_r = (uint64)(C._wrap_kvc_layer_view_t_head_stride_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_layer_view_t) SetRank(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_layer_view_t_rank_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_layer_view_t) GetRank() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_rank_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_layer_view_t) SetFirst_kv_head(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_layer_view_t_first_kv_head_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_layer_view_t) GetFirst_kv_head() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_first_kv_head_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_layer_view_t) SetTotal_kv_heads(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_layer_view_t_total_kv_heads_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_layer_view_t) GetTotal_kv_heads() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_total_kv_heads_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -3204,6 +3355,12 @@ type Kvc_layer_view_t interface {
 	GetToken_stride() (_swig_ret uint64)
 	SetHead_stride(arg2 uint64)
 	GetHead_stride() (_swig_ret uint64)
+	SetRank(arg2 uint32)
+	GetRank() (_swig_ret uint32)
+	SetFirst_kv_head(arg2 uint32)
+	GetFirst_kv_head() (_swig_ret uint32)
+	SetTotal_kv_heads(arg2 uint32)
+	GetTotal_kv_heads() (_swig_ret uint32)
 }
 
 func Kvc_layer_view_init(arg1 Kvc_layer_view_t) {
@@ -3217,6 +3374,19 @@ func Kvc_cache_layer_view(arg1 Cache, arg2 uint32, arg3 Kvc_layer_view_t) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	swig_r_p := C._wrap_kvc_cache_layer_view_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+func Kvc_cache_layer_view_rank(arg1 Cache, arg2 uint32, arg3 uint32, arg4 Kvc_layer_view_t) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := getSwigcptr(arg4)
+	swig_r_p := C._wrap_kvc_cache_layer_view_rank_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3274,7 +3444,7 @@ func (arg1 SwigcptrKvc_resize_inputs_t) GetFree_gpu_memory_fraction() (_swig_ret
 func (arg1 SwigcptrKvc_resize_inputs_t) SetFree_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_inputs_t_free_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_96(_swig_i_1))
+	C._wrap_kvc_resize_inputs_t_free_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_99(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_inputs_t) GetFree_bytes() (_swig_ret uint64) {
@@ -3287,7 +3457,7 @@ func (arg1 SwigcptrKvc_resize_inputs_t) GetFree_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resize_inputs_t) SetNon_paged_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_inputs_t_non_paged_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_98(_swig_i_1))
+	C._wrap_kvc_resize_inputs_t_non_paged_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_101(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_inputs_t) GetNon_paged_bytes() (_swig_ret uint64) {
@@ -3300,7 +3470,7 @@ func (arg1 SwigcptrKvc_resize_inputs_t) GetNon_paged_bytes() (_swig_ret uint64) 
 func (arg1 SwigcptrKvc_resize_inputs_t) SetForward_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_inputs_t_forward_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_100(_swig_i_1))
+	C._wrap_kvc_resize_inputs_t_forward_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_103(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_inputs_t) GetForward_bytes() (_swig_ret uint64) {
@@ -3381,7 +3551,7 @@ func (arg1 SwigcptrKvc_resize_plan_t) GetNum_pools() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_resize_plan_t) SetFree_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_plan_t_free_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_102(_swig_i_1))
+	C._wrap_kvc_resize_plan_t_free_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_105(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) GetFree_bytes() (_swig_ret uint64) {
@@ -3394,7 +3564,7 @@ func (arg1 SwigcptrKvc_resize_plan_t) GetFree_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resize_plan_t) SetMem_for_paged(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_plan_t_mem_for_paged_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_104(_swig_i_1))
+	C._wrap_kvc_resize_plan_t_mem_for_paged_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_107(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) GetMem_for_paged() (_swig_ret uint64) {
@@ -3407,7 +3577,7 @@ func (arg1 SwigcptrKvc_resize_plan_t) GetMem_for_paged() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resize_plan_t) SetPrimary_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_plan_t_primary_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_106(_swig_i_1))
+	C._wrap_kvc_resize_plan_t_primary_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_109(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) GetPrimary_bytes() (_swig_ret uint64) {
@@ -3420,7 +3590,7 @@ func (arg1 SwigcptrKvc_resize_plan_t) GetPrimary_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resize_plan_t) SetMax_primary_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_plan_t_max_primary_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_108(_swig_i_1))
+	C._wrap_kvc_resize_plan_t_max_primary_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_111(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) GetMax_primary_bytes() (_swig_ret uint64) {
@@ -3433,7 +3603,7 @@ func (arg1 SwigcptrKvc_resize_plan_t) GetMax_primary_bytes() (_swig_ret uint64) 
 func (arg1 SwigcptrKvc_resize_plan_t) SetBlocks_per_group(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_plan_t_blocks_per_group_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_110(_swig_i_1))
+	C._wrap_kvc_resize_plan_t_blocks_per_group_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_113(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) GetBlocks_per_group() (_swig_ret uint64) {
@@ -3446,7 +3616,7 @@ func (arg1 SwigcptrKvc_resize_plan_t) GetBlocks_per_group() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resize_plan_t) SetToken_capacity(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_plan_t_token_capacity_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_112(_swig_i_1))
+	C._wrap_kvc_resize_plan_t_token_capacity_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_115(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) GetToken_capacity() (_swig_ret uint64) {
@@ -3459,7 +3629,7 @@ func (arg1 SwigcptrKvc_resize_plan_t) GetToken_capacity() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resize_plan_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_plan_t_num_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_114(_swig_i_1))
+	C._wrap_kvc_resize_plan_t_num_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_117(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) GetNum_blocks() (_swig_ret uint64) {
@@ -3472,7 +3642,7 @@ func (arg1 SwigcptrKvc_resize_plan_t) GetNum_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resize_plan_t) SetTotal_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_plan_t_total_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_116(_swig_i_1))
+	C._wrap_kvc_resize_plan_t_total_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_119(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) GetTotal_bytes() (_swig_ret uint64) {
@@ -3530,7 +3700,7 @@ func Kvc_cache_plan_resize(arg1 Cache, arg2 Kvc_resize_inputs_t, arg3 Kvc_resize
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_cache_plan_resize_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_119(_swig_i_4))
+	swig_r_p := C._wrap_kvc_cache_plan_resize_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_122(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3541,7 +3711,7 @@ func Kvc_cache_resize(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_cache_resize_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_121(_swig_i_1))
+	swig_r_p := C._wrap_kvc_cache_resize_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_124(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3562,7 +3732,7 @@ func (p SwigcptrKvc_extra_key_t) SwigIsKvc_extra_key_t() {
 func (arg1 SwigcptrKvc_extra_key_t) SetOffset(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_extra_key_t_offset_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_122(_swig_i_1))
+	C._wrap_kvc_extra_key_t_offset_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_125(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) GetOffset() (_swig_ret uint64) {
@@ -3575,7 +3745,7 @@ func (arg1 SwigcptrKvc_extra_key_t) GetOffset() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_extra_key_t) SetLength(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_extra_key_t_length_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_124(_swig_i_1))
+	C._wrap_kvc_extra_key_t_length_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_127(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) GetLength() (_swig_ret uint64) {
@@ -3601,7 +3771,7 @@ func (arg1 SwigcptrKvc_extra_key_t) GetData() (_swig_ret uintptr) {
 func (arg1 SwigcptrKvc_extra_key_t) SetSize(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_extra_key_t_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_126(_swig_i_1))
+	C._wrap_kvc_extra_key_t_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_129(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) GetSize() (_swig_ret uint64) {
@@ -3647,7 +3817,7 @@ func (p SwigcptrKvc_retention_range_t) SwigIsKvc_retention_range_t() {
 func (arg1 SwigcptrKvc_retention_range_t) SetStart(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_retention_range_t_start_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_128(_swig_i_1))
+	C._wrap_kvc_retention_range_t_start_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_131(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) GetStart() (_swig_ret uint64) {
@@ -3660,7 +3830,7 @@ func (arg1 SwigcptrKvc_retention_range_t) GetStart() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_retention_range_t) SetEnd(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_retention_range_t_end_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_130(_swig_i_1))
+	C._wrap_kvc_retention_range_t_end_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_133(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) GetEnd() (_swig_ret uint64) {
@@ -3699,7 +3869,7 @@ func (arg1 SwigcptrKvc_retention_range_t) GetReserved() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_retention_range_t) SetDuration_ms(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_retention_range_t_duration_ms_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_132(_swig_i_1))
+	C._wrap_kvc_retention_range_t_duration_ms_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_135(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) GetDuration_ms() (_swig_ret uint64) {
@@ -3799,7 +3969,7 @@ func (arg1 SwigcptrKvc_sequence_options_t) GetHas_lora() (_swig_ret bool) {
 func (arg1 SwigcptrKvc_sequence_options_t) SetLora_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_lora_id_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_134(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_lora_id_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetLora_id() (_swig_ret uint64) {
@@ -3825,7 +3995,7 @@ func (arg1 SwigcptrKvc_sequence_options_t) GetSalt() (_swig_ret uintptr) {
 func (arg1 SwigcptrKvc_sequence_options_t) SetSalt_size(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_salt_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_136(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_salt_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_139(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetSalt_size() (_swig_ret uint64) {
@@ -3851,7 +4021,7 @@ func (arg1 SwigcptrKvc_sequence_options_t) GetExtra_keys() (_swig_ret Kvc_extra_
 func (arg1 SwigcptrKvc_sequence_options_t) SetNum_extra_keys(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_138(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_141(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetNum_extra_keys() (_swig_ret uint64) {
@@ -3877,7 +4047,7 @@ func (arg1 SwigcptrKvc_sequence_options_t) GetRetention_ranges() (_swig_ret Kvc_
 func (arg1 SwigcptrKvc_sequence_options_t) SetNum_retention_ranges(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_140(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_143(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetNum_retention_ranges() (_swig_ret uint64) {
@@ -3890,7 +4060,7 @@ func (arg1 SwigcptrKvc_sequence_options_t) GetNum_retention_ranges() (_swig_ret 
 func (arg1 SwigcptrKvc_sequence_options_t) SetDecode_duration_ms(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_142(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_145(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetDecode_duration_ms() (_swig_ret uint64) {
@@ -3954,7 +4124,7 @@ func Kvc_sequence_add(arg1 Cache, arg2 uint64, arg3 *int32, arg4 uint64, arg5 Kv
 	_swig_i_4 := getSwigcptr(arg5)
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_kvc_sequence_add_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_145(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_146(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_voidp(_swig_i_6))
+	swig_r_p := C._wrap_kvc_sequence_add_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_148(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_149(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_voidp(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3968,7 +4138,7 @@ func Kvc_sequence_extend(arg1 Cache, arg2 uint64, arg3 *int32, arg4 uint64, arg5
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_sequence_extend_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_148(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_149(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_kvc_sequence_extend_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_151(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_152(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3980,7 +4150,7 @@ func Kvc_sequence_commit(arg1 Cache, arg2 uint64, arg3 uint64) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_sequence_commit_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_151(_swig_i_1), C.swig_type_152(_swig_i_2))
+	swig_r_p := C._wrap_kvc_sequence_commit_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_154(_swig_i_1), C.swig_type_155(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3992,7 +4162,7 @@ func Kvc_sequence_rewind(arg1 Cache, arg2 uint64, arg3 uint64) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_sequence_rewind_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_154(_swig_i_1), C.swig_type_155(_swig_i_2))
+	swig_r_p := C._wrap_kvc_sequence_rewind_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_157(_swig_i_1), C.swig_type_158(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4004,7 +4174,7 @@ func Kvc_sequence_fork(arg1 Cache, arg2 uint64, arg3 uint64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_sequence_fork_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_157(_swig_i_1), C.swig_type_158(_swig_i_2))
+	swig_r_p := C._wrap_kvc_sequence_fork_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_160(_swig_i_1), C.swig_type_161(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4015,7 +4185,7 @@ func Kvc_sequence_remove(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_sequence_remove_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_160(_swig_i_1))
+	swig_r_p := C._wrap_kvc_sequence_remove_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_163(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4026,7 +4196,7 @@ func Kvc_sequence_pin(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_sequence_pin_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_162(_swig_i_1))
+	swig_r_p := C._wrap_kvc_sequence_pin_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_165(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4037,7 +4207,7 @@ func Kvc_sequence_unpin(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_sequence_unpin_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_164(_swig_i_1))
+	swig_r_p := C._wrap_kvc_sequence_unpin_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_167(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4108,7 +4278,7 @@ func (arg1 SwigcptrKvc_sequence_desc_t) GetReserved() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_sequence_desc_t) SetNum_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_num_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_165(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_num_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_168(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetNum_tokens() (_swig_ret uint64) {
@@ -4121,7 +4291,7 @@ func (arg1 SwigcptrKvc_sequence_desc_t) GetNum_tokens() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_sequence_desc_t) SetPrompt_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_167(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_170(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetPrompt_tokens() (_swig_ret uint64) {
@@ -4134,7 +4304,7 @@ func (arg1 SwigcptrKvc_sequence_desc_t) GetPrompt_tokens() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_sequence_desc_t) SetCached_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_169(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_172(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetCached_tokens() (_swig_ret uint64) {
@@ -4147,7 +4317,7 @@ func (arg1 SwigcptrKvc_sequence_desc_t) GetCached_tokens() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_sequence_desc_t) SetCommitted_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_171(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_174(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetCommitted_tokens() (_swig_ret uint64) {
@@ -4160,7 +4330,7 @@ func (arg1 SwigcptrKvc_sequence_desc_t) GetCommitted_tokens() (_swig_ret uint64)
 func (arg1 SwigcptrKvc_sequence_desc_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_num_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_num_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_176(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetNum_blocks() (_swig_ret uint64) {
@@ -4214,7 +4384,7 @@ func Kvc_sequence_describe(arg1 Cache, arg2 uint64, arg3 Kvc_sequence_desc_t) (_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_sequence_describe_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_176(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_sequence_describe_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4229,7 +4399,7 @@ func Kvc_sequence_block_ids(arg1 Cache, arg2 uint64, arg3 uint32, arg4 *int32, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_kvc_sequence_block_ids_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_178(_swig_i_1), C.int(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_179(_swig_i_4), C.swig_voidp(_swig_i_5))
+	swig_r_p := C._wrap_kvc_sequence_block_ids_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1), C.int(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_182(_swig_i_4), C.swig_voidp(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4242,7 +4412,7 @@ func Kvc_sequence_blocks_needed(arg1 Cache, arg2 uint64, arg3 uint64, arg4 *uint
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_sequence_blocks_needed_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1), C.swig_type_182(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_sequence_blocks_needed_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_184(_swig_i_1), C.swig_type_185(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4256,7 +4426,7 @@ func Kvc_cache_probe(arg1 Cache, arg2 *int32, arg3 uint64, arg4 Kvc_sequence_opt
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_cache_probe_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_184(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvc_cache_probe_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_187(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4267,7 +4437,7 @@ func Kvc_cache_advance_clock(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_cache_advance_clock_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_186(_swig_i_1))
+	swig_r_p := C._wrap_kvc_cache_advance_clock_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4281,7 +4451,7 @@ func Kvc_batch_extend(arg1 Cache, arg2 *uint64, arg3 *int32, arg4 uint64, arg5 u
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_batch_extend_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_188(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_kvc_batch_extend_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_191(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4298,7 +4468,7 @@ func Kvc_batch_block_table(arg1 Cache, arg2 uint32, arg3 *uint64, arg4 uint64, a
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_kvc_batch_block_table_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_190(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_191(_swig_i_5), C.int(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_kvc_batch_block_table_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_193(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_194(_swig_i_5), C.int(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4316,7 +4486,7 @@ func Kvc_batch_block_table_csr(arg1 Cache, arg2 uint32, arg3 *uint64, arg4 uint6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_kvc_batch_block_table_csr_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_193(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_194(_swig_i_6), C.swig_voidp(_swig_i_7), C.swig_voidp(_swig_i_8))
+	swig_r_p := C._wrap_kvc_batch_block_table_csr_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_196(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_197(_swig_i_6), C.swig_voidp(_swig_i_7), C.swig_voidp(_swig_i_8))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4329,7 +4499,7 @@ func Kvc_batch_sequence_lengths(arg1 Cache, arg2 *uint64, arg3 uint64, arg4 *int
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_batch_sequence_lengths_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_196(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_batch_sequence_lengths_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_199(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4346,7 +4516,7 @@ func Kvc_batch_slot_mapping(arg1 Cache, arg2 uint32, arg3 *uint64, arg4 uint64, 
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_kvc_batch_slot_mapping_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_198(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_199(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_kvc_batch_slot_mapping_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_201(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_202(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4391,7 +4561,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetReserved() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_num_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_200(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_num_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_203(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetNum_blocks() (_swig_ret uint64) {
@@ -4404,7 +4574,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetNum_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetFree_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_free_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_202(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_free_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_205(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetFree_blocks() (_swig_ret uint64) {
@@ -4417,7 +4587,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetFree_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetCached_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_cached_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_204(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_cached_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetCached_blocks() (_swig_ret uint64) {
@@ -4430,7 +4600,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetCached_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetIn_use_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_206(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_209(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetIn_use_blocks() (_swig_ret uint64) {
@@ -4443,7 +4613,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetIn_use_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetReused_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_reused_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_208(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_reused_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_211(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetReused_blocks() (_swig_ret uint64) {
@@ -4456,7 +4626,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetReused_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetMissed_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_missed_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_210(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_missed_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_213(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetMissed_blocks() (_swig_ret uint64) {
@@ -4482,7 +4652,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetHit_rate() (_swig_ret float64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetEvicted_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_212(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_215(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
@@ -4495,7 +4665,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetNum_sequences(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_num_sequences_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_214(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_num_sequences_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_217(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetNum_sequences() (_swig_ret uint64) {
@@ -4508,7 +4678,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetNum_sequences() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetNum_pinned(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_num_pinned_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_216(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_num_pinned_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_219(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetNum_pinned() (_swig_ret uint64) {
@@ -4521,7 +4691,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetNum_pinned() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetTree_nodes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_tree_nodes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_218(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_tree_nodes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_221(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetTree_nodes() (_swig_ret uint64) {
@@ -4534,7 +4704,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetTree_nodes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetOffloaded_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_220(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_223(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetOffloaded_blocks() (_swig_ret uint64) {
@@ -4547,7 +4717,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetOffloaded_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetOnboarded_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_222(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_225(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetOnboarded_blocks() (_swig_ret uint64) {
@@ -4560,7 +4730,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetOnboarded_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetOffloaded_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_224(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_227(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetOffloaded_bytes() (_swig_ret uint64) {
@@ -4573,7 +4743,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetOffloaded_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetOnboarded_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_226(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_229(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetOnboarded_bytes() (_swig_ret uint64) {
@@ -4586,7 +4756,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetOnboarded_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetHost_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_host_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_228(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_host_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_231(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetHost_blocks() (_swig_ret uint64) {
@@ -4599,7 +4769,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetHost_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetHost_free_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_230(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_233(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetHost_free_blocks() (_swig_ret uint64) {
@@ -4612,7 +4782,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetHost_free_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetHost_cached_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_232(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_235(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetHost_cached_blocks() (_swig_ret uint64) {
@@ -4732,7 +4902,7 @@ func (arg1 SwigcptrKvc_group_stats_t) GetPool() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_group_stats_t) SetIn_use_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_in_use_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_235(_swig_i_1))
+	C._wrap_kvc_group_stats_t_in_use_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_238(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetIn_use_blocks() (_swig_ret uint64) {
@@ -4745,7 +4915,7 @@ func (arg1 SwigcptrKvc_group_stats_t) GetIn_use_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_group_stats_t) SetCached_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_cached_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_237(_swig_i_1))
+	C._wrap_kvc_group_stats_t_cached_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_240(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetCached_blocks() (_swig_ret uint64) {
@@ -4758,7 +4928,7 @@ func (arg1 SwigcptrKvc_group_stats_t) GetCached_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_group_stats_t) SetPool_free_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_239(_swig_i_1))
+	C._wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_242(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetPool_free_blocks() (_swig_ret uint64) {
@@ -4771,7 +4941,7 @@ func (arg1 SwigcptrKvc_group_stats_t) GetPool_free_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_group_stats_t) SetReused_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_reused_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_241(_swig_i_1))
+	C._wrap_kvc_group_stats_t_reused_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_244(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetReused_blocks() (_swig_ret uint64) {
@@ -4784,7 +4954,7 @@ func (arg1 SwigcptrKvc_group_stats_t) GetReused_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_group_stats_t) SetMissed_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_missed_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_243(_swig_i_1))
+	C._wrap_kvc_group_stats_t_missed_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_246(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetMissed_blocks() (_swig_ret uint64) {
@@ -4797,7 +4967,7 @@ func (arg1 SwigcptrKvc_group_stats_t) GetMissed_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_group_stats_t) SetEvicted_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_evicted_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_245(_swig_i_1))
+	C._wrap_kvc_group_stats_t_evicted_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_248(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
@@ -4810,7 +4980,7 @@ func (arg1 SwigcptrKvc_group_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_group_stats_t) SetReleased_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_released_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_247(_swig_i_1))
+	C._wrap_kvc_group_stats_t_released_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_250(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetReleased_blocks() (_swig_ret uint64) {
@@ -5017,6 +5187,19 @@ func (arg1 SwigcptrKvc_store_args_t) GetV_scale() (_swig_ret float32) {
 	return swig_r
 }
 
+func (arg1 SwigcptrKvc_store_args_t) SetRank(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_store_args_t_rank_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_store_args_t) GetRank() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_store_args_t_rank_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
 func NewKvc_store_args_t() (_swig_ret Kvc_store_args_t) {
 	var swig_r Kvc_store_args_t
 	swig_r = (Kvc_store_args_t)(SwigcptrKvc_store_args_t(C._wrap_new_kvc_store_args_t_kvc_0044c4030100e529()))
@@ -5049,6 +5232,8 @@ type Kvc_store_args_t interface {
 	GetK_scale() (_swig_ret float32)
 	SetV_scale(arg2 float32)
 	GetV_scale() (_swig_ret float32)
+	SetRank(arg2 uint32)
+	GetRank() (_swig_ret uint32)
 }
 
 func Kvc_store_args_init(arg1 Kvc_store_args_t) {
@@ -5106,7 +5291,7 @@ func (arg1 SwigcptrKvc_store_strides_t) GetSeq_len() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_store_strides_t) SetKey_seq_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_key_seq_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_253(_swig_i_1))
+	C._wrap_kvc_store_strides_t_key_seq_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_256(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetKey_seq_stride() (_swig_ret int64) {
@@ -5119,7 +5304,7 @@ func (arg1 SwigcptrKvc_store_strides_t) GetKey_seq_stride() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_store_strides_t) SetKey_token_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_key_token_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_255(_swig_i_1))
+	C._wrap_kvc_store_strides_t_key_token_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_258(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetKey_token_stride() (_swig_ret int64) {
@@ -5132,7 +5317,7 @@ func (arg1 SwigcptrKvc_store_strides_t) GetKey_token_stride() (_swig_ret int64) 
 func (arg1 SwigcptrKvc_store_strides_t) SetKey_head_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_key_head_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_257(_swig_i_1))
+	C._wrap_kvc_store_strides_t_key_head_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_260(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetKey_head_stride() (_swig_ret int64) {
@@ -5145,7 +5330,7 @@ func (arg1 SwigcptrKvc_store_strides_t) GetKey_head_stride() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_store_strides_t) SetValue_seq_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_value_seq_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_259(_swig_i_1))
+	C._wrap_kvc_store_strides_t_value_seq_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_262(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetValue_seq_stride() (_swig_ret int64) {
@@ -5158,7 +5343,7 @@ func (arg1 SwigcptrKvc_store_strides_t) GetValue_seq_stride() (_swig_ret int64) 
 func (arg1 SwigcptrKvc_store_strides_t) SetValue_token_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_value_token_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_261(_swig_i_1))
+	C._wrap_kvc_store_strides_t_value_token_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_264(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetValue_token_stride() (_swig_ret int64) {
@@ -5171,7 +5356,7 @@ func (arg1 SwigcptrKvc_store_strides_t) GetValue_token_stride() (_swig_ret int64
 func (arg1 SwigcptrKvc_store_strides_t) SetValue_head_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_value_head_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_263(_swig_i_1))
+	C._wrap_kvc_store_strides_t_value_head_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_266(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetValue_head_stride() (_swig_ret int64) {
@@ -5511,13 +5696,26 @@ func (arg1 SwigcptrKvc_decode_args_t) GetWorkspace() (_swig_ret uintptr) {
 func (arg1 SwigcptrKvc_decode_args_t) SetWorkspace_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_workspace_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_267(_swig_i_1))
+	C._wrap_kvc_decode_args_t_workspace_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_270(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetWorkspace_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
 	swig_r = (uint64)(C._wrap_kvc_decode_args_t_workspace_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_decode_args_t) SetRank(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_decode_args_t_rank_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_decode_args_t) GetRank() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_rank_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -5573,6 +5771,8 @@ type Kvc_decode_args_t interface {
 	GetWorkspace() (_swig_ret uintptr)
 	SetWorkspace_bytes(arg2 uint64)
 	GetWorkspace_bytes() (_swig_ret uint64)
+	SetRank(arg2 uint32)
+	GetRank() (_swig_ret uint32)
 }
 
 func Kvc_decode_args_init(arg1 Kvc_decode_args_t) {
@@ -5902,13 +6102,26 @@ func (arg1 SwigcptrKvc_prefill_args_t) GetWorkspace() (_swig_ret uintptr) {
 func (arg1 SwigcptrKvc_prefill_args_t) SetWorkspace_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_271(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_274(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetWorkspace_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
 	swig_r = (uint64)(C._wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) SetRank(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_prefill_args_t_rank_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_prefill_args_t) GetRank() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_rank_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -5972,6 +6185,8 @@ type Kvc_prefill_args_t interface {
 	GetWorkspace() (_swig_ret uintptr)
 	SetWorkspace_bytes(arg2 uint64)
 	GetWorkspace_bytes() (_swig_ret uint64)
+	SetRank(arg2 uint32)
+	GetRank() (_swig_ret uint32)
 }
 
 func Kvc_prefill_args_init(arg1 Kvc_prefill_args_t) {
@@ -6261,7 +6476,7 @@ func (arg1 SwigcptrKvc_stateful_view_t) GetValue() (_swig_ret uintptr) {
 func (arg1 SwigcptrKvc_stateful_view_t) SetRow_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_row_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_277(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_row_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_280(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetRow_stride() (_swig_ret uint64) {
@@ -6274,7 +6489,7 @@ func (arg1 SwigcptrKvc_stateful_view_t) GetRow_stride() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_stateful_view_t) SetHead_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_head_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_279(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_head_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_282(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetHead_stride() (_swig_ret uint64) {
@@ -6287,7 +6502,7 @@ func (arg1 SwigcptrKvc_stateful_view_t) GetHead_stride() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_stateful_view_t) SetToken_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_token_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_281(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_token_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_284(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetToken_stride() (_swig_ret uint64) {
@@ -6741,7 +6956,7 @@ func Kvc_stateful_export_row(arg1 Stateful, arg2 uint32, arg3 uintptr, arg4 uint
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_kvc_stateful_export_row_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_291(_swig_i_3), C.swig_voidp(_swig_i_4), C.uintptr_t(_swig_i_5))
+	swig_r_p := C._wrap_kvc_stateful_export_row_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_294(_swig_i_3), C.swig_voidp(_swig_i_4), C.uintptr_t(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -6755,7 +6970,7 @@ func Kvc_stateful_import_row(arg1 Stateful, arg2 uint32, arg3 uintptr, arg4 uint
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_stateful_import_row_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_293(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_kvc_stateful_import_row_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_296(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -6917,7 +7132,7 @@ func (arg1 SwigcptrKvc_stateful_decode_args_t) GetWorkspace() (_swig_ret uintptr
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetWorkspace_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_294(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_297(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetWorkspace_bytes() (_swig_ret uint64) {
@@ -7046,7 +7261,7 @@ func (arg1 SwigcptrKvc_stateful_stats_t) GetNum_layers() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_stateful_stats_t) SetBytes_allocated(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_299(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_302(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetBytes_allocated() (_swig_ret uint64) {
@@ -7059,7 +7274,7 @@ func (arg1 SwigcptrKvc_stateful_stats_t) GetBytes_allocated() (_swig_ret uint64)
 func (arg1 SwigcptrKvc_stateful_stats_t) SetPeak_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_301(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_304(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetPeak_bytes() (_swig_ret uint64) {
@@ -7072,7 +7287,7 @@ func (arg1 SwigcptrKvc_stateful_stats_t) GetPeak_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_stateful_stats_t) SetKv_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_303(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_306(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetKv_bytes() (_swig_ret uint64) {
@@ -7085,7 +7300,7 @@ func (arg1 SwigcptrKvc_stateful_stats_t) GetKv_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_stateful_stats_t) SetTable_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_table_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_305(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_table_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_308(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetTable_bytes() (_swig_ret uint64) {
@@ -7098,7 +7313,7 @@ func (arg1 SwigcptrKvc_stateful_stats_t) GetTable_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_stateful_stats_t) SetReallocations(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_reallocations_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_307(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_reallocations_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_310(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetReallocations() (_swig_ret uint64) {
@@ -7111,7 +7326,7 @@ func (arg1 SwigcptrKvc_stateful_stats_t) GetReallocations() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_stateful_stats_t) SetReorders(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_reorders_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_309(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_reorders_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_312(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetReorders() (_swig_ret uint64) {
@@ -7124,7 +7339,7 @@ func (arg1 SwigcptrKvc_stateful_stats_t) GetReorders() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_stateful_stats_t) SetTable_entries_copied(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_311(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_314(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetTable_entries_copied() (_swig_ret uint64) {
@@ -7137,7 +7352,7 @@ func (arg1 SwigcptrKvc_stateful_stats_t) GetTable_entries_copied() (_swig_ret ui
 func (arg1 SwigcptrKvc_stateful_stats_t) SetCompactions(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_compactions_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_313(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_compactions_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_316(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetCompactions() (_swig_ret uint64) {
@@ -7263,7 +7478,7 @@ func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetGrowth_offset() (_swig_ret uin
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) SetBytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_316(_swig_i_1))
+	C._wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_319(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetBytes() (_swig_ret uint64) {
@@ -7276,7 +7491,7 @@ func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetBytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) SetReallocations(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_318(_swig_i_1))
+	C._wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_321(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetReallocations() (_swig_ret uint64) {
@@ -7453,7 +7668,7 @@ func (p SwigcptrKvc_event_t) SwigIsKvc_event_t() {
 func (arg1 SwigcptrKvc_event_t) SetId(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_id_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_321(_swig_i_1))
+	C._wrap_kvc_event_t_id_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_324(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetId() (_swig_ret uint64) {
@@ -7492,7 +7707,7 @@ func (arg1 SwigcptrKvc_event_t) GetTier() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_event_t) SetHash(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_hash_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_323(_swig_i_1))
+	C._wrap_kvc_event_t_hash_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_326(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetHash() (_swig_ret uint64) {
@@ -7505,7 +7720,7 @@ func (arg1 SwigcptrKvc_event_t) GetHash() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event_t) SetParent_hash(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_parent_hash_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_325(_swig_i_1))
+	C._wrap_kvc_event_t_parent_hash_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_328(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetParent_hash() (_swig_ret uint64) {
@@ -7518,7 +7733,7 @@ func (arg1 SwigcptrKvc_event_t) GetParent_hash() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event_t) SetGroups(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_groups_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_327(_swig_i_1))
+	C._wrap_kvc_event_t_groups_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_330(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetGroups() (_swig_ret uint64) {
@@ -7531,7 +7746,7 @@ func (arg1 SwigcptrKvc_event_t) GetGroups() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event_t) SetLora_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_lora_id_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_329(_swig_i_1))
+	C._wrap_kvc_event_t_lora_id_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_332(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetLora_id() (_swig_ret uint64) {
@@ -7596,7 +7811,7 @@ func (arg1 SwigcptrKvc_event_t) GetReserved() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_event_t) SetToken_offset(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_token_offset_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_331(_swig_i_1))
+	C._wrap_kvc_event_t_token_offset_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_334(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetToken_offset() (_swig_ret uint64) {
@@ -7609,7 +7824,7 @@ func (arg1 SwigcptrKvc_event_t) GetToken_offset() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event_t) SetLost_count(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_lost_count_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_333(_swig_i_1))
+	C._wrap_kvc_event_t_lost_count_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_336(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetLost_count() (_swig_ret uint64) {
@@ -7699,7 +7914,7 @@ func (arg1 SwigcptrKvc_event_drain_t) GetReserved() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_event_drain_t) SetEvents(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_events_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_335(_swig_i_1))
+	C._wrap_kvc_event_drain_t_events_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_338(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetEvents() (_swig_ret uint64) {
@@ -7712,7 +7927,7 @@ func (arg1 SwigcptrKvc_event_drain_t) GetEvents() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event_drain_t) SetTokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_337(_swig_i_1))
+	C._wrap_kvc_event_drain_t_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_340(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetTokens() (_swig_ret uint64) {
@@ -7725,7 +7940,7 @@ func (arg1 SwigcptrKvc_event_drain_t) GetTokens() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event_drain_t) SetEvents_pending(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_events_pending_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_339(_swig_i_1))
+	C._wrap_kvc_event_drain_t_events_pending_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_342(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetEvents_pending() (_swig_ret uint64) {
@@ -7738,7 +7953,7 @@ func (arg1 SwigcptrKvc_event_drain_t) GetEvents_pending() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event_drain_t) SetTokens_pending(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_tokens_pending_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_341(_swig_i_1))
+	C._wrap_kvc_event_drain_t_tokens_pending_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_344(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetTokens_pending() (_swig_ret uint64) {
@@ -7751,7 +7966,7 @@ func (arg1 SwigcptrKvc_event_drain_t) GetTokens_pending() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event_drain_t) SetLast_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_last_id_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_343(_swig_i_1))
+	C._wrap_kvc_event_drain_t_last_id_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_346(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetLast_id() (_swig_ret uint64) {
@@ -7804,7 +8019,7 @@ func Kvc_cache_drain_events(arg1 Cache, arg2 Kvc_event_t, arg3 uint64, arg4 *int
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := getSwigcptr(arg6)
-	swig_r_p := C._wrap_kvc_cache_drain_events_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_346(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_347(_swig_i_4), C.uintptr_t(_swig_i_5))
+	swig_r_p := C._wrap_kvc_cache_drain_events_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_349(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_350(_swig_i_4), C.uintptr_t(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7823,7 +8038,7 @@ func (p SwigcptrKvc_snapshot_entry_t) SwigIsKvc_snapshot_entry_t() {
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetHash(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_hash_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_348(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_hash_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_351(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetHash() (_swig_ret uint64) {
@@ -7836,7 +8051,7 @@ func (arg1 SwigcptrKvc_snapshot_entry_t) GetHash() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetParent_hash(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_350(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_353(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetParent_hash() (_swig_ret uint64) {
@@ -7849,7 +8064,7 @@ func (arg1 SwigcptrKvc_snapshot_entry_t) GetParent_hash() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetGroups(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_groups_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_352(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_groups_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_355(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetGroups() (_swig_ret uint64) {
@@ -7862,7 +8077,7 @@ func (arg1 SwigcptrKvc_snapshot_entry_t) GetGroups() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetLora_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_lora_id_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_354(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_lora_id_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_357(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetLora_id() (_swig_ret uint64) {
@@ -7963,7 +8178,7 @@ func Kvc_cache_snapshot(arg1 Cache, arg2 Kvc_snapshot_entry_t, arg3 uint64, arg4
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_cache_snapshot_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_357(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvc_cache_snapshot_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_360(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7979,7 +8194,7 @@ func Kvc_block_hashes(arg1 Config, arg2 *int32, arg3 uint64, arg4 Kvc_sequence_o
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_kvc_block_hashes_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_359(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_360(_swig_i_5), C.swig_voidp(_swig_i_6))
+	swig_r_p := C._wrap_kvc_block_hashes_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_362(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_363(_swig_i_5), C.swig_voidp(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7991,7 +8206,7 @@ func Kvc_config_set_disk_cache(arg1 Config, arg2 uintptr, arg3 uint64) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_set_disk_cache_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_362(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_set_disk_cache_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_365(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8048,7 +8263,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetTier() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetBlocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_364(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_367(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetBlocks() (_swig_ret uint64) {
@@ -8061,7 +8276,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetBlocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetBytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_366(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_369(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetBytes() (_swig_ret uint64) {
@@ -8074,7 +8289,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetBytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetCapacity_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_368(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_371(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetCapacity_bytes() (_swig_ret uint64) {
@@ -8087,7 +8302,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetCapacity_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetHits(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_hits_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_370(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_hits_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_373(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetHits() (_swig_ret uint64) {
@@ -8100,7 +8315,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetHits() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetMisses(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_misses_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_372(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_misses_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_375(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetMisses() (_swig_ret uint64) {
@@ -8113,7 +8328,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetMisses() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetRejected(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_rejected_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_374(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_rejected_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_377(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetRejected() (_swig_ret uint64) {
@@ -8126,7 +8341,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetRejected() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetOnboarded_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_376(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_379(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetOnboarded_blocks() (_swig_ret uint64) {
@@ -8139,7 +8354,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetOnboarded_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetOnboarded_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_378(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_381(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetOnboarded_bytes() (_swig_ret uint64) {
@@ -8152,7 +8367,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetOnboarded_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetOffered_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_offered_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_380(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_offered_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_383(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetOffered_blocks() (_swig_ret uint64) {
@@ -8165,7 +8380,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetOffered_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetStored_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_stored_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_382(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_stored_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_385(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetStored_blocks() (_swig_ret uint64) {
@@ -8178,7 +8393,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetStored_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetDropped_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_384(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_387(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetDropped_blocks() (_swig_ret uint64) {
@@ -8191,7 +8406,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetDropped_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetErrors(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_errors_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_386(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_errors_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_389(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetErrors() (_swig_ret uint64) {
@@ -8204,7 +8419,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetErrors() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetEvicted_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_388(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_391(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
@@ -8217,7 +8432,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetQueued_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_queued_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_390(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_queued_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_393(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetQueued_blocks() (_swig_ret uint64) {
@@ -8230,7 +8445,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetQueued_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetLoad_count(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_load_count_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_392(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_load_count_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_395(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_count() (_swig_ret uint64) {
@@ -8243,7 +8458,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_count() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetLoad_p50_us(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_load_p50_us_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_394(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_load_p50_us_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_397(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_p50_us() (_swig_ret uint64) {
@@ -8256,7 +8471,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_p50_us() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetLoad_p99_us(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_load_p99_us_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_396(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_load_p99_us_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_399(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_p99_us() (_swig_ret uint64) {
@@ -8269,7 +8484,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_p99_us() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetLoad_max_us(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_load_max_us_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_398(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_load_max_us_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_401(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_max_us() (_swig_ret uint64) {
@@ -8282,7 +8497,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_max_us() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetWrite_count(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_write_count_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_400(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_write_count_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_403(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_count() (_swig_ret uint64) {
@@ -8295,7 +8510,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_count() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetWrite_p50_us(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_write_p50_us_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_402(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_write_p50_us_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_405(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_p50_us() (_swig_ret uint64) {
@@ -8308,7 +8523,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_p50_us() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetWrite_p99_us(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_write_p99_us_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_404(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_write_p99_us_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_407(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_p99_us() (_swig_ret uint64) {
@@ -8321,7 +8536,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_p99_us() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetWrite_max_us(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_write_max_us_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_406(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_write_max_us_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_409(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_max_us() (_swig_ret uint64) {
@@ -8428,7 +8643,7 @@ func Kvc_config_set_remote_cache(arg1 Config, arg2 uintptr, arg3 uintptr, arg4 u
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_config_set_remote_cache_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_411(_swig_i_3))
+	swig_r_p := C._wrap_kvc_config_set_remote_cache_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_414(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8558,7 +8773,7 @@ func (arg1 SwigcptrKvc_transfer_desc_t) GetReserved() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_transfer_desc_t) SetSeq_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_transfer_desc_t_seq_id_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_417(_swig_i_1))
+	C._wrap_kvc_transfer_desc_t_seq_id_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_420(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) GetSeq_id() (_swig_ret uint64) {
@@ -8571,7 +8786,7 @@ func (arg1 SwigcptrKvc_transfer_desc_t) GetSeq_id() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_transfer_desc_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_transfer_desc_t_num_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_419(_swig_i_1))
+	C._wrap_kvc_transfer_desc_t_num_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_422(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) GetNum_blocks() (_swig_ret uint64) {
@@ -8584,7 +8799,7 @@ func (arg1 SwigcptrKvc_transfer_desc_t) GetNum_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_transfer_desc_t) SetFirst_block(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_transfer_desc_t_first_block_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_421(_swig_i_1))
+	C._wrap_kvc_transfer_desc_t_first_block_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_424(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) GetFirst_block() (_swig_ret uint64) {
@@ -8597,7 +8812,7 @@ func (arg1 SwigcptrKvc_transfer_desc_t) GetFirst_block() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_transfer_desc_t) SetNum_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_transfer_desc_t_num_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_423(_swig_i_1))
+	C._wrap_kvc_transfer_desc_t_num_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_426(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) GetNum_tokens() (_swig_ret uint64) {
@@ -8610,7 +8825,7 @@ func (arg1 SwigcptrKvc_transfer_desc_t) GetNum_tokens() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_transfer_desc_t) SetKeys_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_transfer_desc_t_keys_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_425(_swig_i_1))
+	C._wrap_kvc_transfer_desc_t_keys_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_428(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) GetKeys_bytes() (_swig_ret uint64) {
@@ -8665,7 +8880,7 @@ func Kvc_cache_export_sequence(arg1 Cache, arg2 uint64, arg3 uint64, arg4 *Expor
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_cache_export_sequence_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_428(_swig_i_1), C.swig_type_429(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_cache_export_sequence_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_431(_swig_i_1), C.swig_type_432(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8695,7 +8910,7 @@ func Kvc_export_block_ids(arg1 Export, arg2 uint32, arg3 *int32, arg4 uint64, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_export_block_ids_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_432(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvc_export_block_ids_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_435(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8708,7 +8923,7 @@ func Kvc_export_keys(arg1 Export, arg2 uintptr, arg3 uint64, arg4 *uint64) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_export_keys_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_434(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_export_keys_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_437(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8725,7 +8940,7 @@ func Kvc_cache_import_begin(arg1 Cache, arg2 uint64, arg3 *int32, arg4 uint64, a
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_kvc_cache_import_begin_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_436(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_437(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_type_438(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_kvc_cache_import_begin_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_439(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_440(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_type_441(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8750,7 +8965,7 @@ func Kvc_import_block_ids(arg1 Import, arg2 uint32, arg3 *int32, arg4 uint64, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_import_block_ids_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_441(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvc_import_block_ids_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_444(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8761,7 +8976,7 @@ func Kvc_import_complete(arg1 Import, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_import_complete_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_443(_swig_i_1))
+	swig_r_p := C._wrap_kvc_import_complete_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_446(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8897,7 +9112,7 @@ func Kvc_config_add_generic_state(arg1 Config, arg2 uint64, arg3 uint64, arg4 *u
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_config_add_generic_state_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_448(_swig_i_1), C.swig_type_449(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_config_add_generic_state_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_451(_swig_i_1), C.swig_type_452(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8910,7 +9125,7 @@ func Kvc_config_add_unpaged_resource(arg1 Config, arg2 uint64, arg3 uint64, arg4
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_config_add_unpaged_resource_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_451(_swig_i_1), C.swig_type_452(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_config_add_unpaged_resource_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_454(_swig_i_1), C.swig_type_455(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9014,7 +9229,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetReason() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetReason_text(arg2 string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_reason_text_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), *(*C.swig_type_456)(unsafe.Pointer(&_swig_i_1)))
+	C._wrap_kvc_resource_desc_t_reason_text_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), *(*C.swig_type_459)(unsafe.Pointer(&_swig_i_1)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -9150,7 +9365,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetSlots_used() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetBytes_per_token(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_bytes_per_token_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_458(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_bytes_per_token_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_461(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetBytes_per_token() (_swig_ret uint64) {
@@ -9163,7 +9378,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetBytes_per_token() (_swig_ret uint64) 
 func (arg1 SwigcptrKvc_resource_desc_t) SetMax_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_max_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_460(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_max_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_463(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetMax_tokens() (_swig_ret uint64) {
@@ -9176,7 +9391,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetMax_tokens() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetAlignment(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_alignment_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_462(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_alignment_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_465(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetAlignment() (_swig_ret uint64) {
@@ -9189,7 +9404,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetAlignment() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetSlot_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_slot_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_464(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_slot_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_467(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetSlot_bytes() (_swig_ret uint64) {
@@ -9202,7 +9417,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetSlot_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetSlot_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_slot_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_466(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_slot_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_469(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetSlot_stride() (_swig_ret uint64) {
@@ -9215,7 +9430,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetSlot_stride() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetStride0(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_stride0_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_468(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_stride0_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_471(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetStride0() (_swig_ret uint64) {
@@ -9228,7 +9443,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetStride0() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetStride1(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_stride1_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_470(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_stride1_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_473(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetStride1() (_swig_ret uint64) {
@@ -9241,7 +9456,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetStride1() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetStride2(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_stride2_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_472(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_stride2_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_475(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetStride2() (_swig_ret uint64) {
@@ -9350,7 +9565,7 @@ func Kvc_batch_state_slots(arg1 Cache, arg2 *uint64, arg3 uint64, arg4 uint32, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_batch_state_slots_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_476(_swig_i_2), C.int(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvc_batch_state_slots_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_479(_swig_i_2), C.int(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9361,7 +9576,7 @@ func Kvcgo_buffer_new(arg1 *byte, arg2 uint64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (uintptr)(C._wrap_kvcgo_buffer_new_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.swig_type_477(_swig_i_1)))
+	swig_r = (uintptr)(C._wrap_kvcgo_buffer_new_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.swig_type_480(_swig_i_1)))
 	return swig_r
 }
 
@@ -9374,7 +9589,7 @@ func Kvcgo_buffer_read(arg1 *byte, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_buffer_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_478(_swig_i_2))
+	C._wrap_kvcgo_buffer_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_481(_swig_i_2))
 }
 
 func Kvcgo_cstring_length(arg1 uintptr) (_swig_ret uint64) {
@@ -9388,7 +9603,7 @@ func Kvcgo_buffer_write(arg1 uintptr, arg2 *byte, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_buffer_write_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_480(_swig_i_2))
+	C._wrap_kvcgo_buffer_write_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_483(_swig_i_2))
 }
 
 func Kvcgo_extra_key_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, arg5 uintptr, arg6 uint64) {
@@ -9398,7 +9613,7 @@ func Kvcgo_extra_key_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_kvcgo_extra_key_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_481(_swig_i_1), C.swig_type_482(_swig_i_2), C.swig_type_483(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_484(_swig_i_5))
+	C._wrap_kvcgo_extra_key_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_484(_swig_i_1), C.swig_type_485(_swig_i_2), C.swig_type_486(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_487(_swig_i_5))
 }
 
 func Kvcgo_cache_async_error(arg1 Cache, arg2 uintptr, arg3 *bool) (_swig_ret error) {
@@ -9438,7 +9653,7 @@ func Kvcgo_retention_range_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_kvcgo_retention_range_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_488(_swig_i_1), C.swig_type_489(_swig_i_2), C.swig_type_490(_swig_i_3), C.int(_swig_i_4), C.swig_type_491(_swig_i_5))
+	C._wrap_kvcgo_retention_range_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_491(_swig_i_1), C.swig_type_492(_swig_i_2), C.swig_type_493(_swig_i_3), C.int(_swig_i_4), C.swig_type_494(_swig_i_5))
 }
 
 func Kvcgo_retention_range_size() (_swig_ret uint64) {
@@ -9463,12 +9678,12 @@ func Kvcgo_events_read(arg1 *uint64, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_events_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_495(_swig_i_2))
+	C._wrap_kvcgo_events_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_498(_swig_i_2))
 }
 
 func Kvcgo_snapshot_read(arg1 *uint64, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_snapshot_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_496(_swig_i_2))
+	C._wrap_kvcgo_snapshot_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_499(_swig_i_2))
 }

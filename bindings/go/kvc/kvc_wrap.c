@@ -1035,6 +1035,44 @@ _gostring_ _wrap_kvc_config_get_device_kvc_0044c4030100e529(kvc_config_t *_swig_
 }
 
 
+_gostring_ _wrap_kvc_config_set_ranks_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int _swig_go_3) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  kvc_device_kind_t arg2 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  uint32_t arg4 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (kvc_device_kind_t)_swig_go_1; 
+  arg3 = (int32_t *)_swig_go_2; 
+  arg4 = (uint32_t)_swig_go_3; 
+  
+  result = (kvc_status_t)kvc_config_set_ranks(arg1,arg2,(int const *)arg3,arg4);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_get_ranks_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1, int _swig_go_2, int *_swig_go_3) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  uint32_t arg3 ;
+  uint32_t *arg4 = (uint32_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1; 
+  arg3 = (uint32_t)_swig_go_2; 
+  arg4 = (uint32_t *)_swig_go_3; 
+  
+  result = (kvc_status_t)kvc_config_get_ranks((struct kvc_config const *)arg1,arg2,arg3,arg4);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
 _gostring_ _wrap_kvc_config_set_primary_bytes_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
@@ -1895,6 +1933,56 @@ long long _wrap_kvc_cache_desc_t_state_bytes_get_kvc_0044c4030100e529(struct kvc
 }
 
 
+void _wrap_kvc_cache_desc_t_num_ranks_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_ranks = arg2;
+  
+}
+
+
+int _wrap_kvc_cache_desc_t_num_ranks_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+  struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->num_ranks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_cache_desc_t_max_head_replication_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->max_head_replication = arg2;
+  
+}
+
+
+int _wrap_kvc_cache_desc_t_max_head_replication_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+  struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->max_head_replication);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
 struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_0044c4030100e529() {
   struct kvc_cache_desc *result = 0 ;
   struct kvc_cache_desc *_swig_go_result;
@@ -2136,6 +2224,56 @@ long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_0044c4030100e529(struct
   arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
   
   result = (uint64_t) ((arg1)->bytes_per_token);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_desc_t_kv_heads_per_rank_set_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->kv_heads_per_rank = arg2;
+  
+}
+
+
+int _wrap_kvc_group_desc_t_kv_heads_per_rank_get_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0) {
+  struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->kv_heads_per_rank);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_desc_t_head_replication_set_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->head_replication = arg2;
+  
+}
+
+
+int _wrap_kvc_group_desc_t_head_replication_get_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0) {
+  struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->head_replication);
   _swig_go_result = result; 
   return _swig_go_result;
 }
@@ -2787,6 +2925,81 @@ long long _wrap_kvc_layer_view_t_head_stride_get_kvc_0044c4030100e529(struct kvc
 }
 
 
+void _wrap_kvc_layer_view_t_rank_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+  struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_layer_view **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->rank = arg2;
+  
+}
+
+
+int _wrap_kvc_layer_view_t_rank_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
+  struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_layer_view **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->rank);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_layer_view_t_first_kv_head_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+  struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_layer_view **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->first_kv_head = arg2;
+  
+}
+
+
+int _wrap_kvc_layer_view_t_first_kv_head_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
+  struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_layer_view **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->first_kv_head);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_layer_view_t_total_kv_heads_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+  struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_layer_view **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->total_kv_heads = arg2;
+  
+}
+
+
+int _wrap_kvc_layer_view_t_total_kv_heads_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
+  struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_layer_view **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->total_kv_heads);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
 struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_0044c4030100e529() {
   struct kvc_layer_view *result = 0 ;
   struct kvc_layer_view *_swig_go_result;
@@ -2830,6 +3043,25 @@ _gostring_ _wrap_kvc_cache_layer_view_kvc_0044c4030100e529(kvc_cache_t *_swig_go
   arg3 = *(kvc_layer_view_t **)&_swig_go_2; 
   
   result = (kvc_status_t)kvc_cache_layer_view((struct kvc_cache const *)arg1,arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_cache_layer_view_rank_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, int _swig_go_2, struct kvc_layer_view *_swig_go_3) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint32_t arg2 ;
+  uint32_t arg3 ;
+  kvc_layer_view_t *arg4 = (kvc_layer_view_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  arg3 = (uint32_t)_swig_go_2; 
+  arg4 = *(kvc_layer_view_t **)&_swig_go_3; 
+  
+  result = (kvc_status_t)kvc_cache_layer_view_rank((struct kvc_cache const *)arg1,arg2,arg3,arg4);
   _swig_go_result = kvcgo_capture(result); 
   return _swig_go_result;
 }
@@ -5617,6 +5849,31 @@ float _wrap_kvc_store_args_t_v_scale_get_kvc_0044c4030100e529(struct kvc_store_a
 }
 
 
+void _wrap_kvc_store_args_t_rank_set_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_store_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->rank = arg2;
+  
+}
+
+
+int _wrap_kvc_store_args_t_rank_get_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0) {
+  struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_store_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->rank);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
 struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_0044c4030100e529() {
   struct kvc_store_args *result = 0 ;
   struct kvc_store_args *_swig_go_result;
@@ -6439,6 +6696,31 @@ long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_0044c4030100e529(struc
 }
 
 
+void _wrap_kvc_decode_args_t_rank_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_decode_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->rank = arg2;
+  
+}
+
+
+int _wrap_kvc_decode_args_t_rank_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
+  struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_decode_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->rank);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
 struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_0044c4030100e529() {
   struct kvc_decode_args *result = 0 ;
   struct kvc_decode_args *_swig_go_result;
@@ -7074,6 +7356,31 @@ long long _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_0044c4030100e529(stru
   arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
   
   result = (uint64_t) ((arg1)->workspace_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_prefill_args_t_rank_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->rank = arg2;
+  
+}
+
+
+int _wrap_kvc_prefill_args_t_rank_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+  struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->rank);
   _swig_go_result = result; 
   return _swig_go_result;
 }

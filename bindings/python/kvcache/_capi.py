@@ -50,6 +50,8 @@ kvc_status_t kvc_config_get_tokens_per_block(const kvc_config_t *config, uint32_
 kvc_status_t kvc_config_set_attention_windows(kvc_config_t *config, const uint32_t *windows, size_t count);
 kvc_status_t kvc_config_get_attention_window(const kvc_config_t *config, uint32_t layer, uint32_t *out);
 kvc_status_t kvc_config_set_device(kvc_config_t *config, kvc_device_kind_t kind, int32_t ordinal);
+kvc_status_t kvc_config_set_ranks(kvc_config_t *config, kvc_device_kind_t kind, const int32_t *ordinals, uint32_t num_ranks);
+kvc_status_t kvc_config_get_ranks(const kvc_config_t *config, int32_t *ordinals, uint32_t capacity, uint32_t *num_ranks);
 kvc_status_t kvc_config_get_device(const kvc_config_t *config, kvc_device_kind_t *kind, int32_t *ordinal);
 kvc_status_t kvc_config_set_primary_bytes(kvc_config_t *config, uint64_t bytes);
 kvc_status_t kvc_config_get_primary_bytes(const kvc_config_t *config, uint64_t *out);
@@ -86,6 +88,7 @@ void kvc_pool_desc_init(kvc_pool_desc_t *desc);
 kvc_status_t kvc_cache_describe_pool(const kvc_cache_t *cache, uint32_t pool, kvc_pool_desc_t *out);
 void kvc_layer_view_init(kvc_layer_view_t *view);
 kvc_status_t kvc_cache_layer_view(const kvc_cache_t *cache, uint32_t layer, kvc_layer_view_t *out);
+kvc_status_t kvc_cache_layer_view_rank(const kvc_cache_t *cache, uint32_t rank, uint32_t layer, kvc_layer_view_t *out);
 
 void kvc_sequence_options_init(kvc_sequence_options_t *options);
 kvc_status_t kvc_sequence_add(kvc_cache_t *cache, uint64_t id, const int32_t *tokens, size_t num_tokens, const kvc_sequence_options_t *options, void *stream, uint64_t *cached_tokens);
@@ -206,7 +209,8 @@ STRUCTS = {
         uint32_t num_groups; uint32_t num_pools; uint32_t tokens_per_block; uint32_t kv_factor;
         uint64_t num_blocks; uint64_t token_capacity; uint64_t primary_bytes;
         uint64_t host_cache_bytes; uint64_t device_free_bytes; uint64_t device_total_bytes;
-        uint32_t num_resources; uint32_t num_state_slots; uint64_t state_bytes;""",
+        uint32_t num_resources; uint32_t num_state_slots; uint64_t state_bytes;
+        uint32_t num_ranks; uint32_t max_head_replication;""",
     "kvc_resource_desc_t": """uint32_t struct_size; kvc_resource_kind_t kind; uint32_t managed;
         kvc_resource_reason_t reason; const char *reason_text; kvc_dtype_t dtype;
         uint32_t num_heads; uint32_t head_dim; uint32_t d_state; uint32_t conv_dim;
@@ -216,14 +220,14 @@ STRUCTS = {
         void *base;""",
     "kvc_group_desc_t": """uint32_t struct_size; uint32_t window; uint32_t kv_heads;
         uint32_t head_dim; uint32_t num_layers; uint32_t pool; uint64_t block_bytes;
-        uint64_t bytes_per_token;""",
+        uint64_t bytes_per_token; uint32_t kv_heads_per_rank; uint32_t head_replication;""",
     "kvc_pool_desc_t": """uint32_t struct_size; uint32_t num_groups; uint64_t block_bytes;
         uint64_t num_blocks; uint64_t bytes; void *base;""",
     "kvc_layer_view_t": """uint32_t struct_size; uint32_t group; uint32_t pool;
         kvc_dtype_t dtype; kvc_layout_t layout; uint32_t kv_heads; uint32_t head_dim;
         uint32_t tokens_per_block; uint32_t kv_factor; uint32_t elem_size; void *base;
         uint64_t num_blocks; uint64_t block_stride; uint64_t kv_stride; uint64_t token_stride;
-        uint64_t head_stride;""",
+        uint64_t head_stride; uint32_t rank; uint32_t first_kv_head; uint32_t total_kv_heads;""",
     "kvc_resize_inputs_t": """uint32_t struct_size; uint32_t reserved;
         double free_gpu_memory_fraction; uint64_t free_bytes; uint64_t non_paged_bytes;
         uint64_t forward_bytes;""",
@@ -264,7 +268,7 @@ STRUCTS = {
         uint64_t write_max_us;""",
     "kvc_store_args_t": """uint32_t struct_size; uint32_t layer; uint32_t num_tokens;
         kvc_dtype_t src_dtype; const void *key; const void *value; const int64_t *slot_mapping;
-        float k_scale; float v_scale;""",
+        float k_scale; float v_scale; uint32_t rank;""",
     "kvc_store_strides_t": """uint32_t struct_size; uint32_t seq_len; int64_t key_seq_stride;
         int64_t key_token_stride; int64_t key_head_stride; int64_t value_seq_stride;
         int64_t value_token_stride; int64_t value_head_stride;""",
@@ -273,14 +277,14 @@ STRUCTS = {
         const void *query; void *out; const int32_t *seq_lens; const int32_t *block_table;
         const int32_t *indptr; uint32_t table_stride; uint32_t max_seq_len; uint32_t window;
         float softmax_scale; float k_scale; float v_scale; void *workspace;
-        uint64_t workspace_bytes;""",
+        uint64_t workspace_bytes; uint32_t rank;""",
     "kvc_prefill_args_t": """uint32_t struct_size; uint32_t layer; uint32_t batch;
         uint32_t total_q; uint32_t q_heads; kvc_dtype_t q_dtype; kvc_table_format_t table_format;
         const void *query; void *out; float *lse; const int32_t *qo_indptr;
         const int32_t *kv_lens; const int32_t *block_table; const int32_t *indptr;
         uint32_t table_stride; uint32_t max_kv_len; uint32_t window; float softmax_scale;
         float logits_soft_cap; float k_scale; float v_scale; void *workspace;
-        uint64_t workspace_bytes;""",
+        uint64_t workspace_bytes; uint32_t rank;""",
     "kvc_stateful_options_t": """uint32_t struct_size; uint32_t batch; kvc_layout_t layout;
         uint32_t growth_step; kvc_growth_policy_t growth_policy; uint32_t max_length;
         uint32_t initial_length;""",

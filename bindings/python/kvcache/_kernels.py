@@ -105,7 +105,7 @@ class KernelCalls:
         return self._layers[layer] if 0 <= layer < len(self._layers) else None
 
     def store_kv(self, layer, key, value, slot_mapping, *, src_dtype=None, k_scale=1.0,
-                 v_scale=1.0, stream=None, num_tokens=None, strides=None):
+                 v_scale=1.0, stream=None, num_tokens=None, strides=None, rank=0):
         """Writes the K (and V; None when kv_factor is 1) of the tokens of
         one layer into their slots (slot -1 skips a token).
 
@@ -116,7 +116,9 @@ class KernelCalls:
         else to kvc_store_kv_strided, without a copy. slot_mapping: int64,
         one per token. src_dtype defaults to the tensors' dtype (give it for
         NumPy uint16 bf16 data). For int addresses give num_tokens (and
-        strides=StoreStrides(...) for a strided source)."""
+        strides=StoreStrides(...) for a strided source). rank: the
+        tensor-parallel rank whose pool is written (Config.set_ranks); key
+        and value hold that rank's heads."""
         op = "kvc_store_kv"
         dev = self.device
         lv = self._layer(layer)
@@ -155,6 +157,7 @@ class KernelCalls:
         a = _STORE_ARGS()
         lib.kvc_store_args_init(ctypes.byref(a))
         a.layer = layer
+        a.rank = rank
         a.num_tokens = n
         a.src_dtype = dtype
         a.key = k.ptr
@@ -201,7 +204,7 @@ class KernelCalls:
         return a
 
     def decode_workspace_size(self, layer, batch, q_heads, max_seq_len, *, q_dtype=None,
-                              csr=False, table_stride=None):
+                              csr=False, table_stride=None, rank=0):
         """Bytes of workspace decode_attention() needs for this shape (0 on
         a CPU cache); size one workspace for the largest batch and longest
         sequence (kvc_decode_workspace_size)."""
@@ -211,6 +214,7 @@ class KernelCalls:
             T = self.description.tokens_per_block
             table_stride = 0 if csr else -(-max_seq_len // T)
         a = self._decode_args(op, layer, batch, q_heads, q_dtype, csr, table_stride, max_seq_len)
+        a.rank = rank
         out = ctypes.c_uint64()
         self._call(op, lib.kvc_decode_workspace_size, ctypes.byref(a), ctypes.byref(out))
         return out.value
@@ -222,7 +226,7 @@ class KernelCalls:
     def decode_attention(self, layer, query, out, seq_lens, block_table, *, max_seq_len,
                          indptr=None, window=0, softmax_scale=0.0, k_scale=1.0, v_scale=1.0,
                          workspace=None, workspace_bytes=None, q_dtype=None, stream=None,
-                         batch=None, q_heads=None, table_stride=None):
+                         batch=None, q_heads=None, table_stride=None, rank=0):
         """Paged decode attention of one layer: one query token per sequence
         against its cached K/V (kvc_decode_attention).
 
@@ -282,6 +286,7 @@ class KernelCalls:
             workspace_bytes = ws.numel() * _itemsize(ws.fmt)
         a = self._decode_args(op, layer, batch, q_heads, q_dtype, ptrs is not None, table_stride,
                               max_seq_len)
+        a.rank = rank  # tensor parallelism: the rank whose pool is read
         a.query = q.ptr
         a.out = o.ptr
         a.seq_lens = lens.ptr

@@ -39,7 +39,7 @@ class PrefillCalls:
         return a
 
     def prefill_workspace_size(self, layer, batch, total_q, q_heads, max_kv_len, *,
-                               q_dtype=None, csr=False, table_stride=None):
+                               q_dtype=None, csr=False, table_stride=None, rank=0):
         """Bytes of workspace prefill_attention() needs for this shape (0 on
         a CPU cache); it never decreases as batch, total_q or max_kv_len
         grow: size one workspace for the largest step
@@ -51,6 +51,7 @@ class PrefillCalls:
             table_stride = 0 if csr else -(-max_kv_len // T)
         a = self._prefill_args(layer, batch, total_q, q_heads, q_dtype, csr, table_stride,
                                max_kv_len)
+        a.rank = rank  # tensor parallelism: the rank whose pool is read
         out = ctypes.c_uint64()
         self._call(op, lib.kvc_prefill_workspace_size, ctypes.byref(a), ctypes.byref(out))
         return out.value
@@ -59,7 +60,7 @@ class PrefillCalls:
                           max_kv_len=None, indptr=None, lse=None, window=0, softmax_scale=0.0,
                           logits_soft_cap=0.0, k_scale=1.0, v_scale=1.0, workspace=None,
                           workspace_bytes=None, q_dtype=None, stream=None, q_heads=None,
-                          table_stride=None):
+                          table_stride=None, rank=0):
         """Paged prefill attention of one layer (kvc_prefill_attention).
 
         Sequence b has q_len = qo_indptr[b + 1] - qo_indptr[b] new query
@@ -146,6 +147,7 @@ class PrefillCalls:
             workspace_bytes = ws.numel() * _itemsize(ws.fmt)
         a = self._prefill_args(layer, batch, total_q, q_heads, q_dtype, ptrs is not None,
                                table_stride, max_kv_len)
+        a.rank = rank  # tensor parallelism: the rank whose pool is read
         a.query = q.ptr
         a.out = o.ptr
         a.lse = lse_t.ptr if lse_t is not None else None

@@ -119,6 +119,15 @@ class Cache(NativeHandle, SequenceCalls, BatchCalls, KernelCalls, PrefillCalls, 
         self._call("kvc_cache_layer_view", lib.kvc_cache_layer_view, layer, ctypes.byref(s))
         return _LAYER.read(s)
 
+    def layer_view_rank(self, rank, layer):
+        """LayerView of layer `layer` on tensor-parallel rank `rank`
+        (kvc_cache_layer_view_rank): the rank's pool and its share of the
+        heads (kv_heads from first_kv_head)."""
+        s = _LAYER.new()
+        self._call("kvc_cache_layer_view_rank", lib.kvc_cache_layer_view_rank, rank, layer,
+                   ctypes.byref(s))
+        return _LAYER.read(s)
+
     def pool_memory(self, pool=0):
         """The bytes of pool `pool` of a CPU cache as a writable memoryview
         (for tests and debugging: read K/V through layer_view offsets).

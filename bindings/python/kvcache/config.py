@@ -213,6 +213,37 @@ class Config:
         op = "kvc_config_set_device"
         check(lib.kvc_config_set_device(self._use(op), kind, ordinal), op)
 
+    def set_ranks(self, devices, ordinals=None):
+        """Tensor parallelism (kvc_config_set_ranks): one cache over several
+        ranks, given as a list of devices of one kind (["cuda:0", "cuda:1"];
+        on the CPU ["cpu:0", "cpu:1"], whose ordinals only name host pools),
+        or as a kind and its ordinals (set_ranks("cpu", [0, 1, 2, 3])). KV
+        heads are split across the ranks, or replicated when fewer than the
+        ranks; one set of block ids valid on every rank; every byte budget
+        is per rank. Setting `device` goes back to one rank."""
+        if ordinals is None:
+            pairs = [device_of(d) for d in devices]
+            kinds = set(k for k, _ in pairs)
+            if len(kinds) > 1:
+                raise ValueError("ranks must be devices of one kind, got %r" % (devices,))
+            kind = pairs[0][0] if pairs else DeviceKind.CPU
+            ordinals = [o for _, o in pairs]
+        else:
+            kind = device_of(devices)[0]
+        arr = (ctypes.c_int32 * max(1, len(ordinals)))(*ordinals)
+        op = "kvc_config_set_ranks"
+        check(lib.kvc_config_set_ranks(self._use(op), kind, arr, len(ordinals)), op)
+
+    @property
+    def ranks(self):
+        """The ranks' ordinals (one rank: [the device ordinal])
+        (kvc_config_get_ranks)."""
+        arr = (ctypes.c_int32 * 64)()
+        n = _u32()
+        op = "kvc_config_get_ranks"
+        check(lib.kvc_config_get_ranks(self._use(op), arr, 64, ctypes.byref(n)), op)
+        return list(arr[:n.value])
+
     primary_bytes = _setting(
         lib.kvc_config_set_primary_bytes, lib.kvc_config_get_primary_bytes,
         _u64, doc="Byte bound of the pool (0 = none).")

@@ -301,6 +301,65 @@ extern "C" {
     ) -> kvc_status_t;
 }
 extern "C" {
+    #[doc = " @brief Tensor parallelism: one cache over `num_ranks` ranks, rank r on"]
+    #[doc = "        device `ordinals[r]` of `kind`."]
+    #[doc = ""]
+    #[doc = " The cache has one manager, one prefix tree and one set of block ids,"]
+    #[doc = " valid on every rank; each rank has its own pools (and host tier), holding"]
+    #[doc = " its share of every layer's kv heads: `kv_heads / num_ranks` heads when"]
+    #[doc = " the ranks divide the heads, else, when the heads divide the ranks, one"]
+    #[doc = " head replicated on `num_ranks / kv_heads` ranks (rank r holds head"]
+    #[doc = " `r / (num_ranks / kv_heads)`), as vLLM and TensorRT-LLM shard. Every copy"]
+    #[doc = " the cache makes (copy-on-write, offload, onboard, the moves of a resize)"]
+    #[doc = " is made on every rank; a layer view, store or attention kernel names its"]
+    #[doc = " rank (kvc_cache_layer_view_rank, the `rank` field of the kernel"]
+    #[doc = " arguments). Every byte budget (primary_bytes, max_primary_bytes,"]
+    #[doc = " host_cache_bytes, the free-memory fraction) is per rank, as vLLM's"]
+    #[doc = " gpu_memory_utilization is per GPU; a CUDA cache is sized by the rank with"]
+    #[doc = " the least free memory. Streams passed to cache calls are rank 0's; the"]
+    #[doc = " cache's copies on another rank go to that device's default stream."]
+    #[doc = ""]
+    #[doc = " CUDA: `ordinals` are device ordinals, checked at kvc_cache_create; a"]
+    #[doc = " call that works on a rank makes that rank's device current on the calling"]
+    #[doc = " thread (as a one-device cache makes its own), so a caller with several"]
+    #[doc = " devices sets its own (cudaSetDevice) before its own CUDA work. CPU:"]
+    #[doc = " each rank has its own host pools; the ordinals only name them. One rank"]
+    #[doc = " is kvc_config_set_device(kind, ordinals[0]). kvc_config_set_device sets"]
+    #[doc = " one rank again."]
+    #[doc = ""]
+    #[doc = " Refused at kvc_cache_create, naming the numbers: a layer whose kv heads"]
+    #[doc = " the ranks neither divide nor are divided by; state resources (state.h),"]
+    #[doc = " a disk or remote cache with more than one rank. kvc_stateful_create"]
+    #[doc = " refuses a config of several ranks."]
+    #[doc = " @param ordinals Array of `num_ranks` distinct ordinals >= 0 (CPU with one"]
+    #[doc = "        rank: 0), borrowed for the call."]
+    #[doc = " @param num_ranks 1..64."]
+    #[doc = " @return KVC_OK, KVC_ERR_INVALID_ARGUMENT (a kind, a count out of range,"]
+    #[doc = "         a negative or duplicate ordinal: the message names the indices);"]
+    #[doc = "         nothing changed on failure."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_config_set_ranks(
+        config: *mut kvc_config_t,
+        kind: kvc_device_kind_t,
+        ordinals: *const i32,
+        num_ranks: u32,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief The ranks' ordinals (one rank: the device ordinal) into"]
+    #[doc = "        `ordinals[capacity]`; `*num_ranks` gets their count."]
+    #[doc = " @param ordinals May be NULL when capacity is 0."]
+    #[doc = " @return KVC_OK, KVC_ERR_INVALID_ARGUMENT, KVC_ERR_BUFFER_TOO_SMALL (then"]
+    #[doc = "         `*num_ranks` is the capacity needed and nothing is written)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_config_get_ranks(
+        config: *const kvc_config_t,
+        ordinals: *mut i32,
+        capacity: u32,
+        num_ranks: *mut u32,
+    ) -> kvc_status_t;
+}
+extern "C" {
     #[doc = " @brief Upper bound on the primary pool, in bytes; 0 = no byte bound."]
     #[doc = ""]
     #[doc = " The pool is the lesser of this, max_tokens and (on CUDA)"]
@@ -558,12 +617,22 @@ pub struct kvc_cache_desc {
     pub num_state_slots: u32,
     #[doc = "< Bytes of all state slots (out of the budget). @since 0.3.0"]
     pub state_bytes: u64,
+    #[doc = "< Tensor-parallel ranks (kvc_config_set_ranks); 1"]
+    #[doc = "without. num_blocks, token_capacity, the pool and"]
+    #[doc = "host bytes above are one rank's: every rank has as"]
+    #[doc = "many (kvc_group_desc_t says how the heads are"]
+    #[doc = "split). @since 0.3.0"]
+    pub num_ranks: u32,
+    #[doc = "< The most ranks holding one kv head over the"]
+    #[doc = "groups (1: every group's heads are split, none"]
+    #[doc = "replicated). @since 0.3.0"]
+    pub max_head_replication: u32,
 }
 #[test]
 fn bindgen_test_layout_kvc_cache_desc() {
     assert_eq!(
         ::std::mem::size_of::<kvc_cache_desc>(),
-        104usize,
+        112usize,
         concat!("Size of: ", stringify!(kvc_cache_desc))
     );
     assert_eq!(
@@ -894,6 +963,40 @@ fn bindgen_test_layout_kvc_cache_desc() {
         );
     }
     test_field_state_bytes();
+    fn test_field_num_ranks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_cache_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_ranks) as usize - ptr as usize
+            },
+            104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_cache_desc),
+                "::",
+                stringify!(num_ranks)
+            )
+        );
+    }
+    test_field_num_ranks();
+    fn test_field_max_head_replication() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_cache_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).max_head_replication) as usize - ptr as usize
+            },
+            108usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_cache_desc),
+                "::",
+                stringify!(max_head_replication)
+            )
+        );
+    }
+    test_field_max_head_replication();
 }
 #[doc = " @brief Summary of a cache. Transparent; begins with struct_size."]
 #[doc = " @since 0.1.0"]
@@ -923,7 +1026,7 @@ pub struct kvc_group_desc {
     pub struct_size: u32,
     #[doc = "< Attention window in tokens; 0 = full."]
     pub window: u32,
-    #[doc = "< KV heads of each layer of the group."]
+    #[doc = "< KV heads of each layer of the group (the model's)."]
     pub kv_heads: u32,
     #[doc = "< Head dimension."]
     pub head_dim: u32,
@@ -931,16 +1034,24 @@ pub struct kvc_group_desc {
     pub num_layers: u32,
     #[doc = "< Index of the pool its blocks come from."]
     pub pool: u32,
-    #[doc = "< Bytes of one block (all layers of the group)."]
+    #[doc = "< Bytes of one block (all layers of the group; one"]
+    #[doc = "rank's with several ranks)."]
     pub block_bytes: u64,
     #[doc = "< block_bytes / tokens_per_block."]
     pub bytes_per_token: u64,
+    #[doc = "< KV heads each rank holds of each layer"]
+    #[doc = "(kv_heads with one rank). @since 0.3.0"]
+    pub kv_heads_per_rank: u32,
+    #[doc = "< Ranks holding each of those heads: 1 when the"]
+    #[doc = "ranks split the heads, num_ranks / kv_heads when"]
+    #[doc = "they replicate them. @since 0.3.0"]
+    pub head_replication: u32,
 }
 #[test]
 fn bindgen_test_layout_kvc_group_desc() {
     assert_eq!(
         ::std::mem::size_of::<kvc_group_desc>(),
-        40usize,
+        48usize,
         concat!("Size of: ", stringify!(kvc_group_desc))
     );
     assert_eq!(
@@ -1084,6 +1195,40 @@ fn bindgen_test_layout_kvc_group_desc() {
         );
     }
     test_field_bytes_per_token();
+    fn test_field_kv_heads_per_rank() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).kv_heads_per_rank) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_desc),
+                "::",
+                stringify!(kv_heads_per_rank)
+            )
+        );
+    }
+    test_field_kv_heads_per_rank();
+    fn test_field_head_replication() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).head_replication) as usize - ptr as usize
+            },
+            44usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_desc),
+                "::",
+                stringify!(head_replication)
+            )
+        );
+    }
+    test_field_head_replication();
 }
 #[doc = " @brief One layer group: the layers sharing (window, kv heads, head dim)."]
 #[doc = "        Transparent; begins with struct_size."]
@@ -1123,6 +1268,9 @@ pub struct kvc_pool_desc {
     #[doc = "the shared budget)."]
     pub bytes: u64,
     #[doc = "< First byte (device pointer on CUDA). Owned by the cache."]
+    #[doc = "With several ranks (kvc_config_set_ranks) rank 0's pool;"]
+    #[doc = "every rank's pool has these counts and bytes, and"]
+    #[doc = "kvc_cache_layer_view_rank() addresses the others."]
     pub base: *mut ::std::os::raw::c_void,
 }
 #[test]
@@ -1300,12 +1448,20 @@ pub struct kvc_layer_view {
     pub token_stride: u64,
     #[doc = "< Bytes between consecutive heads."]
     pub head_stride: u64,
+    #[doc = "< The rank whose pool this is (0 with one rank). @since 0.3.0"]
+    pub rank: u32,
+    #[doc = "< The model's kv head at head 0 of the view: the"]
+    #[doc = "view holds heads first_kv_head .."]
+    #[doc = "first_kv_head + kv_heads - 1. @since 0.3.0"]
+    pub first_kv_head: u32,
+    #[doc = "< The layer's kv heads in the model. @since 0.3.0"]
+    pub total_kv_heads: u32,
 }
 #[test]
 fn bindgen_test_layout_kvc_layer_view() {
     assert_eq!(
         ::std::mem::size_of::<kvc_layer_view>(),
-        88usize,
+        104usize,
         concat!("Size of: ", stringify!(kvc_layer_view))
     );
     assert_eq!(
@@ -1585,6 +1741,57 @@ fn bindgen_test_layout_kvc_layer_view() {
         );
     }
     test_field_head_stride();
+    fn test_field_rank() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_layer_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).rank) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_layer_view),
+                "::",
+                stringify!(rank)
+            )
+        );
+    }
+    test_field_rank();
+    fn test_field_first_kv_head() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_layer_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).first_kv_head) as usize - ptr as usize
+            },
+            92usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_layer_view),
+                "::",
+                stringify!(first_kv_head)
+            )
+        );
+    }
+    test_field_first_kv_head();
+    fn test_field_total_kv_heads() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_layer_view>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).total_kv_heads) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_layer_view),
+                "::",
+                stringify!(total_kv_heads)
+            )
+        );
+    }
+    test_field_total_kv_heads();
 }
 #[doc = " @brief Where one layer's K and V live, as a strided tensor that external"]
 #[doc = "        kernels can address. Transparent; begins with struct_size."]
@@ -1605,6 +1812,21 @@ extern "C" {
     #[doc = " @since 0.1.0"]
     pub fn kvc_cache_layer_view(
         cache: *const kvc_cache_t,
+        layer: u32,
+        out: *mut kvc_layer_view_t,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief The tensor view of layer `layer` on rank `rank` (0 <= rank <"]
+    #[doc = "        num_ranks; kvc_config_set_ranks): the rank's pool and its share of"]
+    #[doc = "        the heads (kv_heads, first_kv_head). Block ids are the same on"]
+    #[doc = "        every rank. Rank 0 is kvc_cache_layer_view."]
+    #[doc = " @return KVC_OK, KVC_ERR_INVALID_ARGUMENT (a layer or rank out of range,"]
+    #[doc = "         named). Reads only."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_cache_layer_view_rank(
+        cache: *const kvc_cache_t,
+        rank: u32,
         layer: u32,
         out: *mut kvc_layer_view_t,
     ) -> kvc_status_t;
@@ -3757,12 +3979,18 @@ pub struct kvc_store_args {
     pub k_scale: f32,
     #[doc = "< fp8 quantization scale of V (> 0); default 1."]
     pub v_scale: f32,
+    #[doc = "< Tensor parallelism: the rank whose pool is written"]
+    #[doc = "(key and value hold that rank's heads,"]
+    #[doc = "kvc_cache_layer_view_rank); 0 < num_ranks. A"]
+    #[doc = "caller's struct without it means rank 0."]
+    #[doc = "@since 0.3.0"]
+    pub rank: u32,
 }
 #[test]
 fn bindgen_test_layout_kvc_store_args() {
     assert_eq!(
         ::std::mem::size_of::<kvc_store_args>(),
-        48usize,
+        56usize,
         concat!("Size of: ", stringify!(kvc_store_args))
     );
     assert_eq!(
@@ -3923,6 +4151,23 @@ fn bindgen_test_layout_kvc_store_args() {
         );
     }
     test_field_v_scale();
+    fn test_field_rank() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_store_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).rank) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_store_args),
+                "::",
+                stringify!(rank)
+            )
+        );
+    }
+    test_field_rank();
 }
 #[doc = " @brief What kvc_store_kv() writes. Transparent; begins with struct_size."]
 #[doc = ""]
@@ -4303,12 +4548,18 @@ pub struct kvc_decode_args {
     pub workspace: *mut ::std::os::raw::c_void,
     #[doc = "< Bytes at workspace."]
     pub workspace_bytes: u64,
+    #[doc = "< Tensor parallelism: the rank whose pool is read"]
+    #[doc = "(q_heads are that rank's query heads; workspace"]
+    #[doc = "on that rank's device); 0 < num_ranks. A"]
+    #[doc = "caller's struct without it means rank 0."]
+    #[doc = "@since 0.3.0"]
+    pub rank: u32,
 }
 #[test]
 fn bindgen_test_layout_kvc_decode_args() {
     assert_eq!(
         ::std::mem::size_of::<kvc_decode_args>(),
-        104usize,
+        112usize,
         concat!("Size of: ", stringify!(kvc_decode_args))
     );
     assert_eq!(
@@ -4639,6 +4890,23 @@ fn bindgen_test_layout_kvc_decode_args() {
         );
     }
     test_field_workspace_bytes();
+    fn test_field_rank() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_decode_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).rank) as usize - ptr as usize
+            },
+            104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_decode_args),
+                "::",
+                stringify!(rank)
+            )
+        );
+    }
+    test_field_rank();
 }
 #[doc = " @brief What kvc_decode_attention() computes. Transparent; begins with"]
 #[doc = "        struct_size."]
@@ -4799,12 +5067,17 @@ pub struct kvc_prefill_args {
     pub workspace: *mut ::std::os::raw::c_void,
     #[doc = "< Bytes at workspace."]
     pub workspace_bytes: u64,
+    #[doc = "< Tensor parallelism: the rank whose pool is read"]
+    #[doc = "(as kvc_decode_args_t's); 0 < num_ranks. A"]
+    #[doc = "caller's struct without it means rank 0."]
+    #[doc = "@since 0.3.0"]
+    pub rank: u32,
 }
 #[test]
 fn bindgen_test_layout_kvc_prefill_args() {
     assert_eq!(
         ::std::mem::size_of::<kvc_prefill_args>(),
-        136usize,
+        144usize,
         concat!("Size of: ", stringify!(kvc_prefill_args))
     );
     assert_eq!(
@@ -5203,6 +5476,23 @@ fn bindgen_test_layout_kvc_prefill_args() {
         );
     }
     test_field_workspace_bytes();
+    fn test_field_rank() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_prefill_args>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).rank) as usize - ptr as usize
+            },
+            136usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_prefill_args),
+                "::",
+                stringify!(rank)
+            )
+        );
+    }
+    test_field_rank();
 }
 #[doc = " @brief What kvc_prefill_attention() computes. Transparent; begins with"]
 #[doc = "        struct_size."]

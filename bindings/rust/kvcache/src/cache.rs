@@ -62,6 +62,12 @@ pub struct CacheDesc {
     pub num_state_slots: u32,
     /// Bytes of all state slots (out of the budget).
     pub state_bytes: u64,
+    /// Tensor-parallel ranks (`Config::set_ranks`); 1 without. The block
+    /// counts and bytes above are one rank's.
+    pub num_ranks: u32,
+    /// The most ranks holding one kv head over the groups (1: none
+    /// replicated).
+    pub max_head_replication: u32,
 }
 
 impl CacheDesc {
@@ -84,6 +90,8 @@ impl CacheDesc {
             num_resources: d.num_resources,
             num_state_slots: d.num_state_slots,
             state_bytes: d.state_bytes,
+            num_ranks: d.num_ranks,
+            max_head_replication: d.max_head_replication,
         }
     }
 }
@@ -106,6 +114,10 @@ pub struct GroupDesc {
     pub block_bytes: u64,
     /// `block_bytes / tokens_per_block`.
     pub bytes_per_token: u64,
+    /// KV heads each rank holds of each layer (`kv_heads` with one rank).
+    pub kv_heads_per_rank: u32,
+    /// Ranks holding each of those heads (1: split, not replicated).
+    pub head_replication: u32,
 }
 
 /// One block pool (`kvc_pool_desc_t`).
@@ -167,6 +179,12 @@ pub struct LayerView {
     pub token_stride: u64,
     /// Bytes between consecutive heads.
     pub head_stride: u64,
+    /// The rank whose pool this is (0 with one rank).
+    pub rank: u32,
+    /// The model's kv head at head 0 of the view.
+    pub first_kv_head: u32,
+    /// The layer's kv heads in the model.
+    pub total_kv_heads: u32,
 }
 
 // SAFETY: as for PoolDesc.
@@ -355,6 +373,8 @@ impl Cache {
             pool: d.pool,
             block_bytes: d.block_bytes,
             bytes_per_token: d.bytes_per_token,
+            kv_heads_per_rank: d.kv_heads_per_rank,
+            head_replication: d.head_replication,
         })
     }
 
@@ -377,7 +397,22 @@ impl Cache {
         let mut v = sized!(sys::kvc_layer_view_t);
         // SAFETY: live cache, valid out struct with struct_size set.
         check(unsafe { sys::kvc_cache_layer_view(self.raw.as_ptr(), layer, &mut v) })?;
-        Ok(LayerView {
+        Ok(LayerView::from_raw(&v))
+    }
+
+    /// The tensor view of layer `layer` on rank `rank`
+    /// (`kvc_cache_layer_view_rank`, tensor parallelism).
+    pub fn layer_view_rank(&self, rank: u32, layer: u32) -> Result<LayerView> {
+        let mut v = sized!(sys::kvc_layer_view_t);
+        // SAFETY: live cache, valid out struct with struct_size set.
+        check(unsafe { sys::kvc_cache_layer_view_rank(self.raw.as_ptr(), rank, layer, &mut v) })?;
+        Ok(LayerView::from_raw(&v))
+    }
+}
+
+impl LayerView {
+    fn from_raw(v: &sys::kvc_layer_view_t) -> LayerView {
+        LayerView {
             group: v.group,
             pool: v.pool,
             dtype: Dtype::from_raw(v.dtype),
@@ -393,9 +428,14 @@ impl Cache {
             kv_stride: v.kv_stride,
             token_stride: v.token_stride,
             head_stride: v.head_stride,
-        })
+            rank: v.rank,
+            first_kv_head: v.first_kv_head,
+            total_kv_heads: v.total_kv_heads,
+        }
     }
+}
 
+impl Cache {
     /// Current statistics (`kvc_cache_get_stats`).
     pub fn stats(&self) -> Result<Stats> {
         let mut s = sized!(sys::kvc_cache_stats_t);

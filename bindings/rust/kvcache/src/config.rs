@@ -174,6 +174,41 @@ impl Config {
         check(unsafe { sys::kvc_config_set_device(self.raw.as_ptr(), kind, ordinal) })
     }
 
+    /// Tensor parallelism on CUDA devices `ordinals` (distinct), one rank
+    /// each (`kvc_config_set_ranks`): kv heads split across the ranks, or
+    /// replicated when fewer than the ranks; one set of block ids; every
+    /// byte budget per rank. One ordinal is `set_device(Device::Cuda(o))`.
+    pub fn set_cuda_ranks(&mut self, ordinals: &[i32]) -> Result<()> {
+        self.set_ranks(sys::KVC_DEVICE_CUDA, ordinals)
+    }
+
+    /// Tensor parallelism on the CPU backend: `num_ranks` ranks, each with
+    /// its own host pools (`kvc_config_set_ranks` with ordinals 0..n).
+    pub fn set_cpu_ranks(&mut self, num_ranks: u32) -> Result<()> {
+        let ordinals: Vec<i32> = (0..num_ranks as i32).collect();
+        self.set_ranks(sys::KVC_DEVICE_CPU, &ordinals)
+    }
+
+    fn set_ranks(&mut self, kind: sys::kvc_device_kind_t, ordinals: &[i32]) -> Result<()> {
+        let n = u32::try_from(ordinals.len())
+            .map_err(|_| Error::invalid(format!("{} ranks is too many", ordinals.len())))?;
+        // SAFETY: live config, exclusively borrowed; `ordinals` holds n values.
+        check(unsafe { sys::kvc_config_set_ranks(self.raw.as_ptr(), kind, ordinals.as_ptr(), n) })
+    }
+
+    /// The ranks' ordinals (one rank: the device ordinal)
+    /// (`kvc_config_get_ranks`).
+    pub fn ranks(&self) -> Result<Vec<i32>> {
+        let mut n = 0u32;
+        let mut out = vec![0i32; 64];
+        // SAFETY: live config; `out` has room for 64 ordinals, the most.
+        check(unsafe {
+            sys::kvc_config_get_ranks(self.raw.as_ptr(), out.as_mut_ptr(), 64, &mut n)
+        })?;
+        out.truncate(n as usize);
+        Ok(out)
+    }
+
     /// Device of the primary pool (`kvc_config_get_device`).
     pub fn device(&self) -> Result<Device> {
         let (mut kind, mut ordinal) = (0, 0);
@@ -344,6 +379,16 @@ impl ConfigBuilder {
     /// Device of the primary pool. See [`Config::set_device`].
     pub fn device(self, device: Device) -> ConfigBuilder {
         self.apply(|c| c.set_device(device))
+    }
+
+    /// Tensor parallelism on CUDA devices. See [`Config::set_cuda_ranks`].
+    pub fn cuda_ranks(self, ordinals: &[i32]) -> ConfigBuilder {
+        self.apply(|c| c.set_cuda_ranks(ordinals))
+    }
+
+    /// Tensor parallelism on CPU ranks. See [`Config::set_cpu_ranks`].
+    pub fn cpu_ranks(self, num_ranks: u32) -> ConfigBuilder {
+        self.apply(|c| c.set_cpu_ranks(num_ranks))
     }
 
     /// The config, validated (`kvc_config_validate`), or the first error.

@@ -26,6 +26,9 @@ use crate::types::{Device, Dtype, Element, Stream};
 pub struct StoreKv<'a, T: Element> {
     /// Model layer.
     pub layer: u32,
+    /// Tensor parallelism: the rank whose pool is used (0 with one rank;
+    /// its share of the heads, `Cache::layer_view_rank`).
+    pub rank: u32,
     /// Element type of `key` and `value`: the cache dtype, or f32, f16 or
     /// bf16 for an fp8-e4m3 cache (quantized with the scales).
     pub src_dtype: Dtype,
@@ -53,6 +56,7 @@ impl<'a, T: Element> StoreKv<'a, T> {
     ) -> Self {
         StoreKv {
             layer,
+            rank: 0,
             src_dtype,
             key,
             value,
@@ -89,6 +93,9 @@ pub enum BlockTables<'a> {
 pub struct Decode<'a, T: Element> {
     /// Model layer.
     pub layer: u32,
+    /// Tensor parallelism: the rank whose pool is used (0 with one rank;
+    /// its share of the heads, `Cache::layer_view_rank`).
+    pub rank: u32,
     /// Query heads, a multiple of the layer's kv heads.
     pub q_heads: u32,
     /// Element type of `query` and the output.
@@ -125,6 +132,7 @@ impl<'a, T: Element> Decode<'a, T> {
     ) -> Self {
         Decode {
             layer,
+            rank: 0,
             q_heads,
             q_dtype,
             query,
@@ -146,6 +154,9 @@ impl<'a, T: Element> Decode<'a, T> {
 pub struct Prefill<'a, T: Element> {
     /// Model layer.
     pub layer: u32,
+    /// Tensor parallelism: the rank whose pool is used (0 with one rank;
+    /// its share of the heads, `Cache::layer_view_rank`).
+    pub rank: u32,
     /// Query heads, a multiple of the layer's kv heads.
     pub q_heads: u32,
     /// Element type of `query` and the output.
@@ -188,6 +199,7 @@ impl<'a, T: Element> Prefill<'a, T> {
     ) -> Self {
         Prefill {
             layer,
+            rank: 0,
             q_heads,
             q_dtype,
             query,
@@ -232,6 +244,9 @@ impl TableFormat {
 pub struct RawStoreArgs {
     /// Model layer.
     pub layer: u32,
+    /// Tensor parallelism: the rank whose pool is used (0 with one rank;
+    /// its share of the heads, `Cache::layer_view_rank`).
+    pub rank: u32,
     /// Tokens at key, value and slot_mapping.
     pub num_tokens: u32,
     /// Element type of key and value.
@@ -254,6 +269,7 @@ impl Default for RawStoreArgs {
     fn default() -> Self {
         RawStoreArgs {
             layer: 0,
+            rank: 0,
             num_tokens: 0,
             src_dtype: Dtype::Other(0),
             key: ptr::null(),
@@ -269,6 +285,7 @@ impl RawStoreArgs {
     pub(crate) fn to_c(self) -> sys::kvc_store_args_t {
         let mut a = sized!(sys::kvc_store_args_t);
         a.layer = self.layer;
+        a.rank = self.rank;
         a.num_tokens = self.num_tokens;
         a.src_dtype = self.src_dtype.raw();
         a.key = self.key;
@@ -342,6 +359,9 @@ impl StoreStrides {
 pub struct RawDecodeArgs {
     /// Model layer.
     pub layer: u32,
+    /// Tensor parallelism: the rank whose pool is used (0 with one rank;
+    /// its share of the heads, `Cache::layer_view_rank`).
+    pub rank: u32,
     /// Sequences.
     pub batch: u32,
     /// Query heads.
@@ -383,6 +403,7 @@ impl Default for RawDecodeArgs {
     fn default() -> Self {
         RawDecodeArgs {
             layer: 0,
+            rank: 0,
             batch: 0,
             q_heads: 0,
             q_dtype: Dtype::Other(0),
@@ -408,6 +429,7 @@ impl RawDecodeArgs {
     pub(crate) fn to_c(self) -> sys::kvc_decode_args_t {
         let mut a = sized!(sys::kvc_decode_args_t);
         a.layer = self.layer;
+        a.rank = self.rank;
         a.batch = self.batch;
         a.q_heads = self.q_heads;
         a.q_dtype = self.q_dtype.raw();
@@ -437,6 +459,9 @@ impl RawDecodeArgs {
 pub struct RawPrefillArgs {
     /// Model layer.
     pub layer: u32,
+    /// Tensor parallelism: the rank whose pool is used (0 with one rank;
+    /// its share of the heads, `Cache::layer_view_rank`).
+    pub rank: u32,
     /// Sequences.
     pub batch: u32,
     /// Query rows (`qo_indptr[batch]`).
@@ -486,6 +511,7 @@ impl Default for RawPrefillArgs {
     fn default() -> Self {
         RawPrefillArgs {
             layer: 0,
+            rank: 0,
             batch: 0,
             total_q: 0,
             q_heads: 0,
@@ -515,6 +541,7 @@ impl RawPrefillArgs {
     pub(crate) fn to_c(self) -> sys::kvc_prefill_args_t {
         let mut a = sized!(sys::kvc_prefill_args_t);
         a.layer = self.layer;
+        a.rank = self.rank;
         a.batch = self.batch;
         a.total_q = self.total_q;
         a.q_heads = self.q_heads;
@@ -651,6 +678,7 @@ impl Cache {
         }
         let raw = RawStoreArgs {
             layer: args.layer,
+            rank: args.rank,
             num_tokens,
             src_dtype: args.src_dtype,
             key: args.key.as_ptr().cast(),
@@ -710,6 +738,7 @@ impl Cache {
         }
         let raw = RawStoreArgs {
             layer: args.layer,
+            rank: args.rank,
             num_tokens,
             src_dtype: args.src_dtype,
             key: args.key.as_ptr().cast(),
@@ -777,6 +806,7 @@ impl Cache {
         };
         let raw = RawDecodeArgs {
             layer: args.layer,
+            rank: args.rank,
             batch,
             q_heads: args.q_heads,
             q_dtype: args.q_dtype,
@@ -860,6 +890,7 @@ impl Cache {
         let (format, table, indptr, stride) = host_tables(WHAT, rows, args.tables)?;
         let raw = RawPrefillArgs {
             layer: args.layer,
+            rank: args.rank,
             batch,
             total_q,
             q_heads: args.q_heads,

@@ -138,6 +138,16 @@ public final class Cache implements AutoCloseable {
     return handle.call(h -> Records.layerView(h, layer));
   }
 
+  /**
+   * Tensor view of layer {@code layer} on rank {@code rank} (kvc_cache_layer_view_rank;
+   * tensor parallelism, {@link Config#setRanks}): the rank's pool and its share of the heads.
+   */
+  public LayerView layerViewRank(int rank, int layer) {
+    Args.u32("rank", rank);
+    Args.u32("layer", layer);
+    return handle.call(h -> Records.layerViewRank(h, rank, layer));
+  }
+
   // ======================================================================
   // Moving blocks between caches (transfer.h)
   // ======================================================================

@@ -22,9 +22,12 @@ package org.kvcache;
  * @param numResources state resources (state.h); 0 without
  * @param numStateSlots slots of every state resource
  * @param stateBytes bytes of all state slots (out of the budget)
+ * @param numRanks tensor-parallel ranks (Config#setRanks), 1 without; the block counts
+ *     and bytes are one rank's
+ * @param maxHeadReplication the most ranks holding one kv head (1: none replicated)
  */
 public record CacheDescription(DeviceKind deviceKind, int deviceOrdinal, DType dtype,
     Layout layout, int numLayers, int numGroups, int numPools, int tokensPerBlock,
     int kvFactor, long numBlocks, long tokenCapacity, long primaryBytes, long hostCacheBytes,
     long deviceFreeBytes, long deviceTotalBytes, int numResources, int numStateSlots,
-    long stateBytes) {}
+    long stateBytes, int numRanks, int maxHeadReplication) {}

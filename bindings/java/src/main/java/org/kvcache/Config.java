@@ -261,6 +261,41 @@ public final class Config implements AutoCloseable {
     });
   }
 
+  /**
+   * Tensor parallelism (kvc_config_set_ranks): one cache over {@code ordinals.length} ranks,
+   * rank r on device {@code ordinals[r]} of {@code kind} (CUDA device ordinals; on the CPU
+   * distinct names of host pools). KV heads are split across the ranks, or replicated when
+   * fewer than the ranks; one set of block ids valid on every rank; every byte budget is per
+   * rank. {@link #setDevice} goes back to one rank.
+   */
+  public Config setRanks(DeviceKind kind, int... ordinals) {
+    Args.notNull("kind", kind);
+    Args.notNull("ordinals", ordinals);
+    return handle.call(h -> {
+      Scratch s = Scratch.get();
+      int arr = s.alloc(4L * Math.max(1, ordinals.length));
+      s.putInts(arr, ordinals, 0, ordinals.length);
+      KvcNative.kvc_config_set_ranks(h, kind.code(), s.address(arr), ordinals.length);
+      return this;
+    });
+  }
+
+  /** The ranks' ordinals (one rank: the device ordinal) (kvc_config_get_ranks). */
+  public int[] getRanks() {
+    return handle.call(h -> {
+      Scratch s = Scratch.get();
+      int arr = s.alloc(4L * 64);
+      int count = s.alloc(8);
+      KvcNative.kvc_config_get_ranks(h, s.address(arr), 64, s.address(count));
+      int n = Args.toInt(s.getUnsignedInt(count));
+      int[] out = new int[n];
+      for (int i = 0; i < n; i++) {
+        out[i] = s.getInt(arr + 4 * i);
+      }
+      return out;
+    });
+  }
+
   /** Device kind of the primary pool. */
   public DeviceKind getDeviceKind() {
     return handle.call(h -> {

@@ -11,6 +11,7 @@ package org.kvcache;
  */
 public final class DecodeArgs {
   int layer;
+  int rank;
   int batch;
   int qHeads;
   DType qDtype;
@@ -35,6 +36,15 @@ public final class DecodeArgs {
   /** Model layer. */
   public DecodeArgs layer(int layer) {
     this.layer = Args.u32("layer", layer);
+    return this;
+  }
+
+  /**
+   * Tensor parallelism: the rank whose pool is used ({@link Config#setRanks}; its share of
+   * the heads, {@link Cache#layerViewRank}); 0 with one rank.
+   */
+  public DecodeArgs rank(int rank) {
+    this.rank = Args.u32("rank", rank);
     return this;
   }
 

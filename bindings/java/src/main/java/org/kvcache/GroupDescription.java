@@ -11,6 +11,8 @@ package org.kvcache;
  * @param pool index of the pool its blocks come from
  * @param blockBytes bytes of one block (all layers of the group)
  * @param bytesPerToken blockBytes / tokensPerBlock
+ * @param kvHeadsPerRank kv heads each rank holds (kvHeads with one rank)
+ * @param headReplication ranks holding each of those heads (1: split)
  */
 public record GroupDescription(int window, int kvHeads, int headDim, int numLayers, int pool,
-    long blockBytes, long bytesPerToken) {}
+    long blockBytes, long bytesPerToken, int kvHeadsPerRank, int headReplication) {}

@@ -48,6 +48,7 @@ final class Kernels {
         long rows = (long) args.numTokens * v.kvHeads() * v.headDim() * args.srcDtype.size();
         KvcNative.kvc_store_args_init(a);
         a.setLayer(args.layer);
+        a.setRank(args.rank);
         a.setNum_tokens(args.numTokens);
         a.setSrc_dtype(args.srcDtype.code());
         a.setKey(need(args.key, "key", rows, dev, args.numTokens > 0));
@@ -87,6 +88,7 @@ final class Kernels {
         boolean any = args.numTokens > 0;
         KvcNative.kvc_store_args_init(a);
         a.setLayer(args.layer);
+        a.setRank(args.rank);
         a.setNum_tokens(args.numTokens);
         a.setSrc_dtype(args.srcDtype.code());
         a.setKey(need(args.key, "key", any ? keyBytes : 0, dev, any));
@@ -143,6 +145,7 @@ final class Kernels {
     try {
       KvcNative.kvc_decode_args_init(a);
       a.setLayer(args.layer);
+      a.setRank(args.rank);
       a.setBatch(args.batch);
       a.setQ_heads(args.qHeads);
       a.setQ_dtype(args.qDtype.code());
@@ -242,6 +245,7 @@ final class Kernels {
     try {
       KvcNative.kvc_prefill_args_init(a);
       a.setLayer(args.layer);
+      a.setRank(args.rank);
       a.setBatch(batch);
       a.setTotal_q(totalQ);
       a.setQ_heads(args.qHeads);

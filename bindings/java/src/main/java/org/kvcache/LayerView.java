@@ -20,7 +20,11 @@ package org.kvcache;
  * @param kvStride bytes between K and V
  * @param tokenStride bytes between consecutive tokens
  * @param headStride bytes between consecutive heads
+ * @param rank the rank whose pool this is (0 with one rank)
+ * @param firstKvHead the model's kv head at head 0 of the view
+ * @param totalKvHeads the layer's kv heads in the model
  */
 public record LayerView(int group, int pool, DType dtype, Layout layout, int kvHeads, int headDim,
     int tokensPerBlock, int kvFactor, int elemSize, long base, long numBlocks, long blockStride,
-    long kvStride, long tokenStride, long headStride) {}
+    long kvStride, long tokenStride, long headStride, int rank, int firstKvHead,
+    int totalKvHeads) {}

@@ -16,6 +16,7 @@ package org.kvcache;
  */
 public final class PrefillArgs {
   int layer;
+  int rank;
   int qHeads;
   DType qDtype;
   TableFormat tableFormat = TableFormat.PADDED;
@@ -43,6 +44,15 @@ public final class PrefillArgs {
   /** Model layer. */
   public PrefillArgs layer(int layer) {
     this.layer = Args.u32("layer", layer);
+    return this;
+  }
+
+  /**
+   * Tensor parallelism: the rank whose pool is used ({@link Config#setRanks}; its share of
+   * the heads, {@link Cache#layerViewRank}); 0 with one rank.
+   */
+  public PrefillArgs rank(int rank) {
+    this.rank = Args.u32("rank", rank);
     return this;
   }
 

@@ -37,6 +37,8 @@ final class Records {
     static final int NUM_RESOURCES = L.u32(kvc_cache_desc_t::getNum_resources);
     static final int NUM_STATE_SLOTS = L.u32(kvc_cache_desc_t::getNum_state_slots);
     static final int STATE_BYTES = L.u64(kvc_cache_desc_t::getState_bytes);
+    static final int NUM_RANKS = L.u32(kvc_cache_desc_t::getNum_ranks);
+    static final int MAX_HEAD_REPLICATION = L.u32(kvc_cache_desc_t::getMax_head_replication);
   }
 
   /** {@code kvc_resource_desc_t}. */
@@ -160,7 +162,9 @@ final class Records {
         s.getLong(at + CacheDesc.DEVICE_TOTAL_BYTES),
         Args.toInt(s.getUnsignedInt(at + CacheDesc.NUM_RESOURCES)),
         Args.toInt(s.getUnsignedInt(at + CacheDesc.NUM_STATE_SLOTS)),
-        s.getLong(at + CacheDesc.STATE_BYTES));
+        s.getLong(at + CacheDesc.STATE_BYTES),
+        Args.toInt(s.getUnsignedInt(at + CacheDesc.NUM_RANKS)),
+        Args.toInt(s.getUnsignedInt(at + CacheDesc.MAX_HEAD_REPLICATION)));
   }
 
   /** {@code kvc_group_desc_t}. */
@@ -174,6 +178,8 @@ final class Records {
     static final int POOL = L.u32(kvc_group_desc_t::getPool);
     static final int BLOCK_BYTES = L.u64(kvc_group_desc_t::getBlock_bytes);
     static final int BYTES_PER_TOKEN = L.u64(kvc_group_desc_t::getBytes_per_token);
+    static final int KV_HEADS_PER_RANK = L.u32(kvc_group_desc_t::getKv_heads_per_rank);
+    static final int HEAD_REPLICATION = L.u32(kvc_group_desc_t::getHead_replication);
   }
 
   static GroupDescription groupDescription(long cache, int group) {
@@ -188,7 +194,9 @@ final class Records {
         Args.toInt(s.getUnsignedInt(at + GroupDesc.NUM_LAYERS)),
         Args.toInt(s.getUnsignedInt(at + GroupDesc.POOL)),
         s.getLong(at + GroupDesc.BLOCK_BYTES),
-        s.getLong(at + GroupDesc.BYTES_PER_TOKEN));
+        s.getLong(at + GroupDesc.BYTES_PER_TOKEN),
+        Args.toInt(s.getUnsignedInt(at + GroupDesc.KV_HEADS_PER_RANK)),
+        Args.toInt(s.getUnsignedInt(at + GroupDesc.HEAD_REPLICATION)));
   }
 
   /** {@code kvc_pool_desc_t}. */
@@ -234,6 +242,9 @@ final class Records {
     static final int KV_STRIDE = L.u64(kvc_layer_view_t::getKv_stride);
     static final int TOKEN_STRIDE = L.u64(kvc_layer_view_t::getToken_stride);
     static final int HEAD_STRIDE = L.u64(kvc_layer_view_t::getHead_stride);
+    static final int RANK = L.u32(kvc_layer_view_t::getRank);
+    static final int FIRST_KV_HEAD = L.u32(kvc_layer_view_t::getFirst_kv_head);
+    static final int TOTAL_KV_HEADS = L.u32(kvc_layer_view_t::getTotal_kv_heads);
   }
 
   static LayerView layerView(long cache, int layer) {
@@ -241,6 +252,18 @@ final class Records {
     int at = s.alloc(View.L.size);
     kvc_layer_view_t out = View.L.prepare(s, at);
     KvcNative.kvc_cache_layer_view(cache, layer, out);
+    return layerViewAt(s, at);
+  }
+
+  static LayerView layerViewRank(long cache, int rank, int layer) {
+    Scratch s = Scratch.get();
+    int at = s.alloc(View.L.size);
+    kvc_layer_view_t out = View.L.prepare(s, at);
+    KvcNative.kvc_cache_layer_view_rank(cache, rank, layer, out);
+    return layerViewAt(s, at);
+  }
+
+  private static LayerView layerViewAt(Scratch s, int at) {
     return new LayerView(
         Args.toInt(s.getUnsignedInt(at + View.GROUP)),
         Args.toInt(s.getUnsignedInt(at + View.POOL)),
@@ -256,7 +279,10 @@ final class Records {
         s.getLong(at + View.BLOCK_STRIDE),
         s.getLong(at + View.KV_STRIDE),
         s.getLong(at + View.TOKEN_STRIDE),
-        s.getLong(at + View.HEAD_STRIDE));
+        s.getLong(at + View.HEAD_STRIDE),
+        Args.toInt(s.getUnsignedInt(at + View.RANK)),
+        Args.toInt(s.getUnsignedInt(at + View.FIRST_KV_HEAD)),
+        Args.toInt(s.getUnsignedInt(at + View.TOTAL_KV_HEADS)));
   }
 
   /** {@code kvc_cache_stats_t}. */

@@ -10,6 +10,7 @@ package org.kvcache;
  */
 public final class StoreArgs {
   int layer;
+  int rank;
   int numTokens;
   DType srcDtype;
   Memory key;
@@ -24,6 +25,15 @@ public final class StoreArgs {
   /** Model layer. */
   public StoreArgs layer(int layer) {
     this.layer = Args.u32("layer", layer);
+    return this;
+  }
+
+  /**
+   * Tensor parallelism: the rank whose pool is used ({@link Config#setRanks}; its share of
+   * the heads, {@link Cache#layerViewRank}); 0 with one rank.
+   */
+  public StoreArgs rank(int rank) {
+    this.rank = Args.u32("rank", rank);
     return this;
   }
 
