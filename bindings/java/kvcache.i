@@ -165,6 +165,7 @@ KVC_ADDRESS(const char *url, const char **url, const char *key_namespace,
 /* A resource's reason text (kvc_resource_desc_t): an address the cache owns,
  * read with kvcj_strlen and kvcj_direct_buffer. */
 KVC_ADDRESS(const char *reason_text)
+%typemap(freearg) const char *reason_text ""
 
 /* ---------------------------------------------------------------------- */
 /* Helpers of the binding itself (not part of the C API).                  */
