@@ -53,8 +53,11 @@
  *   - the number of slots N is kvc_config_set_max_state_slots() when set,
  *     else `min(256, max(1, floor((budget - B) / 2 / S)))`: at most half of
  *     what is left after one block set, capped at 256 sequences;
- *   - the paged pools get the rest, `budget - N * S`, planned as without
- *     state resources.
+ *   - state snapshots (see prefix reuse below) take M * S: M is
+ *     kvc_config_set_max_state_snapshots() when set, else
+ *     `min(N, floor((budget - N * S - B) / 4 / S))`;
+ *   - the paged pools get the rest, `budget - (N + M) * S`, planned as
+ *     without state resources.
  * The budget must hold `B + N * S` with N >= 1 (kvc_config_validate() and
  * kvc_cache_create() refuse it otherwise, naming both figures).
  * kvc_cache_describe()'s primary_bytes counts the paged pools only;
