@@ -118,12 +118,16 @@
  *   - How often to publish: every publish copies kvc_snapshot_stats_t
  *     bytes_per_snapshot bytes (the sum of the resources' slot bytes, e.g.
  *     the SSM and conv state of every Mamba layer: a few MB for an 8B
- *     hybrid model) and takes a snapshot slot. Publishing at the end of
- *     every prefill chunk (and at the end of a turn's last full block)
- *     makes every chunk boundary reusable; publishing only at the end of
- *     the prompt (or of a system prompt) reuses exactly the shared prompts
- *     and costs one copy per request. The simulator's hybrid preset reports
- *     the hit rate for publishing every 1, 4 and 16 blocks
+ *     hybrid model) and takes a snapshot slot, and a publish into a full
+ *     pool evicts another snapshot. Publish where later prompts branch:
+ *     the end of a shared system prompt, and the last block boundary a
+ *     turn reaches (the next turn's prompt extends it); size the pool to
+ *     the branch points worth keeping. Publishing at every prefill chunk
+ *     makes every boundary reusable but, with a pool smaller than what is
+ *     published, its intermediate snapshots evict the useful ones: on the
+ *     simulator's multi-turn workload and its Nemotron-H-8B preset,
+ *     publishing every 16 blocks reused 41.8% of prompt tokens with 64
+ *     snapshot slots, every 4 blocks 17.5%, every block 6.9%
  *     (bench/results/2026-11-28-hybrid-snapshots-vm-2cpu.md).
  *
  * **Rewind (speculative decoding).** The state cannot run backwards, so on
