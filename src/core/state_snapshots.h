@@ -22,12 +22,12 @@
 namespace kvc {
 
 struct SnapshotCounters {
-  uint64_t published = 0;        // publish calls that stored a snapshot
-  uint64_t hits = 0;             // adds that reused a prefix through a snapshot
-  uint64_t hit_tokens = 0;       // the tokens those adds reused
-  uint64_t restores = 0;         // rewinds that restored a snapshot
-  uint64_t evicted = 0;          // snapshots evicted for a new one (the pool full)
-  uint64_t dropped = 0;          // snapshots dropped with their node
+  uint64_t published = 0;   // publish calls that stored a snapshot
+  uint64_t hits = 0;        // adds that reused a prefix through a snapshot
+  uint64_t hit_tokens = 0;  // the tokens those adds reused
+  uint64_t restores = 0;    // rewinds that restored a snapshot
+  uint64_t evicted = 0;     // snapshots evicted for a new one (the pool full)
+  uint64_t dropped = 0;     // snapshots dropped with their node
 };
 
 class StateSnapshots final : public SnapshotGate {
@@ -79,11 +79,11 @@ class StateSnapshots final : public SnapshotGate {
   uint32_t num_slots_ = 0;
   uint64_t copy_bytes_ = 0;
   uint64_t stride_bytes_ = 0;
-  std::vector<void*> bases_;         // per resource: snapshot slot 0
-  std::vector<uint32_t> free_;       // free snapshot slots, lowest last
-  std::vector<uint32_t> node_of_;    // per snapshot slot: its node, or kNone
-  std::vector<uint64_t> used_at_;    // per snapshot slot: tick of its last publish or reuse
-  std::vector<uint32_t> slot_of_;    // per tree node id: its snapshot slot, or kNone
+  std::vector<void*> bases_;       // per resource: snapshot slot 0
+  std::vector<uint32_t> free_;     // free snapshot slots, lowest last
+  std::vector<uint32_t> node_of_;  // per snapshot slot: its node, or kNone
+  std::vector<uint64_t> used_at_;  // per snapshot slot: tick of its last publish or reuse
+  std::vector<uint32_t> slot_of_;  // per tree node id: its snapshot slot, or kNone
   uint64_t tick_ = 0;
   SnapshotCounters counters_;
 };

@@ -6,13 +6,13 @@
  * precise messages and nothing changed; a randomized run against a shadow
  * of the published states with the invariant check after every call (state
  * slots, snapshot pool, host tier). Black box: only the public header. */
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cmocka.h>
 
 #include <kvcache/kvcache.h>
 
@@ -25,9 +25,9 @@ enum { NRES = 3, T = 4 };
 /* One attention layer (1 head of 8, bf16, 4 tokens per block: 128-byte
  * blocks) or two with `windowed` (layer 1 sees 4 tokens), and three state
  * resources: SSM 2x4x8 f32 (256 bytes), conv 24x4 f32 (384), generic 100. */
-static kvc_config_t *hybrid_config(uint64_t bytes, uint32_t slots, uint32_t snapshots,
+static kvc_config_t* hybrid_config(uint64_t bytes, uint32_t slots, uint32_t snapshots,
                                    int windowed) {
-  kvc_config_t *c = NULL;
+  kvc_config_t* c = NULL;
   ok(kvc_config_create(&c));
   ok(kvc_config_set_num_layers(c, windowed ? 2 : 1));
   ok(kvc_config_set_kv_heads(c, 1));
@@ -47,54 +47,54 @@ static kvc_config_t *hybrid_config(uint64_t bytes, uint32_t slots, uint32_t snap
   return c;
 }
 
-static kvc_cache_t *create(kvc_config_t *c) {
-  kvc_cache_t *cache = NULL;
+static kvc_cache_t* create(kvc_config_t* c) {
+  kvc_cache_t* cache = NULL;
   ok(kvc_cache_create(c, &cache));
   kvc_config_destroy(c);
   return cache;
 }
 
-static kvc_cache_t *hybrid(uint32_t snapshots) {
+static kvc_cache_t* hybrid(uint32_t snapshots) {
   return create(hybrid_config(1 << 20, 8, snapshots, 0));
 }
 
 /* Resource r's slot bytes of sequence id. */
-static unsigned char *slot_bytes(kvc_cache_t *cache, uint64_t id, uint32_t r, uint64_t *size) {
+static unsigned char* slot_bytes(kvc_cache_t* cache, uint64_t id, uint32_t r, uint64_t* size) {
   int32_t slots[NRES];
   ok(kvc_batch_state_slots(cache, &id, 1, KVC_STATE_ALL, slots));
   kvc_resource_desc_t d = KVC_RESOURCE_DESC_INIT;
   ok(kvc_cache_describe_resource(cache, r, &d));
   *size = d.slot_bytes;
-  return (unsigned char *)d.base + (uint64_t)slots[r] * d.slot_stride;
+  return (unsigned char*)d.base + (uint64_t)slots[r] * d.slot_stride;
 }
 
 /* Writes the pattern of `seed` into every slot of sequence id. */
-static void fill(kvc_cache_t *cache, uint64_t id, uint32_t seed) {
+static void fill(kvc_cache_t* cache, uint64_t id, uint32_t seed) {
   for (uint32_t r = 0; r < NRES; ++r) {
     uint64_t n = 0;
-    unsigned char *p = slot_bytes(cache, id, r, &n);
+    unsigned char* p = slot_bytes(cache, id, r, &n);
     for (uint64_t b = 0; b < n; ++b) p[b] = (unsigned char)(seed * 131 + b * 7 + r * 31 + 1);
   }
 }
 
 /* Whether sequence id's slots hold the pattern of `seed`, bit for bit. */
-static int holds(kvc_cache_t *cache, uint64_t id, uint32_t seed) {
+static int holds(kvc_cache_t* cache, uint64_t id, uint32_t seed) {
   for (uint32_t r = 0; r < NRES; ++r) {
     uint64_t n = 0;
-    const unsigned char *p = slot_bytes(cache, id, r, &n);
+    const unsigned char* p = slot_bytes(cache, id, r, &n);
     for (uint64_t b = 0; b < n; ++b)
       if (p[b] != (unsigned char)(seed * 131 + b * 7 + r * 31 + 1)) return 0;
   }
   return 1;
 }
 
-static kvc_snapshot_stats_t stats(const kvc_cache_t *cache) {
+static kvc_snapshot_stats_t stats(const kvc_cache_t* cache) {
   kvc_snapshot_stats_t s = KVC_SNAPSHOT_STATS_INIT;
   ok(kvc_cache_get_snapshot_stats(cache, &s));
   return s;
 }
 
-static uint64_t add(kvc_cache_t *cache, uint64_t id, const int32_t *tokens, size_t n) {
+static uint64_t add(kvc_cache_t* cache, uint64_t id, const int32_t* tokens, size_t n) {
   uint64_t cached = 99, probed = 98;
   ok(kvc_cache_probe(cache, tokens, n, NULL, &probed));
   ok(kvc_sequence_add(cache, id, tokens, n, NULL, NULL, &cached));
@@ -106,7 +106,7 @@ static uint64_t add(kvc_cache_t *cache, uint64_t id, const int32_t *tokens, size
 /* Computes a prompt in chunks of `chunk` tokens: after each, commits and
  * publishes the state (the pattern of the position) where the chunk ends on
  * a block boundary. */
-static void prefill(kvc_cache_t *cache, uint64_t id, size_t from, size_t n, size_t chunk) {
+static void prefill(kvc_cache_t* cache, uint64_t id, size_t from, size_t n, size_t chunk) {
   for (size_t end = from + chunk; end <= n; end += chunk) {
     fill(cache, id, (uint32_t)end);
     ok(kvc_sequence_commit(cache, id, end));
@@ -115,13 +115,13 @@ static void prefill(kvc_cache_t *cache, uint64_t id, size_t from, size_t n, size
   }
 }
 
-static void reuse_restores_published_bytes(void **state) {
+static void reuse_restores_published_bytes(void** state) {
   (void)state;
-  kvc_cache_t *cache = hybrid(0);
+  kvc_cache_t* cache = hybrid(0);
   int32_t a[20];
   for (int t = 0; t < 20; ++t) a[t] = 100 + t;
   assert_int_equal(add(cache, 1, a, 12), 0);
-  prefill(cache, 1, 0, 12, 4);  /* snapshots at 4, 8, 12 */
+  prefill(cache, 1, 0, 12, 4); /* snapshots at 4, 8, 12 */
   kvc_snapshot_stats_t s = stats(cache);
   assert_int_equal(s.published, 3);
   assert_int_equal(s.slots_used, 3);
@@ -144,7 +144,7 @@ static void reuse_restores_published_bytes(void **state) {
   assert_int_equal(s.hit_tokens, 8 + 12 + 4);
   kvc_cache_stats_t cs = KVC_CACHE_STATS_INIT;
   ok(kvc_cache_get_stats(cache, &cs));
-  assert_int_equal(cs.reused_blocks, 2 + 3 + 1);  /* what was really reused */
+  assert_int_equal(cs.reused_blocks, 2 + 3 + 1); /* what was really reused */
   /* A fresh sequence's slots are not touched when nothing is reused. */
   int32_t c[6] = {7, 7, 7, 7, 7, 7};
   ok(kvc_sequence_add(cache, 5, c, 6, NULL, NULL, &cs.reused_blocks));
@@ -154,13 +154,13 @@ static void reuse_restores_published_bytes(void **state) {
   kvc_cache_destroy(cache);
 }
 
-static void reuse_is_the_least_of_blocks_and_snapshots(void **state) {
+static void reuse_is_the_least_of_blocks_and_snapshots(void** state) {
   (void)state;
-  kvc_cache_t *cache = hybrid(0);
+  kvc_cache_t* cache = hybrid(0);
   int32_t a[24];
   for (int t = 0; t < 24; ++t) a[t] = 300 + t;
   assert_int_equal(add(cache, 1, a, 16), 0);
-  prefill(cache, 1, 0, 16, 2);  /* commits all 16; publishes at 4, 8, 12, 16 */
+  prefill(cache, 1, 0, 16, 2); /* commits all 16; publishes at 4, 8, 12, 16 */
   ok(kvc_sequence_remove(cache, 1));
   /* Publish only at 4 and 12 on a second prompt sharing nothing with it. */
   int32_t p[24];
@@ -194,11 +194,11 @@ static void reuse_is_the_least_of_blocks_and_snapshots(void **state) {
   kvc_cache_destroy(cache);
 }
 
-static void evicted_snapshot_shortens_reuse(void **state) {
+static void evicted_snapshot_shortens_reuse(void** state) {
   (void)state;
   /* A pool of 2 snapshots: a third publish evicts the least recently used
    * (equal priorities). */
-  kvc_cache_t *cache = hybrid(2);
+  kvc_cache_t* cache = hybrid(2);
   int32_t a[16], b[16];
   for (int t = 0; t < 16; ++t) {
     a[t] = 10 + t;
@@ -209,11 +209,11 @@ static void evicted_snapshot_shortens_reuse(void **state) {
   ok(kvc_sequence_commit(cache, 1, 12));
   ok(kvc_sequence_publish_state(cache, 1, 8, NULL));
   fill(cache, 1, 4);
-  ok(kvc_sequence_publish_state(cache, 1, 4, NULL));  /* the state is the caller's word */
+  ok(kvc_sequence_publish_state(cache, 1, 4, NULL)); /* the state is the caller's word */
   assert_int_equal(add(cache, 2, b, 12), 0);
   fill(cache, 2, 77);
   ok(kvc_sequence_commit(cache, 2, 8));
-  ok(kvc_sequence_publish_state(cache, 2, 8, NULL));  /* evicts a's snapshot at 8 */
+  ok(kvc_sequence_publish_state(cache, 2, 8, NULL)); /* evicts a's snapshot at 8 */
   kvc_snapshot_stats_t s = stats(cache);
   assert_int_equal(s.evicted, 1);
   assert_int_equal(s.slots_used, 2);
@@ -243,11 +243,11 @@ static void evicted_snapshot_shortens_reuse(void **state) {
   kvc_cache_destroy(cache);
 }
 
-static void block_eviction_drops_snapshot(void **state) {
+static void block_eviction_drops_snapshot(void** state) {
   (void)state;
   /* 8 blocks of 128 bytes after 2 slots and 4 snapshots of 1024 bytes (the
    * generic state's 100 bytes and the conv's 384 round up to 256). */
-  kvc_cache_t *cache = create(hybrid_config(6 * 1024 + 8 * 128, 2, 4, 0));
+  kvc_cache_t* cache = create(hybrid_config(6 * 1024 + 8 * 128, 2, 4, 0));
   kvc_cache_desc_t d = KVC_CACHE_DESC_INIT;
   ok(kvc_cache_describe(cache, &d));
   assert_int_equal(d.num_blocks, 8);
@@ -268,9 +268,9 @@ static void block_eviction_drops_snapshot(void **state) {
   kvc_cache_destroy(cache);
 }
 
-static void rewind_to_a_snapshot(void **state) {
+static void rewind_to_a_snapshot(void** state) {
   (void)state;
-  kvc_cache_t *cache = hybrid(0);
+  kvc_cache_t* cache = hybrid(0);
   int32_t a[16];
   for (int t = 0; t < 16; ++t) a[t] = 40 + t;
   assert_int_equal(add(cache, 1, a, 8), 0);
@@ -311,9 +311,9 @@ static void rewind_to_a_snapshot(void **state) {
   kvc_cache_destroy(cache);
 }
 
-static void bad_input(void **state) {
+static void bad_input(void** state) {
   (void)state;
-  kvc_cache_t *cache = hybrid(0);
+  kvc_cache_t* cache = hybrid(0);
   int32_t a[12];
   for (int t = 0; t < 12; ++t) a[t] = t;
   add(cache, 1, a, 10);
@@ -335,7 +335,7 @@ static void bad_input(void **state) {
   kvc_cache_destroy(cache);
 
   /* Block reuse off: nothing is published. */
-  kvc_config_t *c = hybrid_config(1 << 20, 4, 0, 0);
+  kvc_config_t* c = hybrid_config(1 << 20, 4, 0, 0);
   ok(kvc_config_set_block_reuse(c, false));
   cache = create(c);
   add(cache, 1, a, 10);
@@ -399,7 +399,7 @@ static void bad_input(void **state) {
  * forks and removals, on a small pool with a host tier; after each call
  * the invariant check, and each reuse must restore the pattern of the
  * reused prefix. */
-static uint32_t prefix_seed(const int32_t *tokens, size_t n) {
+static uint32_t prefix_seed(const int32_t* tokens, size_t n) {
   uint32_t h = 2166136261u;
   for (size_t i = 0; i < n; ++i) h = (h ^ (uint32_t)tokens[i]) * 16777619u;
   return h;
@@ -409,7 +409,7 @@ enum { MAXSEQ = 6, MAXTOK = 40 };
 
 /* Publishes, or is refused because the block is not in the tree (a commit
  * leaves a block a fork sibling still shares unpublished). */
-static void publish_or_unpublished(kvc_cache_t *cache, uint64_t id, uint64_t position) {
+static void publish_or_unpublished(kvc_cache_t* cache, uint64_t id, uint64_t position) {
   const kvc_status_t st = kvc_sequence_publish_state(cache, id, position, NULL);
   if (st == KVC_OK) return;
   assert_int_equal(st, KVC_ERR_INVALID_STATE);
@@ -417,12 +417,12 @@ static void publish_or_unpublished(kvc_cache_t *cache, uint64_t id, uint64_t pos
     fail_msg("publish: %s", kvc_last_error_message());
 }
 
-static void randomized(void **state) {
+static void randomized(void** state) {
   (void)state;
   for (uint32_t round = 0; round < 3; ++round) {
-    kvc_config_t *c = hybrid_config(MAXSEQ * 1024 + 10 * 1024 + 48 * 128, MAXSEQ, 10, round == 2);
+    kvc_config_t* c = hybrid_config(MAXSEQ * 1024 + 10 * 1024 + 48 * 128, MAXSEQ, 10, round == 2);
     if (round >= 1) ok(kvc_config_set_host_cache_bytes(c, 32 * 128 * (round == 2 ? 2 : 1)));
-    kvc_cache_t *cache = create(c);
+    kvc_cache_t* cache = create(c);
     srand(1234 + round);
     uint64_t ids[MAXSEQ];
     int32_t toks[MAXSEQ][MAXTOK];
@@ -433,7 +433,7 @@ static void randomized(void **state) {
       const int op = rand() % 6;
       if ((op == 0 || live == 0) && live < MAXSEQ) {
         const size_t n = 2 + (size_t)(rand() % 24);
-        int32_t *t = toks[live];
+        int32_t* t = toks[live];
         /* Half the prompts start with one of two "system prompts". */
         const int sys = rand() % 4;
         for (size_t i = 0; i < n; ++i) t[i] = sys < 2 && i < 9 ? sys * 7 + (int32_t)i : rand() % 2;

@@ -61,8 +61,8 @@ std::vector<SlotRef> slots_of(kvc_cache_t* cache, uint64_t id) {
   for (uint32_t r = 0; r < kResources; ++r) {
     kvc_resource_desc_t d = KVC_RESOURCE_DESC_INIT;
     EXPECT_EQ(kvc_cache_describe_resource(cache, r, &d), KVC_OK);
-    out.push_back({static_cast<uint8_t*>(d.base) + uint64_t(slots[r]) * d.slot_stride,
-                   d.slot_bytes});
+    out.push_back(
+        {static_cast<uint8_t*>(d.base) + uint64_t(slots[r]) * d.slot_stride, d.slot_bytes});
   }
   return out;
 }
