@@ -6,13 +6,14 @@
  * precise messages and nothing changed; a randomized run against a shadow
  * of the published states with the invariant check after every call (state
  * slots, snapshot pool, host tier). Black box: only the public header. */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+/* cmocka needs the headers above first. */
+#include <cmocka.h>
 
 #include <kvcache/kvcache.h>
 
