@@ -158,6 +158,11 @@ func (b *ConfigBuilder) MaxStateSlots(n uint32) *ConfigBuilder {
 	return b.set(func(c *Config) error { return c.SetMaxStateSlots(n) })
 }
 
+// MaxStateSnapshots is Config.SetMaxStateSnapshots.
+func (b *ConfigBuilder) MaxStateSnapshots(n uint32) *ConfigBuilder {
+	return b.set(func(c *Config) error { return c.SetMaxStateSnapshots(n) })
+}
+
 // MaxTokens is Config.SetMaxTokens.
 func (b *ConfigBuilder) MaxTokens(n uint64) *ConfigBuilder {
 	return b.set(func(c *Config) error { return c.SetMaxTokens(n) })

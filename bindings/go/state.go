@@ -178,3 +178,72 @@ func (c *Cache) StateSlotsAll(ids []uint64) ([]int32, error) {
 	}
 	return stateSlots(c, ids, StateAll, int(d.NumResources))
 }
+
+// StateSnapshotsNone is SetMaxStateSnapshots' value for no snapshot pool.
+const StateSnapshotsNone = ^uint32(0) // KVC_STATE_SNAPSHOTS_NONE (UINT32_MAX)
+
+// SetMaxStateSnapshots sets the number of state snapshot slots (0 =
+// planned from the budget, StateSnapshotsNone = none;
+// kvc_config_set_max_state_snapshots).
+func (c *Config) SetMaxStateSnapshots(n uint32) error {
+	return c.with("kvc_config_set_max_state_snapshots", func(h kvc.Config) error { return kvc.Kvc_config_set_max_state_snapshots(h, n) })
+}
+
+// MaxStateSnapshots is the snapshot slot setting (0 = planned).
+func (c *Config) MaxStateSnapshots() (n uint32, err error) {
+	err = c.with("kvc_config_get_max_state_snapshots", func(h kvc.Config) error { return kvc.Kvc_config_get_max_state_snapshots(h, &n) })
+	return n, err
+}
+
+// PublishState publishes sequence id's state at position (a positive
+// multiple of tokens_per_block, at most its committed tokens) as the
+// snapshot of its block ending there, copied on stream; a later prompt
+// with that prefix reuses it, and a rewind to position restores it
+// (kvc_sequence_publish_state).
+func (c *Cache) PublishState(id, position uint64, stream Stream) error {
+	const op = "kvc_sequence_publish_state"
+	return c.with(op, func(h kvc.Cache) error {
+		return wrap(op, kvc.Kvc_sequence_publish_state(h, id, position, uintptr(stream)))
+	})
+}
+
+// SnapshotStats is the state snapshot pool and its counters
+// (kvc_snapshot_stats_t; all 0 without state resources).
+type SnapshotStats struct {
+	NumSlots         uint32 // snapshot slots of the pool
+	SlotsUsed        uint32 // snapshots cached now
+	BytesPerSnapshot uint64 // bytes one publish or restore copies
+	Bytes            uint64 // bytes of the pool (out of the primary budget)
+	Published        uint64 // publishes that stored a snapshot
+	Hits             uint64 // adds that reused a prefix (restored a snapshot)
+	HitTokens        uint64 // tokens those adds reused
+	Restores         uint64 // rewinds that restored a snapshot
+	Evicted          uint64 // snapshots evicted by a publish into a full pool
+	Dropped          uint64 // snapshots dropped with their node
+}
+
+// SnapshotStats returns the snapshot pool and its counters
+// (kvc_cache_get_snapshot_stats).
+func (c *Cache) SnapshotStats() (SnapshotStats, error) {
+	const op = "kvc_cache_get_snapshot_stats"
+	return withCache(c, op, func(h kvc.Cache) (SnapshotStats, error) {
+		d := kvc.NewKvc_snapshot_stats_t()
+		defer kvc.DeleteKvc_snapshot_stats_t(d)
+		kvc.Kvc_snapshot_stats_init(d)
+		if err := wrap(op, kvc.Kvc_cache_get_snapshot_stats(h, d)); err != nil {
+			return SnapshotStats{}, err
+		}
+		return SnapshotStats{
+			NumSlots:         d.GetNum_slots(),
+			SlotsUsed:        d.GetSlots_used(),
+			BytesPerSnapshot: d.GetBytes_per_snapshot(),
+			Bytes:            d.GetBytes(),
+			Published:        d.GetPublished(),
+			Hits:             d.GetHits(),
+			HitTokens:        d.GetHit_tokens(),
+			Restores:         d.GetRestores(),
+			Evicted:          d.GetEvicted(),
+			Dropped:          d.GetDropped(),
+		}, nil
+	})
+}

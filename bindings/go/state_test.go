@@ -124,3 +124,88 @@ func TestStateBadInput(t *testing.T) {
 		t.Fatalf("StateSlots(7): %v", err)
 	}
 }
+
+// writeOrCheck writes seed's pattern into every slot of sequence id, or
+// reports whether the slots hold it.
+func writeOrCheck(t *testing.T, c *kvcache.Cache, id uint64, seed byte, write bool) bool {
+	t.Helper()
+	slots, err := c.StateSlotsAll([]uint64{id})
+	must(t, err)
+	same := true
+	for r, s := range slots {
+		v, err := c.DescribeResource(uint32(r))
+		must(t, err)
+		want := make([]byte, v.SlotBytes)
+		for i := range want {
+			want[i] = byte(i*7) + seed + byte(r)
+		}
+		at := v.Base + uintptr(uint64(s)*v.SlotStride)
+		if write {
+			kvc.Kvcgo_buffer_write(at, &want[0], v.SlotBytes)
+			continue
+		}
+		have := make([]byte, v.SlotBytes)
+		kvc.Kvcgo_buffer_read(&have[0], at, v.SlotBytes)
+		same = same && string(have) == string(want)
+	}
+	return same
+}
+
+func TestStateSnapshotsPublishReuseRewind(t *testing.T) {
+	cfg, err := kvcache.NewConfig()
+	must(t, err)
+	defer cfg.Close()
+	for _, err := range []error{cfg.SetNumLayers(1), cfg.SetKVHeads(1), cfg.SetHeadDim(8),
+		cfg.SetTokensPerBlock(4), cfg.SetPrimaryBytes(1 << 20), cfg.SetMaxStateSlots(4),
+		cfg.SetMaxStateSnapshots(3)} {
+		must(t, err)
+	}
+	if n, err := cfg.MaxStateSnapshots(); err != nil || n != 3 {
+		t.Fatalf("MaxStateSnapshots = %d, %v", n, err)
+	}
+	_, err = cfg.AddSSMState(2, 4, 8, kvcache.DTypeF32)
+	must(t, err)
+	_, err = cfg.AddConvState(24, 4, kvcache.DTypeF32)
+	must(t, err)
+	c, err := kvcache.NewCache(cfg)
+	must(t, err)
+	defer c.Close()
+	tokens := make([]int32, 12)
+	for i := range tokens {
+		tokens[i] = int32(100 + i)
+	}
+	_, err = c.AddSequence(1, tokens[:10], nil, 0)
+	must(t, err)
+	writeOrCheck(t, c, 1, 8, true)
+	must(t, c.CommitSequence(1, 8))
+	must(t, c.PublishState(1, 8, 0))
+	var e *kvcache.Error
+	if err := c.PublishState(1, 6, 0); !errors.As(err, &e) || e.Status != kvcache.StatusInvalidArgument ||
+		!strings.Contains(e.Message, "position 6 is not a positive multiple") {
+		t.Fatalf("PublishState(6): %v", err)
+	}
+	// Speculative decoding: drafts run; the state goes back to 8 only.
+	must(t, c.ExtendSequence(1, tokens[10:12], 0))
+	writeOrCheck(t, c, 1, 99, true)
+	if err := c.RewindSequence(1, 3); !errors.As(err, &e) || e.Status != kvcache.StatusInvalidState {
+		t.Fatalf("rewind to 9: %v", err)
+	}
+	must(t, c.RewindSequence(1, 4))
+	if !writeOrCheck(t, c, 1, 8, false) {
+		t.Fatal("rewind did not restore the published state")
+	}
+	must(t, c.RemoveSequence(1))
+	cached, err := c.AddSequence(2, tokens, nil, 0)
+	must(t, err)
+	if cached != 8 || !writeOrCheck(t, c, 2, 8, false) {
+		t.Fatalf("reuse: cached %d, or the state differs", cached)
+	}
+	s, err := c.SnapshotStats()
+	must(t, err)
+	if s.NumSlots != 3 || s.SlotsUsed != 1 || s.Published != 1 || s.Hits != 1 || s.HitTokens != 8 ||
+		s.Restores != 1 || s.Evicted != 0 || s.Dropped != 0 || s.BytesPerSnapshot != 256+384 ||
+		s.Bytes != 3*(256+512) {
+		t.Fatalf("SnapshotStats: %+v", s)
+	}
+	must(t, c.Check())
+}

@@ -83,6 +83,18 @@ CacheAdapter::CacheAdapter(const SimConfig &config, uint64_t unlimited_tokens) {
                                       config.remote_namespace.c_str(), config.remote_cache_bytes),
           "--remote-cache");
   }
+  for (uint32_t l = 0; l < m.mamba_layers; ++l) {
+    uint32_t index = 0;
+    check(kvc_config_add_ssm_state(cfg.c, m.mamba_heads, m.mamba_head_dim, m.d_state,
+                                   KVC_DTYPE_BF16, &index),
+          "model: SSM state");
+    check(kvc_config_add_conv_state(cfg.c, m.mamba_heads * m.mamba_head_dim +
+                                               2 * m.n_groups * m.d_state,
+                                    m.d_conv, KVC_DTYPE_BF16, &index),
+          "model: conv state");
+  }
+  if (m.mamba_layers > 0)
+    check(kvc_config_set_max_state_snapshots(cfg.c, config.state_snapshots), "--state-snapshots");
   check(kvc_cache_create(cfg.c, &cache_), "kvc_cache_create");
 
   kvc_cache_desc_t d = KVC_CACHE_DESC_INIT;
@@ -128,6 +140,14 @@ bool CacheAdapter::extend(const std::vector<uint64_t> &ids, const std::vector<in
 
 void CacheAdapter::commit(uint64_t id, uint64_t tokens) {
   check(kvc_sequence_commit(cache_, id, tokens), "kvc_sequence_commit(" + std::to_string(id) + ")");
+}
+
+bool CacheAdapter::publish(uint64_t id, uint64_t position) {
+  const kvc_status_t s = kvc_sequence_publish_state(cache_, id, position, nullptr);
+  if (s == KVC_ERR_INVALID_STATE) return false;
+  check(s, "kvc_sequence_publish_state(" + std::to_string(id) + ", " + std::to_string(position) +
+               ")");
+  return true;
 }
 
 void CacheAdapter::remove(uint64_t id) {
@@ -207,6 +227,20 @@ CacheCounters CacheAdapter::counters() const {
     c.remote_dropped = rt.dropped_blocks;
     c.remote_rejected = rt.rejected;
     c.remote_errors = rt.errors;
+  }
+  kvc_cache_desc_t desc = KVC_CACHE_DESC_INIT;
+  check(kvc_cache_describe(cache_, &desc), "kvc_cache_describe");
+  if (desc.num_resources > 0) {
+    kvc_snapshot_stats_t ss = KVC_SNAPSHOT_STATS_INIT;
+    check(kvc_cache_get_snapshot_stats(cache_, &ss), "kvc_cache_get_snapshot_stats");
+    c.has_state = true;
+    c.snapshot_slots = ss.num_slots;
+    c.snapshot_bytes = ss.bytes_per_snapshot;
+    c.snapshots_published = ss.published;
+    c.snapshot_hits = ss.hits;
+    c.snapshot_hit_tokens = ss.hit_tokens;
+    c.snapshots_evicted = ss.evicted;
+    c.snapshots_dropped = ss.dropped;
   }
   return c;
 }

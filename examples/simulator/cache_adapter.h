@@ -36,6 +36,14 @@ struct CacheCounters {
   uint64_t remote_dropped = 0;    // writes dropped (queue full, server down)
   uint64_t remote_rejected = 0;   // records refused by the check
   uint64_t remote_errors = 0;     // failed connects, round trips, timeouts
+  bool has_state = false;         // a hybrid model (the seven below)
+  uint32_t snapshot_slots = 0;    // the snapshot pool
+  uint64_t snapshot_bytes = 0;    // bytes one publish or restore copies
+  uint64_t snapshots_published = 0;
+  uint64_t snapshot_hits = 0;     // adds that restored a snapshot
+  uint64_t snapshot_hit_tokens = 0;
+  uint64_t snapshots_evicted = 0; // by a publish into a full pool
+  uint64_t snapshots_dropped = 0; // with their blocks
 };
 
 struct SequenceOptions {
@@ -73,6 +81,9 @@ class CacheAdapter {
   bool extend(const std::vector<uint64_t> &ids, const std::vector<int32_t> &tokens);
   // The first `tokens` tokens of `id` have their KV written.
   void commit(uint64_t id, uint64_t tokens);
+  // Publishes id's state at `position` (kvc_sequence_publish_state); false
+  // when the block is not in the tree (a fork sibling shares it).
+  bool publish(uint64_t id, uint64_t position);
   void remove(uint64_t id);
   // Waits until the block stores wrote what was queued (kvc_cache_flush_tiers).
   void flush_tiers();

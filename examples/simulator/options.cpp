@@ -110,6 +110,11 @@ std::string usage() {
       "  --tokens-per-block N    (default 16)\n"
       "  --reuse on|off          prefix reuse across requests (default on)\n"
       "  --partial-reuse on|off  token-by-token reuse of a partly matching block (on)\n"
+      "  --publish-every N       hybrid models: publish each sequence's state every N\n"
+      "                          blocks of computed tokens (chunk ends of a chunked\n"
+      "                          prefill, decode steps ending such a block); a prompt\n"
+      "                          reuses up to the deepest snapshot; 0 = never (0)\n"
+      "  --state-snapshots N     hybrid models: snapshot slots (0 = planned, state.h)\n"
       "  --prompt-priority P     eviction priority of prompt blocks, 1..100; decoded\n"
       "                          blocks stay at 35 (default: every block at 35)\n"
       "  --system-priority P     eviction priority of each request's system prompt\n"
@@ -211,6 +216,8 @@ bool parse_options(int argc, char **argv, Options &o, std::string &error) {
       {"--max-prefills", [&](const std::string &v) { return parse_u32(v, o.config.max_prefills); }},
       {"--max-output", [&](const std::string &v) { return parse_u32(v, o.config.max_output); }},
       {"--plot", [&](const std::string &v) { o.plot = v; return !v.empty(); }},
+      {"--publish-every", [&](const std::string &v) { return parse_u32(v, o.config.publish_every); }},
+      {"--state-snapshots", [&](const std::string &v) { return parse_u32(v, o.config.state_snapshots); }},
   };
   const std::map<std::string, std::function<void()>> flags = {
       {"--compare", [&] { o.compare = true; }},
@@ -281,6 +288,11 @@ bool parse_options(int argc, char **argv, Options &o, std::string &error) {
   if (o.compare && prompt_priority) {
     error = "--prompt-priority applies to a single run; --compare retains system prompts "
             "(set their priority with --system-priority)";
+    return false;
+  }
+  if ((o.config.publish_every || o.config.state_snapshots) && o.config.model.mamba_layers == 0) {
+    error = "--publish-every and --state-snapshots apply to a hybrid model (--model "
+            "nemotron-h-8b); " + o.config.model.name + " has no state";
     return false;
   }
   o.config.policy = {"", reuse, prompt_priority, system_priority};

@@ -12,6 +12,15 @@ const std::vector<ModelPreset> &model_presets() {
        42, 16, 8, 256, {4096, 0}, 9.2},
       {"qwen2.5-0.5b", "Qwen2.5-0.5B: 24 layers, GQA 14/2 heads, head dim 64", 24, 14, 2, 64,
        {0}, 0.5},
+      // Nemotron-H-8B-Base-8K (its model card and config): 52 layers, of
+      // which 4 self-attention (GQA 32/8 heads of 128), 24 Mamba-2 (128
+      // heads of 64, d_state 128, n_groups 8, conv kernel 4) and 24 MLP
+      // (no cache). State per sequence: 24 x (2 MiB SSM + 80 KiB conv).
+      {"nemotron-h-8b",
+       "Nemotron-H-8B: 4 attention layers (GQA 32/8 heads, head dim 128) and 24 Mamba-2 "
+       "layers (128 heads of 64, d_state 128, n_groups 8, d_conv 4; bf16 state, 2.1 MiB a "
+       "layer) whose state prefix reuse needs snapshots (--publish-every)",
+       4, 32, 8, 128, {0}, 8.1, 24, 128, 64, 128, 8, 4},
       {"tiny",
        "tiny: 1 layer, 1 KV head, head dim 1 (4 bytes per token: bookkeeping without KV "
        "traffic, for tests; step time as an 8B model)",

@@ -17,6 +17,16 @@ struct ModelPreset {
   uint32_t head_dim = 0;
   std::vector<uint32_t> windows;  // repeats over layers; 0 = full attention
   double params_billions = 0;     // drives the simulated step time
+  // Hybrid models: Mamba-2 layers beside the attention layers above, each
+  // with an SSM state [mamba_heads][mamba_head_dim][d_state] and a conv
+  // state [mamba_heads * mamba_head_dim + 2 * n_groups * d_state][d_conv],
+  // both bf16, held as kvcache state resources (state.h). 0: none.
+  uint32_t mamba_layers = 0;
+  uint32_t mamba_heads = 0;
+  uint32_t mamba_head_dim = 0;
+  uint32_t d_state = 0;
+  uint32_t n_groups = 0;
+  uint32_t d_conv = 0;
 };
 
 // The presets, the default first.

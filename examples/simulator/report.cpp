@@ -128,6 +128,29 @@ void print_table(std::FILE *out, const Workload &workload, const std::vector<Run
       [](const RunResult &r) { return r.counters.has_tiers ? count(r.counters.offloaded) : "n/a"; });
   add("blocks onboarded", "host-tier blocks copied back on a hit",
       [](const RunResult &r) { return r.counters.has_tiers ? count(r.counters.onboarded) : "n/a"; });
+  if (c.model.mamba_layers > 0) {
+    add("state snapshots", "published every N blocks (--publish-every); slots of the pool",
+        [](const RunResult &r) {
+          return (r.config.publish_every ? "every " + std::to_string(r.config.publish_every)
+                                         : std::string("never")) +
+                 ", " + std::to_string(r.counters.snapshot_slots) + " slots of " +
+                 bytes(r.counters.snapshot_bytes);
+        });
+    add("snapshots published", "publishes (bytes copied)", [](const RunResult &r) {
+      return count(r.counters.snapshots_published) + " (" +
+             bytes(r.counters.snapshots_published * r.counters.snapshot_bytes) + ")";
+    });
+    add("snapshot hits", "adds that restored a snapshot (tokens reused through them)",
+        [](const RunResult &r) {
+          return count(r.counters.snapshot_hits) + " (" + count(r.counters.snapshot_hit_tokens) +
+                 ")";
+        });
+    add("snapshots evicted", "by a publish into a full pool (dropped with their blocks)",
+        [](const RunResult &r) {
+          return count(r.counters.snapshots_evicted) + " (" +
+                 count(r.counters.snapshots_dropped) + ")";
+        });
+  }
   if (!c.disk_cache_dir.empty()) {
     add("blocks to disk", "evicted blocks queued for the disk tier (dropped writes)",
         [](const RunResult &r) {
@@ -235,6 +258,16 @@ void print_json(std::FILE *out, const Workload &workload, const std::vector<RunR
                  c.policy.reuse ? "true" : "false", c.policy.prompt_priority,
                  c.policy.system_priority, c.host_cache_bytes,
                  c.disk_cache_dir.empty() ? uint64_t(0) : c.disk_cache_bytes);
+    if (r.counters.has_state)
+      std::fprintf(out,
+                   "\"publish_every\": %u, \"snapshot_slots\": %u, \"snapshot_bytes\": %" PRIu64
+                   ", \"snapshots_published\": %" PRIu64 ", \"snapshot_hits\": %" PRIu64
+                   ", \"snapshot_hit_tokens\": %" PRIu64 ", \"snapshots_evicted\": %" PRIu64
+                   ", \"snapshots_dropped\": %" PRIu64 ",\n   ",
+                   c.publish_every, r.counters.snapshot_slots, r.counters.snapshot_bytes,
+                   r.counters.snapshots_published, r.counters.snapshot_hits,
+                   r.counters.snapshot_hit_tokens, r.counters.snapshots_evicted,
+                   r.counters.snapshots_dropped);
     std::fprintf(out,
                  "\"requests\": %" PRIu64 ", \"completed\": %" PRIu64 ", \"rejected\": %" PRIu64
                  ", \"prompt_tokens\": %" PRIu64 ", \"reused_tokens\": %" PRIu64

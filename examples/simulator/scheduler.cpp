@@ -24,6 +24,7 @@ struct Running {
   uint64_t length = 0;      // tokens in the cache's sequence
   uint64_t computed = 0;    // tokens computed in this step
   uint64_t committed = 0;   // tokens passed to the last commit
+  uint64_t published = 0;   // hybrid: state published up to here (or reused)
   uint32_t output_length = 0;
 };
 
@@ -193,6 +194,7 @@ void Scheduler::step() {
     s.generated = w.generated;
     s.length = tokens.size();
     s.computed = tokens.size() - cached;
+    s.published = cached;
     s.output_length = output_length(q);
     if (w.generated == 0) {
       r.prompt_tokens += tokens.size();
@@ -248,6 +250,15 @@ void Scheduler::step() {
     if (last || s.length / T > s.committed / T) {
       clock.call(CallKind::kCommit, [&] { cache_.commit(s.request->id, s.length); });
       s.committed = s.length;
+      // Hybrid: the state at every publish_every-th block boundary this
+      // step computed (the chunk ends of a chunked prefill, the decode step
+      // that ends such a block).
+      const uint64_t every = uint64_t(config_.publish_every) * T;
+      if (every > 0)
+        for (uint64_t p = (s.published / every + 1) * every; p <= s.length; p += every) {
+          clock.call(CallKind::kPublish, [&] { return cache_.publish(s.request->id, p); });
+          s.published = p;
+        }
     }
     if (last) clock.call(CallKind::kRemove, [&] { cache_.remove(s.request->id); });
   }

@@ -40,6 +40,13 @@ struct SimConfig {
   uint32_t samples = 60;           // points of the timeline (plot), at least
   bool progress = false;           // draw a progress bar on stderr
   bool profile = false;            // time every cache call by kind (--profile)
+  // Hybrid models (a preset with Mamba layers): publish each sequence's
+  // state every `publish_every` blocks of computed tokens (as a chunked
+  // prefill whose chunks end there would, and the decode step that ends
+  // such a block); 0: never, so no prefix is reused. state_snapshots: the
+  // snapshot pool (kvc_config_set_max_state_snapshots; 0 = planned).
+  uint32_t publish_every = 0;
+  uint32_t state_snapshots = 0;
   Policy policy;
 };
 

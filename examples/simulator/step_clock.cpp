@@ -13,6 +13,7 @@ const char *call_kind_name(CallKind kind) {
     case CallKind::kProbe: return "probe (add's dry run)";
     case CallKind::kExtend: return "extend (decode step)";
     case CallKind::kCommit: return "commit";
+    case CallKind::kPublish: return "publish";
     case CallKind::kRemove: return "remove";
     case CallKind::kTables: return "tables (slots, block tables)";
     case CallKind::kCount: break;

@@ -16,7 +16,9 @@
 
 namespace sim {
 
-enum class CallKind : uint8_t { kAdd, kProbe, kExtend, kCommit, kRemove, kTables, kCount };
+enum class CallKind : uint8_t {
+  kAdd, kProbe, kExtend, kCommit, kRemove, kTables, kPublish, kCount
+};
 const char *call_kind_name(CallKind kind);
 
 // p50, p99, p99.9 and max of a set of samples, in microseconds.

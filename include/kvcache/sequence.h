@@ -206,8 +206,14 @@ KVC_API kvc_status_t kvc_sequence_commit(kvc_cache_t *cache, uint64_t id, uint64
  *        draft tokens of speculative decoding). Blocks left empty are
  *        released; a published block that becomes the partial tail is copied
  *        before the next write, so cached KV is never overwritten.
+ *        On a cache with state resources (state.h, since 0.3.0) a rewind
+ *        by more than 0 tokens goes only to a position whose state snapshot
+ *        is cached (kvc_sequence_publish_state()), and restores the state
+ *        from it.
  * @return KVC_OK, KVC_ERR_NOT_FOUND, KVC_ERR_INVALID_ARGUMENT (more tokens
- *         than the sequence has).
+ *         than the sequence has), KVC_ERR_INVALID_STATE (state resources
+ *         and no snapshot at the new length: the message names what is
+ *         missing; nothing changed).
  * @since 0.1.0
  */
 KVC_API kvc_status_t kvc_sequence_rewind(kvc_cache_t *cache, uint64_t id, uint64_t num_tokens);

@@ -53,8 +53,11 @@
  *   - the number of slots N is kvc_config_set_max_state_slots() when set,
  *     else `min(256, max(1, floor((budget - B) / 2 / S)))`: at most half of
  *     what is left after one block set, capped at 256 sequences;
- *   - the paged pools get the rest, `budget - N * S`, planned as without
- *     state resources.
+ *   - state snapshots (see prefix reuse below) take M * S: M is
+ *     kvc_config_set_max_state_snapshots() when set, else
+ *     `min(N, floor((budget - N * S - B) / 4 / S))`;
+ *   - the paged pools get the rest, `budget - (N + M) * S`, planned as
+ *     without state resources.
  * The budget must hold `B + N * S` with N >= 1 (kvc_config_validate() and
  * kvc_cache_create() refuse it otherwise, naming both figures).
  * kvc_cache_describe()'s primary_bytes counts the paged pools only;
@@ -75,14 +78,70 @@
  * max_tokens is refused by add and extend (KVC_ERR_INVALID_ARGUMENT,
  * nothing changed).
  *
- * **No prefix reuse, no rewind.** Until state snapshots exist (issue 21
- * item 4), a cache with state resources reuses no prefix: reused attention
- * blocks without the matching state would give wrong results. It behaves as
- * with kvc_config_set_block_reuse(config, false): kvc_sequence_add() and
- * kvc_cache_probe() find no cached tokens, no block is published, block
- * export and import are refused, and a config with a disk or remote store
- * is refused by validation. kvc_sequence_rewind() by more than 0 tokens is
- * refused (KVC_ERR_INVALID_STATE): the state cannot go back.
+ * **Prefix reuse through state snapshots.** Attention blocks alone cannot
+ * be reused by a hybrid model: the state after the prefix is needed too.
+ * The caller publishes a sequence's state at a block-aligned position with
+ * kvc_sequence_publish_state(), right after the chunk of tokens that ends
+ * there was computed (so the slots hold the state at that position) and
+ * committed (kvc_sequence_commit() publishes the blocks). The cache copies
+ * the bytes of every resource's slot of the sequence into a *state
+ * snapshot* hung on the prefix-tree node of the block ending at that
+ * position (one snapshot per node; a later publish at the same node
+ * overwrites it: the state is a function of the prefix).
+ *   - kvc_sequence_add() and kvc_cache_probe() reuse the longest prefix
+ *     that every attention group has its blocks for (windows included)
+ *     *and* whose last block's node has a snapshot; never a partial block.
+ *     Without a snapshot the reuse is shorter (down to 0), never wrong.
+ *     When the reuse is > 0, add copies the snapshot into the new
+ *     sequence's slots before it returns (Device copy on the add's
+ *     `stream`; on CUDA device to device): the caller computes the prompt
+ *     from `cached_tokens` on with the restored state. With no reuse the
+ *     slots are left as they are (the caller initializes them).
+ *   - Snapshots live in their own pool of snapshot slots (each one slot of
+ *     every resource, S bytes as above): kvc_config_set_max_state_snapshots()
+ *     or, planned, `min(N, floor((budget - N * S - B) / 4 / S))`: up to a
+ *     quarter of what the state slots leave, at most one per state slot.
+ *     Their bytes come out of the primary budget beside the state slots
+ *     (kvc_snapshot_stats_t bytes; the paged pools get the rest).
+ *   - Eviction: evicting a node (the prioritized LRU, the host tier's own
+ *     eviction, kvc_cache_reset_reuse()) drops its snapshot; moving a node
+ *     to the host tier keeps it. A publish into a full pool evicts the
+ *     snapshot whose node has the lowest priority now (what the LRU would
+ *     evict first), the least recently published or reused among equals;
+ *     that node keeps its blocks (a prompt then reuses up to an earlier
+ *     snapshot).
+ *   - Not offloaded: snapshots stay in the primary (device) pool; a node
+ *     in the host tier keeps its snapshot there, and reusing it onboards
+ *     the blocks as usual. Block export/import and the disk and remote
+ *     stores do not carry snapshots, so they are refused on a cache with
+ *     state resources (KVC_ERR_UNSUPPORTED; validation refuses a store).
+ *   - How often to publish: every publish copies kvc_snapshot_stats_t
+ *     bytes_per_snapshot bytes (the sum of the resources' slot bytes, e.g.
+ *     the SSM and conv state of every Mamba layer: a few MB for an 8B
+ *     hybrid model) and takes a snapshot slot, and a publish into a full
+ *     pool evicts another snapshot. Publish where later prompts branch:
+ *     the end of a shared system prompt, and the last block boundary a
+ *     turn reaches (the next turn's prompt extends it); size the pool to
+ *     the branch points worth keeping. Publishing at every prefill chunk
+ *     makes every boundary reusable but, with a pool smaller than what is
+ *     published, its intermediate snapshots evict the useful ones: on the
+ *     simulator's multi-turn workload and its Nemotron-H-8B preset,
+ *     publishing every 16 blocks reused 41.8% of prompt tokens with 64
+ *     snapshot slots, every 4 blocks 17.5%, every block 6.9%
+ *     (bench/results/2026-11-28-hybrid-snapshots-vm-2cpu.md).
+ *
+ * **Rewind (speculative decoding).** The state cannot run backwards, so on
+ * a sequence with state resources kvc_sequence_rewind() by more than 0
+ * tokens is allowed only to a position p that is a positive multiple of
+ * tokens_per_block, at most the committed tokens, whose block is published
+ * and whose node has a snapshot cached (published by this sequence or by
+ * another with the same prefix); the rewind then restores the state from
+ * it (Device copy on the default stream, stream NULL, as fork). Otherwise
+ * KVC_ERR_INVALID_STATE naming the missing piece, nothing changed. The
+ * pattern: before running draft tokens from a block boundary p, commit up
+ * to p and publish the state at p; after verification, rewind to p (the
+ * state comes back) and extend by the accepted tokens, or keep the
+ * sequence when every draft token was accepted.
  *
  * Threading: as every call on a kvc_cache_t (serialized inside). A base
  * pointer from kvc_cache_describe_resource() stays valid until the cache is
@@ -268,6 +327,85 @@ KVC_API kvc_status_t kvc_cache_describe_resource(const kvc_cache_t *cache, uint3
  */
 KVC_API kvc_status_t kvc_batch_state_slots(const kvc_cache_t *cache, const uint64_t *ids,
                                            size_t count, uint32_t resource, int32_t *slots);
+
+/** Value of kvc_config_set_max_state_snapshots(): no snapshot pool. */
+#define KVC_STATE_SNAPSHOTS_NONE UINT32_MAX
+
+/**
+ * @brief Number of state snapshot slots (see the file's prefix reuse):
+ *        0 (default) = planned from the budget; KVC_STATE_SNAPSHOTS_NONE =
+ *        none (no prefix reuse, no rewind); else at most 2^20, and the
+ *        budget must hold them after the state slots and one block set
+ *        (validation and kvc_cache_create() refuse it, naming both figures).
+ *        Applies only to a config with state resources.
+ * @return KVC_OK, KVC_ERR_INVALID_ARGUMENT (above 2^20 and not
+ *         KVC_STATE_SNAPSHOTS_NONE; config unchanged).
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_config_set_max_state_snapshots(kvc_config_t *config, uint32_t slots);
+/** @brief The snapshot slot setting (0 = planned). @since 0.3.0 */
+KVC_API kvc_status_t kvc_config_get_max_state_snapshots(const kvc_config_t *config,
+                                                        uint32_t *out);
+
+/**
+ * @brief Publishes sequence `id`'s state at `position`: copies the bytes of
+ *        every resource's slot of the sequence into the snapshot of the
+ *        prefix-tree node of its block ending at `position` (see the file's
+ *        prefix reuse), on `stream` (NULL: the device's default stream; on
+ *        CUDA device to device, ordered after the caller's kernels on that
+ *        stream). The slots must hold the state at `position`: publish
+ *        right after the chunk ending there, before later tokens run.
+ * @param position A positive multiple of tokens_per_block, at most the
+ *        sequence's committed tokens.
+ * @return KVC_OK; KVC_ERR_NOT_FOUND (no such sequence);
+ *         KVC_ERR_INVALID_ARGUMENT (a cache without state resources, a
+ *         position 0, not a multiple of tokens_per_block or past the
+ *         committed tokens: the message names the value and the bound);
+ *         KVC_ERR_INVALID_STATE (the block is not published: block reuse
+ *         off; or the cache has 0 snapshot slots); KVC_ERR_DEVICE (the
+ *         copy failed: the node has no snapshot then). Nothing changed on
+ *         any failure but KVC_ERR_DEVICE. A full snapshot pool evicts one
+ *         (the file's eviction rule).
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_sequence_publish_state(kvc_cache_t *cache, uint64_t id,
+                                                uint64_t position, void *stream);
+
+/**
+ * @brief The state snapshot pool and its counters (kvc_cache_get_snapshot_stats).
+ *        Transparent; begins with struct_size. All 0 without state resources.
+ * @since 0.3.0
+ */
+typedef struct kvc_snapshot_stats {
+  uint32_t struct_size;        /**< sizeof(kvc_snapshot_stats_t) of the caller. */
+  uint32_t num_slots;          /**< Snapshot slots of the pool. */
+  uint32_t slots_used;         /**< Snapshots cached now. */
+  uint32_t reserved;           /**< 0. */
+  uint64_t bytes_per_snapshot; /**< Bytes one publish or restore copies. */
+  uint64_t bytes;              /**< Bytes of the pool (out of the primary budget). */
+  uint64_t published;          /**< Publishes that stored a snapshot. */
+  uint64_t hits;               /**< Adds that reused a prefix (restored a snapshot). */
+  uint64_t hit_tokens;         /**< Tokens those adds reused. */
+  uint64_t restores;           /**< Rewinds that restored a snapshot. */
+  uint64_t evicted;            /**< Snapshots evicted by a publish into a full pool. */
+  uint64_t dropped;            /**< Snapshots dropped with their node (block eviction, reset). */
+} kvc_snapshot_stats_t;
+
+/** Static initializer for kvc_snapshot_stats_t. */
+#define KVC_SNAPSHOT_STATS_INIT {sizeof(kvc_snapshot_stats_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+/** @brief Zeroes `stats` and sets its struct_size. @since 0.3.0 */
+KVC_API void kvc_snapshot_stats_init(kvc_snapshot_stats_t *stats);
+
+/**
+ * @brief The snapshot pool's use and counters.
+ * @param[in,out] out struct_size must be set; min(struct_size, its own
+ *        size) bytes are written.
+ * @return KVC_OK, KVC_ERR_INVALID_ARGUMENT (NULL, struct_size 0). Reads only.
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_cache_get_snapshot_stats(const kvc_cache_t *cache,
+                                                  kvc_snapshot_stats_t *out);
 
 #ifdef __cplusplus
 }

@@ -148,6 +148,56 @@ KVC_API kvc_status_t kvc_config_get_max_state_slots(const kvc_config_t* config, 
   });
 }
 
+KVC_API kvc_status_t kvc_config_set_max_state_snapshots(kvc_config_t* config, uint32_t slots) {
+  return guarded([&] {
+    require(config, "config");
+    if (slots > kvc::CacheConfig::kMaxStateSlots && slots != KVC_STATE_SNAPSHOTS_NONE)
+      kvc::invalid_argument("max_state_snapshots must be at most " +
+                            std::to_string(kvc::CacheConfig::kMaxStateSlots) +
+                            " or KVC_STATE_SNAPSHOTS_NONE, got " + std::to_string(slots));
+    config->cfg.max_state_snapshots = slots;
+  });
+}
+
+KVC_API kvc_status_t kvc_config_get_max_state_snapshots(const kvc_config_t* config,
+                                                        uint32_t* out) {
+  return guarded([&] {
+    require(config, "config");
+    require(out, "out");
+    *out = config->cfg.max_state_snapshots;
+  });
+}
+
+KVC_API kvc_status_t kvc_sequence_publish_state(kvc_cache_t* cache, uint64_t id,
+                                                uint64_t position, void* stream) {
+  return guarded([&] { cache_of(cache).publish_state(id, position, stream); });
+}
+
+KVC_API void kvc_snapshot_stats_init(kvc_snapshot_stats_t* stats) {
+  kvc::capi::init_sized(stats);
+}
+
+KVC_API kvc_status_t kvc_cache_get_snapshot_stats(const kvc_cache_t* cache,
+                                                  kvc_snapshot_stats_t* out) {
+  return guarded([&] {
+    const kvc::Cache& c = cache_of(cache);
+    require(out, "out");
+    const kvc::Cache::SnapshotSummary s = c.snapshot_summary();
+    kvc_snapshot_stats_t d{};
+    d.num_slots = s.num_slots;
+    d.slots_used = s.used;
+    d.bytes_per_snapshot = s.bytes_per_snapshot;
+    d.bytes = s.bytes;
+    d.published = s.counts.published;
+    d.hits = s.counts.hits;
+    d.hit_tokens = s.counts.hit_tokens;
+    d.restores = s.counts.restores;
+    d.evicted = s.counts.evicted;
+    d.dropped = s.counts.dropped;
+    write_sized(out, d, "out");
+  });
+}
+
 KVC_API void kvc_resource_desc_init(kvc_resource_desc_t* desc) { kvc::capi::init_sized(desc); }
 
 KVC_API kvc_status_t kvc_cache_describe_resource(const kvc_cache_t* cache, uint32_t index,

@@ -14,7 +14,7 @@ void Sequences::hold_published(uint64_t id, uint64_t num_tokens, ExportHold& out
   if (!cfg_.resources.empty())
     fail(KVC_ERR_UNSUPPORTED,
          "block export from a cache with state resources (" + std::to_string(cfg_.resources.size()) +
-             ") is not supported: it publishes no blocks until state snapshots exist");
+             ") is not supported: state snapshots do not travel with the blocks");
   if (!cfg_.block_reuse)
     fail(KVC_ERR_UNSUPPORTED,
          "block reuse is off for this cache: an export names blocks of the prefix tree "

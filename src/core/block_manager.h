@@ -230,6 +230,9 @@ class BlockManager {
   // The secondary tier (tier.h; NoTier when the cache has none).
   const Tier& host_tier() const { return *tier_; }
   bool in_host_tier(uint32_t node) const { return tree().node(node).tier == kHostTier; }
+  // A cache with state resources: its state snapshots (PrefixIndex::
+  // set_snapshot_gate); set once, before the first sequence.
+  void set_snapshot_gate(SnapshotGate* gate) { index_.set_snapshot_gate(gate); }
   // The block stores (nullptr: none).
   StoreChain* stores() { return stores_.get(); }
   const StoreChain* stores() const { return stores_.get(); }

@@ -63,15 +63,18 @@ Cache::Cache(const CacheConfig& cfg, std::vector<std::unique_ptr<Device>> device
                                   " device cannot reserve address space for them");
   ranks_ = std::make_unique<RankPools>(std::move(devices), grouping_, plan_, host_plan_,
                                        growable_);
-  if (!config_.resources.empty()) {
-    // No prefix reuse until state snapshots exist (state.h). One rank only
-    // (CacheConfig::validate_shape refuses them with several).
-    config_.block_reuse = false;
+  if (!config_.resources.empty())
+    // One rank only (CacheConfig::validate_shape refuses them with several).
     state_ = std::make_unique<StateSlots>(ranks_->device(0), lay_out_resources(config_.resources),
                                           plan_.state_slots);
-  }
   manager_ = std::make_unique<BlockManager>(config_, grouping_, *ranks_, plan_.num_pages,
                                             std::move(stores));
+  if (state_) {
+    // Prefix reuse through state snapshots only (state.h).
+    snapshots_ = std::make_unique<StateSnapshots>(ranks_->device(0), *state_, manager_->tree(),
+                                                  plan_.snapshot_slots);
+    manager_->set_snapshot_gate(snapshots_.get());
+  }
 }
 
 Cache::~Cache() = default;
@@ -106,12 +109,91 @@ bool Cache::add(uint64_t id, const int32_t* tokens, uint64_t num_tokens,
   if (state_) {
     try {
       state_->take(id);
+      // The reused prefix ends at a node with a snapshot (the prefix index
+      // cut it there): its state goes into the new slot.
+      if (*cached_tokens > 0) {
+        const Sequence& s = manager_->sequence(id);
+        const uint64_t b = *cached_tokens / config_.tokens_per_block - 1;
+        snapshots_->restore(s.nodes.at(b), id, stream);
+        ++snapshots_->counters().hits;
+        snapshots_->counters().hit_tokens += *cached_tokens;
+      }
     } catch (...) {
+      state_->release(id);
       manager_->remove(id);
       throw;
     }
+    debug_check_state();
   }
   return true;
+}
+
+uint32_t Cache::snapshot_node(uint64_t id, uint64_t position, std::string* why) const {
+  const Sequence& s = manager_->sequence(id);
+  const uint32_t T = config_.tokens_per_block;
+  const std::string seq = "sequence " + std::to_string(id);
+  if (position == 0 || position % T != 0) {
+    *why = "position " + std::to_string(position) +
+           " is not a positive multiple of tokens_per_block (" + std::to_string(T) + ")";
+    return kNoNode;
+  }
+  if (position > s.committed) {
+    *why = "position " + std::to_string(position) + " is past the " +
+           std::to_string(s.committed) + " committed tokens of " + seq;
+    return kNoNode;
+  }
+  const uint64_t b = position / T - 1;
+  if (!config_.block_reuse) {
+    *why = "block reuse is off for this cache (kvc_config_set_block_reuse): no block of " + seq +
+           " is published, so no snapshot can hang on one";
+    return kNoNode;
+  }
+  if (b >= s.published || b >= s.nodes.size() || s.nodes[b] == kNoNode) {
+    *why = "block " + std::to_string(b) + " of " + seq + " (tokens " + std::to_string(b * T) +
+           " to " + std::to_string(position) + ") is not published in the prefix tree";
+    return kNoNode;
+  }
+  return s.nodes[b];
+}
+
+void Cache::publish_state(uint64_t id, uint64_t position, void* stream) {
+  Lock lock(mutex_);
+  if (!state_)
+    invalid_argument("the cache has no state resources: there is no state of sequence " +
+                     std::to_string(id) + " to publish (kvc_config_add_ssm_state ...)");
+  std::string why;
+  const uint32_t node = snapshot_node(id, position, &why);
+  if (node == kNoNode)
+    fail(position == 0 || position % config_.tokens_per_block != 0 ||
+                 position > manager_->sequence(id).committed
+             ? KVC_ERR_INVALID_ARGUMENT
+             : KVC_ERR_INVALID_STATE,
+         "cannot publish the state of sequence " + std::to_string(id) + " at position " +
+             std::to_string(position) + ": " + why);
+  if (snapshots_->num_slots() == 0)
+    fail(KVC_ERR_INVALID_STATE,
+         "cannot publish the state of sequence " + std::to_string(id) +
+             ": the cache has 0 state snapshot slots (kvc_config_set_max_state_snapshots)");
+  snapshots_->publish(node, id, stream);
+  debug_check_state();
+}
+
+Cache::SnapshotSummary Cache::snapshot_summary() const {
+  Lock lock(mutex_);
+  SnapshotSummary d;
+  if (!snapshots_) return d;
+  d.num_slots = snapshots_->num_slots();
+  d.used = snapshots_->used();
+  d.bytes_per_snapshot = snapshots_->bytes_per_snapshot();
+  d.bytes = plan_.snapshot_bytes;
+  d.counts = snapshots_->counters();
+  return d;
+}
+
+void Cache::debug_check_state() const {
+#ifndef NDEBUG
+  if (snapshots_) snapshots_->check();
+#endif
 }
 
 void Cache::check_unpaged_length(uint64_t id, uint64_t length) const {
@@ -155,11 +237,29 @@ void Cache::commit(uint64_t id, uint64_t num_computed) {
 void Cache::rewind(uint64_t id, uint64_t num_tokens) {
   Lock lock(mutex_);
   if (state_ && num_tokens > 0) {
+    // Only to a position whose state snapshot is cached: it is restored.
     const Sequence& s = manager_->sequence(id);  // NOT_FOUND first
-    fail(KVC_ERR_INVALID_STATE,
-         "cannot rewind sequence " + std::to_string(id) + " by " + std::to_string(num_tokens) +
-             " tokens (from " + std::to_string(s.length()) +
-             "): its state resources cannot go back (no state snapshots yet)");
+    if (num_tokens > s.length()) {
+      manager_->rewind(id, num_tokens);  // its own message
+      return;
+    }
+    const uint64_t to = s.length() - num_tokens;
+    std::string why;
+    uint32_t node = snapshot_node(id, to, &why);
+    if (node != kNoNode && !snapshots_->has(node))
+      why = "no state snapshot is cached at position " + std::to_string(to) +
+            " (kvc_sequence_publish_state there, before the tokens after it were computed; "
+            "or it was evicted)";
+    if (!why.empty())
+      fail(KVC_ERR_INVALID_STATE,
+           "cannot rewind sequence " + std::to_string(id) + " by " + std::to_string(num_tokens) +
+               " tokens (from " + std::to_string(s.length()) + " to " + std::to_string(to) +
+               "): its state resources go back only to a published state snapshot, and " + why);
+    manager_->rewind(id, num_tokens);
+    snapshots_->restore(node, id, nullptr);
+    ++snapshots_->counters().restores;
+    debug_check_state();
+    return;
   }
   manager_->rewind(id, num_tokens);
 }
@@ -321,6 +421,7 @@ void Cache::check_invariants() const {
   if (state_)
     state_->check([&](uint64_t id) { return manager_->find_sequence(id) != nullptr; },
                   manager_->stats().num_sequences);
+  if (snapshots_) snapshots_->check();
 }
 
 void Cache::drain_events(kvc_event_t* out, size_t capacity, int32_t* tokens,

@@ -17,6 +17,7 @@
 #include "core/pool_memory.h"
 #include "core/rank_pools.h"
 #include "core/state_slots.h"
+#include "core/state_snapshots.h"
 
 namespace kvc {
 
@@ -184,6 +185,19 @@ class Cache {
   ResourceSummary describe_resource(uint32_t index) const;
   // kvc_batch_state_slots (state.h).
   void state_slots(const uint64_t* ids, size_t count, uint32_t resource, int32_t* slots) const;
+  // kvc_sequence_publish_state (state.h): sequence id's state slots become
+  // the snapshot of the node of its block ending at `position` (copied on
+  // `stream`). Errors name the argument; nothing changed on failure.
+  void publish_state(uint64_t id, uint64_t position, void* stream);
+  // kvc_cache_snapshot_stats (state.h): the pool and its counters.
+  struct SnapshotSummary {
+    uint32_t num_slots = 0;
+    uint32_t used = 0;
+    uint64_t bytes_per_snapshot = 0;
+    uint64_t bytes = 0;
+    SnapshotCounters counts;
+  };
+  SnapshotSummary snapshot_summary() const;
 
   // The manager itself, unsynchronized: for the core's own tests and tools
   // that own the cache on one thread. The C API never uses it
@@ -201,6 +215,11 @@ class Cache {
   std::unique_ptr<RankPools> ranks_;          // every rank's device and pools
   std::unique_ptr<BlockManager> manager_;
   std::unique_ptr<StateSlots> state_;
+  std::unique_ptr<StateSnapshots> snapshots_;  // with state_
+  // A snapshot node of sequence id's block ending at `position`: the node,
+  // or kNoNode with *why saying what is missing.
+  uint32_t snapshot_node(uint64_t id, uint64_t position, std::string* why) const;
+  void debug_check_state() const;
   // With state resources: refuses (Error) a length above an unpaged
   // resource's max_tokens, naming the sequence.
   void check_unpaged_length(uint64_t id, uint64_t length) const;

@@ -183,12 +183,12 @@ void CacheConfig::validate_shape() const {
   if (!stores.remote_url.empty() && !block_reuse)
     invalid_argument("the remote cache needs block reuse, which is off "
                      "(kvc_config_set_block_reuse)");
-  // Until state snapshots exist a cache with state resources reuses no
-  // prefix (state.h), so a store would serve nothing.
+  // A cache with state resources reuses a prefix only through its state
+  // snapshots (state.h), which the block stores do not hold.
   if (!resources.empty() && stores.any())
-    invalid_argument("a disk or remote cache needs prefix reuse, which a cache with state "
-                     "resources (" + std::to_string(resources.size()) +
-                     ") does not do until state snapshots exist");
+    invalid_argument("a disk or remote cache is not supported with state resources (" +
+                     std::to_string(resources.size()) +
+                     "): the block stores do not hold state snapshots");
   // The remote tier's own settings without the tier would be ignored.
   const StoreSettings defaults;
   if (stores.remote_url.empty() &&

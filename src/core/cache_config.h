@@ -54,6 +54,9 @@ struct CacheConfig {
   std::vector<StateResource> resources;
   uint32_t max_state_slots = 0;
   static constexpr uint32_t kMaxStateSlots = 1u << 20;
+  // State snapshots (state.h): 0 planned, kNoSnapshots none, else the count.
+  uint32_t max_state_snapshots = 0;
+  static constexpr uint32_t kNoSnapshots = ~0u;
 
   // Reuse and events.
   bool block_reuse = true;

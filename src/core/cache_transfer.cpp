@@ -72,7 +72,7 @@ bool Cache::import_begin(uint64_t id, const int32_t* tokens, uint64_t num_tokens
     fail(KVC_ERR_UNSUPPORTED,
          "block import into a cache with state resources (" +
              std::to_string(config_.resources.size()) +
-             ") is not supported: it reuses no prefix until state snapshots exist");
+             ") is not supported: state snapshots do not travel with the blocks");
   if (!config_.block_reuse)
     fail(KVC_ERR_UNSUPPORTED,
          "block reuse is off for this cache: an import publishes blocks into the prefix tree "

@@ -90,6 +90,21 @@ MemoryPlan plan_memory(const CacheConfig& cfg, const LayerGrouping& grouping,
     plan.state_slots = uint32_t(slots);
     plan.state_bytes = slots * slot;
     plan.budget_bytes -= plan.state_bytes;
+    // Snapshots: from what is left after the slots and one block set.
+    const uint64_t left = (plan.budget_bytes - bytes_per_block_set) / slot;
+    uint64_t snaps = cfg.max_state_snapshots;
+    if (snaps == CacheConfig::kNoSnapshots) snaps = 0;
+    else if (snaps == 0) snaps = std::min<uint64_t>(slots, left / 4);
+    else if (snaps > left)
+      invalid_argument("max_state_snapshots " + std::to_string(snaps) + " need " +
+                       std::to_string(snaps) + " * " + std::to_string(slot) +
+                       " bytes; after " + std::to_string(slots) +
+                       " state slots and one block of every layer group (" +
+                       std::to_string(bytes_per_block_set) + " bytes) the memory budget (" +
+                       plan.limited_by + ") holds " + std::to_string(left) + " snapshots");
+    plan.snapshot_slots = uint32_t(snaps);
+    plan.snapshot_bytes = snaps * slot;
+    plan.budget_bytes -= plan.snapshot_bytes;
   }
   plan.blocks_per_group = plan.budget_bytes / bytes_per_block_set;
   if (plan.blocks_per_group == 0)

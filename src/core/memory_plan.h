@@ -25,6 +25,12 @@ struct MemoryPlan {
   // pools. 0 and 0 without state resources.
   uint32_t state_slots = 0;
   uint64_t state_bytes = 0;
+  // State snapshots (state.h) come out of what is left after the state
+  // slots: snapshot_slots is max_state_snapshots (kNoSnapshots: 0), or
+  // min(state_slots, (left - one block set) / 4 / bytes per slot); their
+  // bytes are snapshot_bytes. budget_bytes excludes them too.
+  uint32_t snapshot_slots = 0;
+  uint64_t snapshot_bytes = 0;
   uint64_t budget_bytes = 0;        // the least of the bounds, less state_bytes
   uint64_t blocks_per_group = 0;    // every group gets this many
   uint64_t token_capacity = 0;      // blocks_per_group * tokens_per_block

@@ -69,9 +69,10 @@ void PrefixIndex::match(const int32_t* tokens, uint64_t n, uint32_t scope,
       parent_hash = key.hash;
     }
   }
-  if (!layout_.windowed.empty()) {
+  if (!layout_.windowed.empty() || gate_ != nullptr) {
     const size_t full = m.full.size();
     trim_to_windows(m);
+    if (gate_ != nullptr) return;  // state resources: no partial block (no snapshot there)
     if (m.full.size() != full) return;  // the partial block would follow a gap
   }
   if (!cfg_.partial_reuse) return;
@@ -100,6 +101,7 @@ void PrefixIndex::match(const int32_t* tokens, uint64_t n, uint32_t scope,
 }
 
 void PrefixIndex::trim_to_windows(PrefixMatch& m) const {
+  // (And, with state snapshots, to the deepest node that has one.)
   // last_missing[w]: the last position before k whose slot windowed group
   // w lacks. Reusing k blocks needs none missing from first_needed(k*T) on.
   std::vector<int64_t>& last_missing = last_missing_;
@@ -113,6 +115,8 @@ void PrefixIndex::trim_to_windows(PrefixMatch& m) const {
       if (tree_.block(m.full[k - 1], g) == kNoBlock) last_missing[w] = int64_t(k - 1);
       ok = ok && last_missing[w] < int64_t(layout_.first_needed(g, k * layout_.T));
     }
+    // With state resources the reuse ends where a state snapshot exists.
+    if (gate_ != nullptr) ok = ok && gate_->has(m.full[k - 1]);
     if (ok) best = k;
   }
   m.full.resize(best);

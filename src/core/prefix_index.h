@@ -22,6 +22,7 @@
 #include "core/radix_tree.h"
 #include "core/residency.h"
 #include "core/scope_table.h"
+#include "core/snapshot_gate.h"
 #include "core/store_keys.h"
 
 namespace kvc {
@@ -73,6 +74,7 @@ class PrefixIndex {
   void erase(uint32_t node) {
     if (events_ != nullptr) emit_removed(node);
     if (store_keys_ != nullptr) store_keys_->forget(node);
+    if (gate_ != nullptr) gate_->dropped(node);
     scopes_.unref(tree_.node(node).scope);
     tree_.erase(node);
   }
@@ -91,6 +93,7 @@ class PrefixIndex {
     ++run.refs;
     if (events_ != nullptr) emit_removed(node);
     if (store_keys_ != nullptr) store_keys_->forget(node);
+    if (gate_ != nullptr) gate_->dropped(node);
     tree_.erase(node);
   }
   void flush(ScopeRun& run) {
@@ -115,6 +118,11 @@ class PrefixIndex {
   // The block stores' node keys (store_keys.h), forgotten as nodes leave;
   // nullptr without stores; set once.
   void set_store_keys(StoreKeys* keys) { store_keys_ = keys; }
+  // The state snapshots of a cache with state resources (snapshot_gate.h),
+  // or nullptr; set once. With them, match() ends the reuse at the deepest
+  // full block whose node has a snapshot (windows permitting) and matches
+  // no partial block; a node leaving the tree drops its snapshot.
+  void set_snapshot_gate(SnapshotGate* gate) { gate_ = gate; }
   const std::string& scope_bytes(uint32_t scope) const { return scopes_.bytes(scope); }
   uint64_t scope_digest(uint32_t scope) const { return scopes_.digest(scope); }
 
@@ -180,6 +188,7 @@ class PrefixIndex {
   std::vector<uint32_t> tier_children_;  // per node
   EventLog* events_ = nullptr;
   StoreKeys* store_keys_ = nullptr;
+  SnapshotGate* gate_ = nullptr;
   // Lookup scratch (lookups change nothing, so they may run in const calls).
   mutable std::string extra_scratch_;
   mutable std::vector<int64_t> last_missing_;  // per windowed group

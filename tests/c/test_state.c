@@ -2,7 +2,8 @@
  * Nemotron-H-like config, the managed/local rule (n_groups met and not),
  * slot accounting through add/fork/remove/refusal (nothing changed on a
  * refusal), fork copying the state bit for bit, the batch slot call, the
- * budget split, no prefix reuse and no rewind with state, the unpaged
+ * budget split, no prefix reuse and no rewind without a state snapshot
+ * (test_state_snapshots.c has them with snapshots), the unpaged
  * length bound, bad input, and a randomized run with the invariant check.
  * Black box: only the public header. */
 #include <setjmp.h>
@@ -271,7 +272,8 @@ static void budget_split(void **state) {
   (void)state;
   /* One layer, 1 head of 8, bf16, 16 tokens: 512-byte blocks. SSM 1x1x64
    * f32: 256-byte slots. Budget 64 KiB: planned slots
-   * min(256, (65536 - 512) / 256 / 2) = 127. */
+   * min(256, (65536 - 512) / 256 / 2) = 127; planned snapshots
+   * min(127, (65536 - 127 * 256 - 512) / 256 / 4) = 31. */
   kvc_config_t *c = attention(1, 1, 8, 65536);
   uint32_t i = 0;
   ok(kvc_config_add_ssm_state(c, 1, 1, 64, KVC_DTYPE_F32, &i));
@@ -280,7 +282,12 @@ static void budget_split(void **state) {
   ok(kvc_cache_describe(cache, &d));
   assert_int_equal(d.num_state_slots, 127);
   assert_int_equal(d.state_bytes, 127 * 256);
-  assert_int_equal(d.num_blocks, (65536 - 127 * 256) / 512);
+  assert_int_equal(d.num_blocks, (65536 - 158 * 256) / 512);
+  kvc_snapshot_stats_t st = KVC_SNAPSHOT_STATS_INIT;
+  ok(kvc_cache_get_snapshot_stats(cache, &st));
+  assert_int_equal(st.num_slots, 31);
+  assert_int_equal(st.bytes, 31 * 256);
+  assert_int_equal(st.bytes_per_snapshot, 256);
   kvc_cache_destroy(cache);
 
   /* The cap of 256 planned slots. */
@@ -320,7 +327,7 @@ static void budget_split(void **state) {
   kvc_cache_destroy(cache);
 }
 
-static void no_prefix_reuse_no_rewind(void **state) {
+static void no_reuse_no_rewind_without_snapshot(void **state) {
   (void)state;
   kvc_cache_t *cache = small_hybrid(4);
   int32_t tokens[12];
@@ -339,9 +346,13 @@ static void no_prefix_reuse_no_rewind(void **state) {
   kvc_cache_stats_t s = KVC_CACHE_STATS_INIT;
   ok(kvc_cache_get_stats(cache, &s));
   assert_int_equal(s.reused_blocks, 0);
-  assert_int_equal(s.tree_nodes, 0);
+  assert_int_equal(s.tree_nodes, 3);  /* published, but no snapshot to reuse them with */
   assert_fails(kvc_sequence_rewind(cache, 2, 2), KVC_ERR_INVALID_STATE,
-               "cannot rewind sequence 2 by 2 tokens (from 12): its state resources cannot go back");
+               "cannot rewind sequence 2 by 2 tokens (from 12 to 10): its state resources go "
+               "back only to a published state snapshot, and position 10 is not a positive "
+               "multiple of tokens_per_block (4)");
+  assert_fails(kvc_sequence_rewind(cache, 2, 4), KVC_ERR_INVALID_STATE,
+               "and no state snapshot is cached at position 8");
   ok(kvc_sequence_rewind(cache, 2, 0));
   assert_fails(kvc_sequence_rewind(cache, 9, 1), KVC_ERR_NOT_FOUND, "9");
   kvc_sequence_desc_t d = KVC_SEQUENCE_DESC_INIT;
@@ -499,7 +510,7 @@ int main(void) {
       cmocka_unit_test(slot_accounting),
       cmocka_unit_test(fork_copies_state_bit_for_bit),
       cmocka_unit_test(budget_split),
-      cmocka_unit_test(no_prefix_reuse_no_rewind),
+      cmocka_unit_test(no_reuse_no_rewind_without_snapshot),
       cmocka_unit_test(unpaged_length_bound),
       cmocka_unit_test(bad_input),
       cmocka_unit_test(randomized),

@@ -138,7 +138,7 @@ TEST(StateSlots, CacheRefusesAddAfterItsOwnChecksAndKeepsSlotsExact) {
   cfg.resources = {ssm(2, 4, 8, KVC_DTYPE_F32)};
   cfg.max_state_slots = 2;
   Cache cache(cfg);
-  EXPECT_FALSE(cache.config().block_reuse);
+  EXPECT_TRUE(cache.config().block_reuse);  // reuse goes through state snapshots
   const int32_t tokens[4] = {1, 2, 3, 4};
   uint64_t cached = 0;
   Refusal refusal;
@@ -168,8 +168,10 @@ TEST(StateSlots, PlanSplitsTheBudget) {
   const MemoryPlan plan = plan_memory(cfg, group_layers(cfg), 0);
   EXPECT_EQ(plan.state_slots, 127u);  // min(256, (65536 - 512) / 256 / 2)
   EXPECT_EQ(plan.state_bytes, 127u * 256);
-  EXPECT_EQ(plan.budget_bytes, 65536u - 127 * 256);
-  EXPECT_EQ(plan.blocks_per_group, (65536u - 127 * 256) / 512);
+  EXPECT_EQ(plan.snapshot_slots, 31u);  // min(127, (65536 - 127 * 256 - 512) / 256 / 4)
+  EXPECT_EQ(plan.snapshot_bytes, 31u * 256);
+  EXPECT_EQ(plan.budget_bytes, 65536u - 158 * 256);
+  EXPECT_EQ(plan.blocks_per_group, (65536u - 158 * 256) / 512);
 }
 
 // Random add/fork/remove/extend on a cache with a managed and a local

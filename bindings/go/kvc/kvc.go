@@ -506,16 +506,16 @@ typedef long long swig_type_476;
 typedef _gostring_ swig_type_477;
 typedef _gostring_ swig_type_478;
 typedef long long swig_type_479;
-typedef long long swig_type_480;
-typedef long long swig_type_481;
-typedef long long swig_type_482;
+typedef _gostring_ swig_type_480;
+typedef _gostring_ swig_type_481;
+typedef _gostring_ swig_type_482;
 typedef long long swig_type_483;
 typedef long long swig_type_484;
 typedef long long swig_type_485;
 typedef long long swig_type_486;
 typedef long long swig_type_487;
-typedef _gostring_ swig_type_488;
-typedef _gostring_ swig_type_489;
+typedef long long swig_type_488;
+typedef long long swig_type_489;
 typedef long long swig_type_490;
 typedef long long swig_type_491;
 typedef long long swig_type_492;
@@ -526,6 +526,28 @@ typedef long long swig_type_496;
 typedef long long swig_type_497;
 typedef long long swig_type_498;
 typedef long long swig_type_499;
+typedef long long swig_type_500;
+typedef _gostring_ swig_type_501;
+typedef long long swig_type_502;
+typedef long long swig_type_503;
+typedef long long swig_type_504;
+typedef long long swig_type_505;
+typedef long long swig_type_506;
+typedef long long swig_type_507;
+typedef long long swig_type_508;
+typedef long long swig_type_509;
+typedef _gostring_ swig_type_510;
+typedef _gostring_ swig_type_511;
+typedef long long swig_type_512;
+typedef long long swig_type_513;
+typedef long long swig_type_514;
+typedef long long swig_type_515;
+typedef long long swig_type_516;
+typedef long long swig_type_517;
+typedef long long swig_type_518;
+typedef long long swig_type_519;
+typedef long long swig_type_520;
+typedef long long swig_type_521;
 extern void _wrap_Swig_free_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_kvc_0044c4030100e529(swig_intgo arg1);
 extern swig_intgo _wrap_KVC_OK_kvc_0044c4030100e529(void);
@@ -1477,21 +1499,52 @@ extern void _wrap_delete_kvc_resource_desc_t_kvc_0044c4030100e529(uintptr_t arg1
 extern void _wrap_kvc_resource_desc_init_kvc_0044c4030100e529(uintptr_t arg1);
 extern swig_type_477 _wrap_kvc_cache_describe_resource_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
 extern swig_type_478 _wrap_kvc_batch_state_slots_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_479 arg3, int arg4, swig_voidp arg5);
-extern uintptr_t _wrap_kvcgo_buffer_new_kvc_0044c4030100e529(swig_voidp arg1, swig_type_480 arg2);
+extern swig_type_480 _wrap_kvc_config_set_max_state_snapshots_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern swig_type_481 _wrap_kvc_config_get_max_state_snapshots_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_482 _wrap_kvc_sequence_publish_state_kvc_0044c4030100e529(uintptr_t arg1, swig_type_483 arg2, swig_type_484 arg3, uintptr_t arg4);
+extern void _wrap_kvc_snapshot_stats_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_snapshot_stats_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_num_slots_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_snapshot_stats_t_num_slots_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_slots_used_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_snapshot_stats_t_slots_used_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_reserved_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_snapshot_stats_t_reserved_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_bytes_per_snapshot_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_485 arg2);
+extern swig_type_486 _wrap_kvc_snapshot_stats_t_bytes_per_snapshot_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_487 arg2);
+extern swig_type_488 _wrap_kvc_snapshot_stats_t_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_published_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_489 arg2);
+extern swig_type_490 _wrap_kvc_snapshot_stats_t_published_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_hits_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_491 arg2);
+extern swig_type_492 _wrap_kvc_snapshot_stats_t_hits_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_hit_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_493 arg2);
+extern swig_type_494 _wrap_kvc_snapshot_stats_t_hit_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_restores_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_495 arg2);
+extern swig_type_496 _wrap_kvc_snapshot_stats_t_restores_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_evicted_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_497 arg2);
+extern swig_type_498 _wrap_kvc_snapshot_stats_t_evicted_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_dropped_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_499 arg2);
+extern swig_type_500 _wrap_kvc_snapshot_stats_t_dropped_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_snapshot_stats_t_kvc_0044c4030100e529(void);
+extern void _wrap_delete_kvc_snapshot_stats_t_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_init_kvc_0044c4030100e529(uintptr_t arg1);
+extern swig_type_501 _wrap_kvc_cache_get_snapshot_stats_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvcgo_buffer_new_kvc_0044c4030100e529(swig_voidp arg1, swig_type_502 arg2);
 extern void _wrap_kvcgo_buffer_free_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvcgo_buffer_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_481 arg3);
-extern swig_type_482 _wrap_kvcgo_cstring_length_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvcgo_buffer_write_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_483 arg3);
-extern void _wrap_kvcgo_extra_key_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_484 arg2, swig_type_485 arg3, swig_type_486 arg4, uintptr_t arg5, swig_type_487 arg6);
-extern swig_type_488 _wrap_kvcgo_cache_async_error_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_489 _wrap_kvcgo_stateful_async_error_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_490 _wrap_kvcgo_extra_key_size_kvc_0044c4030100e529(void);
-extern void _wrap_kvcgo_retention_range_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_491 arg2, swig_type_492 arg3, swig_type_493 arg4, int arg5, swig_type_494 arg6);
-extern swig_type_495 _wrap_kvcgo_retention_range_size_kvc_0044c4030100e529(void);
-extern swig_type_496 _wrap_kvcgo_event_size_kvc_0044c4030100e529(void);
-extern swig_type_497 _wrap_kvcgo_snapshot_entry_size_kvc_0044c4030100e529(void);
-extern void _wrap_kvcgo_events_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_498 arg3);
-extern void _wrap_kvcgo_snapshot_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_499 arg3);
+extern void _wrap_kvcgo_buffer_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_503 arg3);
+extern swig_type_504 _wrap_kvcgo_cstring_length_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvcgo_buffer_write_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_505 arg3);
+extern void _wrap_kvcgo_extra_key_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_506 arg2, swig_type_507 arg3, swig_type_508 arg4, uintptr_t arg5, swig_type_509 arg6);
+extern swig_type_510 _wrap_kvcgo_cache_async_error_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_511 _wrap_kvcgo_stateful_async_error_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_512 _wrap_kvcgo_extra_key_size_kvc_0044c4030100e529(void);
+extern void _wrap_kvcgo_retention_range_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_513 arg2, swig_type_514 arg3, swig_type_515 arg4, int arg5, swig_type_516 arg6);
+extern swig_type_517 _wrap_kvcgo_retention_range_size_kvc_0044c4030100e529(void);
+extern swig_type_518 _wrap_kvcgo_event_size_kvc_0044c4030100e529(void);
+extern swig_type_519 _wrap_kvcgo_snapshot_entry_size_kvc_0044c4030100e529(void);
+extern void _wrap_kvcgo_events_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_520 arg3);
+extern void _wrap_kvcgo_snapshot_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_521 arg3);
 #undef intgo
 */
 import "C"
@@ -9572,11 +9625,267 @@ func Kvc_batch_state_slots(arg1 Cache, arg2 *uint64, arg3 uint64, arg4 uint32, a
 	return swig_r_1
 }
 
+func Kvc_config_set_max_state_snapshots(arg1 Config, arg2 uint32) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_kvc_config_set_max_state_snapshots_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+func Kvc_config_get_max_state_snapshots(arg1 Config, arg2 *uint32) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_kvc_config_get_max_state_snapshots_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+func Kvc_sequence_publish_state(arg1 Cache, arg2 uint64, arg3 uint64, arg4 uintptr) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r_p := C._wrap_kvc_sequence_publish_state_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_483(_swig_i_1), C.swig_type_484(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+type SwigcptrKvc_snapshot_stats_t uintptr
+
+func (p SwigcptrKvc_snapshot_stats_t) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrKvc_snapshot_stats_t) SwigIsKvc_snapshot_stats_t() {
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) SetStruct_size(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_snapshot_stats_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) GetStruct_size() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_snapshot_stats_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) SetNum_slots(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_snapshot_stats_t_num_slots_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) GetNum_slots() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_snapshot_stats_t_num_slots_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) SetSlots_used(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_snapshot_stats_t_slots_used_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) GetSlots_used() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_snapshot_stats_t_slots_used_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) SetReserved(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_snapshot_stats_t_reserved_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) GetReserved() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_snapshot_stats_t_reserved_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) SetBytes_per_snapshot(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_snapshot_stats_t_bytes_per_snapshot_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_485(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) GetBytes_per_snapshot() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_bytes_per_snapshot_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) SetBytes(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_snapshot_stats_t_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_487(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) GetBytes() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) SetPublished(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_snapshot_stats_t_published_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_489(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) GetPublished() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_published_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) SetHits(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_snapshot_stats_t_hits_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_491(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) GetHits() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_hits_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) SetHit_tokens(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_snapshot_stats_t_hit_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_493(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) GetHit_tokens() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_hit_tokens_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) SetRestores(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_snapshot_stats_t_restores_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_495(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) GetRestores() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_restores_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) SetEvicted(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_snapshot_stats_t_evicted_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_497(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) GetEvicted() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_evicted_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) SetDropped(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_snapshot_stats_t_dropped_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_499(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) GetDropped() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_dropped_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewKvc_snapshot_stats_t() (_swig_ret Kvc_snapshot_stats_t) {
+	var swig_r Kvc_snapshot_stats_t
+	swig_r = (Kvc_snapshot_stats_t)(SwigcptrKvc_snapshot_stats_t(C._wrap_new_kvc_snapshot_stats_t_kvc_0044c4030100e529()))
+	return swig_r
+}
+
+func DeleteKvc_snapshot_stats_t(arg1 Kvc_snapshot_stats_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_kvc_snapshot_stats_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+}
+
+type Kvc_snapshot_stats_t interface {
+	Swigcptr() uintptr
+	SwigIsKvc_snapshot_stats_t()
+	SetStruct_size(arg2 uint32)
+	GetStruct_size() (_swig_ret uint32)
+	SetNum_slots(arg2 uint32)
+	GetNum_slots() (_swig_ret uint32)
+	SetSlots_used(arg2 uint32)
+	GetSlots_used() (_swig_ret uint32)
+	SetReserved(arg2 uint32)
+	GetReserved() (_swig_ret uint32)
+	SetBytes_per_snapshot(arg2 uint64)
+	GetBytes_per_snapshot() (_swig_ret uint64)
+	SetBytes(arg2 uint64)
+	GetBytes() (_swig_ret uint64)
+	SetPublished(arg2 uint64)
+	GetPublished() (_swig_ret uint64)
+	SetHits(arg2 uint64)
+	GetHits() (_swig_ret uint64)
+	SetHit_tokens(arg2 uint64)
+	GetHit_tokens() (_swig_ret uint64)
+	SetRestores(arg2 uint64)
+	GetRestores() (_swig_ret uint64)
+	SetEvicted(arg2 uint64)
+	GetEvicted() (_swig_ret uint64)
+	SetDropped(arg2 uint64)
+	GetDropped() (_swig_ret uint64)
+}
+
+func Kvc_snapshot_stats_init(arg1 Kvc_snapshot_stats_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_kvc_snapshot_stats_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+}
+
+func Kvc_cache_get_snapshot_stats(arg1 Cache, arg2 Kvc_snapshot_stats_t) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	swig_r_p := C._wrap_kvc_cache_get_snapshot_stats_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
 func Kvcgo_buffer_new(arg1 *byte, arg2 uint64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (uintptr)(C._wrap_kvcgo_buffer_new_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.swig_type_480(_swig_i_1)))
+	swig_r = (uintptr)(C._wrap_kvcgo_buffer_new_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.swig_type_502(_swig_i_1)))
 	return swig_r
 }
 
@@ -9589,7 +9898,7 @@ func Kvcgo_buffer_read(arg1 *byte, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_buffer_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_481(_swig_i_2))
+	C._wrap_kvcgo_buffer_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_503(_swig_i_2))
 }
 
 func Kvcgo_cstring_length(arg1 uintptr) (_swig_ret uint64) {
@@ -9603,7 +9912,7 @@ func Kvcgo_buffer_write(arg1 uintptr, arg2 *byte, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_buffer_write_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_483(_swig_i_2))
+	C._wrap_kvcgo_buffer_write_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_505(_swig_i_2))
 }
 
 func Kvcgo_extra_key_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, arg5 uintptr, arg6 uint64) {
@@ -9613,7 +9922,7 @@ func Kvcgo_extra_key_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_kvcgo_extra_key_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_484(_swig_i_1), C.swig_type_485(_swig_i_2), C.swig_type_486(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_487(_swig_i_5))
+	C._wrap_kvcgo_extra_key_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_506(_swig_i_1), C.swig_type_507(_swig_i_2), C.swig_type_508(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_509(_swig_i_5))
 }
 
 func Kvcgo_cache_async_error(arg1 Cache, arg2 uintptr, arg3 *bool) (_swig_ret error) {
@@ -9653,7 +9962,7 @@ func Kvcgo_retention_range_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_kvcgo_retention_range_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_491(_swig_i_1), C.swig_type_492(_swig_i_2), C.swig_type_493(_swig_i_3), C.int(_swig_i_4), C.swig_type_494(_swig_i_5))
+	C._wrap_kvcgo_retention_range_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_513(_swig_i_1), C.swig_type_514(_swig_i_2), C.swig_type_515(_swig_i_3), C.int(_swig_i_4), C.swig_type_516(_swig_i_5))
 }
 
 func Kvcgo_retention_range_size() (_swig_ret uint64) {
@@ -9678,12 +9987,12 @@ func Kvcgo_events_read(arg1 *uint64, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_events_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_498(_swig_i_2))
+	C._wrap_kvcgo_events_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_520(_swig_i_2))
 }
 
 func Kvcgo_snapshot_read(arg1 *uint64, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_snapshot_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_499(_swig_i_2))
+	C._wrap_kvcgo_snapshot_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_521(_swig_i_2))
 }

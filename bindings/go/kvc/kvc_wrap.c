@@ -12635,6 +12635,401 @@ _gostring_ _wrap_kvc_batch_state_slots_kvc_0044c4030100e529(kvc_cache_t *_swig_g
 }
 
 
+_gostring_ _wrap_kvc_config_set_max_state_snapshots_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  uint32_t arg2 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_config_set_max_state_snapshots(arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_get_max_state_snapshots_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  uint32_t *arg2 = (uint32_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = (uint32_t *)_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_config_get_max_state_snapshots((struct kvc_config const *)arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_sequence_publish_state_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, void *_swig_go_3) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint64_t arg2 ;
+  uint64_t arg3 ;
+  void *arg4 = (void *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = (uint64_t)_swig_go_2; 
+  arg4 = *(void **)&_swig_go_3; 
+  
+  result = (kvc_status_t)kvc_sequence_publish_state(arg1,arg2,arg3,arg4);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_stats_t_struct_size_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, int _swig_go_1) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_snapshot_stats_t_struct_size_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_stats_t_num_slots_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, int _swig_go_1) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_slots = arg2;
+  
+}
+
+
+int _wrap_kvc_snapshot_stats_t_num_slots_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->num_slots);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_stats_t_slots_used_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, int _swig_go_1) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->slots_used = arg2;
+  
+}
+
+
+int _wrap_kvc_snapshot_stats_t_slots_used_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->slots_used);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_stats_t_reserved_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, int _swig_go_1) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->reserved = arg2;
+  
+}
+
+
+int _wrap_kvc_snapshot_stats_t_reserved_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->reserved);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_stats_t_bytes_per_snapshot_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->bytes_per_snapshot = arg2;
+  
+}
+
+
+long long _wrap_kvc_snapshot_stats_t_bytes_per_snapshot_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->bytes_per_snapshot);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_stats_t_bytes_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_snapshot_stats_t_bytes_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_stats_t_published_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->published = arg2;
+  
+}
+
+
+long long _wrap_kvc_snapshot_stats_t_published_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->published);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_stats_t_hits_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->hits = arg2;
+  
+}
+
+
+long long _wrap_kvc_snapshot_stats_t_hits_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->hits);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_stats_t_hit_tokens_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->hit_tokens = arg2;
+  
+}
+
+
+long long _wrap_kvc_snapshot_stats_t_hit_tokens_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->hit_tokens);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_stats_t_restores_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->restores = arg2;
+  
+}
+
+
+long long _wrap_kvc_snapshot_stats_t_restores_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->restores);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_stats_t_evicted_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->evicted = arg2;
+  
+}
+
+
+long long _wrap_kvc_snapshot_stats_t_evicted_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->evicted);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_stats_t_dropped_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->dropped = arg2;
+  
+}
+
+
+long long _wrap_kvc_snapshot_stats_t_dropped_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->dropped);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_snapshot_stats *_wrap_new_kvc_snapshot_stats_t_kvc_0044c4030100e529() {
+  struct kvc_snapshot_stats *result = 0 ;
+  struct kvc_snapshot_stats *_swig_go_result;
+  
+  
+  result = (struct kvc_snapshot_stats *)calloc(1, sizeof(struct kvc_snapshot_stats));
+  *(struct kvc_snapshot_stats **)&_swig_go_result = (struct kvc_snapshot_stats *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_snapshot_stats_t_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_snapshot_stats_init_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+  kvc_snapshot_stats_t *arg1 = (kvc_snapshot_stats_t *) 0 ;
+  
+  arg1 = *(kvc_snapshot_stats_t **)&_swig_go_0; 
+  
+  kvc_snapshot_stats_init(arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_cache_get_snapshot_stats_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, struct kvc_snapshot_stats *_swig_go_1) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  kvc_snapshot_stats_t *arg2 = (kvc_snapshot_stats_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = *(kvc_snapshot_stats_t **)&_swig_go_1; 
+  
+  result = (kvc_status_t)kvc_cache_get_snapshot_stats((struct kvc_cache const *)arg1,arg2);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
 uintptr_t _wrap_kvcgo_buffer_new_kvc_0044c4030100e529(char *_swig_go_0, long long _swig_go_1) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;

@@ -24,7 +24,7 @@ from ._types import (ALL_ROWS, DEFAULT_PRIORITY, EVENT_NO_TOKENS, RETENTION_OPEN
                      STATEFUL_MAX_BATCH, STATEFUL_MAX_LENGTH, DeviceKind, DType, EventKind,
                      Feature, GrowthPolicy, Layout, ResourceKind, ResourceReason, Status,
                      TableFormat, Tier)
-from .cache import STATE_ALL, Cache
+from .cache import STATE_ALL, STATE_SNAPSHOTS_NONE, Cache
 from .config import Config
 from .errors import KvCacheError, status_string
 from ._batch import DecodeStep
@@ -34,7 +34,7 @@ from ._sequences import ExtraKey, RetentionRange, SequenceOptions
 from ._transfer import Export, Import
 from .records import (CacheDescription, CacheStats, CsrTable, GroupDescription, GroupStats, TierStats,
                       LayerView, PoolDescription, ResizePlan, SequenceDescription, SlotMapping,
-                      TransferDescription, ResourceDescription,
+                      TransferDescription, ResourceDescription, SnapshotStats,
                       SnapshotEntry, StatefulLayerStats, StatefulStats, StatefulView)
 from .stateful import StatefulCache
 
@@ -43,7 +43,7 @@ __all__ = ["Cache", "Config", "StatefulCache", "KvCacheError", "Status", "DType"
            "RetentionRange", "StoreStrides", "DecodeStep", "CacheDescription",
            "GroupDescription", "PoolDescription", "ResizePlan", "LayerView", "SequenceDescription", "Export", "Import",
            "TransferDescription", "ResourceDescription", "ResourceKind", "ResourceReason",
-           "STATE_ALL",
+           "STATE_ALL", "STATE_SNAPSHOTS_NONE", "SnapshotStats",
            "CacheStats", "GroupStats", "TierStats", "CsrTable", "SlotMapping", "StatefulView", "StatefulStats",
            "StatefulLayerStats", "EventKind", "Tier", "Event", "Snapshot", "SnapshotEntry",
            "EVENT_NO_TOKENS", "DEFAULT_PRIORITY", "RETENTION_OPEN_END", "ALL_ROWS",

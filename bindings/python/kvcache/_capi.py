@@ -133,6 +133,11 @@ kvc_status_t kvc_config_get_max_state_slots(const kvc_config_t *config, uint32_t
 void kvc_resource_desc_init(kvc_resource_desc_t *desc);
 kvc_status_t kvc_cache_describe_resource(const kvc_cache_t *cache, uint32_t index, kvc_resource_desc_t *out);
 kvc_status_t kvc_batch_state_slots(const kvc_cache_t *cache, const uint64_t *ids, size_t count, uint32_t resource, int32_t *slots);
+kvc_status_t kvc_config_set_max_state_snapshots(kvc_config_t *config, uint32_t slots);
+kvc_status_t kvc_config_get_max_state_snapshots(const kvc_config_t *config, uint32_t *out);
+kvc_status_t kvc_sequence_publish_state(kvc_cache_t *cache, uint64_t id, uint64_t position, void *stream);
+void kvc_snapshot_stats_init(kvc_snapshot_stats_t *stats);
+kvc_status_t kvc_cache_get_snapshot_stats(const kvc_cache_t *cache, kvc_snapshot_stats_t *out);
 
 void kvc_store_args_init(kvc_store_args_t *args);
 kvc_status_t kvc_store_kv(kvc_cache_t *cache, const kvc_store_args_t *args, void *stream);
@@ -218,6 +223,10 @@ STRUCTS = {
         uint64_t bytes_per_token; uint64_t max_tokens; uint64_t alignment; uint64_t slot_bytes;
         uint64_t slot_stride; uint64_t stride0; uint64_t stride1; uint64_t stride2;
         void *base;""",
+    "kvc_snapshot_stats_t": """uint32_t struct_size; uint32_t num_slots; uint32_t slots_used;
+        uint32_t reserved; uint64_t bytes_per_snapshot; uint64_t bytes; uint64_t published;
+        uint64_t hits; uint64_t hit_tokens; uint64_t restores; uint64_t evicted;
+        uint64_t dropped;""",
     "kvc_group_desc_t": """uint32_t struct_size; uint32_t window; uint32_t kv_heads;
         uint32_t head_dim; uint32_t num_layers; uint32_t pool; uint64_t block_bytes;
         uint64_t bytes_per_token; uint32_t kv_heads_per_rank; uint32_t head_replication;""",

@@ -17,16 +17,19 @@ from .config import Config
 from .errors import KvCacheError, check
 from .records import ResizePlan, read_record
 
-__all__ = ["Cache", "STATE_ALL"]
+__all__ = ["Cache", "STATE_ALL", "STATE_SNAPSHOTS_NONE"]
 
 # kvc_batch_state_slots' resource value meaning every resource (KVC_STATE_ALL).
 STATE_ALL = 0xFFFFFFFF
+# Config.max_state_snapshots' value for no snapshot pool (KVC_STATE_SNAPSHOTS_NONE).
+STATE_SNAPSHOTS_NONE = 0xFFFFFFFF
 
 _message = lib.kvc_last_error_message
 _CACHE, _GROUP, _POOL, _LAYER, _STATS, _GROUP_STATS, _TIER_STATS, _PLAN = (
     read_record(k) for k in ("cache", "group", "pool", "layer", "stats", "group_stats",
                              "tier_stats", "resize_plan"))
 _RESOURCE = read_record("resource")
+_SNAPSHOT_STATS = read_record("snapshot_stats")
 
 
 class Cache(NativeHandle, SequenceCalls, BatchCalls, KernelCalls, PrefillCalls, EventCalls,
@@ -100,6 +103,23 @@ class Cache(NativeHandle, SequenceCalls, BatchCalls, KernelCalls, PrefillCalls, 
         if resource != STATE_ALL:
             return list(slots[:len(ids)])
         return [list(slots[i * per:(i + 1) * per]) for i in range(len(ids))]
+
+    def publish_state(self, id, position, *, stream=None):
+        """Publishes sequence `id`'s state at `position` (a positive multiple
+        of tokens_per_block, at most its committed tokens) as the snapshot of
+        its block ending there, copied on `stream` (kvc_sequence_publish_state):
+        a later prompt with that prefix reuses it, and a rewind to `position`
+        restores it (state.h)."""
+        op = "kvc_sequence_publish_state"
+        self._call(op, lib.kvc_sequence_publish_state, id, position, stream_handle(stream, op))
+
+    def snapshot_stats(self):
+        """SnapshotStats: the state snapshot pool and its counters
+        (kvc_cache_get_snapshot_stats)."""
+        s = _SNAPSHOT_STATS.new()
+        self._call("kvc_cache_get_snapshot_stats", lib.kvc_cache_get_snapshot_stats,
+                   ctypes.byref(s))
+        return _SNAPSHOT_STATS.read(s)
 
     def describe_group(self, group):
         """GroupDescription of layer group `group` (kvc_cache_describe_group)."""

@@ -254,6 +254,10 @@ class Config:
     max_state_slots = _setting(
         lib.kvc_config_set_max_state_slots, lib.kvc_config_get_max_state_slots,
         _u32, doc="State slots (state.h); 0 = planned from the budget.")
+    max_state_snapshots = _setting(
+        lib.kvc_config_set_max_state_snapshots, lib.kvc_config_get_max_state_snapshots,
+        _u32, doc="State snapshot slots (state.h); 0 = planned from the budget, "
+                  "STATE_SNAPSHOTS_NONE = none.")
     max_tokens = _setting(
         lib.kvc_config_set_max_tokens, lib.kvc_config_get_max_tokens,
         _u64, doc="Token bound per layer (0 = none).")

@@ -145,6 +145,10 @@ SnapshotEntry.__doc__ = "kvc_snapshot_entry_t: one cached block of Cache.snapsho
                         "parent_hash, groups bit mask, lora_id if has_lora, tier, priority, " \
                         "num_tokens)."
 
+SnapshotStats = collections.namedtuple("SnapshotStats", _fields("kvc_snapshot_stats_t"))
+SnapshotStats.__doc__ = "kvc_snapshot_stats_t (state.h): the state snapshot pool (slots, " \
+                        "bytes) and its counters (published, hits, restores, evictions)."
+
 RECORDS = {
     "cache": _Record("kvc_cache_desc_t", lib.kvc_cache_desc_init, CacheDescription),
     "group": _Record("kvc_group_desc_t", lib.kvc_group_desc_init, GroupDescription),
@@ -157,6 +161,8 @@ RECORDS = {
     "transfer": _Record("kvc_transfer_desc_t", lib.kvc_transfer_desc_init, TransferDescription),
     "resource": _Record("kvc_resource_desc_t", lib.kvc_resource_desc_init, ResourceDescription,
                         {"kind": ResourceKind, "reason": ResourceReason, "dtype": DType}),
+    "snapshot_stats": _Record("kvc_snapshot_stats_t", lib.kvc_snapshot_stats_init,
+                              SnapshotStats),
     "resize_plan": _Record("kvc_resize_plan_t", lib.kvc_resize_plan_init, RawResizePlan),
     "stateful_view": _Record("kvc_stateful_view_t", lib.kvc_stateful_view_init, StatefulView),
     "stateful_stats": _Record("kvc_stateful_stats_t", lib.kvc_stateful_stats_init, StatefulStats),

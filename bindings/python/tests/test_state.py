@@ -1,6 +1,7 @@
 """State resources (state.h): describe with n_groups met and not, slots
 through add/fork/remove and a refusal, fork copying the state bit for bit,
-bad input."""
+bad input; state snapshots: publish, reuse restoring the published bytes,
+rewind to a snapshot, the counters."""
 import ctypes
 import unittest
 
@@ -22,7 +23,58 @@ def hybrid(slots):
         return kvcache.Cache(c)
 
 
+def pattern(cache, id, seed, write):
+    """Writes seed's pattern into every slot of sequence id, or checks it."""
+    same = True
+    for r, slot in enumerate(cache.state_slots([id])[0]):
+        v = cache.describe_resource(r)
+        want = bytes((b * 7 + seed + r) & 0xFF for b in range(v.slot_bytes))
+        at = v.base + slot * v.slot_stride
+        if write:
+            ctypes.memmove(at, want, v.slot_bytes)
+        else:
+            same = same and ctypes.string_at(at, v.slot_bytes) == want
+    return same
+
+
 class StateTest(unittest.TestCase):
+    def test_snapshots_publish_reuse_rewind(self):
+        with kvcache.Config(num_layers=1, kv_heads=1, head_dim=8, tokens_per_block=4,
+                            primary_bytes=1 << 20, max_state_slots=4,
+                            max_state_snapshots=3) as c:
+            self.assertEqual(c.max_state_snapshots, 3)
+            c.add_ssm_state(2, 4, 8, "f32")
+            c.add_conv_state(24, 4, "f32")
+            cache = kvcache.Cache(c)
+        with cache:
+            tokens = list(range(100, 112))
+            self.assertEqual(cache.add_sequence(1, tokens[:10]), 0)
+            pattern(cache, 1, 8, True)
+            cache.commit(1, 8)
+            cache.publish_state(1, 8)
+            with self.assertRaises(kvcache.KvCacheError) as e:
+                cache.publish_state(1, 6)
+            self.assertEqual(e.exception.status, Status.INVALID_ARGUMENT)
+            self.assertIn("position 6 is not a positive multiple", str(e.exception))
+            # Speculative decoding: drafts run; the state goes back to 8 only.
+            cache.extend_sequence(1, tokens[10:12])
+            pattern(cache, 1, 99, True)
+            with self.assertRaises(kvcache.KvCacheError) as e:
+                cache.rewind(1, 3)
+            self.assertEqual(e.exception.status, Status.INVALID_STATE)
+            cache.rewind(1, 4)
+            self.assertTrue(pattern(cache, 1, 8, False))
+            cache.remove_sequence(1)
+            self.assertEqual(cache.add_sequence(2, tokens), 8)
+            self.assertTrue(pattern(cache, 2, 8, False))
+            s = cache.snapshot_stats()
+            self.assertEqual((s.num_slots, s.slots_used, s.published, s.hits, s.hit_tokens,
+                              s.restores, s.evicted, s.dropped), (3, 1, 1, 1, 8, 1, 0, 0))
+            self.assertEqual((s.bytes_per_snapshot, s.bytes), (256 + 384, 3 * (256 + 512)))
+            cache.check()
+        with kvcache.Config(max_state_snapshots=kvcache.STATE_SNAPSHOTS_NONE) as c:
+            self.assertEqual(c.max_state_snapshots, kvcache.STATE_SNAPSHOTS_NONE)
+
     def test_describe_slots_and_fork_copy(self):
         with hybrid(2) as cache:
             d = cache.describe()

@@ -16,6 +16,7 @@ pub const KVC_STATEFUL_ALL_ROWS: u32 = 4294967295;
 pub const KVC_STATE_ALL: u32 = 4294967295;
 pub const KVC_STATE_MAX_RESOURCES: u32 = 256;
 pub const KVC_STATE_MAX_ALIGNMENT: u32 = 4096;
+pub const KVC_STATE_SNAPSHOTS_NONE: u32 = 4294967295;
 pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
 pub type __int64_t = ::std::os::raw::c_long;
@@ -2842,8 +2843,14 @@ extern "C" {
     #[doc = "        draft tokens of speculative decoding). Blocks left empty are"]
     #[doc = "        released; a published block that becomes the partial tail is copied"]
     #[doc = "        before the next write, so cached KV is never overwritten."]
+    #[doc = "        On a cache with state resources (state.h, since 0.3.0) a rewind"]
+    #[doc = "        by more than 0 tokens goes only to a position whose state snapshot"]
+    #[doc = "        is cached (kvc_sequence_publish_state()), and restores the state"]
+    #[doc = "        from it."]
     #[doc = " @return KVC_OK, KVC_ERR_NOT_FOUND, KVC_ERR_INVALID_ARGUMENT (more tokens"]
-    #[doc = "         than the sequence has)."]
+    #[doc = "         than the sequence has), KVC_ERR_INVALID_STATE (state resources"]
+    #[doc = "         and no snapshot at the new length: the message names what is"]
+    #[doc = "         missing; nothing changed)."]
     #[doc = " @since 0.1.0"]
     pub fn kvc_sequence_rewind(cache: *mut kvc_cache_t, id: u64, num_tokens: u64) -> kvc_status_t;
 }
@@ -9644,5 +9651,321 @@ extern "C" {
         count: usize,
         resource: u32,
         slots: *mut i32,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Number of state snapshot slots (see the file's prefix reuse):"]
+    #[doc = "        0 (default) = planned from the budget; KVC_STATE_SNAPSHOTS_NONE ="]
+    #[doc = "        none (no prefix reuse, no rewind); else at most 2^20, and the"]
+    #[doc = "        budget must hold them after the state slots and one block set"]
+    #[doc = "        (validation and kvc_cache_create() refuse it, naming both figures)."]
+    #[doc = "        Applies only to a config with state resources."]
+    #[doc = " @return KVC_OK, KVC_ERR_INVALID_ARGUMENT (above 2^20 and not"]
+    #[doc = "         KVC_STATE_SNAPSHOTS_NONE; config unchanged)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_config_set_max_state_snapshots(
+        config: *mut kvc_config_t,
+        slots: u32,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief The snapshot slot setting (0 = planned). @since 0.3.0"]
+    pub fn kvc_config_get_max_state_snapshots(
+        config: *const kvc_config_t,
+        out: *mut u32,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Publishes sequence `id`'s state at `position`: copies the bytes of"]
+    #[doc = "        every resource's slot of the sequence into the snapshot of the"]
+    #[doc = "        prefix-tree node of its block ending at `position` (see the file's"]
+    #[doc = "        prefix reuse), on `stream` (NULL: the device's default stream; on"]
+    #[doc = "        CUDA device to device, ordered after the caller's kernels on that"]
+    #[doc = "        stream). The slots must hold the state at `position`: publish"]
+    #[doc = "        right after the chunk ending there, before later tokens run."]
+    #[doc = " @param position A positive multiple of tokens_per_block, at most the"]
+    #[doc = "        sequence's committed tokens."]
+    #[doc = " @return KVC_OK; KVC_ERR_NOT_FOUND (no such sequence);"]
+    #[doc = "         KVC_ERR_INVALID_ARGUMENT (a cache without state resources, a"]
+    #[doc = "         position 0, not a multiple of tokens_per_block or past the"]
+    #[doc = "         committed tokens: the message names the value and the bound);"]
+    #[doc = "         KVC_ERR_INVALID_STATE (the block is not published: block reuse"]
+    #[doc = "         off; or the cache has 0 snapshot slots); KVC_ERR_DEVICE (the"]
+    #[doc = "         copy failed: the node has no snapshot then). Nothing changed on"]
+    #[doc = "         any failure but KVC_ERR_DEVICE. A full snapshot pool evicts one"]
+    #[doc = "         (the file's eviction rule)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_sequence_publish_state(
+        cache: *mut kvc_cache_t,
+        id: u64,
+        position: u64,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> kvc_status_t;
+}
+#[doc = " @brief The state snapshot pool and its counters (kvc_cache_get_snapshot_stats)."]
+#[doc = "        Transparent; begins with struct_size. All 0 without state resources."]
+#[doc = " @since 0.3.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_snapshot_stats {
+    #[doc = "< sizeof(kvc_snapshot_stats_t) of the caller."]
+    pub struct_size: u32,
+    #[doc = "< Snapshot slots of the pool."]
+    pub num_slots: u32,
+    #[doc = "< Snapshots cached now."]
+    pub slots_used: u32,
+    #[doc = "< 0."]
+    pub reserved: u32,
+    #[doc = "< Bytes one publish or restore copies."]
+    pub bytes_per_snapshot: u64,
+    #[doc = "< Bytes of the pool (out of the primary budget)."]
+    pub bytes: u64,
+    #[doc = "< Publishes that stored a snapshot."]
+    pub published: u64,
+    #[doc = "< Adds that reused a prefix (restored a snapshot)."]
+    pub hits: u64,
+    #[doc = "< Tokens those adds reused."]
+    pub hit_tokens: u64,
+    #[doc = "< Rewinds that restored a snapshot."]
+    pub restores: u64,
+    #[doc = "< Snapshots evicted by a publish into a full pool."]
+    pub evicted: u64,
+    #[doc = "< Snapshots dropped with their node (block eviction, reset)."]
+    pub dropped: u64,
+}
+#[test]
+fn bindgen_test_layout_kvc_snapshot_stats() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_snapshot_stats>(),
+        80usize,
+        concat!("Size of: ", stringify!(kvc_snapshot_stats))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_snapshot_stats>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_snapshot_stats))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_stats),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_num_slots() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_slots) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_stats),
+                "::",
+                stringify!(num_slots)
+            )
+        );
+    }
+    test_field_num_slots();
+    fn test_field_slots_used() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).slots_used) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_stats),
+                "::",
+                stringify!(slots_used)
+            )
+        );
+    }
+    test_field_slots_used();
+    fn test_field_reserved() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_stats),
+                "::",
+                stringify!(reserved)
+            )
+        );
+    }
+    test_field_reserved();
+    fn test_field_bytes_per_snapshot() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).bytes_per_snapshot) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_stats),
+                "::",
+                stringify!(bytes_per_snapshot)
+            )
+        );
+    }
+    test_field_bytes_per_snapshot();
+    fn test_field_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).bytes) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_stats),
+                "::",
+                stringify!(bytes)
+            )
+        );
+    }
+    test_field_bytes();
+    fn test_field_published() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).published) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_stats),
+                "::",
+                stringify!(published)
+            )
+        );
+    }
+    test_field_published();
+    fn test_field_hits() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).hits) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_stats),
+                "::",
+                stringify!(hits)
+            )
+        );
+    }
+    test_field_hits();
+    fn test_field_hit_tokens() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).hit_tokens) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_stats),
+                "::",
+                stringify!(hit_tokens)
+            )
+        );
+    }
+    test_field_hit_tokens();
+    fn test_field_restores() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).restores) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_stats),
+                "::",
+                stringify!(restores)
+            )
+        );
+    }
+    test_field_restores();
+    fn test_field_evicted() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).evicted) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_stats),
+                "::",
+                stringify!(evicted)
+            )
+        );
+    }
+    test_field_evicted();
+    fn test_field_dropped() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).dropped) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_stats),
+                "::",
+                stringify!(dropped)
+            )
+        );
+    }
+    test_field_dropped();
+}
+#[doc = " @brief The state snapshot pool and its counters (kvc_cache_get_snapshot_stats)."]
+#[doc = "        Transparent; begins with struct_size. All 0 without state resources."]
+#[doc = " @since 0.3.0"]
+pub type kvc_snapshot_stats_t = kvc_snapshot_stats;
+extern "C" {
+    #[doc = " @brief Zeroes `stats` and sets its struct_size. @since 0.3.0"]
+    pub fn kvc_snapshot_stats_init(stats: *mut kvc_snapshot_stats_t);
+}
+extern "C" {
+    #[doc = " @brief The snapshot pool's use and counters."]
+    #[doc = " @param[in,out] out struct_size must be set; min(struct_size, its own"]
+    #[doc = "        size) bytes are written."]
+    #[doc = " @return KVC_OK, KVC_ERR_INVALID_ARGUMENT (NULL, struct_size 0). Reads only."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_cache_get_snapshot_stats(
+        cache: *const kvc_cache_t,
+        out: *mut kvc_snapshot_stats_t,
     ) -> kvc_status_t;
 }

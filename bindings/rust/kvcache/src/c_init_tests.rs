@@ -95,6 +95,10 @@ fn argument_defaults_match_their_init_functions() {
         c_init!(sys::kvc_resource_desc_t, kvc_resource_desc_init),
     );
     same(
+        crate::state::snapshot_stats_init(),
+        c_init!(sys::kvc_snapshot_stats_t, kvc_snapshot_stats_init),
+    );
+    same(
         sized!(sys::kvc_resize_plan_t),
         c_init!(sys::kvc_resize_plan_t, kvc_resize_plan_init),
     );

@@ -88,7 +88,9 @@ pub use resize::{ResizeInputs, ResizePlan};
 pub use sequence::{
     ExtraKey, RetentionRange, SequenceDesc, SequenceOptions, DEFAULT_PRIORITY, RETENTION_OPEN_END,
 };
-pub use state::{ResourceDesc, ResourceKind, ResourceReason, STATE_ALL};
+pub use state::{
+    ResourceDesc, ResourceKind, ResourceReason, SnapshotStats, STATE_ALL, STATE_SNAPSHOTS_NONE,
+};
 pub use stateful::{
     GrowthPolicy, RawStatefulAppend, RawStatefulDecode, StatefulCache, StatefulLayerStats,
     StatefulOn, StatefulOptions, StatefulStats, StatefulView,

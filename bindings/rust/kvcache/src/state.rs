@@ -6,13 +6,43 @@ use std::ffi::{c_void, CStr};
 
 use kvcache_sys as sys;
 
-use crate::cache::{sized, Cache};
+use crate::cache::{sized, Cache, OnStream};
 use crate::config::Config;
 use crate::error::{check, Result};
 use crate::types::Dtype;
+use crate::types::Stream;
 
 /// `resource` of [`Cache::state_slots_all`]'s C call: every resource.
 pub const STATE_ALL: u32 = sys::KVC_STATE_ALL;
+
+/// [`Config::set_max_state_snapshots`]'s value for no snapshot pool.
+pub const STATE_SNAPSHOTS_NONE: u32 = u32::MAX;
+
+/// The state snapshot pool and its counters (`kvc_snapshot_stats_t`; all 0
+/// without state resources).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SnapshotStats {
+    /// Snapshot slots of the pool.
+    pub num_slots: u32,
+    /// Snapshots cached now.
+    pub slots_used: u32,
+    /// Bytes one publish or restore copies.
+    pub bytes_per_snapshot: u64,
+    /// Bytes of the pool (out of the primary budget).
+    pub bytes: u64,
+    /// Publishes that stored a snapshot.
+    pub published: u64,
+    /// Adds that reused a prefix (restored a snapshot).
+    pub hits: u64,
+    /// Tokens those adds reused.
+    pub hit_tokens: u64,
+    /// Rewinds that restored a snapshot.
+    pub restores: u64,
+    /// Snapshots evicted by a publish into a full pool.
+    pub evicted: u64,
+    /// Snapshots dropped with their node.
+    pub dropped: u64,
+}
 
 /// What a resource is (`kvc_resource_kind_t`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,6 +217,44 @@ impl Config {
         check(unsafe { sys::kvc_config_get_max_state_slots(self.as_ptr(), &mut out) })?;
         Ok(out)
     }
+
+    /// State snapshot slots; 0 = planned, [`STATE_SNAPSHOTS_NONE`] = none
+    /// (`kvc_config_set_max_state_snapshots`).
+    pub fn set_max_state_snapshots(&mut self, slots: u32) -> Result<()> {
+        // SAFETY: live config, exclusively borrowed.
+        check(unsafe { sys::kvc_config_set_max_state_snapshots(self.as_mut_ptr(), slots) })
+    }
+
+    /// The snapshot slot setting (`kvc_config_get_max_state_snapshots`).
+    pub fn max_state_snapshots(&self) -> Result<u32> {
+        let mut out = 0;
+        // SAFETY: live config, valid out pointer.
+        check(unsafe { sys::kvc_config_get_max_state_snapshots(self.as_ptr(), &mut out) })?;
+        Ok(out)
+    }
+}
+
+pub(crate) fn snapshot_stats_init() -> sys::kvc_snapshot_stats_t {
+    sized!(sys::kvc_snapshot_stats_t)
+}
+
+impl OnStream<'_> {
+    /// Publishes sequence `id`'s state at `position` (a positive multiple
+    /// of tokens_per_block, at most its committed tokens) as the snapshot
+    /// of its block ending there, copied on this stream
+    /// (`kvc_sequence_publish_state`).
+    pub fn publish_state(&self, id: u64, position: u64) -> Result<()> {
+        let _memory = self.cache().memory_write();
+        // SAFETY: live cache; the stream was vouched for.
+        check(unsafe {
+            sys::kvc_sequence_publish_state(
+                self.cache().as_ptr(),
+                id,
+                position,
+                self.stream().as_raw(),
+            )
+        })
+    }
 }
 
 pub(crate) fn resource_desc_init() -> sys::kvc_resource_desc_t {
@@ -194,6 +262,30 @@ pub(crate) fn resource_desc_init() -> sys::kvc_resource_desc_t {
 }
 
 impl Cache {
+    /// [`OnStream::publish_state`] on the default stream.
+    pub fn publish_state(&self, id: u64, position: u64) -> Result<()> {
+        self.on(Stream::DEFAULT).publish_state(id, position)
+    }
+
+    /// The snapshot pool and its counters (`kvc_cache_get_snapshot_stats`).
+    pub fn snapshot_stats(&self) -> Result<SnapshotStats> {
+        let mut d = snapshot_stats_init();
+        // SAFETY: live cache, valid struct.
+        check(unsafe { sys::kvc_cache_get_snapshot_stats(self.as_ptr(), &mut d) })?;
+        Ok(SnapshotStats {
+            num_slots: d.num_slots,
+            slots_used: d.slots_used,
+            bytes_per_snapshot: d.bytes_per_snapshot,
+            bytes: d.bytes,
+            published: d.published,
+            hits: d.hits,
+            hit_tokens: d.hit_tokens,
+            restores: d.restores,
+            evicted: d.evicted,
+            dropped: d.dropped,
+        })
+    }
+
     /// Describes resource `index` (`kvc_cache_describe_resource`).
     pub fn describe_resource(&self, index: u32) -> Result<ResourceDesc> {
         let mut d = resource_desc_init();

@@ -1,8 +1,12 @@
 //! State resources (`state.h`): a Nemotron-H-like config described (n_groups
 //! met and not), slots through add/fork/remove and a refusal, fork copying
-//! the state bit for bit, bad input.
+//! the state bit for bit, bad input; state snapshots: publish, reuse
+//! restoring the published bytes, rewind to a snapshot, the counters.
 
-use kvcache::{Cache, Config, Dtype, ResourceKind, ResourceReason, SequenceOptions, Status};
+use kvcache::{
+    Cache, Config, Dtype, ResourceKind, ResourceReason, SequenceOptions, Status,
+    STATE_SNAPSHOTS_NONE,
+};
 
 fn config(slots: u32) -> Config {
     let mut c = Config::builder()
@@ -101,4 +105,78 @@ fn bad_input_is_refused_with_its_message() {
     assert_eq!(e.status, Status::InvalidArgument);
     let e = cache.state_slots(&[7], 0).unwrap_err();
     assert_eq!(e.status, Status::NotFound);
+}
+
+/// Writes `seed`'s pattern into every slot of sequence `id`, or checks it.
+fn pattern(cache: &Cache, id: u64, seed: u8, write: bool) -> bool {
+    let slots = cache.state_slots_all(&[id]).unwrap();
+    let mut same = true;
+    for (r, &slot) in slots.iter().enumerate() {
+        let d = cache.describe_resource(r as u32).unwrap();
+        // SAFETY: the CPU slot of sequence id, slot_bytes long, while the
+        // cache lives and no call runs.
+        let p = unsafe {
+            std::slice::from_raw_parts_mut(
+                (d.base as *mut u8).add(slot as usize * d.slot_stride as usize),
+                d.slot_bytes as usize,
+            )
+        };
+        for (b, v) in p.iter_mut().enumerate() {
+            let want = (b as u8)
+                .wrapping_mul(7)
+                .wrapping_add(seed)
+                .wrapping_add(r as u8);
+            if write {
+                *v = want;
+            } else {
+                same &= *v == want;
+            }
+        }
+    }
+    same
+}
+
+#[test]
+fn snapshots_publish_reuse_and_rewind() {
+    let mut c = config(4);
+    c.set_tokens_per_block(4).unwrap();
+    assert_eq!(c.max_state_snapshots().unwrap(), 0);
+    c.set_max_state_snapshots(3).unwrap();
+    assert_eq!(c.max_state_snapshots().unwrap(), 3);
+    let cache = Cache::new(&c).unwrap();
+    let opts = SequenceOptions::default();
+    let tokens: Vec<i32> = (100..112).collect();
+    assert_eq!(cache.add_sequence(1, &tokens[..10], &opts).unwrap(), 0);
+    pattern(&cache, 1, 8, true);
+    cache.commit(1, 8).unwrap();
+    cache.publish_state(1, 8).unwrap();
+    let e = cache.publish_state(1, 6).unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument);
+    assert!(
+        e.message.contains("position 6 is not a positive multiple"),
+        "{}",
+        e.message
+    );
+    // Speculative decoding: drafts run, then the state goes back to 8.
+    cache.extend(1, &tokens[10..12]).unwrap();
+    pattern(&cache, 1, 99, true);
+    let e = cache.rewind(1, 3).unwrap_err();
+    assert_eq!(e.status, Status::InvalidState);
+    cache.rewind(1, 4).unwrap();
+    assert!(pattern(&cache, 1, 8, false));
+    cache.remove(1).unwrap();
+    // A new prompt reuses 8 tokens and gets the published bytes.
+    assert_eq!(cache.add_sequence(2, &tokens, &opts).unwrap(), 8);
+    assert!(pattern(&cache, 2, 8, false));
+    let s = cache.snapshot_stats().unwrap();
+    assert_eq!((s.num_slots, s.slots_used, s.published), (3, 1, 1));
+    assert_eq!((s.hits, s.hit_tokens, s.restores), (1, 8, 1));
+    assert!(s.bytes_per_snapshot > 0 && s.bytes >= 3 * s.bytes_per_snapshot);
+    assert_eq!((s.evicted, s.dropped), (0, 0));
+    cache.check().unwrap();
+
+    let mut c = config(2);
+    c.set_max_state_snapshots(STATE_SNAPSHOTS_NONE).unwrap();
+    let cache = Cache::new(&c).unwrap();
+    assert_eq!(cache.snapshot_stats().unwrap().num_slots, 0);
 }

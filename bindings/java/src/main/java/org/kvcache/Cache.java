@@ -120,6 +120,33 @@ public final class Cache implements AutoCloseable {
     return slots;
   }
 
+  /**
+   * {@link #publishState(long, long, long)} on the default stream.
+   */
+  public void publishState(long id, long position) {
+    publishState(id, position, 0);
+  }
+
+  /**
+   * Publishes sequence {@code id}'s state at {@code position} (a positive
+   * multiple of tokens_per_block, at most its committed tokens) as the
+   * snapshot of its block ending there, copied on {@code stream}
+   * (kvc_sequence_publish_state): a later prompt with that prefix reuses it,
+   * and a rewind to {@code position} restores it (state.h).
+   * @throws KvCacheException NOT_FOUND, INVALID_ARGUMENT (the position, no
+   *     state resources), INVALID_STATE (the block is not published, no
+   *     snapshot slots)
+   */
+  public void publishState(long id, long position, long stream) {
+    Args.count("position", position);
+    handle.run(h -> KvcNative.kvc_sequence_publish_state(h, id, position, stream));
+  }
+
+  /** The state snapshot pool and its counters (kvc_cache_get_snapshot_stats). */
+  public SnapshotStats snapshotStats() {
+    return handle.call(h -> Records.snapshotStats(h));
+  }
+
   /** Layer group {@code group} (kvc_cache_describe_group). */
   public GroupDescription describeGroup(int group) {
     Args.u32("group", group);

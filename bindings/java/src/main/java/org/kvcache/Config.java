@@ -408,6 +408,27 @@ public final class Config implements AutoCloseable {
     return Args.toInt(getU32(KvcNative::kvc_config_get_max_state_slots));
   }
 
+  /** {@link #setMaxStateSnapshots} value for no snapshot pool (KVC_STATE_SNAPSHOTS_NONE). */
+  public static final int STATE_SNAPSHOTS_NONE = -1;
+
+  /**
+   * State snapshot slots; 0 = planned from the budget,
+   * {@link #STATE_SNAPSHOTS_NONE} = none (kvc_config_set_max_state_snapshots).
+   */
+  public Config setMaxStateSnapshots(int slots) {
+    return handle.call(h -> {
+      KvcNative.kvc_config_set_max_state_snapshots(h,
+          slots == STATE_SNAPSHOTS_NONE ? 0xFFFFFFFFL : Args.u32("max_state_snapshots", slots));
+      return this;
+    });
+  }
+
+  /** The snapshot slot setting (0 = planned; {@link #STATE_SNAPSHOTS_NONE} = none). */
+  public int getMaxStateSnapshots() {
+    long v = getU32(KvcNative::kvc_config_get_max_state_snapshots);
+    return v == 0xFFFFFFFFL ? STATE_SNAPSHOTS_NONE : Args.toInt(v);
+  }
+
   /** Upper bound of the primary pool in tokens per layer; 0 = none. */
   public Config setMaxTokens(long maxTokens) {
     return handle.call(h -> {

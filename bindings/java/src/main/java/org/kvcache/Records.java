@@ -99,6 +99,40 @@ final class Records {
         s.getLong(at + ResourceDesc.BASE));
   }
 
+  /** {@code kvc_snapshot_stats_t}. */
+  private static final class SnapshotStatsDesc {
+    static final StructLayout<kvc_snapshot_stats_t> L = new StructLayout<>("kvc_snapshot_stats_t",
+        a -> new kvc_snapshot_stats_t(a, false), KvcNative::kvc_snapshot_stats_init);
+    static final int NUM_SLOTS = L.u32(kvc_snapshot_stats_t::getNum_slots);
+    static final int SLOTS_USED = L.u32(kvc_snapshot_stats_t::getSlots_used);
+    static final int BYTES_PER_SNAPSHOT = L.u64(kvc_snapshot_stats_t::getBytes_per_snapshot);
+    static final int BYTES = L.u64(kvc_snapshot_stats_t::getBytes);
+    static final int PUBLISHED = L.u64(kvc_snapshot_stats_t::getPublished);
+    static final int HITS = L.u64(kvc_snapshot_stats_t::getHits);
+    static final int HIT_TOKENS = L.u64(kvc_snapshot_stats_t::getHit_tokens);
+    static final int RESTORES = L.u64(kvc_snapshot_stats_t::getRestores);
+    static final int EVICTED = L.u64(kvc_snapshot_stats_t::getEvicted);
+    static final int DROPPED = L.u64(kvc_snapshot_stats_t::getDropped);
+  }
+
+  static SnapshotStats snapshotStats(long cache) {
+    Scratch s = Scratch.get();
+    int at = s.alloc(SnapshotStatsDesc.L.size);
+    kvc_snapshot_stats_t out = SnapshotStatsDesc.L.prepare(s, at);
+    KvcNative.kvc_cache_get_snapshot_stats(cache, out);
+    return new SnapshotStats(
+        Args.toInt(s.getUnsignedInt(at + SnapshotStatsDesc.NUM_SLOTS)),
+        Args.toInt(s.getUnsignedInt(at + SnapshotStatsDesc.SLOTS_USED)),
+        s.getLong(at + SnapshotStatsDesc.BYTES_PER_SNAPSHOT),
+        s.getLong(at + SnapshotStatsDesc.BYTES),
+        s.getLong(at + SnapshotStatsDesc.PUBLISHED),
+        s.getLong(at + SnapshotStatsDesc.HITS),
+        s.getLong(at + SnapshotStatsDesc.HIT_TOKENS),
+        s.getLong(at + SnapshotStatsDesc.RESTORES),
+        s.getLong(at + SnapshotStatsDesc.EVICTED),
+        s.getLong(at + SnapshotStatsDesc.DROPPED));
+  }
+
   /** {@code kvc_resize_plan_t}. */
   private static final class PlanL {
     static final StructLayout<kvc_resize_plan_t> L = new StructLayout<>("kvc_resize_plan_t",

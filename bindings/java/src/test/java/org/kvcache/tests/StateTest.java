@@ -13,6 +13,7 @@ import org.kvcache.Config;
 import org.kvcache.DType;
 import org.kvcache.KvCacheException;
 import org.kvcache.ResourceDescription;
+import org.kvcache.SnapshotStats;
 import org.kvcache.Status;
 
 /** State resources (state.h): describe, n_groups met and not, slots, refusals, bad input. */
@@ -83,6 +84,39 @@ class StateTest {
       assertEquals(Status.INVALID_ARGUMENT, e.status());
       e = assertThrows(KvCacheException.class, () -> cache.stateSlots(new long[] {7}, 0));
       assertEquals(Status.NOT_FOUND, e.status());
+    }
+  }
+
+  /** State snapshots: publish, reuse up to the snapshot, rewind to it, the counters. */
+  @Test
+  void snapshotsPublishReuseRewind() {
+    try (Config c = new Config().setNumLayers(1).setKvHeads(1).setHeadDim(8).setTokensPerBlock(4)
+        .setPrimaryBytes(1 << 20).setMaxStateSlots(4).setMaxStateSnapshots(3)) {
+      assertEquals(3, c.getMaxStateSnapshots());
+      c.addSsmState(2, 4, 8, DType.F32);
+      c.addConvState(24, 4, DType.F32);
+      try (Cache cache = new Cache(c)) {
+        int[] tokens = Fixtures.tokens(100, 12);
+        assertEquals(0, cache.addSequence(1, tokens, 0, 10, null, 0));
+        cache.commit(1, 8);
+        cache.publishState(1, 8);
+        KvCacheException e = assertThrows(KvCacheException.class, () -> cache.publishState(1, 6));
+        assertEquals(Status.INVALID_ARGUMENT, e.status());
+        assertTrue(e.getMessage().contains("position 6 is not a positive multiple"),
+            e.getMessage());
+        cache.extendSequence(1, 110, 111);
+        e = assertThrows(KvCacheException.class, () -> cache.rewind(1, 3));
+        assertEquals(Status.INVALID_STATE, e.status());
+        cache.rewind(1, 4);
+        cache.removeSequence(1);
+        assertEquals(8, cache.addSequence(2, tokens));
+        SnapshotStats s = cache.snapshotStats();
+        assertEquals(new SnapshotStats(3, 1, 256 + 384, 3 * (256 + 512), 1, 1, 8, 1, 0, 0), s);
+        cache.check();
+      }
+    }
+    try (Config c = new Config().setMaxStateSnapshots(Config.STATE_SNAPSHOTS_NONE)) {
+      assertEquals(Config.STATE_SNAPSHOTS_NONE, c.getMaxStateSnapshots());
     }
   }
 }

@@ -1,0 +1,548 @@
+/* C API of state snapshots (state.h, issue 21 items 4 and 5): reuse
+ * restores exactly the published snapshot bytes; the reuse length is the
+ * least of the attention groups' match and the deepest snapshot; evicting
+ * a snapshot (a full pool, or its node's eviction) shortens the reuse;
+ * rewind only to a published snapshot, which it restores; bad input with
+ * precise messages and nothing changed; a randomized run against a shadow
+ * of the published states with the invariant check after every call (state
+ * slots, snapshot pool, host tier). Black box: only the public header. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+/* cmocka needs the headers above first. */
+#include <cmocka.h>
+
+#include <kvcache/kvcache.h>
+
+#include "kvc_test_assert.h"
+
+#define ok(call) assert_int_equal((call), KVC_OK)
+
+enum { NRES = 3, T = 4 };
+
+/* One attention layer (1 head of 8, bf16, 4 tokens per block: 128-byte
+ * blocks) or two with `windowed` (layer 1 sees 4 tokens), and three state
+ * resources: SSM 2x4x8 f32 (256 bytes), conv 24x4 f32 (384), generic 100. */
+static kvc_config_t* hybrid_config(uint64_t bytes, uint32_t slots, uint32_t snapshots,
+                                   int windowed) {
+  kvc_config_t* c = NULL;
+  ok(kvc_config_create(&c));
+  ok(kvc_config_set_num_layers(c, windowed ? 2 : 1));
+  ok(kvc_config_set_kv_heads(c, 1));
+  ok(kvc_config_set_head_dim(c, 8));
+  ok(kvc_config_set_tokens_per_block(c, T));
+  ok(kvc_config_set_primary_bytes(c, bytes));
+  if (windowed) {
+    const uint32_t w[2] = {0, 4};
+    ok(kvc_config_set_attention_windows(c, w, 2));
+  }
+  uint32_t i = 0;
+  ok(kvc_config_add_ssm_state(c, 2, 4, 8, KVC_DTYPE_F32, &i));
+  ok(kvc_config_add_conv_state(c, 24, 4, KVC_DTYPE_F32, &i));
+  ok(kvc_config_add_generic_state(c, 100, 0, &i));
+  ok(kvc_config_set_max_state_slots(c, slots));
+  ok(kvc_config_set_max_state_snapshots(c, snapshots));
+  return c;
+}
+
+static kvc_cache_t* create(kvc_config_t* c) {
+  kvc_cache_t* cache = NULL;
+  ok(kvc_cache_create(c, &cache));
+  kvc_config_destroy(c);
+  return cache;
+}
+
+static kvc_cache_t* hybrid(uint32_t snapshots) {
+  return create(hybrid_config(1 << 20, 8, snapshots, 0));
+}
+
+/* Resource r's slot bytes of sequence id. */
+static unsigned char* slot_bytes(kvc_cache_t* cache, uint64_t id, uint32_t r, uint64_t* size) {
+  int32_t slots[NRES];
+  ok(kvc_batch_state_slots(cache, &id, 1, KVC_STATE_ALL, slots));
+  kvc_resource_desc_t d = KVC_RESOURCE_DESC_INIT;
+  ok(kvc_cache_describe_resource(cache, r, &d));
+  *size = d.slot_bytes;
+  return (unsigned char*)d.base + (uint64_t)slots[r] * d.slot_stride;
+}
+
+/* Writes the pattern of `seed` into every slot of sequence id. */
+static void fill(kvc_cache_t* cache, uint64_t id, uint32_t seed) {
+  for (uint32_t r = 0; r < NRES; ++r) {
+    uint64_t n = 0;
+    unsigned char* p = slot_bytes(cache, id, r, &n);
+    for (uint64_t b = 0; b < n; ++b) p[b] = (unsigned char)(seed * 131 + b * 7 + r * 31 + 1);
+  }
+}
+
+/* Whether sequence id's slots hold the pattern of `seed`, bit for bit. */
+static int holds(kvc_cache_t* cache, uint64_t id, uint32_t seed) {
+  for (uint32_t r = 0; r < NRES; ++r) {
+    uint64_t n = 0;
+    const unsigned char* p = slot_bytes(cache, id, r, &n);
+    for (uint64_t b = 0; b < n; ++b)
+      if (p[b] != (unsigned char)(seed * 131 + b * 7 + r * 31 + 1)) return 0;
+  }
+  return 1;
+}
+
+static kvc_snapshot_stats_t stats(const kvc_cache_t* cache) {
+  kvc_snapshot_stats_t s = KVC_SNAPSHOT_STATS_INIT;
+  ok(kvc_cache_get_snapshot_stats(cache, &s));
+  return s;
+}
+
+static uint64_t add(kvc_cache_t* cache, uint64_t id, const int32_t* tokens, size_t n) {
+  uint64_t cached = 99, probed = 98;
+  ok(kvc_cache_probe(cache, tokens, n, NULL, &probed));
+  ok(kvc_sequence_add(cache, id, tokens, n, NULL, NULL, &cached));
+  assert_int_equal(cached, probed);
+  ok(kvc_cache_check(cache));
+  return cached;
+}
+
+/* Computes a prompt in chunks of `chunk` tokens: after each, commits and
+ * publishes the state (the pattern of the position) where the chunk ends on
+ * a block boundary. */
+static void prefill(kvc_cache_t* cache, uint64_t id, size_t from, size_t n, size_t chunk) {
+  for (size_t end = from + chunk; end <= n; end += chunk) {
+    fill(cache, id, (uint32_t)end);
+    ok(kvc_sequence_commit(cache, id, end));
+    if (end % T == 0) ok(kvc_sequence_publish_state(cache, id, end, NULL));
+    ok(kvc_cache_check(cache));
+  }
+}
+
+static void reuse_restores_published_bytes(void** state) {
+  (void)state;
+  kvc_cache_t* cache = hybrid(0);
+  int32_t a[20];
+  for (int t = 0; t < 20; ++t) a[t] = 100 + t;
+  assert_int_equal(add(cache, 1, a, 12), 0);
+  prefill(cache, 1, 0, 12, 4); /* snapshots at 4, 8, 12 */
+  kvc_snapshot_stats_t s = stats(cache);
+  assert_int_equal(s.published, 3);
+  assert_int_equal(s.slots_used, 3);
+  assert_int_equal(s.bytes_per_snapshot, 256 + 384 + 100);
+  ok(kvc_sequence_remove(cache, 1));
+
+  /* 12 tokens again: the last token is recomputed, so 8 are reused. */
+  assert_int_equal(add(cache, 2, a, 12), 8);
+  assert_true(holds(cache, 2, 8));
+  /* A longer prompt reuses 12, a prompt diverging in block 1 reuses 4. */
+  assert_int_equal(add(cache, 3, a, 20), 12);
+  assert_true(holds(cache, 3, 12));
+  int32_t b[12];
+  memcpy(b, a, sizeof b);
+  b[6] = -1;
+  assert_int_equal(add(cache, 4, b, 12), 4);
+  assert_true(holds(cache, 4, 4));
+  s = stats(cache);
+  assert_int_equal(s.hits, 3);
+  assert_int_equal(s.hit_tokens, 8 + 12 + 4);
+  kvc_cache_stats_t cs = KVC_CACHE_STATS_INIT;
+  ok(kvc_cache_get_stats(cache, &cs));
+  assert_int_equal(cs.reused_blocks, 2 + 3 + 1); /* what was really reused */
+  /* A fresh sequence's slots are not touched when nothing is reused. */
+  int32_t c[6] = {7, 7, 7, 7, 7, 7};
+  ok(kvc_sequence_add(cache, 5, c, 6, NULL, NULL, &cs.reused_blocks));
+  assert_int_equal(cs.reused_blocks, 0);
+  assert_int_equal(stats(cache).hits, 3);
+  ok(kvc_cache_check(cache));
+  kvc_cache_destroy(cache);
+}
+
+static void reuse_is_the_least_of_blocks_and_snapshots(void** state) {
+  (void)state;
+  kvc_cache_t* cache = hybrid(0);
+  int32_t a[24];
+  for (int t = 0; t < 24; ++t) a[t] = 300 + t;
+  assert_int_equal(add(cache, 1, a, 16), 0);
+  prefill(cache, 1, 0, 16, 2); /* commits all 16; publishes at 4, 8, 12, 16 */
+  ok(kvc_sequence_remove(cache, 1));
+  /* Publish only at 4 and 12 on a second prompt sharing nothing with it. */
+  int32_t p[24];
+  for (int t = 0; t < 24; ++t) p[t] = 900 + t;
+  assert_int_equal(add(cache, 2, p, 16), 0);
+  fill(cache, 2, 4);
+  ok(kvc_sequence_commit(cache, 2, 4));
+  ok(kvc_sequence_publish_state(cache, 2, 4, NULL));
+  fill(cache, 2, 12);
+  ok(kvc_sequence_commit(cache, 2, 16));
+  ok(kvc_sequence_publish_state(cache, 2, 12, NULL));
+  ok(kvc_sequence_remove(cache, 2));
+  /* Blocks match 16 (20 tokens): the deepest snapshot is at 12. */
+  assert_int_equal(add(cache, 3, p, 20), 12);
+  assert_true(holds(cache, 3, 12));
+  /* Blocks match 2 (10 shared tokens): snapshots at 4 and 12, so 4. */
+  int32_t q[16];
+  memcpy(q, p, sizeof q);
+  q[10] = -5;
+  assert_int_equal(add(cache, 4, q, 16), 4);
+  assert_true(holds(cache, 4, 4));
+  kvc_cache_destroy(cache);
+
+  /* With a windowed group as well: the snapshot cut and the window rule. */
+  cache = create(hybrid_config(1 << 20, 8, 0, 1));
+  assert_int_equal(add(cache, 1, a, 16), 0);
+  prefill(cache, 1, 0, 16, 4);
+  ok(kvc_sequence_remove(cache, 1));
+  assert_int_equal(add(cache, 2, a, 14), 12);
+  assert_true(holds(cache, 2, 12));
+  kvc_cache_destroy(cache);
+}
+
+static void evicted_snapshot_shortens_reuse(void** state) {
+  (void)state;
+  /* A pool of 2 snapshots: a third publish evicts the least recently used
+   * (equal priorities). */
+  kvc_cache_t* cache = hybrid(2);
+  int32_t a[16], b[16];
+  for (int t = 0; t < 16; ++t) {
+    a[t] = 10 + t;
+    b[t] = 500 + t;
+  }
+  assert_int_equal(add(cache, 1, a, 12), 0);
+  fill(cache, 1, 8);
+  ok(kvc_sequence_commit(cache, 1, 12));
+  ok(kvc_sequence_publish_state(cache, 1, 8, NULL));
+  fill(cache, 1, 4);
+  ok(kvc_sequence_publish_state(cache, 1, 4, NULL)); /* the state is the caller's word */
+  assert_int_equal(add(cache, 2, b, 12), 0);
+  fill(cache, 2, 77);
+  ok(kvc_sequence_commit(cache, 2, 8));
+  ok(kvc_sequence_publish_state(cache, 2, 8, NULL)); /* evicts a's snapshot at 8 */
+  kvc_snapshot_stats_t s = stats(cache);
+  assert_int_equal(s.evicted, 1);
+  assert_int_equal(s.slots_used, 2);
+  ok(kvc_cache_check(cache));
+  assert_int_equal(add(cache, 3, a, 12), 4);
+  assert_true(holds(cache, 3, 4));
+  /* The node kept its blocks: the tree still has them. */
+  kvc_cache_stats_t cs = KVC_CACHE_STATS_INIT;
+  ok(kvc_cache_get_stats(cache, &cs));
+  assert_true(cs.tree_nodes >= 5);
+  /* Republishing at 8 (from sequence 3, after computing to there). */
+  fill(cache, 3, 8);
+  ok(kvc_sequence_commit(cache, 3, 8));
+  ok(kvc_sequence_publish_state(cache, 3, 8, NULL));
+  ok(kvc_sequence_remove(cache, 1));
+  ok(kvc_sequence_remove(cache, 2));
+  ok(kvc_sequence_remove(cache, 3));
+  assert_int_equal(add(cache, 4, a, 12), 8);
+  assert_true(holds(cache, 4, 8));
+  ok(kvc_sequence_remove(cache, 4));
+  /* Dropping the blocks drops the snapshots. */
+  ok(kvc_cache_reset_reuse(cache));
+  s = stats(cache);
+  assert_int_equal(s.slots_used, 0);
+  assert_int_equal(s.dropped, 2);
+  assert_int_equal(add(cache, 5, a, 12), 0);
+  kvc_cache_destroy(cache);
+}
+
+static void block_eviction_drops_snapshot(void** state) {
+  (void)state;
+  /* 8 blocks of 128 bytes after 2 slots and 4 snapshots of 1024 bytes (the
+   * generic state's 100 bytes and the conv's 384 round up to 256). */
+  kvc_cache_t* cache = create(hybrid_config(6 * 1024 + 8 * 128, 2, 4, 0));
+  kvc_cache_desc_t d = KVC_CACHE_DESC_INIT;
+  ok(kvc_cache_describe(cache, &d));
+  assert_int_equal(d.num_blocks, 8);
+  int32_t a[16], b[32];
+  for (int t = 0; t < 16; ++t) a[t] = 10 + t;
+  for (int t = 0; t < 32; ++t) b[t] = 700 + t;
+  assert_int_equal(add(cache, 1, a, 8), 0);
+  prefill(cache, 1, 0, 8, 4);
+  ok(kvc_sequence_remove(cache, 1));
+  assert_int_equal(stats(cache).slots_used, 2);
+  /* 8 blocks for another prompt evict a's cached blocks and snapshots. */
+  assert_int_equal(add(cache, 2, b, 32), 0);
+  kvc_snapshot_stats_t s = stats(cache);
+  assert_int_equal(s.dropped, 2);
+  assert_int_equal(s.slots_used, 0);
+  ok(kvc_sequence_remove(cache, 2));
+  assert_int_equal(add(cache, 3, a, 8), 0);
+  kvc_cache_destroy(cache);
+}
+
+static void rewind_to_a_snapshot(void** state) {
+  (void)state;
+  kvc_cache_t* cache = hybrid(0);
+  int32_t a[16];
+  for (int t = 0; t < 16; ++t) a[t] = 40 + t;
+  assert_int_equal(add(cache, 1, a, 8), 0);
+  fill(cache, 1, 8);
+  ok(kvc_sequence_commit(cache, 1, 8));
+  ok(kvc_sequence_publish_state(cache, 1, 8, NULL));
+  /* Three draft tokens run and change the state; two are rejected, but
+   * the state goes back only to 8: rewind 3, then extend by the accepted. */
+  ok(kvc_sequence_extend(cache, 1, a + 8, 3, NULL));
+  fill(cache, 1, 11);
+  assert_fails(kvc_sequence_rewind(cache, 1, 2), KVC_ERR_INVALID_STATE,
+               "cannot rewind sequence 1 by 2 tokens (from 11 to 9): its state resources go back "
+               "only to a published state snapshot, and position 9 is not a positive multiple "
+               "of tokens_per_block (4)");
+  kvc_sequence_desc_t sd = KVC_SEQUENCE_DESC_INIT;
+  ok(kvc_sequence_describe(cache, 1, &sd));
+  assert_int_equal(sd.num_tokens, 11);
+  assert_true(holds(cache, 1, 11));
+  ok(kvc_sequence_rewind(cache, 1, 3));
+  assert_true(holds(cache, 1, 8));
+  ok(kvc_sequence_describe(cache, 1, &sd));
+  assert_int_equal(sd.num_tokens, 8);
+  assert_int_equal(stats(cache).restores, 1);
+  ok(kvc_cache_check(cache));
+  /* To 4: committed and published, but no snapshot there. */
+  assert_fails(kvc_sequence_rewind(cache, 1, 4), KVC_ERR_INVALID_STATE,
+               "and no state snapshot is cached at position 4");
+  /* Past the committed tokens: the draft block is not published. */
+  ok(kvc_sequence_extend(cache, 1, a + 8, 5, NULL));
+  assert_fails(kvc_sequence_rewind(cache, 1, 1), KVC_ERR_INVALID_STATE,
+               "position 12 is past the 8 committed tokens of sequence 1");
+  /* A rewind to 0 is refused: position 0 has no node. */
+  assert_fails(kvc_sequence_rewind(cache, 1, 13), KVC_ERR_INVALID_STATE,
+               "position 0 is not a positive multiple");
+  assert_fails(kvc_sequence_rewind(cache, 1, 14), KVC_ERR_INVALID_ARGUMENT, "has only 13");
+  ok(kvc_sequence_rewind(cache, 1, 0));
+  ok(kvc_cache_check(cache));
+  kvc_cache_destroy(cache);
+}
+
+static void bad_input(void** state) {
+  (void)state;
+  kvc_cache_t* cache = hybrid(0);
+  int32_t a[12];
+  for (int t = 0; t < 12; ++t) a[t] = t;
+  add(cache, 1, a, 10);
+  ok(kvc_sequence_commit(cache, 1, 6));
+  const kvc_snapshot_stats_t before = stats(cache);
+  assert_fails(kvc_sequence_publish_state(cache, 1, 0, NULL), KVC_ERR_INVALID_ARGUMENT,
+               "cannot publish the state of sequence 1 at position 0: position 0 is not a "
+               "positive multiple of tokens_per_block (4)");
+  assert_fails(kvc_sequence_publish_state(cache, 1, 6, NULL), KVC_ERR_INVALID_ARGUMENT,
+               "position 6 is not a positive multiple of tokens_per_block (4)");
+  assert_fails(kvc_sequence_publish_state(cache, 1, 8, NULL), KVC_ERR_INVALID_ARGUMENT,
+               "position 8 is past the 6 committed tokens of sequence 1");
+  assert_fails(kvc_sequence_publish_state(cache, 9, 4, NULL), KVC_ERR_NOT_FOUND, "9");
+  assert_fails(kvc_sequence_publish_state(NULL, 1, 4, NULL), KVC_ERR_INVALID_ARGUMENT, "cache");
+  const kvc_snapshot_stats_t after = stats(cache);
+  assert_memory_equal(&before, &after, sizeof before);
+  ok(kvc_sequence_publish_state(cache, 1, 4, NULL));
+  assert_fails(kvc_cache_get_snapshot_stats(cache, NULL), KVC_ERR_INVALID_ARGUMENT, "out");
+  kvc_cache_destroy(cache);
+
+  /* Block reuse off: nothing is published. */
+  kvc_config_t* c = hybrid_config(1 << 20, 4, 0, 0);
+  ok(kvc_config_set_block_reuse(c, false));
+  cache = create(c);
+  add(cache, 1, a, 10);
+  ok(kvc_sequence_commit(cache, 1, 8));
+  assert_fails(kvc_sequence_publish_state(cache, 1, 4, NULL), KVC_ERR_INVALID_STATE,
+               "block reuse is off for this cache");
+  kvc_cache_destroy(cache);
+
+  /* No snapshot slots. */
+  cache = create(hybrid_config(1 << 20, 4, KVC_STATE_SNAPSHOTS_NONE, 0));
+  assert_int_equal(stats(cache).num_slots, 0);
+  assert_int_equal(stats(cache).bytes, 0);
+  add(cache, 1, a, 10);
+  ok(kvc_sequence_commit(cache, 1, 8));
+  assert_fails(kvc_sequence_publish_state(cache, 1, 4, NULL), KVC_ERR_INVALID_STATE,
+               "the cache has 0 state snapshot slots (kvc_config_set_max_state_snapshots)");
+  kvc_cache_destroy(cache);
+
+  /* A cache without state resources. */
+  ok(kvc_config_create(&c));
+  ok(kvc_config_set_num_layers(c, 1));
+  ok(kvc_config_set_kv_heads(c, 1));
+  ok(kvc_config_set_head_dim(c, 8));
+  ok(kvc_config_set_tokens_per_block(c, 4));
+  ok(kvc_config_set_primary_bytes(c, 1 << 20));
+  cache = create(c);
+  add(cache, 1, a, 10);
+  ok(kvc_sequence_commit(cache, 1, 8));
+  assert_fails(kvc_sequence_publish_state(cache, 1, 4, NULL), KVC_ERR_INVALID_ARGUMENT,
+               "the cache has no state resources: there is no state of sequence 1 to publish");
+  assert_int_equal(stats(cache).num_slots, 0);
+  kvc_cache_destroy(cache);
+
+  /* The setting. */
+  ok(kvc_config_create(&c));
+  uint32_t v = 1;
+  ok(kvc_config_get_max_state_snapshots(c, &v));
+  assert_int_equal(v, 0);
+  assert_fails(kvc_config_set_max_state_snapshots(c, (1u << 20) + 1), KVC_ERR_INVALID_ARGUMENT,
+               "max_state_snapshots must be at most 1048576 or KVC_STATE_SNAPSHOTS_NONE, got "
+               "1048577");
+  ok(kvc_config_get_max_state_snapshots(c, &v));
+  assert_int_equal(v, 0);
+  ok(kvc_config_set_max_state_snapshots(c, KVC_STATE_SNAPSHOTS_NONE));
+  ok(kvc_config_get_max_state_snapshots(c, &v));
+  assert_int_equal(v, KVC_STATE_SNAPSHOTS_NONE);
+  assert_fails(kvc_config_get_max_state_snapshots(c, NULL), KVC_ERR_INVALID_ARGUMENT, "out");
+  kvc_config_destroy(c);
+  /* More snapshots than the budget holds. */
+  c = hybrid_config(4 * 1024 + 128, 2, 3, 0);
+  assert_fails(kvc_config_validate(c), KVC_ERR_INVALID_ARGUMENT,
+               "max_state_snapshots 3 need 3 * 1024 bytes");
+  ok(kvc_config_set_max_state_snapshots(c, 2));
+  ok(kvc_config_validate(c));
+  kvc_config_destroy(c);
+}
+
+/* Randomized: prompts over a small alphabet (prefixes collide), chunked
+ * prefill that publishes the state "of the prefix" (a pattern of its hash,
+ * as a model's state is a function of the prefix), decode with rewinds,
+ * forks and removals, on a small pool with a host tier; after each call
+ * the invariant check, and each reuse must restore the pattern of the
+ * reused prefix. */
+static uint32_t prefix_seed(const int32_t* tokens, size_t n) {
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; ++i) h = (h ^ (uint32_t)tokens[i]) * 16777619u;
+  return h;
+}
+
+enum { MAXSEQ = 6, MAXTOK = 40 };
+
+/* Publishes, or is refused because the block is not in the tree (a commit
+ * leaves a block a fork sibling still shares unpublished). */
+static void publish_or_unpublished(kvc_cache_t* cache, uint64_t id, uint64_t position) {
+  const kvc_status_t st = kvc_sequence_publish_state(cache, id, position, NULL);
+  if (st == KVC_OK) return;
+  assert_int_equal(st, KVC_ERR_INVALID_STATE);
+  if (strstr(kvc_last_error_message(), "is not published in the prefix tree") == NULL)
+    fail_msg("publish: %s", kvc_last_error_message());
+}
+
+static void randomized(void** state) {
+  (void)state;
+  for (uint32_t round = 0; round < 3; ++round) {
+    kvc_config_t* c = hybrid_config(MAXSEQ * 1024 + 10 * 1024 + 48 * 128, MAXSEQ, 10, round == 2);
+    if (round >= 1) ok(kvc_config_set_host_cache_bytes(c, 32 * 128 * (round == 2 ? 2 : 1)));
+    kvc_cache_t* cache = create(c);
+    srand(1234 + round);
+    uint64_t ids[MAXSEQ];
+    int32_t toks[MAXSEQ][MAXTOK];
+    size_t lens[MAXSEQ];
+    size_t live = 0;
+    uint64_t next = 1, hits = 0, restores = 0;
+    for (int step = 0; step < 600; ++step) {
+      const int op = rand() % 6;
+      if ((op == 0 || live == 0) && live < MAXSEQ) {
+        const size_t n = 2 + (size_t)(rand() % 24);
+        int32_t* t = toks[live];
+        /* Half the prompts start with one of two "system prompts". */
+        const int sys = rand() % 4;
+        for (size_t i = 0; i < n; ++i) t[i] = sys < 2 && i < 9 ? sys * 7 + (int32_t)i : rand() % 2;
+        uint64_t cached = 0;
+        const kvc_status_t st = kvc_sequence_add(cache, next, t, n, NULL, NULL, &cached);
+        if (st == KVC_ERR_OUT_OF_BLOCKS) continue;
+        ok(st);
+        if (cached > 0) {
+          assert_true(cached % T == 0);
+          assert_true(holds(cache, next, prefix_seed(t, cached)));
+          ++hits;
+        }
+        ids[live] = next++;
+        lens[live] = n;
+        ++live;
+        /* Prefill from cached in chunks of 1..8, publishing where aligned. */
+        size_t at = cached;
+        while (at < n) {
+          size_t end = at + 1 + (size_t)(rand() % 8);
+          if (end > n) end = n;
+          fill(cache, ids[live - 1], prefix_seed(t, end));
+          ok(kvc_sequence_commit(cache, ids[live - 1], end));
+          if (end % T == 0 && rand() % 3 != 0) publish_or_unpublished(cache, ids[live - 1], end);
+          at = end;
+        }
+      } else if (op == 1 && live > 0) {
+        const size_t k = (size_t)rand() % live;
+        ok(kvc_sequence_remove(cache, ids[k]));
+        ids[k] = ids[live - 1];
+        lens[k] = lens[live - 1];
+        memcpy(toks[k], toks[live - 1], sizeof toks[k]);
+        --live;
+      } else if (op == 2 && live > 0 && live < MAXSEQ) {
+        const size_t k = (size_t)rand() % live;
+        const kvc_status_t st = kvc_sequence_fork(cache, ids[k], next);
+        if (st == KVC_ERR_OUT_OF_BLOCKS) continue;
+        ok(st);
+        assert_true(holds(cache, next, prefix_seed(toks[k], lens[k])));
+        ids[live] = next++;
+        lens[live] = lens[k];
+        memcpy(toks[live], toks[k], sizeof toks[k]);
+        ++live;
+      } else if (op == 3 && live > 0) {
+        /* Speculative step: publish at the aligned length if any, run
+         * 1..3 drafts, then rewind to the snapshot or keep them. */
+        const size_t k = (size_t)rand() % live;
+        const size_t n = lens[k];
+        const size_t drafts = 1 + (size_t)(rand() % 3);
+        if (n + drafts > MAXTOK) continue;
+        const int aligned = n % T == 0;
+        if (aligned) publish_or_unpublished(cache, ids[k], n);
+        for (size_t d = 0; d < drafts; ++d) toks[k][n + d] = rand() % 2;
+        const kvc_status_t st = kvc_sequence_extend(cache, ids[k], toks[k] + n, drafts, NULL);
+        if (st == KVC_ERR_OUT_OF_BLOCKS) continue;
+        ok(st);
+        fill(cache, ids[k], 0xdead);
+        const kvc_status_t rw = kvc_sequence_rewind(cache, ids[k], drafts);
+        if (rw == KVC_OK) {
+          assert_true(aligned);
+          ++restores;
+          assert_true(holds(cache, ids[k], prefix_seed(toks[k], n)));
+        } else {
+          /* No snapshot there; or (windowed) the window's blocks are gone. */
+          assert_true(rw == KVC_ERR_INVALID_STATE || rw == KVC_ERR_INVALID_ARGUMENT);
+          /* Refused: the drafts stay, with their state. */
+          fill(cache, ids[k], prefix_seed(toks[k], n + drafts));
+          ok(kvc_sequence_commit(cache, ids[k], n + drafts));
+          lens[k] = n + drafts;
+        }
+      } else if (op == 4 && live > 0) {
+        const size_t k = (size_t)rand() % live;
+        if (lens[k] >= MAXTOK) continue;
+        toks[k][lens[k]] = rand() % 2;
+        const kvc_status_t st = kvc_sequence_extend(cache, ids[k], toks[k] + lens[k], 1, NULL);
+        if (st == KVC_ERR_OUT_OF_BLOCKS) continue;
+        ok(st);
+        ++lens[k];
+        fill(cache, ids[k], prefix_seed(toks[k], lens[k]));
+        ok(kvc_sequence_commit(cache, ids[k], lens[k]));
+        if (lens[k] % T == 0 && rand() % 2) publish_or_unpublished(cache, ids[k], lens[k]);
+      } else if (op == 5) {
+        kvc_cache_stats_t cs = KVC_CACHE_STATS_INIT;
+        ok(kvc_cache_get_stats(cache, &cs));
+        const kvc_snapshot_stats_t s = stats(cache);
+        assert_true(s.slots_used <= s.num_slots);
+        assert_true(s.slots_used <= cs.tree_nodes);
+      }
+      ok(kvc_cache_check(cache));
+    }
+    const kvc_snapshot_stats_t s = stats(cache);
+    assert_int_equal(s.hits, hits);
+    assert_true(hits > 0);
+    assert_int_equal(s.restores, restores);
+    assert_true(restores > 0);
+    assert_true(s.slots_used + s.evicted + s.dropped <= s.published);
+    kvc_cache_destroy(cache);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(reuse_restores_published_bytes),
+      cmocka_unit_test(reuse_is_the_least_of_blocks_and_snapshots),
+      cmocka_unit_test(evicted_snapshot_shortens_reuse),
+      cmocka_unit_test(block_eviction_drops_snapshot),
+      cmocka_unit_test(rewind_to_a_snapshot),
+      cmocka_unit_test(bad_input),
+      cmocka_unit_test(randomized),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
