@@ -83,6 +83,7 @@ BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& group
     stores_->set_eviction(&eviction_);
     if (auto* host = dynamic_cast<HostTier*>(tier_.get())) host->set_stores(stores_.get());
     seqs_.set_stores(stores_.get());
+    if (events_) stores_->set_events(events_.get());
   }
 }
 
@@ -216,6 +217,7 @@ void BlockManager::snapshot(std::vector<kvc_snapshot_entry_t>& out, uint64_t* ev
     fail(KVC_ERR_UNSUPPORTED,
          "events are off for this cache: create it with kvc_config_set_event_buffer_size > 0");
   events_->snapshot(index_, out);
+  if (stores_) stores_->snapshot(out);
   if (event_id != nullptr) *event_id = events_->last_id();
 }
 

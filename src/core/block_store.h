@@ -94,9 +94,32 @@ struct StoreStats {
   LatencySummary write;         // one record written by the worker
 };
 
+// A change of what a store holds (KV events, events.h): `held` true, the
+// store holds a record under `hash` now, with retention `priority` (written,
+// or found at open); false, it no longer does (evicted, replaced by another
+// record's slot, rejected, a failed write). A record counts as held once it
+// is written (loadable from the store itself, not from its queue).
+struct StoreChange {
+  uint64_t hash = 0;
+  uint32_t priority = 0;
+  bool held = false;
+};
+
 class BlockStore {
  public:
   virtual ~BlockStore() = default;
+
+  // --- What it holds, for KV events (optional: a store without it is never
+  // named by an event) ---------------------------------------------------------
+  // Starts the store's journal of changes: fills `held` with the records it
+  // holds now (one change each, held true); every later change is appended
+  // to the journal, in the order the store made them, until the store is
+  // destroyed. Called once, by the core's thread.
+  virtual void watch(std::vector<StoreChange>& held) { held.clear(); }
+  // Appends the journal's changes since the last call (or watch()) to `out`
+  // and empties it; cheap when there are none (one atomic load). The core's
+  // thread only.
+  virtual void take_changes(std::vector<StoreChange>& out) { (void)out; }
 
   // "disk", "remote", ...: names the tier in messages and statistics.
   virtual const char* name() const = 0;

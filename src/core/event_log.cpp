@@ -20,7 +20,7 @@ size_t EventLog::push(const Record& r) {
     const Record& old = ring_[head_];
     if (lost_count_ == 0) lost_first_ = id_at(0);
     ++lost_count_;
-    if (old.kind == KVC_EVENT_STORED) token_count_ -= old.num_tokens;
+    if (carries_tokens(old)) token_count_ -= old.num_tokens;
     if (++head_ == ring_.size()) head_ = 0;
     --size_;
   }
@@ -79,6 +79,24 @@ void EventLog::tier_changed(uint32_t node, uint32_t tier, uint64_t groups, uint3
               uint8_t(priority), 0});
 }
 
+void EventLog::store_stored(uint64_t hash, uint32_t tier, uint64_t groups, uint32_t num_tokens,
+                            uint32_t priority) {
+  if (muted_) return;
+  push(Record{hash, 0, groups, 0, num_tokens, uint8_t(KVC_EVENT_STORED), uint8_t(tier),
+              uint8_t(priority), 0});
+}
+
+void EventLog::store_removed(uint64_t hash, uint32_t tier, uint64_t groups) {
+  if (muted_) return;
+  push(Record{hash, 0, groups, 0, 0, uint8_t(KVC_EVENT_REMOVED), uint8_t(tier), 0, 0});
+}
+
+void EventLog::store_priority(uint64_t hash, uint32_t tier, uint32_t priority) {
+  if (muted_) return;
+  push(Record{hash, 0, 0, 0, 0, uint8_t(KVC_EVENT_PRIORITY_CHANGED), uint8_t(tier),
+              uint8_t(priority), 0});
+}
+
 void EventLog::priority_changed(uint32_t node, uint32_t priority) {
   if (muted_) return;
   push(Record{hashes_[node], 0, 0, 0, 0, uint8_t(KVC_EVENT_PRIORITY_CHANGED), 0,
@@ -105,7 +123,7 @@ void EventLog::drain(kvc_event_t* out, size_t capacity, int32_t* tokens, size_t 
   // Events wait behind a pending LOST: ids stay in order.
   while (lost_count_ == 0 && size_ != 0 && written < capacity) {
     const Record& e = ring_[head_];
-    const bool carries = e.kind == KVC_EVENT_STORED;
+    const bool carries = carries_tokens(e);
     if (carries && tokens != nullptr && tokens_written + e.num_tokens > token_capacity) break;
     kvc_event_t& o = out[written++];
     o = kvc_event_t{};

@@ -46,9 +46,16 @@ class EventLog {
   void tier_changed(uint32_t node, uint32_t tier, uint64_t groups, uint32_t priority);
   void priority_changed(uint32_t node, uint32_t priority);
   void cleared();
+  // A block store's entries (tier KVC_TIER_DISK or KVC_TIER_REMOTE, events.h):
+  // addressed by hash alone, no parent, LoRA id or token ids.
+  void store_stored(uint64_t hash, uint32_t tier, uint64_t groups, uint32_t num_tokens,
+                    uint32_t priority);
+  void store_removed(uint64_t hash, uint32_t tier, uint64_t groups);
+  void store_priority(uint64_t hash, uint32_t tier, uint32_t priority);
   // While muted (a reset drops everything, then says CLEARED) nothing is
   // emitted.
   void set_muted(bool muted) { muted_ = muted; }
+  bool muted() const { return muted_; }
 
   // --- Reading -------------------------------------------------------------
   // drain() of events.h, into caller memory.
@@ -76,6 +83,10 @@ class EventLog {
     uint32_t num_tokens;
     uint8_t kind, tier, priority, has_lora;
   };
+  // STORED events of the tree's tiers carry token ids; a store's do not.
+  static bool carries_tokens(const Record& r) {
+    return r.kind == KVC_EVENT_STORED && r.tier < KVC_TIER_DISK;
+  }
   // Takes the next slot (the oldest event dropped when full) for `r`;
   // answers the slot.
   size_t push(const Record& r);

@@ -67,7 +67,7 @@ void EventLog::check(const PrefixIndex& index) const {
   uint64_t tokens = 0;
   for (size_t i = 0; i < size_; ++i) {
     const Record& e = ring_[(head_ + i) % ring_.size()];
-    if (e.kind == KVC_EVENT_STORED) tokens += e.num_tokens;
+    if (carries_tokens(e)) tokens += e.num_tokens;
   }
   if (tokens != token_count_)
     broken("the event ring's token count is stale");

@@ -66,6 +66,8 @@ bool Sequences::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
       c.missed_blocks -= loaded;
     }
   }
+  // The stores' writes and evictions since the last call, as KV events.
+  if (stores_ != nullptr) stores_->sync_events();
   *cached_tokens_out = s.cached;
   return true;
 }

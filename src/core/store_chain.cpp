@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/event_log.h"
 #include "core/eviction.h"
 #include "core/prefix_index.h"
 #include "core/sequence.h"
@@ -108,6 +109,7 @@ void StoreChain::release_staging() noexcept {
 
 void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
   drain();
+  sync_events();
   if (!write_through() || muted_ || !direct_ || end <= first) return;
   const RadixTree& tree = index_.tree();
   const uint32_t G = layout_groups_.num_groups();
@@ -192,6 +194,65 @@ void StoreChain::release(uint32_t node) {
     own_[n] = 0;
     eviction_->release_node(n, r);
     n = parent;
+  }
+}
+
+void StoreChain::set_events(EventLog* log) {
+  events_ = log;
+  const uint32_t G = layout_groups_.num_groups();
+  all_groups_ = G >= 64 ? ~uint64_t(0) : (uint64_t(1) << G) - 1;
+  announced_.assign(stores_.size(), {});
+  event_tier_.clear();
+  for (auto& st : stores_) {
+    event_tier_.push_back(std::string(st->name()) == "remote" ? KVC_TIER_REMOTE : KVC_TIER_DISK);
+    std::vector<StoreChange> held;
+    st->watch(held);
+    const size_t s = event_tier_.size() - 1;
+    for (const StoreChange& c : held) {
+      announced_[s][c.hash] = c.priority;
+      events_->store_stored(c.hash, event_tier_[s], all_groups_, T_, c.priority);
+    }
+  }
+}
+
+void StoreChain::sync_events_slow() {
+  if (events_->muted()) return;
+  for (size_t s = 0; s < stores_.size(); ++s) {
+    changes_.clear();
+    stores_[s]->take_changes(changes_);
+    auto& held = announced_[s];
+    for (const StoreChange& c : changes_) {
+      auto it = held.find(c.hash);
+      if (c.held) {
+        if (it == held.end()) {
+          held.emplace(c.hash, c.priority);
+          events_->store_stored(c.hash, event_tier_[s], all_groups_, T_, c.priority);
+        } else if (it->second != c.priority) {
+          it->second = c.priority;
+          events_->store_priority(c.hash, event_tier_[s], c.priority);
+        }
+      } else if (it != held.end()) {
+        held.erase(it);
+        events_->store_removed(c.hash, event_tier_[s], all_groups_);
+      }
+    }
+  }
+}
+
+void StoreChain::snapshot(std::vector<kvc_snapshot_entry_t>& out) const {
+  std::vector<std::pair<uint64_t, uint32_t>> sorted;
+  for (size_t s = 0; s < announced_.size(); ++s) {
+    sorted.assign(announced_[s].begin(), announced_[s].end());
+    std::sort(sorted.begin(), sorted.end());
+    for (const auto& [hash, priority] : sorted) {
+      kvc_snapshot_entry_t e{};
+      e.hash = hash;
+      e.groups = all_groups_;
+      e.tier = event_tier_[s];
+      e.priority = priority;
+      e.num_tokens = T_;
+      out.push_back(e);
+    }
   }
 }
 
@@ -401,6 +462,7 @@ uint64_t StoreChain::onboard(const std::vector<std::vector<uint32_t>>& blocks,
 void StoreChain::flush() {
   settle();
   for (auto& s : stores_) s->flush();
+  sync_events();
 }
 
 std::vector<StoreTierReport> StoreChain::reports() const {

@@ -71,6 +71,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/device.h"
@@ -81,11 +82,13 @@
 #include "core/pool_memory.h"
 #include "core/retention.h"
 #include "core/store_keys.h"
+#include "kvcache/events.h"
 
 namespace kvc {
 
 class PrefixIndex;
 class Eviction;
+class EventLog;
 struct Sequence;
 struct Holdings;
 
@@ -163,6 +166,24 @@ class StoreChain {
     direct_ = direct && host_pools_;
   }
 
+  // --- KV events (events.h) ---------------------------------------------------
+  // Events on: watches every store and announces what each holds now
+  // (STORED, tier KVC_TIER_DISK or KVC_TIER_REMOTE); later changes are
+  // announced by sync_events().
+  void set_events(EventLog* log);
+  // Takes the changes the stores' threads journaled since the last call and
+  // emits them (STORED, REMOVED, PRIORITY_CHANGED of a store tier); one
+  // branch with events off, one atomic load per store when nothing changed.
+  // Called where a call succeeds (the end of an add, a commit, a flush), so
+  // that a failed call emits nothing. Not while the log is muted (the
+  // changes wait).
+  void sync_events() {
+    if (events_ != nullptr) sync_events_slow();
+  }
+  // The store entries the events announced so far, appended to `out` (after
+  // the tree's): per store in chain order, by hash.
+  void snapshot(std::vector<kvc_snapshot_entry_t>& out) const;
+
   // --- Onboard ---------------------------------------------------------------
   // Plan: the prompt's blocks [first, first + want) follow tree node
   // `parent` (kRoot: first == 0). Looks up and checks the first chunk of
@@ -199,6 +220,7 @@ class StoreChain {
   // The payload of `node` (its tier's blocks) into `payload`.
   void copy_out(uint32_t node, bool primary, unsigned char* payload);
   void release_staging() noexcept;
+  void sync_events_slow();
   void acquire(uint32_t node);  // a hold on node (and its path, up to one held already)
   void release(uint32_t node);
   unsigned char* staged(uint64_t i) const { return staging_ + i * layout_.record_bytes(); }
@@ -231,6 +253,12 @@ class StoreChain {
   std::vector<const unsigned char*> job_parts_;  // scratch: their block addresses
   StoreKeys keys_;
   bool muted_ = false;
+  // KV events: per store, the entries announced (hash -> priority), its tier.
+  EventLog* events_ = nullptr;
+  std::vector<std::unordered_map<uint64_t, uint32_t>> announced_;
+  std::vector<uint32_t> event_tier_;
+  uint64_t all_groups_ = 0;            // a record holds every group's block
+  std::vector<StoreChange> changes_;   // scratch
   bool host_pools_ = false;  // primary pools in host memory (the CPU backend)
   bool direct_ = false;      // copy between records and pool blocks directly
 

@@ -161,7 +161,7 @@ void DiskStore::open_index() {
       stale.push_back(f.slot);
       continue;
     }
-    index_[f.hash] = Entry{f.priority, ++clock_, f.slot, kWritten};
+    index_[f.hash] = Entry{f.priority, ++clock_, f.slot, kWritten, true};
     lru_.emplace(f.priority, clock_, f.hash);
   }
   // A smaller budget than last time: the lowest go.
@@ -217,6 +217,7 @@ uint64_t DiskStore::forget_locked(uint64_t hash) {
   auto it = index_.find(hash);
   if (it == index_.end()) return kNoSlot;
   const uint64_t slot = it->second.slot;
+  if (it->second.announced) journal_locked(hash, 0, false);
   lru_.erase(LruKey{it->second.priority, it->second.age, hash});
   index_.erase(it);
   ++generation_[size_t(slot)];
@@ -390,6 +391,22 @@ StoreStats DiskStore::stats() const {
   return s;
 }
 
+void DiskStore::watch(std::vector<StoreChange>& held) {
+  std::lock_guard<std::mutex> lock(mu_);
+  held.clear();
+  for (const auto& [hash, e] : index_)
+    if (e.announced) held.push_back(StoreChange{hash, e.priority, true});
+  watched_ = true;
+}
+
+void DiskStore::take_changes(std::vector<StoreChange>& out) {
+  if (journal_size_.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  out.insert(out.end(), journal_.begin(), journal_.end());
+  journal_.clear();
+  journal_size_.store(0, std::memory_order_relaxed);
+}
+
 void DiskStore::assign_slot_locked(std::vector<Item>& batch, uint32_t pos) {
   Item& item = batch[pos];
   auto it = index_.find(item.hash);
@@ -494,7 +511,13 @@ void DiskStore::worker() {
       auto it = index_.find(item.hash);
       const bool mine = it != index_.end() && it->second.batch_pos == pos;
       if (item.error == 0) {  // written (or replaced or evicted within the batch: as if written)
-        if (mine) it->second.batch_pos = kWritten;
+        if (mine) {
+          it->second.batch_pos = kWritten;
+          // Held now (again, after a replacement in place: maybe at another
+          // priority).
+          it->second.announced = true;
+          journal_locked(item.hash, it->second.priority, true);
+        }
         ++counters_.stores;
         if (!item.cancelled) write_latency_.add(item.write_us);
       } else {

@@ -61,6 +61,7 @@
 // under it (except at open, before the worker starts).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -111,6 +112,8 @@ class DiskStore final : public BlockStore {
   void reject(uint64_t lookup_hash, RecordCheck why) override;
   void flush() override;
   StoreStats stats() const override;
+  void watch(std::vector<StoreChange>& held) override;
+  void take_changes(std::vector<StoreChange>& out) override;
 
   // Where the record stored under `lookup_hash` lies (tests corrupt it):
   // false when the store does not hold it on disk.
@@ -129,6 +132,7 @@ class DiskStore final : public BlockStore {
     uint64_t age = 0;
     uint64_t slot = 0;
     uint32_t batch_pos = kWritten;  // else: being written as item batch_pos of the worker's batch
+    bool announced = false;  // written once (held, for the journal): its forgetting is a change
   };
   struct Item {
     uint64_t hash = 0;
@@ -153,6 +157,12 @@ class DiskStore final : public BlockStore {
   // whose generation is bumped. The slot is the caller's to free.
   uint64_t forget_locked(uint64_t hash);
   uint64_t new_slot_locked();
+  // Under mu_: appends a change to the journal while watched.
+  void journal_locked(uint64_t hash, uint32_t priority, bool held) {
+    if (!watched_) return;
+    journal_.push_back(StoreChange{hash, priority, held});
+    journal_size_.store(journal_.size(), std::memory_order_release);
+  }
 
   const std::string dir_;
   const RecordLayout layout_;
@@ -182,6 +192,10 @@ class DiskStore final : public BlockStore {
   bool stop_ = false;
   bool worker_waiting_ = false;  // a put wakes it only then (no syscall per put)
   StoreStats counters_;
+  // KV events: changes of the held records since the core last took them.
+  bool watched_ = false;
+  std::vector<StoreChange> journal_;
+  std::atomic<size_t> journal_size_{0};
   LatencyWindow load_latency_, write_latency_;
   std::thread worker_;
 };

@@ -307,8 +307,9 @@ void RedisClient::write_batch(std::vector<Write>& batch, std::vector<std::string
 
 void RedisClient::record_owned(const std::string& key, uint32_t priority, uint64_t bytes,
                                std::vector<std::string>& evicted) {
-  forget_owned(key);
+  forget_owned(key, false);
   owned_.emplace(key, Owned{priority, ++owned_clock_, bytes});
+  journal(key, priority, true);
   owned_order_.emplace(priority, owned_clock_, key);
   ++c_.owned_keys;
   c_.owned_bytes += bytes;
@@ -319,13 +320,34 @@ void RedisClient::record_owned(const std::string& key, uint32_t priority, uint64
   }
 }
 
-void RedisClient::forget_owned(const std::string& key) {
+void RedisClient::forget_owned(const std::string& key, bool journaled) {
   auto it = owned_.find(key);
   if (it == owned_.end()) return;
+  if (journaled) journal(key, 0, false);
   owned_order_.erase(OwnedOrder{it->second.priority, it->second.age, key});
   --c_.owned_keys;
   c_.owned_bytes -= it->second.bytes;
   owned_.erase(it);
+}
+
+void RedisClient::journal(const std::string& key, uint32_t priority, bool held) {
+  std::lock_guard<std::mutex> lock(journal_mu_);
+  if (!watched_) return;
+  journal_.push_back(KeyChange{key, priority, held});
+  journal_size_.store(journal_.size(), std::memory_order_release);
+}
+
+void RedisClient::watch() {
+  std::lock_guard<std::mutex> lock(journal_mu_);
+  watched_ = true;
+}
+
+void RedisClient::take_changes(std::vector<KeyChange>& out) {
+  if (journal_size_.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard<std::mutex> lock(journal_mu_);
+  for (KeyChange& c : journal_) out.push_back(std::move(c));
+  journal_.clear();
+  journal_size_.store(0, std::memory_order_relaxed);
 }
 
 void RedisClient::touch_owned(const std::string& key) {

@@ -114,6 +114,21 @@ class RedisClient {
   bool wait_connected(std::chrono::milliseconds timeout);
 
   RedisClientCounters counters() const;
+
+  // KV events: a change of this client's own keys (held true: written;
+  // false: deleted for the budget or on request). A client starts knowing no
+  // keys (it never learns of those it did not write), so watching starts an
+  // empty set. After watch(), every change is journaled; take_changes()
+  // appends them in order and empties the journal (one atomic load when
+  // empty).
+  struct KeyChange {
+    std::string key;
+    uint32_t priority = 0;
+    bool held = false;
+  };
+  void watch();
+  void take_changes(std::vector<KeyChange>& out);
+
   const RedisClientOptions& options() const { return options_; }
   // Why the last connect failed ("" when none has).
   std::string last_connect_error() const;
@@ -139,7 +154,9 @@ class RedisClient {
   // Worker thread: this client's record of its keys.
   void record_owned(const std::string& key, uint32_t priority, uint64_t bytes,
                     std::vector<std::string>& evicted);
-  void forget_owned(const std::string& key);
+  // `journal`: false when the key is written again at once (a replacement).
+  void forget_owned(const std::string& key, bool journal = true);
+  void journal(const std::string& key, uint32_t priority, bool held);
   void touch_owned(const std::string& key);
 
   const RedisClientOptions options_;
@@ -178,6 +195,12 @@ class RedisClient {
         misses{0}, refused{0}, stores{0}, drops{0}, deletes{0}, unlinks{0}, errors{0},
         reconnects{0};
   } c_;
+
+  // KV events: the worker appends, the core's thread takes.
+  std::mutex journal_mu_;
+  bool watched_ = false;
+  std::vector<KeyChange> journal_;
+  std::atomic<size_t> journal_size_{0};
 
   std::thread worker_;
 };

@@ -71,6 +71,26 @@ RedisStore::RedisStore(const RedisStoreOptions& options, const RecordLayout& lay
 
 RedisStore::~RedisStore() = default;
 
+void RedisStore::watch(std::vector<StoreChange>& held) {
+  held.clear();  // a client knows only the keys it wrote: none yet
+  client_->watch();
+}
+
+void RedisStore::take_changes(std::vector<StoreChange>& out) {
+  key_changes_.clear();
+  client_->take_changes(key_changes_);
+  for (const RedisClient::KeyChange& c : key_changes_) {
+    // Every key is prefix_ + 16 hex digits (key_of).
+    if (c.key.size() != prefix_.size() + 16) continue;
+    uint64_t hash = 0;
+    for (size_t i = prefix_.size(); i < c.key.size(); ++i) {
+      const char ch = c.key[i];
+      hash = hash * 16 + uint64_t(ch >= 'a' ? ch - 'a' + 10 : ch >= 'A' ? ch - 'A' + 10 : ch - '0');
+    }
+    out.push_back(StoreChange{hash, c.priority, c.held});
+  }
+}
+
 std::string RedisStore::key_of(uint64_t lookup_hash) const { return prefix_ + hex16(lookup_hash); }
 
 bool RedisStore::put(uint64_t lookup_hash, uint32_t priority, const unsigned char* record) {

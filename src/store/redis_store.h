@@ -73,6 +73,12 @@ class RedisStore final : public BlockStore {
   void reject(uint64_t lookup_hash, RecordCheck why) override;
   void flush() override;
   StoreStats stats() const override;
+  // This cache's own writes (redis_client.h): a record counts as held from
+  // its SET's reply until the client deletes it (budget, a rejected value).
+  // The server's own eviction, other writers and TTLs set by others are
+  // never seen.
+  void watch(std::vector<StoreChange>& held) override;
+  void take_changes(std::vector<StoreChange>& out) override;
 
   // The Redis key of a record (tests plant values under it).
   std::string key_of(uint64_t lookup_hash) const;
@@ -86,7 +92,8 @@ class RedisStore final : public BlockStore {
   std::string prefix_;  // "<namespace>:<fingerprint>:"
   size_t chunk_;
   std::unique_ptr<RedisClient> client_;
-  std::atomic<uint64_t> rejected_{0};  // reject() calls and values of the wrong size
+  std::atomic<uint64_t> rejected_{0};
+  std::vector<RedisClient::KeyChange> key_changes_;  // take_changes' scratch  // reject() calls and values of the wrong size
 };
 
 // Checks a key namespace; throws Error(KVC_ERR_INVALID_ARGUMENT) naming it.

@@ -1,5 +1,7 @@
 #include "fuzz_events.h"
 
+#include <iterator>
+
 #include "fuzz_model.h"
 
 namespace kvc_fuzz {
@@ -16,7 +18,7 @@ EventMirror::Entry EventMirror::entry_of(const kvc_snapshot_entry_t& e) {
   return Entry{e.parent_hash, e.groups, e.lora_id, e.has_lora, e.tier, e.priority, e.num_tokens};
 }
 
-void EventMirror::snapshot(kvc_cache_t* cache, std::map<uint64_t, Entry>& out, uint64_t* at) {
+void EventMirror::snapshot(kvc_cache_t* cache, std::map<Key, Entry>& out, uint64_t* at) {
   size_t count = 0;
   ++g_count.check_calls;
   kvc_status_t st = kvc_cache_snapshot(cache, snap_.data(), snap_.size(), &count, at);
@@ -28,7 +30,7 @@ void EventMirror::snapshot(kvc_cache_t* cache, std::map<uint64_t, Entry>& out, u
   if (st != KVC_OK) finding("kvc_cache_snapshot: %s", kvc_last_error_message());
   out.clear();
   for (size_t i = 0; i < count; ++i) {
-    if (!out.emplace(snap_[i].hash, entry_of(snap_[i])).second)
+    if (!out.emplace(key_of(snap_[i].hash, snap_[i].tier), entry_of(snap_[i])).second)
       finding("kvc_cache_snapshot lists hash %llx twice", (unsigned long long)snap_[i].hash);
   }
 }
@@ -46,7 +48,7 @@ void EventMirror::apply(kvc_cache_t* cache, int index, const kvc_event_t& e, con
   last_id_ = e.id;
   if (e.id <= skip_until_) return;
   auto held = [&](const char* kind) {
-    auto it = index_.find(e.hash);
+    auto it = index_.find(key_of(e.hash, e.kind == KVC_EVENT_TIER_CHANGED ? 0 : e.tier));
     if (it == index_.end())
       finding("%s event %llu of cache %d names a block the index lacks", kind,
               (unsigned long long)e.id, index);
@@ -54,7 +56,7 @@ void EventMirror::apply(kvc_cache_t* cache, int index, const kvc_event_t& e, con
   };
   switch (e.kind) {
     case KVC_EVENT_STORED: {
-      Entry& x = index_[e.hash];
+      Entry& x = index_[key_of(e.hash, e.tier)];
       x.parent = e.parent_hash, x.groups |= e.groups, x.lora = e.lora_id, x.has_lora = e.has_lora;
       x.tier = e.tier, x.priority = e.priority, x.num_tokens = e.num_tokens;
       break;
@@ -77,8 +79,9 @@ void EventMirror::apply(kvc_cache_t* cache, int index, const kvc_event_t& e, con
     case KVC_EVENT_PRIORITY_CHANGED:
       held("PRIORITY_CHANGED")->second.priority = e.priority;
       break;
-    case KVC_EVENT_CLEARED:
-      index_.clear();
+    case KVC_EVENT_CLEARED:  // the tree's entries; the stores keep theirs
+      for (auto it = index_.begin(); it != index_.end();)
+        it = it->first.second == 0 ? index_.erase(it) : std::next(it);
       break;
     default:
       finding("event %llu of cache %d has kind %u", (unsigned long long)e.id, index, e.kind);
@@ -98,7 +101,7 @@ void EventMirror::sync(kvc_cache_t* cache, int index, size_t chunk) {
     if (r.events_pending == 0) break;
     if (r.events == 0) finding("a drain of cache %d made no progress", index);
   }
-  std::map<uint64_t, Entry> want;
+  std::map<Key, Entry> want;
   uint64_t at = 0;
   snapshot(cache, want, &at);
   if (at != last_id_)
@@ -107,11 +110,11 @@ void EventMirror::sync(kvc_cache_t* cache, int index, size_t chunk) {
   if (want.size() != index_.size())
     finding("the event index of cache %d holds %zu blocks, the snapshot %zu", index, index_.size(),
             want.size());
-  for (const auto& [h, e] : want) {
-    auto it = index_.find(h);
+  for (const auto& [k, e] : want) {
+    auto it = index_.find(k);
     if (it == index_.end() || it->second != e)
-      finding("the event index of cache %d disagrees with the snapshot on block %llx", index,
-              (unsigned long long)h);
+      finding("the event index of cache %d disagrees with the snapshot on block %llx (tier %u)",
+              index, (unsigned long long)k.first, e.tier);
   }
 }
 

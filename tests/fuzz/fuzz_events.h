@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include <kvcache/kvcache.h>
@@ -30,11 +31,16 @@ class EventMirror {
              num_tokens != o.num_tokens;
     }
   };
+  // (hash, place): place 0 the tree (PRIMARY, HOST), else a store's tier.
+  using Key = std::pair<uint64_t, uint32_t>;
+  static Key key_of(uint64_t hash, uint32_t tier) {
+    return Key{hash, tier >= KVC_TIER_DISK ? tier : 0};
+  }
   static Entry entry_of(const kvc_snapshot_entry_t& e);
-  void snapshot(kvc_cache_t* cache, std::map<uint64_t, Entry>& out, uint64_t* at);
+  void snapshot(kvc_cache_t* cache, std::map<Key, Entry>& out, uint64_t* at);
   void apply(kvc_cache_t* cache, int index, const kvc_event_t& e, const int32_t* tokens);
 
-  std::map<uint64_t, Entry> index_;
+  std::map<Key, Entry> index_;
   uint64_t last_id_ = 0, skip_until_ = 0;
   std::vector<kvc_event_t> events_;
   std::vector<int32_t> tokens_;
