@@ -49,8 +49,8 @@ type Tier uint32
 const (
 	TierPrimary Tier = 0 // the cache's device (or CPU) pools
 	TierHost    Tier = 1 // the host tier
-	TierDisk    Tier = 2 // the disk tier (Config.SetDiskCache; no event names it)
-	TierRemote  Tier = 3 // a remote store shared by caches (no event names it)
+	TierDisk    Tier = 2 // the disk tier (Config.SetDiskCache): stored/removed of its records
+	TierRemote  Tier = 3 // a remote store shared by caches: this cache's own writes only
 )
 
 func (t Tier) String() string {
@@ -69,20 +69,25 @@ func (t Tier) String() string {
 
 // Event is one event of a cache's event stream (kvc_event_t) as a Go value;
 // the fields a kind does not use are zero. A consumer applying the events in
-// ID order to an index keyed by Hash holds exactly Snapshot's entries (see
-// include/kvcache/events.h):
-//   - EventStored: entry[Hash] gains Groups (created with ParentHash, Tier,
-//     Priority, NumTokens and the LoRA id if absent).
-//   - EventRemoved: entry[Hash] loses Groups; erased when none is left.
-//   - EventTierChanged: entry[Hash] moves to Tier, holding Groups.
-//   - EventPriorityChanged: entry[Hash] takes Priority.
-//   - EventCleared: every entry is erased.
+// ID order to an index keyed by (Hash, place) holds exactly Snapshot's
+// entries (see include/kvcache/events.h), the place being the tree for
+// TierPrimary and TierHost and the store itself for TierDisk and TierRemote
+// (a block can have a tree entry and a store entry at once; a store's
+// entries are addressed by Hash alone, and the remote tier names only this
+// cache's own writes):
+//   - EventStored: entry[Hash, place(Tier)] gains Groups (created with
+//     ParentHash, Tier, Priority, NumTokens and the LoRA id if absent).
+//   - EventRemoved: entry[Hash, place(Tier)] loses Groups; erased when none
+//     is left.
+//   - EventTierChanged: entry[Hash, tree] moves to Tier, holding Groups.
+//   - EventPriorityChanged: entry[Hash, tree] takes Priority.
+//   - EventCleared: every tree entry is erased; store entries stay.
 //   - EventLost: events [ID, ID+LostCount) were dropped: resynchronize from
 //     Snapshot.
 type Event struct {
 	ID         uint64 // from 1, no gaps; EventLost: the first dropped id
 	Kind       EventKind
-	Tier       Tier   // stored: TierPrimary; removed: the tier left; tier changed: the new one
+	Tier       Tier   // stored: TierPrimary, or TierDisk/TierRemote (a store's record); removed: the tier left; tier changed: the new one
 	Hash       uint64 // the block's portable hash (0: cleared, lost)
 	ParentHash uint64 // stored: the previous block's hash, 0 for a first block
 	Groups     uint64 // layer groups, bit g for group g

@@ -16,20 +16,60 @@
  * a given event id.
  *
  * What an event is about: a cached block position of the radix tree (the
- * blocks of every layer group at one position of a prefix), named by its
- * portable hash. `groups` is a bit mask of layer groups (bit g: group g of
+ * blocks of every layer group at one position of a prefix), or a record of
+ * a block store (the disk or remote tier, tiers.h), named by its portable
+ * hash. `groups` is a bit mask of layer groups (bit g: group g of
  * kvc_cache_get_group_stats): a sliding-window group can lose its block at
- * a position while the position stays cached for the others. A consumer
- * that applies every event in id order to an index keyed by hash holds
- * exactly kvc_cache_snapshot()'s entries:
- *   - STORED: entry[hash] gains `groups` (created with parent_hash, tier,
- *     priority, num_tokens, LoRA id if absent).
- *   - REMOVED: entry[hash] loses `groups`; erased when none is left.
- *   - TIER_CHANGED: entry[hash] moves to `tier`, holding `groups`.
- *   - PRIORITY_CHANGED: entry[hash] takes `priority`.
- *   - CLEARED: every entry is erased (kvc_cache_reset_reuse).
+ * a position while the position stays cached for the others. A block can
+ * be held in several places at once: in the tree (tier PRIMARY or HOST: one
+ * place, TIER_CHANGED moves it between the two) and in each store (DISK,
+ * REMOTE: a place each; a block written through at commit is in the tree
+ * and on the disk). A consumer that applies every event in id order to an
+ * index keyed by (hash, place), place being "tree" for tiers PRIMARY and
+ * HOST and the tier itself for DISK and REMOTE, holds exactly
+ * kvc_cache_snapshot()'s entries:
+ *   - STORED: entry[hash, place(tier)] gains `groups` (created with
+ *     parent_hash, tier, priority, num_tokens, LoRA id if absent).
+ *   - REMOVED: entry[hash, place(tier)] loses `groups`; erased when none is
+ *     left.
+ *   - TIER_CHANGED: entry[hash, tree] moves to `tier` (PRIMARY or HOST),
+ *     holding `groups`.
+ *   - PRIORITY_CHANGED: entry[hash, tree] takes `priority`.
+ *   - CLEARED: every tree entry is erased (kvc_cache_reset_reuse); the
+ *     stores' entries stay (a reset leaves the stores as they are).
  *   - LOST: events with ids [id, id + lost_count) were dropped: resync.
  * A cache with events on requires at most 64 layer groups.
+ *
+ * Store entries (tier KVC_TIER_DISK or KVC_TIER_REMOTE). A store keeps a
+ * record per block addressed by its portable hash alone: its STORED events
+ * and snapshot entries have parent_hash 0, no LoRA id, every layer group in
+ * `groups`, num_tokens = tokens_per_block (only full blocks are stored), the
+ * retention priority sealed in the record, and no token ids (token_offset
+ * KVC_EVENT_NO_TOKENS). The stores write and evict on threads of their own;
+ * the cache emits what they did at its next kvc_sequence_add that succeeds,
+ * kvc_sequence_commit, or kvc_cache_flush_tiers (which waits for the queued
+ * writes first), never from a call that fails or only reads (a drain, a
+ * snapshot): until then the events and the snapshot still describe the
+ * stores as last announced, so they always agree with each other.
+ *   - DISK: STORED once the record is written to the slab files (not when it
+ *     is queued: a queued write may still be dropped), REMOVED when the disk
+ *     forgets it (evicted for another record's slot under its byte budget,
+ *     rejected by a load's check, a failed write or read); a block written
+ *     again at another priority is REMOVED, then STORED again. A cache created on
+ *     a directory announces the records it finds there (STORED each) before
+ *     any other event; records evicted at that open (a smaller budget) are
+ *     never announced. Exact for this cache's directory: nothing else writes
+ *     it while the cache holds its lock file.
+ *   - REMOTE: this cache's own writes only: STORED when the server
+ *     acknowledged its SET, REMOVED when this cache deleted the key (its
+ *     byte budget, a value that failed the check). Not seen, hence never
+ *     announced: the server's own eviction (maxmemory policy) or a TTL set
+ *     by someone else, another cache deleting or overwriting the key, keys
+ *     other caches wrote (each cache announces its own), and what the
+ *     server held before this cache was created. A remote entry is
+ *     therefore a hint that the block was there, and a router should treat
+ *     a hit on it as a probable prefix match, not a guarantee (the engine's
+ *     add checks the record and counts a vanished one as a miss).
  *
  * Portable block hashes (the same in every process, language and run, for
  * equal tokens, options, tokens_per_block and seed; see
@@ -82,10 +122,12 @@ typedef uint32_t kvc_tier_t;
 enum {
   KVC_TIER_PRIMARY = 0, /**< The cache's device (or CPU) pools. */
   KVC_TIER_HOST = 1,    /**< The host tier (kvc_config_set_host_cache_bytes). */
-  KVC_TIER_DISK = 2,    /**< The disk tier (kvc_config_set_disk_cache, tiers.h).
-                             No event names it: see tiers.h. @since 0.3.0 */
-  KVC_TIER_REMOTE = 3   /**< A remote store shared by caches (tiers.h).
-                             No event names it: see tiers.h. @since 0.3.0 */
+  KVC_TIER_DISK = 2,    /**< The disk tier (kvc_config_set_disk_cache, tiers.h):
+                             STORED and REMOVED of its records
+                             (see "Store entries" above). @since 0.3.0 */
+  KVC_TIER_REMOTE = 3   /**< A remote store shared by caches (tiers.h): this
+                             cache's own writes and deletions only (see "Store
+                             entries" above). @since 0.3.0 */
 };
 
 /** kvc_event_t::token_offset of an event that carries no token ids. */
@@ -99,10 +141,13 @@ enum {
 typedef struct kvc_event {
   uint64_t id;           /**< From 1, no gaps; LOST: the first dropped id. */
   uint32_t kind;         /**< kvc_event_kind_t. */
-  uint32_t tier;         /**< STORED: KVC_TIER_PRIMARY; REMOVED: the tier left;
-                              TIER_CHANGED: the new tier. */
+  uint32_t tier;         /**< STORED: KVC_TIER_PRIMARY (committed or loaded into the
+                              tree), KVC_TIER_DISK or KVC_TIER_REMOTE (a store's
+                              record); REMOVED: the tier left; TIER_CHANGED: the
+                              new tier (PRIMARY or HOST). */
   uint64_t hash;         /**< The block's portable hash (0: CLEARED, LOST). */
-  uint64_t parent_hash;  /**< STORED: the previous block's hash, 0 for a first block. */
+  uint64_t parent_hash;  /**< STORED: the previous block's hash, 0 for a first block
+                              (0 for a store's record: see "Store entries"). */
   uint64_t groups;       /**< Layer groups (bit g: group g): STORED, the groups
                               stored; REMOVED, the groups removed; TIER_CHANGED,
                               the groups the block holds in its new tier. */
@@ -113,9 +158,10 @@ typedef struct kvc_event {
   uint32_t num_tokens;   /**< STORED: tokens in the block (tokens_per_block,
                               fewer for a partial block). */
   uint32_t reserved;     /**< Zero. */
-  uint64_t token_offset; /**< STORED: index of the block's first token id in the
-                              drain's token buffer; KVC_EVENT_NO_TOKENS when the
-                              drain asked for none, and for other kinds. */
+  uint64_t token_offset; /**< STORED of tier PRIMARY: index of the block's first
+                              token id in the drain's token buffer;
+                              KVC_EVENT_NO_TOKENS when the drain asked for none,
+                              for a store's STORED, and for other kinds. */
   uint64_t lost_count;   /**< LOST: how many events were dropped. */
 } kvc_event_t;
 
@@ -176,15 +222,19 @@ typedef struct kvc_snapshot_entry {
   uint64_t groups;      /**< Layer groups holding a block here (bit g). */
   uint64_t lora_id;     /**< The LoRA id if has_lora. */
   uint32_t has_lora;    /**< 1 if the block's scope has a LoRA id. */
-  uint32_t tier;        /**< kvc_tier_t. */
+  uint32_t tier;        /**< kvc_tier_t: PRIMARY or HOST (the tree), DISK or REMOTE
+                             (a store's record; see "Store entries"). */
   uint32_t priority;    /**< Eviction priority (0..100). */
   uint32_t num_tokens;  /**< Tokens in the block. */
 } kvc_snapshot_entry_t;
 
 /**
- * @brief Lists every cached block (both tiers), parents before children,
- *        as of event `*event_id`: applying to the list the events with
- *        larger ids gives the cache's state at any later moment.
+ * @brief Lists every cached block of the tree (tiers PRIMARY and HOST),
+ *        parents before children, then the store entries announced so far
+ *        (DISK, then REMOTE, each by hash; a block can be listed once in the
+ *        tree and once per store), as of event `*event_id`: applying to the
+ *        list the events with larger ids gives the cache's state at any
+ *        later moment.
  * @param entries Caller memory for `capacity` entries; may be NULL if
  *        capacity is 0.
  * @param[out] count Receives the number of entries (needed, on

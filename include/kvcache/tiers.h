@@ -44,10 +44,16 @@
  *     tree only: it reads no store.
  *   - A stateful cache (stateful.h) has no stores: kvc_stateful_create
  *     refuses a config with a disk tier (KVC_ERR_UNSUPPORTED).
- * KV events (events.h) describe the tree: a block written to a store leaves
- * the tree (REMOVED, naming the tier it left), a block loaded from one enters
- * it (STORED). A store evicts on its own (and a remote one is shared), so no
- * event names KVC_TIER_DISK or KVC_TIER_REMOTE.
+ * KV events (events.h) describe the tree and the stores, each a place of
+ * its own in a router's index: a block leaving the tree is REMOVED from the
+ * tier it left, a block loaded from a store enters the tree (STORED,
+ * KVC_TIER_PRIMARY), and a store's record written, evicted or rejected is
+ * STORED or REMOVED with KVC_TIER_DISK or KVC_TIER_REMOTE, emitted at the
+ * cache's next successful add, commit or kvc_cache_flush_tiers (the stores'
+ * threads hand their changes back; the serving thread emits them). The disk
+ * tier's entries are exact; the remote tier's name only this cache's own
+ * writes and deletions (the server's eviction and other caches are not
+ * seen): events.h, "Store entries".
  *
  * Threading: as every call on a cache (common.h); the stores write on
  * threads of their own.
@@ -165,9 +171,10 @@ KVC_API kvc_status_t kvc_cache_get_tier_stats(const kvc_cache_t *cache, kvc_tier
  * @brief Waits until every block queued for writing to the cache's stores
  *        (written through at commit, or offloaded at eviction) is written
  *        or dropped (before a snapshot of the directory, a
- *        handover to another process, or in tests instead of sleeping).
- *        Destroying the cache waits the same way. Other calls on the cache
- *        wait meanwhile.
+ *        handover to another process, or in tests instead of sleeping),
+ *        then emits the stores' changes as KV events (events.h, "Store
+ *        entries"). Destroying the cache waits the same way. Other calls on
+ *        the cache wait meanwhile.
  * @return KVC_OK (also without stores); KVC_ERR_INVALID_ARGUMENT for a NULL
  *         cache.
  * @since 0.3.0

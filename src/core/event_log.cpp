@@ -91,12 +91,6 @@ void EventLog::store_removed(uint64_t hash, uint32_t tier, uint64_t groups) {
   push(Record{hash, 0, groups, 0, 0, uint8_t(KVC_EVENT_REMOVED), uint8_t(tier), 0, 0});
 }
 
-void EventLog::store_priority(uint64_t hash, uint32_t tier, uint32_t priority) {
-  if (muted_) return;
-  push(Record{hash, 0, 0, 0, 0, uint8_t(KVC_EVENT_PRIORITY_CHANGED), uint8_t(tier),
-              uint8_t(priority), 0});
-}
-
 void EventLog::priority_changed(uint32_t node, uint32_t priority) {
   if (muted_) return;
   push(Record{hashes_[node], 0, 0, 0, 0, uint8_t(KVC_EVENT_PRIORITY_CHANGED), 0,

@@ -51,7 +51,6 @@ class EventLog {
   void store_stored(uint64_t hash, uint32_t tier, uint64_t groups, uint32_t num_tokens,
                     uint32_t priority);
   void store_removed(uint64_t hash, uint32_t tier, uint64_t groups);
-  void store_priority(uint64_t hash, uint32_t tier, uint32_t priority);
   // While muted (a reset drops everything, then says CLEARED) nothing is
   // emitted.
   void set_muted(bool muted) { muted_ = muted; }

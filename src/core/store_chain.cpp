@@ -228,8 +228,11 @@ void StoreChain::sync_events_slow() {
           held.emplace(c.hash, c.priority);
           events_->store_stored(c.hash, event_tier_[s], all_groups_, T_, c.priority);
         } else if (it->second != c.priority) {
+          // Written again at another priority: REMOVED then STORED (a
+          // PRIORITY_CHANGED names the tree's entry only, events.h).
           it->second = c.priority;
-          events_->store_priority(c.hash, event_tier_[s], c.priority);
+          events_->store_removed(c.hash, event_tier_[s], all_groups_);
+          events_->store_stored(c.hash, event_tier_[s], all_groups_, T_, c.priority);
         }
       } else if (it != held.end()) {
         held.erase(it);

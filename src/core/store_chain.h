@@ -172,7 +172,7 @@ class StoreChain {
   // announced by sync_events().
   void set_events(EventLog* log);
   // Takes the changes the stores' threads journaled since the last call and
-  // emits them (STORED, REMOVED, PRIORITY_CHANGED of a store tier); one
+  // emits them (STORED, REMOVED of a store tier); one
   // branch with events off, one atomic load per store when nothing changed.
   // Called where a call succeeds (the end of an add, a commit, a flush), so
   // that a failed call emits nothing. Not while the log is muted (the

@@ -167,7 +167,7 @@ class EventShadow {
         return "";
       }
       case KVC_EVENT_PRIORITY_CHANGED: {
-        auto it = index_.find(key_of(e.hash, e.tier));
+        auto it = index_.find(key_of(e.hash, 0));
         if (it == index_.end()) return "PRIORITY_CHANGED " + std::to_string(e.id) + " of a block not held";
         it->second.priority = e.priority;
         return "";

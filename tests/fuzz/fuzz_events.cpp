@@ -48,7 +48,9 @@ void EventMirror::apply(kvc_cache_t* cache, int index, const kvc_event_t& e, con
   last_id_ = e.id;
   if (e.id <= skip_until_) return;
   auto held = [&](const char* kind) {
-    auto it = index_.find(key_of(e.hash, e.kind == KVC_EVENT_TIER_CHANGED ? 0 : e.tier));
+    // TIER_CHANGED and PRIORITY_CHANGED name the tree's entry (events.h).
+    auto it = index_.find(key_of(e.hash, e.kind == KVC_EVENT_STORED || e.kind == KVC_EVENT_REMOVED
+                                             ? e.tier : 0));
     if (it == index_.end())
       finding("%s event %llu of cache %d names a block the index lacks", kind,
               (unsigned long long)e.id, index);

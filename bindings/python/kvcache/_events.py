@@ -22,14 +22,19 @@ Event = collections.namedtuple(
              "lost_count")
 Event.__doc__ = """One event (kvc_event_t) of Cache.drain_events(). kind is an EventKind;
 fields a kind does not use are 0. Ids count from 1 without gaps. Applying
-the events in id order to an index keyed by hash gives Cache.snapshot():
-STORED adds `groups` to the entry (created with parent_hash, tier,
-priority, num_tokens, lora_id), REMOVED takes `groups` away (erasing the
-entry when none is left), TIER_CHANGED moves it to `tier` holding
-`groups`, PRIORITY_CHANGED sets `priority`, CLEARED erases everything, and
+the events in id order to an index keyed by (hash, place) gives
+Cache.snapshot(), the place being the tree for tiers PRIMARY and HOST and
+the store itself for DISK and REMOTE (a block can have a tree entry and a
+store entry at once): STORED adds `groups` to the entry (created with
+parent_hash, tier, priority, num_tokens, lora_id), REMOVED takes `groups`
+away (erasing the entry when none is left), TIER_CHANGED moves a tree entry
+to `tier` holding `groups`, PRIORITY_CHANGED sets a tree entry's
+`priority`, CLEARED erases every tree entry (store entries stay), and
 LOST says events [id, id + lost_count) were dropped: resync from a
 snapshot. tokens: a STORED block's token ids (a list) when the drain asked
-for them, else None."""
+for them, else None (always None for a store's STORED: its entries are
+addressed by hash alone; the remote tier names only this cache's own
+writes; include/kvcache/events.h, "Store entries")."""
 
 Snapshot = collections.namedtuple("Snapshot", "event_id entries")
 Snapshot.__doc__ = """Cache.snapshot(): every cached block (SnapshotEntry, parents before

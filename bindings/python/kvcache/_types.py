@@ -44,8 +44,8 @@ class Tier(enum.IntEnum):
     """Where a cached block lives (kvc_tier_t)."""
     PRIMARY = 0
     HOST = 1
-    DISK = 2    # the disk tier (Config.disk_cache); no event names it
-    REMOTE = 3  # a remote store shared by caches; no event names it
+    DISK = 2    # the disk tier (Config.disk_cache): STORED/REMOVED of its records
+    REMOTE = 3  # a remote store shared by caches: this cache's own writes only
 
 
 # state.h: the most resources of a config, the largest generic alignment.

@@ -22,9 +22,11 @@ pub enum Tier {
     Primary,
     /// The host tier (`KVC_TIER_HOST`).
     Host,
-    /// The disk tier (`KVC_TIER_DISK`; see [`crate::Config::set_disk_cache`]).
+    /// The disk tier (`KVC_TIER_DISK`; see [`crate::Config::set_disk_cache`]):
+    /// `Stored` and `Removed` of its records.
     Disk,
-    /// A remote store shared by caches (`KVC_TIER_REMOTE`).
+    /// A remote store shared by caches (`KVC_TIER_REMOTE`): `Stored` and
+    /// `Removed` of this cache's own writes only.
     Remote,
     /// A value this binding does not know (a newer library).
     Other(u32),
@@ -55,9 +57,15 @@ impl Tier {
 }
 
 /// One event of a cache (`kvc_event_t`). Ids count from 1 without gaps. A
-/// consumer that applies every event in id order to an index keyed by hash
-/// holds exactly [`Cache::snapshot`]'s entries (see each variant). `groups`
-/// is a bit mask of layer groups (bit g: group g).
+/// consumer that applies every event in id order to an index keyed by
+/// (hash, place) holds exactly [`Cache::snapshot`]'s entries (see each
+/// variant), where the place is the tree for [`Tier::Primary`] and
+/// [`Tier::Host`] (`TierChanged` moves an entry between the two) and the
+/// store itself for [`Tier::Disk`] and [`Tier::Remote`]: a block can have a
+/// tree entry and a store entry at once. A store's entries are addressed by
+/// hash alone (no parent, LoRA id or tokens); the remote tier names only
+/// this cache's own writes (include/kvcache/events.h, "Store entries").
+/// `groups` is a bit mask of layer groups (bit g: group g).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     /// A block became reusable (commit): the entry for `hash` gains
@@ -118,8 +126,8 @@ pub enum Event {
         /// The new priority.
         priority: u32,
     },
-    /// Every cached block was dropped (`Cache::reset_reuse`): erase every
-    /// entry.
+    /// Every cached block of the tree was dropped (`Cache::reset_reuse`):
+    /// erase every tree entry (Primary, Host); store entries stay.
     Cleared {
         /// Event id.
         id: u64,

@@ -5,8 +5,14 @@ import java.util.OptionalLong;
 /**
  * One event of a cache's event stream (kvc_event_t), from
  * {@link Cache#drainEvents(boolean)}. Ids count from 1 without gaps. A
- * consumer that applies every event in id order to an index keyed by hash
- * holds exactly {@link Cache#snapshot()}'s entries: see each record.
+ * consumer that applies every event in id order to an index keyed by
+ * (hash, place) holds exactly {@link Cache#snapshot()}'s entries: see each
+ * record. The place is the tree for {@link Tier#PRIMARY} and {@link Tier#HOST}
+ * ({@link TierChanged} moves an entry between the two) and the store itself
+ * for {@link Tier#DISK} and {@link Tier#REMOTE}: a block can have a tree entry
+ * and a store entry at once. A store's entries are addressed by hash alone
+ * (no parent, LoRA id or tokens); the remote tier names only this cache's own
+ * writes (include/kvcache/events.h, "Store entries").
  * {@code groups} is a bit mask of layer groups (bit g: group g).
  *
  * <pre>{@code
@@ -72,7 +78,8 @@ public sealed interface KvEvent {
   record PriorityChanged(long id, long hash, int priority) implements KvEvent {}
 
   /**
-   * Every cached block was dropped ({@link Cache#resetReuse()}): erase every entry.
+   * Every cached block of the tree was dropped ({@link Cache#resetReuse()}): erase
+   * every tree entry (PRIMARY, HOST); store entries stay.
    *
    * @param id event id
    */

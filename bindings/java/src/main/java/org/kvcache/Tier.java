@@ -6,9 +6,9 @@ public enum Tier {
   PRIMARY(0),
   /** The host tier ({@link Config#setHostCacheBytes(long)}). */
   HOST(1),
-  /** The disk tier ({@link Config#setDiskCache(String, long)}); no event names it. */
+  /** The disk tier ({@link Config#setDiskCache(String, long)}): STORED and REMOVED of its records. */
   DISK(2),
-  /** A remote store shared by caches; no event names it. */
+  /** A remote store shared by caches: STORED and REMOVED of this cache's own writes. */
   REMOTE(3);
 
   private final int code;
