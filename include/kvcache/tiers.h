@@ -36,6 +36,14 @@
  *     match, so a hash collision, a torn or corrupted file, or a record of
  *     another salt or model is a miss, never KV. A store that fails is a
  *     miss: the add goes on without it.
+ *     Loaded blocks land in the primary tier only, also on a cache with a
+ *     host tier: the sequence computes on them there, and a copy into the
+ *     host tier at load would cost the serving call a device-to-host copy
+ *     and host room for blocks the primary tier holds anyway. They reach
+ *     the host tier as every block does (where it qualifies), when the
+ *     primary tier evicts them (kvc_config_set_host_cache_bytes), so the
+ *     host tier stages what the stores returned once it goes cold, not
+ *     before.
  *   - kvc_cache_reset_reuse writes nothing to the stores and leaves them as
  *     they are (a later add may load from them). The stores know the model's
  *     shape (geometry fingerprint), not its weights: after the weights
