@@ -7290,11 +7290,13 @@ pub type kvc_tier_t = u32;
 pub const KVC_TIER_PRIMARY: _bindgen_ty_2 = 0;
 #[doc = "< The host tier (kvc_config_set_host_cache_bytes)."]
 pub const KVC_TIER_HOST: _bindgen_ty_2 = 1;
-#[doc = "< The disk tier (kvc_config_set_disk_cache, tiers.h)."]
-#[doc = "No event names it: see tiers.h. @since 0.3.0"]
+#[doc = "< The disk tier (kvc_config_set_disk_cache, tiers.h):"]
+#[doc = "STORED and REMOVED of its records"]
+#[doc = "(see \"Store entries\" above). @since 0.3.0"]
 pub const KVC_TIER_DISK: _bindgen_ty_2 = 2;
-#[doc = "< A remote store shared by caches (tiers.h)."]
-#[doc = "No event names it: see tiers.h. @since 0.3.0"]
+#[doc = "< A remote store shared by caches (tiers.h): this"]
+#[doc = "cache's own writes and deletions only (see \"Store"]
+#[doc = "entries\" above). @since 0.3.0"]
 pub const KVC_TIER_REMOTE: _bindgen_ty_2 = 3;
 pub type _bindgen_ty_2 = ::std::os::raw::c_uint;
 #[doc = " @brief One event. Fixed layout (used in arrays); fields a kind does not"]
@@ -7307,12 +7309,15 @@ pub struct kvc_event {
     pub id: u64,
     #[doc = "< kvc_event_kind_t."]
     pub kind: u32,
-    #[doc = "< STORED: KVC_TIER_PRIMARY; REMOVED: the tier left;"]
-    #[doc = "TIER_CHANGED: the new tier."]
+    #[doc = "< STORED: KVC_TIER_PRIMARY (committed or loaded into the"]
+    #[doc = "tree), KVC_TIER_DISK or KVC_TIER_REMOTE (a store's"]
+    #[doc = "record); REMOVED: the tier left; TIER_CHANGED: the"]
+    #[doc = "new tier (PRIMARY or HOST)."]
     pub tier: u32,
     #[doc = "< The block's portable hash (0: CLEARED, LOST)."]
     pub hash: u64,
-    #[doc = "< STORED: the previous block's hash, 0 for a first block."]
+    #[doc = "< STORED: the previous block's hash, 0 for a first block"]
+    #[doc = "(0 for a store's record: see \"Store entries\")."]
     pub parent_hash: u64,
     #[doc = "< Layer groups (bit g: group g): STORED, the groups"]
     #[doc = "stored; REMOVED, the groups removed; TIER_CHANGED,"]
@@ -7330,9 +7335,10 @@ pub struct kvc_event {
     pub num_tokens: u32,
     #[doc = "< Zero."]
     pub reserved: u32,
-    #[doc = "< STORED: index of the block's first token id in the"]
-    #[doc = "drain's token buffer; KVC_EVENT_NO_TOKENS when the"]
-    #[doc = "drain asked for none, and for other kinds."]
+    #[doc = "< STORED of tier PRIMARY: index of the block's first"]
+    #[doc = "token id in the drain's token buffer;"]
+    #[doc = "KVC_EVENT_NO_TOKENS when the drain asked for none,"]
+    #[doc = "for a store's STORED, and for other kinds."]
     pub token_offset: u64,
     #[doc = "< LOST: how many events were dropped."]
     pub lost_count: u64,
@@ -7781,7 +7787,8 @@ pub struct kvc_snapshot_entry {
     pub lora_id: u64,
     #[doc = "< 1 if the block's scope has a LoRA id."]
     pub has_lora: u32,
-    #[doc = "< kvc_tier_t."]
+    #[doc = "< kvc_tier_t: PRIMARY or HOST (the tree), DISK or REMOTE"]
+    #[doc = "(a store's record; see \"Store entries\")."]
     pub tier: u32,
     #[doc = "< Eviction priority (0..100)."]
     pub priority: u32,
@@ -7941,9 +7948,12 @@ fn bindgen_test_layout_kvc_snapshot_entry() {
 #[doc = " @since 0.3.0"]
 pub type kvc_snapshot_entry_t = kvc_snapshot_entry;
 extern "C" {
-    #[doc = " @brief Lists every cached block (both tiers), parents before children,"]
-    #[doc = "        as of event `*event_id`: applying to the list the events with"]
-    #[doc = "        larger ids gives the cache's state at any later moment."]
+    #[doc = " @brief Lists every cached block of the tree (tiers PRIMARY and HOST),"]
+    #[doc = "        parents before children, then the store entries announced so far"]
+    #[doc = "        (DISK, then REMOTE, each by hash; a block can be listed once in the"]
+    #[doc = "        tree and once per store), as of event `*event_id`: applying to the"]
+    #[doc = "        list the events with larger ids gives the cache's state at any"]
+    #[doc = "        later moment."]
     #[doc = " @param entries Caller memory for `capacity` entries; may be NULL if"]
     #[doc = "        capacity is 0."]
     #[doc = " @param[out] count Receives the number of entries (needed, on"]
@@ -8545,9 +8555,10 @@ extern "C" {
     #[doc = " @brief Waits until every block queued for writing to the cache's stores"]
     #[doc = "        (written through at commit, or offloaded at eviction) is written"]
     #[doc = "        or dropped (before a snapshot of the directory, a"]
-    #[doc = "        handover to another process, or in tests instead of sleeping)."]
-    #[doc = "        Destroying the cache waits the same way. Other calls on the cache"]
-    #[doc = "        wait meanwhile."]
+    #[doc = "        handover to another process, or in tests instead of sleeping),"]
+    #[doc = "        then emits the stores' changes as KV events (events.h, \"Store"]
+    #[doc = "        entries\"). Destroying the cache waits the same way. Other calls on"]
+    #[doc = "        the cache wait meanwhile."]
     #[doc = " @return KVC_OK (also without stores); KVC_ERR_INVALID_ARGUMENT for a NULL"]
     #[doc = "         cache."]
     #[doc = " @since 0.3.0"]
