@@ -1,9 +1,10 @@
-// Tensor parallelism on 2 GPUs (kvc_config_set_ranks with CUDA ordinals 0
-// and 1): each rank's pools live on its own device, store_kv runs on the
-// rank's device with the rank's heads, and every rank's bytes are read back
-// bit for bit through reuse with copy on partial reuse, fork, and offload
-// and onboard through the host tier. Black box through the C API. Skips,
-// printing why, with fewer than 2 usable CUDA devices.
+// Tensor parallelism on 2 and 4 GPUs (kvc_config_set_ranks with CUDA
+// ordinals 0..ranks-1): each rank's pools live on its own device, store_kv
+// runs on the rank's device with the rank's heads, and every rank's bytes are
+// read back bit for bit through reuse with copy on partial reuse, fork, and
+// offload and onboard through the host tier. Shapes: 4 kv heads split over 2
+// and over 4 ranks, and 2 kv heads replicated over 4 ranks. Black box through
+// the C API. A shape skips, printing why, with fewer CUDA devices than ranks.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -15,7 +16,12 @@
 
 namespace {
 
-constexpr uint32_t kLayers = 2, kHeads = 4, kDim = 8, kT = 4, kRanks = 2;
+constexpr uint32_t kLayers = 2, kDim = 8, kT = 4, kMaxRanks = 4;
+
+struct Shape {
+  uint32_t ranks;
+  uint32_t heads;
+};
 
 #define KVC_OK_(call) ASSERT_EQ((call), KVC_OK) << #call << ": " << kvc_last_error_message()
 #define CUDA_OK_(call) ASSERT_EQ((call), cudaSuccess) << #call
@@ -29,12 +35,19 @@ uint16_t elem(int32_t token, uint64_t pos, uint32_t layer, uint32_t kv, uint32_t
   return uint16_t(0x3C00u | (x & 0x3FFu));
 }
 
-class TensorParallelGpu : public ::testing::Test {
+class TensorParallelGpu : public ::testing::TestWithParam<Shape> {
  protected:
+  const uint32_t kRanks = GetParam().ranks;
+  const uint32_t kHeads = GetParam().heads;
+  // Heads each rank holds: its share, or one replicated head.
+  const uint32_t kPerRank = kHeads >= kRanks ? kHeads / kRanks : 1;
+
   void SetUp() override {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
-    if (n < 2) GTEST_SKIP() << "tensor parallelism needs 2 CUDA devices, found " << n;
+    if (n < int(kRanks))
+      GTEST_SKIP() << "tensor parallelism over " << kRanks << " ranks needs " << kRanks
+                   << " CUDA devices, found " << n;
   }
   void TearDown() override { kvc_cache_destroy(cache_); }
 
@@ -48,7 +61,7 @@ class TensorParallelGpu : public ::testing::Test {
     KVC_OK_(kvc_config_set_tokens_per_block(c, kT));
     KVC_OK_(kvc_config_set_max_tokens(c, max_tokens));
     KVC_OK_(kvc_config_set_host_cache_bytes(c, host_bytes));
-    const int32_t ordinals[kRanks] = {0, 1};
+    const int32_t ordinals[kMaxRanks] = {0, 1, 2, 3};
     KVC_OK_(kvc_config_set_ranks(c, KVC_DEVICE_CUDA, ordinals, kRanks));
     KVC_OK_(kvc_cache_create(c, &cache_));
     kvc_config_destroy(c);
@@ -56,7 +69,11 @@ class TensorParallelGpu : public ::testing::Test {
       for (uint32_t l = 0; l < kLayers; ++l) {
         kvc_layer_view_init(&views_[r][l]);
         KVC_OK_(kvc_cache_layer_view_rank(cache_, r, l, &views_[r][l]));
-        ASSERT_EQ(views_[r][l].kv_heads, kHeads / kRanks);
+        ASSERT_EQ(views_[r][l].kv_heads, kPerRank);
+        // Split: rank r holds heads [r * per, (r + 1) * per); replicated:
+        // head r / (ranks / heads).
+        const uint32_t first = kHeads >= kRanks ? r * kPerRank : r / (kRanks / kHeads);
+        ASSERT_EQ(views_[r][l].first_kv_head, first) << "rank " << r;
         cudaPointerAttributes at{};
         CUDA_OK_(cudaPointerGetAttributes(&at, views_[r][l].base));
         ASSERT_EQ(at.device, int(r)) << "rank " << r << "'s pool is on device " << at.device;
@@ -149,10 +166,10 @@ class TensorParallelGpu : public ::testing::Test {
   }
 
   kvc_cache_t* cache_ = nullptr;
-  kvc_layer_view_t views_[kRanks][kLayers];
+  kvc_layer_view_t views_[kMaxRanks][kLayers];
 };
 
-TEST_F(TensorParallelGpu, ReuseForkBitForBit) {
+TEST_P(TensorParallelGpu, ReuseForkBitForBit) {
   open(32 * kT, 0);
   std::vector<int32_t> p1(10);
   for (int i = 0; i < 10; ++i) p1[i] = 1000 + i;
@@ -178,8 +195,8 @@ TEST_F(TensorParallelGpu, ReuseForkBitForBit) {
   KVC_OK_(kvc_cache_check(cache_));
 }
 
-TEST_F(TensorParallelGpu, OffloadOnboardBitForBit) {
-  const uint64_t set_bytes = uint64_t(kLayers) * 2 * kT * (kHeads / kRanks) * kDim * 2;
+TEST_P(TensorParallelGpu, OffloadOnboardBitForBit) {
+  const uint64_t set_bytes = uint64_t(kLayers) * 2 * kT * kPerRank * kDim * 2;
   open(4 * kT, 4 * set_bytes);
   std::vector<int32_t> p1 = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   uint64_t cached = 0;
@@ -203,7 +220,7 @@ TEST_F(TensorParallelGpu, OffloadOnboardBitForBit) {
   KVC_OK_(kvc_cache_check(cache_));
 }
 
-TEST_F(TensorParallelGpu, MissingDeviceRefused) {
+TEST_P(TensorParallelGpu, MissingDeviceRefused) {
   int n = 0;
   cudaGetDeviceCount(&n);
   kvc_config_t* c = nullptr;
@@ -221,5 +238,12 @@ TEST_F(TensorParallelGpu, MissingDeviceRefused) {
       << kvc_last_error_message();
   kvc_config_destroy(c);
 }
+
+INSTANTIATE_TEST_SUITE_P(Shapes, TensorParallelGpu,
+                         ::testing::Values(Shape{2, 4}, Shape{4, 4}, Shape{4, 2}),
+                         [](const ::testing::TestParamInfo<Shape>& i) {
+                           return std::to_string(i.param.ranks) + "ranks" +
+                                  std::to_string(i.param.heads) + "heads";
+                         });
 
 }  // namespace
