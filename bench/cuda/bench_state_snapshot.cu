@@ -121,13 +121,17 @@ int main() {
   auto publish = [&](int) {
     return kvc_sequence_publish_state(cache, 1, kPrompt, stream) == KVC_OK;
   };
-  // Restore: a new sequence with the prompt reuses it (the snapshot copied
-  // into its slots on `stream`); removed again right away.
+  // Restore: a new sequence with the prompt and one more token reuses the
+  // 64 (an add leaves a prompt's last token to compute, so the prompt alone
+  // would reuse less than the snapshot's position), the snapshot copied into
+  // its slots on `stream`; removed again right away.
+  std::vector<int32_t> longer = prompt;
+  longer.push_back(7);
   uint64_t next = 100;
   auto restore = [&](int) {
     uint64_t cached = 0;
     const uint64_t s = next++;
-    BENCH_KVC(kvc_sequence_add(cache, s, prompt.data(), prompt.size(), nullptr, stream, &cached));
+    BENCH_KVC(kvc_sequence_add(cache, s, longer.data(), longer.size(), nullptr, stream, &cached));
     if (cached != kPrompt) {
       std::fprintf(stderr, "restore reused %llu tokens, not %u\n", (unsigned long long)cached, kPrompt);
       std::exit(1);
@@ -164,7 +168,7 @@ int main() {
   std::printf("| kvc_sequence_publish_state | %.1f | %.1f | %.0f; %.0f | %.2f; %.2f | >= 0.80: %s |\n",
               publish_gpu, publish_host, gbs(publish_gpu), gbs(publish_host), copy_gpu / publish_gpu,
               copy_host / publish_host, copy_host / publish_host >= 0.8 ? "met" : "**not met**");
-  std::printf("| restore (kvc_sequence_add reusing 64 tokens, then remove) | - | %.1f | -; %.0f | -; %.2f | >= 0.80: %s |\n",
+  std::printf("| restore (kvc_sequence_add of 65 tokens reusing 64, then remove) | - | %.1f | -; %.0f | -; %.2f | >= 0.80: %s |\n",
               restore_host, gbs(restore_host), copy_host / restore_host,
               copy_host / restore_host >= 0.8 ? "met" : "**not met**");
   std::printf("\n(GPU time: %d calls in a CUDA graph (%c), median of %d replays; per host call: events "
