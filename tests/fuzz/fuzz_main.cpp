@@ -11,7 +11,8 @@
 // every cache has a disk tier in a directory of its own, no windows) and
 // kvcache_fuzz_stateful (KVC_FUZZ_STATEFUL: the stateful mode instead,
 // fuzz_stateful.h) and kvcache_fuzz_state (KVC_FUZZ_STATE: a cache with
-// state resources and snapshots, fuzz_state.cpp).
+// state resources and snapshots, fuzz_state.cpp) and kvcache_fuzz_ranks
+// (KVC_FUZZ_RANKS: caches of 2 or 4 CPU ranks, fuzz_ranks.cpp).
 #include <stdlib.h>
 
 #include <cerrno>
@@ -43,6 +44,12 @@
 #endif
 #if KVC_FUZZ_STATE
 #include "fuzz_state.h"
+#endif
+#ifndef KVC_FUZZ_RANKS
+#define KVC_FUZZ_RANKS 0
+#endif
+#if KVC_FUZZ_RANKS
+#include "fuzz_ranks.h"
 #endif
 
 namespace kvc_fuzz {
@@ -214,7 +221,10 @@ void report() {
 #if KVC_FUZZ_STATE
   state_report();
 #endif
-#if !KVC_FUZZ_STATEFUL && !KVC_FUZZ_STATE
+#if KVC_FUZZ_RANKS
+  ranks_report();
+#endif
+#if !KVC_FUZZ_STATEFUL && !KVC_FUZZ_STATE && !KVC_FUZZ_RANKS
   std::fprintf(stderr,
                "kvcache_fuzz transfer: exports %llu ok, %llu refused (%llu of them unsupported: "
                "a window had evicted a block), %llu released (%llu after their cache was "
@@ -271,6 +281,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 #endif
 #if KVC_FUZZ_STATE
   state_one_input(in);
+  return 0;
+#endif
+#if KVC_FUZZ_RANKS
+  ranks_one_input(in);
   return 0;
 #endif
   emit_begin();

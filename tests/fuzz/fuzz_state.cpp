@@ -255,7 +255,10 @@ Tokens StateProgram::prompt() {
 }
 
 void StateProgram::add() {
-  const uint64_t id = pick_id();
+  uint64_t id = pick_id();
+  // Mostly a free id (a live one is refused, checked all the same).
+  if (seqs_[id].live && !in_.one_in(4))
+    for (uint64_t i = 1; i < kMaxIds && seqs_[id].live; ++i) id = (id + 1) % kMaxIds;
   const Tokens t = prompt();
   uint64_t probed = 999;
   ++g_count.check_calls;
