@@ -10,7 +10,9 @@
 // windowed layer group and a host tier), kvcache_fuzz_disk (KVC_FUZZ_DISK:
 // every cache has a disk tier in a directory of its own, no windows) and
 // kvcache_fuzz_stateful (KVC_FUZZ_STATEFUL: the stateful mode instead,
-// fuzz_stateful.h).
+// fuzz_stateful.h) and kvcache_fuzz_state (KVC_FUZZ_STATE: a cache with
+// state resources and snapshots, fuzz_state.cpp) and kvcache_fuzz_ranks
+// (KVC_FUZZ_RANKS: caches of 2 or 4 CPU ranks, fuzz_ranks.cpp).
 #include <stdlib.h>
 
 #include <cerrno>
@@ -36,6 +38,18 @@
 #endif
 #if KVC_FUZZ_STATEFUL
 #include "fuzz_stateful.h"
+#endif
+#ifndef KVC_FUZZ_STATE
+#define KVC_FUZZ_STATE 0
+#endif
+#if KVC_FUZZ_STATE
+#include "fuzz_state.h"
+#endif
+#ifndef KVC_FUZZ_RANKS
+#define KVC_FUZZ_RANKS 0
+#endif
+#if KVC_FUZZ_RANKS
+#include "fuzz_ranks.h"
 #endif
 
 namespace kvc_fuzz {
@@ -204,7 +218,13 @@ void report() {
                "checked to change nothing), %llu more API calls by the checks\n",
                (unsigned long long)g_count.inputs, (unsigned long long)g_count.calls,
                (unsigned long long)g_count.failed_calls, (unsigned long long)g_count.check_calls);
-#if !KVC_FUZZ_STATEFUL
+#if KVC_FUZZ_STATE
+  state_report();
+#endif
+#if KVC_FUZZ_RANKS
+  ranks_report();
+#endif
+#if !KVC_FUZZ_STATEFUL && !KVC_FUZZ_STATE && !KVC_FUZZ_RANKS
   std::fprintf(stderr,
                "kvcache_fuzz transfer: exports %llu ok, %llu refused (%llu of them unsupported: "
                "a window had evicted a block), %llu released (%llu after their cache was "
@@ -257,6 +277,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   set_current(0, nullptr);
 #if KVC_FUZZ_STATEFUL
   stateful_one_input(in);
+  return 0;
+#endif
+#if KVC_FUZZ_STATE
+  state_one_input(in);
+  return 0;
+#endif
+#if KVC_FUZZ_RANKS
+  ranks_one_input(in);
   return 0;
 #endif
   emit_begin();

@@ -4,13 +4,14 @@
 # the harness, a leak, a timeout or running out of memory).
 #
 # usage: run_fuzzer.sh BINARY SEED_DIR WORK_DIR [SECONDS] [PROCESSES]
-#   SECONDS   default $KVC_FUZZ_SECONDS, else 60
+#   SECONDS   default $KVC_FUZZ_SECONDS, else 60; HALF: half of that
 #   PROCESSES default 1; several share WORK_DIR/corpus (libFuzzer reloads it)
 # Leaves in WORK_DIR: corpus/ (what the run found), findings/ (inputs that
 # failed), log-N (each process's output) and summary (one line of figures).
 set -uo pipefail
 bin=$1 seeds=$2 work=$3
 secs=${4:-${KVC_FUZZ_SECONDS:-60}}
+[ "$secs" = HALF ] && secs=$(((${KVC_FUZZ_SECONDS:-60} + 1) / 2))
 procs=${5:-1}
 name=$(basename "$work")
 
