@@ -118,8 +118,8 @@ class BlockStore {
   virtual void watch(std::vector<StoreChange>& held) { held.clear(); }
   // Appends the journal's changes since the last call (or watch()) to `out`
   // and empties it; cheap when there are none (one atomic load). The core's
-  // thread only.
-  virtual void take_changes(std::vector<StoreChange>& out) { (void)out; }
+  // thread only. A store without a journal has no changes to append.
+  virtual void take_changes(std::vector<StoreChange>& /*out*/) {}
 
   // "disk", "remote", ...: names the tier in messages and statistics.
   virtual const char* name() const = 0;

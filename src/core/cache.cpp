@@ -45,16 +45,14 @@ Cache::Cache(const CacheConfig& cfg, std::vector<std::unique_ptr<Device>> device
     stores = open_block_stores(config_.stores, store_record_layout(config_, grouping_));
   // Every byte budget is per rank: the plan is one rank's, sized by the
   // rank with the least free memory, and every rank allocates it.
-  size_t least = 0;
   growable_ = true;
   for (size_t r = 0; r < devices.size(); ++r) {
     const DeviceMemoryInfo m = devices[r]->memory_info();
-    if (r == 0 || m.free_bytes < device_memory_.free_bytes) device_memory_ = m, least = r;
+    if (r == 0 || m.free_bytes < device_memory_.free_bytes) device_memory_ = m;
     // Pools reserve the address space of their ceiling where the device
     // can (kvc_cache_resize then backs or returns memory at their end).
     if (devices[r]->reserve_granularity() == 0) growable_ = false;
   }
-  (void)least;
   plan_ = plan_memory(config_, grouping_, device_memory_.free_bytes);
   host_plan_ = plan_host_memory(config_, grouping_);
   if (!growable_ && plan_.max_budget_bytes > plan_.budget_bytes)
