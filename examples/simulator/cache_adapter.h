@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sim_config.h"
+#include "step_buffers.h"
 
 struct kvc_cache;
 
@@ -92,8 +93,8 @@ class CacheAdapter {
   // one array per layer group (`slots[g]`, -1 where nothing is written);
   // when `tables` is given, also the padded block tables per group (rows of
   // `*table_stride` entries) and the sequence lengths, for attention.
-  void batch(const std::vector<uint64_t> &ids, std::vector<std::vector<int64_t>> &slots,
-             std::vector<std::vector<int32_t>> *tables, uint32_t *table_stride,
+  void batch(const std::vector<uint64_t> &ids, std::vector<SlotRow> &slots,
+             std::vector<TableRows> *tables, uint32_t *table_stride,
              std::vector<int32_t> *seq_lens);
 
   CacheCounters counters() const;

@@ -40,8 +40,8 @@ struct Scheduler::State {
   std::deque<Waiting> waiting;
   std::vector<Running> running;  // admission order: the newest is last
   std::vector<uint64_t> ids;
-  std::vector<std::vector<int64_t>> slots;
-  std::vector<std::vector<int32_t>> tables;
+  std::vector<SlotRow> slots;
+  std::vector<TableRows> tables;
   std::vector<int32_t> seq_lens, q_lens;
   std::vector<int32_t> tokens;
   StepClock clock;
