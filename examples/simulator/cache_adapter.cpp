@@ -138,6 +138,13 @@ bool CacheAdapter::extend(const std::vector<uint64_t> &ids, const std::vector<in
   return true;
 }
 
+bool CacheAdapter::extend_chunk(uint64_t id, const int32_t *tokens, size_t count) {
+  const kvc_status_t s = kvc_sequence_extend(cache_, id, tokens, count, nullptr);
+  if (s == KVC_ERR_OUT_OF_BLOCKS) return false;
+  check(s, "kvc_sequence_extend(" + std::to_string(id) + ")");
+  return true;
+}
+
 void CacheAdapter::commit(uint64_t id, uint64_t tokens) {
   check(kvc_sequence_commit(cache_, id, tokens), "kvc_sequence_commit(" + std::to_string(id) + ")");
 }

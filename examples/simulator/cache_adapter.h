@@ -80,6 +80,9 @@ class CacheAdapter {
   // One decode step: appends tokens[i] to ids[i] for every i; false when
   // out of blocks (nothing changed).
   bool extend(const std::vector<uint64_t> &ids, const std::vector<int32_t> &tokens);
+  // The next chunk of a chunked prefill: appends `count` tokens to `id`;
+  // false when out of blocks (nothing changed).
+  bool extend_chunk(uint64_t id, const int32_t *tokens, size_t count);
   // The first `tokens` tokens of `id` have their KV written.
   void commit(uint64_t id, uint64_t tokens);
   // Publishes id's state at `position` (kvc_sequence_publish_state); false
