@@ -28,9 +28,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "backend/device.h"
 #include "paired_samples.cuh"
 
 namespace {
@@ -174,6 +176,17 @@ int main() {
     BENCH_CUDA(cudaMemcpyAsync(dst, src, total, cudaMemcpyDeviceToDevice, legacy));
   };
 
+  // The kernel alone: the library's Device (a second one on GPU 0) copying
+  // the 48 ranges between the peer buffers, no cache bookkeeping.
+  std::unique_ptr<kvc::Device> device = kvc::create_device(KVC_DEVICE_CUDA, 0);
+  std::vector<kvc::CopyRange> ranges(resources);
+  for (uint32_t r = 0; r < resources; ++r)
+    ranges[r] = {static_cast<char*>(dst) + offset[r], static_cast<char*>(src) + offset[r], bytes[r]};
+  auto copy_ranges = [&](int) {
+    device->copy_ranges(ranges.data(), ranges.size(), stream);
+    return true;
+  };
+
   constexpr uint32_t kCalls = 20, kSamples = 31;
   struct Row {
     std::string name, timing;
@@ -232,10 +245,13 @@ int main() {
   const auto copy_host = [&](int i) { one_copy(i); };
   gpu_row("one cudaMemcpyAsync of the bytes", one_copy, false);
   gpu_row("one cudaMemcpyAsync per resource (48)", per_resource, false);
+  gpu_row("Device::copy_ranges of the 48 ranges (the kernel alone)", copy_ranges, false);
   gpu_row("kvc_sequence_publish_state", publish, true);
   host_row("one cudaMemcpyAsync of the bytes", stream, copy_host, copy_host, false);
   host_row("one cudaMemcpyAsync per resource (48)", stream, [&](int i) { per_resource(i); },
            copy_host, false);
+  host_row("Device::copy_ranges of the 48 ranges (the kernel alone)", stream,
+           [&](int i) { copy_ranges(i); }, copy_host, false);
   host_row("kvc_sequence_publish_state", stream, [&](int i) { publish(i); }, copy_host, true);
   host_row("restore (kvc_sequence_add of 65 tokens reusing 64, then remove)", stream, restore,
            copy_host, true);
