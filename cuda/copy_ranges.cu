@@ -32,8 +32,8 @@ namespace kvc {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr uint64_t kChunkBytes = 16 * 1024;  // 4 vectors of 16 bytes per thread
-constexpr int kUnroll = 4;                   // loads in flight per thread
+constexpr uint64_t kChunkBytes = 16 * 1024;        // 4 vectors of 16 bytes per thread
+constexpr int kUnroll = 4;                         // loads in flight per thread
 constexpr uint64_t kMaxChunks = (1ull << 31) - 1;  // gridDim.x
 
 static_assert(kChunkBytes % 16 == 0, "chunks keep the body's vectors aligned");
@@ -80,21 +80,24 @@ __device__ __forceinline__ void copy_vectors(V* __restrict__ d, const V* __restr
   for (; i < n; i += kThreads) d[i] = s[i];
 }
 
-__global__ void __launch_bounds__(kThreads) copy_ranges_kernel(const __grid_constant__ RangeParams p) {
+__global__ void __launch_bounds__(kThreads)
+    copy_ranges_kernel(const __grid_constant__ RangeParams p) {
   const uint32_t chunk = blockIdx.x;
   uint32_t lo = 0, hi = p.count;  // the last range with first_chunk <= chunk
   while (hi - lo > 1) {
     const uint32_t mid = (lo + hi) / 2;
-    if (p.first_chunk[mid] <= chunk) lo = mid;
-    else hi = mid;
+    if (p.first_chunk[mid] <= chunk)
+      lo = mid;
+    else
+      hi = mid;
   }
   unsigned char* dst = p.dst[lo];
   const unsigned char* src = p.src[lo];
   const uint64_t bytes = p.bytes[lo];
   const uint32_t c = chunk - p.first_chunk[lo];
   const uint32_t last = p.first_chunk[lo + 1] - p.first_chunk[lo] - 1;
-  const RangeSplit s = split_range(reinterpret_cast<uintptr_t>(dst),
-                                   reinterpret_cast<uintptr_t>(src), bytes);
+  const RangeSplit s =
+      split_range(reinterpret_cast<uintptr_t>(dst), reinterpret_cast<uintptr_t>(src), bytes);
   if (c == 0 && threadIdx.x < s.head) dst[threadIdx.x] = src[threadIdx.x];
   if (c == last) {
     const uint64_t at = s.head + s.body;
@@ -107,11 +110,21 @@ __global__ void __launch_bounds__(kThreads) copy_ranges_kernel(const __grid_cons
   const unsigned char* q = src + s.head + from;
   const uint32_t n = uint32_t(len / s.width);
   switch (s.width) {
-    case 16: copy_vectors(reinterpret_cast<uint4*>(d), reinterpret_cast<const uint4*>(q), n); break;
-    case 8: copy_vectors(reinterpret_cast<uint2*>(d), reinterpret_cast<const uint2*>(q), n); break;
-    case 4: copy_vectors(reinterpret_cast<uint32_t*>(d), reinterpret_cast<const uint32_t*>(q), n); break;
-    case 2: copy_vectors(reinterpret_cast<uint16_t*>(d), reinterpret_cast<const uint16_t*>(q), n); break;
-    default: copy_vectors(d, q, n); break;
+    case 16:
+      copy_vectors(reinterpret_cast<uint4*>(d), reinterpret_cast<const uint4*>(q), n);
+      break;
+    case 8:
+      copy_vectors(reinterpret_cast<uint2*>(d), reinterpret_cast<const uint2*>(q), n);
+      break;
+    case 4:
+      copy_vectors(reinterpret_cast<uint32_t*>(d), reinterpret_cast<const uint32_t*>(q), n);
+      break;
+    case 2:
+      copy_vectors(reinterpret_cast<uint16_t*>(d), reinterpret_cast<const uint16_t*>(q), n);
+      break;
+    default:
+      copy_vectors(d, q, n);
+      break;
   }
 }
 

@@ -56,15 +56,16 @@ inline std::vector<Case> cases() {
       src_offsets.push_back(src_at);
       src_at += (s + 255) / 256 * 256;
     }
-    out.push_back(lay_out("aligned slots", sizes, [](size_t) { return uint64_t(0); },
-                          [&](size_t i, uint64_t) { return src_offsets[i]; }, src_at));
+    out.push_back(lay_out(
+        "aligned slots", sizes, [](size_t) { return uint64_t(0); },
+        [&](size_t i, uint64_t) { return src_offsets[i]; }, src_at));
   }
   // Odd sizes around the vector width and the CUDA chunk (16 KiB), from
   // and to 16-aligned offsets.
   {
-    const std::vector<uint64_t> sizes = {1,    2,    3,    7,     15,    16,    17,   31,
-                                         33,   255,  257,  4095,  4097,  16383, 16384, 16385,
-                                         32769, 49151, 65536 + 5, 0, 1};
+    const std::vector<uint64_t> sizes = {1,     2,     3,     7,     15,        16,   17,
+                                         31,    33,    255,   257,   4095,      4097, 16383,
+                                         16384, 16385, 32769, 49151, 65536 + 5, 0,    1};
     Case c;
     c.name = "odd sizes";
     uint64_t at = 0, src_at = 0;
@@ -119,16 +120,18 @@ inline std::vector<Case> cases() {
       gaps.push_back(rng() % 32);
       srcs.push_back(rng() % (src_bytes - sizes[i]));
     }
-    out.push_back(lay_out("many ranges", sizes, [&](size_t i) { return gaps[i]; },
-                          [&](size_t i, uint64_t) { return srcs[i]; }, src_bytes));
+    out.push_back(lay_out(
+        "many ranges", sizes, [&](size_t i) { return gaps[i]; },
+        [&](size_t i, uint64_t) { return srcs[i]; }, src_bytes));
   }
   // Large misaligned ranges (hundreds of chunks) among small ones.
   {
     // Span 1: source and destination agree mod 16 (16-byte vectors after
     // a head); span 4: they differ by an odd number (bytes).
     const std::vector<uint64_t> sizes = {3, (5u << 20) + 1, 9, 100, (1u << 20) + 3};
-    out.push_back(lay_out("large", sizes, [](size_t i) { return uint64_t(5 + i); },
-                          [](size_t i, uint64_t) { return uint64_t(3 + i * 11); }, (5u << 20) + 64));
+    out.push_back(lay_out(
+        "large", sizes, [](size_t i) { return uint64_t(5 + i); },
+        [](size_t i, uint64_t) { return uint64_t(3 + i * 11); }, (5u << 20) + 64));
   }
   return out;
 }
