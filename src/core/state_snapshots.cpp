@@ -27,6 +27,7 @@ StateSnapshots::StateSnapshots(Device& device, const StateSlots& slots, const Ra
   node_of_.assign(num_slots_, kNone);
   used_at_.assign(num_slots_, 0);
   slot_of_.assign(tree_.id_bound(), kNone);
+  ranges_.resize(slots_.num_resources());
   if (num_slots_ == 0) return;
   try {
     for (uint32_t r = 0; r < slots_.num_resources(); ++r) {
@@ -46,17 +47,16 @@ StateSnapshots::~StateSnapshots() {
 }
 
 void StateSnapshots::copy(uint32_t k, uint64_t seq, bool to_snapshot, void* stream) {
+  // Every resource's range in one batched copy (one launch on CUDA).
   for (uint32_t r = 0; r < slots_.num_resources(); ++r) {
     const ResourceLayout& l = slots_.layout(r);
     unsigned char* live =
         static_cast<unsigned char*>(slots_.base(r)) + uint64_t(slots_.slot(seq, r)) * l.slot_stride;
     const uintptr_t base = round_up(reinterpret_cast<uintptr_t>(bases_[r]), l.alignment);
     unsigned char* snap = reinterpret_cast<unsigned char*>(base) + uint64_t(k) * l.slot_stride;
-    unsigned char* dst = to_snapshot ? snap : live;
-    const unsigned char* src = to_snapshot ? live : snap;
-    device_.copy_2d(dst, l.slot_stride, src, l.slot_stride, l.slot_bytes, 1,
-                    CopyKind::kDeviceToDevice, stream);
+    ranges_[r] = CopyRange{to_snapshot ? snap : live, to_snapshot ? live : snap, l.slot_bytes};
   }
+  device_.copy_ranges(ranges_.data(), ranges_.size(), stream);
 }
 
 uint32_t StateSnapshots::victim() const {

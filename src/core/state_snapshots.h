@@ -84,6 +84,7 @@ class StateSnapshots final : public SnapshotGate {
   std::vector<uint32_t> node_of_;  // per snapshot slot: its node, or kNone
   std::vector<uint64_t> used_at_;  // per snapshot slot: tick of its last publish or reuse
   std::vector<uint32_t> slot_of_;  // per tree node id: its snapshot slot, or kNone
+  std::vector<CopyRange> ranges_;  // per resource: copy()'s ranges (sized at create)
   uint64_t tick_ = 0;
   SnapshotCounters counters_;
 };
