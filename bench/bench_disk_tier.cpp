@@ -26,7 +26,11 @@
 //   bench_disk_tier [DIR] [REPETITIONS] [all|throughput|serving]
 //   (DIR default $TMPDIR or /tmp)
 #include <fcntl.h>
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -375,20 +379,72 @@ std::vector<int32_t> unique_prompt(uint64_t seed, uint32_t tokens) {
   return p;
 }
 
+// What one call cost the serving thread itself: its CPU time (the thread's
+// CPU clock) and the user-space instructions it retired (a perf counter of
+// this thread; -1 when perf_event_open is not allowed). Unlike wall time,
+// neither counts the time other processes or the stores' threads take the
+// core: on a shared VM they say what the call does, the wall p99 says what
+// the machine did meanwhile.
+struct CallCost {
+  std::vector<double> wall_us, cpu_us, instructions;
+};
+
+class ThreadCounter {
+ public:
+  ThreadCounter() {
+    perf_event_attr a{};
+    a.size = sizeof a;
+    a.type = PERF_TYPE_HARDWARE;
+    a.config = PERF_COUNT_HW_INSTRUCTIONS;
+    a.exclude_kernel = 1;
+    a.exclude_hv = 1;
+    fd_ = int(syscall(SYS_perf_event_open, &a, 0, -1, -1, 0));
+  }
+  ~ThreadCounter() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  double instructions() const {
+    uint64_t v = 0;
+    if (fd_ < 0 || ::read(fd_, &v, sizeof v) != ssize_t(sizeof v)) return -1;
+    return double(v);
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+double thread_cpu_us() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) * 1e6 + double(ts.tv_nsec) / 1e3;
+}
+
+template <typename F>
+void measure(const ThreadCounter& counter, CallCost& cost, F call) {
+  const double i0 = counter.instructions();
+  const double c0 = thread_cpu_us();
+  const auto t0 = Clock::now();
+  call();
+  const double wall = seconds_since(t0) * 1e6;
+  const double c1 = thread_cpu_us();
+  const double i1 = counter.instructions();
+  cost.wall_us.push_back(wall);
+  cost.cpu_us.push_back(c1 - c0);
+  cost.instructions.push_back(i0 < 0 || i1 < 0 ? -1 : i1 - i0);
+}
+
 // `rounds` adds of unique 512-token prompts (32 blocks: once the pool is
 // full, each add evicts 32 cached blocks), each committed and removed; the
-// latency of every add and commit in microseconds.
-void serve(kvc_cache_t* cache, uint64_t first_seed, int rounds, std::vector<double>& add_us,
-           std::vector<double>& commit_us) {
+// cost of every add and commit.
+void serve(kvc_cache_t* cache, uint64_t first_seed, int rounds, CallCost& add, CallCost& commit) {
+  static const ThreadCounter counter;
   for (int i = 0; i < rounds; ++i) {
     const auto p = unique_prompt(first_seed + uint64_t(i), 512);
     const uint64_t id = first_seed + uint64_t(i);
-    auto t0 = Clock::now();
-    CHECK_OK(kvc_sequence_add(cache, id, p.data(), p.size(), nullptr, nullptr, nullptr));
-    add_us.push_back(seconds_since(t0) * 1e6);
-    t0 = Clock::now();
-    CHECK_OK(kvc_sequence_commit(cache, id, p.size()));
-    commit_us.push_back(seconds_since(t0) * 1e6);
+    measure(counter, add, [&] {
+      CHECK_OK(kvc_sequence_add(cache, id, p.data(), p.size(), nullptr, nullptr, nullptr));
+    });
+    measure(counter, commit, [&] { CHECK_OK(kvc_sequence_commit(cache, id, p.size())); });
     CHECK_OK(kvc_sequence_remove(cache, id));
   }
 }
@@ -404,8 +460,13 @@ void serving(const std::string& base, int reps) {
   std::printf("(on: each block is written through to the disk at its commit, by the record writer's\n");
   std::printf("thread; evicting it then costs nothing more). %d rounds of 400 adds per setting, off and on\n", reps);
   std::printf("alternating; percentiles over all rounds' calls; the range is over rounds' p99.\n\n");
-  std::printf("| model (block set) | call | off p50 | on p50 | off p99 [rounds] | on p99 [rounds] | on/off p99 | drops |\n");
-  std::printf("|---|---|---|---|---|---|---|---|\n");
+  std::printf("CPU: the serving thread's own CPU time per call (CLOCK_THREAD_CPUTIME_ID), p50 and\n");
+  std::printf("p99, off / on; instructions: user-space instructions it retired per call (perf\n");
+  std::printf("counter; -1: not allowed here), p50 and p99, off / on. Wall p99 on a shared VM is\n");
+  std::printf("mostly other processes (and the store's own threads) taking the core.\n\n");
+  std::printf("| model (block set) | call | off p50 | on p50 | off p99 [rounds] | on p99 [rounds] | on/off p99 |"
+              " CPU p50 off / on | CPU p99 off / on | instr p50 off / on | instr p99 off / on | drops |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   const Shape shapes[] = {
       {"1 layer fp8, dim 1 (16 B)", 1, 1, 1, KVC_DTYPE_FP8_E4M3},
       {"4 layers x 2 heads x 64, bf16 (32 KiB)", 4, 2, 64, KVC_DTYPE_BF16},
@@ -413,17 +474,25 @@ void serving(const std::string& base, int reps) {
   };
   for (const Shape& m : shapes) {
     std::vector<double> add[2], commit[2], add_p99[2], commit_p99[2];
+    std::vector<double> add_cpu[2], commit_cpu[2], add_ins[2], commit_ins[2];
     uint64_t drops = 0;
     for (int rep = 0; rep < reps; ++rep) {
       for (int on = 0; on < 2; ++on) {
         const int which = (rep % 2 == 0) ? on : 1 - on;
         const std::string dir = which ? make_dir(base) : "";
         kvc_cache_t* cache = serving_cache(m, dir);
-        std::vector<double> a, c;
-        serve(cache, 1000000 * uint64_t(rep + 1), 64, a, c);  // warm: the pool fills
-        a.clear();
-        c.clear();
-        serve(cache, 1000000 * uint64_t(rep + 1) + 64, 400, a, c);
+        CallCost ac, cc;
+        serve(cache, 1000000 * uint64_t(rep + 1), 64, ac, cc);  // warm: the pool fills
+        ac = CallCost{};
+        cc = CallCost{};
+        serve(cache, 1000000 * uint64_t(rep + 1) + 64, 400, ac, cc);
+        const std::vector<double>& a = ac.wall_us;
+        const std::vector<double>& c = cc.wall_us;
+        add_cpu[which].insert(add_cpu[which].end(), ac.cpu_us.begin(), ac.cpu_us.end());
+        commit_cpu[which].insert(commit_cpu[which].end(), cc.cpu_us.begin(), cc.cpu_us.end());
+        add_ins[which].insert(add_ins[which].end(), ac.instructions.begin(), ac.instructions.end());
+        commit_ins[which].insert(commit_ins[which].end(), cc.instructions.begin(),
+                                 cc.instructions.end());
         if (which) {
           kvc_tier_stats_t s = KVC_TIER_STATS_INIT;
           CHECK_OK(kvc_cache_get_tier_stats(cache, KVC_TIER_DISK, &s));
@@ -437,14 +506,18 @@ void serving(const std::string& base, int reps) {
         commit_p99[which].push_back(pct(c, 0.99));
       }
     }
-    auto row = [&](const char* call, std::vector<double>* v, std::vector<double>* p99) {
+    auto row = [&](const char* call, std::vector<double>* v, std::vector<double>* p99,
+                   std::vector<double>* cpu, std::vector<double>* ins) {
       const Stat off = stat_of(p99[0]), on = stat_of(p99[1]);
-      std::printf("| %s | %s | %.1f us | %.1f us | %.1f us [%.1f, %.1f] | %.1f us [%.1f, %.1f] | %.2f | %" PRIu64 " |\n",
+      std::printf("| %s | %s | %.1f us | %.1f us | %.1f us [%.1f, %.1f] | %.1f us [%.1f, %.1f] | %.2f |"
+                  " %.2f / %.2f us | %.2f / %.2f us | %.0f / %.0f | %.0f / %.0f | %" PRIu64 " |\n",
                   m.name, call, pct(v[0], 0.5), pct(v[1], 0.5), pct(v[0], 0.99), off.lo, off.hi,
-                  pct(v[1], 0.99), on.lo, on.hi, pct(v[1], 0.99) / pct(v[0], 0.99), drops);
+                  pct(v[1], 0.99), on.lo, on.hi, pct(v[1], 0.99) / pct(v[0], 0.99),
+                  pct(cpu[0], 0.5), pct(cpu[1], 0.5), pct(cpu[0], 0.99), pct(cpu[1], 0.99),
+                  pct(ins[0], 0.5), pct(ins[1], 0.5), pct(ins[0], 0.99), pct(ins[1], 0.99), drops);
     };
-    row("add", add, add_p99);
-    row("commit", commit, commit_p99);
+    row("add", add, add_p99, add_cpu, add_ins);
+    row("commit", commit, commit_p99, commit_cpu, commit_ins);
     std::fflush(stdout);
   }
   std::printf("\n");
