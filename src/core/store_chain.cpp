@@ -372,6 +372,12 @@ uint64_t StoreChain::fill(uint64_t begin, uint64_t count) {
     uint64_t advanced = 0;
     for (size_t s = 0; s < stores_.size() && advanced == 0; ++s) {
       const uint64_t got = stores_[s]->load(&chunk_hashes_[pos], count - pos, &chunk_ptrs_[pos]);
+      if (got > 0 && look_.digest_pending) {
+        // A hit on the lookup's first block: its digest, to check the record.
+        keys_.prompt_keys(look_.parent, *look_.scope_bytes, *look_.extras, look_.tokens,
+                          look_.first, 1, chunk_keys_.data());
+        look_.digest_pending = false;
+      }
       advanced = check_run(s, pos, std::min<uint64_t>(got, count - pos));
     }
     if (advanced == 0) break;
@@ -390,12 +396,16 @@ uint64_t StoreChain::stage(uint32_t parent, const std::string& scope_bytes,
   look_.tokens = tokens;
   look_.first = look_.begin = first;
   look_.end = first + want;
-  const StoreKey parent_key = keys_.node_key(parent);
+  look_.parent = keys_.node_key(parent);
   const uint64_t n = std::min(chunk_, want);
   // The first block alone first: most prompts past the tree's match are new,
-  // and a miss then costs one key and one lookup, not a chunk of them.
-  keys_.prompt_keys(parent_key, scope_bytes, extras, tokens, first, 1, chunk_keys_.data());
+  // and a miss then costs one portable hash and one lookup, not a chunk of
+  // keys; its SHA-256 digest is made only on a hit (fill()).
+  keys_.prompt_keys(look_.parent, scope_bytes, extras, tokens, first, 1, chunk_keys_.data(),
+                    /*digests=*/false);
+  look_.digest_pending = true;
   look_.staged = fill(0, 1);
+  look_.digest_pending = false;
   if (look_.staged == 1 && n > 1) {
     keys_.prompt_keys(chunk_keys_[0], scope_bytes, extras, tokens, first + 1, n - 1,
                       chunk_keys_.data() + 1);

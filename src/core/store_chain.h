@@ -280,6 +280,8 @@ class StoreChain {
     uint64_t end = 0;        // first + want
     uint64_t staged = 0;     // checked records in staging
     bool done = false;       // a miss ended the run
+    StoreKey parent;         // the key the lookup chains on
+    bool digest_pending = false;  // chunk_keys_[0] has its hash only (stage's first block)
   } look_;
   std::vector<StoreKey> chunk_keys_;
   std::vector<uint64_t> chunk_hashes_;
