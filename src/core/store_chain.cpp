@@ -117,6 +117,10 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
   job_parts_.resize(size_t(end - first) * G);  // the jobs point into it: sized first
   uint32_t scope = UINT32_MAX;
   StoreKeys::ScopeKeys sk;
+  // Jobs past the queue's room are not built, only counted (dropped): an
+  // overloaded writer costs the commit a check per block, no key or copy.
+  const size_t room = writer_->room();
+  uint64_t no_room = 0;
   for (uint64_t b = first; b < end; ++b) {
     const BlockRetention r = s.retention_of_block(b, T_);
     if (r.priority < min_priority_) continue;
@@ -134,6 +138,10 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
       if (own) parts[g] = memory_[layout_groups_.group_pool[g]]->block(blk);
     }
     if (!own) continue;
+    if (jobs_.size() == room) {
+      ++no_room;
+      continue;
+    }
     // The key is the writer's to make: here only what it chains on. A
     // parent whose own job is still out chains on that job's key.
     RecordWrite w;
@@ -158,10 +166,11 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
     held_retention_[node] = r;
     jobs_.push_back(w);
   }
+  if (no_room > 0) writer_->count_dropped(no_room);
   if (jobs_.empty()) return;
-  // One lock for the whole commit; a full queue takes a prefix of the jobs
-  // (the rest dropped, counted by the writer), so no job taken chains on a
-  // dropped one.
+  // No lock: the jobs go into the writer's ring (a prefix of them, the rest
+  // dropped and counted by the writer: none here, as room() said), so no job
+  // taken chains on a dropped one.
   const size_t took = writer_->submit(jobs_.data(), jobs_.size());
   for (size_t i = 0; i < jobs_.size(); ++i) {
     if (i < took) acquire(uint32_t(jobs_[i].ticket));

@@ -21,7 +21,7 @@
 //    writer (settle: CPU copies, never I/O) and plans again, rather than
 //    refuse a call that would succeed without write-through.
 //    Why at commit: the serving call then does no hashing, copy, checksum
-//    or queue copy (only the job, under one lock per commit), an eviction of a stored block does nothing per block, and a
+//    or queue copy (only the job, into the writer's ring without a lock), an eviction of a stored block does nothing per block, and a
 //    remote store shares the block while this engine still caches it.
 //    Rules: a block qualifies when the priority its sequence releases it
 //    with (Sequence::retention_of_block, known at commit: prompt, range and

@@ -1,5 +1,7 @@
 #include "store/disk_store.h"
 
+#include "store/background_thread.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -478,6 +480,7 @@ void DiskStore::write_batch(std::vector<Item>& batch) {
 }
 
 void DiskStore::worker() {
+  run_as_background_thread();
   std::vector<Item> batch;
   std::vector<uint64_t> zero;
   for (;;) {
