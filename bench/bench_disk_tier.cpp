@@ -16,8 +16,9 @@
 //    No fsync anywhere: all of them measure the file system and the page
 //    cache of this machine alike (reads follow the writes: cached).
 //
-// 2. The serving path: p50/p99 of kvc_sequence_add and kvc_sequence_commit
-//    with the disk tier off and on, in a loop where every add evicts (unique
+// 2. The serving path: p50/p99 of kvc_sequence_add, kvc_sequence_commit,
+//    kvc_sequence_remove and of the three together, with the disk tier off
+//    and on, wall time and the serving thread's CPU time, in a loop where every add evicts (unique
 //    prompts through a full pool, no hit ever loads one). With the tier on,
 //    each committed block is written through by the record writer's thread
 //    (store_chain.h) and its eviction costs nothing more. Target: p99 on <=
@@ -435,17 +436,30 @@ void measure(const ThreadCounter& counter, CallCost& cost, F call) {
 
 // `rounds` adds of unique 512-token prompts (32 blocks: once the pool is
 // full, each add evicts 32 cached blocks), each committed and removed; the
-// cost of every add and commit.
-void serve(kvc_cache_t* cache, uint64_t first_seed, int rounds, CallCost& add, CallCost& commit) {
+// cost of every add, commit and remove (calls[0..2]) and of the three
+// together (calls[3]: the round's sum). The remove counts because the tier
+// moves work between the calls: without it a remove caches the sequence's
+// blocks; with it the blocks of jobs still queued are cached when the
+// writer is done with them, at a later call.
+constexpr int kCalls = 4;
+const char* const kCallNames[kCalls] = {"add", "commit", "remove", "round (sum)"};
+void serve(kvc_cache_t* cache, uint64_t first_seed, int rounds, CallCost* calls) {
   static const ThreadCounter counter;
   for (int i = 0; i < rounds; ++i) {
     const auto p = unique_prompt(first_seed + uint64_t(i), 512);
     const uint64_t id = first_seed + uint64_t(i);
-    measure(counter, add, [&] {
+    measure(counter, calls[0], [&] {
       CHECK_OK(kvc_sequence_add(cache, id, p.data(), p.size(), nullptr, nullptr, nullptr));
     });
-    measure(counter, commit, [&] { CHECK_OK(kvc_sequence_commit(cache, id, p.size())); });
-    CHECK_OK(kvc_sequence_remove(cache, id));
+    measure(counter, calls[1], [&] { CHECK_OK(kvc_sequence_commit(cache, id, p.size())); });
+    measure(counter, calls[2], [&] { CHECK_OK(kvc_sequence_remove(cache, id)); });
+    calls[3].wall_us.push_back(calls[0].wall_us.back() + calls[1].wall_us.back() +
+                               calls[2].wall_us.back());
+    calls[3].cpu_us.push_back(calls[0].cpu_us.back() + calls[1].cpu_us.back() +
+                              calls[2].cpu_us.back());
+    const double i0 = calls[0].instructions.back(), i1 = calls[1].instructions.back(),
+                 i2 = calls[2].instructions.back();
+    calls[3].instructions.push_back(i0 < 0 || i1 < 0 || i2 < 0 ? -1 : i0 + i1 + i2);
   }
 }
 
@@ -455,7 +469,7 @@ double pct(std::vector<double> v, double q) {
 }
 
 void serving(const std::string& base, int reps) {
-  std::printf("## 2. kvc_sequence_add / kvc_sequence_commit latency, disk tier off vs on\n\n");
+  std::printf("## 2. kvc_sequence_add / commit / remove latency, disk tier off vs on\n\n");
   std::printf("1024-block pool, unique 512-token prompts: every add evicts 32 blocks once warm\n");
   std::printf("(on: each block is written through to the disk at its commit, by the record writer's\n");
   std::printf("thread; evicting it then costs nothing more). %d rounds of 400 adds per setting, off and on\n", reps);
@@ -473,26 +487,18 @@ void serving(const std::string& base, int reps) {
       {"8 layers x 8 heads x 128, bf16 (512 KiB)", 8, 8, 128, KVC_DTYPE_BF16},
   };
   for (const Shape& m : shapes) {
-    std::vector<double> add[2], commit[2], add_p99[2], commit_p99[2];
-    std::vector<double> add_cpu[2], commit_cpu[2], add_ins[2], commit_ins[2];
+    // Per call and setting (0 off, 1 on): every call's cost, each round's p99.
+    std::vector<double> wall[kCalls][2], p99[kCalls][2], cpu[kCalls][2], ins[kCalls][2];
     uint64_t drops = 0;
     for (int rep = 0; rep < reps; ++rep) {
       for (int on = 0; on < 2; ++on) {
         const int which = (rep % 2 == 0) ? on : 1 - on;
         const std::string dir = which ? make_dir(base) : "";
         kvc_cache_t* cache = serving_cache(m, dir);
-        CallCost ac, cc;
-        serve(cache, 1000000 * uint64_t(rep + 1), 64, ac, cc);  // warm: the pool fills
-        ac = CallCost{};
-        cc = CallCost{};
-        serve(cache, 1000000 * uint64_t(rep + 1) + 64, 400, ac, cc);
-        const std::vector<double>& a = ac.wall_us;
-        const std::vector<double>& c = cc.wall_us;
-        add_cpu[which].insert(add_cpu[which].end(), ac.cpu_us.begin(), ac.cpu_us.end());
-        commit_cpu[which].insert(commit_cpu[which].end(), cc.cpu_us.begin(), cc.cpu_us.end());
-        add_ins[which].insert(add_ins[which].end(), ac.instructions.begin(), ac.instructions.end());
-        commit_ins[which].insert(commit_ins[which].end(), cc.instructions.begin(),
-                                 cc.instructions.end());
+        CallCost calls[kCalls];
+        serve(cache, 1000000 * uint64_t(rep + 1), 64, calls);  // warm: the pool fills
+        for (CallCost& c : calls) c = CallCost{};
+        serve(cache, 1000000 * uint64_t(rep + 1) + 64, 400, calls);
         if (which) {
           kvc_tier_stats_t s = KVC_TIER_STATS_INIT;
           CHECK_OK(kvc_cache_get_tier_stats(cache, KVC_TIER_DISK, &s));
@@ -500,24 +506,27 @@ void serving(const std::string& base, int reps) {
         }
         kvc_cache_destroy(cache);
         if (which) remove_dir(dir);
-        add[which].insert(add[which].end(), a.begin(), a.end());
-        commit[which].insert(commit[which].end(), c.begin(), c.end());
-        add_p99[which].push_back(pct(a, 0.99));
-        commit_p99[which].push_back(pct(c, 0.99));
+        for (int k = 0; k < kCalls; ++k) {
+          const CallCost& c = calls[k];
+          wall[k][which].insert(wall[k][which].end(), c.wall_us.begin(), c.wall_us.end());
+          cpu[k][which].insert(cpu[k][which].end(), c.cpu_us.begin(), c.cpu_us.end());
+          ins[k][which].insert(ins[k][which].end(), c.instructions.begin(), c.instructions.end());
+          p99[k][which].push_back(pct(c.wall_us, 0.99));
+        }
       }
     }
-    auto row = [&](const char* call, std::vector<double>* v, std::vector<double>* p99,
-                   std::vector<double>* cpu, std::vector<double>* ins) {
-      const Stat off = stat_of(p99[0]), on = stat_of(p99[1]);
+    for (int k = 0; k < kCalls; ++k) {
+      const std::vector<double>* v = wall[k];
+      const std::vector<double>* c = cpu[k];
+      const std::vector<double>* n = ins[k];
+      const Stat off = stat_of(p99[k][0]), on = stat_of(p99[k][1]);
       std::printf("| %s | %s | %.1f us | %.1f us | %.1f us [%.1f, %.1f] | %.1f us [%.1f, %.1f] | %.2f |"
                   " %.2f / %.2f us | %.2f / %.2f us | %.0f / %.0f | %.0f / %.0f | %" PRIu64 " |\n",
-                  m.name, call, pct(v[0], 0.5), pct(v[1], 0.5), pct(v[0], 0.99), off.lo, off.hi,
-                  pct(v[1], 0.99), on.lo, on.hi, pct(v[1], 0.99) / pct(v[0], 0.99),
-                  pct(cpu[0], 0.5), pct(cpu[1], 0.5), pct(cpu[0], 0.99), pct(cpu[1], 0.99),
-                  pct(ins[0], 0.5), pct(ins[1], 0.5), pct(ins[0], 0.99), pct(ins[1], 0.99), drops);
-    };
-    row("add", add, add_p99, add_cpu, add_ins);
-    row("commit", commit, commit_p99, commit_cpu, commit_ins);
+                  m.name, kCallNames[k], pct(v[0], 0.5), pct(v[1], 0.5), pct(v[0], 0.99), off.lo,
+                  off.hi, pct(v[1], 0.99), on.lo, on.hi, pct(v[1], 0.99) / pct(v[0], 0.99),
+                  pct(c[0], 0.5), pct(c[1], 0.5), pct(c[0], 0.99), pct(c[1], 0.99), pct(n[0], 0.5),
+                  pct(n[1], 0.5), pct(n[0], 0.99), pct(n[1], 0.99), drops);
+    }
     std::fflush(stdout);
   }
   std::printf("\n");
