@@ -14,8 +14,8 @@
 //    while the worker copies them out, seals the record and puts it into
 //    every store. A node held keeps its parent held too (the tree's rule
 //    that a node in use has its parent in use), walking up to the first
-//    node held already: usually one step. Done jobs come back through the writer's done list, which
-//    the core drains at its next add, commit or flush (settle()), releasing
+//    node held already: usually one step. Done jobs come back through the writer's ring, which
+//    the core drains at its next add, commit, remove or flush (settle()), releasing
 //    the references with the retention the block's sequence gives it. An
 //    add or extend short of blocks while jobs hold some waits for the
 //    writer (settle: CPU copies, never I/O) and plans again, rather than
