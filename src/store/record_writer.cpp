@@ -93,7 +93,7 @@ void ThreadedRecordWriter::flush() {
   flushing_.store(true, std::memory_order_seq_cst);
   work_cv_.notify_one();
   const uint64_t tail = tail_.load(std::memory_order_relaxed);
-  done_cv_.wait(lock, [&] { return written_.load(std::memory_order_acquire) >= tail; });
+  done_cv_.wait(lock, [&] { return written_.load(std::memory_order_seq_cst) >= tail; });
   flushing_.store(false, std::memory_order_relaxed);
 }
 
@@ -150,7 +150,11 @@ void ThreadedRecordWriter::run() {
   int idle = 0;
   for (;;) {
     const uint64_t at = written_.load(std::memory_order_relaxed);
-    if (paused_.load(std::memory_order_acquire) || tail_.load(std::memory_order_acquire) == at) {
+    // tail_ before paused_: a job seen is one submitted after any pause
+    // that came before it (set_paused, then submit), so a paused writer never
+    // takes a job submitted while paused.
+    const bool have = tail_.load(std::memory_order_acquire) != at;
+    if (!have || paused_.load(std::memory_order_acquire)) {
       std::unique_lock<std::mutex> lock(mu_);
       const bool deep = paused_.load() || idle >= kIdlePolls;
       sleep_.store(deep ? kDeep : kPolling, std::memory_order_seq_cst);
