@@ -16,8 +16,9 @@
 //    No fsync anywhere: all of them measure the file system and the page
 //    cache of this machine alike (reads follow the writes: cached).
 //
-// 2. The serving path: p50/p99 of kvc_sequence_add and kvc_sequence_commit
-//    with the disk tier off and on, in a loop where every add evicts (unique
+// 2. The serving path: p50/p99 of kvc_sequence_add, kvc_sequence_commit,
+//    kvc_sequence_remove and of the three together, with the disk tier off
+//    and on, wall time and the serving thread's CPU time, in a loop where every add evicts (unique
 //    prompts through a full pool, no hit ever loads one). With the tier on,
 //    each committed block is written through by the record writer's thread
 //    (store_chain.h) and its eviction costs nothing more. Target: p99 on <=
@@ -26,7 +27,11 @@
 //   bench_disk_tier [DIR] [REPETITIONS] [all|throughput|serving]
 //   (DIR default $TMPDIR or /tmp)
 #include <fcntl.h>
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -375,21 +380,86 @@ std::vector<int32_t> unique_prompt(uint64_t seed, uint32_t tokens) {
   return p;
 }
 
+// What one call cost the serving thread itself: its CPU time (the thread's
+// CPU clock) and the user-space instructions it retired (a perf counter of
+// this thread; -1 when perf_event_open is not allowed). Unlike wall time,
+// neither counts the time other processes or the stores' threads take the
+// core: on a shared VM they say what the call does, the wall p99 says what
+// the machine did meanwhile.
+struct CallCost {
+  std::vector<double> wall_us, cpu_us, instructions;
+};
+
+class ThreadCounter {
+ public:
+  ThreadCounter() {
+    perf_event_attr a{};
+    a.size = sizeof a;
+    a.type = PERF_TYPE_HARDWARE;
+    a.config = PERF_COUNT_HW_INSTRUCTIONS;
+    a.exclude_kernel = 1;
+    a.exclude_hv = 1;
+    fd_ = int(syscall(SYS_perf_event_open, &a, 0, -1, -1, 0));
+  }
+  ~ThreadCounter() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  double instructions() const {
+    uint64_t v = 0;
+    if (fd_ < 0 || ::read(fd_, &v, sizeof v) != ssize_t(sizeof v)) return -1;
+    return double(v);
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+double thread_cpu_us() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) * 1e6 + double(ts.tv_nsec) / 1e3;
+}
+
+template <typename F>
+void measure(const ThreadCounter& counter, CallCost& cost, F call) {
+  const double i0 = counter.instructions();
+  const double c0 = thread_cpu_us();
+  const auto t0 = Clock::now();
+  call();
+  const double wall = seconds_since(t0) * 1e6;
+  const double c1 = thread_cpu_us();
+  const double i1 = counter.instructions();
+  cost.wall_us.push_back(wall);
+  cost.cpu_us.push_back(c1 - c0);
+  cost.instructions.push_back(i0 < 0 || i1 < 0 ? -1 : i1 - i0);
+}
+
 // `rounds` adds of unique 512-token prompts (32 blocks: once the pool is
 // full, each add evicts 32 cached blocks), each committed and removed; the
-// latency of every add and commit in microseconds.
-void serve(kvc_cache_t* cache, uint64_t first_seed, int rounds, std::vector<double>& add_us,
-           std::vector<double>& commit_us) {
+// cost of every add, commit and remove (calls[0..2]) and of the three
+// together (calls[3]: the round's sum). The remove counts because the tier
+// moves work between the calls: without it a remove caches the sequence's
+// blocks; with it the blocks of jobs still queued are cached when the
+// writer is done with them, at a later call.
+constexpr int kCalls = 4;
+const char* const kCallNames[kCalls] = {"add", "commit", "remove", "round (sum)"};
+void serve(kvc_cache_t* cache, uint64_t first_seed, int rounds, CallCost* calls) {
+  static const ThreadCounter counter;
   for (int i = 0; i < rounds; ++i) {
     const auto p = unique_prompt(first_seed + uint64_t(i), 512);
     const uint64_t id = first_seed + uint64_t(i);
-    auto t0 = Clock::now();
-    CHECK_OK(kvc_sequence_add(cache, id, p.data(), p.size(), nullptr, nullptr, nullptr));
-    add_us.push_back(seconds_since(t0) * 1e6);
-    t0 = Clock::now();
-    CHECK_OK(kvc_sequence_commit(cache, id, p.size()));
-    commit_us.push_back(seconds_since(t0) * 1e6);
-    CHECK_OK(kvc_sequence_remove(cache, id));
+    measure(counter, calls[0], [&] {
+      CHECK_OK(kvc_sequence_add(cache, id, p.data(), p.size(), nullptr, nullptr, nullptr));
+    });
+    measure(counter, calls[1], [&] { CHECK_OK(kvc_sequence_commit(cache, id, p.size())); });
+    measure(counter, calls[2], [&] { CHECK_OK(kvc_sequence_remove(cache, id)); });
+    calls[3].wall_us.push_back(calls[0].wall_us.back() + calls[1].wall_us.back() +
+                               calls[2].wall_us.back());
+    calls[3].cpu_us.push_back(calls[0].cpu_us.back() + calls[1].cpu_us.back() +
+                              calls[2].cpu_us.back());
+    const double i0 = calls[0].instructions.back(), i1 = calls[1].instructions.back(),
+                 i2 = calls[2].instructions.back();
+    calls[3].instructions.push_back(i0 < 0 || i1 < 0 || i2 < 0 ? -1 : i0 + i1 + i2);
   }
 }
 
@@ -399,31 +469,36 @@ double pct(std::vector<double> v, double q) {
 }
 
 void serving(const std::string& base, int reps) {
-  std::printf("## 2. kvc_sequence_add / kvc_sequence_commit latency, disk tier off vs on\n\n");
+  std::printf("## 2. kvc_sequence_add / commit / remove latency, disk tier off vs on\n\n");
   std::printf("1024-block pool, unique 512-token prompts: every add evicts 32 blocks once warm\n");
   std::printf("(on: each block is written through to the disk at its commit, by the record writer's\n");
   std::printf("thread; evicting it then costs nothing more). %d rounds of 400 adds per setting, off and on\n", reps);
   std::printf("alternating; percentiles over all rounds' calls; the range is over rounds' p99.\n\n");
-  std::printf("| model (block set) | call | off p50 | on p50 | off p99 [rounds] | on p99 [rounds] | on/off p99 | drops |\n");
-  std::printf("|---|---|---|---|---|---|---|---|\n");
+  std::printf("CPU: the serving thread's own CPU time per call (CLOCK_THREAD_CPUTIME_ID), p50 and\n");
+  std::printf("p99, off / on; instructions: user-space instructions it retired per call (perf\n");
+  std::printf("counter; -1: not allowed here), p50 and p99, off / on. Wall p99 on a shared VM is\n");
+  std::printf("mostly other processes (and the store's own threads) taking the core.\n\n");
+  std::printf("| model (block set) | call | off p50 | on p50 | off p99 [rounds] | on p99 [rounds] | on/off p99 |"
+              " CPU p50 off / on | CPU p99 off / on | instr p50 off / on | instr p99 off / on | drops |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   const Shape shapes[] = {
       {"1 layer fp8, dim 1 (16 B)", 1, 1, 1, KVC_DTYPE_FP8_E4M3},
       {"4 layers x 2 heads x 64, bf16 (32 KiB)", 4, 2, 64, KVC_DTYPE_BF16},
       {"8 layers x 8 heads x 128, bf16 (512 KiB)", 8, 8, 128, KVC_DTYPE_BF16},
   };
   for (const Shape& m : shapes) {
-    std::vector<double> add[2], commit[2], add_p99[2], commit_p99[2];
+    // Per call and setting (0 off, 1 on): every call's cost, each round's p99.
+    std::vector<double> wall[kCalls][2], p99[kCalls][2], cpu[kCalls][2], ins[kCalls][2];
     uint64_t drops = 0;
     for (int rep = 0; rep < reps; ++rep) {
       for (int on = 0; on < 2; ++on) {
         const int which = (rep % 2 == 0) ? on : 1 - on;
         const std::string dir = which ? make_dir(base) : "";
         kvc_cache_t* cache = serving_cache(m, dir);
-        std::vector<double> a, c;
-        serve(cache, 1000000 * uint64_t(rep + 1), 64, a, c);  // warm: the pool fills
-        a.clear();
-        c.clear();
-        serve(cache, 1000000 * uint64_t(rep + 1) + 64, 400, a, c);
+        CallCost calls[kCalls];
+        serve(cache, 1000000 * uint64_t(rep + 1), 64, calls);  // warm: the pool fills
+        for (CallCost& c : calls) c = CallCost{};
+        serve(cache, 1000000 * uint64_t(rep + 1) + 64, 400, calls);
         if (which) {
           kvc_tier_stats_t s = KVC_TIER_STATS_INIT;
           CHECK_OK(kvc_cache_get_tier_stats(cache, KVC_TIER_DISK, &s));
@@ -431,20 +506,27 @@ void serving(const std::string& base, int reps) {
         }
         kvc_cache_destroy(cache);
         if (which) remove_dir(dir);
-        add[which].insert(add[which].end(), a.begin(), a.end());
-        commit[which].insert(commit[which].end(), c.begin(), c.end());
-        add_p99[which].push_back(pct(a, 0.99));
-        commit_p99[which].push_back(pct(c, 0.99));
+        for (int k = 0; k < kCalls; ++k) {
+          const CallCost& c = calls[k];
+          wall[k][which].insert(wall[k][which].end(), c.wall_us.begin(), c.wall_us.end());
+          cpu[k][which].insert(cpu[k][which].end(), c.cpu_us.begin(), c.cpu_us.end());
+          ins[k][which].insert(ins[k][which].end(), c.instructions.begin(), c.instructions.end());
+          p99[k][which].push_back(pct(c.wall_us, 0.99));
+        }
       }
     }
-    auto row = [&](const char* call, std::vector<double>* v, std::vector<double>* p99) {
-      const Stat off = stat_of(p99[0]), on = stat_of(p99[1]);
-      std::printf("| %s | %s | %.1f us | %.1f us | %.1f us [%.1f, %.1f] | %.1f us [%.1f, %.1f] | %.2f | %" PRIu64 " |\n",
-                  m.name, call, pct(v[0], 0.5), pct(v[1], 0.5), pct(v[0], 0.99), off.lo, off.hi,
-                  pct(v[1], 0.99), on.lo, on.hi, pct(v[1], 0.99) / pct(v[0], 0.99), drops);
-    };
-    row("add", add, add_p99);
-    row("commit", commit, commit_p99);
+    for (int k = 0; k < kCalls; ++k) {
+      const std::vector<double>* v = wall[k];
+      const std::vector<double>* c = cpu[k];
+      const std::vector<double>* n = ins[k];
+      const Stat off = stat_of(p99[k][0]), on = stat_of(p99[k][1]);
+      std::printf("| %s | %s | %.1f us | %.1f us | %.1f us [%.1f, %.1f] | %.1f us [%.1f, %.1f] | %.2f |"
+                  " %.2f / %.2f us | %.2f / %.2f us | %.0f / %.0f | %.0f / %.0f | %" PRIu64 " |\n",
+                  m.name, kCallNames[k], pct(v[0], 0.5), pct(v[1], 0.5), pct(v[0], 0.99), off.lo,
+                  off.hi, pct(v[1], 0.99), on.lo, on.hi, pct(v[1], 0.99) / pct(v[0], 0.99),
+                  pct(c[0], 0.5), pct(c[1], 0.5), pct(c[0], 0.99), pct(c[1], 0.99), pct(n[0], 0.5),
+                  pct(n[1], 0.5), pct(n[0], 0.99), pct(n[1], 0.99), drops);
+    }
     std::fflush(stdout);
   }
   std::printf("\n");

@@ -208,13 +208,20 @@ struct WriteDone {
 class RecordWriter {
  public:
   virtual ~RecordWriter() = default;
-  // Takes the leading jobs[0, n) that fit in the queue, under one lock, and
+  // Takes the leading jobs[0, n) that fit in the queue, without a lock, and
   // drops the rest (counted); returns how many it took. A job whose
   // parent_ticket names a dropped job is never taken (the accepted ones are
   // a prefix, and a job chains only on earlier ones).
   virtual size_t submit(const RecordWrite* jobs, size_t n) = 0;
-  // Appends the jobs done since the last call, with their keys; cheap when
-  // there are none (one atomic load).
+  // How many jobs submit() would take now (the serving thread's own count:
+  // no lock, no shared write), so that a commit builds no job the queue
+  // would refuse.
+  virtual size_t room() const = 0;
+  // Counts n jobs the caller did not submit for want of room() as dropped.
+  virtual void count_dropped(uint64_t n) = 0;
+  // Appends the jobs done since the last call, with their keys, in the
+  // order they were submitted; cheap when there are none (one atomic load).
+  // A job's queue place is free again only once it was taken here.
   virtual void take_done(std::vector<WriteDone>& done) = 0;
   virtual void flush() = 0;
   virtual uint64_t dropped() const = 0;         // jobs refused: queue full

@@ -135,6 +135,10 @@ void Sequences::remove(uint64_t id) {
   for (uint64_t b = s.num_blocks(); b > 0; --b) release_position(s, b - 1);
   index_.unref_scope(s.scope);
   recycle(seqs_.erase(id));
+  // Write-through jobs done since the last call give their blocks back here
+  // too: the call that caches a sequence's blocks without the tiers caches
+  // those of the jobs done meanwhile (the next add would, later).
+  if (stores_ != nullptr) stores_->drain();
 }
 
 std::unique_ptr<Sequence> Sequences::new_sequence(uint64_t tokens) {

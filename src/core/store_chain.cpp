@@ -117,6 +117,10 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
   job_parts_.resize(size_t(end - first) * G);  // the jobs point into it: sized first
   uint32_t scope = UINT32_MAX;
   StoreKeys::ScopeKeys sk;
+  // Jobs past the queue's room are not built, only counted (dropped): an
+  // overloaded writer costs the commit a check per block, no key or copy.
+  const size_t room = writer_->room();
+  uint64_t no_room = 0;
   for (uint64_t b = first; b < end; ++b) {
     const BlockRetention r = s.retention_of_block(b, T_);
     if (r.priority < min_priority_) continue;
@@ -134,6 +138,10 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
       if (own) parts[g] = memory_[layout_groups_.group_pool[g]]->block(blk);
     }
     if (!own) continue;
+    if (jobs_.size() == room) {
+      ++no_room;
+      continue;
+    }
     // The key is the writer's to make: here only what it chains on. A
     // parent whose own job is still out chains on that job's key.
     RecordWrite w;
@@ -158,10 +166,11 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
     held_retention_[node] = r;
     jobs_.push_back(w);
   }
+  if (no_room > 0) writer_->count_dropped(no_room);
   if (jobs_.empty()) return;
-  // One lock for the whole commit; a full queue takes a prefix of the jobs
-  // (the rest dropped, counted by the writer), so no job taken chains on a
-  // dropped one.
+  // No lock: the jobs go into the writer's ring (a prefix of them, the rest
+  // dropped and counted by the writer: none here, as room() said), so no job
+  // taken chains on a dropped one.
   const size_t took = writer_->submit(jobs_.data(), jobs_.size());
   for (size_t i = 0; i < jobs_.size(); ++i) {
     if (i < took) acquire(uint32_t(jobs_[i].ticket));
@@ -372,6 +381,12 @@ uint64_t StoreChain::fill(uint64_t begin, uint64_t count) {
     uint64_t advanced = 0;
     for (size_t s = 0; s < stores_.size() && advanced == 0; ++s) {
       const uint64_t got = stores_[s]->load(&chunk_hashes_[pos], count - pos, &chunk_ptrs_[pos]);
+      if (got > 0 && look_.digest_pending) {
+        // A hit on the lookup's first block: its digest, to check the record.
+        keys_.prompt_keys(look_.parent, *look_.scope_bytes, *look_.extras, look_.tokens,
+                          look_.first, 1, chunk_keys_.data());
+        look_.digest_pending = false;
+      }
       advanced = check_run(s, pos, std::min<uint64_t>(got, count - pos));
     }
     if (advanced == 0) break;
@@ -390,12 +405,16 @@ uint64_t StoreChain::stage(uint32_t parent, const std::string& scope_bytes,
   look_.tokens = tokens;
   look_.first = look_.begin = first;
   look_.end = first + want;
-  const StoreKey parent_key = keys_.node_key(parent);
+  look_.parent = keys_.node_key(parent);
   const uint64_t n = std::min(chunk_, want);
   // The first block alone first: most prompts past the tree's match are new,
-  // and a miss then costs one key and one lookup, not a chunk of them.
-  keys_.prompt_keys(parent_key, scope_bytes, extras, tokens, first, 1, chunk_keys_.data());
+  // and a miss then costs one portable hash and one lookup, not a chunk of
+  // keys; its SHA-256 digest is made only on a hit (fill()).
+  keys_.prompt_keys(look_.parent, scope_bytes, extras, tokens, first, 1, chunk_keys_.data(),
+                    /*digests=*/false);
+  look_.digest_pending = true;
   look_.staged = fill(0, 1);
+  look_.digest_pending = false;
   if (look_.staged == 1 && n > 1) {
     keys_.prompt_keys(chunk_keys_[0], scope_bytes, extras, tokens, first + 1, n - 1,
                       chunk_keys_.data() + 1);

@@ -14,14 +14,14 @@
 //    while the worker copies them out, seals the record and puts it into
 //    every store. A node held keeps its parent held too (the tree's rule
 //    that a node in use has its parent in use), walking up to the first
-//    node held already: usually one step. Done jobs come back through the writer's done list, which
-//    the core drains at its next add, commit or flush (settle()), releasing
+//    node held already: usually one step. Done jobs come back through the writer's ring, which
+//    the core drains at its next add, commit, remove or flush (settle()), releasing
 //    the references with the retention the block's sequence gives it. An
 //    add or extend short of blocks while jobs hold some waits for the
 //    writer (settle: CPU copies, never I/O) and plans again, rather than
 //    refuse a call that would succeed without write-through.
 //    Why at commit: the serving call then does no hashing, copy, checksum
-//    or queue copy (only the job, under one lock per commit), an eviction of a stored block does nothing per block, and a
+//    or queue copy (only the job, into the writer's ring without a lock), an eviction of a stored block does nothing per block, and a
 //    remote store shares the block while this engine still caches it.
 //    Rules: a block qualifies when the priority its sequence releases it
 //    with (Sequence::retention_of_block, known at commit: prompt, range and
@@ -280,6 +280,8 @@ class StoreChain {
     uint64_t end = 0;        // first + want
     uint64_t staged = 0;     // checked records in staging
     bool done = false;       // a miss ended the run
+    StoreKey parent;         // the key the lookup chains on
+    bool digest_pending = false;  // chunk_keys_[0] has its hash only (stage's first block)
   } look_;
   std::vector<StoreKey> chunk_keys_;
   std::vector<uint64_t> chunk_hashes_;

@@ -62,25 +62,27 @@ StoreKeys::ScopeKeys StoreKeys::extra_keys(const std::string& extra_bytes) const
 void chain_prompt_keys(const PortableHasher& hasher, uint32_t T, const StoreKey& parent,
                        uint64_t scope_hash, const ChainDigest& scope_digest,
                        const std::vector<ExtraKey>& extras, const int32_t* tokens, uint64_t first,
-                       uint64_t count, StoreKey* out) {
+                       uint64_t count, StoreKey* out, bool digests) {
   std::string extra;
   const StoreKey* prev = &parent;
   for (uint64_t i = 0; i < count; ++i) {
     const uint64_t begin = (first + i) * T;
     encode_block_extras(extras, begin, begin + T, extra);
     out[i].hash = hasher.block(prev->hash, scope_hash, hasher.extra_digest(extra), tokens + begin, T);
-    out[i].digest = block_chain_digest(prev->digest, scope_digest, extra_chain_digest(extra),
-                                       tokens + begin, T);
+    if (digests)
+      out[i].digest = block_chain_digest(prev->digest, scope_digest, extra_chain_digest(extra),
+                                         tokens + begin, T);
     prev = &out[i];
   }
 }
 
 void StoreKeys::prompt_keys(const StoreKey& parent, const std::string& scope_bytes,
                             const std::vector<ExtraKey>& extras, const int32_t* tokens,
-                            uint64_t first, uint64_t count, StoreKey* out) {
+                            uint64_t first, uint64_t count, StoreKey* out, bool digests) {
   if (count == 0) return;
   const ScopeKeys sk = scope_keys(scope_bytes);
-  chain_prompt_keys(hasher_, T_, parent, sk.hash, sk.digest, extras, tokens, first, count, out);
+  chain_prompt_keys(hasher_, T_, parent, sk.hash, sk.digest, extras, tokens, first, count, out,
+                    digests);
 }
 
 void StoreKeys::check() const {

@@ -24,11 +24,13 @@ class PrefixIndex;
 // scope whose digests are given, with sorted `extras`, chained on `parent`
 // (the key of block first - 1; zero for block 0), into out[0, count). The
 // one loop that chains keys: StoreKeys::prompt_keys and the transfer key
-// blob (transfer_keys.h) both use it.
+// blob (transfer_keys.h) both use it. `digests` false: the portable hashes
+// only (the digests left as they are: a lookup's first block, whose digest
+// only a hit needs).
 void chain_prompt_keys(const PortableHasher& hasher, uint32_t T, const StoreKey& parent,
                        uint64_t scope_hash, const ChainDigest& scope_digest,
                        const std::vector<ExtraKey>& extras, const int32_t* tokens, uint64_t first,
-                       uint64_t count, StoreKey* out);
+                       uint64_t count, StoreKey* out, bool digests = true);
 
 class StoreKeys {
  public:
@@ -69,7 +71,7 @@ class StoreKeys {
   // (the key of block first - 1), into out[0, count).
   void prompt_keys(const StoreKey& parent, const std::string& scope_bytes,
                    const std::vector<ExtraKey>& extras, const int32_t* tokens, uint64_t first,
-                   uint64_t count, StoreKey* out);
+                   uint64_t count, StoreKey* out, bool digests = true);
 
  private:
   const PrefixIndex& index_;

@@ -1,5 +1,7 @@
 #include "store/disk_store.h"
 
+#include "store/background_thread.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -43,7 +45,9 @@ DiskStore::DiskStore(const std::string& directory, uint64_t capacity_bytes,
       capacity_bytes_(capacity_bytes),
       max_records_(capacity_bytes / layout.record_bytes()),
       queue_capacity_(queue_capacity(options, layout.record_bytes())),
-      options_(std::move(options)) {
+      options_(std::move(options)),
+      batch_records_(std::max<uint64_t>(
+          1, std::min<uint64_t>(queue_capacity_ / 2, (uint64_t(4) << 20) / layout.record_bytes()))) {
   if (dir_.empty()) invalid_argument("disk cache directory must not be empty");
   struct stat st {};
   if (::stat(dir_.c_str(), &st) != 0)
@@ -265,7 +269,7 @@ bool DiskStore::put(uint64_t hash, uint32_t priority, const unsigned char* recor
     item.bytes = std::move(buf);
     queue_.push_back(std::move(item));
     ++enqueued_;
-    wake = worker_waiting_;
+    wake = worker_waiting_ || (lingering_ && queue_.size() >= batch_records_);
   }
   if (wake) work_cv_.notify_one();
   return true;
@@ -304,6 +308,11 @@ size_t DiskStore::load(const uint64_t* hashes, size_t n, unsigned char* const* o
         break;
       }
       plan[resolved] = Want{it->second.slot, generation_[size_t(it->second.slot)]};
+    }
+    if (resolved == 0) {  // a miss at the first block (most lookups): one lock
+      if (missed) ++counters_.misses;
+      load_latency_.add(micros_since(start));
+      return 0;
     }
   }
   // 2. Without it: runs of consecutive slots of one slab, one preadv each.
@@ -377,7 +386,10 @@ void DiskStore::reject(uint64_t hash, RecordCheck) {
 void DiskStore::flush() {
   std::unique_lock<std::mutex> lock(mu_);
   const uint64_t target = enqueued_;
+  ++flushers_;
+  if (lingering_) work_cv_.notify_all();  // no need to wait for more puts
   done_cv_.wait(lock, [&] { return finished_ >= target; });
+  --flushers_;
 }
 
 StoreStats DiskStore::stats() const {
@@ -478,6 +490,7 @@ void DiskStore::write_batch(std::vector<Item>& batch) {
 }
 
 void DiskStore::worker() {
+  run_as_background_thread();
   std::vector<Item> batch;
   std::vector<uint64_t> zero;
   for (;;) {
@@ -488,6 +501,16 @@ void DiskStore::worker() {
       worker_waiting_ = true;
       work_cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !invalidate_.empty(); });
       worker_waiting_ = false;
+      // Linger (at most kLinger) for a batch worth a large write, unless a
+      // flush waits or the store stops: a worker woken by the first put would
+      // otherwise write the records one or two at a time as they come.
+      if (!stop_ && flushers_ == 0 && invalidate_.empty() && queue_.size() < batch_records_) {
+        lingering_ = true;
+        work_cv_.wait_for(lock, kLinger, [&] {
+          return stop_ || flushers_ > 0 || queue_.size() >= batch_records_;
+        });
+        lingering_ = false;
+      }
       if (queue_.empty() && invalidate_.empty()) return;  // stopping, everything written
       zero.swap(invalidate_);
       while (!queue_.empty()) {

@@ -53,7 +53,10 @@
 // the new slot count and truncates the slabs.
 //
 // Threads. put() copies the record into a bounded queue (capacity in records)
-// and returns; one worker thread writes the queue in batches. When the queue
+// and returns; one worker thread writes the queue in batches. A worker woken
+// by a put lingers up to 1 ms for 4 MiB of records (at most half the queue)
+// before it takes the queue, unless a flush waits: otherwise it takes the
+// records one or two at a time as they come, one short pwritev each. When the queue
 // is full the put is dropped (counted); a failed write (disk full,
 // unwritable) is dropped and counted as an error too. load() reads on the
 // caller's thread (a queued record is served from the queue). One mutex
@@ -62,6 +65,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -191,6 +195,13 @@ class DiskStore final : public BlockStore {
   uint64_t finished_ = 0;  // those the worker is done with
   bool stop_ = false;
   bool worker_waiting_ = false;  // a put wakes it only then (no syscall per put)
+  // A woken worker lingers up to kLinger for batch_records_ queued records
+  // (4 MiB of them, at most half the queue, at least 1): a put wakes it
+  // early only once they are there; a flush at once.
+  static constexpr std::chrono::microseconds kLinger{1000};
+  const uint64_t batch_records_;
+  bool lingering_ = false;
+  uint32_t flushers_ = 0;  // flush() calls waiting
   StoreStats counters_;
   // KV events: changes of the held records since the core last took them.
   bool watched_ = false;

@@ -1,5 +1,9 @@
 #include "store/record_writer.h"
 
+#include "store/background_thread.h"
+
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace kvc {
@@ -12,6 +16,15 @@ std::unique_ptr<RecordWriter> open_record_writer(const RecordLayout& layout,
                                                 max_jobs, hash_seed);
 }
 
+namespace {
+
+// An idle worker's poll (a submit below half the ring does not wake it) and
+// how many empty polls it makes before it sleeps until woken.
+constexpr auto kPoll = std::chrono::milliseconds(1);
+constexpr int kIdlePolls = 64;
+
+}  // namespace
+
 ThreadedRecordWriter::ThreadedRecordWriter(const RecordLayout& layout,
                                            std::vector<uint64_t> part_bytes,
                                            std::vector<BlockStore*> stores, size_t max_jobs,
@@ -22,7 +35,8 @@ ThreadedRecordWriter::ThreadedRecordWriter(const RecordLayout& layout,
       hasher_(hash_seed),
       record_(layout.record_bytes()),
       ring_(max_jobs == 0 ? 1 : max_jobs),
-      accepted_(stores_.size(), 0) {
+      accepted_(new std::atomic<uint64_t>[stores_.size()]) {
+  for (size_t s = 0; s < stores_.size(); ++s) accepted_[s].store(0, std::memory_order_relaxed);
   recent_cap_ = 2 * ring_.size() + 16;
   recent_.reserve(recent_cap_ + 1);
   for (Slot& s : ring_) {
@@ -36,66 +50,57 @@ ThreadedRecordWriter::~ThreadedRecordWriter() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
-    paused_ = false;  // accepted jobs are finished: the core still holds their blocks
+    paused_.store(false);  // accepted jobs are finished: the core still holds their blocks
   }
   work_cv_.notify_all();
   worker_.join();
 }
 
 size_t ThreadedRecordWriter::submit(const RecordWrite* jobs, size_t n) {
-  size_t took = 0;
-  bool wake = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    wake = count_ == 0;
-    for (; took < n && count_ < ring_.size() && !stop_; ++took) {
-      Slot& s = ring_[(head_ + count_) % ring_.size()];
-      s.job = jobs[took];
-      std::memcpy(s.tokens.data(), jobs[took].tokens, s.tokens.size() * sizeof(int32_t));
-      std::memcpy(s.parts.data(), jobs[took].parts, s.parts.size() * sizeof(const unsigned char*));
-      s.job.tokens = s.tokens.data();
-      s.job.parts = s.parts.data();
-      ++count_;
-    }
-    dropped_ += n - took;
-    wake = wake && took > 0;
+  const uint64_t tail = tail_.load(std::memory_order_relaxed);
+  const size_t took = std::min(n, room());
+  for (size_t i = 0; i < took; ++i) {
+    Slot& s = ring_[(tail + i) % ring_.size()];
+    s.job = jobs[i];
+    std::memcpy(s.tokens.data(), jobs[i].tokens, s.tokens.size() * sizeof(int32_t));
+    std::memcpy(s.parts.data(), jobs[i].parts, s.parts.size() * sizeof(const unsigned char*));
+    s.job.tokens = s.tokens.data();
+    s.job.parts = s.parts.data();
   }
-  if (wake) work_cv_.notify_one();
+  if (n > took) dropped_.fetch_add(n - took, std::memory_order_relaxed);
+  if (took == 0) return 0;
+  // seq_cst store, then load: pairs with the worker's sleep_ store and its
+  // load of tail_ (one of the two sees the other). A worker awake finds the
+  // jobs itself; one polling finds them within kPoll unless the ring is
+  // half full.
+  tail_.store(tail + took, std::memory_order_seq_cst);
+  const int sleep = sleep_.load(std::memory_order_seq_cst);
+  const uint64_t pending = tail + took - written_.load(std::memory_order_relaxed);
+  if (sleep == kDeep || (sleep == kPolling && 2 * pending >= ring_.size())) {
+    std::lock_guard<std::mutex> lock(mu_);  // the worker is waiting or about to
+    work_cv_.notify_one();
+  }
   return took;
 }
 
 void ThreadedRecordWriter::take_done(std::vector<WriteDone>& done) {
-  if (done_count_.load(std::memory_order_acquire) == 0) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  done.insert(done.end(), done_.begin(), done_.end());
-  done_.clear();
-  done_count_.store(0, std::memory_order_relaxed);
+  const uint64_t written = written_.load(std::memory_order_acquire);
+  for (; head_ < written; ++head_) done.push_back(ring_[head_ % ring_.size()].done);
 }
 
 void ThreadedRecordWriter::flush() {
   std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [this] { return count_ == 0; });
-}
-
-uint64_t ThreadedRecordWriter::dropped() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return dropped_;
-}
-
-uint64_t ThreadedRecordWriter::accepted(size_t store) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return accepted_[store];
-}
-
-uint64_t ThreadedRecordWriter::queued() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return count_;
+  flushing_.store(true, std::memory_order_seq_cst);
+  work_cv_.notify_one();
+  const uint64_t tail = tail_.load(std::memory_order_relaxed);
+  done_cv_.wait(lock, [&] { return written_.load(std::memory_order_seq_cst) >= tail; });
+  flushing_.store(false, std::memory_order_relaxed);
 }
 
 void ThreadedRecordWriter::set_paused(bool paused) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    paused_ = paused;
+    paused_.store(paused);
   }
   work_cv_.notify_all();
 }
@@ -140,32 +145,51 @@ void ThreadedRecordWriter::write(const Slot& slot, const StoreKey& key) {
 }
 
 void ThreadedRecordWriter::run() {
+  run_as_background_thread();
   std::vector<bool> took(stores_.size());
+  int idle = 0;
   for (;;) {
-    const Slot* slot = nullptr;
-    {
+    const uint64_t at = written_.load(std::memory_order_relaxed);
+    // tail_ before paused_: a job seen is one submitted after any pause
+    // that came before it (set_paused, then submit), so a paused writer never
+    // takes a job submitted while paused.
+    const bool have = tail_.load(std::memory_order_acquire) != at;
+    if (!have || paused_.load(std::memory_order_acquire)) {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [this] { return (count_ > 0 && !paused_) || (stop_ && count_ == 0); });
-      if (count_ == 0) return;  // stopping, every accepted job done
-      slot = &ring_[head_];
+      const bool deep = paused_.load() || idle >= kIdlePolls;
+      sleep_.store(deep ? kDeep : kPolling, std::memory_order_seq_cst);
+      auto ready = [&] {
+        return stop_ || (!paused_.load() && tail_.load(std::memory_order_seq_cst) != at);
+      };
+      if (deep) work_cv_.wait(lock, ready);
+      else work_cv_.wait_for(lock, kPoll, ready);
+      sleep_.store(kAwake, std::memory_order_relaxed);
+      if (tail_.load(std::memory_order_acquire) == at) {
+        if (stop_ && !paused_.load()) return;  // stopping, every accepted job done
+        ++idle;
+        continue;
+      }
+      if (paused_.load()) continue;
     }
-    WriteDone done;
-    done.ticket = slot->job.ticket;
-    done.keyed = key_of(slot->job, done.key);
+    idle = 0;
+    Slot& slot = ring_[at % ring_.size()];
+    WriteDone& done = slot.done;
+    done = WriteDone{};
+    done.ticket = slot.job.ticket;
+    done.keyed = key_of(slot.job, done.key);
     if (done.keyed) {
-      write(*slot, done.key);
-      for (size_t s = 0; s < stores_.size(); ++s)
-        took[s] = stores_[s]->put(done.key.hash, slot->job.priority, record_.data());
+      write(slot, done.key);
+      for (size_t s = 0; s < stores_.size(); ++s) {
+        took[s] = stores_[s]->put(done.key.hash, slot.job.priority, record_.data());
+        if (took[s]) accepted_[s].fetch_add(1, std::memory_order_relaxed);
+      }
+    } else {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
     }
-    {
+    written_.store(at + 1, std::memory_order_seq_cst);
+    if (flushing_.load(std::memory_order_seq_cst)) {
       std::lock_guard<std::mutex> lock(mu_);
-      for (size_t s = 0; s < stores_.size(); ++s) accepted_[s] += done.keyed && took[s] ? 1 : 0;
-      if (!done.keyed) ++dropped_;
-      done_.push_back(done);
-      done_count_.store(done_.size(), std::memory_order_release);
-      head_ = (head_ + 1) % ring_.size();
-      --count_;
-      if (count_ == 0) done_cv_.notify_all();
+      done_cv_.notify_all();
     }
   }
 }

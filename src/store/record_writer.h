@@ -5,15 +5,28 @@
 // digests, the tokens and the pool pointers) and never hashes, copies or
 // checksums a block.
 //
-// Jobs live in a ring of max_jobs preallocated slots (submit() allocates
-// nothing: it copies T tokens and G pointers per job under one lock); the
-// worker works on the slot at the head in place, outside the lock, and
-// frees it only when the job is done, so submit() never overwrites a slot in
-// use. Done jobs (ticket and key) go to a vector the core swaps out at its
-// next call; an atomic count lets take_done() return without the lock when
-// it is empty. The worker remembers the keys of its last jobs (2 x max_jobs
-// + 16: a job chains only on a job queued when it was submitted, so at most
-// max_jobs others finish between the two) for jobs that chain on them.
+// Jobs live in a ring of max_jobs preallocated slots, handed between the
+// serving thread and the worker without a lock (single producer, single
+// consumer): submit() fills the slots after tail_ and publishes tail_; the
+// worker works on the slot at written_ in place, stores the job's result
+// (ticket and key) in it and publishes written_; take_done() reads the slots
+// in [head_, written_), in submission order, and frees them (head_). So a
+// slot is free again only once the core drained it, the serving thread
+// never takes a lock, waits for one or allocates (submit copies T tokens and
+// G pointers per job), and the two threads share two counters, each written
+// by one of them, on cache lines of their own.
+//
+// Waking the worker. A submit never wakes a worker that is awake. An idle
+// worker sleeps on a condition variable with a timeout (kPoll): a submit
+// wakes it (a futex syscall) only when the ring is at least half full, or
+// when the worker has been idle long enough to sleep without a timeout
+// (kIdlePolls empty polls); otherwise the worker finds the jobs at its next
+// poll. flush(), set_paused() and the destructor always wake it. The
+// worker runs as a background thread (background_thread.h).
+//
+// The worker remembers the keys of its last jobs (2 x max_jobs + 16: a job
+// chains only on a job queued when it was submitted, so at most max_jobs
+// others finish between the two) for jobs that chain on them.
 #pragma once
 
 #include <atomic>
@@ -40,11 +53,17 @@ class ThreadedRecordWriter final : public RecordWriter {
   ThreadedRecordWriter& operator=(const ThreadedRecordWriter&) = delete;
 
   size_t submit(const RecordWrite* jobs, size_t n) override;
+  size_t room() const override { return ring_.size() - size_t(tail_.load(std::memory_order_relaxed) - head_); }
+  void count_dropped(uint64_t n) override { dropped_.fetch_add(n, std::memory_order_relaxed); }
   void take_done(std::vector<WriteDone>& done) override;
   void flush() override;
-  uint64_t dropped() const override;
-  uint64_t accepted(size_t store) const override;
-  uint64_t queued() const override;
+  uint64_t dropped() const override { return dropped_.load(std::memory_order_relaxed); }
+  uint64_t accepted(size_t store) const override {
+    return accepted_[store].load(std::memory_order_relaxed);
+  }
+  uint64_t queued() const override {
+    return tail_.load(std::memory_order_relaxed) - written_.load(std::memory_order_acquire);
+  }
   void set_paused(bool paused) override;
 
  private:
@@ -52,6 +71,7 @@ class ThreadedRecordWriter final : public RecordWriter {
     RecordWrite job;  // tokens and parts point into the vectors below
     std::vector<int32_t> tokens;
     std::vector<const unsigned char*> parts;
+    WriteDone done;  // the worker's result, read by take_done()
   };
   void run();
   // The worker, outside the lock: the job's key (false: its parent job's is
@@ -77,18 +97,24 @@ class ThreadedRecordWriter final : public RecordWriter {
   size_t recent_cap_ = 0;
   uint64_t jobs_keyed_ = 0;
 
-  mutable std::mutex mu_;
-  std::condition_variable work_cv_;  // the worker waits for a job or resume
-  std::condition_variable done_cv_;  // flush() waits for the ring to empty
   std::vector<Slot> ring_;
-  size_t head_ = 0;   // the oldest job (the worker's)
-  size_t count_ = 0;  // jobs in the ring, the one being written included
-  bool paused_ = false;
-  bool stop_ = false;
-  uint64_t dropped_ = 0;
-  std::vector<uint64_t> accepted_;  // per store
-  std::vector<WriteDone> done_;
-  std::atomic<size_t> done_count_{0};
+  // The serving thread's: jobs drained (slots [head_, tail_) are in use).
+  uint64_t head_ = 0;
+  // Jobs submitted (written by the serving thread) and jobs done (by the
+  // worker), each on a cache line of its own.
+  alignas(64) std::atomic<uint64_t> tail_{0};
+  alignas(64) std::atomic<uint64_t> written_{0};
+  alignas(64) std::atomic<uint64_t> dropped_{0};
+  std::unique_ptr<std::atomic<uint64_t>[]> accepted_;  // per store
+  // Sleeping and waking (never on the serving thread's common path).
+  std::mutex mu_;
+  std::condition_variable work_cv_;  // the worker sleeps for jobs, resume or stop
+  std::condition_variable done_cv_;  // flush() waits for written_ == tail_
+  static constexpr int kAwake = 0, kPolling = 1, kDeep = 2;
+  std::atomic<int> sleep_{kAwake};        // the worker: awake, polling (kPoll) or asleep until woken
+  std::atomic<bool> flushing_{false};     // a flush() waits
+  std::atomic<bool> paused_{false};
+  bool stop_ = false;                     // under mu_
   std::thread worker_;
 };
 

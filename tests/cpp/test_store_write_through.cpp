@@ -320,6 +320,7 @@ TEST(StoreWriteThrough, AFullQueueDropsACommitsLastJobsAndLaterBlocksStillKeyRig
     const StoreTierReport d = e.tier();
     EXPECT_EQ(d.offered_blocks, 17u);
     EXPECT_EQ(d.io.stores, 17u);
+    EXPECT_EQ(d.io.drops, 4u);  // the 4 jobs the ring had no room for, never built
     e.m().remove(1);
     e.check();
   }

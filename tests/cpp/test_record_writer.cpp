@@ -1,0 +1,205 @@
+// The record writer's ring (store/record_writer.h): done jobs come back in
+// the order they were submitted, across the ring's wrap; a slot is free
+// again only once take_done() returned its job (room()); a full ring
+// refuses jobs and counts them; a paused writer takes none; a job chained on
+// an earlier job's ticket gets the key the chain gives. flush() replaces
+// any waiting: no sleeps, no timing.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/block_record.h"
+#include "core/portable_hash.h"
+#include "store/record_writer.h"
+
+namespace kvc {
+namespace {
+
+constexpr uint32_t kT = 2;
+constexpr uint64_t kPayload = 8;
+constexpr uint64_t kSeed = 7;
+
+RecordLayout layout() {
+  RecordLayout l;
+  l.fingerprint = 0x1234;
+  l.tokens_per_block = kT;
+  l.payload_bytes = kPayload;
+  return l;
+}
+
+// Remembers every put: its hash and its payload's first byte.
+class Recorder final : public BlockStore {
+ public:
+  const char* name() const override { return "recorder"; }
+  const RecordLayout& layout() const override { return layout_; }
+  bool put(uint64_t hash, uint32_t, const unsigned char* record) override {
+    hashes.push_back(hash);
+    first_bytes.push_back(record[layout_.header_bytes()]);
+    return true;
+  }
+  size_t load(const uint64_t*, size_t, unsigned char* const*) override { return 0; }
+  void reject(uint64_t, RecordCheck) override {}
+  void flush() override {}
+  StoreStats stats() const override { return {}; }
+
+  std::vector<uint64_t> hashes;
+  std::vector<unsigned char> first_bytes;
+
+ private:
+  const RecordLayout layout_ = kvc::layout();
+};
+
+// Job i: ticket 100 + i, tokens {i, i + 1}, payload bytes all equal to i.
+struct Jobs {
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::vector<unsigned char>> payloads;
+  std::vector<const unsigned char*> parts;
+  std::vector<RecordWrite> writes;
+
+  explicit Jobs(size_t n, size_t first = 0) : tokens(n), payloads(n), parts(n) {
+    for (size_t i = 0; i < n; ++i) {
+      const int32_t v = int32_t(first + i);
+      tokens[i] = {v, v + 1};
+      payloads[i].assign(kPayload, static_cast<unsigned char>(v));
+      parts[i] = payloads[i].data();
+    }
+    for (size_t i = 0; i < n; ++i) {
+      RecordWrite w;
+      w.ticket = 100 + first + i;
+      w.priority = 35;
+      w.tokens = tokens[i].data();
+      w.parts = &parts[i];
+      writes.push_back(w);
+    }
+  }
+};
+
+uint64_t root_hash(const std::vector<int32_t>& t) {
+  return PortableHasher(kSeed).block(0, 0, 0, t.data(), kT);
+}
+
+TEST(RecordWriter, DoneJobsComeBackInSubmissionOrderAcrossTheRingsWrap) {
+  Recorder store;
+  ThreadedRecordWriter w(layout(), {kPayload}, {&store}, 4, kSeed);
+  std::vector<uint64_t> tickets;
+  for (size_t round = 0; round < 5; ++round) {  // 15 jobs through a ring of 4
+    Jobs jobs(3, round * 3);
+    EXPECT_EQ(w.room(), 4u);
+    EXPECT_EQ(w.submit(jobs.writes.data(), 3), 3u);
+    w.flush();
+    std::vector<WriteDone> done;
+    w.take_done(done);
+    ASSERT_EQ(done.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(done[i].ticket, 100 + round * 3 + i);
+      EXPECT_TRUE(done[i].keyed);
+      EXPECT_EQ(done[i].key.hash, root_hash(jobs.tokens[i]));
+      tickets.push_back(done[i].ticket);
+    }
+  }
+  ASSERT_EQ(store.hashes.size(), 15u);
+  for (size_t i = 0; i < 15; ++i) EXPECT_EQ(store.first_bytes[i], i);  // written in order
+  EXPECT_EQ(w.dropped(), 0u);
+  EXPECT_EQ(w.accepted(0), 15u);
+  EXPECT_EQ(w.queued(), 0u);
+}
+
+TEST(RecordWriter, ASlotIsFreeOnlyOnceItsJobWasTakenBack) {
+  Recorder store;
+  ThreadedRecordWriter w(layout(), {kPayload}, {&store}, 4, kSeed);
+  Jobs jobs(6);
+  EXPECT_EQ(w.submit(jobs.writes.data(), 4), 4u);
+  w.flush();
+  EXPECT_EQ(w.queued(), 0u);
+  EXPECT_EQ(w.room(), 0u);  // written, not taken back: still in the ring
+  EXPECT_EQ(w.submit(jobs.writes.data() + 4, 2), 0u);
+  EXPECT_EQ(w.dropped(), 2u);
+  w.count_dropped(3);  // jobs a commit did not build for want of room
+  EXPECT_EQ(w.dropped(), 5u);
+  std::vector<WriteDone> done;
+  w.take_done(done);
+  EXPECT_EQ(done.size(), 4u);
+  EXPECT_EQ(w.room(), 4u);
+  w.take_done(done);  // nothing new
+  EXPECT_EQ(done.size(), 4u);
+  EXPECT_EQ(w.submit(jobs.writes.data() + 4, 2), 2u);
+  w.flush();
+  w.take_done(done);
+  ASSERT_EQ(done.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(done[i].ticket, 100 + i);
+}
+
+TEST(RecordWriter, APausedWriterTakesNoJobUntilResumed) {
+  Recorder store;
+  ThreadedRecordWriter w(layout(), {kPayload}, {&store}, 16, kSeed);
+  w.set_paused(true);
+  Jobs jobs(2);  // below half the ring: the submit does not wake the worker
+  EXPECT_EQ(w.submit(jobs.writes.data(), 2), 2u);
+  std::vector<WriteDone> done;
+  w.take_done(done);
+  EXPECT_TRUE(done.empty());
+  EXPECT_EQ(w.queued(), 2u);
+  EXPECT_TRUE(store.hashes.empty());
+  w.set_paused(false);
+  w.flush();
+  w.take_done(done);
+  EXPECT_EQ(done.size(), 2u);
+  EXPECT_EQ(store.hashes.size(), 2u);
+}
+
+TEST(RecordWriter, AJobChainedOnAnEarlierTicketGetsThatJobsKeyAsParent) {
+  Recorder store;
+  ThreadedRecordWriter w(layout(), {kPayload}, {&store}, 4, kSeed);
+  Jobs jobs(2);
+  jobs.writes[1].parent_ticket = jobs.writes[0].ticket;
+  EXPECT_EQ(w.submit(jobs.writes.data(), 2), 2u);
+  w.flush();
+  std::vector<WriteDone> done;
+  w.take_done(done);
+  ASSERT_EQ(done.size(), 2u);
+  const PortableHasher h(kSeed);
+  EXPECT_EQ(done[1].key.hash, h.block(done[0].key.hash, 0, 0, jobs.tokens[1].data(), kT));
+}
+
+// Submits and drains racing the worker (no flush between them), as commits
+// do: every accepted job comes back exactly once, in submission order, and
+// every refused one is counted (the ThreadSanitizer build checks the ring).
+TEST(RecordWriter, JobsRacingTheWorkerComeBackOnceInOrder) {
+  Recorder store;
+  Jobs jobs(3000);
+  ThreadedRecordWriter w(layout(), {kPayload}, {&store}, 8, kSeed);
+  std::vector<WriteDone> done;
+  std::vector<uint64_t> accepted;
+  uint64_t refused = 0;
+  for (size_t i = 0; i < jobs.writes.size();) {
+    const size_t n = std::min<size_t>(1 + i % 3, jobs.writes.size() - i);
+    const size_t took = w.submit(jobs.writes.data() + i, n);
+    for (size_t k = 0; k < took; ++k) accepted.push_back(jobs.writes[i + k].ticket);
+    refused += n - took;
+    i += n;
+    w.take_done(done);
+  }
+  w.flush();
+  w.take_done(done);
+  ASSERT_EQ(done.size(), accepted.size());
+  for (size_t i = 0; i < done.size(); ++i) EXPECT_EQ(done[i].ticket, accepted[i]);
+  EXPECT_EQ(w.dropped(), refused);
+  EXPECT_EQ(w.accepted(0), accepted.size());
+  EXPECT_EQ(store.hashes.size(), accepted.size());
+  EXPECT_EQ(w.room(), 8u);
+}
+
+TEST(RecordWriter, TheDestructorFinishesJobsTheWorkerWasNotWokenFor) {
+  Recorder store;
+  Jobs jobs(1);  // the blocks outlive the writer, as the core's do
+  {
+    ThreadedRecordWriter w(layout(), {kPayload}, {&store}, 16, kSeed);
+    EXPECT_EQ(w.submit(jobs.writes.data(), 1), 1u);
+  }
+  EXPECT_EQ(store.hashes.size(), 1u);
+}
+
+}  // namespace
+}  // namespace kvc
