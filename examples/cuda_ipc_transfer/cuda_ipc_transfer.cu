@@ -1,11 +1,18 @@
 // CUDA IPC transport for kvcache/transfer.h between two processes on one
 // GPU: a "prefill" process computes (here: writes deterministic K/V for) a
-// 4096-token prompt, commits and exports it, and shares its pool with
-// cudaIpcGetMemHandle; a "decode" process (this program exec'd again,
-// talking over a socketpair) verifies the key blob against ITS OWN tokens,
-// opens the pool with cudaIpcOpenMemHandle, copies the exported blocks into
-// its import block ids with one gather kernel, completes the import, and
-// checks that an add of the prompt reuses every block, bit for bit.
+// 4096-token prompt, commits and exports it, and shares its pool's memory
+// (kvc_cache_describe_pool_share, kvc_cache_export_pool_chunk: a POSIX file
+// descriptor per physical allocation); a "decode" process (this program
+// exec'd again, talking over a Unix-domain socketpair that carries the
+// descriptors, SCM_RIGHTS) verifies the key blob against ITS OWN tokens,
+// maps the sender's pool (cuMemImportFromShareableHandle, cuMemMap), copies
+// the exported blocks straight into its import block ids with one gather
+// kernel (one copy, no staging), completes the import, and checks that an
+// add of the prompt reuses every block, bit for bit.
+//
+// The prefill cache starts with room for half the prompt and grows
+// (kvc_cache_resize) before the prompt comes, so its pool is two physical
+// allocations and the prompt's blocks lie in both.
 //
 //   cuda_ipc_transfer              the transfer; exit 0 when verified
 //   cuda_ipc_transfer --mismatch   the decode prompt differs in one token of
@@ -14,13 +21,11 @@
 //   cuda_ipc_transfer --abort      the decode side copies, then aborts: its
 //                                  cache is as before (check, stats), and the
 //                                  prompt is not reusable
-//   cuda_ipc_transfer --growable   the prefill cache is growable
-//                                  (max_primary_bytes): its pools are VMM
-//                                  allocations legacy CUDA IPC cannot share;
-//                                  refused, exit 3
 //
-// Exit status: 0 verified, 1 failure, 2 usage or no CUDA device, 3 refused
-// (--growable). Uses only the public C API (the library is linked shared).
+// Exit status: 0 verified, 1 failure, 2 usage or no CUDA device, 3 the
+// pool cannot be shared here (the reason printed: a driver or container
+// without POSIX file descriptor handles). Uses only the public C API (the
+// library is linked shared) and the CUDA driver API for the mapping.
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,7 +46,7 @@ constexpr uint32_t kLayers = 4, kHeads = 4, kDim = 128, kT = 16;
 constexpr uint32_t kTokens = 4096, kBlocks = kTokens / kT;
 constexpr uint32_t kMismatchBlock = 37;
 
-enum class Mode { kTransfer, kMismatch, kAbort, kGrowable };
+enum class Mode { kTransfer, kMismatch, kAbort };
 
 const char* mode_flag(Mode m) {
   switch (m) {
@@ -49,8 +54,6 @@ const char* mode_flag(Mode m) {
       return "--mismatch";
     case Mode::kAbort:
       return "--abort";
-    case Mode::kGrowable:
-      return "--growable";
     default:
       return "";
   }
@@ -83,18 +86,20 @@ uint16_t value_bits(uint32_t layer, uint32_t kv, uint32_t token, uint32_t head, 
   return uint16_t((h & 0x807Fu) | 0x3F00u);
 }
 
-kvc_cache_t* make_cache(uint64_t blocks, bool growable) {
+constexpr uint64_t kBlockBytes = uint64_t(kLayers) * 2 * kT * kHeads * kDim * 2;
+
+// A cache with room for `blocks` blocks, growable to `max_blocks`.
+kvc_cache_t* make_cache(uint64_t blocks, uint64_t max_blocks) {
   kvc_config_t* cfg = nullptr;
   if (kvc_config_create(&cfg) != KVC_OK) return nullptr;
-  const uint64_t block_bytes = uint64_t(kLayers) * 2 * kT * kHeads * kDim * 2;
   kvc_config_set_num_layers(cfg, kLayers);
   kvc_config_set_kv_heads(cfg, kHeads);
   kvc_config_set_head_dim(cfg, kDim);
   kvc_config_set_dtype(cfg, KVC_DTYPE_BF16);
   kvc_config_set_tokens_per_block(cfg, kT);
   kvc_config_set_device(cfg, KVC_DEVICE_CUDA, 0);
-  kvc_config_set_primary_bytes(cfg, blocks * block_bytes);
-  if (growable) kvc_config_set_max_primary_bytes(cfg, 2 * blocks * block_bytes);
+  kvc_config_set_primary_bytes(cfg, blocks * kBlockBytes);
+  kvc_config_set_max_primary_bytes(cfg, max_blocks * kBlockBytes);
   kvc_cache_t* cache = nullptr;
   const kvc_status_t s = kvc_cache_create(cfg, &cache);
   kvc_config_destroy(cfg);
@@ -105,8 +110,11 @@ kvc_cache_t* make_cache(uint64_t blocks, bool growable) {
 
 int prefill(Mode mode, int fd) {
   const char* R = "prefill";
-  kvc_cache_t* cache = make_cache(2 * kBlocks, mode == Mode::kGrowable);
+  // Room for half the prompt, then grown: the pool is two allocations.
+  kvc_cache_t* cache = make_cache(kBlocks / 2, 2 * kBlocks);
   if (cache == nullptr) return fail(R, "kvc_cache_create");
+  if (kvc_cache_resize(cache, (kBlocks + kBlocks / 4) * kBlockBytes) != KVC_OK)
+    return fail(R, "kvc_cache_resize");
   const std::vector<int32_t> tokens = prompt();
   uint64_t cached = 0;
   if (kvc_sequence_add(cache, 1, tokens.data(), tokens.size(), nullptr, nullptr, &cached) != KVC_OK)
@@ -156,32 +164,6 @@ int prefill(Mode mode, int fd) {
   cudaFree(dslots);
   if (kvc_sequence_commit(cache, 1, kTokens) != KVC_OK) return fail(R, "kvc_sequence_commit");
 
-  // The pool must be a cudaMalloc allocation: legacy IPC cannot share the
-  // VMM allocations of a growable cache.
-  kvc_layer_view_t view0 = KVC_LAYER_VIEW_INIT;
-  if (kvc_cache_layer_view(cache, 0, &view0) != KVC_OK) return fail(R, "kvc_cache_layer_view");
-  kvc_ipc::Allocation alloc;
-  std::string why;
-  const bool known = kvc_ipc::allocation_of(view0.base, &alloc, &why);
-  if (!known && mode != Mode::kGrowable) {
-    std::fprintf(stderr, "cuda_ipc_transfer prefill: %s\n", why.c_str());
-    return 1;
-  }
-  // A growable cache's pools are VMM allocations (cuMemCreate): refused,
-  // as is any pool the driver says legacy IPC cannot share.
-  if (mode == Mode::kGrowable || !alloc.legacy_ipc) {
-    std::printf(
-        "cuda_ipc_transfer prefill: refused: the cache's pools are not shareable with legacy "
-        "CUDA IPC (a growable cache, kvc_config_set_max_primary_bytes, allocates them with "
-        "cuMemCreate; this pool legacy IPC capable: %s); create the sending cache without "
-        "max_primary_bytes, or share the memory with cuMemExportToShareableHandle\n",
-        !known             ? "unknown"
-        : alloc.legacy_ipc ? "yes"
-                           : "no");
-    kvc_cache_destroy(cache);
-    return 3;
-  }
-
   kvc_export_t* exp = nullptr;
   if (kvc_cache_export_sequence(cache, 1, 0, &exp) != KVC_OK)
     return fail(R, "kvc_cache_export_sequence");
@@ -201,11 +183,23 @@ int prefill(Mode mode, int fd) {
       kvc_export_keys(exp, &keys[0], keys.size(), &size) != KVC_OK)
     return fail(R, "export ids and keys");
 
+  // Share the pool group 0's blocks live in: a descriptor per allocation.
+  kvc_layer_view_t view0 = KVC_LAYER_VIEW_INIT;
+  kvc_pool_desc_t pool = KVC_POOL_DESC_INIT;
+  if (kvc_cache_layer_view(cache, 0, &view0) != KVC_OK ||
+      kvc_cache_describe_pool(cache, view0.pool, &pool) != KVC_OK)
+    return fail(R, "layer view and pool");
   kvc_ipc::Header hdr{};
-  std::memcpy(hdr.magic, "KVCIPC01", 8);
-  if ((e = cudaIpcGetMemHandle(&hdr.handle, alloc.base)) != cudaSuccess)
-    return cuda_fail(R, "cudaIpcGetMemHandle", e);
-  hdr.pool_offset = uint64_t(static_cast<char*>(view0.base) - alloc.base);
+  std::memcpy(hdr.magic, "KVCIPC02", 8);
+  std::vector<kvc_ipc::Chunk> chunks;
+  std::vector<int> fds;
+  if (!kvc_ipc::share_pool(cache, 0, view0.pool, &hdr, &chunks, &fds)) {
+    std::printf("cuda_ipc_transfer prefill: cannot share the pool: %s\n",
+                kvc_last_error_message());
+    return 3;
+  }
+  char* pool_base = static_cast<char*>(pool.base);
+  hdr.group_offset = uint64_t(static_cast<char*>(view0.base) - pool_base);
   hdr.block_stride = view0.block_stride;
   hdr.block_bytes = g.block_bytes;
   hdr.num_blocks = ed.num_blocks;
@@ -216,12 +210,16 @@ int prefill(Mode mode, int fd) {
   for (uint32_t l = 0; l < kLayers; ++l) {
     kvc_layer_view_t vw = KVC_LAYER_VIEW_INIT;
     if (kvc_cache_layer_view(cache, l, &vw) != KVC_OK) return fail(R, "kvc_cache_layer_view");
-    places[l] = {uint64_t(static_cast<char*>(vw.base) - alloc.base), vw.block_stride};
+    places[l] = {uint64_t(static_cast<char*>(vw.base) - pool_base), vw.block_stride};
   }
-  if (!kvc_ipc::send_all(fd, &hdr, sizeof hdr) ||
-      !kvc_ipc::send_all(fd, from.data(), from.size() * 4) ||
-      !kvc_ipc::send_all(fd, places.data(), places.size() * sizeof(kvc_ipc::LayerPlace)) ||
-      !kvc_ipc::send_all(fd, keys.data(), keys.size())) {
+  const bool sent =
+      kvc_ipc::send_all(fd, &hdr, sizeof hdr) &&
+      kvc_ipc::send_fds(fd, chunks.data(), chunks.size() * sizeof(kvc_ipc::Chunk), fds) &&
+      kvc_ipc::send_all(fd, from.data(), from.size() * 4) &&
+      kvc_ipc::send_all(fd, places.data(), places.size() * sizeof(kvc_ipc::LayerPlace)) &&
+      kvc_ipc::send_all(fd, keys.data(), keys.size());
+  for (int d : fds) close(d);  // the decode process holds its own copies
+  if (!sent) {
     std::fprintf(stderr, "cuda_ipc_transfer prefill: send failed\n");
     return 1;
   }
@@ -237,8 +235,9 @@ int prefill(Mode mode, int fd) {
     std::fprintf(stderr, "cuda_ipc_transfer prefill: the decode side did not finish\n");
     return 1;
   }
-  std::printf("cuda_ipc_transfer prefill: exported %" PRIu64 " blocks (%" PRIu64 " bytes)\n",
-              ed.num_blocks, ed.num_blocks * g.block_bytes);
+  std::printf("cuda_ipc_transfer prefill: exported %" PRIu64 " blocks (%" PRIu64
+              " bytes) from a pool of %u shared allocations\n",
+              ed.num_blocks, ed.num_blocks * g.block_bytes, hdr.num_chunks);
   return 0;
 }
 
@@ -254,8 +253,27 @@ bool same_stats(const kvc_cache_stats_t& a, const kvc_cache_stats_t& b) {
 int decode(Mode mode, int fd) {
   const char* R = "decode";
   kvc_ipc::Header hdr{};
-  if (!kvc_ipc::recv_all(fd, &hdr, sizeof hdr) || std::memcmp(hdr.magic, "KVCIPC01", 8) != 0) {
+  if (!kvc_ipc::recv_all(fd, &hdr, sizeof hdr) || std::memcmp(hdr.magic, "KVCIPC02", 8) != 0) {
     std::fprintf(stderr, "cuda_ipc_transfer decode: no header: the prefill side sent nothing\n");
+    return 1;
+  }
+  std::vector<kvc_ipc::Chunk> chunks(hdr.num_chunks);
+  std::vector<int> fds;
+  if (!kvc_ipc::recv_fds(fd, chunks.data(), chunks.size() * sizeof(kvc_ipc::Chunk), chunks.size(),
+                         &fds)) {
+    std::fprintf(stderr, "cuda_ipc_transfer decode: the pool's descriptors did not come\n");
+    return 1;
+  }
+  // Map the sender's pool now (a server would keep it mapped for every
+  // transfer from that peer). The descriptors are closed either way. The
+  // driver calls use the runtime's context of the device, made current.
+  if (cudaSetDevice(hdr.device_ordinal) != cudaSuccess || cudaFree(nullptr) != cudaSuccess) {
+    std::fprintf(stderr, "cuda_ipc_transfer decode: cannot use cuda:%d\n", hdr.device_ordinal);
+    return 1;
+  }
+  kvc_ipc::PeerPool peer;
+  if (const char* failed = peer.map(hdr, chunks, fds, hdr.device_ordinal)) {
+    std::fprintf(stderr, "cuda_ipc_transfer decode: mapping the peer's pool: %s failed\n", failed);
     return 1;
   }
   std::vector<int32_t> from(hdr.num_blocks);
@@ -267,7 +285,7 @@ int decode(Mode mode, int fd) {
     std::fprintf(stderr, "cuda_ipc_transfer decode: truncated message\n");
     return 1;
   }
-  kvc_cache_t* cache = make_cache(2 * kBlocks, false);
+  kvc_cache_t* cache = make_cache(2 * kBlocks, 2 * kBlocks);
   if (cache == nullptr) return fail(R, "kvc_cache_create");
   kvc_layer_view_t view0 = KVC_LAYER_VIEW_INIT;
   if (kvc_cache_layer_view(cache, 0, &view0) != KVC_OK) return fail(R, "kvc_cache_layer_view");
@@ -278,7 +296,7 @@ int decode(Mode mode, int fd) {
     if (kvc_cache_layer_view(cache, l, &views[l]) != KVC_OK) return fail(R, "layer view");
     const uint64_t mine =
         uint64_t(static_cast<char*>(views[l].base) - static_cast<char*>(view0.base));
-    if (hdr.num_layers != kLayers || places[l].offset - hdr.pool_offset != mine ||
+    if (hdr.num_layers != kLayers || places[l].offset - hdr.group_offset != mine ||
         places[l].block_stride != views[l].block_stride) {
       std::fprintf(stderr, "cuda_ipc_transfer decode: layer %u lies elsewhere in the peer's pool\n",
                    l);
@@ -313,6 +331,7 @@ int decode(Mode mode, int fd) {
     std::printf("cuda_ipc_transfer decode: refused: %s\n", msg.c_str());
     std::printf("cuda_ipc_transfer decode: cache unchanged (check passes, stats equal)\n");
     kvc_cache_destroy(cache);
+    peer.unmap();
     char ack = 'y';
     kvc_ipc::send_all(fd, &ack, 1);
     return 0;
@@ -328,25 +347,23 @@ int decode(Mode mode, int fd) {
 
   cudaError_t e = cudaDeviceSynchronize();  // import_begin's device work (default stream)
   if (e != cudaSuccess) return cuda_fail(R, "synchronize", e);
-  char* peer = nullptr;
-  if ((e = cudaIpcOpenMemHandle(reinterpret_cast<void**>(&peer), hdr.handle,
-                                cudaIpcMemLazyEnablePeerAccess)) != cudaSuccess)
-    return cuda_fail(R, "cudaIpcOpenMemHandle", e);
+  // Source: the export's block in the peer's pool; destination: the
+  // import's block in this cache's pool. One kernel copies them all.
   std::vector<uint64_t> off(2 * count);
   char* mine = static_cast<char*>(view0.base);
   for (uint64_t i = 0; i < count; ++i) {
-    off[i] = hdr.pool_offset + uint64_t(from[id.first_block + i]) * hdr.block_stride;
+    off[i] = hdr.group_offset + uint64_t(from[id.first_block + i]) * hdr.block_stride;
     off[count + i] = uint64_t(to[i]) * view0.block_stride;
   }
   uint64_t* doff = nullptr;
   if ((e = cudaMalloc(&doff, off.size() * 8)) != cudaSuccess ||
       (e = cudaMemcpy(doff, off.data(), off.size() * 8, cudaMemcpyHostToDevice)) != cudaSuccess ||
-      (e = kvc_ipc::gather_blocks(peer, mine, doff, count, hdr.block_bytes, nullptr)) !=
+      (e = kvc_ipc::gather_blocks(peer.ptr(), mine, doff, count, hdr.block_bytes, nullptr)) !=
           cudaSuccess ||
       (e = cudaDeviceSynchronize()) != cudaSuccess)
     return cuda_fail(R, "gather", e);
   cudaFree(doff);
-  cudaIpcCloseMemHandle(peer);
+  peer.unmap();
   char ack = 'y';
   kvc_ipc::send_all(fd, &ack, 1);  // the prefill side may release its export
 
@@ -422,9 +439,9 @@ int decode(Mode mode, int fd) {
   if (kvc_sequence_remove(cache, 2) != KVC_OK || kvc_cache_check(cache) != KVC_OK)
     return fail(R, "remove and check");
   std::printf("cuda_ipc_transfer decode: imported %" PRIu64
-              " blocks over CUDA IPC; an add of "
+              " blocks over CUDA IPC (%u allocations mapped); an add of "
               "the prompt reused all %u blocks, bit for bit\n",
-              count, kBlocks);
+              count, hdr.num_chunks, kBlocks);
   kvc_cache_destroy(cache);
   return 0;
 }
@@ -440,12 +457,10 @@ int main(int argc, char** argv) {
       mode = Mode::kMismatch;
     else if (a == "--abort")
       mode = Mode::kAbort;
-    else if (a == "--growable")
-      mode = Mode::kGrowable;
     else if (a == "--decode-fd" && i + 1 < argc)
       decode_fd = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: %s [--mismatch|--abort|--growable]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--mismatch|--abort]\n", argv[0]);
       return 2;
     }
   }
@@ -485,7 +500,7 @@ int main(int argc, char** argv) {
   int status = 0;
   waitpid(pid, &status, 0);
   const int child = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-  if (mode == Mode::kGrowable) return rc == 3 ? 3 : 1;
+  if (rc == 3) return 3;
   if (rc != 0 || child != 0) {
     std::fprintf(stderr, "cuda_ipc_transfer: failed (prefill %d, decode %d)\n", rc, child);
     return 1;
