@@ -3,7 +3,7 @@
 # Release with CUDA and the examples (cuda_ipc_transfer), runs the GPU tests
 # (GPU_TEST_FILTER, default all), compute-sanitizer memcheck over the IPC
 # tests with every process of the example checked (--target-processes all),
-# and bench_ipc_transfer. Logs go to $OUT (default ./out).
+# and bench_ipc_transfer (IPC_BENCH=0 skips it). Logs go to $OUT (default ./out).
 #   bench/ipc_device.sh
 set -uo pipefail
 source "$(dirname "$0")/../tests/gpu/device_env.sh"
@@ -37,6 +37,7 @@ rc=$?; [ $rc -ne 0 ] && STATUS=1
 grep -E "ERROR SUMMARY|^\[  (FAILED|PASSED) " "$OUT/memcheck.log" | head -20
 echo "memcheck exit code $rc"
 
+[ "${IPC_BENCH:-1}" = 1 ] || exit $STATUS
 echo "== bench_ipc_transfer"
 timeout 150 "$BUILD/bench/bench_ipc_transfer" 2>&1 | tee "$OUT/bench_ipc_transfer.txt"
 echo "bench exit code ${PIPESTATUS[0]}"

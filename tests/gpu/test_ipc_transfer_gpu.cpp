@@ -74,7 +74,7 @@ TEST(CudaIpcTransfer, DecodeProcessReusesPrefillBlocksBitForBit) {
                   "imported 256 blocks over CUDA IPC (2 allocations mapped); an add of the "
                   "prompt reused all 256 blocks, bit for bit"))
       << r.output;
-  EXPECT_TRUE(has(r.output, "prefill: exported 256 blocks (16777216 bytes) from a pool of 2 "
+  EXPECT_TRUE(has(r.output, "prefill: exported 256 blocks (33554432 bytes) from a pool of 2 "
                             "shared allocations"))
       << r.output;
 }
