@@ -152,8 +152,16 @@ fn cpu_backend_refuses_to_share_pool_memory() {
     assert_eq!(e.status, Status::Unsupported);
     let e = a.describe_pool_share(1, 0).unwrap_err();
     assert_eq!(e.status, Status::InvalidArgument);
-    assert!(e.message.contains("rank must be < num_ranks (1), got 1"), "{}", e.message);
+    assert!(
+        e.message.contains("rank must be < num_ranks (1), got 1"),
+        "{}",
+        e.message
+    );
     let e = a.export_pool_chunk(0, 7, 0).unwrap_err();
     assert_eq!(e.status, Status::InvalidArgument);
-    assert!(e.message.contains("pool must be < num_pools (1), got 7"), "{}", e.message);
+    assert!(
+        e.message.contains("pool must be < num_pools (1), got 7"),
+        "{}",
+        e.message
+    );
 }
