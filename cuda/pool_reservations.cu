@@ -17,18 +17,22 @@ PoolReservations::PoolReservations(int ordinal) : ordinal_(ordinal) {
   } else if (d.export_handle == nullptr) {
     unshareable_ = "the driver has no cuMemExportToShareableHandle";
   } else if (d.device_get(&dev, ordinal) != CUDA_SUCCESS ||
-             d.device_attribute(&fd_ok, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+             d.device_attribute(&fd_ok,
+                                CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
                                 dev) != CUDA_SUCCESS ||
              fd_ok == 0) {
-    unshareable_ = "the device does not support POSIX file descriptor handles "
-                   "(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED is 0)";
+    unshareable_ =
+        "the device does not support POSIX file descriptor handles "
+        "(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED is 0)";
   }
   const uint64_t plain = vmm_granularity(ordinal);
   if (unshareable_.empty()) {
     // Reservations are sized in the shareable allocations' granularity.
     const uint64_t g = vmm_granularity(ordinal, vmm_shareable_properties(ordinal));
-    if (g == 0) unshareable_ = "cuMemGetAllocationGranularity refuses the POSIX file descriptor "
-                               "handle type";
+    if (g == 0)
+      unshareable_ =
+          "cuMemGetAllocationGranularity refuses the POSIX file descriptor "
+          "handle type";
     granularity_ = g != 0 && plain != 0 ? (g > plain ? g : plain) : plain;
   } else {
     granularity_ = plain;
@@ -145,8 +149,9 @@ bool PoolReservations::shared(const void* base, SharedMemory* out, std::string* 
   std::lock_guard<std::mutex> lock(mu_);
   const Range* r = find(const_cast<void*>(base));
   if (r == nullptr) {
-    *why = "the pool is not a reservation of the virtual memory API (allocated with cudaMalloc: "
-           "share it with cudaIpcGetMemHandle)";
+    *why =
+        "the pool is not a reservation of the virtual memory API (allocated with cudaMalloc: "
+        "share it with cudaIpcGetMemHandle)";
     return false;
   }
   out->ordinal = ordinal_;
@@ -155,8 +160,10 @@ bool PoolReservations::shared(const void* base, SharedMemory* out, std::string* 
   out->chunks.clear();
   for (const Chunk& c : r->chunks) {
     if (!c.shareable) {
-      *why = "the allocation at offset " + std::to_string(c.offset) + " was created without a "
-             "shareable handle type: " + unshareable_;
+      *why = "the allocation at offset " + std::to_string(c.offset) +
+             " was created without a "
+             "shareable handle type: " +
+             unshareable_;
       return false;
     }
     out->chunks.push_back(SharedChunk{c.offset, c.size});
@@ -181,8 +188,10 @@ int PoolReservations::export_chunk(const void* base, uint64_t index, std::string
   }
   const Chunk& c = r->chunks[index];
   if (!c.shareable) {
-    *why = "the allocation at offset " + std::to_string(c.offset) + " was created without a "
-           "shareable handle type: " + unshareable_;
+    *why = "the allocation at offset " + std::to_string(c.offset) +
+           " was created without a "
+           "shareable handle type: " +
+           unshareable_;
     return -1;
   }
   int fd = -1;

@@ -325,7 +325,8 @@ int decode(int fd) {
   row("import complete (decode)", complete_us, "kvc_import_complete (host)");
   row("transfer (GPU copy + host)", total_us,
       "export + import begin + copy GPU time + complete (per-repetition sums)");
-  row("transfer (wall)", wall_us, "export + the decode side's wall clock from import begin to "
+  row("transfer (wall)", wall_us,
+      "export + the decode side's wall clock from import begin to "
       "complete");
   row("raw cudaMemcpy", raw_us,
       "one cudaMemcpyAsync of the same bytes, peer's mapped pool to own memory (GPU events)");

@@ -194,8 +194,7 @@ int prefill(Mode mode, int fd) {
   std::vector<kvc_ipc::Chunk> chunks;
   std::vector<int> fds;
   if (!kvc_ipc::share_pool(cache, 0, view0.pool, &hdr, &chunks, &fds)) {
-    std::printf("cuda_ipc_transfer prefill: cannot share the pool: %s\n",
-                kvc_last_error_message());
+    std::printf("cuda_ipc_transfer prefill: cannot share the pool: %s\n", kvc_last_error_message());
     return 3;
   }
   char* pool_base = static_cast<char*>(pool.base);

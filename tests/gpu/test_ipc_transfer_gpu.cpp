@@ -74,8 +74,9 @@ TEST(CudaIpcTransfer, DecodeProcessReusesPrefillBlocksBitForBit) {
                   "imported 256 blocks over CUDA IPC (2 allocations mapped); an add of the "
                   "prompt reused all 256 blocks, bit for bit"))
       << r.output;
-  EXPECT_TRUE(has(r.output, "prefill: exported 256 blocks (33554432 bytes) from a pool of 2 "
-                            "shared allocations"))
+  EXPECT_TRUE(has(r.output,
+                  "prefill: exported 256 blocks (33554432 bytes) from a pool of 2 "
+                  "shared allocations"))
       << r.output;
 }
 
@@ -140,8 +141,7 @@ TEST(CudaPoolShare, ChunksFollowGrowthAndExportDescriptors) {
   uint64_t next = 0;
   for (uint64_t i = 0; i < grown.num_chunks; ++i) {
     kvc_share_chunk_t c = KVC_SHARE_CHUNK_INIT;
-    ASSERT_EQ(kvc_cache_export_pool_chunk(cache, 0, 0, i, &c), KVC_OK)
-        << kvc_last_error_message();
+    ASSERT_EQ(kvc_cache_export_pool_chunk(cache, 0, 0, i, &c), KVC_OK) << kvc_last_error_message();
     EXPECT_GE(c.fd, 0);
     EXPECT_NE(fcntl(c.fd, F_GETFD), -1);  // an open descriptor, ours to close
     EXPECT_EQ(c.index, i);
