@@ -133,6 +133,26 @@ void CudaDevice::unreserve(void* base, uint64_t /*max_bytes*/, uint64_t /*bytes*
   reservations_->unreserve(base);
 }
 
+SharedMemory CudaDevice::shared_memory(const void* base) const {
+  SharedMemory m;
+  std::string why;
+  if (!reservations_->shared(base, &m, &why))
+    fail(KVC_ERR_UNSUPPORTED, "the pool memory on " + name_ + " cannot be shared: " + why);
+  return m;
+}
+
+int CudaDevice::export_chunk(const void* base, uint64_t index) const {
+  activate();
+  std::string why;
+  bool bad_index = false;
+  const int fd = reservations_->export_chunk(base, index, &why, &bad_index);
+  if (fd >= 0) return fd;
+  if (bad_index) fail(KVC_ERR_INVALID_ARGUMENT, why);
+  if (why.rfind("cuMemExportToShareableHandle", 0) == 0)
+    fail(KVC_ERR_DEVICE, why + " on " + name_);
+  fail(KVC_ERR_UNSUPPORTED, "the pool memory on " + name_ + " cannot be shared: " + why);
+}
+
 void CudaDevice::deallocate(void* ptr) noexcept {
   if (ptr == nullptr) return;
   note_released(FaultSite::kAllocate, ptr);

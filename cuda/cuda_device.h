@@ -40,6 +40,10 @@ class CudaDevice final : public Device {
   void commit(void* base, uint64_t from, uint64_t to) override;
   uint64_t decommit(void* base, uint64_t from, uint64_t to) noexcept override;
   void unreserve(void* base, uint64_t max_bytes, uint64_t bytes) noexcept override;
+  // A reservation's physical allocations, exported as POSIX file
+  // descriptors (pool_reservations.h says when they cannot be).
+  SharedMemory shared_memory(const void* base) const override;
+  int export_chunk(const void* base, uint64_t index) const override;
   void copy_blocks(void* pool_base, const BlockGeometry& geometry, const BlockCopy* copies,
                    size_t count, void* stream) override;
   // Pinned, mapped host memory (cudaHostAlloc), reachable from kernels.

@@ -10,11 +10,20 @@
 // that ends inside one keeps it, and answers the end it kept. Unmapping
 // waits for the device first (cudaDeviceSynchronize): work enqueued before
 // a shrink may still read the blocks it cut.
+//
+// Sharing (kvc_cache_describe_pool_share): the physical allocations are
+// created exportable as POSIX file descriptors
+// (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) where the device says it can;
+// where it cannot, or cuMemCreate refuses the handle type, they are created
+// without it and shareable_why() says why (then sharing is refused).
 #pragma once
 
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <vector>
+
+#include "backend/device.h"
 
 namespace kvc {
 
@@ -38,11 +47,22 @@ class PoolReservations {
   uint64_t decommit(void* base, uint64_t from) noexcept;
   void unreserve(void* base) noexcept;
 
+  // The chunks backing the reservation at base; false with *why set when
+  // they cannot be shared (not a reservation of this object, or created
+  // without a shareable handle type).
+  bool shared(const void* base, SharedMemory* out, std::string* why);
+  // A new POSIX file descriptor for chunk `index` (cuMemExportToShareableHandle);
+  // -1 with *why set on failure (*bad_index: index past the chunks).
+  int export_chunk(const void* base, uint64_t index, std::string* why, bool* bad_index);
+  // Empty when new chunks are created shareable, else why not.
+  std::string shareable_why();
+
  private:
   struct Chunk {
     uint64_t offset = 0;
     uint64_t size = 0;
     unsigned long long handle = 0;  // CUmemGenericAllocationHandle
+    bool shareable = false;         // created with the POSIX fd handle type
   };
   struct Range {
     unsigned long long va = 0;  // CUdeviceptr
@@ -55,6 +75,7 @@ class PoolReservations {
 
   int ordinal_;
   uint64_t granularity_ = 0;
+  std::string unshareable_;  // empty: chunks are requested shareable
   std::mutex mu_;
   std::vector<Range> ranges_;
 };

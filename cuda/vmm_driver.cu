@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <mutex>
 
 namespace kvc {
@@ -36,6 +37,8 @@ const VmmDriver& vmm_driver() {
                  find("cuMemAddressFree", &d.address_free) && find("cuMemCreate", &d.create) &&
                  find("cuMemRelease", &d.release) && find("cuMemMap", &d.map) &&
                  find("cuMemUnmap", &d.unmap) && find("cuMemSetAccess", &d.set_access);
+    if (!find("cuMemExportToShareableHandle", &d.export_handle)) d.export_handle = nullptr;
+    if (!find("cuGetErrorName", &d.error_name)) d.error_name = nullptr;
   });
   return d;
 }
@@ -48,6 +51,22 @@ CUmemAllocationProp vmm_properties(int ordinal) {
   return prop;
 }
 
+CUmemAllocationProp vmm_shareable_properties(int ordinal) {
+  CUmemAllocationProp prop = vmm_properties(ordinal);
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  return prop;
+}
+
+const char* vmm_error_name(CUresult r) {
+  const VmmDriver& d = vmm_driver();
+  const char* name = nullptr;
+  if (d.error_name != nullptr && d.error_name(r, &name) == CUDA_SUCCESS && name != nullptr)
+    return name;
+  static thread_local char buf[32];
+  std::snprintf(buf, sizeof buf, "CUresult %d", int(r));
+  return buf;
+}
+
 CUmemAccessDesc vmm_access(int ordinal) {
   CUmemAccessDesc access{};
   access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -56,7 +75,9 @@ CUmemAccessDesc vmm_access(int ordinal) {
   return access;
 }
 
-uint64_t vmm_granularity(int ordinal) {
+uint64_t vmm_granularity(int ordinal) { return vmm_granularity(ordinal, vmm_properties(ordinal)); }
+
+uint64_t vmm_granularity(int ordinal, const CUmemAllocationProp& prop) {
   const VmmDriver& d = vmm_driver();
   if (!d.complete) return 0;
   CUdevice dev = 0;
@@ -66,7 +87,6 @@ uint64_t vmm_granularity(int ordinal) {
           CUDA_SUCCESS ||
       vmm == 0)
     return 0;
-  const CUmemAllocationProp prop = vmm_properties(ordinal);
   size_t g = 0;
   if (d.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS) return 0;
   return g;

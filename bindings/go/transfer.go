@@ -277,3 +277,70 @@ func (i *Import) Abort() error {
 	const op = "kvc_import_abort"
 	return i.with(op, func(h kvc.Import) error { return wrap(op, kvc.Kvc_import_abort(h)) })
 }
+
+// PoolShare is the memory backing one rank's pool, for another process to
+// map (kvc_pool_share_t; CUDA IPC, see transfer.h).
+type PoolShare struct {
+	DeviceOrdinal int32  // the CUDA device, in this process's numbering
+	Rank          uint32 // the rank described
+	Pool          uint32 // the pool described
+	HandleType    uint32 // ShareHandlePosixFD
+	NumChunks     uint64 // physical allocations backing the pool now
+	Granularity   uint64 // every offset and size is a multiple of it
+	ReservedBytes uint64 // address space of the pool's reservation
+	MappedBytes   uint64 // bytes backed from the pool's base
+}
+
+// ShareHandlePosixFD is PoolShare.HandleType for POSIX file descriptors
+// (KVC_SHARE_HANDLE_POSIX_FD).
+const ShareHandlePosixFD = 1
+
+// ShareChunk is one exported chunk of a pool (kvc_share_chunk_t).
+type ShareChunk struct {
+	FD     int32  // a new POSIX file descriptor, owned by the caller (send it, then close it)
+	Index  uint64 // the chunk
+	Offset uint64 // its place from the pool's base
+	Size   uint64 // its bytes
+}
+
+// DescribePoolShare describes the memory backing pool `pool` of rank
+// `rank` for another process to map (kvc_cache_describe_pool_share). The
+// CPU backend, and memory the driver would not create shareable, give
+// StatusUnsupported with the reason.
+func (c *Cache) DescribePoolShare(rank, pool uint32) (PoolShare, error) {
+	const op = "kvc_cache_describe_pool_share"
+	return withCache(c, op, func(h kvc.Cache) (PoolShare, error) {
+		d := kvc.NewKvc_pool_share_t()
+		defer kvc.DeleteKvc_pool_share_t(d)
+		kvc.Kvc_pool_share_init(d)
+		if err := kvc.Kvc_cache_describe_pool_share(h, rank, pool, d); err != nil {
+			return PoolShare{}, wrap(op, err)
+		}
+		return PoolShare{
+			DeviceOrdinal: d.GetDevice_ordinal(),
+			Rank:          d.GetRank(),
+			Pool:          d.GetPool(),
+			HandleType:    d.GetHandle_type(),
+			NumChunks:     d.GetNum_chunks(),
+			Granularity:   d.GetGranularity(),
+			ReservedBytes: d.GetReserved_bytes(),
+			MappedBytes:   d.GetMapped_bytes(),
+		}, nil
+	})
+}
+
+// ExportPoolChunk exports chunk `chunk` of pool `pool` of rank `rank`
+// (kvc_cache_export_pool_chunk): a new POSIX file descriptor the caller
+// owns and closes (os.NewFile takes it).
+func (c *Cache) ExportPoolChunk(rank, pool uint32, chunk uint64) (ShareChunk, error) {
+	const op = "kvc_cache_export_pool_chunk"
+	return withCache(c, op, func(h kvc.Cache) (ShareChunk, error) {
+		s := kvc.NewKvc_share_chunk_t()
+		defer kvc.DeleteKvc_share_chunk_t(s)
+		kvc.Kvc_share_chunk_init(s)
+		if err := kvc.Kvc_cache_export_pool_chunk(h, rank, pool, chunk, s); err != nil {
+			return ShareChunk{}, wrap(op, err)
+		}
+		return ShareChunk{FD: s.GetFd(), Index: s.GetIndex(), Offset: s.GetOffset(), Size: s.GetSize()}, nil
+	})
+}

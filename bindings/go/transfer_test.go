@@ -149,3 +149,29 @@ func TestTransferRefusesAnotherPromptOrSalt(t *testing.T) {
 		t.Fatalf("closed export: %v", err)
 	}
 }
+
+// Sharing pool memory with another process is the CUDA backend's
+// (tests/gpu/test_ipc_transfer_gpu.cpp): the CPU backend refuses both
+// calls with the reason; bad indices are named.
+func TestPoolShareRefusedOnTheCPUBackend(t *testing.T) {
+	c := newCache(t, 256, nil)
+	var e *kvcache.Error
+	if _, err := c.DescribePoolShare(0, 0); !errors.As(err, &e) || e.Status != kvcache.StatusUnsupported ||
+		!strings.Contains(e.Message, "the cpu device cannot share pool memory with another process") {
+		t.Fatalf("describe: %v", err)
+	}
+	if _, err := c.ExportPoolChunk(0, 0, 0); !errors.As(err, &e) || e.Status != kvcache.StatusUnsupported {
+		t.Fatalf("export: %v", err)
+	}
+	if _, err := c.DescribePoolShare(1, 0); !errors.As(err, &e) || e.Status != kvcache.StatusInvalidArgument ||
+		!strings.Contains(e.Message, "rank must be < num_ranks (1), got 1") {
+		t.Fatalf("rank: %v", err)
+	}
+	if _, err := c.ExportPoolChunk(0, 9, 0); !errors.As(err, &e) || e.Status != kvcache.StatusInvalidArgument ||
+		!strings.Contains(e.Message, "pool must be < num_pools (1), got 9") {
+		t.Fatalf("pool: %v", err)
+	}
+	if kvcache.ShareHandlePosixFD != kvc.KVC_SHARE_HANDLE_POSIX_FD {
+		t.Fatalf("ShareHandlePosixFD %d, C %d", kvcache.ShareHandlePosixFD, kvc.KVC_SHARE_HANDLE_POSIX_FD)
+	}
+}

@@ -5,7 +5,11 @@
  *        into another, verified against the receiver's own prompt.
  *
  * The caller owns the transport (NIXL, UCX, NCCL, CUDA IPC, host memory):
- * the cache names the blocks and takes them back in.
+ * the cache names the blocks and takes them back in. For CUDA IPC between
+ * processes, kvc_cache_describe_pool_share() and kvc_cache_export_pool_chunk()
+ * (below) export a rank's pool memory as POSIX file descriptors another
+ * process maps; examples/cuda_ipc_transfer is a whole transport built on
+ * them.
  *
  * Sender (prefill):
  *   1. kvc_cache_export_sequence() holds the sequence's committed full
@@ -291,6 +295,138 @@ KVC_API kvc_status_t kvc_import_abort(kvc_import_t *imp);
  * @since 0.3.0
  */
 KVC_API void kvc_import_destroy(kvc_import_t *imp);
+
+/* ===================================================================== */
+/* Sharing pool memory with another process (CUDA IPC)                   */
+/* ===================================================================== */
+
+/*
+ * On the CUDA backend a growable pool (every pool, where the driver has the
+ * virtual memory API) is a range of reserved addresses backed from its start
+ * by physical allocations ("chunks": one at creation, one more per
+ * kvc_cache_resize that grows it). The chunks are created exportable as POSIX
+ * file descriptors (cuMemCreate with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+ * where the device supports it; where it does not, or the driver refuses the
+ * handle type, they are created without it and kvc_cache_describe_pool_share()
+ * fails with KVC_ERR_UNSUPPORTED and the reason.
+ *
+ * To read (or write) a peer's blocks straight from its pool:
+ *   1. Sender: kvc_cache_describe_pool_share() for the rank and pool, then
+ *      kvc_cache_export_pool_chunk() for each chunk 0..num_chunks-1: a new
+ *      file descriptor per call. Send the descriptors to the peer over a
+ *      Unix-domain socket (SCM_RIGHTS) with each chunk's offset and size,
+ *      and close them.
+ *   2. Peer (a process on the same GPU, or one that can reach it):
+ *      cuMemImportFromShareableHandle on each descriptor (then close it),
+ *      cuMemAddressReserve of reserved_bytes aligned to granularity,
+ *      cuMemMap of each chunk at its offset, cuMemSetAccess for its device.
+ *      The pool's byte at offset x (x < mapped_bytes) is then at the
+ *      reserved address + x: block b of a layer lies at
+ *      (layer view base - pool base) + b * block_stride from there
+ *      (kvc_cache_layer_view_rank, kvc_pool_desc_t base).
+ *   3. Peer, when done: cuMemUnmap, cuMemRelease, cuMemAddressFree.
+ *
+ * What an export covers is the pool as backed at the call. A resize that
+ * grows the pool adds a chunk the peer has not mapped: blocks of the new ids
+ * lie past mapped_bytes; describe and export again (the chunks already sent
+ * keep their offsets). A resize that shrinks the pool returns its last
+ * chunks to the driver here, but a peer that imported them keeps the
+ * physical memory alive until it unmaps and releases it: reading or writing
+ * there is harmless to this cache and no longer reaches its pool. The
+ * cache does not track what was exported; the export of blocks
+ * (kvc_cache_export_sequence) is what keeps their ids and bytes in place.
+ * Pools that share pages (one arena) view the same memory: their
+ * descriptions are equal; map it once.
+ */
+
+/** @brief Handle types of kvc_pool_share_t. @since 0.3.0 */
+enum {
+  KVC_SHARE_HANDLE_POSIX_FD = 1 /**< A POSIX file descriptor (cuMemExportToShareableHandle
+                                     with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR). */
+};
+/** @brief One of KVC_SHARE_HANDLE_*. @since 0.3.0 */
+typedef uint32_t kvc_share_handle_t;
+
+/**
+ * @brief The memory backing one rank's pool, for another process to map.
+ *        Transparent; begins with struct_size. @since 0.3.0
+ */
+typedef struct kvc_pool_share {
+  uint32_t struct_size;           /**< sizeof(kvc_pool_share_t) of the caller. */
+  int32_t device_ordinal;         /**< The CUDA device holding the pool, in this process's
+                                       numbering (CUDA_VISIBLE_DEVICES may differ in the
+                                       peer's). */
+  uint32_t rank;                  /**< The rank described. */
+  uint32_t pool;                  /**< The pool described. */
+  kvc_share_handle_t handle_type; /**< KVC_SHARE_HANDLE_POSIX_FD. */
+  uint32_t reserved;              /**< 0. */
+  uint64_t num_chunks;            /**< Physical allocations backing the pool now. */
+  uint64_t granularity;           /**< Allocation granularity: every offset and size below
+                                       is a multiple of it; align the peer's reservation
+                                       to it. */
+  uint64_t reserved_bytes;        /**< Address space of the pool's reservation (its
+                                       largest size, kvc_config_set_max_primary_bytes). */
+  uint64_t mapped_bytes;          /**< Bytes backed from the pool's base: the chunks' sizes
+                                       summed (>= kvc_pool_desc_t bytes). */
+} kvc_pool_share_t;
+
+/** Static initializer for kvc_pool_share_t. */
+#define KVC_POOL_SHARE_INIT {sizeof(kvc_pool_share_t), 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+/** @brief Zeroes `share` and sets its struct_size. @since 0.3.0 */
+KVC_API void kvc_pool_share_init(kvc_pool_share_t *share);
+
+/**
+ * @brief One chunk of a pool, exported. Transparent; begins with
+ *        struct_size. @since 0.3.0
+ */
+typedef struct kvc_share_chunk {
+  uint32_t struct_size; /**< sizeof(kvc_share_chunk_t) of the caller. */
+  int32_t fd;           /**< A new POSIX file descriptor for the chunk, owned by the caller
+                             (close() it once sent or imported). */
+  uint64_t index;       /**< The chunk (0..num_chunks-1). */
+  uint64_t offset;      /**< Its place from the pool's base. */
+  uint64_t size;        /**< Its bytes. */
+} kvc_share_chunk_t;
+
+/** Static initializer for kvc_share_chunk_t. */
+#define KVC_SHARE_CHUNK_INIT {sizeof(kvc_share_chunk_t), -1, 0, 0, 0}
+
+/** @brief Zeroes `chunk`, sets fd to -1 and its struct_size. @since 0.3.0 */
+KVC_API void kvc_share_chunk_init(kvc_share_chunk_t *chunk);
+
+/**
+ * @brief Describes the memory backing pool `pool` of rank `rank` for
+ *        another process (see above). Creates nothing.
+ * @param rank 0 <= rank < num_ranks (kvc_config_set_ranks).
+ * @param pool 0 <= pool < num_pools (kvc_cache_desc_t).
+ * @param[out] out Caller's struct (struct_size set).
+ * @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (rank or pool out of range,
+ *         NULL); KVC_ERR_UNSUPPORTED (the CPU backend; a CUDA pool
+ *         allocated with cudaMalloc, without the virtual memory API; or
+ *         chunks created without a shareable handle type: the message says
+ *         why the driver refused it).
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_cache_describe_pool_share(const kvc_cache_t *cache, uint32_t rank,
+                                                   uint32_t pool, kvc_pool_share_t *out);
+
+/**
+ * @brief Exports chunk `chunk` of pool `pool` of rank `rank`: a new POSIX
+ *        file descriptor (cuMemExportToShareableHandle) with its offset and
+ *        size. Each call makes a new descriptor, which the caller owns and
+ *        closes; the cache keeps no record of it.
+ * @param chunk 0 <= chunk < num_chunks of kvc_cache_describe_pool_share().
+ * @param[out] out Caller's struct (struct_size set); untouched on failure.
+ * @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (rank, pool or chunk out of
+ *         range, NULL); KVC_ERR_UNSUPPORTED (as
+ *         kvc_cache_describe_pool_share()); KVC_ERR_DEVICE (the driver
+ *         failed to export: the message names its error).
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_cache_export_pool_chunk(const kvc_cache_t *cache, uint32_t rank,
+                                                 uint32_t pool, uint64_t chunk,
+                                                 kvc_share_chunk_t *out);
 
 #ifdef __cplusplus
 }

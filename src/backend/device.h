@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/fault_hook.h"
 #include "backend/kernel_work.h"
@@ -44,6 +45,20 @@ struct CopyRange {
 
 // Direction of a 2D copy (copy_2d); host memory may be pageable.
 enum class CopyKind : uint8_t { kDeviceToDevice, kHostToDevice, kDeviceToHost };
+
+// Pool memory another process can map (kvc_cache_describe_pool_share): the
+// physical allocations backing a reservation, each at `offset` from its
+// base, contiguous from offset 0.
+struct SharedChunk {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+struct SharedMemory {
+  int32_t ordinal = 0;          // the device, in this process's numbering
+  uint64_t granularity = 0;     // every offset and size is a multiple of it
+  uint64_t reserved_bytes = 0;  // the reservation's address space
+  std::vector<SharedChunk> chunks;
+};
 
 struct DeviceMemoryInfo {
   uint64_t free_bytes = 0;   // 0 when the device does not report it (CPU)
@@ -83,6 +98,14 @@ class Device {
   virtual uint64_t decommit(void* base, uint64_t from, uint64_t to) noexcept;
   // Releases a reservation whose first `bytes` are backed.
   virtual void unreserve(void* base, uint64_t max_bytes, uint64_t bytes) noexcept;
+  // Sharing a reservation with another process: what backs the reservation
+  // at `base` now, and a new file descriptor (owned by the caller) for its
+  // chunk `index`. Both throw Error(KVC_ERR_UNSUPPORTED) saying why this
+  // device or this memory cannot be shared (the defaults: always), and
+  // export_chunk Error(KVC_ERR_INVALID_ARGUMENT) for an index past the
+  // chunks, Error(KVC_ERR_DEVICE) when the driver fails.
+  virtual SharedMemory shared_memory(const void* base) const;
+  virtual int export_chunk(const void* base, uint64_t index) const;
 
   // Copies between blocks of one pool laid out as `geometry`, enqueued on
   // `stream`. Sources and destinations must not overlap.

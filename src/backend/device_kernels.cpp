@@ -80,4 +80,16 @@ void Device::commit(void*, uint64_t, uint64_t) {
 uint64_t Device::decommit(void*, uint64_t, uint64_t to) noexcept { return to; }
 void Device::unreserve(void*, uint64_t, uint64_t) noexcept {}
 
+// Only the CUDA backend shares pool memory with another process.
+namespace {
+[[noreturn]] void cannot_share(const std::string& device) {
+  fail(KVC_ERR_UNSUPPORTED,
+       "the " + device + " device cannot share pool memory with another process: only the CUDA "
+       "backend can (cuMemExportToShareableHandle); move the blocks through host memory "
+       "instead (kvc_export_block_ids and kvc_cache_layer_view, transfer.h)");
+}
+}  // namespace
+SharedMemory Device::shared_memory(const void*) const { cannot_share(name()); }
+int Device::export_chunk(const void*, uint64_t) const { cannot_share(name()); }
+
 }  // namespace kvc

@@ -217,3 +217,55 @@ KVC_API void kvc_import_destroy(kvc_import_t* imp) {
 }
 
 }  // extern "C"
+
+// ---------------------------------------------------------------------------
+// Sharing pool memory with another process (core/pool_share.cpp)
+
+extern "C" {
+
+KVC_API void kvc_pool_share_init(kvc_pool_share_t* share) { kvc::capi::init_sized(share); }
+
+KVC_API void kvc_share_chunk_init(kvc_share_chunk_t* chunk) {
+  kvc::capi::init_sized(chunk);
+  if (chunk != nullptr) chunk->fd = -1;
+}
+
+KVC_API kvc_status_t kvc_cache_describe_pool_share(const kvc_cache_t* cache, uint32_t rank,
+                                                   uint32_t pool, kvc_pool_share_t* out) {
+  return guarded([&] {
+    const kvc::Cache& c = cache_of(cache);
+    require(out, "out");
+    const kvc::SharedMemory m = c.shared_pool(rank, pool);
+    kvc_pool_share_t d{};
+    d.device_ordinal = m.ordinal;
+    d.rank = rank;
+    d.pool = pool;
+    d.handle_type = KVC_SHARE_HANDLE_POSIX_FD;
+    d.num_chunks = m.chunks.size();
+    d.granularity = m.granularity;
+    d.reserved_bytes = m.reserved_bytes;
+    for (const kvc::SharedChunk& k : m.chunks) d.mapped_bytes += k.size;
+    kvc::capi::write_sized(out, d, "out");
+  });
+}
+
+KVC_API kvc_status_t kvc_cache_export_pool_chunk(const kvc_cache_t* cache, uint32_t rank,
+                                                 uint32_t pool, uint64_t chunk,
+                                                 kvc_share_chunk_t* out) {
+  return guarded([&] {
+    const kvc::Cache& c = cache_of(cache);
+    require(out, "out");
+    if (out->struct_size < sizeof(uint32_t))
+      kvc::invalid_argument("out->struct_size must be set (use its _init function), got " +
+                            std::to_string(out->struct_size));
+    kvc::SharedChunk where;
+    kvc_share_chunk_t d{};
+    d.fd = c.export_pool_chunk(rank, pool, chunk, &where);
+    d.index = chunk;
+    d.offset = where.offset;
+    d.size = where.size;
+    kvc::capi::write_sized(out, d, "out");
+  });
+}
+
+}  // extern "C"

@@ -100,6 +100,16 @@ class Cache {
   // heads. Throws KVC_ERR_INVALID_ARGUMENT for a layer or rank out of range.
   LayerSlabs layer_view(uint32_t layer, uint32_t rank = 0) const;
 
+  // Pool `pool` of rank `rank` for another process (pool_share.cpp,
+  // kvc_cache_describe_pool_share): what backs it now, and a new file
+  // descriptor for its chunk `chunk` (owned by the caller; *where gets its
+  // offset and size). Locked (a
+  // resize cannot run meanwhile). Throw what Device::shared_memory and
+  // Device::export_chunk throw; KVC_ERR_INVALID_ARGUMENT for a rank or pool
+  // out of range.
+  SharedMemory shared_pool(uint32_t rank, uint32_t pool) const;
+  int export_pool_chunk(uint32_t rank, uint32_t pool, uint64_t chunk, SharedChunk* where) const;
+
   // --- The locked facade --------------------------------------------------
   // Every call below takes this cache's lock itself, so any thread may call
   // any of them (the C API's threading promise is kept here, in one place).

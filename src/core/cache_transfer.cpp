@@ -94,8 +94,8 @@ bool Cache::import_begin(uint64_t id, const int32_t* tokens, uint64_t num_tokens
   sort_extra_keys(extras);
   const std::string scope =
       encode_scope(options.has_salt, options.salt, options.has_lora, options.lora_id);
-  chain_transfer_keys(config_.event_hash_seed, T, scope, extras, tokens, own.num_blocks,
-                      own.keys.data());
+  // Digests only: the blob's portable hashes are not checked.
+  chain_transfer_digests(T, scope, extras, tokens, own.num_blocks, own.keys.data());
   check_transfer_keys(blob, own);
   const uint32_t G = manager_->num_groups();
   BlockImport im;

@@ -50,6 +50,20 @@ void chain_transfer_keys(uint64_t seed, uint32_t T, const std::string& scope_byt
                     scope_chain_digest(scope_bytes), extras, tokens, 0, num_blocks, out);
 }
 
+void chain_transfer_digests(uint32_t T, const std::string& scope_bytes,
+                            const std::vector<ExtraKey>& extras, const int32_t* tokens,
+                            uint64_t num_blocks, StoreKey* out) {
+  const ChainDigest scope = scope_chain_digest(scope_bytes);
+  std::string extra;
+  ChainDigest prev{};
+  for (uint64_t i = 0; i < num_blocks; ++i) {
+    encode_block_extras(extras, i * T, (i + 1) * T, extra);
+    out[i].hash = 0;
+    out[i].digest = block_chain_digest(prev, scope, extra_chain_digest(extra), tokens + i * T, T);
+    prev = out[i].digest;
+  }
+}
+
 size_t transfer_keys_size(uint64_t num_blocks, uint32_t T) {
   return kTransferKeysHeader + num_blocks * (4 * uint64_t(T) + kTransferKeyBytes) + 8;
 }
@@ -62,7 +76,12 @@ std::string encode_transfer_keys(const TransferKeys& k) {
   put_u32(s, k.tokens_per_block);
   put_u64(s, k.fingerprint);
   put_u64(s, k.num_blocks);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  // The host's layout is the blob's: the token ids in one copy.
+  s.append(reinterpret_cast<const char*>(k.tokens.data()), 4 * k.tokens.size());
+#else
   for (int32_t t : k.tokens) put_u32(s, static_cast<uint32_t>(t));
+#endif
   for (const StoreKey& key : k.keys) {
     s.append(reinterpret_cast<const char*>(key.digest.bytes), sizeof key.digest.bytes);
     put_u64(s, key.hash);
@@ -113,7 +132,14 @@ void check_transfer_keys(const unsigned char* blob, const TransferKeys& own) {
   const unsigned char* tokens = blob + kTransferKeysHeader;
   const unsigned char* keys = tokens + 4 * own.num_blocks * T;
   for (uint64_t b = 0; b < own.num_blocks; ++b) {
-    for (uint32_t i = 0; i < T; ++i) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    // Equal tokens in one compare; a difference is named below.
+    const bool same_tokens =
+        std::memcmp(tokens + 4 * b * T, own.tokens.data() + b * T, 4 * size_t(T)) == 0;
+#else
+    const bool same_tokens = false;
+#endif
+    for (uint32_t i = 0; !same_tokens && i < T; ++i) {
       const uint64_t pos = b * T + i;
       const int32_t theirs = static_cast<int32_t>(get_u32(tokens + 4 * pos));
       if (theirs != own.tokens[pos])

@@ -39,6 +39,13 @@ void chain_transfer_keys(uint64_t seed, uint32_t tokens_per_block, const std::st
                          const std::vector<ExtraKey>& extras, const int32_t* tokens,
                          uint64_t num_blocks, StoreKey* out);
 
+// The chain digests alone (out[i].hash left 0): what a receiver checks.
+// The portable hash the blob carries is for routers and logs; a receiver
+// that rebuilt it would compute a hash per block it never compares.
+void chain_transfer_digests(uint32_t tokens_per_block, const std::string& scope_bytes,
+                            const std::vector<ExtraKey>& extras, const int32_t* tokens,
+                            uint64_t num_blocks, StoreKey* out);
+
 // The blob's size for num_blocks blocks of T tokens.
 size_t transfer_keys_size(uint64_t num_blocks, uint32_t tokens_per_block);
 std::string encode_transfer_keys(const TransferKeys& k);

@@ -55,6 +55,21 @@ TransferKeys keys_of(const std::vector<int32_t>& tokens, uint32_t T, uint64_t fi
   return k;
 }
 
+// The receiver's digest-only chain (import begin) is the blob's digests,
+// with a salt and extra keys in the scope.
+TEST(TransferKeys, DigestOnlyChainEqualsTheBlobsDigests) {
+  const std::vector<int32_t> t = seq(500, 64);
+  const std::string scope = encode_scope(true, "tenant", true, 42);
+  const std::vector<ExtraKey> extras = {ExtraKey{3, 9, "image-a"}, ExtraKey{40, 2, "image-b"}};
+  std::vector<StoreKey> full(16), digests(16);
+  chain_transfer_keys(7, 4, scope, extras, t.data(), 16, full.data());
+  chain_transfer_digests(4, scope, extras, t.data(), 16, digests.data());
+  for (size_t b = 0; b < 16; ++b) {
+    EXPECT_EQ(digests[b].digest, full[b].digest) << b;
+    EXPECT_EQ(digests[b].hash, 0u) << b;
+  }
+}
+
 TEST(TransferKeys, BlobRoundTripsAndEveryFlippedByteIsRefused) {
   const std::vector<int32_t> t = seq(10, 12);
   const TransferKeys k = keys_of(t, 4, 0x1234);

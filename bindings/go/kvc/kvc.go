@@ -474,41 +474,41 @@ typedef long long swig_type_444;
 typedef _gostring_ swig_type_445;
 typedef long long swig_type_446;
 typedef _gostring_ swig_type_447;
-typedef _gostring_ swig_type_448;
-typedef _gostring_ swig_type_449;
-typedef _gostring_ swig_type_450;
+typedef long long swig_type_448;
+typedef long long swig_type_449;
+typedef long long swig_type_450;
 typedef long long swig_type_451;
 typedef long long swig_type_452;
-typedef _gostring_ swig_type_453;
+typedef long long swig_type_453;
 typedef long long swig_type_454;
 typedef long long swig_type_455;
-typedef _gostring_ swig_type_456;
-typedef _gostring_ swig_type_457;
-typedef _gostring_ swig_type_458;
-typedef _gostring_ swig_type_459;
-typedef _gostring_ swig_type_460;
+typedef long long swig_type_456;
+typedef long long swig_type_457;
+typedef long long swig_type_458;
+typedef long long swig_type_459;
+typedef long long swig_type_460;
 typedef long long swig_type_461;
-typedef long long swig_type_462;
-typedef long long swig_type_463;
+typedef _gostring_ swig_type_462;
+typedef _gostring_ swig_type_463;
 typedef long long swig_type_464;
-typedef long long swig_type_465;
-typedef long long swig_type_466;
-typedef long long swig_type_467;
+typedef _gostring_ swig_type_465;
+typedef _gostring_ swig_type_466;
+typedef _gostring_ swig_type_467;
 typedef long long swig_type_468;
 typedef long long swig_type_469;
-typedef long long swig_type_470;
+typedef _gostring_ swig_type_470;
 typedef long long swig_type_471;
 typedef long long swig_type_472;
-typedef long long swig_type_473;
-typedef long long swig_type_474;
-typedef long long swig_type_475;
-typedef long long swig_type_476;
+typedef _gostring_ swig_type_473;
+typedef _gostring_ swig_type_474;
+typedef _gostring_ swig_type_475;
+typedef _gostring_ swig_type_476;
 typedef _gostring_ swig_type_477;
-typedef _gostring_ swig_type_478;
+typedef long long swig_type_478;
 typedef long long swig_type_479;
-typedef _gostring_ swig_type_480;
-typedef _gostring_ swig_type_481;
-typedef _gostring_ swig_type_482;
+typedef long long swig_type_480;
+typedef long long swig_type_481;
+typedef long long swig_type_482;
 typedef long long swig_type_483;
 typedef long long swig_type_484;
 typedef long long swig_type_485;
@@ -520,14 +520,14 @@ typedef long long swig_type_490;
 typedef long long swig_type_491;
 typedef long long swig_type_492;
 typedef long long swig_type_493;
-typedef long long swig_type_494;
-typedef long long swig_type_495;
+typedef _gostring_ swig_type_494;
+typedef _gostring_ swig_type_495;
 typedef long long swig_type_496;
-typedef long long swig_type_497;
-typedef long long swig_type_498;
-typedef long long swig_type_499;
+typedef _gostring_ swig_type_497;
+typedef _gostring_ swig_type_498;
+typedef _gostring_ swig_type_499;
 typedef long long swig_type_500;
-typedef _gostring_ swig_type_501;
+typedef long long swig_type_501;
 typedef long long swig_type_502;
 typedef long long swig_type_503;
 typedef long long swig_type_504;
@@ -536,18 +536,35 @@ typedef long long swig_type_506;
 typedef long long swig_type_507;
 typedef long long swig_type_508;
 typedef long long swig_type_509;
-typedef _gostring_ swig_type_510;
-typedef _gostring_ swig_type_511;
+typedef long long swig_type_510;
+typedef long long swig_type_511;
 typedef long long swig_type_512;
 typedef long long swig_type_513;
 typedef long long swig_type_514;
 typedef long long swig_type_515;
 typedef long long swig_type_516;
 typedef long long swig_type_517;
-typedef long long swig_type_518;
+typedef _gostring_ swig_type_518;
 typedef long long swig_type_519;
 typedef long long swig_type_520;
 typedef long long swig_type_521;
+typedef long long swig_type_522;
+typedef long long swig_type_523;
+typedef long long swig_type_524;
+typedef long long swig_type_525;
+typedef long long swig_type_526;
+typedef _gostring_ swig_type_527;
+typedef _gostring_ swig_type_528;
+typedef long long swig_type_529;
+typedef long long swig_type_530;
+typedef long long swig_type_531;
+typedef long long swig_type_532;
+typedef long long swig_type_533;
+typedef long long swig_type_534;
+typedef long long swig_type_535;
+typedef long long swig_type_536;
+typedef long long swig_type_537;
+typedef long long swig_type_538;
 extern void _wrap_Swig_free_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_kvc_0044c4030100e529(swig_intgo arg1);
 extern swig_intgo _wrap_KVC_OK_kvc_0044c4030100e529(void);
@@ -1432,6 +1449,45 @@ extern swig_type_443 _wrap_kvc_import_block_ids_kvc_0044c4030100e529(uintptr_t a
 extern swig_type_445 _wrap_kvc_import_complete_kvc_0044c4030100e529(uintptr_t arg1, swig_type_446 arg2);
 extern swig_type_447 _wrap_kvc_import_abort_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_import_destroy_kvc_0044c4030100e529(uintptr_t arg1);
+extern swig_intgo _wrap_KVC_SHARE_HANDLE_POSIX_FD_kvc_0044c4030100e529(void);
+extern void _wrap_kvc_pool_share_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_pool_share_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_pool_share_t_device_ordinal_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_pool_share_t_device_ordinal_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_pool_share_t_rank_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_pool_share_t_rank_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_pool_share_t_pool_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_pool_share_t_pool_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_pool_share_t_handle_type_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_pool_share_t_handle_type_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_pool_share_t_reserved_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_pool_share_t_reserved_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_pool_share_t_num_chunks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_448 arg2);
+extern swig_type_449 _wrap_kvc_pool_share_t_num_chunks_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_pool_share_t_granularity_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_450 arg2);
+extern swig_type_451 _wrap_kvc_pool_share_t_granularity_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_pool_share_t_reserved_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_452 arg2);
+extern swig_type_453 _wrap_kvc_pool_share_t_reserved_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_pool_share_t_mapped_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_454 arg2);
+extern swig_type_455 _wrap_kvc_pool_share_t_mapped_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_pool_share_t_kvc_0044c4030100e529(void);
+extern void _wrap_delete_kvc_pool_share_t_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_pool_share_init_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_share_chunk_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_share_chunk_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_share_chunk_t_fd_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_share_chunk_t_fd_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_share_chunk_t_index_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_456 arg2);
+extern swig_type_457 _wrap_kvc_share_chunk_t_index_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_share_chunk_t_offset_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_458 arg2);
+extern swig_type_459 _wrap_kvc_share_chunk_t_offset_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_share_chunk_t_size_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_460 arg2);
+extern swig_type_461 _wrap_kvc_share_chunk_t_size_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_share_chunk_t_kvc_0044c4030100e529(void);
+extern void _wrap_delete_kvc_share_chunk_t_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_share_chunk_init_kvc_0044c4030100e529(uintptr_t arg1);
+extern swig_type_462 _wrap_kvc_cache_describe_pool_share_kvc_0044c4030100e529(uintptr_t arg1, int arg2, int arg3, uintptr_t arg4);
+extern swig_type_463 _wrap_kvc_cache_export_pool_chunk_kvc_0044c4030100e529(uintptr_t arg1, int arg2, int arg3, swig_type_464 arg4, uintptr_t arg5);
 extern swig_intgo _wrap_KVC_RESOURCE_SSM_kvc_0044c4030100e529(void);
 extern swig_intgo _wrap_KVC_RESOURCE_CONV_kvc_0044c4030100e529(void);
 extern swig_intgo _wrap_KVC_RESOURCE_GENERIC_kvc_0044c4030100e529(void);
@@ -1441,13 +1497,13 @@ extern swig_intgo _wrap_KVC_RESOURCE_REASON_SSM_SHAPE_DIFFERS_kvc_0044c4030100e5
 extern swig_intgo _wrap_KVC_RESOURCE_REASON_NO_SSM_kvc_0044c4030100e529(void);
 extern swig_intgo _wrap_KVC_RESOURCE_REASON_N_GROUPS_kvc_0044c4030100e529(void);
 extern swig_intgo _wrap_KVC_RESOURCE_REASON_CONV_SHAPE_DIFFERS_kvc_0044c4030100e529(void);
-extern swig_type_448 _wrap_kvc_config_add_ssm_state_kvc_0044c4030100e529(uintptr_t arg1, int arg2, int arg3, int arg4, int arg5, swig_voidp arg6);
-extern swig_type_449 _wrap_kvc_config_add_conv_state_kvc_0044c4030100e529(uintptr_t arg1, int arg2, int arg3, int arg4, swig_voidp arg5);
-extern swig_type_450 _wrap_kvc_config_add_generic_state_kvc_0044c4030100e529(uintptr_t arg1, swig_type_451 arg2, swig_type_452 arg3, swig_voidp arg4);
-extern swig_type_453 _wrap_kvc_config_add_unpaged_resource_kvc_0044c4030100e529(uintptr_t arg1, swig_type_454 arg2, swig_type_455 arg3, swig_voidp arg4);
-extern swig_type_456 _wrap_kvc_config_get_num_resources_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_457 _wrap_kvc_config_set_max_state_slots_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern swig_type_458 _wrap_kvc_config_get_max_state_slots_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_465 _wrap_kvc_config_add_ssm_state_kvc_0044c4030100e529(uintptr_t arg1, int arg2, int arg3, int arg4, int arg5, swig_voidp arg6);
+extern swig_type_466 _wrap_kvc_config_add_conv_state_kvc_0044c4030100e529(uintptr_t arg1, int arg2, int arg3, int arg4, swig_voidp arg5);
+extern swig_type_467 _wrap_kvc_config_add_generic_state_kvc_0044c4030100e529(uintptr_t arg1, swig_type_468 arg2, swig_type_469 arg3, swig_voidp arg4);
+extern swig_type_470 _wrap_kvc_config_add_unpaged_resource_kvc_0044c4030100e529(uintptr_t arg1, swig_type_471 arg2, swig_type_472 arg3, swig_voidp arg4);
+extern swig_type_473 _wrap_kvc_config_get_num_resources_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_474 _wrap_kvc_config_set_max_state_slots_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern swig_type_475 _wrap_kvc_config_get_max_state_slots_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_kvc_resource_desc_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_resource_desc_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_resource_desc_t_kind_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
@@ -1456,8 +1512,8 @@ extern void _wrap_kvc_resource_desc_t_managed_set_kvc_0044c4030100e529(uintptr_t
 extern int _wrap_kvc_resource_desc_t_managed_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_resource_desc_t_reason_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_resource_desc_t_reason_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_reason_text_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_459 arg2);
-extern swig_type_460 _wrap_kvc_resource_desc_t_reason_text_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_reason_text_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_476 arg2);
+extern swig_type_477 _wrap_kvc_resource_desc_t_reason_text_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_resource_desc_t_dtype_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_resource_desc_t_dtype_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_resource_desc_t_num_heads_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
@@ -1476,32 +1532,32 @@ extern void _wrap_kvc_resource_desc_t_num_slots_set_kvc_0044c4030100e529(uintptr
 extern int _wrap_kvc_resource_desc_t_num_slots_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_resource_desc_t_slots_used_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_resource_desc_t_slots_used_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_bytes_per_token_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_461 arg2);
-extern swig_type_462 _wrap_kvc_resource_desc_t_bytes_per_token_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_max_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_463 arg2);
-extern swig_type_464 _wrap_kvc_resource_desc_t_max_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_alignment_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_465 arg2);
-extern swig_type_466 _wrap_kvc_resource_desc_t_alignment_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_slot_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_467 arg2);
-extern swig_type_468 _wrap_kvc_resource_desc_t_slot_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_slot_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_469 arg2);
-extern swig_type_470 _wrap_kvc_resource_desc_t_slot_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_stride0_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_471 arg2);
-extern swig_type_472 _wrap_kvc_resource_desc_t_stride0_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_stride1_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_473 arg2);
-extern swig_type_474 _wrap_kvc_resource_desc_t_stride1_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_stride2_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_475 arg2);
-extern swig_type_476 _wrap_kvc_resource_desc_t_stride2_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_bytes_per_token_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_478 arg2);
+extern swig_type_479 _wrap_kvc_resource_desc_t_bytes_per_token_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_max_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_480 arg2);
+extern swig_type_481 _wrap_kvc_resource_desc_t_max_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_alignment_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_482 arg2);
+extern swig_type_483 _wrap_kvc_resource_desc_t_alignment_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_slot_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_484 arg2);
+extern swig_type_485 _wrap_kvc_resource_desc_t_slot_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_slot_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_486 arg2);
+extern swig_type_487 _wrap_kvc_resource_desc_t_slot_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_stride0_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_488 arg2);
+extern swig_type_489 _wrap_kvc_resource_desc_t_stride0_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_stride1_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_490 arg2);
+extern swig_type_491 _wrap_kvc_resource_desc_t_stride1_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_stride2_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_492 arg2);
+extern swig_type_493 _wrap_kvc_resource_desc_t_stride2_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_resource_desc_t_base_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_resource_desc_t_base_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_resource_desc_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_resource_desc_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_resource_desc_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_477 _wrap_kvc_cache_describe_resource_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern swig_type_478 _wrap_kvc_batch_state_slots_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_479 arg3, int arg4, swig_voidp arg5);
-extern swig_type_480 _wrap_kvc_config_set_max_state_snapshots_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern swig_type_481 _wrap_kvc_config_get_max_state_snapshots_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_482 _wrap_kvc_sequence_publish_state_kvc_0044c4030100e529(uintptr_t arg1, swig_type_483 arg2, swig_type_484 arg3, uintptr_t arg4);
+extern swig_type_494 _wrap_kvc_cache_describe_resource_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_495 _wrap_kvc_batch_state_slots_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_496 arg3, int arg4, swig_voidp arg5);
+extern swig_type_497 _wrap_kvc_config_set_max_state_snapshots_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern swig_type_498 _wrap_kvc_config_get_max_state_snapshots_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_499 _wrap_kvc_sequence_publish_state_kvc_0044c4030100e529(uintptr_t arg1, swig_type_500 arg2, swig_type_501 arg3, uintptr_t arg4);
 extern void _wrap_kvc_snapshot_stats_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_snapshot_stats_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_snapshot_stats_t_num_slots_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
@@ -1510,41 +1566,41 @@ extern void _wrap_kvc_snapshot_stats_t_slots_used_set_kvc_0044c4030100e529(uintp
 extern int _wrap_kvc_snapshot_stats_t_slots_used_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_snapshot_stats_t_reserved_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_snapshot_stats_t_reserved_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_bytes_per_snapshot_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_485 arg2);
-extern swig_type_486 _wrap_kvc_snapshot_stats_t_bytes_per_snapshot_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_487 arg2);
-extern swig_type_488 _wrap_kvc_snapshot_stats_t_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_published_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_489 arg2);
-extern swig_type_490 _wrap_kvc_snapshot_stats_t_published_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_hits_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_491 arg2);
-extern swig_type_492 _wrap_kvc_snapshot_stats_t_hits_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_hit_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_493 arg2);
-extern swig_type_494 _wrap_kvc_snapshot_stats_t_hit_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_restores_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_495 arg2);
-extern swig_type_496 _wrap_kvc_snapshot_stats_t_restores_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_evicted_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_497 arg2);
-extern swig_type_498 _wrap_kvc_snapshot_stats_t_evicted_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_dropped_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_499 arg2);
-extern swig_type_500 _wrap_kvc_snapshot_stats_t_dropped_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_bytes_per_snapshot_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_502 arg2);
+extern swig_type_503 _wrap_kvc_snapshot_stats_t_bytes_per_snapshot_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_504 arg2);
+extern swig_type_505 _wrap_kvc_snapshot_stats_t_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_published_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_506 arg2);
+extern swig_type_507 _wrap_kvc_snapshot_stats_t_published_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_hits_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_508 arg2);
+extern swig_type_509 _wrap_kvc_snapshot_stats_t_hits_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_hit_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_510 arg2);
+extern swig_type_511 _wrap_kvc_snapshot_stats_t_hit_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_restores_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_512 arg2);
+extern swig_type_513 _wrap_kvc_snapshot_stats_t_restores_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_evicted_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_514 arg2);
+extern swig_type_515 _wrap_kvc_snapshot_stats_t_evicted_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_dropped_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_516 arg2);
+extern swig_type_517 _wrap_kvc_snapshot_stats_t_dropped_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_snapshot_stats_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_snapshot_stats_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_snapshot_stats_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_501 _wrap_kvc_cache_get_snapshot_stats_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvcgo_buffer_new_kvc_0044c4030100e529(swig_voidp arg1, swig_type_502 arg2);
+extern swig_type_518 _wrap_kvc_cache_get_snapshot_stats_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvcgo_buffer_new_kvc_0044c4030100e529(swig_voidp arg1, swig_type_519 arg2);
 extern void _wrap_kvcgo_buffer_free_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvcgo_buffer_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_503 arg3);
-extern swig_type_504 _wrap_kvcgo_cstring_length_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvcgo_buffer_write_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_505 arg3);
-extern void _wrap_kvcgo_extra_key_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_506 arg2, swig_type_507 arg3, swig_type_508 arg4, uintptr_t arg5, swig_type_509 arg6);
-extern swig_type_510 _wrap_kvcgo_cache_async_error_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_511 _wrap_kvcgo_stateful_async_error_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_512 _wrap_kvcgo_extra_key_size_kvc_0044c4030100e529(void);
-extern void _wrap_kvcgo_retention_range_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_513 arg2, swig_type_514 arg3, swig_type_515 arg4, int arg5, swig_type_516 arg6);
-extern swig_type_517 _wrap_kvcgo_retention_range_size_kvc_0044c4030100e529(void);
-extern swig_type_518 _wrap_kvcgo_event_size_kvc_0044c4030100e529(void);
-extern swig_type_519 _wrap_kvcgo_snapshot_entry_size_kvc_0044c4030100e529(void);
-extern void _wrap_kvcgo_events_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_520 arg3);
-extern void _wrap_kvcgo_snapshot_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_521 arg3);
+extern void _wrap_kvcgo_buffer_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_520 arg3);
+extern swig_type_521 _wrap_kvcgo_cstring_length_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvcgo_buffer_write_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_522 arg3);
+extern void _wrap_kvcgo_extra_key_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_523 arg2, swig_type_524 arg3, swig_type_525 arg4, uintptr_t arg5, swig_type_526 arg6);
+extern swig_type_527 _wrap_kvcgo_cache_async_error_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_528 _wrap_kvcgo_stateful_async_error_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_529 _wrap_kvcgo_extra_key_size_kvc_0044c4030100e529(void);
+extern void _wrap_kvcgo_retention_range_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_530 arg2, swig_type_531 arg3, swig_type_532 arg4, int arg5, swig_type_533 arg6);
+extern swig_type_534 _wrap_kvcgo_retention_range_size_kvc_0044c4030100e529(void);
+extern swig_type_535 _wrap_kvcgo_event_size_kvc_0044c4030100e529(void);
+extern swig_type_536 _wrap_kvcgo_snapshot_entry_size_kvc_0044c4030100e529(void);
+extern void _wrap_kvcgo_events_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_537 arg3);
+extern void _wrap_kvcgo_snapshot_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_538 arg3);
 #undef intgo
 */
 import "C"
@@ -9051,6 +9107,326 @@ func Kvc_import_destroy(arg1 Import) {
 	C._wrap_kvc_import_destroy_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
 }
 
+func _swig_getKVC_SHARE_HANDLE_POSIX_FD() (_swig_ret int) {
+	var swig_r int
+	swig_r = (int)(C._wrap_KVC_SHARE_HANDLE_POSIX_FD_kvc_0044c4030100e529())
+	return swig_r
+}
+
+var KVC_SHARE_HANDLE_POSIX_FD int = _swig_getKVC_SHARE_HANDLE_POSIX_FD()
+
+type SwigcptrKvc_pool_share_t uintptr
+
+func (p SwigcptrKvc_pool_share_t) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrKvc_pool_share_t) SwigIsKvc_pool_share_t() {
+}
+
+func (arg1 SwigcptrKvc_pool_share_t) SetStruct_size(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_pool_share_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_pool_share_t) GetStruct_size() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_pool_share_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_pool_share_t) SetDevice_ordinal(arg2 int32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_pool_share_t_device_ordinal_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_pool_share_t) GetDevice_ordinal() (_swig_ret int32) {
+	var swig_r int32
+	_swig_i_0 := arg1
+	swig_r = (int32)(C._wrap_kvc_pool_share_t_device_ordinal_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_pool_share_t) SetRank(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_pool_share_t_rank_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_pool_share_t) GetRank() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_pool_share_t_rank_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_pool_share_t) SetPool(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_pool_share_t_pool_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_pool_share_t) GetPool() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_pool_share_t_pool_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_pool_share_t) SetHandle_type(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_pool_share_t_handle_type_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_pool_share_t) GetHandle_type() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_pool_share_t_handle_type_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_pool_share_t) SetReserved(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_pool_share_t_reserved_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_pool_share_t) GetReserved() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_pool_share_t_reserved_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_pool_share_t) SetNum_chunks(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_pool_share_t_num_chunks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_448(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_pool_share_t) GetNum_chunks() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_pool_share_t_num_chunks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_pool_share_t) SetGranularity(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_pool_share_t_granularity_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_450(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_pool_share_t) GetGranularity() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_pool_share_t_granularity_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_pool_share_t) SetReserved_bytes(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_pool_share_t_reserved_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_452(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_pool_share_t) GetReserved_bytes() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_pool_share_t_reserved_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_pool_share_t) SetMapped_bytes(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_pool_share_t_mapped_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_454(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_pool_share_t) GetMapped_bytes() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_pool_share_t_mapped_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewKvc_pool_share_t() (_swig_ret Kvc_pool_share_t) {
+	var swig_r Kvc_pool_share_t
+	swig_r = (Kvc_pool_share_t)(SwigcptrKvc_pool_share_t(C._wrap_new_kvc_pool_share_t_kvc_0044c4030100e529()))
+	return swig_r
+}
+
+func DeleteKvc_pool_share_t(arg1 Kvc_pool_share_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_kvc_pool_share_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+}
+
+type Kvc_pool_share_t interface {
+	Swigcptr() uintptr
+	SwigIsKvc_pool_share_t()
+	SetStruct_size(arg2 uint32)
+	GetStruct_size() (_swig_ret uint32)
+	SetDevice_ordinal(arg2 int32)
+	GetDevice_ordinal() (_swig_ret int32)
+	SetRank(arg2 uint32)
+	GetRank() (_swig_ret uint32)
+	SetPool(arg2 uint32)
+	GetPool() (_swig_ret uint32)
+	SetHandle_type(arg2 uint32)
+	GetHandle_type() (_swig_ret uint32)
+	SetReserved(arg2 uint32)
+	GetReserved() (_swig_ret uint32)
+	SetNum_chunks(arg2 uint64)
+	GetNum_chunks() (_swig_ret uint64)
+	SetGranularity(arg2 uint64)
+	GetGranularity() (_swig_ret uint64)
+	SetReserved_bytes(arg2 uint64)
+	GetReserved_bytes() (_swig_ret uint64)
+	SetMapped_bytes(arg2 uint64)
+	GetMapped_bytes() (_swig_ret uint64)
+}
+
+func Kvc_pool_share_init(arg1 Kvc_pool_share_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_kvc_pool_share_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+}
+
+type SwigcptrKvc_share_chunk_t uintptr
+
+func (p SwigcptrKvc_share_chunk_t) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrKvc_share_chunk_t) SwigIsKvc_share_chunk_t() {
+}
+
+func (arg1 SwigcptrKvc_share_chunk_t) SetStruct_size(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_share_chunk_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_share_chunk_t) GetStruct_size() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_share_chunk_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_share_chunk_t) SetFd(arg2 int32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_share_chunk_t_fd_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_share_chunk_t) GetFd() (_swig_ret int32) {
+	var swig_r int32
+	_swig_i_0 := arg1
+	swig_r = (int32)(C._wrap_kvc_share_chunk_t_fd_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_share_chunk_t) SetIndex(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_share_chunk_t_index_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_456(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_share_chunk_t) GetIndex() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_share_chunk_t_index_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_share_chunk_t) SetOffset(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_share_chunk_t_offset_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_458(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_share_chunk_t) GetOffset() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_share_chunk_t_offset_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_share_chunk_t) SetSize(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_share_chunk_t_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_460(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_share_chunk_t) GetSize() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_share_chunk_t_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewKvc_share_chunk_t() (_swig_ret Kvc_share_chunk_t) {
+	var swig_r Kvc_share_chunk_t
+	swig_r = (Kvc_share_chunk_t)(SwigcptrKvc_share_chunk_t(C._wrap_new_kvc_share_chunk_t_kvc_0044c4030100e529()))
+	return swig_r
+}
+
+func DeleteKvc_share_chunk_t(arg1 Kvc_share_chunk_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_kvc_share_chunk_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+}
+
+type Kvc_share_chunk_t interface {
+	Swigcptr() uintptr
+	SwigIsKvc_share_chunk_t()
+	SetStruct_size(arg2 uint32)
+	GetStruct_size() (_swig_ret uint32)
+	SetFd(arg2 int32)
+	GetFd() (_swig_ret int32)
+	SetIndex(arg2 uint64)
+	GetIndex() (_swig_ret uint64)
+	SetOffset(arg2 uint64)
+	GetOffset() (_swig_ret uint64)
+	SetSize(arg2 uint64)
+	GetSize() (_swig_ret uint64)
+}
+
+func Kvc_share_chunk_init(arg1 Kvc_share_chunk_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_kvc_share_chunk_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+}
+
+func Kvc_cache_describe_pool_share(arg1 Cache, arg2 uint32, arg3 uint32, arg4 Kvc_pool_share_t) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := getSwigcptr(arg4)
+	swig_r_p := C._wrap_kvc_cache_describe_pool_share_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+func Kvc_cache_export_pool_chunk(arg1 Cache, arg2 uint32, arg3 uint32, arg4 uint64, arg5 Kvc_share_chunk_t) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := getSwigcptr(arg5)
+	swig_r_p := C._wrap_kvc_cache_export_pool_chunk_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2), C.swig_type_464(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
 type Enum_SS_kvc_resource_kind int
 
 func _swig_getKVC_RESOURCE_SSM() (_swig_ret Enum_SS_kvc_resource_kind) {
@@ -9165,7 +9541,7 @@ func Kvc_config_add_generic_state(arg1 Config, arg2 uint64, arg3 uint64, arg4 *u
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_config_add_generic_state_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_451(_swig_i_1), C.swig_type_452(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_config_add_generic_state_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_468(_swig_i_1), C.swig_type_469(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9178,7 +9554,7 @@ func Kvc_config_add_unpaged_resource(arg1 Config, arg2 uint64, arg3 uint64, arg4
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_config_add_unpaged_resource_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_454(_swig_i_1), C.swig_type_455(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_config_add_unpaged_resource_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_471(_swig_i_1), C.swig_type_472(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9282,7 +9658,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetReason() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetReason_text(arg2 string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_reason_text_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), *(*C.swig_type_459)(unsafe.Pointer(&_swig_i_1)))
+	C._wrap_kvc_resource_desc_t_reason_text_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), *(*C.swig_type_476)(unsafe.Pointer(&_swig_i_1)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -9418,7 +9794,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetSlots_used() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetBytes_per_token(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_bytes_per_token_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_461(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_bytes_per_token_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_478(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetBytes_per_token() (_swig_ret uint64) {
@@ -9431,7 +9807,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetBytes_per_token() (_swig_ret uint64) 
 func (arg1 SwigcptrKvc_resource_desc_t) SetMax_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_max_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_463(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_max_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_480(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetMax_tokens() (_swig_ret uint64) {
@@ -9444,7 +9820,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetMax_tokens() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetAlignment(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_alignment_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_465(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_alignment_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_482(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetAlignment() (_swig_ret uint64) {
@@ -9457,7 +9833,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetAlignment() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetSlot_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_slot_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_467(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_slot_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_484(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetSlot_bytes() (_swig_ret uint64) {
@@ -9470,7 +9846,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetSlot_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetSlot_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_slot_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_469(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_slot_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_486(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetSlot_stride() (_swig_ret uint64) {
@@ -9483,7 +9859,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetSlot_stride() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetStride0(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_stride0_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_471(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_stride0_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_488(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetStride0() (_swig_ret uint64) {
@@ -9496,7 +9872,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetStride0() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetStride1(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_stride1_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_473(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_stride1_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_490(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetStride1() (_swig_ret uint64) {
@@ -9509,7 +9885,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetStride1() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetStride2(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_stride2_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_475(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_stride2_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_492(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetStride2() (_swig_ret uint64) {
@@ -9618,7 +9994,7 @@ func Kvc_batch_state_slots(arg1 Cache, arg2 *uint64, arg3 uint64, arg4 uint32, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_batch_state_slots_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_479(_swig_i_2), C.int(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvc_batch_state_slots_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_496(_swig_i_2), C.int(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9653,7 +10029,7 @@ func Kvc_sequence_publish_state(arg1 Cache, arg2 uint64, arg3 uint64, arg4 uintp
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_sequence_publish_state_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_483(_swig_i_1), C.swig_type_484(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_kvc_sequence_publish_state_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_500(_swig_i_1), C.swig_type_501(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9724,7 +10100,7 @@ func (arg1 SwigcptrKvc_snapshot_stats_t) GetReserved() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetBytes_per_snapshot(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_bytes_per_snapshot_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_485(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_bytes_per_snapshot_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_502(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetBytes_per_snapshot() (_swig_ret uint64) {
@@ -9737,7 +10113,7 @@ func (arg1 SwigcptrKvc_snapshot_stats_t) GetBytes_per_snapshot() (_swig_ret uint
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetBytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_487(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_504(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetBytes() (_swig_ret uint64) {
@@ -9750,7 +10126,7 @@ func (arg1 SwigcptrKvc_snapshot_stats_t) GetBytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetPublished(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_published_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_489(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_published_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_506(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetPublished() (_swig_ret uint64) {
@@ -9763,7 +10139,7 @@ func (arg1 SwigcptrKvc_snapshot_stats_t) GetPublished() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetHits(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_hits_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_491(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_hits_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_508(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetHits() (_swig_ret uint64) {
@@ -9776,7 +10152,7 @@ func (arg1 SwigcptrKvc_snapshot_stats_t) GetHits() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetHit_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_hit_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_493(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_hit_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_510(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetHit_tokens() (_swig_ret uint64) {
@@ -9789,7 +10165,7 @@ func (arg1 SwigcptrKvc_snapshot_stats_t) GetHit_tokens() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetRestores(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_restores_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_495(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_restores_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_512(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetRestores() (_swig_ret uint64) {
@@ -9802,7 +10178,7 @@ func (arg1 SwigcptrKvc_snapshot_stats_t) GetRestores() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetEvicted(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_evicted_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_497(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_evicted_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_514(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetEvicted() (_swig_ret uint64) {
@@ -9815,7 +10191,7 @@ func (arg1 SwigcptrKvc_snapshot_stats_t) GetEvicted() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetDropped(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_dropped_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_499(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_dropped_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_516(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetDropped() (_swig_ret uint64) {
@@ -9885,7 +10261,7 @@ func Kvcgo_buffer_new(arg1 *byte, arg2 uint64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (uintptr)(C._wrap_kvcgo_buffer_new_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.swig_type_502(_swig_i_1)))
+	swig_r = (uintptr)(C._wrap_kvcgo_buffer_new_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.swig_type_519(_swig_i_1)))
 	return swig_r
 }
 
@@ -9898,7 +10274,7 @@ func Kvcgo_buffer_read(arg1 *byte, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_buffer_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_503(_swig_i_2))
+	C._wrap_kvcgo_buffer_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_520(_swig_i_2))
 }
 
 func Kvcgo_cstring_length(arg1 uintptr) (_swig_ret uint64) {
@@ -9912,7 +10288,7 @@ func Kvcgo_buffer_write(arg1 uintptr, arg2 *byte, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_buffer_write_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_505(_swig_i_2))
+	C._wrap_kvcgo_buffer_write_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_522(_swig_i_2))
 }
 
 func Kvcgo_extra_key_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, arg5 uintptr, arg6 uint64) {
@@ -9922,7 +10298,7 @@ func Kvcgo_extra_key_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_kvcgo_extra_key_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_506(_swig_i_1), C.swig_type_507(_swig_i_2), C.swig_type_508(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_509(_swig_i_5))
+	C._wrap_kvcgo_extra_key_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_523(_swig_i_1), C.swig_type_524(_swig_i_2), C.swig_type_525(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_526(_swig_i_5))
 }
 
 func Kvcgo_cache_async_error(arg1 Cache, arg2 uintptr, arg3 *bool) (_swig_ret error) {
@@ -9962,7 +10338,7 @@ func Kvcgo_retention_range_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_kvcgo_retention_range_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_513(_swig_i_1), C.swig_type_514(_swig_i_2), C.swig_type_515(_swig_i_3), C.int(_swig_i_4), C.swig_type_516(_swig_i_5))
+	C._wrap_kvcgo_retention_range_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_530(_swig_i_1), C.swig_type_531(_swig_i_2), C.swig_type_532(_swig_i_3), C.int(_swig_i_4), C.swig_type_533(_swig_i_5))
 }
 
 func Kvcgo_retention_range_size() (_swig_ret uint64) {
@@ -9987,12 +10363,12 @@ func Kvcgo_events_read(arg1 *uint64, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_events_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_520(_swig_i_2))
+	C._wrap_kvcgo_events_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_537(_swig_i_2))
 }
 
 func Kvcgo_snapshot_read(arg1 *uint64, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_snapshot_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_521(_swig_i_2))
+	C._wrap_kvcgo_snapshot_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_538(_swig_i_2))
 }

@@ -11744,6 +11744,495 @@ void _wrap_kvc_import_destroy_kvc_0044c4030100e529(kvc_import_t *_swig_go_0) {
 }
 
 
+intgo _wrap_KVC_SHARE_HANDLE_POSIX_FD_kvc_0044c4030100e529() {
+  int result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_SHARE_HANDLE_POSIX_FD;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_pool_share_t_struct_size_set_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0, int _swig_go_1) {
+  struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_pool_share **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_pool_share_t_struct_size_get_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0) {
+  struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_pool_share **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_pool_share_t_device_ordinal_set_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0, int _swig_go_1) {
+  struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct kvc_pool_share **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->device_ordinal = arg2;
+  
+}
+
+
+int _wrap_kvc_pool_share_t_device_ordinal_get_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0) {
+  struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
+  int32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_pool_share **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->device_ordinal);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_pool_share_t_rank_set_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0, int _swig_go_1) {
+  struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_pool_share **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->rank = arg2;
+  
+}
+
+
+int _wrap_kvc_pool_share_t_rank_get_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0) {
+  struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_pool_share **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->rank);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_pool_share_t_pool_set_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0, int _swig_go_1) {
+  struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_pool_share **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->pool = arg2;
+  
+}
+
+
+int _wrap_kvc_pool_share_t_pool_get_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0) {
+  struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_pool_share **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->pool);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_pool_share_t_handle_type_set_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0, int _swig_go_1) {
+  struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
+  kvc_share_handle_t arg2 ;
+  
+  arg1 = *(struct kvc_pool_share **)&_swig_go_0; 
+  arg2 = (kvc_share_handle_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->handle_type = arg2;
+  
+}
+
+
+int _wrap_kvc_pool_share_t_handle_type_get_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0) {
+  struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
+  kvc_share_handle_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_pool_share **)&_swig_go_0; 
+  
+  result = (kvc_share_handle_t) ((arg1)->handle_type);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_pool_share_t_reserved_set_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0, int _swig_go_1) {
+  struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_pool_share **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->reserved = arg2;
+  
+}
+
+
+int _wrap_kvc_pool_share_t_reserved_get_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0) {
+  struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_pool_share **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->reserved);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_pool_share_t_num_chunks_set_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0, long long _swig_go_1) {
+  struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_pool_share **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_chunks = arg2;
+  
+}
+
+
+long long _wrap_kvc_pool_share_t_num_chunks_get_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0) {
+  struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_pool_share **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->num_chunks);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_pool_share_t_granularity_set_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0, long long _swig_go_1) {
+  struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_pool_share **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->granularity = arg2;
+  
+}
+
+
+long long _wrap_kvc_pool_share_t_granularity_get_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0) {
+  struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_pool_share **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->granularity);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_pool_share_t_reserved_bytes_set_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0, long long _swig_go_1) {
+  struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_pool_share **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->reserved_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_pool_share_t_reserved_bytes_get_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0) {
+  struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_pool_share **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->reserved_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_pool_share_t_mapped_bytes_set_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0, long long _swig_go_1) {
+  struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_pool_share **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->mapped_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_pool_share_t_mapped_bytes_get_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0) {
+  struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_pool_share **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->mapped_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_pool_share *_wrap_new_kvc_pool_share_t_kvc_0044c4030100e529() {
+  struct kvc_pool_share *result = 0 ;
+  struct kvc_pool_share *_swig_go_result;
+  
+  
+  result = (struct kvc_pool_share *)calloc(1, sizeof(struct kvc_pool_share));
+  *(struct kvc_pool_share **)&_swig_go_result = (struct kvc_pool_share *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_pool_share_t_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0) {
+  struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
+  
+  arg1 = *(struct kvc_pool_share **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_pool_share_init_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0) {
+  kvc_pool_share_t *arg1 = (kvc_pool_share_t *) 0 ;
+  
+  arg1 = *(kvc_pool_share_t **)&_swig_go_0; 
+  
+  kvc_pool_share_init(arg1);
+  
+}
+
+
+void _wrap_kvc_share_chunk_t_struct_size_set_kvc_0044c4030100e529(struct kvc_share_chunk *_swig_go_0, int _swig_go_1) {
+  struct kvc_share_chunk *arg1 = (struct kvc_share_chunk *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_share_chunk **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_share_chunk_t_struct_size_get_kvc_0044c4030100e529(struct kvc_share_chunk *_swig_go_0) {
+  struct kvc_share_chunk *arg1 = (struct kvc_share_chunk *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_share_chunk **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_share_chunk_t_fd_set_kvc_0044c4030100e529(struct kvc_share_chunk *_swig_go_0, int _swig_go_1) {
+  struct kvc_share_chunk *arg1 = (struct kvc_share_chunk *) 0 ;
+  int32_t arg2 ;
+  
+  arg1 = *(struct kvc_share_chunk **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->fd = arg2;
+  
+}
+
+
+int _wrap_kvc_share_chunk_t_fd_get_kvc_0044c4030100e529(struct kvc_share_chunk *_swig_go_0) {
+  struct kvc_share_chunk *arg1 = (struct kvc_share_chunk *) 0 ;
+  int32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_share_chunk **)&_swig_go_0; 
+  
+  result = (int32_t) ((arg1)->fd);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_share_chunk_t_index_set_kvc_0044c4030100e529(struct kvc_share_chunk *_swig_go_0, long long _swig_go_1) {
+  struct kvc_share_chunk *arg1 = (struct kvc_share_chunk *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_share_chunk **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->index = arg2;
+  
+}
+
+
+long long _wrap_kvc_share_chunk_t_index_get_kvc_0044c4030100e529(struct kvc_share_chunk *_swig_go_0) {
+  struct kvc_share_chunk *arg1 = (struct kvc_share_chunk *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_share_chunk **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->index);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_share_chunk_t_offset_set_kvc_0044c4030100e529(struct kvc_share_chunk *_swig_go_0, long long _swig_go_1) {
+  struct kvc_share_chunk *arg1 = (struct kvc_share_chunk *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_share_chunk **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->offset = arg2;
+  
+}
+
+
+long long _wrap_kvc_share_chunk_t_offset_get_kvc_0044c4030100e529(struct kvc_share_chunk *_swig_go_0) {
+  struct kvc_share_chunk *arg1 = (struct kvc_share_chunk *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_share_chunk **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->offset);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_share_chunk_t_size_set_kvc_0044c4030100e529(struct kvc_share_chunk *_swig_go_0, long long _swig_go_1) {
+  struct kvc_share_chunk *arg1 = (struct kvc_share_chunk *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_share_chunk **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->size = arg2;
+  
+}
+
+
+long long _wrap_kvc_share_chunk_t_size_get_kvc_0044c4030100e529(struct kvc_share_chunk *_swig_go_0) {
+  struct kvc_share_chunk *arg1 = (struct kvc_share_chunk *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_share_chunk **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_share_chunk *_wrap_new_kvc_share_chunk_t_kvc_0044c4030100e529() {
+  struct kvc_share_chunk *result = 0 ;
+  struct kvc_share_chunk *_swig_go_result;
+  
+  
+  result = (struct kvc_share_chunk *)calloc(1, sizeof(struct kvc_share_chunk));
+  *(struct kvc_share_chunk **)&_swig_go_result = (struct kvc_share_chunk *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_share_chunk_t_kvc_0044c4030100e529(struct kvc_share_chunk *_swig_go_0) {
+  struct kvc_share_chunk *arg1 = (struct kvc_share_chunk *) 0 ;
+  
+  arg1 = *(struct kvc_share_chunk **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_share_chunk_init_kvc_0044c4030100e529(struct kvc_share_chunk *_swig_go_0) {
+  kvc_share_chunk_t *arg1 = (kvc_share_chunk_t *) 0 ;
+  
+  arg1 = *(kvc_share_chunk_t **)&_swig_go_0; 
+  
+  kvc_share_chunk_init(arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_cache_describe_pool_share_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, int _swig_go_2, struct kvc_pool_share *_swig_go_3) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint32_t arg2 ;
+  uint32_t arg3 ;
+  kvc_pool_share_t *arg4 = (kvc_pool_share_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  arg3 = (uint32_t)_swig_go_2; 
+  arg4 = *(kvc_pool_share_t **)&_swig_go_3; 
+  
+  result = (kvc_status_t)kvc_cache_describe_pool_share((struct kvc_cache const *)arg1,arg2,arg3,arg4);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_cache_export_pool_chunk_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, int _swig_go_2, long long _swig_go_3, struct kvc_share_chunk *_swig_go_4) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint32_t arg2 ;
+  uint32_t arg3 ;
+  uint64_t arg4 ;
+  kvc_share_chunk_t *arg5 = (kvc_share_chunk_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  arg3 = (uint32_t)_swig_go_2; 
+  arg4 = (uint64_t)_swig_go_3; 
+  arg5 = *(kvc_share_chunk_t **)&_swig_go_4; 
+  
+  result = (kvc_status_t)kvc_cache_export_pool_chunk((struct kvc_cache const *)arg1,arg2,arg3,arg4,arg5);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_KVC_RESOURCE_SSM_kvc_0044c4030100e529() {
   enum kvc_resource_kind result;
   intgo _swig_go_result;

@@ -22,8 +22,8 @@ also holds a model, set one of them. See bindings/python/README.md.
 from ._capi import lib as _lib, library_path
 from ._types import (ALL_ROWS, DEFAULT_PRIORITY, EVENT_NO_TOKENS, RETENTION_OPEN_END,
                      STATEFUL_MAX_BATCH, STATEFUL_MAX_LENGTH, DeviceKind, DType, EventKind,
-                     Feature, GrowthPolicy, Layout, ResourceKind, ResourceReason, Status,
-                     TableFormat, Tier)
+                     Feature, GrowthPolicy, Layout, ResourceKind, ResourceReason, ShareHandle,
+                     Status, TableFormat, Tier)
 from .cache import STATE_ALL, STATE_SNAPSHOTS_NONE, Cache
 from .config import Config
 from .errors import KvCacheError, status_string
@@ -32,7 +32,7 @@ from ._events import Event, Snapshot
 from ._kernels import StoreStrides
 from ._sequences import ExtraKey, RetentionRange, SequenceOptions
 from ._transfer import Export, Import
-from .records import (CacheDescription, CacheStats, CsrTable, GroupDescription, GroupStats, TierStats,
+from .records import (PoolShare, ShareChunk, CacheDescription, CacheStats, CsrTable, GroupDescription, GroupStats, TierStats,
                       LayerView, PoolDescription, ResizePlan, SequenceDescription, SlotMapping,
                       TransferDescription, ResourceDescription, SnapshotStats,
                       SnapshotEntry, StatefulLayerStats, StatefulStats, StatefulView)
@@ -42,6 +42,7 @@ __all__ = ["Cache", "Config", "StatefulCache", "KvCacheError", "Status", "DType"
            "DeviceKind", "TableFormat", "Feature", "GrowthPolicy", "SequenceOptions", "ExtraKey",
            "RetentionRange", "StoreStrides", "DecodeStep", "CacheDescription",
            "GroupDescription", "PoolDescription", "ResizePlan", "LayerView", "SequenceDescription", "Export", "Import",
+           "PoolShare", "ShareChunk", "ShareHandle",
            "TransferDescription", "ResourceDescription", "ResourceKind", "ResourceReason",
            "STATE_ALL", "STATE_SNAPSHOTS_NONE", "SnapshotStats",
            "CacheStats", "GroupStats", "TierStats", "CsrTable", "SlotMapping", "StatefulView", "StatefulStats",

@@ -205,6 +205,10 @@ kvc_status_t kvc_import_block_ids(const kvc_import_t *imp, uint32_t group, int32
 kvc_status_t kvc_import_complete(kvc_import_t *imp, uint64_t blocks_written);
 kvc_status_t kvc_import_abort(kvc_import_t *imp);
 void kvc_import_destroy(kvc_import_t *imp);
+void kvc_pool_share_init(kvc_pool_share_t *share);
+void kvc_share_chunk_init(kvc_share_chunk_t *chunk);
+kvc_status_t kvc_cache_describe_pool_share(const kvc_cache_t *cache, uint32_t rank, uint32_t pool, kvc_pool_share_t *out);
+kvc_status_t kvc_cache_export_pool_chunk(const kvc_cache_t *cache, uint32_t rank, uint32_t pool, uint64_t chunk, kvc_share_chunk_t *out);
 """
 
 # Transparent structs, members in header order.
@@ -247,6 +251,11 @@ STRUCTS = {
     "kvc_transfer_desc_t": """uint32_t struct_size; uint32_t num_groups;
         uint32_t tokens_per_block; uint32_t reserved; uint64_t seq_id; uint64_t num_blocks;
         uint64_t first_block; uint64_t num_tokens; uint64_t keys_bytes;""",
+    "kvc_pool_share_t": """uint32_t struct_size; int32_t device_ordinal; uint32_t rank;
+        uint32_t pool; kvc_share_handle_t handle_type; uint32_t reserved; uint64_t num_chunks;
+        uint64_t granularity; uint64_t reserved_bytes; uint64_t mapped_bytes;""",
+    "kvc_share_chunk_t": """uint32_t struct_size; int32_t fd; uint64_t index; uint64_t offset;
+        uint64_t size;""",
     "kvc_extra_key_t": """uint64_t offset; uint64_t length; const void *data; size_t size;""",
     "kvc_retention_range_t": """uint64_t start; uint64_t end; uint32_t priority;
         uint32_t reserved; uint64_t duration_ms;""",
@@ -342,6 +351,7 @@ _SCALARS = {
     "kvc_device_kind_t": ctypes.c_uint32,
     "kvc_table_format_t": ctypes.c_uint32,
     "kvc_tier_t": ctypes.c_uint32,
+    "kvc_share_handle_t": ctypes.c_uint32,
     "kvc_growth_policy_t": ctypes.c_uint32,
     "kvc_resource_kind_t": ctypes.c_uint32,
     "kvc_resource_reason_t": ctypes.c_uint32,

@@ -17,6 +17,8 @@ from .records import read_record
 __all__ = ["Export", "Import", "TransferCalls"]
 
 _DESC = read_record("transfer")
+_SHARE = read_record("pool_share")
+_CHUNK = read_record("share_chunk")
 _TOKENS = ("i4",)
 
 
@@ -121,6 +123,26 @@ class TransferCalls:
         self._call("kvc_cache_export_sequence", lib.kvc_cache_export_sequence, id, num_tokens,
                    ctypes.byref(out))
         return Export(out.value, self)
+
+    def describe_pool_share(self, rank=0, pool=0):
+        """PoolShare: the memory backing pool `pool` of rank `rank`, for
+        another process to map (kvc_cache_describe_pool_share; CUDA IPC,
+        transfer.h). The CPU backend, and memory the driver would not
+        create shareable, raise KvCacheError(UNSUPPORTED) saying why."""
+        s = _SHARE.new()
+        self._call("kvc_cache_describe_pool_share", lib.kvc_cache_describe_pool_share, rank, pool,
+                   ctypes.byref(s))
+        return _SHARE.read(s)
+
+    def export_pool_chunk(self, chunk, rank=0, pool=0):
+        """ShareChunk: chunk `chunk` (< PoolShare.num_chunks) of pool `pool`
+        of rank `rank`, exported (kvc_cache_export_pool_chunk). Its fd is a
+        new POSIX file descriptor the caller owns: send it (SCM_RIGHTS,
+        socket.send_fds) and os.close() it."""
+        s = _CHUNK.new()
+        self._call("kvc_cache_export_pool_chunk", lib.kvc_cache_export_pool_chunk, rank, pool,
+                   chunk, ctypes.byref(s))
+        return _CHUNK.read(s)
 
     def import_begin(self, id, tokens, keys, options=None, **option_kwargs):
         """Verifies a peer's key blob (bytes) against this cache and the

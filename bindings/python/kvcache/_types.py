@@ -105,6 +105,11 @@ class GrowthPolicy(enum.IntEnum):
     UNIFORM = 2
 
 
+class ShareHandle(enum.IntEnum):
+    """Handle types of a PoolShare (kvc_share_handle_t, transfer.h)."""
+    POSIX_FD = 1
+
+
 class Feature(enum.IntFlag):
     """kvc_features() bits (enum kvc_feature_bits)."""
     CUDA_COMPILED = 1 << 0

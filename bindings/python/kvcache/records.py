@@ -7,12 +7,13 @@ import ctypes
 import operator
 
 from ._capi import lib, struct
-from ._types import DeviceKind, DType, EventKind, Layout, ResourceKind, ResourceReason, Tier
+from ._types import (DeviceKind, DType, EventKind, Layout, ResourceKind, ResourceReason,
+                     ShareHandle, Tier)
 
 __all__ = ["CacheDescription", "GroupDescription", "PoolDescription", "LayerView",
            "SequenceDescription", "CacheStats", "GroupStats", "TierStats", "CsrTable", "SlotMapping",
            "StatefulView", "StatefulStats", "StatefulLayerStats", "EventDrain", "SnapshotEntry",
-           "ResizePlan", "TransferDescription", "ResourceDescription", "read_record"]
+           "ResizePlan", "TransferDescription", "PoolShare", "ShareChunk", "ResourceDescription", "read_record"]
 
 _SKIP = ("struct_size", "reserved")
 _CONVERT = {"device_kind": DeviceKind, "dtype": DType, "layout": Layout, "kind": EventKind,
@@ -112,6 +113,15 @@ TransferDescription.__doc__ = "kvc_transfer_desc_t: what an Export or an Import 
                               "(an import writes positions first_block to num_blocks - 1)."
 
 
+PoolShare = collections.namedtuple("PoolShare", _fields("kvc_pool_share_t"))
+PoolShare.__doc__ = "kvc_pool_share_t: the memory backing one rank's pool for another process " \
+                    "(num_chunks physical allocations, granularity, reserved_bytes, mapped_bytes)."
+ShareChunk = collections.namedtuple("ShareChunk", _fields("kvc_share_chunk_t"))
+ShareChunk.__doc__ = "kvc_share_chunk_t: one exported chunk of a pool: fd (a new POSIX file " \
+                     "descriptor the caller owns and closes), index, offset from the pool's " \
+                     "base, size."
+
+
 class StatefulView(collections.namedtuple("StatefulView", _fields("kvc_stateful_view_t"))):
     """kvc_stateful_view_t: where one layer of a StatefulCache lives.
     Element (row r, head h, position t, dim d) of K is at byte
@@ -159,6 +169,9 @@ RECORDS = {
     "group_stats": _Record("kvc_group_stats_t", lib.kvc_group_stats_init, GroupStats),
     "tier_stats": _Record("kvc_tier_stats_t", lib.kvc_tier_stats_init, TierStats),
     "transfer": _Record("kvc_transfer_desc_t", lib.kvc_transfer_desc_init, TransferDescription),
+    "pool_share": _Record("kvc_pool_share_t", lib.kvc_pool_share_init, PoolShare,
+                          {"handle_type": ShareHandle}),
+    "share_chunk": _Record("kvc_share_chunk_t", lib.kvc_share_chunk_init, ShareChunk),
     "resource": _Record("kvc_resource_desc_t", lib.kvc_resource_desc_init, ResourceDescription,
                         {"kind": ResourceKind, "reason": ResourceReason, "dtype": DType}),
     "snapshot_stats": _Record("kvc_snapshot_stats_t", lib.kvc_snapshot_stats_init,

@@ -127,7 +127,7 @@ class CoverageTest(unittest.TestCase):
                  "KVC_TABLE_": _types.TableFormat, "KVC_FEATURE_": _types.Feature,
                  "KVC_GROWTH_": _types.GrowthPolicy, "KVC_EVENT_": _types.EventKind,
                  "KVC_TIER_": _types.Tier, "KVC_RESOURCE_REASON_": _types.ResourceReason,
-                 "KVC_RESOURCE_": _types.ResourceKind}
+                 "KVC_RESOURCE_": _types.ResourceKind, "KVC_SHARE_HANDLE_": _types.ShareHandle}
         for cname, value in constants.items():
             value = eval(value.replace("u", ""))  # "1u << 0"
             if cname == "KVC_OK":

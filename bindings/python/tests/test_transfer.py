@@ -107,5 +107,38 @@ class TransferTest(unittest.TestCase):
         exp.close()
 
 
+class PoolShareTest(unittest.TestCase):
+    """Sharing pool memory with another process is the CUDA backend's
+    (tests/gpu/test_ipc_transfer_gpu.cpp): on the CPU backend both calls
+    raise UNSUPPORTED with the reason; the records and arguments still go
+    through."""
+
+    def test_cpu_backend_refuses_with_the_reason(self):
+        with cache() as c:
+            with self.assertRaises(kvcache.KvCacheError) as e:
+                c.describe_pool_share()
+            self.assertEqual(e.exception.status, Status.UNSUPPORTED)
+            self.assertIn("the cpu device cannot share pool memory with another process",
+                          str(e.exception))
+            with self.assertRaises(kvcache.KvCacheError) as e:
+                c.export_pool_chunk(0)
+            self.assertEqual(e.exception.status, Status.UNSUPPORTED)
+            with self.assertRaises(kvcache.KvCacheError) as e:
+                c.describe_pool_share(rank=1)
+            self.assertEqual(e.exception.status, Status.INVALID_ARGUMENT)
+            self.assertIn("rank must be < num_ranks (1), got 1", str(e.exception))
+            with self.assertRaises(kvcache.KvCacheError) as e:
+                c.export_pool_chunk(0, pool=5)
+            self.assertEqual(e.exception.status, Status.INVALID_ARGUMENT)
+            self.assertIn("pool must be < num_pools (1), got 5", str(e.exception))
+
+    def test_records_carry_every_field(self):
+        self.assertEqual(kvcache.PoolShare._fields,
+                         ("device_ordinal", "rank", "pool", "handle_type", "num_chunks",
+                          "granularity", "reserved_bytes", "mapped_bytes"))
+        self.assertEqual(kvcache.ShareChunk._fields, ("fd", "index", "offset", "size"))
+        self.assertEqual(kvcache.ShareHandle.POSIX_FD, 1)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -9042,6 +9042,396 @@ extern "C" {
     #[doc = " @since 0.3.0"]
     pub fn kvc_import_destroy(imp: *mut kvc_import_t);
 }
+#[doc = "< A POSIX file descriptor (cuMemExportToShareableHandle"]
+#[doc = "with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)."]
+pub const KVC_SHARE_HANDLE_POSIX_FD: _bindgen_ty_3 = 1;
+#[doc = " @brief Handle types of kvc_pool_share_t. @since 0.3.0"]
+pub type _bindgen_ty_3 = ::std::os::raw::c_uint;
+#[doc = " @brief One of KVC_SHARE_HANDLE_*. @since 0.3.0"]
+pub type kvc_share_handle_t = u32;
+#[doc = " @brief The memory backing one rank's pool, for another process to map."]
+#[doc = "        Transparent; begins with struct_size. @since 0.3.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_pool_share {
+    #[doc = "< sizeof(kvc_pool_share_t) of the caller."]
+    pub struct_size: u32,
+    #[doc = "< The CUDA device holding the pool, in this process's"]
+    #[doc = "numbering (CUDA_VISIBLE_DEVICES may differ in the"]
+    #[doc = "peer's)."]
+    pub device_ordinal: i32,
+    #[doc = "< The rank described."]
+    pub rank: u32,
+    #[doc = "< The pool described."]
+    pub pool: u32,
+    #[doc = "< KVC_SHARE_HANDLE_POSIX_FD."]
+    pub handle_type: kvc_share_handle_t,
+    #[doc = "< 0."]
+    pub reserved: u32,
+    #[doc = "< Physical allocations backing the pool now."]
+    pub num_chunks: u64,
+    #[doc = "< Allocation granularity: every offset and size below"]
+    #[doc = "is a multiple of it; align the peer's reservation"]
+    #[doc = "to it."]
+    pub granularity: u64,
+    #[doc = "< Address space of the pool's reservation (its"]
+    #[doc = "largest size, kvc_config_set_max_primary_bytes)."]
+    pub reserved_bytes: u64,
+    #[doc = "< Bytes backed from the pool's base: the chunks' sizes"]
+    #[doc = "summed (>= kvc_pool_desc_t bytes)."]
+    pub mapped_bytes: u64,
+}
+#[test]
+fn bindgen_test_layout_kvc_pool_share() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_pool_share>(),
+        56usize,
+        concat!("Size of: ", stringify!(kvc_pool_share))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_pool_share>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_pool_share))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_pool_share>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_pool_share),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_device_ordinal() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_pool_share>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).device_ordinal) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_pool_share),
+                "::",
+                stringify!(device_ordinal)
+            )
+        );
+    }
+    test_field_device_ordinal();
+    fn test_field_rank() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_pool_share>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).rank) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_pool_share),
+                "::",
+                stringify!(rank)
+            )
+        );
+    }
+    test_field_rank();
+    fn test_field_pool() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_pool_share>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_pool_share),
+                "::",
+                stringify!(pool)
+            )
+        );
+    }
+    test_field_pool();
+    fn test_field_handle_type() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_pool_share>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).handle_type) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_pool_share),
+                "::",
+                stringify!(handle_type)
+            )
+        );
+    }
+    test_field_handle_type();
+    fn test_field_reserved() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_pool_share>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize
+            },
+            20usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_pool_share),
+                "::",
+                stringify!(reserved)
+            )
+        );
+    }
+    test_field_reserved();
+    fn test_field_num_chunks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_pool_share>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_chunks) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_pool_share),
+                "::",
+                stringify!(num_chunks)
+            )
+        );
+    }
+    test_field_num_chunks();
+    fn test_field_granularity() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_pool_share>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).granularity) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_pool_share),
+                "::",
+                stringify!(granularity)
+            )
+        );
+    }
+    test_field_granularity();
+    fn test_field_reserved_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_pool_share>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved_bytes) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_pool_share),
+                "::",
+                stringify!(reserved_bytes)
+            )
+        );
+    }
+    test_field_reserved_bytes();
+    fn test_field_mapped_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_pool_share>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).mapped_bytes) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_pool_share),
+                "::",
+                stringify!(mapped_bytes)
+            )
+        );
+    }
+    test_field_mapped_bytes();
+}
+#[doc = " @brief The memory backing one rank's pool, for another process to map."]
+#[doc = "        Transparent; begins with struct_size. @since 0.3.0"]
+pub type kvc_pool_share_t = kvc_pool_share;
+extern "C" {
+    #[doc = " @brief Zeroes `share` and sets its struct_size. @since 0.3.0"]
+    pub fn kvc_pool_share_init(share: *mut kvc_pool_share_t);
+}
+#[doc = " @brief One chunk of a pool, exported. Transparent; begins with"]
+#[doc = "        struct_size. @since 0.3.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_share_chunk {
+    #[doc = "< sizeof(kvc_share_chunk_t) of the caller."]
+    pub struct_size: u32,
+    #[doc = "< A new POSIX file descriptor for the chunk, owned by the caller"]
+    #[doc = "(close() it once sent or imported)."]
+    pub fd: i32,
+    #[doc = "< The chunk (0..num_chunks-1)."]
+    pub index: u64,
+    #[doc = "< Its place from the pool's base."]
+    pub offset: u64,
+    #[doc = "< Its bytes."]
+    pub size: u64,
+}
+#[test]
+fn bindgen_test_layout_kvc_share_chunk() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_share_chunk>(),
+        32usize,
+        concat!("Size of: ", stringify!(kvc_share_chunk))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_share_chunk>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_share_chunk))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_share_chunk>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_share_chunk),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_fd() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_share_chunk>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).fd) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_share_chunk),
+                "::",
+                stringify!(fd)
+            )
+        );
+    }
+    test_field_fd();
+    fn test_field_index() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_share_chunk>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).index) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_share_chunk),
+                "::",
+                stringify!(index)
+            )
+        );
+    }
+    test_field_index();
+    fn test_field_offset() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_share_chunk>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).offset) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_share_chunk),
+                "::",
+                stringify!(offset)
+            )
+        );
+    }
+    test_field_offset();
+    fn test_field_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_share_chunk>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).size) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_share_chunk),
+                "::",
+                stringify!(size)
+            )
+        );
+    }
+    test_field_size();
+}
+#[doc = " @brief One chunk of a pool, exported. Transparent; begins with"]
+#[doc = "        struct_size. @since 0.3.0"]
+pub type kvc_share_chunk_t = kvc_share_chunk;
+extern "C" {
+    #[doc = " @brief Zeroes `chunk`, sets fd to -1 and its struct_size. @since 0.3.0"]
+    pub fn kvc_share_chunk_init(chunk: *mut kvc_share_chunk_t);
+}
+extern "C" {
+    #[doc = " @brief Describes the memory backing pool `pool` of rank `rank` for"]
+    #[doc = "        another process (see above). Creates nothing."]
+    #[doc = " @param rank 0 <= rank < num_ranks (kvc_config_set_ranks)."]
+    #[doc = " @param pool 0 <= pool < num_pools (kvc_cache_desc_t)."]
+    #[doc = " @param[out] out Caller's struct (struct_size set)."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (rank or pool out of range,"]
+    #[doc = "         NULL); KVC_ERR_UNSUPPORTED (the CPU backend; a CUDA pool"]
+    #[doc = "         allocated with cudaMalloc, without the virtual memory API; or"]
+    #[doc = "         chunks created without a shareable handle type: the message says"]
+    #[doc = "         why the driver refused it)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_cache_describe_pool_share(
+        cache: *const kvc_cache_t,
+        rank: u32,
+        pool: u32,
+        out: *mut kvc_pool_share_t,
+    ) -> kvc_status_t;
+}
+extern "C" {
+    #[doc = " @brief Exports chunk `chunk` of pool `pool` of rank `rank`: a new POSIX"]
+    #[doc = "        file descriptor (cuMemExportToShareableHandle) with its offset and"]
+    #[doc = "        size. Each call makes a new descriptor, which the caller owns and"]
+    #[doc = "        closes; the cache keeps no record of it."]
+    #[doc = " @param chunk 0 <= chunk < num_chunks of kvc_cache_describe_pool_share()."]
+    #[doc = " @param[out] out Caller's struct (struct_size set); untouched on failure."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (rank, pool or chunk out of"]
+    #[doc = "         range, NULL); KVC_ERR_UNSUPPORTED (as"]
+    #[doc = "         kvc_cache_describe_pool_share()); KVC_ERR_DEVICE (the driver"]
+    #[doc = "         failed to export: the message names its error)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_cache_export_pool_chunk(
+        cache: *const kvc_cache_t,
+        rank: u32,
+        pool: u32,
+        chunk: u64,
+        out: *mut kvc_share_chunk_t,
+    ) -> kvc_status_t;
+}
 #[doc = " What a resource is (values of enum kvc_resource_kind)."]
 pub type kvc_resource_kind_t = u32;
 #[doc = "< Mamba SSM state [num_heads][head_dim][d_state]."]

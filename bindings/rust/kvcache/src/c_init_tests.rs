@@ -40,6 +40,14 @@ fn descriptors_match_their_init_functions() {
         c_init!(sys::kvc_transfer_desc_t, kvc_transfer_desc_init),
     );
     same(
+        sized!(sys::kvc_pool_share_t),
+        c_init!(sys::kvc_pool_share_t, kvc_pool_share_init),
+    );
+    // kvc_share_chunk_init sets fd to -1 (no descriptor).
+    let mut chunk = sized!(sys::kvc_share_chunk_t);
+    chunk.fd = -1;
+    same(chunk, c_init!(sys::kvc_share_chunk_t, kvc_share_chunk_init));
+    same(
         sized!(sys::kvc_pool_desc_t),
         c_init!(sys::kvc_pool_desc_t, kvc_pool_desc_init),
     );

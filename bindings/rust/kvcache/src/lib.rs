@@ -96,7 +96,7 @@ pub use stateful::{
     StatefulOn, StatefulOptions, StatefulStats, StatefulView,
 };
 pub use tiers::TierStats;
-pub use transfer::{Export, Import, TransferDesc};
+pub use transfer::{Export, Import, PoolShare, ShareChunk, TransferDesc};
 pub use types::{Device, Dtype, Element, Features, Layout, Stream};
 pub use version::{
     abi_version, features, version, version_string, HEADER_ABI_VERSION, HEADER_VERSION,

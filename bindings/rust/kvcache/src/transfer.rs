@@ -47,6 +47,42 @@ impl TransferDesc {
     }
 }
 
+/// The memory backing one rank's pool, for another process to map
+/// (`kvc_pool_share_t`; CUDA IPC, see `transfer.h`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolShare {
+    /// The CUDA device holding the pool, in this process's numbering.
+    pub device_ordinal: i32,
+    /// The rank described.
+    pub rank: u32,
+    /// The pool described.
+    pub pool: u32,
+    /// `KVC_SHARE_HANDLE_POSIX_FD`.
+    pub handle_type: u32,
+    /// Physical allocations backing the pool now.
+    pub num_chunks: u64,
+    /// Every offset and size is a multiple of it.
+    pub granularity: u64,
+    /// Address space of the pool's reservation.
+    pub reserved_bytes: u64,
+    /// Bytes backed from the pool's base.
+    pub mapped_bytes: u64,
+}
+
+/// One exported chunk of a pool (`kvc_share_chunk_t`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShareChunk {
+    /// A new POSIX file descriptor for the chunk, owned by the caller
+    /// (send it, then close it; `std::os::fd::OwnedFd::from_raw_fd` takes it).
+    pub fd: i32,
+    /// The chunk.
+    pub index: u64,
+    /// Its place from the pool's base.
+    pub offset: u64,
+    /// Its bytes.
+    pub size: u64,
+}
+
 /// Fills a vector through a capacity-in/count-out call, growing it on
 /// `KVC_ERR_BUFFER_TOO_SMALL`.
 fn fill<T: Copy + Default>(
@@ -214,6 +250,43 @@ impl Cache {
         Ok(Import {
             raw: NonNull::new(raw).expect("kvc_cache_import_begin returned KVC_OK and NULL"),
             _cache: PhantomData,
+        })
+    }
+
+    /// The memory backing pool `pool` of rank `rank`, for another process
+    /// to map (`kvc_cache_describe_pool_share`). The CPU backend, and memory
+    /// the driver would not create shareable, give `Status::Unsupported`
+    /// with the reason.
+    pub fn describe_pool_share(&self, rank: u32, pool: u32) -> Result<PoolShare> {
+        let mut d = sized!(sys::kvc_pool_share_t);
+        // SAFETY: live cache, valid out pointer.
+        check(unsafe { sys::kvc_cache_describe_pool_share(self.as_ptr(), rank, pool, &mut d) })?;
+        Ok(PoolShare {
+            device_ordinal: d.device_ordinal,
+            rank: d.rank,
+            pool: d.pool,
+            handle_type: d.handle_type,
+            num_chunks: d.num_chunks,
+            granularity: d.granularity,
+            reserved_bytes: d.reserved_bytes,
+            mapped_bytes: d.mapped_bytes,
+        })
+    }
+
+    /// Exports chunk `chunk` of pool `pool` of rank `rank`
+    /// (`kvc_cache_export_pool_chunk`): a new POSIX file descriptor the
+    /// caller owns and closes.
+    pub fn export_pool_chunk(&self, rank: u32, pool: u32, chunk: u64) -> Result<ShareChunk> {
+        let mut c = sized!(sys::kvc_share_chunk_t);
+        // SAFETY: live cache, valid out pointer.
+        check(unsafe {
+            sys::kvc_cache_export_pool_chunk(self.as_ptr(), rank, pool, chunk, &mut c)
+        })?;
+        Ok(ShareChunk {
+            fd: c.fd,
+            index: c.index,
+            offset: c.offset,
+            size: c.size,
         })
     }
 }

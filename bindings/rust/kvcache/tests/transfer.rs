@@ -133,3 +133,35 @@ fn another_prompt_or_salt_is_refused_and_an_abort_gives_everything_back() {
     assert_eq!(import.abort().unwrap_err().status, Status::InvalidState);
     assert_eq!(b.stats().unwrap(), before);
 }
+
+/// Sharing pool memory with another process is the CUDA backend's
+/// (tests/gpu/test_ipc_transfer_gpu.cpp): the CPU backend refuses both
+/// calls with the reason; bad indices are named.
+#[test]
+fn cpu_backend_refuses_to_share_pool_memory() {
+    let a = common::cache(256);
+    let e = a.describe_pool_share(0, 0).unwrap_err();
+    assert_eq!(e.status, Status::Unsupported);
+    assert!(
+        e.message
+            .contains("the cpu device cannot share pool memory with another process"),
+        "{}",
+        e.message
+    );
+    let e = a.export_pool_chunk(0, 0, 0).unwrap_err();
+    assert_eq!(e.status, Status::Unsupported);
+    let e = a.describe_pool_share(1, 0).unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument);
+    assert!(
+        e.message.contains("rank must be < num_ranks (1), got 1"),
+        "{}",
+        e.message
+    );
+    let e = a.export_pool_chunk(0, 7, 0).unwrap_err();
+    assert_eq!(e.status, Status::InvalidArgument);
+    assert!(
+        e.message.contains("pool must be < num_pools (1), got 7"),
+        "{}",
+        e.message
+    );
+}

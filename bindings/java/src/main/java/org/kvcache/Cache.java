@@ -190,6 +190,30 @@ public final class Cache implements AutoCloseable {
   }
 
   /**
+   * The memory backing pool {@code pool} of rank {@code rank}, for another process to map
+   * (kvc_cache_describe_pool_share; CUDA IPC, transfer.h). The CPU backend, and memory the driver
+   * would not create shareable, throw {@link KvCacheException} with {@link Status#UNSUPPORTED} and
+   * the reason.
+   */
+  public PoolShare describePoolShare(int rank, int pool) {
+    Args.u32("rank", rank);
+    Args.u32("pool", pool);
+    return handle.call(h -> Transfers.poolShare(h, rank, pool));
+  }
+
+  /**
+   * Exports chunk {@code chunk} of pool {@code pool} of rank {@code rank}
+   * (kvc_cache_export_pool_chunk): its {@link ShareChunk#fd} is a new POSIX file descriptor the
+   * caller owns and closes.
+   */
+  public ShareChunk exportPoolChunk(int rank, int pool, long chunk) {
+    Args.u32("rank", rank);
+    Args.u32("pool", pool);
+    Args.count("chunk", chunk);
+    return handle.call(h -> Transfers.exportChunk(h, rank, pool, chunk));
+  }
+
+  /**
    * Verifies a peer's key blob against this cache and the receiver's own tokens and options,
    * then adds sequence {@code id} with them, reserving blocks for the positions this cache lacks
    * (kvc_cache_import_begin). A blob of another prompt, salt, geometry or format is refused with

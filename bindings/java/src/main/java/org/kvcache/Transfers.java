@@ -20,6 +20,50 @@ final class Transfers {
     static final int KEYS_BYTES = L.u64(kvc_transfer_desc_t::getKeys_bytes);
   }
 
+  /** {@code kvc_pool_share_t}. */
+  private static final class Share {
+    static final StructLayout<kvc_pool_share_t> L = new StructLayout<>("kvc_pool_share_t",
+        a -> new kvc_pool_share_t(a, false), KvcNative::kvc_pool_share_init);
+    static final int DEVICE_ORDINAL = L.i32(kvc_pool_share_t::getDevice_ordinal);
+    static final int RANK = L.u32(kvc_pool_share_t::getRank);
+    static final int POOL = L.u32(kvc_pool_share_t::getPool);
+    static final int HANDLE_TYPE = L.u32(kvc_pool_share_t::getHandle_type);
+    static final int NUM_CHUNKS = L.u64(kvc_pool_share_t::getNum_chunks);
+    static final int GRANULARITY = L.u64(kvc_pool_share_t::getGranularity);
+    static final int RESERVED_BYTES = L.u64(kvc_pool_share_t::getReserved_bytes);
+    static final int MAPPED_BYTES = L.u64(kvc_pool_share_t::getMapped_bytes);
+  }
+
+  /** {@code kvc_share_chunk_t}. */
+  private static final class Chunk {
+    static final StructLayout<kvc_share_chunk_t> L = new StructLayout<>("kvc_share_chunk_t",
+        a -> new kvc_share_chunk_t(a, false), KvcNative::kvc_share_chunk_init);
+    static final int FD = L.i32(kvc_share_chunk_t::getFd);
+    static final int INDEX = L.u64(kvc_share_chunk_t::getIndex);
+    static final int OFFSET = L.u64(kvc_share_chunk_t::getOffset);
+    static final int SIZE = L.u64(kvc_share_chunk_t::getSize);
+  }
+
+  static PoolShare poolShare(long cache, int rank, int pool) {
+    Scratch s = Scratch.get();
+    int at = s.alloc(Share.L.size);
+    KvcNative.kvc_cache_describe_pool_share(cache, rank, pool, Share.L.prepare(s, at));
+    return new PoolShare(s.getInt(at + Share.DEVICE_ORDINAL),
+        Args.toInt(s.getUnsignedInt(at + Share.RANK)),
+        Args.toInt(s.getUnsignedInt(at + Share.POOL)),
+        Args.toInt(s.getUnsignedInt(at + Share.HANDLE_TYPE)),
+        s.getLong(at + Share.NUM_CHUNKS), s.getLong(at + Share.GRANULARITY),
+        s.getLong(at + Share.RESERVED_BYTES), s.getLong(at + Share.MAPPED_BYTES));
+  }
+
+  static ShareChunk exportChunk(long cache, int rank, int pool, long chunk) {
+    Scratch s = Scratch.get();
+    int at = s.alloc(Chunk.L.size);
+    KvcNative.kvc_cache_export_pool_chunk(cache, rank, pool, chunk, Chunk.L.prepare(s, at));
+    return new ShareChunk(s.getInt(at + Chunk.FD), s.getLong(at + Chunk.INDEX),
+        s.getLong(at + Chunk.OFFSET), s.getLong(at + Chunk.SIZE));
+  }
+
   /** A describe call on a prepared {@code kvc_transfer_desc_t}. */
   @FunctionalInterface
   interface Describe {

@@ -16,6 +16,7 @@ import org.kvcache.Export;
 import org.kvcache.Import;
 import org.kvcache.KvCacheException;
 import org.kvcache.LayerView;
+import org.kvcache.PoolShare;
 import org.kvcache.SequenceOptions;
 import org.kvcache.Status;
 import org.kvcache.TransferDescription;
@@ -169,5 +170,29 @@ class TransferTest {
     a.close();
     assertEquals(2, exp.describe().numBlocks());
     exp.close();
+  }
+
+  /**
+   * Sharing pool memory with another process is the CUDA backend's
+   * (tests/gpu/test_ipc_transfer_gpu.cpp): the CPU backend refuses both calls with the reason;
+   * bad indices are named.
+   */
+  @Test
+  void cpuBackendRefusesToSharePoolMemory() {
+    try (Cache a = Fixtures.cache(64)) {
+      KvCacheException e = assertThrows(KvCacheException.class, () -> a.describePoolShare(0, 0));
+      assertEquals(Status.UNSUPPORTED, e.status());
+      assertTrue(e.getMessage().contains(
+          "the cpu device cannot share pool memory with another process"), e.getMessage());
+      e = assertThrows(KvCacheException.class, () -> a.exportPoolChunk(0, 0, 0));
+      assertEquals(Status.UNSUPPORTED, e.status());
+      e = assertThrows(KvCacheException.class, () -> a.describePoolShare(1, 0));
+      assertEquals(Status.INVALID_ARGUMENT, e.status());
+      assertTrue(e.getMessage().contains("rank must be < num_ranks (1), got 1"), e.getMessage());
+      e = assertThrows(KvCacheException.class, () -> a.exportPoolChunk(0, 9, 0));
+      assertEquals(Status.INVALID_ARGUMENT, e.status());
+      assertTrue(e.getMessage().contains("pool must be < num_pools (1), got 9"), e.getMessage());
+      assertEquals(1, PoolShare.HANDLE_POSIX_FD);
+    }
   }
 }
