@@ -604,8 +604,10 @@ pub struct kvc_cache_desc {
     #[doc = "< Bytes of the primary pools."]
     pub primary_bytes: u64,
     #[doc = "< Bytes of the secondary (host) tier's pools: the"]
-    #[doc = "configured host_cache_bytes rounded down to"]
-    #[doc = "whole block sets (one block per layer group);"]
+    #[doc = "configured host_cache_bytes (less the host"]
+    #[doc = "state snapshot pool of a cache with state"]
+    #[doc = "resources, state.h) rounded down to whole"]
+    #[doc = "block sets (one block per layer group);"]
     #[doc = "0 without a host tier."]
     pub host_cache_bytes: u64,
     #[doc = "< Free device memory seen at sizing (CUDA); 0 on CPU."]
