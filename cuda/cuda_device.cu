@@ -277,6 +277,12 @@ void CudaDevice::copy_2d(void* dst, uint64_t dst_pitch, const void* src, uint64_
                "cudaMemcpy2DAsync");
 }
 
+void CudaDevice::copy_ranges(const CopyRange* ranges, size_t count, void* stream) {
+  if (count == 0) return;
+  activate();
+  launch_copy_ranges(ranges, count, static_cast<cudaStream_t>(stream));
+}
+
 void CudaDevice::stateful_append(const StatefulAppendWork& work, void* stream) {
   activate();
   // Buffers replaced by earlier growths go back to the driver as soon as

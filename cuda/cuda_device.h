@@ -61,6 +61,8 @@ class CudaDevice final : public Device {
   // cudaMemcpy2DAsync (cudaMemcpyAsync for one row), cudaMemcpyDefault.
   void copy_2d(void* dst, uint64_t dst_pitch, const void* src, uint64_t src_pitch, uint64_t width,
                uint64_t height, CopyKind kind, void* stream) override;
+  // One kernel launch per kCopyRangesPerLaunch ranges (launch_copy_ranges).
+  void copy_ranges(const CopyRange* ranges, size_t count, void* stream) override;
   void stateful_append(const StatefulAppendWork& work, void* stream) override;
   void table_reorder(const TableReorderWork& work, void* stream) override;
   void gather_rows(const RowGatherWork& work, void* stream) override;

@@ -34,6 +34,13 @@ void launch_store_kv(const StoreKvWork& w, KernelErrorRecord* err, cudaStream_t 
 void launch_copy_blocks(void* pool_base, const BlockGeometry& g, const BlockCopy* copies,
                         size_t count, cudaStream_t stream);
 
+// Contiguous ranges of any size and alignment (copy_ranges.cu): one launch
+// per kCopyRangesPerLaunch ranges, the list in the kernel parameters (so
+// nothing is allocated); 16-byte vectors where a range's source and
+// destination agree modulo 16, narrower ones otherwise, bytes at the ends.
+constexpr size_t kCopyRangesPerLaunch = 128;
+void launch_copy_ranges(const CopyRange* ranges, size_t count, cudaStream_t stream);
+
 // Host-tier copies: at most this many thread blocks, so the copy leaves
 // the GPU to the model.
 constexpr uint32_t kMaxTierThreadBlocks = 16;

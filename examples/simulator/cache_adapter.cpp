@@ -138,6 +138,13 @@ bool CacheAdapter::extend(const std::vector<uint64_t> &ids, const std::vector<in
   return true;
 }
 
+bool CacheAdapter::extend_chunk(uint64_t id, const int32_t *tokens, size_t count) {
+  const kvc_status_t s = kvc_sequence_extend(cache_, id, tokens, count, nullptr);
+  if (s == KVC_ERR_OUT_OF_BLOCKS) return false;
+  check(s, "kvc_sequence_extend(" + std::to_string(id) + ")");
+  return true;
+}
+
 void CacheAdapter::commit(uint64_t id, uint64_t tokens) {
   check(kvc_sequence_commit(cache_, id, tokens), "kvc_sequence_commit(" + std::to_string(id) + ")");
 }
@@ -155,12 +162,12 @@ void CacheAdapter::remove(uint64_t id) {
 }
 
 void CacheAdapter::batch(const std::vector<uint64_t> &ids,
-                         std::vector<std::vector<int64_t>> &slots,
-                         std::vector<std::vector<int32_t>> *tables, uint32_t *table_stride,
+                         std::vector<SlotRow> &slots,
+                         std::vector<TableRows> *tables, uint32_t *table_stride,
                          std::vector<int32_t> *seq_lens) {
   slots.resize(num_groups_);
   for (uint32_t g = 0; g < num_groups_; ++g) {
-    std::vector<int64_t> &out = slots[g];
+    SlotRow &out = slots[g];
     size_t n = 0;
     out.resize(std::max<size_t>(out.capacity(), 1024));
     kvc_status_t s = kvc_batch_slot_mapping(cache_, g, ids.data(), ids.size(), out.data(),
@@ -183,7 +190,7 @@ void CacheAdapter::batch(const std::vector<uint64_t> &ids,
     stride = std::max(stride, need);
   }
   for (uint32_t g = 0; g < num_groups_; ++g) {
-    (*tables)[g].assign(ids.size() * stride, -1);
+    (*tables)[g].resize(ids.size() * stride);  // every entry written (ids or pad)
     check(kvc_batch_block_table(cache_, g, ids.data(), ids.size(), (*tables)[g].data(), stride,
                                 -1, nullptr),
           "kvc_batch_block_table");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sim_config.h"
+#include "step_buffers.h"
 
 struct kvc_cache;
 
@@ -79,6 +80,9 @@ class CacheAdapter {
   // One decode step: appends tokens[i] to ids[i] for every i; false when
   // out of blocks (nothing changed).
   bool extend(const std::vector<uint64_t> &ids, const std::vector<int32_t> &tokens);
+  // The next chunk of a chunked prefill: appends `count` tokens to `id`;
+  // false when out of blocks (nothing changed).
+  bool extend_chunk(uint64_t id, const int32_t *tokens, size_t count);
   // The first `tokens` tokens of `id` have their KV written.
   void commit(uint64_t id, uint64_t tokens);
   // Publishes id's state at `position` (kvc_sequence_publish_state); false
@@ -92,8 +96,8 @@ class CacheAdapter {
   // one array per layer group (`slots[g]`, -1 where nothing is written);
   // when `tables` is given, also the padded block tables per group (rows of
   // `*table_stride` entries) and the sequence lengths, for attention.
-  void batch(const std::vector<uint64_t> &ids, std::vector<std::vector<int64_t>> &slots,
-             std::vector<std::vector<int32_t>> *tables, uint32_t *table_stride,
+  void batch(const std::vector<uint64_t> &ids, std::vector<SlotRow> &slots,
+             std::vector<TableRows> *tables, uint32_t *table_stride,
              std::vector<int32_t> *seq_lens);
 
   CacheCounters counters() const;

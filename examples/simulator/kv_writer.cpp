@@ -62,7 +62,7 @@ void KvWriter::reserve_source(size_t tokens) {
   source_tokens_ = n;
 }
 
-void KvWriter::store(const std::vector<std::vector<int64_t>> &slots) {
+void KvWriter::store(const std::vector<SlotRow> &slots) {
   size_t most = 0;
   for (const auto &s : slots) most = std::max(most, s.size());
   if (most == 0) return;
@@ -72,7 +72,7 @@ void KvWriter::store(const std::vector<std::vector<int64_t>> &slots) {
     slots_[g].upload(slots[g].data(), slots[g].size() * sizeof(int64_t));
   }
   for (uint32_t l = 0; l < layers_.size(); ++l) {
-    const std::vector<int64_t> &s = slots[layers_[l].group];
+    const SlotRow &s = slots[layers_[l].group];
     if (s.empty()) continue;
     kvc_store_args_t a = KVC_STORE_ARGS_INIT;
     a.layer = l;
@@ -98,7 +98,7 @@ void KvWriter::upload_query(size_t rows) {
   out_.reserve(q_elems * 2);
 }
 
-void KvWriter::attend(const std::vector<std::vector<int32_t>> &tables, uint32_t stride,
+void KvWriter::attend(const std::vector<TableRows> &tables, uint32_t stride,
                       const std::vector<int32_t> &seq_lens, uint32_t batch,
                       const std::vector<int32_t> &q_lens) {
   const size_t rows = static_cast<size_t>(batch) + q_lens.size();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "device_memory.h"
+#include "step_buffers.h"
 #include "sim_config.h"
 
 struct kvc_cache;
@@ -21,14 +22,14 @@ class KvWriter {
   KvWriter(kvc_cache *cache, const SimConfig &config);
 
   // Stores one step: `slots[g]` are the slots of layer group g (-1: skip).
-  void store(const std::vector<std::vector<int64_t>> &slots);
+  void store(const std::vector<SlotRow> &slots);
 
   // Decode attention of every layer for the first `batch` rows of the
   // padded block tables `tables[g]` (`stride` entries per row), then
   // prefill attention of every layer for the rows after them: row
   // batch + i computes q_lens[i] new tokens at the end of its
   // seq_lens[batch + i] tokens.
-  void attend(const std::vector<std::vector<int32_t>> &tables, uint32_t stride,
+  void attend(const std::vector<TableRows> &tables, uint32_t stride,
               const std::vector<int32_t> &seq_lens, uint32_t batch,
               const std::vector<int32_t> &q_lens);
 

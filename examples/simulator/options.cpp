@@ -142,7 +142,12 @@ std::string usage() {
       "\nscheduler:\n"
       "  --max-batch-tokens N    tokens per step (default 8192)\n"
       "  --max-running N         sequences in flight (default 256)\n"
-      "  --max-prefills N        new sequences per step, 0 = no limit (default 0)\n"
+      "  --max-prefills N        new sequences per step, a chunk being prefilled\n"
+      "                          counting as one; 0 = no limit (default 0)\n"
+      "  --chunked-prefill on|off  a prompt longer than the step's budget is added\n"
+      "                          with its reused prefix and a first chunk, then\n"
+      "                          extended one chunk a step, as serving engines do\n"
+      "                          (on); off: it runs whole in one step, alone\n"
       "  --max-output N          cap each request's output tokens, 0 = none\n"
       "\noutput:\n"
       "  --compare               run reuse off, LRU and system-prompt retention side\n"
@@ -214,6 +219,7 @@ bool parse_options(int argc, char **argv, Options &o, std::string &error) {
       {"--max-batch-tokens", [&](const std::string &v) { return parse_u32(v, o.config.max_batch_tokens) && o.config.max_batch_tokens > 0; }},
       {"--max-running", [&](const std::string &v) { return parse_u32(v, o.config.max_running) && o.config.max_running > 0; }},
       {"--max-prefills", [&](const std::string &v) { return parse_u32(v, o.config.max_prefills); }},
+      {"--chunked-prefill", [&](const std::string &v) { return parse_on_off(v, o.config.chunked_prefill); }},
       {"--max-output", [&](const std::string &v) { return parse_u32(v, o.config.max_output); }},
       {"--plot", [&](const std::string &v) { o.plot = v; return !v.empty(); }},
       {"--publish-every", [&](const std::string &v) { return parse_u32(v, o.config.publish_every); }},

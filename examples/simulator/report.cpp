@@ -184,6 +184,8 @@ void print_table(std::FILE *out, const Workload &workload, const std::vector<Run
       [](const RunResult &r) { return count(r.completed) + " / " + count(r.rejected); });
   add("scheduling steps", "forward passes simulated",
       [](const RunResult &r) { return count(r.steps); });
+  add("prefill chunks", "later chunks of prompts longer than a step (--chunked-prefill)",
+      [](const RunResult &r) { return count(r.prefill_chunks); });
   add("bookkeeping/step p50", "us of kvcache calls per step (add, extend, commit, ...), wall",
       [](const RunResult &r) { return micros(r.bookkeeping_wall.p50) + " us"; });
   add("bookkeeping/step p99", "99th percentile of the same",
@@ -279,12 +281,14 @@ void print_json(std::FILE *out, const Workload &workload, const std::vector<RunR
                  "\"blocks_reused\": %" PRIu64 ", \"blocks_evicted\": %" PRIu64
                  ", \"blocks_offloaded\": %s, \"blocks_onboarded\": %s"
                  ", \"peak_blocks_in_use\": %" PRIu64 ", \"preemptions\": %" PRIu64
-                 ", \"steps\": %" PRIu64 ", \"disk_blocks_written\": %s"
+                 ", \"steps\": %" PRIu64 ", \"prefill_chunks\": %" PRIu64
+                 ", \"disk_blocks_written\": %s"
                  ", \"disk_blocks_loaded\": %s, \"remote_blocks_written\": %s"
                  ", \"remote_blocks_loaded\": %s,\n   ",
                  r.counters.reused, r.counters.evicted,
                  r.counters.has_tiers ? std::to_string(r.counters.offloaded).c_str() : "null",
                  r.counters.has_tiers ? std::to_string(r.counters.onboarded).c_str() : "null", r.peak_in_use, r.preemptions, r.steps,
+                 r.prefill_chunks,
                  r.counters.has_disk ? std::to_string(r.counters.disk_offered).c_str() : "null",
                  r.counters.has_disk ? std::to_string(r.counters.disk_onboarded).c_str() : "null",
                  r.counters.has_remote ? std::to_string(r.counters.remote_offered).c_str() : "null",

@@ -33,6 +33,7 @@ struct RunResult {
   uint64_t decoded_tokens = 0;
   uint64_t preemptions = 0;
   uint64_t steps = 0;
+  uint64_t prefill_chunks = 0;    // chunks of chunked prefills after their first
   uint64_t peak_in_use = 0;       // blocks
   uint64_t stored_tokens = 0;     // tokens written through the store kernel
   uint64_t attention_calls = 0;   // kvc_decode_attention calls

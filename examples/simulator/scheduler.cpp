@@ -25,10 +25,22 @@ struct Running {
   uint64_t computed = 0;    // tokens computed in this step
   uint64_t committed = 0;   // tokens passed to the last commit
   uint64_t published = 0;   // hybrid: state published up to here (or reused)
+  uint64_t prompt_end = 0;  // tokens its prefill computes (prompt + outputs to recompute);
+                            // length < prompt_end: a chunked prefill is under way
+  bool recompute = false;   // the prefill recomputes a preempted request
   uint32_t output_length = 0;
+  bool prefilling() const { return length < prompt_end; }
 };
 
 int32_t output_token(const Request &r, uint32_t i) { return token_id(r.output_seed, i); }
+
+// What the prefill of `r` computes: its prompt, then the `generated` output
+// tokens a preemption dropped.
+void prefill_tokens(const Request &r, uint32_t generated, std::vector<int32_t> &out) {
+  out.clear();
+  append_tokens(r.prompt, out);
+  for (uint32_t i = 0; i < generated; ++i) out.push_back(output_token(r, i));
+}
 
 }  // namespace
 
@@ -40,10 +52,11 @@ struct Scheduler::State {
   std::deque<Waiting> waiting;
   std::vector<Running> running;  // admission order: the newest is last
   std::vector<uint64_t> ids;
-  std::vector<std::vector<int64_t>> slots;
-  std::vector<std::vector<int32_t>> tables;
+  std::vector<SlotRow> slots;
+  std::vector<TableRows> tables;
   std::vector<int32_t> seq_lens, q_lens;
   std::vector<int32_t> tokens;
+  std::vector<int32_t> first_chunk;  // the tokens a chunked prefill is added with
   StepClock clock;
   size_t next = 0;
   double now = 0;
@@ -133,50 +146,90 @@ void Scheduler::step() {
   // Segments of the step clock hold only cache calls: the scheduler's own
   // work (tokens, queues) happens between them.
 
-  // 1. Decode: every running sequence feeds back its last token, in one
-  // all-or-nothing call; out of blocks, the newest sequence is preempted.
-  while (!running.empty()) {
+  // 1. Decode: every running sequence whose prefill is done feeds back its
+  // last token, in one all-or-nothing call; out of blocks, the newest
+  // sequence is preempted. A chunked prefill under way is the newest
+  // sequence (admissions after it wait for its last chunk), so the decode
+  // rows are running[0, decoding).
+  for (;;) {
     ids.clear();
     tokens.clear();
     for (const Running &s : running) {
+      if (s.prefilling()) continue;
       ids.push_back(s.request->id);
       tokens.push_back(output_token(*s.request, s.generated - 1));
     }
+    if (ids.empty()) break;
     clock.start();
     const bool extended = clock.call(CallKind::kExtend, [&] { return cache_.extend(ids, tokens); });
     clock.stop();
     if (extended) break;
     preempt(running.size() - 1);
   }
+  size_t decoding = 0;
   for (Running &s : running) {
+    s.computed = 0;
+    if (s.prefilling()) continue;
+    if (decoding++ != static_cast<size_t>(&s - running.data()))
+      throw std::logic_error("simulator: a decode row after a chunked prefill");
     s.length += 1;
     s.computed = 1;
   }
-  const size_t decoding = running.size();
 
-  // 2. Admit waiting requests, first come first served.
+  // 2. The next chunk of a chunked prefill under way (it counts as one of
+  // the step's prefills), then new requests, first come first served.
   uint64_t budget = config_.max_batch_tokens > decoding ? config_.max_batch_tokens - decoding : 0;
   uint32_t prefills = 0;
+  if (!running.empty() && running.back().prefilling()) {
+    Running &s = running.back();
+    // At least one token, so that the prefill moves on under any load.
+    const uint64_t chunk = std::max<uint64_t>(1, std::min(budget, s.prompt_end - s.length));
+    prefill_tokens(*s.request, s.generated, tokens);
+    clock.start();
+    const bool extended = clock.call(CallKind::kExtend, [&] {
+      return cache_.extend_chunk(s.request->id, tokens.data() + s.length, chunk);
+    });
+    clock.stop();
+    if (extended) {
+      s.length += chunk;
+      s.computed = chunk;
+      if (s.recompute) r.recomputed_tokens += chunk;
+      ++r.prefill_chunks;
+      budget -= std::min(budget, chunk);
+      ++prefills;
+    } else {
+      preempt(running.size() - 1);  // the newest: out of blocks, as a decode step is
+    }
+  }
   while (!waiting.empty() && running.size() < config_.max_running &&
          (config_.max_prefills == 0 || prefills < config_.max_prefills)) {
     const Waiting w = waiting.front();
     const Request &q = *w.request;
-    tokens.clear();
-    append_tokens(q.prompt, tokens);
-    for (uint32_t i = 0; i < w.generated; ++i) tokens.push_back(output_token(q, i));
-    // A prompt larger than the budget still runs, alone (no chunking).
+    prefill_tokens(q, w.generated, tokens);
     const SequenceOptions options = options_for(q);
-    if (prefills > 0 && tokens.size() > budget) {
+    // A prompt whose uncached part exceeds the budget waits for the next
+    // step unless it is the step's first prefill: then, chunked, it is added
+    // with its reused prefix and one budget of tokens; not chunked, it runs
+    // whole, alone.
+    size_t add_tokens = tokens.size();
+    if (tokens.size() > budget && (prefills > 0 || config_.chunked_prefill)) {
+      if (budget == 0) break;
       clock.start();
       const uint64_t hit =
           clock.call(CallKind::kProbe, [&] { return cache_.probe(q.id, tokens, options); });
       clock.stop();
-      if (tokens.size() - hit > budget) break;
+      if (tokens.size() - hit > budget) {
+        if (prefills > 0) break;
+        add_tokens = static_cast<size_t>(hit + budget);
+      }
     }
+    if (add_tokens < tokens.size())
+      st.first_chunk.assign(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(add_tokens));
+    const std::vector<int32_t> &to_add = add_tokens < tokens.size() ? st.first_chunk : tokens;
     uint64_t cached = 0;
     clock.start();
     const bool added =
-        clock.call(CallKind::kAdd, [&] { return cache_.add(q.id, tokens, options, cached); });
+        clock.call(CallKind::kAdd, [&] { return cache_.add(q.id, to_add, options, cached); });
     clock.stop();
     if (!added) {
       if (running.empty()) {
@@ -192,8 +245,10 @@ void Scheduler::step() {
     Running s;
     s.request = &q;
     s.generated = w.generated;
-    s.length = tokens.size();
-    s.computed = tokens.size() - cached;
+    s.length = add_tokens;
+    s.prompt_end = tokens.size();
+    s.recompute = w.generated > 0;
+    s.computed = add_tokens - cached;
     s.published = cached;
     s.output_length = output_length(q);
     if (w.generated == 0) {
@@ -246,7 +301,7 @@ void Scheduler::step() {
   const uint64_t T = config_.tokens_per_block;
   clock.start();
   for (Running &s : running) {
-    const bool last = s.generated + 1 >= s.output_length;
+    const bool last = !s.prefilling() && s.generated + 1 >= s.output_length;
     if (last || s.length / T > s.committed / T) {
       clock.call(CallKind::kCommit, [&] { cache_.commit(s.request->id, s.length); });
       s.committed = s.length;
@@ -270,6 +325,10 @@ void Scheduler::step() {
     computed += s.computed;
     attended += s.length;
     s.computed = 0;
+    if (s.prefilling()) {  // no output token until its last chunk
+      ++i;
+      continue;
+    }
     ++s.generated;
     if (s.generated >= s.output_length) {
       r.decoded_tokens += s.generated;

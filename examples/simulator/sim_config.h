@@ -36,6 +36,10 @@ struct SimConfig {
   uint32_t max_batch_tokens = 8192;// tokens per step (prefill + decode)
   uint32_t max_running = 256;      // sequences in flight
   uint32_t max_prefills = 0;       // new sequences per step, 0 = no limit
+  // A prompt longer than a step's token budget is added with its reused
+  // prefix and the first chunk, and extended by one chunk a step (as vLLM
+  // and SGLang do by default); off: it runs whole in one step, alone.
+  bool chunked_prefill = true;
   uint32_t max_output = 0;         // cap on decoded tokens per request, 0 = none
   uint32_t samples = 60;           // points of the timeline (plot), at least
   bool progress = false;           // draw a progress bar on stderr

@@ -104,6 +104,11 @@ void CpuDevice::copy_blocks(void* pool_base, const BlockGeometry& g, const Block
   }
 }
 
+void CpuDevice::copy_ranges(const CopyRange* ranges, size_t count, void* /*stream*/) {
+  for (size_t i = 0; i < count; ++i)
+    if (ranges[i].bytes > 0) std::memcpy(ranges[i].dst, ranges[i].src, ranges[i].bytes);
+}
+
 void CpuDevice::copy_tier(TierDirection direction, void* device_pool, void* host_pool,
                           uint64_t block_bytes, const TierCopy* copies, size_t count,
                           void* /*stream*/) {

@@ -40,6 +40,8 @@ class CpuDevice final : public Device {
   // The stateful mode: plain loops (cpu_stateful_kernels.cpp).
   void copy_2d(void* dst, uint64_t dst_pitch, const void* src, uint64_t src_pitch, uint64_t width,
                uint64_t height, CopyKind kind, void* stream) override;
+  // memcpy per range, in the call.
+  void copy_ranges(const CopyRange* ranges, size_t count, void* stream) override;
   void stateful_append(const StatefulAppendWork& work, void* stream) override;
   void table_reorder(const TableReorderWork& work, void* stream) override;
   void gather_rows(const RowGatherWork& work, void* stream) override;

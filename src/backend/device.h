@@ -34,6 +34,14 @@ struct TierCopy {
   uint32_t host_block = 0;
 };
 
+// One contiguous copy of copy_ranges: `bytes` bytes from `src` to `dst`,
+// any alignment, any size (0 copies nothing).
+struct CopyRange {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  uint64_t bytes = 0;
+};
+
 // Direction of a 2D copy (copy_2d); host memory may be pageable.
 enum class CopyKind : uint8_t { kDeviceToDevice, kHostToDevice, kDeviceToHost };
 
@@ -115,6 +123,15 @@ class Device {
   // synchronize(stream). Throws Error(KVC_ERR_DEVICE).
   virtual void copy_2d(void* dst, uint64_t dst_pitch, const void* src, uint64_t src_pitch,
                        uint64_t width, uint64_t height, CopyKind kind, void* stream);
+  // Copies every range of `ranges` (count of them; memory of this device:
+  // device memory on CUDA, host memory on the CPU backend), all enqueued on
+  // `stream` as one piece of work: CUDA launches one kernel per 128 ranges
+  // (kCopyRangesPerLaunch, cuda/cuda_kernels.h), their list passed by value
+  // in the kernel's parameters, so nothing is allocated. No destination overlaps another
+  // range's destination or any source. Throws Error(KVC_ERR_DEVICE) when
+  // the work cannot be enqueued; the destinations' bytes are then
+  // undefined, the sources untouched. The default: one copy_2d per range.
+  virtual void copy_ranges(const CopyRange* ranges, size_t count, void* stream);
 
   // Stateful kernels (stateful_work.h); the stateful cache checked the
   // arguments. The defaults fail with KVC_ERR_UNSUPPORTED.

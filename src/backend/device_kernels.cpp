@@ -39,6 +39,13 @@ void Device::copy_2d(void*, uint64_t, const void*, uint64_t, uint64_t, uint64_t,
   fail(KVC_ERR_UNSUPPORTED, "device " + name() + " has no 2D copy");
 }
 
+void Device::copy_ranges(const CopyRange* ranges, size_t count, void* stream) {
+  for (size_t i = 0; i < count; ++i)
+    if (ranges[i].bytes > 0)
+      copy_2d(ranges[i].dst, ranges[i].bytes, ranges[i].src, ranges[i].bytes, ranges[i].bytes, 1,
+              CopyKind::kDeviceToDevice, stream);
+}
+
 void Device::stateful_append(const StatefulAppendWork&, void*) {
   fail(KVC_ERR_UNSUPPORTED, "device " + name() + " has no stateful append kernel");
 }

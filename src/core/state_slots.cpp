@@ -136,6 +136,7 @@ StateSlots::StateSlots(Device& device, std::vector<ResourceLayout> layouts, uint
   size_t lists = 1;
   for (const ResourceLayout& l : layouts_) list_of_.push_back(l.managed ? 0 : uint32_t(lists++));
   free_.resize(lists);
+  ranges_.resize(layouts_.size());
   for (auto& f : free_)
     for (uint32_t s = num_slots_; s > 0; --s) f.push_back(s - 1);  // slot 0 handed out first
   try {
@@ -179,17 +180,18 @@ void StateSlots::take(uint64_t id) {
 }
 
 void StateSlots::take_copy(uint64_t parent, uint64_t child, void* stream) {
-  const std::vector<uint32_t> from = owned_.at(parent);
   take(child);
+  // References into the map stay valid when it rehashes.
+  const std::vector<uint32_t>& from = owned_.at(parent);
   const std::vector<uint32_t>& to = owned_.at(child);
   try {
     for (size_t r = 0; r < layouts_.size(); ++r) {
       const ResourceLayout& l = layouts_[r];
       unsigned char* base = static_cast<unsigned char*>(bases_[r]);
-      device_.copy_2d(base + to[list_of_[r]] * l.slot_stride, l.slot_stride,
-                      base + from[list_of_[r]] * l.slot_stride, l.slot_stride, l.slot_bytes, 1,
-                      CopyKind::kDeviceToDevice, stream);
+      ranges_[r] = CopyRange{base + to[list_of_[r]] * l.slot_stride,
+                             base + from[list_of_[r]] * l.slot_stride, l.slot_bytes};
     }
+    device_.copy_ranges(ranges_.data(), ranges_.size(), stream);
   } catch (...) {
     release(child);
     throw;

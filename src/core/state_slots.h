@@ -57,7 +57,8 @@ class StateSlots {
   // Takes a slot of every resource for `id` (refusal() was "").
   void take(uint64_t id);
   // take(child), then every resource's slot bytes of parent copied into
-  // the child's slot on `stream` (Device::copy_2d, device to device).
+  // the child's slot on `stream` (one Device::copy_ranges, device to
+  // device).
   void take_copy(uint64_t parent, uint64_t child, void* stream);
   // Frees id's slots; nothing when it holds none.
   void release(uint64_t id);
@@ -85,6 +86,7 @@ class StateSlots {
   std::vector<uint32_t> list_of_;            // per resource: its free list
   std::vector<std::vector<uint32_t>> free_;  // per list: free slots, lowest last
   std::unordered_map<uint64_t, std::vector<uint32_t>> owned_;  // id -> slot per list
+  std::vector<CopyRange> ranges_;  // per resource: take_copy's ranges (sized here)
 };
 
 }  // namespace kvc

@@ -37,6 +37,7 @@ StateSnapshots::StateSnapshots(Device& device, const StateSlots& slots, const Ra
   host_node_of_.assign(num_host_slots_, kNone);
   host_used_at_.assign(num_host_slots_, 0);
   host_of_.assign(num_host_slots_ == 0 ? 0 : tree_.id_bound(), kNone);
+  ranges_.resize(slots_.num_resources());
   if (num_slots_ == 0) return;
   try {
     for (uint32_t r = 0; r < slots_.num_resources(); ++r) {
@@ -74,8 +75,10 @@ unsigned char* snapshot_at(void* raw, const ResourceLayout& l, uint32_t k) {
 }  // namespace
 
 void StateSnapshots::copy(uint32_t k, uint64_t seq, bool to_snapshot, void* stream, bool host) {
-  const CopyKind kind = !host ? CopyKind::kDeviceToDevice
-                              : (to_snapshot ? CopyKind::kDeviceToHost : CopyKind::kHostToDevice);
+  // Device snapshots: every resource's range in one batched copy (one
+  // launch on CUDA). Host snapshots: one copy_2d per resource, host to
+  // device (copy_ranges copies within the device's memory).
+  const CopyKind kind = to_snapshot ? CopyKind::kDeviceToHost : CopyKind::kHostToDevice;
   for (uint32_t r = 0; r < slots_.num_resources(); ++r) {
     const ResourceLayout& l = slots_.layout(r);
     unsigned char* live =
@@ -83,8 +86,12 @@ void StateSnapshots::copy(uint32_t k, uint64_t seq, bool to_snapshot, void* stre
     unsigned char* snap = snapshot_at(host ? host_bases_[r] : bases_[r], l, k);
     unsigned char* dst = to_snapshot ? snap : live;
     const unsigned char* src = to_snapshot ? live : snap;
-    device_.copy_2d(dst, l.slot_stride, src, l.slot_stride, l.slot_bytes, 1, kind, stream);
+    if (host)
+      device_.copy_2d(dst, l.slot_stride, src, l.slot_stride, l.slot_bytes, 1, kind, stream);
+    else
+      ranges_[r] = CopyRange{dst, src, l.slot_bytes};
   }
+  if (!host) device_.copy_ranges(ranges_.data(), ranges_.size(), stream);
 }
 
 void StateSnapshots::offload_copy(uint32_t k, uint32_t h, void* stream) {

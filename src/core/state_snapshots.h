@@ -125,6 +125,7 @@ class StateSnapshots final : public SnapshotGate {
   std::vector<uint32_t> host_node_of_;
   std::vector<uint64_t> host_used_at_;
   std::vector<uint32_t> host_of_;  // per tree node id: its host snapshot slot, or kNone
+  std::vector<CopyRange> ranges_;  // per resource: copy()'s ranges (sized at create)
   uint64_t tick_ = 0;
   SnapshotCounters counters_;
 };

@@ -259,37 +259,52 @@ int main(int argc, char **argv) {
     c.unlimited = true;
     c.max_prefills = 1;  // a prompt is committed before the next one is added
   }
-  const RunResult r = simulate(w, c);
-  std::printf("%s: %zu requests, %" PRIu64 " prompt tokens, capacity %" PRIu64 " blocks\n",
-              path.c_str(), records.size(), r.prompt_tokens, r.capacity_blocks);
-  SIM_CHECK_EQ(r.completed, uint64_t{records.size()});
-  SIM_CHECK_EQ(r.preemptions, uint64_t{0});
+  // Both scheduler modes: a prompt longer than a step added with its first
+  // chunk and extended chunk by chunk (the default), or run whole. Chunks
+  // allocate, and so evict, in pieces; the replay allocates whole prompts:
+  // the evicted leaves are the same, so the figures must be too.
+  for (const bool chunked : {true, false}) {
+    if (!lru && !chunked) break;
+    c.chunked_prefill = chunked;
+    const RunResult r = simulate(w, c);
+    std::printf("chunked prefill %s: %" PRIu64 " later chunks\n", chunked ? "on" : "off",
+                r.prefill_chunks);
+    if (!chunked) SIM_CHECK_EQ(r.prefill_chunks, uint64_t{0});
+    const bool long_prompt = std::any_of(records.begin(), records.end(), [&](const Record &x) {
+      return x.input > c.max_batch_tokens;
+    });
+    if (chunked && long_prompt) SIM_CHECK(r.prefill_chunks > 0);
+    std::printf("%s: %zu requests, %" PRIu64 " prompt tokens, capacity %" PRIu64 " blocks\n",
+                path.c_str(), records.size(), r.prompt_tokens, r.capacity_blocks);
+    SIM_CHECK_EQ(r.completed, uint64_t{records.size()});
+    SIM_CHECK_EQ(r.preemptions, uint64_t{0});
 
-  if (lru) {
-    SIM_CHECK_EQ(r.capacity_blocks, capacity);
-    LruReplay replay(capacity);
-    for (uint64_t i = 0; i < records.size(); ++i) replay.run(records[i], i);
-    std::printf("reused tokens: simulator %" PRIu64 ", replay %" PRIu64 " (hit rate %.4f)\n",
-                r.reused_tokens, replay.reused_tokens, r.hit_rate());
-    std::printf("reused blocks: simulator %" PRIu64 ", replay %" PRIu64 "\n", r.counters.reused,
-                replay.reused_blocks);
-    std::printf("evicted blocks: simulator %" PRIu64 ", replay %" PRIu64 "\n",
-                r.counters.evicted, replay.evicted);
-    const uint64_t unlimited = unlimited_reused_tokens(records);
-    std::printf("reused tokens with unlimited memory: %" PRIu64 "\n", unlimited);
-    SIM_CHECK(replay.evicted > 0);  // the capacity is small enough to matter
-    SIM_CHECK(replay.reused_tokens <= unlimited);
-    SIM_CHECK_EQ(r.reused_tokens, replay.reused_tokens);
-    SIM_CHECK_EQ(r.counters.reused, replay.reused_blocks);
-    SIM_CHECK_EQ(r.counters.evicted, replay.evicted);
-  } else {
-    const uint64_t expected = unlimited_reused_tokens(records);
-    std::printf("reused tokens: simulator %" PRIu64 " (%.4f), exact prefix replay %" PRIu64
-                " (%.4f)\n",
-                r.reused_tokens, r.hit_rate(), expected,
-                static_cast<double>(expected) / static_cast<double>(r.prompt_tokens));
-    SIM_CHECK_EQ(r.counters.evicted, uint64_t{0});
-    SIM_CHECK_EQ(r.reused_tokens, expected);
+    if (lru) {
+      SIM_CHECK_EQ(r.capacity_blocks, capacity);
+      LruReplay replay(capacity);
+      for (uint64_t i = 0; i < records.size(); ++i) replay.run(records[i], i);
+      std::printf("reused tokens: simulator %" PRIu64 ", replay %" PRIu64 " (hit rate %.4f)\n",
+                  r.reused_tokens, replay.reused_tokens, r.hit_rate());
+      std::printf("reused blocks: simulator %" PRIu64 ", replay %" PRIu64 "\n", r.counters.reused,
+                  replay.reused_blocks);
+      std::printf("evicted blocks: simulator %" PRIu64 ", replay %" PRIu64 "\n",
+                  r.counters.evicted, replay.evicted);
+      const uint64_t unlimited = unlimited_reused_tokens(records);
+      std::printf("reused tokens with unlimited memory: %" PRIu64 "\n", unlimited);
+      SIM_CHECK(replay.evicted > 0);  // the capacity is small enough to matter
+      SIM_CHECK(replay.reused_tokens <= unlimited);
+      SIM_CHECK_EQ(r.reused_tokens, replay.reused_tokens);
+      SIM_CHECK_EQ(r.counters.reused, replay.reused_blocks);
+      SIM_CHECK_EQ(r.counters.evicted, replay.evicted);
+    } else {
+      const uint64_t expected = unlimited_reused_tokens(records);
+      std::printf("reused tokens: simulator %" PRIu64 " (%.4f), exact prefix replay %" PRIu64
+                  " (%.4f)\n",
+                  r.reused_tokens, r.hit_rate(), expected,
+                  static_cast<double>(expected) / static_cast<double>(r.prompt_tokens));
+      SIM_CHECK_EQ(r.counters.evicted, uint64_t{0});
+      SIM_CHECK_EQ(r.reused_tokens, expected);
+    }
   }
   std::puts("OK");
   return 0;
