@@ -218,8 +218,14 @@ type SnapshotStats struct {
 	Hits             uint64 // adds that reused a prefix (restored a snapshot)
 	HitTokens        uint64 // tokens those adds reused
 	Restores         uint64 // rewinds that restored a snapshot
-	Evicted          uint64 // snapshots evicted by a publish into a full pool
-	Dropped          uint64 // snapshots dropped with their node
+	Evicted          uint64 // snapshots a publish into a full pool evicted for good (not offloaded)
+	Dropped          uint64 // snapshots dropped with their node, from either pool
+	HostNumSlots     uint32 // host snapshot slots (a quarter of host_cache_bytes; 0 without a host tier)
+	HostSlotsUsed    uint32 // snapshots in the host pool now
+	HostBytes        uint64 // bytes of the host pool (out of host_cache_bytes)
+	Offloaded        uint64 // snapshots a publish into a full pool moved to the host pool
+	Onboarded        uint64 // reuses and rewinds that restored a host snapshot
+	HostEvicted      uint64 // host snapshots evicted to make room for an offload
 }
 
 // SnapshotStats returns the snapshot pool and its counters
@@ -244,6 +250,12 @@ func (c *Cache) SnapshotStats() (SnapshotStats, error) {
 			Restores:         d.GetRestores(),
 			Evicted:          d.GetEvicted(),
 			Dropped:          d.GetDropped(),
+			HostNumSlots:     d.GetHost_num_slots(),
+			HostSlotsUsed:    d.GetHost_slots_used(),
+			HostBytes:        d.GetHost_bytes(),
+			Offloaded:        d.GetOffloaded(),
+			Onboarded:        d.GetOnboarded(),
+			HostEvicted:      d.GetHost_evicted(),
 		}, nil
 	})
 }

@@ -209,3 +209,47 @@ func TestStateSnapshotsPublishReuseRewind(t *testing.T) {
 	}
 	must(t, c.Check())
 }
+
+// With a host tier, a quarter of its bytes holds host snapshots: a full
+// device pool moves its victim there, and a reuse restores it bit for bit.
+func TestStateSnapshotsOffloadToHost(t *testing.T) {
+	cfg, err := kvcache.NewConfig()
+	must(t, err)
+	defer cfg.Close()
+	// A slot of every resource is 256 + 512 bytes: 4096 host bytes hold one.
+	for _, err := range []error{cfg.SetNumLayers(1), cfg.SetKVHeads(1), cfg.SetHeadDim(8),
+		cfg.SetTokensPerBlock(4), cfg.SetPrimaryBytes(1 << 20), cfg.SetMaxStateSlots(4),
+		cfg.SetMaxStateSnapshots(1), cfg.SetHostCacheBytes(4096)} {
+		must(t, err)
+	}
+	_, err = cfg.AddSSMState(2, 4, 8, kvcache.DTypeF32)
+	must(t, err)
+	_, err = cfg.AddConvState(24, 4, kvcache.DTypeF32)
+	must(t, err)
+	c, err := kvcache.NewCache(cfg)
+	must(t, err)
+	defer c.Close()
+	a := []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	b := []int32{11, 12, 13, 14, 15, 16, 17, 18, 19, 20}
+	for i, p := range [][]int32{a, b} {
+		id := uint64(i + 1)
+		_, err = c.AddSequence(id, p, nil, 0)
+		must(t, err)
+		writeOrCheck(t, c, id, byte(8+i), true)
+		must(t, c.CommitSequence(id, 8))
+		must(t, c.PublishState(id, 8, 0)) // b's publish moves a's snapshot to the host
+		must(t, c.RemoveSequence(id))
+	}
+	cached, err := c.AddSequence(3, a, nil, 0)
+	must(t, err)
+	if cached != 8 || !writeOrCheck(t, c, 3, 8, false) {
+		t.Fatalf("reuse from the host: cached %d, or the state differs", cached)
+	}
+	s, err := c.SnapshotStats()
+	must(t, err)
+	if s.HostNumSlots != 1 || s.HostSlotsUsed != 1 || s.HostBytes != 256+512 || s.Offloaded != 1 ||
+		s.Onboarded != 1 || s.HostEvicted != 0 || s.Evicted != 0 || s.Hits != 1 {
+		t.Fatalf("SnapshotStats: %+v", s)
+	}
+	must(t, c.Check())
+}

@@ -75,8 +75,10 @@ typedef struct kvc_cache_desc {
   uint64_t token_capacity;     /**< Tokens every layer can hold at once. */
   uint64_t primary_bytes;      /**< Bytes of the primary pools. */
   uint64_t host_cache_bytes;   /**< Bytes of the secondary (host) tier's pools: the
-                                    configured host_cache_bytes rounded down to
-                                    whole block sets (one block per layer group);
+                                    configured host_cache_bytes (less the host
+                                    state snapshot pool of a cache with state
+                                    resources, state.h) rounded down to whole
+                                    block sets (one block per layer group);
                                     0 without a host tier. */
   uint64_t device_free_bytes;  /**< Free device memory seen at sizing (CUDA); 0 on CPU. */
   uint64_t device_total_bytes; /**< Total device memory (CUDA); 0 on CPU. */

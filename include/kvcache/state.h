@@ -109,12 +109,32 @@
  *     snapshot whose node has the lowest priority now (what the LRU would
  *     evict first), the least recently published or reused among equals;
  *     that node keeps its blocks (a prompt then reuses up to an earlier
- *     snapshot).
- *   - Not offloaded: snapshots stay in the primary (device) pool; a node
- *     in the host tier keeps its snapshot there, and reusing it onboards
- *     the blocks as usual. Block export/import and the disk and remote
- *     stores do not carry snapshots, so they are refused on a cache with
- *     state resources (KVC_ERR_UNSUPPORTED; validation refuses a store).
+ *     snapshot). With a host tier the victim may move to the host pool
+ *     instead (below).
+ *   - Offloaded to the host tier: with a host tier
+ *     (kvc_config_set_host_cache_bytes) a quarter of host_cache_bytes goes
+ *     to a host snapshot pool first, `min(2^20, floor(host_cache_bytes / 4 /
+ *     S))` host snapshot slots (none with KVC_STATE_SNAPSHOTS_NONE or 0
+ *     device snapshot slots); the host pools are planned from the rest
+ *     (kvc_cache_desc_t host_cache_bytes counts those pools only;
+ *     kvc_snapshot_stats_t host_bytes the snapshot pool). The victim of a
+ *     publish into a full pool whose node's priority is at or above the
+ *     secondary offload priority
+ *     (kvc_config_set_secondary_offload_min_priority, as for blocks) is
+ *     copied into a host snapshot slot instead of being dropped (a free
+ *     one, else the host snapshot the same rule picks is evicted: lowest
+ *     priority, then least recently used); below it, it is dropped. A node
+ *     has one snapshot, in one pool. A reuse (or a rewind) of a host
+ *     snapshot copies it straight into the new sequence's state slots (host
+ *     to device, on the add's stream) and keeps it in the host pool; a
+ *     publish at its node puts the new bytes in the device pool and frees
+ *     the host slot. The offload and onboard copies are complete when the
+ *     call returns (the cache synchronizes the call's stream after them).
+ *     Evicting the node from every tier drops its snapshot, wherever it is;
+ *     moving the node's blocks between tiers leaves it where it is. Block
+ *     export/import and the disk and remote stores do not carry snapshots,
+ *     so they are refused on a cache with state resources
+ *     (KVC_ERR_UNSUPPORTED; validation refuses a store).
  *   - How often to publish: every publish copies kvc_snapshot_stats_t
  *     bytes_per_snapshot bytes (the sum of the resources' slot bytes, e.g.
  *     the SSM and conv state of every Mamba layer: a few MB for an 8B
@@ -387,12 +407,24 @@ typedef struct kvc_snapshot_stats {
   uint64_t hits;               /**< Adds that reused a prefix (restored a snapshot). */
   uint64_t hit_tokens;         /**< Tokens those adds reused. */
   uint64_t restores;           /**< Rewinds that restored a snapshot. */
-  uint64_t evicted;            /**< Snapshots evicted by a publish into a full pool. */
-  uint64_t dropped;            /**< Snapshots dropped with their node (block eviction, reset). */
+  uint64_t evicted;            /**< Snapshots a publish into a full pool evicted for good
+                                    (not offloaded to the host pool). */
+  uint64_t dropped;            /**< Snapshots dropped with their node (block eviction, reset),
+                                    from either pool. */
+  uint32_t host_num_slots;     /**< Host snapshot slots (a quarter of host_cache_bytes;
+                                    0 without a host tier). @since 0.3.0 */
+  uint32_t host_slots_used;    /**< Snapshots in the host pool now. */
+  uint64_t host_bytes;         /**< Bytes of the host pool (out of host_cache_bytes). */
+  uint64_t offloaded;          /**< Snapshots a publish into a full pool moved to the host
+                                    pool (not counted in evicted). */
+  uint64_t onboarded;          /**< Reuses and rewinds that restored a host snapshot (also
+                                    counted in hits or restores). */
+  uint64_t host_evicted;       /**< Host snapshots evicted to make room for an offload. */
 } kvc_snapshot_stats_t;
 
 /** Static initializer for kvc_snapshot_stats_t. */
-#define KVC_SNAPSHOT_STATS_INIT {sizeof(kvc_snapshot_stats_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+#define KVC_SNAPSHOT_STATS_INIT \
+  {sizeof(kvc_snapshot_stats_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /** @brief Zeroes `stats` and sets its struct_size. @since 0.3.0 */
 KVC_API void kvc_snapshot_stats_init(kvc_snapshot_stats_t *stats);

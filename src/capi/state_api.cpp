@@ -194,6 +194,12 @@ KVC_API kvc_status_t kvc_cache_get_snapshot_stats(const kvc_cache_t* cache,
     d.restores = s.counts.restores;
     d.evicted = s.counts.evicted;
     d.dropped = s.counts.dropped;
+    d.host_num_slots = s.host_num_slots;
+    d.host_slots_used = s.host_used;
+    d.host_bytes = s.host_bytes;
+    d.offloaded = s.counts.offloaded;
+    d.onboarded = s.counts.onboarded;
+    d.host_evicted = s.counts.host_evicted;
     write_sized(out, d, "out");
   });
 }

@@ -54,7 +54,7 @@ Cache::Cache(const CacheConfig& cfg, std::vector<std::unique_ptr<Device>> device
     if (devices[r]->reserve_granularity() == 0) growable_ = false;
   }
   plan_ = plan_memory(config_, grouping_, device_memory_.free_bytes);
-  host_plan_ = plan_host_memory(config_, grouping_);
+  host_plan_ = plan_host_memory(config_, grouping_, plan_.snapshot_slots);
   if (!growable_ && plan_.max_budget_bytes > plan_.budget_bytes)
     fail(KVC_ERR_UNSUPPORTED, "max_primary_bytes (" + std::to_string(config_.max_primary_bytes) +
                                   ") asks for pools that grow, but the " + devices[0]->name() +
@@ -69,8 +69,9 @@ Cache::Cache(const CacheConfig& cfg, std::vector<std::unique_ptr<Device>> device
                                             std::move(stores));
   if (state_) {
     // Prefix reuse through state snapshots only (state.h).
-    snapshots_ = std::make_unique<StateSnapshots>(ranks_->device(0), *state_, manager_->tree(),
-                                                  plan_.snapshot_slots);
+    snapshots_ = std::make_unique<StateSnapshots>(
+        ranks_->device(0), *state_, manager_->tree(), plan_.snapshot_slots,
+        host_plan_.snapshot_slots, config_.secondary_offload_min_priority);
     manager_->set_snapshot_gate(snapshots_.get());
   }
 }
@@ -184,6 +185,9 @@ Cache::SnapshotSummary Cache::snapshot_summary() const {
   d.used = snapshots_->used();
   d.bytes_per_snapshot = snapshots_->bytes_per_snapshot();
   d.bytes = plan_.snapshot_bytes;
+  d.host_num_slots = snapshots_->num_host_slots();
+  d.host_used = snapshots_->host_used();
+  d.host_bytes = uint64_t(d.host_num_slots) * snapshots_->stride_bytes();
   d.counts = snapshots_->counters();
   return d;
 }

@@ -205,6 +205,9 @@ class Cache {
     uint32_t used = 0;
     uint64_t bytes_per_snapshot = 0;
     uint64_t bytes = 0;
+    uint32_t host_num_slots = 0;
+    uint32_t host_used = 0;
+    uint64_t host_bytes = 0;
     SnapshotCounters counts;
   };
   SnapshotSummary snapshot_summary() const;

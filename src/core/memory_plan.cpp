@@ -26,10 +26,22 @@ uint64_t max_blocks_per_group(const LayerGrouping& grouping) {
 
 }  // namespace
 
-HostPlan plan_host_memory(const CacheConfig& cfg, const LayerGrouping& grouping) {
+HostPlan plan_host_memory(const CacheConfig& cfg, const LayerGrouping& grouping,
+                          uint32_t device_snapshots) {
   HostPlan plan;
+  uint64_t bytes = cfg.host_cache_bytes;
+  // Host state snapshots (state.h): a quarter of the host budget, with
+  // state resources and a snapshot pool; the host pools get the rest.
+  if (bytes != 0 && !cfg.resources.empty() && device_snapshots > 0) {
+    const uint64_t slot = state_bytes_per_slot(lay_out_resources(cfg.resources));
+    const uint64_t snaps =
+        std::min<uint64_t>(CacheConfig::kMaxStateSlots, bytes / kHostSnapshotShare / slot);
+    plan.snapshot_slots = uint32_t(snaps);
+    plan.snapshot_bytes = snaps * slot;
+    bytes -= plan.snapshot_bytes;
+  }
   plan.blocks_per_group =
-      std::min(cfg.host_cache_bytes / block_set_bytes(grouping), max_blocks_per_group(grouping));
+      std::min(bytes / block_set_bytes(grouping), max_blocks_per_group(grouping));
   for (const PoolShape& p : grouping.pools) {
     const uint64_t blocks = plan.blocks_per_group * p.groups.size();
     plan.pool_blocks.push_back(blocks);

@@ -60,8 +60,14 @@ constexpr uint64_t kMaxPageBlocks = 64;
 // The secondary (host) tier mirrors the primary pools: host_cache_bytes
 // buys the same number of blocks of every group, pool by pool as above. It
 // holds nothing (blocks_per_group 0) when the bytes buy no block of every
-// group.
+// group. With state resources and device snapshot slots (state.h), a quarter of
+// host_cache_bytes goes to host state snapshots first: snapshot_slots =
+// min(2^20, host_cache_bytes / kHostSnapshotShare / bytes per slot), their
+// bytes snapshot_bytes; the host pools are planned from the rest.
+constexpr uint64_t kHostSnapshotShare = 4;
 struct HostPlan {
+  uint32_t snapshot_slots = 0;
+  uint64_t snapshot_bytes = 0;
   uint64_t blocks_per_group = 0;
   std::vector<uint64_t> pool_blocks;  // per pool
   uint64_t total_bytes = 0;           // sum of pool_blocks * block_bytes
@@ -95,6 +101,9 @@ uint64_t mem_for_paged(const ResizeInputs& in);
 
 // The bytes of one block of every group.
 uint64_t block_set_bytes(const LayerGrouping& grouping);
-HostPlan plan_host_memory(const CacheConfig& cfg, const LayerGrouping& grouping);
+// `device_snapshots`: the primary plan's snapshot_slots (none: no host
+// snapshots either).
+HostPlan plan_host_memory(const CacheConfig& cfg, const LayerGrouping& grouping,
+                          uint32_t device_snapshots = 0);
 
 }  // namespace kvc

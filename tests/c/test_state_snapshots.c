@@ -312,6 +312,157 @@ static void rewind_to_a_snapshot(void** state) {
   kvc_cache_destroy(cache);
 }
 
+/* Host snapshots (state.h, offloaded to the host tier). The config's slot
+ * of every resource is S = 256 + 512 + 256 = 1024 bytes, so 8192 host bytes
+ * give 8192 / 4 / S = 2 host snapshot slots and 6144 bytes of host pools. */
+static kvc_cache_t* hybrid_host(uint32_t snapshots, uint32_t min_priority) {
+  kvc_config_t* c = hybrid_config(1 << 20, 8, snapshots, 0);
+  ok(kvc_config_set_host_cache_bytes(c, 8192));
+  ok(kvc_config_set_secondary_offload_min_priority(c, min_priority));
+  return create(c);
+}
+
+/* Adds `id` with the 5 tokens of `p` at `priority`, writes the pattern of
+ * `seed`, commits 4 and publishes there, and removes it. */
+static void publish_at_4(kvc_cache_t* cache, uint64_t id, const int32_t* p, uint32_t seed,
+                         uint32_t priority) {
+  kvc_sequence_options_t o = KVC_SEQUENCE_OPTIONS_INIT;
+  o.prompt_priority = priority;
+  uint64_t cached = 0;
+  ok(kvc_sequence_add(cache, id, p, 5, &o, NULL, &cached));
+  assert_int_equal(cached, 0);
+  fill(cache, id, seed);
+  ok(kvc_sequence_commit(cache, id, 4));
+  ok(kvc_sequence_publish_state(cache, id, 4, NULL));
+  ok(kvc_sequence_remove(cache, id));
+  ok(kvc_cache_check(cache));
+}
+
+static void host_offload_round_trip(void** state) {
+  (void)state;
+  kvc_cache_t* cache = hybrid_host(2, 35);
+  kvc_snapshot_stats_t s = stats(cache);
+  assert_int_equal(s.host_num_slots, 2);
+  assert_int_equal(s.host_bytes, 2 * 1024);
+  assert_int_equal(s.host_slots_used, 0);
+  kvc_cache_desc_t d = KVC_CACHE_DESC_INIT;
+  ok(kvc_cache_describe(cache, &d));
+  assert_int_equal(d.host_cache_bytes, 8192 - 2 * 1024); /* the host block pools */
+  int32_t p[5][5];
+  for (int k = 0; k < 5; ++k)
+    for (int t = 0; t < 5; ++t) p[k][t] = 1000 * (k + 1) + t;
+  publish_at_4(cache, 1, p[0], 1, 35);
+  publish_at_4(cache, 2, p[1], 2, 35);
+  /* The device pool is full: 0's snapshot (the least recently used) moves
+   * to the host pool. */
+  publish_at_4(cache, 3, p[2], 3, 35);
+  s = stats(cache);
+  assert_int_equal(s.published, 3);
+  assert_int_equal(s.offloaded, 1);
+  assert_int_equal(s.evicted, 0);
+  assert_int_equal(s.slots_used, 2);
+  assert_int_equal(s.host_slots_used, 1);
+  /* Reusing it restores exactly the published bytes; it stays in the host. */
+  assert_int_equal(add(cache, 10, p[0], 5), 4);
+  assert_true(holds(cache, 10, 1));
+  s = stats(cache);
+  assert_int_equal(s.onboarded, 1);
+  assert_int_equal(s.hits, 1);
+  assert_int_equal(s.host_slots_used, 1);
+  ok(kvc_sequence_remove(cache, 10));
+  /* 1 goes to the host too; then 2, and the host pool is full: its least
+   * recently used snapshot (1, published before 0 was reused) is evicted. */
+  publish_at_4(cache, 4, p[3], 4, 35);
+  assert_int_equal(stats(cache).host_slots_used, 2);
+  publish_at_4(cache, 5, p[4], 5, 35);
+  s = stats(cache);
+  assert_int_equal(s.offloaded, 3);
+  assert_int_equal(s.host_evicted, 1);
+  assert_int_equal(s.evicted, 0);
+  assert_int_equal(s.host_slots_used, 2);
+  assert_int_equal(add(cache, 11, p[1], 5), 0); /* its blocks stay: no snapshot */
+  ok(kvc_sequence_remove(cache, 11));
+  assert_int_equal(add(cache, 12, p[0], 5), 4);
+  assert_true(holds(cache, 12, 1));
+  assert_int_equal(add(cache, 13, p[2], 5), 4);
+  assert_true(holds(cache, 13, 3));
+  assert_int_equal(stats(cache).onboarded, 3);
+  ok(kvc_sequence_remove(cache, 12));
+  ok(kvc_sequence_remove(cache, 13));
+  /* A publish at a host snapshot's node puts the new bytes in the device
+   * pool (its host slot freed; the device pool's victim, 3, offloaded). */
+  assert_int_equal(add(cache, 14, p[0], 5), 4);
+  fill(cache, 14, 77);
+  ok(kvc_sequence_publish_state(cache, 14, 4, NULL));
+  ok(kvc_cache_check(cache));
+  s = stats(cache);
+  assert_int_equal(s.offloaded, 4);
+  assert_int_equal(s.slots_used, 2);
+  assert_int_equal(s.host_slots_used, 2);
+  ok(kvc_sequence_remove(cache, 14));
+  assert_int_equal(add(cache, 15, p[0], 5), 4);
+  assert_true(holds(cache, 15, 77));
+  assert_int_equal(stats(cache).onboarded, 4); /* from the device pool */
+  /* A rewind to a host snapshot restores it too. */
+  assert_int_equal(add(cache, 16, p[3], 5), 4);
+  assert_true(holds(cache, 16, 4));
+  fill(cache, 16, 0xdead);
+  ok(kvc_sequence_rewind(cache, 16, 1));
+  assert_true(holds(cache, 16, 4));
+  s = stats(cache);
+  assert_int_equal(s.restores, 1);
+  assert_int_equal(s.onboarded, 6);
+  ok(kvc_cache_check(cache));
+  /* Evicting the nodes from every tier drops the snapshots of both pools. */
+  ok(kvc_sequence_remove(cache, 15));
+  ok(kvc_sequence_remove(cache, 16));
+  ok(kvc_cache_reset_reuse(cache));
+  s = stats(cache);
+  assert_int_equal(s.slots_used, 0);
+  assert_int_equal(s.host_slots_used, 0);
+  assert_int_equal(s.dropped, 4);
+  assert_int_equal(add(cache, 17, p[3], 5), 0);
+  kvc_cache_destroy(cache);
+}
+
+static void below_offload_priority_is_dropped(void** state) {
+  (void)state;
+  /* Offload priority 50: a victim at 35 is dropped, one at 80 offloaded. */
+  kvc_cache_t* cache = hybrid_host(1, 50);
+  int32_t p[3][5];
+  for (int k = 0; k < 3; ++k)
+    for (int t = 0; t < 5; ++t) p[k][t] = 2000 * (k + 1) + t;
+  publish_at_4(cache, 1, p[0], 1, 35);
+  publish_at_4(cache, 2, p[1], 2, 80); /* evicts 0's: below the offload priority */
+  kvc_snapshot_stats_t s = stats(cache);
+  assert_int_equal(s.evicted, 1);
+  assert_int_equal(s.offloaded, 0);
+  assert_int_equal(s.host_slots_used, 0);
+  publish_at_4(cache, 3, p[2], 3, 35); /* 1's (priority 80) goes to the host */
+  s = stats(cache);
+  assert_int_equal(s.evicted, 1);
+  assert_int_equal(s.offloaded, 1);
+  assert_int_equal(s.host_slots_used, 1);
+  assert_int_equal(add(cache, 10, p[0], 5), 0);
+  assert_int_equal(add(cache, 11, p[1], 5), 4);
+  assert_true(holds(cache, 11, 2));
+  assert_int_equal(add(cache, 12, p[2], 5), 4);
+  assert_true(holds(cache, 12, 3));
+  kvc_cache_destroy(cache);
+  /* Without device snapshots there are no host snapshots: the host bytes
+   * all go to the host pools. */
+  kvc_config_t* c = hybrid_config(1 << 20, 8, KVC_STATE_SNAPSHOTS_NONE, 0);
+  ok(kvc_config_set_host_cache_bytes(c, 8192));
+  cache = create(c);
+  s = stats(cache);
+  assert_int_equal(s.host_num_slots, 0);
+  assert_int_equal(s.host_bytes, 0);
+  kvc_cache_desc_t d = KVC_CACHE_DESC_INIT;
+  ok(kvc_cache_describe(cache, &d));
+  assert_int_equal(d.host_cache_bytes, 8192);
+  kvc_cache_destroy(cache);
+}
+
 static void bad_input(void** state) {
   (void)state;
   kvc_cache_t* cache = hybrid(0);
@@ -421,8 +572,12 @@ static void publish_or_unpublished(kvc_cache_t* cache, uint64_t id, uint64_t pos
 static void randomized(void** state) {
   (void)state;
   for (uint32_t round = 0; round < 3; ++round) {
-    kvc_config_t* c = hybrid_config(MAXSEQ * 1024 + 10 * 1024 + 48 * 128, MAXSEQ, 10, round == 2);
-    if (round >= 1) ok(kvc_config_set_host_cache_bytes(c, 32 * 128 * (round == 2 ? 2 : 1)));
+    /* Rounds 1 and 2 have a host tier and a small device snapshot pool:
+     * 4096 host bytes give 1 host snapshot slot and 24 host blocks, 8192
+     * give 2 and 48 (state.h; a slot of every resource is 1024 bytes). */
+    kvc_config_t* c = hybrid_config(MAXSEQ * 1024 + 10 * 1024 + 48 * 128, MAXSEQ,
+                                    round == 0 ? 10 : 3, round == 2);
+    if (round >= 1) ok(kvc_config_set_host_cache_bytes(c, 4096u * (round == 2 ? 2 : 1)));
     kvc_cache_t* cache = create(c);
     srand(1234 + round);
     uint64_t ids[MAXSEQ];
@@ -520,16 +675,32 @@ static void randomized(void** state) {
         ok(kvc_cache_get_stats(cache, &cs));
         const kvc_snapshot_stats_t s = stats(cache);
         assert_true(s.slots_used <= s.num_slots);
-        assert_true(s.slots_used <= cs.tree_nodes);
+        assert_true(s.slots_used + s.host_slots_used <= cs.tree_nodes);
+        assert_true(s.host_slots_used <= s.host_num_slots);
       }
       ok(kvc_cache_check(cache));
     }
     const kvc_snapshot_stats_t s = stats(cache);
+    print_message("round %u: published %llu hits %llu evicted %llu offloaded %llu onboarded %llu "
+                  "host_evicted %llu dropped %llu\n", round, (unsigned long long)s.published,
+                  (unsigned long long)s.hits, (unsigned long long)s.evicted,
+                  (unsigned long long)s.offloaded, (unsigned long long)s.onboarded,
+                  (unsigned long long)s.host_evicted, (unsigned long long)s.dropped);
     assert_int_equal(s.hits, hits);
     assert_true(hits > 0);
     assert_int_equal(s.restores, restores);
     assert_true(restores > 0);
-    assert_true(s.slots_used + s.evicted + s.dropped <= s.published);
+    assert_true(s.slots_used + s.host_slots_used + s.evicted + s.host_evicted + s.dropped <=
+                s.published);
+    assert_true(s.host_slots_used <= s.host_num_slots);
+    if (round >= 1) {
+      /* The host snapshot pool is reached: offloads and reuses from it. */
+      assert_true(s.host_num_slots > 0);
+      assert_true(s.offloaded > 0);
+      assert_true(s.onboarded > 0);
+    } else {
+      assert_int_equal(s.host_num_slots, 0);
+    }
     kvc_cache_destroy(cache);
   }
 }
@@ -541,6 +712,8 @@ int main(void) {
       cmocka_unit_test(evicted_snapshot_shortens_reuse),
       cmocka_unit_test(block_eviction_drops_snapshot),
       cmocka_unit_test(rewind_to_a_snapshot),
+      cmocka_unit_test(host_offload_round_trip),
+      cmocka_unit_test(below_offload_priority_is_dropped),
       cmocka_unit_test(bad_input),
       cmocka_unit_test(randomized),
   };

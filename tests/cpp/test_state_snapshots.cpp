@@ -84,6 +84,55 @@ TEST(StateSnapshots, EqualPrioritiesEvictTheLeastRecentlyUsed) {
   EXPECT_EQ(s.bytes, 2u * 256);
 }
 
+// A host tier whose quarter holds 2 snapshot slots of 256 bytes (the
+// generic 64 bytes rounded up to 256).
+CacheConfig hybrid_host(uint32_t snapshots) {
+  CacheConfig cfg = hybrid(snapshots);
+  cfg.host_cache_bytes = 2048;
+  return cfg;
+}
+
+TEST(StateSnapshots, HostPlanTakesAQuarterOfTheHostBytes) {
+  Cache cache(hybrid_host(2));
+  EXPECT_EQ(cache.host_plan().snapshot_slots, 2u);
+  EXPECT_EQ(cache.host_plan().snapshot_bytes, 512u);
+  EXPECT_LE(cache.host_plan().total_bytes, 2048u - 512u);
+  const Cache::SnapshotSummary s = cache.snapshot_summary();
+  EXPECT_EQ(s.host_num_slots, 2u);
+  EXPECT_EQ(s.host_bytes, 512u);
+}
+
+TEST(StateSnapshots, HostPoolTakesQualifyingVictimsAndEvictsByPriority) {
+  Cache cache(hybrid_host(2));  // offload priority 35 (the default)
+  publish_one(cache, 1, 100, 80);
+  publish_one(cache, 2, 200, 10);
+  publish_one(cache, 3, 300, 35);  // 200's (10 < 35) is dropped, not offloaded
+  Cache::SnapshotSummary s = cache.snapshot_summary();
+  EXPECT_EQ(s.counts.evicted, 1u);
+  EXPECT_EQ(s.counts.offloaded, 0u);
+  publish_one(cache, 4, 400, 80);  // 300's (35) goes to the host
+  publish_one(cache, 5, 500, 50);  // 100's (80, older than 400's) goes to the host
+  s = cache.snapshot_summary();
+  EXPECT_EQ(s.counts.offloaded, 2u);
+  EXPECT_EQ(s.host_used, 2u);
+  // The host pool is full: 500's offload evicts its lowest priority, 300's.
+  publish_one(cache, 6, 600, 80);
+  s = cache.snapshot_summary();
+  EXPECT_EQ(s.counts.offloaded, 3u);
+  EXPECT_EQ(s.counts.host_evicted, 1u);
+  EXPECT_EQ(s.used, 2u);
+  EXPECT_EQ(s.host_used, 2u);
+  EXPECT_EQ(reuse(cache, 12, 200), 0u);
+  EXPECT_EQ(reuse(cache, 13, 300), 0u);
+  EXPECT_EQ(reuse(cache, 11, 100), 4u);  // from the host
+  EXPECT_EQ(reuse(cache, 15, 500), 4u);  // from the host
+  EXPECT_EQ(reuse(cache, 14, 400), 4u);
+  EXPECT_EQ(reuse(cache, 16, 600), 4u);
+  s = cache.snapshot_summary();
+  EXPECT_EQ(s.counts.onboarded, 2u);
+  EXPECT_EQ(s.counts.hits, 4u);
+}
+
 TEST(StateSnapshots, ProbeAgreesWithAddAndChangesNothing) {
   Cache cache(hybrid(4));
   publish_one(cache, 1, 100, 35);

@@ -11,7 +11,10 @@
 // the last publish at that prefix, a reuse that ends where nothing was
 // published, or any byte of any slot changing without a call that may
 // write it are findings. kvc_cache_check after every call; a refused call
-// must change nothing (slots, sequences, snapshot statistics).
+// must change nothing (slots, sequences, snapshot statistics). A quarter
+// of the programs have a host tier with 1-2 host snapshot slots (state.h:
+// a quarter of host_cache_bytes), so that full pools offload snapshots to
+// the host pool and reuses and rewinds restore from it.
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -101,7 +104,7 @@ class StateProgram {
 
   Input& in_;
   kvc_cache_t* cache_ = nullptr;
-  uint32_t nres_ = 0, slots_ = 0, snapshots_ = 0;
+  uint32_t nres_ = 0, slots_ = 0, snapshots_ = 0, host_snapshots_ = 0;
   std::vector<kvc_resource_desc_t> res_;
   std::vector<std::vector<Bytes>> mirror_;  // [resource][slot]
   std::vector<std::vector<bool>> known_;
@@ -138,6 +141,12 @@ bool StateProgram::create() {
   const uint64_t blocks = 6 + (b >> 4);
   const uint64_t per_slot = 512ull * (idx + 1);
   must(kvc_config_set_primary_bytes(cfg, (slots_ + snapshots_) * per_slot + blocks * 64), "set_primary_bytes");
+  // A host tier (b & 3 == 1): 4 * per_slot buys at least one host snapshot
+  // slot, twice that two; 8 host blocks of 64 bytes besides.
+  host_snapshots_ = (b & 3) == 1 && snapshots_ > 0 ? 1 + ((b >> 2) & 1) : 0;
+  if ((b & 3) == 1)
+    must(kvc_config_set_host_cache_bytes(cfg, 4 * per_slot * (1 + ((b >> 2) & 1)) + 8 * 64),
+         "set_host_cache_bytes");
   ++g_count.calls;
   set_current(0, "kvc_cache_create");
   must(kvc_cache_create(cfg, &cache_), "kvc_cache_create of a state config");
@@ -153,6 +162,10 @@ bool StateProgram::create() {
   }
   const kvc_snapshot_stats_t s = stats();
   if (s.num_slots != snapshots_) finding("snapshot pool of %u slots, configured %u", s.num_slots, snapshots_);
+  if (s.host_num_slots < host_snapshots_ || (host_snapshots_ == 0 && s.host_num_slots != 0))
+    finding("host snapshot pool of %u slots, expected %s%u", s.host_num_slots,
+            host_snapshots_ == 0 ? "" : "at least ", host_snapshots_);
+  if (host_snapshots_ > 0) ++g_state.host_caches;
   if (g_trace)
     std::printf("state cache: %u resources (conv %s), %u slots, %u snapshots, %llu blocks budgeted\n", nres_,
                 res_[1].managed ? "managed" : "local", slots_, snapshots_, (unsigned long long)blocks);
@@ -213,6 +226,8 @@ void StateProgram::verify(const char* what) {
   }
   const kvc_snapshot_stats_t s = stats();
   if (s.slots_used > s.num_slots) finding("after %s: %u snapshots in %u slots", what, s.slots_used, s.num_slots);
+  if (s.host_slots_used > s.host_num_slots)
+    finding("after %s: %u host snapshots in %u slots", what, s.host_slots_used, s.host_num_slots);
 }
 
 void StateProgram::after(const char* what, kvc_status_t st, std::initializer_list<kvc_status_t> allowed) {
@@ -299,6 +314,7 @@ void StateProgram::add() {
                 (unsigned long long)cached, r);
     set_state(s, it->second);
     ++g_state.restored_adds;
+    if (stats().onboarded > before.onboarded) ++g_state.onboards;
     g_state.restored_tokens += cached;
   } else {
     ++g_state.adds_cold;
@@ -366,6 +382,10 @@ void StateProgram::publish() {
   const kvc_snapshot_stats_t a = stats();
   if (a.published != before.published + 1) finding("publish did not count");
   if (a.evicted > before.evicted) ++g_state.publish_evictions;
+  if (a.offloaded > before.offloaded) ++g_state.publish_offloads;
+  if (a.offloaded + a.evicted > before.offloaded + before.evicted + 1)
+    finding("one publish evicted or offloaded %llu snapshots",
+            (unsigned long long)(a.offloaded + a.evicted - before.offloaded - before.evicted));
   published_[Tokens(s.tokens.begin(), s.tokens.begin() + p)] = state_of(s);
   ++g_state.publishes;
   verify("kvc_sequence_publish_state");
@@ -423,6 +443,7 @@ void StateProgram::rewind() {
   s.tokens.resize(to);
   s.committed = std::min(s.committed, to);
   ++g_state.rewinds_restored;
+  if (stats().onboarded > before.onboarded) ++g_state.onboards;
   verify("kvc_sequence_rewind");
 }
 
@@ -577,7 +598,8 @@ void state_report() {
   std::fprintf(stderr,
                "kvcache_fuzz state: %llu adds restored a snapshot (%llu tokens), %llu cold, %llu refused; "
                "%llu state writes; %llu publishes (%llu evicted another), %llu refused at a bad position, "
-               "%llu at an unpublished block; %llu rewinds restored, %llu refused; %llu forks; %llu resets; %llu bad inputs\n",
+               "%llu at an unpublished block; %llu rewinds restored, %llu refused; %llu forks; %llu resets; %llu bad inputs; "
+               "%llu programs with host snapshots, %llu publishes offloaded one, %llu restores from the host\n",
                (unsigned long long)g_state.restored_adds, (unsigned long long)g_state.restored_tokens,
                (unsigned long long)g_state.adds_cold, (unsigned long long)g_state.adds_refused,
                (unsigned long long)g_state.writes, (unsigned long long)g_state.publishes,
@@ -585,7 +607,8 @@ void state_report() {
                (unsigned long long)g_state.publish_unpublished_block,
                (unsigned long long)g_state.rewinds_restored, (unsigned long long)g_state.rewinds_refused,
                (unsigned long long)g_state.forks, (unsigned long long)g_state.resets,
-               (unsigned long long)g_state.bad_inputs);
+               (unsigned long long)g_state.bad_inputs, (unsigned long long)g_state.host_caches,
+               (unsigned long long)g_state.publish_offloads, (unsigned long long)g_state.onboards);
   std::fprintf(stderr, "kvcache_fuzz state ops:");
   for (int i = 0; i < 16; ++i) std::fprintf(stderr, " %llu", (unsigned long long)g_state.ops[i]);
   std::fprintf(stderr, "\n");

@@ -18,6 +18,9 @@ struct StateCounters {
   uint64_t writes = 0;            // state writes through the resource views
   uint64_t publishes = 0;
   uint64_t publish_evictions = 0; // publishes into a full pool
+  uint64_t host_caches = 0;       // programs with a host tier (host snapshot slots)
+  uint64_t publish_offloads = 0;  // publishes that moved a snapshot to the host pool
+  uint64_t onboards = 0;          // adds and rewinds restored from the host pool (bytes checked)
   uint64_t publish_refused = 0;   // bad position or id
   uint64_t publish_unpublished_block = 0;
   uint64_t rewinds_restored = 0;  // bytes checked

@@ -544,7 +544,7 @@ typedef long long swig_type_514;
 typedef long long swig_type_515;
 typedef long long swig_type_516;
 typedef long long swig_type_517;
-typedef _gostring_ swig_type_518;
+typedef long long swig_type_518;
 typedef long long swig_type_519;
 typedef long long swig_type_520;
 typedef long long swig_type_521;
@@ -552,19 +552,27 @@ typedef long long swig_type_522;
 typedef long long swig_type_523;
 typedef long long swig_type_524;
 typedef long long swig_type_525;
-typedef long long swig_type_526;
-typedef _gostring_ swig_type_527;
-typedef _gostring_ swig_type_528;
+typedef _gostring_ swig_type_526;
+typedef long long swig_type_527;
+typedef long long swig_type_528;
 typedef long long swig_type_529;
 typedef long long swig_type_530;
 typedef long long swig_type_531;
 typedef long long swig_type_532;
 typedef long long swig_type_533;
 typedef long long swig_type_534;
-typedef long long swig_type_535;
-typedef long long swig_type_536;
+typedef _gostring_ swig_type_535;
+typedef _gostring_ swig_type_536;
 typedef long long swig_type_537;
 typedef long long swig_type_538;
+typedef long long swig_type_539;
+typedef long long swig_type_540;
+typedef long long swig_type_541;
+typedef long long swig_type_542;
+typedef long long swig_type_543;
+typedef long long swig_type_544;
+typedef long long swig_type_545;
+typedef long long swig_type_546;
 extern void _wrap_Swig_free_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_kvc_0044c4030100e529(swig_intgo arg1);
 extern swig_intgo _wrap_KVC_OK_kvc_0044c4030100e529(void);
@@ -1582,25 +1590,37 @@ extern void _wrap_kvc_snapshot_stats_t_evicted_set_kvc_0044c4030100e529(uintptr_
 extern swig_type_515 _wrap_kvc_snapshot_stats_t_evicted_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_snapshot_stats_t_dropped_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_516 arg2);
 extern swig_type_517 _wrap_kvc_snapshot_stats_t_dropped_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_host_num_slots_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_snapshot_stats_t_host_num_slots_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_host_slots_used_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_snapshot_stats_t_host_slots_used_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_host_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_518 arg2);
+extern swig_type_519 _wrap_kvc_snapshot_stats_t_host_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_offloaded_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_520 arg2);
+extern swig_type_521 _wrap_kvc_snapshot_stats_t_offloaded_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_onboarded_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_522 arg2);
+extern swig_type_523 _wrap_kvc_snapshot_stats_t_onboarded_get_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_host_evicted_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_524 arg2);
+extern swig_type_525 _wrap_kvc_snapshot_stats_t_host_evicted_get_kvc_0044c4030100e529(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_snapshot_stats_t_kvc_0044c4030100e529(void);
 extern void _wrap_delete_kvc_snapshot_stats_t_kvc_0044c4030100e529(uintptr_t arg1);
 extern void _wrap_kvc_snapshot_stats_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_518 _wrap_kvc_cache_get_snapshot_stats_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvcgo_buffer_new_kvc_0044c4030100e529(swig_voidp arg1, swig_type_519 arg2);
+extern swig_type_526 _wrap_kvc_cache_get_snapshot_stats_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvcgo_buffer_new_kvc_0044c4030100e529(swig_voidp arg1, swig_type_527 arg2);
 extern void _wrap_kvcgo_buffer_free_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvcgo_buffer_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_520 arg3);
-extern swig_type_521 _wrap_kvcgo_cstring_length_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvcgo_buffer_write_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_522 arg3);
-extern void _wrap_kvcgo_extra_key_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_523 arg2, swig_type_524 arg3, swig_type_525 arg4, uintptr_t arg5, swig_type_526 arg6);
-extern swig_type_527 _wrap_kvcgo_cache_async_error_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_528 _wrap_kvcgo_stateful_async_error_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_529 _wrap_kvcgo_extra_key_size_kvc_0044c4030100e529(void);
-extern void _wrap_kvcgo_retention_range_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_530 arg2, swig_type_531 arg3, swig_type_532 arg4, int arg5, swig_type_533 arg6);
-extern swig_type_534 _wrap_kvcgo_retention_range_size_kvc_0044c4030100e529(void);
-extern swig_type_535 _wrap_kvcgo_event_size_kvc_0044c4030100e529(void);
-extern swig_type_536 _wrap_kvcgo_snapshot_entry_size_kvc_0044c4030100e529(void);
-extern void _wrap_kvcgo_events_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_537 arg3);
-extern void _wrap_kvcgo_snapshot_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_538 arg3);
+extern void _wrap_kvcgo_buffer_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_528 arg3);
+extern swig_type_529 _wrap_kvcgo_cstring_length_kvc_0044c4030100e529(uintptr_t arg1);
+extern void _wrap_kvcgo_buffer_write_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_530 arg3);
+extern void _wrap_kvcgo_extra_key_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_531 arg2, swig_type_532 arg3, swig_type_533 arg4, uintptr_t arg5, swig_type_534 arg6);
+extern swig_type_535 _wrap_kvcgo_cache_async_error_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_536 _wrap_kvcgo_stateful_async_error_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_537 _wrap_kvcgo_extra_key_size_kvc_0044c4030100e529(void);
+extern void _wrap_kvcgo_retention_range_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_538 arg2, swig_type_539 arg3, swig_type_540 arg4, int arg5, swig_type_541 arg6);
+extern swig_type_542 _wrap_kvcgo_retention_range_size_kvc_0044c4030100e529(void);
+extern swig_type_543 _wrap_kvcgo_event_size_kvc_0044c4030100e529(void);
+extern swig_type_544 _wrap_kvcgo_snapshot_entry_size_kvc_0044c4030100e529(void);
+extern void _wrap_kvcgo_events_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_545 arg3);
+extern void _wrap_kvcgo_snapshot_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_546 arg3);
 #undef intgo
 */
 import "C"
@@ -10201,6 +10221,84 @@ func (arg1 SwigcptrKvc_snapshot_stats_t) GetDropped() (_swig_ret uint64) {
 	return swig_r
 }
 
+func (arg1 SwigcptrKvc_snapshot_stats_t) SetHost_num_slots(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_snapshot_stats_t_host_num_slots_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) GetHost_num_slots() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_snapshot_stats_t_host_num_slots_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) SetHost_slots_used(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_snapshot_stats_t_host_slots_used_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) GetHost_slots_used() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_snapshot_stats_t_host_slots_used_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) SetHost_bytes(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_snapshot_stats_t_host_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_518(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) GetHost_bytes() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_host_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) SetOffloaded(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_snapshot_stats_t_offloaded_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_520(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) GetOffloaded() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_offloaded_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) SetOnboarded(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_snapshot_stats_t_onboarded_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_522(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) GetOnboarded() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_onboarded_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) SetHost_evicted(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_snapshot_stats_t_host_evicted_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_524(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_snapshot_stats_t) GetHost_evicted() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_host_evicted_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
 func NewKvc_snapshot_stats_t() (_swig_ret Kvc_snapshot_stats_t) {
 	var swig_r Kvc_snapshot_stats_t
 	swig_r = (Kvc_snapshot_stats_t)(SwigcptrKvc_snapshot_stats_t(C._wrap_new_kvc_snapshot_stats_t_kvc_0044c4030100e529()))
@@ -10239,6 +10337,18 @@ type Kvc_snapshot_stats_t interface {
 	GetEvicted() (_swig_ret uint64)
 	SetDropped(arg2 uint64)
 	GetDropped() (_swig_ret uint64)
+	SetHost_num_slots(arg2 uint32)
+	GetHost_num_slots() (_swig_ret uint32)
+	SetHost_slots_used(arg2 uint32)
+	GetHost_slots_used() (_swig_ret uint32)
+	SetHost_bytes(arg2 uint64)
+	GetHost_bytes() (_swig_ret uint64)
+	SetOffloaded(arg2 uint64)
+	GetOffloaded() (_swig_ret uint64)
+	SetOnboarded(arg2 uint64)
+	GetOnboarded() (_swig_ret uint64)
+	SetHost_evicted(arg2 uint64)
+	GetHost_evicted() (_swig_ret uint64)
 }
 
 func Kvc_snapshot_stats_init(arg1 Kvc_snapshot_stats_t) {
@@ -10261,7 +10371,7 @@ func Kvcgo_buffer_new(arg1 *byte, arg2 uint64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (uintptr)(C._wrap_kvcgo_buffer_new_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.swig_type_519(_swig_i_1)))
+	swig_r = (uintptr)(C._wrap_kvcgo_buffer_new_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.swig_type_527(_swig_i_1)))
 	return swig_r
 }
 
@@ -10274,7 +10384,7 @@ func Kvcgo_buffer_read(arg1 *byte, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_buffer_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_520(_swig_i_2))
+	C._wrap_kvcgo_buffer_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_528(_swig_i_2))
 }
 
 func Kvcgo_cstring_length(arg1 uintptr) (_swig_ret uint64) {
@@ -10288,7 +10398,7 @@ func Kvcgo_buffer_write(arg1 uintptr, arg2 *byte, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_buffer_write_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_522(_swig_i_2))
+	C._wrap_kvcgo_buffer_write_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_530(_swig_i_2))
 }
 
 func Kvcgo_extra_key_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, arg5 uintptr, arg6 uint64) {
@@ -10298,7 +10408,7 @@ func Kvcgo_extra_key_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_kvcgo_extra_key_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_523(_swig_i_1), C.swig_type_524(_swig_i_2), C.swig_type_525(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_526(_swig_i_5))
+	C._wrap_kvcgo_extra_key_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_531(_swig_i_1), C.swig_type_532(_swig_i_2), C.swig_type_533(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_534(_swig_i_5))
 }
 
 func Kvcgo_cache_async_error(arg1 Cache, arg2 uintptr, arg3 *bool) (_swig_ret error) {
@@ -10338,7 +10448,7 @@ func Kvcgo_retention_range_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_kvcgo_retention_range_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_530(_swig_i_1), C.swig_type_531(_swig_i_2), C.swig_type_532(_swig_i_3), C.int(_swig_i_4), C.swig_type_533(_swig_i_5))
+	C._wrap_kvcgo_retention_range_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_538(_swig_i_1), C.swig_type_539(_swig_i_2), C.swig_type_540(_swig_i_3), C.int(_swig_i_4), C.swig_type_541(_swig_i_5))
 }
 
 func Kvcgo_retention_range_size() (_swig_ret uint64) {
@@ -10363,12 +10473,12 @@ func Kvcgo_events_read(arg1 *uint64, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_events_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_537(_swig_i_2))
+	C._wrap_kvcgo_events_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_545(_swig_i_2))
 }
 
 func Kvcgo_snapshot_read(arg1 *uint64, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_snapshot_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_538(_swig_i_2))
+	C._wrap_kvcgo_snapshot_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_546(_swig_i_2))
 }

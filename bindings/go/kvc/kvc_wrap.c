@@ -13473,6 +13473,156 @@ long long _wrap_kvc_snapshot_stats_t_dropped_get_kvc_0044c4030100e529(struct kvc
 }
 
 
+void _wrap_kvc_snapshot_stats_t_host_num_slots_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, int _swig_go_1) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->host_num_slots = arg2;
+  
+}
+
+
+int _wrap_kvc_snapshot_stats_t_host_num_slots_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->host_num_slots);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_stats_t_host_slots_used_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, int _swig_go_1) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->host_slots_used = arg2;
+  
+}
+
+
+int _wrap_kvc_snapshot_stats_t_host_slots_used_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->host_slots_used);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_stats_t_host_bytes_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->host_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_snapshot_stats_t_host_bytes_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->host_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_stats_t_offloaded_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->offloaded = arg2;
+  
+}
+
+
+long long _wrap_kvc_snapshot_stats_t_offloaded_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->offloaded);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_stats_t_onboarded_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->onboarded = arg2;
+  
+}
+
+
+long long _wrap_kvc_snapshot_stats_t_onboarded_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->onboarded);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_snapshot_stats_t_host_evicted_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->host_evicted = arg2;
+  
+}
+
+
+long long _wrap_kvc_snapshot_stats_t_host_evicted_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+  struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->host_evicted);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
 struct kvc_snapshot_stats *_wrap_new_kvc_snapshot_stats_t_kvc_0044c4030100e529() {
   struct kvc_snapshot_stats *result = 0 ;
   struct kvc_snapshot_stats *_swig_go_result;

@@ -230,7 +230,8 @@ STRUCTS = {
     "kvc_snapshot_stats_t": """uint32_t struct_size; uint32_t num_slots; uint32_t slots_used;
         uint32_t reserved; uint64_t bytes_per_snapshot; uint64_t bytes; uint64_t published;
         uint64_t hits; uint64_t hit_tokens; uint64_t restores; uint64_t evicted;
-        uint64_t dropped;""",
+        uint64_t dropped; uint32_t host_num_slots; uint32_t host_slots_used;
+        uint64_t host_bytes; uint64_t offloaded; uint64_t onboarded; uint64_t host_evicted;""",
     "kvc_group_desc_t": """uint32_t struct_size; uint32_t window; uint32_t kv_heads;
         uint32_t head_dim; uint32_t num_layers; uint32_t pool; uint64_t block_bytes;
         uint64_t bytes_per_token; uint32_t kv_heads_per_rank; uint32_t head_replication;""",

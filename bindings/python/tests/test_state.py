@@ -75,6 +75,32 @@ class StateTest(unittest.TestCase):
         with kvcache.Config(max_state_snapshots=kvcache.STATE_SNAPSHOTS_NONE) as c:
             self.assertEqual(c.max_state_snapshots, kvcache.STATE_SNAPSHOTS_NONE)
 
+    def test_snapshots_offload_to_the_host(self):
+        # One slot of every resource is 256 + 512 bytes: a quarter of 4096
+        # host bytes holds one host snapshot.
+        with kvcache.Config(num_layers=1, kv_heads=1, head_dim=8, tokens_per_block=4,
+                            primary_bytes=1 << 20, max_state_slots=4, max_state_snapshots=1,
+                            host_cache_bytes=4096) as c:
+            c.add_ssm_state(2, 4, 8, "f32")
+            c.add_conv_state(24, 4, "f32")
+            cache = kvcache.Cache(c)
+        with cache:
+            a, b = list(range(1, 11)), list(range(11, 21))
+            for i, p in enumerate((a, b)):
+                self.assertEqual(cache.add_sequence(i + 1, p), 0)
+                pattern(cache, i + 1, 8 + i, True)
+                cache.commit(i + 1, 8)
+                cache.publish_state(i + 1, 8)  # b's moves a's snapshot to the host
+                cache.remove_sequence(i + 1)
+            self.assertEqual(cache.add_sequence(3, a), 8)
+            self.assertTrue(pattern(cache, 3, 8, False))
+            s = cache.snapshot_stats()
+            self.assertEqual((s.host_num_slots, s.host_slots_used, s.host_bytes),
+                             (1, 1, 256 + 512))
+            self.assertEqual((s.offloaded, s.onboarded, s.host_evicted, s.evicted),
+                             (1, 1, 0, 0))
+            cache.check()
+
     def test_describe_slots_and_fork_copy(self):
         with hybrid(2) as cache:
             d = cache.describe()

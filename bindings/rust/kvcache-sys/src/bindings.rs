@@ -604,8 +604,10 @@ pub struct kvc_cache_desc {
     #[doc = "< Bytes of the primary pools."]
     pub primary_bytes: u64,
     #[doc = "< Bytes of the secondary (host) tier's pools: the"]
-    #[doc = "configured host_cache_bytes rounded down to"]
-    #[doc = "whole block sets (one block per layer group);"]
+    #[doc = "configured host_cache_bytes (less the host"]
+    #[doc = "state snapshot pool of a cache with state"]
+    #[doc = "resources, state.h) rounded down to whole"]
+    #[doc = "block sets (one block per layer group);"]
     #[doc = "0 without a host tier."]
     pub host_cache_bytes: u64,
     #[doc = "< Free device memory seen at sizing (CUDA); 0 on CPU."]
@@ -10129,16 +10131,33 @@ pub struct kvc_snapshot_stats {
     pub hit_tokens: u64,
     #[doc = "< Rewinds that restored a snapshot."]
     pub restores: u64,
-    #[doc = "< Snapshots evicted by a publish into a full pool."]
+    #[doc = "< Snapshots a publish into a full pool evicted for good"]
+    #[doc = "(not offloaded to the host pool)."]
     pub evicted: u64,
-    #[doc = "< Snapshots dropped with their node (block eviction, reset)."]
+    #[doc = "< Snapshots dropped with their node (block eviction, reset),"]
+    #[doc = "from either pool."]
     pub dropped: u64,
+    #[doc = "< Host snapshot slots (a quarter of host_cache_bytes;"]
+    #[doc = "0 without a host tier). @since 0.3.0"]
+    pub host_num_slots: u32,
+    #[doc = "< Snapshots in the host pool now."]
+    pub host_slots_used: u32,
+    #[doc = "< Bytes of the host pool (out of host_cache_bytes)."]
+    pub host_bytes: u64,
+    #[doc = "< Snapshots a publish into a full pool moved to the host"]
+    #[doc = "pool (not counted in evicted)."]
+    pub offloaded: u64,
+    #[doc = "< Reuses and rewinds that restored a host snapshot (also"]
+    #[doc = "counted in hits or restores)."]
+    pub onboarded: u64,
+    #[doc = "< Host snapshots evicted to make room for an offload."]
+    pub host_evicted: u64,
 }
 #[test]
 fn bindgen_test_layout_kvc_snapshot_stats() {
     assert_eq!(
         ::std::mem::size_of::<kvc_snapshot_stats>(),
-        80usize,
+        120usize,
         concat!("Size of: ", stringify!(kvc_snapshot_stats))
     );
     assert_eq!(
@@ -10350,6 +10369,108 @@ fn bindgen_test_layout_kvc_snapshot_stats() {
         );
     }
     test_field_dropped();
+    fn test_field_host_num_slots() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).host_num_slots) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_stats),
+                "::",
+                stringify!(host_num_slots)
+            )
+        );
+    }
+    test_field_host_num_slots();
+    fn test_field_host_slots_used() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).host_slots_used) as usize - ptr as usize
+            },
+            84usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_stats),
+                "::",
+                stringify!(host_slots_used)
+            )
+        );
+    }
+    test_field_host_slots_used();
+    fn test_field_host_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).host_bytes) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_stats),
+                "::",
+                stringify!(host_bytes)
+            )
+        );
+    }
+    test_field_host_bytes();
+    fn test_field_offloaded() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).offloaded) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_stats),
+                "::",
+                stringify!(offloaded)
+            )
+        );
+    }
+    test_field_offloaded();
+    fn test_field_onboarded() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).onboarded) as usize - ptr as usize
+            },
+            104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_stats),
+                "::",
+                stringify!(onboarded)
+            )
+        );
+    }
+    test_field_onboarded();
+    fn test_field_host_evicted() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_snapshot_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).host_evicted) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_snapshot_stats),
+                "::",
+                stringify!(host_evicted)
+            )
+        );
+    }
+    test_field_host_evicted();
 }
 #[doc = " @brief The state snapshot pool and its counters (kvc_cache_get_snapshot_stats)."]
 #[doc = "        Transparent; begins with struct_size. All 0 without state resources."]

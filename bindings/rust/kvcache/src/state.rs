@@ -38,10 +38,22 @@ pub struct SnapshotStats {
     pub hit_tokens: u64,
     /// Rewinds that restored a snapshot.
     pub restores: u64,
-    /// Snapshots evicted by a publish into a full pool.
+    /// Snapshots a publish into a full pool evicted for good (not offloaded).
     pub evicted: u64,
-    /// Snapshots dropped with their node.
+    /// Snapshots dropped with their node, from either pool.
     pub dropped: u64,
+    /// Host snapshot slots (a quarter of `host_cache_bytes`; 0 without a host tier).
+    pub host_num_slots: u32,
+    /// Snapshots in the host pool now.
+    pub host_slots_used: u32,
+    /// Bytes of the host pool (out of `host_cache_bytes`).
+    pub host_bytes: u64,
+    /// Snapshots a publish into a full pool moved to the host pool.
+    pub offloaded: u64,
+    /// Reuses and rewinds that restored a host snapshot.
+    pub onboarded: u64,
+    /// Host snapshots evicted to make room for an offload.
+    pub host_evicted: u64,
 }
 
 /// What a resource is (`kvc_resource_kind_t`).
@@ -283,6 +295,12 @@ impl Cache {
             restores: d.restores,
             evicted: d.evicted,
             dropped: d.dropped,
+            host_num_slots: d.host_num_slots,
+            host_slots_used: d.host_slots_used,
+            host_bytes: d.host_bytes,
+            offloaded: d.offloaded,
+            onboarded: d.onboarded,
+            host_evicted: d.host_evicted,
         })
     }
 

@@ -180,3 +180,36 @@ fn snapshots_publish_reuse_and_rewind() {
     let cache = Cache::new(&c).unwrap();
     assert_eq!(cache.snapshot_stats().unwrap().num_slots, 0);
 }
+
+/// With a host tier, a quarter of its bytes holds host snapshots: a full
+/// device pool moves its victim there, and a reuse restores it bit for bit.
+#[test]
+fn snapshots_offload_to_the_host() {
+    let mut c = config(4);
+    c.set_tokens_per_block(4).unwrap();
+    c.set_max_state_snapshots(1).unwrap();
+    // One slot of every resource is 2304 bytes: a quarter of 11264 holds one.
+    c.set_host_cache_bytes(11264).unwrap();
+    let cache = Cache::new(&c).unwrap();
+    let opts = SequenceOptions::default();
+    let a: Vec<i32> = (1..11).collect();
+    let b: Vec<i32> = (11..21).collect();
+    for (i, p) in [&a, &b].iter().enumerate() {
+        let id = i as u64 + 1;
+        assert_eq!(cache.add_sequence(id, p, &opts).unwrap(), 0);
+        pattern(&cache, id, 8 + i as u8, true);
+        cache.commit(id, 8).unwrap();
+        cache.publish_state(id, 8).unwrap(); // b's moves a's snapshot to the host
+        cache.remove(id).unwrap();
+    }
+    assert_eq!(cache.add_sequence(3, &a, &opts).unwrap(), 8);
+    assert!(pattern(&cache, 3, 8, false));
+    let s = cache.snapshot_stats().unwrap();
+    assert_eq!((s.host_num_slots, s.host_slots_used), (1, 1));
+    assert_eq!(s.host_bytes, s.bytes / u64::from(s.num_slots));
+    assert_eq!(
+        (s.offloaded, s.onboarded, s.host_evicted, s.evicted),
+        (1, 1, 0, 0)
+    );
+    cache.check().unwrap();
+}

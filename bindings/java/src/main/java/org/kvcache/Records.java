@@ -113,6 +113,12 @@ final class Records {
     static final int RESTORES = L.u64(kvc_snapshot_stats_t::getRestores);
     static final int EVICTED = L.u64(kvc_snapshot_stats_t::getEvicted);
     static final int DROPPED = L.u64(kvc_snapshot_stats_t::getDropped);
+    static final int HOST_NUM_SLOTS = L.u32(kvc_snapshot_stats_t::getHost_num_slots);
+    static final int HOST_SLOTS_USED = L.u32(kvc_snapshot_stats_t::getHost_slots_used);
+    static final int HOST_BYTES = L.u64(kvc_snapshot_stats_t::getHost_bytes);
+    static final int OFFLOADED = L.u64(kvc_snapshot_stats_t::getOffloaded);
+    static final int ONBOARDED = L.u64(kvc_snapshot_stats_t::getOnboarded);
+    static final int HOST_EVICTED = L.u64(kvc_snapshot_stats_t::getHost_evicted);
   }
 
   static SnapshotStats snapshotStats(long cache) {
@@ -130,7 +136,13 @@ final class Records {
         s.getLong(at + SnapshotStatsDesc.HIT_TOKENS),
         s.getLong(at + SnapshotStatsDesc.RESTORES),
         s.getLong(at + SnapshotStatsDesc.EVICTED),
-        s.getLong(at + SnapshotStatsDesc.DROPPED));
+        s.getLong(at + SnapshotStatsDesc.DROPPED),
+        Args.toInt(s.getUnsignedInt(at + SnapshotStatsDesc.HOST_NUM_SLOTS)),
+        Args.toInt(s.getUnsignedInt(at + SnapshotStatsDesc.HOST_SLOTS_USED)),
+        s.getLong(at + SnapshotStatsDesc.HOST_BYTES),
+        s.getLong(at + SnapshotStatsDesc.OFFLOADED),
+        s.getLong(at + SnapshotStatsDesc.ONBOARDED),
+        s.getLong(at + SnapshotStatsDesc.HOST_EVICTED));
   }
 
   /** {@code kvc_resize_plan_t}. */

@@ -12,8 +12,16 @@ package org.kvcache;
  * @param hits adds that reused a prefix (restored a snapshot)
  * @param hitTokens tokens those adds reused
  * @param restores rewinds that restored a snapshot
- * @param evicted snapshots evicted by a publish into a full pool
- * @param dropped snapshots dropped with their node (block eviction, reset)
+ * @param evicted snapshots a publish into a full pool evicted for good (not offloaded)
+ * @param dropped snapshots dropped with their node (block eviction, reset), from either pool
+ * @param hostNumSlots host snapshot slots (a quarter of host_cache_bytes; 0 without a host tier)
+ * @param hostSlotsUsed snapshots in the host pool now
+ * @param hostBytes bytes of the host pool (out of host_cache_bytes)
+ * @param offloaded snapshots a publish into a full pool moved to the host pool
+ * @param onboarded reuses and rewinds that restored a host snapshot
+ * @param hostEvicted host snapshots evicted to make room for an offload
  */
 public record SnapshotStats(int numSlots, int slotsUsed, long bytesPerSnapshot, long bytes,
-    long published, long hits, long hitTokens, long restores, long evicted, long dropped) {}
+    long published, long hits, long hitTokens, long restores, long evicted, long dropped,
+    int hostNumSlots, int hostSlotsUsed, long hostBytes, long offloaded, long onboarded,
+    long hostEvicted) {}

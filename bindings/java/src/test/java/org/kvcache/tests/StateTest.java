@@ -111,12 +111,45 @@ class StateTest {
         cache.removeSequence(1);
         assertEquals(8, cache.addSequence(2, tokens));
         SnapshotStats s = cache.snapshotStats();
-        assertEquals(new SnapshotStats(3, 1, 256 + 384, 3 * (256 + 512), 1, 1, 8, 1, 0, 0), s);
+        assertEquals(new SnapshotStats(3, 1, 256 + 384, 3 * (256 + 512), 1, 1, 8, 1, 0, 0,
+            0, 0, 0, 0, 0, 0), s);
         cache.check();
       }
     }
     try (Config c = new Config().setMaxStateSnapshots(Config.STATE_SNAPSHOTS_NONE)) {
       assertEquals(Config.STATE_SNAPSHOTS_NONE, c.getMaxStateSnapshots());
+    }
+  }
+
+  /**
+   * With a host tier, a quarter of its bytes holds host snapshots (one slot of every resource is
+   * 256 + 512 bytes: 4096 host bytes hold one): a full device pool moves its victim there, and a
+   * reuse restores it.
+   */
+  @Test
+  void snapshotsOffloadToTheHost() {
+    try (Config c = new Config().setNumLayers(1).setKvHeads(1).setHeadDim(8).setTokensPerBlock(4)
+        .setPrimaryBytes(1 << 20).setMaxStateSlots(4).setMaxStateSnapshots(1)
+        .setHostCacheBytes(4096)) {
+      c.addSsmState(2, 4, 8, DType.F32);
+      c.addConvState(24, 4, DType.F32);
+      try (Cache cache = new Cache(c)) {
+        int[] a = Fixtures.tokens(100, 10);
+        int[] b = Fixtures.tokens(200, 10);
+        assertEquals(0, cache.addSequence(1, a));
+        cache.commit(1, 8);
+        cache.publishState(1, 8);
+        cache.removeSequence(1);
+        assertEquals(0, cache.addSequence(2, b));
+        cache.commit(2, 8);
+        cache.publishState(2, 8); // moves a's snapshot to the host pool
+        cache.removeSequence(2);
+        assertEquals(8, cache.addSequence(3, a));
+        SnapshotStats s = cache.snapshotStats();
+        assertEquals(new SnapshotStats(1, 1, 256 + 384, 256 + 512, 2, 1, 8, 0, 0, 0,
+            1, 1, 256 + 512, 1, 1, 0), s);
+        cache.check();
+      }
     }
   }
 }
