@@ -6,7 +6,9 @@
 // it and its slots hold exactly the published bytes (read back after a
 // stream sync); a rewind restores them after drafts overwrote the slots;
 // a second publish at another boundary and an evicting publish shorten or
-// lengthen the reuse as on the CPU. Skips with the reason when no CUDA
+// lengthen the reuse as on the CPU; with a host tier, a snapshot pushed
+// out of the device pool goes to host memory and a reuse copies it back
+// into the new sequence's slots. Skips with the reason when no CUDA
 // device is usable.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -25,7 +27,7 @@ namespace {
 constexpr uint32_t kT = 16;
 constexpr uint32_t kResources = 2;
 
-kvc_cache_t* hybrid_cache(uint32_t snapshots) {
+kvc_cache_t* hybrid_cache(uint32_t snapshots, uint64_t host_bytes = 0) {
   kvc_config_t* cfg = nullptr;
   if (kvc_config_create(&cfg) != KVC_OK) return nullptr;
   kvc_config_set_num_layers(cfg, 1);
@@ -41,6 +43,10 @@ kvc_cache_t* hybrid_cache(uint32_t snapshots) {
   kvc_config_add_conv_state(cfg, 16 * 64 + 2 * 8 * 128, 4, KVC_DTYPE_BF16, &index);
   kvc_config_set_max_state_slots(cfg, 8);
   kvc_config_set_max_state_snapshots(cfg, snapshots);
+  if (host_bytes > 0) {
+    kvc_config_set_host_cache_bytes(cfg, host_bytes);
+    kvc_config_set_secondary_offload_min_priority(cfg, 35);
+  }
   kvc_cache_t* cache = nullptr;
   const kvc_status_t s = kvc_cache_create(cfg, &cache);
   kvc_config_destroy(cfg);
@@ -178,6 +184,56 @@ TEST(CudaStateSnapshots, AnEvictedSnapshotShortensTheReuse) {
   KVC_OK_(kvc_cache_check(cache));
   kvc_cache_destroy(cache);
   (void)at2;
+}
+
+TEST(CudaStateSnapshots, AHostTierSnapshotRestoresBitForBit) {
+  if ((kvc_features() & KVC_FEATURE_CUDA_DEVICE) == 0)
+    GTEST_SKIP() << "no usable CUDA device (kvc_features() = " << kvc_features() << ")";
+  // One device snapshot slot; a quarter of the host tier holds host ones.
+  kvc_cache_t* cache = hybrid_cache(1, 64ull << 20);
+  ASSERT_NE(cache, nullptr);
+  kvc_snapshot_stats_t s = KVC_SNAPSHOT_STATS_INIT;
+  KVC_OK_(kvc_cache_get_snapshot_stats(cache, &s));
+  ASSERT_GE(s.host_num_slots, 1u);
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::vector<int32_t> a(3 * kT), b(3 * kT);
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = int32_t(10 + i);
+    b[i] = int32_t(9000 + i);
+  }
+  uint64_t cached = 0;
+  KVC_OK_(kvc_sequence_add(cache, 1, a.data(), a.size(), nullptr, stream, &cached));
+  const auto at2 = write_state(cache, 1, 2);
+  KVC_OK_(kvc_sequence_commit(cache, 1, 2 * kT));
+  KVC_OK_(kvc_sequence_publish_state(cache, 1, 2 * kT, stream));
+  KVC_OK_(kvc_sequence_add(cache, 2, b.data(), b.size(), nullptr, stream, &cached));
+  const auto b1 = write_state(cache, 2, 5);
+  KVC_OK_(kvc_sequence_commit(cache, 2, kT));
+  // The device pool is full: a's snapshot moves to the host pool.
+  KVC_OK_(kvc_sequence_publish_state(cache, 2, kT, stream));
+  KVC_OK_(kvc_cache_get_snapshot_stats(cache, &s));
+  EXPECT_EQ(s.offloaded, 1u);
+  EXPECT_EQ(s.host_slots_used, 1u);
+  EXPECT_EQ(s.evicted, 0u);
+  KVC_OK_(kvc_sequence_remove(cache, 1));
+  KVC_OK_(kvc_sequence_remove(cache, 2));
+  // Reusing a's prefix copies the host snapshot into the new slots on the
+  // add's stream; b's prefix still comes from the device pool.
+  KVC_OK_(kvc_sequence_add(cache, 3, a.data(), a.size(), nullptr, stream, &cached));
+  EXPECT_EQ(cached, 2u * kT);
+  CUDA_OK(cudaStreamSynchronize(stream));
+  EXPECT_EQ(read_state(cache, 3), at2);
+  KVC_OK_(kvc_sequence_add(cache, 4, b.data(), b.size(), nullptr, stream, &cached));
+  EXPECT_EQ(cached, 1u * kT);
+  CUDA_OK(cudaStreamSynchronize(stream));
+  EXPECT_EQ(read_state(cache, 4), b1);
+  KVC_OK_(kvc_cache_get_snapshot_stats(cache, &s));
+  EXPECT_GE(s.onboarded, 1u);
+  EXPECT_EQ(s.hits, 2u);
+  KVC_OK_(kvc_cache_check(cache));
+  CUDA_OK(cudaStreamDestroy(stream));
+  kvc_cache_destroy(cache);
 }
 
 }  // namespace
