@@ -56,6 +56,7 @@ KVC_API kvc_status_t kvc_cache_describe(const kvc_cache_t* cache, kvc_cache_desc
     d.num_state_slots = c.plan().state_slots;
     d.state_bytes = c.plan().state_bytes;
     d.num_ranks = c.num_ranks();
+    d.num_kv_resources = uint32_t(cfg.kv_resources.size());
     d.max_head_replication = 1;
     for (const kvc::LayerGroup& g : c.grouping().groups)
       d.max_head_replication =

@@ -541,9 +541,9 @@ LayerSlabs Cache::layer_view(uint32_t layer, uint32_t rank) const {
   v.tokens_per_block = config_.tokens_per_block;
   v.kv_heads = g.kv_heads;
   v.head_dim = g.head_dim;
-  v.kv_factor = config_.kv_factor;
-  v.dtype = config_.dtype;
-  v.layout = config_.layout;
+  v.kv_factor = g.kv_factor;
+  v.dtype = g.dtype;
+  v.layout = g.layout;
   v.window = g.window;
   v.layer = layer;
   v.rank = rank;
