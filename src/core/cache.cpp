@@ -406,6 +406,7 @@ MemoryPlan Cache::plan_for(ResizeInputs in, uint64_t* formula_bytes, uint64_t* f
 void Cache::check_invariants() const {
   Lock lock(mutex_);
   manager_->check_invariants();
+  check_grouping(config_, grouping_);
   // Tensor parallelism: one set of block ids, so every rank's pools hold
   // rank 0's block counts.
   for (uint32_t r = 1; r < ranks_->num_ranks(); ++r)

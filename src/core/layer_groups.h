@@ -55,4 +55,8 @@ struct LayerGrouping {
 // Requires cfg.validate_shape() to pass.
 LayerGrouping group_layers(const CacheConfig& cfg);
 
+// Invariant checker (layer_groups_check.cpp): throws KVC_ERR_INTERNAL when
+// the grouping does not follow the config's per-layer geometry.
+void check_grouping(const CacheConfig& cfg, const LayerGrouping& grouping);
+
 }  // namespace kvc

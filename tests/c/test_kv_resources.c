@@ -433,7 +433,7 @@ static float bf16_to_f32(uint16_t b) {
 
 /* Stores the same K/V into layer `layer` of `cache`, then decodes `q`. */
 static void store_and_decode(kvc_cache_t *cache, uint32_t layer, uint32_t heads, uint32_t dim,
-                             kvc_dtype_t dtype, uint32_t n, uint16_t *out) {
+                             uint32_t n, uint16_t *out, uint16_t *pout) {
   uint32_t group = 0;
   kvc_layer_view_t v;
   kvc_layer_view_init(&v);
@@ -481,23 +481,47 @@ static void store_and_decode(kvc_cache_t *cache, uint32_t layer, uint32_t heads,
   da.table_stride = (uint32_t)nb;
   da.max_seq_len = n;
   ok(kvc_decode_attention(cache, &da, NULL));
+  /* Prefill of the last 5 rows (queries: the first 5 query rows repeated). */
+  const uint32_t nq = 5;
+  uint16_t *pq = malloc((size_t)nq * qh * dim * 2);
+  for (uint32_t r = 0; r < nq; ++r)
+    for (size_t i = 0; i < (size_t)qh * dim; ++i)
+      pq[r * qh * dim + i] = (uint16_t)(q[i] ^ (r << 3));
+  const int32_t qo[2] = {0, (int32_t)nq};
+  kvc_prefill_args_t pa;
+  kvc_prefill_args_init(&pa);
+  pa.layer = layer;
+  pa.batch = 1;
+  pa.total_q = nq;
+  pa.q_heads = qh;
+  pa.q_dtype = KVC_DTYPE_BF16;
+  pa.query = pq;
+  pa.out = pout;
+  pa.qo_indptr = qo;
+  pa.kv_lens = &len;
+  pa.block_table = blocks;
+  pa.table_stride = (uint32_t)nb;
+  pa.max_kv_len = n;
+  ok(kvc_prefill_attention(cache, &pa, NULL));
+  free(pq);
   /* Finite output. */
   for (size_t i = 0; i < (size_t)qh * dim; ++i) {
     const float f = bf16_to_f32(out[i]);
     assert_true(f == f);
   }
-  (void)dtype;
   free(q);
   free(k);
   free(val);
 }
 
-/* Decode on a mixed cache (bf16 dim 128, fp8 dim 64) equals decode on a
- * single-geometry cache of the layer's geometry, bit for bit. */
+/* Store, decode and prefill on a mixed cache (bf16 dim 128, fp8 dim 64)
+ * equal the same on a single-geometry cache of the layer's geometry (the
+ * kernels' reference tests are in test_kernels.c), bit for bit. */
 static void mixed_decode_matches_single(void **state) {
   (void)state;
   const uint32_t n = 37;
   uint16_t mixed[2][2 * 2 * 128], single[2][2 * 2 * 128];
+  static uint16_t pmixed[2][5 * 2 * 2 * 128], psingle[2][5 * 2 * 2 * 128];
   for (int layer = 0; layer < 2; ++layer) {
     const uint32_t heads = layer == 0 ? 2 : 1, dim = layer == 0 ? 128 : 64;
     const kvc_dtype_t dtype = layer == 0 ? KVC_DTYPE_BF16 : KVC_DTYPE_FP8_E4M3;
@@ -509,7 +533,7 @@ static void mixed_decode_matches_single(void **state) {
     ok(kvc_config_set_max_tokens(c, 256));
     kvc_cache_t *cache = create(c);
     memset(mixed[layer], 0, sizeof(mixed[layer]));
-    store_and_decode(cache, (uint32_t)layer, heads, dim, dtype, n, mixed[layer]);
+    store_and_decode(cache, (uint32_t)layer, heads, dim, n, mixed[layer], pmixed[layer]);
     ok(kvc_cache_check(cache));
     kvc_cache_destroy(cache);
 
@@ -521,9 +545,10 @@ static void mixed_decode_matches_single(void **state) {
     ok(kvc_config_set_max_tokens(c, 256));
     cache = create(c);
     memset(single[layer], 0, sizeof(single[layer]));
-    store_and_decode(cache, 0, heads, dim, dtype, n, single[layer]);
+    store_and_decode(cache, 0, heads, dim, n, single[layer], psingle[layer]);
     kvc_cache_destroy(cache);
     assert_memory_equal(mixed[layer], single[layer], (size_t)heads * 2 * dim * 2);
+    assert_memory_equal(pmixed[layer], psingle[layer], (size_t)5 * heads * 2 * dim * 2);
   }
 }
 
