@@ -68,6 +68,8 @@ pub struct CacheDesc {
     /// The most ranks holding one kv head over the groups (1: none
     /// replicated).
     pub max_head_replication: u32,
+    /// Paged KV resources (`kv_resource.h`); 0 with the global shape setters.
+    pub num_kv_resources: u32,
 }
 
 impl CacheDesc {
@@ -92,6 +94,7 @@ impl CacheDesc {
             state_bytes: d.state_bytes,
             num_ranks: d.num_ranks,
             max_head_replication: d.max_head_replication,
+            num_kv_resources: d.num_kv_resources,
         }
     }
 }
