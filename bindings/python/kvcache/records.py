@@ -57,6 +57,11 @@ def _fields(cname):
 CacheDescription = collections.namedtuple("CacheDescription", _fields("kvc_cache_desc_t"))
 ResourceDescription = collections.namedtuple("ResourceDescription",
                                              _fields("kvc_resource_desc_t"))
+KvResourceDescription = collections.namedtuple("KvResourceDescription",
+                                               _fields("kvc_kv_resource_desc_t"))
+KvResourceDescription.__doc__ = "kvc_kv_resource_desc_t (kv_resource.h): managed together " \
+    "with KV resource 0 or local, why (reason, reason_text), managed_with, the geometry, and " \
+    "the group, pool and block bytes of its layers."
 ResourceDescription.__doc__ = "kvc_resource_desc_t (state.h): kind, managed, reason, " \
     "reason_text (the address of the cache's C string; Cache.describe_resource gives a str), " \
     "shape, slots and the view: slot s at base + s * slot_stride."
@@ -161,6 +166,9 @@ RECORDS = {
     "transfer": _Record("kvc_transfer_desc_t", lib.kvc_transfer_desc_init, TransferDescription),
     "resource": _Record("kvc_resource_desc_t", lib.kvc_resource_desc_init, ResourceDescription,
                         {"kind": ResourceKind, "reason": ResourceReason, "dtype": DType}),
+    "kv_resource": _Record("kvc_kv_resource_desc_t", lib.kvc_kv_resource_desc_init,
+                           KvResourceDescription,
+                           {"reason": ResourceReason, "dtype": DType, "layout": Layout}),
     "snapshot_stats": _Record("kvc_snapshot_stats_t", lib.kvc_snapshot_stats_init,
                               SnapshotStats),
     "resize_plan": _Record("kvc_resize_plan_t", lib.kvc_resize_plan_init, RawResizePlan),
