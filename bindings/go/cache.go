@@ -108,6 +108,7 @@ type CacheDesc struct {
 	// counts and bytes above are one rank's.
 	NumRanks           uint32
 	MaxHeadReplication uint32 // the most ranks holding one kv head; 1: none replicated
+	NumKVResources     uint32 // paged KV resources (kv_resource.h); 0 with the global shape setters
 }
 
 // Describe returns the summary of the cache.

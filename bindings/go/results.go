@@ -237,6 +237,7 @@ func describeCache(h kvc.Cache, op string) (CacheDesc, error) {
 		StateBytes:         uint64(r.v.state_bytes),
 		NumRanks:           uint32(r.v.num_ranks),
 		MaxHeadReplication: uint32(r.v.max_head_replication),
+		NumKVResources:     uint32(r.v.num_kv_resources),
 	}, nil
 }
 

@@ -103,6 +103,7 @@ func TestOneCallResultsMatchTheSWIGGetters(t *testing.T) {
 		DeviceTotalBytes: ld.GetDevice_total_bytes(), NumResources: ld.GetNum_resources(),
 		NumStateSlots: ld.GetNum_state_slots(), StateBytes: ld.GetState_bytes(),
 		NumRanks: ld.GetNum_ranks(), MaxHeadReplication: ld.GetMax_head_replication(),
+		NumKVResources: ld.GetNum_kv_resources(),
 	})
 
 	for g := uint32(0); g < d.NumGroups; g++ {
