@@ -205,7 +205,8 @@ typedef struct oracle {
 /* Layers 0 and 2: 2 heads of 8, bf16, NHD (resource 0). Layer 1: 1 head of
  * 4, f32, kv_factor 1, HND (local: head_dim). Layer 3: 4 heads of 8, fp8
  * (local: dtype). */
-static void oracle_open(oracle_t *o, uint64_t max_tokens, uint64_t host_bytes) {
+static void oracle_open_ceiling(oracle_t *o, uint64_t max_tokens, uint64_t host_bytes,
+                                uint64_t max_primary_bytes) {
   kvc_config_t *c = NULL;
   ok(kvc_config_create(&c));
   const uint32_t l02[2] = {0, 2}, l1[1] = {1}, l3[1] = {3};
@@ -215,6 +216,7 @@ static void oracle_open(oracle_t *o, uint64_t max_tokens, uint64_t host_bytes) {
   ok(kvc_config_set_tokens_per_block(c, T));
   ok(kvc_config_set_max_tokens(c, max_tokens));
   ok(kvc_config_set_host_cache_bytes(c, host_bytes));
+  ok(kvc_config_set_max_primary_bytes(c, max_primary_bytes));
   o->cache = create(c);
   kvc_cache_desc_t d = KVC_CACHE_DESC_INIT;
   ok(kvc_cache_describe(o->cache, &d));
@@ -230,6 +232,10 @@ static void oracle_open(oracle_t *o, uint64_t max_tokens, uint64_t host_bytes) {
     ok(kvc_cache_describe_pool(o->cache, p, &pool));
     memset(pool.base, 0xA5, (size_t)pool.bytes);
   }
+}
+
+static void oracle_open(oracle_t *o, uint64_t max_tokens, uint64_t host_bytes) {
+  oracle_open_ceiling(o, max_tokens, host_bytes, 0);
 }
 
 static unsigned char *elem_at(const oracle_t *o, uint32_t layer, int64_t block, uint32_t kv,
@@ -418,6 +424,42 @@ static void mixed_host_tier_round_trip(void **state) {
   s = stats_of(o.cache);
   assert_int_equal(s.onboarded_blocks, 2);
   assert_int_equal(s.onboarded_bytes, 2 * set_bytes);
+  ok(kvc_cache_check(o.cache));
+  kvc_cache_destroy(o.cache);
+}
+
+/* Resize a mixed cache up and down again (every pool of its own block
+ * bytes): the live sequence's bytes intact in every group. */
+static void mixed_resize(void **state) {
+  (void)state;
+  const uint64_t set_bytes = 512 + 64 + 256;
+  oracle_t o;
+  oracle_open_ceiling(&o, 16 * T, 0, 64 * set_bytes);
+  int32_t p[13];
+  for (int i = 0; i < 13; ++i) p[i] = 300 + i;
+  ok(kvc_sequence_add(o.cache, 1, p, 13, NULL, NULL, NULL));
+  write_new_tokens(&o, 1, p);
+  ok(kvc_sequence_commit(o.cache, 1, 13));
+  ok(kvc_cache_resize(o.cache, 48 * set_bytes));
+  kvc_cache_desc_t d = KVC_CACHE_DESC_INIT;
+  ok(kvc_cache_describe(o.cache, &d));
+  assert_int_equal(d.token_capacity, 48 * T);
+  for (uint32_t l = 0; l < LAYERS; ++l) ok(kvc_cache_layer_view(o.cache, l, &o.views[l]));
+  check_sequence(&o, 1, p);
+  /* Another sequence through the grown pools, then gone (its blocks stay
+   * cached past the new end: the shrink evicts them). */
+  int32_t q[40];
+  for (int i = 0; i < 40; ++i) q[i] = 900 + i;
+  ok(kvc_sequence_add(o.cache, 2, q, 40, NULL, NULL, NULL));
+  write_new_tokens(&o, 2, q);
+  check_sequence(&o, 2, q);
+  ok(kvc_sequence_commit(o.cache, 2, 40));
+  ok(kvc_sequence_remove(o.cache, 2));
+  if (kvc_cache_resize(o.cache, 8 * set_bytes) != KVC_OK) fail_msg("%s", kvc_last_error_message());
+  ok(kvc_cache_describe(o.cache, &d));
+  assert_int_equal(d.token_capacity, 8 * T);
+  for (uint32_t l = 0; l < LAYERS; ++l) ok(kvc_cache_layer_view(o.cache, l, &o.views[l]));
+  check_sequence(&o, 1, p);
   ok(kvc_cache_check(o.cache));
   kvc_cache_destroy(o.cache);
 }
@@ -733,6 +775,7 @@ int main(void) {
       cmocka_unit_test(nemotron_h_like_describe),
       cmocka_unit_test(mixed_reuse_fork),
       cmocka_unit_test(mixed_host_tier_round_trip),
+      cmocka_unit_test(mixed_resize),
       cmocka_unit_test(mixed_decode_matches_single),
       cmocka_unit_test(global_setters_and_resources_exclusive),
       cmocka_unit_test(bad_input),
