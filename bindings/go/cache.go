@@ -128,6 +128,9 @@ type GroupDesc struct {
 	BytesPerToken   uint64
 	KVHeadsPerRank  uint32 // kv heads each rank holds (KVHeads with one rank)
 	HeadReplication uint32 // ranks holding each of those heads (1: split)
+	DType           DType  // element type of the group's layers (KV resources may differ)
+	KVFactor        uint32 // 2 (K and V) or 1
+	Layout          Layout // block layout of the group
 }
 
 // DescribeGroup describes layer group group (0 <= group < NumGroups).

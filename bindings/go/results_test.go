@@ -115,7 +115,9 @@ func TestOneCallResultsMatchTheSWIGGetters(t *testing.T) {
 		same("DescribeGroup", gd, kvcache.GroupDesc{Window: lg.GetWindow(), KVHeads: lg.GetKv_heads(),
 			HeadDim: lg.GetHead_dim(), NumLayers: lg.GetNum_layers(), Pool: lg.GetPool(),
 			BlockBytes: lg.GetBlock_bytes(), BytesPerToken: lg.GetBytes_per_token(),
-			KVHeadsPerRank: lg.GetKv_heads_per_rank(), HeadReplication: lg.GetHead_replication()})
+			KVHeadsPerRank: lg.GetKv_heads_per_rank(), HeadReplication: lg.GetHead_replication(),
+			DType: kvcache.DType(lg.GetDtype()), KVFactor: lg.GetKv_factor(),
+			Layout: kvcache.Layout(lg.GetLayout())})
 		kvc.DeleteKvc_group_desc_t(lg)
 
 		gs, err := cache.GroupStats(g)

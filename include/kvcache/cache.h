@@ -135,10 +135,15 @@ typedef struct kvc_group_desc {
   uint32_t head_replication; /**< Ranks holding each of those heads: 1 when the
                                ranks split the heads, num_ranks / kv_heads when
                                they replicate them. @since 0.3.0 */
+  kvc_dtype_t dtype;      /**< Element type of the group's layers (with KV
+                               resources of several geometries it may differ
+                               from kvc_cache_desc_t's, kv_resource.h). @since 0.3.0 */
+  uint32_t kv_factor;     /**< 2 (K and V) or 1, the group's. @since 0.3.0 */
+  kvc_layout_t layout;    /**< Block layout of the group. @since 0.3.0 */
 } kvc_group_desc_t;
 
 /** Static initializer for kvc_group_desc_t. */
-#define KVC_GROUP_DESC_INIT {sizeof(kvc_group_desc_t), 0, 0, 0, 0, 0, 0, 0, 0, 0}
+#define KVC_GROUP_DESC_INIT {sizeof(kvc_group_desc_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /** @brief Zeroes `desc` and sets its struct_size. @since 0.1.0 */
 KVC_API void kvc_group_desc_init(kvc_group_desc_t *desc);

@@ -84,6 +84,9 @@ KVC_API kvc_status_t kvc_cache_describe_group(const kvc_cache_t* cache, uint32_t
     d.pool = g.pool;
     d.block_bytes = g.geometry.block_bytes;
     d.bytes_per_token = g.geometry.block_bytes / c.config().tokens_per_block;
+    d.dtype = g.dtype;
+    d.kv_factor = g.kv_factor;
+    d.layout = g.layout;
     write_sized(out, d, "out");
   });
 }

@@ -38,6 +38,9 @@ Cache::Cache(const CacheConfig& cfg, std::vector<std::unique_ptr<Device>> device
     invalid_argument("a cache of " + std::to_string(config_.num_ranks()) + " ranks needs as many "
                      "devices, got " + std::to_string(devices.size()));
   grouping_ = group_layers(config_);
+#ifndef NDEBUG
+  check_grouping(config_, grouping_);  // fixed from here on: checked once in debug builds
+#endif
   // The stores first: a directory or server that cannot be used is refused
   // before the pools are allocated.
   std::vector<std::unique_ptr<BlockStore>> stores;

@@ -36,11 +36,13 @@ uint32_t CacheConfig::add_kv_resource(KvResource r) {
   if (r.layers.empty()) invalid_argument("desc->num_layers must be > 0, got 0");
   check_kv_heads(r.kv_heads, "desc->kv_heads");
   if (r.head_dim == 0) invalid_argument("desc->head_dim must be > 0, got 0");
-  check_head_dim(r.head_dim);
+  check_head_dim(r.head_dim);  // the messages below name the field without "desc->"
   check_dtype(r.dtype);
   check_kv_factor(r.kv_factor);
   check_layout(r.layout);
-  check_window(r.window, kv_resources.size());
+  if (r.window > (1u << 30))
+    invalid_argument("desc->window must be <= 2^30 tokens (0 = full attention), got " +
+                     s(r.window));
   for (size_t i = 0; i < r.layers.size(); ++i) {
     const uint32_t l = r.layers[i];
     if (l > kMaxLayerId)

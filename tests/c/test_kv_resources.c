@@ -365,6 +365,11 @@ static void mixed_reuse_fork(void **state) {
     kvc_pool_desc_t pd = KVC_POOL_DESC_INIT;
     ok(kvc_cache_describe_pool(o.cache, gd.pool, &pd));
     assert_int_equal(pd.block_bytes, gd.block_bytes);
+    static const kvc_dtype_t gdt[3] = {KVC_DTYPE_BF16, KVC_DTYPE_F32, KVC_DTYPE_FP8_E4M3};
+    static const uint32_t gkf[3] = {2, 1, 2}, glo[3] = {KVC_LAYOUT_NHD, KVC_LAYOUT_HND, KVC_LAYOUT_NHD};
+    assert_int_equal(gd.dtype, gdt[g]);
+    assert_int_equal(gd.kv_factor, gkf[g]);
+    assert_int_equal(gd.layout, glo[g]);
     const int32_t src = blocks[0], dst = (int32_t)pd.num_blocks - 1, dst1 = (int32_t)pd.num_blocks - 2;
     const uint32_t one = 1;
     ok(kvc_copy_blocks(o.cache, g, &src, &dst, NULL, 1, NULL));
@@ -674,6 +679,10 @@ static void bad_input(void **state) {
   x = r;
   x.layout = 0;
   assert_fails(kvc_config_add_kv_resource(c, &x, &index), KVC_ERR_INVALID_ARGUMENT, "layout");
+  x = r;
+  x.window = (1u << 30) + 1;
+  assert_fails(kvc_config_add_kv_resource(c, &x, &index), KVC_ERR_INVALID_ARGUMENT,
+               "desc->window must be <= 2^30 tokens (0 = full attention), got 1073741825");
   x = r;
   x.num_layers = 3;
   assert_fails(kvc_config_add_kv_resource(c, &x, &index), KVC_ERR_INVALID_ARGUMENT,

@@ -703,6 +703,12 @@ extern void _wrap_kvc_group_desc_t_kv_heads_per_rank_set_kvc_c42b5e67b80b4c6d(ui
 extern int _wrap_kvc_group_desc_t_kv_heads_per_rank_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_group_desc_t_head_replication_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_group_desc_t_head_replication_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_dtype_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_dtype_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_kv_factor_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_kv_factor_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_layout_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_layout_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_group_desc_t_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_delete_kvc_group_desc_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_group_desc_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
@@ -3004,6 +3010,45 @@ func (arg1 SwigcptrKvc_group_desc_t) GetHead_replication() (_swig_ret uint32) {
 	return swig_r
 }
 
+func (arg1 SwigcptrKvc_group_desc_t) SetDtype(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_group_desc_t_dtype_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_group_desc_t) GetDtype() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_dtype_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_group_desc_t) SetKv_factor(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_group_desc_t_kv_factor_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_group_desc_t) GetKv_factor() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_kv_factor_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_group_desc_t) SetLayout(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_group_desc_t_layout_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_group_desc_t) GetLayout() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_layout_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
 func NewKvc_group_desc_t() (_swig_ret Kvc_group_desc_t) {
 	var swig_r Kvc_group_desc_t
 	swig_r = (Kvc_group_desc_t)(SwigcptrKvc_group_desc_t(C._wrap_new_kvc_group_desc_t_kvc_c42b5e67b80b4c6d()))
@@ -3038,6 +3083,12 @@ type Kvc_group_desc_t interface {
 	GetKv_heads_per_rank() (_swig_ret uint32)
 	SetHead_replication(arg2 uint32)
 	GetHead_replication() (_swig_ret uint32)
+	SetDtype(arg2 uint32)
+	GetDtype() (_swig_ret uint32)
+	SetKv_factor(arg2 uint32)
+	GetKv_factor() (_swig_ret uint32)
+	SetLayout(arg2 uint32)
+	GetLayout() (_swig_ret uint32)
 }
 
 func Kvc_group_desc_init(arg1 Kvc_group_desc_t) {

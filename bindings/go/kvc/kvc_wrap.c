@@ -2304,6 +2304,81 @@ int _wrap_kvc_group_desc_t_head_replication_get_kvc_c42b5e67b80b4c6d(struct kvc_
 }
 
 
+void _wrap_kvc_group_desc_t_dtype_set_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
+  kvc_dtype_t arg2 ;
+  
+  arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
+  arg2 = (kvc_dtype_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->dtype = arg2;
+  
+}
+
+
+int _wrap_kvc_group_desc_t_dtype_get_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0) {
+  struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
+  kvc_dtype_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
+  
+  result = (kvc_dtype_t) ((arg1)->dtype);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_desc_t_kv_factor_set_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->kv_factor = arg2;
+  
+}
+
+
+int _wrap_kvc_group_desc_t_kv_factor_get_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0) {
+  struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->kv_factor);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_desc_t_layout_set_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
+  kvc_layout_t arg2 ;
+  
+  arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
+  arg2 = (kvc_layout_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->layout = arg2;
+  
+}
+
+
+int _wrap_kvc_group_desc_t_layout_get_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0) {
+  struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
+  kvc_layout_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
+  
+  result = (kvc_layout_t) ((arg1)->layout);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
 struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_group_desc *result = 0 ;
   struct kvc_group_desc *_swig_go_result;

@@ -241,7 +241,8 @@ STRUCTS = {
         uint64_t dropped;""",
     "kvc_group_desc_t": """uint32_t struct_size; uint32_t window; uint32_t kv_heads;
         uint32_t head_dim; uint32_t num_layers; uint32_t pool; uint64_t block_bytes;
-        uint64_t bytes_per_token; uint32_t kv_heads_per_rank; uint32_t head_replication;""",
+        uint64_t bytes_per_token; uint32_t kv_heads_per_rank; uint32_t head_replication;
+        kvc_dtype_t dtype; uint32_t kv_factor; kvc_layout_t layout;""",
     "kvc_pool_desc_t": """uint32_t struct_size; uint32_t num_groups; uint64_t block_bytes;
         uint64_t num_blocks; uint64_t bytes; void *base;""",
     "kvc_layer_view_t": """uint32_t struct_size; uint32_t group; uint32_t pool;

@@ -156,7 +156,8 @@ SnapshotStats.__doc__ = "kvc_snapshot_stats_t (state.h): the state snapshot pool
 
 RECORDS = {
     "cache": _Record("kvc_cache_desc_t", lib.kvc_cache_desc_init, CacheDescription),
-    "group": _Record("kvc_group_desc_t", lib.kvc_group_desc_init, GroupDescription),
+    "group": _Record("kvc_group_desc_t", lib.kvc_group_desc_init, GroupDescription,
+                     {"dtype": DType, "layout": Layout}),
     "pool": _Record("kvc_pool_desc_t", lib.kvc_pool_desc_init, PoolDescription),
     "layer": _Record("kvc_layer_view_t", lib.kvc_layer_view_init, LayerView),
     "sequence": _Record("kvc_sequence_desc_t", lib.kvc_sequence_desc_init, SequenceDescription),

@@ -1072,12 +1072,20 @@ pub struct kvc_group_desc {
     #[doc = "ranks split the heads, num_ranks / kv_heads when"]
     #[doc = "they replicate them. @since 0.3.0"]
     pub head_replication: u32,
+    #[doc = "< Element type of the group's layers (with KV"]
+    #[doc = "resources of several geometries it may differ"]
+    #[doc = "from kvc_cache_desc_t's, kv_resource.h). @since 0.3.0"]
+    pub dtype: kvc_dtype_t,
+    #[doc = "< 2 (K and V) or 1, the group's. @since 0.3.0"]
+    pub kv_factor: u32,
+    #[doc = "< Block layout of the group. @since 0.3.0"]
+    pub layout: kvc_layout_t,
 }
 #[test]
 fn bindgen_test_layout_kvc_group_desc() {
     assert_eq!(
         ::std::mem::size_of::<kvc_group_desc>(),
-        48usize,
+        64usize,
         concat!("Size of: ", stringify!(kvc_group_desc))
     );
     assert_eq!(
@@ -1255,6 +1263,57 @@ fn bindgen_test_layout_kvc_group_desc() {
         );
     }
     test_field_head_replication();
+    fn test_field_dtype() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).dtype) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_desc),
+                "::",
+                stringify!(dtype)
+            )
+        );
+    }
+    test_field_dtype();
+    fn test_field_kv_factor() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).kv_factor) as usize - ptr as usize
+            },
+            52usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_desc),
+                "::",
+                stringify!(kv_factor)
+            )
+        );
+    }
+    test_field_kv_factor();
+    fn test_field_layout() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).layout) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_desc),
+                "::",
+                stringify!(layout)
+            )
+        );
+    }
+    test_field_layout();
 }
 #[doc = " @brief One layer group: the layers sharing (window, kv heads, head dim)."]
 #[doc = "        Transparent; begins with struct_size."]

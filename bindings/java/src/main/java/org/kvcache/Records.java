@@ -259,6 +259,9 @@ final class Records {
     static final int BYTES_PER_TOKEN = L.u64(kvc_group_desc_t::getBytes_per_token);
     static final int KV_HEADS_PER_RANK = L.u32(kvc_group_desc_t::getKv_heads_per_rank);
     static final int HEAD_REPLICATION = L.u32(kvc_group_desc_t::getHead_replication);
+    static final int DTYPE = L.u32(kvc_group_desc_t::getDtype);
+    static final int KV_FACTOR = L.u32(kvc_group_desc_t::getKv_factor);
+    static final int LAYOUT = L.u32(kvc_group_desc_t::getLayout);
   }
 
   static GroupDescription groupDescription(long cache, int group) {
@@ -275,7 +278,10 @@ final class Records {
         s.getLong(at + GroupDesc.BLOCK_BYTES),
         s.getLong(at + GroupDesc.BYTES_PER_TOKEN),
         Args.toInt(s.getUnsignedInt(at + GroupDesc.KV_HEADS_PER_RANK)),
-        Args.toInt(s.getUnsignedInt(at + GroupDesc.HEAD_REPLICATION)));
+        Args.toInt(s.getUnsignedInt(at + GroupDesc.HEAD_REPLICATION)),
+        DType.of(s.getUnsignedInt(at + GroupDesc.DTYPE)),
+        Args.toInt(s.getUnsignedInt(at + GroupDesc.KV_FACTOR)),
+        Layout.of(s.getUnsignedInt(at + GroupDesc.LAYOUT)));
   }
 
   /** {@code kvc_pool_desc_t}. */
