@@ -108,6 +108,7 @@ type CacheDesc struct {
 	// counts and bytes above are one rank's.
 	NumRanks           uint32
 	MaxHeadReplication uint32 // the most ranks holding one kv head; 1: none replicated
+	NumKVResources     uint32 // paged KV resources (kv_resource.h); 0 with the global shape setters
 }
 
 // Describe returns the summary of the cache.
@@ -127,6 +128,9 @@ type GroupDesc struct {
 	BytesPerToken   uint64
 	KVHeadsPerRank  uint32 // kv heads each rank holds (KVHeads with one rank)
 	HeadReplication uint32 // ranks holding each of those heads (1: split)
+	DType           DType  // element type of the group's layers (KV resources may differ)
+	KVFactor        uint32 // 2 (K and V) or 1
+	Layout          Layout // block layout of the group
 }
 
 // DescribeGroup describes layer group group (0 <= group < NumGroups).

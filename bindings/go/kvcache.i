@@ -183,6 +183,7 @@ KVCGO_ADDRESS_MEMBER(const int32_t *, beam_table)     /* kvc_stateful_view_t */
 KVCGO_ADDRESS_MEMBER(const int32_t *, qo_indptr)      /* kvc_prefill_args_t */
 KVCGO_ADDRESS_MEMBER(const int32_t *, kv_lens)        /* kvc_prefill_args_t */
 KVCGO_ADDRESS_MEMBER(float *, lse)                    /* kvc_prefill_args_t */
+KVCGO_ADDRESS_MEMBER(const uint32_t *, layers)        /* kvc_kv_resource_t */
 /* The disk tier's directory (kvc_config_set_disk_cache): a NUL-terminated
  * copy in C memory (kvcgo_buffer_new); the getter's out parameter receives
  * the address of the config's own string (kvcgo_cstring_length). */
@@ -267,6 +268,7 @@ KVCGO_HANDLE(kvc_import_t, Import)
 %include "kvcache/remote_tier.h"
 %include "kvcache/transfer.h"
 %include "kvcache/state.h"
+%include "kvcache/kv_resource.h"
 
 /* C memory for the pointer fields of the transparent structs (salt bytes,
  * extra keys, host buffers on a CPU cache): Go memory may not be stored in

@@ -376,7 +376,8 @@ func TestDescribe(t *testing.T) {
 	must(t, err)
 	blockBytes := uint64(2 * 2 * 4 * 2 * 64 * 4) // layers, kv, tokens, heads, dim, f32
 	if g != (kvcache.GroupDesc{KVHeads: 2, HeadDim: 64, NumLayers: 2, BlockBytes: blockBytes, BytesPerToken: blockBytes / 4,
-		KVHeadsPerRank: 2, HeadReplication: 1}) {
+		KVHeadsPerRank: 2, HeadReplication: 1, DType: kvcache.DTypeF32, KVFactor: 2,
+		Layout: kvcache.LayoutNHD}) {
 		t.Errorf("DescribeGroup = %+v", g)
 	}
 	p, err := c.DescribePool(0)

@@ -237,6 +237,7 @@ func describeCache(h kvc.Cache, op string) (CacheDesc, error) {
 		StateBytes:         uint64(r.v.state_bytes),
 		NumRanks:           uint32(r.v.num_ranks),
 		MaxHeadReplication: uint32(r.v.max_head_replication),
+		NumKVResources:     uint32(r.v.num_kv_resources),
 	}, nil
 }
 
@@ -277,6 +278,9 @@ func describeGroup(h kvc.Cache, op string, group uint32) (GroupDesc, error) {
 		BytesPerToken:   uint64(r.v.bytes_per_token),
 		KVHeadsPerRank:  uint32(r.v.kv_heads_per_rank),
 		HeadReplication: uint32(r.v.head_replication),
+		DType:           DType(r.v.dtype),
+		KVFactor:        uint32(r.v.kv_factor),
+		Layout:          Layout(r.v.layout),
 	}, nil
 }
 

@@ -103,6 +103,7 @@ func TestOneCallResultsMatchTheSWIGGetters(t *testing.T) {
 		DeviceTotalBytes: ld.GetDevice_total_bytes(), NumResources: ld.GetNum_resources(),
 		NumStateSlots: ld.GetNum_state_slots(), StateBytes: ld.GetState_bytes(),
 		NumRanks: ld.GetNum_ranks(), MaxHeadReplication: ld.GetMax_head_replication(),
+		NumKVResources: ld.GetNum_kv_resources(),
 	})
 
 	for g := uint32(0); g < d.NumGroups; g++ {
@@ -114,7 +115,9 @@ func TestOneCallResultsMatchTheSWIGGetters(t *testing.T) {
 		same("DescribeGroup", gd, kvcache.GroupDesc{Window: lg.GetWindow(), KVHeads: lg.GetKv_heads(),
 			HeadDim: lg.GetHead_dim(), NumLayers: lg.GetNum_layers(), Pool: lg.GetPool(),
 			BlockBytes: lg.GetBlock_bytes(), BytesPerToken: lg.GetBytes_per_token(),
-			KVHeadsPerRank: lg.GetKv_heads_per_rank(), HeadReplication: lg.GetHead_replication()})
+			KVHeadsPerRank: lg.GetKv_heads_per_rank(), HeadReplication: lg.GetHead_replication(),
+			DType: kvcache.DType(lg.GetDtype()), KVFactor: lg.GetKv_factor(),
+			Layout: kvcache.Layout(lg.GetLayout())})
 		kvc.DeleteKvc_group_desc_t(lg)
 
 		gs, err := cache.GroupStats(g)

@@ -93,10 +93,16 @@ typedef struct kvc_cache_desc {
   uint32_t max_head_replication; /**< The most ranks holding one kv head over the
                                     groups (1: every group's heads are split, none
                                     replicated). @since 0.3.0 */
+  uint32_t num_kv_resources;   /**< Paged KV resources (kv_resource.h); 0 when the
+                                    global shape setters describe the layers.
+                                    kvc_cache_describe_kv_resource() says which are
+                                    managed together and why. With KV resources,
+                                    dtype, layout and kv_factor above are KV
+                                    resource 0's. @since 0.3.0 */
 } kvc_cache_desc_t;
 
 /** Static initializer for kvc_cache_desc_t. */
-#define KVC_CACHE_DESC_INIT {sizeof(kvc_cache_desc_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+#define KVC_CACHE_DESC_INIT {sizeof(kvc_cache_desc_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /** @brief Zeroes `desc` and sets its struct_size. @since 0.1.0 */
 KVC_API void kvc_cache_desc_init(kvc_cache_desc_t *desc);
@@ -131,10 +137,15 @@ typedef struct kvc_group_desc {
   uint32_t head_replication; /**< Ranks holding each of those heads: 1 when the
                                ranks split the heads, num_ranks / kv_heads when
                                they replicate them. @since 0.3.0 */
+  kvc_dtype_t dtype;      /**< Element type of the group's layers (with KV
+                               resources of several geometries it may differ
+                               from kvc_cache_desc_t's, kv_resource.h). @since 0.3.0 */
+  uint32_t kv_factor;     /**< 2 (K and V) or 1, the group's. @since 0.3.0 */
+  kvc_layout_t layout;    /**< Block layout of the group. @since 0.3.0 */
 } kvc_group_desc_t;
 
 /** Static initializer for kvc_group_desc_t. */
-#define KVC_GROUP_DESC_INIT {sizeof(kvc_group_desc_t), 0, 0, 0, 0, 0, 0, 0, 0, 0}
+#define KVC_GROUP_DESC_INIT {sizeof(kvc_group_desc_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /** @brief Zeroes `desc` and sets its struct_size. @since 0.1.0 */
 KVC_API void kvc_group_desc_init(kvc_group_desc_t *desc);

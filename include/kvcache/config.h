@@ -109,6 +109,14 @@ KVC_API kvc_status_t kvc_config_validate(const kvc_config_t *config);
 /* Model shape                                                           */
 /* ===================================================================== */
 
+/* These setters describe attention layers of one geometry (the all-attention
+ * case). Layers of several geometries are described with paged KV resources
+ * instead (kv_resource.h: kvc_config_add_kv_resource); once a config has one,
+ * num_layers, kv_heads, kv_heads_per_layer, head_dim, dtype, kv_factor, layout
+ * and attention_windows setters are refused with KVC_ERR_INVALID_STATE (the
+ * getters read what the resources give), and a resource is refused on a
+ * config where one of those setters was called. */
+
 /** @brief Number of attention layers (> 0). @since 0.1.0 */
 KVC_API kvc_status_t kvc_config_set_num_layers(kvc_config_t *config,
                                                uint32_t num_layers);

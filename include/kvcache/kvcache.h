@@ -35,5 +35,6 @@
 #include "kvcache/remote_tier.h"
 #include "kvcache/transfer.h"
 #include "kvcache/state.h"
+#include "kvcache/kv_resource.h"
 
 #endif /* KVCACHE_KVCACHE_H */

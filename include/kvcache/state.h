@@ -194,7 +194,11 @@ enum kvc_resource_reason {
   KVC_RESOURCE_REASON_SSM_SHAPE_DIFFERS = 1,   /**< SSM shape/dtype differ from the first SSM's. */
   KVC_RESOURCE_REASON_NO_SSM = 2,              /**< Conv state without an SSM resource. */
   KVC_RESOURCE_REASON_N_GROUPS = 3,            /**< conv_dim fails the n_groups constraint. */
-  KVC_RESOURCE_REASON_CONV_SHAPE_DIFFERS = 4   /**< Conv shape/dtype differ from the first managed conv's. */
+  KVC_RESOURCE_REASON_CONV_SHAPE_DIFFERS = 4,  /**< Conv shape/dtype differ from the first managed conv's. */
+  KVC_RESOURCE_REASON_KV_HEAD_DIM_DIFFERS = 5, /**< KV resource: head_dim differs from KV resource 0's (kv_resource.h). @since 0.3.0 */
+  KVC_RESOURCE_REASON_KV_DTYPE_DIFFERS = 6,    /**< KV resource: dtype differs from KV resource 0's. @since 0.3.0 */
+  KVC_RESOURCE_REASON_KV_FACTOR_DIFFERS = 7,   /**< KV resource: kv_factor differs from KV resource 0's. @since 0.3.0 */
+  KVC_RESOURCE_REASON_KV_LAYOUT_DIFFERS = 8    /**< KV resource: layout differs from KV resource 0's. @since 0.3.0 */
 };
 
 /** `resource` value of kvc_batch_state_slots() meaning every resource. */

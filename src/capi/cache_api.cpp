@@ -56,6 +56,7 @@ KVC_API kvc_status_t kvc_cache_describe(const kvc_cache_t* cache, kvc_cache_desc
     d.num_state_slots = c.plan().state_slots;
     d.state_bytes = c.plan().state_bytes;
     d.num_ranks = c.num_ranks();
+    d.num_kv_resources = uint32_t(cfg.kv_resources.size());
     d.max_head_replication = 1;
     for (const kvc::LayerGroup& g : c.grouping().groups)
       d.max_head_replication =
@@ -83,6 +84,9 @@ KVC_API kvc_status_t kvc_cache_describe_group(const kvc_cache_t* cache, uint32_t
     d.pool = g.pool;
     d.block_bytes = g.geometry.block_bytes;
     d.bytes_per_token = g.geometry.block_bytes / c.config().tokens_per_block;
+    d.dtype = g.dtype;
+    d.kv_factor = g.kv_factor;
+    d.layout = g.layout;
     write_sized(out, d, "out");
   });
 }

@@ -38,6 +38,7 @@ KVC_API kvc_status_t kvc_config_set_kv_heads(kvc_config_t* config, uint32_t kv_h
   return guarded([&] {
     require(config, "config");
     kvc::CacheConfig::check_kv_heads(kv_heads, "kv_heads");
+    config->cfg.claim_global_shape("kv_heads");
     config->cfg.kv_heads.assign(1, kv_heads);
   });
 }
@@ -50,6 +51,7 @@ KVC_API kvc_status_t kvc_config_set_kv_heads_per_layer(kvc_config_t* config,
     require(kv_heads, "kv_heads");
     for (size_t i = 0; i < count; ++i)
       kvc::CacheConfig::check_kv_heads(kv_heads[i], ("kv_heads[" + std::to_string(i) + "]").c_str());
+    config->cfg.claim_global_shape("kv_heads_per_layer");
     config->cfg.kv_heads.assign(kv_heads, kv_heads + count);
   });
 }
@@ -74,6 +76,7 @@ KVC_API kvc_status_t kvc_config_set_attention_windows(kvc_config_t* config,
     require(config, "config");
     if (count > 0) require(windows, "windows");
     for (size_t i = 0; i < count; ++i) kvc::CacheConfig::check_window(windows[i], i);
+    config->cfg.claim_global_shape("attention_windows");
     config->cfg.windows.assign(windows, windows + count);
   });
 }
@@ -158,11 +161,18 @@ KVC_API kvc_status_t kvc_config_get_device(const kvc_config_t* config, kvc_devic
   }
 
 using Cfg = kvc::CacheConfig;
-KVC_CONFIG_ACCESSORS(num_layers, uint32_t, Cfg::check_num_layers(v))
-KVC_CONFIG_ACCESSORS(head_dim, uint32_t, Cfg::check_head_dim(v))
-KVC_CONFIG_ACCESSORS(dtype, kvc_dtype_t, Cfg::check_dtype(v))
-KVC_CONFIG_ACCESSORS(kv_factor, uint32_t, Cfg::check_kv_factor(v))
-KVC_CONFIG_ACCESSORS(layout, kvc_layout_t, Cfg::check_layout(v))
+// The global attention shape: refused once the config has KV resources
+// (kv_resource.h), recorded so that kvc_config_add_kv_resource refuses after.
+KVC_CONFIG_ACCESSORS(num_layers, uint32_t,
+                     (Cfg::check_num_layers(v), config->cfg.claim_global_shape("num_layers")))
+KVC_CONFIG_ACCESSORS(head_dim, uint32_t,
+                     (Cfg::check_head_dim(v), config->cfg.claim_global_shape("head_dim")))
+KVC_CONFIG_ACCESSORS(dtype, kvc_dtype_t,
+                     (Cfg::check_dtype(v), config->cfg.claim_global_shape("dtype")))
+KVC_CONFIG_ACCESSORS(kv_factor, uint32_t,
+                     (Cfg::check_kv_factor(v), config->cfg.claim_global_shape("kv_factor")))
+KVC_CONFIG_ACCESSORS(layout, kvc_layout_t,
+                     (Cfg::check_layout(v), config->cfg.claim_global_shape("layout")))
 KVC_CONFIG_ACCESSORS(tokens_per_block, uint32_t, Cfg::check_tokens_per_block(v))
 KVC_CONFIG_ACCESSORS(primary_bytes, uint64_t, (void)v)
 KVC_CONFIG_ACCESSORS(max_tokens, uint64_t, (void)v)

@@ -47,6 +47,10 @@ kvc::StatefulModel model_of(const kvc::CacheConfig& cfg) {
     kvc::fail(KVC_ERR_UNSUPPORTED, "the stateful mode has one device: the config has " +
                                        std::to_string(cfg.num_ranks()) +
                                        " ranks (kvc_config_set_ranks with 1 rank)");
+  if (cfg.mixed_kv_geometry())
+    kvc::fail(KVC_ERR_UNSUPPORTED,
+              "the stateful mode has one geometry: the config has KV resources of different "
+              "geometries (head_dim, dtype, kv_factor, layout)");
   kvc::StatefulModel m;
   m.num_layers = cfg.num_layers;
   for (uint32_t l = 0; l < cfg.num_layers; ++l) m.kv_heads.push_back(cfg.kv_heads_of(l));

@@ -112,6 +112,14 @@ uint64_t geometry_fingerprint(const CacheConfig& c, const LayerGrouping& g) {
   b.u32(static_cast<uint32_t>(c.layout));
   b.u32(c.tokens_per_block);
   if (c.num_ranks() > 1) b.u32(c.num_ranks());  // one rank: the fingerprint of before
+  if (c.mixed_kv_geometry()) {  // one geometry: the fingerprint of before
+    for (uint32_t l = 0; l < c.num_layers; ++l) {
+      b.u32(c.head_dim_of(l));
+      b.u32(static_cast<uint32_t>(c.dtype_of(l)));
+      b.u32(c.kv_factor_of(l));
+      b.u32(static_cast<uint32_t>(c.layout_of(l)));
+    }
+  }
   b.u32(static_cast<uint32_t>(g.groups.size()));
   for (const LayerGroup& grp : g.groups) {
     b.u64(g.pools[grp.pool].block_bytes);

@@ -38,6 +38,9 @@ Cache::Cache(const CacheConfig& cfg, std::vector<std::unique_ptr<Device>> device
     invalid_argument("a cache of " + std::to_string(config_.num_ranks()) + " ranks needs as many "
                      "devices, got " + std::to_string(devices.size()));
   grouping_ = group_layers(config_);
+#ifndef NDEBUG
+  check_grouping(config_, grouping_);  // fixed from here on: checked once in debug builds
+#endif
   // The stores first: a directory or server that cannot be used is refused
   // before the pools are allocated.
   std::vector<std::unique_ptr<BlockStore>> stores;
@@ -410,6 +413,7 @@ MemoryPlan Cache::plan_for(ResizeInputs in, uint64_t* formula_bytes, uint64_t* f
 void Cache::check_invariants() const {
   Lock lock(mutex_);
   manager_->check_invariants();
+  check_grouping(config_, grouping_);
   // Tensor parallelism: one set of block ids, so every rank's pools hold
   // rank 0's block counts.
   for (uint32_t r = 1; r < ranks_->num_ranks(); ++r)
@@ -545,9 +549,9 @@ LayerSlabs Cache::layer_view(uint32_t layer, uint32_t rank) const {
   v.tokens_per_block = config_.tokens_per_block;
   v.kv_heads = g.kv_heads;
   v.head_dim = g.head_dim;
-  v.kv_factor = config_.kv_factor;
-  v.dtype = config_.dtype;
-  v.layout = config_.layout;
+  v.kv_factor = g.kv_factor;
+  v.dtype = g.dtype;
+  v.layout = g.layout;
   v.window = g.window;
   v.layer = layer;
   v.rank = rank;

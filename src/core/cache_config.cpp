@@ -136,6 +136,11 @@ void CacheConfig::check_priority(uint32_t v, const char* what) {
 
 void CacheConfig::validate_shape() const {
   if (num_layers == 0) invalid_argument("num_layers must be set (> 0), got 0");
+  for (uint32_t l = 0; l < layer_kv_resource.size(); ++l)
+    if (layer_kv_resource[l] == kNoResource)
+      invalid_argument("layer " + std::to_string(l) + " is in no KV resource: the " +
+                       std::to_string(kv_resources.size()) + " KV resources must cover layers 0.." +
+                       std::to_string(num_layers - 1) + " (kvc_config_add_kv_resource)");
   if (kv_heads.empty()) invalid_argument("kv_heads must be set (> 0) before use");
   if (kv_heads.size() != 1 && kv_heads.size() != num_layers)
     invalid_argument("kv_heads per layer has " + std::to_string(kv_heads.size()) +
@@ -165,6 +170,10 @@ void CacheConfig::validate_shape() const {
                          "(ranks % heads != 0)");
     }
     // What the ranks do not shard yet is refused, never ignored.
+    if (mixed_kv_geometry())
+      invalid_argument("KV resources of different geometries (head_dim, dtype, kv_factor, "
+                       "layout) are not supported with " + std::to_string(r) +
+                       " ranks (kvc_config_set_ranks with 1 rank)");
     if (!resources.empty())
       invalid_argument("state resources (" + std::to_string(resources.size()) +
                        ") are not supported with " + std::to_string(r) +
@@ -189,6 +198,11 @@ void CacheConfig::validate_shape() const {
     invalid_argument("a disk or remote cache is not supported with state resources (" +
                      std::to_string(resources.size()) +
                      "): the block stores do not hold state snapshots");
+  // The block records carry one geometry (block_record.h).
+  if (mixed_kv_geometry() && stores.any())
+    invalid_argument("a disk or remote cache is not supported with KV resources of different "
+                     "geometries (head_dim, dtype, kv_factor, layout): the block records "
+                     "carry one geometry");
   // The remote tier's own settings without the tier would be ignored.
   const StoreSettings defaults;
   if (stores.remote_url.empty() &&

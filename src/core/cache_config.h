@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/block_store.h"
@@ -22,6 +23,22 @@ struct StateResource {
   uint64_t bytes_per_token = 0, max_tokens = 0;       // unpaged
 };
 
+// A paged KV resource as added to the config (kvcache/kv_resource.h): its
+// layers (model layer ids, ascending, distinct) and their geometry.
+struct KvResource {
+  std::vector<uint32_t> layers;
+  uint32_t kv_heads = 0, head_dim = 0;
+  kvc_dtype_t dtype = 0;
+  uint32_t kv_factor = 0;
+  kvc_layout_t layout = 0;
+  uint32_t window = 0;
+  // The geometry class: KV resources of one class are managed together.
+  bool same_class(const KvResource& o) const {
+    return head_dim == o.head_dim && dtype == o.dtype && kv_factor == o.kv_factor &&
+           layout == o.layout;
+  }
+};
+
 struct CacheConfig {
   // Model shape.
   uint32_t num_layers = 0;
@@ -32,6 +49,17 @@ struct CacheConfig {
   kvc_layout_t layout = KVC_LAYOUT_NHD;
   uint32_t tokens_per_block = 16;
   std::vector<uint32_t> windows;  // repeats over layers; empty: all full
+
+  // Paged KV resources (kv_resource.h), in the order added. When any is
+  // there they describe every attention layer: add_kv_resource() derives
+  // num_layers, kv_heads and windows (per layer) from them, and head_dim,
+  // dtype, kv_factor and layout hold the first resource's (its class's);
+  // the global shape setters are refused (claim_global_shape).
+  std::vector<KvResource> kv_resources;
+  std::vector<uint32_t> layer_kv_resource;  // per layer: its resource, kNoResource in a gap
+  static constexpr uint32_t kNoResource = ~0u;
+  static constexpr uint32_t kMaxKvResources = 1024;
+  std::string global_shape_setter;  // the first global shape setter called ("" none)
 
   // Device and memory.
   kvc_device_kind_t device_kind = KVC_DEVICE_CPU;
@@ -99,6 +127,21 @@ struct CacheConfig {
   void validate() const;
 
   uint32_t kv_heads_of(uint32_t layer) const;
+  // A layer's geometry: its KV resource's, else the global setting.
+  uint32_t head_dim_of(uint32_t layer) const;
+  kvc_dtype_t dtype_of(uint32_t layer) const;
+  uint32_t kv_factor_of(uint32_t layer) const;
+  kvc_layout_t layout_of(uint32_t layer) const;
+  // Whether KV resources of more than one class (head_dim, dtype,
+  // kv_factor, layout) are there: what ranks, the stateful mode, the block
+  // stores and block export/import refuse.
+  bool mixed_kv_geometry() const;
+  // Records a global shape setter (`name` without kvc_config_set_); throws
+  // KVC_ERR_INVALID_STATE when the config has KV resources.
+  void claim_global_shape(const char* name);
+  // Checks `r` against the config (dimensions, dtype, layers not in another
+  // resource) and appends it; nothing changed on failure. Returns its index.
+  uint32_t add_kv_resource(KvResource r);
   uint32_t num_ranks() const { return rank_ordinals.empty() ? 1 : uint32_t(rank_ordinals.size()); }
   int32_t rank_ordinal(uint32_t rank) const {
     return rank_ordinals.empty() ? device_ordinal : rank_ordinals.at(rank);

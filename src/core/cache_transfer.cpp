@@ -24,6 +24,10 @@ using Lock = std::lock_guard<std::mutex>;
 }  // namespace
 
 BlockExport Cache::export_sequence(uint64_t id, uint64_t num_tokens) {
+  if (config_.mixed_kv_geometry())
+    fail(KVC_ERR_UNSUPPORTED,
+         "block export from a cache with KV resources of different geometries (head_dim, "
+         "dtype, kv_factor, layout) is not supported yet");
   BlockExport ex;
   ExportHold hold;
   {
@@ -68,6 +72,10 @@ bool Cache::import_begin(uint64_t id, const int32_t* tokens, uint64_t num_tokens
   // Plan, without the lock: the blob against this cache's geometry, then
   // against the keys rebuilt from the receiver's own tokens and options.
   Sequences::check_options(options);
+  if (config_.mixed_kv_geometry())
+    fail(KVC_ERR_UNSUPPORTED,
+         "block import into a cache with KV resources of different geometries (head_dim, "
+         "dtype, kv_factor, layout) is not supported yet");
   if (!config_.resources.empty())
     fail(KVC_ERR_UNSUPPORTED,
          "block import into a cache with state resources (" +

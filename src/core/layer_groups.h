@@ -1,5 +1,6 @@
-// Layers with equal (window, kv heads, head dim) form a group; a group's
-// block packs every layer of the group contiguously. With several ranks
+// Layers with equal (window, kv heads, head dim, dtype, kv_factor, layout)
+// form a group; a group's block packs every layer of the group
+// contiguously, laid out by the group's own geometry. With several ranks
 // (tensor parallelism) the geometry is one rank's: its share of the heads
 // (CacheConfig::heads_per_rank), the same on every rank. Groups whose block
 // bytes are equal draw from one pool.
@@ -18,6 +19,12 @@ struct LayerGroup {
   uint32_t kv_heads = 0;        // per rank: what one rank's blocks hold
   uint32_t total_kv_heads = 0;  // the model's (== kv_heads with one rank)
   uint32_t head_dim = 0;
+  kvc_dtype_t dtype = 0;
+  uint32_t kv_factor = 0;
+  kvc_layout_t layout = 0;
+  // The KV resource class (kv_resource.h) the group belongs to: the index
+  // of the class's first KV resource; 0 without KV resources.
+  uint32_t kv_class = 0;
   std::vector<uint32_t> layers;  // model layer ids, ascending
   uint32_t pool = 0;
   BlockGeometry geometry;
@@ -47,5 +54,9 @@ struct LayerGrouping {
 
 // Requires cfg.validate_shape() to pass.
 LayerGrouping group_layers(const CacheConfig& cfg);
+
+// Invariant checker (layer_groups_check.cpp): throws KVC_ERR_INTERNAL when
+// the grouping does not follow the config's per-layer geometry.
+void check_grouping(const CacheConfig& cfg, const LayerGrouping& grouping);
 
 }  // namespace kvc

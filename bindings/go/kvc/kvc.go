@@ -553,1074 +553,1148 @@ typedef long long swig_type_523;
 typedef long long swig_type_524;
 typedef long long swig_type_525;
 typedef _gostring_ swig_type_526;
-typedef long long swig_type_527;
-typedef long long swig_type_528;
-typedef long long swig_type_529;
+typedef _gostring_ swig_type_527;
+typedef _gostring_ swig_type_528;
+typedef _gostring_ swig_type_529;
 typedef long long swig_type_530;
 typedef long long swig_type_531;
-typedef long long swig_type_532;
+typedef _gostring_ swig_type_532;
 typedef long long swig_type_533;
 typedef long long swig_type_534;
-typedef _gostring_ swig_type_535;
-typedef _gostring_ swig_type_536;
+typedef long long swig_type_535;
+typedef long long swig_type_536;
 typedef long long swig_type_537;
 typedef long long swig_type_538;
 typedef long long swig_type_539;
 typedef long long swig_type_540;
-typedef long long swig_type_541;
-typedef long long swig_type_542;
+typedef _gostring_ swig_type_541;
+typedef _gostring_ swig_type_542;
 typedef long long swig_type_543;
 typedef long long swig_type_544;
 typedef long long swig_type_545;
 typedef long long swig_type_546;
-extern void _wrap_Swig_free_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_Swig_malloc_kvc_0044c4030100e529(swig_intgo arg1);
-extern swig_intgo _wrap_KVC_OK_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_ERR_NOT_FOUND_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_ERR_DEVICE_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_ERR_INVALID_STATE_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_ERR_INTERNAL_kvc_0044c4030100e529(void);
-extern swig_type_1 _wrap_kvc_status_string_kvc_0044c4030100e529(int arg1);
-extern swig_intgo _wrap_KVC_VERSION_NUMBER_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_FEATURE_REDIS_kvc_0044c4030100e529(void);
-extern int _wrap_kvc_version_kvc_0044c4030100e529(void);
-extern swig_type_2 _wrap_kvc_version_string_kvc_0044c4030100e529(void);
-extern int _wrap_kvc_abi_version_kvc_0044c4030100e529(void);
-extern swig_type_3 _wrap_kvc_features_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_DTYPE_F32_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_DTYPE_F16_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_DTYPE_BF16_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_LAYOUT_NHD_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_LAYOUT_HND_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_DEVICE_CPU_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_DEVICE_CUDA_kvc_0044c4030100e529(void);
-extern swig_type_4 _wrap_kvc_config_create_kvc_0044c4030100e529(swig_voidp arg1);
-extern swig_type_5 _wrap_kvc_config_clone_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_kvc_config_destroy_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_6 _wrap_kvc_config_validate_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_7 _wrap_kvc_config_set_num_layers_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern swig_type_8 _wrap_kvc_config_get_num_layers_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_9 _wrap_kvc_config_set_kv_heads_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern swig_type_10 _wrap_kvc_config_set_kv_heads_per_layer_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_11 arg3);
-extern swig_type_12 _wrap_kvc_config_get_kv_heads_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3);
-extern swig_type_13 _wrap_kvc_config_set_head_dim_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern swig_type_14 _wrap_kvc_config_get_head_dim_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_15 _wrap_kvc_config_set_dtype_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern swig_type_16 _wrap_kvc_config_get_dtype_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_17 _wrap_kvc_config_set_kv_factor_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern swig_type_18 _wrap_kvc_config_get_kv_factor_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_19 _wrap_kvc_config_set_layout_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern swig_type_20 _wrap_kvc_config_get_layout_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_21 _wrap_kvc_config_set_tokens_per_block_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern swig_type_22 _wrap_kvc_config_get_tokens_per_block_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_23 _wrap_kvc_config_set_attention_windows_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_24 arg3);
-extern swig_type_25 _wrap_kvc_config_get_attention_window_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3);
-extern swig_type_26 _wrap_kvc_config_set_device_kvc_0044c4030100e529(uintptr_t arg1, int arg2, int arg3);
-extern swig_type_27 _wrap_kvc_config_get_device_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
-extern swig_type_28 _wrap_kvc_config_set_ranks_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3, int arg4);
-extern swig_type_29 _wrap_kvc_config_get_ranks_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, int arg3, swig_voidp arg4);
-extern swig_type_30 _wrap_kvc_config_set_primary_bytes_kvc_0044c4030100e529(uintptr_t arg1, swig_type_31 arg2);
-extern swig_type_32 _wrap_kvc_config_get_primary_bytes_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_33 _wrap_kvc_config_set_max_primary_bytes_kvc_0044c4030100e529(uintptr_t arg1, swig_type_34 arg2);
-extern swig_type_35 _wrap_kvc_config_get_max_primary_bytes_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_36 _wrap_kvc_config_set_max_tokens_kvc_0044c4030100e529(uintptr_t arg1, swig_type_37 arg2);
-extern swig_type_38 _wrap_kvc_config_get_max_tokens_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_39 _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_0044c4030100e529(uintptr_t arg1, double arg2);
-extern swig_type_40 _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_41 _wrap_kvc_config_set_host_cache_bytes_kvc_0044c4030100e529(uintptr_t arg1, swig_type_42 arg2);
-extern swig_type_43 _wrap_kvc_config_get_host_cache_bytes_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_44 _wrap_kvc_config_set_secondary_offload_min_priority_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern swig_type_45 _wrap_kvc_config_get_secondary_offload_min_priority_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_46 _wrap_kvc_config_set_block_reuse_kvc_0044c4030100e529(uintptr_t arg1, _Bool arg2);
-extern swig_type_47 _wrap_kvc_config_get_block_reuse_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_48 _wrap_kvc_config_set_partial_reuse_kvc_0044c4030100e529(uintptr_t arg1, _Bool arg2);
-extern swig_type_49 _wrap_kvc_config_get_partial_reuse_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_50 _wrap_kvc_config_set_copy_on_partial_reuse_kvc_0044c4030100e529(uintptr_t arg1, _Bool arg2);
-extern swig_type_51 _wrap_kvc_config_get_copy_on_partial_reuse_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_52 _wrap_kvc_config_set_event_buffer_size_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern swig_type_53 _wrap_kvc_config_get_event_buffer_size_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_54 _wrap_kvc_config_set_event_hash_seed_kvc_0044c4030100e529(uintptr_t arg1, swig_type_55 arg2);
-extern swig_type_56 _wrap_kvc_config_get_event_hash_seed_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_57 _wrap_kvc_config_set_manual_clock_kvc_0044c4030100e529(uintptr_t arg1, _Bool arg2);
-extern swig_type_58 _wrap_kvc_config_get_manual_clock_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_59 _wrap_kvc_cache_create_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_kvc_cache_destroy_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_device_kind_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_device_kind_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_dtype_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_dtype_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_layout_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_layout_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_num_layers_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_num_layers_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_num_groups_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_num_groups_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_num_pools_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_num_pools_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_60 arg2);
-extern swig_type_61 _wrap_kvc_cache_desc_t_num_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_62 arg2);
-extern swig_type_63 _wrap_kvc_cache_desc_t_token_capacity_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_64 arg2);
-extern swig_type_65 _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_66 arg2);
-extern swig_type_67 _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_68 arg2);
-extern swig_type_69 _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_70 arg2);
-extern swig_type_71 _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_num_resources_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_num_resources_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_num_state_slots_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_num_state_slots_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_state_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_72 arg2);
-extern swig_type_73 _wrap_kvc_cache_desc_t_state_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_num_ranks_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_num_ranks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_t_max_head_replication_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_desc_t_max_head_replication_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_cache_desc_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_cache_desc_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_desc_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_74 _wrap_kvc_cache_describe_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern void _wrap_kvc_group_desc_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_window_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_window_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_kv_heads_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_kv_heads_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_head_dim_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_head_dim_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_num_layers_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_num_layers_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_pool_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_pool_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_block_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_75 arg2);
-extern swig_type_76 _wrap_kvc_group_desc_t_block_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_77 arg2);
-extern swig_type_78 _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_kv_heads_per_rank_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_kv_heads_per_rank_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_t_head_replication_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_desc_t_head_replication_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_group_desc_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_group_desc_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_desc_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_79 _wrap_kvc_cache_describe_group_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern void _wrap_kvc_pool_desc_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_pool_desc_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_num_groups_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_pool_desc_t_num_groups_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_80 arg2);
-extern swig_type_81 _wrap_kvc_pool_desc_t_block_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_82 arg2);
-extern swig_type_83 _wrap_kvc_pool_desc_t_num_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_84 arg2);
-extern swig_type_85 _wrap_kvc_pool_desc_t_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_t_base_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_pool_desc_t_base_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_pool_desc_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_pool_desc_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_pool_desc_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_86 _wrap_kvc_cache_describe_pool_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern void _wrap_kvc_layer_view_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_group_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_group_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_pool_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_pool_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_dtype_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_dtype_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_layout_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_layout_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_kv_heads_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_kv_heads_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_head_dim_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_head_dim_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_kv_factor_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_kv_factor_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_elem_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_elem_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_base_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_layer_view_t_base_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_num_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_87 arg2);
-extern swig_type_88 _wrap_kvc_layer_view_t_num_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_block_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_89 arg2);
-extern swig_type_90 _wrap_kvc_layer_view_t_block_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_kv_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_91 arg2);
-extern swig_type_92 _wrap_kvc_layer_view_t_kv_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_token_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_93 arg2);
-extern swig_type_94 _wrap_kvc_layer_view_t_token_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_head_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_95 arg2);
-extern swig_type_96 _wrap_kvc_layer_view_t_head_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_rank_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_rank_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_first_kv_head_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_first_kv_head_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_t_total_kv_heads_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_layer_view_t_total_kv_heads_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_layer_view_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_layer_view_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_layer_view_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_97 _wrap_kvc_cache_layer_view_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern swig_type_98 _wrap_kvc_cache_layer_view_rank_kvc_0044c4030100e529(uintptr_t arg1, int arg2, int arg3, uintptr_t arg4);
-extern void _wrap_kvc_resize_inputs_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_resize_inputs_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_inputs_t_reserved_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_resize_inputs_t_reserved_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_set_kvc_0044c4030100e529(uintptr_t arg1, double arg2);
-extern double _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_inputs_t_free_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_99 arg2);
-extern swig_type_100 _wrap_kvc_resize_inputs_t_free_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_inputs_t_non_paged_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_101 arg2);
-extern swig_type_102 _wrap_kvc_resize_inputs_t_non_paged_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_inputs_t_forward_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_103 arg2);
-extern swig_type_104 _wrap_kvc_resize_inputs_t_forward_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_resize_inputs_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_resize_inputs_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_inputs_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_plan_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_resize_plan_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_plan_t_num_pools_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_resize_plan_t_num_pools_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_plan_t_free_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_105 arg2);
-extern swig_type_106 _wrap_kvc_resize_plan_t_free_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_plan_t_mem_for_paged_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_107 arg2);
-extern swig_type_108 _wrap_kvc_resize_plan_t_mem_for_paged_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_plan_t_primary_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_109 arg2);
-extern swig_type_110 _wrap_kvc_resize_plan_t_primary_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_plan_t_max_primary_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_111 arg2);
-extern swig_type_112 _wrap_kvc_resize_plan_t_max_primary_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_plan_t_blocks_per_group_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_113 arg2);
-extern swig_type_114 _wrap_kvc_resize_plan_t_blocks_per_group_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_plan_t_token_capacity_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_115 arg2);
-extern swig_type_116 _wrap_kvc_resize_plan_t_token_capacity_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_plan_t_num_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_117 arg2);
-extern swig_type_118 _wrap_kvc_resize_plan_t_num_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_plan_t_total_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_119 arg2);
-extern swig_type_120 _wrap_kvc_resize_plan_t_total_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_resize_plan_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_resize_plan_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resize_plan_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_121 _wrap_kvc_cache_plan_resize_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4, swig_type_122 arg5);
-extern swig_type_123 _wrap_kvc_cache_resize_kvc_0044c4030100e529(uintptr_t arg1, swig_type_124 arg2);
-extern void _wrap_kvc_extra_key_t_offset_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_125 arg2);
-extern swig_type_126 _wrap_kvc_extra_key_t_offset_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_extra_key_t_length_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_127 arg2);
-extern swig_type_128 _wrap_kvc_extra_key_t_length_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_extra_key_t_data_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_extra_key_t_data_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_extra_key_t_size_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_129 arg2);
-extern swig_type_130 _wrap_kvc_extra_key_t_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_extra_key_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_extra_key_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_retention_range_t_start_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_131 arg2);
-extern swig_type_132 _wrap_kvc_retention_range_t_start_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_retention_range_t_end_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_133 arg2);
-extern swig_type_134 _wrap_kvc_retention_range_t_end_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_retention_range_t_priority_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_retention_range_t_priority_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_retention_range_t_reserved_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_retention_range_t_reserved_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_retention_range_t_duration_ms_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_135 arg2);
-extern swig_type_136 _wrap_kvc_retention_range_t_duration_ms_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_retention_range_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_retention_range_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_options_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_has_lora_set_kvc_0044c4030100e529(uintptr_t arg1, _Bool arg2);
-extern _Bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_lora_id_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_137 arg2);
-extern swig_type_138 _wrap_kvc_sequence_options_t_lora_id_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_salt_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_sequence_options_t_salt_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_salt_size_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_139 arg2);
-extern swig_type_140 _wrap_kvc_sequence_options_t_salt_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_sequence_options_t_extra_keys_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_141 arg2);
-extern swig_type_142 _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_sequence_options_t_retention_ranges_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_143 arg2);
-extern swig_type_144 _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_145 arg2);
-extern swig_type_146 _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_sequence_options_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_sequence_options_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_options_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_147 _wrap_kvc_sequence_add_kvc_0044c4030100e529(uintptr_t arg1, swig_type_148 arg2, swig_voidp arg3, swig_type_149 arg4, uintptr_t arg5, uintptr_t arg6, swig_voidp arg7);
-extern swig_type_150 _wrap_kvc_sequence_extend_kvc_0044c4030100e529(uintptr_t arg1, swig_type_151 arg2, swig_voidp arg3, swig_type_152 arg4, uintptr_t arg5);
-extern swig_type_153 _wrap_kvc_sequence_commit_kvc_0044c4030100e529(uintptr_t arg1, swig_type_154 arg2, swig_type_155 arg3);
-extern swig_type_156 _wrap_kvc_sequence_rewind_kvc_0044c4030100e529(uintptr_t arg1, swig_type_157 arg2, swig_type_158 arg3);
-extern swig_type_159 _wrap_kvc_sequence_fork_kvc_0044c4030100e529(uintptr_t arg1, swig_type_160 arg2, swig_type_161 arg3);
-extern swig_type_162 _wrap_kvc_sequence_remove_kvc_0044c4030100e529(uintptr_t arg1, swig_type_163 arg2);
-extern swig_type_164 _wrap_kvc_sequence_pin_kvc_0044c4030100e529(uintptr_t arg1, swig_type_165 arg2);
-extern swig_type_166 _wrap_kvc_sequence_unpin_kvc_0044c4030100e529(uintptr_t arg1, swig_type_167 arg2);
-extern void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_reserved_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_sequence_desc_t_reserved_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_168 arg2);
-extern swig_type_169 _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_170 arg2);
-extern swig_type_171 _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_172 arg2);
-extern swig_type_173 _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_174 arg2);
-extern swig_type_175 _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_176 arg2);
-extern swig_type_177 _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_sequence_desc_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_sequence_desc_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_sequence_desc_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_178 _wrap_kvc_sequence_describe_kvc_0044c4030100e529(uintptr_t arg1, swig_type_179 arg2, uintptr_t arg3);
-extern swig_type_180 _wrap_kvc_sequence_block_ids_kvc_0044c4030100e529(uintptr_t arg1, swig_type_181 arg2, int arg3, swig_voidp arg4, swig_type_182 arg5, swig_voidp arg6);
-extern swig_type_183 _wrap_kvc_sequence_blocks_needed_kvc_0044c4030100e529(uintptr_t arg1, swig_type_184 arg2, swig_type_185 arg3, swig_voidp arg4);
-extern swig_type_186 _wrap_kvc_cache_probe_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_187 arg3, uintptr_t arg4, swig_voidp arg5);
-extern swig_type_188 _wrap_kvc_cache_advance_clock_kvc_0044c4030100e529(uintptr_t arg1, swig_type_189 arg2);
-extern swig_type_190 _wrap_kvc_batch_extend_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_type_191 arg4, uintptr_t arg5);
-extern swig_type_192 _wrap_kvc_batch_block_table_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_193 arg4, swig_voidp arg5, swig_type_194 arg6, int arg7, swig_voidp arg8);
-extern swig_type_195 _wrap_kvc_batch_block_table_csr_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_196 arg4, swig_voidp arg5, swig_voidp arg6, swig_type_197 arg7, swig_voidp arg8, swig_voidp arg9);
-extern swig_type_198 _wrap_kvc_batch_sequence_lengths_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_199 arg3, swig_voidp arg4);
-extern swig_type_200 _wrap_kvc_batch_slot_mapping_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_201 arg4, swig_voidp arg5, swig_type_202 arg6, swig_voidp arg7, swig_voidp arg8);
-extern void _wrap_kvc_cache_stats_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_stats_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_reserved_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_cache_stats_t_reserved_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_203 arg2);
-extern swig_type_204 _wrap_kvc_cache_stats_t_num_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_205 arg2);
-extern swig_type_206 _wrap_kvc_cache_stats_t_free_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_207 arg2);
-extern swig_type_208 _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_209 arg2);
-extern swig_type_210 _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_211 arg2);
-extern swig_type_212 _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_213 arg2);
-extern swig_type_214 _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_0044c4030100e529(uintptr_t arg1, double arg2);
-extern double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_215 arg2);
-extern swig_type_216 _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_217 arg2);
-extern swig_type_218 _wrap_kvc_cache_stats_t_num_sequences_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_219 arg2);
-extern swig_type_220 _wrap_kvc_cache_stats_t_num_pinned_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_221 arg2);
-extern swig_type_222 _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_223 arg2);
-extern swig_type_224 _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_225 arg2);
-extern swig_type_226 _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_227 arg2);
-extern swig_type_228 _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_229 arg2);
-extern swig_type_230 _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_231 arg2);
-extern swig_type_232 _wrap_kvc_cache_stats_t_host_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_233 arg2);
-extern swig_type_234 _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_235 arg2);
-extern swig_type_236 _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_cache_stats_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_cache_stats_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_237 _wrap_kvc_cache_get_stats_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern void _wrap_kvc_group_stats_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_stats_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_pool_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_group_stats_t_pool_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_238 arg2);
-extern swig_type_239 _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_240 arg2);
-extern swig_type_241 _wrap_kvc_group_stats_t_cached_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_242 arg2);
-extern swig_type_243 _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_244 arg2);
-extern swig_type_245 _wrap_kvc_group_stats_t_reused_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_246 arg2);
-extern swig_type_247 _wrap_kvc_group_stats_t_missed_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_248 arg2);
-extern swig_type_249 _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_released_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_250 arg2);
-extern swig_type_251 _wrap_kvc_group_stats_t_released_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_group_stats_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_group_stats_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_252 _wrap_kvc_cache_get_group_stats_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern swig_type_253 _wrap_kvc_cache_reset_reuse_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_254 _wrap_kvc_cache_check_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_store_args_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_layer_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_store_args_t_layer_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_num_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_store_args_t_num_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_src_dtype_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_store_args_t_src_dtype_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_key_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_store_args_t_key_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_value_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_store_args_t_value_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_slot_mapping_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_store_args_t_slot_mapping_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_k_scale_set_kvc_0044c4030100e529(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_store_args_t_k_scale_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_v_scale_set_kvc_0044c4030100e529(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_store_args_t_v_scale_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_args_t_rank_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_store_args_t_rank_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_store_args_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_store_args_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_args_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_255 _wrap_kvc_store_kv_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern void _wrap_kvc_store_strides_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_store_strides_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_seq_len_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_store_strides_t_seq_len_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_256 arg2);
-extern swig_type_257 _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_258 arg2);
-extern swig_type_259 _wrap_kvc_store_strides_t_key_token_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_260 arg2);
-extern swig_type_261 _wrap_kvc_store_strides_t_key_head_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_262 arg2);
-extern swig_type_263 _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_264 arg2);
-extern swig_type_265 _wrap_kvc_store_strides_t_value_token_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_266 arg2);
-extern swig_type_267 _wrap_kvc_store_strides_t_value_head_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_store_strides_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_store_strides_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_268 _wrap_kvc_store_kv_strided_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4);
-extern swig_type_269 _wrap_kvc_copy_blocks_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, int arg6, uintptr_t arg7);
-extern swig_intgo _wrap_KVC_TABLE_PADDED_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_TABLE_CSR_kvc_0044c4030100e529(void);
-extern void _wrap_kvc_decode_args_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_layer_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_layer_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_batch_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_batch_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_q_heads_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_q_heads_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_q_dtype_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_q_dtype_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_table_format_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_table_format_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_query_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_decode_args_t_query_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_out_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_decode_args_t_out_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_seq_lens_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_decode_args_t_seq_lens_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_block_table_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_decode_args_t_block_table_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_indptr_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_decode_args_t_indptr_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_table_stride_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_table_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_window_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_window_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_0044c4030100e529(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_k_scale_set_kvc_0044c4030100e529(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_decode_args_t_k_scale_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_v_scale_set_kvc_0044c4030100e529(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_decode_args_t_v_scale_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_workspace_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_decode_args_t_workspace_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_270 arg2);
-extern swig_type_271 _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_rank_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_decode_args_t_rank_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_decode_args_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_decode_args_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_272 _wrap_kvc_decode_workspace_size_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_273 _wrap_kvc_decode_attention_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern void _wrap_kvc_prefill_args_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_prefill_args_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_layer_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_prefill_args_t_layer_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_batch_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_prefill_args_t_batch_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_total_q_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_prefill_args_t_total_q_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_q_heads_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_prefill_args_t_q_heads_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_table_format_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_prefill_args_t_table_format_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_query_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_prefill_args_t_query_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_out_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_prefill_args_t_out_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_lse_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_prefill_args_t_lse_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_prefill_args_t_qo_indptr_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_prefill_args_t_kv_lens_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_block_table_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_prefill_args_t_block_table_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_indptr_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_prefill_args_t_indptr_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_table_stride_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_prefill_args_t_table_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_window_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_prefill_args_t_window_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_0044c4030100e529(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_0044c4030100e529(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_k_scale_set_kvc_0044c4030100e529(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_prefill_args_t_k_scale_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_v_scale_set_kvc_0044c4030100e529(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_prefill_args_t_v_scale_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_workspace_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_prefill_args_t_workspace_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_274 arg2);
-extern swig_type_275 _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_rank_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_prefill_args_t_rank_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_prefill_args_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_prefill_args_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_276 _wrap_kvc_prefill_workspace_size_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_277 _wrap_kvc_prefill_attention_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_278 _wrap_kvc_cache_get_async_error_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_intgo _wrap_KVC_GROWTH_STAGGERED_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_GROWTH_UNIFORM_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_0044c4030100e529(void);
-extern void _wrap_kvc_stateful_options_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_options_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_options_t_batch_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_options_t_batch_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_options_t_layout_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_options_t_layout_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_options_t_growth_step_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_options_t_growth_step_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_options_t_max_length_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_options_t_max_length_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_options_t_initial_length_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_options_t_initial_length_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_stateful_options_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_stateful_options_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_options_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_279 _wrap_kvc_stateful_create_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_kvc_stateful_destroy_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_view_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_layer_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_view_t_layer_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_key_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_stateful_view_t_key_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_value_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_stateful_view_t_value_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_row_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_280 arg2);
-extern swig_type_281 _wrap_kvc_stateful_view_t_row_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_head_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_282 arg2);
-extern swig_type_283 _wrap_kvc_stateful_view_t_head_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_token_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_284 arg2);
-extern swig_type_285 _wrap_kvc_stateful_view_t_token_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_batch_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_view_t_batch_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_capacity_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_view_t_capacity_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_head_dim_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_view_t_head_dim_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_dtype_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_view_t_dtype_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_layout_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_view_t_layout_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_max_length_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_view_t_max_length_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_lengths_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_stateful_view_t_lengths_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_beam_table_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_stateful_view_t_beam_table_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_stateful_view_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_stateful_view_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_286 _wrap_kvc_stateful_layer_view_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern swig_type_287 _wrap_kvc_stateful_get_lengths_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3, int arg4);
-extern void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_append_args_t_layer_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_append_args_t_layer_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_append_args_t_key_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_stateful_append_args_t_key_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_append_args_t_value_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_stateful_append_args_t_value_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_0044c4030100e529(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_0044c4030100e529(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_stateful_append_args_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_stateful_append_args_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_append_args_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_288 _wrap_kvc_stateful_append_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_289 _wrap_kvc_stateful_reorder_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, int arg3, uintptr_t arg4);
-extern swig_type_290 _wrap_kvc_stateful_compact_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_291 _wrap_kvc_stateful_trim_kvc_0044c4030100e529(uintptr_t arg1, int arg2, int arg3, uintptr_t arg4);
-extern swig_type_292 _wrap_kvc_stateful_reset_kvc_0044c4030100e529(uintptr_t arg1, _Bool arg2, uintptr_t arg3);
-extern swig_type_293 _wrap_kvc_stateful_export_row_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3, swig_type_294 arg4, swig_voidp arg5, uintptr_t arg6);
-extern swig_type_295 _wrap_kvc_stateful_import_row_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3, swig_type_296 arg4, uintptr_t arg5);
-extern void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_query_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_stateful_decode_args_t_query_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_out_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_stateful_decode_args_t_out_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_0044c4030100e529(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_0044c4030100e529(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_0044c4030100e529(uintptr_t arg1, float arg2);
-extern float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_stateful_decode_args_t_workspace_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_297 arg2);
-extern swig_type_298 _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_stateful_decode_args_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_stateful_decode_args_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_299 _wrap_kvc_stateful_decode_workspace_size_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_300 _wrap_kvc_stateful_decode_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_301 _wrap_kvc_stateful_get_async_error_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_302 arg2);
-extern swig_type_303 _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_304 arg2);
-extern swig_type_305 _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_306 arg2);
-extern swig_type_307 _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_308 arg2);
-extern swig_type_309 _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_310 arg2);
-extern swig_type_311 _wrap_kvc_stateful_stats_t_reallocations_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_reorders_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_312 arg2);
-extern swig_type_313 _wrap_kvc_stateful_stats_t_reorders_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_314 arg2);
-extern swig_type_315 _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_compactions_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_316 arg2);
-extern swig_type_317 _wrap_kvc_stateful_stats_t_compactions_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_stateful_stats_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_stateful_stats_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_318 _wrap_kvc_stateful_get_stats_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_319 arg2);
-extern swig_type_320 _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_321 arg2);
-extern swig_type_322 _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_stateful_layer_stats_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_stateful_layer_stats_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_stateful_layer_stats_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_323 _wrap_kvc_stateful_get_layer_stats_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern swig_intgo _wrap_KVC_EVENT_STORED_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_EVENT_REMOVED_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_EVENT_TIER_CHANGED_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_EVENT_PRIORITY_CHANGED_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_EVENT_CLEARED_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_EVENT_LOST_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_TIER_PRIMARY_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_TIER_HOST_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_TIER_DISK_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_TIER_REMOTE_kvc_0044c4030100e529(void);
-extern void _wrap_kvc_event_t_id_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_324 arg2);
-extern swig_type_325 _wrap_kvc_event_t_id_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_t_kind_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_event_t_kind_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_t_tier_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_event_t_tier_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_t_hash_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_326 arg2);
-extern swig_type_327 _wrap_kvc_event_t_hash_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_t_parent_hash_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_328 arg2);
-extern swig_type_329 _wrap_kvc_event_t_parent_hash_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_t_groups_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_330 arg2);
-extern swig_type_331 _wrap_kvc_event_t_groups_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_t_lora_id_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_332 arg2);
-extern swig_type_333 _wrap_kvc_event_t_lora_id_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_t_has_lora_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_event_t_has_lora_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_t_priority_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_event_t_priority_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_t_num_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_event_t_num_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_t_reserved_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_event_t_reserved_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_t_token_offset_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_334 arg2);
-extern swig_type_335 _wrap_kvc_event_t_token_offset_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_t_lost_count_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_336 arg2);
-extern swig_type_337 _wrap_kvc_event_t_lost_count_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_event_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_event_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_event_drain_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_reserved_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_event_drain_t_reserved_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_events_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_338 arg2);
-extern swig_type_339 _wrap_kvc_event_drain_t_events_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_340 arg2);
-extern swig_type_341 _wrap_kvc_event_drain_t_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_events_pending_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_342 arg2);
-extern swig_type_343 _wrap_kvc_event_drain_t_events_pending_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_344 arg2);
-extern swig_type_345 _wrap_kvc_event_drain_t_tokens_pending_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_last_id_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_346 arg2);
-extern swig_type_347 _wrap_kvc_event_drain_t_last_id_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_event_drain_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_event_drain_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_348 _wrap_kvc_cache_drain_events_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_type_349 arg3, swig_voidp arg4, swig_type_350 arg5, uintptr_t arg6);
-extern void _wrap_kvc_snapshot_entry_t_hash_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_351 arg2);
-extern swig_type_352 _wrap_kvc_snapshot_entry_t_hash_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_353 arg2);
-extern swig_type_354 _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_entry_t_groups_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_355 arg2);
-extern swig_type_356 _wrap_kvc_snapshot_entry_t_groups_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_357 arg2);
-extern swig_type_358 _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_entry_t_has_lora_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_snapshot_entry_t_has_lora_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_entry_t_tier_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_snapshot_entry_t_tier_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_entry_t_priority_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_snapshot_entry_t_priority_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_snapshot_entry_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_snapshot_entry_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_359 _wrap_kvc_cache_snapshot_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_type_360 arg3, swig_voidp arg4, swig_voidp arg5);
-extern swig_type_361 _wrap_kvc_block_hashes_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_362 arg3, uintptr_t arg4, swig_voidp arg5, swig_type_363 arg6, swig_voidp arg7);
-extern swig_type_364 _wrap_kvc_config_set_disk_cache_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_type_365 arg3);
-extern swig_type_366 _wrap_kvc_config_get_disk_cache_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
-extern void _wrap_kvc_tier_stats_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_tier_stats_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_tier_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_tier_stats_t_tier_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_367 arg2);
-extern swig_type_368 _wrap_kvc_tier_stats_t_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_369 arg2);
-extern swig_type_370 _wrap_kvc_tier_stats_t_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_371 arg2);
-extern swig_type_372 _wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_hits_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_373 arg2);
-extern swig_type_374 _wrap_kvc_tier_stats_t_hits_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_misses_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_375 arg2);
-extern swig_type_376 _wrap_kvc_tier_stats_t_misses_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_rejected_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_377 arg2);
-extern swig_type_378 _wrap_kvc_tier_stats_t_rejected_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_379 arg2);
-extern swig_type_380 _wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_381 arg2);
-extern swig_type_382 _wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_offered_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_383 arg2);
-extern swig_type_384 _wrap_kvc_tier_stats_t_offered_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_stored_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_385 arg2);
-extern swig_type_386 _wrap_kvc_tier_stats_t_stored_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_387 arg2);
-extern swig_type_388 _wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_errors_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_389 arg2);
-extern swig_type_390 _wrap_kvc_tier_stats_t_errors_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_391 arg2);
-extern swig_type_392 _wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_queued_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_393 arg2);
-extern swig_type_394 _wrap_kvc_tier_stats_t_queued_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_load_count_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_395 arg2);
-extern swig_type_396 _wrap_kvc_tier_stats_t_load_count_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_load_p50_us_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_397 arg2);
-extern swig_type_398 _wrap_kvc_tier_stats_t_load_p50_us_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_load_p99_us_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_399 arg2);
-extern swig_type_400 _wrap_kvc_tier_stats_t_load_p99_us_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_load_max_us_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_401 arg2);
-extern swig_type_402 _wrap_kvc_tier_stats_t_load_max_us_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_write_count_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_403 arg2);
-extern swig_type_404 _wrap_kvc_tier_stats_t_write_count_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_write_p50_us_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_405 arg2);
-extern swig_type_406 _wrap_kvc_tier_stats_t_write_p50_us_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_write_p99_us_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_407 arg2);
-extern swig_type_408 _wrap_kvc_tier_stats_t_write_p99_us_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_write_max_us_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_409 arg2);
-extern swig_type_410 _wrap_kvc_tier_stats_t_write_max_us_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_tier_stats_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_tier_stats_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_411 _wrap_kvc_cache_get_tier_stats_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern swig_type_412 _wrap_kvc_cache_flush_tiers_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_413 _wrap_kvc_config_set_remote_cache_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_414 arg4);
-extern swig_type_415 _wrap_kvc_config_get_remote_cache_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4);
-extern swig_type_416 _wrap_kvc_config_set_remote_cache_timeouts_kvc_0044c4030100e529(uintptr_t arg1, int arg2, int arg3);
-extern swig_type_417 _wrap_kvc_config_get_remote_cache_timeouts_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
-extern swig_type_418 _wrap_kvc_config_set_remote_cache_optional_kvc_0044c4030100e529(uintptr_t arg1, _Bool arg2);
-extern swig_type_419 _wrap_kvc_config_get_remote_cache_optional_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_kvc_transfer_desc_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_transfer_desc_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_transfer_desc_t_num_groups_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_transfer_desc_t_num_groups_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_transfer_desc_t_tokens_per_block_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_transfer_desc_t_tokens_per_block_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_transfer_desc_t_reserved_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_transfer_desc_t_reserved_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_transfer_desc_t_seq_id_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_420 arg2);
-extern swig_type_421 _wrap_kvc_transfer_desc_t_seq_id_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_transfer_desc_t_num_blocks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_422 arg2);
-extern swig_type_423 _wrap_kvc_transfer_desc_t_num_blocks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_transfer_desc_t_first_block_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_424 arg2);
-extern swig_type_425 _wrap_kvc_transfer_desc_t_first_block_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_transfer_desc_t_num_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_426 arg2);
-extern swig_type_427 _wrap_kvc_transfer_desc_t_num_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_transfer_desc_t_keys_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_428 arg2);
-extern swig_type_429 _wrap_kvc_transfer_desc_t_keys_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_transfer_desc_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_transfer_desc_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_transfer_desc_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_430 _wrap_kvc_cache_export_sequence_kvc_0044c4030100e529(uintptr_t arg1, swig_type_431 arg2, swig_type_432 arg3, swig_voidp arg4);
-extern void _wrap_kvc_export_release_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_433 _wrap_kvc_export_describe_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_434 _wrap_kvc_export_block_ids_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_435 arg4, swig_voidp arg5);
-extern swig_type_436 _wrap_kvc_export_keys_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_type_437 arg3, swig_voidp arg4);
-extern swig_type_438 _wrap_kvc_cache_import_begin_kvc_0044c4030100e529(uintptr_t arg1, swig_type_439 arg2, swig_voidp arg3, swig_type_440 arg4, uintptr_t arg5, uintptr_t arg6, swig_type_441 arg7, swig_voidp arg8);
-extern swig_type_442 _wrap_kvc_import_describe_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_443 _wrap_kvc_import_block_ids_kvc_0044c4030100e529(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_444 arg4, swig_voidp arg5);
-extern swig_type_445 _wrap_kvc_import_complete_kvc_0044c4030100e529(uintptr_t arg1, swig_type_446 arg2);
-extern swig_type_447 _wrap_kvc_import_abort_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_import_destroy_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_intgo _wrap_KVC_SHARE_HANDLE_POSIX_FD_kvc_0044c4030100e529(void);
-extern void _wrap_kvc_pool_share_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_pool_share_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_pool_share_t_device_ordinal_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_pool_share_t_device_ordinal_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_pool_share_t_rank_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_pool_share_t_rank_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_pool_share_t_pool_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_pool_share_t_pool_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_pool_share_t_handle_type_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_pool_share_t_handle_type_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_pool_share_t_reserved_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_pool_share_t_reserved_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_pool_share_t_num_chunks_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_448 arg2);
-extern swig_type_449 _wrap_kvc_pool_share_t_num_chunks_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_pool_share_t_granularity_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_450 arg2);
-extern swig_type_451 _wrap_kvc_pool_share_t_granularity_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_pool_share_t_reserved_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_452 arg2);
-extern swig_type_453 _wrap_kvc_pool_share_t_reserved_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_pool_share_t_mapped_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_454 arg2);
-extern swig_type_455 _wrap_kvc_pool_share_t_mapped_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_pool_share_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_pool_share_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_pool_share_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_share_chunk_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_share_chunk_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_share_chunk_t_fd_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_share_chunk_t_fd_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_share_chunk_t_index_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_456 arg2);
-extern swig_type_457 _wrap_kvc_share_chunk_t_index_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_share_chunk_t_offset_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_458 arg2);
-extern swig_type_459 _wrap_kvc_share_chunk_t_offset_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_share_chunk_t_size_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_460 arg2);
-extern swig_type_461 _wrap_kvc_share_chunk_t_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_share_chunk_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_share_chunk_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_share_chunk_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_462 _wrap_kvc_cache_describe_pool_share_kvc_0044c4030100e529(uintptr_t arg1, int arg2, int arg3, uintptr_t arg4);
-extern swig_type_463 _wrap_kvc_cache_export_pool_chunk_kvc_0044c4030100e529(uintptr_t arg1, int arg2, int arg3, swig_type_464 arg4, uintptr_t arg5);
-extern swig_intgo _wrap_KVC_RESOURCE_SSM_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_RESOURCE_CONV_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_RESOURCE_GENERIC_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_RESOURCE_UNPAGED_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_RESOURCE_REASON_MANAGED_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_RESOURCE_REASON_SSM_SHAPE_DIFFERS_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_RESOURCE_REASON_NO_SSM_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_RESOURCE_REASON_N_GROUPS_kvc_0044c4030100e529(void);
-extern swig_intgo _wrap_KVC_RESOURCE_REASON_CONV_SHAPE_DIFFERS_kvc_0044c4030100e529(void);
-extern swig_type_465 _wrap_kvc_config_add_ssm_state_kvc_0044c4030100e529(uintptr_t arg1, int arg2, int arg3, int arg4, int arg5, swig_voidp arg6);
-extern swig_type_466 _wrap_kvc_config_add_conv_state_kvc_0044c4030100e529(uintptr_t arg1, int arg2, int arg3, int arg4, swig_voidp arg5);
-extern swig_type_467 _wrap_kvc_config_add_generic_state_kvc_0044c4030100e529(uintptr_t arg1, swig_type_468 arg2, swig_type_469 arg3, swig_voidp arg4);
-extern swig_type_470 _wrap_kvc_config_add_unpaged_resource_kvc_0044c4030100e529(uintptr_t arg1, swig_type_471 arg2, swig_type_472 arg3, swig_voidp arg4);
-extern swig_type_473 _wrap_kvc_config_get_num_resources_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_474 _wrap_kvc_config_set_max_state_slots_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern swig_type_475 _wrap_kvc_config_get_max_state_slots_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_kvc_resource_desc_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_resource_desc_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_kind_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_resource_desc_t_kind_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_managed_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_resource_desc_t_managed_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_reason_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_resource_desc_t_reason_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_reason_text_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_476 arg2);
-extern swig_type_477 _wrap_kvc_resource_desc_t_reason_text_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_dtype_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_resource_desc_t_dtype_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_num_heads_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_resource_desc_t_num_heads_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_head_dim_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_resource_desc_t_head_dim_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_d_state_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_resource_desc_t_d_state_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_conv_dim_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_resource_desc_t_conv_dim_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_d_conv_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_resource_desc_t_d_conv_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_n_groups_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_resource_desc_t_n_groups_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_num_slots_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_resource_desc_t_num_slots_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_slots_used_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_resource_desc_t_slots_used_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_bytes_per_token_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_478 arg2);
-extern swig_type_479 _wrap_kvc_resource_desc_t_bytes_per_token_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_max_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_480 arg2);
-extern swig_type_481 _wrap_kvc_resource_desc_t_max_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_alignment_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_482 arg2);
-extern swig_type_483 _wrap_kvc_resource_desc_t_alignment_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_slot_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_484 arg2);
-extern swig_type_485 _wrap_kvc_resource_desc_t_slot_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_slot_stride_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_486 arg2);
-extern swig_type_487 _wrap_kvc_resource_desc_t_slot_stride_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_stride0_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_488 arg2);
-extern swig_type_489 _wrap_kvc_resource_desc_t_stride0_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_stride1_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_490 arg2);
-extern swig_type_491 _wrap_kvc_resource_desc_t_stride1_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_stride2_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_492 arg2);
-extern swig_type_493 _wrap_kvc_resource_desc_t_stride2_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_base_set_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvc_resource_desc_t_base_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_resource_desc_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_resource_desc_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_494 _wrap_kvc_cache_describe_resource_kvc_0044c4030100e529(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern swig_type_495 _wrap_kvc_batch_state_slots_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_496 arg3, int arg4, swig_voidp arg5);
-extern swig_type_497 _wrap_kvc_config_set_max_state_snapshots_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern swig_type_498 _wrap_kvc_config_get_max_state_snapshots_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_499 _wrap_kvc_sequence_publish_state_kvc_0044c4030100e529(uintptr_t arg1, swig_type_500 arg2, swig_type_501 arg3, uintptr_t arg4);
-extern void _wrap_kvc_snapshot_stats_t_struct_size_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_snapshot_stats_t_struct_size_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_num_slots_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_snapshot_stats_t_num_slots_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_slots_used_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_snapshot_stats_t_slots_used_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_reserved_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_snapshot_stats_t_reserved_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_bytes_per_snapshot_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_502 arg2);
-extern swig_type_503 _wrap_kvc_snapshot_stats_t_bytes_per_snapshot_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_504 arg2);
-extern swig_type_505 _wrap_kvc_snapshot_stats_t_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_published_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_506 arg2);
-extern swig_type_507 _wrap_kvc_snapshot_stats_t_published_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_hits_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_508 arg2);
-extern swig_type_509 _wrap_kvc_snapshot_stats_t_hits_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_hit_tokens_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_510 arg2);
-extern swig_type_511 _wrap_kvc_snapshot_stats_t_hit_tokens_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_restores_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_512 arg2);
-extern swig_type_513 _wrap_kvc_snapshot_stats_t_restores_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_evicted_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_514 arg2);
-extern swig_type_515 _wrap_kvc_snapshot_stats_t_evicted_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_dropped_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_516 arg2);
-extern swig_type_517 _wrap_kvc_snapshot_stats_t_dropped_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_host_num_slots_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_snapshot_stats_t_host_num_slots_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_host_slots_used_set_kvc_0044c4030100e529(uintptr_t arg1, int arg2);
-extern int _wrap_kvc_snapshot_stats_t_host_slots_used_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_host_bytes_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_518 arg2);
-extern swig_type_519 _wrap_kvc_snapshot_stats_t_host_bytes_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_offloaded_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_520 arg2);
-extern swig_type_521 _wrap_kvc_snapshot_stats_t_offloaded_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_onboarded_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_522 arg2);
-extern swig_type_523 _wrap_kvc_snapshot_stats_t_onboarded_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_host_evicted_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_524 arg2);
-extern swig_type_525 _wrap_kvc_snapshot_stats_t_host_evicted_get_kvc_0044c4030100e529(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvc_snapshot_stats_t_kvc_0044c4030100e529(void);
-extern void _wrap_delete_kvc_snapshot_stats_t_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_init_kvc_0044c4030100e529(uintptr_t arg1);
-extern swig_type_526 _wrap_kvc_cache_get_snapshot_stats_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvcgo_buffer_new_kvc_0044c4030100e529(swig_voidp arg1, swig_type_527 arg2);
-extern void _wrap_kvcgo_buffer_free_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvcgo_buffer_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_528 arg3);
-extern swig_type_529 _wrap_kvcgo_cstring_length_kvc_0044c4030100e529(uintptr_t arg1);
-extern void _wrap_kvcgo_buffer_write_kvc_0044c4030100e529(uintptr_t arg1, swig_voidp arg2, swig_type_530 arg3);
-extern void _wrap_kvcgo_extra_key_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_531 arg2, swig_type_532 arg3, swig_type_533 arg4, uintptr_t arg5, swig_type_534 arg6);
-extern swig_type_535 _wrap_kvcgo_cache_async_error_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_536 _wrap_kvcgo_stateful_async_error_kvc_0044c4030100e529(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_537 _wrap_kvcgo_extra_key_size_kvc_0044c4030100e529(void);
-extern void _wrap_kvcgo_retention_range_set_kvc_0044c4030100e529(uintptr_t arg1, swig_type_538 arg2, swig_type_539 arg3, swig_type_540 arg4, int arg5, swig_type_541 arg6);
-extern swig_type_542 _wrap_kvcgo_retention_range_size_kvc_0044c4030100e529(void);
-extern swig_type_543 _wrap_kvcgo_event_size_kvc_0044c4030100e529(void);
-extern swig_type_544 _wrap_kvcgo_snapshot_entry_size_kvc_0044c4030100e529(void);
-extern void _wrap_kvcgo_events_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_545 arg3);
-extern void _wrap_kvcgo_snapshot_read_kvc_0044c4030100e529(swig_voidp arg1, uintptr_t arg2, swig_type_546 arg3);
+typedef long long swig_type_547;
+typedef long long swig_type_548;
+typedef long long swig_type_549;
+typedef long long swig_type_550;
+typedef long long swig_type_551;
+typedef long long swig_type_552;
+extern void _wrap_Swig_free_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_Swig_malloc_kvc_c42b5e67b80b4c6d(swig_intgo arg1);
+extern swig_intgo _wrap_KVC_OK_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_ERR_NOT_FOUND_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_ERR_DEVICE_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_ERR_INVALID_STATE_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_ERR_INTERNAL_kvc_c42b5e67b80b4c6d(void);
+extern swig_type_1 _wrap_kvc_status_string_kvc_c42b5e67b80b4c6d(int arg1);
+extern swig_intgo _wrap_KVC_VERSION_NUMBER_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_FEATURE_REDIS_kvc_c42b5e67b80b4c6d(void);
+extern int _wrap_kvc_version_kvc_c42b5e67b80b4c6d(void);
+extern swig_type_2 _wrap_kvc_version_string_kvc_c42b5e67b80b4c6d(void);
+extern int _wrap_kvc_abi_version_kvc_c42b5e67b80b4c6d(void);
+extern swig_type_3 _wrap_kvc_features_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_DTYPE_F32_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_DTYPE_F16_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_DTYPE_BF16_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_LAYOUT_NHD_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_LAYOUT_HND_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_DEVICE_CPU_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_DEVICE_CUDA_kvc_c42b5e67b80b4c6d(void);
+extern swig_type_4 _wrap_kvc_config_create_kvc_c42b5e67b80b4c6d(swig_voidp arg1);
+extern swig_type_5 _wrap_kvc_config_clone_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_kvc_config_destroy_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_6 _wrap_kvc_config_validate_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_7 _wrap_kvc_config_set_num_layers_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern swig_type_8 _wrap_kvc_config_get_num_layers_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_9 _wrap_kvc_config_set_kv_heads_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern swig_type_10 _wrap_kvc_config_set_kv_heads_per_layer_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_type_11 arg3);
+extern swig_type_12 _wrap_kvc_config_get_kv_heads_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, swig_voidp arg3);
+extern swig_type_13 _wrap_kvc_config_set_head_dim_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern swig_type_14 _wrap_kvc_config_get_head_dim_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_15 _wrap_kvc_config_set_dtype_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern swig_type_16 _wrap_kvc_config_get_dtype_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_17 _wrap_kvc_config_set_kv_factor_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern swig_type_18 _wrap_kvc_config_get_kv_factor_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_19 _wrap_kvc_config_set_layout_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern swig_type_20 _wrap_kvc_config_get_layout_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_21 _wrap_kvc_config_set_tokens_per_block_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern swig_type_22 _wrap_kvc_config_get_tokens_per_block_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_23 _wrap_kvc_config_set_attention_windows_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_type_24 arg3);
+extern swig_type_25 _wrap_kvc_config_get_attention_window_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, swig_voidp arg3);
+extern swig_type_26 _wrap_kvc_config_set_device_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, int arg3);
+extern swig_type_27 _wrap_kvc_config_get_device_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_28 _wrap_kvc_config_set_ranks_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, swig_voidp arg3, int arg4);
+extern swig_type_29 _wrap_kvc_config_get_ranks_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, int arg3, swig_voidp arg4);
+extern swig_type_30 _wrap_kvc_config_set_primary_bytes_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_31 arg2);
+extern swig_type_32 _wrap_kvc_config_get_primary_bytes_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_33 _wrap_kvc_config_set_max_primary_bytes_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_34 arg2);
+extern swig_type_35 _wrap_kvc_config_get_max_primary_bytes_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_36 _wrap_kvc_config_set_max_tokens_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_37 arg2);
+extern swig_type_38 _wrap_kvc_config_get_max_tokens_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_39 _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_c42b5e67b80b4c6d(uintptr_t arg1, double arg2);
+extern swig_type_40 _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_41 _wrap_kvc_config_set_host_cache_bytes_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_42 arg2);
+extern swig_type_43 _wrap_kvc_config_get_host_cache_bytes_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_44 _wrap_kvc_config_set_secondary_offload_min_priority_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern swig_type_45 _wrap_kvc_config_get_secondary_offload_min_priority_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_46 _wrap_kvc_config_set_block_reuse_kvc_c42b5e67b80b4c6d(uintptr_t arg1, _Bool arg2);
+extern swig_type_47 _wrap_kvc_config_get_block_reuse_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_48 _wrap_kvc_config_set_partial_reuse_kvc_c42b5e67b80b4c6d(uintptr_t arg1, _Bool arg2);
+extern swig_type_49 _wrap_kvc_config_get_partial_reuse_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_50 _wrap_kvc_config_set_copy_on_partial_reuse_kvc_c42b5e67b80b4c6d(uintptr_t arg1, _Bool arg2);
+extern swig_type_51 _wrap_kvc_config_get_copy_on_partial_reuse_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_52 _wrap_kvc_config_set_event_buffer_size_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern swig_type_53 _wrap_kvc_config_get_event_buffer_size_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_54 _wrap_kvc_config_set_event_hash_seed_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_55 arg2);
+extern swig_type_56 _wrap_kvc_config_get_event_hash_seed_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_57 _wrap_kvc_config_set_manual_clock_kvc_c42b5e67b80b4c6d(uintptr_t arg1, _Bool arg2);
+extern swig_type_58 _wrap_kvc_config_get_manual_clock_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_59 _wrap_kvc_cache_create_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_kvc_cache_destroy_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_device_kind_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_device_kind_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_dtype_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_dtype_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_layout_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_layout_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_num_layers_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_num_layers_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_num_groups_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_num_groups_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_num_pools_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_num_pools_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_60 arg2);
+extern swig_type_61 _wrap_kvc_cache_desc_t_num_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_62 arg2);
+extern swig_type_63 _wrap_kvc_cache_desc_t_token_capacity_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_64 arg2);
+extern swig_type_65 _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_66 arg2);
+extern swig_type_67 _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_68 arg2);
+extern swig_type_69 _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_70 arg2);
+extern swig_type_71 _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_num_resources_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_num_resources_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_num_state_slots_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_num_state_slots_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_state_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_72 arg2);
+extern swig_type_73 _wrap_kvc_cache_desc_t_state_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_num_ranks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_num_ranks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_max_head_replication_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_max_head_replication_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_t_num_kv_resources_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_desc_t_num_kv_resources_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_cache_desc_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_cache_desc_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_desc_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_74 _wrap_kvc_cache_describe_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern void _wrap_kvc_group_desc_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_window_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_window_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_kv_heads_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_kv_heads_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_head_dim_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_head_dim_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_num_layers_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_num_layers_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_pool_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_pool_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_block_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_75 arg2);
+extern swig_type_76 _wrap_kvc_group_desc_t_block_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_77 arg2);
+extern swig_type_78 _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_kv_heads_per_rank_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_kv_heads_per_rank_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_head_replication_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_head_replication_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_dtype_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_dtype_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_kv_factor_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_kv_factor_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_t_layout_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_desc_t_layout_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_group_desc_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_group_desc_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_desc_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_79 _wrap_kvc_cache_describe_group_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern void _wrap_kvc_pool_desc_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_pool_desc_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_num_groups_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_pool_desc_t_num_groups_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_80 arg2);
+extern swig_type_81 _wrap_kvc_pool_desc_t_block_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_82 arg2);
+extern swig_type_83 _wrap_kvc_pool_desc_t_num_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_84 arg2);
+extern swig_type_85 _wrap_kvc_pool_desc_t_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_t_base_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_pool_desc_t_base_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_pool_desc_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_pool_desc_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_pool_desc_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_86 _wrap_kvc_cache_describe_pool_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern void _wrap_kvc_layer_view_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_group_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_group_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_pool_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_pool_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_dtype_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_dtype_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_layout_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_layout_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_kv_heads_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_kv_heads_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_head_dim_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_head_dim_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_kv_factor_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_kv_factor_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_elem_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_elem_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_base_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_layer_view_t_base_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_num_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_87 arg2);
+extern swig_type_88 _wrap_kvc_layer_view_t_num_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_block_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_89 arg2);
+extern swig_type_90 _wrap_kvc_layer_view_t_block_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_kv_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_91 arg2);
+extern swig_type_92 _wrap_kvc_layer_view_t_kv_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_token_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_93 arg2);
+extern swig_type_94 _wrap_kvc_layer_view_t_token_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_head_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_95 arg2);
+extern swig_type_96 _wrap_kvc_layer_view_t_head_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_rank_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_rank_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_first_kv_head_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_first_kv_head_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_t_total_kv_heads_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_layer_view_t_total_kv_heads_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_layer_view_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_layer_view_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_layer_view_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_97 _wrap_kvc_cache_layer_view_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_98 _wrap_kvc_cache_layer_view_rank_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, int arg3, uintptr_t arg4);
+extern void _wrap_kvc_resize_inputs_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_resize_inputs_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resize_inputs_t_reserved_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_resize_inputs_t_reserved_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resize_inputs_t_free_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_99 arg2);
+extern swig_type_100 _wrap_kvc_resize_inputs_t_free_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resize_inputs_t_non_paged_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_101 arg2);
+extern swig_type_102 _wrap_kvc_resize_inputs_t_non_paged_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resize_inputs_t_forward_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_103 arg2);
+extern swig_type_104 _wrap_kvc_resize_inputs_t_forward_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_resize_inputs_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_resize_inputs_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resize_inputs_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_resize_plan_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_num_pools_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_resize_plan_t_num_pools_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_free_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_105 arg2);
+extern swig_type_106 _wrap_kvc_resize_plan_t_free_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_mem_for_paged_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_107 arg2);
+extern swig_type_108 _wrap_kvc_resize_plan_t_mem_for_paged_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_primary_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_109 arg2);
+extern swig_type_110 _wrap_kvc_resize_plan_t_primary_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_max_primary_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_111 arg2);
+extern swig_type_112 _wrap_kvc_resize_plan_t_max_primary_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_blocks_per_group_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_113 arg2);
+extern swig_type_114 _wrap_kvc_resize_plan_t_blocks_per_group_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_token_capacity_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_115 arg2);
+extern swig_type_116 _wrap_kvc_resize_plan_t_token_capacity_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_num_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_117 arg2);
+extern swig_type_118 _wrap_kvc_resize_plan_t_num_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_t_total_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_119 arg2);
+extern swig_type_120 _wrap_kvc_resize_plan_t_total_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_resize_plan_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_resize_plan_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resize_plan_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_121 _wrap_kvc_cache_plan_resize_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4, swig_type_122 arg5);
+extern swig_type_123 _wrap_kvc_cache_resize_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_124 arg2);
+extern void _wrap_kvc_extra_key_t_offset_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_125 arg2);
+extern swig_type_126 _wrap_kvc_extra_key_t_offset_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_extra_key_t_length_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_127 arg2);
+extern swig_type_128 _wrap_kvc_extra_key_t_length_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_extra_key_t_data_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_extra_key_t_data_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_extra_key_t_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_129 arg2);
+extern swig_type_130 _wrap_kvc_extra_key_t_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_extra_key_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_extra_key_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_start_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_131 arg2);
+extern swig_type_132 _wrap_kvc_retention_range_t_start_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_end_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_133 arg2);
+extern swig_type_134 _wrap_kvc_retention_range_t_end_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_priority_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_retention_range_t_priority_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_reserved_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_retention_range_t_reserved_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_retention_range_t_duration_ms_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_135 arg2);
+extern swig_type_136 _wrap_kvc_retention_range_t_duration_ms_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_retention_range_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_retention_range_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_options_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_has_lora_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, _Bool arg2);
+extern _Bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_lora_id_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_137 arg2);
+extern swig_type_138 _wrap_kvc_sequence_options_t_lora_id_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_salt_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_sequence_options_t_salt_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_salt_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_139 arg2);
+extern swig_type_140 _wrap_kvc_sequence_options_t_salt_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_sequence_options_t_extra_keys_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_141 arg2);
+extern swig_type_142 _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_sequence_options_t_retention_ranges_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_143 arg2);
+extern swig_type_144 _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_145 arg2);
+extern swig_type_146 _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_sequence_options_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_sequence_options_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_sequence_options_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_147 _wrap_kvc_sequence_add_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_148 arg2, swig_voidp arg3, swig_type_149 arg4, uintptr_t arg5, uintptr_t arg6, swig_voidp arg7);
+extern swig_type_150 _wrap_kvc_sequence_extend_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_151 arg2, swig_voidp arg3, swig_type_152 arg4, uintptr_t arg5);
+extern swig_type_153 _wrap_kvc_sequence_commit_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_154 arg2, swig_type_155 arg3);
+extern swig_type_156 _wrap_kvc_sequence_rewind_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_157 arg2, swig_type_158 arg3);
+extern swig_type_159 _wrap_kvc_sequence_fork_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_160 arg2, swig_type_161 arg3);
+extern swig_type_162 _wrap_kvc_sequence_remove_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_163 arg2);
+extern swig_type_164 _wrap_kvc_sequence_pin_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_165 arg2);
+extern swig_type_166 _wrap_kvc_sequence_unpin_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_167 arg2);
+extern void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_reserved_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_sequence_desc_t_reserved_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_168 arg2);
+extern swig_type_169 _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_170 arg2);
+extern swig_type_171 _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_172 arg2);
+extern swig_type_173 _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_174 arg2);
+extern swig_type_175 _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_176 arg2);
+extern swig_type_177 _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_sequence_desc_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_sequence_desc_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_sequence_desc_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_178 _wrap_kvc_sequence_describe_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_179 arg2, uintptr_t arg3);
+extern swig_type_180 _wrap_kvc_sequence_block_ids_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_181 arg2, int arg3, swig_voidp arg4, swig_type_182 arg5, swig_voidp arg6);
+extern swig_type_183 _wrap_kvc_sequence_blocks_needed_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_184 arg2, swig_type_185 arg3, swig_voidp arg4);
+extern swig_type_186 _wrap_kvc_cache_probe_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_type_187 arg3, uintptr_t arg4, swig_voidp arg5);
+extern swig_type_188 _wrap_kvc_cache_advance_clock_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_189 arg2);
+extern swig_type_190 _wrap_kvc_batch_extend_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_type_191 arg4, uintptr_t arg5);
+extern swig_type_192 _wrap_kvc_batch_block_table_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_193 arg4, swig_voidp arg5, swig_type_194 arg6, int arg7, swig_voidp arg8);
+extern swig_type_195 _wrap_kvc_batch_block_table_csr_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_196 arg4, swig_voidp arg5, swig_voidp arg6, swig_type_197 arg7, swig_voidp arg8, swig_voidp arg9);
+extern swig_type_198 _wrap_kvc_batch_sequence_lengths_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_type_199 arg3, swig_voidp arg4);
+extern swig_type_200 _wrap_kvc_batch_slot_mapping_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_201 arg4, swig_voidp arg5, swig_type_202 arg6, swig_voidp arg7, swig_voidp arg8);
+extern void _wrap_kvc_cache_stats_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_stats_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_reserved_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_cache_stats_t_reserved_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_203 arg2);
+extern swig_type_204 _wrap_kvc_cache_stats_t_num_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_205 arg2);
+extern swig_type_206 _wrap_kvc_cache_stats_t_free_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_207 arg2);
+extern swig_type_208 _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_209 arg2);
+extern swig_type_210 _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_211 arg2);
+extern swig_type_212 _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_213 arg2);
+extern swig_type_214 _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, double arg2);
+extern double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_215 arg2);
+extern swig_type_216 _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_217 arg2);
+extern swig_type_218 _wrap_kvc_cache_stats_t_num_sequences_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_219 arg2);
+extern swig_type_220 _wrap_kvc_cache_stats_t_num_pinned_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_221 arg2);
+extern swig_type_222 _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_223 arg2);
+extern swig_type_224 _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_225 arg2);
+extern swig_type_226 _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_227 arg2);
+extern swig_type_228 _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_229 arg2);
+extern swig_type_230 _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_231 arg2);
+extern swig_type_232 _wrap_kvc_cache_stats_t_host_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_233 arg2);
+extern swig_type_234 _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_235 arg2);
+extern swig_type_236 _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_cache_stats_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_cache_stats_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_237 _wrap_kvc_cache_get_stats_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern void _wrap_kvc_group_stats_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_stats_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_pool_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_group_stats_t_pool_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_238 arg2);
+extern swig_type_239 _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_240 arg2);
+extern swig_type_241 _wrap_kvc_group_stats_t_cached_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_242 arg2);
+extern swig_type_243 _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_244 arg2);
+extern swig_type_245 _wrap_kvc_group_stats_t_reused_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_246 arg2);
+extern swig_type_247 _wrap_kvc_group_stats_t_missed_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_248 arg2);
+extern swig_type_249 _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_released_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_250 arg2);
+extern swig_type_251 _wrap_kvc_group_stats_t_released_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_group_stats_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_group_stats_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_252 _wrap_kvc_cache_get_group_stats_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_253 _wrap_kvc_cache_reset_reuse_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_254 _wrap_kvc_cache_check_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_store_args_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_layer_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_store_args_t_layer_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_num_tokens_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_store_args_t_num_tokens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_src_dtype_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_store_args_t_src_dtype_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_key_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_store_args_t_key_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_value_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_store_args_t_value_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_slot_mapping_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_store_args_t_slot_mapping_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_k_scale_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_store_args_t_k_scale_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_v_scale_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_store_args_t_v_scale_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_args_t_rank_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_store_args_t_rank_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_store_args_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_store_args_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_args_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_255 _wrap_kvc_store_kv_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern void _wrap_kvc_store_strides_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_store_strides_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_seq_len_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_store_strides_t_seq_len_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_256 arg2);
+extern swig_type_257 _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_258 arg2);
+extern swig_type_259 _wrap_kvc_store_strides_t_key_token_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_260 arg2);
+extern swig_type_261 _wrap_kvc_store_strides_t_key_head_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_262 arg2);
+extern swig_type_263 _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_264 arg2);
+extern swig_type_265 _wrap_kvc_store_strides_t_value_token_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_266 arg2);
+extern swig_type_267 _wrap_kvc_store_strides_t_value_head_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_store_strides_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_store_strides_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_268 _wrap_kvc_store_kv_strided_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_269 _wrap_kvc_copy_blocks_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, int arg6, uintptr_t arg7);
+extern swig_intgo _wrap_KVC_TABLE_PADDED_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_TABLE_CSR_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_kvc_decode_args_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_layer_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_layer_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_batch_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_batch_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_q_heads_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_q_heads_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_q_dtype_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_q_dtype_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_table_format_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_table_format_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_query_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_decode_args_t_query_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_out_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_decode_args_t_out_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_seq_lens_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_decode_args_t_seq_lens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_block_table_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_decode_args_t_block_table_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_indptr_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_decode_args_t_indptr_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_table_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_table_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_window_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_window_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_k_scale_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_decode_args_t_k_scale_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_v_scale_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_decode_args_t_v_scale_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_workspace_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_decode_args_t_workspace_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_270 arg2);
+extern swig_type_271 _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_rank_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_decode_args_t_rank_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_decode_args_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_decode_args_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_272 _wrap_kvc_decode_workspace_size_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_273 _wrap_kvc_decode_attention_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern void _wrap_kvc_prefill_args_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_layer_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_layer_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_batch_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_batch_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_total_q_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_total_q_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_q_heads_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_q_heads_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_table_format_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_table_format_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_query_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_prefill_args_t_query_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_out_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_prefill_args_t_out_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_lse_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_prefill_args_t_lse_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_prefill_args_t_qo_indptr_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_prefill_args_t_kv_lens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_block_table_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_prefill_args_t_block_table_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_indptr_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_prefill_args_t_indptr_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_table_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_table_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_window_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_window_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_k_scale_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_prefill_args_t_k_scale_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_v_scale_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_prefill_args_t_v_scale_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_workspace_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_prefill_args_t_workspace_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_274 arg2);
+extern swig_type_275 _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_rank_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_prefill_args_t_rank_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_prefill_args_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_prefill_args_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_276 _wrap_kvc_prefill_workspace_size_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_277 _wrap_kvc_prefill_attention_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_278 _wrap_kvc_cache_get_async_error_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_intgo _wrap_KVC_GROWTH_STAGGERED_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_GROWTH_UNIFORM_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_kvc_stateful_options_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_options_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_options_t_batch_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_options_t_batch_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_options_t_layout_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_options_t_layout_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_options_t_growth_step_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_options_t_growth_step_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_options_t_max_length_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_options_t_max_length_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_options_t_initial_length_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_options_t_initial_length_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_stateful_options_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_stateful_options_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_options_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_279 _wrap_kvc_stateful_create_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_kvc_stateful_destroy_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_view_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_layer_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_view_t_layer_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_key_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_stateful_view_t_key_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_value_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_stateful_view_t_value_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_row_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_280 arg2);
+extern swig_type_281 _wrap_kvc_stateful_view_t_row_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_head_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_282 arg2);
+extern swig_type_283 _wrap_kvc_stateful_view_t_head_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_token_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_284 arg2);
+extern swig_type_285 _wrap_kvc_stateful_view_t_token_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_batch_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_view_t_batch_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_capacity_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_view_t_capacity_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_head_dim_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_view_t_head_dim_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_dtype_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_view_t_dtype_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_layout_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_view_t_layout_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_max_length_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_view_t_max_length_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_lengths_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_stateful_view_t_lengths_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_beam_table_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_stateful_view_t_beam_table_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_stateful_view_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_stateful_view_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_286 _wrap_kvc_stateful_layer_view_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_287 _wrap_kvc_stateful_get_lengths_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, swig_voidp arg3, int arg4);
+extern void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_append_args_t_layer_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_append_args_t_layer_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_append_args_t_key_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_stateful_append_args_t_key_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_append_args_t_value_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_stateful_append_args_t_value_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_stateful_append_args_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_stateful_append_args_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_append_args_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_288 _wrap_kvc_stateful_append_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_289 _wrap_kvc_stateful_reorder_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, int arg3, uintptr_t arg4);
+extern swig_type_290 _wrap_kvc_stateful_compact_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_291 _wrap_kvc_stateful_trim_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, int arg3, uintptr_t arg4);
+extern swig_type_292 _wrap_kvc_stateful_reset_kvc_c42b5e67b80b4c6d(uintptr_t arg1, _Bool arg2, uintptr_t arg3);
+extern swig_type_293 _wrap_kvc_stateful_export_row_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3, swig_type_294 arg4, swig_voidp arg5, uintptr_t arg6);
+extern swig_type_295 _wrap_kvc_stateful_import_row_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3, swig_type_296 arg4, uintptr_t arg5);
+extern void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_query_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_stateful_decode_args_t_query_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_out_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_stateful_decode_args_t_out_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, float arg2);
+extern float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_stateful_decode_args_t_workspace_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_297 arg2);
+extern swig_type_298 _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_stateful_decode_args_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_stateful_decode_args_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_299 _wrap_kvc_stateful_decode_workspace_size_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_300 _wrap_kvc_stateful_decode_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_301 _wrap_kvc_stateful_get_async_error_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_302 arg2);
+extern swig_type_303 _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_304 arg2);
+extern swig_type_305 _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_306 arg2);
+extern swig_type_307 _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_308 arg2);
+extern swig_type_309 _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_310 arg2);
+extern swig_type_311 _wrap_kvc_stateful_stats_t_reallocations_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_reorders_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_312 arg2);
+extern swig_type_313 _wrap_kvc_stateful_stats_t_reorders_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_314 arg2);
+extern swig_type_315 _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_compactions_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_316 arg2);
+extern swig_type_317 _wrap_kvc_stateful_stats_t_compactions_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_stateful_stats_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_stateful_stats_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_318 _wrap_kvc_stateful_get_stats_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_319 arg2);
+extern swig_type_320 _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_321 arg2);
+extern swig_type_322 _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_stateful_layer_stats_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_stateful_layer_stats_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_layer_stats_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_323 _wrap_kvc_stateful_get_layer_stats_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_intgo _wrap_KVC_EVENT_STORED_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_EVENT_REMOVED_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_EVENT_TIER_CHANGED_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_EVENT_PRIORITY_CHANGED_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_EVENT_CLEARED_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_EVENT_LOST_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_TIER_PRIMARY_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_TIER_HOST_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_TIER_DISK_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_TIER_REMOTE_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_kvc_event_t_id_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_324 arg2);
+extern swig_type_325 _wrap_kvc_event_t_id_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_t_kind_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_event_t_kind_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_t_tier_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_event_t_tier_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_t_hash_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_326 arg2);
+extern swig_type_327 _wrap_kvc_event_t_hash_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_t_parent_hash_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_328 arg2);
+extern swig_type_329 _wrap_kvc_event_t_parent_hash_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_t_groups_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_330 arg2);
+extern swig_type_331 _wrap_kvc_event_t_groups_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_t_lora_id_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_332 arg2);
+extern swig_type_333 _wrap_kvc_event_t_lora_id_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_t_has_lora_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_event_t_has_lora_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_t_priority_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_event_t_priority_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_t_num_tokens_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_event_t_num_tokens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_t_reserved_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_event_t_reserved_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_t_token_offset_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_334 arg2);
+extern swig_type_335 _wrap_kvc_event_t_token_offset_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_t_lost_count_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_336 arg2);
+extern swig_type_337 _wrap_kvc_event_t_lost_count_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_event_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_event_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_event_drain_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_reserved_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_event_drain_t_reserved_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_events_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_338 arg2);
+extern swig_type_339 _wrap_kvc_event_drain_t_events_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_tokens_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_340 arg2);
+extern swig_type_341 _wrap_kvc_event_drain_t_tokens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_events_pending_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_342 arg2);
+extern swig_type_343 _wrap_kvc_event_drain_t_events_pending_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_344 arg2);
+extern swig_type_345 _wrap_kvc_event_drain_t_tokens_pending_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_last_id_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_346 arg2);
+extern swig_type_347 _wrap_kvc_event_drain_t_last_id_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_event_drain_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_event_drain_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_348 _wrap_kvc_cache_drain_events_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_type_349 arg3, swig_voidp arg4, swig_type_350 arg5, uintptr_t arg6);
+extern void _wrap_kvc_snapshot_entry_t_hash_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_351 arg2);
+extern swig_type_352 _wrap_kvc_snapshot_entry_t_hash_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_353 arg2);
+extern swig_type_354 _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_entry_t_groups_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_355 arg2);
+extern swig_type_356 _wrap_kvc_snapshot_entry_t_groups_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_357 arg2);
+extern swig_type_358 _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_entry_t_has_lora_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_snapshot_entry_t_has_lora_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_entry_t_tier_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_snapshot_entry_t_tier_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_entry_t_priority_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_snapshot_entry_t_priority_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_snapshot_entry_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_snapshot_entry_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_359 _wrap_kvc_cache_snapshot_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_type_360 arg3, swig_voidp arg4, swig_voidp arg5);
+extern swig_type_361 _wrap_kvc_block_hashes_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_type_362 arg3, uintptr_t arg4, swig_voidp arg5, swig_type_363 arg6, swig_voidp arg7);
+extern swig_type_364 _wrap_kvc_config_set_disk_cache_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_type_365 arg3);
+extern swig_type_366 _wrap_kvc_config_get_disk_cache_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern void _wrap_kvc_tier_stats_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_tier_stats_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_tier_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_tier_stats_t_tier_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_367 arg2);
+extern swig_type_368 _wrap_kvc_tier_stats_t_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_369 arg2);
+extern swig_type_370 _wrap_kvc_tier_stats_t_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_371 arg2);
+extern swig_type_372 _wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_hits_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_373 arg2);
+extern swig_type_374 _wrap_kvc_tier_stats_t_hits_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_misses_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_375 arg2);
+extern swig_type_376 _wrap_kvc_tier_stats_t_misses_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_rejected_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_377 arg2);
+extern swig_type_378 _wrap_kvc_tier_stats_t_rejected_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_379 arg2);
+extern swig_type_380 _wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_381 arg2);
+extern swig_type_382 _wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_offered_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_383 arg2);
+extern swig_type_384 _wrap_kvc_tier_stats_t_offered_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_stored_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_385 arg2);
+extern swig_type_386 _wrap_kvc_tier_stats_t_stored_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_387 arg2);
+extern swig_type_388 _wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_errors_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_389 arg2);
+extern swig_type_390 _wrap_kvc_tier_stats_t_errors_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_391 arg2);
+extern swig_type_392 _wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_queued_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_393 arg2);
+extern swig_type_394 _wrap_kvc_tier_stats_t_queued_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_load_count_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_395 arg2);
+extern swig_type_396 _wrap_kvc_tier_stats_t_load_count_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_load_p50_us_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_397 arg2);
+extern swig_type_398 _wrap_kvc_tier_stats_t_load_p50_us_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_load_p99_us_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_399 arg2);
+extern swig_type_400 _wrap_kvc_tier_stats_t_load_p99_us_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_load_max_us_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_401 arg2);
+extern swig_type_402 _wrap_kvc_tier_stats_t_load_max_us_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_write_count_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_403 arg2);
+extern swig_type_404 _wrap_kvc_tier_stats_t_write_count_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_write_p50_us_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_405 arg2);
+extern swig_type_406 _wrap_kvc_tier_stats_t_write_p50_us_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_write_p99_us_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_407 arg2);
+extern swig_type_408 _wrap_kvc_tier_stats_t_write_p99_us_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_write_max_us_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_409 arg2);
+extern swig_type_410 _wrap_kvc_tier_stats_t_write_max_us_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_tier_stats_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_tier_stats_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_411 _wrap_kvc_cache_get_tier_stats_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_412 _wrap_kvc_cache_flush_tiers_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_413 _wrap_kvc_config_set_remote_cache_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_414 arg4);
+extern swig_type_415 _wrap_kvc_config_get_remote_cache_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4);
+extern swig_type_416 _wrap_kvc_config_set_remote_cache_timeouts_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, int arg3);
+extern swig_type_417 _wrap_kvc_config_get_remote_cache_timeouts_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_418 _wrap_kvc_config_set_remote_cache_optional_kvc_c42b5e67b80b4c6d(uintptr_t arg1, _Bool arg2);
+extern swig_type_419 _wrap_kvc_config_get_remote_cache_optional_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_kvc_transfer_desc_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_transfer_desc_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_transfer_desc_t_num_groups_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_transfer_desc_t_num_groups_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_transfer_desc_t_tokens_per_block_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_transfer_desc_t_tokens_per_block_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_transfer_desc_t_reserved_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_transfer_desc_t_reserved_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_transfer_desc_t_seq_id_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_420 arg2);
+extern swig_type_421 _wrap_kvc_transfer_desc_t_seq_id_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_transfer_desc_t_num_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_422 arg2);
+extern swig_type_423 _wrap_kvc_transfer_desc_t_num_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_transfer_desc_t_first_block_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_424 arg2);
+extern swig_type_425 _wrap_kvc_transfer_desc_t_first_block_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_transfer_desc_t_num_tokens_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_426 arg2);
+extern swig_type_427 _wrap_kvc_transfer_desc_t_num_tokens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_transfer_desc_t_keys_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_428 arg2);
+extern swig_type_429 _wrap_kvc_transfer_desc_t_keys_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_transfer_desc_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_transfer_desc_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_transfer_desc_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_430 _wrap_kvc_cache_export_sequence_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_431 arg2, swig_type_432 arg3, swig_voidp arg4);
+extern void _wrap_kvc_export_release_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_433 _wrap_kvc_export_describe_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_434 _wrap_kvc_export_block_ids_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_435 arg4, swig_voidp arg5);
+extern swig_type_436 _wrap_kvc_export_keys_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_type_437 arg3, swig_voidp arg4);
+extern swig_type_438 _wrap_kvc_cache_import_begin_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_439 arg2, swig_voidp arg3, swig_type_440 arg4, uintptr_t arg5, uintptr_t arg6, swig_type_441 arg7, swig_voidp arg8);
+extern swig_type_442 _wrap_kvc_import_describe_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_443 _wrap_kvc_import_block_ids_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_444 arg4, swig_voidp arg5);
+extern swig_type_445 _wrap_kvc_import_complete_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_446 arg2);
+extern swig_type_447 _wrap_kvc_import_abort_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_import_destroy_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_intgo _wrap_KVC_SHARE_HANDLE_POSIX_FD_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_kvc_pool_share_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_pool_share_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_pool_share_t_device_ordinal_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_pool_share_t_device_ordinal_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_pool_share_t_rank_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_pool_share_t_rank_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_pool_share_t_pool_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_pool_share_t_pool_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_pool_share_t_handle_type_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_pool_share_t_handle_type_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_pool_share_t_reserved_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_pool_share_t_reserved_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_pool_share_t_num_chunks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_448 arg2);
+extern swig_type_449 _wrap_kvc_pool_share_t_num_chunks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_pool_share_t_granularity_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_450 arg2);
+extern swig_type_451 _wrap_kvc_pool_share_t_granularity_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_pool_share_t_reserved_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_452 arg2);
+extern swig_type_453 _wrap_kvc_pool_share_t_reserved_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_pool_share_t_mapped_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_454 arg2);
+extern swig_type_455 _wrap_kvc_pool_share_t_mapped_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_pool_share_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_pool_share_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_pool_share_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_share_chunk_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_share_chunk_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_share_chunk_t_fd_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_share_chunk_t_fd_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_share_chunk_t_index_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_456 arg2);
+extern swig_type_457 _wrap_kvc_share_chunk_t_index_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_share_chunk_t_offset_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_458 arg2);
+extern swig_type_459 _wrap_kvc_share_chunk_t_offset_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_share_chunk_t_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_460 arg2);
+extern swig_type_461 _wrap_kvc_share_chunk_t_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_share_chunk_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_share_chunk_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_share_chunk_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_462 _wrap_kvc_cache_describe_pool_share_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, int arg3, uintptr_t arg4);
+extern swig_type_463 _wrap_kvc_cache_export_pool_chunk_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, int arg3, swig_type_464 arg4, uintptr_t arg5);
+extern swig_intgo _wrap_KVC_RESOURCE_SSM_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_RESOURCE_CONV_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_RESOURCE_GENERIC_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_RESOURCE_UNPAGED_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_RESOURCE_REASON_MANAGED_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_RESOURCE_REASON_SSM_SHAPE_DIFFERS_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_RESOURCE_REASON_NO_SSM_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_RESOURCE_REASON_N_GROUPS_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_RESOURCE_REASON_CONV_SHAPE_DIFFERS_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_RESOURCE_REASON_KV_HEAD_DIM_DIFFERS_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_RESOURCE_REASON_KV_DTYPE_DIFFERS_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_RESOURCE_REASON_KV_FACTOR_DIFFERS_kvc_c42b5e67b80b4c6d(void);
+extern swig_intgo _wrap_KVC_RESOURCE_REASON_KV_LAYOUT_DIFFERS_kvc_c42b5e67b80b4c6d(void);
+extern swig_type_465 _wrap_kvc_config_add_ssm_state_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, int arg3, int arg4, int arg5, swig_voidp arg6);
+extern swig_type_466 _wrap_kvc_config_add_conv_state_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, int arg3, int arg4, swig_voidp arg5);
+extern swig_type_467 _wrap_kvc_config_add_generic_state_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_468 arg2, swig_type_469 arg3, swig_voidp arg4);
+extern swig_type_470 _wrap_kvc_config_add_unpaged_resource_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_471 arg2, swig_type_472 arg3, swig_voidp arg4);
+extern swig_type_473 _wrap_kvc_config_get_num_resources_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_474 _wrap_kvc_config_set_max_state_slots_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern swig_type_475 _wrap_kvc_config_get_max_state_slots_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_kvc_resource_desc_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_resource_desc_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_kind_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_resource_desc_t_kind_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_managed_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_resource_desc_t_managed_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_reason_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_resource_desc_t_reason_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_reason_text_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_476 arg2);
+extern swig_type_477 _wrap_kvc_resource_desc_t_reason_text_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_dtype_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_resource_desc_t_dtype_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_num_heads_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_resource_desc_t_num_heads_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_head_dim_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_resource_desc_t_head_dim_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_d_state_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_resource_desc_t_d_state_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_conv_dim_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_resource_desc_t_conv_dim_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_d_conv_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_resource_desc_t_d_conv_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_n_groups_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_resource_desc_t_n_groups_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_num_slots_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_resource_desc_t_num_slots_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_slots_used_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_resource_desc_t_slots_used_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_bytes_per_token_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_478 arg2);
+extern swig_type_479 _wrap_kvc_resource_desc_t_bytes_per_token_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_max_tokens_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_480 arg2);
+extern swig_type_481 _wrap_kvc_resource_desc_t_max_tokens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_alignment_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_482 arg2);
+extern swig_type_483 _wrap_kvc_resource_desc_t_alignment_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_slot_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_484 arg2);
+extern swig_type_485 _wrap_kvc_resource_desc_t_slot_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_slot_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_486 arg2);
+extern swig_type_487 _wrap_kvc_resource_desc_t_slot_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_stride0_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_488 arg2);
+extern swig_type_489 _wrap_kvc_resource_desc_t_stride0_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_stride1_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_490 arg2);
+extern swig_type_491 _wrap_kvc_resource_desc_t_stride1_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_stride2_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_492 arg2);
+extern swig_type_493 _wrap_kvc_resource_desc_t_stride2_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_base_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_resource_desc_t_base_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_resource_desc_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_resource_desc_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_494 _wrap_kvc_cache_describe_resource_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_495 _wrap_kvc_batch_state_slots_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_type_496 arg3, int arg4, swig_voidp arg5);
+extern swig_type_497 _wrap_kvc_config_set_max_state_snapshots_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern swig_type_498 _wrap_kvc_config_get_max_state_snapshots_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_499 _wrap_kvc_sequence_publish_state_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_500 arg2, swig_type_501 arg3, uintptr_t arg4);
+extern void _wrap_kvc_snapshot_stats_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_snapshot_stats_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_num_slots_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_snapshot_stats_t_num_slots_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_slots_used_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_snapshot_stats_t_slots_used_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_reserved_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_snapshot_stats_t_reserved_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_bytes_per_snapshot_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_502 arg2);
+extern swig_type_503 _wrap_kvc_snapshot_stats_t_bytes_per_snapshot_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_504 arg2);
+extern swig_type_505 _wrap_kvc_snapshot_stats_t_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_published_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_506 arg2);
+extern swig_type_507 _wrap_kvc_snapshot_stats_t_published_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_hits_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_508 arg2);
+extern swig_type_509 _wrap_kvc_snapshot_stats_t_hits_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_hit_tokens_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_510 arg2);
+extern swig_type_511 _wrap_kvc_snapshot_stats_t_hit_tokens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_restores_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_512 arg2);
+extern swig_type_513 _wrap_kvc_snapshot_stats_t_restores_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_evicted_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_514 arg2);
+extern swig_type_515 _wrap_kvc_snapshot_stats_t_evicted_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_dropped_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_516 arg2);
+extern swig_type_517 _wrap_kvc_snapshot_stats_t_dropped_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_host_num_slots_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_snapshot_stats_t_host_num_slots_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_host_slots_used_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_snapshot_stats_t_host_slots_used_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_host_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_518 arg2);
+extern swig_type_519 _wrap_kvc_snapshot_stats_t_host_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_offloaded_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_520 arg2);
+extern swig_type_521 _wrap_kvc_snapshot_stats_t_offloaded_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_onboarded_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_522 arg2);
+extern swig_type_523 _wrap_kvc_snapshot_stats_t_onboarded_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_host_evicted_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_524 arg2);
+extern swig_type_525 _wrap_kvc_snapshot_stats_t_host_evicted_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_snapshot_stats_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_snapshot_stats_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_526 _wrap_kvc_cache_get_snapshot_stats_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern void _wrap_kvc_kv_resource_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_kv_resource_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_t_layers_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvc_kv_resource_t_layers_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_t_num_layers_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_kv_resource_t_num_layers_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_t_kv_heads_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_kv_resource_t_kv_heads_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_t_head_dim_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_kv_resource_t_head_dim_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_t_dtype_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_kv_resource_t_dtype_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_t_kv_factor_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_kv_resource_t_kv_factor_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_t_layout_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_kv_resource_t_layout_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_t_window_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_kv_resource_t_window_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_kv_resource_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_kv_resource_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_527 _wrap_kvc_config_add_kv_resource_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_kvc_kv_resource_desc_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_kv_resource_desc_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_desc_t_managed_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_kv_resource_desc_t_managed_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_desc_t_reason_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_kv_resource_desc_t_reason_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_desc_t_reason_text_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_528 arg2);
+extern swig_type_529 _wrap_kvc_kv_resource_desc_t_reason_text_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_desc_t_managed_with_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_kv_resource_desc_t_managed_with_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_desc_t_num_layers_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_kv_resource_desc_t_num_layers_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_desc_t_kv_heads_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_kv_resource_desc_t_kv_heads_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_desc_t_head_dim_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_kv_resource_desc_t_head_dim_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_desc_t_dtype_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_kv_resource_desc_t_dtype_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_desc_t_kv_factor_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_kv_resource_desc_t_kv_factor_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_desc_t_layout_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_kv_resource_desc_t_layout_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_desc_t_window_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_kv_resource_desc_t_window_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_desc_t_group_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_kv_resource_desc_t_group_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_desc_t_pool_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern int _wrap_kvc_kv_resource_desc_t_pool_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_desc_t_block_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_530 arg2);
+extern swig_type_531 _wrap_kvc_kv_resource_desc_t_block_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvc_kv_resource_desc_t_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_delete_kvc_kv_resource_desc_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_desc_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_532 _wrap_kvc_cache_describe_kv_resource_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern uintptr_t _wrap_kvcgo_buffer_new_kvc_c42b5e67b80b4c6d(swig_voidp arg1, swig_type_533 arg2);
+extern void _wrap_kvcgo_buffer_free_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvcgo_buffer_read_kvc_c42b5e67b80b4c6d(swig_voidp arg1, uintptr_t arg2, swig_type_534 arg3);
+extern swig_type_535 _wrap_kvcgo_cstring_length_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvcgo_buffer_write_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_type_536 arg3);
+extern void _wrap_kvcgo_extra_key_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_537 arg2, swig_type_538 arg3, swig_type_539 arg4, uintptr_t arg5, swig_type_540 arg6);
+extern swig_type_541 _wrap_kvcgo_cache_async_error_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_542 _wrap_kvcgo_stateful_async_error_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_543 _wrap_kvcgo_extra_key_size_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_kvcgo_retention_range_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_544 arg2, swig_type_545 arg3, swig_type_546 arg4, int arg5, swig_type_547 arg6);
+extern swig_type_548 _wrap_kvcgo_retention_range_size_kvc_c42b5e67b80b4c6d(void);
+extern swig_type_549 _wrap_kvcgo_event_size_kvc_c42b5e67b80b4c6d(void);
+extern swig_type_550 _wrap_kvcgo_snapshot_entry_size_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_kvcgo_events_read_kvc_c42b5e67b80b4c6d(swig_voidp arg1, uintptr_t arg2, swig_type_551 arg3);
+extern void _wrap_kvcgo_snapshot_read_kvc_c42b5e67b80b4c6d(swig_voidp arg1, uintptr_t arg2, swig_type_552 arg3);
 #undef intgo
 */
 import "C"
@@ -1648,13 +1722,13 @@ type _ sync.Mutex
 
 func Swig_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_Swig_free_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_Swig_free_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Swig_malloc(arg1 int) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_Swig_malloc_kvc_0044c4030100e529(C.swig_intgo(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_Swig_malloc_kvc_c42b5e67b80b4c6d(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
@@ -1711,7 +1785,7 @@ type Enum_SS_kvc_status_code int
 
 func _swig_getKVC_OK() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_OK_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_OK_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -1719,7 +1793,7 @@ var KVC_OK Enum_SS_kvc_status_code = _swig_getKVC_OK()
 
 func _swig_getKVC_ERR_INVALID_ARGUMENT() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_INVALID_ARGUMENT_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_INVALID_ARGUMENT_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -1727,7 +1801,7 @@ var KVC_ERR_INVALID_ARGUMENT Enum_SS_kvc_status_code = _swig_getKVC_ERR_INVALID_
 
 func _swig_getKVC_ERR_NOT_FOUND() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_NOT_FOUND_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_NOT_FOUND_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -1735,7 +1809,7 @@ var KVC_ERR_NOT_FOUND Enum_SS_kvc_status_code = _swig_getKVC_ERR_NOT_FOUND()
 
 func _swig_getKVC_ERR_ALREADY_EXISTS() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_ALREADY_EXISTS_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_ALREADY_EXISTS_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -1743,7 +1817,7 @@ var KVC_ERR_ALREADY_EXISTS Enum_SS_kvc_status_code = _swig_getKVC_ERR_ALREADY_EX
 
 func _swig_getKVC_ERR_OUT_OF_BLOCKS() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -1751,7 +1825,7 @@ var KVC_ERR_OUT_OF_BLOCKS Enum_SS_kvc_status_code = _swig_getKVC_ERR_OUT_OF_BLOC
 
 func _swig_getKVC_ERR_BUFFER_TOO_SMALL() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -1759,7 +1833,7 @@ var KVC_ERR_BUFFER_TOO_SMALL Enum_SS_kvc_status_code = _swig_getKVC_ERR_BUFFER_T
 
 func _swig_getKVC_ERR_UNSUPPORTED() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_UNSUPPORTED_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_UNSUPPORTED_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -1767,7 +1841,7 @@ var KVC_ERR_UNSUPPORTED Enum_SS_kvc_status_code = _swig_getKVC_ERR_UNSUPPORTED()
 
 func _swig_getKVC_ERR_DEVICE() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_DEVICE_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_DEVICE_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -1775,7 +1849,7 @@ var KVC_ERR_DEVICE Enum_SS_kvc_status_code = _swig_getKVC_ERR_DEVICE()
 
 func _swig_getKVC_ERR_OUT_OF_MEMORY() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_OUT_OF_MEMORY_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_OUT_OF_MEMORY_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -1783,7 +1857,7 @@ var KVC_ERR_OUT_OF_MEMORY Enum_SS_kvc_status_code = _swig_getKVC_ERR_OUT_OF_MEMO
 
 func _swig_getKVC_ERR_INVALID_STATE() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_INVALID_STATE_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_INVALID_STATE_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -1791,7 +1865,7 @@ var KVC_ERR_INVALID_STATE Enum_SS_kvc_status_code = _swig_getKVC_ERR_INVALID_STA
 
 func _swig_getKVC_ERR_INTERNAL() (_swig_ret Enum_SS_kvc_status_code) {
 	var swig_r Enum_SS_kvc_status_code
-	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_INTERNAL_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_status_code)(C._wrap_KVC_ERR_INTERNAL_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -1800,7 +1874,7 @@ var KVC_ERR_INTERNAL Enum_SS_kvc_status_code = _swig_getKVC_ERR_INTERNAL()
 func Kvc_status_string(arg1 int32) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_status_string_kvc_0044c4030100e529(C.int(_swig_i_0))
+	swig_r_p := C._wrap_kvc_status_string_kvc_c42b5e67b80b4c6d(C.int(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
 	swig_r_1 = string([]byte(swig_r))
@@ -1814,7 +1888,7 @@ const KVC_VERSION_STRING string = "0.2.0"
 
 func _swig_getKVC_VERSION_NUMBER() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_VERSION_NUMBER_kvc_0044c4030100e529())
+	swig_r = (int)(C._wrap_KVC_VERSION_NUMBER_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -1826,7 +1900,7 @@ type Enum_SS_kvc_feature_bits int
 
 func _swig_getKVC_FEATURE_CUDA_COMPILED() (_swig_ret Enum_SS_kvc_feature_bits) {
 	var swig_r Enum_SS_kvc_feature_bits
-	swig_r = (Enum_SS_kvc_feature_bits)(C._wrap_KVC_FEATURE_CUDA_COMPILED_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_feature_bits)(C._wrap_KVC_FEATURE_CUDA_COMPILED_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -1834,7 +1908,7 @@ var KVC_FEATURE_CUDA_COMPILED Enum_SS_kvc_feature_bits = _swig_getKVC_FEATURE_CU
 
 func _swig_getKVC_FEATURE_CUDA_DEVICE() (_swig_ret Enum_SS_kvc_feature_bits) {
 	var swig_r Enum_SS_kvc_feature_bits
-	swig_r = (Enum_SS_kvc_feature_bits)(C._wrap_KVC_FEATURE_CUDA_DEVICE_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_feature_bits)(C._wrap_KVC_FEATURE_CUDA_DEVICE_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -1842,7 +1916,7 @@ var KVC_FEATURE_CUDA_DEVICE Enum_SS_kvc_feature_bits = _swig_getKVC_FEATURE_CUDA
 
 func _swig_getKVC_FEATURE_REDIS() (_swig_ret Enum_SS_kvc_feature_bits) {
 	var swig_r Enum_SS_kvc_feature_bits
-	swig_r = (Enum_SS_kvc_feature_bits)(C._wrap_KVC_FEATURE_REDIS_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_feature_bits)(C._wrap_KVC_FEATURE_REDIS_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -1850,13 +1924,13 @@ var KVC_FEATURE_REDIS Enum_SS_kvc_feature_bits = _swig_getKVC_FEATURE_REDIS()
 
 func Kvc_version() (_swig_ret uint32) {
 	var swig_r uint32
-	swig_r = (uint32)(C._wrap_kvc_version_kvc_0044c4030100e529())
+	swig_r = (uint32)(C._wrap_kvc_version_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
 func Kvc_version_string() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_kvc_version_string_kvc_0044c4030100e529()
+	swig_r_p := C._wrap_kvc_version_string_kvc_c42b5e67b80b4c6d()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
 	swig_r_1 = string([]byte(swig_r))
@@ -1865,13 +1939,13 @@ func Kvc_version_string() (_swig_ret string) {
 
 func Kvc_abi_version() (_swig_ret uint32) {
 	var swig_r uint32
-	swig_r = (uint32)(C._wrap_kvc_abi_version_kvc_0044c4030100e529())
+	swig_r = (uint32)(C._wrap_kvc_abi_version_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
 func Kvc_features() (_swig_ret uint64) {
 	var swig_r uint64
-	swig_r = (uint64)(C._wrap_kvc_features_kvc_0044c4030100e529())
+	swig_r = (uint64)(C._wrap_kvc_features_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -1879,7 +1953,7 @@ type Enum_SS_kvc_dtype int
 
 func _swig_getKVC_DTYPE_F32() (_swig_ret Enum_SS_kvc_dtype) {
 	var swig_r Enum_SS_kvc_dtype
-	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_F32_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_F32_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -1887,7 +1961,7 @@ var KVC_DTYPE_F32 Enum_SS_kvc_dtype = _swig_getKVC_DTYPE_F32()
 
 func _swig_getKVC_DTYPE_F16() (_swig_ret Enum_SS_kvc_dtype) {
 	var swig_r Enum_SS_kvc_dtype
-	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_F16_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_F16_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -1895,7 +1969,7 @@ var KVC_DTYPE_F16 Enum_SS_kvc_dtype = _swig_getKVC_DTYPE_F16()
 
 func _swig_getKVC_DTYPE_BF16() (_swig_ret Enum_SS_kvc_dtype) {
 	var swig_r Enum_SS_kvc_dtype
-	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_BF16_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_BF16_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -1903,7 +1977,7 @@ var KVC_DTYPE_BF16 Enum_SS_kvc_dtype = _swig_getKVC_DTYPE_BF16()
 
 func _swig_getKVC_DTYPE_FP8_E4M3() (_swig_ret Enum_SS_kvc_dtype) {
 	var swig_r Enum_SS_kvc_dtype
-	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_FP8_E4M3_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_dtype)(C._wrap_KVC_DTYPE_FP8_E4M3_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -1913,7 +1987,7 @@ type Enum_SS_kvc_layout int
 
 func _swig_getKVC_LAYOUT_NHD() (_swig_ret Enum_SS_kvc_layout) {
 	var swig_r Enum_SS_kvc_layout
-	swig_r = (Enum_SS_kvc_layout)(C._wrap_KVC_LAYOUT_NHD_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_layout)(C._wrap_KVC_LAYOUT_NHD_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -1921,7 +1995,7 @@ var KVC_LAYOUT_NHD Enum_SS_kvc_layout = _swig_getKVC_LAYOUT_NHD()
 
 func _swig_getKVC_LAYOUT_HND() (_swig_ret Enum_SS_kvc_layout) {
 	var swig_r Enum_SS_kvc_layout
-	swig_r = (Enum_SS_kvc_layout)(C._wrap_KVC_LAYOUT_HND_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_layout)(C._wrap_KVC_LAYOUT_HND_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -1931,7 +2005,7 @@ type Enum_SS_kvc_device_kind int
 
 func _swig_getKVC_DEVICE_CPU() (_swig_ret Enum_SS_kvc_device_kind) {
 	var swig_r Enum_SS_kvc_device_kind
-	swig_r = (Enum_SS_kvc_device_kind)(C._wrap_KVC_DEVICE_CPU_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_device_kind)(C._wrap_KVC_DEVICE_CPU_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -1939,7 +2013,7 @@ var KVC_DEVICE_CPU Enum_SS_kvc_device_kind = _swig_getKVC_DEVICE_CPU()
 
 func _swig_getKVC_DEVICE_CUDA() (_swig_ret Enum_SS_kvc_device_kind) {
 	var swig_r Enum_SS_kvc_device_kind
-	swig_r = (Enum_SS_kvc_device_kind)(C._wrap_KVC_DEVICE_CUDA_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_device_kind)(C._wrap_KVC_DEVICE_CUDA_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -1948,7 +2022,7 @@ var KVC_DEVICE_CUDA Enum_SS_kvc_device_kind = _swig_getKVC_DEVICE_CUDA()
 func Kvc_config_create(arg1 *Config) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_config_create_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0))
+	swig_r_p := C._wrap_kvc_config_create_kvc_c42b5e67b80b4c6d(C.swig_voidp(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1959,7 +2033,7 @@ func Kvc_config_clone(arg1 Config, arg2 *Config) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_clone_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_clone_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1968,13 +2042,13 @@ func Kvc_config_clone(arg1 Config, arg2 *Config) (_swig_ret error) {
 
 func Kvc_config_destroy(arg1 Config) {
 	_swig_i_0 := arg1
-	C._wrap_kvc_config_destroy_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_config_destroy_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_config_validate(arg1 Config) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_config_validate_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvc_config_validate_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1985,7 +2059,7 @@ func Kvc_config_set_num_layers(arg1 Config, arg2 uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_num_layers_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_num_layers_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -1996,7 +2070,7 @@ func Kvc_config_get_num_layers(arg1 Config, arg2 *uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_num_layers_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_num_layers_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2007,7 +2081,7 @@ func Kvc_config_set_kv_heads(arg1 Config, arg2 uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_kv_heads_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_kv_heads_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2019,7 +2093,7 @@ func Kvc_config_set_kv_heads_per_layer(arg1 Config, arg2 *uint32, arg3 uint64) (
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_set_kv_heads_per_layer_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_11(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_set_kv_heads_per_layer_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_11(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2031,7 +2105,7 @@ func Kvc_config_get_kv_heads(arg1 Config, arg2 uint32, arg3 *uint32) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_get_kv_heads_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_get_kv_heads_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2042,7 +2116,7 @@ func Kvc_config_set_head_dim(arg1 Config, arg2 uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_head_dim_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_head_dim_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2053,7 +2127,7 @@ func Kvc_config_get_head_dim(arg1 Config, arg2 *uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_head_dim_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_head_dim_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2064,7 +2138,7 @@ func Kvc_config_set_dtype(arg1 Config, arg2 uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_dtype_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_dtype_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2075,7 +2149,7 @@ func Kvc_config_get_dtype(arg1 Config, arg2 *uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_dtype_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_dtype_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2086,7 +2160,7 @@ func Kvc_config_set_kv_factor(arg1 Config, arg2 uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_kv_factor_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_kv_factor_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2097,7 +2171,7 @@ func Kvc_config_get_kv_factor(arg1 Config, arg2 *uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_kv_factor_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_kv_factor_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2108,7 +2182,7 @@ func Kvc_config_set_layout(arg1 Config, arg2 uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_layout_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_layout_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2119,7 +2193,7 @@ func Kvc_config_get_layout(arg1 Config, arg2 *uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_layout_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_layout_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2130,7 +2204,7 @@ func Kvc_config_set_tokens_per_block(arg1 Config, arg2 uint32) (_swig_ret error)
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_tokens_per_block_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_tokens_per_block_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2141,7 +2215,7 @@ func Kvc_config_get_tokens_per_block(arg1 Config, arg2 *uint32) (_swig_ret error
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_tokens_per_block_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_tokens_per_block_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2153,7 +2227,7 @@ func Kvc_config_set_attention_windows(arg1 Config, arg2 *uint32, arg3 uint64) (_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_set_attention_windows_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_24(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_set_attention_windows_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_24(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2165,7 +2239,7 @@ func Kvc_config_get_attention_window(arg1 Config, arg2 uint32, arg3 *uint32) (_s
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_get_attention_window_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_get_attention_window_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2177,7 +2251,7 @@ func Kvc_config_set_device(arg1 Config, arg2 uint32, arg3 int32) (_swig_ret erro
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_set_device_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_set_device_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2189,7 +2263,7 @@ func Kvc_config_get_device(arg1 Config, arg2 *uint32, arg3 *int32) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_get_device_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_get_device_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2202,7 +2276,7 @@ func Kvc_config_set_ranks(arg1 Config, arg2 uint32, arg3 *int32, arg4 uint32) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_config_set_ranks_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.int(_swig_i_3))
+	swig_r_p := C._wrap_kvc_config_set_ranks_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.int(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2215,7 +2289,7 @@ func Kvc_config_get_ranks(arg1 Config, arg2 *int32, arg3 uint32, arg4 *uint32) (
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_config_get_ranks_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.int(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_config_get_ranks_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.int(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2226,7 +2300,7 @@ func Kvc_config_set_primary_bytes(arg1 Config, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_primary_bytes_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_31(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_primary_bytes_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_31(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2237,7 +2311,7 @@ func Kvc_config_get_primary_bytes(arg1 Config, arg2 *uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_primary_bytes_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_primary_bytes_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2248,7 +2322,7 @@ func Kvc_config_set_max_primary_bytes(arg1 Config, arg2 uint64) (_swig_ret error
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_max_primary_bytes_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_34(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_max_primary_bytes_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_34(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2259,7 +2333,7 @@ func Kvc_config_get_max_primary_bytes(arg1 Config, arg2 *uint64) (_swig_ret erro
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_max_primary_bytes_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_max_primary_bytes_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2270,7 +2344,7 @@ func Kvc_config_set_max_tokens(arg1 Config, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_max_tokens_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_37(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_max_tokens_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_37(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2281,7 +2355,7 @@ func Kvc_config_get_max_tokens(arg1 Config, arg2 *uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_max_tokens_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_max_tokens_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2292,7 +2366,7 @@ func Kvc_config_set_free_gpu_memory_fraction(arg1 Config, arg2 float64) (_swig_r
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_free_gpu_memory_fraction_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_free_gpu_memory_fraction_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2303,7 +2377,7 @@ func Kvc_config_get_free_gpu_memory_fraction(arg1 Config, arg2 *float64) (_swig_
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_free_gpu_memory_fraction_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_free_gpu_memory_fraction_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2314,7 +2388,7 @@ func Kvc_config_set_host_cache_bytes(arg1 Config, arg2 uint64) (_swig_ret error)
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_host_cache_bytes_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_42(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_host_cache_bytes_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_42(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2325,7 +2399,7 @@ func Kvc_config_get_host_cache_bytes(arg1 Config, arg2 *uint64) (_swig_ret error
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_host_cache_bytes_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_host_cache_bytes_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2336,7 +2410,7 @@ func Kvc_config_set_secondary_offload_min_priority(arg1 Config, arg2 uint32) (_s
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_secondary_offload_min_priority_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_secondary_offload_min_priority_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2347,7 +2421,7 @@ func Kvc_config_get_secondary_offload_min_priority(arg1 Config, arg2 *uint32) (_
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_secondary_offload_min_priority_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_secondary_offload_min_priority_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2358,7 +2432,7 @@ func Kvc_config_set_block_reuse(arg1 Config, arg2 bool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_block_reuse_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_block_reuse_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2369,7 +2443,7 @@ func Kvc_config_get_block_reuse(arg1 Config, arg2 *bool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_block_reuse_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_block_reuse_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2380,7 +2454,7 @@ func Kvc_config_set_partial_reuse(arg1 Config, arg2 bool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_partial_reuse_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_partial_reuse_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2391,7 +2465,7 @@ func Kvc_config_get_partial_reuse(arg1 Config, arg2 *bool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_partial_reuse_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_partial_reuse_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2402,7 +2476,7 @@ func Kvc_config_set_copy_on_partial_reuse(arg1 Config, arg2 bool) (_swig_ret err
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_copy_on_partial_reuse_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_copy_on_partial_reuse_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2413,7 +2487,7 @@ func Kvc_config_get_copy_on_partial_reuse(arg1 Config, arg2 *bool) (_swig_ret er
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_copy_on_partial_reuse_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_copy_on_partial_reuse_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2424,7 +2498,7 @@ func Kvc_config_set_event_buffer_size(arg1 Config, arg2 uint32) (_swig_ret error
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_event_buffer_size_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_event_buffer_size_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2435,7 +2509,7 @@ func Kvc_config_get_event_buffer_size(arg1 Config, arg2 *uint32) (_swig_ret erro
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_event_buffer_size_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_event_buffer_size_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2446,7 +2520,7 @@ func Kvc_config_set_event_hash_seed(arg1 Config, arg2 uint64) (_swig_ret error) 
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_event_hash_seed_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_55(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_event_hash_seed_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_55(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2457,7 +2531,7 @@ func Kvc_config_get_event_hash_seed(arg1 Config, arg2 *uint64) (_swig_ret error)
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_event_hash_seed_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_event_hash_seed_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2468,7 +2542,7 @@ func Kvc_config_set_manual_clock(arg1 Config, arg2 bool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_manual_clock_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_manual_clock_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2479,7 +2553,7 @@ func Kvc_config_get_manual_clock(arg1 Config, arg2 *bool) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_manual_clock_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_manual_clock_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2490,7 +2564,7 @@ func Kvc_cache_create(arg1 Config, arg2 *Cache) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_cache_create_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_cache_create_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2499,7 +2573,7 @@ func Kvc_cache_create(arg1 Config, arg2 *Cache) (_swig_ret error) {
 
 func Kvc_cache_destroy(arg1 Cache) {
 	_swig_i_0 := arg1
-	C._wrap_kvc_cache_destroy_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_cache_destroy_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type SwigcptrKvc_cache_desc_t uintptr
@@ -2514,285 +2588,298 @@ func (p SwigcptrKvc_cache_desc_t) SwigIsKvc_cache_desc_t() {
 func (arg1 SwigcptrKvc_cache_desc_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetDevice_kind(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_device_kind_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_device_kind_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetDevice_kind() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_device_kind_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_device_kind_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetDevice_ordinal(arg2 int32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_device_ordinal_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_device_ordinal_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetDevice_ordinal() (_swig_ret int32) {
 	var swig_r int32
 	_swig_i_0 := arg1
-	swig_r = (int32)(C._wrap_kvc_cache_desc_t_device_ordinal_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (int32)(C._wrap_kvc_cache_desc_t_device_ordinal_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetDtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_dtype_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_dtype_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetDtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_dtype_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_dtype_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetLayout(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_layout_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_layout_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetLayout() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_layout_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_layout_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetNum_layers(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_num_layers_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_num_layers_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetNum_layers() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_layers_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_layers_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetNum_groups(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_num_groups_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_num_groups_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetNum_groups() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_groups_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_groups_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetNum_pools(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_num_pools_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_num_pools_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetNum_pools() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_pools_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_pools_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetTokens_per_block(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetTokens_per_block() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetKv_factor(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_kv_factor_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_kv_factor_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetKv_factor() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_kv_factor_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_kv_factor_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_num_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_60(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_num_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_60(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetNum_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_num_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_num_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetToken_capacity(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_token_capacity_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_62(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_token_capacity_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_62(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetToken_capacity() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_token_capacity_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_token_capacity_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetPrimary_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_primary_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_64(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_primary_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_64(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetPrimary_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_primary_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_primary_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetHost_cache_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_66(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_66(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetHost_cache_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetDevice_free_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_68(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_68(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetDevice_free_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetDevice_total_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetDevice_total_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetNum_resources(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_num_resources_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_num_resources_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetNum_resources() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_resources_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_resources_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetNum_state_slots(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_num_state_slots_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_num_state_slots_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetNum_state_slots() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_state_slots_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_state_slots_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetState_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_state_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_72(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_state_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_72(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetState_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_state_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_desc_t_state_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetNum_ranks(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_num_ranks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_num_ranks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetNum_ranks() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_ranks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_ranks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) SetMax_head_replication(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_desc_t_max_head_replication_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_desc_t_max_head_replication_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_desc_t) GetMax_head_replication() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_max_head_replication_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_max_head_replication_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_cache_desc_t) SetNum_kv_resources(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_cache_desc_t_num_kv_resources_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_cache_desc_t) GetNum_kv_resources() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_cache_desc_t_num_kv_resources_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_cache_desc_t() (_swig_ret Kvc_cache_desc_t) {
 	var swig_r Kvc_cache_desc_t
-	swig_r = (Kvc_cache_desc_t)(SwigcptrKvc_cache_desc_t(C._wrap_new_kvc_cache_desc_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_cache_desc_t)(SwigcptrKvc_cache_desc_t(C._wrap_new_kvc_cache_desc_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_cache_desc_t(arg1 Kvc_cache_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_cache_desc_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_cache_desc_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_cache_desc_t interface {
@@ -2840,18 +2927,20 @@ type Kvc_cache_desc_t interface {
 	GetNum_ranks() (_swig_ret uint32)
 	SetMax_head_replication(arg2 uint32)
 	GetMax_head_replication() (_swig_ret uint32)
+	SetNum_kv_resources(arg2 uint32)
+	GetNum_kv_resources() (_swig_ret uint32)
 }
 
 func Kvc_cache_desc_init(arg1 Kvc_cache_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_cache_desc_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_cache_desc_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_describe(arg1 Cache, arg2 Kvc_cache_desc_t) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_kvc_cache_describe_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_kvc_cache_describe_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -2870,142 +2959,181 @@ func (p SwigcptrKvc_group_desc_t) SwigIsKvc_group_desc_t() {
 func (arg1 SwigcptrKvc_group_desc_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetWindow(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_window_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_window_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetWindow() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_window_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_window_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetKv_heads(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_kv_heads_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_kv_heads_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetKv_heads() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_kv_heads_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_kv_heads_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetHead_dim(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_head_dim_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_head_dim_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetHead_dim() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_head_dim_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_head_dim_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetNum_layers(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_num_layers_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_num_layers_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetNum_layers() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_num_layers_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_num_layers_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetPool(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_pool_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_pool_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetPool() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_pool_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_pool_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetBlock_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_block_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1))
+	C._wrap_kvc_group_desc_t_block_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetBlock_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_desc_t_block_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_desc_t_block_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetBytes_per_token(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_bytes_per_token_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1))
+	C._wrap_kvc_group_desc_t_bytes_per_token_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetBytes_per_token() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_desc_t_bytes_per_token_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_desc_t_bytes_per_token_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetKv_heads_per_rank(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_kv_heads_per_rank_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_kv_heads_per_rank_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetKv_heads_per_rank() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_kv_heads_per_rank_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_kv_heads_per_rank_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) SetHead_replication(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_desc_t_head_replication_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_desc_t_head_replication_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_desc_t) GetHead_replication() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_desc_t_head_replication_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_head_replication_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_group_desc_t) SetDtype(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_group_desc_t_dtype_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_group_desc_t) GetDtype() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_dtype_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_group_desc_t) SetKv_factor(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_group_desc_t_kv_factor_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_group_desc_t) GetKv_factor() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_kv_factor_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_group_desc_t) SetLayout(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_group_desc_t_layout_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_group_desc_t) GetLayout() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_group_desc_t_layout_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_group_desc_t() (_swig_ret Kvc_group_desc_t) {
 	var swig_r Kvc_group_desc_t
-	swig_r = (Kvc_group_desc_t)(SwigcptrKvc_group_desc_t(C._wrap_new_kvc_group_desc_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_group_desc_t)(SwigcptrKvc_group_desc_t(C._wrap_new_kvc_group_desc_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_group_desc_t(arg1 Kvc_group_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_group_desc_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_group_desc_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_group_desc_t interface {
@@ -3031,11 +3159,17 @@ type Kvc_group_desc_t interface {
 	GetKv_heads_per_rank() (_swig_ret uint32)
 	SetHead_replication(arg2 uint32)
 	GetHead_replication() (_swig_ret uint32)
+	SetDtype(arg2 uint32)
+	GetDtype() (_swig_ret uint32)
+	SetKv_factor(arg2 uint32)
+	GetKv_factor() (_swig_ret uint32)
+	SetLayout(arg2 uint32)
+	GetLayout() (_swig_ret uint32)
 }
 
 func Kvc_group_desc_init(arg1 Kvc_group_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_group_desc_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_group_desc_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_describe_group(arg1 Cache, arg2 uint32, arg3 Kvc_group_desc_t) (_swig_ret error) {
@@ -3043,7 +3177,7 @@ func Kvc_cache_describe_group(arg1 Cache, arg2 uint32, arg3 Kvc_group_desc_t) (_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_cache_describe_group_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_cache_describe_group_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3062,90 +3196,90 @@ func (p SwigcptrKvc_pool_desc_t) SwigIsKvc_pool_desc_t() {
 func (arg1 SwigcptrKvc_pool_desc_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_pool_desc_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_pool_desc_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) SetNum_groups(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_num_groups_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_num_groups_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetNum_groups() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_pool_desc_t_num_groups_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_pool_desc_t_num_groups_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) SetBlock_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_block_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_80(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_block_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_80(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetBlock_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_pool_desc_t_block_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_pool_desc_t_block_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_num_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_82(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_num_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_82(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetNum_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_pool_desc_t_num_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_pool_desc_t_num_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) SetBytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_84(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_84(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetBytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_pool_desc_t_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_pool_desc_t_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) SetBase(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_desc_t_base_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_pool_desc_t_base_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_desc_t) GetBase() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_pool_desc_t_base_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_pool_desc_t_base_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_pool_desc_t() (_swig_ret Kvc_pool_desc_t) {
 	var swig_r Kvc_pool_desc_t
-	swig_r = (Kvc_pool_desc_t)(SwigcptrKvc_pool_desc_t(C._wrap_new_kvc_pool_desc_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_pool_desc_t)(SwigcptrKvc_pool_desc_t(C._wrap_new_kvc_pool_desc_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_pool_desc_t(arg1 Kvc_pool_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_pool_desc_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_pool_desc_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_pool_desc_t interface {
@@ -3167,7 +3301,7 @@ type Kvc_pool_desc_t interface {
 
 func Kvc_pool_desc_init(arg1 Kvc_pool_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_pool_desc_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_pool_desc_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_describe_pool(arg1 Cache, arg2 uint32, arg3 Kvc_pool_desc_t) (_swig_ret error) {
@@ -3175,7 +3309,7 @@ func Kvc_cache_describe_pool(arg1 Cache, arg2 uint32, arg3 Kvc_pool_desc_t) (_sw
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_cache_describe_pool_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_cache_describe_pool_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3194,259 +3328,259 @@ func (p SwigcptrKvc_layer_view_t) SwigIsKvc_layer_view_t() {
 func (arg1 SwigcptrKvc_layer_view_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetGroup(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_group_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_group_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetGroup() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_group_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_group_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetPool(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_pool_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_pool_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetPool() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_pool_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_pool_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetDtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_dtype_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_dtype_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetDtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_dtype_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_dtype_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetLayout(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_layout_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_layout_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetLayout() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_layout_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_layout_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetKv_heads(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_kv_heads_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_kv_heads_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetKv_heads() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_kv_heads_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_kv_heads_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetHead_dim(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_head_dim_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_head_dim_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetHead_dim() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_head_dim_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_head_dim_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetTokens_per_block(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_tokens_per_block_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_tokens_per_block_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetTokens_per_block() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_tokens_per_block_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_tokens_per_block_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetKv_factor(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_kv_factor_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_kv_factor_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetKv_factor() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_kv_factor_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_kv_factor_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetElem_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_elem_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_elem_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetElem_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_elem_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_elem_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetBase(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_base_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_layer_view_t_base_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetBase() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_layer_view_t_base_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_layer_view_t_base_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_num_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_87(_swig_i_1))
+	C._wrap_kvc_layer_view_t_num_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_87(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetNum_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_layer_view_t_num_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_layer_view_t_num_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetBlock_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_block_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_89(_swig_i_1))
+	C._wrap_kvc_layer_view_t_block_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_89(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetBlock_stride() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_layer_view_t_block_stride_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_layer_view_t_block_stride_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetKv_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_kv_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_91(_swig_i_1))
+	C._wrap_kvc_layer_view_t_kv_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_91(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetKv_stride() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_layer_view_t_kv_stride_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_layer_view_t_kv_stride_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetToken_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_token_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_93(_swig_i_1))
+	C._wrap_kvc_layer_view_t_token_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_93(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetToken_stride() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_layer_view_t_token_stride_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_layer_view_t_token_stride_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetHead_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_head_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_95(_swig_i_1))
+	C._wrap_kvc_layer_view_t_head_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_95(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetHead_stride() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_layer_view_t_head_stride_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_layer_view_t_head_stride_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetRank(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_rank_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_rank_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetRank() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_rank_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_rank_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetFirst_kv_head(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_first_kv_head_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_first_kv_head_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetFirst_kv_head() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_first_kv_head_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_first_kv_head_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) SetTotal_kv_heads(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_layer_view_t_total_kv_heads_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_layer_view_t_total_kv_heads_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_layer_view_t) GetTotal_kv_heads() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_layer_view_t_total_kv_heads_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_layer_view_t_total_kv_heads_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_layer_view_t() (_swig_ret Kvc_layer_view_t) {
 	var swig_r Kvc_layer_view_t
-	swig_r = (Kvc_layer_view_t)(SwigcptrKvc_layer_view_t(C._wrap_new_kvc_layer_view_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_layer_view_t)(SwigcptrKvc_layer_view_t(C._wrap_new_kvc_layer_view_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_layer_view_t(arg1 Kvc_layer_view_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_layer_view_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_layer_view_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_layer_view_t interface {
@@ -3494,7 +3628,7 @@ type Kvc_layer_view_t interface {
 
 func Kvc_layer_view_init(arg1 Kvc_layer_view_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_layer_view_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_layer_view_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_layer_view(arg1 Cache, arg2 uint32, arg3 Kvc_layer_view_t) (_swig_ret error) {
@@ -3502,7 +3636,7 @@ func Kvc_cache_layer_view(arg1 Cache, arg2 uint32, arg3 Kvc_layer_view_t) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_cache_layer_view_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_cache_layer_view_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3515,7 +3649,7 @@ func Kvc_cache_layer_view_rank(arg1 Cache, arg2 uint32, arg3 uint32, arg4 Kvc_la
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_kvc_cache_layer_view_rank_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_kvc_cache_layer_view_rank_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3534,90 +3668,90 @@ func (p SwigcptrKvc_resize_inputs_t) SwigIsKvc_resize_inputs_t() {
 func (arg1 SwigcptrKvc_resize_inputs_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_inputs_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_resize_inputs_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_inputs_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_resize_inputs_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_resize_inputs_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resize_inputs_t) SetReserved(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_inputs_t_reserved_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_resize_inputs_t_reserved_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_inputs_t) GetReserved() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_resize_inputs_t_reserved_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_resize_inputs_t_reserved_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resize_inputs_t) SetFree_gpu_memory_fraction(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_inputs_t) GetFree_gpu_memory_fraction() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resize_inputs_t) SetFree_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_inputs_t_free_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_99(_swig_i_1))
+	C._wrap_kvc_resize_inputs_t_free_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_99(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_inputs_t) GetFree_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_resize_inputs_t_free_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_resize_inputs_t_free_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resize_inputs_t) SetNon_paged_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_inputs_t_non_paged_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_101(_swig_i_1))
+	C._wrap_kvc_resize_inputs_t_non_paged_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_101(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_inputs_t) GetNon_paged_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_resize_inputs_t_non_paged_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_resize_inputs_t_non_paged_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resize_inputs_t) SetForward_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_inputs_t_forward_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_103(_swig_i_1))
+	C._wrap_kvc_resize_inputs_t_forward_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_103(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_inputs_t) GetForward_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_resize_inputs_t_forward_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_resize_inputs_t_forward_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_resize_inputs_t() (_swig_ret Kvc_resize_inputs_t) {
 	var swig_r Kvc_resize_inputs_t
-	swig_r = (Kvc_resize_inputs_t)(SwigcptrKvc_resize_inputs_t(C._wrap_new_kvc_resize_inputs_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_resize_inputs_t)(SwigcptrKvc_resize_inputs_t(C._wrap_new_kvc_resize_inputs_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_resize_inputs_t(arg1 Kvc_resize_inputs_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_resize_inputs_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_resize_inputs_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_resize_inputs_t interface {
@@ -3639,7 +3773,7 @@ type Kvc_resize_inputs_t interface {
 
 func Kvc_resize_inputs_init(arg1 Kvc_resize_inputs_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_resize_inputs_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_resize_inputs_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type SwigcptrKvc_resize_plan_t uintptr
@@ -3654,142 +3788,142 @@ func (p SwigcptrKvc_resize_plan_t) SwigIsKvc_resize_plan_t() {
 func (arg1 SwigcptrKvc_resize_plan_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_plan_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_resize_plan_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_resize_plan_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_resize_plan_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) SetNum_pools(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_plan_t_num_pools_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_resize_plan_t_num_pools_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) GetNum_pools() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_resize_plan_t_num_pools_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_resize_plan_t_num_pools_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) SetFree_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_plan_t_free_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_105(_swig_i_1))
+	C._wrap_kvc_resize_plan_t_free_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_105(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) GetFree_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_resize_plan_t_free_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_resize_plan_t_free_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) SetMem_for_paged(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_plan_t_mem_for_paged_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_107(_swig_i_1))
+	C._wrap_kvc_resize_plan_t_mem_for_paged_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_107(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) GetMem_for_paged() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_resize_plan_t_mem_for_paged_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_resize_plan_t_mem_for_paged_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) SetPrimary_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_plan_t_primary_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_109(_swig_i_1))
+	C._wrap_kvc_resize_plan_t_primary_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_109(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) GetPrimary_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_resize_plan_t_primary_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_resize_plan_t_primary_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) SetMax_primary_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_plan_t_max_primary_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_111(_swig_i_1))
+	C._wrap_kvc_resize_plan_t_max_primary_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_111(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) GetMax_primary_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_resize_plan_t_max_primary_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_resize_plan_t_max_primary_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) SetBlocks_per_group(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_plan_t_blocks_per_group_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_113(_swig_i_1))
+	C._wrap_kvc_resize_plan_t_blocks_per_group_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_113(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) GetBlocks_per_group() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_resize_plan_t_blocks_per_group_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_resize_plan_t_blocks_per_group_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) SetToken_capacity(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_plan_t_token_capacity_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_115(_swig_i_1))
+	C._wrap_kvc_resize_plan_t_token_capacity_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_115(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) GetToken_capacity() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_resize_plan_t_token_capacity_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_resize_plan_t_token_capacity_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_plan_t_num_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_117(_swig_i_1))
+	C._wrap_kvc_resize_plan_t_num_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_117(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) GetNum_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_resize_plan_t_num_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_resize_plan_t_num_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) SetTotal_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resize_plan_t_total_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_119(_swig_i_1))
+	C._wrap_kvc_resize_plan_t_total_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_119(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resize_plan_t) GetTotal_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_resize_plan_t_total_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_resize_plan_t_total_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_resize_plan_t() (_swig_ret Kvc_resize_plan_t) {
 	var swig_r Kvc_resize_plan_t
-	swig_r = (Kvc_resize_plan_t)(SwigcptrKvc_resize_plan_t(C._wrap_new_kvc_resize_plan_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_resize_plan_t)(SwigcptrKvc_resize_plan_t(C._wrap_new_kvc_resize_plan_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_resize_plan_t(arg1 Kvc_resize_plan_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_resize_plan_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_resize_plan_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_resize_plan_t interface {
@@ -3819,7 +3953,7 @@ type Kvc_resize_plan_t interface {
 
 func Kvc_resize_plan_init(arg1 Kvc_resize_plan_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_resize_plan_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_resize_plan_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_plan_resize(arg1 Cache, arg2 Kvc_resize_inputs_t, arg3 Kvc_resize_plan_t, arg4 *uint64, arg5 uint64) (_swig_ret error) {
@@ -3829,7 +3963,7 @@ func Kvc_cache_plan_resize(arg1 Cache, arg2 Kvc_resize_inputs_t, arg3 Kvc_resize
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_cache_plan_resize_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_122(_swig_i_4))
+	swig_r_p := C._wrap_kvc_cache_plan_resize_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_122(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3840,7 +3974,7 @@ func Kvc_cache_resize(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_cache_resize_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_124(_swig_i_1))
+	swig_r_p := C._wrap_kvc_cache_resize_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_124(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -3861,64 +3995,64 @@ func (p SwigcptrKvc_extra_key_t) SwigIsKvc_extra_key_t() {
 func (arg1 SwigcptrKvc_extra_key_t) SetOffset(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_extra_key_t_offset_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_125(_swig_i_1))
+	C._wrap_kvc_extra_key_t_offset_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_125(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) GetOffset() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_extra_key_t_offset_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_extra_key_t_offset_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) SetLength(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_extra_key_t_length_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_127(_swig_i_1))
+	C._wrap_kvc_extra_key_t_length_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_127(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) GetLength() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_extra_key_t_length_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_extra_key_t_length_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) SetData(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_extra_key_t_data_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_extra_key_t_data_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) GetData() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_extra_key_t_data_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_extra_key_t_data_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) SetSize(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_extra_key_t_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_129(_swig_i_1))
+	C._wrap_kvc_extra_key_t_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_129(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_extra_key_t) GetSize() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_extra_key_t_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_extra_key_t_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_extra_key_t() (_swig_ret Kvc_extra_key_t) {
 	var swig_r Kvc_extra_key_t
-	swig_r = (Kvc_extra_key_t)(SwigcptrKvc_extra_key_t(C._wrap_new_kvc_extra_key_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_extra_key_t)(SwigcptrKvc_extra_key_t(C._wrap_new_kvc_extra_key_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_extra_key_t(arg1 Kvc_extra_key_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_extra_key_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_extra_key_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_extra_key_t interface {
@@ -3946,77 +4080,77 @@ func (p SwigcptrKvc_retention_range_t) SwigIsKvc_retention_range_t() {
 func (arg1 SwigcptrKvc_retention_range_t) SetStart(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_retention_range_t_start_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_131(_swig_i_1))
+	C._wrap_kvc_retention_range_t_start_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_131(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) GetStart() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_retention_range_t_start_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_retention_range_t_start_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) SetEnd(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_retention_range_t_end_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_133(_swig_i_1))
+	C._wrap_kvc_retention_range_t_end_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_133(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) GetEnd() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_retention_range_t_end_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_retention_range_t_end_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) SetPriority(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_retention_range_t_priority_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_retention_range_t_priority_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) GetPriority() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_retention_range_t_priority_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_retention_range_t_priority_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) SetReserved(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_retention_range_t_reserved_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_retention_range_t_reserved_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) GetReserved() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_retention_range_t_reserved_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_retention_range_t_reserved_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) SetDuration_ms(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_retention_range_t_duration_ms_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_135(_swig_i_1))
+	C._wrap_kvc_retention_range_t_duration_ms_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_135(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_retention_range_t) GetDuration_ms() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_retention_range_t_duration_ms_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_retention_range_t_duration_ms_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_retention_range_t() (_swig_ret Kvc_retention_range_t) {
 	var swig_r Kvc_retention_range_t
-	swig_r = (Kvc_retention_range_t)(SwigcptrKvc_retention_range_t(C._wrap_new_kvc_retention_range_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_retention_range_t)(SwigcptrKvc_retention_range_t(C._wrap_new_kvc_retention_range_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_retention_range_t(arg1 Kvc_retention_range_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_retention_range_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_retention_range_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_retention_range_t interface {
@@ -4046,168 +4180,168 @@ func (p SwigcptrKvc_sequence_options_t) SwigIsKvc_sequence_options_t() {
 func (arg1 SwigcptrKvc_sequence_options_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_options_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_options_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetPrompt_priority(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_prompt_priority_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_prompt_priority_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetPrompt_priority() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_options_t_prompt_priority_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_options_t_prompt_priority_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetDecode_priority(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_decode_priority_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_decode_priority_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetDecode_priority() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_options_t_decode_priority_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_options_t_decode_priority_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetHas_lora(arg2 bool) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_has_lora_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_has_lora_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetHas_lora() (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
-	swig_r = (bool)(C._wrap_kvc_sequence_options_t_has_lora_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (bool)(C._wrap_kvc_sequence_options_t_has_lora_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetLora_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_lora_id_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_lora_id_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetLora_id() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_lora_id_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_lora_id_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetSalt(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_salt_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_salt_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetSalt() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_sequence_options_t_salt_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_sequence_options_t_salt_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetSalt_size(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_salt_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_139(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_salt_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_139(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetSalt_size() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_salt_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_salt_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetExtra_keys(arg2 Kvc_extra_key_t) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	C._wrap_kvc_sequence_options_t_extra_keys_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_extra_keys_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetExtra_keys() (_swig_ret Kvc_extra_key_t) {
 	var swig_r Kvc_extra_key_t
 	_swig_i_0 := arg1
-	swig_r = (Kvc_extra_key_t)(SwigcptrKvc_extra_key_t(C._wrap_kvc_sequence_options_t_extra_keys_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))))
+	swig_r = (Kvc_extra_key_t)(SwigcptrKvc_extra_key_t(C._wrap_kvc_sequence_options_t_extra_keys_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetNum_extra_keys(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_141(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_141(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetNum_extra_keys() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetRetention_ranges(arg2 Kvc_retention_range_t) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	C._wrap_kvc_sequence_options_t_retention_ranges_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_retention_ranges_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetRetention_ranges() (_swig_ret Kvc_retention_range_t) {
 	var swig_r Kvc_retention_range_t
 	_swig_i_0 := arg1
-	swig_r = (Kvc_retention_range_t)(SwigcptrKvc_retention_range_t(C._wrap_kvc_sequence_options_t_retention_ranges_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))))
+	swig_r = (Kvc_retention_range_t)(SwigcptrKvc_retention_range_t(C._wrap_kvc_sequence_options_t_retention_ranges_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetNum_retention_ranges(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_143(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_143(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetNum_retention_ranges() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) SetDecode_duration_ms(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_145(_swig_i_1))
+	C._wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_145(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_options_t) GetDecode_duration_ms() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_sequence_options_t() (_swig_ret Kvc_sequence_options_t) {
 	var swig_r Kvc_sequence_options_t
-	swig_r = (Kvc_sequence_options_t)(SwigcptrKvc_sequence_options_t(C._wrap_new_kvc_sequence_options_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_sequence_options_t)(SwigcptrKvc_sequence_options_t(C._wrap_new_kvc_sequence_options_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_sequence_options_t(arg1 Kvc_sequence_options_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_sequence_options_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_sequence_options_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_sequence_options_t interface {
@@ -4241,7 +4375,7 @@ type Kvc_sequence_options_t interface {
 
 func Kvc_sequence_options_init(arg1 Kvc_sequence_options_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_sequence_options_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_sequence_options_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_sequence_add(arg1 Cache, arg2 uint64, arg3 *int32, arg4 uint64, arg5 Kvc_sequence_options_t, arg6 uintptr, arg7 *uint64) (_swig_ret error) {
@@ -4253,7 +4387,7 @@ func Kvc_sequence_add(arg1 Cache, arg2 uint64, arg3 *int32, arg4 uint64, arg5 Kv
 	_swig_i_4 := getSwigcptr(arg5)
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_kvc_sequence_add_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_148(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_149(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_voidp(_swig_i_6))
+	swig_r_p := C._wrap_kvc_sequence_add_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_148(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_149(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_voidp(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4267,7 +4401,7 @@ func Kvc_sequence_extend(arg1 Cache, arg2 uint64, arg3 *int32, arg4 uint64, arg5
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_sequence_extend_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_151(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_152(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_kvc_sequence_extend_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_151(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_152(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4279,7 +4413,7 @@ func Kvc_sequence_commit(arg1 Cache, arg2 uint64, arg3 uint64) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_sequence_commit_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_154(_swig_i_1), C.swig_type_155(_swig_i_2))
+	swig_r_p := C._wrap_kvc_sequence_commit_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_154(_swig_i_1), C.swig_type_155(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4291,7 +4425,7 @@ func Kvc_sequence_rewind(arg1 Cache, arg2 uint64, arg3 uint64) (_swig_ret error)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_sequence_rewind_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_157(_swig_i_1), C.swig_type_158(_swig_i_2))
+	swig_r_p := C._wrap_kvc_sequence_rewind_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_157(_swig_i_1), C.swig_type_158(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4303,7 +4437,7 @@ func Kvc_sequence_fork(arg1 Cache, arg2 uint64, arg3 uint64) (_swig_ret error) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_sequence_fork_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_160(_swig_i_1), C.swig_type_161(_swig_i_2))
+	swig_r_p := C._wrap_kvc_sequence_fork_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_160(_swig_i_1), C.swig_type_161(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4314,7 +4448,7 @@ func Kvc_sequence_remove(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_sequence_remove_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_163(_swig_i_1))
+	swig_r_p := C._wrap_kvc_sequence_remove_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_163(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4325,7 +4459,7 @@ func Kvc_sequence_pin(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_sequence_pin_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_165(_swig_i_1))
+	swig_r_p := C._wrap_kvc_sequence_pin_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_165(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4336,7 +4470,7 @@ func Kvc_sequence_unpin(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_sequence_unpin_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_167(_swig_i_1))
+	swig_r_p := C._wrap_kvc_sequence_unpin_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_167(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4355,129 +4489,129 @@ func (p SwigcptrKvc_sequence_desc_t) SwigIsKvc_sequence_desc_t() {
 func (arg1 SwigcptrKvc_sequence_desc_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetPrompt_priority(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetPrompt_priority() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetDecode_priority(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_decode_priority_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_decode_priority_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetDecode_priority() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_decode_priority_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_decode_priority_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetReserved(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_reserved_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_reserved_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetReserved() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_reserved_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_sequence_desc_t_reserved_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetNum_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_num_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_168(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_num_tokens_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_168(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetNum_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_num_tokens_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_num_tokens_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetPrompt_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_170(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_170(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetPrompt_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetCached_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_172(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_172(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetCached_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetCommitted_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_174(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_174(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetCommitted_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_sequence_desc_t_num_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_176(_swig_i_1))
+	C._wrap_kvc_sequence_desc_t_num_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_176(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_sequence_desc_t) GetNum_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_num_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_sequence_desc_t_num_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_sequence_desc_t() (_swig_ret Kvc_sequence_desc_t) {
 	var swig_r Kvc_sequence_desc_t
-	swig_r = (Kvc_sequence_desc_t)(SwigcptrKvc_sequence_desc_t(C._wrap_new_kvc_sequence_desc_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_sequence_desc_t)(SwigcptrKvc_sequence_desc_t(C._wrap_new_kvc_sequence_desc_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_sequence_desc_t(arg1 Kvc_sequence_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_sequence_desc_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_sequence_desc_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_sequence_desc_t interface {
@@ -4505,7 +4639,7 @@ type Kvc_sequence_desc_t interface {
 
 func Kvc_sequence_desc_init(arg1 Kvc_sequence_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_sequence_desc_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_sequence_desc_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_sequence_describe(arg1 Cache, arg2 uint64, arg3 Kvc_sequence_desc_t) (_swig_ret error) {
@@ -4513,7 +4647,7 @@ func Kvc_sequence_describe(arg1 Cache, arg2 uint64, arg3 Kvc_sequence_desc_t) (_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_sequence_describe_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_sequence_describe_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4528,7 +4662,7 @@ func Kvc_sequence_block_ids(arg1 Cache, arg2 uint64, arg3 uint32, arg4 *int32, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_kvc_sequence_block_ids_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1), C.int(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_182(_swig_i_4), C.swig_voidp(_swig_i_5))
+	swig_r_p := C._wrap_kvc_sequence_block_ids_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1), C.int(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_182(_swig_i_4), C.swig_voidp(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4541,7 +4675,7 @@ func Kvc_sequence_blocks_needed(arg1 Cache, arg2 uint64, arg3 uint64, arg4 *uint
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_sequence_blocks_needed_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_184(_swig_i_1), C.swig_type_185(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_sequence_blocks_needed_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_184(_swig_i_1), C.swig_type_185(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4555,7 +4689,7 @@ func Kvc_cache_probe(arg1 Cache, arg2 *int32, arg3 uint64, arg4 Kvc_sequence_opt
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_cache_probe_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_187(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvc_cache_probe_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_187(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4566,7 +4700,7 @@ func Kvc_cache_advance_clock(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_cache_advance_clock_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1))
+	swig_r_p := C._wrap_kvc_cache_advance_clock_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4580,7 +4714,7 @@ func Kvc_batch_extend(arg1 Cache, arg2 *uint64, arg3 *int32, arg4 uint64, arg5 u
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_batch_extend_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_191(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_kvc_batch_extend_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_191(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4597,7 +4731,7 @@ func Kvc_batch_block_table(arg1 Cache, arg2 uint32, arg3 *uint64, arg4 uint64, a
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_kvc_batch_block_table_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_193(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_194(_swig_i_5), C.int(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_kvc_batch_block_table_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_193(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_194(_swig_i_5), C.int(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4615,7 +4749,7 @@ func Kvc_batch_block_table_csr(arg1 Cache, arg2 uint32, arg3 *uint64, arg4 uint6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_kvc_batch_block_table_csr_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_196(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_197(_swig_i_6), C.swig_voidp(_swig_i_7), C.swig_voidp(_swig_i_8))
+	swig_r_p := C._wrap_kvc_batch_block_table_csr_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_196(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_197(_swig_i_6), C.swig_voidp(_swig_i_7), C.swig_voidp(_swig_i_8))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4628,7 +4762,7 @@ func Kvc_batch_sequence_lengths(arg1 Cache, arg2 *uint64, arg3 uint64, arg4 *int
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_batch_sequence_lengths_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_199(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_batch_sequence_lengths_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_199(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4645,7 +4779,7 @@ func Kvc_batch_slot_mapping(arg1 Cache, arg2 uint32, arg3 *uint64, arg4 uint64, 
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_kvc_batch_slot_mapping_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_201(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_202(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_kvc_batch_slot_mapping_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_201(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_202(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4664,272 +4798,272 @@ func (p SwigcptrKvc_cache_stats_t) SwigIsKvc_cache_stats_t() {
 func (arg1 SwigcptrKvc_cache_stats_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_stats_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_stats_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetReserved(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_reserved_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_reserved_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetReserved() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_cache_stats_t_reserved_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_cache_stats_t_reserved_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_num_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_203(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_num_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_203(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetNum_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_num_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_num_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetFree_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_free_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_205(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_free_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_205(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetFree_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_free_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_free_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetCached_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_cached_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_cached_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetCached_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_cached_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_cached_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetIn_use_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_209(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_209(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetIn_use_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetReused_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_reused_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_211(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_reused_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_211(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetReused_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_reused_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_reused_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetMissed_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_missed_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_213(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_missed_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_213(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetMissed_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_missed_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_missed_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetHit_rate(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_hit_rate_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_hit_rate_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetHit_rate() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_kvc_cache_stats_t_hit_rate_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_kvc_cache_stats_t_hit_rate_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetEvicted_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_215(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_215(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetNum_sequences(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_num_sequences_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_217(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_num_sequences_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_217(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetNum_sequences() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_num_sequences_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_num_sequences_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetNum_pinned(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_num_pinned_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_219(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_num_pinned_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_219(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetNum_pinned() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_num_pinned_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_num_pinned_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetTree_nodes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_tree_nodes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_221(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_tree_nodes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_221(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetTree_nodes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_tree_nodes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_tree_nodes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetOffloaded_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_223(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_223(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetOffloaded_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetOnboarded_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_225(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_225(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetOnboarded_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetOffloaded_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_227(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_227(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetOffloaded_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetOnboarded_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_229(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_229(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetOnboarded_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetHost_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_host_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_231(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_host_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_231(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetHost_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_host_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_host_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetHost_free_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_233(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_233(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetHost_free_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) SetHost_cached_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_235(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_235(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetHost_cached_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_cache_stats_t() (_swig_ret Kvc_cache_stats_t) {
 	var swig_r Kvc_cache_stats_t
-	swig_r = (Kvc_cache_stats_t)(SwigcptrKvc_cache_stats_t(C._wrap_new_kvc_cache_stats_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_cache_stats_t)(SwigcptrKvc_cache_stats_t(C._wrap_new_kvc_cache_stats_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_cache_stats_t(arg1 Kvc_cache_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_cache_stats_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_cache_stats_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_cache_stats_t interface {
@@ -4979,14 +5113,14 @@ type Kvc_cache_stats_t interface {
 
 func Kvc_cache_stats_init(arg1 Kvc_cache_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_cache_stats_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_cache_stats_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_get_stats(arg1 Cache, arg2 Kvc_cache_stats_t) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_kvc_cache_get_stats_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_kvc_cache_get_stats_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -5005,129 +5139,129 @@ func (p SwigcptrKvc_group_stats_t) SwigIsKvc_group_stats_t() {
 func (arg1 SwigcptrKvc_group_stats_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_stats_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_stats_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_stats_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) SetPool(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_pool_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_group_stats_t_pool_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetPool() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_group_stats_t_pool_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_group_stats_t_pool_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) SetIn_use_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_in_use_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_238(_swig_i_1))
+	C._wrap_kvc_group_stats_t_in_use_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_238(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetIn_use_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_stats_t_in_use_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_in_use_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) SetCached_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_cached_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_240(_swig_i_1))
+	C._wrap_kvc_group_stats_t_cached_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_240(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetCached_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_stats_t_cached_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_cached_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) SetPool_free_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_242(_swig_i_1))
+	C._wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_242(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetPool_free_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) SetReused_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_reused_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_244(_swig_i_1))
+	C._wrap_kvc_group_stats_t_reused_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_244(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetReused_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_stats_t_reused_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_reused_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) SetMissed_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_missed_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_246(_swig_i_1))
+	C._wrap_kvc_group_stats_t_missed_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_246(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetMissed_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_stats_t_missed_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_missed_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) SetEvicted_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_evicted_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_248(_swig_i_1))
+	C._wrap_kvc_group_stats_t_evicted_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_248(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_stats_t_evicted_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_evicted_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) SetReleased_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_released_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_250(_swig_i_1))
+	C._wrap_kvc_group_stats_t_released_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_250(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetReleased_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_group_stats_t_released_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_group_stats_t_released_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_group_stats_t() (_swig_ret Kvc_group_stats_t) {
 	var swig_r Kvc_group_stats_t
-	swig_r = (Kvc_group_stats_t)(SwigcptrKvc_group_stats_t(C._wrap_new_kvc_group_stats_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_group_stats_t)(SwigcptrKvc_group_stats_t(C._wrap_new_kvc_group_stats_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_group_stats_t(arg1 Kvc_group_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_group_stats_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_group_stats_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_group_stats_t interface {
@@ -5155,7 +5289,7 @@ type Kvc_group_stats_t interface {
 
 func Kvc_group_stats_init(arg1 Kvc_group_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_group_stats_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_group_stats_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_get_group_stats(arg1 Cache, arg2 uint32, arg3 Kvc_group_stats_t) (_swig_ret error) {
@@ -5163,7 +5297,7 @@ func Kvc_cache_get_group_stats(arg1 Cache, arg2 uint32, arg3 Kvc_group_stats_t) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_cache_get_group_stats_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_cache_get_group_stats_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -5173,7 +5307,7 @@ func Kvc_cache_get_group_stats(arg1 Cache, arg2 uint32, arg3 Kvc_group_stats_t) 
 func Kvc_cache_reset_reuse(arg1 Cache) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_cache_reset_reuse_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvc_cache_reset_reuse_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -5183,7 +5317,7 @@ func Kvc_cache_reset_reuse(arg1 Cache) (_swig_ret error) {
 func Kvc_cache_check(arg1 Cache) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_cache_check_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvc_cache_check_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -5202,142 +5336,142 @@ func (p SwigcptrKvc_store_args_t) SwigIsKvc_store_args_t() {
 func (arg1 SwigcptrKvc_store_args_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_store_args_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_store_args_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_store_args_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetLayer(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_layer_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_store_args_t_layer_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetLayer() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_store_args_t_layer_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_store_args_t_layer_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetNum_tokens(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_num_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_store_args_t_num_tokens_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetNum_tokens() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_store_args_t_num_tokens_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_store_args_t_num_tokens_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetSrc_dtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_src_dtype_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_store_args_t_src_dtype_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetSrc_dtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_store_args_t_src_dtype_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_store_args_t_src_dtype_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetKey(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_key_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_store_args_t_key_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetKey() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_store_args_t_key_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_store_args_t_key_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetValue(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_value_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_store_args_t_value_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetValue() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_store_args_t_value_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_store_args_t_value_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetSlot_mapping(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_slot_mapping_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_store_args_t_slot_mapping_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetSlot_mapping() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_store_args_t_slot_mapping_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_store_args_t_slot_mapping_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetK_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_k_scale_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_store_args_t_k_scale_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetK_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_store_args_t_k_scale_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_store_args_t_k_scale_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetV_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_v_scale_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_store_args_t_v_scale_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetV_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_store_args_t_v_scale_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_store_args_t_v_scale_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_args_t) SetRank(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_args_t_rank_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_store_args_t_rank_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_args_t) GetRank() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_store_args_t_rank_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_store_args_t_rank_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_store_args_t() (_swig_ret Kvc_store_args_t) {
 	var swig_r Kvc_store_args_t
-	swig_r = (Kvc_store_args_t)(SwigcptrKvc_store_args_t(C._wrap_new_kvc_store_args_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_store_args_t)(SwigcptrKvc_store_args_t(C._wrap_new_kvc_store_args_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_store_args_t(arg1 Kvc_store_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_store_args_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_store_args_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_store_args_t interface {
@@ -5367,7 +5501,7 @@ type Kvc_store_args_t interface {
 
 func Kvc_store_args_init(arg1 Kvc_store_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_store_args_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_store_args_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_store_kv(arg1 Cache, arg2 Kvc_store_args_t, arg3 uintptr) (_swig_ret error) {
@@ -5375,7 +5509,7 @@ func Kvc_store_kv(arg1 Cache, arg2 Kvc_store_args_t, arg3 uintptr) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_store_kv_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_store_kv_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -5394,116 +5528,116 @@ func (p SwigcptrKvc_store_strides_t) SwigIsKvc_store_strides_t() {
 func (arg1 SwigcptrKvc_store_strides_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_store_strides_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_store_strides_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_store_strides_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) SetSeq_len(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_seq_len_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_store_strides_t_seq_len_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetSeq_len() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_store_strides_t_seq_len_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_store_strides_t_seq_len_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) SetKey_seq_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_key_seq_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_256(_swig_i_1))
+	C._wrap_kvc_store_strides_t_key_seq_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_256(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetKey_seq_stride() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_store_strides_t_key_seq_stride_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_store_strides_t_key_seq_stride_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) SetKey_token_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_key_token_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_258(_swig_i_1))
+	C._wrap_kvc_store_strides_t_key_token_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_258(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetKey_token_stride() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_store_strides_t_key_token_stride_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_store_strides_t_key_token_stride_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) SetKey_head_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_key_head_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_260(_swig_i_1))
+	C._wrap_kvc_store_strides_t_key_head_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_260(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetKey_head_stride() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_store_strides_t_key_head_stride_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_store_strides_t_key_head_stride_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) SetValue_seq_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_value_seq_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_262(_swig_i_1))
+	C._wrap_kvc_store_strides_t_value_seq_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_262(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetValue_seq_stride() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_store_strides_t_value_seq_stride_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_store_strides_t_value_seq_stride_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) SetValue_token_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_value_token_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_264(_swig_i_1))
+	C._wrap_kvc_store_strides_t_value_token_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_264(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetValue_token_stride() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_store_strides_t_value_token_stride_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_store_strides_t_value_token_stride_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) SetValue_head_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_value_head_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_266(_swig_i_1))
+	C._wrap_kvc_store_strides_t_value_head_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_266(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetValue_head_stride() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_kvc_store_strides_t_value_head_stride_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_kvc_store_strides_t_value_head_stride_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_store_strides_t() (_swig_ret Kvc_store_strides_t) {
 	var swig_r Kvc_store_strides_t
-	swig_r = (Kvc_store_strides_t)(SwigcptrKvc_store_strides_t(C._wrap_new_kvc_store_strides_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_store_strides_t)(SwigcptrKvc_store_strides_t(C._wrap_new_kvc_store_strides_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_store_strides_t(arg1 Kvc_store_strides_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_store_strides_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_store_strides_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_store_strides_t interface {
@@ -5529,7 +5663,7 @@ type Kvc_store_strides_t interface {
 
 func Kvc_store_strides_init(arg1 Kvc_store_strides_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_store_strides_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_store_strides_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_store_kv_strided(arg1 Cache, arg2 Kvc_store_args_t, arg3 Kvc_store_strides_t, arg4 uintptr) (_swig_ret error) {
@@ -5538,7 +5672,7 @@ func Kvc_store_kv_strided(arg1 Cache, arg2 Kvc_store_args_t, arg3 Kvc_store_stri
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_store_kv_strided_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_kvc_store_kv_strided_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -5554,7 +5688,7 @@ func Kvc_copy_blocks(arg1 Cache, arg2 uint32, arg3 *int32, arg4 *int32, arg5 *ui
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_kvc_copy_blocks_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.int(_swig_i_5), C.uintptr_t(_swig_i_6))
+	swig_r_p := C._wrap_kvc_copy_blocks_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.int(_swig_i_5), C.uintptr_t(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -5565,7 +5699,7 @@ type Enum_SS_kvc_table_format int
 
 func _swig_getKVC_TABLE_PADDED() (_swig_ret Enum_SS_kvc_table_format) {
 	var swig_r Enum_SS_kvc_table_format
-	swig_r = (Enum_SS_kvc_table_format)(C._wrap_KVC_TABLE_PADDED_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_table_format)(C._wrap_KVC_TABLE_PADDED_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -5573,7 +5707,7 @@ var KVC_TABLE_PADDED Enum_SS_kvc_table_format = _swig_getKVC_TABLE_PADDED()
 
 func _swig_getKVC_TABLE_CSR() (_swig_ret Enum_SS_kvc_table_format) {
 	var swig_r Enum_SS_kvc_table_format
-	swig_r = (Enum_SS_kvc_table_format)(C._wrap_KVC_TABLE_CSR_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_table_format)(C._wrap_KVC_TABLE_CSR_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -5591,272 +5725,272 @@ func (p SwigcptrKvc_decode_args_t) SwigIsKvc_decode_args_t() {
 func (arg1 SwigcptrKvc_decode_args_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetLayer(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_layer_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_layer_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetLayer() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_layer_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_layer_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetBatch(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_batch_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_batch_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetBatch() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_batch_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_batch_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetQ_heads(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_q_heads_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_q_heads_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetQ_heads() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_q_heads_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_q_heads_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetQ_dtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_q_dtype_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_q_dtype_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetQ_dtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_q_dtype_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_q_dtype_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetTable_format(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_table_format_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_table_format_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetTable_format() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_table_format_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_table_format_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetQuery(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_query_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_decode_args_t_query_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetQuery() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_query_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_query_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetOut(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_out_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_decode_args_t_out_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetOut() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_out_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_out_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetSeq_lens(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_seq_lens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_decode_args_t_seq_lens_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetSeq_lens() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_seq_lens_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_seq_lens_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetBlock_table(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_block_table_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_decode_args_t_block_table_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetBlock_table() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_block_table_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_block_table_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetIndptr(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_indptr_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_decode_args_t_indptr_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetIndptr() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_indptr_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_indptr_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetTable_stride(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_table_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_table_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetTable_stride() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_table_stride_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_table_stride_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetMax_seq_len(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_max_seq_len_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_max_seq_len_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetMax_seq_len() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_max_seq_len_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_max_seq_len_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetWindow(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_window_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_window_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetWindow() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_window_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_window_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetSoftmax_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_softmax_scale_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_decode_args_t_softmax_scale_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetSoftmax_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_decode_args_t_softmax_scale_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_decode_args_t_softmax_scale_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetK_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_k_scale_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_decode_args_t_k_scale_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetK_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_decode_args_t_k_scale_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_decode_args_t_k_scale_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetV_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_v_scale_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_decode_args_t_v_scale_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetV_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_decode_args_t_v_scale_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_decode_args_t_v_scale_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetWorkspace(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_workspace_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_decode_args_t_workspace_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetWorkspace() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_workspace_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_decode_args_t_workspace_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetWorkspace_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_workspace_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_270(_swig_i_1))
+	C._wrap_kvc_decode_args_t_workspace_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_270(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetWorkspace_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_decode_args_t_workspace_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_decode_args_t_workspace_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) SetRank(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_rank_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_decode_args_t_rank_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetRank() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_decode_args_t_rank_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_decode_args_t_rank_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_decode_args_t() (_swig_ret Kvc_decode_args_t) {
 	var swig_r Kvc_decode_args_t
-	swig_r = (Kvc_decode_args_t)(SwigcptrKvc_decode_args_t(C._wrap_new_kvc_decode_args_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_decode_args_t)(SwigcptrKvc_decode_args_t(C._wrap_new_kvc_decode_args_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_decode_args_t(arg1 Kvc_decode_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_decode_args_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_decode_args_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_decode_args_t interface {
@@ -5906,7 +6040,7 @@ type Kvc_decode_args_t interface {
 
 func Kvc_decode_args_init(arg1 Kvc_decode_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_decode_args_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_decode_args_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_decode_workspace_size(arg1 Cache, arg2 Kvc_decode_args_t, arg3 *uint64) (_swig_ret error) {
@@ -5914,7 +6048,7 @@ func Kvc_decode_workspace_size(arg1 Cache, arg2 Kvc_decode_args_t, arg3 *uint64)
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_decode_workspace_size_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_decode_workspace_size_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -5926,7 +6060,7 @@ func Kvc_decode_attention(arg1 Cache, arg2 Kvc_decode_args_t, arg3 uintptr) (_sw
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_decode_attention_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_decode_attention_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -5945,324 +6079,324 @@ func (p SwigcptrKvc_prefill_args_t) SwigIsKvc_prefill_args_t() {
 func (arg1 SwigcptrKvc_prefill_args_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetLayer(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_layer_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_layer_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetLayer() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_layer_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_layer_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetBatch(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_batch_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_batch_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetBatch() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_batch_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_batch_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetTotal_q(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_total_q_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_total_q_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetTotal_q() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_total_q_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_total_q_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetQ_heads(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_q_heads_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_q_heads_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetQ_heads() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_q_heads_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_q_heads_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetQ_dtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_q_dtype_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_q_dtype_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetQ_dtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_q_dtype_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_q_dtype_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetTable_format(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_table_format_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_table_format_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetTable_format() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_table_format_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_table_format_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetQuery(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_query_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_query_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetQuery() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_query_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_query_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetOut(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_out_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_out_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetOut() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_out_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_out_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetLse(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_lse_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_lse_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetLse() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_lse_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_lse_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetQo_indptr(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_qo_indptr_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_qo_indptr_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetQo_indptr() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_qo_indptr_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_qo_indptr_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetKv_lens(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_kv_lens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_kv_lens_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetKv_lens() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_kv_lens_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_kv_lens_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetBlock_table(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_block_table_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_block_table_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetBlock_table() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_block_table_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_block_table_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetIndptr(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_indptr_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_indptr_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetIndptr() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_indptr_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_indptr_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetTable_stride(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_table_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_table_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetTable_stride() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_table_stride_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_table_stride_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetMax_kv_len(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_max_kv_len_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_max_kv_len_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetMax_kv_len() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_max_kv_len_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_max_kv_len_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetWindow(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_window_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_window_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetWindow() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_window_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_window_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetSoftmax_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_softmax_scale_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_softmax_scale_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetSoftmax_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_prefill_args_t_softmax_scale_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_prefill_args_t_softmax_scale_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetLogits_soft_cap(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetLogits_soft_cap() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetK_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_k_scale_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_k_scale_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetK_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_prefill_args_t_k_scale_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_prefill_args_t_k_scale_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetV_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_v_scale_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_v_scale_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetV_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_prefill_args_t_v_scale_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_prefill_args_t_v_scale_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetWorkspace(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_workspace_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_workspace_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetWorkspace() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_workspace_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_prefill_args_t_workspace_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetWorkspace_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_274(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_274(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetWorkspace_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) SetRank(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_rank_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_rank_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetRank() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_rank_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_prefill_args_t_rank_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_prefill_args_t() (_swig_ret Kvc_prefill_args_t) {
 	var swig_r Kvc_prefill_args_t
-	swig_r = (Kvc_prefill_args_t)(SwigcptrKvc_prefill_args_t(C._wrap_new_kvc_prefill_args_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_prefill_args_t)(SwigcptrKvc_prefill_args_t(C._wrap_new_kvc_prefill_args_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_prefill_args_t(arg1 Kvc_prefill_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_prefill_args_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_prefill_args_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_prefill_args_t interface {
@@ -6320,7 +6454,7 @@ type Kvc_prefill_args_t interface {
 
 func Kvc_prefill_args_init(arg1 Kvc_prefill_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_prefill_args_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_prefill_args_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_prefill_workspace_size(arg1 Cache, arg2 Kvc_prefill_args_t, arg3 *uint64) (_swig_ret error) {
@@ -6328,7 +6462,7 @@ func Kvc_prefill_workspace_size(arg1 Cache, arg2 Kvc_prefill_args_t, arg3 *uint6
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_prefill_workspace_size_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_prefill_workspace_size_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -6340,7 +6474,7 @@ func Kvc_prefill_attention(arg1 Cache, arg2 Kvc_prefill_args_t, arg3 uintptr) (_
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_prefill_attention_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_prefill_attention_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -6352,7 +6486,7 @@ func Kvc_cache_get_async_error(arg1 Cache, arg2 uintptr, arg3 *int32) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_cache_get_async_error_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_cache_get_async_error_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -6363,7 +6497,7 @@ type Enum_SS_kvc_growth_policy int
 
 func _swig_getKVC_GROWTH_STAGGERED() (_swig_ret Enum_SS_kvc_growth_policy) {
 	var swig_r Enum_SS_kvc_growth_policy
-	swig_r = (Enum_SS_kvc_growth_policy)(C._wrap_KVC_GROWTH_STAGGERED_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_growth_policy)(C._wrap_KVC_GROWTH_STAGGERED_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -6371,7 +6505,7 @@ var KVC_GROWTH_STAGGERED Enum_SS_kvc_growth_policy = _swig_getKVC_GROWTH_STAGGER
 
 func _swig_getKVC_GROWTH_UNIFORM() (_swig_ret Enum_SS_kvc_growth_policy) {
 	var swig_r Enum_SS_kvc_growth_policy
-	swig_r = (Enum_SS_kvc_growth_policy)(C._wrap_KVC_GROWTH_UNIFORM_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_growth_policy)(C._wrap_KVC_GROWTH_UNIFORM_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -6381,7 +6515,7 @@ const KVC_STATEFUL_MAX_BATCH uint = 1024
 
 func _swig_getKVC_STATEFUL_MAX_LENGTH() (_swig_ret uint) {
 	var swig_r uint
-	swig_r = (uint)(C._wrap_KVC_STATEFUL_MAX_LENGTH_kvc_0044c4030100e529())
+	swig_r = (uint)(C._wrap_KVC_STATEFUL_MAX_LENGTH_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -6401,103 +6535,103 @@ func (p SwigcptrKvc_stateful_options_t) SwigIsKvc_stateful_options_t() {
 func (arg1 SwigcptrKvc_stateful_options_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_options_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_options_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) SetBatch(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_options_t_batch_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_options_t_batch_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) GetBatch() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_batch_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_batch_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) SetLayout(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_options_t_layout_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_options_t_layout_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) GetLayout() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_layout_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_layout_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) SetGrowth_step(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_options_t_growth_step_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_options_t_growth_step_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) GetGrowth_step() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_growth_step_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_growth_step_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) SetGrowth_policy(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_options_t_growth_policy_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_options_t_growth_policy_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) GetGrowth_policy() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_growth_policy_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_growth_policy_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) SetMax_length(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_options_t_max_length_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_options_t_max_length_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) GetMax_length() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_max_length_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_max_length_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) SetInitial_length(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_options_t_initial_length_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_options_t_initial_length_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_options_t) GetInitial_length() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_initial_length_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_options_t_initial_length_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_stateful_options_t() (_swig_ret Kvc_stateful_options_t) {
 	var swig_r Kvc_stateful_options_t
-	swig_r = (Kvc_stateful_options_t)(SwigcptrKvc_stateful_options_t(C._wrap_new_kvc_stateful_options_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_stateful_options_t)(SwigcptrKvc_stateful_options_t(C._wrap_new_kvc_stateful_options_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_stateful_options_t(arg1 Kvc_stateful_options_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_stateful_options_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_stateful_options_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_stateful_options_t interface {
@@ -6521,7 +6655,7 @@ type Kvc_stateful_options_t interface {
 
 func Kvc_stateful_options_init(arg1 Kvc_stateful_options_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_stateful_options_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_stateful_options_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_stateful_create(arg1 Config, arg2 Kvc_stateful_options_t, arg3 *Stateful) (_swig_ret error) {
@@ -6529,7 +6663,7 @@ func Kvc_stateful_create(arg1 Config, arg2 Kvc_stateful_options_t, arg3 *Statefu
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_stateful_create_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_stateful_create_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -6538,7 +6672,7 @@ func Kvc_stateful_create(arg1 Config, arg2 Kvc_stateful_options_t, arg3 *Statefu
 
 func Kvc_stateful_destroy(arg1 Stateful) {
 	_swig_i_0 := arg1
-	C._wrap_kvc_stateful_destroy_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_stateful_destroy_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type SwigcptrKvc_stateful_view_t uintptr
@@ -6553,233 +6687,233 @@ func (p SwigcptrKvc_stateful_view_t) SwigIsKvc_stateful_view_t() {
 func (arg1 SwigcptrKvc_stateful_view_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetLayer(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_layer_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_layer_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetLayer() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_layer_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_layer_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetKey(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_key_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_key_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetKey() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_stateful_view_t_key_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_stateful_view_t_key_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetValue(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_value_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_value_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetValue() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_stateful_view_t_value_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_stateful_view_t_value_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetRow_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_row_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_280(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_row_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_280(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetRow_stride() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_view_t_row_stride_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_view_t_row_stride_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetHead_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_head_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_282(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_head_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_282(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetHead_stride() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_view_t_head_stride_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_view_t_head_stride_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetToken_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_token_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_284(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_token_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_284(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetToken_stride() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_view_t_token_stride_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_view_t_token_stride_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetBatch(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_batch_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_batch_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetBatch() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_batch_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_batch_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetCapacity(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_capacity_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_capacity_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetCapacity() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_capacity_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_capacity_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetKv_heads(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_kv_heads_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_kv_heads_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetKv_heads() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_kv_heads_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_kv_heads_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetHead_dim(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_head_dim_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_head_dim_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetHead_dim() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_head_dim_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_head_dim_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetDtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_dtype_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_dtype_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetDtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_dtype_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_dtype_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetLayout(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_layout_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_layout_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetLayout() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_layout_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_layout_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetMax_length(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_max_length_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_max_length_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetMax_length() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_max_length_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_max_length_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetBeam_table_stride(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetBeam_table_stride() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetLengths(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_lengths_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_lengths_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetLengths() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_stateful_view_t_lengths_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_stateful_view_t_lengths_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) SetBeam_table(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_beam_table_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_beam_table_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetBeam_table() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_stateful_view_t_beam_table_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_stateful_view_t_beam_table_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_stateful_view_t() (_swig_ret Kvc_stateful_view_t) {
 	var swig_r Kvc_stateful_view_t
-	swig_r = (Kvc_stateful_view_t)(SwigcptrKvc_stateful_view_t(C._wrap_new_kvc_stateful_view_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_stateful_view_t)(SwigcptrKvc_stateful_view_t(C._wrap_new_kvc_stateful_view_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_stateful_view_t(arg1 Kvc_stateful_view_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_stateful_view_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_stateful_view_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_stateful_view_t interface {
@@ -6823,7 +6957,7 @@ type Kvc_stateful_view_t interface {
 
 func Kvc_stateful_view_init(arg1 Kvc_stateful_view_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_stateful_view_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_stateful_view_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_stateful_layer_view(arg1 Stateful, arg2 uint32, arg3 Kvc_stateful_view_t) (_swig_ret error) {
@@ -6831,7 +6965,7 @@ func Kvc_stateful_layer_view(arg1 Stateful, arg2 uint32, arg3 Kvc_stateful_view_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_stateful_layer_view_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_stateful_layer_view_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -6844,7 +6978,7 @@ func Kvc_stateful_get_lengths(arg1 Stateful, arg2 uint32, arg3 *uint32, arg4 uin
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_stateful_get_lengths_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.int(_swig_i_3))
+	swig_r_p := C._wrap_kvc_stateful_get_lengths_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.int(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -6863,129 +6997,129 @@ func (p SwigcptrKvc_stateful_append_args_t) SwigIsKvc_stateful_append_args_t() {
 func (arg1 SwigcptrKvc_stateful_append_args_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_append_args_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_append_args_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_append_args_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_append_args_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) SetLayer(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_append_args_t_layer_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_append_args_t_layer_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) GetLayer() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_append_args_t_layer_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_append_args_t_layer_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) SetNum_tokens(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) GetNum_tokens() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) SetSrc_dtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) GetSrc_dtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) SetKey(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_append_args_t_key_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_stateful_append_args_t_key_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) GetKey() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_stateful_append_args_t_key_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_stateful_append_args_t_key_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) SetValue(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_append_args_t_value_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_stateful_append_args_t_value_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) GetValue() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_stateful_append_args_t_value_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_stateful_append_args_t_value_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) SetRow_tokens(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) GetRow_tokens() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) SetK_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_append_args_t_k_scale_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_stateful_append_args_t_k_scale_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) GetK_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_stateful_append_args_t_k_scale_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_stateful_append_args_t_k_scale_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) SetV_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_append_args_t_v_scale_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_stateful_append_args_t_v_scale_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_append_args_t) GetV_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_stateful_append_args_t_v_scale_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_stateful_append_args_t_v_scale_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_stateful_append_args_t() (_swig_ret Kvc_stateful_append_args_t) {
 	var swig_r Kvc_stateful_append_args_t
-	swig_r = (Kvc_stateful_append_args_t)(SwigcptrKvc_stateful_append_args_t(C._wrap_new_kvc_stateful_append_args_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_stateful_append_args_t)(SwigcptrKvc_stateful_append_args_t(C._wrap_new_kvc_stateful_append_args_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_stateful_append_args_t(arg1 Kvc_stateful_append_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_stateful_append_args_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_stateful_append_args_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_stateful_append_args_t interface {
@@ -7013,7 +7147,7 @@ type Kvc_stateful_append_args_t interface {
 
 func Kvc_stateful_append_args_init(arg1 Kvc_stateful_append_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_stateful_append_args_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_stateful_append_args_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_stateful_append(arg1 Stateful, arg2 Kvc_stateful_append_args_t, arg3 uintptr) (_swig_ret error) {
@@ -7021,7 +7155,7 @@ func Kvc_stateful_append(arg1 Stateful, arg2 Kvc_stateful_append_args_t, arg3 ui
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_stateful_append_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_stateful_append_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7034,7 +7168,7 @@ func Kvc_stateful_reorder(arg1 Stateful, arg2 *int32, arg3 uint32, arg4 uintptr)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_stateful_reorder_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.int(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_kvc_stateful_reorder_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.int(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7045,7 +7179,7 @@ func Kvc_stateful_compact(arg1 Stateful, arg2 uintptr) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_stateful_compact_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_kvc_stateful_compact_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7058,7 +7192,7 @@ func Kvc_stateful_trim(arg1 Stateful, arg2 uint32, arg3 uint32, arg4 uintptr) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_stateful_trim_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_kvc_stateful_trim_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7070,7 +7204,7 @@ func Kvc_stateful_reset(arg1 Stateful, arg2 bool, arg3 uintptr) (_swig_ret error
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_stateful_reset_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_stateful_reset_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7085,7 +7219,7 @@ func Kvc_stateful_export_row(arg1 Stateful, arg2 uint32, arg3 uintptr, arg4 uint
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_kvc_stateful_export_row_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_294(_swig_i_3), C.swig_voidp(_swig_i_4), C.uintptr_t(_swig_i_5))
+	swig_r_p := C._wrap_kvc_stateful_export_row_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_294(_swig_i_3), C.swig_voidp(_swig_i_4), C.uintptr_t(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7099,7 +7233,7 @@ func Kvc_stateful_import_row(arg1 Stateful, arg2 uint32, arg3 uintptr, arg4 uint
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_stateful_import_row_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_296(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_kvc_stateful_import_row_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_296(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7118,168 +7252,168 @@ func (p SwigcptrKvc_stateful_decode_args_t) SwigIsKvc_stateful_decode_args_t() {
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetLayer(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_layer_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_layer_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetLayer() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_decode_args_t_layer_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_decode_args_t_layer_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetQ_heads(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetQ_heads() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetQ_dtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetQ_dtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetQuery(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_query_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_query_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetQuery() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_stateful_decode_args_t_query_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_stateful_decode_args_t_query_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetOut(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_out_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_out_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetOut() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_stateful_decode_args_t_out_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_stateful_decode_args_t_out_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetMax_seq_len(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetMax_seq_len() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetSoftmax_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetSoftmax_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetK_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetK_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetV_scale(arg2 float32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.float(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetV_scale() (_swig_ret float32) {
 	var swig_r float32
 	_swig_i_0 := arg1
-	swig_r = (float32)(C._wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (float32)(C._wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetWorkspace(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_workspace_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_workspace_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetWorkspace() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_stateful_decode_args_t_workspace_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_stateful_decode_args_t_workspace_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetWorkspace_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_297(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_297(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetWorkspace_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_stateful_decode_args_t() (_swig_ret Kvc_stateful_decode_args_t) {
 	var swig_r Kvc_stateful_decode_args_t
-	swig_r = (Kvc_stateful_decode_args_t)(SwigcptrKvc_stateful_decode_args_t(C._wrap_new_kvc_stateful_decode_args_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_stateful_decode_args_t)(SwigcptrKvc_stateful_decode_args_t(C._wrap_new_kvc_stateful_decode_args_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_stateful_decode_args_t(arg1 Kvc_stateful_decode_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_stateful_decode_args_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_stateful_decode_args_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_stateful_decode_args_t interface {
@@ -7313,7 +7447,7 @@ type Kvc_stateful_decode_args_t interface {
 
 func Kvc_stateful_decode_args_init(arg1 Kvc_stateful_decode_args_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_stateful_decode_args_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_stateful_decode_args_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_stateful_decode_workspace_size(arg1 Stateful, arg2 Kvc_stateful_decode_args_t, arg3 *uint64) (_swig_ret error) {
@@ -7321,7 +7455,7 @@ func Kvc_stateful_decode_workspace_size(arg1 Stateful, arg2 Kvc_stateful_decode_
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_stateful_decode_workspace_size_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_stateful_decode_workspace_size_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7333,7 +7467,7 @@ func Kvc_stateful_decode(arg1 Stateful, arg2 Kvc_stateful_decode_args_t, arg3 ui
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_stateful_decode_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_stateful_decode_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7345,7 +7479,7 @@ func Kvc_stateful_get_async_error(arg1 Stateful, arg2 uintptr, arg3 *int32) (_sw
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_stateful_get_async_error_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_stateful_get_async_error_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7364,142 +7498,142 @@ func (p SwigcptrKvc_stateful_stats_t) SwigIsKvc_stateful_stats_t() {
 func (arg1 SwigcptrKvc_stateful_stats_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_stats_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_stats_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) SetNum_layers(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_num_layers_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_num_layers_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetNum_layers() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_stats_t_num_layers_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_stats_t_num_layers_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) SetBytes_allocated(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_302(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_302(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetBytes_allocated() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) SetPeak_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_304(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_304(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetPeak_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) SetKv_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_306(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_306(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetKv_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) SetTable_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_table_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_308(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_table_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_308(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetTable_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_table_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_table_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) SetReallocations(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_reallocations_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_310(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_reallocations_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_310(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetReallocations() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_reallocations_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_reallocations_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) SetReorders(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_reorders_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_312(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_reorders_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_312(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetReorders() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_reorders_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_reorders_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) SetTable_entries_copied(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_314(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_314(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetTable_entries_copied() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) SetCompactions(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_compactions_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_316(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_compactions_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_316(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetCompactions() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_compactions_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_stats_t_compactions_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_stateful_stats_t() (_swig_ret Kvc_stateful_stats_t) {
 	var swig_r Kvc_stateful_stats_t
-	swig_r = (Kvc_stateful_stats_t)(SwigcptrKvc_stateful_stats_t(C._wrap_new_kvc_stateful_stats_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_stateful_stats_t)(SwigcptrKvc_stateful_stats_t(C._wrap_new_kvc_stateful_stats_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_stateful_stats_t(arg1 Kvc_stateful_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_stateful_stats_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_stateful_stats_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_stateful_stats_t interface {
@@ -7529,14 +7663,14 @@ type Kvc_stateful_stats_t interface {
 
 func Kvc_stateful_stats_init(arg1 Kvc_stateful_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_stateful_stats_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_stateful_stats_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_stateful_get_stats(arg1 Stateful, arg2 Kvc_stateful_stats_t) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_kvc_stateful_get_stats_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_kvc_stateful_get_stats_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7555,116 +7689,116 @@ func (p SwigcptrKvc_stateful_layer_stats_t) SwigIsKvc_stateful_layer_stats_t() {
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) SetLayer(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_layer_stats_t_layer_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_layer_stats_t_layer_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetLayer() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_layer_stats_t_layer_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_layer_stats_t_layer_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) SetCapacity(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetCapacity() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) SetGrowth_offset(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetGrowth_offset() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) SetBytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_319(_swig_i_1))
+	C._wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_319(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetBytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) SetReallocations(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_321(_swig_i_1))
+	C._wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_321(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetReallocations() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) SetLast_growth_length(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetLast_growth_length() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) SetMax_length(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetMax_length() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_stateful_layer_stats_t() (_swig_ret Kvc_stateful_layer_stats_t) {
 	var swig_r Kvc_stateful_layer_stats_t
-	swig_r = (Kvc_stateful_layer_stats_t)(SwigcptrKvc_stateful_layer_stats_t(C._wrap_new_kvc_stateful_layer_stats_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_stateful_layer_stats_t)(SwigcptrKvc_stateful_layer_stats_t(C._wrap_new_kvc_stateful_layer_stats_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_stateful_layer_stats_t(arg1 Kvc_stateful_layer_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_stateful_layer_stats_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_stateful_layer_stats_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_stateful_layer_stats_t interface {
@@ -7690,7 +7824,7 @@ type Kvc_stateful_layer_stats_t interface {
 
 func Kvc_stateful_layer_stats_init(arg1 Kvc_stateful_layer_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_stateful_layer_stats_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_stateful_layer_stats_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_stateful_get_layer_stats(arg1 Stateful, arg2 uint32, arg3 Kvc_stateful_layer_stats_t) (_swig_ret error) {
@@ -7698,7 +7832,7 @@ func Kvc_stateful_get_layer_stats(arg1 Stateful, arg2 uint32, arg3 Kvc_stateful_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_stateful_get_layer_stats_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_stateful_get_layer_stats_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7707,7 +7841,7 @@ func Kvc_stateful_get_layer_stats(arg1 Stateful, arg2 uint32, arg3 Kvc_stateful_
 
 func _swig_getKVC_EVENT_STORED() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_EVENT_STORED_kvc_0044c4030100e529())
+	swig_r = (int)(C._wrap_KVC_EVENT_STORED_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -7715,7 +7849,7 @@ var KVC_EVENT_STORED int = _swig_getKVC_EVENT_STORED()
 
 func _swig_getKVC_EVENT_REMOVED() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_EVENT_REMOVED_kvc_0044c4030100e529())
+	swig_r = (int)(C._wrap_KVC_EVENT_REMOVED_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -7723,7 +7857,7 @@ var KVC_EVENT_REMOVED int = _swig_getKVC_EVENT_REMOVED()
 
 func _swig_getKVC_EVENT_TIER_CHANGED() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_EVENT_TIER_CHANGED_kvc_0044c4030100e529())
+	swig_r = (int)(C._wrap_KVC_EVENT_TIER_CHANGED_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -7731,7 +7865,7 @@ var KVC_EVENT_TIER_CHANGED int = _swig_getKVC_EVENT_TIER_CHANGED()
 
 func _swig_getKVC_EVENT_PRIORITY_CHANGED() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_EVENT_PRIORITY_CHANGED_kvc_0044c4030100e529())
+	swig_r = (int)(C._wrap_KVC_EVENT_PRIORITY_CHANGED_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -7739,7 +7873,7 @@ var KVC_EVENT_PRIORITY_CHANGED int = _swig_getKVC_EVENT_PRIORITY_CHANGED()
 
 func _swig_getKVC_EVENT_CLEARED() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_EVENT_CLEARED_kvc_0044c4030100e529())
+	swig_r = (int)(C._wrap_KVC_EVENT_CLEARED_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -7747,7 +7881,7 @@ var KVC_EVENT_CLEARED int = _swig_getKVC_EVENT_CLEARED()
 
 func _swig_getKVC_EVENT_LOST() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_EVENT_LOST_kvc_0044c4030100e529())
+	swig_r = (int)(C._wrap_KVC_EVENT_LOST_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -7755,7 +7889,7 @@ var KVC_EVENT_LOST int = _swig_getKVC_EVENT_LOST()
 
 func _swig_getKVC_TIER_PRIMARY() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_TIER_PRIMARY_kvc_0044c4030100e529())
+	swig_r = (int)(C._wrap_KVC_TIER_PRIMARY_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -7763,7 +7897,7 @@ var KVC_TIER_PRIMARY int = _swig_getKVC_TIER_PRIMARY()
 
 func _swig_getKVC_TIER_HOST() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_TIER_HOST_kvc_0044c4030100e529())
+	swig_r = (int)(C._wrap_KVC_TIER_HOST_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -7771,7 +7905,7 @@ var KVC_TIER_HOST int = _swig_getKVC_TIER_HOST()
 
 func _swig_getKVC_TIER_DISK() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_TIER_DISK_kvc_0044c4030100e529())
+	swig_r = (int)(C._wrap_KVC_TIER_DISK_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -7779,7 +7913,7 @@ var KVC_TIER_DISK int = _swig_getKVC_TIER_DISK()
 
 func _swig_getKVC_TIER_REMOTE() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_TIER_REMOTE_kvc_0044c4030100e529())
+	swig_r = (int)(C._wrap_KVC_TIER_REMOTE_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -7797,181 +7931,181 @@ func (p SwigcptrKvc_event_t) SwigIsKvc_event_t() {
 func (arg1 SwigcptrKvc_event_t) SetId(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_id_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_324(_swig_i_1))
+	C._wrap_kvc_event_t_id_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_324(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetId() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_t_id_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_t_id_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_t) SetKind(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_kind_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_event_t_kind_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetKind() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_event_t_kind_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_event_t_kind_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_t) SetTier(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_tier_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_event_t_tier_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetTier() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_event_t_tier_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_event_t_tier_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_t) SetHash(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_hash_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_326(_swig_i_1))
+	C._wrap_kvc_event_t_hash_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_326(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetHash() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_t_hash_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_t_hash_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_t) SetParent_hash(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_parent_hash_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_328(_swig_i_1))
+	C._wrap_kvc_event_t_parent_hash_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_328(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetParent_hash() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_t_parent_hash_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_t_parent_hash_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_t) SetGroups(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_groups_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_330(_swig_i_1))
+	C._wrap_kvc_event_t_groups_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_330(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetGroups() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_t_groups_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_t_groups_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_t) SetLora_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_lora_id_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_332(_swig_i_1))
+	C._wrap_kvc_event_t_lora_id_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_332(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetLora_id() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_t_lora_id_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_t_lora_id_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_t) SetHas_lora(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_has_lora_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_event_t_has_lora_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetHas_lora() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_event_t_has_lora_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_event_t_has_lora_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_t) SetPriority(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_priority_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_event_t_priority_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetPriority() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_event_t_priority_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_event_t_priority_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_t) SetNum_tokens(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_num_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_event_t_num_tokens_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetNum_tokens() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_event_t_num_tokens_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_event_t_num_tokens_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_t) SetReserved(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_reserved_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_event_t_reserved_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetReserved() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_event_t_reserved_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_event_t_reserved_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_t) SetToken_offset(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_token_offset_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_334(_swig_i_1))
+	C._wrap_kvc_event_t_token_offset_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_334(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetToken_offset() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_t_token_offset_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_t_token_offset_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_t) SetLost_count(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_lost_count_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_336(_swig_i_1))
+	C._wrap_kvc_event_t_lost_count_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_336(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetLost_count() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_t_lost_count_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_t_lost_count_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_event_t() (_swig_ret Kvc_event_t) {
 	var swig_r Kvc_event_t
-	swig_r = (Kvc_event_t)(SwigcptrKvc_event_t(C._wrap_new_kvc_event_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_event_t)(SwigcptrKvc_event_t(C._wrap_new_kvc_event_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_event_t(arg1 Kvc_event_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_event_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_event_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_event_t interface {
@@ -8017,103 +8151,103 @@ func (p SwigcptrKvc_event_drain_t) SwigIsKvc_event_drain_t() {
 func (arg1 SwigcptrKvc_event_drain_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_event_drain_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_event_drain_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_event_drain_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) SetReserved(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_reserved_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_event_drain_t_reserved_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetReserved() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_event_drain_t_reserved_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_event_drain_t_reserved_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) SetEvents(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_events_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_338(_swig_i_1))
+	C._wrap_kvc_event_drain_t_events_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_338(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetEvents() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_drain_t_events_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_drain_t_events_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) SetTokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_340(_swig_i_1))
+	C._wrap_kvc_event_drain_t_tokens_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_340(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetTokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_drain_t_tokens_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_drain_t_tokens_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) SetEvents_pending(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_events_pending_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_342(_swig_i_1))
+	C._wrap_kvc_event_drain_t_events_pending_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_342(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetEvents_pending() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_drain_t_events_pending_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_drain_t_events_pending_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) SetTokens_pending(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_tokens_pending_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_344(_swig_i_1))
+	C._wrap_kvc_event_drain_t_tokens_pending_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_344(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetTokens_pending() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_drain_t_tokens_pending_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_drain_t_tokens_pending_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) SetLast_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_last_id_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_346(_swig_i_1))
+	C._wrap_kvc_event_drain_t_last_id_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_346(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetLast_id() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_event_drain_t_last_id_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_event_drain_t_last_id_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_event_drain_t() (_swig_ret Kvc_event_drain_t) {
 	var swig_r Kvc_event_drain_t
-	swig_r = (Kvc_event_drain_t)(SwigcptrKvc_event_drain_t(C._wrap_new_kvc_event_drain_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_event_drain_t)(SwigcptrKvc_event_drain_t(C._wrap_new_kvc_event_drain_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_event_drain_t(arg1 Kvc_event_drain_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_event_drain_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_event_drain_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_event_drain_t interface {
@@ -8137,7 +8271,7 @@ type Kvc_event_drain_t interface {
 
 func Kvc_event_drain_init(arg1 Kvc_event_drain_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_event_drain_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_event_drain_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_drain_events(arg1 Cache, arg2 Kvc_event_t, arg3 uint64, arg4 *int32, arg5 uint64, arg6 Kvc_event_drain_t) (_swig_ret error) {
@@ -8148,7 +8282,7 @@ func Kvc_cache_drain_events(arg1 Cache, arg2 Kvc_event_t, arg3 uint64, arg4 *int
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := getSwigcptr(arg6)
-	swig_r_p := C._wrap_kvc_cache_drain_events_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_349(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_350(_swig_i_4), C.uintptr_t(_swig_i_5))
+	swig_r_p := C._wrap_kvc_cache_drain_events_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_349(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_350(_swig_i_4), C.uintptr_t(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8167,116 +8301,116 @@ func (p SwigcptrKvc_snapshot_entry_t) SwigIsKvc_snapshot_entry_t() {
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetHash(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_hash_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_351(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_hash_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_351(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetHash() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_snapshot_entry_t_hash_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_snapshot_entry_t_hash_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetParent_hash(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_353(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_353(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetParent_hash() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetGroups(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_groups_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_355(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_groups_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_355(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetGroups() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_snapshot_entry_t_groups_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_snapshot_entry_t_groups_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetLora_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_lora_id_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_357(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_lora_id_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_357(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetLora_id() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_snapshot_entry_t_lora_id_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_snapshot_entry_t_lora_id_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetHas_lora(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_has_lora_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_has_lora_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetHas_lora() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_snapshot_entry_t_has_lora_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_snapshot_entry_t_has_lora_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetTier(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_tier_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_tier_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetTier() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_snapshot_entry_t_tier_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_snapshot_entry_t_tier_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetPriority(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_priority_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_priority_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetPriority() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_snapshot_entry_t_priority_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_snapshot_entry_t_priority_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetNum_tokens(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetNum_tokens() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_snapshot_entry_t() (_swig_ret Kvc_snapshot_entry_t) {
 	var swig_r Kvc_snapshot_entry_t
-	swig_r = (Kvc_snapshot_entry_t)(SwigcptrKvc_snapshot_entry_t(C._wrap_new_kvc_snapshot_entry_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_snapshot_entry_t)(SwigcptrKvc_snapshot_entry_t(C._wrap_new_kvc_snapshot_entry_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_snapshot_entry_t(arg1 Kvc_snapshot_entry_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_snapshot_entry_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_snapshot_entry_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_snapshot_entry_t interface {
@@ -8307,7 +8441,7 @@ func Kvc_cache_snapshot(arg1 Cache, arg2 Kvc_snapshot_entry_t, arg3 uint64, arg4
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_cache_snapshot_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_360(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvc_cache_snapshot_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_360(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8323,7 +8457,7 @@ func Kvc_block_hashes(arg1 Config, arg2 *int32, arg3 uint64, arg4 Kvc_sequence_o
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_kvc_block_hashes_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_362(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_363(_swig_i_5), C.swig_voidp(_swig_i_6))
+	swig_r_p := C._wrap_kvc_block_hashes_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_362(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_363(_swig_i_5), C.swig_voidp(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8335,7 +8469,7 @@ func Kvc_config_set_disk_cache(arg1 Config, arg2 uintptr, arg3 uint64) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_set_disk_cache_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_365(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_set_disk_cache_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_365(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8347,7 +8481,7 @@ func Kvc_config_get_disk_cache(arg1 Config, arg2 *uintptr, arg3 *uint64) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_get_disk_cache_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_get_disk_cache_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8366,324 +8500,324 @@ func (p SwigcptrKvc_tier_stats_t) SwigIsKvc_tier_stats_t() {
 func (arg1 SwigcptrKvc_tier_stats_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_tier_stats_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_tier_stats_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) SetTier(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_tier_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_tier_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetTier() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_tier_stats_t_tier_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_tier_stats_t_tier_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) SetBlocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_367(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_367(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetBlocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) SetBytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_369(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_369(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetBytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) SetCapacity_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_371(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_371(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetCapacity_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) SetHits(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_hits_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_373(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_hits_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_373(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetHits() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_hits_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_hits_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) SetMisses(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_misses_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_375(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_misses_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_375(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetMisses() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_misses_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_misses_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) SetRejected(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_rejected_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_377(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_rejected_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_377(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetRejected() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_rejected_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_rejected_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) SetOnboarded_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_379(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_379(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetOnboarded_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) SetOnboarded_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_381(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_381(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetOnboarded_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) SetOffered_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_offered_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_383(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_offered_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_383(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetOffered_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_offered_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_offered_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) SetStored_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_stored_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_385(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_stored_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_385(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetStored_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_stored_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_stored_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) SetDropped_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_387(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_387(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetDropped_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) SetErrors(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_errors_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_389(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_errors_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_389(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetErrors() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_errors_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_errors_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) SetEvicted_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_391(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_391(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) SetQueued_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_queued_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_393(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_queued_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_393(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetQueued_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_queued_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_queued_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) SetLoad_count(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_load_count_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_395(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_load_count_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_395(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_count() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_load_count_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_load_count_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) SetLoad_p50_us(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_load_p50_us_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_397(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_load_p50_us_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_397(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_p50_us() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_load_p50_us_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_load_p50_us_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) SetLoad_p99_us(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_load_p99_us_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_399(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_load_p99_us_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_399(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_p99_us() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_load_p99_us_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_load_p99_us_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) SetLoad_max_us(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_load_max_us_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_401(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_load_max_us_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_401(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_max_us() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_load_max_us_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_load_max_us_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) SetWrite_count(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_write_count_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_403(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_write_count_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_403(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_count() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_write_count_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_write_count_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) SetWrite_p50_us(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_write_p50_us_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_405(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_write_p50_us_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_405(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_p50_us() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_write_p50_us_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_write_p50_us_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) SetWrite_p99_us(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_write_p99_us_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_407(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_write_p99_us_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_407(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_p99_us() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_write_p99_us_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_write_p99_us_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) SetWrite_max_us(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_write_max_us_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_409(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_write_max_us_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_409(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_max_us() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_write_max_us_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_tier_stats_t_write_max_us_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_tier_stats_t() (_swig_ret Kvc_tier_stats_t) {
 	var swig_r Kvc_tier_stats_t
-	swig_r = (Kvc_tier_stats_t)(SwigcptrKvc_tier_stats_t(C._wrap_new_kvc_tier_stats_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_tier_stats_t)(SwigcptrKvc_tier_stats_t(C._wrap_new_kvc_tier_stats_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_tier_stats_t(arg1 Kvc_tier_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_tier_stats_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_tier_stats_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_tier_stats_t interface {
@@ -8741,7 +8875,7 @@ type Kvc_tier_stats_t interface {
 
 func Kvc_tier_stats_init(arg1 Kvc_tier_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_tier_stats_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_tier_stats_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_get_tier_stats(arg1 Cache, arg2 uint32, arg3 Kvc_tier_stats_t) (_swig_ret error) {
@@ -8749,7 +8883,7 @@ func Kvc_cache_get_tier_stats(arg1 Cache, arg2 uint32, arg3 Kvc_tier_stats_t) (_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_cache_get_tier_stats_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_cache_get_tier_stats_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8759,7 +8893,7 @@ func Kvc_cache_get_tier_stats(arg1 Cache, arg2 uint32, arg3 Kvc_tier_stats_t) (_
 func Kvc_cache_flush_tiers(arg1 Cache) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_cache_flush_tiers_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvc_cache_flush_tiers_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8772,7 +8906,7 @@ func Kvc_config_set_remote_cache(arg1 Config, arg2 uintptr, arg3 uintptr, arg4 u
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_config_set_remote_cache_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_414(_swig_i_3))
+	swig_r_p := C._wrap_kvc_config_set_remote_cache_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_414(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8785,7 +8919,7 @@ func Kvc_config_get_remote_cache(arg1 Config, arg2 *uintptr, arg3 *uintptr, arg4
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_config_get_remote_cache_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_config_get_remote_cache_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8797,7 +8931,7 @@ func Kvc_config_set_remote_cache_timeouts(arg1 Config, arg2 uint32, arg3 uint32)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_set_remote_cache_timeouts_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_set_remote_cache_timeouts_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8809,7 +8943,7 @@ func Kvc_config_get_remote_cache_timeouts(arg1 Config, arg2 *uint32, arg3 *uint3
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_get_remote_cache_timeouts_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_get_remote_cache_timeouts_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8820,7 +8954,7 @@ func Kvc_config_set_remote_cache_optional(arg1 Config, arg2 bool) (_swig_ret err
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_remote_cache_optional_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_remote_cache_optional_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8831,7 +8965,7 @@ func Kvc_config_get_remote_cache_optional(arg1 Config, arg2 *bool) (_swig_ret er
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_remote_cache_optional_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_remote_cache_optional_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8850,129 +8984,129 @@ func (p SwigcptrKvc_transfer_desc_t) SwigIsKvc_transfer_desc_t() {
 func (arg1 SwigcptrKvc_transfer_desc_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_transfer_desc_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_transfer_desc_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_transfer_desc_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_transfer_desc_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) SetNum_groups(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_transfer_desc_t_num_groups_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_transfer_desc_t_num_groups_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) GetNum_groups() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_transfer_desc_t_num_groups_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_transfer_desc_t_num_groups_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) SetTokens_per_block(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_transfer_desc_t_tokens_per_block_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_transfer_desc_t_tokens_per_block_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) GetTokens_per_block() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_transfer_desc_t_tokens_per_block_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_transfer_desc_t_tokens_per_block_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) SetReserved(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_transfer_desc_t_reserved_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_transfer_desc_t_reserved_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) GetReserved() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_transfer_desc_t_reserved_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_transfer_desc_t_reserved_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) SetSeq_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_transfer_desc_t_seq_id_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_420(_swig_i_1))
+	C._wrap_kvc_transfer_desc_t_seq_id_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_420(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) GetSeq_id() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_transfer_desc_t_seq_id_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_transfer_desc_t_seq_id_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_transfer_desc_t_num_blocks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_422(_swig_i_1))
+	C._wrap_kvc_transfer_desc_t_num_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_422(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) GetNum_blocks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_transfer_desc_t_num_blocks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_transfer_desc_t_num_blocks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) SetFirst_block(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_transfer_desc_t_first_block_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_424(_swig_i_1))
+	C._wrap_kvc_transfer_desc_t_first_block_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_424(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) GetFirst_block() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_transfer_desc_t_first_block_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_transfer_desc_t_first_block_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) SetNum_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_transfer_desc_t_num_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_426(_swig_i_1))
+	C._wrap_kvc_transfer_desc_t_num_tokens_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_426(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) GetNum_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_transfer_desc_t_num_tokens_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_transfer_desc_t_num_tokens_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) SetKeys_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_transfer_desc_t_keys_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_428(_swig_i_1))
+	C._wrap_kvc_transfer_desc_t_keys_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_428(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) GetKeys_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_transfer_desc_t_keys_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_transfer_desc_t_keys_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_transfer_desc_t() (_swig_ret Kvc_transfer_desc_t) {
 	var swig_r Kvc_transfer_desc_t
-	swig_r = (Kvc_transfer_desc_t)(SwigcptrKvc_transfer_desc_t(C._wrap_new_kvc_transfer_desc_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_transfer_desc_t)(SwigcptrKvc_transfer_desc_t(C._wrap_new_kvc_transfer_desc_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_transfer_desc_t(arg1 Kvc_transfer_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_transfer_desc_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_transfer_desc_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_transfer_desc_t interface {
@@ -9000,7 +9134,7 @@ type Kvc_transfer_desc_t interface {
 
 func Kvc_transfer_desc_init(arg1 Kvc_transfer_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_transfer_desc_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_transfer_desc_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_export_sequence(arg1 Cache, arg2 uint64, arg3 uint64, arg4 *Export) (_swig_ret error) {
@@ -9009,7 +9143,7 @@ func Kvc_cache_export_sequence(arg1 Cache, arg2 uint64, arg3 uint64, arg4 *Expor
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_cache_export_sequence_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_431(_swig_i_1), C.swig_type_432(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_cache_export_sequence_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_431(_swig_i_1), C.swig_type_432(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9018,14 +9152,14 @@ func Kvc_cache_export_sequence(arg1 Cache, arg2 uint64, arg3 uint64, arg4 *Expor
 
 func Kvc_export_release(arg1 Export) {
 	_swig_i_0 := arg1
-	C._wrap_kvc_export_release_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_export_release_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_export_describe(arg1 Export, arg2 Kvc_transfer_desc_t) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_kvc_export_describe_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_kvc_export_describe_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9039,7 +9173,7 @@ func Kvc_export_block_ids(arg1 Export, arg2 uint32, arg3 *int32, arg4 uint64, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_export_block_ids_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_435(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvc_export_block_ids_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_435(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9052,7 +9186,7 @@ func Kvc_export_keys(arg1 Export, arg2 uintptr, arg3 uint64, arg4 *uint64) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_export_keys_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_437(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_export_keys_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_437(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9069,7 +9203,7 @@ func Kvc_cache_import_begin(arg1 Cache, arg2 uint64, arg3 *int32, arg4 uint64, a
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_kvc_cache_import_begin_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_439(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_440(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_type_441(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_kvc_cache_import_begin_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_439(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_440(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_type_441(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9080,7 +9214,7 @@ func Kvc_import_describe(arg1 Import, arg2 Kvc_transfer_desc_t) (_swig_ret error
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_kvc_import_describe_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_kvc_import_describe_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9094,7 +9228,7 @@ func Kvc_import_block_ids(arg1 Import, arg2 uint32, arg3 *int32, arg4 uint64, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_import_block_ids_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_444(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvc_import_block_ids_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_444(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9105,7 +9239,7 @@ func Kvc_import_complete(arg1 Import, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_import_complete_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_446(_swig_i_1))
+	swig_r_p := C._wrap_kvc_import_complete_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_446(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9115,7 +9249,7 @@ func Kvc_import_complete(arg1 Import, arg2 uint64) (_swig_ret error) {
 func Kvc_import_abort(arg1 Import) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_import_abort_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvc_import_abort_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9124,12 +9258,12 @@ func Kvc_import_abort(arg1 Import) (_swig_ret error) {
 
 func Kvc_import_destroy(arg1 Import) {
 	_swig_i_0 := arg1
-	C._wrap_kvc_import_destroy_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_import_destroy_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func _swig_getKVC_SHARE_HANDLE_POSIX_FD() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVC_SHARE_HANDLE_POSIX_FD_kvc_0044c4030100e529())
+	swig_r = (int)(C._wrap_KVC_SHARE_HANDLE_POSIX_FD_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -9147,142 +9281,142 @@ func (p SwigcptrKvc_pool_share_t) SwigIsKvc_pool_share_t() {
 func (arg1 SwigcptrKvc_pool_share_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_share_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_pool_share_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_share_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_pool_share_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_pool_share_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_share_t) SetDevice_ordinal(arg2 int32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_share_t_device_ordinal_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_pool_share_t_device_ordinal_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_share_t) GetDevice_ordinal() (_swig_ret int32) {
 	var swig_r int32
 	_swig_i_0 := arg1
-	swig_r = (int32)(C._wrap_kvc_pool_share_t_device_ordinal_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (int32)(C._wrap_kvc_pool_share_t_device_ordinal_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_share_t) SetRank(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_share_t_rank_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_pool_share_t_rank_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_share_t) GetRank() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_pool_share_t_rank_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_pool_share_t_rank_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_share_t) SetPool(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_share_t_pool_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_pool_share_t_pool_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_share_t) GetPool() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_pool_share_t_pool_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_pool_share_t_pool_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_share_t) SetHandle_type(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_share_t_handle_type_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_pool_share_t_handle_type_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_share_t) GetHandle_type() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_pool_share_t_handle_type_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_pool_share_t_handle_type_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_share_t) SetReserved(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_share_t_reserved_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_pool_share_t_reserved_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_share_t) GetReserved() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_pool_share_t_reserved_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_pool_share_t_reserved_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_share_t) SetNum_chunks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_share_t_num_chunks_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_448(_swig_i_1))
+	C._wrap_kvc_pool_share_t_num_chunks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_448(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_share_t) GetNum_chunks() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_pool_share_t_num_chunks_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_pool_share_t_num_chunks_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_share_t) SetGranularity(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_share_t_granularity_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_450(_swig_i_1))
+	C._wrap_kvc_pool_share_t_granularity_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_450(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_share_t) GetGranularity() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_pool_share_t_granularity_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_pool_share_t_granularity_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_share_t) SetReserved_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_share_t_reserved_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_452(_swig_i_1))
+	C._wrap_kvc_pool_share_t_reserved_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_452(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_share_t) GetReserved_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_pool_share_t_reserved_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_pool_share_t_reserved_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_pool_share_t) SetMapped_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_share_t_mapped_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_454(_swig_i_1))
+	C._wrap_kvc_pool_share_t_mapped_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_454(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_share_t) GetMapped_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_pool_share_t_mapped_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_pool_share_t_mapped_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_pool_share_t() (_swig_ret Kvc_pool_share_t) {
 	var swig_r Kvc_pool_share_t
-	swig_r = (Kvc_pool_share_t)(SwigcptrKvc_pool_share_t(C._wrap_new_kvc_pool_share_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_pool_share_t)(SwigcptrKvc_pool_share_t(C._wrap_new_kvc_pool_share_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_pool_share_t(arg1 Kvc_pool_share_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_pool_share_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_pool_share_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_pool_share_t interface {
@@ -9312,7 +9446,7 @@ type Kvc_pool_share_t interface {
 
 func Kvc_pool_share_init(arg1 Kvc_pool_share_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_pool_share_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_pool_share_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type SwigcptrKvc_share_chunk_t uintptr
@@ -9327,77 +9461,77 @@ func (p SwigcptrKvc_share_chunk_t) SwigIsKvc_share_chunk_t() {
 func (arg1 SwigcptrKvc_share_chunk_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_share_chunk_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_share_chunk_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_share_chunk_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_share_chunk_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_share_chunk_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_share_chunk_t) SetFd(arg2 int32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_share_chunk_t_fd_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_share_chunk_t_fd_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_share_chunk_t) GetFd() (_swig_ret int32) {
 	var swig_r int32
 	_swig_i_0 := arg1
-	swig_r = (int32)(C._wrap_kvc_share_chunk_t_fd_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (int32)(C._wrap_kvc_share_chunk_t_fd_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_share_chunk_t) SetIndex(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_share_chunk_t_index_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_456(_swig_i_1))
+	C._wrap_kvc_share_chunk_t_index_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_456(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_share_chunk_t) GetIndex() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_share_chunk_t_index_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_share_chunk_t_index_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_share_chunk_t) SetOffset(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_share_chunk_t_offset_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_458(_swig_i_1))
+	C._wrap_kvc_share_chunk_t_offset_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_458(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_share_chunk_t) GetOffset() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_share_chunk_t_offset_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_share_chunk_t_offset_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_share_chunk_t) SetSize(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_share_chunk_t_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_460(_swig_i_1))
+	C._wrap_kvc_share_chunk_t_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_460(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_share_chunk_t) GetSize() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_share_chunk_t_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_share_chunk_t_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_share_chunk_t() (_swig_ret Kvc_share_chunk_t) {
 	var swig_r Kvc_share_chunk_t
-	swig_r = (Kvc_share_chunk_t)(SwigcptrKvc_share_chunk_t(C._wrap_new_kvc_share_chunk_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_share_chunk_t)(SwigcptrKvc_share_chunk_t(C._wrap_new_kvc_share_chunk_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_share_chunk_t(arg1 Kvc_share_chunk_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_share_chunk_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_share_chunk_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_share_chunk_t interface {
@@ -9417,7 +9551,7 @@ type Kvc_share_chunk_t interface {
 
 func Kvc_share_chunk_init(arg1 Kvc_share_chunk_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_share_chunk_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_share_chunk_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_describe_pool_share(arg1 Cache, arg2 uint32, arg3 uint32, arg4 Kvc_pool_share_t) (_swig_ret error) {
@@ -9426,7 +9560,7 @@ func Kvc_cache_describe_pool_share(arg1 Cache, arg2 uint32, arg3 uint32, arg4 Kv
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r_p := C._wrap_kvc_cache_describe_pool_share_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_kvc_cache_describe_pool_share_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9440,7 +9574,7 @@ func Kvc_cache_export_pool_chunk(arg1 Cache, arg2 uint32, arg3 uint32, arg4 uint
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_kvc_cache_export_pool_chunk_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2), C.swig_type_464(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_kvc_cache_export_pool_chunk_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2), C.swig_type_464(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9451,7 +9585,7 @@ type Enum_SS_kvc_resource_kind int
 
 func _swig_getKVC_RESOURCE_SSM() (_swig_ret Enum_SS_kvc_resource_kind) {
 	var swig_r Enum_SS_kvc_resource_kind
-	swig_r = (Enum_SS_kvc_resource_kind)(C._wrap_KVC_RESOURCE_SSM_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_resource_kind)(C._wrap_KVC_RESOURCE_SSM_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -9459,7 +9593,7 @@ var KVC_RESOURCE_SSM Enum_SS_kvc_resource_kind = _swig_getKVC_RESOURCE_SSM()
 
 func _swig_getKVC_RESOURCE_CONV() (_swig_ret Enum_SS_kvc_resource_kind) {
 	var swig_r Enum_SS_kvc_resource_kind
-	swig_r = (Enum_SS_kvc_resource_kind)(C._wrap_KVC_RESOURCE_CONV_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_resource_kind)(C._wrap_KVC_RESOURCE_CONV_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -9467,7 +9601,7 @@ var KVC_RESOURCE_CONV Enum_SS_kvc_resource_kind = _swig_getKVC_RESOURCE_CONV()
 
 func _swig_getKVC_RESOURCE_GENERIC() (_swig_ret Enum_SS_kvc_resource_kind) {
 	var swig_r Enum_SS_kvc_resource_kind
-	swig_r = (Enum_SS_kvc_resource_kind)(C._wrap_KVC_RESOURCE_GENERIC_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_resource_kind)(C._wrap_KVC_RESOURCE_GENERIC_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -9475,7 +9609,7 @@ var KVC_RESOURCE_GENERIC Enum_SS_kvc_resource_kind = _swig_getKVC_RESOURCE_GENER
 
 func _swig_getKVC_RESOURCE_UNPAGED() (_swig_ret Enum_SS_kvc_resource_kind) {
 	var swig_r Enum_SS_kvc_resource_kind
-	swig_r = (Enum_SS_kvc_resource_kind)(C._wrap_KVC_RESOURCE_UNPAGED_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_resource_kind)(C._wrap_KVC_RESOURCE_UNPAGED_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -9485,7 +9619,7 @@ type Enum_SS_kvc_resource_reason int
 
 func _swig_getKVC_RESOURCE_REASON_MANAGED() (_swig_ret Enum_SS_kvc_resource_reason) {
 	var swig_r Enum_SS_kvc_resource_reason
-	swig_r = (Enum_SS_kvc_resource_reason)(C._wrap_KVC_RESOURCE_REASON_MANAGED_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_resource_reason)(C._wrap_KVC_RESOURCE_REASON_MANAGED_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -9493,7 +9627,7 @@ var KVC_RESOURCE_REASON_MANAGED Enum_SS_kvc_resource_reason = _swig_getKVC_RESOU
 
 func _swig_getKVC_RESOURCE_REASON_SSM_SHAPE_DIFFERS() (_swig_ret Enum_SS_kvc_resource_reason) {
 	var swig_r Enum_SS_kvc_resource_reason
-	swig_r = (Enum_SS_kvc_resource_reason)(C._wrap_KVC_RESOURCE_REASON_SSM_SHAPE_DIFFERS_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_resource_reason)(C._wrap_KVC_RESOURCE_REASON_SSM_SHAPE_DIFFERS_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -9501,7 +9635,7 @@ var KVC_RESOURCE_REASON_SSM_SHAPE_DIFFERS Enum_SS_kvc_resource_reason = _swig_ge
 
 func _swig_getKVC_RESOURCE_REASON_NO_SSM() (_swig_ret Enum_SS_kvc_resource_reason) {
 	var swig_r Enum_SS_kvc_resource_reason
-	swig_r = (Enum_SS_kvc_resource_reason)(C._wrap_KVC_RESOURCE_REASON_NO_SSM_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_resource_reason)(C._wrap_KVC_RESOURCE_REASON_NO_SSM_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -9509,7 +9643,7 @@ var KVC_RESOURCE_REASON_NO_SSM Enum_SS_kvc_resource_reason = _swig_getKVC_RESOUR
 
 func _swig_getKVC_RESOURCE_REASON_N_GROUPS() (_swig_ret Enum_SS_kvc_resource_reason) {
 	var swig_r Enum_SS_kvc_resource_reason
-	swig_r = (Enum_SS_kvc_resource_reason)(C._wrap_KVC_RESOURCE_REASON_N_GROUPS_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_resource_reason)(C._wrap_KVC_RESOURCE_REASON_N_GROUPS_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -9517,11 +9651,43 @@ var KVC_RESOURCE_REASON_N_GROUPS Enum_SS_kvc_resource_reason = _swig_getKVC_RESO
 
 func _swig_getKVC_RESOURCE_REASON_CONV_SHAPE_DIFFERS() (_swig_ret Enum_SS_kvc_resource_reason) {
 	var swig_r Enum_SS_kvc_resource_reason
-	swig_r = (Enum_SS_kvc_resource_reason)(C._wrap_KVC_RESOURCE_REASON_CONV_SHAPE_DIFFERS_kvc_0044c4030100e529())
+	swig_r = (Enum_SS_kvc_resource_reason)(C._wrap_KVC_RESOURCE_REASON_CONV_SHAPE_DIFFERS_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
 var KVC_RESOURCE_REASON_CONV_SHAPE_DIFFERS Enum_SS_kvc_resource_reason = _swig_getKVC_RESOURCE_REASON_CONV_SHAPE_DIFFERS()
+
+func _swig_getKVC_RESOURCE_REASON_KV_HEAD_DIM_DIFFERS() (_swig_ret Enum_SS_kvc_resource_reason) {
+	var swig_r Enum_SS_kvc_resource_reason
+	swig_r = (Enum_SS_kvc_resource_reason)(C._wrap_KVC_RESOURCE_REASON_KV_HEAD_DIM_DIFFERS_kvc_c42b5e67b80b4c6d())
+	return swig_r
+}
+
+var KVC_RESOURCE_REASON_KV_HEAD_DIM_DIFFERS Enum_SS_kvc_resource_reason = _swig_getKVC_RESOURCE_REASON_KV_HEAD_DIM_DIFFERS()
+
+func _swig_getKVC_RESOURCE_REASON_KV_DTYPE_DIFFERS() (_swig_ret Enum_SS_kvc_resource_reason) {
+	var swig_r Enum_SS_kvc_resource_reason
+	swig_r = (Enum_SS_kvc_resource_reason)(C._wrap_KVC_RESOURCE_REASON_KV_DTYPE_DIFFERS_kvc_c42b5e67b80b4c6d())
+	return swig_r
+}
+
+var KVC_RESOURCE_REASON_KV_DTYPE_DIFFERS Enum_SS_kvc_resource_reason = _swig_getKVC_RESOURCE_REASON_KV_DTYPE_DIFFERS()
+
+func _swig_getKVC_RESOURCE_REASON_KV_FACTOR_DIFFERS() (_swig_ret Enum_SS_kvc_resource_reason) {
+	var swig_r Enum_SS_kvc_resource_reason
+	swig_r = (Enum_SS_kvc_resource_reason)(C._wrap_KVC_RESOURCE_REASON_KV_FACTOR_DIFFERS_kvc_c42b5e67b80b4c6d())
+	return swig_r
+}
+
+var KVC_RESOURCE_REASON_KV_FACTOR_DIFFERS Enum_SS_kvc_resource_reason = _swig_getKVC_RESOURCE_REASON_KV_FACTOR_DIFFERS()
+
+func _swig_getKVC_RESOURCE_REASON_KV_LAYOUT_DIFFERS() (_swig_ret Enum_SS_kvc_resource_reason) {
+	var swig_r Enum_SS_kvc_resource_reason
+	swig_r = (Enum_SS_kvc_resource_reason)(C._wrap_KVC_RESOURCE_REASON_KV_LAYOUT_DIFFERS_kvc_c42b5e67b80b4c6d())
+	return swig_r
+}
+
+var KVC_RESOURCE_REASON_KV_LAYOUT_DIFFERS Enum_SS_kvc_resource_reason = _swig_getKVC_RESOURCE_REASON_KV_LAYOUT_DIFFERS()
 
 const KVC_STATE_MAX_RESOURCES uint = 256
 const KVC_STATE_MAX_ALIGNMENT uint = 4096
@@ -9534,7 +9700,7 @@ func Kvc_config_add_ssm_state(arg1 Config, arg2 uint32, arg3 uint32, arg4 uint32
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_kvc_config_add_ssm_state_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2), C.int(_swig_i_3), C.int(_swig_i_4), C.swig_voidp(_swig_i_5))
+	swig_r_p := C._wrap_kvc_config_add_ssm_state_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2), C.int(_swig_i_3), C.int(_swig_i_4), C.swig_voidp(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9548,7 +9714,7 @@ func Kvc_config_add_conv_state(arg1 Config, arg2 uint32, arg3 uint32, arg4 uint3
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_config_add_conv_state_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2), C.int(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvc_config_add_conv_state_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2), C.int(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9561,7 +9727,7 @@ func Kvc_config_add_generic_state(arg1 Config, arg2 uint64, arg3 uint64, arg4 *u
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_config_add_generic_state_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_468(_swig_i_1), C.swig_type_469(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_config_add_generic_state_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_468(_swig_i_1), C.swig_type_469(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9574,7 +9740,7 @@ func Kvc_config_add_unpaged_resource(arg1 Config, arg2 uint64, arg3 uint64, arg4
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_config_add_unpaged_resource_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_471(_swig_i_1), C.swig_type_472(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_config_add_unpaged_resource_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_471(_swig_i_1), C.swig_type_472(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9585,7 +9751,7 @@ func Kvc_config_get_num_resources(arg1 Config, arg2 *uint32) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_num_resources_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_num_resources_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9596,7 +9762,7 @@ func Kvc_config_set_max_state_slots(arg1 Config, arg2 uint32) (_swig_ret error) 
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_max_state_slots_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_max_state_slots_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9607,7 +9773,7 @@ func Kvc_config_get_max_state_slots(arg1 Config, arg2 *uint32) (_swig_ret error)
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_max_state_slots_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_max_state_slots_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9626,59 +9792,59 @@ func (p SwigcptrKvc_resource_desc_t) SwigIsKvc_resource_desc_t() {
 func (arg1 SwigcptrKvc_resource_desc_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) SetKind(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_kind_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_kind_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetKind() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_kind_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_kind_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) SetManaged(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_managed_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_managed_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetManaged() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_managed_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_managed_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) SetReason(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_reason_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_reason_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetReason() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_reason_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_reason_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) SetReason_text(arg2 string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_reason_text_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), *(*C.swig_type_476)(unsafe.Pointer(&_swig_i_1)))
+	C._wrap_kvc_resource_desc_t_reason_text_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), *(*C.swig_type_476)(unsafe.Pointer(&_swig_i_1)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -9687,7 +9853,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) SetReason_text(arg2 string) {
 func (arg1 SwigcptrKvc_resource_desc_t) GetReason_text() (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvc_resource_desc_t_reason_text_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvc_resource_desc_t_reason_text_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
 	swig_r_1 = string([]byte(swig_r))
@@ -9697,246 +9863,246 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetReason_text() (_swig_ret string) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetDtype(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_dtype_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_dtype_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetDtype() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_dtype_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_dtype_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) SetNum_heads(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_num_heads_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_num_heads_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetNum_heads() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_num_heads_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_num_heads_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) SetHead_dim(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_head_dim_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_head_dim_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetHead_dim() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_head_dim_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_head_dim_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) SetD_state(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_d_state_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_d_state_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetD_state() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_d_state_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_d_state_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) SetConv_dim(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_conv_dim_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_conv_dim_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetConv_dim() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_conv_dim_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_conv_dim_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) SetD_conv(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_d_conv_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_d_conv_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetD_conv() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_d_conv_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_d_conv_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) SetN_groups(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_n_groups_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_n_groups_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetN_groups() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_n_groups_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_n_groups_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) SetNum_slots(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_num_slots_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_num_slots_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetNum_slots() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_num_slots_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_num_slots_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) SetSlots_used(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_slots_used_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_slots_used_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetSlots_used() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_slots_used_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_resource_desc_t_slots_used_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) SetBytes_per_token(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_bytes_per_token_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_478(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_bytes_per_token_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_478(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetBytes_per_token() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_resource_desc_t_bytes_per_token_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_resource_desc_t_bytes_per_token_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) SetMax_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_max_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_480(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_max_tokens_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_480(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetMax_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_resource_desc_t_max_tokens_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_resource_desc_t_max_tokens_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) SetAlignment(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_alignment_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_482(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_alignment_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_482(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetAlignment() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_resource_desc_t_alignment_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_resource_desc_t_alignment_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) SetSlot_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_slot_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_484(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_slot_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_484(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetSlot_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_resource_desc_t_slot_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_resource_desc_t_slot_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) SetSlot_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_slot_stride_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_486(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_slot_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_486(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetSlot_stride() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_resource_desc_t_slot_stride_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_resource_desc_t_slot_stride_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) SetStride0(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_stride0_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_488(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_stride0_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_488(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetStride0() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_resource_desc_t_stride0_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_resource_desc_t_stride0_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) SetStride1(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_stride1_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_490(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_stride1_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_490(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetStride1() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_resource_desc_t_stride1_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_resource_desc_t_stride1_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) SetStride2(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_stride2_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_492(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_stride2_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_492(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetStride2() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_resource_desc_t_stride2_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_resource_desc_t_stride2_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) SetBase(arg2 uintptr) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_base_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_base_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetBase() (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_kvc_resource_desc_t_base_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_kvc_resource_desc_t_base_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_resource_desc_t() (_swig_ret Kvc_resource_desc_t) {
 	var swig_r Kvc_resource_desc_t
-	swig_r = (Kvc_resource_desc_t)(SwigcptrKvc_resource_desc_t(C._wrap_new_kvc_resource_desc_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_resource_desc_t)(SwigcptrKvc_resource_desc_t(C._wrap_new_kvc_resource_desc_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_resource_desc_t(arg1 Kvc_resource_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_resource_desc_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_resource_desc_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_resource_desc_t interface {
@@ -9992,7 +10158,7 @@ type Kvc_resource_desc_t interface {
 
 func Kvc_resource_desc_init(arg1 Kvc_resource_desc_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_resource_desc_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_resource_desc_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_describe_resource(arg1 Cache, arg2 uint32, arg3 Kvc_resource_desc_t) (_swig_ret error) {
@@ -10000,7 +10166,7 @@ func Kvc_cache_describe_resource(arg1 Cache, arg2 uint32, arg3 Kvc_resource_desc
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r_p := C._wrap_kvc_cache_describe_resource_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_kvc_cache_describe_resource_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -10014,7 +10180,7 @@ func Kvc_batch_state_slots(arg1 Cache, arg2 *uint64, arg3 uint64, arg4 uint32, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_batch_state_slots_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_496(_swig_i_2), C.int(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvc_batch_state_slots_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_496(_swig_i_2), C.int(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -10025,7 +10191,7 @@ func Kvc_config_set_max_state_snapshots(arg1 Config, arg2 uint32) (_swig_ret err
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_set_max_state_snapshots_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_set_max_state_snapshots_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -10036,7 +10202,7 @@ func Kvc_config_get_max_state_snapshots(arg1 Config, arg2 *uint32) (_swig_ret er
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_config_get_max_state_snapshots_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_kvc_config_get_max_state_snapshots_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -10049,7 +10215,7 @@ func Kvc_sequence_publish_state(arg1 Cache, arg2 uint64, arg3 uint64, arg4 uintp
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_sequence_publish_state_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_500(_swig_i_1), C.swig_type_501(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_kvc_sequence_publish_state_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_500(_swig_i_1), C.swig_type_501(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -10068,246 +10234,246 @@ func (p SwigcptrKvc_snapshot_stats_t) SwigIsKvc_snapshot_stats_t() {
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetStruct_size(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_struct_size_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetStruct_size() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_snapshot_stats_t_struct_size_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_snapshot_stats_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetNum_slots(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_num_slots_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_num_slots_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetNum_slots() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_snapshot_stats_t_num_slots_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_snapshot_stats_t_num_slots_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetSlots_used(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_slots_used_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_slots_used_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetSlots_used() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_snapshot_stats_t_slots_used_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_snapshot_stats_t_slots_used_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetReserved(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_reserved_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_reserved_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetReserved() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_snapshot_stats_t_reserved_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_snapshot_stats_t_reserved_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetBytes_per_snapshot(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_bytes_per_snapshot_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_502(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_bytes_per_snapshot_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_502(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetBytes_per_snapshot() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_bytes_per_snapshot_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_bytes_per_snapshot_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetBytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_504(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_504(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetBytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetPublished(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_published_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_506(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_published_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_506(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetPublished() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_published_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_published_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetHits(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_hits_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_508(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_hits_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_508(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetHits() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_hits_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_hits_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetHit_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_hit_tokens_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_510(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_hit_tokens_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_510(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetHit_tokens() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_hit_tokens_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_hit_tokens_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetRestores(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_restores_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_512(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_restores_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_512(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetRestores() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_restores_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_restores_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetEvicted(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_evicted_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_514(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_evicted_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_514(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetEvicted() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_evicted_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_evicted_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetDropped(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_dropped_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_516(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_dropped_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_516(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetDropped() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_dropped_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_dropped_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetHost_num_slots(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_host_num_slots_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_host_num_slots_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetHost_num_slots() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_snapshot_stats_t_host_num_slots_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_snapshot_stats_t_host_num_slots_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetHost_slots_used(arg2 uint32) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_host_slots_used_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_host_slots_used_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetHost_slots_used() (_swig_ret uint32) {
 	var swig_r uint32
 	_swig_i_0 := arg1
-	swig_r = (uint32)(C._wrap_kvc_snapshot_stats_t_host_slots_used_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint32)(C._wrap_kvc_snapshot_stats_t_host_slots_used_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetHost_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_host_bytes_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_518(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_host_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_518(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetHost_bytes() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_host_bytes_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_host_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetOffloaded(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_offloaded_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_520(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_offloaded_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_520(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetOffloaded() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_offloaded_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_offloaded_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetOnboarded(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_onboarded_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_522(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_onboarded_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_522(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetOnboarded() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_onboarded_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_onboarded_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetHost_evicted(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_host_evicted_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_524(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_host_evicted_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_524(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetHost_evicted() (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_host_evicted_get_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvc_snapshot_stats_t_host_evicted_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func NewKvc_snapshot_stats_t() (_swig_ret Kvc_snapshot_stats_t) {
 	var swig_r Kvc_snapshot_stats_t
-	swig_r = (Kvc_snapshot_stats_t)(SwigcptrKvc_snapshot_stats_t(C._wrap_new_kvc_snapshot_stats_t_kvc_0044c4030100e529()))
+	swig_r = (Kvc_snapshot_stats_t)(SwigcptrKvc_snapshot_stats_t(C._wrap_new_kvc_snapshot_stats_t_kvc_c42b5e67b80b4c6d()))
 	return swig_r
 }
 
 func DeleteKvc_snapshot_stats_t(arg1 Kvc_snapshot_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvc_snapshot_stats_t_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvc_snapshot_stats_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 type Kvc_snapshot_stats_t interface {
@@ -10353,14 +10519,466 @@ type Kvc_snapshot_stats_t interface {
 
 func Kvc_snapshot_stats_init(arg1 Kvc_snapshot_stats_t) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvc_snapshot_stats_init_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvc_snapshot_stats_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvc_cache_get_snapshot_stats(arg1 Cache, arg2 Kvc_snapshot_stats_t) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r_p := C._wrap_kvc_cache_get_snapshot_stats_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r_p := C._wrap_kvc_cache_get_snapshot_stats_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+const KVC_MAX_KV_RESOURCES uint = 1024
+
+type SwigcptrKvc_kv_resource_t uintptr
+
+func (p SwigcptrKvc_kv_resource_t) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrKvc_kv_resource_t) SwigIsKvc_kv_resource_t() {
+}
+
+func (arg1 SwigcptrKvc_kv_resource_t) SetStruct_size(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_kv_resource_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_kv_resource_t) GetStruct_size() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_kv_resource_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_kv_resource_t) SetLayers(arg2 uintptr) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_kv_resource_t_layers_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_kv_resource_t) GetLayers() (_swig_ret uintptr) {
+	var swig_r uintptr
+	_swig_i_0 := arg1
+	swig_r = (uintptr)(C._wrap_kvc_kv_resource_t_layers_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_kv_resource_t) SetNum_layers(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_kv_resource_t_num_layers_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_kv_resource_t) GetNum_layers() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_kv_resource_t_num_layers_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_kv_resource_t) SetKv_heads(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_kv_resource_t_kv_heads_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_kv_resource_t) GetKv_heads() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_kv_resource_t_kv_heads_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_kv_resource_t) SetHead_dim(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_kv_resource_t_head_dim_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_kv_resource_t) GetHead_dim() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_kv_resource_t_head_dim_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_kv_resource_t) SetDtype(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_kv_resource_t_dtype_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_kv_resource_t) GetDtype() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_kv_resource_t_dtype_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_kv_resource_t) SetKv_factor(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_kv_resource_t_kv_factor_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_kv_resource_t) GetKv_factor() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_kv_resource_t_kv_factor_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_kv_resource_t) SetLayout(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_kv_resource_t_layout_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_kv_resource_t) GetLayout() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_kv_resource_t_layout_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_kv_resource_t) SetWindow(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_kv_resource_t_window_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_kv_resource_t) GetWindow() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_kv_resource_t_window_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewKvc_kv_resource_t() (_swig_ret Kvc_kv_resource_t) {
+	var swig_r Kvc_kv_resource_t
+	swig_r = (Kvc_kv_resource_t)(SwigcptrKvc_kv_resource_t(C._wrap_new_kvc_kv_resource_t_kvc_c42b5e67b80b4c6d()))
+	return swig_r
+}
+
+func DeleteKvc_kv_resource_t(arg1 Kvc_kv_resource_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_kvc_kv_resource_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
+}
+
+type Kvc_kv_resource_t interface {
+	Swigcptr() uintptr
+	SwigIsKvc_kv_resource_t()
+	SetStruct_size(arg2 uint32)
+	GetStruct_size() (_swig_ret uint32)
+	SetLayers(arg2 uintptr)
+	GetLayers() (_swig_ret uintptr)
+	SetNum_layers(arg2 uint32)
+	GetNum_layers() (_swig_ret uint32)
+	SetKv_heads(arg2 uint32)
+	GetKv_heads() (_swig_ret uint32)
+	SetHead_dim(arg2 uint32)
+	GetHead_dim() (_swig_ret uint32)
+	SetDtype(arg2 uint32)
+	GetDtype() (_swig_ret uint32)
+	SetKv_factor(arg2 uint32)
+	GetKv_factor() (_swig_ret uint32)
+	SetLayout(arg2 uint32)
+	GetLayout() (_swig_ret uint32)
+	SetWindow(arg2 uint32)
+	GetWindow() (_swig_ret uint32)
+}
+
+func Kvc_kv_resource_init(arg1 Kvc_kv_resource_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_kvc_kv_resource_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
+}
+
+func Kvc_config_add_kv_resource(arg1 Config, arg2 Kvc_kv_resource_t, arg3 *uint32) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_kvc_config_add_kv_resource_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
+type SwigcptrKvc_kv_resource_desc_t uintptr
+
+func (p SwigcptrKvc_kv_resource_desc_t) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrKvc_kv_resource_desc_t) SwigIsKvc_kv_resource_desc_t() {
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) SetStruct_size(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_kv_resource_desc_t_struct_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) GetStruct_size() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_kv_resource_desc_t_struct_size_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) SetManaged(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_kv_resource_desc_t_managed_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) GetManaged() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_kv_resource_desc_t_managed_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) SetReason(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_kv_resource_desc_t_reason_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) GetReason() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_kv_resource_desc_t_reason_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) SetReason_text(arg2 string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_kv_resource_desc_t_reason_text_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), *(*C.swig_type_528)(unsafe.Pointer(&_swig_i_1)))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) GetReason_text() (_swig_ret string) {
+	var swig_r string
+	_swig_i_0 := arg1
+	swig_r_p := C._wrap_kvc_kv_resource_desc_t_reason_text_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 string
+	swig_r_1 = string([]byte(swig_r))
+	return swig_r_1
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) SetManaged_with(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_kv_resource_desc_t_managed_with_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) GetManaged_with() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_kv_resource_desc_t_managed_with_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) SetNum_layers(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_kv_resource_desc_t_num_layers_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) GetNum_layers() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_kv_resource_desc_t_num_layers_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) SetKv_heads(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_kv_resource_desc_t_kv_heads_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) GetKv_heads() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_kv_resource_desc_t_kv_heads_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) SetHead_dim(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_kv_resource_desc_t_head_dim_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) GetHead_dim() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_kv_resource_desc_t_head_dim_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) SetDtype(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_kv_resource_desc_t_dtype_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) GetDtype() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_kv_resource_desc_t_dtype_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) SetKv_factor(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_kv_resource_desc_t_kv_factor_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) GetKv_factor() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_kv_resource_desc_t_kv_factor_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) SetLayout(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_kv_resource_desc_t_layout_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) GetLayout() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_kv_resource_desc_t_layout_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) SetWindow(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_kv_resource_desc_t_window_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) GetWindow() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_kv_resource_desc_t_window_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) SetGroup(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_kv_resource_desc_t_group_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) GetGroup() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_kv_resource_desc_t_group_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) SetPool(arg2 uint32) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_kv_resource_desc_t_pool_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) GetPool() (_swig_ret uint32) {
+	var swig_r uint32
+	_swig_i_0 := arg1
+	swig_r = (uint32)(C._wrap_kvc_kv_resource_desc_t_pool_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) SetBlock_bytes(arg2 uint64) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_kvc_kv_resource_desc_t_block_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_530(_swig_i_1))
+}
+
+func (arg1 SwigcptrKvc_kv_resource_desc_t) GetBlock_bytes() (_swig_ret uint64) {
+	var swig_r uint64
+	_swig_i_0 := arg1
+	swig_r = (uint64)(C._wrap_kvc_kv_resource_desc_t_block_bytes_get_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func NewKvc_kv_resource_desc_t() (_swig_ret Kvc_kv_resource_desc_t) {
+	var swig_r Kvc_kv_resource_desc_t
+	swig_r = (Kvc_kv_resource_desc_t)(SwigcptrKvc_kv_resource_desc_t(C._wrap_new_kvc_kv_resource_desc_t_kvc_c42b5e67b80b4c6d()))
+	return swig_r
+}
+
+func DeleteKvc_kv_resource_desc_t(arg1 Kvc_kv_resource_desc_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_kvc_kv_resource_desc_t_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
+}
+
+type Kvc_kv_resource_desc_t interface {
+	Swigcptr() uintptr
+	SwigIsKvc_kv_resource_desc_t()
+	SetStruct_size(arg2 uint32)
+	GetStruct_size() (_swig_ret uint32)
+	SetManaged(arg2 uint32)
+	GetManaged() (_swig_ret uint32)
+	SetReason(arg2 uint32)
+	GetReason() (_swig_ret uint32)
+	SetReason_text(arg2 string)
+	GetReason_text() (_swig_ret string)
+	SetManaged_with(arg2 uint32)
+	GetManaged_with() (_swig_ret uint32)
+	SetNum_layers(arg2 uint32)
+	GetNum_layers() (_swig_ret uint32)
+	SetKv_heads(arg2 uint32)
+	GetKv_heads() (_swig_ret uint32)
+	SetHead_dim(arg2 uint32)
+	GetHead_dim() (_swig_ret uint32)
+	SetDtype(arg2 uint32)
+	GetDtype() (_swig_ret uint32)
+	SetKv_factor(arg2 uint32)
+	GetKv_factor() (_swig_ret uint32)
+	SetLayout(arg2 uint32)
+	GetLayout() (_swig_ret uint32)
+	SetWindow(arg2 uint32)
+	GetWindow() (_swig_ret uint32)
+	SetGroup(arg2 uint32)
+	GetGroup() (_swig_ret uint32)
+	SetPool(arg2 uint32)
+	GetPool() (_swig_ret uint32)
+	SetBlock_bytes(arg2 uint64)
+	GetBlock_bytes() (_swig_ret uint64)
+}
+
+func Kvc_kv_resource_desc_init(arg1 Kvc_kv_resource_desc_t) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_kvc_kv_resource_desc_init_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
+}
+
+func Kvc_cache_describe_kv_resource(arg1 Cache, arg2 uint32, arg3 Kvc_kv_resource_desc_t) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := getSwigcptr(arg3)
+	swig_r_p := C._wrap_kvc_cache_describe_kv_resource_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -10371,26 +10989,26 @@ func Kvcgo_buffer_new(arg1 *byte, arg2 uint64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (uintptr)(C._wrap_kvcgo_buffer_new_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.swig_type_527(_swig_i_1)))
+	swig_r = (uintptr)(C._wrap_kvcgo_buffer_new_kvc_c42b5e67b80b4c6d(C.swig_voidp(_swig_i_0), C.swig_type_533(_swig_i_1)))
 	return swig_r
 }
 
 func Kvcgo_buffer_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_kvcgo_buffer_free_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0))
+	C._wrap_kvcgo_buffer_free_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0))
 }
 
 func Kvcgo_buffer_read(arg1 *byte, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_buffer_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_528(_swig_i_2))
+	C._wrap_kvcgo_buffer_read_kvc_c42b5e67b80b4c6d(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_534(_swig_i_2))
 }
 
 func Kvcgo_cstring_length(arg1 uintptr) (_swig_ret uint64) {
 	var swig_r uint64
 	_swig_i_0 := arg1
-	swig_r = (uint64)(C._wrap_kvcgo_cstring_length_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0)))
+	swig_r = (uint64)(C._wrap_kvcgo_cstring_length_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -10398,7 +11016,7 @@ func Kvcgo_buffer_write(arg1 uintptr, arg2 *byte, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_buffer_write_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_530(_swig_i_2))
+	C._wrap_kvcgo_buffer_write_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_536(_swig_i_2))
 }
 
 func Kvcgo_extra_key_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, arg5 uintptr, arg6 uint64) {
@@ -10408,7 +11026,7 @@ func Kvcgo_extra_key_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_kvcgo_extra_key_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_531(_swig_i_1), C.swig_type_532(_swig_i_2), C.swig_type_533(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_534(_swig_i_5))
+	C._wrap_kvcgo_extra_key_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_537(_swig_i_1), C.swig_type_538(_swig_i_2), C.swig_type_539(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_540(_swig_i_5))
 }
 
 func Kvcgo_cache_async_error(arg1 Cache, arg2 uintptr, arg3 *bool) (_swig_ret error) {
@@ -10416,7 +11034,7 @@ func Kvcgo_cache_async_error(arg1 Cache, arg2 uintptr, arg3 *bool) (_swig_ret er
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvcgo_cache_async_error_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvcgo_cache_async_error_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -10428,7 +11046,7 @@ func Kvcgo_stateful_async_error(arg1 Stateful, arg2 uintptr, arg3 *bool) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvcgo_stateful_async_error_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_kvcgo_stateful_async_error_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -10437,7 +11055,7 @@ func Kvcgo_stateful_async_error(arg1 Stateful, arg2 uintptr, arg3 *bool) (_swig_
 
 func Kvcgo_extra_key_size() (_swig_ret uint64) {
 	var swig_r uint64
-	swig_r = (uint64)(C._wrap_kvcgo_extra_key_size_kvc_0044c4030100e529())
+	swig_r = (uint64)(C._wrap_kvcgo_extra_key_size_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -10448,24 +11066,24 @@ func Kvcgo_retention_range_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_kvcgo_retention_range_set_kvc_0044c4030100e529(C.uintptr_t(_swig_i_0), C.swig_type_538(_swig_i_1), C.swig_type_539(_swig_i_2), C.swig_type_540(_swig_i_3), C.int(_swig_i_4), C.swig_type_541(_swig_i_5))
+	C._wrap_kvcgo_retention_range_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_544(_swig_i_1), C.swig_type_545(_swig_i_2), C.swig_type_546(_swig_i_3), C.int(_swig_i_4), C.swig_type_547(_swig_i_5))
 }
 
 func Kvcgo_retention_range_size() (_swig_ret uint64) {
 	var swig_r uint64
-	swig_r = (uint64)(C._wrap_kvcgo_retention_range_size_kvc_0044c4030100e529())
+	swig_r = (uint64)(C._wrap_kvcgo_retention_range_size_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
 func Kvcgo_event_size() (_swig_ret uint64) {
 	var swig_r uint64
-	swig_r = (uint64)(C._wrap_kvcgo_event_size_kvc_0044c4030100e529())
+	swig_r = (uint64)(C._wrap_kvcgo_event_size_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
 func Kvcgo_snapshot_entry_size() (_swig_ret uint64) {
 	var swig_r uint64
-	swig_r = (uint64)(C._wrap_kvcgo_snapshot_entry_size_kvc_0044c4030100e529())
+	swig_r = (uint64)(C._wrap_kvcgo_snapshot_entry_size_kvc_c42b5e67b80b4c6d())
 	return swig_r
 }
 
@@ -10473,12 +11091,12 @@ func Kvcgo_events_read(arg1 *uint64, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_events_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_545(_swig_i_2))
+	C._wrap_kvcgo_events_read_kvc_c42b5e67b80b4c6d(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_551(_swig_i_2))
 }
 
 func Kvcgo_snapshot_read(arg1 *uint64, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_snapshot_read_kvc_0044c4030100e529(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_546(_swig_i_2))
+	C._wrap_kvcgo_snapshot_read_kvc_c42b5e67b80b4c6d(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_552(_swig_i_2))
 }

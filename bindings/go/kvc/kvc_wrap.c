@@ -332,7 +332,7 @@ static void kvcgo_snapshot_read(uint64_t *dst, uintptr_t entries, size_t n) {
 extern "C" {
 #endif
 
-void _wrap_Swig_free_kvc_0044c4030100e529(void *_swig_go_0) {
+void _wrap_Swig_free_kvc_c42b5e67b80b4c6d(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -342,7 +342,7 @@ void _wrap_Swig_free_kvc_0044c4030100e529(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_kvc_0044c4030100e529(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_kvc_c42b5e67b80b4c6d(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -355,7 +355,7 @@ void *_wrap_Swig_malloc_kvc_0044c4030100e529(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_OK_kvc_0044c4030100e529() {
+intgo _wrap_KVC_OK_kvc_c42b5e67b80b4c6d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -367,7 +367,7 @@ intgo _wrap_KVC_OK_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_0044c4030100e529() {
+intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_c42b5e67b80b4c6d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -379,7 +379,7 @@ intgo _wrap_KVC_ERR_INVALID_ARGUMENT_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_ERR_NOT_FOUND_kvc_0044c4030100e529() {
+intgo _wrap_KVC_ERR_NOT_FOUND_kvc_c42b5e67b80b4c6d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -391,7 +391,7 @@ intgo _wrap_KVC_ERR_NOT_FOUND_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_0044c4030100e529() {
+intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_c42b5e67b80b4c6d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -403,7 +403,7 @@ intgo _wrap_KVC_ERR_ALREADY_EXISTS_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_0044c4030100e529() {
+intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_c42b5e67b80b4c6d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -415,7 +415,7 @@ intgo _wrap_KVC_ERR_OUT_OF_BLOCKS_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_0044c4030100e529() {
+intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_c42b5e67b80b4c6d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -427,7 +427,7 @@ intgo _wrap_KVC_ERR_BUFFER_TOO_SMALL_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_0044c4030100e529() {
+intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_c42b5e67b80b4c6d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -439,7 +439,7 @@ intgo _wrap_KVC_ERR_UNSUPPORTED_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_ERR_DEVICE_kvc_0044c4030100e529() {
+intgo _wrap_KVC_ERR_DEVICE_kvc_c42b5e67b80b4c6d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -451,7 +451,7 @@ intgo _wrap_KVC_ERR_DEVICE_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_0044c4030100e529() {
+intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_c42b5e67b80b4c6d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -463,7 +463,7 @@ intgo _wrap_KVC_ERR_OUT_OF_MEMORY_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_ERR_INVALID_STATE_kvc_0044c4030100e529() {
+intgo _wrap_KVC_ERR_INVALID_STATE_kvc_c42b5e67b80b4c6d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -475,7 +475,7 @@ intgo _wrap_KVC_ERR_INVALID_STATE_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_ERR_INTERNAL_kvc_0044c4030100e529() {
+intgo _wrap_KVC_ERR_INTERNAL_kvc_c42b5e67b80b4c6d() {
   enum kvc_status_code result;
   intgo _swig_go_result;
   
@@ -487,7 +487,7 @@ intgo _wrap_KVC_ERR_INTERNAL_kvc_0044c4030100e529() {
 }
 
 
-_gostring_ _wrap_kvc_status_string_kvc_0044c4030100e529(int _swig_go_0) {
+_gostring_ _wrap_kvc_status_string_kvc_c42b5e67b80b4c6d(int _swig_go_0) {
   kvc_status_t arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -500,7 +500,7 @@ _gostring_ _wrap_kvc_status_string_kvc_0044c4030100e529(int _swig_go_0) {
 }
 
 
-intgo _wrap_KVC_VERSION_NUMBER_kvc_0044c4030100e529() {
+intgo _wrap_KVC_VERSION_NUMBER_kvc_c42b5e67b80b4c6d() {
   int result;
   intgo _swig_go_result;
   
@@ -511,7 +511,7 @@ intgo _wrap_KVC_VERSION_NUMBER_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_0044c4030100e529() {
+intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_c42b5e67b80b4c6d() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -523,7 +523,7 @@ intgo _wrap_KVC_FEATURE_CUDA_COMPILED_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_0044c4030100e529() {
+intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_c42b5e67b80b4c6d() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -535,7 +535,7 @@ intgo _wrap_KVC_FEATURE_CUDA_DEVICE_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_FEATURE_REDIS_kvc_0044c4030100e529() {
+intgo _wrap_KVC_FEATURE_REDIS_kvc_c42b5e67b80b4c6d() {
   enum kvc_feature_bits result;
   intgo _swig_go_result;
   
@@ -547,7 +547,7 @@ intgo _wrap_KVC_FEATURE_REDIS_kvc_0044c4030100e529() {
 }
 
 
-int _wrap_kvc_version_kvc_0044c4030100e529() {
+int _wrap_kvc_version_kvc_c42b5e67b80b4c6d() {
   uint32_t result;
   int _swig_go_result;
   
@@ -558,7 +558,7 @@ int _wrap_kvc_version_kvc_0044c4030100e529() {
 }
 
 
-_gostring_ _wrap_kvc_version_string_kvc_0044c4030100e529() {
+_gostring_ _wrap_kvc_version_string_kvc_c42b5e67b80b4c6d() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -569,7 +569,7 @@ _gostring_ _wrap_kvc_version_string_kvc_0044c4030100e529() {
 }
 
 
-int _wrap_kvc_abi_version_kvc_0044c4030100e529() {
+int _wrap_kvc_abi_version_kvc_c42b5e67b80b4c6d() {
   uint32_t result;
   int _swig_go_result;
   
@@ -580,7 +580,7 @@ int _wrap_kvc_abi_version_kvc_0044c4030100e529() {
 }
 
 
-long long _wrap_kvc_features_kvc_0044c4030100e529() {
+long long _wrap_kvc_features_kvc_c42b5e67b80b4c6d() {
   uint64_t result;
   long long _swig_go_result;
   
@@ -591,7 +591,7 @@ long long _wrap_kvc_features_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F32_kvc_0044c4030100e529() {
+intgo _wrap_KVC_DTYPE_F32_kvc_c42b5e67b80b4c6d() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -603,7 +603,7 @@ intgo _wrap_KVC_DTYPE_F32_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_DTYPE_F16_kvc_0044c4030100e529() {
+intgo _wrap_KVC_DTYPE_F16_kvc_c42b5e67b80b4c6d() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -615,7 +615,7 @@ intgo _wrap_KVC_DTYPE_F16_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_DTYPE_BF16_kvc_0044c4030100e529() {
+intgo _wrap_KVC_DTYPE_BF16_kvc_c42b5e67b80b4c6d() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -627,7 +627,7 @@ intgo _wrap_KVC_DTYPE_BF16_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_0044c4030100e529() {
+intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_c42b5e67b80b4c6d() {
   enum kvc_dtype result;
   intgo _swig_go_result;
   
@@ -639,7 +639,7 @@ intgo _wrap_KVC_DTYPE_FP8_E4M3_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_NHD_kvc_0044c4030100e529() {
+intgo _wrap_KVC_LAYOUT_NHD_kvc_c42b5e67b80b4c6d() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -651,7 +651,7 @@ intgo _wrap_KVC_LAYOUT_NHD_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_LAYOUT_HND_kvc_0044c4030100e529() {
+intgo _wrap_KVC_LAYOUT_HND_kvc_c42b5e67b80b4c6d() {
   enum kvc_layout result;
   intgo _swig_go_result;
   
@@ -663,7 +663,7 @@ intgo _wrap_KVC_LAYOUT_HND_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CPU_kvc_0044c4030100e529() {
+intgo _wrap_KVC_DEVICE_CPU_kvc_c42b5e67b80b4c6d() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -675,7 +675,7 @@ intgo _wrap_KVC_DEVICE_CPU_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_DEVICE_CUDA_kvc_0044c4030100e529() {
+intgo _wrap_KVC_DEVICE_CUDA_kvc_c42b5e67b80b4c6d() {
   enum kvc_device_kind result;
   intgo _swig_go_result;
   
@@ -687,7 +687,7 @@ intgo _wrap_KVC_DEVICE_CUDA_kvc_0044c4030100e529() {
 }
 
 
-_gostring_ _wrap_kvc_config_create_kvc_0044c4030100e529(kvc_config_t **_swig_go_0) {
+_gostring_ _wrap_kvc_config_create_kvc_c42b5e67b80b4c6d(kvc_config_t **_swig_go_0) {
   kvc_config_t **arg1 = (kvc_config_t **) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -700,7 +700,7 @@ _gostring_ _wrap_kvc_config_create_kvc_0044c4030100e529(kvc_config_t **_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_config_clone_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
+_gostring_ _wrap_kvc_config_clone_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, kvc_config_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_config_t **arg2 = (kvc_config_t **) 0 ;
   kvc_status_t result;
@@ -715,7 +715,7 @@ _gostring_ _wrap_kvc_config_clone_kvc_0044c4030100e529(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_config_destroy_kvc_0044c4030100e529(kvc_config_t *_swig_go_0) {
+void _wrap_kvc_config_destroy_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   
   arg1 = (kvc_config_t *)_swig_go_0; 
@@ -725,7 +725,7 @@ void _wrap_kvc_config_destroy_kvc_0044c4030100e529(kvc_config_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_kvc_config_validate_kvc_0044c4030100e529(kvc_config_t *_swig_go_0) {
+_gostring_ _wrap_kvc_config_validate_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -738,7 +738,7 @@ _gostring_ _wrap_kvc_config_validate_kvc_0044c4030100e529(kvc_config_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_config_set_num_layers_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_num_layers_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -753,7 +753,7 @@ _gostring_ _wrap_kvc_config_set_num_layers_kvc_0044c4030100e529(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_num_layers_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_num_layers_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -768,7 +768,7 @@ _gostring_ _wrap_kvc_config_get_num_layers_kvc_0044c4030100e529(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_heads_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -783,7 +783,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_kvc_0044c4030100e529(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -800,7 +800,7 @@ _gostring_ _wrap_kvc_config_set_kv_heads_per_layer_kvc_0044c4030100e529(kvc_conf
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_heads_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_kv_heads_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -817,7 +817,7 @@ _gostring_ _wrap_kvc_config_get_kv_heads_kvc_0044c4030100e529(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_head_dim_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_head_dim_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -832,7 +832,7 @@ _gostring_ _wrap_kvc_config_set_head_dim_kvc_0044c4030100e529(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_get_head_dim_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_head_dim_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -847,7 +847,7 @@ _gostring_ _wrap_kvc_config_get_head_dim_kvc_0044c4030100e529(kvc_config_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_config_set_dtype_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_dtype_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t arg2 ;
   kvc_status_t result;
@@ -862,7 +862,7 @@ _gostring_ _wrap_kvc_config_set_dtype_kvc_0044c4030100e529(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_get_dtype_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_dtype_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_dtype_t *arg2 = (kvc_dtype_t *) 0 ;
   kvc_status_t result;
@@ -877,7 +877,7 @@ _gostring_ _wrap_kvc_config_get_dtype_kvc_0044c4030100e529(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_set_kv_factor_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_kv_factor_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -892,7 +892,7 @@ _gostring_ _wrap_kvc_config_set_kv_factor_kvc_0044c4030100e529(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_get_kv_factor_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_kv_factor_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -907,7 +907,7 @@ _gostring_ _wrap_kvc_config_get_kv_factor_kvc_0044c4030100e529(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_set_layout_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_layout_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t arg2 ;
   kvc_status_t result;
@@ -922,7 +922,7 @@ _gostring_ _wrap_kvc_config_set_layout_kvc_0044c4030100e529(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_layout_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_layout_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_layout_t *arg2 = (kvc_layout_t *) 0 ;
   kvc_status_t result;
@@ -937,7 +937,7 @@ _gostring_ _wrap_kvc_config_get_layout_kvc_0044c4030100e529(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -952,7 +952,7 @@ _gostring_ _wrap_kvc_config_set_tokens_per_block_kvc_0044c4030100e529(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -967,7 +967,7 @@ _gostring_ _wrap_kvc_config_get_tokens_per_block_kvc_0044c4030100e529(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_attention_windows_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_attention_windows_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   size_t arg3 ;
@@ -984,7 +984,7 @@ _gostring_ _wrap_kvc_config_set_attention_windows_kvc_0044c4030100e529(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_attention_window_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_attention_window_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -1001,7 +1001,7 @@ _gostring_ _wrap_kvc_config_get_attention_window_kvc_0044c4030100e529(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_device_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_device_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t arg2 ;
   int32_t arg3 ;
@@ -1018,7 +1018,7 @@ _gostring_ _wrap_kvc_config_set_device_kvc_0044c4030100e529(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_get_device_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_device_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t *arg2 = (kvc_device_kind_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -1035,7 +1035,7 @@ _gostring_ _wrap_kvc_config_get_device_kvc_0044c4030100e529(kvc_config_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_config_set_ranks_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int _swig_go_3) {
+_gostring_ _wrap_kvc_config_set_ranks_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int _swig_go_3) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_device_kind_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -1054,7 +1054,7 @@ _gostring_ _wrap_kvc_config_set_ranks_kvc_0044c4030100e529(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_get_ranks_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1, int _swig_go_2, int *_swig_go_3) {
+_gostring_ _wrap_kvc_config_get_ranks_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int *_swig_go_1, int _swig_go_2, int *_swig_go_3) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   uint32_t arg3 ;
@@ -1073,7 +1073,7 @@ _gostring_ _wrap_kvc_config_get_ranks_kvc_0044c4030100e529(kvc_config_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_primary_bytes_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1088,7 +1088,7 @@ _gostring_ _wrap_kvc_config_set_primary_bytes_kvc_0044c4030100e529(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_primary_bytes_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1103,7 +1103,7 @@ _gostring_ _wrap_kvc_config_get_primary_bytes_kvc_0044c4030100e529(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_max_primary_bytes_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_max_primary_bytes_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1118,7 +1118,7 @@ _gostring_ _wrap_kvc_config_set_max_primary_bytes_kvc_0044c4030100e529(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_max_primary_bytes_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_max_primary_bytes_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1133,7 +1133,7 @@ _gostring_ _wrap_kvc_config_get_max_primary_bytes_kvc_0044c4030100e529(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_set_max_tokens_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_max_tokens_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1148,7 +1148,7 @@ _gostring_ _wrap_kvc_config_set_max_tokens_kvc_0044c4030100e529(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_max_tokens_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_max_tokens_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1163,7 +1163,7 @@ _gostring_ _wrap_kvc_config_get_max_tokens_kvc_0044c4030100e529(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, double _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, double _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double arg2 ;
   kvc_status_t result;
@@ -1178,7 +1178,7 @@ _gostring_ _wrap_kvc_config_set_free_gpu_memory_fraction_kvc_0044c4030100e529(kv
 }
 
 
-_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, double *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, double *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   double *arg2 = (double *) 0 ;
   kvc_status_t result;
@@ -1193,7 +1193,7 @@ _gostring_ _wrap_kvc_config_get_free_gpu_memory_fraction_kvc_0044c4030100e529(kv
 }
 
 
-_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1208,7 +1208,7 @@ _gostring_ _wrap_kvc_config_set_host_cache_bytes_kvc_0044c4030100e529(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1223,7 +1223,7 @@ _gostring_ _wrap_kvc_config_get_host_cache_bytes_kvc_0044c4030100e529(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1238,7 +1238,7 @@ _gostring_ _wrap_kvc_config_set_secondary_offload_min_priority_kvc_0044c4030100e
 }
 
 
-_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1253,7 +1253,7 @@ _gostring_ _wrap_kvc_config_get_secondary_offload_min_priority_kvc_0044c4030100e
 }
 
 
-_gostring_ _wrap_kvc_config_set_block_reuse_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_block_reuse_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1268,7 +1268,7 @@ _gostring_ _wrap_kvc_config_set_block_reuse_kvc_0044c4030100e529(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_get_block_reuse_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_block_reuse_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1283,7 +1283,7 @@ _gostring_ _wrap_kvc_config_get_block_reuse_kvc_0044c4030100e529(kvc_config_t *_
 }
 
 
-_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_partial_reuse_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1298,7 +1298,7 @@ _gostring_ _wrap_kvc_config_set_partial_reuse_kvc_0044c4030100e529(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_partial_reuse_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1313,7 +1313,7 @@ _gostring_ _wrap_kvc_config_get_partial_reuse_kvc_0044c4030100e529(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1328,7 +1328,7 @@ _gostring_ _wrap_kvc_config_set_copy_on_partial_reuse_kvc_0044c4030100e529(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1343,7 +1343,7 @@ _gostring_ _wrap_kvc_config_get_copy_on_partial_reuse_kvc_0044c4030100e529(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -1358,7 +1358,7 @@ _gostring_ _wrap_kvc_config_set_event_buffer_size_kvc_0044c4030100e529(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -1373,7 +1373,7 @@ _gostring_ _wrap_kvc_config_get_event_buffer_size_kvc_0044c4030100e529(kvc_confi
 }
 
 
-_gostring_ _wrap_kvc_config_set_event_hash_seed_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_event_hash_seed_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, long long _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -1388,7 +1388,7 @@ _gostring_ _wrap_kvc_config_set_event_hash_seed_kvc_0044c4030100e529(kvc_config_
 }
 
 
-_gostring_ _wrap_kvc_config_get_event_hash_seed_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_event_hash_seed_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, long long *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   kvc_status_t result;
@@ -1403,7 +1403,7 @@ _gostring_ _wrap_kvc_config_get_event_hash_seed_kvc_0044c4030100e529(kvc_config_
 }
 
 
-_gostring_ _wrap_kvc_config_set_manual_clock_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_manual_clock_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -1418,7 +1418,7 @@ _gostring_ _wrap_kvc_config_set_manual_clock_kvc_0044c4030100e529(kvc_config_t *
 }
 
 
-_gostring_ _wrap_kvc_config_get_manual_clock_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_manual_clock_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -1433,7 +1433,7 @@ _gostring_ _wrap_kvc_config_get_manual_clock_kvc_0044c4030100e529(kvc_config_t *
 }
 
 
-_gostring_ _wrap_kvc_cache_create_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
+_gostring_ _wrap_kvc_cache_create_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, kvc_cache_t **_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_cache_t **arg2 = (kvc_cache_t **) 0 ;
   kvc_status_t result;
@@ -1448,7 +1448,7 @@ _gostring_ _wrap_kvc_cache_create_kvc_0044c4030100e529(kvc_config_t *_swig_go_0,
 }
 
 
-void _wrap_kvc_cache_destroy_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0) {
+void _wrap_kvc_cache_destroy_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   
   arg1 = (kvc_cache_t *)_swig_go_0; 
@@ -1458,7 +1458,7 @@ void _wrap_kvc_cache_destroy_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_cache_desc_t_struct_size_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1470,7 +1470,7 @@ void _wrap_kvc_cache_desc_t_struct_size_set_kvc_0044c4030100e529(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_struct_size_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1483,7 +1483,7 @@ int _wrap_kvc_cache_desc_t_struct_size_get_kvc_0044c4030100e529(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_kind_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_kind_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t arg2 ;
   
@@ -1495,7 +1495,7 @@ void _wrap_kvc_cache_desc_t_device_kind_set_kvc_0044c4030100e529(struct kvc_cach
 }
 
 
-int _wrap_kvc_cache_desc_t_device_kind_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_kind_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_device_kind_t result;
   int _swig_go_result;
@@ -1508,7 +1508,7 @@ int _wrap_kvc_cache_desc_t_device_kind_get_kvc_0044c4030100e529(struct kvc_cache
 }
 
 
-void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t arg2 ;
   
@@ -1520,7 +1520,7 @@ void _wrap_kvc_cache_desc_t_device_ordinal_set_kvc_0044c4030100e529(struct kvc_c
 }
 
 
-int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   int32_t result;
   int _swig_go_result;
@@ -1533,7 +1533,7 @@ int _wrap_kvc_cache_desc_t_device_ordinal_get_kvc_0044c4030100e529(struct kvc_ca
 }
 
 
-void _wrap_kvc_cache_desc_t_dtype_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_dtype_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -1545,7 +1545,7 @@ void _wrap_kvc_cache_desc_t_dtype_set_kvc_0044c4030100e529(struct kvc_cache_desc
 }
 
 
-int _wrap_kvc_cache_desc_t_dtype_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_dtype_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -1558,7 +1558,7 @@ int _wrap_kvc_cache_desc_t_dtype_get_kvc_0044c4030100e529(struct kvc_cache_desc 
 }
 
 
-void _wrap_kvc_cache_desc_t_layout_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_layout_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -1570,7 +1570,7 @@ void _wrap_kvc_cache_desc_t_layout_set_kvc_0044c4030100e529(struct kvc_cache_des
 }
 
 
-int _wrap_kvc_cache_desc_t_layout_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_layout_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -1583,7 +1583,7 @@ int _wrap_kvc_cache_desc_t_layout_get_kvc_0044c4030100e529(struct kvc_cache_desc
 }
 
 
-void _wrap_kvc_cache_desc_t_num_layers_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_layers_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1595,7 +1595,7 @@ void _wrap_kvc_cache_desc_t_num_layers_set_kvc_0044c4030100e529(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_layers_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_layers_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1608,7 +1608,7 @@ int _wrap_kvc_cache_desc_t_num_layers_get_kvc_0044c4030100e529(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_groups_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_groups_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1620,7 +1620,7 @@ void _wrap_kvc_cache_desc_t_num_groups_set_kvc_0044c4030100e529(struct kvc_cache
 }
 
 
-int _wrap_kvc_cache_desc_t_num_groups_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_groups_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1633,7 +1633,7 @@ int _wrap_kvc_cache_desc_t_num_groups_get_kvc_0044c4030100e529(struct kvc_cache_
 }
 
 
-void _wrap_kvc_cache_desc_t_num_pools_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_pools_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1645,7 +1645,7 @@ void _wrap_kvc_cache_desc_t_num_pools_set_kvc_0044c4030100e529(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_num_pools_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_pools_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1658,7 +1658,7 @@ int _wrap_kvc_cache_desc_t_num_pools_get_kvc_0044c4030100e529(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1670,7 +1670,7 @@ void _wrap_kvc_cache_desc_t_tokens_per_block_set_kvc_0044c4030100e529(struct kvc
 }
 
 
-int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1683,7 +1683,7 @@ int _wrap_kvc_cache_desc_t_tokens_per_block_get_kvc_0044c4030100e529(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1695,7 +1695,7 @@ void _wrap_kvc_cache_desc_t_kv_factor_set_kvc_0044c4030100e529(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1708,7 +1708,7 @@ int _wrap_kvc_cache_desc_t_kv_factor_get_kvc_0044c4030100e529(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1720,7 +1720,7 @@ void _wrap_kvc_cache_desc_t_num_blocks_set_kvc_0044c4030100e529(struct kvc_cache
 }
 
 
-long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1733,7 +1733,7 @@ long long _wrap_kvc_cache_desc_t_num_blocks_get_kvc_0044c4030100e529(struct kvc_
 }
 
 
-void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1745,7 +1745,7 @@ void _wrap_kvc_cache_desc_t_token_capacity_set_kvc_0044c4030100e529(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1758,7 +1758,7 @@ long long _wrap_kvc_cache_desc_t_token_capacity_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1770,7 +1770,7 @@ void _wrap_kvc_cache_desc_t_primary_bytes_set_kvc_0044c4030100e529(struct kvc_ca
 }
 
 
-long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1783,7 +1783,7 @@ long long _wrap_kvc_cache_desc_t_primary_bytes_get_kvc_0044c4030100e529(struct k
 }
 
 
-void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1795,7 +1795,7 @@ void _wrap_kvc_cache_desc_t_host_cache_bytes_set_kvc_0044c4030100e529(struct kvc
 }
 
 
-long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1808,7 +1808,7 @@ long long _wrap_kvc_cache_desc_t_host_cache_bytes_get_kvc_0044c4030100e529(struc
 }
 
 
-void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1820,7 +1820,7 @@ void _wrap_kvc_cache_desc_t_device_free_bytes_set_kvc_0044c4030100e529(struct kv
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1833,7 +1833,7 @@ long long _wrap_kvc_cache_desc_t_device_free_bytes_get_kvc_0044c4030100e529(stru
 }
 
 
-void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1845,7 +1845,7 @@ void _wrap_kvc_cache_desc_t_device_total_bytes_set_kvc_0044c4030100e529(struct k
 }
 
 
-long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1858,7 +1858,7 @@ long long _wrap_kvc_cache_desc_t_device_total_bytes_get_kvc_0044c4030100e529(str
 }
 
 
-void _wrap_kvc_cache_desc_t_num_resources_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_resources_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1870,7 +1870,7 @@ void _wrap_kvc_cache_desc_t_num_resources_set_kvc_0044c4030100e529(struct kvc_ca
 }
 
 
-int _wrap_kvc_cache_desc_t_num_resources_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_resources_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1883,7 +1883,7 @@ int _wrap_kvc_cache_desc_t_num_resources_get_kvc_0044c4030100e529(struct kvc_cac
 }
 
 
-void _wrap_kvc_cache_desc_t_num_state_slots_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_state_slots_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1895,7 +1895,7 @@ void _wrap_kvc_cache_desc_t_num_state_slots_set_kvc_0044c4030100e529(struct kvc_
 }
 
 
-int _wrap_kvc_cache_desc_t_num_state_slots_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_state_slots_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1908,7 +1908,7 @@ int _wrap_kvc_cache_desc_t_num_state_slots_get_kvc_0044c4030100e529(struct kvc_c
 }
 
 
-void _wrap_kvc_cache_desc_t_state_bytes_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_desc_t_state_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -1920,7 +1920,7 @@ void _wrap_kvc_cache_desc_t_state_bytes_set_kvc_0044c4030100e529(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_desc_t_state_bytes_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+long long _wrap_kvc_cache_desc_t_state_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -1933,7 +1933,7 @@ long long _wrap_kvc_cache_desc_t_state_bytes_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_cache_desc_t_num_ranks_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_num_ranks_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1945,7 +1945,7 @@ void _wrap_kvc_cache_desc_t_num_ranks_set_kvc_0044c4030100e529(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_desc_t_num_ranks_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_num_ranks_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1958,7 +1958,7 @@ int _wrap_kvc_cache_desc_t_num_ranks_get_kvc_0044c4030100e529(struct kvc_cache_d
 }
 
 
-void _wrap_kvc_cache_desc_t_max_head_replication_set_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_desc_t_max_head_replication_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -1970,7 +1970,7 @@ void _wrap_kvc_cache_desc_t_max_head_replication_set_kvc_0044c4030100e529(struct
 }
 
 
-int _wrap_kvc_cache_desc_t_max_head_replication_get_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+int _wrap_kvc_cache_desc_t_max_head_replication_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -1983,7 +1983,32 @@ int _wrap_kvc_cache_desc_t_max_head_replication_get_kvc_0044c4030100e529(struct 
 }
 
 
-struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_0044c4030100e529() {
+void _wrap_kvc_cache_desc_t_num_kv_resources_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_kv_resources = arg2;
+  
+}
+
+
+int _wrap_kvc_cache_desc_t_num_kv_resources_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0) {
+  struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->num_kv_resources);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_cache_desc *result = 0 ;
   struct kvc_cache_desc *_swig_go_result;
   
@@ -1994,7 +2019,7 @@ struct kvc_cache_desc *_wrap_new_kvc_cache_desc_t_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_delete_kvc_cache_desc_t_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_delete_kvc_cache_desc_t_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0) {
   struct kvc_cache_desc *arg1 = (struct kvc_cache_desc *) 0 ;
   
   arg1 = *(struct kvc_cache_desc **)&_swig_go_0; 
@@ -2004,7 +2029,7 @@ void _wrap_delete_kvc_cache_desc_t_kvc_0044c4030100e529(struct kvc_cache_desc *_
 }
 
 
-void _wrap_kvc_cache_desc_init_kvc_0044c4030100e529(struct kvc_cache_desc *_swig_go_0) {
+void _wrap_kvc_cache_desc_init_kvc_c42b5e67b80b4c6d(struct kvc_cache_desc *_swig_go_0) {
   kvc_cache_desc_t *arg1 = (kvc_cache_desc_t *) 0 ;
   
   arg1 = *(kvc_cache_desc_t **)&_swig_go_0; 
@@ -2014,7 +2039,7 @@ void _wrap_kvc_cache_desc_init_kvc_0044c4030100e529(struct kvc_cache_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_describe_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, struct kvc_cache_desc *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_desc_t *arg2 = (kvc_cache_desc_t *) 0 ;
   kvc_status_t result;
@@ -2029,7 +2054,7 @@ _gostring_ _wrap_kvc_cache_describe_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_group_desc_t_struct_size_set_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2041,7 +2066,7 @@ void _wrap_kvc_group_desc_t_struct_size_set_kvc_0044c4030100e529(struct kvc_grou
 }
 
 
-int _wrap_kvc_group_desc_t_struct_size_get_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2054,7 +2079,7 @@ int _wrap_kvc_group_desc_t_struct_size_get_kvc_0044c4030100e529(struct kvc_group
 }
 
 
-void _wrap_kvc_group_desc_t_window_set_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_window_set_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2066,7 +2091,7 @@ void _wrap_kvc_group_desc_t_window_set_kvc_0044c4030100e529(struct kvc_group_des
 }
 
 
-int _wrap_kvc_group_desc_t_window_get_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_window_get_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2079,7 +2104,7 @@ int _wrap_kvc_group_desc_t_window_get_kvc_0044c4030100e529(struct kvc_group_desc
 }
 
 
-void _wrap_kvc_group_desc_t_kv_heads_set_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_kv_heads_set_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2091,7 +2116,7 @@ void _wrap_kvc_group_desc_t_kv_heads_set_kvc_0044c4030100e529(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_kv_heads_get_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_kv_heads_get_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2104,7 +2129,7 @@ int _wrap_kvc_group_desc_t_kv_heads_get_kvc_0044c4030100e529(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_head_dim_set_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_head_dim_set_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2116,7 +2141,7 @@ void _wrap_kvc_group_desc_t_head_dim_set_kvc_0044c4030100e529(struct kvc_group_d
 }
 
 
-int _wrap_kvc_group_desc_t_head_dim_get_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_head_dim_get_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2129,7 +2154,7 @@ int _wrap_kvc_group_desc_t_head_dim_get_kvc_0044c4030100e529(struct kvc_group_de
 }
 
 
-void _wrap_kvc_group_desc_t_num_layers_set_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_num_layers_set_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2141,7 +2166,7 @@ void _wrap_kvc_group_desc_t_num_layers_set_kvc_0044c4030100e529(struct kvc_group
 }
 
 
-int _wrap_kvc_group_desc_t_num_layers_get_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_num_layers_get_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2154,7 +2179,7 @@ int _wrap_kvc_group_desc_t_num_layers_get_kvc_0044c4030100e529(struct kvc_group_
 }
 
 
-void _wrap_kvc_group_desc_t_pool_set_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_pool_set_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2166,7 +2191,7 @@ void _wrap_kvc_group_desc_t_pool_set_kvc_0044c4030100e529(struct kvc_group_desc 
 }
 
 
-int _wrap_kvc_group_desc_t_pool_get_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_pool_get_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2179,7 +2204,7 @@ int _wrap_kvc_group_desc_t_pool_get_kvc_0044c4030100e529(struct kvc_group_desc *
 }
 
 
-void _wrap_kvc_group_desc_t_block_bytes_set_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_block_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2191,7 +2216,7 @@ void _wrap_kvc_group_desc_t_block_bytes_set_kvc_0044c4030100e529(struct kvc_grou
 }
 
 
-long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2204,7 +2229,7 @@ long long _wrap_kvc_group_desc_t_block_bytes_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2216,7 +2241,7 @@ void _wrap_kvc_group_desc_t_bytes_per_token_set_kvc_0044c4030100e529(struct kvc_
 }
 
 
-long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0) {
+long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2229,7 +2254,7 @@ long long _wrap_kvc_group_desc_t_bytes_per_token_get_kvc_0044c4030100e529(struct
 }
 
 
-void _wrap_kvc_group_desc_t_kv_heads_per_rank_set_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_kv_heads_per_rank_set_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2241,7 +2266,7 @@ void _wrap_kvc_group_desc_t_kv_heads_per_rank_set_kvc_0044c4030100e529(struct kv
 }
 
 
-int _wrap_kvc_group_desc_t_kv_heads_per_rank_get_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_kv_heads_per_rank_get_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2254,7 +2279,7 @@ int _wrap_kvc_group_desc_t_kv_heads_per_rank_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_group_desc_t_head_replication_set_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_desc_t_head_replication_set_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2266,7 +2291,7 @@ void _wrap_kvc_group_desc_t_head_replication_set_kvc_0044c4030100e529(struct kvc
 }
 
 
-int _wrap_kvc_group_desc_t_head_replication_get_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0) {
+int _wrap_kvc_group_desc_t_head_replication_get_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2279,7 +2304,82 @@ int _wrap_kvc_group_desc_t_head_replication_get_kvc_0044c4030100e529(struct kvc_
 }
 
 
-struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_0044c4030100e529() {
+void _wrap_kvc_group_desc_t_dtype_set_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
+  kvc_dtype_t arg2 ;
+  
+  arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
+  arg2 = (kvc_dtype_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->dtype = arg2;
+  
+}
+
+
+int _wrap_kvc_group_desc_t_dtype_get_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0) {
+  struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
+  kvc_dtype_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
+  
+  result = (kvc_dtype_t) ((arg1)->dtype);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_desc_t_kv_factor_set_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->kv_factor = arg2;
+  
+}
+
+
+int _wrap_kvc_group_desc_t_kv_factor_get_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0) {
+  struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->kv_factor);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_group_desc_t_layout_set_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
+  kvc_layout_t arg2 ;
+  
+  arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
+  arg2 = (kvc_layout_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->layout = arg2;
+  
+}
+
+
+int _wrap_kvc_group_desc_t_layout_get_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0) {
+  struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
+  kvc_layout_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
+  
+  result = (kvc_layout_t) ((arg1)->layout);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_group_desc *result = 0 ;
   struct kvc_group_desc *_swig_go_result;
   
@@ -2290,7 +2390,7 @@ struct kvc_group_desc *_wrap_new_kvc_group_desc_t_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_delete_kvc_group_desc_t_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0) {
+void _wrap_delete_kvc_group_desc_t_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0) {
   struct kvc_group_desc *arg1 = (struct kvc_group_desc *) 0 ;
   
   arg1 = *(struct kvc_group_desc **)&_swig_go_0; 
@@ -2300,7 +2400,7 @@ void _wrap_delete_kvc_group_desc_t_kvc_0044c4030100e529(struct kvc_group_desc *_
 }
 
 
-void _wrap_kvc_group_desc_init_kvc_0044c4030100e529(struct kvc_group_desc *_swig_go_0) {
+void _wrap_kvc_group_desc_init_kvc_c42b5e67b80b4c6d(struct kvc_group_desc *_swig_go_0) {
   kvc_group_desc_t *arg1 = (kvc_group_desc_t *) 0 ;
   
   arg1 = *(kvc_group_desc_t **)&_swig_go_0; 
@@ -2310,7 +2410,7 @@ void _wrap_kvc_group_desc_init_kvc_0044c4030100e529(struct kvc_group_desc *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_group_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_group_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_group_desc_t *arg3 = (kvc_group_desc_t *) 0 ;
@@ -2327,7 +2427,7 @@ _gostring_ _wrap_kvc_cache_describe_group_kvc_0044c4030100e529(kvc_cache_t *_swi
 }
 
 
-void _wrap_kvc_pool_desc_t_struct_size_set_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2339,7 +2439,7 @@ void _wrap_kvc_pool_desc_t_struct_size_set_kvc_0044c4030100e529(struct kvc_pool_
 }
 
 
-int _wrap_kvc_pool_desc_t_struct_size_get_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2352,7 +2452,7 @@ int _wrap_kvc_pool_desc_t_struct_size_get_kvc_0044c4030100e529(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_num_groups_set_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_groups_set_kvc_c42b5e67b80b4c6d(struct kvc_pool_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -2364,7 +2464,7 @@ void _wrap_kvc_pool_desc_t_num_groups_set_kvc_0044c4030100e529(struct kvc_pool_d
 }
 
 
-int _wrap_kvc_pool_desc_t_num_groups_get_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0) {
+int _wrap_kvc_pool_desc_t_num_groups_get_kvc_c42b5e67b80b4c6d(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2377,7 +2477,7 @@ int _wrap_kvc_pool_desc_t_num_groups_get_kvc_0044c4030100e529(struct kvc_pool_de
 }
 
 
-void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2389,7 +2489,7 @@ void _wrap_kvc_pool_desc_t_block_bytes_set_kvc_0044c4030100e529(struct kvc_pool_
 }
 
 
-long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2402,7 +2502,7 @@ long long _wrap_kvc_pool_desc_t_block_bytes_get_kvc_0044c4030100e529(struct kvc_
 }
 
 
-void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2414,7 +2514,7 @@ void _wrap_kvc_pool_desc_t_num_blocks_set_kvc_0044c4030100e529(struct kvc_pool_d
 }
 
 
-long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2427,7 +2527,7 @@ long long _wrap_kvc_pool_desc_t_num_blocks_get_kvc_0044c4030100e529(struct kvc_p
 }
 
 
-void _wrap_kvc_pool_desc_t_bytes_set_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_desc_t_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_pool_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -2439,7 +2539,7 @@ void _wrap_kvc_pool_desc_t_bytes_set_kvc_0044c4030100e529(struct kvc_pool_desc *
 }
 
 
-long long _wrap_kvc_pool_desc_t_bytes_get_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0) {
+long long _wrap_kvc_pool_desc_t_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2452,7 +2552,7 @@ long long _wrap_kvc_pool_desc_t_bytes_get_kvc_0044c4030100e529(struct kvc_pool_d
 }
 
 
-void _wrap_kvc_pool_desc_t_base_set_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_pool_desc_t_base_set_kvc_c42b5e67b80b4c6d(struct kvc_pool_desc *_swig_go_0, void *_swig_go_1) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2464,7 +2564,7 @@ void _wrap_kvc_pool_desc_t_base_set_kvc_0044c4030100e529(struct kvc_pool_desc *_
 }
 
 
-void *_wrap_kvc_pool_desc_t_base_get_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0) {
+void *_wrap_kvc_pool_desc_t_base_get_kvc_c42b5e67b80b4c6d(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2477,7 +2577,7 @@ void *_wrap_kvc_pool_desc_t_base_get_kvc_0044c4030100e529(struct kvc_pool_desc *
 }
 
 
-struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_0044c4030100e529() {
+struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_pool_desc *result = 0 ;
   struct kvc_pool_desc *_swig_go_result;
   
@@ -2488,7 +2588,7 @@ struct kvc_pool_desc *_wrap_new_kvc_pool_desc_t_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_delete_kvc_pool_desc_t_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_delete_kvc_pool_desc_t_kvc_c42b5e67b80b4c6d(struct kvc_pool_desc *_swig_go_0) {
   struct kvc_pool_desc *arg1 = (struct kvc_pool_desc *) 0 ;
   
   arg1 = *(struct kvc_pool_desc **)&_swig_go_0; 
@@ -2498,7 +2598,7 @@ void _wrap_delete_kvc_pool_desc_t_kvc_0044c4030100e529(struct kvc_pool_desc *_sw
 }
 
 
-void _wrap_kvc_pool_desc_init_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_go_0) {
+void _wrap_kvc_pool_desc_init_kvc_c42b5e67b80b4c6d(struct kvc_pool_desc *_swig_go_0) {
   kvc_pool_desc_t *arg1 = (kvc_pool_desc_t *) 0 ;
   
   arg1 = *(kvc_pool_desc_t **)&_swig_go_0; 
@@ -2508,7 +2608,7 @@ void _wrap_kvc_pool_desc_init_kvc_0044c4030100e529(struct kvc_pool_desc *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_pool_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_pool_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_pool_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_pool_desc_t *arg3 = (kvc_pool_desc_t *) 0 ;
@@ -2525,7 +2625,7 @@ _gostring_ _wrap_kvc_cache_describe_pool_kvc_0044c4030100e529(kvc_cache_t *_swig
 }
 
 
-void _wrap_kvc_layer_view_t_struct_size_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2537,7 +2637,7 @@ void _wrap_kvc_layer_view_t_struct_size_set_kvc_0044c4030100e529(struct kvc_laye
 }
 
 
-int _wrap_kvc_layer_view_t_struct_size_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2550,7 +2650,7 @@ int _wrap_kvc_layer_view_t_struct_size_get_kvc_0044c4030100e529(struct kvc_layer
 }
 
 
-void _wrap_kvc_layer_view_t_group_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_group_set_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2562,7 +2662,7 @@ void _wrap_kvc_layer_view_t_group_set_kvc_0044c4030100e529(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_group_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_group_get_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2575,7 +2675,7 @@ int _wrap_kvc_layer_view_t_group_get_kvc_0044c4030100e529(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_pool_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_pool_set_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2587,7 +2687,7 @@ void _wrap_kvc_layer_view_t_pool_set_kvc_0044c4030100e529(struct kvc_layer_view 
 }
 
 
-int _wrap_kvc_layer_view_t_pool_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_pool_get_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2600,7 +2700,7 @@ int _wrap_kvc_layer_view_t_pool_get_kvc_0044c4030100e529(struct kvc_layer_view *
 }
 
 
-void _wrap_kvc_layer_view_t_dtype_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_dtype_set_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -2612,7 +2712,7 @@ void _wrap_kvc_layer_view_t_dtype_set_kvc_0044c4030100e529(struct kvc_layer_view
 }
 
 
-int _wrap_kvc_layer_view_t_dtype_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_dtype_get_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -2625,7 +2725,7 @@ int _wrap_kvc_layer_view_t_dtype_get_kvc_0044c4030100e529(struct kvc_layer_view 
 }
 
 
-void _wrap_kvc_layer_view_t_layout_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_layout_set_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -2637,7 +2737,7 @@ void _wrap_kvc_layer_view_t_layout_set_kvc_0044c4030100e529(struct kvc_layer_vie
 }
 
 
-int _wrap_kvc_layer_view_t_layout_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_layout_get_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -2650,7 +2750,7 @@ int _wrap_kvc_layer_view_t_layout_get_kvc_0044c4030100e529(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_kv_heads_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_heads_set_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2662,7 +2762,7 @@ void _wrap_kvc_layer_view_t_kv_heads_set_kvc_0044c4030100e529(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_kv_heads_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_heads_get_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2675,7 +2775,7 @@ int _wrap_kvc_layer_view_t_kv_heads_get_kvc_0044c4030100e529(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_head_dim_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_dim_set_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2687,7 +2787,7 @@ void _wrap_kvc_layer_view_t_head_dim_set_kvc_0044c4030100e529(struct kvc_layer_v
 }
 
 
-int _wrap_kvc_layer_view_t_head_dim_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_head_dim_get_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2700,7 +2800,7 @@ int _wrap_kvc_layer_view_t_head_dim_get_kvc_0044c4030100e529(struct kvc_layer_vi
 }
 
 
-void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2712,7 +2812,7 @@ void _wrap_kvc_layer_view_t_tokens_per_block_set_kvc_0044c4030100e529(struct kvc
 }
 
 
-int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2725,7 +2825,7 @@ int _wrap_kvc_layer_view_t_tokens_per_block_get_kvc_0044c4030100e529(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_kv_factor_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_factor_set_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2737,7 +2837,7 @@ void _wrap_kvc_layer_view_t_kv_factor_set_kvc_0044c4030100e529(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_kv_factor_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_kv_factor_get_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2750,7 +2850,7 @@ int _wrap_kvc_layer_view_t_kv_factor_get_kvc_0044c4030100e529(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_elem_size_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_elem_size_set_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2762,7 +2862,7 @@ void _wrap_kvc_layer_view_t_elem_size_set_kvc_0044c4030100e529(struct kvc_layer_
 }
 
 
-int _wrap_kvc_layer_view_t_elem_size_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_elem_size_get_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2775,7 +2875,7 @@ int _wrap_kvc_layer_view_t_elem_size_get_kvc_0044c4030100e529(struct kvc_layer_v
 }
 
 
-void _wrap_kvc_layer_view_t_base_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_layer_view_t_base_set_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -2787,7 +2887,7 @@ void _wrap_kvc_layer_view_t_base_set_kvc_0044c4030100e529(struct kvc_layer_view 
 }
 
 
-void *_wrap_kvc_layer_view_t_base_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
+void *_wrap_kvc_layer_view_t_base_get_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2800,7 +2900,7 @@ void *_wrap_kvc_layer_view_t_base_get_kvc_0044c4030100e529(struct kvc_layer_view
 }
 
 
-void _wrap_kvc_layer_view_t_num_blocks_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_num_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2812,7 +2912,7 @@ void _wrap_kvc_layer_view_t_num_blocks_set_kvc_0044c4030100e529(struct kvc_layer
 }
 
 
-long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2825,7 +2925,7 @@ long long _wrap_kvc_layer_view_t_num_blocks_get_kvc_0044c4030100e529(struct kvc_
 }
 
 
-void _wrap_kvc_layer_view_t_block_stride_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_block_stride_set_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2837,7 +2937,7 @@ void _wrap_kvc_layer_view_t_block_stride_set_kvc_0044c4030100e529(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_block_stride_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_block_stride_get_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2850,7 +2950,7 @@ long long _wrap_kvc_layer_view_t_block_stride_get_kvc_0044c4030100e529(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_kv_stride_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_kv_stride_set_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2862,7 +2962,7 @@ void _wrap_kvc_layer_view_t_kv_stride_set_kvc_0044c4030100e529(struct kvc_layer_
 }
 
 
-long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2875,7 +2975,7 @@ long long _wrap_kvc_layer_view_t_kv_stride_get_kvc_0044c4030100e529(struct kvc_l
 }
 
 
-void _wrap_kvc_layer_view_t_token_stride_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_token_stride_set_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2887,7 +2987,7 @@ void _wrap_kvc_layer_view_t_token_stride_set_kvc_0044c4030100e529(struct kvc_lay
 }
 
 
-long long _wrap_kvc_layer_view_t_token_stride_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_token_stride_get_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2900,7 +3000,7 @@ long long _wrap_kvc_layer_view_t_token_stride_get_kvc_0044c4030100e529(struct kv
 }
 
 
-void _wrap_kvc_layer_view_t_head_stride_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_layer_view_t_head_stride_set_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t arg2 ;
   
@@ -2912,7 +3012,7 @@ void _wrap_kvc_layer_view_t_head_stride_set_kvc_0044c4030100e529(struct kvc_laye
 }
 
 
-long long _wrap_kvc_layer_view_t_head_stride_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
+long long _wrap_kvc_layer_view_t_head_stride_get_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -2925,7 +3025,7 @@ long long _wrap_kvc_layer_view_t_head_stride_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_layer_view_t_rank_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_rank_set_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2937,7 +3037,7 @@ void _wrap_kvc_layer_view_t_rank_set_kvc_0044c4030100e529(struct kvc_layer_view 
 }
 
 
-int _wrap_kvc_layer_view_t_rank_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_rank_get_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2950,7 +3050,7 @@ int _wrap_kvc_layer_view_t_rank_get_kvc_0044c4030100e529(struct kvc_layer_view *
 }
 
 
-void _wrap_kvc_layer_view_t_first_kv_head_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_first_kv_head_set_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2962,7 +3062,7 @@ void _wrap_kvc_layer_view_t_first_kv_head_set_kvc_0044c4030100e529(struct kvc_la
 }
 
 
-int _wrap_kvc_layer_view_t_first_kv_head_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_first_kv_head_get_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -2975,7 +3075,7 @@ int _wrap_kvc_layer_view_t_first_kv_head_get_kvc_0044c4030100e529(struct kvc_lay
 }
 
 
-void _wrap_kvc_layer_view_t_total_kv_heads_set_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_layer_view_t_total_kv_heads_set_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0, int _swig_go_1) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t arg2 ;
   
@@ -2987,7 +3087,7 @@ void _wrap_kvc_layer_view_t_total_kv_heads_set_kvc_0044c4030100e529(struct kvc_l
 }
 
 
-int _wrap_kvc_layer_view_t_total_kv_heads_get_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
+int _wrap_kvc_layer_view_t_total_kv_heads_get_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3000,7 +3100,7 @@ int _wrap_kvc_layer_view_t_total_kv_heads_get_kvc_0044c4030100e529(struct kvc_la
 }
 
 
-struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_0044c4030100e529() {
+struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_layer_view *result = 0 ;
   struct kvc_layer_view *_swig_go_result;
   
@@ -3011,7 +3111,7 @@ struct kvc_layer_view *_wrap_new_kvc_layer_view_t_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_delete_kvc_layer_view_t_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
+void _wrap_delete_kvc_layer_view_t_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0) {
   struct kvc_layer_view *arg1 = (struct kvc_layer_view *) 0 ;
   
   arg1 = *(struct kvc_layer_view **)&_swig_go_0; 
@@ -3021,7 +3121,7 @@ void _wrap_delete_kvc_layer_view_t_kvc_0044c4030100e529(struct kvc_layer_view *_
 }
 
 
-void _wrap_kvc_layer_view_init_kvc_0044c4030100e529(struct kvc_layer_view *_swig_go_0) {
+void _wrap_kvc_layer_view_init_kvc_c42b5e67b80b4c6d(struct kvc_layer_view *_swig_go_0) {
   kvc_layer_view_t *arg1 = (kvc_layer_view_t *) 0 ;
   
   arg1 = *(kvc_layer_view_t **)&_swig_go_0; 
@@ -3031,7 +3131,7 @@ void _wrap_kvc_layer_view_init_kvc_0044c4030100e529(struct kvc_layer_view *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_layer_view_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_layer_view_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_layer_view *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_layer_view_t *arg3 = (kvc_layer_view_t *) 0 ;
@@ -3048,7 +3148,7 @@ _gostring_ _wrap_kvc_cache_layer_view_kvc_0044c4030100e529(kvc_cache_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_cache_layer_view_rank_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, int _swig_go_2, struct kvc_layer_view *_swig_go_3) {
+_gostring_ _wrap_kvc_cache_layer_view_rank_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, int _swig_go_1, int _swig_go_2, struct kvc_layer_view *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint32_t arg3 ;
@@ -3067,7 +3167,7 @@ _gostring_ _wrap_kvc_cache_layer_view_rank_kvc_0044c4030100e529(kvc_cache_t *_sw
 }
 
 
-void _wrap_kvc_resize_inputs_t_struct_size_set_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resize_inputs_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_resize_inputs *_swig_go_0, int _swig_go_1) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint32_t arg2 ;
   
@@ -3079,7 +3179,7 @@ void _wrap_kvc_resize_inputs_t_struct_size_set_kvc_0044c4030100e529(struct kvc_r
 }
 
 
-int _wrap_kvc_resize_inputs_t_struct_size_get_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0) {
+int _wrap_kvc_resize_inputs_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_resize_inputs *_swig_go_0) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3092,7 +3192,7 @@ int _wrap_kvc_resize_inputs_t_struct_size_get_kvc_0044c4030100e529(struct kvc_re
 }
 
 
-void _wrap_kvc_resize_inputs_t_reserved_set_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resize_inputs_t_reserved_set_kvc_c42b5e67b80b4c6d(struct kvc_resize_inputs *_swig_go_0, int _swig_go_1) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint32_t arg2 ;
   
@@ -3104,7 +3204,7 @@ void _wrap_kvc_resize_inputs_t_reserved_set_kvc_0044c4030100e529(struct kvc_resi
 }
 
 
-int _wrap_kvc_resize_inputs_t_reserved_get_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0) {
+int _wrap_kvc_resize_inputs_t_reserved_get_kvc_c42b5e67b80b4c6d(struct kvc_resize_inputs *_swig_go_0) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3117,7 +3217,7 @@ int _wrap_kvc_resize_inputs_t_reserved_get_kvc_0044c4030100e529(struct kvc_resiz
 }
 
 
-void _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_set_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_set_kvc_c42b5e67b80b4c6d(struct kvc_resize_inputs *_swig_go_0, double _swig_go_1) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   double arg2 ;
   
@@ -3129,7 +3229,7 @@ void _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_set_kvc_0044c4030100e529
 }
 
 
-double _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_get_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0) {
+double _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_get_kvc_c42b5e67b80b4c6d(struct kvc_resize_inputs *_swig_go_0) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   double result;
   double _swig_go_result;
@@ -3142,7 +3242,7 @@ double _wrap_kvc_resize_inputs_t_free_gpu_memory_fraction_get_kvc_0044c4030100e5
 }
 
 
-void _wrap_kvc_resize_inputs_t_free_bytes_set_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_inputs_t_free_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_resize_inputs *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint64_t arg2 ;
   
@@ -3154,7 +3254,7 @@ void _wrap_kvc_resize_inputs_t_free_bytes_set_kvc_0044c4030100e529(struct kvc_re
 }
 
 
-long long _wrap_kvc_resize_inputs_t_free_bytes_get_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0) {
+long long _wrap_kvc_resize_inputs_t_free_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_resize_inputs *_swig_go_0) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3167,7 +3267,7 @@ long long _wrap_kvc_resize_inputs_t_free_bytes_get_kvc_0044c4030100e529(struct k
 }
 
 
-void _wrap_kvc_resize_inputs_t_non_paged_bytes_set_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_inputs_t_non_paged_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_resize_inputs *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint64_t arg2 ;
   
@@ -3179,7 +3279,7 @@ void _wrap_kvc_resize_inputs_t_non_paged_bytes_set_kvc_0044c4030100e529(struct k
 }
 
 
-long long _wrap_kvc_resize_inputs_t_non_paged_bytes_get_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0) {
+long long _wrap_kvc_resize_inputs_t_non_paged_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_resize_inputs *_swig_go_0) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3192,7 +3292,7 @@ long long _wrap_kvc_resize_inputs_t_non_paged_bytes_get_kvc_0044c4030100e529(str
 }
 
 
-void _wrap_kvc_resize_inputs_t_forward_bytes_set_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_inputs_t_forward_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_resize_inputs *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint64_t arg2 ;
   
@@ -3204,7 +3304,7 @@ void _wrap_kvc_resize_inputs_t_forward_bytes_set_kvc_0044c4030100e529(struct kvc
 }
 
 
-long long _wrap_kvc_resize_inputs_t_forward_bytes_get_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0) {
+long long _wrap_kvc_resize_inputs_t_forward_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_resize_inputs *_swig_go_0) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3217,7 +3317,7 @@ long long _wrap_kvc_resize_inputs_t_forward_bytes_get_kvc_0044c4030100e529(struc
 }
 
 
-struct kvc_resize_inputs *_wrap_new_kvc_resize_inputs_t_kvc_0044c4030100e529() {
+struct kvc_resize_inputs *_wrap_new_kvc_resize_inputs_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_resize_inputs *result = 0 ;
   struct kvc_resize_inputs *_swig_go_result;
   
@@ -3228,7 +3328,7 @@ struct kvc_resize_inputs *_wrap_new_kvc_resize_inputs_t_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_delete_kvc_resize_inputs_t_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0) {
+void _wrap_delete_kvc_resize_inputs_t_kvc_c42b5e67b80b4c6d(struct kvc_resize_inputs *_swig_go_0) {
   struct kvc_resize_inputs *arg1 = (struct kvc_resize_inputs *) 0 ;
   
   arg1 = *(struct kvc_resize_inputs **)&_swig_go_0; 
@@ -3238,7 +3338,7 @@ void _wrap_delete_kvc_resize_inputs_t_kvc_0044c4030100e529(struct kvc_resize_inp
 }
 
 
-void _wrap_kvc_resize_inputs_init_kvc_0044c4030100e529(struct kvc_resize_inputs *_swig_go_0) {
+void _wrap_kvc_resize_inputs_init_kvc_c42b5e67b80b4c6d(struct kvc_resize_inputs *_swig_go_0) {
   kvc_resize_inputs_t *arg1 = (kvc_resize_inputs_t *) 0 ;
   
   arg1 = *(kvc_resize_inputs_t **)&_swig_go_0; 
@@ -3248,7 +3348,7 @@ void _wrap_kvc_resize_inputs_init_kvc_0044c4030100e529(struct kvc_resize_inputs 
 }
 
 
-void _wrap_kvc_resize_plan_t_struct_size_set_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resize_plan_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_resize_plan *_swig_go_0, int _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint32_t arg2 ;
   
@@ -3260,7 +3360,7 @@ void _wrap_kvc_resize_plan_t_struct_size_set_kvc_0044c4030100e529(struct kvc_res
 }
 
 
-int _wrap_kvc_resize_plan_t_struct_size_get_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0) {
+int _wrap_kvc_resize_plan_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3273,7 +3373,7 @@ int _wrap_kvc_resize_plan_t_struct_size_get_kvc_0044c4030100e529(struct kvc_resi
 }
 
 
-void _wrap_kvc_resize_plan_t_num_pools_set_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resize_plan_t_num_pools_set_kvc_c42b5e67b80b4c6d(struct kvc_resize_plan *_swig_go_0, int _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint32_t arg2 ;
   
@@ -3285,7 +3385,7 @@ void _wrap_kvc_resize_plan_t_num_pools_set_kvc_0044c4030100e529(struct kvc_resiz
 }
 
 
-int _wrap_kvc_resize_plan_t_num_pools_get_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0) {
+int _wrap_kvc_resize_plan_t_num_pools_get_kvc_c42b5e67b80b4c6d(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3298,7 +3398,7 @@ int _wrap_kvc_resize_plan_t_num_pools_get_kvc_0044c4030100e529(struct kvc_resize
 }
 
 
-void _wrap_kvc_resize_plan_t_free_bytes_set_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_plan_t_free_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t arg2 ;
   
@@ -3310,7 +3410,7 @@ void _wrap_kvc_resize_plan_t_free_bytes_set_kvc_0044c4030100e529(struct kvc_resi
 }
 
 
-long long _wrap_kvc_resize_plan_t_free_bytes_get_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0) {
+long long _wrap_kvc_resize_plan_t_free_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3323,7 +3423,7 @@ long long _wrap_kvc_resize_plan_t_free_bytes_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_resize_plan_t_mem_for_paged_set_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_plan_t_mem_for_paged_set_kvc_c42b5e67b80b4c6d(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t arg2 ;
   
@@ -3335,7 +3435,7 @@ void _wrap_kvc_resize_plan_t_mem_for_paged_set_kvc_0044c4030100e529(struct kvc_r
 }
 
 
-long long _wrap_kvc_resize_plan_t_mem_for_paged_get_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0) {
+long long _wrap_kvc_resize_plan_t_mem_for_paged_get_kvc_c42b5e67b80b4c6d(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3348,7 +3448,7 @@ long long _wrap_kvc_resize_plan_t_mem_for_paged_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_resize_plan_t_primary_bytes_set_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_plan_t_primary_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t arg2 ;
   
@@ -3360,7 +3460,7 @@ void _wrap_kvc_resize_plan_t_primary_bytes_set_kvc_0044c4030100e529(struct kvc_r
 }
 
 
-long long _wrap_kvc_resize_plan_t_primary_bytes_get_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0) {
+long long _wrap_kvc_resize_plan_t_primary_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3373,7 +3473,7 @@ long long _wrap_kvc_resize_plan_t_primary_bytes_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_resize_plan_t_max_primary_bytes_set_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_plan_t_max_primary_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t arg2 ;
   
@@ -3385,7 +3485,7 @@ void _wrap_kvc_resize_plan_t_max_primary_bytes_set_kvc_0044c4030100e529(struct k
 }
 
 
-long long _wrap_kvc_resize_plan_t_max_primary_bytes_get_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0) {
+long long _wrap_kvc_resize_plan_t_max_primary_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3398,7 +3498,7 @@ long long _wrap_kvc_resize_plan_t_max_primary_bytes_get_kvc_0044c4030100e529(str
 }
 
 
-void _wrap_kvc_resize_plan_t_blocks_per_group_set_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_plan_t_blocks_per_group_set_kvc_c42b5e67b80b4c6d(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t arg2 ;
   
@@ -3410,7 +3510,7 @@ void _wrap_kvc_resize_plan_t_blocks_per_group_set_kvc_0044c4030100e529(struct kv
 }
 
 
-long long _wrap_kvc_resize_plan_t_blocks_per_group_get_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0) {
+long long _wrap_kvc_resize_plan_t_blocks_per_group_get_kvc_c42b5e67b80b4c6d(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3423,7 +3523,7 @@ long long _wrap_kvc_resize_plan_t_blocks_per_group_get_kvc_0044c4030100e529(stru
 }
 
 
-void _wrap_kvc_resize_plan_t_token_capacity_set_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_plan_t_token_capacity_set_kvc_c42b5e67b80b4c6d(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t arg2 ;
   
@@ -3435,7 +3535,7 @@ void _wrap_kvc_resize_plan_t_token_capacity_set_kvc_0044c4030100e529(struct kvc_
 }
 
 
-long long _wrap_kvc_resize_plan_t_token_capacity_get_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0) {
+long long _wrap_kvc_resize_plan_t_token_capacity_get_kvc_c42b5e67b80b4c6d(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3448,7 +3548,7 @@ long long _wrap_kvc_resize_plan_t_token_capacity_get_kvc_0044c4030100e529(struct
 }
 
 
-void _wrap_kvc_resize_plan_t_num_blocks_set_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_plan_t_num_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t arg2 ;
   
@@ -3460,7 +3560,7 @@ void _wrap_kvc_resize_plan_t_num_blocks_set_kvc_0044c4030100e529(struct kvc_resi
 }
 
 
-long long _wrap_kvc_resize_plan_t_num_blocks_get_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0) {
+long long _wrap_kvc_resize_plan_t_num_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3473,7 +3573,7 @@ long long _wrap_kvc_resize_plan_t_num_blocks_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_resize_plan_t_total_bytes_set_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resize_plan_t_total_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_resize_plan *_swig_go_0, long long _swig_go_1) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t arg2 ;
   
@@ -3485,7 +3585,7 @@ void _wrap_kvc_resize_plan_t_total_bytes_set_kvc_0044c4030100e529(struct kvc_res
 }
 
 
-long long _wrap_kvc_resize_plan_t_total_bytes_get_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0) {
+long long _wrap_kvc_resize_plan_t_total_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3498,7 +3598,7 @@ long long _wrap_kvc_resize_plan_t_total_bytes_get_kvc_0044c4030100e529(struct kv
 }
 
 
-struct kvc_resize_plan *_wrap_new_kvc_resize_plan_t_kvc_0044c4030100e529() {
+struct kvc_resize_plan *_wrap_new_kvc_resize_plan_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_resize_plan *result = 0 ;
   struct kvc_resize_plan *_swig_go_result;
   
@@ -3509,7 +3609,7 @@ struct kvc_resize_plan *_wrap_new_kvc_resize_plan_t_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_delete_kvc_resize_plan_t_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0) {
+void _wrap_delete_kvc_resize_plan_t_kvc_c42b5e67b80b4c6d(struct kvc_resize_plan *_swig_go_0) {
   struct kvc_resize_plan *arg1 = (struct kvc_resize_plan *) 0 ;
   
   arg1 = *(struct kvc_resize_plan **)&_swig_go_0; 
@@ -3519,7 +3619,7 @@ void _wrap_delete_kvc_resize_plan_t_kvc_0044c4030100e529(struct kvc_resize_plan 
 }
 
 
-void _wrap_kvc_resize_plan_init_kvc_0044c4030100e529(struct kvc_resize_plan *_swig_go_0) {
+void _wrap_kvc_resize_plan_init_kvc_c42b5e67b80b4c6d(struct kvc_resize_plan *_swig_go_0) {
   kvc_resize_plan_t *arg1 = (kvc_resize_plan_t *) 0 ;
   
   arg1 = *(kvc_resize_plan_t **)&_swig_go_0; 
@@ -3529,7 +3629,7 @@ void _wrap_kvc_resize_plan_init_kvc_0044c4030100e529(struct kvc_resize_plan *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_plan_resize_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, struct kvc_resize_inputs *_swig_go_1, struct kvc_resize_plan *_swig_go_2, long long *_swig_go_3, long long _swig_go_4) {
+_gostring_ _wrap_kvc_cache_plan_resize_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, struct kvc_resize_inputs *_swig_go_1, struct kvc_resize_plan *_swig_go_2, long long *_swig_go_3, long long _swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_resize_inputs_t *arg2 = (kvc_resize_inputs_t *) 0 ;
   kvc_resize_plan_t *arg3 = (kvc_resize_plan_t *) 0 ;
@@ -3550,7 +3650,7 @@ _gostring_ _wrap_kvc_cache_plan_resize_kvc_0044c4030100e529(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_resize_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_cache_resize_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -3565,7 +3665,7 @@ _gostring_ _wrap_kvc_cache_resize_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, 
 }
 
 
-void _wrap_kvc_extra_key_t_offset_set_kvc_0044c4030100e529(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_offset_set_kvc_c42b5e67b80b4c6d(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -3577,7 +3677,7 @@ void _wrap_kvc_extra_key_t_offset_set_kvc_0044c4030100e529(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_offset_get_kvc_0044c4030100e529(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_offset_get_kvc_c42b5e67b80b4c6d(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3590,7 +3690,7 @@ long long _wrap_kvc_extra_key_t_offset_get_kvc_0044c4030100e529(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_length_set_kvc_0044c4030100e529(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_length_set_kvc_c42b5e67b80b4c6d(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t arg2 ;
   
@@ -3602,7 +3702,7 @@ void _wrap_kvc_extra_key_t_length_set_kvc_0044c4030100e529(struct kvc_extra_key 
 }
 
 
-long long _wrap_kvc_extra_key_t_length_get_kvc_0044c4030100e529(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_length_get_kvc_c42b5e67b80b4c6d(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3615,7 +3715,7 @@ long long _wrap_kvc_extra_key_t_length_get_kvc_0044c4030100e529(struct kvc_extra
 }
 
 
-void _wrap_kvc_extra_key_t_data_set_kvc_0044c4030100e529(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_extra_key_t_data_set_kvc_c42b5e67b80b4c6d(struct kvc_extra_key *_swig_go_0, void *_swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -3627,7 +3727,7 @@ void _wrap_kvc_extra_key_t_data_set_kvc_0044c4030100e529(struct kvc_extra_key *_
 }
 
 
-void *_wrap_kvc_extra_key_t_data_get_kvc_0044c4030100e529(struct kvc_extra_key *_swig_go_0) {
+void *_wrap_kvc_extra_key_t_data_get_kvc_c42b5e67b80b4c6d(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -3640,7 +3740,7 @@ void *_wrap_kvc_extra_key_t_data_get_kvc_0044c4030100e529(struct kvc_extra_key *
 }
 
 
-void _wrap_kvc_extra_key_t_size_set_kvc_0044c4030100e529(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_extra_key_t_size_set_kvc_c42b5e67b80b4c6d(struct kvc_extra_key *_swig_go_0, long long _swig_go_1) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t arg2 ;
   
@@ -3652,7 +3752,7 @@ void _wrap_kvc_extra_key_t_size_set_kvc_0044c4030100e529(struct kvc_extra_key *_
 }
 
 
-long long _wrap_kvc_extra_key_t_size_get_kvc_0044c4030100e529(struct kvc_extra_key *_swig_go_0) {
+long long _wrap_kvc_extra_key_t_size_get_kvc_c42b5e67b80b4c6d(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3665,7 +3765,7 @@ long long _wrap_kvc_extra_key_t_size_get_kvc_0044c4030100e529(struct kvc_extra_k
 }
 
 
-struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_0044c4030100e529() {
+struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_extra_key *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
   
@@ -3676,7 +3776,7 @@ struct kvc_extra_key *_wrap_new_kvc_extra_key_t_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_delete_kvc_extra_key_t_kvc_0044c4030100e529(struct kvc_extra_key *_swig_go_0) {
+void _wrap_delete_kvc_extra_key_t_kvc_c42b5e67b80b4c6d(struct kvc_extra_key *_swig_go_0) {
   struct kvc_extra_key *arg1 = (struct kvc_extra_key *) 0 ;
   
   arg1 = *(struct kvc_extra_key **)&_swig_go_0; 
@@ -3686,7 +3786,7 @@ void _wrap_delete_kvc_extra_key_t_kvc_0044c4030100e529(struct kvc_extra_key *_sw
 }
 
 
-void _wrap_kvc_retention_range_t_start_set_kvc_0044c4030100e529(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_start_set_kvc_c42b5e67b80b4c6d(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -3698,7 +3798,7 @@ void _wrap_kvc_retention_range_t_start_set_kvc_0044c4030100e529(struct kvc_reten
 }
 
 
-long long _wrap_kvc_retention_range_t_start_get_kvc_0044c4030100e529(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_start_get_kvc_c42b5e67b80b4c6d(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3711,7 +3811,7 @@ long long _wrap_kvc_retention_range_t_start_get_kvc_0044c4030100e529(struct kvc_
 }
 
 
-void _wrap_kvc_retention_range_t_end_set_kvc_0044c4030100e529(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_end_set_kvc_c42b5e67b80b4c6d(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -3723,7 +3823,7 @@ void _wrap_kvc_retention_range_t_end_set_kvc_0044c4030100e529(struct kvc_retenti
 }
 
 
-long long _wrap_kvc_retention_range_t_end_get_kvc_0044c4030100e529(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_end_get_kvc_c42b5e67b80b4c6d(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3736,7 +3836,7 @@ long long _wrap_kvc_retention_range_t_end_get_kvc_0044c4030100e529(struct kvc_re
 }
 
 
-void _wrap_kvc_retention_range_t_priority_set_kvc_0044c4030100e529(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_retention_range_t_priority_set_kvc_c42b5e67b80b4c6d(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t arg2 ;
   
@@ -3748,7 +3848,7 @@ void _wrap_kvc_retention_range_t_priority_set_kvc_0044c4030100e529(struct kvc_re
 }
 
 
-int _wrap_kvc_retention_range_t_priority_get_kvc_0044c4030100e529(struct kvc_retention_range *_swig_go_0) {
+int _wrap_kvc_retention_range_t_priority_get_kvc_c42b5e67b80b4c6d(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3761,7 +3861,7 @@ int _wrap_kvc_retention_range_t_priority_get_kvc_0044c4030100e529(struct kvc_ret
 }
 
 
-void _wrap_kvc_retention_range_t_reserved_set_kvc_0044c4030100e529(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_retention_range_t_reserved_set_kvc_c42b5e67b80b4c6d(struct kvc_retention_range *_swig_go_0, int _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t arg2 ;
   
@@ -3773,7 +3873,7 @@ void _wrap_kvc_retention_range_t_reserved_set_kvc_0044c4030100e529(struct kvc_re
 }
 
 
-int _wrap_kvc_retention_range_t_reserved_get_kvc_0044c4030100e529(struct kvc_retention_range *_swig_go_0) {
+int _wrap_kvc_retention_range_t_reserved_get_kvc_c42b5e67b80b4c6d(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3786,7 +3886,7 @@ int _wrap_kvc_retention_range_t_reserved_get_kvc_0044c4030100e529(struct kvc_ret
 }
 
 
-void _wrap_kvc_retention_range_t_duration_ms_set_kvc_0044c4030100e529(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_retention_range_t_duration_ms_set_kvc_c42b5e67b80b4c6d(struct kvc_retention_range *_swig_go_0, long long _swig_go_1) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t arg2 ;
   
@@ -3798,7 +3898,7 @@ void _wrap_kvc_retention_range_t_duration_ms_set_kvc_0044c4030100e529(struct kvc
 }
 
 
-long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_0044c4030100e529(struct kvc_retention_range *_swig_go_0) {
+long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_c42b5e67b80b4c6d(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3811,7 +3911,7 @@ long long _wrap_kvc_retention_range_t_duration_ms_get_kvc_0044c4030100e529(struc
 }
 
 
-struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_0044c4030100e529() {
+struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_retention_range *result = 0 ;
   struct kvc_retention_range *_swig_go_result;
   
@@ -3822,7 +3922,7 @@ struct kvc_retention_range *_wrap_new_kvc_retention_range_t_kvc_0044c4030100e529
 }
 
 
-void _wrap_delete_kvc_retention_range_t_kvc_0044c4030100e529(struct kvc_retention_range *_swig_go_0) {
+void _wrap_delete_kvc_retention_range_t_kvc_c42b5e67b80b4c6d(struct kvc_retention_range *_swig_go_0) {
   struct kvc_retention_range *arg1 = (struct kvc_retention_range *) 0 ;
   
   arg1 = *(struct kvc_retention_range **)&_swig_go_0; 
@@ -3832,7 +3932,7 @@ void _wrap_delete_kvc_retention_range_t_kvc_0044c4030100e529(struct kvc_retentio
 }
 
 
-void _wrap_kvc_sequence_options_t_struct_size_set_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -3844,7 +3944,7 @@ void _wrap_kvc_sequence_options_t_struct_size_set_kvc_0044c4030100e529(struct kv
 }
 
 
-int _wrap_kvc_sequence_options_t_struct_size_get_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3857,7 +3957,7 @@ int _wrap_kvc_sequence_options_t_struct_size_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -3869,7 +3969,7 @@ void _wrap_kvc_sequence_options_t_prompt_priority_set_kvc_0044c4030100e529(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3882,7 +3982,7 @@ int _wrap_kvc_sequence_options_t_prompt_priority_get_kvc_0044c4030100e529(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t arg2 ;
   
@@ -3894,7 +3994,7 @@ void _wrap_kvc_sequence_options_t_decode_priority_set_kvc_0044c4030100e529(struc
 }
 
 
-int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
+int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -3907,7 +4007,7 @@ int _wrap_kvc_sequence_options_t_decode_priority_get_kvc_0044c4030100e529(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_has_lora_set_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
+void _wrap_kvc_sequence_options_t_has_lora_set_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0, bool _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool arg2 ;
   
@@ -3919,7 +4019,7 @@ void _wrap_kvc_sequence_options_t_has_lora_set_kvc_0044c4030100e529(struct kvc_s
 }
 
 
-bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
+bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -3932,7 +4032,7 @@ bool _wrap_kvc_sequence_options_t_has_lora_get_kvc_0044c4030100e529(struct kvc_s
 }
 
 
-void _wrap_kvc_sequence_options_t_lora_id_set_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_lora_id_set_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t arg2 ;
   
@@ -3944,7 +4044,7 @@ void _wrap_kvc_sequence_options_t_lora_id_set_kvc_0044c4030100e529(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -3957,7 +4057,7 @@ long long _wrap_kvc_sequence_options_t_lora_id_get_kvc_0044c4030100e529(struct k
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_set_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_set_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0, void *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -3969,7 +4069,7 @@ void _wrap_kvc_sequence_options_t_salt_set_kvc_0044c4030100e529(struct kvc_seque
 }
 
 
-void *_wrap_kvc_sequence_options_t_salt_get_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
+void *_wrap_kvc_sequence_options_t_salt_get_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -3982,7 +4082,7 @@ void *_wrap_kvc_sequence_options_t_salt_get_kvc_0044c4030100e529(struct kvc_sequ
 }
 
 
-void _wrap_kvc_sequence_options_t_salt_size_set_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_salt_size_set_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -3994,7 +4094,7 @@ void _wrap_kvc_sequence_options_t_salt_size_set_kvc_0044c4030100e529(struct kvc_
 }
 
 
-long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -4007,7 +4107,7 @@ long long _wrap_kvc_sequence_options_t_salt_size_get_kvc_0044c4030100e529(struct
 }
 
 
-void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0, struct kvc_extra_key *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *arg2 = (kvc_extra_key_t *) 0 ;
   
@@ -4019,7 +4119,7 @@ void _wrap_kvc_sequence_options_t_extra_keys_set_kvc_0044c4030100e529(struct kvc
 }
 
 
-struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
+struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_extra_key_t *result = 0 ;
   struct kvc_extra_key *_swig_go_result;
@@ -4032,7 +4132,7 @@ struct kvc_extra_key *_wrap_kvc_sequence_options_t_extra_keys_get_kvc_0044c40301
 }
 
 
-void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -4044,7 +4144,7 @@ void _wrap_kvc_sequence_options_t_num_extra_keys_set_kvc_0044c4030100e529(struct
 }
 
 
-long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -4057,7 +4157,7 @@ long long _wrap_kvc_sequence_options_t_num_extra_keys_get_kvc_0044c4030100e529(s
 }
 
 
-void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0, struct kvc_retention_range *_swig_go_1) {
+void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0, struct kvc_retention_range *_swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_retention_range_t *arg2 = (kvc_retention_range_t *) 0 ;
   
@@ -4069,7 +4169,7 @@ void _wrap_kvc_sequence_options_t_retention_ranges_set_kvc_0044c4030100e529(stru
 }
 
 
-struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
+struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   kvc_retention_range_t *result = 0 ;
   struct kvc_retention_range *_swig_go_result;
@@ -4082,7 +4182,7 @@ struct kvc_retention_range *_wrap_kvc_sequence_options_t_retention_ranges_get_kv
 }
 
 
-void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t arg2 ;
   
@@ -4094,7 +4194,7 @@ void _wrap_kvc_sequence_options_t_num_retention_ranges_set_kvc_0044c4030100e529(
 }
 
 
-long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -4107,7 +4207,7 @@ long long _wrap_kvc_sequence_options_t_num_retention_ranges_get_kvc_0044c4030100
 }
 
 
-void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t arg2 ;
   
@@ -4119,7 +4219,7 @@ void _wrap_kvc_sequence_options_t_decode_duration_ms_set_kvc_0044c4030100e529(st
 }
 
 
-long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
+long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4132,7 +4232,7 @@ long long _wrap_kvc_sequence_options_t_decode_duration_ms_get_kvc_0044c4030100e5
 }
 
 
-struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_0044c4030100e529() {
+struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_sequence_options *result = 0 ;
   struct kvc_sequence_options *_swig_go_result;
   
@@ -4143,7 +4243,7 @@ struct kvc_sequence_options *_wrap_new_kvc_sequence_options_t_kvc_0044c4030100e5
 }
 
 
-void _wrap_delete_kvc_sequence_options_t_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_delete_kvc_sequence_options_t_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0) {
   struct kvc_sequence_options *arg1 = (struct kvc_sequence_options *) 0 ;
   
   arg1 = *(struct kvc_sequence_options **)&_swig_go_0; 
@@ -4153,7 +4253,7 @@ void _wrap_delete_kvc_sequence_options_t_kvc_0044c4030100e529(struct kvc_sequenc
 }
 
 
-void _wrap_kvc_sequence_options_init_kvc_0044c4030100e529(struct kvc_sequence_options *_swig_go_0) {
+void _wrap_kvc_sequence_options_init_kvc_c42b5e67b80b4c6d(struct kvc_sequence_options *_swig_go_0) {
   kvc_sequence_options_t *arg1 = (kvc_sequence_options_t *) 0 ;
   
   arg1 = *(kvc_sequence_options_t **)&_swig_go_0; 
@@ -4163,7 +4263,7 @@ void _wrap_kvc_sequence_options_init_kvc_0044c4030100e529(struct kvc_sequence_op
 }
 
 
-_gostring_ _wrap_kvc_sequence_add_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
+_gostring_ _wrap_kvc_sequence_add_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4188,7 +4288,7 @@ _gostring_ _wrap_kvc_sequence_add_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_extend_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_sequence_extend_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4209,7 +4309,7 @@ _gostring_ _wrap_kvc_sequence_extend_kvc_0044c4030100e529(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_commit_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_commit_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -4226,7 +4326,7 @@ _gostring_ _wrap_kvc_sequence_commit_kvc_0044c4030100e529(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_rewind_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_rewind_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -4243,7 +4343,7 @@ _gostring_ _wrap_kvc_sequence_rewind_kvc_0044c4030100e529(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_fork_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_sequence_fork_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -4260,7 +4360,7 @@ _gostring_ _wrap_kvc_sequence_fork_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_kvc_sequence_remove_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_remove_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -4275,7 +4375,7 @@ _gostring_ _wrap_kvc_sequence_remove_kvc_0044c4030100e529(kvc_cache_t *_swig_go_
 }
 
 
-_gostring_ _wrap_kvc_sequence_pin_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_pin_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -4290,7 +4390,7 @@ _gostring_ _wrap_kvc_sequence_pin_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_sequence_unpin_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_sequence_unpin_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -4305,7 +4405,7 @@ _gostring_ _wrap_kvc_sequence_unpin_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0
 }
 
 
-void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -4317,7 +4417,7 @@ void _wrap_kvc_sequence_desc_t_struct_size_set_kvc_0044c4030100e529(struct kvc_s
 }
 
 
-int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4330,7 +4430,7 @@ int _wrap_kvc_sequence_desc_t_struct_size_get_kvc_0044c4030100e529(struct kvc_se
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_c42b5e67b80b4c6d(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -4342,7 +4442,7 @@ void _wrap_kvc_sequence_desc_t_prompt_priority_set_kvc_0044c4030100e529(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_c42b5e67b80b4c6d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4355,7 +4455,7 @@ int _wrap_kvc_sequence_desc_t_prompt_priority_get_kvc_0044c4030100e529(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_c42b5e67b80b4c6d(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -4367,7 +4467,7 @@ void _wrap_kvc_sequence_desc_t_decode_priority_set_kvc_0044c4030100e529(struct k
 }
 
 
-int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_c42b5e67b80b4c6d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4380,7 +4480,7 @@ int _wrap_kvc_sequence_desc_t_decode_priority_get_kvc_0044c4030100e529(struct kv
 }
 
 
-void _wrap_kvc_sequence_desc_t_reserved_set_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_reserved_set_kvc_c42b5e67b80b4c6d(struct kvc_sequence_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -4392,7 +4492,7 @@ void _wrap_kvc_sequence_desc_t_reserved_set_kvc_0044c4030100e529(struct kvc_sequ
 }
 
 
-int _wrap_kvc_sequence_desc_t_reserved_get_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0) {
+int _wrap_kvc_sequence_desc_t_reserved_get_kvc_c42b5e67b80b4c6d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4405,7 +4505,7 @@ int _wrap_kvc_sequence_desc_t_reserved_get_kvc_0044c4030100e529(struct kvc_seque
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_c42b5e67b80b4c6d(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -4417,7 +4517,7 @@ void _wrap_kvc_sequence_desc_t_num_tokens_set_kvc_0044c4030100e529(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_c42b5e67b80b4c6d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4430,7 +4530,7 @@ long long _wrap_kvc_sequence_desc_t_num_tokens_get_kvc_0044c4030100e529(struct k
 }
 
 
-void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_c42b5e67b80b4c6d(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -4442,7 +4542,7 @@ void _wrap_kvc_sequence_desc_t_prompt_tokens_set_kvc_0044c4030100e529(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_c42b5e67b80b4c6d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4455,7 +4555,7 @@ long long _wrap_kvc_sequence_desc_t_prompt_tokens_get_kvc_0044c4030100e529(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_c42b5e67b80b4c6d(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -4467,7 +4567,7 @@ void _wrap_kvc_sequence_desc_t_cached_tokens_set_kvc_0044c4030100e529(struct kvc
 }
 
 
-long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_c42b5e67b80b4c6d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4480,7 +4580,7 @@ long long _wrap_kvc_sequence_desc_t_cached_tokens_get_kvc_0044c4030100e529(struc
 }
 
 
-void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_c42b5e67b80b4c6d(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -4492,7 +4592,7 @@ void _wrap_kvc_sequence_desc_t_committed_tokens_set_kvc_0044c4030100e529(struct 
 }
 
 
-long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_c42b5e67b80b4c6d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4505,7 +4605,7 @@ long long _wrap_kvc_sequence_desc_t_committed_tokens_get_kvc_0044c4030100e529(st
 }
 
 
-void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_sequence_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -4517,7 +4617,7 @@ void _wrap_kvc_sequence_desc_t_num_blocks_set_kvc_0044c4030100e529(struct kvc_se
 }
 
 
-long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0) {
+long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4530,7 +4630,7 @@ long long _wrap_kvc_sequence_desc_t_num_blocks_get_kvc_0044c4030100e529(struct k
 }
 
 
-struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_0044c4030100e529() {
+struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_sequence_desc *result = 0 ;
   struct kvc_sequence_desc *_swig_go_result;
   
@@ -4541,7 +4641,7 @@ struct kvc_sequence_desc *_wrap_new_kvc_sequence_desc_t_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_delete_kvc_sequence_desc_t_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_delete_kvc_sequence_desc_t_kvc_c42b5e67b80b4c6d(struct kvc_sequence_desc *_swig_go_0) {
   struct kvc_sequence_desc *arg1 = (struct kvc_sequence_desc *) 0 ;
   
   arg1 = *(struct kvc_sequence_desc **)&_swig_go_0; 
@@ -4551,7 +4651,7 @@ void _wrap_delete_kvc_sequence_desc_t_kvc_0044c4030100e529(struct kvc_sequence_d
 }
 
 
-void _wrap_kvc_sequence_desc_init_kvc_0044c4030100e529(struct kvc_sequence_desc *_swig_go_0) {
+void _wrap_kvc_sequence_desc_init_kvc_c42b5e67b80b4c6d(struct kvc_sequence_desc *_swig_go_0) {
   kvc_sequence_desc_t *arg1 = (kvc_sequence_desc_t *) 0 ;
   
   arg1 = *(kvc_sequence_desc_t **)&_swig_go_0; 
@@ -4561,7 +4661,7 @@ void _wrap_kvc_sequence_desc_init_kvc_0044c4030100e529(struct kvc_sequence_desc 
 }
 
 
-_gostring_ _wrap_kvc_sequence_describe_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_sequence_describe_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, long long _swig_go_1, struct kvc_sequence_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_sequence_desc_t *arg3 = (kvc_sequence_desc_t *) 0 ;
@@ -4578,7 +4678,7 @@ _gostring_ _wrap_kvc_sequence_describe_kvc_0044c4030100e529(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_sequence_block_ids_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
+_gostring_ _wrap_kvc_sequence_block_ids_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, long long _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint32_t arg3 ;
@@ -4601,7 +4701,7 @@ _gostring_ _wrap_kvc_sequence_block_ids_kvc_0044c4030100e529(kvc_cache_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
+_gostring_ _wrap_kvc_sequence_blocks_needed_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -4620,7 +4720,7 @@ _gostring_ _wrap_kvc_sequence_blocks_needed_kvc_0044c4030100e529(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_cache_probe_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
+_gostring_ _wrap_kvc_cache_probe_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -4641,7 +4741,7 @@ _gostring_ _wrap_kvc_cache_probe_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, i
 }
 
 
-_gostring_ _wrap_kvc_cache_advance_clock_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_cache_advance_clock_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -4656,7 +4756,7 @@ _gostring_ _wrap_kvc_cache_advance_clock_kvc_0044c4030100e529(kvc_cache_t *_swig
 }
 
 
-_gostring_ _wrap_kvc_batch_extend_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_batch_extend_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, long long *_swig_go_1, int *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -4677,7 +4777,7 @@ _gostring_ _wrap_kvc_batch_extend_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_block_table_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, long long _swig_go_5, int _swig_go_6, long long *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -4704,7 +4804,7 @@ _gostring_ _wrap_kvc_batch_block_table_kvc_0044c4030100e529(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_batch_block_table_csr_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
+_gostring_ _wrap_kvc_batch_block_table_csr_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, int *_swig_go_4, int *_swig_go_5, long long _swig_go_6, int *_swig_go_7, long long *_swig_go_8) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -4733,7 +4833,7 @@ _gostring_ _wrap_kvc_batch_block_table_csr_kvc_0044c4030100e529(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
+_gostring_ _wrap_kvc_batch_sequence_lengths_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   size_t arg3 ;
@@ -4752,7 +4852,7 @@ _gostring_ _wrap_kvc_batch_sequence_lengths_kvc_0044c4030100e529(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_batch_slot_mapping_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
+_gostring_ _wrap_kvc_batch_slot_mapping_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, int _swig_go_1, long long *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6, int *_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -4779,7 +4879,7 @@ _gostring_ _wrap_kvc_batch_slot_mapping_kvc_0044c4030100e529(kvc_cache_t *_swig_
 }
 
 
-void _wrap_kvc_cache_stats_t_struct_size_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -4791,7 +4891,7 @@ void _wrap_kvc_cache_stats_t_struct_size_set_kvc_0044c4030100e529(struct kvc_cac
 }
 
 
-int _wrap_kvc_cache_stats_t_struct_size_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4804,7 +4904,7 @@ int _wrap_kvc_cache_stats_t_struct_size_get_kvc_0044c4030100e529(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_reserved_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reserved_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -4816,7 +4916,7 @@ void _wrap_kvc_cache_stats_t_reserved_set_kvc_0044c4030100e529(struct kvc_cache_
 }
 
 
-int _wrap_kvc_cache_stats_t_reserved_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
+int _wrap_kvc_cache_stats_t_reserved_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -4829,7 +4929,7 @@ int _wrap_kvc_cache_stats_t_reserved_get_kvc_0044c4030100e529(struct kvc_cache_s
 }
 
 
-void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4841,7 +4941,7 @@ void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_0044c4030100e529(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4854,7 +4954,7 @@ long long _wrap_kvc_cache_stats_t_num_blocks_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4866,7 +4966,7 @@ void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_0044c4030100e529(struct kvc_cac
 }
 
 
-long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4879,7 +4979,7 @@ long long _wrap_kvc_cache_stats_t_free_blocks_get_kvc_0044c4030100e529(struct kv
 }
 
 
-void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4891,7 +4991,7 @@ void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_0044c4030100e529(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4904,7 +5004,7 @@ long long _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4916,7 +5016,7 @@ void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_0044c4030100e529(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4929,7 +5029,7 @@ long long _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4941,7 +5041,7 @@ void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_0044c4030100e529(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4954,7 +5054,7 @@ long long _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -4966,7 +5066,7 @@ void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_0044c4030100e529(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -4979,7 +5079,7 @@ long long _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
+void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0, double _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double arg2 ;
   
@@ -4991,7 +5091,7 @@ void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_0044c4030100e529(struct kvc_cache_
 }
 
 
-double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
+double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   double result;
   double _swig_go_result;
@@ -5004,7 +5104,7 @@ double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_0044c4030100e529(struct kvc_cach
 }
 
 
-void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5016,7 +5116,7 @@ void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_0044c4030100e529(struct kvc_
 }
 
 
-long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5029,7 +5129,7 @@ long long _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_0044c4030100e529(struct
 }
 
 
-void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5041,7 +5141,7 @@ void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_0044c4030100e529(struct kvc_c
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5054,7 +5154,7 @@ long long _wrap_kvc_cache_stats_t_num_sequences_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5066,7 +5166,7 @@ void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_0044c4030100e529(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5079,7 +5179,7 @@ long long _wrap_kvc_cache_stats_t_num_pinned_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5091,7 +5191,7 @@ void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_0044c4030100e529(struct kvc_cach
 }
 
 
-long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5104,7 +5204,7 @@ long long _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5116,7 +5216,7 @@ void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_0044c4030100e529(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5129,7 +5229,7 @@ long long _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_0044c4030100e529(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5141,7 +5241,7 @@ void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_0044c4030100e529(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5154,7 +5254,7 @@ long long _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_0044c4030100e529(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5166,7 +5266,7 @@ void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_0044c4030100e529(struct kvc
 }
 
 
-long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5179,7 +5279,7 @@ long long _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_0044c4030100e529(struc
 }
 
 
-void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5191,7 +5291,7 @@ void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_0044c4030100e529(struct kvc
 }
 
 
-long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5204,7 +5304,7 @@ long long _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_0044c4030100e529(struc
 }
 
 
-void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5216,7 +5316,7 @@ void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_0044c4030100e529(struct kvc_cac
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5229,7 +5329,7 @@ long long _wrap_kvc_cache_stats_t_host_blocks_get_kvc_0044c4030100e529(struct kv
 }
 
 
-void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5241,7 +5341,7 @@ void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_0044c4030100e529(struct kv
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5254,7 +5354,7 @@ long long _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_0044c4030100e529(stru
 }
 
 
-void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5266,7 +5366,7 @@ void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_0044c4030100e529(struct 
 }
 
 
-long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
+long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5279,7 +5379,7 @@ long long _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_0044c4030100e529(st
 }
 
 
-struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_0044c4030100e529() {
+struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_cache_stats *result = 0 ;
   struct kvc_cache_stats *_swig_go_result;
   
@@ -5290,7 +5390,7 @@ struct kvc_cache_stats *_wrap_new_kvc_cache_stats_t_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_delete_kvc_cache_stats_t_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_delete_kvc_cache_stats_t_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0) {
   struct kvc_cache_stats *arg1 = (struct kvc_cache_stats *) 0 ;
   
   arg1 = *(struct kvc_cache_stats **)&_swig_go_0; 
@@ -5300,7 +5400,7 @@ void _wrap_delete_kvc_cache_stats_t_kvc_0044c4030100e529(struct kvc_cache_stats 
 }
 
 
-void _wrap_kvc_cache_stats_init_kvc_0044c4030100e529(struct kvc_cache_stats *_swig_go_0) {
+void _wrap_kvc_cache_stats_init_kvc_c42b5e67b80b4c6d(struct kvc_cache_stats *_swig_go_0) {
   kvc_cache_stats_t *arg1 = (kvc_cache_stats_t *) 0 ;
   
   arg1 = *(kvc_cache_stats_t **)&_swig_go_0; 
@@ -5310,7 +5410,7 @@ void _wrap_kvc_cache_stats_init_kvc_0044c4030100e529(struct kvc_cache_stats *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_get_stats_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_get_stats_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, struct kvc_cache_stats *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_cache_stats_t *arg2 = (kvc_cache_stats_t *) 0 ;
   kvc_status_t result;
@@ -5325,7 +5425,7 @@ _gostring_ _wrap_kvc_cache_get_stats_kvc_0044c4030100e529(kvc_cache_t *_swig_go_
 }
 
 
-void _wrap_kvc_group_stats_t_struct_size_set_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_stats_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -5337,7 +5437,7 @@ void _wrap_kvc_group_stats_t_struct_size_set_kvc_0044c4030100e529(struct kvc_gro
 }
 
 
-int _wrap_kvc_group_stats_t_struct_size_get_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0) {
+int _wrap_kvc_group_stats_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5350,7 +5450,7 @@ int _wrap_kvc_group_stats_t_struct_size_get_kvc_0044c4030100e529(struct kvc_grou
 }
 
 
-void _wrap_kvc_group_stats_t_pool_set_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_group_stats_t_pool_set_kvc_c42b5e67b80b4c6d(struct kvc_group_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -5362,7 +5462,7 @@ void _wrap_kvc_group_stats_t_pool_set_kvc_0044c4030100e529(struct kvc_group_stat
 }
 
 
-int _wrap_kvc_group_stats_t_pool_get_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0) {
+int _wrap_kvc_group_stats_t_pool_get_kvc_c42b5e67b80b4c6d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5375,7 +5475,7 @@ int _wrap_kvc_group_stats_t_pool_get_kvc_0044c4030100e529(struct kvc_group_stats
 }
 
 
-void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5387,7 +5487,7 @@ void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_0044c4030100e529(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5400,7 +5500,7 @@ long long _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5412,7 +5512,7 @@ void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_0044c4030100e529(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5425,7 +5525,7 @@ long long _wrap_kvc_group_stats_t_cached_blocks_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5437,7 +5537,7 @@ void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_0044c4030100e529(struct kv
 }
 
 
-long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5450,7 +5550,7 @@ long long _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_0044c4030100e529(stru
 }
 
 
-void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5462,7 +5562,7 @@ void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_0044c4030100e529(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5475,7 +5575,7 @@ long long _wrap_kvc_group_stats_t_reused_blocks_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5487,7 +5587,7 @@ void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_0044c4030100e529(struct kvc_g
 }
 
 
-long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5500,7 +5600,7 @@ long long _wrap_kvc_group_stats_t_missed_blocks_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5512,7 +5612,7 @@ void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_0044c4030100e529(struct kvc_
 }
 
 
-long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5525,7 +5625,7 @@ long long _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_0044c4030100e529(struct
 }
 
 
-void _wrap_kvc_group_stats_t_released_blocks_set_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_group_stats_t_released_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_group_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -5537,7 +5637,7 @@ void _wrap_kvc_group_stats_t_released_blocks_set_kvc_0044c4030100e529(struct kvc
 }
 
 
-long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0) {
+long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -5550,7 +5650,7 @@ long long _wrap_kvc_group_stats_t_released_blocks_get_kvc_0044c4030100e529(struc
 }
 
 
-struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_0044c4030100e529() {
+struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_group_stats *result = 0 ;
   struct kvc_group_stats *_swig_go_result;
   
@@ -5561,7 +5661,7 @@ struct kvc_group_stats *_wrap_new_kvc_group_stats_t_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_delete_kvc_group_stats_t_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0) {
+void _wrap_delete_kvc_group_stats_t_kvc_c42b5e67b80b4c6d(struct kvc_group_stats *_swig_go_0) {
   struct kvc_group_stats *arg1 = (struct kvc_group_stats *) 0 ;
   
   arg1 = *(struct kvc_group_stats **)&_swig_go_0; 
@@ -5571,7 +5671,7 @@ void _wrap_delete_kvc_group_stats_t_kvc_0044c4030100e529(struct kvc_group_stats 
 }
 
 
-void _wrap_kvc_group_stats_init_kvc_0044c4030100e529(struct kvc_group_stats *_swig_go_0) {
+void _wrap_kvc_group_stats_init_kvc_c42b5e67b80b4c6d(struct kvc_group_stats *_swig_go_0) {
   kvc_group_stats_t *arg1 = (kvc_group_stats_t *) 0 ;
   
   arg1 = *(kvc_group_stats_t **)&_swig_go_0; 
@@ -5581,7 +5681,7 @@ void _wrap_kvc_group_stats_init_kvc_0044c4030100e529(struct kvc_group_stats *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_get_group_stats_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_stats *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_get_group_stats_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_group_stats *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_group_stats_t *arg3 = (kvc_group_stats_t *) 0 ;
@@ -5598,7 +5698,7 @@ _gostring_ _wrap_kvc_cache_get_group_stats_kvc_0044c4030100e529(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_reset_reuse_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_reset_reuse_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -5611,7 +5711,7 @@ _gostring_ _wrap_kvc_cache_reset_reuse_kvc_0044c4030100e529(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_check_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_check_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -5624,7 +5724,7 @@ _gostring_ _wrap_kvc_cache_check_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0) {
 }
 
 
-void _wrap_kvc_store_args_t_struct_size_set_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5636,7 +5736,7 @@ void _wrap_kvc_store_args_t_struct_size_set_kvc_0044c4030100e529(struct kvc_stor
 }
 
 
-int _wrap_kvc_store_args_t_struct_size_get_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5649,7 +5749,7 @@ int _wrap_kvc_store_args_t_struct_size_get_kvc_0044c4030100e529(struct kvc_store
 }
 
 
-void _wrap_kvc_store_args_t_layer_set_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_layer_set_kvc_c42b5e67b80b4c6d(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5661,7 +5761,7 @@ void _wrap_kvc_store_args_t_layer_set_kvc_0044c4030100e529(struct kvc_store_args
 }
 
 
-int _wrap_kvc_store_args_t_layer_get_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_layer_get_kvc_c42b5e67b80b4c6d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5674,7 +5774,7 @@ int _wrap_kvc_store_args_t_layer_get_kvc_0044c4030100e529(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_num_tokens_set_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_num_tokens_set_kvc_c42b5e67b80b4c6d(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5686,7 +5786,7 @@ void _wrap_kvc_store_args_t_num_tokens_set_kvc_0044c4030100e529(struct kvc_store
 }
 
 
-int _wrap_kvc_store_args_t_num_tokens_get_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_num_tokens_get_kvc_c42b5e67b80b4c6d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5699,7 +5799,7 @@ int _wrap_kvc_store_args_t_num_tokens_get_kvc_0044c4030100e529(struct kvc_store_
 }
 
 
-void _wrap_kvc_store_args_t_src_dtype_set_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_src_dtype_set_kvc_c42b5e67b80b4c6d(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -5711,7 +5811,7 @@ void _wrap_kvc_store_args_t_src_dtype_set_kvc_0044c4030100e529(struct kvc_store_
 }
 
 
-int _wrap_kvc_store_args_t_src_dtype_get_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_src_dtype_get_kvc_c42b5e67b80b4c6d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -5724,7 +5824,7 @@ int _wrap_kvc_store_args_t_src_dtype_get_kvc_0044c4030100e529(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_key_set_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_key_set_kvc_c42b5e67b80b4c6d(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5736,7 +5836,7 @@ void _wrap_kvc_store_args_t_key_set_kvc_0044c4030100e529(struct kvc_store_args *
 }
 
 
-void *_wrap_kvc_store_args_t_key_get_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_key_get_kvc_c42b5e67b80b4c6d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -5749,7 +5849,7 @@ void *_wrap_kvc_store_args_t_key_get_kvc_0044c4030100e529(struct kvc_store_args 
 }
 
 
-void _wrap_kvc_store_args_t_value_set_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_store_args_t_value_set_kvc_c42b5e67b80b4c6d(struct kvc_store_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -5761,7 +5861,7 @@ void _wrap_kvc_store_args_t_value_set_kvc_0044c4030100e529(struct kvc_store_args
 }
 
 
-void *_wrap_kvc_store_args_t_value_get_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0) {
+void *_wrap_kvc_store_args_t_value_get_kvc_c42b5e67b80b4c6d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -5774,7 +5874,7 @@ void *_wrap_kvc_store_args_t_value_get_kvc_0044c4030100e529(struct kvc_store_arg
 }
 
 
-void _wrap_kvc_store_args_t_slot_mapping_set_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
+void _wrap_kvc_store_args_t_slot_mapping_set_kvc_c42b5e67b80b4c6d(struct kvc_store_args *_swig_go_0, int64_t *_swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   
@@ -5786,7 +5886,7 @@ void _wrap_kvc_store_args_t_slot_mapping_set_kvc_0044c4030100e529(struct kvc_sto
 }
 
 
-int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0) {
+int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_c42b5e67b80b4c6d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   int64_t *result = 0 ;
   int64_t *_swig_go_result;
@@ -5799,7 +5899,7 @@ int64_t *_wrap_kvc_store_args_t_slot_mapping_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_store_args_t_k_scale_set_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_k_scale_set_kvc_c42b5e67b80b4c6d(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -5811,7 +5911,7 @@ void _wrap_kvc_store_args_t_k_scale_set_kvc_0044c4030100e529(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_k_scale_get_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_k_scale_get_kvc_c42b5e67b80b4c6d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -5824,7 +5924,7 @@ float _wrap_kvc_store_args_t_k_scale_get_kvc_0044c4030100e529(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_v_scale_set_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_store_args_t_v_scale_set_kvc_c42b5e67b80b4c6d(struct kvc_store_args *_swig_go_0, float _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float arg2 ;
   
@@ -5836,7 +5936,7 @@ void _wrap_kvc_store_args_t_v_scale_set_kvc_0044c4030100e529(struct kvc_store_ar
 }
 
 
-float _wrap_kvc_store_args_t_v_scale_get_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0) {
+float _wrap_kvc_store_args_t_v_scale_get_kvc_c42b5e67b80b4c6d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -5849,7 +5949,7 @@ float _wrap_kvc_store_args_t_v_scale_get_kvc_0044c4030100e529(struct kvc_store_a
 }
 
 
-void _wrap_kvc_store_args_t_rank_set_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_args_t_rank_set_kvc_c42b5e67b80b4c6d(struct kvc_store_args *_swig_go_0, int _swig_go_1) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t arg2 ;
   
@@ -5861,7 +5961,7 @@ void _wrap_kvc_store_args_t_rank_set_kvc_0044c4030100e529(struct kvc_store_args 
 }
 
 
-int _wrap_kvc_store_args_t_rank_get_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0) {
+int _wrap_kvc_store_args_t_rank_get_kvc_c42b5e67b80b4c6d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5874,7 +5974,7 @@ int _wrap_kvc_store_args_t_rank_get_kvc_0044c4030100e529(struct kvc_store_args *
 }
 
 
-struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_0044c4030100e529() {
+struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_store_args *result = 0 ;
   struct kvc_store_args *_swig_go_result;
   
@@ -5885,7 +5985,7 @@ struct kvc_store_args *_wrap_new_kvc_store_args_t_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_delete_kvc_store_args_t_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0) {
+void _wrap_delete_kvc_store_args_t_kvc_c42b5e67b80b4c6d(struct kvc_store_args *_swig_go_0) {
   struct kvc_store_args *arg1 = (struct kvc_store_args *) 0 ;
   
   arg1 = *(struct kvc_store_args **)&_swig_go_0; 
@@ -5895,7 +5995,7 @@ void _wrap_delete_kvc_store_args_t_kvc_0044c4030100e529(struct kvc_store_args *_
 }
 
 
-void _wrap_kvc_store_args_init_kvc_0044c4030100e529(struct kvc_store_args *_swig_go_0) {
+void _wrap_kvc_store_args_init_kvc_c42b5e67b80b4c6d(struct kvc_store_args *_swig_go_0) {
   kvc_store_args_t *arg1 = (kvc_store_args_t *) 0 ;
   
   arg1 = *(kvc_store_args_t **)&_swig_go_0; 
@@ -5905,7 +6005,7 @@ void _wrap_kvc_store_args_init_kvc_0044c4030100e529(struct kvc_store_args *_swig
 }
 
 
-_gostring_ _wrap_kvc_store_kv_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_store_kv_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_store_args_t *arg2 = (kvc_store_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -5922,7 +6022,7 @@ _gostring_ _wrap_kvc_store_kv_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, stru
 }
 
 
-void _wrap_kvc_store_strides_t_struct_size_set_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_strides_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t arg2 ;
   
@@ -5934,7 +6034,7 @@ void _wrap_kvc_store_strides_t_struct_size_set_kvc_0044c4030100e529(struct kvc_s
 }
 
 
-int _wrap_kvc_store_strides_t_struct_size_get_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0) {
+int _wrap_kvc_store_strides_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5947,7 +6047,7 @@ int _wrap_kvc_store_strides_t_struct_size_get_kvc_0044c4030100e529(struct kvc_st
 }
 
 
-void _wrap_kvc_store_strides_t_seq_len_set_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_store_strides_t_seq_len_set_kvc_c42b5e67b80b4c6d(struct kvc_store_strides *_swig_go_0, int _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t arg2 ;
   
@@ -5959,7 +6059,7 @@ void _wrap_kvc_store_strides_t_seq_len_set_kvc_0044c4030100e529(struct kvc_store
 }
 
 
-int _wrap_kvc_store_strides_t_seq_len_get_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0) {
+int _wrap_kvc_store_strides_t_seq_len_get_kvc_c42b5e67b80b4c6d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -5972,7 +6072,7 @@ int _wrap_kvc_store_strides_t_seq_len_get_kvc_0044c4030100e529(struct kvc_store_
 }
 
 
-void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_c42b5e67b80b4c6d(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -5984,7 +6084,7 @@ void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_0044c4030100e529(struct kv
 }
 
 
-long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_c42b5e67b80b4c6d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -5997,7 +6097,7 @@ long long _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_0044c4030100e529(stru
 }
 
 
-void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_c42b5e67b80b4c6d(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -6009,7 +6109,7 @@ void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_0044c4030100e529(struct 
 }
 
 
-long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_c42b5e67b80b4c6d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6022,7 +6122,7 @@ long long _wrap_kvc_store_strides_t_key_token_stride_get_kvc_0044c4030100e529(st
 }
 
 
-void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_c42b5e67b80b4c6d(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -6034,7 +6134,7 @@ void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_0044c4030100e529(struct k
 }
 
 
-long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_c42b5e67b80b4c6d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6047,7 +6147,7 @@ long long _wrap_kvc_store_strides_t_key_head_stride_get_kvc_0044c4030100e529(str
 }
 
 
-void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_c42b5e67b80b4c6d(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -6059,7 +6159,7 @@ void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_0044c4030100e529(struct 
 }
 
 
-long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_c42b5e67b80b4c6d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6072,7 +6172,7 @@ long long _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_0044c4030100e529(st
 }
 
 
-void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_c42b5e67b80b4c6d(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -6084,7 +6184,7 @@ void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_0044c4030100e529(struc
 }
 
 
-long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_c42b5e67b80b4c6d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6097,7 +6197,7 @@ long long _wrap_kvc_store_strides_t_value_token_stride_get_kvc_0044c4030100e529(
 }
 
 
-void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_c42b5e67b80b4c6d(struct kvc_store_strides *_swig_go_0, long long _swig_go_1) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t arg2 ;
   
@@ -6109,7 +6209,7 @@ void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_0044c4030100e529(struct
 }
 
 
-long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0) {
+long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_c42b5e67b80b4c6d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -6122,7 +6222,7 @@ long long _wrap_kvc_store_strides_t_value_head_stride_get_kvc_0044c4030100e529(s
 }
 
 
-struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_0044c4030100e529() {
+struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_store_strides *result = 0 ;
   struct kvc_store_strides *_swig_go_result;
   
@@ -6133,7 +6233,7 @@ struct kvc_store_strides *_wrap_new_kvc_store_strides_t_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_delete_kvc_store_strides_t_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0) {
+void _wrap_delete_kvc_store_strides_t_kvc_c42b5e67b80b4c6d(struct kvc_store_strides *_swig_go_0) {
   struct kvc_store_strides *arg1 = (struct kvc_store_strides *) 0 ;
   
   arg1 = *(struct kvc_store_strides **)&_swig_go_0; 
@@ -6143,7 +6243,7 @@ void _wrap_delete_kvc_store_strides_t_kvc_0044c4030100e529(struct kvc_store_stri
 }
 
 
-void _wrap_kvc_store_strides_init_kvc_0044c4030100e529(struct kvc_store_strides *_swig_go_0) {
+void _wrap_kvc_store_strides_init_kvc_c42b5e67b80b4c6d(struct kvc_store_strides *_swig_go_0) {
   kvc_store_strides_t *arg1 = (kvc_store_strides_t *) 0 ;
   
   arg1 = *(kvc_store_strides_t **)&_swig_go_0; 
@@ -6153,7 +6253,7 @@ void _wrap_kvc_store_strides_init_kvc_0044c4030100e529(struct kvc_store_strides 
 }
 
 
-_gostring_ _wrap_kvc_store_kv_strided_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, struct kvc_store_strides *_swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_kvc_store_kv_strided_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, struct kvc_store_args *_swig_go_1, struct kvc_store_strides *_swig_go_2, void *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_store_args_t *arg2 = (kvc_store_args_t *) 0 ;
   kvc_store_strides_t *arg3 = (kvc_store_strides_t *) 0 ;
@@ -6172,7 +6272,7 @@ _gostring_ _wrap_kvc_store_kv_strided_kvc_0044c4030100e529(kvc_cache_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_copy_blocks_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
+_gostring_ _wrap_kvc_copy_blocks_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int *_swig_go_3, int *_swig_go_4, int _swig_go_5, void *_swig_go_6) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -6197,7 +6297,7 @@ _gostring_ _wrap_kvc_copy_blocks_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, i
 }
 
 
-intgo _wrap_KVC_TABLE_PADDED_kvc_0044c4030100e529() {
+intgo _wrap_KVC_TABLE_PADDED_kvc_c42b5e67b80b4c6d() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -6209,7 +6309,7 @@ intgo _wrap_KVC_TABLE_PADDED_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_TABLE_CSR_kvc_0044c4030100e529() {
+intgo _wrap_KVC_TABLE_CSR_kvc_c42b5e67b80b4c6d() {
   enum kvc_table_format result;
   intgo _swig_go_result;
   
@@ -6221,7 +6321,7 @@ intgo _wrap_KVC_TABLE_CSR_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_kvc_decode_args_t_struct_size_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6233,7 +6333,7 @@ void _wrap_kvc_decode_args_t_struct_size_set_kvc_0044c4030100e529(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_struct_size_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6246,7 +6346,7 @@ int _wrap_kvc_decode_args_t_struct_size_get_kvc_0044c4030100e529(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_layer_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_layer_set_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6258,7 +6358,7 @@ void _wrap_kvc_decode_args_t_layer_set_kvc_0044c4030100e529(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_layer_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_layer_get_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6271,7 +6371,7 @@ int _wrap_kvc_decode_args_t_layer_get_kvc_0044c4030100e529(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_batch_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_batch_set_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6283,7 +6383,7 @@ void _wrap_kvc_decode_args_t_batch_set_kvc_0044c4030100e529(struct kvc_decode_ar
 }
 
 
-int _wrap_kvc_decode_args_t_batch_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_batch_get_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6296,7 +6396,7 @@ int _wrap_kvc_decode_args_t_batch_get_kvc_0044c4030100e529(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_q_heads_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_heads_set_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6308,7 +6408,7 @@ void _wrap_kvc_decode_args_t_q_heads_set_kvc_0044c4030100e529(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_heads_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_heads_get_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6321,7 +6421,7 @@ int _wrap_kvc_decode_args_t_q_heads_get_kvc_0044c4030100e529(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_q_dtype_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_q_dtype_set_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -6333,7 +6433,7 @@ void _wrap_kvc_decode_args_t_q_dtype_set_kvc_0044c4030100e529(struct kvc_decode_
 }
 
 
-int _wrap_kvc_decode_args_t_q_dtype_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_q_dtype_get_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -6346,7 +6446,7 @@ int _wrap_kvc_decode_args_t_q_dtype_get_kvc_0044c4030100e529(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_table_format_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_format_set_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t arg2 ;
   
@@ -6358,7 +6458,7 @@ void _wrap_kvc_decode_args_t_table_format_set_kvc_0044c4030100e529(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_format_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_format_get_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   kvc_table_format_t result;
   int _swig_go_result;
@@ -6371,7 +6471,7 @@ int _wrap_kvc_decode_args_t_table_format_get_kvc_0044c4030100e529(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_query_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_query_set_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6383,7 +6483,7 @@ void _wrap_kvc_decode_args_t_query_set_kvc_0044c4030100e529(struct kvc_decode_ar
 }
 
 
-void *_wrap_kvc_decode_args_t_query_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_query_get_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6396,7 +6496,7 @@ void *_wrap_kvc_decode_args_t_query_get_kvc_0044c4030100e529(struct kvc_decode_a
 }
 
 
-void _wrap_kvc_decode_args_t_out_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_out_set_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6408,7 +6508,7 @@ void _wrap_kvc_decode_args_t_out_set_kvc_0044c4030100e529(struct kvc_decode_args
 }
 
 
-void *_wrap_kvc_decode_args_t_out_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_out_get_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6421,7 +6521,7 @@ void *_wrap_kvc_decode_args_t_out_get_kvc_0044c4030100e529(struct kvc_decode_arg
 }
 
 
-void _wrap_kvc_decode_args_t_seq_lens_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_seq_lens_set_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6433,7 +6533,7 @@ void _wrap_kvc_decode_args_t_seq_lens_set_kvc_0044c4030100e529(struct kvc_decode
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6446,7 +6546,7 @@ int32_t *_wrap_kvc_decode_args_t_seq_lens_get_kvc_0044c4030100e529(struct kvc_de
 }
 
 
-void _wrap_kvc_decode_args_t_block_table_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_block_table_set_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6458,7 +6558,7 @@ void _wrap_kvc_decode_args_t_block_table_set_kvc_0044c4030100e529(struct kvc_dec
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6471,7 +6571,7 @@ int32_t *_wrap_kvc_decode_args_t_block_table_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_decode_args_t_indptr_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_decode_args_t_indptr_set_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -6483,7 +6583,7 @@ void _wrap_kvc_decode_args_t_indptr_set_kvc_0044c4030100e529(struct kvc_decode_a
 }
 
 
-int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
+int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -6496,7 +6596,7 @@ int32_t *_wrap_kvc_decode_args_t_indptr_get_kvc_0044c4030100e529(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_table_stride_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_table_stride_set_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6508,7 +6608,7 @@ void _wrap_kvc_decode_args_t_table_stride_set_kvc_0044c4030100e529(struct kvc_de
 }
 
 
-int _wrap_kvc_decode_args_t_table_stride_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_table_stride_get_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6521,7 +6621,7 @@ int _wrap_kvc_decode_args_t_table_stride_get_kvc_0044c4030100e529(struct kvc_dec
 }
 
 
-void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6533,7 +6633,7 @@ void _wrap_kvc_decode_args_t_max_seq_len_set_kvc_0044c4030100e529(struct kvc_dec
 }
 
 
-int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6546,7 +6646,7 @@ int _wrap_kvc_decode_args_t_max_seq_len_get_kvc_0044c4030100e529(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_window_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_window_set_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6558,7 +6658,7 @@ void _wrap_kvc_decode_args_t_window_set_kvc_0044c4030100e529(struct kvc_decode_a
 }
 
 
-int _wrap_kvc_decode_args_t_window_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_window_get_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6571,7 +6671,7 @@ int _wrap_kvc_decode_args_t_window_get_kvc_0044c4030100e529(struct kvc_decode_ar
 }
 
 
-void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -6583,7 +6683,7 @@ void _wrap_kvc_decode_args_t_softmax_scale_set_kvc_0044c4030100e529(struct kvc_d
 }
 
 
-float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6596,7 +6696,7 @@ float _wrap_kvc_decode_args_t_softmax_scale_get_kvc_0044c4030100e529(struct kvc_
 }
 
 
-void _wrap_kvc_decode_args_t_k_scale_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_k_scale_set_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -6608,7 +6708,7 @@ void _wrap_kvc_decode_args_t_k_scale_set_kvc_0044c4030100e529(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_k_scale_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_k_scale_get_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6621,7 +6721,7 @@ float _wrap_kvc_decode_args_t_k_scale_get_kvc_0044c4030100e529(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_v_scale_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_decode_args_t_v_scale_set_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float arg2 ;
   
@@ -6633,7 +6733,7 @@ void _wrap_kvc_decode_args_t_v_scale_set_kvc_0044c4030100e529(struct kvc_decode_
 }
 
 
-float _wrap_kvc_decode_args_t_v_scale_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
+float _wrap_kvc_decode_args_t_v_scale_get_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -6646,7 +6746,7 @@ float _wrap_kvc_decode_args_t_v_scale_get_kvc_0044c4030100e529(struct kvc_decode
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_set_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6658,7 +6758,7 @@ void _wrap_kvc_decode_args_t_workspace_set_kvc_0044c4030100e529(struct kvc_decod
 }
 
 
-void *_wrap_kvc_decode_args_t_workspace_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
+void *_wrap_kvc_decode_args_t_workspace_get_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6671,7 +6771,7 @@ void *_wrap_kvc_decode_args_t_workspace_get_kvc_0044c4030100e529(struct kvc_deco
 }
 
 
-void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t arg2 ;
   
@@ -6683,7 +6783,7 @@ void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_0044c4030100e529(struct kvc
 }
 
 
-long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
+long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -6696,7 +6796,7 @@ long long _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_0044c4030100e529(struc
 }
 
 
-void _wrap_kvc_decode_args_t_rank_set_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_decode_args_t_rank_set_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6708,7 +6808,7 @@ void _wrap_kvc_decode_args_t_rank_set_kvc_0044c4030100e529(struct kvc_decode_arg
 }
 
 
-int _wrap_kvc_decode_args_t_rank_get_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
+int _wrap_kvc_decode_args_t_rank_get_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6721,7 +6821,7 @@ int _wrap_kvc_decode_args_t_rank_get_kvc_0044c4030100e529(struct kvc_decode_args
 }
 
 
-struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_0044c4030100e529() {
+struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_decode_args *result = 0 ;
   struct kvc_decode_args *_swig_go_result;
   
@@ -6732,7 +6832,7 @@ struct kvc_decode_args *_wrap_new_kvc_decode_args_t_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_delete_kvc_decode_args_t_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
+void _wrap_delete_kvc_decode_args_t_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0) {
   struct kvc_decode_args *arg1 = (struct kvc_decode_args *) 0 ;
   
   arg1 = *(struct kvc_decode_args **)&_swig_go_0; 
@@ -6742,7 +6842,7 @@ void _wrap_delete_kvc_decode_args_t_kvc_0044c4030100e529(struct kvc_decode_args 
 }
 
 
-void _wrap_kvc_decode_args_init_kvc_0044c4030100e529(struct kvc_decode_args *_swig_go_0) {
+void _wrap_kvc_decode_args_init_kvc_c42b5e67b80b4c6d(struct kvc_decode_args *_swig_go_0) {
   kvc_decode_args_t *arg1 = (kvc_decode_args_t *) 0 ;
   
   arg1 = *(kvc_decode_args_t **)&_swig_go_0; 
@@ -6752,7 +6852,7 @@ void _wrap_kvc_decode_args_init_kvc_0044c4030100e529(struct kvc_decode_args *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_workspace_size_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_workspace_size_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, long long *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -6769,7 +6869,7 @@ _gostring_ _wrap_kvc_decode_workspace_size_kvc_0044c4030100e529(kvc_cache_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_decode_attention_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_decode_attention_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, struct kvc_decode_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_decode_args_t *arg2 = (kvc_decode_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -6786,7 +6886,7 @@ _gostring_ _wrap_kvc_decode_attention_kvc_0044c4030100e529(kvc_cache_t *_swig_go
 }
 
 
-void _wrap_kvc_prefill_args_t_struct_size_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6798,7 +6898,7 @@ void _wrap_kvc_prefill_args_t_struct_size_set_kvc_0044c4030100e529(struct kvc_pr
 }
 
 
-int _wrap_kvc_prefill_args_t_struct_size_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6811,7 +6911,7 @@ int _wrap_kvc_prefill_args_t_struct_size_get_kvc_0044c4030100e529(struct kvc_pre
 }
 
 
-void _wrap_kvc_prefill_args_t_layer_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_layer_set_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6823,7 +6923,7 @@ void _wrap_kvc_prefill_args_t_layer_set_kvc_0044c4030100e529(struct kvc_prefill_
 }
 
 
-int _wrap_kvc_prefill_args_t_layer_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_layer_get_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6836,7 +6936,7 @@ int _wrap_kvc_prefill_args_t_layer_get_kvc_0044c4030100e529(struct kvc_prefill_a
 }
 
 
-void _wrap_kvc_prefill_args_t_batch_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_batch_set_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6848,7 +6948,7 @@ void _wrap_kvc_prefill_args_t_batch_set_kvc_0044c4030100e529(struct kvc_prefill_
 }
 
 
-int _wrap_kvc_prefill_args_t_batch_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_batch_get_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6861,7 +6961,7 @@ int _wrap_kvc_prefill_args_t_batch_get_kvc_0044c4030100e529(struct kvc_prefill_a
 }
 
 
-void _wrap_kvc_prefill_args_t_total_q_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_total_q_set_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6873,7 +6973,7 @@ void _wrap_kvc_prefill_args_t_total_q_set_kvc_0044c4030100e529(struct kvc_prefil
 }
 
 
-int _wrap_kvc_prefill_args_t_total_q_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_total_q_get_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6886,7 +6986,7 @@ int _wrap_kvc_prefill_args_t_total_q_get_kvc_0044c4030100e529(struct kvc_prefill
 }
 
 
-void _wrap_kvc_prefill_args_t_q_heads_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_q_heads_set_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -6898,7 +6998,7 @@ void _wrap_kvc_prefill_args_t_q_heads_set_kvc_0044c4030100e529(struct kvc_prefil
 }
 
 
-int _wrap_kvc_prefill_args_t_q_heads_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_q_heads_get_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -6911,7 +7011,7 @@ int _wrap_kvc_prefill_args_t_q_heads_get_kvc_0044c4030100e529(struct kvc_prefill
 }
 
 
-void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -6923,7 +7023,7 @@ void _wrap_kvc_prefill_args_t_q_dtype_set_kvc_0044c4030100e529(struct kvc_prefil
 }
 
 
-int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -6936,7 +7036,7 @@ int _wrap_kvc_prefill_args_t_q_dtype_get_kvc_0044c4030100e529(struct kvc_prefill
 }
 
 
-void _wrap_kvc_prefill_args_t_table_format_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_table_format_set_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   kvc_table_format_t arg2 ;
   
@@ -6948,7 +7048,7 @@ void _wrap_kvc_prefill_args_t_table_format_set_kvc_0044c4030100e529(struct kvc_p
 }
 
 
-int _wrap_kvc_prefill_args_t_table_format_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_table_format_get_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   kvc_table_format_t result;
   int _swig_go_result;
@@ -6961,7 +7061,7 @@ int _wrap_kvc_prefill_args_t_table_format_get_kvc_0044c4030100e529(struct kvc_pr
 }
 
 
-void _wrap_kvc_prefill_args_t_query_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_query_set_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6973,7 +7073,7 @@ void _wrap_kvc_prefill_args_t_query_set_kvc_0044c4030100e529(struct kvc_prefill_
 }
 
 
-void *_wrap_kvc_prefill_args_t_query_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+void *_wrap_kvc_prefill_args_t_query_get_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -6986,7 +7086,7 @@ void *_wrap_kvc_prefill_args_t_query_get_kvc_0044c4030100e529(struct kvc_prefill
 }
 
 
-void _wrap_kvc_prefill_args_t_out_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_out_set_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -6998,7 +7098,7 @@ void _wrap_kvc_prefill_args_t_out_set_kvc_0044c4030100e529(struct kvc_prefill_ar
 }
 
 
-void *_wrap_kvc_prefill_args_t_out_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+void *_wrap_kvc_prefill_args_t_out_get_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7011,7 +7111,7 @@ void *_wrap_kvc_prefill_args_t_out_get_kvc_0044c4030100e529(struct kvc_prefill_a
 }
 
 
-void _wrap_kvc_prefill_args_t_lse_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, float *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_lse_set_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0, float *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float *arg2 = (float *) 0 ;
   
@@ -7023,7 +7123,7 @@ void _wrap_kvc_prefill_args_t_lse_set_kvc_0044c4030100e529(struct kvc_prefill_ar
 }
 
 
-float *_wrap_kvc_prefill_args_t_lse_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+float *_wrap_kvc_prefill_args_t_lse_get_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float *result = 0 ;
   float *_swig_go_result;
@@ -7036,7 +7136,7 @@ float *_wrap_kvc_prefill_args_t_lse_get_kvc_0044c4030100e529(struct kvc_prefill_
 }
 
 
-void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -7048,7 +7148,7 @@ void _wrap_kvc_prefill_args_t_qo_indptr_set_kvc_0044c4030100e529(struct kvc_pref
 }
 
 
-int32_t *_wrap_kvc_prefill_args_t_qo_indptr_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+int32_t *_wrap_kvc_prefill_args_t_qo_indptr_get_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -7061,7 +7161,7 @@ int32_t *_wrap_kvc_prefill_args_t_qo_indptr_get_kvc_0044c4030100e529(struct kvc_
 }
 
 
-void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -7073,7 +7173,7 @@ void _wrap_kvc_prefill_args_t_kv_lens_set_kvc_0044c4030100e529(struct kvc_prefil
 }
 
 
-int32_t *_wrap_kvc_prefill_args_t_kv_lens_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+int32_t *_wrap_kvc_prefill_args_t_kv_lens_get_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -7086,7 +7186,7 @@ int32_t *_wrap_kvc_prefill_args_t_kv_lens_get_kvc_0044c4030100e529(struct kvc_pr
 }
 
 
-void _wrap_kvc_prefill_args_t_block_table_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_block_table_set_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -7098,7 +7198,7 @@ void _wrap_kvc_prefill_args_t_block_table_set_kvc_0044c4030100e529(struct kvc_pr
 }
 
 
-int32_t *_wrap_kvc_prefill_args_t_block_table_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+int32_t *_wrap_kvc_prefill_args_t_block_table_get_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -7111,7 +7211,7 @@ int32_t *_wrap_kvc_prefill_args_t_block_table_get_kvc_0044c4030100e529(struct kv
 }
 
 
-void _wrap_kvc_prefill_args_t_indptr_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_indptr_set_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -7123,7 +7223,7 @@ void _wrap_kvc_prefill_args_t_indptr_set_kvc_0044c4030100e529(struct kvc_prefill
 }
 
 
-int32_t *_wrap_kvc_prefill_args_t_indptr_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+int32_t *_wrap_kvc_prefill_args_t_indptr_get_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -7136,7 +7236,7 @@ int32_t *_wrap_kvc_prefill_args_t_indptr_get_kvc_0044c4030100e529(struct kvc_pre
 }
 
 
-void _wrap_kvc_prefill_args_t_table_stride_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_table_stride_set_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7148,7 +7248,7 @@ void _wrap_kvc_prefill_args_t_table_stride_set_kvc_0044c4030100e529(struct kvc_p
 }
 
 
-int _wrap_kvc_prefill_args_t_table_stride_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_table_stride_get_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7161,7 +7261,7 @@ int _wrap_kvc_prefill_args_t_table_stride_get_kvc_0044c4030100e529(struct kvc_pr
 }
 
 
-void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7173,7 +7273,7 @@ void _wrap_kvc_prefill_args_t_max_kv_len_set_kvc_0044c4030100e529(struct kvc_pre
 }
 
 
-int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7186,7 +7286,7 @@ int _wrap_kvc_prefill_args_t_max_kv_len_get_kvc_0044c4030100e529(struct kvc_pref
 }
 
 
-void _wrap_kvc_prefill_args_t_window_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_window_set_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7198,7 +7298,7 @@ void _wrap_kvc_prefill_args_t_window_set_kvc_0044c4030100e529(struct kvc_prefill
 }
 
 
-int _wrap_kvc_prefill_args_t_window_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_window_get_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7211,7 +7311,7 @@ int _wrap_kvc_prefill_args_t_window_get_kvc_0044c4030100e529(struct kvc_prefill_
 }
 
 
-void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float arg2 ;
   
@@ -7223,7 +7323,7 @@ void _wrap_kvc_prefill_args_t_softmax_scale_set_kvc_0044c4030100e529(struct kvc_
 }
 
 
-float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -7236,7 +7336,7 @@ float _wrap_kvc_prefill_args_t_softmax_scale_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float arg2 ;
   
@@ -7248,7 +7348,7 @@ void _wrap_kvc_prefill_args_t_logits_soft_cap_set_kvc_0044c4030100e529(struct kv
 }
 
 
-float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -7261,7 +7361,7 @@ float _wrap_kvc_prefill_args_t_logits_soft_cap_get_kvc_0044c4030100e529(struct k
 }
 
 
-void _wrap_kvc_prefill_args_t_k_scale_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_prefill_args_t_k_scale_set_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float arg2 ;
   
@@ -7273,7 +7373,7 @@ void _wrap_kvc_prefill_args_t_k_scale_set_kvc_0044c4030100e529(struct kvc_prefil
 }
 
 
-float _wrap_kvc_prefill_args_t_k_scale_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+float _wrap_kvc_prefill_args_t_k_scale_get_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -7286,7 +7386,7 @@ float _wrap_kvc_prefill_args_t_k_scale_get_kvc_0044c4030100e529(struct kvc_prefi
 }
 
 
-void _wrap_kvc_prefill_args_t_v_scale_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_prefill_args_t_v_scale_set_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0, float _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float arg2 ;
   
@@ -7298,7 +7398,7 @@ void _wrap_kvc_prefill_args_t_v_scale_set_kvc_0044c4030100e529(struct kvc_prefil
 }
 
 
-float _wrap_kvc_prefill_args_t_v_scale_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+float _wrap_kvc_prefill_args_t_v_scale_get_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -7311,7 +7411,7 @@ float _wrap_kvc_prefill_args_t_v_scale_get_kvc_0044c4030100e529(struct kvc_prefi
 }
 
 
-void _wrap_kvc_prefill_args_t_workspace_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_prefill_args_t_workspace_set_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7323,7 +7423,7 @@ void _wrap_kvc_prefill_args_t_workspace_set_kvc_0044c4030100e529(struct kvc_pref
 }
 
 
-void *_wrap_kvc_prefill_args_t_workspace_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+void *_wrap_kvc_prefill_args_t_workspace_get_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7336,7 +7436,7 @@ void *_wrap_kvc_prefill_args_t_workspace_get_kvc_0044c4030100e529(struct kvc_pre
 }
 
 
-void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint64_t arg2 ;
   
@@ -7348,7 +7448,7 @@ void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_0044c4030100e529(struct kv
 }
 
 
-long long _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+long long _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7361,7 +7461,7 @@ long long _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_0044c4030100e529(stru
 }
 
 
-void _wrap_kvc_prefill_args_t_rank_set_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_prefill_args_t_rank_set_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0, int _swig_go_1) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t arg2 ;
   
@@ -7373,7 +7473,7 @@ void _wrap_kvc_prefill_args_t_rank_set_kvc_0044c4030100e529(struct kvc_prefill_a
 }
 
 
-int _wrap_kvc_prefill_args_t_rank_get_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+int _wrap_kvc_prefill_args_t_rank_get_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7386,7 +7486,7 @@ int _wrap_kvc_prefill_args_t_rank_get_kvc_0044c4030100e529(struct kvc_prefill_ar
 }
 
 
-struct kvc_prefill_args *_wrap_new_kvc_prefill_args_t_kvc_0044c4030100e529() {
+struct kvc_prefill_args *_wrap_new_kvc_prefill_args_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_prefill_args *result = 0 ;
   struct kvc_prefill_args *_swig_go_result;
   
@@ -7397,7 +7497,7 @@ struct kvc_prefill_args *_wrap_new_kvc_prefill_args_t_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_delete_kvc_prefill_args_t_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+void _wrap_delete_kvc_prefill_args_t_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   struct kvc_prefill_args *arg1 = (struct kvc_prefill_args *) 0 ;
   
   arg1 = *(struct kvc_prefill_args **)&_swig_go_0; 
@@ -7407,7 +7507,7 @@ void _wrap_delete_kvc_prefill_args_t_kvc_0044c4030100e529(struct kvc_prefill_arg
 }
 
 
-void _wrap_kvc_prefill_args_init_kvc_0044c4030100e529(struct kvc_prefill_args *_swig_go_0) {
+void _wrap_kvc_prefill_args_init_kvc_c42b5e67b80b4c6d(struct kvc_prefill_args *_swig_go_0) {
   kvc_prefill_args_t *arg1 = (kvc_prefill_args_t *) 0 ;
   
   arg1 = *(kvc_prefill_args_t **)&_swig_go_0; 
@@ -7417,7 +7517,7 @@ void _wrap_kvc_prefill_args_init_kvc_0044c4030100e529(struct kvc_prefill_args *_
 }
 
 
-_gostring_ _wrap_kvc_prefill_workspace_size_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_prefill_workspace_size_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, long long *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_prefill_args_t *arg2 = (kvc_prefill_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -7434,7 +7534,7 @@ _gostring_ _wrap_kvc_prefill_workspace_size_kvc_0044c4030100e529(kvc_cache_t *_s
 }
 
 
-_gostring_ _wrap_kvc_prefill_attention_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_prefill_attention_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, struct kvc_prefill_args *_swig_go_1, void *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_prefill_args_t *arg2 = (kvc_prefill_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -7451,7 +7551,7 @@ _gostring_ _wrap_kvc_prefill_attention_kvc_0044c4030100e529(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_cache_get_async_error_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_get_async_error_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t *arg3 = (kvc_status_t *) 0 ;
@@ -7468,7 +7568,7 @@ _gostring_ _wrap_kvc_cache_get_async_error_kvc_0044c4030100e529(kvc_cache_t *_sw
 }
 
 
-intgo _wrap_KVC_GROWTH_STAGGERED_kvc_0044c4030100e529() {
+intgo _wrap_KVC_GROWTH_STAGGERED_kvc_c42b5e67b80b4c6d() {
   enum kvc_growth_policy result;
   intgo _swig_go_result;
   
@@ -7480,7 +7580,7 @@ intgo _wrap_KVC_GROWTH_STAGGERED_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_GROWTH_UNIFORM_kvc_0044c4030100e529() {
+intgo _wrap_KVC_GROWTH_UNIFORM_kvc_c42b5e67b80b4c6d() {
   enum kvc_growth_policy result;
   intgo _swig_go_result;
   
@@ -7492,7 +7592,7 @@ intgo _wrap_KVC_GROWTH_UNIFORM_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_0044c4030100e529() {
+intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_c42b5e67b80b4c6d() {
   unsigned int result;
   intgo _swig_go_result;
   
@@ -7503,7 +7603,7 @@ intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_kvc_stateful_options_t_struct_size_set_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7515,7 +7615,7 @@ void _wrap_kvc_stateful_options_t_struct_size_set_kvc_0044c4030100e529(struct kv
 }
 
 
-int _wrap_kvc_stateful_options_t_struct_size_get_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7528,7 +7628,7 @@ int _wrap_kvc_stateful_options_t_struct_size_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_stateful_options_t_batch_set_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_batch_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7540,7 +7640,7 @@ void _wrap_kvc_stateful_options_t_batch_set_kvc_0044c4030100e529(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_options_t_batch_get_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_batch_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7553,7 +7653,7 @@ int _wrap_kvc_stateful_options_t_batch_get_kvc_0044c4030100e529(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_options_t_layout_set_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_layout_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -7565,7 +7665,7 @@ void _wrap_kvc_stateful_options_t_layout_set_kvc_0044c4030100e529(struct kvc_sta
 }
 
 
-int _wrap_kvc_stateful_options_t_layout_get_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_layout_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -7578,7 +7678,7 @@ int _wrap_kvc_stateful_options_t_layout_get_kvc_0044c4030100e529(struct kvc_stat
 }
 
 
-void _wrap_kvc_stateful_options_t_growth_step_set_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_growth_step_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7590,7 +7690,7 @@ void _wrap_kvc_stateful_options_t_growth_step_set_kvc_0044c4030100e529(struct kv
 }
 
 
-int _wrap_kvc_stateful_options_t_growth_step_get_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_growth_step_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7603,7 +7703,7 @@ int _wrap_kvc_stateful_options_t_growth_step_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_growth_policy_t arg2 ;
   
@@ -7615,7 +7715,7 @@ void _wrap_kvc_stateful_options_t_growth_policy_set_kvc_0044c4030100e529(struct 
 }
 
 
-int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   kvc_growth_policy_t result;
   int _swig_go_result;
@@ -7628,7 +7728,7 @@ int _wrap_kvc_stateful_options_t_growth_policy_get_kvc_0044c4030100e529(struct k
 }
 
 
-void _wrap_kvc_stateful_options_t_max_length_set_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_max_length_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7640,7 +7740,7 @@ void _wrap_kvc_stateful_options_t_max_length_set_kvc_0044c4030100e529(struct kvc
 }
 
 
-int _wrap_kvc_stateful_options_t_max_length_get_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_max_length_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7653,7 +7753,7 @@ int _wrap_kvc_stateful_options_t_max_length_get_kvc_0044c4030100e529(struct kvc_
 }
 
 
-void _wrap_kvc_stateful_options_t_initial_length_set_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_options_t_initial_length_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_options *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t arg2 ;
   
@@ -7665,7 +7765,7 @@ void _wrap_kvc_stateful_options_t_initial_length_set_kvc_0044c4030100e529(struct
 }
 
 
-int _wrap_kvc_stateful_options_t_initial_length_get_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0) {
+int _wrap_kvc_stateful_options_t_initial_length_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7678,7 +7778,7 @@ int _wrap_kvc_stateful_options_t_initial_length_get_kvc_0044c4030100e529(struct 
 }
 
 
-struct kvc_stateful_options *_wrap_new_kvc_stateful_options_t_kvc_0044c4030100e529() {
+struct kvc_stateful_options *_wrap_new_kvc_stateful_options_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_stateful_options *result = 0 ;
   struct kvc_stateful_options *_swig_go_result;
   
@@ -7689,7 +7789,7 @@ struct kvc_stateful_options *_wrap_new_kvc_stateful_options_t_kvc_0044c4030100e5
 }
 
 
-void _wrap_delete_kvc_stateful_options_t_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0) {
+void _wrap_delete_kvc_stateful_options_t_kvc_c42b5e67b80b4c6d(struct kvc_stateful_options *_swig_go_0) {
   struct kvc_stateful_options *arg1 = (struct kvc_stateful_options *) 0 ;
   
   arg1 = *(struct kvc_stateful_options **)&_swig_go_0; 
@@ -7699,7 +7799,7 @@ void _wrap_delete_kvc_stateful_options_t_kvc_0044c4030100e529(struct kvc_statefu
 }
 
 
-void _wrap_kvc_stateful_options_init_kvc_0044c4030100e529(struct kvc_stateful_options *_swig_go_0) {
+void _wrap_kvc_stateful_options_init_kvc_c42b5e67b80b4c6d(struct kvc_stateful_options *_swig_go_0) {
   kvc_stateful_options_t *arg1 = (kvc_stateful_options_t *) 0 ;
   
   arg1 = *(kvc_stateful_options_t **)&_swig_go_0; 
@@ -7709,7 +7809,7 @@ void _wrap_kvc_stateful_options_init_kvc_0044c4030100e529(struct kvc_stateful_op
 }
 
 
-_gostring_ _wrap_kvc_stateful_create_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, struct kvc_stateful_options *_swig_go_1, kvc_stateful_t **_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_create_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, struct kvc_stateful_options *_swig_go_1, kvc_stateful_t **_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   kvc_stateful_options_t *arg2 = (kvc_stateful_options_t *) 0 ;
   kvc_stateful_t **arg3 = (kvc_stateful_t **) 0 ;
@@ -7726,7 +7826,7 @@ _gostring_ _wrap_kvc_stateful_create_kvc_0044c4030100e529(kvc_config_t *_swig_go
 }
 
 
-void _wrap_kvc_stateful_destroy_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0) {
+void _wrap_kvc_stateful_destroy_kvc_c42b5e67b80b4c6d(kvc_stateful_t *_swig_go_0) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   
   arg1 = (kvc_stateful_t *)_swig_go_0; 
@@ -7736,7 +7836,7 @@ void _wrap_kvc_stateful_destroy_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0)
 }
 
 
-void _wrap_kvc_stateful_view_t_struct_size_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7748,7 +7848,7 @@ void _wrap_kvc_stateful_view_t_struct_size_set_kvc_0044c4030100e529(struct kvc_s
 }
 
 
-int _wrap_kvc_stateful_view_t_struct_size_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7761,7 +7861,7 @@ int _wrap_kvc_stateful_view_t_struct_size_get_kvc_0044c4030100e529(struct kvc_st
 }
 
 
-void _wrap_kvc_stateful_view_t_layer_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_layer_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7773,7 +7873,7 @@ void _wrap_kvc_stateful_view_t_layer_set_kvc_0044c4030100e529(struct kvc_statefu
 }
 
 
-int _wrap_kvc_stateful_view_t_layer_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_layer_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7786,7 +7886,7 @@ int _wrap_kvc_stateful_view_t_layer_get_kvc_0044c4030100e529(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_key_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_key_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7798,7 +7898,7 @@ void _wrap_kvc_stateful_view_t_key_set_kvc_0044c4030100e529(struct kvc_stateful_
 }
 
 
-void *_wrap_kvc_stateful_view_t_key_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
+void *_wrap_kvc_stateful_view_t_key_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7811,7 +7911,7 @@ void *_wrap_kvc_stateful_view_t_key_get_kvc_0044c4030100e529(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_value_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_value_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -7823,7 +7923,7 @@ void _wrap_kvc_stateful_view_t_value_set_kvc_0044c4030100e529(struct kvc_statefu
 }
 
 
-void *_wrap_kvc_stateful_view_t_value_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
+void *_wrap_kvc_stateful_view_t_value_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -7836,7 +7936,7 @@ void *_wrap_kvc_stateful_view_t_value_get_kvc_0044c4030100e529(struct kvc_statef
 }
 
 
-void _wrap_kvc_stateful_view_t_row_stride_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_view_t_row_stride_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t arg2 ;
   
@@ -7848,7 +7948,7 @@ void _wrap_kvc_stateful_view_t_row_stride_set_kvc_0044c4030100e529(struct kvc_st
 }
 
 
-long long _wrap_kvc_stateful_view_t_row_stride_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
+long long _wrap_kvc_stateful_view_t_row_stride_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7861,7 +7961,7 @@ long long _wrap_kvc_stateful_view_t_row_stride_get_kvc_0044c4030100e529(struct k
 }
 
 
-void _wrap_kvc_stateful_view_t_head_stride_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_view_t_head_stride_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t arg2 ;
   
@@ -7873,7 +7973,7 @@ void _wrap_kvc_stateful_view_t_head_stride_set_kvc_0044c4030100e529(struct kvc_s
 }
 
 
-long long _wrap_kvc_stateful_view_t_head_stride_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
+long long _wrap_kvc_stateful_view_t_head_stride_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7886,7 +7986,7 @@ long long _wrap_kvc_stateful_view_t_head_stride_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_stateful_view_t_token_stride_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_view_t_token_stride_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t arg2 ;
   
@@ -7898,7 +7998,7 @@ void _wrap_kvc_stateful_view_t_token_stride_set_kvc_0044c4030100e529(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_view_t_token_stride_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
+long long _wrap_kvc_stateful_view_t_token_stride_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -7911,7 +8011,7 @@ long long _wrap_kvc_stateful_view_t_token_stride_get_kvc_0044c4030100e529(struct
 }
 
 
-void _wrap_kvc_stateful_view_t_batch_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_batch_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7923,7 +8023,7 @@ void _wrap_kvc_stateful_view_t_batch_set_kvc_0044c4030100e529(struct kvc_statefu
 }
 
 
-int _wrap_kvc_stateful_view_t_batch_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_batch_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7936,7 +8036,7 @@ int _wrap_kvc_stateful_view_t_batch_get_kvc_0044c4030100e529(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_capacity_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_capacity_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7948,7 +8048,7 @@ void _wrap_kvc_stateful_view_t_capacity_set_kvc_0044c4030100e529(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_view_t_capacity_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_capacity_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7961,7 +8061,7 @@ int _wrap_kvc_stateful_view_t_capacity_get_kvc_0044c4030100e529(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7973,7 +8073,7 @@ void _wrap_kvc_stateful_view_t_kv_heads_set_kvc_0044c4030100e529(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -7986,7 +8086,7 @@ int _wrap_kvc_stateful_view_t_kv_heads_get_kvc_0044c4030100e529(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_view_t_head_dim_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_head_dim_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -7998,7 +8098,7 @@ void _wrap_kvc_stateful_view_t_head_dim_set_kvc_0044c4030100e529(struct kvc_stat
 }
 
 
-int _wrap_kvc_stateful_view_t_head_dim_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_head_dim_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8011,7 +8111,7 @@ int _wrap_kvc_stateful_view_t_head_dim_get_kvc_0044c4030100e529(struct kvc_state
 }
 
 
-void _wrap_kvc_stateful_view_t_dtype_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_dtype_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -8023,7 +8123,7 @@ void _wrap_kvc_stateful_view_t_dtype_set_kvc_0044c4030100e529(struct kvc_statefu
 }
 
 
-int _wrap_kvc_stateful_view_t_dtype_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_dtype_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -8036,7 +8136,7 @@ int _wrap_kvc_stateful_view_t_dtype_get_kvc_0044c4030100e529(struct kvc_stateful
 }
 
 
-void _wrap_kvc_stateful_view_t_layout_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_layout_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_layout_t arg2 ;
   
@@ -8048,7 +8148,7 @@ void _wrap_kvc_stateful_view_t_layout_set_kvc_0044c4030100e529(struct kvc_statef
 }
 
 
-int _wrap_kvc_stateful_view_t_layout_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_layout_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   kvc_layout_t result;
   int _swig_go_result;
@@ -8061,7 +8161,7 @@ int _wrap_kvc_stateful_view_t_layout_get_kvc_0044c4030100e529(struct kvc_statefu
 }
 
 
-void _wrap_kvc_stateful_view_t_max_length_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_max_length_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -8073,7 +8173,7 @@ void _wrap_kvc_stateful_view_t_max_length_set_kvc_0044c4030100e529(struct kvc_st
 }
 
 
-int _wrap_kvc_stateful_view_t_max_length_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_max_length_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8086,7 +8186,7 @@ int _wrap_kvc_stateful_view_t_max_length_get_kvc_0044c4030100e529(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t arg2 ;
   
@@ -8098,7 +8198,7 @@ void _wrap_kvc_stateful_view_t_beam_table_stride_set_kvc_0044c4030100e529(struct
 }
 
 
-int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
+int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8111,7 +8211,7 @@ int _wrap_kvc_stateful_view_t_beam_table_stride_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_stateful_view_t_lengths_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_lengths_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -8123,7 +8223,7 @@ void _wrap_kvc_stateful_view_t_lengths_set_kvc_0044c4030100e529(struct kvc_state
 }
 
 
-int32_t *_wrap_kvc_stateful_view_t_lengths_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
+int32_t *_wrap_kvc_stateful_view_t_lengths_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -8136,7 +8236,7 @@ int32_t *_wrap_kvc_stateful_view_t_lengths_get_kvc_0044c4030100e529(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_view_t_beam_table_set_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
+void _wrap_kvc_stateful_view_t_beam_table_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0, int32_t *_swig_go_1) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   
@@ -8148,7 +8248,7 @@ void _wrap_kvc_stateful_view_t_beam_table_set_kvc_0044c4030100e529(struct kvc_st
 }
 
 
-int32_t *_wrap_kvc_stateful_view_t_beam_table_get_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
+int32_t *_wrap_kvc_stateful_view_t_beam_table_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   int32_t *result = 0 ;
   int32_t *_swig_go_result;
@@ -8161,7 +8261,7 @@ int32_t *_wrap_kvc_stateful_view_t_beam_table_get_kvc_0044c4030100e529(struct kv
 }
 
 
-struct kvc_stateful_view *_wrap_new_kvc_stateful_view_t_kvc_0044c4030100e529() {
+struct kvc_stateful_view *_wrap_new_kvc_stateful_view_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_stateful_view *result = 0 ;
   struct kvc_stateful_view *_swig_go_result;
   
@@ -8172,7 +8272,7 @@ struct kvc_stateful_view *_wrap_new_kvc_stateful_view_t_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_delete_kvc_stateful_view_t_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
+void _wrap_delete_kvc_stateful_view_t_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0) {
   struct kvc_stateful_view *arg1 = (struct kvc_stateful_view *) 0 ;
   
   arg1 = *(struct kvc_stateful_view **)&_swig_go_0; 
@@ -8182,7 +8282,7 @@ void _wrap_delete_kvc_stateful_view_t_kvc_0044c4030100e529(struct kvc_stateful_v
 }
 
 
-void _wrap_kvc_stateful_view_init_kvc_0044c4030100e529(struct kvc_stateful_view *_swig_go_0) {
+void _wrap_kvc_stateful_view_init_kvc_c42b5e67b80b4c6d(struct kvc_stateful_view *_swig_go_0) {
   kvc_stateful_view_t *arg1 = (kvc_stateful_view_t *) 0 ;
   
   arg1 = *(kvc_stateful_view_t **)&_swig_go_0; 
@@ -8192,7 +8292,7 @@ void _wrap_kvc_stateful_view_init_kvc_0044c4030100e529(struct kvc_stateful_view 
 }
 
 
-_gostring_ _wrap_kvc_stateful_layer_view_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_view *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_layer_view_kvc_c42b5e67b80b4c6d(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_view *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   kvc_stateful_view_t *arg3 = (kvc_stateful_view_t *) 0 ;
@@ -8209,7 +8309,7 @@ _gostring_ _wrap_kvc_stateful_layer_view_kvc_0044c4030100e529(kvc_stateful_t *_s
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_lengths_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int _swig_go_3) {
+_gostring_ _wrap_kvc_stateful_get_lengths_kvc_c42b5e67b80b4c6d(kvc_stateful_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, int _swig_go_3) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -8228,7 +8328,7 @@ _gostring_ _wrap_kvc_stateful_get_lengths_kvc_0044c4030100e529(kvc_stateful_t *_
 }
 
 
-void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t arg2 ;
   
@@ -8240,7 +8340,7 @@ void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_0044c4030100e529(struc
 }
 
 
-int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8253,7 +8353,7 @@ int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_0044c4030100e529(struct
 }
 
 
-void _wrap_kvc_stateful_append_args_t_layer_set_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_layer_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t arg2 ;
   
@@ -8265,7 +8365,7 @@ void _wrap_kvc_stateful_append_args_t_layer_set_kvc_0044c4030100e529(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_append_args_t_layer_get_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_layer_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8278,7 +8378,7 @@ int _wrap_kvc_stateful_append_args_t_layer_get_kvc_0044c4030100e529(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t arg2 ;
   
@@ -8290,7 +8390,7 @@ void _wrap_kvc_stateful_append_args_t_num_tokens_set_kvc_0044c4030100e529(struct
 }
 
 
-int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8303,7 +8403,7 @@ int _wrap_kvc_stateful_append_args_t_num_tokens_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_append_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -8315,7 +8415,7 @@ void _wrap_kvc_stateful_append_args_t_src_dtype_set_kvc_0044c4030100e529(struct 
 }
 
 
-int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0) {
+int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -8328,7 +8428,7 @@ int _wrap_kvc_stateful_append_args_t_src_dtype_get_kvc_0044c4030100e529(struct k
 }
 
 
-void _wrap_kvc_stateful_append_args_t_key_set_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_key_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -8340,7 +8440,7 @@ void _wrap_kvc_stateful_append_args_t_key_set_kvc_0044c4030100e529(struct kvc_st
 }
 
 
-void *_wrap_kvc_stateful_append_args_t_key_get_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0) {
+void *_wrap_kvc_stateful_append_args_t_key_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -8353,7 +8453,7 @@ void *_wrap_kvc_stateful_append_args_t_key_get_kvc_0044c4030100e529(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_append_args_t_value_set_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_value_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_append_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -8365,7 +8465,7 @@ void _wrap_kvc_stateful_append_args_t_value_set_kvc_0044c4030100e529(struct kvc_
 }
 
 
-void *_wrap_kvc_stateful_append_args_t_value_get_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0) {
+void *_wrap_kvc_stateful_append_args_t_value_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -8378,7 +8478,7 @@ void *_wrap_kvc_stateful_append_args_t_value_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0, uint32_t *_swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_append_args *_swig_go_0, uint32_t *_swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   
@@ -8390,7 +8490,7 @@ void _wrap_kvc_stateful_append_args_t_row_tokens_set_kvc_0044c4030100e529(struct
 }
 
 
-uint32_t *_wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0) {
+uint32_t *_wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   uint32_t *result = 0 ;
   uint32_t *_swig_go_result;
@@ -8403,7 +8503,7 @@ uint32_t *_wrap_kvc_stateful_append_args_t_row_tokens_get_kvc_0044c4030100e529(s
 }
 
 
-void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float arg2 ;
   
@@ -8415,7 +8515,7 @@ void _wrap_kvc_stateful_append_args_t_k_scale_set_kvc_0044c4030100e529(struct kv
 }
 
 
-float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0) {
+float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -8428,7 +8528,7 @@ float _wrap_kvc_stateful_append_args_t_k_scale_get_kvc_0044c4030100e529(struct k
 }
 
 
-void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_append_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float arg2 ;
   
@@ -8440,7 +8540,7 @@ void _wrap_kvc_stateful_append_args_t_v_scale_set_kvc_0044c4030100e529(struct kv
 }
 
 
-float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0) {
+float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -8453,7 +8553,7 @@ float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_0044c4030100e529(struct k
 }
 
 
-struct kvc_stateful_append_args *_wrap_new_kvc_stateful_append_args_t_kvc_0044c4030100e529() {
+struct kvc_stateful_append_args *_wrap_new_kvc_stateful_append_args_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_stateful_append_args *result = 0 ;
   struct kvc_stateful_append_args *_swig_go_result;
   
@@ -8464,7 +8564,7 @@ struct kvc_stateful_append_args *_wrap_new_kvc_stateful_append_args_t_kvc_0044c4
 }
 
 
-void _wrap_delete_kvc_stateful_append_args_t_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0) {
+void _wrap_delete_kvc_stateful_append_args_t_kvc_c42b5e67b80b4c6d(struct kvc_stateful_append_args *_swig_go_0) {
   struct kvc_stateful_append_args *arg1 = (struct kvc_stateful_append_args *) 0 ;
   
   arg1 = *(struct kvc_stateful_append_args **)&_swig_go_0; 
@@ -8474,7 +8574,7 @@ void _wrap_delete_kvc_stateful_append_args_t_kvc_0044c4030100e529(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_append_args_init_kvc_0044c4030100e529(struct kvc_stateful_append_args *_swig_go_0) {
+void _wrap_kvc_stateful_append_args_init_kvc_c42b5e67b80b4c6d(struct kvc_stateful_append_args *_swig_go_0) {
   kvc_stateful_append_args_t *arg1 = (kvc_stateful_append_args_t *) 0 ;
   
   arg1 = *(kvc_stateful_append_args_t **)&_swig_go_0; 
@@ -8484,7 +8584,7 @@ void _wrap_kvc_stateful_append_args_init_kvc_0044c4030100e529(struct kvc_statefu
 }
 
 
-_gostring_ _wrap_kvc_stateful_append_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, struct kvc_stateful_append_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_append_kvc_c42b5e67b80b4c6d(kvc_stateful_t *_swig_go_0, struct kvc_stateful_append_args *_swig_go_1, void *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_append_args_t *arg2 = (kvc_stateful_append_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -8501,7 +8601,7 @@ _gostring_ _wrap_kvc_stateful_append_kvc_0044c4030100e529(kvc_stateful_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_stateful_reorder_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, int *_swig_go_1, int _swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_kvc_stateful_reorder_kvc_c42b5e67b80b4c6d(kvc_stateful_t *_swig_go_0, int *_swig_go_1, int _swig_go_2, void *_swig_go_3) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   uint32_t arg3 ;
@@ -8520,7 +8620,7 @@ _gostring_ _wrap_kvc_stateful_reorder_kvc_0044c4030100e529(kvc_stateful_t *_swig
 }
 
 
-_gostring_ _wrap_kvc_stateful_compact_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, void *_swig_go_1) {
+_gostring_ _wrap_kvc_stateful_compact_kvc_c42b5e67b80b4c6d(kvc_stateful_t *_swig_go_0, void *_swig_go_1) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t result;
@@ -8535,7 +8635,7 @@ _gostring_ _wrap_kvc_stateful_compact_kvc_0044c4030100e529(kvc_stateful_t *_swig
 }
 
 
-_gostring_ _wrap_kvc_stateful_trim_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, int _swig_go_1, int _swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_kvc_stateful_trim_kvc_c42b5e67b80b4c6d(kvc_stateful_t *_swig_go_0, int _swig_go_1, int _swig_go_2, void *_swig_go_3) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   uint32_t arg3 ;
@@ -8554,7 +8654,7 @@ _gostring_ _wrap_kvc_stateful_trim_kvc_0044c4030100e529(kvc_stateful_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_stateful_reset_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, bool _swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_reset_kvc_c42b5e67b80b4c6d(kvc_stateful_t *_swig_go_0, bool _swig_go_1, void *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   bool arg2 ;
   void *arg3 = (void *) 0 ;
@@ -8571,7 +8671,7 @@ _gostring_ _wrap_kvc_stateful_reset_kvc_0044c4030100e529(kvc_stateful_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_stateful_export_row_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, void *_swig_go_5) {
+_gostring_ _wrap_kvc_stateful_export_row_kvc_c42b5e67b80b4c6d(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, void *_swig_go_5) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -8594,7 +8694,7 @@ _gostring_ _wrap_kvc_stateful_export_row_kvc_0044c4030100e529(kvc_stateful_t *_s
 }
 
 
-_gostring_ _wrap_kvc_stateful_import_row_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
+_gostring_ _wrap_kvc_stateful_import_row_kvc_c42b5e67b80b4c6d(kvc_stateful_t *_swig_go_0, int _swig_go_1, void *_swig_go_2, long long _swig_go_3, void *_swig_go_4) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   void *arg3 = (void *) 0 ;
@@ -8615,7 +8715,7 @@ _gostring_ _wrap_kvc_stateful_import_row_kvc_0044c4030100e529(kvc_stateful_t *_s
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -8627,7 +8727,7 @@ void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_0044c4030100e529(struc
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8640,7 +8740,7 @@ int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_0044c4030100e529(struct
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -8652,7 +8752,7 @@ void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_0044c4030100e529(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8665,7 +8765,7 @@ int _wrap_kvc_stateful_decode_args_t_layer_get_kvc_0044c4030100e529(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -8677,7 +8777,7 @@ void _wrap_kvc_stateful_decode_args_t_q_heads_set_kvc_0044c4030100e529(struct kv
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8690,7 +8790,7 @@ int _wrap_kvc_stateful_decode_args_t_q_heads_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -8702,7 +8802,7 @@ void _wrap_kvc_stateful_decode_args_t_q_dtype_set_kvc_0044c4030100e529(struct kv
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -8715,7 +8815,7 @@ int _wrap_kvc_stateful_decode_args_t_q_dtype_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_query_set_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_query_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -8727,7 +8827,7 @@ void _wrap_kvc_stateful_decode_args_t_query_set_kvc_0044c4030100e529(struct kvc_
 }
 
 
-void *_wrap_kvc_stateful_decode_args_t_query_get_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
+void *_wrap_kvc_stateful_decode_args_t_query_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -8740,7 +8840,7 @@ void *_wrap_kvc_stateful_decode_args_t_query_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_out_set_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_out_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -8752,7 +8852,7 @@ void _wrap_kvc_stateful_decode_args_t_out_set_kvc_0044c4030100e529(struct kvc_st
 }
 
 
-void *_wrap_kvc_stateful_decode_args_t_out_get_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
+void *_wrap_kvc_stateful_decode_args_t_out_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -8765,7 +8865,7 @@ void *_wrap_kvc_stateful_decode_args_t_out_get_kvc_0044c4030100e529(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t arg2 ;
   
@@ -8777,7 +8877,7 @@ void _wrap_kvc_stateful_decode_args_t_max_seq_len_set_kvc_0044c4030100e529(struc
 }
 
 
-int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
+int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -8790,7 +8890,7 @@ int _wrap_kvc_stateful_decode_args_t_max_seq_len_get_kvc_0044c4030100e529(struct
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float arg2 ;
   
@@ -8802,7 +8902,7 @@ void _wrap_kvc_stateful_decode_args_t_softmax_scale_set_kvc_0044c4030100e529(str
 }
 
 
-float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
+float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -8815,7 +8915,7 @@ float _wrap_kvc_stateful_decode_args_t_softmax_scale_get_kvc_0044c4030100e529(st
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float arg2 ;
   
@@ -8827,7 +8927,7 @@ void _wrap_kvc_stateful_decode_args_t_k_scale_set_kvc_0044c4030100e529(struct kv
 }
 
 
-float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
+float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -8840,7 +8940,7 @@ float _wrap_kvc_stateful_decode_args_t_k_scale_get_kvc_0044c4030100e529(struct k
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0, float _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float arg2 ;
   
@@ -8852,7 +8952,7 @@ void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_0044c4030100e529(struct kv
 }
 
 
-float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
+float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   float result;
   float _swig_go_result;
@@ -8865,7 +8965,7 @@ float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_0044c4030100e529(struct k
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0, void *_swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -8877,7 +8977,7 @@ void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_0044c4030100e529(struct 
 }
 
 
-void *_wrap_kvc_stateful_decode_args_t_workspace_get_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
+void *_wrap_kvc_stateful_decode_args_t_workspace_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -8890,7 +8990,7 @@ void *_wrap_kvc_stateful_decode_args_t_workspace_get_kvc_0044c4030100e529(struct
 }
 
 
-void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint64_t arg2 ;
   
@@ -8902,7 +9002,7 @@ void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_0044c4030100e529(s
 }
 
 
-long long _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
+long long _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -8915,7 +9015,7 @@ long long _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_0044c4030100e
 }
 
 
-struct kvc_stateful_decode_args *_wrap_new_kvc_stateful_decode_args_t_kvc_0044c4030100e529() {
+struct kvc_stateful_decode_args *_wrap_new_kvc_stateful_decode_args_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_stateful_decode_args *result = 0 ;
   struct kvc_stateful_decode_args *_swig_go_result;
   
@@ -8926,7 +9026,7 @@ struct kvc_stateful_decode_args *_wrap_new_kvc_stateful_decode_args_t_kvc_0044c4
 }
 
 
-void _wrap_delete_kvc_stateful_decode_args_t_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
+void _wrap_delete_kvc_stateful_decode_args_t_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0) {
   struct kvc_stateful_decode_args *arg1 = (struct kvc_stateful_decode_args *) 0 ;
   
   arg1 = *(struct kvc_stateful_decode_args **)&_swig_go_0; 
@@ -8936,7 +9036,7 @@ void _wrap_delete_kvc_stateful_decode_args_t_kvc_0044c4030100e529(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_decode_args_init_kvc_0044c4030100e529(struct kvc_stateful_decode_args *_swig_go_0) {
+void _wrap_kvc_stateful_decode_args_init_kvc_c42b5e67b80b4c6d(struct kvc_stateful_decode_args *_swig_go_0) {
   kvc_stateful_decode_args_t *arg1 = (kvc_stateful_decode_args_t *) 0 ;
   
   arg1 = *(kvc_stateful_decode_args_t **)&_swig_go_0; 
@@ -8946,7 +9046,7 @@ void _wrap_kvc_stateful_decode_args_init_kvc_0044c4030100e529(struct kvc_statefu
 }
 
 
-_gostring_ _wrap_kvc_stateful_decode_workspace_size_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_decode_workspace_size_kvc_c42b5e67b80b4c6d(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, long long *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_decode_args_t *arg2 = (kvc_stateful_decode_args_t *) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -8963,7 +9063,7 @@ _gostring_ _wrap_kvc_stateful_decode_workspace_size_kvc_0044c4030100e529(kvc_sta
 }
 
 
-_gostring_ _wrap_kvc_stateful_decode_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, void *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_decode_kvc_c42b5e67b80b4c6d(kvc_stateful_t *_swig_go_0, struct kvc_stateful_decode_args *_swig_go_1, void *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_decode_args_t *arg2 = (kvc_stateful_decode_args_t *) 0 ;
   void *arg3 = (void *) 0 ;
@@ -8980,7 +9080,7 @@ _gostring_ _wrap_kvc_stateful_decode_kvc_0044c4030100e529(kvc_stateful_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_async_error_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_get_async_error_kvc_c42b5e67b80b4c6d(kvc_stateful_t *_swig_go_0, void *_swig_go_1, int *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   void *arg2 = (void *) 0 ;
   kvc_status_t *arg3 = (kvc_status_t *) 0 ;
@@ -8997,7 +9097,7 @@ _gostring_ _wrap_kvc_stateful_get_async_error_kvc_0044c4030100e529(kvc_stateful_
 }
 
 
-void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -9009,7 +9109,7 @@ void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_0044c4030100e529(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0) {
+int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9022,7 +9122,7 @@ int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_0044c4030100e529(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -9034,7 +9134,7 @@ void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_0044c4030100e529(struct kvc_s
 }
 
 
-int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0) {
+int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9047,7 +9147,7 @@ int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_0044c4030100e529(struct kvc_st
 }
 
 
-void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9059,7 +9159,7 @@ void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_0044c4030100e529(struct 
 }
 
 
-long long _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9072,7 +9172,7 @@ long long _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_0044c4030100e529(st
 }
 
 
-void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9084,7 +9184,7 @@ void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_0044c4030100e529(struct kvc_s
 }
 
 
-long long _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9097,7 +9197,7 @@ long long _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9109,7 +9209,7 @@ void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_0044c4030100e529(struct kvc_sta
 }
 
 
-long long _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9122,7 +9222,7 @@ long long _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_0044c4030100e529(struct kv
 }
 
 
-void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9134,7 +9234,7 @@ void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_0044c4030100e529(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9147,7 +9247,7 @@ long long _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_0044c4030100e529(struct
 }
 
 
-void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9159,7 +9259,7 @@ void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_0044c4030100e529(struct kv
 }
 
 
-long long _wrap_kvc_stateful_stats_t_reallocations_get_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_reallocations_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9172,7 +9272,7 @@ long long _wrap_kvc_stateful_stats_t_reallocations_get_kvc_0044c4030100e529(stru
 }
 
 
-void _wrap_kvc_stateful_stats_t_reorders_set_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_reorders_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9184,7 +9284,7 @@ void _wrap_kvc_stateful_stats_t_reorders_set_kvc_0044c4030100e529(struct kvc_sta
 }
 
 
-long long _wrap_kvc_stateful_stats_t_reorders_get_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_reorders_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9197,7 +9297,7 @@ long long _wrap_kvc_stateful_stats_t_reorders_get_kvc_0044c4030100e529(struct kv
 }
 
 
-void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9209,7 +9309,7 @@ void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_0044c4030100e529(st
 }
 
 
-long long _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9222,7 +9322,7 @@ long long _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_0044c4030100e5
 }
 
 
-void _wrap_kvc_stateful_stats_t_compactions_set_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_stats_t_compactions_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9234,7 +9334,7 @@ void _wrap_kvc_stateful_stats_t_compactions_set_kvc_0044c4030100e529(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_stats_t_compactions_get_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_stats_t_compactions_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9247,7 +9347,7 @@ long long _wrap_kvc_stateful_stats_t_compactions_get_kvc_0044c4030100e529(struct
 }
 
 
-struct kvc_stateful_stats *_wrap_new_kvc_stateful_stats_t_kvc_0044c4030100e529() {
+struct kvc_stateful_stats *_wrap_new_kvc_stateful_stats_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_stateful_stats *result = 0 ;
   struct kvc_stateful_stats *_swig_go_result;
   
@@ -9258,7 +9358,7 @@ struct kvc_stateful_stats *_wrap_new_kvc_stateful_stats_t_kvc_0044c4030100e529()
 }
 
 
-void _wrap_delete_kvc_stateful_stats_t_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0) {
+void _wrap_delete_kvc_stateful_stats_t_kvc_c42b5e67b80b4c6d(struct kvc_stateful_stats *_swig_go_0) {
   struct kvc_stateful_stats *arg1 = (struct kvc_stateful_stats *) 0 ;
   
   arg1 = *(struct kvc_stateful_stats **)&_swig_go_0; 
@@ -9268,7 +9368,7 @@ void _wrap_delete_kvc_stateful_stats_t_kvc_0044c4030100e529(struct kvc_stateful_
 }
 
 
-void _wrap_kvc_stateful_stats_init_kvc_0044c4030100e529(struct kvc_stateful_stats *_swig_go_0) {
+void _wrap_kvc_stateful_stats_init_kvc_c42b5e67b80b4c6d(struct kvc_stateful_stats *_swig_go_0) {
   kvc_stateful_stats_t *arg1 = (kvc_stateful_stats_t *) 0 ;
   
   arg1 = *(kvc_stateful_stats_t **)&_swig_go_0; 
@@ -9278,7 +9378,7 @@ void _wrap_kvc_stateful_stats_init_kvc_0044c4030100e529(struct kvc_stateful_stat
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_stats_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, struct kvc_stateful_stats *_swig_go_1) {
+_gostring_ _wrap_kvc_stateful_get_stats_kvc_c42b5e67b80b4c6d(kvc_stateful_t *_swig_go_0, struct kvc_stateful_stats *_swig_go_1) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   kvc_stateful_stats_t *arg2 = (kvc_stateful_stats_t *) 0 ;
   kvc_status_t result;
@@ -9293,7 +9393,7 @@ _gostring_ _wrap_kvc_stateful_get_stats_kvc_0044c4030100e529(kvc_stateful_t *_sw
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -9305,7 +9405,7 @@ void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_0044c4030100e529(struc
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9318,7 +9418,7 @@ int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_0044c4030100e529(struct
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -9330,7 +9430,7 @@ void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_0044c4030100e529(struct kvc_
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9343,7 +9443,7 @@ int _wrap_kvc_stateful_layer_stats_t_layer_get_kvc_0044c4030100e529(struct kvc_s
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -9355,7 +9455,7 @@ void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_0044c4030100e529(struct k
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9368,7 +9468,7 @@ int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_0044c4030100e529(struct kv
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -9380,7 +9480,7 @@ void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_0044c4030100e529(str
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9393,7 +9493,7 @@ int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_0044c4030100e529(stru
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9405,7 +9505,7 @@ void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_0044c4030100e529(struct kvc_
 }
 
 
-long long _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9418,7 +9518,7 @@ long long _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_0044c4030100e529(struct
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_layer_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -9430,7 +9530,7 @@ void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_0044c4030100e529(str
 }
 
 
-long long _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0) {
+long long _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9443,7 +9543,7 @@ long long _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_0044c4030100e52
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -9455,7 +9555,7 @@ void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_0044c4030100e52
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9468,7 +9568,7 @@ int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_0044c4030100e529
 }
 
 
-void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_c42b5e67b80b4c6d(struct kvc_stateful_layer_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -9480,7 +9580,7 @@ void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_0044c4030100e529(struct
 }
 
 
-int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0) {
+int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_c42b5e67b80b4c6d(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9493,7 +9593,7 @@ int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_0044c4030100e529(struct 
 }
 
 
-struct kvc_stateful_layer_stats *_wrap_new_kvc_stateful_layer_stats_t_kvc_0044c4030100e529() {
+struct kvc_stateful_layer_stats *_wrap_new_kvc_stateful_layer_stats_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_stateful_layer_stats *result = 0 ;
   struct kvc_stateful_layer_stats *_swig_go_result;
   
@@ -9504,7 +9604,7 @@ struct kvc_stateful_layer_stats *_wrap_new_kvc_stateful_layer_stats_t_kvc_0044c4
 }
 
 
-void _wrap_delete_kvc_stateful_layer_stats_t_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0) {
+void _wrap_delete_kvc_stateful_layer_stats_t_kvc_c42b5e67b80b4c6d(struct kvc_stateful_layer_stats *_swig_go_0) {
   struct kvc_stateful_layer_stats *arg1 = (struct kvc_stateful_layer_stats *) 0 ;
   
   arg1 = *(struct kvc_stateful_layer_stats **)&_swig_go_0; 
@@ -9514,7 +9614,7 @@ void _wrap_delete_kvc_stateful_layer_stats_t_kvc_0044c4030100e529(struct kvc_sta
 }
 
 
-void _wrap_kvc_stateful_layer_stats_init_kvc_0044c4030100e529(struct kvc_stateful_layer_stats *_swig_go_0) {
+void _wrap_kvc_stateful_layer_stats_init_kvc_c42b5e67b80b4c6d(struct kvc_stateful_layer_stats *_swig_go_0) {
   kvc_stateful_layer_stats_t *arg1 = (kvc_stateful_layer_stats_t *) 0 ;
   
   arg1 = *(kvc_stateful_layer_stats_t **)&_swig_go_0; 
@@ -9524,7 +9624,7 @@ void _wrap_kvc_stateful_layer_stats_init_kvc_0044c4030100e529(struct kvc_statefu
 }
 
 
-_gostring_ _wrap_kvc_stateful_get_layer_stats_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_layer_stats *_swig_go_2) {
+_gostring_ _wrap_kvc_stateful_get_layer_stats_kvc_c42b5e67b80b4c6d(kvc_stateful_t *_swig_go_0, int _swig_go_1, struct kvc_stateful_layer_stats *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   uint32_t arg2 ;
   kvc_stateful_layer_stats_t *arg3 = (kvc_stateful_layer_stats_t *) 0 ;
@@ -9541,7 +9641,7 @@ _gostring_ _wrap_kvc_stateful_get_layer_stats_kvc_0044c4030100e529(kvc_stateful_
 }
 
 
-intgo _wrap_KVC_EVENT_STORED_kvc_0044c4030100e529() {
+intgo _wrap_KVC_EVENT_STORED_kvc_c42b5e67b80b4c6d() {
   int result;
   intgo _swig_go_result;
   
@@ -9553,7 +9653,7 @@ intgo _wrap_KVC_EVENT_STORED_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_EVENT_REMOVED_kvc_0044c4030100e529() {
+intgo _wrap_KVC_EVENT_REMOVED_kvc_c42b5e67b80b4c6d() {
   int result;
   intgo _swig_go_result;
   
@@ -9565,7 +9665,7 @@ intgo _wrap_KVC_EVENT_REMOVED_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_EVENT_TIER_CHANGED_kvc_0044c4030100e529() {
+intgo _wrap_KVC_EVENT_TIER_CHANGED_kvc_c42b5e67b80b4c6d() {
   int result;
   intgo _swig_go_result;
   
@@ -9577,7 +9677,7 @@ intgo _wrap_KVC_EVENT_TIER_CHANGED_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_EVENT_PRIORITY_CHANGED_kvc_0044c4030100e529() {
+intgo _wrap_KVC_EVENT_PRIORITY_CHANGED_kvc_c42b5e67b80b4c6d() {
   int result;
   intgo _swig_go_result;
   
@@ -9589,7 +9689,7 @@ intgo _wrap_KVC_EVENT_PRIORITY_CHANGED_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_EVENT_CLEARED_kvc_0044c4030100e529() {
+intgo _wrap_KVC_EVENT_CLEARED_kvc_c42b5e67b80b4c6d() {
   int result;
   intgo _swig_go_result;
   
@@ -9601,7 +9701,7 @@ intgo _wrap_KVC_EVENT_CLEARED_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_EVENT_LOST_kvc_0044c4030100e529() {
+intgo _wrap_KVC_EVENT_LOST_kvc_c42b5e67b80b4c6d() {
   int result;
   intgo _swig_go_result;
   
@@ -9613,7 +9713,7 @@ intgo _wrap_KVC_EVENT_LOST_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_TIER_PRIMARY_kvc_0044c4030100e529() {
+intgo _wrap_KVC_TIER_PRIMARY_kvc_c42b5e67b80b4c6d() {
   int result;
   intgo _swig_go_result;
   
@@ -9625,7 +9725,7 @@ intgo _wrap_KVC_TIER_PRIMARY_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_TIER_HOST_kvc_0044c4030100e529() {
+intgo _wrap_KVC_TIER_HOST_kvc_c42b5e67b80b4c6d() {
   int result;
   intgo _swig_go_result;
   
@@ -9637,7 +9737,7 @@ intgo _wrap_KVC_TIER_HOST_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_TIER_DISK_kvc_0044c4030100e529() {
+intgo _wrap_KVC_TIER_DISK_kvc_c42b5e67b80b4c6d() {
   int result;
   intgo _swig_go_result;
   
@@ -9649,7 +9749,7 @@ intgo _wrap_KVC_TIER_DISK_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_TIER_REMOTE_kvc_0044c4030100e529() {
+intgo _wrap_KVC_TIER_REMOTE_kvc_c42b5e67b80b4c6d() {
   int result;
   intgo _swig_go_result;
   
@@ -9661,7 +9761,7 @@ intgo _wrap_KVC_TIER_REMOTE_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_kvc_event_t_id_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_id_set_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -9673,7 +9773,7 @@ void _wrap_kvc_event_t_id_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0,
 }
 
 
-long long _wrap_kvc_event_t_id_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_id_get_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9686,7 +9786,7 @@ long long _wrap_kvc_event_t_id_get_kvc_0044c4030100e529(struct kvc_event *_swig_
 }
 
 
-void _wrap_kvc_event_t_kind_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_kind_set_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -9698,7 +9798,7 @@ void _wrap_kvc_event_t_kind_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_
 }
 
 
-int _wrap_kvc_event_t_kind_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_kind_get_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9711,7 +9811,7 @@ int _wrap_kvc_event_t_kind_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0
 }
 
 
-void _wrap_kvc_event_t_tier_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_tier_set_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -9723,7 +9823,7 @@ void _wrap_kvc_event_t_tier_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_
 }
 
 
-int _wrap_kvc_event_t_tier_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_tier_get_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9736,7 +9836,7 @@ int _wrap_kvc_event_t_tier_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0
 }
 
 
-void _wrap_kvc_event_t_hash_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_hash_set_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -9748,7 +9848,7 @@ void _wrap_kvc_event_t_hash_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_
 }
 
 
-long long _wrap_kvc_event_t_hash_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_hash_get_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9761,7 +9861,7 @@ long long _wrap_kvc_event_t_hash_get_kvc_0044c4030100e529(struct kvc_event *_swi
 }
 
 
-void _wrap_kvc_event_t_parent_hash_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_parent_hash_set_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -9773,7 +9873,7 @@ void _wrap_kvc_event_t_parent_hash_set_kvc_0044c4030100e529(struct kvc_event *_s
 }
 
 
-long long _wrap_kvc_event_t_parent_hash_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_parent_hash_get_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9786,7 +9886,7 @@ long long _wrap_kvc_event_t_parent_hash_get_kvc_0044c4030100e529(struct kvc_even
 }
 
 
-void _wrap_kvc_event_t_groups_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_groups_set_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -9798,7 +9898,7 @@ void _wrap_kvc_event_t_groups_set_kvc_0044c4030100e529(struct kvc_event *_swig_g
 }
 
 
-long long _wrap_kvc_event_t_groups_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_groups_get_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9811,7 +9911,7 @@ long long _wrap_kvc_event_t_groups_get_kvc_0044c4030100e529(struct kvc_event *_s
 }
 
 
-void _wrap_kvc_event_t_lora_id_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_lora_id_set_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -9823,7 +9923,7 @@ void _wrap_kvc_event_t_lora_id_set_kvc_0044c4030100e529(struct kvc_event *_swig_
 }
 
 
-long long _wrap_kvc_event_t_lora_id_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_lora_id_get_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9836,7 +9936,7 @@ long long _wrap_kvc_event_t_lora_id_get_kvc_0044c4030100e529(struct kvc_event *_
 }
 
 
-void _wrap_kvc_event_t_has_lora_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_has_lora_set_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -9848,7 +9948,7 @@ void _wrap_kvc_event_t_has_lora_set_kvc_0044c4030100e529(struct kvc_event *_swig
 }
 
 
-int _wrap_kvc_event_t_has_lora_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_has_lora_get_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9861,7 +9961,7 @@ int _wrap_kvc_event_t_has_lora_get_kvc_0044c4030100e529(struct kvc_event *_swig_
 }
 
 
-void _wrap_kvc_event_t_priority_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_priority_set_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -9873,7 +9973,7 @@ void _wrap_kvc_event_t_priority_set_kvc_0044c4030100e529(struct kvc_event *_swig
 }
 
 
-int _wrap_kvc_event_t_priority_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_priority_get_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9886,7 +9986,7 @@ int _wrap_kvc_event_t_priority_get_kvc_0044c4030100e529(struct kvc_event *_swig_
 }
 
 
-void _wrap_kvc_event_t_num_tokens_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_num_tokens_set_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -9898,7 +9998,7 @@ void _wrap_kvc_event_t_num_tokens_set_kvc_0044c4030100e529(struct kvc_event *_sw
 }
 
 
-int _wrap_kvc_event_t_num_tokens_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_num_tokens_get_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9911,7 +10011,7 @@ int _wrap_kvc_event_t_num_tokens_get_kvc_0044c4030100e529(struct kvc_event *_swi
 }
 
 
-void _wrap_kvc_event_t_reserved_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_t_reserved_set_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0, int _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t arg2 ;
   
@@ -9923,7 +10023,7 @@ void _wrap_kvc_event_t_reserved_set_kvc_0044c4030100e529(struct kvc_event *_swig
 }
 
 
-int _wrap_kvc_event_t_reserved_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
+int _wrap_kvc_event_t_reserved_get_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -9936,7 +10036,7 @@ int _wrap_kvc_event_t_reserved_get_kvc_0044c4030100e529(struct kvc_event *_swig_
 }
 
 
-void _wrap_kvc_event_t_token_offset_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_token_offset_set_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -9948,7 +10048,7 @@ void _wrap_kvc_event_t_token_offset_set_kvc_0044c4030100e529(struct kvc_event *_
 }
 
 
-long long _wrap_kvc_event_t_token_offset_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_token_offset_get_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9961,7 +10061,7 @@ long long _wrap_kvc_event_t_token_offset_get_kvc_0044c4030100e529(struct kvc_eve
 }
 
 
-void _wrap_kvc_event_t_lost_count_set_kvc_0044c4030100e529(struct kvc_event *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_t_lost_count_set_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0, long long _swig_go_1) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t arg2 ;
   
@@ -9973,7 +10073,7 @@ void _wrap_kvc_event_t_lost_count_set_kvc_0044c4030100e529(struct kvc_event *_sw
 }
 
 
-long long _wrap_kvc_event_t_lost_count_get_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
+long long _wrap_kvc_event_t_lost_count_get_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -9986,7 +10086,7 @@ long long _wrap_kvc_event_t_lost_count_get_kvc_0044c4030100e529(struct kvc_event
 }
 
 
-struct kvc_event *_wrap_new_kvc_event_t_kvc_0044c4030100e529() {
+struct kvc_event *_wrap_new_kvc_event_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_event *result = 0 ;
   struct kvc_event *_swig_go_result;
   
@@ -9997,7 +10097,7 @@ struct kvc_event *_wrap_new_kvc_event_t_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_delete_kvc_event_t_kvc_0044c4030100e529(struct kvc_event *_swig_go_0) {
+void _wrap_delete_kvc_event_t_kvc_c42b5e67b80b4c6d(struct kvc_event *_swig_go_0) {
   struct kvc_event *arg1 = (struct kvc_event *) 0 ;
   
   arg1 = *(struct kvc_event **)&_swig_go_0; 
@@ -10007,7 +10107,7 @@ void _wrap_delete_kvc_event_t_kvc_0044c4030100e529(struct kvc_event *_swig_go_0)
 }
 
 
-void _wrap_kvc_event_drain_t_struct_size_set_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_drain_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_event_drain *_swig_go_0, int _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint32_t arg2 ;
   
@@ -10019,7 +10119,7 @@ void _wrap_kvc_event_drain_t_struct_size_set_kvc_0044c4030100e529(struct kvc_eve
 }
 
 
-int _wrap_kvc_event_drain_t_struct_size_get_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0) {
+int _wrap_kvc_event_drain_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -10032,7 +10132,7 @@ int _wrap_kvc_event_drain_t_struct_size_get_kvc_0044c4030100e529(struct kvc_even
 }
 
 
-void _wrap_kvc_event_drain_t_reserved_set_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_event_drain_t_reserved_set_kvc_c42b5e67b80b4c6d(struct kvc_event_drain *_swig_go_0, int _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint32_t arg2 ;
   
@@ -10044,7 +10144,7 @@ void _wrap_kvc_event_drain_t_reserved_set_kvc_0044c4030100e529(struct kvc_event_
 }
 
 
-int _wrap_kvc_event_drain_t_reserved_get_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0) {
+int _wrap_kvc_event_drain_t_reserved_get_kvc_c42b5e67b80b4c6d(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -10057,7 +10157,7 @@ int _wrap_kvc_event_drain_t_reserved_get_kvc_0044c4030100e529(struct kvc_event_d
 }
 
 
-void _wrap_kvc_event_drain_t_events_set_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_events_set_kvc_c42b5e67b80b4c6d(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -10069,7 +10169,7 @@ void _wrap_kvc_event_drain_t_events_set_kvc_0044c4030100e529(struct kvc_event_dr
 }
 
 
-long long _wrap_kvc_event_drain_t_events_get_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_events_get_kvc_c42b5e67b80b4c6d(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10082,7 +10182,7 @@ long long _wrap_kvc_event_drain_t_events_get_kvc_0044c4030100e529(struct kvc_eve
 }
 
 
-void _wrap_kvc_event_drain_t_tokens_set_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_tokens_set_kvc_c42b5e67b80b4c6d(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -10094,7 +10194,7 @@ void _wrap_kvc_event_drain_t_tokens_set_kvc_0044c4030100e529(struct kvc_event_dr
 }
 
 
-long long _wrap_kvc_event_drain_t_tokens_get_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_tokens_get_kvc_c42b5e67b80b4c6d(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10107,7 +10207,7 @@ long long _wrap_kvc_event_drain_t_tokens_get_kvc_0044c4030100e529(struct kvc_eve
 }
 
 
-void _wrap_kvc_event_drain_t_events_pending_set_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_events_pending_set_kvc_c42b5e67b80b4c6d(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -10119,7 +10219,7 @@ void _wrap_kvc_event_drain_t_events_pending_set_kvc_0044c4030100e529(struct kvc_
 }
 
 
-long long _wrap_kvc_event_drain_t_events_pending_get_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_events_pending_get_kvc_c42b5e67b80b4c6d(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10132,7 +10232,7 @@ long long _wrap_kvc_event_drain_t_events_pending_get_kvc_0044c4030100e529(struct
 }
 
 
-void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_c42b5e67b80b4c6d(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -10144,7 +10244,7 @@ void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_0044c4030100e529(struct kvc_
 }
 
 
-long long _wrap_kvc_event_drain_t_tokens_pending_get_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_tokens_pending_get_kvc_c42b5e67b80b4c6d(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10157,7 +10257,7 @@ long long _wrap_kvc_event_drain_t_tokens_pending_get_kvc_0044c4030100e529(struct
 }
 
 
-void _wrap_kvc_event_drain_t_last_id_set_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_event_drain_t_last_id_set_kvc_c42b5e67b80b4c6d(struct kvc_event_drain *_swig_go_0, long long _swig_go_1) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t arg2 ;
   
@@ -10169,7 +10269,7 @@ void _wrap_kvc_event_drain_t_last_id_set_kvc_0044c4030100e529(struct kvc_event_d
 }
 
 
-long long _wrap_kvc_event_drain_t_last_id_get_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0) {
+long long _wrap_kvc_event_drain_t_last_id_get_kvc_c42b5e67b80b4c6d(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10182,7 +10282,7 @@ long long _wrap_kvc_event_drain_t_last_id_get_kvc_0044c4030100e529(struct kvc_ev
 }
 
 
-struct kvc_event_drain *_wrap_new_kvc_event_drain_t_kvc_0044c4030100e529() {
+struct kvc_event_drain *_wrap_new_kvc_event_drain_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_event_drain *result = 0 ;
   struct kvc_event_drain *_swig_go_result;
   
@@ -10193,7 +10293,7 @@ struct kvc_event_drain *_wrap_new_kvc_event_drain_t_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_delete_kvc_event_drain_t_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0) {
+void _wrap_delete_kvc_event_drain_t_kvc_c42b5e67b80b4c6d(struct kvc_event_drain *_swig_go_0) {
   struct kvc_event_drain *arg1 = (struct kvc_event_drain *) 0 ;
   
   arg1 = *(struct kvc_event_drain **)&_swig_go_0; 
@@ -10203,7 +10303,7 @@ void _wrap_delete_kvc_event_drain_t_kvc_0044c4030100e529(struct kvc_event_drain 
 }
 
 
-void _wrap_kvc_event_drain_init_kvc_0044c4030100e529(struct kvc_event_drain *_swig_go_0) {
+void _wrap_kvc_event_drain_init_kvc_c42b5e67b80b4c6d(struct kvc_event_drain *_swig_go_0) {
   kvc_event_drain_t *arg1 = (kvc_event_drain_t *) 0 ;
   
   arg1 = *(kvc_event_drain_t **)&_swig_go_0; 
@@ -10213,7 +10313,7 @@ void _wrap_kvc_event_drain_init_kvc_0044c4030100e529(struct kvc_event_drain *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_drain_events_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, struct kvc_event *_swig_go_1, long long _swig_go_2, int *_swig_go_3, long long _swig_go_4, struct kvc_event_drain *_swig_go_5) {
+_gostring_ _wrap_kvc_cache_drain_events_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, struct kvc_event *_swig_go_1, long long _swig_go_2, int *_swig_go_3, long long _swig_go_4, struct kvc_event_drain *_swig_go_5) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_event_t *arg2 = (kvc_event_t *) 0 ;
   size_t arg3 ;
@@ -10236,7 +10336,7 @@ _gostring_ _wrap_kvc_cache_drain_events_kvc_0044c4030100e529(kvc_cache_t *_swig_
 }
 
 
-void _wrap_kvc_snapshot_entry_t_hash_set_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_hash_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t arg2 ;
   
@@ -10248,7 +10348,7 @@ void _wrap_kvc_snapshot_entry_t_hash_set_kvc_0044c4030100e529(struct kvc_snapsho
 }
 
 
-long long _wrap_kvc_snapshot_entry_t_hash_get_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0) {
+long long _wrap_kvc_snapshot_entry_t_hash_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10261,7 +10361,7 @@ long long _wrap_kvc_snapshot_entry_t_hash_get_kvc_0044c4030100e529(struct kvc_sn
 }
 
 
-void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t arg2 ;
   
@@ -10273,7 +10373,7 @@ void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_0044c4030100e529(struct kvc_
 }
 
 
-long long _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0) {
+long long _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10286,7 +10386,7 @@ long long _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_0044c4030100e529(struct
 }
 
 
-void _wrap_kvc_snapshot_entry_t_groups_set_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_groups_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t arg2 ;
   
@@ -10298,7 +10398,7 @@ void _wrap_kvc_snapshot_entry_t_groups_set_kvc_0044c4030100e529(struct kvc_snaps
 }
 
 
-long long _wrap_kvc_snapshot_entry_t_groups_get_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0) {
+long long _wrap_kvc_snapshot_entry_t_groups_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10311,7 +10411,7 @@ long long _wrap_kvc_snapshot_entry_t_groups_get_kvc_0044c4030100e529(struct kvc_
 }
 
 
-void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_entry *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t arg2 ;
   
@@ -10323,7 +10423,7 @@ void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_0044c4030100e529(struct kvc_snap
 }
 
 
-long long _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0) {
+long long _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10336,7 +10436,7 @@ long long _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_snapshot_entry_t_has_lora_set_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_has_lora_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t arg2 ;
   
@@ -10348,7 +10448,7 @@ void _wrap_kvc_snapshot_entry_t_has_lora_set_kvc_0044c4030100e529(struct kvc_sna
 }
 
 
-int _wrap_kvc_snapshot_entry_t_has_lora_get_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0) {
+int _wrap_kvc_snapshot_entry_t_has_lora_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -10361,7 +10461,7 @@ int _wrap_kvc_snapshot_entry_t_has_lora_get_kvc_0044c4030100e529(struct kvc_snap
 }
 
 
-void _wrap_kvc_snapshot_entry_t_tier_set_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_tier_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t arg2 ;
   
@@ -10373,7 +10473,7 @@ void _wrap_kvc_snapshot_entry_t_tier_set_kvc_0044c4030100e529(struct kvc_snapsho
 }
 
 
-int _wrap_kvc_snapshot_entry_t_tier_get_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0) {
+int _wrap_kvc_snapshot_entry_t_tier_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -10386,7 +10486,7 @@ int _wrap_kvc_snapshot_entry_t_tier_get_kvc_0044c4030100e529(struct kvc_snapshot
 }
 
 
-void _wrap_kvc_snapshot_entry_t_priority_set_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_priority_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t arg2 ;
   
@@ -10398,7 +10498,7 @@ void _wrap_kvc_snapshot_entry_t_priority_set_kvc_0044c4030100e529(struct kvc_sna
 }
 
 
-int _wrap_kvc_snapshot_entry_t_priority_get_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0) {
+int _wrap_kvc_snapshot_entry_t_priority_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -10411,7 +10511,7 @@ int _wrap_kvc_snapshot_entry_t_priority_get_kvc_0044c4030100e529(struct kvc_snap
 }
 
 
-void _wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_entry *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t arg2 ;
   
@@ -10423,7 +10523,7 @@ void _wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_0044c4030100e529(struct kvc_s
 }
 
 
-int _wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0) {
+int _wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -10436,7 +10536,7 @@ int _wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_0044c4030100e529(struct kvc_sn
 }
 
 
-struct kvc_snapshot_entry *_wrap_new_kvc_snapshot_entry_t_kvc_0044c4030100e529() {
+struct kvc_snapshot_entry *_wrap_new_kvc_snapshot_entry_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_snapshot_entry *result = 0 ;
   struct kvc_snapshot_entry *_swig_go_result;
   
@@ -10447,7 +10547,7 @@ struct kvc_snapshot_entry *_wrap_new_kvc_snapshot_entry_t_kvc_0044c4030100e529()
 }
 
 
-void _wrap_delete_kvc_snapshot_entry_t_kvc_0044c4030100e529(struct kvc_snapshot_entry *_swig_go_0) {
+void _wrap_delete_kvc_snapshot_entry_t_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_entry *_swig_go_0) {
   struct kvc_snapshot_entry *arg1 = (struct kvc_snapshot_entry *) 0 ;
   
   arg1 = *(struct kvc_snapshot_entry **)&_swig_go_0; 
@@ -10457,7 +10557,7 @@ void _wrap_delete_kvc_snapshot_entry_t_kvc_0044c4030100e529(struct kvc_snapshot_
 }
 
 
-_gostring_ _wrap_kvc_cache_snapshot_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, struct kvc_snapshot_entry *_swig_go_1, long long _swig_go_2, long long *_swig_go_3, long long *_swig_go_4) {
+_gostring_ _wrap_kvc_cache_snapshot_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, struct kvc_snapshot_entry *_swig_go_1, long long _swig_go_2, long long *_swig_go_3, long long *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_snapshot_entry_t *arg2 = (kvc_snapshot_entry_t *) 0 ;
   size_t arg3 ;
@@ -10478,7 +10578,7 @@ _gostring_ _wrap_kvc_cache_snapshot_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0
 }
 
 
-_gostring_ _wrap_kvc_block_hashes_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6) {
+_gostring_ _wrap_kvc_block_hashes_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int *_swig_go_1, long long _swig_go_2, struct kvc_sequence_options *_swig_go_3, long long *_swig_go_4, long long _swig_go_5, long long *_swig_go_6) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -10503,7 +10603,7 @@ _gostring_ _wrap_kvc_block_hashes_kvc_0044c4030100e529(kvc_config_t *_swig_go_0,
 }
 
 
-_gostring_ _wrap_kvc_config_set_disk_cache_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, char *_swig_go_1, long long _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_disk_cache_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, char *_swig_go_1, long long _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   char *arg2 = (char *) 0 ;
   uint64_t arg3 ;
@@ -10521,7 +10621,7 @@ _gostring_ _wrap_kvc_config_set_disk_cache_kvc_0044c4030100e529(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_get_disk_cache_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, char **_swig_go_1, long long *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_disk_cache_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, char **_swig_go_1, long long *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   char **arg2 = (char **) 0 ;
   uint64_t *arg3 = (uint64_t *) 0 ;
@@ -10538,7 +10638,7 @@ _gostring_ _wrap_kvc_config_get_disk_cache_kvc_0044c4030100e529(kvc_config_t *_s
 }
 
 
-void _wrap_kvc_tier_stats_t_struct_size_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_tier_stats_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -10550,7 +10650,7 @@ void _wrap_kvc_tier_stats_t_struct_size_set_kvc_0044c4030100e529(struct kvc_tier
 }
 
 
-int _wrap_kvc_tier_stats_t_struct_size_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+int _wrap_kvc_tier_stats_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -10563,7 +10663,7 @@ int _wrap_kvc_tier_stats_t_struct_size_get_kvc_0044c4030100e529(struct kvc_tier_
 }
 
 
-void _wrap_kvc_tier_stats_t_tier_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_tier_stats_t_tier_set_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -10575,7 +10675,7 @@ void _wrap_kvc_tier_stats_t_tier_set_kvc_0044c4030100e529(struct kvc_tier_stats 
 }
 
 
-int _wrap_kvc_tier_stats_t_tier_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+int _wrap_kvc_tier_stats_t_tier_get_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -10588,7 +10688,7 @@ int _wrap_kvc_tier_stats_t_tier_get_kvc_0044c4030100e529(struct kvc_tier_stats *
 }
 
 
-void _wrap_kvc_tier_stats_t_blocks_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10600,7 +10700,7 @@ void _wrap_kvc_tier_stats_t_blocks_set_kvc_0044c4030100e529(struct kvc_tier_stat
 }
 
 
-long long _wrap_kvc_tier_stats_t_blocks_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10613,7 +10713,7 @@ long long _wrap_kvc_tier_stats_t_blocks_get_kvc_0044c4030100e529(struct kvc_tier
 }
 
 
-void _wrap_kvc_tier_stats_t_bytes_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10625,7 +10725,7 @@ void _wrap_kvc_tier_stats_t_bytes_set_kvc_0044c4030100e529(struct kvc_tier_stats
 }
 
 
-long long _wrap_kvc_tier_stats_t_bytes_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10638,7 +10738,7 @@ long long _wrap_kvc_tier_stats_t_bytes_get_kvc_0044c4030100e529(struct kvc_tier_
 }
 
 
-void _wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10650,7 +10750,7 @@ void _wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_0044c4030100e529(struct kvc_t
 }
 
 
-long long _wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10663,7 +10763,7 @@ long long _wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_tier_stats_t_hits_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_hits_set_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10675,7 +10775,7 @@ void _wrap_kvc_tier_stats_t_hits_set_kvc_0044c4030100e529(struct kvc_tier_stats 
 }
 
 
-long long _wrap_kvc_tier_stats_t_hits_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_hits_get_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10688,7 +10788,7 @@ long long _wrap_kvc_tier_stats_t_hits_get_kvc_0044c4030100e529(struct kvc_tier_s
 }
 
 
-void _wrap_kvc_tier_stats_t_misses_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_misses_set_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10700,7 +10800,7 @@ void _wrap_kvc_tier_stats_t_misses_set_kvc_0044c4030100e529(struct kvc_tier_stat
 }
 
 
-long long _wrap_kvc_tier_stats_t_misses_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_misses_get_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10713,7 +10813,7 @@ long long _wrap_kvc_tier_stats_t_misses_get_kvc_0044c4030100e529(struct kvc_tier
 }
 
 
-void _wrap_kvc_tier_stats_t_rejected_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_rejected_set_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10725,7 +10825,7 @@ void _wrap_kvc_tier_stats_t_rejected_set_kvc_0044c4030100e529(struct kvc_tier_st
 }
 
 
-long long _wrap_kvc_tier_stats_t_rejected_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_rejected_get_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10738,7 +10838,7 @@ long long _wrap_kvc_tier_stats_t_rejected_get_kvc_0044c4030100e529(struct kvc_ti
 }
 
 
-void _wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10750,7 +10850,7 @@ void _wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_0044c4030100e529(struct kvc
 }
 
 
-long long _wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10763,7 +10863,7 @@ long long _wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_0044c4030100e529(struc
 }
 
 
-void _wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10775,7 +10875,7 @@ void _wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_0044c4030100e529(struct kvc_
 }
 
 
-long long _wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10788,7 +10888,7 @@ long long _wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_0044c4030100e529(struct
 }
 
 
-void _wrap_kvc_tier_stats_t_offered_blocks_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_offered_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10800,7 +10900,7 @@ void _wrap_kvc_tier_stats_t_offered_blocks_set_kvc_0044c4030100e529(struct kvc_t
 }
 
 
-long long _wrap_kvc_tier_stats_t_offered_blocks_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_offered_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10813,7 +10913,7 @@ long long _wrap_kvc_tier_stats_t_offered_blocks_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_tier_stats_t_stored_blocks_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_stored_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10825,7 +10925,7 @@ void _wrap_kvc_tier_stats_t_stored_blocks_set_kvc_0044c4030100e529(struct kvc_ti
 }
 
 
-long long _wrap_kvc_tier_stats_t_stored_blocks_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_stored_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10838,7 +10938,7 @@ long long _wrap_kvc_tier_stats_t_stored_blocks_get_kvc_0044c4030100e529(struct k
 }
 
 
-void _wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10850,7 +10950,7 @@ void _wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_0044c4030100e529(struct kvc_t
 }
 
 
-long long _wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10863,7 +10963,7 @@ long long _wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_tier_stats_t_errors_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_errors_set_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10875,7 +10975,7 @@ void _wrap_kvc_tier_stats_t_errors_set_kvc_0044c4030100e529(struct kvc_tier_stat
 }
 
 
-long long _wrap_kvc_tier_stats_t_errors_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_errors_get_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10888,7 +10988,7 @@ long long _wrap_kvc_tier_stats_t_errors_get_kvc_0044c4030100e529(struct kvc_tier
 }
 
 
-void _wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10900,7 +11000,7 @@ void _wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_0044c4030100e529(struct kvc_t
 }
 
 
-long long _wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10913,7 +11013,7 @@ long long _wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_tier_stats_t_queued_blocks_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_queued_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10925,7 +11025,7 @@ void _wrap_kvc_tier_stats_t_queued_blocks_set_kvc_0044c4030100e529(struct kvc_ti
 }
 
 
-long long _wrap_kvc_tier_stats_t_queued_blocks_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_queued_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10938,7 +11038,7 @@ long long _wrap_kvc_tier_stats_t_queued_blocks_get_kvc_0044c4030100e529(struct k
 }
 
 
-void _wrap_kvc_tier_stats_t_load_count_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_load_count_set_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10950,7 +11050,7 @@ void _wrap_kvc_tier_stats_t_load_count_set_kvc_0044c4030100e529(struct kvc_tier_
 }
 
 
-long long _wrap_kvc_tier_stats_t_load_count_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_load_count_get_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10963,7 +11063,7 @@ long long _wrap_kvc_tier_stats_t_load_count_get_kvc_0044c4030100e529(struct kvc_
 }
 
 
-void _wrap_kvc_tier_stats_t_load_p50_us_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_load_p50_us_set_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -10975,7 +11075,7 @@ void _wrap_kvc_tier_stats_t_load_p50_us_set_kvc_0044c4030100e529(struct kvc_tier
 }
 
 
-long long _wrap_kvc_tier_stats_t_load_p50_us_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_load_p50_us_get_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -10988,7 +11088,7 @@ long long _wrap_kvc_tier_stats_t_load_p50_us_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_tier_stats_t_load_p99_us_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_load_p99_us_set_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -11000,7 +11100,7 @@ void _wrap_kvc_tier_stats_t_load_p99_us_set_kvc_0044c4030100e529(struct kvc_tier
 }
 
 
-long long _wrap_kvc_tier_stats_t_load_p99_us_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_load_p99_us_get_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -11013,7 +11113,7 @@ long long _wrap_kvc_tier_stats_t_load_p99_us_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_tier_stats_t_load_max_us_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_load_max_us_set_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -11025,7 +11125,7 @@ void _wrap_kvc_tier_stats_t_load_max_us_set_kvc_0044c4030100e529(struct kvc_tier
 }
 
 
-long long _wrap_kvc_tier_stats_t_load_max_us_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_load_max_us_get_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -11038,7 +11138,7 @@ long long _wrap_kvc_tier_stats_t_load_max_us_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_tier_stats_t_write_count_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_write_count_set_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -11050,7 +11150,7 @@ void _wrap_kvc_tier_stats_t_write_count_set_kvc_0044c4030100e529(struct kvc_tier
 }
 
 
-long long _wrap_kvc_tier_stats_t_write_count_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_write_count_get_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -11063,7 +11163,7 @@ long long _wrap_kvc_tier_stats_t_write_count_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_tier_stats_t_write_p50_us_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_write_p50_us_set_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -11075,7 +11175,7 @@ void _wrap_kvc_tier_stats_t_write_p50_us_set_kvc_0044c4030100e529(struct kvc_tie
 }
 
 
-long long _wrap_kvc_tier_stats_t_write_p50_us_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_write_p50_us_get_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -11088,7 +11188,7 @@ long long _wrap_kvc_tier_stats_t_write_p50_us_get_kvc_0044c4030100e529(struct kv
 }
 
 
-void _wrap_kvc_tier_stats_t_write_p99_us_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_write_p99_us_set_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -11100,7 +11200,7 @@ void _wrap_kvc_tier_stats_t_write_p99_us_set_kvc_0044c4030100e529(struct kvc_tie
 }
 
 
-long long _wrap_kvc_tier_stats_t_write_p99_us_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_write_p99_us_get_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -11113,7 +11213,7 @@ long long _wrap_kvc_tier_stats_t_write_p99_us_get_kvc_0044c4030100e529(struct kv
 }
 
 
-void _wrap_kvc_tier_stats_t_write_max_us_set_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_tier_stats_t_write_max_us_set_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -11125,7 +11225,7 @@ void _wrap_kvc_tier_stats_t_write_max_us_set_kvc_0044c4030100e529(struct kvc_tie
 }
 
 
-long long _wrap_kvc_tier_stats_t_write_max_us_get_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+long long _wrap_kvc_tier_stats_t_write_max_us_get_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -11138,7 +11238,7 @@ long long _wrap_kvc_tier_stats_t_write_max_us_get_kvc_0044c4030100e529(struct kv
 }
 
 
-struct kvc_tier_stats *_wrap_new_kvc_tier_stats_t_kvc_0044c4030100e529() {
+struct kvc_tier_stats *_wrap_new_kvc_tier_stats_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_tier_stats *result = 0 ;
   struct kvc_tier_stats *_swig_go_result;
   
@@ -11149,7 +11249,7 @@ struct kvc_tier_stats *_wrap_new_kvc_tier_stats_t_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_delete_kvc_tier_stats_t_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+void _wrap_delete_kvc_tier_stats_t_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   struct kvc_tier_stats *arg1 = (struct kvc_tier_stats *) 0 ;
   
   arg1 = *(struct kvc_tier_stats **)&_swig_go_0; 
@@ -11159,7 +11259,7 @@ void _wrap_delete_kvc_tier_stats_t_kvc_0044c4030100e529(struct kvc_tier_stats *_
 }
 
 
-void _wrap_kvc_tier_stats_init_kvc_0044c4030100e529(struct kvc_tier_stats *_swig_go_0) {
+void _wrap_kvc_tier_stats_init_kvc_c42b5e67b80b4c6d(struct kvc_tier_stats *_swig_go_0) {
   kvc_tier_stats_t *arg1 = (kvc_tier_stats_t *) 0 ;
   
   arg1 = *(kvc_tier_stats_t **)&_swig_go_0; 
@@ -11169,7 +11269,7 @@ void _wrap_kvc_tier_stats_init_kvc_0044c4030100e529(struct kvc_tier_stats *_swig
 }
 
 
-_gostring_ _wrap_kvc_cache_get_tier_stats_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_tier_stats *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_get_tier_stats_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_tier_stats *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_tier_t arg2 ;
   kvc_tier_stats_t *arg3 = (kvc_tier_stats_t *) 0 ;
@@ -11186,7 +11286,7 @@ _gostring_ _wrap_kvc_cache_get_tier_stats_kvc_0044c4030100e529(kvc_cache_t *_swi
 }
 
 
-_gostring_ _wrap_kvc_cache_flush_tiers_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0) {
+_gostring_ _wrap_kvc_cache_flush_tiers_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -11199,7 +11299,7 @@ _gostring_ _wrap_kvc_cache_flush_tiers_kvc_0044c4030100e529(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_set_remote_cache_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, char *_swig_go_1, char *_swig_go_2, long long _swig_go_3) {
+_gostring_ _wrap_kvc_config_set_remote_cache_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, char *_swig_go_1, char *_swig_go_2, long long _swig_go_3) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -11220,7 +11320,7 @@ _gostring_ _wrap_kvc_config_set_remote_cache_kvc_0044c4030100e529(kvc_config_t *
 }
 
 
-_gostring_ _wrap_kvc_config_get_remote_cache_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, char **_swig_go_1, char **_swig_go_2, long long *_swig_go_3) {
+_gostring_ _wrap_kvc_config_get_remote_cache_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, char **_swig_go_1, char **_swig_go_2, long long *_swig_go_3) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   char **arg2 = (char **) 0 ;
   char **arg3 = (char **) 0 ;
@@ -11239,7 +11339,7 @@ _gostring_ _wrap_kvc_config_get_remote_cache_kvc_0044c4030100e529(kvc_config_t *
 }
 
 
-_gostring_ _wrap_kvc_config_set_remote_cache_timeouts_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
+_gostring_ _wrap_kvc_config_set_remote_cache_timeouts_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t arg3 ;
@@ -11256,7 +11356,7 @@ _gostring_ _wrap_kvc_config_set_remote_cache_timeouts_kvc_0044c4030100e529(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_get_remote_cache_timeouts_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
+_gostring_ _wrap_kvc_config_get_remote_cache_timeouts_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int *_swig_go_1, int *_swig_go_2) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   uint32_t *arg3 = (uint32_t *) 0 ;
@@ -11273,7 +11373,7 @@ _gostring_ _wrap_kvc_config_get_remote_cache_timeouts_kvc_0044c4030100e529(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_set_remote_cache_optional_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, bool _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_remote_cache_optional_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, bool _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool arg2 ;
   kvc_status_t result;
@@ -11288,7 +11388,7 @@ _gostring_ _wrap_kvc_config_set_remote_cache_optional_kvc_0044c4030100e529(kvc_c
 }
 
 
-_gostring_ _wrap_kvc_config_get_remote_cache_optional_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_remote_cache_optional_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, bool *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   bool *arg2 = (bool *) 0 ;
   kvc_status_t result;
@@ -11303,7 +11403,7 @@ _gostring_ _wrap_kvc_config_get_remote_cache_optional_kvc_0044c4030100e529(kvc_c
 }
 
 
-void _wrap_kvc_transfer_desc_t_struct_size_set_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_transfer_desc_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_transfer_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -11315,7 +11415,7 @@ void _wrap_kvc_transfer_desc_t_struct_size_set_kvc_0044c4030100e529(struct kvc_t
 }
 
 
-int _wrap_kvc_transfer_desc_t_struct_size_get_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0) {
+int _wrap_kvc_transfer_desc_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_transfer_desc *_swig_go_0) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -11328,7 +11428,7 @@ int _wrap_kvc_transfer_desc_t_struct_size_get_kvc_0044c4030100e529(struct kvc_tr
 }
 
 
-void _wrap_kvc_transfer_desc_t_num_groups_set_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_transfer_desc_t_num_groups_set_kvc_c42b5e67b80b4c6d(struct kvc_transfer_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -11340,7 +11440,7 @@ void _wrap_kvc_transfer_desc_t_num_groups_set_kvc_0044c4030100e529(struct kvc_tr
 }
 
 
-int _wrap_kvc_transfer_desc_t_num_groups_get_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0) {
+int _wrap_kvc_transfer_desc_t_num_groups_get_kvc_c42b5e67b80b4c6d(struct kvc_transfer_desc *_swig_go_0) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -11353,7 +11453,7 @@ int _wrap_kvc_transfer_desc_t_num_groups_get_kvc_0044c4030100e529(struct kvc_tra
 }
 
 
-void _wrap_kvc_transfer_desc_t_tokens_per_block_set_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_transfer_desc_t_tokens_per_block_set_kvc_c42b5e67b80b4c6d(struct kvc_transfer_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -11365,7 +11465,7 @@ void _wrap_kvc_transfer_desc_t_tokens_per_block_set_kvc_0044c4030100e529(struct 
 }
 
 
-int _wrap_kvc_transfer_desc_t_tokens_per_block_get_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0) {
+int _wrap_kvc_transfer_desc_t_tokens_per_block_get_kvc_c42b5e67b80b4c6d(struct kvc_transfer_desc *_swig_go_0) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -11378,7 +11478,7 @@ int _wrap_kvc_transfer_desc_t_tokens_per_block_get_kvc_0044c4030100e529(struct k
 }
 
 
-void _wrap_kvc_transfer_desc_t_reserved_set_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_transfer_desc_t_reserved_set_kvc_c42b5e67b80b4c6d(struct kvc_transfer_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -11390,7 +11490,7 @@ void _wrap_kvc_transfer_desc_t_reserved_set_kvc_0044c4030100e529(struct kvc_tran
 }
 
 
-int _wrap_kvc_transfer_desc_t_reserved_get_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0) {
+int _wrap_kvc_transfer_desc_t_reserved_get_kvc_c42b5e67b80b4c6d(struct kvc_transfer_desc *_swig_go_0) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -11403,7 +11503,7 @@ int _wrap_kvc_transfer_desc_t_reserved_get_kvc_0044c4030100e529(struct kvc_trans
 }
 
 
-void _wrap_kvc_transfer_desc_t_seq_id_set_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_transfer_desc_t_seq_id_set_kvc_c42b5e67b80b4c6d(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -11415,7 +11515,7 @@ void _wrap_kvc_transfer_desc_t_seq_id_set_kvc_0044c4030100e529(struct kvc_transf
 }
 
 
-long long _wrap_kvc_transfer_desc_t_seq_id_get_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0) {
+long long _wrap_kvc_transfer_desc_t_seq_id_get_kvc_c42b5e67b80b4c6d(struct kvc_transfer_desc *_swig_go_0) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -11428,7 +11528,7 @@ long long _wrap_kvc_transfer_desc_t_seq_id_get_kvc_0044c4030100e529(struct kvc_t
 }
 
 
-void _wrap_kvc_transfer_desc_t_num_blocks_set_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_transfer_desc_t_num_blocks_set_kvc_c42b5e67b80b4c6d(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -11440,7 +11540,7 @@ void _wrap_kvc_transfer_desc_t_num_blocks_set_kvc_0044c4030100e529(struct kvc_tr
 }
 
 
-long long _wrap_kvc_transfer_desc_t_num_blocks_get_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0) {
+long long _wrap_kvc_transfer_desc_t_num_blocks_get_kvc_c42b5e67b80b4c6d(struct kvc_transfer_desc *_swig_go_0) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -11453,7 +11553,7 @@ long long _wrap_kvc_transfer_desc_t_num_blocks_get_kvc_0044c4030100e529(struct k
 }
 
 
-void _wrap_kvc_transfer_desc_t_first_block_set_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_transfer_desc_t_first_block_set_kvc_c42b5e67b80b4c6d(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -11465,7 +11565,7 @@ void _wrap_kvc_transfer_desc_t_first_block_set_kvc_0044c4030100e529(struct kvc_t
 }
 
 
-long long _wrap_kvc_transfer_desc_t_first_block_get_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0) {
+long long _wrap_kvc_transfer_desc_t_first_block_get_kvc_c42b5e67b80b4c6d(struct kvc_transfer_desc *_swig_go_0) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -11478,7 +11578,7 @@ long long _wrap_kvc_transfer_desc_t_first_block_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_transfer_desc_t_num_tokens_set_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_transfer_desc_t_num_tokens_set_kvc_c42b5e67b80b4c6d(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -11490,7 +11590,7 @@ void _wrap_kvc_transfer_desc_t_num_tokens_set_kvc_0044c4030100e529(struct kvc_tr
 }
 
 
-long long _wrap_kvc_transfer_desc_t_num_tokens_get_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0) {
+long long _wrap_kvc_transfer_desc_t_num_tokens_get_kvc_c42b5e67b80b4c6d(struct kvc_transfer_desc *_swig_go_0) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -11503,7 +11603,7 @@ long long _wrap_kvc_transfer_desc_t_num_tokens_get_kvc_0044c4030100e529(struct k
 }
 
 
-void _wrap_kvc_transfer_desc_t_keys_bytes_set_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_transfer_desc_t_keys_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_transfer_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -11515,7 +11615,7 @@ void _wrap_kvc_transfer_desc_t_keys_bytes_set_kvc_0044c4030100e529(struct kvc_tr
 }
 
 
-long long _wrap_kvc_transfer_desc_t_keys_bytes_get_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0) {
+long long _wrap_kvc_transfer_desc_t_keys_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_transfer_desc *_swig_go_0) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -11528,7 +11628,7 @@ long long _wrap_kvc_transfer_desc_t_keys_bytes_get_kvc_0044c4030100e529(struct k
 }
 
 
-struct kvc_transfer_desc *_wrap_new_kvc_transfer_desc_t_kvc_0044c4030100e529() {
+struct kvc_transfer_desc *_wrap_new_kvc_transfer_desc_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_transfer_desc *result = 0 ;
   struct kvc_transfer_desc *_swig_go_result;
   
@@ -11539,7 +11639,7 @@ struct kvc_transfer_desc *_wrap_new_kvc_transfer_desc_t_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_delete_kvc_transfer_desc_t_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0) {
+void _wrap_delete_kvc_transfer_desc_t_kvc_c42b5e67b80b4c6d(struct kvc_transfer_desc *_swig_go_0) {
   struct kvc_transfer_desc *arg1 = (struct kvc_transfer_desc *) 0 ;
   
   arg1 = *(struct kvc_transfer_desc **)&_swig_go_0; 
@@ -11549,7 +11649,7 @@ void _wrap_delete_kvc_transfer_desc_t_kvc_0044c4030100e529(struct kvc_transfer_d
 }
 
 
-void _wrap_kvc_transfer_desc_init_kvc_0044c4030100e529(struct kvc_transfer_desc *_swig_go_0) {
+void _wrap_kvc_transfer_desc_init_kvc_c42b5e67b80b4c6d(struct kvc_transfer_desc *_swig_go_0) {
   kvc_transfer_desc_t *arg1 = (kvc_transfer_desc_t *) 0 ;
   
   arg1 = *(kvc_transfer_desc_t **)&_swig_go_0; 
@@ -11559,7 +11659,7 @@ void _wrap_kvc_transfer_desc_init_kvc_0044c4030100e529(struct kvc_transfer_desc 
 }
 
 
-_gostring_ _wrap_kvc_cache_export_sequence_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, kvc_export_t **_swig_go_3) {
+_gostring_ _wrap_kvc_cache_export_sequence_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, kvc_export_t **_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -11578,7 +11678,7 @@ _gostring_ _wrap_kvc_cache_export_sequence_kvc_0044c4030100e529(kvc_cache_t *_sw
 }
 
 
-void _wrap_kvc_export_release_kvc_0044c4030100e529(kvc_export_t *_swig_go_0) {
+void _wrap_kvc_export_release_kvc_c42b5e67b80b4c6d(kvc_export_t *_swig_go_0) {
   kvc_export_t *arg1 = (kvc_export_t *) 0 ;
   
   arg1 = (kvc_export_t *)_swig_go_0; 
@@ -11588,7 +11688,7 @@ void _wrap_kvc_export_release_kvc_0044c4030100e529(kvc_export_t *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_kvc_export_describe_kvc_0044c4030100e529(kvc_export_t *_swig_go_0, struct kvc_transfer_desc *_swig_go_1) {
+_gostring_ _wrap_kvc_export_describe_kvc_c42b5e67b80b4c6d(kvc_export_t *_swig_go_0, struct kvc_transfer_desc *_swig_go_1) {
   kvc_export_t *arg1 = (kvc_export_t *) 0 ;
   kvc_transfer_desc_t *arg2 = (kvc_transfer_desc_t *) 0 ;
   kvc_status_t result;
@@ -11603,7 +11703,7 @@ _gostring_ _wrap_kvc_export_describe_kvc_0044c4030100e529(kvc_export_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_export_block_ids_kvc_0044c4030100e529(kvc_export_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, long long _swig_go_3, long long *_swig_go_4) {
+_gostring_ _wrap_kvc_export_block_ids_kvc_c42b5e67b80b4c6d(kvc_export_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, long long _swig_go_3, long long *_swig_go_4) {
   kvc_export_t *arg1 = (kvc_export_t *) 0 ;
   uint32_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -11624,7 +11724,7 @@ _gostring_ _wrap_kvc_export_block_ids_kvc_0044c4030100e529(kvc_export_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_export_keys_kvc_0044c4030100e529(kvc_export_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
+_gostring_ _wrap_kvc_export_keys_kvc_c42b5e67b80b4c6d(kvc_export_t *_swig_go_0, void *_swig_go_1, long long _swig_go_2, long long *_swig_go_3) {
   kvc_export_t *arg1 = (kvc_export_t *) 0 ;
   void *arg2 = (void *) 0 ;
   size_t arg3 ;
@@ -11643,7 +11743,7 @@ _gostring_ _wrap_kvc_export_keys_kvc_0044c4030100e529(kvc_export_t *_swig_go_0, 
 }
 
 
-_gostring_ _wrap_kvc_cache_import_begin_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long _swig_go_6, kvc_import_t **_swig_go_7) {
+_gostring_ _wrap_kvc_cache_import_begin_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, struct kvc_sequence_options *_swig_go_4, void *_swig_go_5, long long _swig_go_6, kvc_import_t **_swig_go_7) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -11670,7 +11770,7 @@ _gostring_ _wrap_kvc_cache_import_begin_kvc_0044c4030100e529(kvc_cache_t *_swig_
 }
 
 
-_gostring_ _wrap_kvc_import_describe_kvc_0044c4030100e529(kvc_import_t *_swig_go_0, struct kvc_transfer_desc *_swig_go_1) {
+_gostring_ _wrap_kvc_import_describe_kvc_c42b5e67b80b4c6d(kvc_import_t *_swig_go_0, struct kvc_transfer_desc *_swig_go_1) {
   kvc_import_t *arg1 = (kvc_import_t *) 0 ;
   kvc_transfer_desc_t *arg2 = (kvc_transfer_desc_t *) 0 ;
   kvc_status_t result;
@@ -11685,7 +11785,7 @@ _gostring_ _wrap_kvc_import_describe_kvc_0044c4030100e529(kvc_import_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_import_block_ids_kvc_0044c4030100e529(kvc_import_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, long long _swig_go_3, long long *_swig_go_4) {
+_gostring_ _wrap_kvc_import_block_ids_kvc_c42b5e67b80b4c6d(kvc_import_t *_swig_go_0, int _swig_go_1, int *_swig_go_2, long long _swig_go_3, long long *_swig_go_4) {
   kvc_import_t *arg1 = (kvc_import_t *) 0 ;
   uint32_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -11706,7 +11806,7 @@ _gostring_ _wrap_kvc_import_block_ids_kvc_0044c4030100e529(kvc_import_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_import_complete_kvc_0044c4030100e529(kvc_import_t *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_kvc_import_complete_kvc_c42b5e67b80b4c6d(kvc_import_t *_swig_go_0, long long _swig_go_1) {
   kvc_import_t *arg1 = (kvc_import_t *) 0 ;
   uint64_t arg2 ;
   kvc_status_t result;
@@ -11721,7 +11821,7 @@ _gostring_ _wrap_kvc_import_complete_kvc_0044c4030100e529(kvc_import_t *_swig_go
 }
 
 
-_gostring_ _wrap_kvc_import_abort_kvc_0044c4030100e529(kvc_import_t *_swig_go_0) {
+_gostring_ _wrap_kvc_import_abort_kvc_c42b5e67b80b4c6d(kvc_import_t *_swig_go_0) {
   kvc_import_t *arg1 = (kvc_import_t *) 0 ;
   kvc_status_t result;
   _gostring_ _swig_go_result;
@@ -11734,7 +11834,7 @@ _gostring_ _wrap_kvc_import_abort_kvc_0044c4030100e529(kvc_import_t *_swig_go_0)
 }
 
 
-void _wrap_kvc_import_destroy_kvc_0044c4030100e529(kvc_import_t *_swig_go_0) {
+void _wrap_kvc_import_destroy_kvc_c42b5e67b80b4c6d(kvc_import_t *_swig_go_0) {
   kvc_import_t *arg1 = (kvc_import_t *) 0 ;
   
   arg1 = (kvc_import_t *)_swig_go_0; 
@@ -11744,7 +11844,7 @@ void _wrap_kvc_import_destroy_kvc_0044c4030100e529(kvc_import_t *_swig_go_0) {
 }
 
 
-intgo _wrap_KVC_SHARE_HANDLE_POSIX_FD_kvc_0044c4030100e529() {
+intgo _wrap_KVC_SHARE_HANDLE_POSIX_FD_kvc_c42b5e67b80b4c6d() {
   int result;
   intgo _swig_go_result;
   
@@ -11756,7 +11856,7 @@ intgo _wrap_KVC_SHARE_HANDLE_POSIX_FD_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_kvc_pool_share_t_struct_size_set_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_share_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_pool_share *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
   uint32_t arg2 ;
   
@@ -11768,7 +11868,7 @@ void _wrap_kvc_pool_share_t_struct_size_set_kvc_0044c4030100e529(struct kvc_pool
 }
 
 
-int _wrap_kvc_pool_share_t_struct_size_get_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0) {
+int _wrap_kvc_pool_share_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_pool_share *_swig_go_0) {
   struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -11781,7 +11881,7 @@ int _wrap_kvc_pool_share_t_struct_size_get_kvc_0044c4030100e529(struct kvc_pool_
 }
 
 
-void _wrap_kvc_pool_share_t_device_ordinal_set_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_share_t_device_ordinal_set_kvc_c42b5e67b80b4c6d(struct kvc_pool_share *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
   int32_t arg2 ;
   
@@ -11793,7 +11893,7 @@ void _wrap_kvc_pool_share_t_device_ordinal_set_kvc_0044c4030100e529(struct kvc_p
 }
 
 
-int _wrap_kvc_pool_share_t_device_ordinal_get_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0) {
+int _wrap_kvc_pool_share_t_device_ordinal_get_kvc_c42b5e67b80b4c6d(struct kvc_pool_share *_swig_go_0) {
   struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
   int32_t result;
   int _swig_go_result;
@@ -11806,7 +11906,7 @@ int _wrap_kvc_pool_share_t_device_ordinal_get_kvc_0044c4030100e529(struct kvc_po
 }
 
 
-void _wrap_kvc_pool_share_t_rank_set_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_share_t_rank_set_kvc_c42b5e67b80b4c6d(struct kvc_pool_share *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
   uint32_t arg2 ;
   
@@ -11818,7 +11918,7 @@ void _wrap_kvc_pool_share_t_rank_set_kvc_0044c4030100e529(struct kvc_pool_share 
 }
 
 
-int _wrap_kvc_pool_share_t_rank_get_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0) {
+int _wrap_kvc_pool_share_t_rank_get_kvc_c42b5e67b80b4c6d(struct kvc_pool_share *_swig_go_0) {
   struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -11831,7 +11931,7 @@ int _wrap_kvc_pool_share_t_rank_get_kvc_0044c4030100e529(struct kvc_pool_share *
 }
 
 
-void _wrap_kvc_pool_share_t_pool_set_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_share_t_pool_set_kvc_c42b5e67b80b4c6d(struct kvc_pool_share *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
   uint32_t arg2 ;
   
@@ -11843,7 +11943,7 @@ void _wrap_kvc_pool_share_t_pool_set_kvc_0044c4030100e529(struct kvc_pool_share 
 }
 
 
-int _wrap_kvc_pool_share_t_pool_get_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0) {
+int _wrap_kvc_pool_share_t_pool_get_kvc_c42b5e67b80b4c6d(struct kvc_pool_share *_swig_go_0) {
   struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -11856,7 +11956,7 @@ int _wrap_kvc_pool_share_t_pool_get_kvc_0044c4030100e529(struct kvc_pool_share *
 }
 
 
-void _wrap_kvc_pool_share_t_handle_type_set_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_share_t_handle_type_set_kvc_c42b5e67b80b4c6d(struct kvc_pool_share *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
   kvc_share_handle_t arg2 ;
   
@@ -11868,7 +11968,7 @@ void _wrap_kvc_pool_share_t_handle_type_set_kvc_0044c4030100e529(struct kvc_pool
 }
 
 
-int _wrap_kvc_pool_share_t_handle_type_get_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0) {
+int _wrap_kvc_pool_share_t_handle_type_get_kvc_c42b5e67b80b4c6d(struct kvc_pool_share *_swig_go_0) {
   struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
   kvc_share_handle_t result;
   int _swig_go_result;
@@ -11881,7 +11981,7 @@ int _wrap_kvc_pool_share_t_handle_type_get_kvc_0044c4030100e529(struct kvc_pool_
 }
 
 
-void _wrap_kvc_pool_share_t_reserved_set_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_pool_share_t_reserved_set_kvc_c42b5e67b80b4c6d(struct kvc_pool_share *_swig_go_0, int _swig_go_1) {
   struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
   uint32_t arg2 ;
   
@@ -11893,7 +11993,7 @@ void _wrap_kvc_pool_share_t_reserved_set_kvc_0044c4030100e529(struct kvc_pool_sh
 }
 
 
-int _wrap_kvc_pool_share_t_reserved_get_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0) {
+int _wrap_kvc_pool_share_t_reserved_get_kvc_c42b5e67b80b4c6d(struct kvc_pool_share *_swig_go_0) {
   struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -11906,7 +12006,7 @@ int _wrap_kvc_pool_share_t_reserved_get_kvc_0044c4030100e529(struct kvc_pool_sha
 }
 
 
-void _wrap_kvc_pool_share_t_num_chunks_set_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_share_t_num_chunks_set_kvc_c42b5e67b80b4c6d(struct kvc_pool_share *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
   uint64_t arg2 ;
   
@@ -11918,7 +12018,7 @@ void _wrap_kvc_pool_share_t_num_chunks_set_kvc_0044c4030100e529(struct kvc_pool_
 }
 
 
-long long _wrap_kvc_pool_share_t_num_chunks_get_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0) {
+long long _wrap_kvc_pool_share_t_num_chunks_get_kvc_c42b5e67b80b4c6d(struct kvc_pool_share *_swig_go_0) {
   struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -11931,7 +12031,7 @@ long long _wrap_kvc_pool_share_t_num_chunks_get_kvc_0044c4030100e529(struct kvc_
 }
 
 
-void _wrap_kvc_pool_share_t_granularity_set_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_share_t_granularity_set_kvc_c42b5e67b80b4c6d(struct kvc_pool_share *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
   uint64_t arg2 ;
   
@@ -11943,7 +12043,7 @@ void _wrap_kvc_pool_share_t_granularity_set_kvc_0044c4030100e529(struct kvc_pool
 }
 
 
-long long _wrap_kvc_pool_share_t_granularity_get_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0) {
+long long _wrap_kvc_pool_share_t_granularity_get_kvc_c42b5e67b80b4c6d(struct kvc_pool_share *_swig_go_0) {
   struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -11956,7 +12056,7 @@ long long _wrap_kvc_pool_share_t_granularity_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_pool_share_t_reserved_bytes_set_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_share_t_reserved_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_pool_share *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
   uint64_t arg2 ;
   
@@ -11968,7 +12068,7 @@ void _wrap_kvc_pool_share_t_reserved_bytes_set_kvc_0044c4030100e529(struct kvc_p
 }
 
 
-long long _wrap_kvc_pool_share_t_reserved_bytes_get_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0) {
+long long _wrap_kvc_pool_share_t_reserved_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_pool_share *_swig_go_0) {
   struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -11981,7 +12081,7 @@ long long _wrap_kvc_pool_share_t_reserved_bytes_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_pool_share_t_mapped_bytes_set_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_pool_share_t_mapped_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_pool_share *_swig_go_0, long long _swig_go_1) {
   struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
   uint64_t arg2 ;
   
@@ -11993,7 +12093,7 @@ void _wrap_kvc_pool_share_t_mapped_bytes_set_kvc_0044c4030100e529(struct kvc_poo
 }
 
 
-long long _wrap_kvc_pool_share_t_mapped_bytes_get_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0) {
+long long _wrap_kvc_pool_share_t_mapped_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_pool_share *_swig_go_0) {
   struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -12006,7 +12106,7 @@ long long _wrap_kvc_pool_share_t_mapped_bytes_get_kvc_0044c4030100e529(struct kv
 }
 
 
-struct kvc_pool_share *_wrap_new_kvc_pool_share_t_kvc_0044c4030100e529() {
+struct kvc_pool_share *_wrap_new_kvc_pool_share_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_pool_share *result = 0 ;
   struct kvc_pool_share *_swig_go_result;
   
@@ -12017,7 +12117,7 @@ struct kvc_pool_share *_wrap_new_kvc_pool_share_t_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_delete_kvc_pool_share_t_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0) {
+void _wrap_delete_kvc_pool_share_t_kvc_c42b5e67b80b4c6d(struct kvc_pool_share *_swig_go_0) {
   struct kvc_pool_share *arg1 = (struct kvc_pool_share *) 0 ;
   
   arg1 = *(struct kvc_pool_share **)&_swig_go_0; 
@@ -12027,7 +12127,7 @@ void _wrap_delete_kvc_pool_share_t_kvc_0044c4030100e529(struct kvc_pool_share *_
 }
 
 
-void _wrap_kvc_pool_share_init_kvc_0044c4030100e529(struct kvc_pool_share *_swig_go_0) {
+void _wrap_kvc_pool_share_init_kvc_c42b5e67b80b4c6d(struct kvc_pool_share *_swig_go_0) {
   kvc_pool_share_t *arg1 = (kvc_pool_share_t *) 0 ;
   
   arg1 = *(kvc_pool_share_t **)&_swig_go_0; 
@@ -12037,7 +12137,7 @@ void _wrap_kvc_pool_share_init_kvc_0044c4030100e529(struct kvc_pool_share *_swig
 }
 
 
-void _wrap_kvc_share_chunk_t_struct_size_set_kvc_0044c4030100e529(struct kvc_share_chunk *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_share_chunk_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_share_chunk *_swig_go_0, int _swig_go_1) {
   struct kvc_share_chunk *arg1 = (struct kvc_share_chunk *) 0 ;
   uint32_t arg2 ;
   
@@ -12049,7 +12149,7 @@ void _wrap_kvc_share_chunk_t_struct_size_set_kvc_0044c4030100e529(struct kvc_sha
 }
 
 
-int _wrap_kvc_share_chunk_t_struct_size_get_kvc_0044c4030100e529(struct kvc_share_chunk *_swig_go_0) {
+int _wrap_kvc_share_chunk_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_share_chunk *_swig_go_0) {
   struct kvc_share_chunk *arg1 = (struct kvc_share_chunk *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -12062,7 +12162,7 @@ int _wrap_kvc_share_chunk_t_struct_size_get_kvc_0044c4030100e529(struct kvc_shar
 }
 
 
-void _wrap_kvc_share_chunk_t_fd_set_kvc_0044c4030100e529(struct kvc_share_chunk *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_share_chunk_t_fd_set_kvc_c42b5e67b80b4c6d(struct kvc_share_chunk *_swig_go_0, int _swig_go_1) {
   struct kvc_share_chunk *arg1 = (struct kvc_share_chunk *) 0 ;
   int32_t arg2 ;
   
@@ -12074,7 +12174,7 @@ void _wrap_kvc_share_chunk_t_fd_set_kvc_0044c4030100e529(struct kvc_share_chunk 
 }
 
 
-int _wrap_kvc_share_chunk_t_fd_get_kvc_0044c4030100e529(struct kvc_share_chunk *_swig_go_0) {
+int _wrap_kvc_share_chunk_t_fd_get_kvc_c42b5e67b80b4c6d(struct kvc_share_chunk *_swig_go_0) {
   struct kvc_share_chunk *arg1 = (struct kvc_share_chunk *) 0 ;
   int32_t result;
   int _swig_go_result;
@@ -12087,7 +12187,7 @@ int _wrap_kvc_share_chunk_t_fd_get_kvc_0044c4030100e529(struct kvc_share_chunk *
 }
 
 
-void _wrap_kvc_share_chunk_t_index_set_kvc_0044c4030100e529(struct kvc_share_chunk *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_share_chunk_t_index_set_kvc_c42b5e67b80b4c6d(struct kvc_share_chunk *_swig_go_0, long long _swig_go_1) {
   struct kvc_share_chunk *arg1 = (struct kvc_share_chunk *) 0 ;
   uint64_t arg2 ;
   
@@ -12099,7 +12199,7 @@ void _wrap_kvc_share_chunk_t_index_set_kvc_0044c4030100e529(struct kvc_share_chu
 }
 
 
-long long _wrap_kvc_share_chunk_t_index_get_kvc_0044c4030100e529(struct kvc_share_chunk *_swig_go_0) {
+long long _wrap_kvc_share_chunk_t_index_get_kvc_c42b5e67b80b4c6d(struct kvc_share_chunk *_swig_go_0) {
   struct kvc_share_chunk *arg1 = (struct kvc_share_chunk *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -12112,7 +12212,7 @@ long long _wrap_kvc_share_chunk_t_index_get_kvc_0044c4030100e529(struct kvc_shar
 }
 
 
-void _wrap_kvc_share_chunk_t_offset_set_kvc_0044c4030100e529(struct kvc_share_chunk *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_share_chunk_t_offset_set_kvc_c42b5e67b80b4c6d(struct kvc_share_chunk *_swig_go_0, long long _swig_go_1) {
   struct kvc_share_chunk *arg1 = (struct kvc_share_chunk *) 0 ;
   uint64_t arg2 ;
   
@@ -12124,7 +12224,7 @@ void _wrap_kvc_share_chunk_t_offset_set_kvc_0044c4030100e529(struct kvc_share_ch
 }
 
 
-long long _wrap_kvc_share_chunk_t_offset_get_kvc_0044c4030100e529(struct kvc_share_chunk *_swig_go_0) {
+long long _wrap_kvc_share_chunk_t_offset_get_kvc_c42b5e67b80b4c6d(struct kvc_share_chunk *_swig_go_0) {
   struct kvc_share_chunk *arg1 = (struct kvc_share_chunk *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -12137,7 +12237,7 @@ long long _wrap_kvc_share_chunk_t_offset_get_kvc_0044c4030100e529(struct kvc_sha
 }
 
 
-void _wrap_kvc_share_chunk_t_size_set_kvc_0044c4030100e529(struct kvc_share_chunk *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_share_chunk_t_size_set_kvc_c42b5e67b80b4c6d(struct kvc_share_chunk *_swig_go_0, long long _swig_go_1) {
   struct kvc_share_chunk *arg1 = (struct kvc_share_chunk *) 0 ;
   uint64_t arg2 ;
   
@@ -12149,7 +12249,7 @@ void _wrap_kvc_share_chunk_t_size_set_kvc_0044c4030100e529(struct kvc_share_chun
 }
 
 
-long long _wrap_kvc_share_chunk_t_size_get_kvc_0044c4030100e529(struct kvc_share_chunk *_swig_go_0) {
+long long _wrap_kvc_share_chunk_t_size_get_kvc_c42b5e67b80b4c6d(struct kvc_share_chunk *_swig_go_0) {
   struct kvc_share_chunk *arg1 = (struct kvc_share_chunk *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -12162,7 +12262,7 @@ long long _wrap_kvc_share_chunk_t_size_get_kvc_0044c4030100e529(struct kvc_share
 }
 
 
-struct kvc_share_chunk *_wrap_new_kvc_share_chunk_t_kvc_0044c4030100e529() {
+struct kvc_share_chunk *_wrap_new_kvc_share_chunk_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_share_chunk *result = 0 ;
   struct kvc_share_chunk *_swig_go_result;
   
@@ -12173,7 +12273,7 @@ struct kvc_share_chunk *_wrap_new_kvc_share_chunk_t_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_delete_kvc_share_chunk_t_kvc_0044c4030100e529(struct kvc_share_chunk *_swig_go_0) {
+void _wrap_delete_kvc_share_chunk_t_kvc_c42b5e67b80b4c6d(struct kvc_share_chunk *_swig_go_0) {
   struct kvc_share_chunk *arg1 = (struct kvc_share_chunk *) 0 ;
   
   arg1 = *(struct kvc_share_chunk **)&_swig_go_0; 
@@ -12183,7 +12283,7 @@ void _wrap_delete_kvc_share_chunk_t_kvc_0044c4030100e529(struct kvc_share_chunk 
 }
 
 
-void _wrap_kvc_share_chunk_init_kvc_0044c4030100e529(struct kvc_share_chunk *_swig_go_0) {
+void _wrap_kvc_share_chunk_init_kvc_c42b5e67b80b4c6d(struct kvc_share_chunk *_swig_go_0) {
   kvc_share_chunk_t *arg1 = (kvc_share_chunk_t *) 0 ;
   
   arg1 = *(kvc_share_chunk_t **)&_swig_go_0; 
@@ -12193,7 +12293,7 @@ void _wrap_kvc_share_chunk_init_kvc_0044c4030100e529(struct kvc_share_chunk *_sw
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_pool_share_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, int _swig_go_2, struct kvc_pool_share *_swig_go_3) {
+_gostring_ _wrap_kvc_cache_describe_pool_share_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, int _swig_go_1, int _swig_go_2, struct kvc_pool_share *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint32_t arg3 ;
@@ -12212,7 +12312,7 @@ _gostring_ _wrap_kvc_cache_describe_pool_share_kvc_0044c4030100e529(kvc_cache_t 
 }
 
 
-_gostring_ _wrap_kvc_cache_export_pool_chunk_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, int _swig_go_2, long long _swig_go_3, struct kvc_share_chunk *_swig_go_4) {
+_gostring_ _wrap_kvc_cache_export_pool_chunk_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, int _swig_go_1, int _swig_go_2, long long _swig_go_3, struct kvc_share_chunk *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   uint32_t arg3 ;
@@ -12233,7 +12333,7 @@ _gostring_ _wrap_kvc_cache_export_pool_chunk_kvc_0044c4030100e529(kvc_cache_t *_
 }
 
 
-intgo _wrap_KVC_RESOURCE_SSM_kvc_0044c4030100e529() {
+intgo _wrap_KVC_RESOURCE_SSM_kvc_c42b5e67b80b4c6d() {
   enum kvc_resource_kind result;
   intgo _swig_go_result;
   
@@ -12245,7 +12345,7 @@ intgo _wrap_KVC_RESOURCE_SSM_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_RESOURCE_CONV_kvc_0044c4030100e529() {
+intgo _wrap_KVC_RESOURCE_CONV_kvc_c42b5e67b80b4c6d() {
   enum kvc_resource_kind result;
   intgo _swig_go_result;
   
@@ -12257,7 +12357,7 @@ intgo _wrap_KVC_RESOURCE_CONV_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_RESOURCE_GENERIC_kvc_0044c4030100e529() {
+intgo _wrap_KVC_RESOURCE_GENERIC_kvc_c42b5e67b80b4c6d() {
   enum kvc_resource_kind result;
   intgo _swig_go_result;
   
@@ -12269,7 +12369,7 @@ intgo _wrap_KVC_RESOURCE_GENERIC_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_RESOURCE_UNPAGED_kvc_0044c4030100e529() {
+intgo _wrap_KVC_RESOURCE_UNPAGED_kvc_c42b5e67b80b4c6d() {
   enum kvc_resource_kind result;
   intgo _swig_go_result;
   
@@ -12281,7 +12381,7 @@ intgo _wrap_KVC_RESOURCE_UNPAGED_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_RESOURCE_REASON_MANAGED_kvc_0044c4030100e529() {
+intgo _wrap_KVC_RESOURCE_REASON_MANAGED_kvc_c42b5e67b80b4c6d() {
   enum kvc_resource_reason result;
   intgo _swig_go_result;
   
@@ -12293,7 +12393,7 @@ intgo _wrap_KVC_RESOURCE_REASON_MANAGED_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_RESOURCE_REASON_SSM_SHAPE_DIFFERS_kvc_0044c4030100e529() {
+intgo _wrap_KVC_RESOURCE_REASON_SSM_SHAPE_DIFFERS_kvc_c42b5e67b80b4c6d() {
   enum kvc_resource_reason result;
   intgo _swig_go_result;
   
@@ -12305,7 +12405,7 @@ intgo _wrap_KVC_RESOURCE_REASON_SSM_SHAPE_DIFFERS_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_RESOURCE_REASON_NO_SSM_kvc_0044c4030100e529() {
+intgo _wrap_KVC_RESOURCE_REASON_NO_SSM_kvc_c42b5e67b80b4c6d() {
   enum kvc_resource_reason result;
   intgo _swig_go_result;
   
@@ -12317,7 +12417,7 @@ intgo _wrap_KVC_RESOURCE_REASON_NO_SSM_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_RESOURCE_REASON_N_GROUPS_kvc_0044c4030100e529() {
+intgo _wrap_KVC_RESOURCE_REASON_N_GROUPS_kvc_c42b5e67b80b4c6d() {
   enum kvc_resource_reason result;
   intgo _swig_go_result;
   
@@ -12329,7 +12429,7 @@ intgo _wrap_KVC_RESOURCE_REASON_N_GROUPS_kvc_0044c4030100e529() {
 }
 
 
-intgo _wrap_KVC_RESOURCE_REASON_CONV_SHAPE_DIFFERS_kvc_0044c4030100e529() {
+intgo _wrap_KVC_RESOURCE_REASON_CONV_SHAPE_DIFFERS_kvc_c42b5e67b80b4c6d() {
   enum kvc_resource_reason result;
   intgo _swig_go_result;
   
@@ -12341,7 +12441,55 @@ intgo _wrap_KVC_RESOURCE_REASON_CONV_SHAPE_DIFFERS_kvc_0044c4030100e529() {
 }
 
 
-_gostring_ _wrap_kvc_config_add_ssm_state_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2, int _swig_go_3, int _swig_go_4, int *_swig_go_5) {
+intgo _wrap_KVC_RESOURCE_REASON_KV_HEAD_DIM_DIFFERS_kvc_c42b5e67b80b4c6d() {
+  enum kvc_resource_reason result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_RESOURCE_REASON_KV_HEAD_DIM_DIFFERS;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_RESOURCE_REASON_KV_DTYPE_DIFFERS_kvc_c42b5e67b80b4c6d() {
+  enum kvc_resource_reason result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_RESOURCE_REASON_KV_DTYPE_DIFFERS;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_RESOURCE_REASON_KV_FACTOR_DIFFERS_kvc_c42b5e67b80b4c6d() {
+  enum kvc_resource_reason result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_RESOURCE_REASON_KV_FACTOR_DIFFERS;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVC_RESOURCE_REASON_KV_LAYOUT_DIFFERS_kvc_c42b5e67b80b4c6d() {
+  enum kvc_resource_reason result;
+  intgo _swig_go_result;
+  
+  
+  result = KVC_RESOURCE_REASON_KV_LAYOUT_DIFFERS;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvc_config_add_ssm_state_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2, int _swig_go_3, int _swig_go_4, int *_swig_go_5) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t arg3 ;
@@ -12364,7 +12512,7 @@ _gostring_ _wrap_kvc_config_add_ssm_state_kvc_0044c4030100e529(kvc_config_t *_sw
 }
 
 
-_gostring_ _wrap_kvc_config_add_conv_state_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2, int _swig_go_3, int *_swig_go_4) {
+_gostring_ _wrap_kvc_config_add_conv_state_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int _swig_go_1, int _swig_go_2, int _swig_go_3, int *_swig_go_4) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   uint32_t arg3 ;
@@ -12385,7 +12533,7 @@ _gostring_ _wrap_kvc_config_add_conv_state_kvc_0044c4030100e529(kvc_config_t *_s
 }
 
 
-_gostring_ _wrap_kvc_config_add_generic_state_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, int *_swig_go_3) {
+_gostring_ _wrap_kvc_config_add_generic_state_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, int *_swig_go_3) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -12404,7 +12552,7 @@ _gostring_ _wrap_kvc_config_add_generic_state_kvc_0044c4030100e529(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_add_unpaged_resource_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, int *_swig_go_3) {
+_gostring_ _wrap_kvc_config_add_unpaged_resource_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, int *_swig_go_3) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -12423,7 +12571,7 @@ _gostring_ _wrap_kvc_config_add_unpaged_resource_kvc_0044c4030100e529(kvc_config
 }
 
 
-_gostring_ _wrap_kvc_config_get_num_resources_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_num_resources_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -12438,7 +12586,7 @@ _gostring_ _wrap_kvc_config_get_num_resources_kvc_0044c4030100e529(kvc_config_t 
 }
 
 
-_gostring_ _wrap_kvc_config_set_max_state_slots_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_max_state_slots_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -12453,7 +12601,7 @@ _gostring_ _wrap_kvc_config_set_max_state_slots_kvc_0044c4030100e529(kvc_config_
 }
 
 
-_gostring_ _wrap_kvc_config_get_max_state_slots_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_max_state_slots_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -12468,7 +12616,7 @@ _gostring_ _wrap_kvc_config_get_max_state_slots_kvc_0044c4030100e529(kvc_config_
 }
 
 
-void _wrap_kvc_resource_desc_t_struct_size_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resource_desc_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -12480,7 +12628,7 @@ void _wrap_kvc_resource_desc_t_struct_size_set_kvc_0044c4030100e529(struct kvc_r
 }
 
 
-int _wrap_kvc_resource_desc_t_struct_size_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+int _wrap_kvc_resource_desc_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -12493,7 +12641,7 @@ int _wrap_kvc_resource_desc_t_struct_size_get_kvc_0044c4030100e529(struct kvc_re
 }
 
 
-void _wrap_kvc_resource_desc_t_kind_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resource_desc_t_kind_set_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   kvc_resource_kind_t arg2 ;
   
@@ -12505,7 +12653,7 @@ void _wrap_kvc_resource_desc_t_kind_set_kvc_0044c4030100e529(struct kvc_resource
 }
 
 
-int _wrap_kvc_resource_desc_t_kind_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+int _wrap_kvc_resource_desc_t_kind_get_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   kvc_resource_kind_t result;
   int _swig_go_result;
@@ -12518,7 +12666,7 @@ int _wrap_kvc_resource_desc_t_kind_get_kvc_0044c4030100e529(struct kvc_resource_
 }
 
 
-void _wrap_kvc_resource_desc_t_managed_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resource_desc_t_managed_set_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -12530,7 +12678,7 @@ void _wrap_kvc_resource_desc_t_managed_set_kvc_0044c4030100e529(struct kvc_resou
 }
 
 
-int _wrap_kvc_resource_desc_t_managed_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+int _wrap_kvc_resource_desc_t_managed_get_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -12543,7 +12691,7 @@ int _wrap_kvc_resource_desc_t_managed_get_kvc_0044c4030100e529(struct kvc_resour
 }
 
 
-void _wrap_kvc_resource_desc_t_reason_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resource_desc_t_reason_set_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   kvc_resource_reason_t arg2 ;
   
@@ -12555,7 +12703,7 @@ void _wrap_kvc_resource_desc_t_reason_set_kvc_0044c4030100e529(struct kvc_resour
 }
 
 
-int _wrap_kvc_resource_desc_t_reason_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+int _wrap_kvc_resource_desc_t_reason_get_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   kvc_resource_reason_t result;
   int _swig_go_result;
@@ -12568,7 +12716,7 @@ int _wrap_kvc_resource_desc_t_reason_get_kvc_0044c4030100e529(struct kvc_resourc
 }
 
 
-void _wrap_kvc_resource_desc_t_reason_text_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, _gostring_ _swig_go_1) {
+void _wrap_kvc_resource_desc_t_reason_text_set_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0, _gostring_ _swig_go_1) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   char *arg2 = (char *) 0 ;
   
@@ -12592,7 +12740,7 @@ void _wrap_kvc_resource_desc_t_reason_text_set_kvc_0044c4030100e529(struct kvc_r
 }
 
 
-_gostring_ _wrap_kvc_resource_desc_t_reason_text_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+_gostring_ _wrap_kvc_resource_desc_t_reason_text_get_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -12605,7 +12753,7 @@ _gostring_ _wrap_kvc_resource_desc_t_reason_text_get_kvc_0044c4030100e529(struct
 }
 
 
-void _wrap_kvc_resource_desc_t_dtype_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resource_desc_t_dtype_set_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   kvc_dtype_t arg2 ;
   
@@ -12617,7 +12765,7 @@ void _wrap_kvc_resource_desc_t_dtype_set_kvc_0044c4030100e529(struct kvc_resourc
 }
 
 
-int _wrap_kvc_resource_desc_t_dtype_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+int _wrap_kvc_resource_desc_t_dtype_get_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   kvc_dtype_t result;
   int _swig_go_result;
@@ -12630,7 +12778,7 @@ int _wrap_kvc_resource_desc_t_dtype_get_kvc_0044c4030100e529(struct kvc_resource
 }
 
 
-void _wrap_kvc_resource_desc_t_num_heads_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resource_desc_t_num_heads_set_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -12642,7 +12790,7 @@ void _wrap_kvc_resource_desc_t_num_heads_set_kvc_0044c4030100e529(struct kvc_res
 }
 
 
-int _wrap_kvc_resource_desc_t_num_heads_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+int _wrap_kvc_resource_desc_t_num_heads_get_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -12655,7 +12803,7 @@ int _wrap_kvc_resource_desc_t_num_heads_get_kvc_0044c4030100e529(struct kvc_reso
 }
 
 
-void _wrap_kvc_resource_desc_t_head_dim_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resource_desc_t_head_dim_set_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -12667,7 +12815,7 @@ void _wrap_kvc_resource_desc_t_head_dim_set_kvc_0044c4030100e529(struct kvc_reso
 }
 
 
-int _wrap_kvc_resource_desc_t_head_dim_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+int _wrap_kvc_resource_desc_t_head_dim_get_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -12680,7 +12828,7 @@ int _wrap_kvc_resource_desc_t_head_dim_get_kvc_0044c4030100e529(struct kvc_resou
 }
 
 
-void _wrap_kvc_resource_desc_t_d_state_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resource_desc_t_d_state_set_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -12692,7 +12840,7 @@ void _wrap_kvc_resource_desc_t_d_state_set_kvc_0044c4030100e529(struct kvc_resou
 }
 
 
-int _wrap_kvc_resource_desc_t_d_state_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+int _wrap_kvc_resource_desc_t_d_state_get_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -12705,7 +12853,7 @@ int _wrap_kvc_resource_desc_t_d_state_get_kvc_0044c4030100e529(struct kvc_resour
 }
 
 
-void _wrap_kvc_resource_desc_t_conv_dim_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resource_desc_t_conv_dim_set_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -12717,7 +12865,7 @@ void _wrap_kvc_resource_desc_t_conv_dim_set_kvc_0044c4030100e529(struct kvc_reso
 }
 
 
-int _wrap_kvc_resource_desc_t_conv_dim_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+int _wrap_kvc_resource_desc_t_conv_dim_get_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -12730,7 +12878,7 @@ int _wrap_kvc_resource_desc_t_conv_dim_get_kvc_0044c4030100e529(struct kvc_resou
 }
 
 
-void _wrap_kvc_resource_desc_t_d_conv_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resource_desc_t_d_conv_set_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -12742,7 +12890,7 @@ void _wrap_kvc_resource_desc_t_d_conv_set_kvc_0044c4030100e529(struct kvc_resour
 }
 
 
-int _wrap_kvc_resource_desc_t_d_conv_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+int _wrap_kvc_resource_desc_t_d_conv_get_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -12755,7 +12903,7 @@ int _wrap_kvc_resource_desc_t_d_conv_get_kvc_0044c4030100e529(struct kvc_resourc
 }
 
 
-void _wrap_kvc_resource_desc_t_n_groups_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resource_desc_t_n_groups_set_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -12767,7 +12915,7 @@ void _wrap_kvc_resource_desc_t_n_groups_set_kvc_0044c4030100e529(struct kvc_reso
 }
 
 
-int _wrap_kvc_resource_desc_t_n_groups_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+int _wrap_kvc_resource_desc_t_n_groups_get_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -12780,7 +12928,7 @@ int _wrap_kvc_resource_desc_t_n_groups_get_kvc_0044c4030100e529(struct kvc_resou
 }
 
 
-void _wrap_kvc_resource_desc_t_num_slots_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resource_desc_t_num_slots_set_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -12792,7 +12940,7 @@ void _wrap_kvc_resource_desc_t_num_slots_set_kvc_0044c4030100e529(struct kvc_res
 }
 
 
-int _wrap_kvc_resource_desc_t_num_slots_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+int _wrap_kvc_resource_desc_t_num_slots_get_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -12805,7 +12953,7 @@ int _wrap_kvc_resource_desc_t_num_slots_get_kvc_0044c4030100e529(struct kvc_reso
 }
 
 
-void _wrap_kvc_resource_desc_t_slots_used_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_resource_desc_t_slots_used_set_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0, int _swig_go_1) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint32_t arg2 ;
   
@@ -12817,7 +12965,7 @@ void _wrap_kvc_resource_desc_t_slots_used_set_kvc_0044c4030100e529(struct kvc_re
 }
 
 
-int _wrap_kvc_resource_desc_t_slots_used_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+int _wrap_kvc_resource_desc_t_slots_used_get_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -12830,7 +12978,7 @@ int _wrap_kvc_resource_desc_t_slots_used_get_kvc_0044c4030100e529(struct kvc_res
 }
 
 
-void _wrap_kvc_resource_desc_t_bytes_per_token_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resource_desc_t_bytes_per_token_set_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -12842,7 +12990,7 @@ void _wrap_kvc_resource_desc_t_bytes_per_token_set_kvc_0044c4030100e529(struct k
 }
 
 
-long long _wrap_kvc_resource_desc_t_bytes_per_token_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+long long _wrap_kvc_resource_desc_t_bytes_per_token_get_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -12855,7 +13003,7 @@ long long _wrap_kvc_resource_desc_t_bytes_per_token_get_kvc_0044c4030100e529(str
 }
 
 
-void _wrap_kvc_resource_desc_t_max_tokens_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resource_desc_t_max_tokens_set_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -12867,7 +13015,7 @@ void _wrap_kvc_resource_desc_t_max_tokens_set_kvc_0044c4030100e529(struct kvc_re
 }
 
 
-long long _wrap_kvc_resource_desc_t_max_tokens_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+long long _wrap_kvc_resource_desc_t_max_tokens_get_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -12880,7 +13028,7 @@ long long _wrap_kvc_resource_desc_t_max_tokens_get_kvc_0044c4030100e529(struct k
 }
 
 
-void _wrap_kvc_resource_desc_t_alignment_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resource_desc_t_alignment_set_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -12892,7 +13040,7 @@ void _wrap_kvc_resource_desc_t_alignment_set_kvc_0044c4030100e529(struct kvc_res
 }
 
 
-long long _wrap_kvc_resource_desc_t_alignment_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+long long _wrap_kvc_resource_desc_t_alignment_get_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -12905,7 +13053,7 @@ long long _wrap_kvc_resource_desc_t_alignment_get_kvc_0044c4030100e529(struct kv
 }
 
 
-void _wrap_kvc_resource_desc_t_slot_bytes_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resource_desc_t_slot_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -12917,7 +13065,7 @@ void _wrap_kvc_resource_desc_t_slot_bytes_set_kvc_0044c4030100e529(struct kvc_re
 }
 
 
-long long _wrap_kvc_resource_desc_t_slot_bytes_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+long long _wrap_kvc_resource_desc_t_slot_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -12930,7 +13078,7 @@ long long _wrap_kvc_resource_desc_t_slot_bytes_get_kvc_0044c4030100e529(struct k
 }
 
 
-void _wrap_kvc_resource_desc_t_slot_stride_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resource_desc_t_slot_stride_set_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -12942,7 +13090,7 @@ void _wrap_kvc_resource_desc_t_slot_stride_set_kvc_0044c4030100e529(struct kvc_r
 }
 
 
-long long _wrap_kvc_resource_desc_t_slot_stride_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+long long _wrap_kvc_resource_desc_t_slot_stride_get_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -12955,7 +13103,7 @@ long long _wrap_kvc_resource_desc_t_slot_stride_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_resource_desc_t_stride0_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resource_desc_t_stride0_set_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -12967,7 +13115,7 @@ void _wrap_kvc_resource_desc_t_stride0_set_kvc_0044c4030100e529(struct kvc_resou
 }
 
 
-long long _wrap_kvc_resource_desc_t_stride0_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+long long _wrap_kvc_resource_desc_t_stride0_get_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -12980,7 +13128,7 @@ long long _wrap_kvc_resource_desc_t_stride0_get_kvc_0044c4030100e529(struct kvc_
 }
 
 
-void _wrap_kvc_resource_desc_t_stride1_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resource_desc_t_stride1_set_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -12992,7 +13140,7 @@ void _wrap_kvc_resource_desc_t_stride1_set_kvc_0044c4030100e529(struct kvc_resou
 }
 
 
-long long _wrap_kvc_resource_desc_t_stride1_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+long long _wrap_kvc_resource_desc_t_stride1_get_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -13005,7 +13153,7 @@ long long _wrap_kvc_resource_desc_t_stride1_get_kvc_0044c4030100e529(struct kvc_
 }
 
 
-void _wrap_kvc_resource_desc_t_stride2_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_resource_desc_t_stride2_set_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0, long long _swig_go_1) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint64_t arg2 ;
   
@@ -13017,7 +13165,7 @@ void _wrap_kvc_resource_desc_t_stride2_set_kvc_0044c4030100e529(struct kvc_resou
 }
 
 
-long long _wrap_kvc_resource_desc_t_stride2_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+long long _wrap_kvc_resource_desc_t_stride2_get_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -13030,7 +13178,7 @@ long long _wrap_kvc_resource_desc_t_stride2_get_kvc_0044c4030100e529(struct kvc_
 }
 
 
-void _wrap_kvc_resource_desc_t_base_set_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0, void *_swig_go_1) {
+void _wrap_kvc_resource_desc_t_base_set_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0, void *_swig_go_1) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   void *arg2 = (void *) 0 ;
   
@@ -13042,7 +13190,7 @@ void _wrap_kvc_resource_desc_t_base_set_kvc_0044c4030100e529(struct kvc_resource
 }
 
 
-void *_wrap_kvc_resource_desc_t_base_get_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+void *_wrap_kvc_resource_desc_t_base_get_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -13055,7 +13203,7 @@ void *_wrap_kvc_resource_desc_t_base_get_kvc_0044c4030100e529(struct kvc_resourc
 }
 
 
-struct kvc_resource_desc *_wrap_new_kvc_resource_desc_t_kvc_0044c4030100e529() {
+struct kvc_resource_desc *_wrap_new_kvc_resource_desc_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_resource_desc *result = 0 ;
   struct kvc_resource_desc *_swig_go_result;
   
@@ -13066,7 +13214,7 @@ struct kvc_resource_desc *_wrap_new_kvc_resource_desc_t_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_delete_kvc_resource_desc_t_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+void _wrap_delete_kvc_resource_desc_t_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   struct kvc_resource_desc *arg1 = (struct kvc_resource_desc *) 0 ;
   
   arg1 = *(struct kvc_resource_desc **)&_swig_go_0; 
@@ -13076,7 +13224,7 @@ void _wrap_delete_kvc_resource_desc_t_kvc_0044c4030100e529(struct kvc_resource_d
 }
 
 
-void _wrap_kvc_resource_desc_init_kvc_0044c4030100e529(struct kvc_resource_desc *_swig_go_0) {
+void _wrap_kvc_resource_desc_init_kvc_c42b5e67b80b4c6d(struct kvc_resource_desc *_swig_go_0) {
   kvc_resource_desc_t *arg1 = (kvc_resource_desc_t *) 0 ;
   
   arg1 = *(kvc_resource_desc_t **)&_swig_go_0; 
@@ -13086,7 +13234,7 @@ void _wrap_kvc_resource_desc_init_kvc_0044c4030100e529(struct kvc_resource_desc 
 }
 
 
-_gostring_ _wrap_kvc_cache_describe_resource_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_resource_desc *_swig_go_2) {
+_gostring_ _wrap_kvc_cache_describe_resource_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_resource_desc *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint32_t arg2 ;
   kvc_resource_desc_t *arg3 = (kvc_resource_desc_t *) 0 ;
@@ -13103,7 +13251,7 @@ _gostring_ _wrap_kvc_cache_describe_resource_kvc_0044c4030100e529(kvc_cache_t *_
 }
 
 
-_gostring_ _wrap_kvc_batch_state_slots_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int _swig_go_3, int *_swig_go_4) {
+_gostring_ _wrap_kvc_batch_state_slots_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, long long *_swig_go_1, long long _swig_go_2, int _swig_go_3, int *_swig_go_4) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t *arg2 = (uint64_t *) 0 ;
   size_t arg3 ;
@@ -13124,7 +13272,7 @@ _gostring_ _wrap_kvc_batch_state_slots_kvc_0044c4030100e529(kvc_cache_t *_swig_g
 }
 
 
-_gostring_ _wrap_kvc_config_set_max_state_snapshots_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int _swig_go_1) {
+_gostring_ _wrap_kvc_config_set_max_state_snapshots_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int _swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t arg2 ;
   kvc_status_t result;
@@ -13139,7 +13287,7 @@ _gostring_ _wrap_kvc_config_set_max_state_snapshots_kvc_0044c4030100e529(kvc_con
 }
 
 
-_gostring_ _wrap_kvc_config_get_max_state_snapshots_kvc_0044c4030100e529(kvc_config_t *_swig_go_0, int *_swig_go_1) {
+_gostring_ _wrap_kvc_config_get_max_state_snapshots_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, int *_swig_go_1) {
   kvc_config_t *arg1 = (kvc_config_t *) 0 ;
   uint32_t *arg2 = (uint32_t *) 0 ;
   kvc_status_t result;
@@ -13154,7 +13302,7 @@ _gostring_ _wrap_kvc_config_get_max_state_snapshots_kvc_0044c4030100e529(kvc_con
 }
 
 
-_gostring_ _wrap_kvc_sequence_publish_state_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, void *_swig_go_3) {
+_gostring_ _wrap_kvc_sequence_publish_state_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, long long _swig_go_1, long long _swig_go_2, void *_swig_go_3) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;
   uint64_t arg3 ;
@@ -13173,7 +13321,7 @@ _gostring_ _wrap_kvc_sequence_publish_state_kvc_0044c4030100e529(kvc_cache_t *_s
 }
 
 
-void _wrap_kvc_snapshot_stats_t_struct_size_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_stats_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -13185,7 +13333,7 @@ void _wrap_kvc_snapshot_stats_t_struct_size_set_kvc_0044c4030100e529(struct kvc_
 }
 
 
-int _wrap_kvc_snapshot_stats_t_struct_size_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+int _wrap_kvc_snapshot_stats_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -13198,7 +13346,7 @@ int _wrap_kvc_snapshot_stats_t_struct_size_get_kvc_0044c4030100e529(struct kvc_s
 }
 
 
-void _wrap_kvc_snapshot_stats_t_num_slots_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_stats_t_num_slots_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -13210,7 +13358,7 @@ void _wrap_kvc_snapshot_stats_t_num_slots_set_kvc_0044c4030100e529(struct kvc_sn
 }
 
 
-int _wrap_kvc_snapshot_stats_t_num_slots_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+int _wrap_kvc_snapshot_stats_t_num_slots_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -13223,7 +13371,7 @@ int _wrap_kvc_snapshot_stats_t_num_slots_get_kvc_0044c4030100e529(struct kvc_sna
 }
 
 
-void _wrap_kvc_snapshot_stats_t_slots_used_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_stats_t_slots_used_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -13235,7 +13383,7 @@ void _wrap_kvc_snapshot_stats_t_slots_used_set_kvc_0044c4030100e529(struct kvc_s
 }
 
 
-int _wrap_kvc_snapshot_stats_t_slots_used_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+int _wrap_kvc_snapshot_stats_t_slots_used_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -13248,7 +13396,7 @@ int _wrap_kvc_snapshot_stats_t_slots_used_get_kvc_0044c4030100e529(struct kvc_sn
 }
 
 
-void _wrap_kvc_snapshot_stats_t_reserved_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_stats_t_reserved_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -13260,7 +13408,7 @@ void _wrap_kvc_snapshot_stats_t_reserved_set_kvc_0044c4030100e529(struct kvc_sna
 }
 
 
-int _wrap_kvc_snapshot_stats_t_reserved_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+int _wrap_kvc_snapshot_stats_t_reserved_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -13273,7 +13421,7 @@ int _wrap_kvc_snapshot_stats_t_reserved_get_kvc_0044c4030100e529(struct kvc_snap
 }
 
 
-void _wrap_kvc_snapshot_stats_t_bytes_per_snapshot_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_stats_t_bytes_per_snapshot_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -13285,7 +13433,7 @@ void _wrap_kvc_snapshot_stats_t_bytes_per_snapshot_set_kvc_0044c4030100e529(stru
 }
 
 
-long long _wrap_kvc_snapshot_stats_t_bytes_per_snapshot_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+long long _wrap_kvc_snapshot_stats_t_bytes_per_snapshot_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -13298,7 +13446,7 @@ long long _wrap_kvc_snapshot_stats_t_bytes_per_snapshot_get_kvc_0044c4030100e529
 }
 
 
-void _wrap_kvc_snapshot_stats_t_bytes_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_stats_t_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -13310,7 +13458,7 @@ void _wrap_kvc_snapshot_stats_t_bytes_set_kvc_0044c4030100e529(struct kvc_snapsh
 }
 
 
-long long _wrap_kvc_snapshot_stats_t_bytes_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+long long _wrap_kvc_snapshot_stats_t_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -13323,7 +13471,7 @@ long long _wrap_kvc_snapshot_stats_t_bytes_get_kvc_0044c4030100e529(struct kvc_s
 }
 
 
-void _wrap_kvc_snapshot_stats_t_published_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_stats_t_published_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -13335,7 +13483,7 @@ void _wrap_kvc_snapshot_stats_t_published_set_kvc_0044c4030100e529(struct kvc_sn
 }
 
 
-long long _wrap_kvc_snapshot_stats_t_published_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+long long _wrap_kvc_snapshot_stats_t_published_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -13348,7 +13496,7 @@ long long _wrap_kvc_snapshot_stats_t_published_get_kvc_0044c4030100e529(struct k
 }
 
 
-void _wrap_kvc_snapshot_stats_t_hits_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_stats_t_hits_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -13360,7 +13508,7 @@ void _wrap_kvc_snapshot_stats_t_hits_set_kvc_0044c4030100e529(struct kvc_snapsho
 }
 
 
-long long _wrap_kvc_snapshot_stats_t_hits_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+long long _wrap_kvc_snapshot_stats_t_hits_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -13373,7 +13521,7 @@ long long _wrap_kvc_snapshot_stats_t_hits_get_kvc_0044c4030100e529(struct kvc_sn
 }
 
 
-void _wrap_kvc_snapshot_stats_t_hit_tokens_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_stats_t_hit_tokens_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -13385,7 +13533,7 @@ void _wrap_kvc_snapshot_stats_t_hit_tokens_set_kvc_0044c4030100e529(struct kvc_s
 }
 
 
-long long _wrap_kvc_snapshot_stats_t_hit_tokens_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+long long _wrap_kvc_snapshot_stats_t_hit_tokens_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -13398,7 +13546,7 @@ long long _wrap_kvc_snapshot_stats_t_hit_tokens_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_snapshot_stats_t_restores_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_stats_t_restores_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -13410,7 +13558,7 @@ void _wrap_kvc_snapshot_stats_t_restores_set_kvc_0044c4030100e529(struct kvc_sna
 }
 
 
-long long _wrap_kvc_snapshot_stats_t_restores_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+long long _wrap_kvc_snapshot_stats_t_restores_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -13423,7 +13571,7 @@ long long _wrap_kvc_snapshot_stats_t_restores_get_kvc_0044c4030100e529(struct kv
 }
 
 
-void _wrap_kvc_snapshot_stats_t_evicted_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_stats_t_evicted_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -13435,7 +13583,7 @@ void _wrap_kvc_snapshot_stats_t_evicted_set_kvc_0044c4030100e529(struct kvc_snap
 }
 
 
-long long _wrap_kvc_snapshot_stats_t_evicted_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+long long _wrap_kvc_snapshot_stats_t_evicted_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -13448,7 +13596,7 @@ long long _wrap_kvc_snapshot_stats_t_evicted_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_snapshot_stats_t_dropped_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_stats_t_dropped_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -13460,7 +13608,7 @@ void _wrap_kvc_snapshot_stats_t_dropped_set_kvc_0044c4030100e529(struct kvc_snap
 }
 
 
-long long _wrap_kvc_snapshot_stats_t_dropped_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+long long _wrap_kvc_snapshot_stats_t_dropped_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -13473,7 +13621,7 @@ long long _wrap_kvc_snapshot_stats_t_dropped_get_kvc_0044c4030100e529(struct kvc
 }
 
 
-void _wrap_kvc_snapshot_stats_t_host_num_slots_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_stats_t_host_num_slots_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -13485,7 +13633,7 @@ void _wrap_kvc_snapshot_stats_t_host_num_slots_set_kvc_0044c4030100e529(struct k
 }
 
 
-int _wrap_kvc_snapshot_stats_t_host_num_slots_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+int _wrap_kvc_snapshot_stats_t_host_num_slots_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -13498,7 +13646,7 @@ int _wrap_kvc_snapshot_stats_t_host_num_slots_get_kvc_0044c4030100e529(struct kv
 }
 
 
-void _wrap_kvc_snapshot_stats_t_host_slots_used_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, int _swig_go_1) {
+void _wrap_kvc_snapshot_stats_t_host_slots_used_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0, int _swig_go_1) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint32_t arg2 ;
   
@@ -13510,7 +13658,7 @@ void _wrap_kvc_snapshot_stats_t_host_slots_used_set_kvc_0044c4030100e529(struct 
 }
 
 
-int _wrap_kvc_snapshot_stats_t_host_slots_used_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+int _wrap_kvc_snapshot_stats_t_host_slots_used_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint32_t result;
   int _swig_go_result;
@@ -13523,7 +13671,7 @@ int _wrap_kvc_snapshot_stats_t_host_slots_used_get_kvc_0044c4030100e529(struct k
 }
 
 
-void _wrap_kvc_snapshot_stats_t_host_bytes_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_stats_t_host_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -13535,7 +13683,7 @@ void _wrap_kvc_snapshot_stats_t_host_bytes_set_kvc_0044c4030100e529(struct kvc_s
 }
 
 
-long long _wrap_kvc_snapshot_stats_t_host_bytes_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+long long _wrap_kvc_snapshot_stats_t_host_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -13548,7 +13696,7 @@ long long _wrap_kvc_snapshot_stats_t_host_bytes_get_kvc_0044c4030100e529(struct 
 }
 
 
-void _wrap_kvc_snapshot_stats_t_offloaded_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_stats_t_offloaded_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -13560,7 +13708,7 @@ void _wrap_kvc_snapshot_stats_t_offloaded_set_kvc_0044c4030100e529(struct kvc_sn
 }
 
 
-long long _wrap_kvc_snapshot_stats_t_offloaded_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+long long _wrap_kvc_snapshot_stats_t_offloaded_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -13573,7 +13721,7 @@ long long _wrap_kvc_snapshot_stats_t_offloaded_get_kvc_0044c4030100e529(struct k
 }
 
 
-void _wrap_kvc_snapshot_stats_t_onboarded_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_stats_t_onboarded_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -13585,7 +13733,7 @@ void _wrap_kvc_snapshot_stats_t_onboarded_set_kvc_0044c4030100e529(struct kvc_sn
 }
 
 
-long long _wrap_kvc_snapshot_stats_t_onboarded_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+long long _wrap_kvc_snapshot_stats_t_onboarded_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -13598,7 +13746,7 @@ long long _wrap_kvc_snapshot_stats_t_onboarded_get_kvc_0044c4030100e529(struct k
 }
 
 
-void _wrap_kvc_snapshot_stats_t_host_evicted_set_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_snapshot_stats_t_host_evicted_set_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0, long long _swig_go_1) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint64_t arg2 ;
   
@@ -13610,7 +13758,7 @@ void _wrap_kvc_snapshot_stats_t_host_evicted_set_kvc_0044c4030100e529(struct kvc
 }
 
 
-long long _wrap_kvc_snapshot_stats_t_host_evicted_get_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+long long _wrap_kvc_snapshot_stats_t_host_evicted_get_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   uint64_t result;
   long long _swig_go_result;
@@ -13623,7 +13771,7 @@ long long _wrap_kvc_snapshot_stats_t_host_evicted_get_kvc_0044c4030100e529(struc
 }
 
 
-struct kvc_snapshot_stats *_wrap_new_kvc_snapshot_stats_t_kvc_0044c4030100e529() {
+struct kvc_snapshot_stats *_wrap_new_kvc_snapshot_stats_t_kvc_c42b5e67b80b4c6d() {
   struct kvc_snapshot_stats *result = 0 ;
   struct kvc_snapshot_stats *_swig_go_result;
   
@@ -13634,7 +13782,7 @@ struct kvc_snapshot_stats *_wrap_new_kvc_snapshot_stats_t_kvc_0044c4030100e529()
 }
 
 
-void _wrap_delete_kvc_snapshot_stats_t_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+void _wrap_delete_kvc_snapshot_stats_t_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0) {
   struct kvc_snapshot_stats *arg1 = (struct kvc_snapshot_stats *) 0 ;
   
   arg1 = *(struct kvc_snapshot_stats **)&_swig_go_0; 
@@ -13644,7 +13792,7 @@ void _wrap_delete_kvc_snapshot_stats_t_kvc_0044c4030100e529(struct kvc_snapshot_
 }
 
 
-void _wrap_kvc_snapshot_stats_init_kvc_0044c4030100e529(struct kvc_snapshot_stats *_swig_go_0) {
+void _wrap_kvc_snapshot_stats_init_kvc_c42b5e67b80b4c6d(struct kvc_snapshot_stats *_swig_go_0) {
   kvc_snapshot_stats_t *arg1 = (kvc_snapshot_stats_t *) 0 ;
   
   arg1 = *(kvc_snapshot_stats_t **)&_swig_go_0; 
@@ -13654,7 +13802,7 @@ void _wrap_kvc_snapshot_stats_init_kvc_0044c4030100e529(struct kvc_snapshot_stat
 }
 
 
-_gostring_ _wrap_kvc_cache_get_snapshot_stats_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, struct kvc_snapshot_stats *_swig_go_1) {
+_gostring_ _wrap_kvc_cache_get_snapshot_stats_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, struct kvc_snapshot_stats *_swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   kvc_snapshot_stats_t *arg2 = (kvc_snapshot_stats_t *) 0 ;
   kvc_status_t result;
@@ -13669,7 +13817,715 @@ _gostring_ _wrap_kvc_cache_get_snapshot_stats_kvc_0044c4030100e529(kvc_cache_t *
 }
 
 
-uintptr_t _wrap_kvcgo_buffer_new_kvc_0044c4030100e529(char *_swig_go_0, long long _swig_go_1) {
+void _wrap_kvc_kv_resource_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource *_swig_go_0, int _swig_go_1) {
+  struct kvc_kv_resource *arg1 = (struct kvc_kv_resource *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_kv_resource **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_kv_resource_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource *_swig_go_0) {
+  struct kvc_kv_resource *arg1 = (struct kvc_kv_resource *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_kv_resource **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_kv_resource_t_layers_set_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource *_swig_go_0, uint32_t *_swig_go_1) {
+  struct kvc_kv_resource *arg1 = (struct kvc_kv_resource *) 0 ;
+  uint32_t *arg2 = (uint32_t *) 0 ;
+  
+  arg1 = *(struct kvc_kv_resource **)&_swig_go_0; 
+  arg2 = (uint32_t *)_swig_go_1; 
+  
+  if (arg1) (arg1)->layers = (uint32_t const *)arg2;
+  
+}
+
+
+uint32_t *_wrap_kvc_kv_resource_t_layers_get_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource *_swig_go_0) {
+  struct kvc_kv_resource *arg1 = (struct kvc_kv_resource *) 0 ;
+  uint32_t *result = 0 ;
+  uint32_t *_swig_go_result;
+  
+  arg1 = *(struct kvc_kv_resource **)&_swig_go_0; 
+  
+  result = (uint32_t *) ((arg1)->layers);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_kv_resource_t_num_layers_set_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource *_swig_go_0, int _swig_go_1) {
+  struct kvc_kv_resource *arg1 = (struct kvc_kv_resource *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_kv_resource **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_layers = arg2;
+  
+}
+
+
+int _wrap_kvc_kv_resource_t_num_layers_get_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource *_swig_go_0) {
+  struct kvc_kv_resource *arg1 = (struct kvc_kv_resource *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_kv_resource **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->num_layers);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_kv_resource_t_kv_heads_set_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource *_swig_go_0, int _swig_go_1) {
+  struct kvc_kv_resource *arg1 = (struct kvc_kv_resource *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_kv_resource **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->kv_heads = arg2;
+  
+}
+
+
+int _wrap_kvc_kv_resource_t_kv_heads_get_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource *_swig_go_0) {
+  struct kvc_kv_resource *arg1 = (struct kvc_kv_resource *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_kv_resource **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->kv_heads);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_kv_resource_t_head_dim_set_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource *_swig_go_0, int _swig_go_1) {
+  struct kvc_kv_resource *arg1 = (struct kvc_kv_resource *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_kv_resource **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->head_dim = arg2;
+  
+}
+
+
+int _wrap_kvc_kv_resource_t_head_dim_get_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource *_swig_go_0) {
+  struct kvc_kv_resource *arg1 = (struct kvc_kv_resource *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_kv_resource **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->head_dim);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_kv_resource_t_dtype_set_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource *_swig_go_0, int _swig_go_1) {
+  struct kvc_kv_resource *arg1 = (struct kvc_kv_resource *) 0 ;
+  kvc_dtype_t arg2 ;
+  
+  arg1 = *(struct kvc_kv_resource **)&_swig_go_0; 
+  arg2 = (kvc_dtype_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->dtype = arg2;
+  
+}
+
+
+int _wrap_kvc_kv_resource_t_dtype_get_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource *_swig_go_0) {
+  struct kvc_kv_resource *arg1 = (struct kvc_kv_resource *) 0 ;
+  kvc_dtype_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_kv_resource **)&_swig_go_0; 
+  
+  result = (kvc_dtype_t) ((arg1)->dtype);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_kv_resource_t_kv_factor_set_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource *_swig_go_0, int _swig_go_1) {
+  struct kvc_kv_resource *arg1 = (struct kvc_kv_resource *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_kv_resource **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->kv_factor = arg2;
+  
+}
+
+
+int _wrap_kvc_kv_resource_t_kv_factor_get_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource *_swig_go_0) {
+  struct kvc_kv_resource *arg1 = (struct kvc_kv_resource *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_kv_resource **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->kv_factor);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_kv_resource_t_layout_set_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource *_swig_go_0, int _swig_go_1) {
+  struct kvc_kv_resource *arg1 = (struct kvc_kv_resource *) 0 ;
+  kvc_layout_t arg2 ;
+  
+  arg1 = *(struct kvc_kv_resource **)&_swig_go_0; 
+  arg2 = (kvc_layout_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->layout = arg2;
+  
+}
+
+
+int _wrap_kvc_kv_resource_t_layout_get_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource *_swig_go_0) {
+  struct kvc_kv_resource *arg1 = (struct kvc_kv_resource *) 0 ;
+  kvc_layout_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_kv_resource **)&_swig_go_0; 
+  
+  result = (kvc_layout_t) ((arg1)->layout);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_kv_resource_t_window_set_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource *_swig_go_0, int _swig_go_1) {
+  struct kvc_kv_resource *arg1 = (struct kvc_kv_resource *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_kv_resource **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->window = arg2;
+  
+}
+
+
+int _wrap_kvc_kv_resource_t_window_get_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource *_swig_go_0) {
+  struct kvc_kv_resource *arg1 = (struct kvc_kv_resource *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_kv_resource **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->window);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_kv_resource *_wrap_new_kvc_kv_resource_t_kvc_c42b5e67b80b4c6d() {
+  struct kvc_kv_resource *result = 0 ;
+  struct kvc_kv_resource *_swig_go_result;
+  
+  
+  result = (struct kvc_kv_resource *)calloc(1, sizeof(struct kvc_kv_resource));
+  *(struct kvc_kv_resource **)&_swig_go_result = (struct kvc_kv_resource *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_kv_resource_t_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource *_swig_go_0) {
+  struct kvc_kv_resource *arg1 = (struct kvc_kv_resource *) 0 ;
+  
+  arg1 = *(struct kvc_kv_resource **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_kv_resource_init_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource *_swig_go_0) {
+  kvc_kv_resource_t *arg1 = (kvc_kv_resource_t *) 0 ;
+  
+  arg1 = *(kvc_kv_resource_t **)&_swig_go_0; 
+  
+  kvc_kv_resource_init(arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_config_add_kv_resource_kvc_c42b5e67b80b4c6d(kvc_config_t *_swig_go_0, struct kvc_kv_resource *_swig_go_1, int *_swig_go_2) {
+  kvc_config_t *arg1 = (kvc_config_t *) 0 ;
+  kvc_kv_resource_t *arg2 = (kvc_kv_resource_t *) 0 ;
+  uint32_t *arg3 = (uint32_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_config_t *)_swig_go_0; 
+  arg2 = *(kvc_kv_resource_t **)&_swig_go_1; 
+  arg3 = (uint32_t *)_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_config_add_kv_resource(arg1,(struct kvc_kv_resource const *)arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_kv_resource_desc_t_struct_size_set_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->struct_size = arg2;
+  
+}
+
+
+int _wrap_kvc_kv_resource_desc_t_struct_size_get_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->struct_size);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_kv_resource_desc_t_managed_set_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->managed = arg2;
+  
+}
+
+
+int _wrap_kvc_kv_resource_desc_t_managed_get_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->managed);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_kv_resource_desc_t_reason_set_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  kvc_resource_reason_t arg2 ;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  arg2 = (kvc_resource_reason_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->reason = arg2;
+  
+}
+
+
+int _wrap_kvc_kv_resource_desc_t_reason_get_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  kvc_resource_reason_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  
+  result = (kvc_resource_reason_t) ((arg1)->reason);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_kv_resource_desc_t_reason_text_set_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0, _gostring_ _swig_go_1) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  char *arg2 = (char *) 0 ;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  {
+    if (arg2) {
+      arg1->reason_text = (char const *) malloc(strlen((const char *)arg2)+1);
+      strcpy((char *)arg1->reason_text, (const char *)arg2);
+    } else {
+      arg1->reason_text = 0;
+    }
+  }
+  
+  free(arg2); 
+}
+
+
+_gostring_ _wrap_kvc_kv_resource_desc_t_reason_text_get_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  char *result = 0 ;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  
+  result = (char *) ((arg1)->reason_text);
+  _swig_go_result.p = (char *)result; _swig_go_result.n = result ? (intgo)strlen(result) : 0; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_kv_resource_desc_t_managed_with_set_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->managed_with = arg2;
+  
+}
+
+
+int _wrap_kvc_kv_resource_desc_t_managed_with_get_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->managed_with);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_kv_resource_desc_t_num_layers_set_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->num_layers = arg2;
+  
+}
+
+
+int _wrap_kvc_kv_resource_desc_t_num_layers_get_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->num_layers);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_kv_resource_desc_t_kv_heads_set_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->kv_heads = arg2;
+  
+}
+
+
+int _wrap_kvc_kv_resource_desc_t_kv_heads_get_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->kv_heads);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_kv_resource_desc_t_head_dim_set_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->head_dim = arg2;
+  
+}
+
+
+int _wrap_kvc_kv_resource_desc_t_head_dim_get_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->head_dim);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_kv_resource_desc_t_dtype_set_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  kvc_dtype_t arg2 ;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  arg2 = (kvc_dtype_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->dtype = arg2;
+  
+}
+
+
+int _wrap_kvc_kv_resource_desc_t_dtype_get_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  kvc_dtype_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  
+  result = (kvc_dtype_t) ((arg1)->dtype);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_kv_resource_desc_t_kv_factor_set_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->kv_factor = arg2;
+  
+}
+
+
+int _wrap_kvc_kv_resource_desc_t_kv_factor_get_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->kv_factor);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_kv_resource_desc_t_layout_set_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  kvc_layout_t arg2 ;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  arg2 = (kvc_layout_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->layout = arg2;
+  
+}
+
+
+int _wrap_kvc_kv_resource_desc_t_layout_get_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  kvc_layout_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  
+  result = (kvc_layout_t) ((arg1)->layout);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_kv_resource_desc_t_window_set_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->window = arg2;
+  
+}
+
+
+int _wrap_kvc_kv_resource_desc_t_window_get_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->window);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_kv_resource_desc_t_group_set_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->group = arg2;
+  
+}
+
+
+int _wrap_kvc_kv_resource_desc_t_group_get_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->group);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_kv_resource_desc_t_pool_set_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0, int _swig_go_1) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  uint32_t arg2 ;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->pool = arg2;
+  
+}
+
+
+int _wrap_kvc_kv_resource_desc_t_pool_get_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  uint32_t result;
+  int _swig_go_result;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  
+  result = (uint32_t) ((arg1)->pool);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_kvc_kv_resource_desc_t_block_bytes_set_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0, long long _swig_go_1) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  uint64_t arg2 ;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  
+  if (arg1) (arg1)->block_bytes = arg2;
+  
+}
+
+
+long long _wrap_kvc_kv_resource_desc_t_block_bytes_get_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  uint64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  
+  result = (uint64_t) ((arg1)->block_bytes);
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+struct kvc_kv_resource_desc *_wrap_new_kvc_kv_resource_desc_t_kvc_c42b5e67b80b4c6d() {
+  struct kvc_kv_resource_desc *result = 0 ;
+  struct kvc_kv_resource_desc *_swig_go_result;
+  
+  
+  result = (struct kvc_kv_resource_desc *)calloc(1, sizeof(struct kvc_kv_resource_desc));
+  *(struct kvc_kv_resource_desc **)&_swig_go_result = (struct kvc_kv_resource_desc *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_kvc_kv_resource_desc_t_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0) {
+  struct kvc_kv_resource_desc *arg1 = (struct kvc_kv_resource_desc *) 0 ;
+  
+  arg1 = *(struct kvc_kv_resource_desc **)&_swig_go_0; 
+  
+  free((char *) arg1);
+  
+}
+
+
+void _wrap_kvc_kv_resource_desc_init_kvc_c42b5e67b80b4c6d(struct kvc_kv_resource_desc *_swig_go_0) {
+  kvc_kv_resource_desc_t *arg1 = (kvc_kv_resource_desc_t *) 0 ;
+  
+  arg1 = *(kvc_kv_resource_desc_t **)&_swig_go_0; 
+  
+  kvc_kv_resource_desc_init(arg1);
+  
+}
+
+
+_gostring_ _wrap_kvc_cache_describe_kv_resource_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, int _swig_go_1, struct kvc_kv_resource_desc *_swig_go_2) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint32_t arg2 ;
+  kvc_kv_resource_desc_t *arg3 = (kvc_kv_resource_desc_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint32_t)_swig_go_1; 
+  arg3 = *(kvc_kv_resource_desc_t **)&_swig_go_2; 
+  
+  result = (kvc_status_t)kvc_cache_describe_kv_resource((struct kvc_cache const *)arg1,arg2,arg3);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
+uintptr_t _wrap_kvcgo_buffer_new_kvc_c42b5e67b80b4c6d(char *_swig_go_0, long long _swig_go_1) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   uintptr_t result;
@@ -13684,7 +14540,7 @@ uintptr_t _wrap_kvcgo_buffer_new_kvc_0044c4030100e529(char *_swig_go_0, long lon
 }
 
 
-void _wrap_kvcgo_buffer_free_kvc_0044c4030100e529(uintptr_t _swig_go_0) {
+void _wrap_kvcgo_buffer_free_kvc_c42b5e67b80b4c6d(uintptr_t _swig_go_0) {
   uintptr_t arg1 ;
   
   arg1 = (uintptr_t)_swig_go_0; 
@@ -13694,7 +14550,7 @@ void _wrap_kvcgo_buffer_free_kvc_0044c4030100e529(uintptr_t _swig_go_0) {
 }
 
 
-void _wrap_kvcgo_buffer_read_kvc_0044c4030100e529(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_read_kvc_c42b5e67b80b4c6d(char *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   uintptr_t arg2 ;
   size_t arg3 ;
@@ -13708,7 +14564,7 @@ void _wrap_kvcgo_buffer_read_kvc_0044c4030100e529(char *_swig_go_0, uintptr_t _s
 }
 
 
-long long _wrap_kvcgo_cstring_length_kvc_0044c4030100e529(uintptr_t _swig_go_0) {
+long long _wrap_kvcgo_cstring_length_kvc_c42b5e67b80b4c6d(uintptr_t _swig_go_0) {
   uintptr_t arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -13721,7 +14577,7 @@ long long _wrap_kvcgo_cstring_length_kvc_0044c4030100e529(uintptr_t _swig_go_0) 
 }
 
 
-void _wrap_kvcgo_buffer_write_kvc_0044c4030100e529(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_buffer_write_kvc_c42b5e67b80b4c6d(uintptr_t _swig_go_0, char *_swig_go_1, long long _swig_go_2) {
   uintptr_t arg1 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -13735,7 +14591,7 @@ void _wrap_kvcgo_buffer_write_kvc_0044c4030100e529(uintptr_t _swig_go_0, char *_
 }
 
 
-void _wrap_kvcgo_extra_key_set_kvc_0044c4030100e529(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
+void _wrap_kvcgo_extra_key_set_kvc_c42b5e67b80b4c6d(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, uintptr_t _swig_go_4, long long _swig_go_5) {
   uintptr_t arg1 ;
   size_t arg2 ;
   uint64_t arg3 ;
@@ -13755,7 +14611,7 @@ void _wrap_kvcgo_extra_key_set_kvc_0044c4030100e529(uintptr_t _swig_go_0, long l
 }
 
 
-_gostring_ _wrap_kvcgo_cache_async_error_kvc_0044c4030100e529(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
+_gostring_ _wrap_kvcgo_cache_async_error_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   void *arg2 = (void *) 0 ;
   bool *arg3 = (bool *) 0 ;
@@ -13772,7 +14628,7 @@ _gostring_ _wrap_kvcgo_cache_async_error_kvc_0044c4030100e529(kvc_cache_t *_swig
 }
 
 
-_gostring_ _wrap_kvcgo_stateful_async_error_kvc_0044c4030100e529(kvc_stateful_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
+_gostring_ _wrap_kvcgo_stateful_async_error_kvc_c42b5e67b80b4c6d(kvc_stateful_t *_swig_go_0, void *_swig_go_1, bool *_swig_go_2) {
   kvc_stateful_t *arg1 = (kvc_stateful_t *) 0 ;
   void *arg2 = (void *) 0 ;
   bool *arg3 = (bool *) 0 ;
@@ -13789,7 +14645,7 @@ _gostring_ _wrap_kvcgo_stateful_async_error_kvc_0044c4030100e529(kvc_stateful_t 
 }
 
 
-long long _wrap_kvcgo_extra_key_size_kvc_0044c4030100e529() {
+long long _wrap_kvcgo_extra_key_size_kvc_c42b5e67b80b4c6d() {
   size_t result;
   long long _swig_go_result;
   
@@ -13800,7 +14656,7 @@ long long _wrap_kvcgo_extra_key_size_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_kvcgo_retention_range_set_kvc_0044c4030100e529(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, int _swig_go_4, long long _swig_go_5) {
+void _wrap_kvcgo_retention_range_set_kvc_c42b5e67b80b4c6d(uintptr_t _swig_go_0, long long _swig_go_1, long long _swig_go_2, long long _swig_go_3, int _swig_go_4, long long _swig_go_5) {
   uintptr_t arg1 ;
   size_t arg2 ;
   uint64_t arg3 ;
@@ -13820,7 +14676,7 @@ void _wrap_kvcgo_retention_range_set_kvc_0044c4030100e529(uintptr_t _swig_go_0, 
 }
 
 
-long long _wrap_kvcgo_retention_range_size_kvc_0044c4030100e529() {
+long long _wrap_kvcgo_retention_range_size_kvc_c42b5e67b80b4c6d() {
   size_t result;
   long long _swig_go_result;
   
@@ -13831,7 +14687,7 @@ long long _wrap_kvcgo_retention_range_size_kvc_0044c4030100e529() {
 }
 
 
-long long _wrap_kvcgo_event_size_kvc_0044c4030100e529() {
+long long _wrap_kvcgo_event_size_kvc_c42b5e67b80b4c6d() {
   size_t result;
   long long _swig_go_result;
   
@@ -13842,7 +14698,7 @@ long long _wrap_kvcgo_event_size_kvc_0044c4030100e529() {
 }
 
 
-long long _wrap_kvcgo_snapshot_entry_size_kvc_0044c4030100e529() {
+long long _wrap_kvcgo_snapshot_entry_size_kvc_c42b5e67b80b4c6d() {
   size_t result;
   long long _swig_go_result;
   
@@ -13853,7 +14709,7 @@ long long _wrap_kvcgo_snapshot_entry_size_kvc_0044c4030100e529() {
 }
 
 
-void _wrap_kvcgo_events_read_kvc_0044c4030100e529(long long *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_events_read_kvc_c42b5e67b80b4c6d(long long *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
   uint64_t *arg1 = (uint64_t *) 0 ;
   uintptr_t arg2 ;
   size_t arg3 ;
@@ -13867,7 +14723,7 @@ void _wrap_kvcgo_events_read_kvc_0044c4030100e529(long long *_swig_go_0, uintptr
 }
 
 
-void _wrap_kvcgo_snapshot_read_kvc_0044c4030100e529(long long *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
+void _wrap_kvcgo_snapshot_read_kvc_c42b5e67b80b4c6d(long long *_swig_go_0, uintptr_t _swig_go_1, long long _swig_go_2) {
   uint64_t *arg1 = (uint64_t *) 0 ;
   uintptr_t arg2 ;
   size_t arg3 ;

@@ -34,7 +34,7 @@ from ._sequences import ExtraKey, RetentionRange, SequenceOptions
 from ._transfer import Export, Import
 from .records import (PoolShare, ShareChunk, CacheDescription, CacheStats, CsrTable, GroupDescription, GroupStats, TierStats,
                       LayerView, PoolDescription, ResizePlan, SequenceDescription, SlotMapping,
-                      TransferDescription, ResourceDescription, SnapshotStats,
+                      TransferDescription, ResourceDescription, KvResourceDescription, SnapshotStats,
                       SnapshotEntry, StatefulLayerStats, StatefulStats, StatefulView)
 from .stateful import StatefulCache
 
@@ -43,7 +43,7 @@ __all__ = ["Cache", "Config", "StatefulCache", "KvCacheError", "Status", "DType"
            "RetentionRange", "StoreStrides", "DecodeStep", "CacheDescription",
            "GroupDescription", "PoolDescription", "ResizePlan", "LayerView", "SequenceDescription", "Export", "Import",
            "PoolShare", "ShareChunk", "ShareHandle",
-           "TransferDescription", "ResourceDescription", "ResourceKind", "ResourceReason",
+           "TransferDescription", "ResourceDescription", "KvResourceDescription", "ResourceKind", "ResourceReason",
            "STATE_ALL", "STATE_SNAPSHOTS_NONE", "SnapshotStats",
            "CacheStats", "GroupStats", "TierStats", "CsrTable", "SlotMapping", "StatefulView", "StatefulStats",
            "StatefulLayerStats", "EventKind", "Tier", "Event", "Snapshot", "SnapshotEntry",

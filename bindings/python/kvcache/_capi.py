@@ -132,6 +132,10 @@ kvc_status_t kvc_config_set_max_state_slots(kvc_config_t *config, uint32_t slots
 kvc_status_t kvc_config_get_max_state_slots(const kvc_config_t *config, uint32_t *out);
 void kvc_resource_desc_init(kvc_resource_desc_t *desc);
 kvc_status_t kvc_cache_describe_resource(const kvc_cache_t *cache, uint32_t index, kvc_resource_desc_t *out);
+void kvc_kv_resource_init(kvc_kv_resource_t *desc);
+kvc_status_t kvc_config_add_kv_resource(kvc_config_t *config, const kvc_kv_resource_t *desc, uint32_t *index);
+void kvc_kv_resource_desc_init(kvc_kv_resource_desc_t *desc);
+kvc_status_t kvc_cache_describe_kv_resource(const kvc_cache_t *cache, uint32_t index, kvc_kv_resource_desc_t *out);
 kvc_status_t kvc_batch_state_slots(const kvc_cache_t *cache, const uint64_t *ids, size_t count, uint32_t resource, int32_t *slots);
 kvc_status_t kvc_config_set_max_state_snapshots(kvc_config_t *config, uint32_t slots);
 kvc_status_t kvc_config_get_max_state_snapshots(const kvc_config_t *config, uint32_t *out);
@@ -219,7 +223,15 @@ STRUCTS = {
         uint64_t num_blocks; uint64_t token_capacity; uint64_t primary_bytes;
         uint64_t host_cache_bytes; uint64_t device_free_bytes; uint64_t device_total_bytes;
         uint32_t num_resources; uint32_t num_state_slots; uint64_t state_bytes;
-        uint32_t num_ranks; uint32_t max_head_replication;""",
+        uint32_t num_ranks; uint32_t max_head_replication; uint32_t num_kv_resources;""",
+    "kvc_kv_resource_t": """uint32_t struct_size; const uint32_t *layers; uint32_t num_layers;
+        uint32_t kv_heads; uint32_t head_dim; kvc_dtype_t dtype; uint32_t kv_factor;
+        kvc_layout_t layout; uint32_t window;""",
+    "kvc_kv_resource_desc_t": """uint32_t struct_size; uint32_t managed;
+        kvc_resource_reason_t reason; const char *reason_text; uint32_t managed_with;
+        uint32_t num_layers; uint32_t kv_heads; uint32_t head_dim; kvc_dtype_t dtype;
+        uint32_t kv_factor; kvc_layout_t layout; uint32_t window; uint32_t group; uint32_t pool;
+        uint64_t block_bytes;""",
     "kvc_resource_desc_t": """uint32_t struct_size; kvc_resource_kind_t kind; uint32_t managed;
         kvc_resource_reason_t reason; const char *reason_text; kvc_dtype_t dtype;
         uint32_t num_heads; uint32_t head_dim; uint32_t d_state; uint32_t conv_dim;
@@ -234,7 +246,8 @@ STRUCTS = {
         uint64_t host_bytes; uint64_t offloaded; uint64_t onboarded; uint64_t host_evicted;""",
     "kvc_group_desc_t": """uint32_t struct_size; uint32_t window; uint32_t kv_heads;
         uint32_t head_dim; uint32_t num_layers; uint32_t pool; uint64_t block_bytes;
-        uint64_t bytes_per_token; uint32_t kv_heads_per_rank; uint32_t head_replication;""",
+        uint64_t bytes_per_token; uint32_t kv_heads_per_rank; uint32_t head_replication;
+        kvc_dtype_t dtype; uint32_t kv_factor; kvc_layout_t layout;""",
     "kvc_pool_desc_t": """uint32_t struct_size; uint32_t num_groups; uint64_t block_bytes;
         uint64_t num_blocks; uint64_t bytes; void *base;""",
     "kvc_layer_view_t": """uint32_t struct_size; uint32_t group; uint32_t pool;

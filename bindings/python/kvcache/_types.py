@@ -51,6 +51,8 @@ class Tier(enum.IntEnum):
 # state.h: the most resources of a config, the largest generic alignment.
 STATE_MAX_RESOURCES = 256
 STATE_MAX_ALIGNMENT = 4096
+# kv_resource.h: the most paged KV resources of a config.
+MAX_KV_RESOURCES = 1024
 
 
 class ResourceKind(enum.IntEnum):
@@ -62,12 +64,17 @@ class ResourceKind(enum.IntEnum):
 
 
 class ResourceReason(enum.IntEnum):
-    """Why a state resource is managed or local (enum kvc_resource_reason)."""
+    """Why a state or paged KV resource is managed or local (enum
+    kvc_resource_reason)."""
     MANAGED = 0
     SSM_SHAPE_DIFFERS = 1
     NO_SSM = 2
     N_GROUPS = 3
     CONV_SHAPE_DIFFERS = 4
+    KV_HEAD_DIM_DIFFERS = 5
+    KV_DTYPE_DIFFERS = 6
+    KV_FACTOR_DIFFERS = 7
+    KV_LAYOUT_DIFFERS = 8
 
 
 class DType(enum.IntEnum):

@@ -29,6 +29,7 @@ _CACHE, _GROUP, _POOL, _LAYER, _STATS, _GROUP_STATS, _TIER_STATS, _PLAN = (
     read_record(k) for k in ("cache", "group", "pool", "layer", "stats", "group_stats",
                              "tier_stats", "resize_plan"))
 _RESOURCE = read_record("resource")
+_KV_RESOURCE = read_record("kv_resource")
 _SNAPSHOT_STATS = read_record("snapshot_stats")
 
 
@@ -77,6 +78,18 @@ class Cache(NativeHandle, SequenceCalls, BatchCalls, KernelCalls, PrefillCalls, 
         s = _CACHE.new()
         self._call("kvc_cache_describe", lib.kvc_cache_describe, ctypes.byref(s))
         return _CACHE.read(s)
+
+    # -- paged KV resources (kv_resource.h) -------------------------------------
+    def describe_kv_resource(self, index):
+        """KvResourceDescription of paged KV resource `index`
+        (kvc_cache_describe_kv_resource): managed together with KV resource
+        0 or local (pools of its own) and why, its geometry, group and pool."""
+        s = _KV_RESOURCE.new()
+        self._call("kvc_cache_describe_kv_resource", lib.kvc_cache_describe_kv_resource, index,
+                   ctypes.byref(s))
+        d = _KV_RESOURCE.read(s)
+        text = ctypes.string_at(d.reason_text).decode() if d.reason_text else ""
+        return d._replace(reason_text=text)
 
     # -- state resources (state.h) --------------------------------------------
     def describe_resource(self, index):

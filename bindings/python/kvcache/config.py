@@ -3,7 +3,7 @@ its setters and getters."""
 import ctypes
 import os
 
-from ._capi import lib
+from ._capi import lib, struct
 from ._types import DeviceKind, DType, Layout, device_of, dtype_of, layout_of
 from .errors import KvCacheError, Status, check
 
@@ -65,6 +65,29 @@ class Config:
         if self._handle is None:
             raise KvCacheError(Status.INVALID_STATE, "use of a closed Config", op)
         return self._handle
+
+    # -- paged KV resources (kv_resource.h) ---------------------------------
+    def add_kv_resource(self, layers, kv_heads, head_dim, dtype=DType.BF16, kv_factor=2,
+                        layout=Layout.NHD, window=0):
+        """Adds a paged KV resource: `layers` (ascending, distinct model layer
+        ids) with their own kv heads, head_dim, dtype, kv_factor, layout and
+        window (0 = full) (kvc_config_add_kv_resource); returns its index.
+        Refused (Status.INVALID_STATE) once a global shape setter was called,
+        and those are refused after it."""
+        op = "kvc_config_add_kv_resource"
+        layers = list(layers)
+        c_layers = (ctypes.c_uint32 * max(1, len(layers)))(*layers)
+        d = struct("kvc_kv_resource_t")()
+        lib.kvc_kv_resource_init(ctypes.byref(d))
+        d.layers = ctypes.addressof(c_layers)
+        d.num_layers = len(layers)
+        d.kv_heads = kv_heads
+        d.head_dim = head_dim
+        d.dtype = dtype_of(dtype)
+        d.kv_factor = kv_factor
+        d.layout = layout_of(layout)
+        d.window = window
+        return self._add(op, lib.kvc_config_add_kv_resource, ctypes.byref(d))
 
     # -- state resources (state.h) ----------------------------------------
     def _add(self, op, fn, *args):

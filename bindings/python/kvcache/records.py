@@ -58,6 +58,11 @@ def _fields(cname):
 CacheDescription = collections.namedtuple("CacheDescription", _fields("kvc_cache_desc_t"))
 ResourceDescription = collections.namedtuple("ResourceDescription",
                                              _fields("kvc_resource_desc_t"))
+KvResourceDescription = collections.namedtuple("KvResourceDescription",
+                                               _fields("kvc_kv_resource_desc_t"))
+KvResourceDescription.__doc__ = "kvc_kv_resource_desc_t (kv_resource.h): managed together " \
+    "with KV resource 0 or local, why (reason, reason_text), managed_with, the geometry, and " \
+    "the group, pool and block bytes of its layers."
 ResourceDescription.__doc__ = "kvc_resource_desc_t (state.h): kind, managed, reason, " \
     "reason_text (the address of the cache's C string; Cache.describe_resource gives a str), " \
     "shape, slots and the view: slot s at base + s * slot_stride."
@@ -161,7 +166,8 @@ SnapshotStats.__doc__ = "kvc_snapshot_stats_t (state.h): the state snapshot pool
 
 RECORDS = {
     "cache": _Record("kvc_cache_desc_t", lib.kvc_cache_desc_init, CacheDescription),
-    "group": _Record("kvc_group_desc_t", lib.kvc_group_desc_init, GroupDescription),
+    "group": _Record("kvc_group_desc_t", lib.kvc_group_desc_init, GroupDescription,
+                     {"dtype": DType, "layout": Layout}),
     "pool": _Record("kvc_pool_desc_t", lib.kvc_pool_desc_init, PoolDescription),
     "layer": _Record("kvc_layer_view_t", lib.kvc_layer_view_init, LayerView),
     "sequence": _Record("kvc_sequence_desc_t", lib.kvc_sequence_desc_init, SequenceDescription),
@@ -174,6 +180,9 @@ RECORDS = {
     "share_chunk": _Record("kvc_share_chunk_t", lib.kvc_share_chunk_init, ShareChunk),
     "resource": _Record("kvc_resource_desc_t", lib.kvc_resource_desc_init, ResourceDescription,
                         {"kind": ResourceKind, "reason": ResourceReason, "dtype": DType}),
+    "kv_resource": _Record("kvc_kv_resource_desc_t", lib.kvc_kv_resource_desc_init,
+                           KvResourceDescription,
+                           {"reason": ResourceReason, "dtype": DType, "layout": Layout}),
     "snapshot_stats": _Record("kvc_snapshot_stats_t", lib.kvc_snapshot_stats_init,
                               SnapshotStats),
     "resize_plan": _Record("kvc_resize_plan_t", lib.kvc_resize_plan_init, RawResizePlan),

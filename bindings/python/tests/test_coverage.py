@@ -28,7 +28,8 @@ PACKAGE = os.path.join(HERE, "..", "kvcache")
 INPUT_STRUCTS = ("kvc_store_args_t", "kvc_store_strides_t", "kvc_decode_args_t",
                  "kvc_sequence_options_t", "kvc_extra_key_t", "kvc_retention_range_t",
                  "kvc_stateful_options_t", "kvc_stateful_append_args_t",
-                 "kvc_stateful_decode_args_t", "kvc_prefill_args_t", "kvc_resize_inputs_t")
+                 "kvc_stateful_decode_args_t", "kvc_prefill_args_t", "kvc_resize_inputs_t",
+                 "kvc_kv_resource_t")
 NOT_SET = ("struct_size", "reserved")
 
 
@@ -152,7 +153,8 @@ class CoverageTest(unittest.TestCase):
                     "KVC_STATEFUL_MAX_LENGTH": _types.STATEFUL_MAX_LENGTH,
                     "KVC_STATEFUL_ALL_ROWS": _types.ALL_ROWS,
                     "KVC_STATE_MAX_RESOURCES": _types.STATE_MAX_RESOURCES,
-                    "KVC_STATE_MAX_ALIGNMENT": _types.STATE_MAX_ALIGNMENT}
+                    "KVC_STATE_MAX_ALIGNMENT": _types.STATE_MAX_ALIGNMENT,
+                    "KVC_MAX_KV_RESOURCES": _types.MAX_KV_RESOURCES}
         found = {}
         for text in c_headers.header_texts(ROOT).values():
             for name, value in re.findall(r"#define\s+(KVC_\w+)\s+(\(?[0-9xa-fA-F]+u[^\n]*)$",

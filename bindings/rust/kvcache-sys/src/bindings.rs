@@ -17,6 +17,7 @@ pub const KVC_STATE_ALL: u32 = 4294967295;
 pub const KVC_STATE_MAX_RESOURCES: u32 = 256;
 pub const KVC_STATE_MAX_ALIGNMENT: u32 = 4096;
 pub const KVC_STATE_SNAPSHOTS_NONE: u32 = 4294967295;
+pub const KVC_MAX_KV_RESOURCES: u32 = 1024;
 pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
 pub type __int64_t = ::std::os::raw::c_long;
@@ -630,12 +631,19 @@ pub struct kvc_cache_desc {
     #[doc = "groups (1: every group's heads are split, none"]
     #[doc = "replicated). @since 0.3.0"]
     pub max_head_replication: u32,
+    #[doc = "< Paged KV resources (kv_resource.h); 0 when the"]
+    #[doc = "global shape setters describe the layers."]
+    #[doc = "kvc_cache_describe_kv_resource() says which are"]
+    #[doc = "managed together and why. With KV resources,"]
+    #[doc = "dtype, layout and kv_factor above are KV"]
+    #[doc = "resource 0's. @since 0.3.0"]
+    pub num_kv_resources: u32,
 }
 #[test]
 fn bindgen_test_layout_kvc_cache_desc() {
     assert_eq!(
         ::std::mem::size_of::<kvc_cache_desc>(),
-        112usize,
+        120usize,
         concat!("Size of: ", stringify!(kvc_cache_desc))
     );
     assert_eq!(
@@ -1000,6 +1008,23 @@ fn bindgen_test_layout_kvc_cache_desc() {
         );
     }
     test_field_max_head_replication();
+    fn test_field_num_kv_resources() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_cache_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_kv_resources) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_cache_desc),
+                "::",
+                stringify!(num_kv_resources)
+            )
+        );
+    }
+    test_field_num_kv_resources();
 }
 #[doc = " @brief Summary of a cache. Transparent; begins with struct_size."]
 #[doc = " @since 0.1.0"]
@@ -1049,12 +1074,20 @@ pub struct kvc_group_desc {
     #[doc = "ranks split the heads, num_ranks / kv_heads when"]
     #[doc = "they replicate them. @since 0.3.0"]
     pub head_replication: u32,
+    #[doc = "< Element type of the group's layers (with KV"]
+    #[doc = "resources of several geometries it may differ"]
+    #[doc = "from kvc_cache_desc_t's, kv_resource.h). @since 0.3.0"]
+    pub dtype: kvc_dtype_t,
+    #[doc = "< 2 (K and V) or 1, the group's. @since 0.3.0"]
+    pub kv_factor: u32,
+    #[doc = "< Block layout of the group. @since 0.3.0"]
+    pub layout: kvc_layout_t,
 }
 #[test]
 fn bindgen_test_layout_kvc_group_desc() {
     assert_eq!(
         ::std::mem::size_of::<kvc_group_desc>(),
-        48usize,
+        64usize,
         concat!("Size of: ", stringify!(kvc_group_desc))
     );
     assert_eq!(
@@ -1232,6 +1265,57 @@ fn bindgen_test_layout_kvc_group_desc() {
         );
     }
     test_field_head_replication();
+    fn test_field_dtype() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).dtype) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_desc),
+                "::",
+                stringify!(dtype)
+            )
+        );
+    }
+    test_field_dtype();
+    fn test_field_kv_factor() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).kv_factor) as usize - ptr as usize
+            },
+            52usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_desc),
+                "::",
+                stringify!(kv_factor)
+            )
+        );
+    }
+    test_field_kv_factor();
+    fn test_field_layout() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_group_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).layout) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_group_desc),
+                "::",
+                stringify!(layout)
+            )
+        );
+    }
+    test_field_layout();
 }
 #[doc = " @brief One layer group: the layers sharing (window, kv heads, head dim)."]
 #[doc = "        Transparent; begins with struct_size."]
@@ -9458,6 +9542,14 @@ pub const KVC_RESOURCE_REASON_NO_SSM: kvc_resource_reason = 2;
 pub const KVC_RESOURCE_REASON_N_GROUPS: kvc_resource_reason = 3;
 #[doc = "< Conv shape/dtype differ from the first managed conv's."]
 pub const KVC_RESOURCE_REASON_CONV_SHAPE_DIFFERS: kvc_resource_reason = 4;
+#[doc = "< KV resource: head_dim differs from KV resource 0's (kv_resource.h). @since 0.3.0"]
+pub const KVC_RESOURCE_REASON_KV_HEAD_DIM_DIFFERS: kvc_resource_reason = 5;
+#[doc = "< KV resource: dtype differs from KV resource 0's. @since 0.3.0"]
+pub const KVC_RESOURCE_REASON_KV_DTYPE_DIFFERS: kvc_resource_reason = 6;
+#[doc = "< KV resource: kv_factor differs from KV resource 0's. @since 0.3.0"]
+pub const KVC_RESOURCE_REASON_KV_FACTOR_DIFFERS: kvc_resource_reason = 7;
+#[doc = "< KV resource: layout differs from KV resource 0's. @since 0.3.0"]
+pub const KVC_RESOURCE_REASON_KV_LAYOUT_DIFFERS: kvc_resource_reason = 8;
 #[doc = " Reasons."]
 pub type kvc_resource_reason = ::std::os::raw::c_uint;
 extern "C" {
@@ -10489,5 +10581,560 @@ extern "C" {
     pub fn kvc_cache_get_snapshot_stats(
         cache: *const kvc_cache_t,
         out: *mut kvc_snapshot_stats_t,
+    ) -> kvc_status_t;
+}
+#[doc = " @brief A paged KV resource: layers and their geometry. Transparent;"]
+#[doc = "        begins with struct_size."]
+#[doc = " @since 0.3.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_kv_resource {
+    #[doc = "< sizeof(kvc_kv_resource_t) of the caller."]
+    pub struct_size: u32,
+    #[doc = "< Model layer ids, ascending and distinct, each"]
+    #[doc = "< 65536; borrowed for the call (copied)."]
+    pub layers: *const u32,
+    #[doc = "< Entries of `layers`, > 0."]
+    pub num_layers: u32,
+    #[doc = "< KV heads of each layer, 1..4096."]
+    pub kv_heads: u32,
+    #[doc = "< Head dimension, 1..4096."]
+    pub head_dim: u32,
+    #[doc = "< KVC_DTYPE_*; default BF16."]
+    pub dtype: kvc_dtype_t,
+    #[doc = "< 2 (K and V) or 1 (MLA); default 2."]
+    pub kv_factor: u32,
+    #[doc = "< KVC_LAYOUT_NHD (default) or HND."]
+    pub layout: kvc_layout_t,
+    #[doc = "< Attention window in tokens; 0 = full (default)."]
+    pub window: u32,
+}
+#[test]
+fn bindgen_test_layout_kvc_kv_resource() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_kv_resource>(),
+        48usize,
+        concat!("Size of: ", stringify!(kvc_kv_resource))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_kv_resource>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_kv_resource))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_kv_resource>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_kv_resource),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_layers() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_kv_resource>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).layers) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_kv_resource),
+                "::",
+                stringify!(layers)
+            )
+        );
+    }
+    test_field_layers();
+    fn test_field_num_layers() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_kv_resource>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_layers) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_kv_resource),
+                "::",
+                stringify!(num_layers)
+            )
+        );
+    }
+    test_field_num_layers();
+    fn test_field_kv_heads() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_kv_resource>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).kv_heads) as usize - ptr as usize
+            },
+            20usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_kv_resource),
+                "::",
+                stringify!(kv_heads)
+            )
+        );
+    }
+    test_field_kv_heads();
+    fn test_field_head_dim() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_kv_resource>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).head_dim) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_kv_resource),
+                "::",
+                stringify!(head_dim)
+            )
+        );
+    }
+    test_field_head_dim();
+    fn test_field_dtype() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_kv_resource>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).dtype) as usize - ptr as usize
+            },
+            28usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_kv_resource),
+                "::",
+                stringify!(dtype)
+            )
+        );
+    }
+    test_field_dtype();
+    fn test_field_kv_factor() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_kv_resource>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).kv_factor) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_kv_resource),
+                "::",
+                stringify!(kv_factor)
+            )
+        );
+    }
+    test_field_kv_factor();
+    fn test_field_layout() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_kv_resource>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).layout) as usize - ptr as usize
+            },
+            36usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_kv_resource),
+                "::",
+                stringify!(layout)
+            )
+        );
+    }
+    test_field_layout();
+    fn test_field_window() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_kv_resource>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).window) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_kv_resource),
+                "::",
+                stringify!(window)
+            )
+        );
+    }
+    test_field_window();
+}
+#[doc = " @brief A paged KV resource: layers and their geometry. Transparent;"]
+#[doc = "        begins with struct_size."]
+#[doc = " @since 0.3.0"]
+pub type kvc_kv_resource_t = kvc_kv_resource;
+extern "C" {
+    #[doc = " @brief Sets `desc` to KVC_KV_RESOURCE_INIT. NULL is ignored. @since 0.3.0"]
+    pub fn kvc_kv_resource_init(desc: *mut kvc_kv_resource_t);
+}
+extern "C" {
+    #[doc = " @brief Adds a paged KV resource to the config (see the file comment for"]
+    #[doc = "        how it combines with the global shape setters)."]
+    #[doc = " @param desc struct_size set (kvc_kv_resource_init); read during the call."]
+    #[doc = " @param[out] index Receives the resource's index (0, 1, ... in the order of"]
+    #[doc = "        the calls); untouched on failure."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT naming the field and value"]
+    #[doc = "         (num_layers 0, a dimension 0 or too large, an unknown dtype,"]
+    #[doc = "         kv_factor or layout, a window above 2^30, layers not ascending,"]
+    #[doc = "         a layer another resource already has, more than"]
+    #[doc = "         KVC_MAX_KV_RESOURCES resources); KVC_ERR_INVALID_STATE when a"]
+    #[doc = "         global shape setter was called on the config. The config is"]
+    #[doc = "         unchanged on failure."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_config_add_kv_resource(
+        config: *mut kvc_config_t,
+        desc: *const kvc_kv_resource_t,
+        index: *mut u32,
+    ) -> kvc_status_t;
+}
+#[doc = " @brief One KV resource of a cache: its geometry, and whether it is"]
+#[doc = "        managed together with KV resource 0 or in pools of its own."]
+#[doc = "        Transparent; begins with struct_size."]
+#[doc = " @since 0.3.0"]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct kvc_kv_resource_desc {
+    #[doc = "< sizeof(kvc_kv_resource_desc_t) of the caller."]
+    pub struct_size: u32,
+    #[doc = "< 1: managed together with KV resource 0 (its"]
+    #[doc = "class); 0: local, its own pools."]
+    pub managed: u32,
+    #[doc = "< KVC_RESOURCE_REASON_MANAGED, or the first of"]
+    #[doc = "KVC_RESOURCE_REASON_KV_HEAD_DIM_DIFFERS,"]
+    #[doc = "_KV_DTYPE_DIFFERS, _KV_FACTOR_DIFFERS,"]
+    #[doc = "_KV_LAYOUT_DIFFERS that holds."]
+    pub reason: kvc_resource_reason_t,
+    #[doc = "< The reason in words; static, never NULL."]
+    pub reason_text: *const ::std::os::raw::c_char,
+    #[doc = "< The first KV resource of its class (0 when"]
+    #[doc = "managed; itself or an earlier local one)."]
+    pub managed_with: u32,
+    #[doc = "< Its layers."]
+    pub num_layers: u32,
+    #[doc = "< As added."]
+    pub kv_heads: u32,
+    #[doc = "< As added."]
+    pub head_dim: u32,
+    #[doc = "< As added."]
+    pub dtype: kvc_dtype_t,
+    #[doc = "< As added."]
+    pub kv_factor: u32,
+    #[doc = "< As added."]
+    pub layout: kvc_layout_t,
+    #[doc = "< As added."]
+    pub window: u32,
+    #[doc = "< The layer group holding its layers"]
+    #[doc = "(kvc_cache_describe_group)."]
+    pub group: u32,
+    #[doc = "< The pool of that group (kvc_cache_describe_pool)."]
+    pub pool: u32,
+    #[doc = "< Bytes of one block of that group (every layer"]
+    #[doc = "of the group, not only this resource's)."]
+    pub block_bytes: u64,
+}
+#[test]
+fn bindgen_test_layout_kvc_kv_resource_desc() {
+    assert_eq!(
+        ::std::mem::size_of::<kvc_kv_resource_desc>(),
+        72usize,
+        concat!("Size of: ", stringify!(kvc_kv_resource_desc))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<kvc_kv_resource_desc>(),
+        8usize,
+        concat!("Alignment of ", stringify!(kvc_kv_resource_desc))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_kv_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_kv_resource_desc),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_managed() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_kv_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).managed) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_kv_resource_desc),
+                "::",
+                stringify!(managed)
+            )
+        );
+    }
+    test_field_managed();
+    fn test_field_reason() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_kv_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reason) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_kv_resource_desc),
+                "::",
+                stringify!(reason)
+            )
+        );
+    }
+    test_field_reason();
+    fn test_field_reason_text() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_kv_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reason_text) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_kv_resource_desc),
+                "::",
+                stringify!(reason_text)
+            )
+        );
+    }
+    test_field_reason_text();
+    fn test_field_managed_with() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_kv_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).managed_with) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_kv_resource_desc),
+                "::",
+                stringify!(managed_with)
+            )
+        );
+    }
+    test_field_managed_with();
+    fn test_field_num_layers() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_kv_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_layers) as usize - ptr as usize
+            },
+            28usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_kv_resource_desc),
+                "::",
+                stringify!(num_layers)
+            )
+        );
+    }
+    test_field_num_layers();
+    fn test_field_kv_heads() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_kv_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).kv_heads) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_kv_resource_desc),
+                "::",
+                stringify!(kv_heads)
+            )
+        );
+    }
+    test_field_kv_heads();
+    fn test_field_head_dim() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_kv_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).head_dim) as usize - ptr as usize
+            },
+            36usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_kv_resource_desc),
+                "::",
+                stringify!(head_dim)
+            )
+        );
+    }
+    test_field_head_dim();
+    fn test_field_dtype() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_kv_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).dtype) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_kv_resource_desc),
+                "::",
+                stringify!(dtype)
+            )
+        );
+    }
+    test_field_dtype();
+    fn test_field_kv_factor() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_kv_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).kv_factor) as usize - ptr as usize
+            },
+            44usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_kv_resource_desc),
+                "::",
+                stringify!(kv_factor)
+            )
+        );
+    }
+    test_field_kv_factor();
+    fn test_field_layout() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_kv_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).layout) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_kv_resource_desc),
+                "::",
+                stringify!(layout)
+            )
+        );
+    }
+    test_field_layout();
+    fn test_field_window() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_kv_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).window) as usize - ptr as usize
+            },
+            52usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_kv_resource_desc),
+                "::",
+                stringify!(window)
+            )
+        );
+    }
+    test_field_window();
+    fn test_field_group() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_kv_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).group) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_kv_resource_desc),
+                "::",
+                stringify!(group)
+            )
+        );
+    }
+    test_field_group();
+    fn test_field_pool() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_kv_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool) as usize - ptr as usize
+            },
+            60usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_kv_resource_desc),
+                "::",
+                stringify!(pool)
+            )
+        );
+    }
+    test_field_pool();
+    fn test_field_block_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<kvc_kv_resource_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).block_bytes) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(kvc_kv_resource_desc),
+                "::",
+                stringify!(block_bytes)
+            )
+        );
+    }
+    test_field_block_bytes();
+}
+#[doc = " @brief One KV resource of a cache: its geometry, and whether it is"]
+#[doc = "        managed together with KV resource 0 or in pools of its own."]
+#[doc = "        Transparent; begins with struct_size."]
+#[doc = " @since 0.3.0"]
+pub type kvc_kv_resource_desc_t = kvc_kv_resource_desc;
+extern "C" {
+    #[doc = " @brief Zeroes `desc` and sets its struct_size. @since 0.3.0"]
+    pub fn kvc_kv_resource_desc_init(desc: *mut kvc_kv_resource_desc_t);
+}
+extern "C" {
+    #[doc = " @brief Describes KV resource `index` of the cache."]
+    #[doc = " @param index < kvc_cache_desc_t::num_kv_resources."]
+    #[doc = " @param[in,out] out struct_size set (kvc_kv_resource_desc_init)."]
+    #[doc = " @return KVC_OK or KVC_ERR_INVALID_ARGUMENT (NULL, index out of range,"]
+    #[doc = "         naming it). Reads only."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_cache_describe_kv_resource(
+        cache: *const kvc_cache_t,
+        index: u32,
+        out: *mut kvc_kv_resource_desc_t,
     ) -> kvc_status_t;
 }

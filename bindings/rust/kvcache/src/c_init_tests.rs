@@ -99,6 +99,14 @@ fn argument_defaults_match_their_init_functions() {
         c_init!(sys::kvc_resize_inputs_t, kvc_resize_inputs_init),
     );
     same(
+        crate::kv_resource::kv_resource_desc_init(),
+        c_init!(sys::kvc_kv_resource_desc_t, kvc_kv_resource_desc_init),
+    );
+    same(
+        crate::kv_resource::kv_resource_init(),
+        c_init!(sys::kvc_kv_resource_t, kvc_kv_resource_init),
+    );
+    same(
         crate::state::resource_desc_init(),
         c_init!(sys::kvc_resource_desc_t, kvc_resource_desc_init),
     );

@@ -68,6 +68,8 @@ pub struct CacheDesc {
     /// The most ranks holding one kv head over the groups (1: none
     /// replicated).
     pub max_head_replication: u32,
+    /// Paged KV resources (`kv_resource.h`); 0 with the global shape setters.
+    pub num_kv_resources: u32,
 }
 
 impl CacheDesc {
@@ -92,6 +94,7 @@ impl CacheDesc {
             state_bytes: d.state_bytes,
             num_ranks: d.num_ranks,
             max_head_replication: d.max_head_replication,
+            num_kv_resources: d.num_kv_resources,
         }
     }
 }
@@ -118,6 +121,12 @@ pub struct GroupDesc {
     pub kv_heads_per_rank: u32,
     /// Ranks holding each of those heads (1: split, not replicated).
     pub head_replication: u32,
+    /// Element type of the group's layers (KV resources may differ).
+    pub dtype: Dtype,
+    /// 2 (K and V) or 1.
+    pub kv_factor: u32,
+    /// Block layout of the group.
+    pub layout: Layout,
 }
 
 /// One block pool (`kvc_pool_desc_t`).
@@ -375,6 +384,9 @@ impl Cache {
             bytes_per_token: d.bytes_per_token,
             kv_heads_per_rank: d.kv_heads_per_rank,
             head_replication: d.head_replication,
+            dtype: Dtype::from_raw(d.dtype),
+            kv_factor: d.kv_factor,
+            layout: Layout::from_raw(d.layout),
         })
     }
 

@@ -62,6 +62,7 @@ mod config;
 mod error;
 mod events;
 mod kernels;
+mod kv_resource;
 mod remote_tier;
 mod resize;
 mod sequence;
@@ -84,6 +85,7 @@ pub use kernels::{
     BlockTables, Decode, Prefill, RawDecodeArgs, RawPrefillArgs, RawStoreArgs, StoreKv,
     StoreStrides, TableFormat,
 };
+pub use kv_resource::{KvResource, KvResourceDesc, KvResourceReason};
 pub use resize::{ResizeInputs, ResizePlan};
 pub use sequence::{
     ExtraKey, RetentionRange, SequenceDesc, SequenceOptions, DEFAULT_PRIORITY, RETENTION_OPEN_END,

@@ -98,6 +98,15 @@ public final class Cache implements AutoCloseable {
     return handle.call(h -> Records.resourceDescription(h, index));
   }
 
+  /**
+   * Paged KV resource {@code index}: its geometry, and whether it is managed together with KV
+   * resource 0 or in pools of its own, and why (kvc_cache_describe_kv_resource).
+   */
+  public KvResourceDescription describeKvResource(int index) {
+    Args.u32("index", index);
+    return handle.call(h -> Records.kvResourceDescription(h, index));
+  }
+
   /** {@code resource} value of {@link #stateSlots} meaning every resource (KVC_STATE_ALL). */
   public static final int STATE_ALL = -1;
 

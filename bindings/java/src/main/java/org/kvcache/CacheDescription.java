@@ -25,9 +25,10 @@ package org.kvcache;
  * @param numRanks tensor-parallel ranks (Config#setRanks), 1 without; the block counts
  *     and bytes are one rank's
  * @param maxHeadReplication the most ranks holding one kv head (1: none replicated)
+ * @param numKvResources paged KV resources (kv_resource.h); 0 with the global shape setters
  */
 public record CacheDescription(DeviceKind deviceKind, int deviceOrdinal, DType dtype,
     Layout layout, int numLayers, int numGroups, int numPools, int tokensPerBlock,
     int kvFactor, long numBlocks, long tokenCapacity, long primaryBytes, long hostCacheBytes,
     long deviceFreeBytes, long deviceTotalBytes, int numResources, int numStateSlots,
-    long stateBytes, int numRanks, int maxHeadReplication) {}
+    long stateBytes, int numRanks, int maxHeadReplication, int numKvResources) {}

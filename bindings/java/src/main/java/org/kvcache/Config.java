@@ -345,6 +345,43 @@ public final class Config implements AutoCloseable {
     return getU64(KvcNative::kvc_config_get_max_primary_bytes);
   }
 
+  // ----- paged KV resources (kv_resource.h) ----------------------------
+
+  /**
+   * Adds a paged KV resource: {@code layers} (ascending, distinct model layer ids) with their
+   * own kv heads, head dim, dtype, kv factor (2 or 1), layout and window (0 = full); returns
+   * its index (kvc_config_add_kv_resource). Refused ({@link Status#INVALID_STATE}) once a
+   * global shape setter was called, and those are refused after it.
+   */
+  public int addKvResource(int[] layers, int kvHeads, int headDim, DType dtype, int kvFactor,
+      Layout layout, int window) {
+    Args.notNull("layers", layers);
+    Args.notNull("dtype", dtype);
+    Args.notNull("layout", layout);
+    return handle.call(h -> {
+      Scratch s = Scratch.get();
+      int out = s.alloc(8);
+      int l = s.alloc(4L * Math.max(layers.length, 1));
+      s.putInts(l, layers, 0, layers.length);
+      kvc_kv_resource_t d = new kvc_kv_resource_t();
+      try {
+        KvcNative.kvc_kv_resource_init(d);
+        d.setLayers(s.address(l));
+        d.setNum_layers(layers.length);
+        d.setKv_heads(Args.u32("kv_heads", kvHeads));
+        d.setHead_dim(Args.u32("head_dim", headDim));
+        d.setDtype(dtype.code());
+        d.setKv_factor(Args.u32("kv_factor", kvFactor));
+        d.setLayout(layout.code());
+        d.setWindow(Args.u32("window", window));
+        KvcNative.kvc_config_add_kv_resource(h, d, s.address(out));
+      } finally {
+        d.delete();
+      }
+      return Args.toInt(s.getUnsignedInt(out));
+    });
+  }
+
   // ----- state resources (state.h) ------------------------------------
 
   private interface Adder {

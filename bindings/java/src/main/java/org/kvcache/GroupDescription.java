@@ -13,6 +13,10 @@ package org.kvcache;
  * @param bytesPerToken blockBytes / tokensPerBlock
  * @param kvHeadsPerRank kv heads each rank holds (kvHeads with one rank)
  * @param headReplication ranks holding each of those heads (1: split)
+ * @param dtype element type of the group's layers (KV resources may differ)
+ * @param kvFactor 2 (K and V) or 1
+ * @param layout block layout of the group
  */
 public record GroupDescription(int window, int kvHeads, int headDim, int numLayers, int pool,
-    long blockBytes, long bytesPerToken, int kvHeadsPerRank, int headReplication) {}
+    long blockBytes, long bytesPerToken, int kvHeadsPerRank, int headReplication, DType dtype,
+    int kvFactor, Layout layout) {}

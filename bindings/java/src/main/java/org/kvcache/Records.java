@@ -39,6 +39,7 @@ final class Records {
     static final int STATE_BYTES = L.u64(kvc_cache_desc_t::getState_bytes);
     static final int NUM_RANKS = L.u32(kvc_cache_desc_t::getNum_ranks);
     static final int MAX_HEAD_REPLICATION = L.u32(kvc_cache_desc_t::getMax_head_replication);
+    static final int NUM_KV_RESOURCES = L.u32(kvc_cache_desc_t::getNum_kv_resources);
   }
 
   /** {@code kvc_resource_desc_t}. */
@@ -97,6 +98,49 @@ final class Records {
         new long[] {s.getLong(at + ResourceDesc.STRIDE0), s.getLong(at + ResourceDesc.STRIDE1),
             s.getLong(at + ResourceDesc.STRIDE2)},
         s.getLong(at + ResourceDesc.BASE));
+  }
+
+  /** {@code kvc_kv_resource_desc_t}. */
+  private static final class KvResourceDesc {
+    static final StructLayout<kvc_kv_resource_desc_t> L = new StructLayout<>(
+        "kvc_kv_resource_desc_t", a -> new kvc_kv_resource_desc_t(a, false),
+        KvcNative::kvc_kv_resource_desc_init);
+    static final int MANAGED = L.u32(kvc_kv_resource_desc_t::getManaged);
+    static final int REASON = L.u32(kvc_kv_resource_desc_t::getReason);
+    static final int REASON_TEXT = L.u64(kvc_kv_resource_desc_t::getReason_text);
+    static final int MANAGED_WITH = L.u32(kvc_kv_resource_desc_t::getManaged_with);
+    static final int NUM_LAYERS = L.u32(kvc_kv_resource_desc_t::getNum_layers);
+    static final int KV_HEADS = L.u32(kvc_kv_resource_desc_t::getKv_heads);
+    static final int HEAD_DIM = L.u32(kvc_kv_resource_desc_t::getHead_dim);
+    static final int DTYPE = L.u32(kvc_kv_resource_desc_t::getDtype);
+    static final int KV_FACTOR = L.u32(kvc_kv_resource_desc_t::getKv_factor);
+    static final int LAYOUT = L.u32(kvc_kv_resource_desc_t::getLayout);
+    static final int WINDOW = L.u32(kvc_kv_resource_desc_t::getWindow);
+    static final int GROUP = L.u32(kvc_kv_resource_desc_t::getGroup);
+    static final int POOL = L.u32(kvc_kv_resource_desc_t::getPool);
+    static final int BLOCK_BYTES = L.u64(kvc_kv_resource_desc_t::getBlock_bytes);
+  }
+
+  static KvResourceDescription kvResourceDescription(long cache, int index) {
+    Scratch s = Scratch.get();
+    int at = s.alloc(KvResourceDesc.L.size);
+    kvc_kv_resource_desc_t out = KvResourceDesc.L.prepare(s, at);
+    KvcNative.kvc_cache_describe_kv_resource(cache, index, out);
+    return new KvResourceDescription(
+        s.getUnsignedInt(at + KvResourceDesc.MANAGED) != 0,
+        Args.toInt(s.getUnsignedInt(at + KvResourceDesc.REASON)),
+        Config.cString(s.getLong(at + KvResourceDesc.REASON_TEXT)),
+        Args.toInt(s.getUnsignedInt(at + KvResourceDesc.MANAGED_WITH)),
+        Args.toInt(s.getUnsignedInt(at + KvResourceDesc.NUM_LAYERS)),
+        Args.toInt(s.getUnsignedInt(at + KvResourceDesc.KV_HEADS)),
+        Args.toInt(s.getUnsignedInt(at + KvResourceDesc.HEAD_DIM)),
+        DType.of(s.getUnsignedInt(at + KvResourceDesc.DTYPE)),
+        Args.toInt(s.getUnsignedInt(at + KvResourceDesc.KV_FACTOR)),
+        Layout.of(s.getUnsignedInt(at + KvResourceDesc.LAYOUT)),
+        Args.toInt(s.getUnsignedInt(at + KvResourceDesc.WINDOW)),
+        Args.toInt(s.getUnsignedInt(at + KvResourceDesc.GROUP)),
+        Args.toInt(s.getUnsignedInt(at + KvResourceDesc.POOL)),
+        s.getLong(at + KvResourceDesc.BLOCK_BYTES));
   }
 
   /** {@code kvc_snapshot_stats_t}. */
@@ -210,7 +254,8 @@ final class Records {
         Args.toInt(s.getUnsignedInt(at + CacheDesc.NUM_STATE_SLOTS)),
         s.getLong(at + CacheDesc.STATE_BYTES),
         Args.toInt(s.getUnsignedInt(at + CacheDesc.NUM_RANKS)),
-        Args.toInt(s.getUnsignedInt(at + CacheDesc.MAX_HEAD_REPLICATION)));
+        Args.toInt(s.getUnsignedInt(at + CacheDesc.MAX_HEAD_REPLICATION)),
+        Args.toInt(s.getUnsignedInt(at + CacheDesc.NUM_KV_RESOURCES)));
   }
 
   /** {@code kvc_group_desc_t}. */
@@ -226,6 +271,9 @@ final class Records {
     static final int BYTES_PER_TOKEN = L.u64(kvc_group_desc_t::getBytes_per_token);
     static final int KV_HEADS_PER_RANK = L.u32(kvc_group_desc_t::getKv_heads_per_rank);
     static final int HEAD_REPLICATION = L.u32(kvc_group_desc_t::getHead_replication);
+    static final int DTYPE = L.u32(kvc_group_desc_t::getDtype);
+    static final int KV_FACTOR = L.u32(kvc_group_desc_t::getKv_factor);
+    static final int LAYOUT = L.u32(kvc_group_desc_t::getLayout);
   }
 
   static GroupDescription groupDescription(long cache, int group) {
@@ -242,7 +290,10 @@ final class Records {
         s.getLong(at + GroupDesc.BLOCK_BYTES),
         s.getLong(at + GroupDesc.BYTES_PER_TOKEN),
         Args.toInt(s.getUnsignedInt(at + GroupDesc.KV_HEADS_PER_RANK)),
-        Args.toInt(s.getUnsignedInt(at + GroupDesc.HEAD_REPLICATION)));
+        Args.toInt(s.getUnsignedInt(at + GroupDesc.HEAD_REPLICATION)),
+        DType.of(s.getUnsignedInt(at + GroupDesc.DTYPE)),
+        Args.toInt(s.getUnsignedInt(at + GroupDesc.KV_FACTOR)),
+        Layout.of(s.getUnsignedInt(at + GroupDesc.LAYOUT)));
   }
 
   /** {@code kvc_pool_desc_t}. */
