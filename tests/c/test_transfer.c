@@ -119,11 +119,11 @@ static void test_round_trip_reuses_every_block_bit_for_bit(void **state) {
   size_t keys_size = 0;
   keys_of(exp, &keys, &keys_size);
   assert_int_equal(keys_size, ed.keys_bytes);
-  assert_int_equal(keys_size, 32 + BLOCKS * (4 * TPB + 40) + 8);
+  assert_int_equal(keys_size, 64 + BLOCKS * (4 * TPB + 8) + 8);
   assert_memory_equal(keys, "KVCXFERK", 8);
   /* The blob's tokens, little endian. */
   for (size_t i = 0; i < BLOCKS * TPB; ++i) {
-    const unsigned char *p = keys + 32 + 4 * i;
+    const unsigned char *p = keys + 64 + 4 * i;
     const uint32_t t = p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
     assert_int_equal((int32_t)t, tokens[i]);
   }
@@ -136,7 +136,7 @@ static void test_round_trip_reuses_every_block_bit_for_bit(void **state) {
   ok(kvc_block_hashes(cfg, tokens, BLOCKS * TPB, NULL, hashes, BLOCKS, &nh));
   kvc_config_destroy(cfg);
   for (size_t i = 0; i < BLOCKS; ++i) {
-    const unsigned char *p = keys + 32 + 4 * BLOCKS * TPB + 40 * i + 32;
+    const unsigned char *p = keys + 64 + 4 * BLOCKS * TPB + 8 * i;
     uint64_t h = 0;
     for (int k = 7; k >= 0; --k) h = h << 8 | p[k];
     assert_true(h == hashes[i]);
@@ -219,7 +219,9 @@ static void test_refuses_another_prompt_salt_or_geometry(void **state) {
   salted.salt = "tenant-b";
   salted.salt_size = 8;
   assert_fails(kvc_cache_import_begin(b, 7, tokens, PROMPT, &salted, keys, size, &imp),
-               KVC_ERR_INVALID_ARGUMENT, "block 0 differs: its chain digest");
+               KVC_ERR_INVALID_ARGUMENT,
+               "scope check differs from the one computed from options over its 40 tokens "
+               "(another cache salt, LoRA id or extra keys)");
   assert_same_blocks(b, &before);
 
   /* A prompt shorter than the blob. */
@@ -233,13 +235,28 @@ static void test_refuses_another_prompt_salt_or_geometry(void **state) {
                KVC_ERR_INVALID_ARGUMENT, "truncated");
   unsigned char *bad = malloc(size);
   memcpy(bad, keys, size);
-  bad[32 + 4 * BLOCKS * TPB + 5] ^= 1; /* a digest byte */
+  bad[64 + 4 * BLOCKS * TPB + 5] ^= 1; /* a portable hash byte */
   assert_fails(kvc_cache_import_begin(b, 7, tokens, PROMPT, NULL, bad, size, &imp),
                KVC_ERR_INVALID_ARGUMENT, "checksum");
   memcpy(bad, keys, size);
-  bad[8] = 2;
+  bad[32 + 7] ^= 1; /* a scope check byte */
   assert_fails(kvc_cache_import_begin(b, 7, tokens, PROMPT, NULL, bad, size, &imp),
-               KVC_ERR_INVALID_ARGUMENT, "format version 2");
+               KVC_ERR_INVALID_ARGUMENT, "checksum");
+  memcpy(bad, keys, size);
+  bad[64 + 4 * 5] ^= 1; /* a token of block 1 */
+  assert_fails(kvc_cache_import_begin(b, 7, tokens, PROMPT, NULL, bad, size, &imp),
+               KVC_ERR_INVALID_ARGUMENT, "checksum");
+  memcpy(bad, keys, size);
+  bad[8] = 3;
+  assert_fails(kvc_cache_import_begin(b, 7, tokens, PROMPT, NULL, bad, size, &imp),
+               KVC_ERR_INVALID_ARGUMENT,
+               "the key blob has format version 3; this cache reads version 2");
+  memcpy(bad, keys, size);
+  bad[8] = 1; /* the format of 0.3.0's first transfer commits */
+  assert_fails(kvc_cache_import_begin(b, 7, tokens, PROMPT, NULL, bad, size, &imp),
+               KVC_ERR_INVALID_ARGUMENT,
+               "the key blob has format version 1 (a chain digest per block); this cache reads "
+               "version 2");
   memcpy(bad, keys, size);
   bad[0] = 'X';
   assert_fails(kvc_cache_import_begin(b, 7, tokens, PROMPT, NULL, bad, size, &imp),
@@ -270,12 +287,70 @@ static void test_refuses_another_prompt_salt_or_geometry(void **state) {
   kvc_sequence_options_t other_salt = salted;
   other_salt.salt = "tenant-c";
   assert_fails(kvc_cache_import_begin(c, 7, tokens, PROMPT, &other_salt, keys, size, &imp),
-               KVC_ERR_INVALID_ARGUMENT, "block 0 differs");
+               KVC_ERR_INVALID_ARGUMENT, "another cache salt");
   ok(kvc_cache_import_begin(c, 7, tokens, PROMPT, &salted, keys, size, &imp));
   kvc_import_destroy(imp); /* aborts */
   assert_int_equal(stats_of(c).num_sequences, 0);
   free(keys);
   kvc_cache_destroy(c);
+}
+
+/* The key blob's scope check covers the extra keys overlapping the exported
+ * blocks (tokens [0, 40)) only: keys past them (the partial block's) may
+ * differ between sender and receiver; a key inside them must be equal. */
+static void test_extra_keys_count_inside_the_exported_blocks_only(void **state) {
+  (void)state;
+  int32_t tokens[PROMPT];
+  xt_tokens(9, tokens, PROMPT);
+  const kvc_extra_key_t past = {BLOCKS * TPB, 2, "img-a", 5};
+  kvc_sequence_options_t sender = KVC_SEQUENCE_OPTIONS_INIT;
+  sender.extra_keys = &past;
+  sender.num_extra_keys = 1;
+  unsigned char *keys = NULL;
+  size_t size = 0;
+  export_keys(tokens, &sender, &keys, &size);
+  kvc_cache_t *b = xt_cache(KVC_DTYPE_F32, TPB, 64 * TPB);
+  const kvc_cache_stats_t before = stats_of(b);
+  kvc_import_t *imp = NULL;
+  /* None, or another key past the blocks: accepted. */
+  ok(kvc_cache_import_begin(b, 7, tokens, PROMPT, NULL, keys, size, &imp));
+  kvc_import_destroy(imp);
+  imp = NULL;
+  const kvc_extra_key_t other_past = {BLOCKS * TPB + 1, 1, "img-b", 5};
+  kvc_sequence_options_t receiver = KVC_SEQUENCE_OPTIONS_INIT;
+  receiver.extra_keys = &other_past;
+  receiver.num_extra_keys = 1;
+  ok(kvc_cache_import_begin(b, 7, tokens, PROMPT, &receiver, keys, size, &imp));
+  kvc_import_destroy(imp);
+  imp = NULL;
+  assert_same_blocks(b, &before);
+  /* A key that reaches into block 9: refused, nothing changed. */
+  const kvc_extra_key_t inside = {BLOCKS * TPB - 1, 3, "img-a", 5};
+  receiver.extra_keys = &inside;
+  assert_fails(kvc_cache_import_begin(b, 7, tokens, PROMPT, &receiver, keys, size, &imp),
+               KVC_ERR_INVALID_ARGUMENT, "another cache salt, LoRA id or extra keys");
+  assert_null(imp);
+  assert_same_blocks(b, &before);
+  free(keys);
+
+  /* A key inside the blocks on both sides: equal keys accepted, another
+   * key's bytes refused. */
+  const kvc_extra_key_t image = {5, 6, "img-a", 5};
+  sender.extra_keys = &image;
+  export_keys(tokens, &sender, &keys, &size);
+  ok(kvc_cache_import_begin(b, 7, tokens, PROMPT, &sender, keys, size, &imp));
+  kvc_import_destroy(imp);
+  imp = NULL;
+  const kvc_extra_key_t other_image = {5, 6, "img-b", 5};
+  receiver.extra_keys = &other_image;
+  assert_fails(kvc_cache_import_begin(b, 7, tokens, PROMPT, &receiver, keys, size, &imp),
+               KVC_ERR_INVALID_ARGUMENT, "another cache salt, LoRA id or extra keys");
+  assert_fails(kvc_cache_import_begin(b, 7, tokens, PROMPT, NULL, keys, size, &imp),
+               KVC_ERR_INVALID_ARGUMENT, "another cache salt, LoRA id or extra keys");
+  assert_null(imp);
+  assert_same_blocks(b, &before);
+  free(keys);
+  kvc_cache_destroy(b);
 }
 
 static void test_abort_and_complete_rules(void **state) {
@@ -603,6 +678,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip_reuses_every_block_bit_for_bit),
       cmocka_unit_test(test_refuses_another_prompt_salt_or_geometry),
+      cmocka_unit_test(test_extra_keys_count_inside_the_exported_blocks_only),
       cmocka_unit_test(test_abort_and_complete_rules),
       cmocka_unit_test(test_export_refuses_bad_input),
       cmocka_unit_test(test_exported_blocks_outlive_eviction_and_remove),

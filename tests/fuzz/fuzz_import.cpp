@@ -23,8 +23,8 @@ using namespace transfer;
 
 namespace {
 
-// The receiver's options for "another salt": the digests differ from any
-// scope the decoder makes.
+// The receiver's options for "another salt": the scope check differs from
+// any scope the decoder makes.
 const kvc_sequence_options_t* other_salt() {
   static kvc_sequence_options_t o;
   static const char salt[] = "\xfe kvc fuzz: another salt";
