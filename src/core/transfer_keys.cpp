@@ -83,12 +83,14 @@ std::string encode_transfer_keys(const TransferKeys& k) {
   put_u64(s, k.num_blocks);
   s.append(reinterpret_cast<const char*>(k.scope_check.bytes), sizeof k.scope_check.bytes);
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  // The host's layout is the blob's: the token ids in one copy.
+  // The host's layout is the blob's: the token ids and the hashes in one
+  // copy each.
   s.append(reinterpret_cast<const char*>(k.tokens.data()), 4 * k.tokens.size());
+  s.append(reinterpret_cast<const char*>(k.hashes.data()), 8 * k.hashes.size());
 #else
   for (int32_t t : k.tokens) put_u32(s, static_cast<uint32_t>(t));
-#endif
   for (uint64_t h : k.hashes) put_u64(s, h);
+#endif
   put_u64(s, XXH3_64bits(s.data(), s.size()));
   return s;
 }
