@@ -83,6 +83,28 @@ TEST(TransferKeys, PortableHashesAreTheStoreKeysHashes) {
   for (size_t b = 0; b < 16; ++b) EXPECT_EQ(k.hashes[b], full[b].hash) << b;
 }
 
+// PortableHasher::block (the blob's hashes, events, stores) is the
+// algorithm events.h states, byte for byte, for every block size up to 40
+// tokens (whole 16-byte copies and a remainder of 0 to 3 tokens).
+TEST(TransferKeys, PortableBlockHashIsTheStatedAlgorithmForEveryBlockSize) {
+  const std::vector<int32_t> t = seq(-20, 40);
+  const PortableHasher hasher(0x5eed);
+  for (uint32_t n = 1; n <= 40; ++n) {
+    std::vector<unsigned char> bytes;
+    auto put = [&](uint64_t v, int size) {
+      for (int i = 0; i < size; ++i) bytes.push_back(static_cast<unsigned char>(v >> (8 * i)));
+    };
+    put(0x1111, 8);
+    put(0x2222, 8);
+    put(0x3333, 8);
+    put(n, 4);
+    for (uint32_t i = 0; i < n; ++i) put(static_cast<uint32_t>(t[i]), 4);
+    EXPECT_EQ(hasher.block(0x1111, 0x2222, 0x3333, t.data(), n),
+              XXH3_64bits_withSeed(bytes.data(), bytes.size(), 0x5eed))
+        << n << " tokens";
+  }
+}
+
 // The scope check is exactly as strong as version 1's chain digest per
 // block: for scopes and extra keys in and around the exported range, the
 // scope checks are equal if and only if every block's chain digest is
