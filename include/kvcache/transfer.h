@@ -41,8 +41,8 @@
  *      first block and token that differ): a peer can never put KV under
  *      another prompt, and scopes with another salt, LoRA id or extra keys
  *      (overlapping the exported blocks) stay apart because those are in
- *      the scope check. It then adds sequence
- *      `seq_id` with the tokens, as kvc_sequence_add() does: leading blocks
+ *      the scope check. It then adds sequence `seq_id` with the tokens, as
+ *      kvc_sequence_add() does: leading blocks
  *      this cache already holds are reused, fresh blocks are reserved for
  *      the others, all or nothing (KVC_ERR_OUT_OF_BLOCKS, nothing changed).
  *   4. kvc_import_block_ids() names the blocks to write: positions
@@ -94,8 +94,11 @@
  *     64+4NT+8N     8      u64 XXH3-64 (seed 0) of every byte before it
  *
  * The scope check is SHA-256("kvc.xfer.scope.v2" || u64 byte count ||
- * the encoded salt and LoRA id || u64 byte count || the encoded extra keys
- * overlapping tokens [0, N*T), each with its offset, length and bytes).
+ * scope || u64 byte count || extras), where scope is 'S', u8 has_salt
+ * [, u64 salt size, the salt's bytes], 'L', u8 has_lora [, u64 LoRA id],
+ * and extras is, for each extra key overlapping tokens [0, N*T) in
+ * (offset, length, bytes) order: 'X', u64 offset, u64 length, u64 size,
+ * the key's bytes.
  * The receiver computes it from its own options and compares it, and
  * compares the tokens one for one: together they decide exactly what a
  * SHA-256 chain digest per block (the key block stores keep blocks under,
