@@ -295,64 +295,6 @@ static void test_refuses_another_prompt_salt_or_geometry(void **state) {
   kvc_cache_destroy(c);
 }
 
-/* The key blob's scope check covers the extra keys overlapping the exported
- * blocks (tokens [0, 40)) only: keys past them (the partial block's) may
- * differ between sender and receiver; a key inside them must be equal. */
-static void test_extra_keys_count_inside_the_exported_blocks_only(void **state) {
-  (void)state;
-  int32_t tokens[PROMPT];
-  xt_tokens(9, tokens, PROMPT);
-  const kvc_extra_key_t past = {BLOCKS * TPB, 2, "img-a", 5};
-  kvc_sequence_options_t sender = KVC_SEQUENCE_OPTIONS_INIT;
-  sender.extra_keys = &past;
-  sender.num_extra_keys = 1;
-  unsigned char *keys = NULL;
-  size_t size = 0;
-  export_keys(tokens, &sender, &keys, &size);
-  kvc_cache_t *b = xt_cache(KVC_DTYPE_F32, TPB, 64 * TPB);
-  const kvc_cache_stats_t before = stats_of(b);
-  kvc_import_t *imp = NULL;
-  /* None, or another key past the blocks: accepted. */
-  ok(kvc_cache_import_begin(b, 7, tokens, PROMPT, NULL, keys, size, &imp));
-  kvc_import_destroy(imp);
-  imp = NULL;
-  const kvc_extra_key_t other_past = {BLOCKS * TPB + 1, 1, "img-b", 5};
-  kvc_sequence_options_t receiver = KVC_SEQUENCE_OPTIONS_INIT;
-  receiver.extra_keys = &other_past;
-  receiver.num_extra_keys = 1;
-  ok(kvc_cache_import_begin(b, 7, tokens, PROMPT, &receiver, keys, size, &imp));
-  kvc_import_destroy(imp);
-  imp = NULL;
-  assert_same_blocks(b, &before);
-  /* A key that reaches into block 9: refused, nothing changed. */
-  const kvc_extra_key_t inside = {BLOCKS * TPB - 1, 3, "img-a", 5};
-  receiver.extra_keys = &inside;
-  assert_fails(kvc_cache_import_begin(b, 7, tokens, PROMPT, &receiver, keys, size, &imp),
-               KVC_ERR_INVALID_ARGUMENT, "another cache salt, LoRA id or extra keys");
-  assert_null(imp);
-  assert_same_blocks(b, &before);
-  free(keys);
-
-  /* A key inside the blocks on both sides: equal keys accepted, another
-   * key's bytes refused. */
-  const kvc_extra_key_t image = {5, 6, "img-a", 5};
-  sender.extra_keys = &image;
-  export_keys(tokens, &sender, &keys, &size);
-  ok(kvc_cache_import_begin(b, 7, tokens, PROMPT, &sender, keys, size, &imp));
-  kvc_import_destroy(imp);
-  imp = NULL;
-  const kvc_extra_key_t other_image = {5, 6, "img-b", 5};
-  receiver.extra_keys = &other_image;
-  assert_fails(kvc_cache_import_begin(b, 7, tokens, PROMPT, &receiver, keys, size, &imp),
-               KVC_ERR_INVALID_ARGUMENT, "another cache salt, LoRA id or extra keys");
-  assert_fails(kvc_cache_import_begin(b, 7, tokens, PROMPT, NULL, keys, size, &imp),
-               KVC_ERR_INVALID_ARGUMENT, "another cache salt, LoRA id or extra keys");
-  assert_null(imp);
-  assert_same_blocks(b, &before);
-  free(keys);
-  kvc_cache_destroy(b);
-}
-
 static void test_abort_and_complete_rules(void **state) {
   (void)state;
   int32_t tokens[PROMPT];
@@ -678,7 +620,6 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip_reuses_every_block_bit_for_bit),
       cmocka_unit_test(test_refuses_another_prompt_salt_or_geometry),
-      cmocka_unit_test(test_extra_keys_count_inside_the_exported_blocks_only),
       cmocka_unit_test(test_abort_and_complete_rules),
       cmocka_unit_test(test_export_refuses_bad_input),
       cmocka_unit_test(test_exported_blocks_outlive_eviction_and_remove),
